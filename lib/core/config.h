@@ -1,0 +1,51 @@
+// hpcq.toml: the one configuration file shared by hpcqd and every hpcq-agent
+// (like Flux's bootstrap config: every process sees the same rank table).
+//
+// Every key is documented in etc/hpcq.toml. Unknown keys and bad values are
+// errors that name file:line and the key. Plain values; load_config reads the
+// file, parse_config takes text (tests, fuzzing).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/core/status.h"
+
+namespace hpcq {
+
+struct RankConfig {
+  std::string name;        // node name (HPCQ_NODELIST entry)
+  std::string endpoint;    // ZeroMQ endpoint its overlay ROUTER binds (tcp://host:port)
+  std::string public_key;  // Z85 CURVE public key; the allow-list is the set of these
+  std::string topology;    // agents: "host", "synthetic:...", a bare synthetic string, "xml:PATH"
+};
+
+struct ClusterConfig {
+  std::string source = "<defaults>";  // file the values came from
+  // [overlay]
+  int fanout = 16;
+  int heartbeat_interval_ms = 1000;
+  int node_down_after_ms = 10000;
+  // [leader]
+  std::string state_dir = "/var/lib/hpcq";
+  std::string socket = "/run/hpcq/hpcqd.sock";
+  std::string secret_key = "/etc/hpcq/keys/leader.key";
+  std::int64_t default_time_limit_s = 3600;
+  std::int64_t max_time_limit_s = 0;  // 0: none
+  // [scheduler]
+  std::vector<std::string> actions = {"allocate"};
+  std::vector<std::string> plugins = {"fcfs"};
+  // [agent]
+  std::string agent_state_dir = "/var/lib/hpcq/agent";
+  std::string agent_secret_key = "/etc/hpcq/keys/agent.key";
+  std::string job_shell = "";  // empty: installed libexec path
+  int kill_grace_s = 5;
+  // [[rank]]: rank 0 is the leader
+  std::vector<RankConfig> ranks;
+};
+
+Result<ClusterConfig> load_config(const std::string& path);
+Result<ClusterConfig> parse_config(const std::string& text, const std::string& name);
+
+}  // namespace hpcq

@@ -1,0 +1,26 @@
+#include "lib/overlay/tree.h"
+
+namespace hpcq::overlay {
+
+Rank parent_of(Rank rank, int fanout) { return rank == 0 ? 0 : (rank - 1) / static_cast<Rank>(fanout); }
+
+std::vector<Rank> children_of(Rank rank, int fanout, int size) {
+  std::vector<Rank> children;
+  for (int i = 1; i <= fanout; ++i) {
+    Rank child = rank * static_cast<Rank>(fanout) + static_cast<Rank>(i);
+    if (child >= static_cast<Rank>(size)) break;
+    children.push_back(child);
+  }
+  return children;
+}
+
+std::optional<Rank> next_hop_down(Rank self, Rank target, int fanout) {
+  while (target != 0) {
+    Rank parent = parent_of(target, fanout);
+    if (parent == self) return target;
+    target = parent;
+  }
+  return std::nullopt;
+}
+
+}  // namespace hpcq::overlay
