@@ -1,0 +1,301 @@
+#include "agent/agent.h"
+
+#include <sched.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "lib/resource/cpu_list.h"
+#include "lib/resource/hwloc_import.h"
+
+namespace hpcq::agent {
+namespace {
+
+TimeUs now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int count_host_numa_nodes() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.rfind("node", 0) == 0 && name.size() > 4 && std::isdigit(name[4])) ++n;
+  }
+  return std::max(n, 1);
+}
+
+}  // namespace
+
+Agent::Agent(const ClusterConfig& config, AgentOptions options)
+    : config_(config), options_(std::move(options)) {}
+
+Agent::~Agent() {
+  overlay_.reset();
+  if (executor_) executor_->shutdown();
+}
+
+Result<std::unique_ptr<Agent>> Agent::create(const ClusterConfig& config, AgentOptions options) {
+  std::unique_ptr<Agent> agent(new Agent(config, std::move(options)));
+  HPCQ_RETURN_IF_ERROR(agent->start());
+  return agent;
+}
+
+Status Agent::start() {
+  const Rank rank = options_.rank;
+  if (rank == 0 || rank >= config_.ranks.size()) {
+    return invalid_argument("--rank " + std::to_string(rank) + ": agents are ranks 1.." +
+                            std::to_string(config_.ranks.size() - 1) + " in " + config_.source);
+  }
+  const RankConfig& me = config_.ranks[rank];
+  std::string topology_spec = options_.topology.empty() ? me.topology : options_.topology;
+  auto topology = resource::discover_topology(topology_spec);
+  if (!topology.is_ok()) return topology.status();
+  topology_ = std::move(topology).value();
+  host_topology_ = topology_spec == "host";
+
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  host_cpus_ = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  host_cpus_ = std::max(host_cpus_, 1);
+  host_numa_ = count_host_numa_nodes();
+
+  std::error_code ec;
+  std::filesystem::create_directories(options_.state_dir, ec);
+  if (ec) return internal_error("state dir " + options_.state_dir + ": " + ec.message());
+
+  ExecutorConfig ec_config;
+  ec_config.instance = "rank-" + std::to_string(rank);
+  ec_config.state_dir = options_.state_dir;
+  ec_config.job_shell_path = options_.job_shell;
+  auto executor = ProcessExecutor::create(ec_config);
+  if (!executor.is_ok()) return executor.status();
+  executor_ = std::move(executor).value();
+
+  auto keys = overlay::read_key_file(options_.secret_key, /*require_secret=*/true);
+  if (!keys.is_ok()) return keys.status();
+  overlay::OverlayConfig oc;
+  oc.rank = rank;
+  oc.fanout = config_.fanout;
+  for (const auto& r : config_.ranks) {
+    oc.endpoints.push_back(r.endpoint);
+    oc.public_keys.push_back(r.public_key);
+  }
+  oc.own_keys = *keys;
+  auto overlay = overlay::Overlay::create(oc, loop_, [this](overlay::Envelope&& e) {
+    on_message(std::move(e));
+  });
+  if (!overlay.is_ok()) return overlay.status();
+  overlay_ = std::move(overlay).value();
+
+  send_hello();
+  loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
+    if (!welcomed_) send_hello();  // the leader may not be up yet
+    send_heartbeat();
+  });
+  loop_.run_every(std::chrono::milliseconds(200), [this] {
+    executor_->check_timeouts(now_us());
+    on_job_exits();
+  });
+  spdlog::info("agent {} (rank {}): {} cores, {} NUMA domains ({}); host has {} CPUs", me.name,
+               rank, topology_.num_cores(), topology_.numa.size(), topology_.source, host_cpus_);
+  return Status::ok();
+}
+
+void Agent::run() { loop_.run(); }
+void Agent::stop() { loop_.stop(); }
+
+void Agent::send_hello() {
+  overlay::Envelope envelope;
+  envelope.set_dst(0);
+  overlay::Hello* hello = envelope.mutable_hello();
+  hello->set_name(config_.ranks[options_.rank].name);
+  overlay::Topology* t = hello->mutable_topology();
+  t->set_packages(topology_.packages);
+  t->set_memory_bytes(topology_.memory_bytes);
+  t->set_source(topology_.source);
+  for (const auto& n : topology_.numa) {
+    overlay::Numa* m = t->add_numa();
+    m->set_id(n.id);
+    m->set_package(n.package);
+    m->set_memory_bytes(n.memory_bytes);
+  }
+  for (const auto& c : topology_.cores) {
+    overlay::Core* core = t->add_cores();
+    core->set_id(c.id);
+    core->set_package(c.package);
+    core->set_numa(c.numa);
+    for (int pu : c.pus) core->add_pus(pu);
+  }
+  hello->set_host_cpus(host_cpus_);
+  hello->set_host_numa(host_numa_);
+  for (const auto& [id, attempt] : attempts_) hello->add_running_jobs(id);
+  Status s = overlay_->send(std::move(envelope));
+  if (!s.is_ok()) spdlog::debug("hello: {}", s.message());
+}
+
+void Agent::send_heartbeat() {
+  overlay::Envelope envelope;
+  envelope.set_dst(0);
+  envelope.mutable_heartbeat()->set_time_us(now_us());
+  Status s = overlay_->send(std::move(envelope));
+  if (!s.is_ok()) spdlog::debug("heartbeat: {}", s.message());
+}
+
+void Agent::on_message(overlay::Envelope&& envelope) {
+  switch (envelope.body_case()) {
+    case overlay::Envelope::kWelcome:
+      if (envelope.welcome().send_hello()) {
+        welcomed_ = false;
+        send_hello();
+      } else {
+        if (!welcomed_) spdlog::info("agent: joined the leader");
+        welcomed_ = true;
+      }
+      break;
+    case overlay::Envelope::kLaunch:
+      on_launch(envelope.launch());
+      break;
+    case overlay::Envelope::kKill:
+      on_kill(envelope.kill());
+      break;
+    default:
+      spdlog::warn("agent: unexpected message {} from rank {}", static_cast<int>(envelope.body_case()),
+                   envelope.src());
+  }
+}
+
+std::vector<int> Agent::host_cpus_of(const std::vector<int>& cores) const {
+  std::set<int> cpus;
+  for (int core : cores) {
+    if (host_topology_ && core >= 0 && core < topology_.num_cores()) {
+      for (int pu : topology_.cores[static_cast<size_t>(core)].pus) cpus.insert(pu);
+    } else {
+      cpus.insert(core % host_cpus_);
+    }
+  }
+  return {cpus.begin(), cpus.end()};
+}
+
+void Agent::on_launch(const overlay::Launch& launch) {
+  const JobId id = launch.job_id();
+  if (attempts_.count(id)) {
+    spdlog::warn("job {}: launch ignored, it is already running here", id);
+    return;
+  }
+  const overlay::NodeAlloc* mine = nullptr;
+  std::string hostfile;
+  int node_index = 0;
+  for (int i = 0; i < launch.allocation_size(); ++i) {
+    const overlay::NodeAlloc& a = launch.allocation(i);
+    hostfile += a.node() + " slots=" + std::to_string(a.ntasks()) + "\n";
+    if (a.rank() == options_.rank) {
+      mine = &a;
+      node_index = i;
+    }
+  }
+  attempts_[id] = launch.attempt();
+  if (!mine) {
+    report(id, overlay::JobUpdate::FAILED, 1, "this node is not in the job's allocation");
+    return;
+  }
+  JobLaunch job;
+  job.id = id;
+  job.uid = launch.uid();
+  job.gid = launch.gid();
+  job.user = launch.user();
+  job.argv.assign(launch.argv().begin(), launch.argv().end());
+  job.script = launch.script();
+  for (const auto& [k, v] : launch.env()) job.env[k] = v;
+  job.env["HPCQ_NODEID"] = std::to_string(node_index);
+  job.env["HPCQ_NODENAME"] = config_.ranks[options_.rank].name;
+  job.cwd = launch.cwd();
+  job.stdout_path = launch.stdout_path();
+  job.stderr_path = launch.stderr_path();
+  job.hostfile = hostfile;
+  const int cpt = std::max(1, launch.cpus_per_task());
+  std::vector<int> cores(mine->cores().begin(), mine->cores().end());
+  for (int t = 0; t < mine->ntasks(); ++t) {
+    TaskSpec task;
+    task.rank = mine->first_task() + t;
+    std::vector<int> task_cores;
+    for (int k = t * cpt; k < (t + 1) * cpt && k < static_cast<int>(cores.size()); ++k) {
+      task_cores.push_back(cores[static_cast<size_t>(k)]);
+    }
+    task.host_cpus = host_cpus_of(task_cores);
+    task.logical_cpus = resource::format_cpu_list(task_cores);
+    job.tasks.push_back(std::move(task));
+  }
+  job.host_cpus = host_cpus_of(cores);
+  std::set<int> mems;
+  for (int m : mine->numa()) mems.insert(m % host_numa_);
+  job.host_mems.assign(mems.begin(), mems.end());
+  job.memory_limit_bytes = mine->memory_bytes();
+  job.time_limit_s = launch.time_limit_s();
+
+  Status launched = executor_->launch(job, now_us());
+  if (!launched.is_ok()) {
+    spdlog::warn("job {}: launch failed: {}", id, launched.message());
+    attempts_.erase(id);
+    report(id, overlay::JobUpdate::FAILED, 1, launched.message());
+    return;
+  }
+  report(id, overlay::JobUpdate::STARTED, 0, "");
+  sync_wait_fds();
+}
+
+void Agent::on_kill(const overlay::Kill& kill) {
+  auto it = attempts_.find(kill.job_id());
+  if (it == attempts_.end()) return;
+  Status s = executor_->cancel(kill.job_id());
+  if (!s.is_ok()) spdlog::warn("job {}: cancel: {}", kill.job_id(), s.message());
+}
+
+void Agent::on_job_exits() {
+  for (const JobExit& exit : executor_->reap()) {
+    overlay::JobUpdate::Kind kind = overlay::JobUpdate::COMPLETED;
+    switch (exit.kind) {
+      case ExitKind::kCompleted: kind = overlay::JobUpdate::COMPLETED; break;
+      case ExitKind::kFailed: kind = overlay::JobUpdate::FAILED; break;
+      case ExitKind::kCancelled: kind = overlay::JobUpdate::CANCELLED; break;
+      case ExitKind::kTimeout: kind = overlay::JobUpdate::TIMEOUT; break;
+    }
+    report(exit.id, kind, exit.exit_code, exit.reason);
+    attempts_.erase(exit.id);
+  }
+  sync_wait_fds();
+}
+
+void Agent::sync_wait_fds() {
+  std::vector<int> fds = executor_->wait_fds();
+  std::set<int> now(fds.begin(), fds.end());
+  for (int fd : watched_fds_) {
+    if (!now.count(fd)) loop_.unwatch_fd(fd);
+  }
+  for (int fd : now) {
+    if (!watched_fds_.count(fd)) loop_.watch_fd(fd, [this] { on_job_exits(); });
+  }
+  watched_fds_ = std::move(now);
+}
+
+void Agent::report(JobId id, overlay::JobUpdate::Kind kind, int exit_code,
+                   const std::string& reason) {
+  overlay::Envelope envelope;
+  envelope.set_dst(0);
+  overlay::JobUpdate* update = envelope.mutable_job_update();
+  update->set_job_id(id);
+  update->set_kind(kind);
+  update->set_exit_code(exit_code);
+  update->set_reason(reason);
+  update->set_time_us(now_us());
+  auto it = attempts_.find(id);
+  update->set_attempt(it == attempts_.end() ? 0 : it->second);
+  Status s = overlay_->send(std::move(envelope));
+  if (!s.is_ok()) spdlog::warn("job {}: report lost: {}", id, s.message());
+}
+
+}  // namespace hpcq::agent

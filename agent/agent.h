@@ -1,0 +1,73 @@
+// hpcq-agent's core: one node's member of the overlay.
+//
+// Says Hello to the leader with the node's topology, sends heartbeats, turns
+// Launch messages into executor launches (mapping the logical allocation
+// onto host CPUs), reports every job's start and end, and relays messages for
+// its subtree (lib/overlay does the relaying).
+//
+// Emulated nodes: a synthetic topology may be larger than the host. Logical
+// core i is pinned to host CPU (i mod host CPUs) and NUMA domain m to host
+// memory node (m mod host NUMA nodes); on the real host topology a core maps
+// to its own PUs, so the pinned CPUs equal the allocation. The logical cores
+// are what `hpcq status` shows and what a task sees in HPCQ_CPUS.
+//
+// Thread: everything runs on the agent's event loop.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "agent/executor/process_executor.h"
+#include "lib/core/config.h"
+#include "lib/overlay/event_loop.h"
+#include "lib/overlay/overlay.h"
+#include "lib/resource/topology.h"
+
+namespace hpcq::agent {
+
+struct AgentOptions {
+  Rank rank = 0;
+  std::string state_dir;
+  std::string secret_key;
+  std::string topology;   // overrides the rank's topology in the config
+  std::string job_shell;  // path of hpcq-job-shell
+};
+
+class Agent {
+ public:
+  static Result<std::unique_ptr<Agent>> create(const ClusterConfig& config, AgentOptions options);
+  ~Agent();
+
+  void run();   // returns after stop()
+  void stop();  // any thread
+
+ private:
+  Agent(const ClusterConfig& config, AgentOptions options);
+  Status start();
+  void send_hello();
+  void send_heartbeat();
+  void on_message(overlay::Envelope&& envelope);
+  void on_launch(const overlay::Launch& launch);
+  void on_kill(const overlay::Kill& kill);
+  void on_job_exits();
+  void sync_wait_fds();
+  void report(JobId id, overlay::JobUpdate::Kind kind, int exit_code, const std::string& reason);
+  std::vector<int> host_cpus_of(const std::vector<int>& cores) const;
+
+  const ClusterConfig config_;
+  const AgentOptions options_;
+  overlay::EventLoop loop_;
+  resource::NodeTopology topology_;
+  int host_cpus_ = 1;
+  int host_numa_ = 1;
+  bool host_topology_ = false;
+  std::unique_ptr<ProcessExecutor> executor_;
+  std::unique_ptr<overlay::Overlay> overlay_;
+  bool welcomed_ = false;
+  std::map<JobId, std::uint32_t> attempts_;  // running jobs: attempt being run
+  std::set<int> watched_fds_;
+};
+
+}  // namespace hpcq::agent

@@ -1,0 +1,103 @@
+// hpcq-agent: one per node. Joins the overlay as its configured rank and runs
+// the jobs the leader sends. SIGTERM/SIGINT: kill the node's jobs, remove
+// their cgroups, leave.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "agent/agent.h"
+#include "lib/core/config.h"
+
+#ifndef HPCQ_LIBEXECDIR
+#define HPCQ_LIBEXECDIR "/usr/local/libexec"
+#endif
+
+namespace {
+
+// The job shell sits beside the agent in the build tree, in libexec once installed.
+std::string default_job_shell() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) {
+    buf[n] = '\0';
+    auto dir = std::filesystem::path(buf).parent_path();
+    if (std::filesystem::exists(dir / "executor" / "hpcq-job-shell")) {
+      return dir / "executor" / "hpcq-job-shell";
+    }
+  }
+  return std::string(HPCQ_LIBEXECDIR) + "/hpcq-job-shell";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hpcq-agent: the hpcq node agent"};
+  std::string config_path = "/etc/hpcq/hpcq.toml";
+  hpcq::agent::AgentOptions options;
+  unsigned rank = 0;
+  std::string log_level = "info";
+  app.add_option("-c,--config", config_path, "cluster configuration (hpcq.toml)");
+  app.add_option("-r,--rank", rank, "this agent's rank in the config (1..N)")->required();
+  app.add_option("--state-dir", options.state_dir, "job directories (default: agent.state_dir/rank-R)");
+  app.add_option("--secret-key", options.secret_key, "CURVE key file (default: agent.secret_key)");
+  app.add_option("--topology", options.topology,
+                 "host, synthetic:STRING (e.g. 'pack:2 numa:2 core:4 pu:1') or xml:PATH");
+  app.add_option("--job-shell", options.job_shell, "path of hpcq-job-shell");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "hpcq-agent: %s\n", e.what());
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e [rank " + std::to_string(rank) + "] %^%l%$ %v");
+
+  auto config = hpcq::load_config(config_path);
+  if (!config.is_ok()) {
+    std::fprintf(stderr, "hpcq-agent: %s\n", config.status().message().c_str());
+    return 2;
+  }
+  options.rank = rank;
+  if (options.state_dir.empty()) options.state_dir = config->agent_state_dir + "/rank-" + std::to_string(rank);
+  if (options.secret_key.empty()) options.secret_key = config->agent_secret_key;
+  if (options.job_shell.empty()) {
+    options.job_shell = config->job_shell.empty() ? default_job_shell() : config->job_shell;
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto agent = hpcq::agent::Agent::create(*config, options);
+  if (!agent.is_ok()) {
+    std::fprintf(stderr, "hpcq-agent: %s\n", agent.status().message().c_str());
+    return 1;
+  }
+  int sfd = signalfd(-1, &signals, SFD_CLOEXEC);
+  std::thread signal_thread([&] {
+    signalfd_siginfo info{};
+    if (read(sfd, &info, sizeof info) == sizeof info) {
+      spdlog::info("agent: signal {}: shutting down", info.ssi_signo);
+    }
+    (*agent)->stop();
+  });
+  (*agent)->run();
+  signal_thread.join();
+  close(sfd);
+  agent->reset();  // kills what still runs and removes its cgroups
+  spdlog::info("agent: stopped");
+  return 0;
+}

@@ -1,0 +1,38 @@
+#include "cli/client.h"
+
+#include <cstdlib>
+
+namespace hpcq::cli {
+
+std::string socket_path() {
+  const char* env = std::getenv("HPCQ_SOCKET");
+  return env && *env ? env : "/run/hpcq/hpcqd.sock";
+}
+
+std::unique_ptr<v1::Hpcq::Stub> connect(const std::string& socket) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  auto channel = grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args);
+  return v1::Hpcq::NewStub(channel);
+}
+
+Status from_grpc(const grpc::Status& status, const std::string& socket) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::OK: return Status::ok();
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return unavailable("hpcqd is not reachable at " + socket + " (" + status.error_message() + ")");
+    case grpc::StatusCode::INVALID_ARGUMENT: return invalid_argument(status.error_message());
+    case grpc::StatusCode::NOT_FOUND: return not_found(status.error_message());
+    case grpc::StatusCode::PERMISSION_DENIED: return permission_denied(status.error_message());
+    case grpc::StatusCode::FAILED_PRECONDITION: return failed_precondition(status.error_message());
+    default: return internal_error(status.error_message());
+  }
+}
+
+int exit_code_of(const Status& status) {
+  if (status.is_ok()) return 0;
+  return status.code() == Code::kInvalidArgument ? 2 : 1;
+}
+
+}  // namespace hpcq::cli

@@ -1,0 +1,167 @@
+#include "cli/format.h"
+
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+
+#include "lib/api/job_proto.h"
+
+namespace hpcq::cli {
+namespace {
+
+nlohmann::json time_json(std::int64_t us) {
+  if (us == 0) return nullptr;
+  return static_cast<double>(us) / 1e6;
+}
+
+std::string time_text(std::int64_t us) {
+  if (us == 0) return "-";
+  std::time_t t = static_cast<std::time_t>(us / 1000000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return buf;
+}
+
+std::string join(const google::protobuf::RepeatedPtrField<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ",") + s;
+  return out.empty() ? "-" : out;
+}
+
+std::string elapsed(const v1::Job& job) {
+  if (job.start_time_us() == 0) return "0:00";
+  std::int64_t end = job.end_time_us();
+  if (end == 0) {
+    end = static_cast<std::int64_t>(std::time(nullptr)) * 1000000;
+  }
+  std::int64_t s = std::max<std::int64_t>(0, (end - job.start_time_us()) / 1000000);
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  }
+  return buf;
+}
+
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      out << row[i];
+      if (i + 1 < row.size()) out << std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out << '\n';
+  }
+  return out.str();
+}
+
+}  // namespace
+
+nlohmann::json job_json(const v1::Job& job) {
+  nlohmann::json j;
+  j["id"] = job.id();
+  j["user"] = job.user();
+  j["uid"] = job.uid();
+  j["name"] = job.name();
+  j["state"] = api::state_name(job.state());
+  j["exit_code"] = job.exit_code();
+  j["reason"] = job.reason();
+  j["nodes"] = nlohmann::json::array();
+  for (const auto& n : job.nodes()) j["nodes"].push_back(n);
+  j["allocation"] = nlohmann::json::array();
+  for (const auto& a : job.allocation()) {
+    j["allocation"].push_back({
+        {"node", a.node()},
+        {"rank", a.rank()},
+        {"cores", std::vector<int>(a.cores().begin(), a.cores().end())},
+        {"numa", std::vector<int>(a.numa().begin(), a.numa().end())},
+        {"memory_bytes", a.memory_bytes()},
+        {"ntasks", a.ntasks()},
+        {"first_task", a.first_task()},
+        {"host_cpus", std::vector<int>(a.host_cpus().begin(), a.host_cpus().end())},
+    });
+  }
+  j["ntasks"] = job.spec().ntasks();
+  j["cpus_per_task"] = job.spec().cpus_per_task();
+  j["time_limit_s"] = job.spec().time_limit_s();
+  j["queue"] = job.spec().queue();
+  j["cwd"] = job.spec().cwd();
+  j["command"] = std::vector<std::string>(job.spec().argv().begin(), job.spec().argv().end());
+  j["stdout"] = job.stdout();
+  j["stderr"] = job.stderr();
+  j["submit_time"] = time_json(job.submit_time_us());
+  j["start_time"] = time_json(job.start_time_us());
+  j["end_time"] = time_json(job.end_time_us());
+  j["requeue_count"] = job.requeue_count();
+  return j;
+}
+
+nlohmann::json node_json(const v1::Node& node) {
+  return {{"name", node.name()},         {"rank", node.rank()},
+          {"state", node.state()},       {"cores", node.cores()},
+          {"numa", node.numa()},         {"free_cores", node.free_cores()},
+          {"packages", node.packages()}, {"memory_bytes", node.memory_bytes()},
+          {"topology", node.topology()}, {"host_cpus", node.host_cpus()},
+          {"running_jobs", node.running_jobs()}};
+}
+
+std::string queue_table(const v1::ListJobsResponse& jobs) {
+  std::vector<std::vector<std::string>> rows = {
+      {"JOBID", "USER", "NAME", "STATE", "TIME", "NODES", "TASKS", "NODELIST(REASON)"}};
+  for (const auto& job : jobs.jobs()) {
+    std::string where = job.nodes_size() ? join(job.nodes()) : "(" + (job.reason().empty() ? std::string("Priority") : job.reason()) + ")";
+    rows.push_back({std::to_string(job.id()), job.user(), job.name(), api::state_name(job.state()),
+                    elapsed(job), std::to_string(job.nodes_size() ? job.nodes_size() : job.spec().nodes()),
+                    std::to_string(job.spec().ntasks()), where});
+  }
+  return table(rows);
+}
+
+std::string status_text(const v1::Job& job) {
+  std::ostringstream out;
+  out << "JobId=" << job.id() << " JobName=" << job.name() << "\n"
+      << "   User=" << job.user() << "(" << job.uid() << ") State=" << api::state_name(job.state())
+      << " ExitCode=" << job.exit_code();
+  if (!job.reason().empty()) out << " Reason=\"" << job.reason() << "\"";
+  out << "\n   SubmitTime=" << time_text(job.submit_time_us())
+      << " StartTime=" << time_text(job.start_time_us())
+      << " EndTime=" << time_text(job.end_time_us()) << " RunTime=" << elapsed(job) << "\n"
+      << "   NumNodes=" << job.nodes_size() << " NumTasks=" << job.spec().ntasks()
+      << " CPUs/Task=" << job.spec().cpus_per_task() << " TimeLimit=" << job.spec().time_limit_s()
+      << "s NodeList=" << join(job.nodes()) << "\n";
+  for (const auto& a : job.allocation()) {
+    out << "   Node=" << a.node() << " Tasks=" << a.ntasks() << " Cores=";
+    for (int i = 0; i < a.cores_size(); ++i) out << (i ? "," : "") << a.cores(i);
+    out << " NUMA=";
+    for (int i = 0; i < a.numa_size(); ++i) out << (i ? "," : "") << a.numa(i);
+    out << "\n";
+  }
+  out << "   Command=" << join(job.spec().argv()) << "\n"
+      << "   WorkDir=" << job.spec().cwd() << "\n"
+      << "   StdOut=" << job.stdout() << "\n"
+      << "   StdErr=" << job.stderr() << "\n";
+  return out.str();
+}
+
+std::string nodes_table(const v1::ListNodesResponse& nodes) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NODE", "RANK", "STATE", "CORES", "FREE", "NUMA", "JOBS", "TOPOLOGY"}};
+  for (const auto& n : nodes.nodes()) {
+    rows.push_back({n.name(), std::to_string(n.rank()), n.state(), std::to_string(n.cores()),
+                    std::to_string(n.free_cores()), std::to_string(n.numa()),
+                    std::to_string(n.running_jobs()), n.topology().empty() ? "-" : n.topology()});
+  }
+  return table(rows);
+}
+
+}  // namespace hpcq::cli

@@ -1,0 +1,20 @@
+// How the hpcq command prints jobs and nodes: aligned tables for people,
+// JSON (--json) for programs. The JSON field names are an interface that
+// tests, benchmarks and users rely on (hpcq(1)); extend, never rename.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "proto/hpcq.pb.h"
+
+namespace hpcq::cli {
+
+nlohmann::json job_json(const v1::Job& job);
+nlohmann::json node_json(const v1::Node& node);
+
+std::string queue_table(const v1::ListJobsResponse& jobs);
+std::string status_text(const v1::Job& job);
+std::string nodes_table(const v1::ListNodesResponse& nodes);
+
+}  // namespace hpcq::cli

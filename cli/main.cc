@@ -1,0 +1,279 @@
+// hpcq: the user command. Talks to hpcqd over its unix socket ($HPCQ_SOCKET).
+// Human tables by default, --json everywhere; exit 0 on success, 2 on bad
+// input, 1 on any other error, always with a one-line reason on stderr.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/client.h"
+#include "cli/format.h"
+#include "cli/start.h"
+#include "lib/api/job_proto.h"
+#include "lib/job/submit_options.h"
+#include "lib/overlay/curve_keys.h"
+
+extern char** environ;
+
+namespace hpcq::cli {
+namespace {
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "hpcq: %s\n", status.message().c_str());
+  return exit_code_of(status);
+}
+
+Result<JobId> parse_job_id(const std::string& text) {
+  JobId id = 0;
+  size_t used = 0;
+  try {
+    id = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || id == 0 || text.empty() || text[0] == '-') {
+    return invalid_argument("'" + text + "' is not a job id");
+  }
+  return id;
+}
+
+int cmd_submit(const std::vector<std::string>& args) {
+  job::SubmitContext ctx;
+  std::error_code ec;
+  ctx.cwd = std::filesystem::current_path(ec).string();
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) ctx.environment[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  ctx.read_file = [](const std::string& path) -> Result<std::string> {
+    std::ifstream in(path);
+    if (!in) return not_found("cannot read " + path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  auto options = job::parse_submit_args(args, ctx);
+  if (!options.is_ok()) return fail(options.status());
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  v1::SubmitRequest request;
+  *request.mutable_spec() = api::to_proto(options->spec);
+  v1::SubmitResponse response;
+  grpc::ClientContext context;
+  Status s = from_grpc(stub->Submit(&context, request, &response), socket);
+  if (!s.is_ok()) return fail(s);
+  if (options->json) {
+    std::cout << nlohmann::json{{"id", response.id()}}.dump() << "\n";
+  } else {
+    std::cout << response.id() << "\n";
+  }
+  std::cout.flush();
+  if (!options->wait) return 0;
+  grpc::ClientContext watch_ctx;
+  v1::WatchJobsRequest watch;
+  watch.set_id(response.id());
+  auto reader = stub->WatchJobs(&watch_ctx, watch);
+  v1::JobEvent event;
+  v1::JobState last = v1::PENDING;
+  while (reader->Read(&event)) last = event.state();
+  s = from_grpc(reader->Finish(), socket);
+  if (!s.is_ok()) return fail(s);
+  return last == v1::COMPLETED ? 0 : 1;
+}
+
+// Blocks until every job has ended; 0 only if all COMPLETED (like flux job wait).
+int cmd_wait(const std::vector<std::string>& ids, bool json) {
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  bool all_completed = true;
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& text : ids) {
+    auto id = parse_job_id(text);
+    if (!id.is_ok()) return fail(id.status());
+    grpc::ClientContext ctx;
+    v1::WatchJobsRequest request;
+    request.set_id(*id);
+    auto reader = stub->WatchJobs(&ctx, request);
+    v1::JobEvent event;
+    v1::JobEvent last;
+    while (reader->Read(&event)) last = event;
+    Status s = from_grpc(reader->Finish(), socket);
+    if (!s.is_ok()) return fail(s);
+    if (last.state() != v1::COMPLETED) {
+      all_completed = false;
+      if (!json) {
+        std::fprintf(stderr, "hpcq: job %llu ended %s (exit code %d)%s%s\n",
+                     static_cast<unsigned long long>(*id), api::state_name(last.state()),
+                     last.exit_code(), last.reason().empty() ? "" : ": ", last.reason().c_str());
+      }
+    }
+    out.push_back({{"id", *id}, {"state", api::state_name(last.state())},
+                   {"exit_code", last.exit_code()}});
+  }
+  if (json) std::cout << out.dump() << "\n";
+  return all_completed ? 0 : 1;
+}
+
+int cmd_cancel(const std::vector<std::string>& ids) {
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  int code = 0;
+  for (const auto& text : ids) {
+    auto id = parse_job_id(text);
+    if (!id.is_ok()) return fail(id.status());
+    v1::CancelRequest request;
+    request.set_id(*id);
+    v1::CancelResponse response;
+    grpc::ClientContext ctx;
+    Status s = from_grpc(stub->Cancel(&ctx, request, &response), socket);
+    if (!s.is_ok()) code = std::max(code, fail(s));
+  }
+  return code;
+}
+
+int cmd_status(const std::vector<std::string>& ids, bool json) {
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& text : ids) {
+    auto id = parse_job_id(text);
+    if (!id.is_ok()) return fail(id.status());
+    v1::GetJobRequest request;
+    request.set_id(*id);
+    v1::Job job;
+    grpc::ClientContext ctx;
+    Status s = from_grpc(stub->GetJob(&ctx, request, &job), socket);
+    if (!s.is_ok()) return fail(s);
+    if (json) {
+      out.push_back(job_json(job));
+    } else {
+      std::cout << status_text(job);
+    }
+  }
+  // One job: the object itself; several: an array.
+  if (json) std::cout << (out.size() == 1 ? out[0] : out).dump(2) << "\n";
+  return 0;
+}
+
+int cmd_queue(bool all, bool json) {
+  const std::string socket = socket_path();
+  v1::ListJobsRequest request;
+  request.set_all(all);
+  v1::ListJobsResponse response;
+  grpc::ClientContext ctx;
+  Status s = from_grpc(connect(socket)->ListJobs(&ctx, request, &response), socket);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& job : response.jobs()) out.push_back(job_json(job));
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << queue_table(response);
+  }
+  return 0;
+}
+
+int cmd_nodes(bool json) {
+  const std::string socket = socket_path();
+  v1::ListNodesResponse response;
+  grpc::ClientContext ctx;
+  Status s = from_grpc(connect(socket)->ListNodes(&ctx, v1::ListNodesRequest(), &response), socket);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& n : response.nodes()) out.push_back(node_json(n));
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << nodes_table(response);
+  }
+  return 0;
+}
+
+// Writes a CURVE key pair (mode 0600) and prints its public key, for
+// hpcq.toml's [[rank]] public_key.
+int cmd_keygen(const std::string& path, bool force) {
+  if (!force && std::filesystem::exists(path)) {
+    return fail(Status(hpcq::Code::kAlreadyExists, path + " exists (use --force to replace it)"));
+  }
+  auto keys = overlay::generate_key_pair();
+  if (!keys.is_ok()) return fail(keys.status());
+  Status s = overlay::write_key_file(path, *keys);
+  if (!s.is_ok()) return fail(s);
+  std::cout << keys->public_key << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace hpcq::cli
+
+int main(int argc, char** argv) {
+  using namespace hpcq::cli;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // submit has its own parser (lib/job/submit_options), shared with script directives.
+  if (!args.empty() && args[0] == "submit") {
+    return cmd_submit(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+
+  CLI::App app{"hpcq: submit and manage jobs on an hpcq cluster"};
+  app.require_subcommand(1);
+  bool json = false;
+  std::vector<std::string> ids;
+
+  app.add_subcommand("submit", "submit a job: hpcq submit [options] COMMAND|SCRIPT [ARGS...]");
+  auto* cancel = app.add_subcommand("cancel", "cancel jobs");
+  cancel->add_option("jobs", ids, "job ids")->required();
+  cancel->add_flag("--json", json, "machine-readable output");
+  auto* status = app.add_subcommand("status", "show jobs in detail");
+  status->add_option("jobs", ids, "job ids")->required();
+  status->add_flag("--json", json, "machine-readable output");
+  auto* wait = app.add_subcommand("wait", "wait for jobs to end; exit 0 only if all COMPLETED");
+  wait->add_option("jobs", ids, "job ids")->required();
+  wait->add_flag("--json", json, "machine-readable output");
+  bool all = false;
+  auto* queue = app.add_subcommand("queue", "list pending and running jobs");
+  queue->add_flag("-a,--all", all, "include ended jobs");
+  queue->add_flag("--json", json, "machine-readable output");
+  auto* nodes = app.add_subcommand("nodes", "list the cluster's nodes");
+  nodes->add_flag("--json", json, "machine-readable output");
+  std::string key_path;
+  bool force = false;
+  auto* keygen = app.add_subcommand("keygen", "write a CURVE key pair for the overlay");
+  keygen->add_option("file", key_path, "key file to write (mode 0600)")->required();
+  keygen->add_flag("--force", force, "replace an existing file");
+  StartOptions start_options;
+  auto* start = app.add_subcommand("start", "run a command inside a private local cluster");
+  start->add_option("--agents", start_options.agents, "number of agents")->capture_default_str();
+  start->add_option("--topology", start_options.topology, "hwloc synthetic topology of each agent")
+      ->capture_default_str();
+  start->add_option("--fanout", start_options.fanout, "tree fan-out")->capture_default_str();
+  start->add_flag("--keep", start_options.keep, "keep the cluster's directory and logs");
+  start->add_option("--log-level", start_options.log_level, "log level of the daemons");
+  start->prefix_command();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "hpcq: %s\n", e.what());
+    return 2;
+  }
+  if (*cancel) return cmd_cancel(ids);
+  if (*status) return cmd_status(ids, json);
+  if (*wait) return cmd_wait(ids, json);
+  if (*queue) return cmd_queue(all, json);
+  if (*nodes) return cmd_nodes(json);
+  if (*keygen) return cmd_keygen(key_path, force);
+  if (*start) {
+    start_options.command = start->remaining();
+    if (!start_options.command.empty() && start_options.command[0] == "--") {
+      start_options.command.erase(start_options.command.begin());
+    }
+    return run_start(start_options);
+  }
+  return 2;
+}

@@ -1,0 +1,251 @@
+#include "cli/start.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "cli/client.h"
+#include "lib/overlay/curve_keys.h"
+
+namespace hpcq::cli {
+namespace fs = std::filesystem;
+namespace {
+
+// Finds a program: beside this one in the build tree (build/cli/hpcq ->
+// build/daemon/hpcqd), in ../sbin once installed, else on PATH.
+std::string find_program(const std::string& name, const std::string& build_subdir) {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) {
+    buf[n] = '\0';
+    fs::path dir = fs::path(buf).parent_path();
+    for (const fs::path& p : {dir.parent_path() / build_subdir / name, dir / name,
+                              dir.parent_path() / "sbin" / name}) {
+      if (access(p.c_str(), X_OK) == 0) return p;
+    }
+  }
+  return name;  // execvp searches PATH
+}
+
+int free_tcp_port() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = -1;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path,
+            const std::vector<std::pair<std::string, std::string>>& env) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (!log_path.empty()) {
+    int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+  }
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  std::fprintf(stderr, "hpcq start: cannot run %s: %s\n", args[0], std::strerror(errno));
+  _exit(127);
+}
+
+// Waits for `pid` up to `timeout`; true when it exited.
+bool wait_for(pid_t pid, std::chrono::milliseconds timeout, int* status) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void stop_process(pid_t pid, std::chrono::milliseconds grace) {
+  if (pid <= 0) return;
+  int status = 0;
+  kill(pid, SIGTERM);
+  if (!wait_for(pid, grace, &status)) {
+    kill(pid, SIGKILL);
+    wait_for(pid, std::chrono::seconds(5), &status);
+  }
+}
+
+void print_log_tail(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  size_t from = lines.size() > 15 ? lines.size() - 15 : 0;
+  std::fprintf(stderr, "--- %s ---\n", path.c_str());
+  for (size_t i = from; i < lines.size(); ++i) std::fprintf(stderr, "%s\n", lines[i].c_str());
+}
+
+}  // namespace
+
+int run_start(const StartOptions& options) {
+  if (options.agents < 1 || options.agents > 4096) {
+    std::fprintf(stderr, "hpcq start: --agents must be between 1 and 4096\n");
+    return 2;
+  }
+  if (options.fanout < 1) {
+    std::fprintf(stderr, "hpcq start: --fanout must be >= 1\n");
+    return 2;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/hpcq-start-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) {
+    std::fprintf(stderr, "hpcq start: cannot create a directory in %s: %s\n",
+                 tmp ? tmp : "/tmp", std::strerror(errno));
+    return 1;
+  }
+  const fs::path dir = buf.data();
+  // Job output goes to the submitter's cwd; the directory itself must be
+  // traversable by every user whose jobs run here (the socket is inside).
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  fs::create_directories(dir / "keys");
+  fs::create_directories(dir / "logs");
+
+  const int size = options.agents + 1;
+  std::ofstream config(dir / "hpcq.toml");
+  config << "# written by hpcq start\n"
+         << "[overlay]\nfanout = " << options.fanout
+         << "\nheartbeat_interval_ms = 500\nnode_down_after_ms = 5000\n\n"
+         << "[leader]\nstate_dir = \"" << (dir / "leader").string() << "\"\n"
+         << "socket = \"" << (dir / "hpcqd.sock").string() << "\"\n"
+         << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n\n"
+         << "[agent]\nstate_dir = \"" << (dir / "agents").string() << "\"\nkill_grace_s = 2\n\n";
+  for (int r = 0; r < size; ++r) {
+    auto keys = overlay::generate_key_pair();
+    if (!keys.is_ok()) {
+      std::fprintf(stderr, "hpcq start: %s\n", keys.status().message().c_str());
+      return 1;
+    }
+    std::string key_path = dir / "keys" / ("rank-" + std::to_string(r) + ".key");
+    Status written = overlay::write_key_file(key_path, *keys);
+    if (!written.is_ok()) {
+      std::fprintf(stderr, "hpcq start: %s\n", written.message().c_str());
+      return 1;
+    }
+    int port = free_tcp_port();
+    if (port < 0) {
+      std::fprintf(stderr, "hpcq start: no free TCP port on 127.0.0.1\n");
+      return 1;
+    }
+    config << "[[rank]]\nname = \"" << (r == 0 ? std::string("leader") : "node" + std::to_string(r))
+           << "\"\nendpoint = \"tcp://127.0.0.1:" << port << "\"\npublic_key = \""
+           << keys->public_key << "\"\n";
+    if (r > 0) config << "topology = \"" << options.topology << "\"\n";
+    config << "\n";
+  }
+  config.close();
+
+  const std::string config_path = dir / "hpcq.toml";
+  const std::string socket = dir / "hpcqd.sock";
+  std::vector<pid_t> agents;
+  pid_t leader = spawn({find_program("hpcqd", "daemon"), "--config", config_path, "--log-level",
+                        options.log_level},
+                       dir / "logs" / "hpcqd.log", {});
+  for (int r = 1; r < size; ++r) {
+    agents.push_back(spawn({find_program("hpcq-agent", "agent"), "--config", config_path, "--rank",
+                            std::to_string(r), "--secret-key",
+                            dir / "keys" / ("rank-" + std::to_string(r) + ".key"), "--log-level",
+                            options.log_level},
+                           dir / "logs" / ("agent-" + std::to_string(r) + ".log"), {}));
+  }
+
+  auto teardown = [&](int code) {
+    for (pid_t pid : agents) kill(pid, SIGTERM);
+    for (pid_t pid : agents) stop_process(pid, std::chrono::seconds(15));
+    stop_process(leader, std::chrono::seconds(10));
+    if (code != 0 && !options.keep) {
+      print_log_tail(dir / "logs" / "hpcqd.log");
+      for (int r = 1; r < size && r <= 4; ++r) {
+        print_log_tail(dir / "logs" / ("agent-" + std::to_string(r) + ".log"));
+      }
+    }
+    if (options.keep) {
+      std::fprintf(stderr, "hpcq start: kept %s\n", dir.c_str());
+    } else {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+    return code;
+  };
+
+  // Wait until the daemon answers and every node is up.
+  auto stub = connect(socket);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.wait_s);
+  int up = 0;
+  while (true) {
+    int status = 0;
+    if (waitpid(leader, &status, WNOHANG) == leader) {
+      std::fprintf(stderr, "hpcq start: hpcqd exited during start-up\n");
+      leader = -1;
+      return teardown(1);
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::ListNodesResponse nodes;
+    if (connect(socket)->ListNodes(&ctx, v1::ListNodesRequest(), &nodes).ok()) {
+      up = 0;
+      for (const auto& n : nodes.nodes()) up += n.state() == "up";
+      if (up == options.agents) break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "hpcq start: only %d of %d agents came up within %d s\n", up,
+                   options.agents, options.wait_s);
+      return teardown(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  std::vector<std::string> command = options.command;
+  if (command.empty()) {
+    const char* shell = std::getenv("SHELL");
+    command = {shell && *shell ? shell : "/bin/sh"};
+  }
+  pid_t child = spawn(command, "", {{"HPCQ_SOCKET", socket}});
+  int status = 0;
+  // Ignore the terminal's SIGINT while the command runs, as a shell does.
+  signal(SIGINT, SIG_IGN);
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  signal(SIGINT, SIG_DFL);
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return teardown(code);
+}
+
+}  // namespace hpcq::cli

@@ -1,0 +1,29 @@
+// `hpcq start`: a private hpcq cluster for one command, in the spirit of
+// `flux start --test-size=N`.
+//
+// Under a new temporary directory it writes a config and CURVE keys, starts
+// hpcqd and N agents on loopback (each with its own state dir and the given
+// synthetic topology), waits until every node is up, runs the command (or
+// $SHELL) with HPCQ_SOCKET pointing at that leader, then stops the agents
+// (which kill their jobs and remove their cgroups) and the leader, removes
+// the directory and exits with the command's status.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hpcq::cli {
+
+struct StartOptions {
+  int agents = 4;
+  std::string topology = "pack:2 numa:2 core:4 pu:1";
+  int fanout = 16;
+  std::vector<std::string> command;  // empty: an interactive shell
+  bool keep = false;                 // keep the directory (logs) afterwards
+  std::string log_level = "info";
+  int wait_s = 30;                   // for the nodes to come up
+};
+
+int run_start(const StartOptions& options);
+
+}  // namespace hpcq::cli

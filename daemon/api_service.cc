@@ -1,0 +1,110 @@
+#include "daemon/api_service.h"
+
+#include "lib/api/job_proto.h"
+
+namespace hpcq::daemon {
+
+grpc::Status to_grpc(const Status& status) {
+  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
+  switch (status.code()) {
+    case Code::kOk: return grpc::Status::OK;
+    case Code::kInvalidArgument: code = grpc::StatusCode::INVALID_ARGUMENT; break;
+    case Code::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
+    case Code::kAlreadyExists: code = grpc::StatusCode::ALREADY_EXISTS; break;
+    case Code::kPermissionDenied: code = grpc::StatusCode::PERMISSION_DENIED; break;
+    case Code::kFailedPrecondition: code = grpc::StatusCode::FAILED_PRECONDITION; break;
+    case Code::kUnavailable: code = grpc::StatusCode::UNAVAILABLE; break;
+    case Code::kResourceExhausted: code = grpc::StatusCode::RESOURCE_EXHAUSTED; break;
+    case Code::kInternal: code = grpc::StatusCode::INTERNAL; break;
+  }
+  return {code, status.message()};
+}
+
+namespace {
+
+const grpc::Status kNoCredentials(grpc::StatusCode::UNAUTHENTICATED,
+                                  "the caller's identity is unknown");
+
+}  // namespace
+
+#define HPCQ_CALLER(context)                                   \
+  auto caller_opt = credentials_.lookup((context)->peer());    \
+  if (!caller_opt) return kNoCredentials;                      \
+  const Caller& caller = *caller_opt
+
+grpc::Status ApiService::Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
+                                v1::SubmitResponse* response) {
+  HPCQ_CALLER(context);
+  Result<JobId> id = leader_.submit(caller, api::from_proto(request->spec())).get();
+  if (!id.is_ok()) return to_grpc(id.status());
+  response->set_id(*id);
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
+                                v1::CancelResponse*) {
+  HPCQ_CALLER(context);
+  return to_grpc(leader_.cancel(caller, request->id()).get());
+}
+
+grpc::Status ApiService::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                                v1::Job* response) {
+  HPCQ_CALLER(context);
+  Result<v1::Job> job = leader_.get_job(caller, request->id()).get();
+  if (!job.is_ok()) return to_grpc(job.status());
+  *response = std::move(job).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
+                                  v1::ListJobsResponse* response) {
+  HPCQ_CALLER(context);
+  *response = leader_.list_jobs(caller, *request).get();
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest*,
+                                   v1::ListNodesResponse* response) {
+  HPCQ_CALLER(context);
+  *response = leader_.list_nodes().get();
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,
+                                   grpc::ServerWriter<v1::JobEvent>* writer) {
+  HPCQ_CALLER(context);
+  std::uint64_t after = request->after_seq();
+  if (request->id() != 0) {
+    // Start from the job's current state, so that a watcher of a job that
+    // already ended is answered at once; later changes follow by seq.
+    after = std::max(after, leader_.events().last_seq());
+    Result<v1::Job> job = leader_.get_job(caller, request->id()).get();
+    if (!job.is_ok()) return to_grpc(job.status());
+    v1::JobEvent now;
+    now.set_seq(after);
+    now.set_id(job->id());
+    now.set_state(job->state());
+    now.set_exit_code(job->exit_code());
+    now.set_reason(job->reason());
+    now.set_time_us(job->end_time_us() ? job->end_time_us() : job->submit_time_us());
+    if (!writer->Write(now)) return grpc::Status::OK;
+    if (now.state() >= v1::COMPLETED) return grpc::Status::OK;
+  }
+  while (!context->IsCancelled()) {
+    JobEvents::Batch batch = leader_.events().read(after, caller.uid, caller.is_admin(),
+                                                   request->id(), std::chrono::milliseconds(500));
+    if (batch.fell_behind) {
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+              "the watch fell behind; resume from the job's current state"};
+    }
+    for (const auto& event : batch.events) {
+      if (!writer->Write(event)) return grpc::Status::OK;
+      if (request->id() != 0 && event.state() >= v1::COMPLETED) return grpc::Status::OK;
+    }
+    after = std::max(after, batch.scanned_to);
+    if (batch.closed) return {grpc::StatusCode::UNAVAILABLE, "hpcqd is shutting down"};
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace hpcq::daemon

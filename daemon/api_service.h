@@ -1,0 +1,42 @@
+// The gRPC face of hpcqd (proto/hpcq.proto service Hpcq) on the local unix
+// socket. Every call identifies its caller from the connection
+// (PeerCredentials), turns the request into a Leader call and the Leader's
+// Status into a gRPC status with the same one-line message.
+//
+// Threads: gRPC's sync-server threads; the Leader does the rest on its loop.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "daemon/leader.h"
+#include "daemon/peer_credentials.h"
+#include "proto/hpcq.grpc.pb.h"
+
+namespace hpcq::daemon {
+
+class ApiService final : public v1::Hpcq::Service {
+ public:
+  ApiService(Leader& leader, const PeerCredentials& credentials)
+      : leader_(leader), credentials_(credentials) {}
+
+  grpc::Status Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
+                      v1::SubmitResponse* response) override;
+  grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
+                      v1::CancelResponse* response) override;
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                      v1::Job* response) override;
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override;
+  grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
+                         v1::ListNodesResponse* response) override;
+  grpc::Status WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,
+                         grpc::ServerWriter<v1::JobEvent>* writer) override;
+
+ private:
+  Leader& leader_;
+  const PeerCredentials& credentials_;
+};
+
+grpc::Status to_grpc(const Status& status);
+
+}  // namespace hpcq::daemon

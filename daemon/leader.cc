@@ -1,0 +1,653 @@
+#include "daemon/leader.h"
+
+#include <pwd.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "lib/api/job_proto.h"
+#include "lib/overlay/tree.h"
+#include "lib/store/codec.h"
+#include "lib/store/store.h"
+
+namespace hpcq::daemon {
+namespace {
+
+std::string user_name_of(uid_t uid) {
+  passwd pw{};
+  passwd* result = nullptr;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &result) == 0 && result) return pw.pw_name;
+  return std::to_string(uid);
+}
+
+// Which end wins when a job's nodes report different ends: the most severe.
+int severity(job::JobState state) {
+  switch (state) {
+    case job::JobState::kCompleted: return 0;
+    case job::JobState::kFailed: return 1;
+    case job::JobState::kNodeFail: return 2;
+    case job::JobState::kTimeout: return 3;
+    case job::JobState::kCancelled: return 4;
+    default: return 0;
+  }
+}
+
+template <typename T>
+std::future<T> ready(T value) {
+  std::promise<T> p;
+  p.set_value(std::move(value));
+  return p.get_future();
+}
+
+}  // namespace
+
+Leader::Leader(const ClusterConfig& config) : config_(config) {}
+
+Leader::~Leader() {
+  events_.close();
+  overlay_.reset();
+  committer_.reset();  // drains and commits what is queued
+}
+
+TimeUs Leader::now() const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Result<std::unique_ptr<Leader>> Leader::create(const ClusterConfig& config) {
+  std::unique_ptr<Leader> leader(new Leader(config));
+  HPCQ_RETURN_IF_ERROR(leader->start());
+  return leader;
+}
+
+Status Leader::start() {
+  std::error_code ec;
+  std::filesystem::create_directories(config_.state_dir, ec);
+  if (ec) return internal_error("state dir " + config_.state_dir + ": " + ec.message());
+
+  auto scheduler = sched::Scheduler::create({config_.actions, config_.plugins});
+  if (!scheduler.is_ok()) return scheduler.status();
+  scheduler_ = std::make_unique<sched::Scheduler>(std::move(scheduler).value());
+
+  auto store = store::Store::open(config_.state_dir + "/hpcq.db");
+  if (!store.is_ok()) return store.status();
+  auto jobs = (*store)->load_jobs();
+  if (!jobs.is_ok()) return jobs.status();
+  auto max_id = (*store)->max_job_id();
+  if (!max_id.is_ok()) return max_id.status();
+  next_job_id_ = *max_id + 1;
+
+  // Jobs that were running when the leader stopped: their agents may still
+  // run them, but until leader restart reconciliation exists (agents report
+  // what they run and the leader adopts it) they are ended here, and any
+  // agent that still runs one is told to kill it when it says Hello.
+  store::WriteBatch recovery;
+  for (job::Job& job : *jobs) {
+    if (job.state == job::JobState::kRunning) {
+      job.allocation = {};
+      if (job.spec.requeue) {
+        job.state = job::JobState::kPending;
+        job.requeue_count++;
+        job.reason = "requeued: the leader restarted while it ran";
+      } else {
+        job.state = job::JobState::kNodeFail;
+        job.end_time = now();
+        job.reason = "the leader restarted while it ran";
+      }
+      recovery.update_job(job);
+      recovery.append_event(job.id, now(), job::state_name(job.state), "{}");
+    }
+    JobEntry entry;
+    entry.job = job;
+    if (job.state == job::JobState::kPending) pending_.insert({job.submit_time, job.id});
+    jobs_.emplace(job.id, std::move(entry));
+  }
+  if (!recovery.empty()) HPCQ_RETURN_IF_ERROR((*store)->write(recovery));
+  spdlog::info("store: {} jobs loaded ({} pending), next job id {}", jobs_.size(), pending_.size(),
+               next_job_id_);
+  committer_ = std::make_unique<store::GroupCommitter>(std::move(store).value());
+
+  if (config_.ranks.empty()) return invalid_argument("config: no ranks");
+  auto keys = overlay::read_key_file(config_.secret_key, /*require_secret=*/true);
+  if (!keys.is_ok()) return keys.status();
+  if (keys->public_key != config_.ranks[0].public_key) {
+    return invalid_argument(config_.secret_key + ": its public key is not rank 0's in " +
+                            config_.source);
+  }
+  overlay::OverlayConfig oc;
+  oc.rank = 0;
+  oc.fanout = config_.fanout;
+  for (const auto& r : config_.ranks) {
+    oc.endpoints.push_back(r.endpoint);
+    oc.public_keys.push_back(r.public_key);
+  }
+  oc.own_keys = *keys;
+  auto overlay = overlay::Overlay::create(oc, loop_, [this](overlay::Envelope&& e) {
+    on_message(std::move(e));
+  });
+  if (!overlay.is_ok()) return overlay.status();
+  overlay_ = std::move(overlay).value();
+
+  for (Rank r = 1; r < config_.ranks.size(); ++r) {
+    NodeEntry node;
+    node.rank = r;
+    node.name = config_.ranks[r].name;
+    nodes_.emplace(r, std::move(node));
+  }
+  loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms),
+                  [this] { check_heartbeats(); });
+  schedule_soon();
+  return Status::ok();
+}
+
+void Leader::run() { loop_.run(); }
+void Leader::stop() { loop_.stop(); }
+
+// ---- API entry points (any thread) ----
+
+std::future<Result<JobId>> Leader::submit(const Caller& caller, job::JobSpec spec) {
+  if (spec.time_limit_s == 0) spec.time_limit_s = config_.default_time_limit_s;
+  if (config_.max_time_limit_s > 0 && spec.time_limit_s > config_.max_time_limit_s) {
+    return ready<Result<JobId>>(invalid_argument(
+        "--time: " + std::to_string(spec.time_limit_s) + " s exceeds the limit of " +
+        std::to_string(config_.max_time_limit_s) + " s"));
+  }
+  Status valid = job::validate(spec);
+  if (!valid.is_ok()) return ready<Result<JobId>>(valid);
+
+  auto promise = std::make_shared<std::promise<Result<JobId>>>();
+  auto future = promise->get_future();
+  job::Job job;
+  job.uid = caller.uid;
+  job.gid = caller.gid;
+  job.user = user_name_of(caller.uid);
+  job.spec = std::move(spec);
+  job.state = job::JobState::kPending;
+  loop_.post([this, promise, job = std::move(job)]() mutable {
+    job.id = next_job_id_++;
+    job.submit_time = now();
+    store::WriteBatch batch;
+    batch.insert_job(job);
+    batch.append_event(job.id, job.submit_time, "submit", "{}");
+    // The answer goes out only after the commit, and after the loop has the
+    // job, so that a status call right after the answer finds it.
+    committer_->submit(std::move(batch), [this, promise, job = std::move(job)](Status s) mutable {
+      if (!s.is_ok()) {
+        spdlog::error("job {}: not stored: {}", job.id, s.message());
+        promise->set_value(Status(Code::kUnavailable, "the job could not be stored: " + s.message()));
+        return;
+      }
+      loop_.post([this, promise, job = std::move(job)]() mutable {
+        JobId id = job.id;
+        admit(std::move(job));
+        promise->set_value(id);
+      });
+    });
+  });
+  return future;
+}
+
+std::future<Status> Leader::cancel(const Caller& caller, JobId id) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  auto future = promise->get_future();
+  loop_.post([this, caller, id, promise] {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return promise->set_value(not_found("no job " + std::to_string(id)));
+    JobEntry& entry = it->second;
+    if (!caller.is_admin() && caller.uid != entry.job.uid) {
+      return promise->set_value(permission_denied("job " + std::to_string(id) +
+                                                  " belongs to user " + entry.job.user));
+    }
+    if (job::is_terminal(entry.job.state)) {
+      return promise->set_value(failed_precondition("job " + std::to_string(id) + " already ended (" +
+                                                    job::state_name(entry.job.state) + ")"));
+    }
+    if (entry.job.state == job::JobState::kPending) {
+      pending_.erase({entry.job.submit_time, id});
+      finish_job(entry, job::JobState::kCancelled, "cancelled by " + user_name_of(caller.uid));
+      schedule_soon();
+    } else {
+      entry.cancel_requested = true;
+      entry.outcome_reason = "cancelled by " + user_name_of(caller.uid);
+      kill_job_parts(entry);
+    }
+    promise->set_value(Status::ok());
+  });
+  return future;
+}
+
+std::future<Result<v1::Job>> Leader::get_job(const Caller& caller, JobId id) {
+  auto promise = std::make_shared<std::promise<Result<v1::Job>>>();
+  auto future = promise->get_future();
+  loop_.post([this, caller, id, promise] {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return promise->set_value(not_found("no job " + std::to_string(id)));
+    if (!caller.is_admin() && caller.uid != it->second.job.uid) {
+      return promise->set_value(permission_denied("job " + std::to_string(id) +
+                                                  " belongs to another user"));
+    }
+    promise->set_value(describe(it->second.job));
+  });
+  return future;
+}
+
+std::future<v1::ListJobsResponse> Leader::list_jobs(const Caller& caller,
+                                                    v1::ListJobsRequest request) {
+  auto promise = std::make_shared<std::promise<v1::ListJobsResponse>>();
+  auto future = promise->get_future();
+  loop_.post([this, caller, request, promise] {
+    v1::ListJobsResponse response;
+    for (const auto& [id, entry] : jobs_) {
+      const job::Job& job = entry.job;
+      if (!request.all() && job::is_terminal(job.state)) continue;
+      if (request.has_uid() && job.uid != request.uid()) continue;
+      // Like Slurm's PrivateData=jobs: users see their own jobs, admins all.
+      if (!caller.is_admin() && caller.uid != job.uid) continue;
+      *response.add_jobs() = describe(job);
+    }
+    promise->set_value(std::move(response));
+  });
+  return future;
+}
+
+std::future<v1::ListNodesResponse> Leader::list_nodes() {
+  auto promise = std::make_shared<std::promise<v1::ListNodesResponse>>();
+  auto future = promise->get_future();
+  loop_.post([this, promise] {
+    v1::ListNodesResponse response;
+    std::map<Rank, int> running;
+    for (const auto& [id, entry] : jobs_) {
+      if (entry.job.state != job::JobState::kRunning) continue;
+      for (const auto& a : entry.job.allocation.nodes) running[a.rank]++;
+    }
+    for (const auto& [rank, node] : nodes_) {
+      v1::Node* n = response.add_nodes();
+      n->set_name(node.name);
+      n->set_rank(rank);
+      n->set_state(node.state == NodeState::kUp     ? "up"
+                   : node.state == NodeState::kDown ? "down"
+                                                    : "unknown");
+      n->set_cores(node.topology.num_cores());
+      n->set_numa(static_cast<int>(node.topology.numa.size()));
+      n->set_packages(node.topology.packages);
+      n->set_memory_bytes(node.topology.memory_bytes);
+      n->set_topology(node.topology.source);
+      n->set_host_cpus(node.host_cpus);
+      n->set_free_cores(node.in_pool ? pool_.free_cores(rank) : 0);
+      n->set_running_jobs(running[rank]);
+    }
+    promise->set_value(std::move(response));
+  });
+  return future;
+}
+
+// ---- the loop thread ----
+
+void Leader::admit(job::Job job) {
+  JobId id = job.id;
+  pending_.insert({job.submit_time, id});
+  JobEntry entry;
+  entry.job = std::move(job);
+  auto [it, inserted] = jobs_.emplace(id, std::move(entry));
+  publish(it->second.job);
+  schedule_soon();
+}
+
+void Leader::schedule_soon() {
+  if (cycle_posted_) return;
+  cycle_posted_ = true;
+  // Posted rather than run now, so that a burst of submissions or ends that
+  // are already queued on the loop is scheduled in one cycle.
+  loop_.post([this] {
+    cycle_posted_ = false;
+    run_cycle();
+  });
+}
+
+void Leader::run_cycle() {
+  if (pending_.empty()) return;
+  sched::Snapshot snapshot;
+  snapshot.now = now();
+  snapshot.pool = &pool_;
+  for (const auto& [submit_time, id] : pending_) {
+    const job::Job& job = jobs_.at(id).job;
+    sched::PendingJob p;
+    p.id = id;
+    p.uid = job.uid;
+    p.submit_time = submit_time;
+    p.request = job.spec.request;
+    p.time_limit_s = job.spec.time_limit_s;
+    p.queue = job.spec.queue;
+    snapshot.queue.push_back(std::move(p));
+  }
+  for (const auto& [id, entry] : jobs_) {
+    if (entry.job.state != job::JobState::kRunning) continue;
+    snapshot.running.push_back(
+        {id, entry.job.allocation, entry.job.start_time + entry.job.spec.time_limit_s * kUsPerSecond});
+  }
+  sched::Decisions decisions = scheduler_->cycle(snapshot);
+  for (auto& decision : decisions.decisions) {
+    if (auto* start = std::get_if<sched::Start>(&decision)) {
+      auto it = jobs_.find(start->job);
+      if (it == jobs_.end() || it->second.job.state != job::JobState::kPending) continue;
+      start_job(it->second, std::move(start->allocation));
+    }
+  }
+}
+
+void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
+  job::Job& job = entry.job;
+  Status taken = pool_.allocate(allocation);
+  if (!taken.is_ok()) {
+    // The scheduler proposed cores that are not free: a bug, never a double allocation.
+    spdlog::error("job {}: scheduler decision refused: {}", job.id, taken.message());
+    return;
+  }
+  pending_.erase({job.submit_time, job.id});
+  job.state = job::JobState::kRunning;
+  job.start_time = now();
+  job.allocation = std::move(allocation);
+  job.reason.clear();
+  entry.outcome = job::JobState::kCompleted;
+  entry.outcome_reason.clear();
+  entry.cancel_requested = false;
+  entry.kill_sent = false;
+  entry.running_on.clear();
+
+  std::string nodelist;
+  for (const auto& a : job.allocation.nodes) {
+    if (!nodelist.empty()) nodelist += ",";
+    nodelist += a.node;
+  }
+  overlay::Launch launch;
+  launch.set_job_id(job.id);
+  launch.set_uid(job.uid);
+  launch.set_gid(job.gid);
+  launch.set_user(job.user);
+  for (const auto& a : job.spec.argv) launch.add_argv(a);
+  launch.set_script(job.spec.script);
+  auto& env = *launch.mutable_env();
+  for (const auto& [k, v] : job.spec.env) env[k] = v;
+  env["HPCQ_JOB_ID"] = std::to_string(job.id);
+  env["HPCQ_JOB_NAME"] = job.spec.name;
+  env["HPCQ_NODELIST"] = nodelist;
+  env["HPCQ_NNODES"] = std::to_string(job.allocation.nodes.size());
+  env["HPCQ_NTASKS"] = std::to_string(job.spec.request.ntasks);
+  env["HPCQ_CPUS_PER_TASK"] = std::to_string(job.spec.request.cpus_per_task);
+  env["HPCQ_SUBMIT_DIR"] = job.spec.cwd;
+  launch.set_cwd(job.spec.cwd);
+  launch.set_stdout_path(job::expand_output_path(job.spec.output, job.id, job.spec.cwd));
+  launch.set_stderr_path(job::expand_output_path(
+      job.spec.error.empty() ? job.spec.output : job.spec.error, job.id, job.spec.cwd));
+  for (const auto& a : job.allocation.nodes) {
+    overlay::NodeAlloc* n = launch.add_allocation();
+    n->set_rank(a.rank);
+    n->set_node(a.node);
+    for (int c : a.cores) n->add_cores(c);
+    for (int m : a.numa) n->add_numa(m);
+    n->set_memory_bytes(a.memory_bytes);
+    n->set_ntasks(a.ntasks);
+    n->set_first_task(a.first_task);
+  }
+  launch.set_cpus_per_task(job.allocation.cpus_per_task);
+  launch.set_time_limit_s(job.spec.time_limit_s);
+  launch.set_ntasks(job.spec.request.ntasks);
+  launch.set_attempt(static_cast<uint32_t>(job.requeue_count));
+
+  persist(job, "start", "{}");
+  publish(job);
+  for (const auto& a : job.allocation.nodes) {
+    entry.running_on.insert(a.rank);
+    overlay::Envelope envelope;
+    envelope.set_dst(a.rank);
+    *envelope.mutable_launch() = launch;
+    Status sent = overlay_->send(std::move(envelope));
+    if (!sent.is_ok()) {
+      spdlog::warn("job {}: launch on {} failed: {}", job.id, a.node, sent.message());
+      auto node = nodes_.find(a.rank);
+      if (node != nodes_.end()) node_down(node->second, "unreachable: " + sent.message());
+      return;  // node_down ended or requeued the job
+    }
+  }
+  spdlog::info("job {}: started on {}", job.id, nodelist);
+}
+
+void Leader::on_message(overlay::Envelope&& envelope) {
+  Rank rank = envelope.src();
+  auto node = nodes_.find(rank);
+  if (node == nodes_.end()) {
+    spdlog::warn("overlay: message from unknown rank {}", rank);
+    return;
+  }
+  switch (envelope.body_case()) {
+    case overlay::Envelope::kHello:
+      on_hello(rank, envelope.hello());
+      break;
+    case overlay::Envelope::kHeartbeat:
+      if (node->second.state != NodeState::kUp) {
+        // An agent that was declared down, or that the leader forgot (it
+        // restarted): ask it to introduce itself again.
+        overlay::Envelope reply;
+        reply.set_dst(rank);
+        reply.mutable_welcome()->set_send_hello(true);
+        (void)overlay_->send(std::move(reply));
+      } else {
+        node->second.last_seen = now();
+      }
+      break;
+    case overlay::Envelope::kJobUpdate:
+      node->second.last_seen = now();
+      on_job_update(rank, envelope.job_update());
+      break;
+    default:
+      spdlog::warn("overlay: unexpected message {} from rank {}",
+                   static_cast<int>(envelope.body_case()), rank);
+  }
+}
+
+void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
+  NodeEntry& node = nodes_.at(rank);
+  if (hello.name() != node.name) {
+    spdlog::warn("overlay: rank {} says it is '{}' but the config names it '{}'; refused", rank,
+                 hello.name(), node.name);
+    return;
+  }
+  resource::NodeTopology topo;
+  topo.packages = hello.topology().packages();
+  topo.memory_bytes = hello.topology().memory_bytes();
+  topo.source = hello.topology().source();
+  for (const auto& n : hello.topology().numa()) {
+    topo.numa.push_back({n.id(), n.package(), n.memory_bytes()});
+  }
+  for (const auto& c : hello.topology().cores()) {
+    topo.cores.push_back({c.id(), c.package(), c.numa(), {c.pus().begin(), c.pus().end()}});
+  }
+  if (node.in_pool) {
+    // A node that comes back after being declared down: its jobs were
+    // already ended or requeued, and nothing of the pool is in use there.
+    pool_.remove_node(rank);
+    node.in_pool = false;
+  }
+  node.topology = std::move(topo);
+  node.host_cpus = std::max(1, hello.host_cpus());
+  node.state = NodeState::kUp;
+  node.last_seen = now();
+  Status added = pool_.add_node(rank, node.name, node.topology);
+  if (!added.is_ok()) {
+    spdlog::error("node {}: {}", node.name, added.message());
+    node.state = NodeState::kDown;
+    return;
+  }
+  node.in_pool = true;
+  // Jobs the agent still runs but the leader does not expect there: kill them
+  // so that no job ever runs twice.
+  for (JobId id : hello.running_jobs()) {
+    auto it = jobs_.find(id);
+    bool expected = it != jobs_.end() && it->second.job.state == job::JobState::kRunning &&
+                    it->second.running_on.count(rank);
+    if (!expected) {
+      overlay::Envelope kill;
+      kill.set_dst(rank);
+      kill.mutable_kill()->set_job_id(id);
+      kill.mutable_kill()->set_attempt(it == jobs_.end() ? 0 : it->second.job.requeue_count);
+      (void)overlay_->send(std::move(kill));
+    }
+  }
+  overlay::Envelope welcome;
+  welcome.set_dst(rank);
+  welcome.mutable_welcome()->set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
+  (void)overlay_->send(std::move(welcome));
+  store::WriteBatch batch;
+  batch.upsert_node(rank, node.name, "up", "{}", now());
+  committer_->submit(std::move(batch), [](Status) {});
+  spdlog::info("node {} (rank {}) is up: {} cores, {} NUMA domains ({})", node.name, rank,
+               node.topology.num_cores(), node.topology.numa.size(), node.topology.source);
+  schedule_soon();
+}
+
+void Leader::on_job_update(Rank rank, const overlay::JobUpdate& update) {
+  auto it = jobs_.find(update.job_id());
+  if (it == jobs_.end()) return;
+  JobEntry& entry = it->second;
+  if (entry.job.state != job::JobState::kRunning ||
+      update.attempt() != static_cast<uint32_t>(entry.job.requeue_count) ||
+      !entry.running_on.count(rank)) {
+    return;  // stale: from an earlier attempt, or the job already ended
+  }
+  job::JobState end;
+  switch (update.kind()) {
+    case overlay::JobUpdate::STARTED:
+      return;
+    case overlay::JobUpdate::COMPLETED: end = job::JobState::kCompleted; break;
+    case overlay::JobUpdate::FAILED: end = job::JobState::kFailed; break;
+    case overlay::JobUpdate::CANCELLED: end = job::JobState::kCancelled; break;
+    case overlay::JobUpdate::TIMEOUT: end = job::JobState::kTimeout; break;
+    default: return;
+  }
+  entry.running_on.erase(rank);
+  entry.job.exit_code = std::max(entry.job.exit_code, update.exit_code());
+  if (severity(end) > severity(entry.outcome)) {
+    entry.outcome = end;
+    entry.outcome_reason = update.reason().empty() ? "" : nodes_.at(rank).name + ": " + update.reason();
+  }
+  // One failed part fails the job: the other nodes' tasks are killed rather
+  // than left to wait for peers that are gone.
+  if (end != job::JobState::kCompleted && !entry.running_on.empty()) kill_job_parts(entry);
+  if (!entry.running_on.empty()) return;
+  job::JobState final_state = entry.cancel_requested ? job::JobState::kCancelled : entry.outcome;
+  finish_job(entry, final_state, entry.outcome_reason);
+  schedule_soon();
+}
+
+void Leader::kill_job_parts(JobEntry& entry) {
+  if (entry.kill_sent) return;
+  entry.kill_sent = true;
+  for (Rank rank : entry.running_on) {
+    overlay::Envelope kill;
+    kill.set_dst(rank);
+    kill.mutable_kill()->set_job_id(entry.job.id);
+    kill.mutable_kill()->set_attempt(static_cast<uint32_t>(entry.job.requeue_count));
+    Status sent = overlay_->send(std::move(kill));
+    if (!sent.is_ok()) spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
+  }
+}
+
+void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string& reason) {
+  job::Job& job = entry.job;
+  if (job.state == job::JobState::kRunning) {
+    Status released = pool_.release(job.allocation);
+    if (!released.is_ok()) spdlog::error("job {}: release: {}", job.id, released.message());
+  }
+  job.state = state;
+  job.end_time = now();
+  job.reason = reason;
+  if (state == job::JobState::kTimeout && job.reason.empty()) job.reason = "time limit reached";
+  entry.running_on.clear();
+  persist(job, job::state_name(state), "{}");
+  publish(job);
+  spdlog::info("job {}: {} (exit code {}){}", job.id, job::state_name(state), job.exit_code,
+               reason.empty() ? "" : ": " + reason);
+}
+
+void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
+  job::Job& job = entry.job;
+  Status released = pool_.release(job.allocation);
+  if (!released.is_ok()) spdlog::error("job {}: release: {}", job.id, released.message());
+  job.state = job::JobState::kPending;
+  job.allocation = {};
+  job.start_time = 0;
+  job.exit_code = 0;
+  job.requeue_count++;
+  job.reason = "requeued: " + reason;
+  entry.running_on.clear();
+  pending_.insert({job.submit_time, job.id});
+  persist(job, "requeue", "{}");
+  publish(job);
+  spdlog::info("job {}: requeued ({})", job.id, reason);
+}
+
+void Leader::check_heartbeats() {
+  TimeUs limit = now() - static_cast<TimeUs>(config_.node_down_after_ms) * 1000;
+  for (auto& [rank, node] : nodes_) {
+    if (node.state == NodeState::kUp && node.last_seen < limit) {
+      node_down(node, "no heartbeat for " + std::to_string(config_.node_down_after_ms) + " ms");
+    }
+  }
+}
+
+void Leader::node_down(NodeEntry& node, const std::string& reason) {
+  if (node.state == NodeState::kDown) return;
+  spdlog::warn("node {} (rank {}) is down: {}", node.name, node.rank, reason);
+  node.state = NodeState::kDown;
+  pool_.set_schedulable(node.rank, false);
+  for (auto& [id, entry] : jobs_) {
+    if (entry.job.state != job::JobState::kRunning || !entry.running_on.count(node.rank)) continue;
+    entry.running_on.erase(node.rank);
+    kill_job_parts(entry);  // the job's parts on its other nodes
+    std::string why = "node " + node.name + " failed (" + reason + ")";
+    if (entry.job.spec.requeue && !entry.cancel_requested) {
+      requeue_job(entry, why);
+    } else {
+      finish_job(entry, job::JobState::kNodeFail, why);
+    }
+  }
+  store::WriteBatch batch;
+  batch.upsert_node(node.rank, node.name, "down", "{}", now());
+  committer_->submit(std::move(batch), [](Status) {});
+  schedule_soon();
+}
+
+void Leader::persist(const job::Job& job, const std::string& event, const std::string& detail) {
+  store::WriteBatch batch;
+  batch.update_job(job);
+  batch.append_event(job.id, now(), event, detail);
+  committer_->submit(std::move(batch), [id = job.id](Status s) {
+    if (!s.is_ok()) spdlog::error("job {}: store update failed: {}", id, s.message());
+  });
+}
+
+void Leader::publish(const job::Job& job) {
+  v1::JobEvent event;
+  event.set_id(job.id);
+  event.set_time_us(now());
+  event.set_state(api::to_proto(job.state));
+  event.set_exit_code(job.exit_code);
+  event.set_reason(job.reason);
+  events_.append(std::move(event), job.uid);
+}
+
+int Leader::host_cpu_of(Rank rank, int core) const {
+  auto it = nodes_.find(rank);
+  int host = it == nodes_.end() ? 1 : it->second.host_cpus;
+  return core % host;  // the documented emulation mapping: logical core i -> host CPU i mod ncpus
+}
+
+v1::Job Leader::describe(const job::Job& job) const {
+  return api::to_proto(job, [this](Rank r, int c) { return host_cpu_of(r, c); });
+}
+
+}  // namespace hpcq::daemon

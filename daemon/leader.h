@@ -1,0 +1,107 @@
+// hpcqd's core: the job queue, the node table and the scheduler driver.
+//
+// One event-loop thread owns every piece of mutable state here (STYLE.md
+// rule 5). gRPC threads call the public entry points, which post to the loop
+// and return futures; the store's writer thread completes submissions. A
+// job's path: submit() -> store commit -> admit (PENDING) -> scheduler cycle
+// -> start (Launch to each node over the overlay) -> JobUpdate from every
+// node -> end (store, events, resources released).
+//
+// Errors reach callers as Status values; the loop never throws.
+#pragma once
+
+#include <future>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/job_events.h"
+#include "daemon/peer_credentials.h"
+#include "lib/core/config.h"
+#include "lib/job/job.h"
+#include "lib/overlay/event_loop.h"
+#include "lib/overlay/overlay.h"
+#include "lib/resource/node_pool.h"
+#include "lib/resource/topology.h"
+#include "lib/sched/scheduler.h"
+#include "lib/store/group_commit.h"
+#include "proto/hpcq.pb.h"
+
+namespace hpcq::daemon {
+
+class Leader {
+ public:
+  static Result<std::unique_ptr<Leader>> create(const ClusterConfig& config);
+  ~Leader();
+
+  void run();   // the loop thread; returns after stop()
+  void stop();  // any thread
+
+  // Any thread.
+  std::future<Result<JobId>> submit(const Caller& caller, job::JobSpec spec);
+  std::future<Status> cancel(const Caller& caller, JobId id);
+  std::future<Result<v1::Job>> get_job(const Caller& caller, JobId id);
+  std::future<v1::ListJobsResponse> list_jobs(const Caller& caller, v1::ListJobsRequest request);
+  std::future<v1::ListNodesResponse> list_nodes();
+  JobEvents& events() { return events_; }
+
+ private:
+  enum class NodeState { kUnknown, kUp, kDown };
+  struct NodeEntry {
+    Rank rank = 0;
+    std::string name;
+    NodeState state = NodeState::kUnknown;
+    resource::NodeTopology topology;
+    int host_cpus = 1;
+    TimeUs last_seen = 0;
+    bool in_pool = false;
+  };
+  struct JobEntry {
+    job::Job job;
+    std::set<Rank> running_on;   // nodes that have not reported the end yet
+    job::JobState outcome = job::JobState::kCompleted;  // worst end reported so far
+    std::string outcome_reason;
+    bool cancel_requested = false;
+    bool kill_sent = false;
+  };
+
+  explicit Leader(const ClusterConfig& config);
+  Status start();
+
+  // Loop thread only, below.
+  void admit(job::Job job);
+  void schedule_soon();
+  void run_cycle();
+  void start_job(JobEntry& entry, resource::Allocation allocation);
+  void on_message(overlay::Envelope&& envelope);
+  void on_hello(Rank rank, const overlay::Hello& hello);
+  void on_job_update(Rank rank, const overlay::JobUpdate& update);
+  void check_heartbeats();
+  void node_down(NodeEntry& node, const std::string& reason);
+  void kill_job_parts(JobEntry& entry);
+  void finish_job(JobEntry& entry, job::JobState state, const std::string& reason);
+  void requeue_job(JobEntry& entry, const std::string& reason);
+  void persist(const job::Job& job, const std::string& event, const std::string& detail);
+  void publish(const job::Job& job);
+  int host_cpu_of(Rank rank, int core) const;
+  v1::Job describe(const job::Job& job) const;
+  TimeUs now() const;
+
+  const ClusterConfig config_;
+  overlay::EventLoop loop_;
+  std::unique_ptr<store::GroupCommitter> committer_;
+  std::unique_ptr<overlay::Overlay> overlay_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  resource::NodePool pool_;
+  JobEvents events_{100000};
+
+  std::map<Rank, NodeEntry> nodes_;
+  std::map<JobId, JobEntry> jobs_;
+  std::set<std::pair<TimeUs, JobId>> pending_;  // FCFS order: submit time, then id
+  JobId next_job_id_ = 1;
+  bool cycle_posted_ = false;
+};
+
+}  // namespace hpcq::daemon

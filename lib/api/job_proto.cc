@@ -1,0 +1,103 @@
+#include "lib/api/job_proto.h"
+
+namespace hpcq::api {
+
+v1::JobSpec to_proto(const job::JobSpec& spec) {
+  v1::JobSpec p;
+  p.set_name(spec.name);
+  for (const auto& a : spec.argv) p.add_argv(a);
+  p.set_script(spec.script);
+  p.set_nodes(spec.request.nodes);
+  p.set_ntasks(spec.request.ntasks);
+  p.set_cpus_per_task(spec.request.cpus_per_task);
+  p.set_mem_per_node_bytes(spec.request.mem_per_node_bytes);
+  p.set_time_limit_s(spec.time_limit_s);
+  p.set_output(spec.output);
+  p.set_error(spec.error);
+  p.set_queue(spec.queue);
+  p.set_cwd(spec.cwd);
+  for (const auto& [k, v] : spec.env) (*p.mutable_env())[k] = v;
+  p.set_requeue(spec.requeue);
+  return p;
+}
+
+job::JobSpec from_proto(const v1::JobSpec& p) {
+  job::JobSpec spec;
+  spec.name = p.name();
+  spec.argv.assign(p.argv().begin(), p.argv().end());
+  spec.script = p.script();
+  spec.request.nodes = p.nodes();
+  spec.request.ntasks = p.ntasks();
+  spec.request.cpus_per_task = p.cpus_per_task();
+  spec.request.mem_per_node_bytes = p.mem_per_node_bytes();
+  spec.time_limit_s = p.time_limit_s();
+  spec.output = p.output();
+  spec.error = p.error();
+  spec.queue = p.queue();
+  spec.cwd = p.cwd();
+  for (const auto& [k, v] : p.env()) spec.env[k] = v;
+  spec.requeue = p.requeue();
+  return spec;
+}
+
+v1::JobState to_proto(job::JobState state) {
+  switch (state) {
+    case job::JobState::kPending: return v1::PENDING;
+    case job::JobState::kRunning: return v1::RUNNING;
+    case job::JobState::kCompleted: return v1::COMPLETED;
+    case job::JobState::kFailed: return v1::FAILED;
+    case job::JobState::kCancelled: return v1::CANCELLED;
+    case job::JobState::kTimeout: return v1::TIMEOUT;
+    case job::JobState::kNodeFail: return v1::NODE_FAIL;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+const char* state_name(v1::JobState state) {
+  switch (state) {
+    case v1::PENDING: return "PENDING";
+    case v1::RUNNING: return "RUNNING";
+    case v1::COMPLETED: return "COMPLETED";
+    case v1::FAILED: return "FAILED";
+    case v1::CANCELLED: return "CANCELLED";
+    case v1::TIMEOUT: return "TIMEOUT";
+    case v1::NODE_FAIL: return "NODE_FAIL";
+    default: return "UNKNOWN";
+  }
+}
+
+v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_cpu_of) {
+  v1::Job p;
+  p.set_id(job.id);
+  p.set_user(job.user);
+  p.set_uid(job.uid);
+  p.set_name(job.spec.name);
+  p.set_state(to_proto(job.state));
+  p.set_exit_code(job.exit_code);
+  p.set_reason(job.reason);
+  for (const auto& node : job.allocation.nodes) {
+    p.add_nodes(node.node);
+    auto* a = p.add_allocation();
+    a->set_node(node.node);
+    a->set_rank(node.rank);
+    for (int c : node.cores) {
+      a->add_cores(c);
+      if (host_cpu_of) a->add_host_cpus(host_cpu_of(node.rank, c));
+    }
+    for (int n : node.numa) a->add_numa(n);
+    a->set_memory_bytes(node.memory_bytes);
+    a->set_ntasks(node.ntasks);
+    a->set_first_task(node.first_task);
+  }
+  p.set_stdout(job::expand_output_path(job.spec.output, job.id, job.spec.cwd));
+  p.set_stderr(job::expand_output_path(job.spec.error.empty() ? job.spec.output : job.spec.error,
+                                       job.id, job.spec.cwd));
+  p.set_submit_time_us(job.submit_time);
+  p.set_start_time_us(job.start_time);
+  p.set_end_time_us(job.end_time);
+  *p.mutable_spec() = to_proto(job.spec);
+  p.set_requeue_count(job.requeue_count);
+  return p;
+}
+
+}  // namespace hpcq::api

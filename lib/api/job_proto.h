@@ -1,0 +1,24 @@
+// Conversions between hpcq's value types (lib/job, lib/resource) and the
+// public API messages of proto/hpcq.proto. Used by hpcqd (answers) and the
+// hpcq CLI (requests). Pure functions.
+#pragma once
+
+#include <functional>
+
+#include "lib/job/job.h"
+#include "proto/hpcq.pb.h"
+
+namespace hpcq::api {
+
+v1::JobSpec to_proto(const job::JobSpec& spec);
+job::JobSpec from_proto(const v1::JobSpec& spec);
+v1::JobState to_proto(job::JobState state);
+
+// host_cpus_of(rank, core) maps a logical core of a node to the host CPU it
+// is pinned to (emulated nodes); may be empty when unknown.
+v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_cpu_of);
+
+// "PENDING", ... for a proto state.
+const char* state_name(v1::JobState state);
+
+}  // namespace hpcq::api

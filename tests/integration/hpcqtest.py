@@ -1,0 +1,118 @@
+"""Helpers for hpcq's integration tests: real hpcqd + real agents on loopback.
+
+Each test script calls `within_cluster(agents=4, fanout=2)` first: outside a
+cluster it re-executes itself under `hpcq start --agents N -- python3 SCRIPT`,
+so the test body runs with HPCQ_SOCKET pointing at a private leader and the
+cluster is torn down afterwards whatever happens. Binaries come from the
+build tree named by HPCQ_BUILD_ROOT (set by meson), else from PATH.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.environ.get("HPCQ_BUILD_ROOT", "")
+
+
+def binary(name, subdir):
+    if BUILD:
+        path = os.path.join(BUILD, subdir, name)
+        if os.access(path, os.X_OK):
+            return path
+    return name
+
+
+HPCQ = binary("hpcq", "cli")
+HPCQD = binary("hpcqd", "daemon")
+AGENT = binary("hpcq-agent", "agent")
+SUBMIT_LOAD = binary("hpcq-submit-load", "bench")
+
+
+def within_cluster(agents=4, fanout=2, topology="pack:2 numa:2 core:4 pu:1", extra=()):
+    if os.environ.get("HPCQ_SOCKET") and os.environ.get("HPCQ_TEST_INSIDE") == sys.argv[0]:
+        return
+    env = dict(os.environ, HPCQ_TEST_INSIDE=sys.argv[0])
+    cmd = [HPCQ, "start", "--agents", str(agents), "--fanout", str(fanout),
+           "--topology", topology, *extra, "--", sys.executable, sys.argv[0], *sys.argv[1:]]
+    os.execvpe(cmd[0], cmd, env)
+
+
+def cluster_dir():
+    """The directory `hpcq start` made: it holds hpcq.toml, keys/ and logs/."""
+    return os.path.dirname(os.environ["HPCQ_SOCKET"])
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def run(args, user=None, check_rc=None, cwd=None, input=None, env=None):
+    """Runs a command; returns CompletedProcess with text stdout/stderr."""
+    if user is not None:
+        args = ["setpriv", "--reuid", user, "--regid", user, "--init-groups", "--", *args]
+    p = subprocess.run(args, capture_output=True, text=True, cwd=cwd, input=input,
+                       env=env, timeout=120)
+    if check_rc is not None and p.returncode != check_rc:
+        raise Failure(f"{' '.join(args)}: exit {p.returncode}, expected {check_rc}\n"
+                      f"stdout: {p.stdout}\nstderr: {p.stderr}")
+    return p
+
+
+def hpcq(*args, user=None, rc=0, cwd=None):
+    return run([HPCQ, *args], user=user, check_rc=rc, cwd=cwd)
+
+
+def submit(*args, user=None, cwd=None):
+    p = hpcq("submit", *args, user=user, cwd=cwd)
+    return int(p.stdout.strip())
+
+
+def status(job_id, user=None):
+    return json.loads(hpcq("status", str(job_id), "--json", user=user).stdout)
+
+
+def wait_state(job_id, states, timeout=60, user=None):
+    states = {states} if isinstance(states, str) else set(states)
+    deadline = time.monotonic() + timeout
+    while True:
+        s = status(job_id, user=user)
+        if s["state"] in states:
+            return s
+        if time.monotonic() > deadline:
+            raise Failure(f"job {job_id} is {s['state']} after {timeout}s, expected {states}")
+        time.sleep(0.05)
+
+
+def workdir():
+    """A fresh directory every user may write to (jobs of a second user run there too)."""
+    d = tempfile.mkdtemp(prefix="hpcq-test-")
+    os.chmod(d, 0o1777)
+    return d
+
+
+def ensure_user(name="hpcqtest"):
+    if subprocess.run(["id", "-u", name], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True)
+    return int(subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout)
+
+
+def main(tests):
+    """Runs each test function; prints one line each; exits non-zero on any failure."""
+    failed = 0
+    for t in tests:
+        start = time.monotonic()
+        try:
+            t()
+            print(f"ok   {t.__name__} ({time.monotonic() - start:.1f}s)", flush=True)
+        except Exception as e:  # a failed check or an unexpected error: both fail the test
+            failed += 1
+            print(f"FAIL {t.__name__}: {e}", flush=True)
+    print(f"{len(tests) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)

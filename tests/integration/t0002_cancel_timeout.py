@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Cancel of a running job and the time limit both kill the whole process
+tree: no process of the job survives and its cgroups are removed."""
+import glob
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+t.within_cluster(agents=2, fanout=2)
+
+TREE = "sleep 1000 & sleep 1000 & echo pids $$ $(jobs -p | tr '\\n' ' '); wait"
+
+
+def job_cgroups(job_id):
+    return glob.glob(f"/sys/fs/cgroup/*/hpcq/*/job-{job_id}") + \
+        glob.glob(f"/sys/fs/cgroup/hpcq/*/job-{job_id}")
+
+
+def pids_of(path, deadline=30):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if os.path.exists(path):
+            for line in open(path):
+                if line.startswith("pids "):
+                    return [int(p) for p in line.split()[1:]]
+        time.sleep(0.05)
+    raise t.Failure(f"no pids line in {path}")
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_cancel_kills_tree_and_removes_cgroups():
+    d = t.workdir()
+    job_id = t.submit("-N", "2", "-n", "2", "-o", "cancel.out", "--", "bash", "-c", TREE, cwd=d)
+    t.wait_state(job_id, "RUNNING")
+    pids = pids_of(os.path.join(d, "cancel.out"))
+    t.check(len(pids) == 3 and all(alive(p) for p in pids), f"tree {pids}")
+    t.check(job_cgroups(job_id), "the job has cgroups while it runs")
+    t.hpcq("cancel", str(job_id))
+    s = t.wait_state(job_id, ["CANCELLED", "FAILED", "COMPLETED", "TIMEOUT", "NODE_FAIL"])
+    t.check(s["state"] == "CANCELLED", f"state {s['state']}")
+    left = [p for p in pids if alive(p)]
+    t.check(not left, f"processes left after cancel: {left}")
+    t.check(not job_cgroups(job_id), f"cgroups left: {job_cgroups(job_id)}")
+    # A second cancel is refused with a reason.
+    p = t.hpcq("cancel", str(job_id), rc=1)
+    t.check("already ended" in p.stderr, p.stderr)
+
+
+def test_cancel_pending_job():
+    d = t.workdir()
+    # 2 nodes x 16 cores: a 64-task job waits forever.
+    job_id = t.submit("-n", "64", "--", "true", cwd=d)
+    t.check(t.status(job_id)["state"] == "PENDING", "pending")
+    t.hpcq("cancel", str(job_id))
+    t.check(t.status(job_id)["state"] == "CANCELLED", "cancelled while pending")
+
+
+def test_time_limit_ends_job_timeout():
+    d = t.workdir()
+    job_id = t.submit("-t", "0:02", "-o", "timeout.out", "--", "bash", "-c", TREE, cwd=d)
+    pids = pids_of(os.path.join(d, "timeout.out"))
+    s = t.wait_state(job_id, ["TIMEOUT", "FAILED", "COMPLETED", "CANCELLED", "NODE_FAIL"], timeout=60)
+    t.check(s["state"] == "TIMEOUT", f"state {s['state']}")
+    t.check(not [p for p in pids if alive(p)], "processes left after timeout")
+    t.check(not job_cgroups(job_id), "cgroups left after timeout")
+    t.hpcq("wait", str(job_id), rc=1)
+
+
+t.main([test_cancel_kills_tree_and_removes_cgroups, test_cancel_pending_job,
+        test_time_limit_ends_job_timeout])
