@@ -1,0 +1,194 @@
+// The tree overlay over real ZeroMQ sockets on loopback, with CURVE: messages
+// cross a depth-2 tree in both directions through an interior relay, and a
+// peer whose key is not in the allow-list is refused.
+#include "lib/overlay/overlay.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "lib/overlay/tree.h"
+
+namespace hpcq::overlay {
+namespace {
+
+TEST(TreeTest, ParentsAndChildren) {
+  EXPECT_EQ(parent_of(1, 2), 0u);
+  EXPECT_EQ(parent_of(2, 2), 0u);
+  EXPECT_EQ(parent_of(3, 2), 1u);
+  EXPECT_EQ(parent_of(6, 2), 2u);
+  EXPECT_EQ(children_of(1, 2, 5), (std::vector<Rank>{3, 4}));
+  EXPECT_EQ(children_of(2, 2, 5), (std::vector<Rank>{}));
+  EXPECT_EQ(children_of(0, 16, 5), (std::vector<Rank>{1, 2, 3, 4}));
+  EXPECT_EQ(next_hop_down(0, 4, 2), std::optional<Rank>(1));
+  EXPECT_EQ(next_hop_down(1, 4, 2), std::optional<Rank>(4));
+  EXPECT_EQ(next_hop_down(2, 4, 2), std::nullopt);
+  EXPECT_EQ(next_hop_down(0, 0, 2), std::nullopt);
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// One overlay member with its own loop thread; received envelopes are queued.
+class Member {
+ public:
+  Member(OverlayConfig config) {
+    std::promise<Status> created;
+    thread_ = std::thread([&, config] {
+      auto overlay = Overlay::create(config, loop_, [this](Envelope&& e) {
+        std::lock_guard lock(mutex_);
+        received_.push_back(std::move(e));
+      });
+      if (!overlay.is_ok()) {
+        created.set_value(overlay.status());
+        return;
+      }
+      overlay_ = std::move(overlay).value();
+      created.set_value(Status::ok());
+      loop_.run();
+      overlay_.reset();
+    });
+    status_ = created.get_future().get();
+  }
+  ~Member() {
+    loop_.stop();
+    thread_.join();
+  }
+  Status status() const { return status_; }
+  void send(Envelope e) {
+    loop_.post([this, e = std::move(e)]() mutable { (void)overlay_->send(std::move(e)); });
+  }
+  // Waits up to `tries` x 10 ms for a received envelope.
+  std::optional<Envelope> next(int tries = 1000) {
+    for (int i = 0; i < tries; ++i) {
+      {
+        std::lock_guard lock(mutex_);
+        if (!received_.empty()) {
+          Envelope e = received_.front();
+          received_.erase(received_.begin());
+          return e;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return std::nullopt;
+  }
+  int refused() {
+    std::promise<int> p;
+    loop_.post([&] { p.set_value(overlay_->refused_connections()); });
+    return p.get_future().get();
+  }
+
+ private:
+  EventLoop loop_;
+  std::unique_ptr<Overlay> overlay_;
+  std::thread thread_;
+  Status status_;
+  std::mutex mutex_;
+  std::vector<Envelope> received_;
+};
+
+struct Cluster {
+  std::vector<CurveKeyPair> keys;
+  OverlayConfig base;
+  explicit Cluster(int size, int fanout) {
+    base.fanout = fanout;
+    for (int r = 0; r < size; ++r) {
+      keys.push_back(*generate_key_pair());
+      base.endpoints.push_back("tcp://127.0.0.1:" + std::to_string(free_port()));
+      base.public_keys.push_back(keys.back().public_key);
+    }
+  }
+  OverlayConfig config(Rank rank, const CurveKeyPair* keys_override = nullptr) const {
+    OverlayConfig c = base;
+    c.rank = rank;
+    c.own_keys = keys_override ? *keys_override : keys[rank];
+    return c;
+  }
+};
+
+Envelope heartbeat(Rank dst, std::int64_t t) {
+  Envelope e;
+  e.set_dst(dst);
+  e.mutable_heartbeat()->set_time_us(t);
+  return e;
+}
+
+TEST(OverlayTest, MessagesCrossADepthTwoTreeBothWays) {
+  Cluster cluster(3, 1);  // 0 <- 1 <- 2: rank 1 relays for rank 2
+  Member leader(cluster.config(0));
+  Member interior(cluster.config(1));
+  Member leaf(cluster.config(2));
+  ASSERT_TRUE(leader.status().is_ok()) << leader.status().message();
+  ASSERT_TRUE(interior.status().is_ok()) << interior.status().message();
+  ASSERT_TRUE(leaf.status().is_ok()) << leaf.status().message();
+
+  leaf.send(heartbeat(0, 42));
+  auto up = leader.next();
+  ASSERT_TRUE(up.has_value());
+  EXPECT_EQ(up->src(), 2u);
+  EXPECT_EQ(up->heartbeat().time_us(), 42);
+
+  // The leader can reach rank 2 only once rank 1 has connected; retry until it does.
+  std::optional<Envelope> down;
+  for (int i = 0; i < 20 && !down; ++i) {
+    leader.send(heartbeat(2, 7));
+    down = leaf.next();
+  }
+  ASSERT_TRUE(down.has_value());
+  EXPECT_EQ(down->src(), 0u);
+  EXPECT_EQ(down->heartbeat().time_us(), 7);
+  EXPECT_EQ(leader.refused(), 0);
+}
+
+TEST(OverlayTest, UnlistedKeyIsRefused) {
+  Cluster cluster(2, 16);
+  Member leader(cluster.config(0));
+  ASSERT_TRUE(leader.status().is_ok());
+  CurveKeyPair rogue = *generate_key_pair();
+  Member agent(cluster.config(1, &rogue));
+  ASSERT_TRUE(agent.status().is_ok());
+  agent.send(heartbeat(0, 1));
+  for (int i = 0; i < 500 && leader.refused() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(leader.refused(), 0);
+  // Nothing from the rogue reaches the leader.
+  EXPECT_FALSE(leader.next(/*tries=*/50).has_value());
+}
+
+TEST(CurveKeysTest, WriteReadAndPermissions) {
+  char dir[] = "/tmp/hpcq-keys-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/k.key";
+  CurveKeyPair keys = *generate_key_pair();
+  ASSERT_TRUE(write_key_file(path, keys).is_ok());
+  auto read = read_key_file(path, true);
+  ASSERT_TRUE(read.is_ok()) << read.status().message();
+  EXPECT_EQ(read->public_key, keys.public_key);
+  EXPECT_EQ(read->secret_key, keys.secret_key);
+  chmod(path.c_str(), 0644);
+  auto refused = read_key_file(path, true);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("readable by others"), std::string::npos);
+  EXPECT_FALSE(read_key_file(std::string(dir) + "/missing", false).is_ok());
+}
+
+}  // namespace
+}  // namespace hpcq::overlay
