@@ -137,13 +137,21 @@ Result<ClusterConfig> parse_config(const std::string& text, const std::string& n
     std::istringstream in(text);
     return from_toml(toml::parse(in, name), name);
   } catch (const toml::syntax_error& e) {
-    // toml11's message spans several lines; the first names the problem and
-    // the second the file:line.
-    std::string msg = e.what();
-    std::string first = msg.substr(0, msg.find('\n'));
-    auto at = msg.find("--> ");
-    std::string loc = at == std::string::npos ? name : msg.substr(at + 4, msg.find('\n', at) - at - 4);
-    return invalid_argument(loc + ": " + first.substr(first.find(']') == std::string::npos ? 0 : first.find(']') + 2));
+    // toml11 spreads its message over several lines: "[error] WHAT", then
+    // " --> FILE", then " N | TEXT" with the line number. Fold it into one.
+    std::istringstream lines(e.what());
+    std::string line, what, lineno;
+    while (std::getline(lines, line)) {
+      if (what.empty() && line.rfind("[error] ", 0) == 0) what = line.substr(8);
+      auto bar = line.find(" | ");
+      if (lineno.empty() && bar != std::string::npos) {
+        std::string n = line.substr(0, bar);
+        n.erase(0, n.find_first_not_of(' '));
+        if (!n.empty() && n.find_first_not_of("0123456789") == std::string::npos) lineno = n;
+      }
+    }
+    return invalid_argument(name + (lineno.empty() ? "" : ":" + lineno) + ": " +
+                            (what.empty() ? "TOML syntax error" : what));
   } catch (const std::exception& e) {
     std::string msg = e.what();
     return invalid_argument(name + ": " + msg.substr(0, msg.find('\n')));

@@ -40,7 +40,7 @@ CONFIGS = {
     "unknown key": ("[leader]\nstate_dirr = \"/tmp\"\n", ":2", "state_dirr"),
     "bad value": ("[overlay]\nfanout = \"wide\"\n", ":2", "fanout"),
     "negative": ("[overlay]\nfanout = -1\n", ":2", "fanout"),
-    "syntax": ("[leader\n", "", ""),
+    "syntax": ("[leader\n", ":1", "invalid key"),
     "no ranks": ("[leader]\nsocket = \"/tmp/x.sock\"\n", "", "rank"),
     "short key": ("[[rank]]\nname = \"a\"\nendpoint = \"tcp://127.0.0.1:1\"\npublic_key = \"x\"\n", ":1", "public_key"),
 }
