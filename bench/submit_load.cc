@@ -4,7 +4,9 @@
 // --print-acks it prints "ack ID NAME" for each acknowledged job, flushed
 // at once, so that the test knows exactly what was acknowledged).
 //
-// Output (last line, JSON): {"jobs":N,"clients":C,"acked":A,"seconds":S,"per_second":R}
+// Output (last line, JSON): jobs, clients, acked, failed, submit_seconds,
+// submit_per_second and, with --wait, completed plus seconds/per_second from
+// the first submission to the last end.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "proto/hpcq.grpc.pb.h"
@@ -26,6 +29,7 @@ int main(int argc, char** argv) {
   std::string prefix = "load";
   std::string output = "/dev/null";
   bool print_acks = false;
+  bool wait = false;
   app.add_option("--socket", socket, "hpcqd socket");
   app.add_option("-n,--jobs", jobs, "jobs to submit")->check(CLI::PositiveNumber);
   app.add_option("-c,--clients", clients, "concurrent clients")->check(CLI::Range(1, 256));
@@ -33,8 +37,11 @@ int main(int argc, char** argv) {
   app.add_option("--prefix", prefix, "job name prefix (names are PREFIX-I)");
   app.add_option("--output", output, "job output file");
   app.add_flag("--print-acks", print_acks, "print 'ack ID NAME' per acknowledged job");
+  app.add_flag("--wait", wait, "after submitting, wait until every job has ended (end-to-end rate)");
   CLI11_PARSE(app, argc, argv);
 
+  std::mutex ids_mutex;
+  std::set<std::uint64_t> ids;  // guarded by ids_mutex
   std::atomic<int> next{0};
   std::atomic<int> acked{0};
   std::atomic<int> failed{0};
@@ -67,6 +74,10 @@ int main(int argc, char** argv) {
           continue;
         }
         ++acked;
+        if (wait) {
+          std::lock_guard lock(ids_mutex);
+          ids.insert(response.id());
+        }
         if (print_acks) {
           std::lock_guard lock(print_mutex);
           std::printf("ack %llu %s\n", static_cast<unsigned long long>(response.id()),
@@ -77,9 +88,36 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& t : threads) t.join();
+  double submit_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int completed = 0;
+  if (wait) {
+    // Every state change since the daemon started is in its event feed, so a
+    // watch from sequence 0 sees the ends of jobs that finished before it began.
+    auto stub = hpcq::v1::Hpcq::NewStub(
+        grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    hpcq::v1::WatchJobsRequest request;
+    auto reader = stub->WatchJobs(&ctx, request);
+    hpcq::v1::JobEvent event;
+    std::set<std::uint64_t> ended;
+    while (ended.size() < ids.size() && reader->Read(&event)) {
+      if (event.state() >= hpcq::v1::COMPLETED && ids.count(event.id())) {
+        ended.insert(event.id());
+        if (event.state() == hpcq::v1::COMPLETED) ++completed;
+      }
+    }
+    ctx.TryCancel();
+    if (ended.size() < ids.size()) {
+      std::fprintf(stderr, "watch ended after %zu of %zu jobs\n", ended.size(), ids.size());
+      return 1;
+    }
+  }
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("{\"jobs\":%d,\"clients\":%d,\"acked\":%d,\"failed\":%d,\"seconds\":%.3f,\"per_second\":%.1f}\n",
-              jobs, clients, acked.load(), failed.load(), seconds, acked.load() / seconds);
+  std::printf("{\"jobs\":%d,\"clients\":%d,\"acked\":%d,\"failed\":%d,\"submit_seconds\":%.3f,"
+              "\"submit_per_second\":%.1f,\"completed\":%d,\"seconds\":%.3f,\"per_second\":%.1f}\n",
+              jobs, clients, acked.load(), failed.load(), submit_seconds, acked.load() / submit_seconds,
+              completed, seconds, acked.load() / seconds);
   return failed.load() == 0 ? 0 : 1;
 }

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""hpcq throughput benchmark; produces the README's figures.
+
+  (a) acknowledged submissions per second through gRPC, 1 and 8 concurrent
+      clients, on a leader with no agents (jobs stay queued: the durable
+      submit path alone);
+  (b) end-to-end throughput of 2,000 trivial jobs (`true`) through the API
+      (8 clients) on `hpcq start --agents 4`, first submit to last end;
+  (c) the same 2,000 jobs with one CLI call per job (`hpcq submit`, one after
+      another, as a user's loop would), on hpcq and on Slurm 22.05 from
+      Debian's packages (slurmctld + 4 slurmd on loopback, the recipe in
+      ../shared/peers/slurm, tuned profile), run in the same session; both
+      clusters have 4 nodes x 2 cores. Reports hpcq / Slurm.
+
+Usage: bench/throughput.py [--jobs 2000] [--skip-slurm] [--build build]
+Run as root on an idle machine; never two benchmarks at once. Prints one JSON
+line per measurement and a summary table; appends the JSON lines to
+bench/results/throughput.jsonl.
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PEERS = os.path.join(ROOT, "..", "shared", "peers", "slurm")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def standalone_leader(build):
+    """A leader with no agents: every submitted job stays queued."""
+    d = tempfile.mkdtemp(prefix="hpcq-bench-")
+    key = os.path.join(d, "leader.key")
+    public = subprocess.run([f"{build}/cli/hpcq", "keygen", key], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    with open(os.path.join(d, "hpcq.toml"), "w") as f:
+        f.write(f'[leader]\nstate_dir = "{d}/state"\nsocket = "{d}/hpcqd.sock"\n'
+                f'secret_key = "{key}"\n\n[[rank]]\nname = "leader"\n'
+                f'endpoint = "tcp://127.0.0.1:{free_port()}"\npublic_key = "{public}"\n')
+    log = open(os.path.join(d, "hpcqd.log"), "w")
+    p = subprocess.Popen([f"{build}/daemon/hpcqd", "--config", f"{d}/hpcq.toml",
+                          "--log-level", "warn"], stdout=log, stderr=log)
+    env = dict(os.environ, HPCQ_SOCKET=f"{d}/hpcqd.sock")
+    for _ in range(400):
+        if subprocess.run([f"{build}/cli/hpcq", "queue"], env=env,
+                          capture_output=True).returncode == 0:
+            return p, env, d
+        time.sleep(0.05)
+    raise SystemExit("hpcqd did not start")
+
+
+def submit_rate(build, clients, jobs):
+    p, env, d = standalone_leader(build)
+    try:
+        out = subprocess.run([f"{build}/bench/hpcq-submit-load", "-n", str(jobs), "-c", str(clients),
+                              "--socket", env["HPCQ_SOCKET"]], check=True, capture_output=True,
+                             text=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
+    finally:
+        p.terminate()
+        p.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def in_cluster(build, script, topology):
+    """Runs a shell snippet inside `hpcq start --agents 4`; returns its last stdout line."""
+    out = subprocess.run([f"{build}/cli/hpcq", "start", "--agents", "4", "--topology", topology,
+                          "--log-level", "warn", "--", "bash", "-c", script],
+                         check=True, capture_output=True, text=True,
+                         env=dict(os.environ, PATH=f"{build}/cli:{build}/bench:" + os.environ["PATH"]))
+    return out.stdout.strip().splitlines()[-1]
+
+
+def api_end_to_end(build, jobs, topology):
+    line = in_cluster(build, f"hpcq-submit-load -n {jobs} -c 8 --wait", topology)
+    return json.loads(line)
+
+
+def cli_end_to_end(build, jobs, topology):
+    script = f"""
+set -e
+cd "$(mktemp -d)"
+t0=$(date +%s.%N)
+for i in $(seq {jobs}); do hpcq submit -o /dev/null true >> ids; done
+t1=$(date +%s.%N)
+hpcq wait $(cat ids) > /dev/null
+t2=$(date +%s.%N)
+python3 -c "import json; n={jobs}; s=$t1-$t0; e=$t2-$t0; print(json.dumps(dict(jobs=n, submit_seconds=round(s,3), submit_per_second=round(n/s,1), seconds=round(e,3), per_second=round(n/e,1))))"
+"""
+    return json.loads(in_cluster(build, script, topology))
+
+
+def slurm_end_to_end(jobs):
+    work = tempfile.mkdtemp(prefix="hpcq-bench-slurm-")
+    peer = os.path.join(work, "slurm")
+    shutil.copytree(PEERS, peer)
+    env = dict(os.environ, SLURM_EXTRA_CONF="SchedulerParameters=batch_sched_delay=0,sched_min_interval=0")
+    run = lambda s: subprocess.run(["bash", os.path.join(peer, s)], check=True, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run("install.sh")
+    run("configure.sh")
+    run("start.sh")
+    try:
+        out = subprocess.run([sys.executable, os.path.join(peer, "bench.py"), "--n", str(jobs),
+                              "--reps", "1", "--tag", "hpcq-bench"], check=True, capture_output=True,
+                             text=True, env=env).stdout
+        return json.loads(out.splitlines()[0])
+    finally:
+        run("stop.sh")
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--submit-jobs", type=int, default=5000)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--skip-slurm", action="store_true")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    results = []
+
+    def record(name, value):
+        value = dict(value, measurement=name, when=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        print(json.dumps(value), flush=True)
+        results.append(value)
+
+    for clients in (1, 8):
+        record(f"submit_rate_{clients}_clients", submit_rate(build, clients, a.submit_jobs))
+    record("api_end_to_end_16_cores", api_end_to_end(build, a.jobs, "pack:2 numa:2 core:4 pu:1"))
+    record("api_end_to_end_2_cores", api_end_to_end(build, a.jobs, "pack:1 numa:1 core:2 pu:1"))
+    record("cli_end_to_end_2_cores", cli_end_to_end(build, a.jobs, "pack:1 numa:1 core:2 pu:1"))
+    if not a.skip_slurm:
+        record("slurm_cli_end_to_end_2_cores", slurm_end_to_end(a.jobs))
+
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "throughput.jsonl"), "a") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
+    by = {r["measurement"]: r for r in results}
+    print()
+    print("| measurement | result |")
+    print("|---|---|")
+    for clients in (1, 8):
+        r = by[f"submit_rate_{clients}_clients"]
+        print(f"| (a) acknowledged submissions/s, {clients} client(s) | {r['submit_per_second']:.0f} |")
+    r = by["api_end_to_end_16_cores"]
+    print(f"| (b) {r['jobs']} jobs end to end via API, 4 nodes x 16 cores | {r['per_second']:.0f} jobs/s |")
+    r = by["api_end_to_end_2_cores"]
+    print(f"| (b) {r['jobs']} jobs end to end via API, 4 nodes x 2 cores | {r['per_second']:.0f} jobs/s |")
+    h = by["cli_end_to_end_2_cores"]
+    print(f"| (c) hpcq, one CLI call per job, 4 x 2 cores | {h['per_second']:.1f} jobs/s |")
+    if "slurm_cli_end_to_end_2_cores" in by:
+        s = by["slurm_cli_end_to_end_2_cores"]
+        print(f"| (c) Slurm 22.05 tuned, one sbatch per job, 4 x 2 cores | {s['e2e_jobs_per_s']:.1f} jobs/s |")
+        print(f"| (c) hpcq / Slurm | {h['per_second'] / s['e2e_jobs_per_s']:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()
