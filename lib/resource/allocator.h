@@ -1,0 +1,57 @@
+// Where does a job fit now? A pure function of a request and a NodePool.
+//
+// Policy (exclusive cores, block task layout as described in allocation.h):
+//   - nodes = N: ntasks spread as evenly as possible over N nodes, the first
+//     nodes getting the extra task (a node that cannot hold the extra task
+//     may take one fewer when a later chosen node can: the extras go to the
+//     earliest chosen nodes that fit them). The earliest nodes that fit are
+//     chosen.
+//   - nodes = 0: as few nodes as the tasks fit on, filling nodes greedily in
+//     node order; among the sets of that minimal size the one that is
+//     earliest in node order is chosen (a 4-task job on a cluster whose
+//     first node has 2 free cores and whose second has 8 goes to the second).
+//   - every task gets cpus_per_task cores; a node holds
+//     floor(free cores / cpus_per_task) tasks at most.
+//   - within a node (as Kubernetes' topology manager, best-effort): the
+//     fewest NUMA domains, then the fewest packages, then the lowest domain
+//     ids that can hold the node's tasks with each task inside one domain;
+//     only when no set can do that may a task span domains (then the fewest
+//     domains by free cores, domains taken in package order). Cores are the
+//     lowest free ids of each domain.
+//   - mem_per_node_bytes must fit each node's free memory; it becomes each
+//     NodeAllocation's memory_bytes (0 when the request names none).
+//   - nodes that are not schedulable are skipped.
+// Deterministic: the same request and pool give the same Allocation.
+//
+// Threads: pure; safe from any thread on a pool nobody is changing.
+// Errors: an unsatisfiable or malformed request yields nullopt; use
+// check_request() to tell the two apart.
+#pragma once
+
+#include <optional>
+#include <span>
+
+#include "lib/core/status.h"
+#include "lib/resource/allocation.h"
+#include "lib/resource/node_pool.h"
+
+namespace hpcq::resource {
+
+// kInvalidArgument unless ntasks >= 1, cpus_per_task >= 1, nodes >= 0 and
+// nodes <= ntasks (every node of a job runs at least one task).
+Status check_request(const ResourceRequest& request);
+
+// Over all nodes of the pool in rank order.
+std::optional<Allocation> find_allocation(const ResourceRequest& request, const NodePool& pool);
+
+// Over `candidates` in this preference order (the scheduler's plugins filter
+// and order nodes); the Allocation lists its nodes in this order too. The
+// pointers must stay valid for the call; they must be distinct.
+std::optional<Allocation> find_allocation(const ResourceRequest& request,
+                                          std::span<const NodeState* const> candidates);
+
+// How many tasks of `request` this node could hold now (0 when not
+// schedulable or its memory does not fit).
+int task_capacity(const ResourceRequest& request, const NodeState& node);
+
+}  // namespace hpcq::resource
