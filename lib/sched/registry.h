@@ -1,0 +1,30 @@
+// The one table of scheduling actions and plugins known by name.
+//
+// Adding a policy is adding a row here (and its files under actions/ or
+// plugins/); nothing registers itself from a static initialiser. Tables are
+// constant; safe from any thread.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "lib/sched/action.h"
+#include "lib/sched/plugin.h"
+
+namespace hpcq::sched {
+
+struct ActionEntry {
+  std::string_view name;
+  std::unique_ptr<Action> (*make)();
+};
+
+struct PluginEntry {
+  std::string_view name;
+  std::unique_ptr<Plugin> (*make)();
+};
+
+std::span<const ActionEntry> action_registry();
+std::span<const PluginEntry> plugin_registry();
+
+}  // namespace hpcq::sched
