@@ -1,6 +1,8 @@
 #include "lib/resource/hwloc_import.h"
 
 #include <gtest/gtest.h>
+#include <hwloc.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -77,6 +79,28 @@ TEST(HwlocImport, BadSpecsNameTheSpec) {
   auto missing = discover_topology("xml:/nonexistent/topo.xml");
   ASSERT_FALSE(missing.is_ok());
   EXPECT_NE(missing.status().message().find("/nonexistent/topo.xml"), std::string::npos);
+}
+
+TEST(HwlocImport, XmlExportReadsBackTheSame) {
+  // Write an XML export of a synthetic machine with hwloc itself, as lstopo would.
+  hwloc_topology_t t = nullptr;
+  ASSERT_EQ(hwloc_topology_init(&t), 0);
+  ASSERT_EQ(hwloc_topology_set_synthetic(t, "pack:2 numa:1(memory=4GB) core:3 pu:2"), 0);
+  ASSERT_EQ(hwloc_topology_load(t), 0);
+  const std::string path = ::testing::TempDir() + "hpcq_topo_" + std::to_string(getpid()) + ".xml";
+  ASSERT_EQ(hwloc_topology_export_xml(t, path.c_str(), 0), 0);
+  hwloc_topology_destroy(t);
+
+  auto topo = discover_topology("xml:" + path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(topo.is_ok()) << topo.status().to_string();
+  EXPECT_EQ(topo->packages, 2);
+  EXPECT_EQ(topo->numa.size(), 2u);
+  EXPECT_EQ(topo->num_cores(), 6);
+  EXPECT_EQ(topo->cores[4].numa, 1);
+  EXPECT_EQ(topo->cores[4].pus.size(), 2u);
+  EXPECT_EQ(topo->memory_bytes, 8'000'000'000ULL);
+  EXPECT_EQ(topo->source, "xml:" + path);
 }
 
 TEST(HwlocImport, Host) {
