@@ -1,0 +1,295 @@
+#include "agent/executor/cgroup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace hpcq::agent {
+namespace {
+
+constexpr long kCgroup2SuperMagic = 0x63677270;  // linux/magic.h CGROUP2_SUPER_MAGIC
+const char* const kV1Controllers[] = {"cpuset", "memory", "pids", "freezer"};
+
+std::string errno_text(int err) { return strerror(err); }
+
+// Cgroup files take one write(2) per value; a short or failed write is an error.
+Status write_file(const std::string& path, const std::string& value) {
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return internal_error("open " + path + ": " + errno_text(errno));
+  ssize_t n = write(fd, value.data(), value.size());
+  int err = errno;
+  close(fd);
+  if (n != static_cast<ssize_t>(value.size())) {
+    return internal_error("write '" + value + "' to " + path + ": " +
+                          (n < 0 ? errno_text(err) : std::string("short write")));
+  }
+  return Status::ok();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string format_list(const std::vector<int>& ids) {
+  std::set<int> sorted(ids.begin(), ids.end());
+  std::string out;
+  for (auto it = sorted.begin(); it != sorted.end();) {
+    int first = *it, last = *it;
+    for (++it; it != sorted.end() && *it == last + 1; ++it) last = *it;
+    if (!out.empty()) out += ',';
+    out += std::to_string(first);
+    if (last != first) out += '-' + std::to_string(last);
+  }
+  return out;
+}
+
+// mkdir that accepts an existing directory; `created` says whether it is new.
+Status make_dir(const std::string& path, bool* created) {
+  *created = false;
+  if (mkdir(path.c_str(), 0755) == 0) {
+    *created = true;
+    return Status::ok();
+  }
+  if (errno == EEXIST) return Status::ok();
+  return internal_error("mkdir " + path + ": " + errno_text(errno));
+}
+
+// A new v1 cpuset child has empty cpus/mems and refuses tasks: give every
+// directory we pass through its parent's sets unless it already has some.
+Status fill_v1_cpuset(const std::string& dir) {
+  const std::string parent = std::filesystem::path(dir).parent_path();
+  for (const char* file : {"cpuset.cpus", "cpuset.mems"}) {
+    if (!trim(read_file(dir + "/" + file)).empty()) continue;
+    std::string value = trim(read_file(parent + "/" + file));
+    HPCQ_RETURN_IF_ERROR(write_file(dir + "/" + file, value));
+  }
+  return Status::ok();
+}
+
+std::vector<pid_t> read_procs(const std::string& dir) {
+  std::vector<pid_t> pids;
+  std::istringstream in(read_file(dir + "/cgroup.procs"));
+  long pid = 0;
+  while (in >> pid) pids.push_back(static_cast<pid_t>(pid));
+  return pids;
+}
+
+// Enables `wanted` controllers for the children of `dir` (v2). Those in
+// `required` must be available; the others are enabled when they are.
+Status enable_v2_controllers(const std::string& dir, const std::vector<std::string>& wanted,
+                             const std::set<std::string>& required) {
+  std::istringstream available_in(read_file(dir + "/cgroup.controllers"));
+  std::set<std::string> available;
+  for (std::string c; available_in >> c;) available.insert(c);
+  std::istringstream enabled_in(read_file(dir + "/cgroup.subtree_control"));
+  std::set<std::string> enabled;
+  for (std::string c; enabled_in >> c;) enabled.insert(c);
+  for (const std::string& c : wanted) {
+    if (enabled.count(c)) continue;
+    if (!available.count(c)) {
+      if (!required.count(c)) continue;
+      return failed_precondition("cgroup v2 controller '" + c + "' is not available in " + dir +
+                                 "/cgroup.controllers");
+    }
+    HPCQ_RETURN_IF_ERROR(write_file(dir + "/cgroup.subtree_control", "+" + c));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status JobCgroup::add_process(pid_t pid) const {
+  for (const std::string& dir : dirs_) {
+    HPCQ_RETURN_IF_ERROR(write_file(dir + "/cgroup.procs", std::to_string(pid)));
+  }
+  return Status::ok();
+}
+
+std::vector<pid_t> JobCgroup::pids() const {
+  std::set<pid_t> all;
+  for (const std::string& dir : dirs_) {
+    for (pid_t p : read_procs(dir)) all.insert(p);
+  }
+  return {all.begin(), all.end()};
+}
+
+Status JobCgroup::remove() {
+  std::vector<pid_t> left = pids();
+  if (!left.empty()) {
+    // Only a process moved in from outside the job's PID namespace can
+    // outlive the namespace's init; it belongs to the job all the same.
+    if (version_ == CgroupVersion::kV2 &&
+        write_file(dirs_.front() + "/cgroup.kill", "1").is_ok()) {
+      // cgroup.kill (Linux 5.14) also catches processes forking meanwhile.
+    } else {
+      for (pid_t p : left) kill(p, SIGKILL);
+    }
+    return failed_precondition(std::to_string(left.size()) + " process(es) left in " +
+                               dirs_.front());
+  }
+  std::vector<std::string> remaining;
+  Status status;
+  for (const std::string& dir : dirs_) {
+    if (rmdir(dir.c_str()) == 0 || errno == ENOENT) continue;
+    int err = errno;
+    remaining.push_back(dir);
+    // EBUSY right after the last exit: the kernel has not yet noticed the
+    // cgroup is unpopulated (v2); a retry succeeds.
+    if (status.is_ok()) {
+      status = err == EBUSY ? failed_precondition("rmdir " + dir + ": " + errno_text(err))
+                            : internal_error("rmdir " + dir + ": " + errno_text(err));
+    }
+  }
+  dirs_ = std::move(remaining);
+  return status;
+}
+
+Result<CgroupHierarchy> CgroupHierarchy::detect(const std::string& root) {
+  CgroupHierarchy h;
+  struct statfs fs {};
+  if (statfs(root.c_str(), &fs) != 0) {
+    return failed_precondition("no cgroup file system: statfs " + root + ": " +
+                               errno_text(errno));
+  }
+  if (static_cast<long>(fs.f_type) == kCgroup2SuperMagic) {
+    h.version_ = CgroupVersion::kV2;
+    h.v2_root_ = root;
+    return h;
+  }
+  std::ifstream mounts("/proc/self/mounts");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    std::istringstream fields(line);
+    std::string source, target, type, options;
+    if (!(fields >> source >> target >> type >> options) || type != "cgroup") continue;
+    std::istringstream opts(options);
+    for (std::string opt; std::getline(opts, opt, ',');) {
+      for (const char* c : kV1Controllers) {
+        if (opt == c && !h.v1_mounts_.count(c)) h.v1_mounts_[c] = target;
+      }
+    }
+  }
+  for (const char* c : kV1Controllers) {
+    if (!h.v1_mounts_.count(c)) {
+      return failed_precondition(root + " is not cgroup v2 and the cgroup v1 controller '" +
+                                 c + "' is not mounted (/proc/self/mounts)");
+    }
+  }
+  h.version_ = CgroupVersion::kV1;
+  return h;
+}
+
+std::vector<std::string> CgroupHierarchy::instance_dirs(const std::string& instance) const {
+  if (version_ == CgroupVersion::kV2) return {v2_root_ + "/hpcq/" + instance};
+  std::vector<std::string> dirs;
+  for (const char* c : kV1Controllers) dirs.push_back(v1_mounts_.at(c) + "/hpcq/" + instance);
+  return dirs;
+}
+
+Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId id,
+                                              const CgroupLimits& limits) const {
+  const std::string job = "job-" + std::to_string(id);
+  std::vector<std::string> made;  // directories to remove if we fail
+  auto fail = [&made](Status s) -> Result<JobCgroup> {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) rmdir(it->c_str());
+    return s;
+  };
+  bool created = false;
+
+  if (version_ == CgroupVersion::kV2) {
+    std::set<std::string> required;
+    if (!limits.cpus.empty() || !limits.mems.empty()) required.insert("cpuset");
+    if (limits.memory_bytes > 0) required.insert("memory");
+    const std::vector<std::string> wanted = {"cpuset", "memory", "pids"};
+    std::string dir = v2_root_;
+    for (const std::string& part : {std::string("hpcq"), instance, job}) {
+      Status s = enable_v2_controllers(dir, wanted, required);
+      if (!s.is_ok()) return fail(s);
+      dir += "/" + part;
+      s = make_dir(dir, &created);
+      if (!s.is_ok()) return fail(s);
+      if (created) made.push_back(dir);
+    }
+    // An empty cpuset in v2 means "the parent's": only write what is given.
+    if (!limits.cpus.empty()) {
+      Status s = write_file(dir + "/cpuset.cpus", format_list(limits.cpus));
+      if (!s.is_ok()) return fail(s);
+    }
+    if (!limits.mems.empty()) {
+      Status s = write_file(dir + "/cpuset.mems", format_list(limits.mems));
+      if (!s.is_ok()) return fail(s);
+    }
+    if (limits.memory_bytes > 0) {
+      Status s = write_file(dir + "/memory.max", std::to_string(limits.memory_bytes));
+      if (!s.is_ok()) return fail(s);
+    }
+    return JobCgroup(CgroupVersion::kV2, {dir});
+  }
+
+  std::vector<std::string> dirs;
+  for (const char* c : kV1Controllers) {
+    const std::string controller = c;
+    std::string dir = v1_mounts_.at(controller);
+    for (const std::string& part : {std::string("hpcq"), instance, job}) {
+      dir += "/" + part;
+      Status s = make_dir(dir, &created);
+      if (!s.is_ok()) return fail(s);
+      if (created) made.push_back(dir);
+      if (controller == "cpuset" && part != job) {
+        s = fill_v1_cpuset(dir);
+        if (!s.is_ok()) return fail(s);
+      }
+    }
+    Status s;
+    if (controller == "cpuset") {
+      s = limits.cpus.empty() ? Status::ok()
+                              : write_file(dir + "/cpuset.cpus", format_list(limits.cpus));
+      if (s.is_ok() && !limits.mems.empty()) {
+        s = write_file(dir + "/cpuset.mems", format_list(limits.mems));
+      }
+      if (s.is_ok()) s = fill_v1_cpuset(dir);  // whatever was not given
+    } else if (controller == "memory" && limits.memory_bytes > 0) {
+      s = write_file(dir + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes));
+    }
+    if (!s.is_ok()) return fail(s);
+    dirs.push_back(dir);
+  }
+  return JobCgroup(CgroupVersion::kV1, std::move(dirs));
+}
+
+int CgroupHierarchy::remove_stale(const std::string& instance) const {
+  int left = 0;
+  for (const std::string& base : instance_dirs(instance)) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
+      const std::string name = entry.path().filename();
+      if (name.rfind("job-", 0) != 0 || !entry.is_directory()) continue;
+      if (rmdir(entry.path().c_str()) != 0 && errno != ENOENT) ++left;
+    }
+  }
+  return left;
+}
+
+void CgroupHierarchy::remove_instance_dirs(const std::string& instance) const {
+  for (const std::string& dir : instance_dirs(instance)) rmdir(dir.c_str());
+}
+
+}  // namespace hpcq::agent

@@ -1,0 +1,95 @@
+// Control groups of the jobs of one agent instance, on cgroup v1 or v2.
+//
+// Layout (several agents share a machine when a cluster is emulated, so every
+// path names the agent's instance):
+//   v1: <mount of ctl>/hpcq/<instance>/job-<id> for ctl in cpuset, memory, pids, freezer
+//   v2: <root>/hpcq/<instance>/job-<id>, with +cpuset +memory +pids enabled in
+//       the subtree_control of <root>, <root>/hpcq and <root>/hpcq/<instance>
+// CgroupHierarchy::detect finds which one the machine has; JobCgroup is one
+// job's set of directories. Nothing is removed implicitly: the executor
+// decides when (a JobCgroup's destructor leaves the directories alone).
+//
+// Threads: values with no shared state; the kernel serialises the file writes.
+// Errors: kFailedPrecondition when the machine lacks what is needed (no cgroup
+// file system, a controller missing) or when a cgroup still holds processes;
+// kInternal for an unexpected system error. Messages name the file and errno.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lib/core/ids.h"
+#include "lib/core/status.h"
+
+namespace hpcq::agent {
+
+enum class CgroupVersion { kV1, kV2 };
+
+struct CgroupLimits {
+  std::vector<int> cpus;          // cpuset.cpus; empty: all of the parent's
+  std::vector<int> mems;          // cpuset.mems; empty: all of the parent's
+  std::uint64_t memory_bytes = 0; // memory.limit_in_bytes / memory.max; 0: none
+};
+
+class JobCgroup {
+ public:
+  JobCgroup() = default;
+  JobCgroup(CgroupVersion version, std::vector<std::string> dirs)
+      : version_(version), dirs_(std::move(dirs)) {}
+
+  // v1: one directory per controller; v2: the one directory. Empty once removed.
+  const std::vector<std::string>& dirs() const { return dirs_; }
+
+  // Moves `pid` (of the caller's PID namespace) into every directory.
+  Status add_process(pid_t pid) const;
+
+  // The processes in any of the directories (host PIDs), ascending, unique.
+  std::vector<pid_t> pids() const;
+
+  // Removes the directories. If processes remain they are sent SIGKILL (v2:
+  // cgroup.kill) and kFailedPrecondition says so: call again once they are
+  // gone. Directories already removed are not retried; OK when none is left.
+  Status remove();
+
+ private:
+  CgroupVersion version_ = CgroupVersion::kV1;
+  std::vector<std::string> dirs_;
+};
+
+class CgroupHierarchy {
+ public:
+  // A cgroup2 file system mounted at `root` means v2 there; otherwise the v1
+  // controllers cpuset, memory, pids and freezer must be mounted (found in
+  // /proc/self/mounts). A cgroup2 mount elsewhere (hybrid: .../unified) is
+  // not used: it has no controllers when v1 holds them.
+  static Result<CgroupHierarchy> detect(const std::string& root = "/sys/fs/cgroup");
+
+  CgroupVersion version() const { return version_; }
+
+  // <...>/hpcq/<instance> in every hierarchy (whether or not it exists).
+  std::vector<std::string> instance_dirs(const std::string& instance) const;
+
+  // Creates job-<id> (and the parents it needs), sets the limits. A leftover
+  // empty directory of the same job is reused. On error nothing new is left.
+  Result<JobCgroup> create_job(const std::string& instance, JobId id,
+                               const CgroupLimits& limits) const;
+
+  // Removes the empty job-* directories a previous instance of the same name
+  // left; returns how many remain because they still hold processes.
+  int remove_stale(const std::string& instance) const;
+
+  // Removes <...>/hpcq/<instance> where it is empty (best effort: the shared
+  // <...>/hpcq stays, another instance may be creating its directory in it).
+  void remove_instance_dirs(const std::string& instance) const;
+
+ private:
+  CgroupVersion version_ = CgroupVersion::kV1;
+  std::string v2_root_;
+  std::map<std::string, std::string> v1_mounts_;  // controller -> mount point
+};
+
+}  // namespace hpcq::agent

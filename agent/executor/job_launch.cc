@@ -1,0 +1,151 @@
+#include "agent/executor/job_launch.h"
+
+#include <string.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace hpcq::agent {
+
+using nlohmann::json;
+
+const char* exit_kind_name(ExitKind kind) {
+  switch (kind) {
+    case ExitKind::kCompleted: return "completed";
+    case ExitKind::kFailed: return "failed";
+    case ExitKind::kCancelled: return "cancelled";
+    case ExitKind::kTimeout: return "timeout";
+  }
+  return "unknown";
+}
+
+JobFiles::JobFiles(std::string d)
+    : dir(std::move(d)),
+      launch(dir + "/launch.json"),
+      script(dir + "/script"),
+      hostfile(dir + "/hostfile"),
+      results(dir + "/results.json"),
+      shell_log(dir + "/shell.log") {}
+
+std::string encode_launch(const JobLaunch& l) {
+  json tasks = json::array();
+  for (const TaskSpec& t : l.tasks) {
+    tasks.push_back({{"rank", t.rank}, {"host_cpus", t.host_cpus}, {"logical_cpus", t.logical_cpus}});
+  }
+  json j = {{"id", l.id},
+            {"uid", l.uid},
+            {"gid", l.gid},
+            {"user", l.user},
+            {"argv", l.argv},
+            {"script", l.script},
+            {"env", l.env},
+            {"cwd", l.cwd},
+            {"stdout_path", l.stdout_path},
+            {"stderr_path", l.stderr_path},
+            {"hostfile", l.hostfile},
+            {"tasks", tasks},
+            {"host_cpus", l.host_cpus},
+            {"host_mems", l.host_mems},
+            {"memory_limit_bytes", l.memory_limit_bytes},
+            {"time_limit_s", l.time_limit_s}};
+  // Replace, not throw, on invalid UTF-8: argv and env are user bytes.
+  return j.dump(1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<JobLaunch> decode_launch(std::string_view text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return invalid_argument("launch.json: not a JSON object");
+  // nlohmann reports type errors by exception: catch them here, at the edge.
+  try {
+    JobLaunch l;
+    l.id = j.at("id").get<JobId>();
+    l.uid = j.at("uid").get<std::uint32_t>();
+    l.gid = j.at("gid").get<std::uint32_t>();
+    l.user = j.at("user").get<std::string>();
+    l.argv = j.at("argv").get<std::vector<std::string>>();
+    l.script = j.at("script").get<std::string>();
+    l.env = j.at("env").get<std::map<std::string, std::string>>();
+    l.cwd = j.at("cwd").get<std::string>();
+    l.stdout_path = j.at("stdout_path").get<std::string>();
+    l.stderr_path = j.at("stderr_path").get<std::string>();
+    l.hostfile = j.at("hostfile").get<std::string>();
+    for (const json& t : j.at("tasks")) {
+      TaskSpec task;
+      task.rank = t.at("rank").get<int>();
+      task.host_cpus = t.at("host_cpus").get<std::vector<int>>();
+      task.logical_cpus = t.at("logical_cpus").get<std::string>();
+      l.tasks.push_back(std::move(task));
+    }
+    l.host_cpus = j.at("host_cpus").get<std::vector<int>>();
+    l.host_mems = j.at("host_mems").get<std::vector<int>>();
+    l.memory_limit_bytes = j.at("memory_limit_bytes").get<std::uint64_t>();
+    l.time_limit_s = j.at("time_limit_s").get<std::int64_t>();
+    return l;
+  } catch (const json::exception& e) {
+    return invalid_argument(std::string("launch.json: ") + e.what());
+  }
+}
+
+std::string encode_results(const ShellResults& r) {
+  json tasks = json::array();
+  for (const TaskResult& t : r.tasks) {
+    tasks.push_back({{"rank", t.rank},
+                     {"local", t.local},
+                     {"exit_code", t.exit_code},
+                     {"signal", t.signal},
+                     {"error", t.error}});
+  }
+  json j = {{"exit_code", r.exit_code}, {"tasks", tasks}};
+  return j.dump(1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<ShellResults> decode_results(std::string_view text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return invalid_argument("results.json: not a JSON object");
+  try {
+    ShellResults r;
+    r.exit_code = j.at("exit_code").get<int>();
+    for (const json& t : j.at("tasks")) {
+      TaskResult task;
+      task.rank = t.at("rank").get<int>();
+      task.local = t.at("local").get<int>();
+      task.exit_code = t.at("exit_code").get<int>();
+      task.signal = t.at("signal").get<int>();
+      task.error = t.at("error").get<std::string>();
+      r.tasks.push_back(std::move(task));
+    }
+    return r;
+  } catch (const json::exception& e) {
+    return invalid_argument(std::string("results.json: ") + e.what());
+  }
+}
+
+int job_exit_code(const std::vector<TaskResult>& tasks) {
+  int code = 0;
+  for (const TaskResult& t : tasks) code = std::max(code, t.exit_code);
+  return code;
+}
+
+std::string describe_results(const ShellResults& r) {
+  // A start failure explains more than the exit codes that follow from it, so
+  // it wins; otherwise the task with the job's (highest) code, lowest rank first.
+  const TaskResult* worst = nullptr;
+  for (const TaskResult& t : r.tasks) {
+    if (!t.error.empty()) {
+      worst = &t;
+      break;
+    }
+    if (t.exit_code != 0 && (!worst || t.exit_code > worst->exit_code)) worst = &t;
+  }
+  if (!worst) return "";
+  std::string prefix = "task " + std::to_string(worst->rank) + ": ";
+  if (!worst->error.empty()) return prefix + worst->error;
+  if (worst->signal != 0) {
+    const char* name = sigabbrev_np(worst->signal);
+    return prefix + "killed by signal " + std::to_string(worst->signal) +
+           (name ? std::string(" (SIG") + name + ")" : std::string());
+  }
+  return prefix + "exited with code " + std::to_string(worst->exit_code);
+}
+
+}  // namespace hpcq::agent

@@ -1,0 +1,98 @@
+// What the agent asks the executor to run on this node, what comes back, and
+// the files through which the executor and hpcq-job-shell talk.
+//
+// The executor writes <job dir>/launch.json (encode_launch) before it starts
+// the shell; the shell reads it (decode_launch), runs the tasks and, when the
+// last task has ended, writes <job dir>/results.json (encode_results) that the
+// executor turns into the job's exit reason (describe_results). Files rather
+// than pipes so that a checkpointed job (CRIU) can be restored by a later
+// agent that finds everything it needs in the job directory.
+//
+// Plain values and pure functions; safe from any thread. Decoding errors are
+// kInvalidArgument naming the file's problem ("launch.json: field 'argv' ...").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lib/core/ids.h"
+#include "lib/core/status.h"
+
+namespace hpcq::agent {
+
+struct TaskSpec {
+  int rank = 0;                 // global task rank (HPCQ_TASK_RANK)
+  std::vector<int> host_cpus;   // host CPU ids this task is bound to (sched_setaffinity)
+  std::string logical_cpus;     // e.g. "4-5": exported as HPCQ_CPUS
+};
+
+struct JobLaunch {
+  JobId id = 0;
+  std::uint32_t uid = 0, gid = 0;
+  std::string user;                        // tasks run as this user (initgroups too)
+  std::vector<std::string> argv;           // command run by every task
+  std::string script;                      // if non-empty: written to <job dir>/script (0700,
+                                           // owned by uid) and run with argv[1..] as arguments
+  std::map<std::string, std::string> env;  // job-wide environment (HPCQ_JOB_ID, ...)
+  std::string cwd;
+  std::string stdout_path, stderr_path;    // absolute; empty: /dev/null
+  std::string hostfile;                    // content of the file HPCQ_HOSTFILE names
+  std::vector<TaskSpec> tasks;             // this node's tasks
+  std::vector<int> host_cpus, host_mems;   // cpuset.cpus / cpuset.mems of the job's cgroup
+  std::uint64_t memory_limit_bytes = 0;    // 0: no limit
+  std::int64_t time_limit_s = 0;           // 0: none
+};
+
+enum class ExitKind { kCompleted, kFailed, kCancelled, kTimeout };
+const char* exit_kind_name(ExitKind kind);
+
+struct JobExit {
+  JobId id = 0;
+  ExitKind kind = ExitKind::kCompleted;
+  int exit_code = 0;   // 0..255; a process killed by signal N counts as 128 + N
+  std::string reason;  // one line; empty for a completed job
+};
+
+// The files of one job directory.
+struct JobFiles {
+  explicit JobFiles(std::string dir);
+  std::string dir;
+  std::string launch;     // launch.json: the JobLaunch, root-only
+  std::string script;     // the batch script, when there is one
+  std::string hostfile;   // HPCQ_HOSTFILE
+  std::string results;    // results.json, written by the shell at its end
+  std::string shell_log;  // the shell's own stdout/stderr
+};
+
+// How one task ended, as the shell saw it.
+struct TaskResult {
+  int rank = 0;
+  int local = 0;       // HPCQ_LOCAL_TASK
+  int exit_code = 0;   // 128 + signal when killed
+  int signal = 0;      // 0 when it exited
+  std::string error;   // why it could not be started (then exit_code is 127)
+};
+
+struct ShellResults {
+  int exit_code = 0;  // 0 if every task exited 0, else the highest task exit code
+  std::vector<TaskResult> tasks;
+};
+
+std::string encode_launch(const JobLaunch& launch);
+Result<JobLaunch> decode_launch(std::string_view json);
+
+std::string encode_results(const ShellResults& results);
+Result<ShellResults> decode_results(std::string_view json);
+
+// The job's code from its tasks' codes: 0 if all are 0, else the highest.
+int job_exit_code(const std::vector<TaskResult>& tasks);
+
+// One line naming the task that decided the job's failure, e.g.
+// "task 1: exited with code 3" or "task 0: chdir /x: No such file or directory";
+// empty when every task exited 0.
+std::string describe_results(const ShellResults& results);
+
+}  // namespace hpcq::agent

@@ -1,0 +1,289 @@
+// hpcq-job-shell JOB_DIR: PID 1 of a job's PID namespace on one node.
+//
+// Started by the process executor (process_executor.h) as root, already in
+// the job's cgroups, with stdin /dev/null, stdout/stderr JOB_DIR/shell.log and
+// fd 3 the "tasks started" pipe. Reads JOB_DIR/launch.json, becomes a session
+// leader (CRIU needs one at the root of the tree), forks one process per task
+// (CPU affinity, the user's identity, stdio files, cwd, environment, exec),
+// writes a byte to fd 3, then reaps every process of the namespace (it is
+// their init) until all tasks have ended. It writes JOB_DIR/results.json and
+// exits with the job's code: 0 if all tasks exited 0, else the highest task
+// code, a task killed by signal N counting 128 + N. When it exits, the kernel
+// kills whatever the tasks left behind.
+//
+// SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to every other
+// process of the namespace (the executor's time limit sends SIGTERM here).
+// Exit 125 with a line on stderr: the launch file could not be used.
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "agent/executor/job_launch.h"
+
+extern char** environ;
+
+namespace hpcq::agent {
+namespace {
+
+constexpr int kSetupFailed = 125;
+constexpr int kCannotStart = 127;  // as a shell reports a command it cannot run
+constexpr int kReadyFd = 3;
+const int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
+
+void ignore_signal(int) {}
+
+std::string errno_text(int err) { return strerror(err); }
+
+// The environment every task shares; the per-task variables come on top.
+std::map<std::string, std::string> base_environment(const JobLaunch& l, const JobFiles& files) {
+  std::map<std::string, std::string> env = l.env;
+  // What a login would give the user, where the job did not bring its own.
+  env.emplace("PATH", "/usr/local/bin:/usr/bin:/bin");
+  if (!l.user.empty()) {
+    env.emplace("USER", l.user);
+    env.emplace("LOGNAME", l.user);
+  }
+  if (passwd* pw = getpwuid(l.uid)) env.emplace("HOME", pw->pw_dir);
+  env["HPCQ_HOSTFILE"] = files.hostfile;
+  return env;
+}
+
+// In the forked child: a line for the shell (through `err_fd`) and for the
+// task's stderr (fd 2: the user's file once opened, shell.log before), then 127.
+[[noreturn]] void fail_task(int err_fd, const std::string& message) {
+  ssize_t ignored = write(err_fd, message.data(), message.size());
+  std::string line = "hpcq-job-shell: " + message + "\n";
+  ignored = write(2, line.data(), line.size());
+  (void)ignored;
+  _exit(kCannotStart);
+}
+
+int open_output(const std::string& path) {
+  return open(path.empty() ? "/dev/null" : path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+}
+
+// The shell is single-threaded, so the child may allocate and use stdio.
+[[noreturn]] void run_task(const JobLaunch& l, const JobFiles& files, size_t local,
+                           const std::map<std::string, std::string>& base_env, int err_fd) {
+  const TaskSpec& task = l.tasks[local];
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  const std::vector<int>& cpus = task.host_cpus.empty() ? l.host_cpus : task.host_cpus;
+  if (!cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::string list;
+    for (int c : cpus) {
+      CPU_SET(static_cast<size_t>(c), &set);
+      list += (list.empty() ? "" : ",") + std::to_string(c);
+    }
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+      fail_task(err_fd, "sched_setaffinity to CPUs " + list + ": " + errno_text(errno));
+    }
+  }
+
+  // Groups, then gid, then uid: after setuid nothing else may be changed.
+  const gid_t gid = l.gid;
+  if (!l.user.empty() ? initgroups(l.user.c_str(), gid) != 0 : setgroups(1, &gid) != 0) {
+    fail_task(err_fd, "setting the groups of user '" + l.user + "': " + errno_text(errno));
+  }
+  if (setgid(l.gid) != 0) fail_task(err_fd, "setgid " + std::to_string(l.gid) + ": " + errno_text(errno));
+  if (setuid(l.uid) != 0) fail_task(err_fd, "setuid " + std::to_string(l.uid) + ": " + errno_text(errno));
+
+  // Opened as the user: a job cannot write where its user may not.
+  int out = open_output(l.stdout_path);
+  if (out < 0) fail_task(err_fd, "open stdout " + l.stdout_path + ": " + errno_text(errno));
+  int err = l.stderr_path == l.stdout_path ? out : open_output(l.stderr_path);
+  if (err < 0) fail_task(err_fd, "open stderr " + l.stderr_path + ": " + errno_text(errno));
+  dup2(out, 1);
+  dup2(err, 2);
+  if (out > 2) close(out);
+  if (err > 2 && err != out) close(err);
+
+  const std::string cwd = l.cwd.empty() ? "/" : l.cwd;
+  if (chdir(cwd.c_str()) != 0) fail_task(err_fd, "chdir " + cwd + ": " + errno_text(errno));
+
+  std::map<std::string, std::string> env = base_env;
+  env["HPCQ_TASK_RANK"] = std::to_string(task.rank);
+  env["HPCQ_LOCAL_TASK"] = std::to_string(local);
+  env["HPCQ_CPUS"] = task.logical_cpus;
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  std::vector<std::string> args = l.argv;
+  if (!l.script.empty()) {
+    if (args.empty()) args.emplace_back();
+    args[0] = files.script;
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // execvp searches the PATH of `environ`: make it the task's.
+  environ = envp.data();
+  execvp(argv[0], argv.data());
+  fail_task(err_fd, "exec " + args[0] + ": " + errno_text(errno));
+}
+
+// Forks task `local`; returns its pid, or -1 with `result.error` set.
+pid_t start_task(const JobLaunch& l, const JobFiles& files, size_t local,
+                 const std::map<std::string, std::string>& base_env, TaskResult& result) {
+  int err_pipe[2];
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    result.error = "pipe: " + errno_text(errno);
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(err_pipe[0]);
+    run_task(l, files, local, base_env, err_pipe[1]);
+  }
+  int fork_errno = errno;
+  close(err_pipe[1]);
+  if (pid < 0) {
+    close(err_pipe[0]);
+    result.error = "fork: " + errno_text(fork_errno);
+    return -1;
+  }
+  // EOF at exec (close-on-exec), or the child's reason before it exits 127.
+  char buf[512];
+  ssize_t n;
+  while ((n = read(err_pipe[0], buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    result.error.append(buf, static_cast<size_t>(n));
+  }
+  close(err_pipe[0]);
+  return pid;
+}
+
+bool write_results(const JobFiles& files, const ShellResults& results) {
+  const std::string tmp = files.results + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << encode_results(results);
+    if (!out.flush()) return false;
+  }
+  return rename(tmp.c_str(), files.results.c_str()) == 0;
+}
+
+int run(const std::string& dir) {
+  // Start from a clean slate whatever the agent had: default dispositions
+  // (an inherited SIG_IGN would survive exec into the tasks).
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
+  }
+  // A namespace's init does not get signals it has no handler for; handlers
+  // (never run: the signals stay blocked and are taken with sigwaitinfo) make
+  // them deliverable. SIGCHLD must not be ignored, or children would vanish.
+  sigset_t wait_set;
+  sigemptyset(&wait_set);
+  sigaddset(&wait_set, SIGCHLD);
+  for (int sig : kForwarded) sigaddset(&wait_set, sig);
+  struct sigaction sa {};
+  sa.sa_handler = ignore_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGCHLD, &sa, nullptr);
+  for (int sig : kForwarded) sigaction(sig, &sa, nullptr);
+  sigprocmask(SIG_SETMASK, &wait_set, nullptr);
+
+  fcntl(kReadyFd, F_SETFD, FD_CLOEXEC);
+  if (setsid() < 0) {
+    fprintf(stderr, "hpcq-job-shell: setsid: %s\n", strerror(errno));
+    return kSetupFailed;
+  }
+  const JobFiles files(dir);
+  std::ifstream in(files.launch);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto launch = decode_launch(text.str());
+  if (!launch.is_ok()) {
+    fprintf(stderr, "hpcq-job-shell: %s: %s\n", files.launch.c_str(),
+            launch.status().message().c_str());
+    return kSetupFailed;
+  }
+  const JobLaunch& l = *launch;
+  const auto base_env = base_environment(l, files);
+
+  ShellResults results;
+  std::map<pid_t, size_t> running;  // task pid -> index in results.tasks
+  for (size_t i = 0; i < l.tasks.size(); ++i) {
+    TaskResult r;
+    r.rank = l.tasks[i].rank;
+    r.local = static_cast<int>(i);
+    pid_t pid = start_task(l, files, i, base_env, r);
+    if (pid > 0) {
+      running[pid] = i;
+    } else {
+      r.exit_code = kCannotStart;
+    }
+    results.tasks.push_back(std::move(r));
+  }
+  const char ready = 'r';
+  ssize_t ignored = write(kReadyFd, &ready, 1);
+  (void)ignored;
+  close(kReadyFd);
+
+  while (!running.empty()) {
+    siginfo_t info{};
+    int sig = sigwaitinfo(&wait_set, &info);
+    if (sig < 0) continue;  // EINTR
+    if (sig != SIGCHLD) {
+      // From init, kill(-1) reaches every process of the namespace but itself.
+      kill(-1, sig);
+      continue;
+    }
+    // SIGCHLDs merge: collect every child that has ended, orphans included.
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      auto it = running.find(pid);
+      if (it == running.end()) continue;  // an orphan we inherited
+      TaskResult& r = results.tasks[it->second];
+      if (WIFEXITED(status)) {
+        r.exit_code = WEXITSTATUS(status);
+      } else if (WIFSIGNALED(status)) {
+        r.signal = WTERMSIG(status);
+        r.exit_code = 128 + r.signal;
+      }
+      running.erase(it);
+    }
+  }
+  results.exit_code = job_exit_code(results.tasks);
+  if (!write_results(files, results)) {
+    fprintf(stderr, "hpcq-job-shell: cannot write %s: %s\n", files.results.c_str(),
+            strerror(errno));
+  }
+  return results.exit_code;
+}
+
+}  // namespace
+}  // namespace hpcq::agent
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: hpcq-job-shell JOB_DIR (started by hpcq-agent)\n");
+    return hpcq::agent::kSetupFailed;
+  }
+  return hpcq::agent::run(argv[1]);
+}

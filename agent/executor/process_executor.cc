@@ -1,0 +1,477 @@
+#include "agent/executor/process_executor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace hpcq::agent {
+namespace {
+
+// How long launch() waits for the shell to say its tasks are started. Only a
+// wedged machine takes this long; the job is then left to end on its own.
+constexpr int kReadyTimeoutMs = 10'000;
+
+// The shell's exit code when it could not even read its launch file; it then
+// leaves no results.json and its log explains.
+constexpr int kShellSetupFailed = 125;
+
+// struct clone_args, version 0 (linux/sched.h; not included because its
+// CLONE_* macros collide with glibc's <sched.h>).
+struct CloneArgs {
+  std::uint64_t flags = 0;
+  std::uint64_t pidfd = 0;
+  std::uint64_t child_tid = 0;
+  std::uint64_t parent_tid = 0;
+  std::uint64_t exit_signal = 0;
+  std::uint64_t stack = 0;
+  std::uint64_t stack_size = 0;
+  std::uint64_t tls = 0;
+};
+
+std::string errno_text(int err) { return strerror(err); }
+
+// Raw system calls: glibc 2.36's <sys/pidfd.h> lacks extern "C" (unusable from C++).
+int open_pidfd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0U)); }
+int signal_pidfd(int pidfd, int sig) {
+  return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0U));
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+Status write_new_file(const std::string& path, const std::string& content, mode_t mode,
+                      uid_t uid, gid_t gid) {
+  Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+  if (fd.get() < 0) return internal_error("create " + path + ": " + errno_text(errno));
+  // The mode passed to open is filtered by the umask; the files' modes are part
+  // of the contract (the script is the user's and only theirs).
+  if (fchmod(fd.get(), mode) != 0 || fchown(fd.get(), uid, gid) != 0) {
+    return internal_error("chmod/chown " + path + ": " + errno_text(errno));
+  }
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = write(fd.get(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return internal_error("write " + path + ": " + errno_text(errno));
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// clone3 hands back the pidfd atomically; clone + pidfd_open is the fallback
+// where seccomp filters refuse clone3 with ENOSYS (container runtimes do).
+// The open is safe there: the child cannot exit (and its PID be reused) before
+// we release it through the pipe, and only we can reap it.
+pid_t clone_new_pid_ns(int* pidfd) {
+  int fd = -1;
+  CloneArgs args;
+  args.flags = CLONE_NEWPID | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<std::uintptr_t>(&fd);
+  args.exit_signal = SIGCHLD;
+  long pid = syscall(SYS_clone3, &args, sizeof args);
+  if (pid < 0 && errno == ENOSYS) {
+    pid = syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+    if (pid > 0) fd = open_pidfd(static_cast<pid_t>(pid));
+  }
+  *pidfd = fd;
+  return static_cast<pid_t>(pid);
+}
+
+// Runs in the child of clone(), a copy of a multi-threaded process: only
+// async-signal-safe calls until execve.
+[[noreturn]] void exec_shell(int go_fd, int devnull_fd, int log_fd, int ready_fd,
+                             char* const* argv, char* const* envp) {
+  char go = 0;
+  ssize_t n;
+  do {
+    n = read(go_fd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) _exit(kShellSetupFailed);  // the parent gave up on us
+  // Lift every fd above 0..3 first so that the dup2s cannot clobber each other.
+  int in = fcntl(devnull_fd, F_DUPFD, 10);
+  int out = fcntl(log_fd, F_DUPFD, 10);
+  int ready = fcntl(ready_fd, F_DUPFD, 10);
+  if (in < 0 || out < 0 || ready < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
+      dup2(out, 2) < 0 || dup2(ready, 3) < 0) {
+    _exit(kShellSetupFailed);
+  }
+  // The agent's sockets and pidfds are not the job's business.
+  if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0) {
+    for (int fd = 4; fd < 65536; ++fd) close(fd);
+  }
+  execve(argv[0], argv, envp);
+  static const char kMsg[] = "hpcq-job-shell: execve failed\n";
+  ssize_t ignored = write(2, kMsg, sizeof kMsg - 1);
+  (void)ignored;
+  _exit(kShellSetupFailed);
+}
+
+}  // namespace
+
+ProcessExecutor::ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy)
+    : config_(std::move(config)), hierarchy_(std::move(hierarchy)) {}
+
+ProcessExecutor::~ProcessExecutor() { shutdown(); }
+
+Result<std::unique_ptr<ProcessExecutor>> ProcessExecutor::create(ExecutorConfig config) {
+  if (config.instance.empty() || config.instance.find('/') != std::string::npos) {
+    return invalid_argument("executor instance name '" + config.instance +
+                            "' must be non-empty and contain no '/'");
+  }
+  if (config.state_dir.empty()) return invalid_argument("executor: no state directory");
+  if (access(config.job_shell_path.c_str(), X_OK) != 0) {
+    return failed_precondition("job shell '" + config.job_shell_path +
+                               "' is not executable: " + errno_text(errno));
+  }
+  auto hierarchy = CgroupHierarchy::detect(config.cgroup_root);
+  if (!hierarchy.is_ok()) return hierarchy.status();
+  int left = hierarchy->remove_stale(config.instance);
+  if (left > 0) {
+    spdlog::warn("executor {}: {} cgroup(s) of a previous instance still hold processes",
+                 config.instance, left);
+  }
+  std::error_code ec;
+  const std::string jobs = config.state_dir + "/jobs";
+  std::filesystem::create_directories(jobs, ec);
+  if (ec) return internal_error("create " + jobs + ": " + ec.message());
+  // Job users read their script and hostfile below here.
+  std::filesystem::permissions(jobs, std::filesystem::perms(0755), ec);
+  if (ec) return internal_error("chmod " + jobs + ": " + ec.message());
+  return std::unique_ptr<ProcessExecutor>(
+      new ProcessExecutor(std::move(config), std::move(hierarchy).value()));
+}
+
+Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& dir) const {
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);  // a crashed agent's leftovers
+  if (mkdir(dir.c_str(), 0755) != 0) return internal_error("mkdir " + dir + ": " + errno_text(errno));
+  if (chmod(dir.c_str(), 0755) != 0) return internal_error("chmod " + dir + ": " + errno_text(errno));
+  const JobFiles files(dir);
+  HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, l.hostfile, 0644, 0, 0));
+  if (!l.script.empty()) {
+    HPCQ_RETURN_IF_ERROR(write_new_file(files.script, l.script, 0700, l.uid, l.gid));
+  }
+  return write_new_file(files.launch, encode_launch(l), 0600, 0, 0);
+}
+
+Status ProcessExecutor::launch(const JobLaunch& l, TimeUs now) {
+  const std::string job = "job " + std::to_string(l.id);
+  if (jobs_.count(l.id)) return Status(Code::kAlreadyExists, job + " is already running here");
+  if (l.tasks.empty()) return invalid_argument(job + ": no tasks for this node");
+  if (l.argv.empty() && l.script.empty()) return invalid_argument(job + ": no command or script");
+  for (const std::string* path : {&l.stdout_path, &l.stderr_path, &l.cwd}) {
+    if (!path->empty() && (*path)[0] != '/') {
+      return invalid_argument(job + ": path '" + *path + "' is not absolute");
+    }
+  }
+  if (l.time_limit_s < 0) return invalid_argument(job + ": negative time limit");
+
+  Job j;
+  j.id = l.id;
+  j.dir = config_.state_dir + "/jobs/" + std::to_string(l.id);
+  j.time_limit_s = l.time_limit_s;
+  j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
+  std::error_code ec;
+  Status s = prepare_job_dir(l, j.dir);
+  if (!s.is_ok()) {
+    std::filesystem::remove_all(j.dir, ec);
+    return Status(s.code(), job + ": " + s.message());
+  }
+  auto cgroup = hierarchy_.create_job(config_.instance, l.id,
+                                      {l.host_cpus, l.host_mems, l.memory_limit_bytes});
+  if (!cgroup.is_ok()) {
+    std::filesystem::remove_all(j.dir, ec);
+    return Status(cgroup.status().code(), job + ": " + cgroup.status().message());
+  }
+  j.cgroup = std::move(cgroup).value();
+  s = start_shell(j);
+  if (!s.is_ok()) {
+    if (!j.cgroup.remove().is_ok()) {
+      spdlog::warn("{}: cgroups not removed after a failed start", job);
+    }
+    std::filesystem::remove_all(j.dir, ec);
+    return Status(s.code(), job + ": " + s.message());
+  }
+  jobs_.emplace(l.id, std::move(j));
+  return Status::ok();
+}
+
+Status ProcessExecutor::start_shell(Job& job) {
+  const JobFiles files(job.dir);
+  Fd log(open(files.shell_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (log.get() < 0) return internal_error("create " + files.shell_log + ": " + errno_text(errno));
+  Fd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (devnull.get() < 0) return internal_error("open /dev/null: " + errno_text(errno));
+  int go_pipe[2], ready_pipe[2];
+  if (pipe2(go_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
+  Fd go_read(go_pipe[0]), go_write(go_pipe[1]);
+  if (pipe2(ready_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
+  Fd ready_read(ready_pipe[0]), ready_write(ready_pipe[1]);
+
+  // Everything the child needs is built before clone: it may not allocate.
+  std::string shell = config_.job_shell_path, dir = job.dir;
+  std::string path_env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  char* argv[] = {shell.data(), dir.data(), nullptr};
+  char* envp[] = {path_env.data(), nullptr};
+
+  // No agent signal handler may run in the child (it would act on the
+  // agent's copied state); the shell resets the mask it inherits.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int pidfd = -1;
+  pid_t pid = clone_new_pid_ns(&pidfd);
+  if (pid == 0) {
+    exec_shell(go_read.get(), devnull.get(), log.get(), ready_write.get(), argv, envp);
+  }
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return internal_error("clone(CLONE_NEWPID): " + errno_text(clone_errno));
+  go_read.reset();
+  ready_write.reset();
+
+  auto abandon = [&](Status s) {
+    // Closing the pipe unblocks the child, which then exits at once.
+    go_write.reset();
+    siginfo_t info{};
+    if (pidfd >= 0) {
+      waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED);
+      close(pidfd);
+    } else {
+      waitpid(pid, nullptr, 0);
+    }
+    return s;
+  };
+  if (pidfd < 0) return abandon(internal_error("pidfd_open: " + errno_text(errno)));
+  Status s = job.cgroup.add_process(pid);
+  if (!s.is_ok()) return abandon(s);
+  job.pid = pid;
+  job.pidfd = pidfd;
+  char go = 'g';
+  if (write(go_write.get(), &go, 1) != 1) {
+    signal_pidfd(pidfd, SIGKILL);
+  }
+  go_write.reset();
+
+  // The shell writes one byte once every task is forked, then closes; EOF
+  // alone means it ended early, which reap() will report.
+  pollfd p{ready_read.get(), POLLIN, 0};
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kReadyTimeoutMs);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      spdlog::warn("job {}: the job shell did not report its tasks started within {} ms", job.id,
+                   kReadyTimeoutMs);
+      break;
+    }
+    int r = poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[16];
+    ssize_t n = read(ready_read.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    break;  // the byte, or EOF
+  }
+  return Status::ok();
+}
+
+bool ProcessExecutor::poll_exit(Job& job) {
+  if (job.exited) return true;
+  siginfo_t info{};
+  if (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(job.pidfd), &info,
+             WEXITED | WNOHANG) != 0) {
+    if (errno == EINTR) return false;
+    // ECHILD: someone reaped our child (SIGCHLD ignored, waitpid(-1)): the
+    // job is over but its code is lost.
+    spdlog::warn("job {}: waitid: {}", job.id, errno_text(errno));
+    job.shell_code = 255;
+  } else if (info.si_pid == 0) {
+    return false;
+  } else if (info.si_code == CLD_EXITED) {
+    job.shell_code = info.si_status;
+  } else {
+    job.shell_signal = info.si_status;
+    job.shell_code = 128 + info.si_status;
+  }
+  job.exited = true;
+  close(job.pidfd);
+  job.pidfd = -1;
+  return true;
+}
+
+JobExit ProcessExecutor::exit_of(const Job& job) const {
+  JobExit e;
+  e.id = job.id;
+  e.exit_code = job.shell_code;
+  const JobFiles files(job.dir);
+  if (job.cancelled) {
+    e.kind = ExitKind::kCancelled;
+    e.reason = "cancelled";
+    return e;
+  }
+  if (job.timed_out) {
+    e.kind = ExitKind::kTimeout;
+    e.reason = "time limit of " + std::to_string(job.time_limit_s) + " s reached" +
+               (job.kill_sent ? " (killed after the grace period)" : "");
+    return e;
+  }
+  if (job.shell_code == 0) {
+    e.kind = ExitKind::kCompleted;
+    return e;
+  }
+  e.kind = ExitKind::kFailed;
+  auto results = decode_results(read_whole(files.results));
+  if (results.is_ok()) {
+    e.reason = describe_results(*results);
+    if (!e.reason.empty()) return e;
+  }
+  if (job.shell_signal != 0) {
+    e.reason = "job shell killed by signal " + std::to_string(job.shell_signal);
+    return e;
+  }
+  std::string line = last_line(files.shell_log);
+  e.reason = line.empty() ? "job shell exited with code " + std::to_string(job.shell_code) : line;
+  return e;
+}
+
+Status ProcessExecutor::cancel(JobId id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return not_found("job " + std::to_string(id) + " is not running here");
+  Job& job = it->second;
+  if (poll_exit(job)) return failed_precondition("job " + std::to_string(id) + " already ended");
+  if (signal_pidfd(job.pidfd, SIGKILL) != 0) {
+    return internal_error("job " + std::to_string(id) + ": kill: " + errno_text(errno));
+  }
+  job.cancelled = true;
+  return Status::ok();
+}
+
+void ProcessExecutor::check_timeouts(TimeUs now) {
+  for (auto& [id, job] : jobs_) {
+    if (job.exited || job.pidfd < 0 || job.deadline == 0 || job.cancelled) continue;
+    if (!job.timed_out && now >= job.deadline) {
+      // The shell forwards SIGTERM to every process of the job.
+      signal_pidfd(job.pidfd, SIGTERM);
+      job.timed_out = true;
+      job.term_sent = now;
+    } else if (job.timed_out && !job.kill_sent && now >= job.term_sent + config_.kill_grace) {
+      signal_pidfd(job.pidfd, SIGKILL);
+      job.kill_sent = true;
+    }
+  }
+}
+
+std::vector<JobExit> ProcessExecutor::reap() {
+  std::vector<JobExit> exits;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    Job& job = it->second;
+    if (!poll_exit(job)) {
+      ++it;
+      continue;
+    }
+    Status s = job.cgroup.remove();
+    if (!s.is_ok()) {
+      if (s.code() != Code::kFailedPrecondition) spdlog::warn("job {}: {}", job.id, s.message());
+      ++it;  // again on the next call
+      continue;
+    }
+    exits.push_back(exit_of(job));
+    std::error_code ec;
+    std::filesystem::remove_all(job.dir, ec);
+    it = jobs_.erase(it);
+  }
+  return exits;
+}
+
+std::vector<int> ProcessExecutor::wait_fds() const {
+  std::vector<int> fds;
+  for (const auto& [id, job] : jobs_) {
+    if (job.pidfd >= 0) fds.push_back(job.pidfd);
+  }
+  return fds;
+}
+
+std::vector<JobId> ProcessExecutor::running() const {
+  std::vector<JobId> ids;
+  for (const auto& [id, job] : jobs_) ids.push_back(id);
+  return ids;
+}
+
+std::vector<std::string> ProcessExecutor::cgroup_dirs(JobId id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? std::vector<std::string>{} : it->second.cgroup.dirs();
+}
+
+void ProcessExecutor::shutdown() {
+  for (auto& [id, job] : jobs_) {
+    if (job.pidfd >= 0) {
+      signal_pidfd(job.pidfd, SIGKILL);
+      siginfo_t info{};
+      // SIGKILL of the namespace's init: the wait ends once all of it is gone.
+      while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(job.pidfd), &info,
+                    WEXITED) != 0 &&
+             errno == EINTR) {
+      }
+      close(job.pidfd);
+      job.pidfd = -1;
+    }
+    // Emptied cgroups may refuse rmdir for a moment (v2): retry for up to 2 s.
+    for (int attempt = 0; attempt < 200 && !job.cgroup.remove().is_ok(); ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!job.cgroup.dirs().empty()) {
+      spdlog::warn("job {}: cgroup {} not removed", id, job.cgroup.dirs().front());
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(job.dir, ec);
+  }
+  jobs_.clear();
+  hierarchy_.remove_instance_dirs(config_.instance);
+}
+
+}  // namespace hpcq::agent

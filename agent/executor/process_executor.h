@@ -1,0 +1,122 @@
+// The process executor: runs a job's tasks on this node in the job's cgroups,
+// under a job shell that is PID 1 of a new PID namespace.
+//
+//   launch:  cgroups job-<id> (cgroup.h) with the job's cpuset and memory
+//            limit; <state_dir>/jobs/<id>/ with launch.json, hostfile, script;
+//            clone(CLONE_NEWPID) a child that waits until its PID is in the
+//            cgroups, then execs hpcq-job-shell, which forks the tasks and
+//            says when they have been started.
+//   end:     the shell exits with the job's code once every task has ended;
+//            the kernel then kills whatever else is left in the namespace.
+//            reap() reports the job after the cgroups are removed.
+//   cancel:  SIGKILL to the shell (a namespace's init: everything in it dies).
+//   timeout: SIGTERM to the shell, which forwards it to every process of the
+//            job; SIGKILL after the grace period.
+// A PID namespace whose init is a session leader is what CRIU needs to
+// checkpoint the whole job (DESIGN.md, "Executors").
+//
+// Ownership: the executor owns its jobs' processes, pidfds, cgroups and job
+// directories; shutdown() (also run by the destructor) kills and removes all.
+// Threads: not thread-safe; one thread (the agent's event loop) calls it all.
+// The caller must not set SIGCHLD to SIG_IGN (children would not be waitable)
+// and must not reap children it did not start (waitpid(-1)).
+// Errors: kInvalidArgument for a malformed launch, kAlreadyExists for a job
+// that is already running here, kNotFound for an unknown job, and the
+// cgroup/system errors of cgroup.h.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/executor/cgroup.h"
+#include "agent/executor/job_launch.h"
+#include "lib/core/ids.h"
+#include "lib/core/status.h"
+
+namespace hpcq::agent {
+
+struct ExecutorConfig {
+  std::string instance;        // e.g. "rank-3": cgroups under <controller>/hpcq/<instance>/job-<id>
+  std::string state_dir;       // job dirs under <state_dir>/jobs/<id>/; job users must be able
+                               // to traverse it (their script and hostfile live there)
+  std::string job_shell_path;  // path of hpcq-job-shell
+  TimeUs kill_grace = 5 * kUsPerSecond;  // time limit: from SIGTERM to SIGKILL
+  std::string cgroup_root = "/sys/fs/cgroup";  // see CgroupHierarchy::detect
+};
+
+class ProcessExecutor {
+ public:
+  // Detects cgroup v1/v2 and removes empty cgroups a previous instance of the
+  // same name left behind.
+  static Result<std::unique_ptr<ProcessExecutor>> create(ExecutorConfig config);
+  ~ProcessExecutor();
+  ProcessExecutor(const ProcessExecutor&) = delete;
+  ProcessExecutor& operator=(const ProcessExecutor&) = delete;
+
+  // Returns once the shell has started the tasks (a task that cannot be
+  // started, e.g. a bad cwd, makes the job end kFailed: see reap()). On error
+  // nothing of the job is left.
+  Status launch(const JobLaunch& launch, TimeUs now);
+
+  // Kills the job's whole process tree; reap() reports it as kCancelled
+  // (unless it had already ended). kNotFound if the job is not running here.
+  Status cancel(JobId id);
+
+  // Jobs past their time limit get SIGTERM, and SIGKILL kill_grace later;
+  // they are reported as kTimeout.
+  void check_timeouts(TimeUs now);
+
+  // Non-blocking. The jobs that ended since the last call and whose
+  // processes and cgroups are all gone (their job directories are removed).
+  std::vector<JobExit> reap();
+
+  // pidfds that become readable when a job's shell ends; poll them, then
+  // call reap(). A job whose cgroups are slow to empty no longer has one:
+  // call reap() now and then as well (the agent does, with check_timeouts).
+  std::vector<int> wait_fds() const;
+
+  std::vector<JobId> running() const;  // launched and not yet reported by reap()
+
+  // The job's cgroup directories (empty if unknown), for tests and CRIU.
+  std::vector<std::string> cgroup_dirs(JobId id) const;
+
+  CgroupVersion cgroup_version() const { return hierarchy_.version(); }
+
+  // Kills every job, waits for its processes, removes cgroups and job dirs.
+  // Jobs killed here are not reported by reap().
+  void shutdown();
+
+ private:
+  struct Job {
+    JobId id = 0;
+    pid_t pid = -1;      // the shell, in our PID namespace
+    int pidfd = -1;      // -1 once the shell has been waited for
+    std::string dir;     // job directory
+    JobCgroup cgroup;
+    TimeUs deadline = 0;     // 0: no time limit
+    TimeUs term_sent = 0;    // when SIGTERM went out for the time limit
+    bool kill_sent = false;
+    bool cancelled = false;
+    bool timed_out = false;
+    bool exited = false;
+    int shell_code = 0;      // the shell's exit code (128 + signal when killed)
+    int shell_signal = 0;
+    std::int64_t time_limit_s = 0;
+  };
+
+  ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy);
+  Status prepare_job_dir(const JobLaunch& launch, const std::string& dir) const;
+  Status start_shell(Job& job);
+  bool poll_exit(Job& job);  // true once the shell has been waited for
+  JobExit exit_of(const Job& job) const;
+
+  const ExecutorConfig config_;
+  const CgroupHierarchy hierarchy_;
+  std::map<JobId, Job> jobs_;
+};
+
+}  // namespace hpcq::agent

@@ -1,0 +1,153 @@
+#include "agent/executor/cgroup.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace hpcq::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_trimmed(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+pid_t start_sleeper() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    pause();
+    _exit(0);
+  }
+  return pid;
+}
+
+class CgroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to create cgroups";
+    auto h = CgroupHierarchy::detect();
+    if (!h.is_ok()) GTEST_SKIP() << "no usable cgroup file system: " << h.status().message();
+    hierarchy_ = std::move(h).value();
+    instance_ = "cgtest-" + std::to_string(getpid());
+  }
+  void TearDown() override {
+    if (!instance_.empty()) hierarchy_.remove_instance_dirs(instance_);
+  }
+
+  CgroupHierarchy hierarchy_;
+  std::string instance_;
+};
+
+TEST_F(CgroupTest, CreatesJobDirectoriesWithLimitsAndRemovesThem) {
+  auto cg = hierarchy_.create_job(instance_, 1, {{0}, {0}, 64 << 20});
+  ASSERT_TRUE(cg.is_ok()) << cg.status().to_string();
+  JobCgroup job = std::move(cg).value();
+  const std::vector<std::string> dirs = job.dirs();
+  for (const std::string& d : dirs) {
+    EXPECT_TRUE(fs::is_directory(d)) << d;
+    EXPECT_NE(d.find("/hpcq/" + instance_ + "/job-1"), std::string::npos) << d;
+  }
+  if (hierarchy_.version() == CgroupVersion::kV1) {
+    ASSERT_EQ(dirs.size(), 4u);  // cpuset, memory, pids, freezer
+    EXPECT_EQ(read_trimmed(dirs[0] + "/cpuset.cpus"), "0");
+    EXPECT_EQ(read_trimmed(dirs[0] + "/cpuset.mems"), "0");
+    // Intermediate cpusets need cpus and mems before a task may enter below.
+    EXPECT_FALSE(read_trimmed(fs::path(dirs[0]).parent_path().string() + "/cpuset.cpus").empty());
+    EXPECT_EQ(read_trimmed(dirs[1] + "/memory.limit_in_bytes"), std::to_string(64 << 20));
+  } else {
+    ASSERT_EQ(dirs.size(), 1u);
+    EXPECT_EQ(read_trimmed(dirs[0] + "/cpuset.cpus"), "0");
+    EXPECT_EQ(read_trimmed(dirs[0] + "/memory.max"), std::to_string(64 << 20));
+  }
+
+  pid_t child = start_sleeper();
+  ASSERT_GT(child, 0);
+  ASSERT_TRUE(job.add_process(child).is_ok());
+  EXPECT_EQ(job.pids(), std::vector<pid_t>{child});
+
+  // A populated cgroup is not removed: its processes are killed instead.
+  Status busy = job.remove();
+  EXPECT_EQ(busy.code(), Code::kFailedPrecondition) << busy.to_string();
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+  Status removed = job.remove();
+  EXPECT_TRUE(removed.is_ok()) << removed.to_string();
+  EXPECT_TRUE(job.dirs().empty());
+  for (const std::string& d : dirs) EXPECT_FALSE(fs::exists(d)) << d;
+}
+
+TEST_F(CgroupTest, RemoveStaleTakesOnlyEmptyJobDirectories) {
+  auto empty = hierarchy_.create_job(instance_, 7, {});
+  auto busy = hierarchy_.create_job(instance_, 8, {});
+  ASSERT_TRUE(empty.is_ok() && busy.is_ok());
+  pid_t child = start_sleeper();
+  ASSERT_TRUE(busy->add_process(child).is_ok());
+
+  EXPECT_EQ(hierarchy_.remove_stale(instance_), static_cast<int>(busy->dirs().size()));
+  for (const std::string& d : empty->dirs()) EXPECT_FALSE(fs::exists(d)) << d;
+  for (const std::string& d : busy->dirs()) EXPECT_TRUE(fs::exists(d)) << d;
+
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_TRUE(busy->remove().is_ok());
+}
+
+// The hybrid layout of this project's machines has an empty cgroup2 at
+// /sys/fs/cgroup/unified: enough to exercise the v2 paths that need no controller.
+TEST(CgroupV2Test, UnifiedHierarchyWithoutControllers) {
+  const std::string root = "/sys/fs/cgroup/unified";
+  struct statfs st {};
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create cgroups";
+  if (statfs(root.c_str(), &st) != 0 || st.f_type != 0x63677270) {
+    GTEST_SKIP() << root << " is not a cgroup2 mount";
+  }
+  auto h = CgroupHierarchy::detect(root);
+  ASSERT_TRUE(h.is_ok()) << h.status().to_string();
+  ASSERT_EQ(h->version(), CgroupVersion::kV2);
+  const std::string instance = "cgtest2-" + std::to_string(getpid());
+  EXPECT_EQ(h->instance_dirs(instance), std::vector<std::string>{root + "/hpcq/" + instance});
+
+  const bool has_cpuset = read_trimmed(root + "/cgroup.controllers").find("cpuset") !=
+                          std::string::npos;
+  if (!has_cpuset) {
+    auto refused = h->create_job(instance, 1, {{0}, {}, 0});
+    EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition);
+    EXPECT_NE(refused.status().message().find("cpuset"), std::string::npos);
+  }
+
+  auto cg = h->create_job(instance, 2, {});
+  ASSERT_TRUE(cg.is_ok()) << cg.status().to_string();
+  ASSERT_EQ(cg->dirs(), std::vector<std::string>{root + "/hpcq/" + instance + "/job-2"});
+  pid_t child = start_sleeper();
+  ASSERT_TRUE(cg->add_process(child).is_ok());
+  EXPECT_EQ(cg->pids(), std::vector<pid_t>{child});
+  EXPECT_EQ(cg->remove().code(), Code::kFailedPrecondition);  // kills it (cgroup.kill)
+  waitpid(child, nullptr, 0);
+  Status removed = Status(Code::kFailedPrecondition, "");
+  // rmdir may report EBUSY until the kernel notices the cgroup emptied.
+  for (int i = 0; i < 100 && !removed.is_ok(); ++i) {
+    removed = cg->remove();
+    if (!removed.is_ok()) usleep(10'000);
+  }
+  EXPECT_TRUE(removed.is_ok()) << removed.to_string();
+  h->remove_instance_dirs(instance);
+  EXPECT_FALSE(fs::exists(root + "/hpcq/" + instance));
+}
+
+}  // namespace
+}  // namespace hpcq::agent

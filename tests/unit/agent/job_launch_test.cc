@@ -1,0 +1,110 @@
+#include "agent/executor/job_launch.h"
+
+#include <gtest/gtest.h>
+
+namespace hpcq::agent {
+namespace {
+
+TEST(JobLaunchTest, LaunchRoundTrips) {
+  JobLaunch l;
+  l.id = 42;
+  l.uid = 1000;
+  l.gid = 100;
+  l.user = "alice";
+  l.argv = {"sh", "-c", "echo \"$X\""};
+  l.script = "#!/bin/sh\necho hi\n";
+  l.env = {{"HPCQ_JOB_ID", "42"}, {"X", "a b"}};
+  l.cwd = "/home/alice";
+  l.stdout_path = "/tmp/o";
+  l.stderr_path = "/tmp/e";
+  l.hostfile = "n1 slots=2\n";
+  l.tasks = {{3, {0, 1}, "0-1"}, {4, {2}, "2"}};
+  l.host_cpus = {0, 1, 2};
+  l.host_mems = {0};
+  l.memory_limit_bytes = 1ULL << 33;
+  l.time_limit_s = 60;
+
+  auto back = decode_launch(encode_launch(l));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->id, 42u);
+  EXPECT_EQ(back->uid, 1000u);
+  EXPECT_EQ(back->gid, 100u);
+  EXPECT_EQ(back->user, "alice");
+  EXPECT_EQ(back->argv, l.argv);
+  EXPECT_EQ(back->script, l.script);
+  EXPECT_EQ(back->env, l.env);
+  EXPECT_EQ(back->cwd, l.cwd);
+  EXPECT_EQ(back->stdout_path, "/tmp/o");
+  EXPECT_EQ(back->stderr_path, "/tmp/e");
+  EXPECT_EQ(back->hostfile, l.hostfile);
+  ASSERT_EQ(back->tasks.size(), 2u);
+  EXPECT_EQ(back->tasks[1].rank, 4);
+  EXPECT_EQ(back->tasks[0].host_cpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(back->tasks[0].logical_cpus, "0-1");
+  EXPECT_EQ(back->host_cpus, l.host_cpus);
+  EXPECT_EQ(back->host_mems, l.host_mems);
+  EXPECT_EQ(back->memory_limit_bytes, 1ULL << 33);
+  EXPECT_EQ(back->time_limit_s, 60);
+}
+
+TEST(JobLaunchTest, MalformedLaunchIsAnErrorNotAnException) {
+  EXPECT_EQ(decode_launch("not json").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(decode_launch("[1]").status().code(), Code::kInvalidArgument);
+  auto missing = decode_launch(R"({"id": 1})");
+  EXPECT_EQ(missing.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("launch.json"), std::string::npos);
+  JobLaunch l;
+  std::string text = encode_launch(l);
+  text.replace(text.find("\"uid\": 0"), 8, "\"uid\": \"x\"");
+  EXPECT_EQ(decode_launch(text).status().code(), Code::kInvalidArgument);
+}
+
+TEST(JobLaunchTest, ResultsRoundTrip) {
+  ShellResults r;
+  r.exit_code = 137;
+  r.tasks = {{0, 0, 0, 0, ""}, {1, 1, 137, 9, ""}, {2, 2, 127, 0, "chdir /x: No such file"}};
+  auto back = decode_results(encode_results(r));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->exit_code, 137);
+  ASSERT_EQ(back->tasks.size(), 3u);
+  EXPECT_EQ(back->tasks[1].signal, 9);
+  EXPECT_EQ(back->tasks[2].error, "chdir /x: No such file");
+  EXPECT_EQ(decode_results("{}").status().code(), Code::kInvalidArgument);
+}
+
+TEST(JobLaunchTest, JobCodeIsZeroOrTheHighestTaskCode) {
+  EXPECT_EQ(job_exit_code({}), 0);
+  EXPECT_EQ(job_exit_code({{0, 0, 0, 0, ""}, {1, 1, 0, 0, ""}}), 0);
+  EXPECT_EQ(job_exit_code({{0, 0, 3, 0, ""}, {1, 1, 137, 9, ""}, {2, 2, 1, 0, ""}}), 137);
+}
+
+TEST(JobLaunchTest, ReasonNamesTheDecidingTask) {
+  ShellResults ok;
+  ok.tasks = {{0, 0, 0, 0, ""}};
+  EXPECT_EQ(describe_results(ok), "");
+
+  ShellResults failed;
+  failed.tasks = {{0, 0, 1, 0, ""}, {5, 1, 3, 0, ""}};
+  EXPECT_EQ(describe_results(failed), "task 5: exited with code 3");
+
+  ShellResults killed;
+  killed.tasks = {{0, 0, 137, 9, ""}};
+  EXPECT_EQ(describe_results(killed), "task 0: killed by signal 9 (SIGKILL)");
+
+  // A task that could not start explains the failure better than exit codes.
+  ShellResults start_failure;
+  start_failure.tasks = {{0, 0, 200, 0, ""}, {1, 1, 127, 0, "chdir /nope: No such file or directory"}};
+  EXPECT_EQ(describe_results(start_failure), "task 1: chdir /nope: No such file or directory");
+}
+
+TEST(JobLaunchTest, JobFilesLiveInTheJobDirectory) {
+  JobFiles f("/var/lib/hpcq/jobs/7");
+  EXPECT_EQ(f.launch, "/var/lib/hpcq/jobs/7/launch.json");
+  EXPECT_EQ(f.script, "/var/lib/hpcq/jobs/7/script");
+  EXPECT_EQ(f.hostfile, "/var/lib/hpcq/jobs/7/hostfile");
+  EXPECT_EQ(f.results, "/var/lib/hpcq/jobs/7/results.json");
+  EXPECT_EQ(exit_kind_name(ExitKind::kTimeout), std::string("timeout"));
+}
+
+}  // namespace
+}  // namespace hpcq::agent

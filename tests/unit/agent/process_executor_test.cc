@@ -1,0 +1,409 @@
+// Real jobs: real cgroups, a real PID namespace, real setuid. Needs root and a
+// cgroup file system; waits on wait_fds()/reap() with generous deadlines and
+// asserts nothing about how long things take.
+#include "agent/executor/process_executor.h"
+
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#ifndef HPCQ_JOB_SHELL
+#error "HPCQ_JOB_SHELL must name the hpcq-job-shell binary"
+#endif
+
+namespace hpcq::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+TimeUs now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof set, &set);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+class ProcessExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (cgroups, PID namespaces, setuid)";
+    auto h = CgroupHierarchy::detect();
+    if (!h.is_ok()) GTEST_SKIP() << "no usable cgroup file system: " << h.status().message();
+    char tmpl[] = "/tmp/hpcq-executor-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    tmp_ = tmpl;
+    // Job users write their output here and traverse to their script.
+    fs::permissions(tmp_, fs::perms(01777));
+    cpus_ = allowed_cpus();
+    config_.instance = "test-" + std::to_string(getpid());
+    config_.state_dir = tmp_ + "/state";
+    config_.job_shell_path = HPCQ_JOB_SHELL;
+    config_.kill_grace = kUsPerSecond;
+    auto e = ProcessExecutor::create(config_);
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    executor_ = std::move(e).value();
+  }
+
+  void TearDown() override {
+    executor_.reset();
+    if (!tmp_.empty()) {
+      std::error_code ec;
+      fs::remove_all(tmp_, ec);
+    }
+  }
+
+  // One task on the first allowed CPU, output to <tmp>/out-<id>.
+  JobLaunch job(JobId id, std::vector<std::string> argv) {
+    JobLaunch l;
+    l.id = id;
+    l.user = "root";
+    l.argv = std::move(argv);
+    l.env = {{"HPCQ_JOB_ID", std::to_string(id)}, {"PATH", "/usr/bin:/bin"}};
+    l.cwd = tmp_;
+    l.stdout_path = tmp_ + "/out-" + std::to_string(id);
+    l.stderr_path = l.stdout_path;
+    l.hostfile = "node0 slots=1\n";
+    l.tasks = {{0, {cpus_[0]}, "0"}};
+    l.host_cpus = cpus_;
+    l.host_mems = {0};
+    return l;
+  }
+
+  // Waits for the job's exit the way the agent does: poll the wait fds, check
+  // time limits, reap. Generous deadline; nothing is asserted about timing.
+  std::optional<JobExit> wait_exit(JobId id) {
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (Clock::now() < deadline) {
+      std::vector<pollfd> fds;
+      for (int fd : executor_->wait_fds()) fds.push_back({fd, POLLIN, 0});
+      poll(fds.data(), fds.size(), 100);
+      executor_->check_timeouts(now_us());
+      for (const JobExit& e : executor_->reap()) {
+        if (e.id == id) return e;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Polls the job's cgroups until at least `n` processes are in them.
+  std::vector<pid_t> wait_pids(JobId id, size_t n) {
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    std::set<pid_t> pids;
+    while (Clock::now() < deadline && pids.size() < n) {
+      pids.clear();
+      for (const std::string& dir : executor_->cgroup_dirs(id)) {
+        std::istringstream in(read_file(dir + "/cgroup.procs"));
+        for (pid_t p; in >> p;) pids.insert(p);
+      }
+      if (pids.size() < n) poll(nullptr, 0, 20);
+    }
+    return {pids.begin(), pids.end()};
+  }
+
+  std::string tmp_;
+  std::vector<int> cpus_;
+  ExecutorConfig config_;
+  std::unique_ptr<ProcessExecutor> executor_;
+};
+
+TEST_F(ProcessExecutorTest, TwoTasksSeeTheirRankCpusAndHostfile) {
+  JobLaunch l = job(1, {"sh", "-c",
+                        "echo rank=$HPCQ_TASK_RANK local=$HPCQ_LOCAL_TASK cpus=$HPCQ_CPUS "
+                        "job=$HPCQ_JOB_ID allowed=$(grep Cpus_allowed_list /proc/self/status | "
+                        "cut -f2) hostfile=$(cat $HPCQ_HOSTFILE) pwd=$(pwd)"});
+  const int second = cpus_.size() > 1 ? cpus_[1] : cpus_[0];
+  l.tasks = {{10, {cpus_[0]}, "4"}, {11, {second}, "5"}};
+  l.hostfile = "node0 slots=2";
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  EXPECT_EQ(executor_->running(), std::vector<JobId>{1});
+  std::vector<std::string> dirs = executor_->cgroup_dirs(1);
+  ASSERT_FALSE(dirs.empty());
+
+  auto e = wait_exit(1);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kCompleted) << e->reason;
+  EXPECT_EQ(e->exit_code, 0);
+  EXPECT_EQ(e->reason, "");
+
+  const std::string out = read_file(l.stdout_path);
+  EXPECT_NE(out.find("rank=10 local=0 cpus=4 job=1 allowed=" + std::to_string(cpus_[0]) +
+                     " hostfile=node0 slots=2 pwd=" + tmp_ + "\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("rank=11 local=1 cpus=5 job=1 allowed=" + std::to_string(second) +
+                     " hostfile=node0 slots=2 pwd=" + tmp_ + "\n"),
+            std::string::npos)
+      << out;
+  // Reported only once everything is gone.
+  for (const std::string& d : dirs) EXPECT_FALSE(fs::exists(d)) << d;
+  EXPECT_FALSE(fs::exists(config_.state_dir + "/jobs/1"));
+  EXPECT_TRUE(executor_->running().empty());
+  EXPECT_TRUE(executor_->wait_fds().empty());
+}
+
+TEST_F(ProcessExecutorTest, TasksRunInANewPidNamespaceUnderTheShell) {
+  // $PPID of a task is the shell, PID 1 of the namespace; the task is PID 2.
+  JobLaunch l = job(2, {"sh", "-c", "echo pid=$$ ppid=$PPID"});
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(2);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kCompleted) << e->reason;
+  EXPECT_NE(read_file(l.stdout_path).find("pid=2 ppid=1"), std::string::npos)
+      << read_file(l.stdout_path);
+}
+
+TEST_F(ProcessExecutorTest, ExitCodeIsPropagated) {
+  ASSERT_TRUE(executor_->launch(job(3, {"sh", "-c", "exit 3"}), now_us()).is_ok());
+  auto e = wait_exit(3);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kFailed);
+  EXPECT_EQ(e->exit_code, 3);
+  EXPECT_EQ(e->reason, "task 0: exited with code 3");
+}
+
+TEST_F(ProcessExecutorTest, TaskKilledBySignalCountsAs128PlusSignal) {
+  ASSERT_TRUE(executor_->launch(job(4, {"sh", "-c", "kill -9 $$"}), now_us()).is_ok());
+  auto e = wait_exit(4);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kFailed);
+  EXPECT_EQ(e->exit_code, 137);
+  EXPECT_EQ(e->reason, "task 0: killed by signal 9 (SIGKILL)");
+}
+
+TEST_F(ProcessExecutorTest, HighestTaskCodeWins) {
+  JobLaunch l = job(5, {"sh", "-c", "exit $((HPCQ_TASK_RANK + 1))"});
+  l.tasks = {{0, {cpus_[0]}, "0"}, {1, {cpus_[0]}, "0"}, {2, {cpus_[0]}, "0"}};
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(5);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->exit_code, 3);
+  EXPECT_EQ(e->reason, "task 2: exited with code 3");
+}
+
+TEST_F(ProcessExecutorTest, CancelKillsTheWholeTreeAndRemovesCgroups) {
+  JobLaunch l = job(6, {"sh", "-c", "sh -c 'sleep 1000; true' & sleep 1000; wait"});
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  std::vector<std::string> dirs = executor_->cgroup_dirs(6);
+  // job shell, outer sh, inner sh, two sleeps
+  std::vector<pid_t> pids = wait_pids(6, 5);
+  ASSERT_EQ(pids.size(), 5u);
+
+  ASSERT_TRUE(executor_->cancel(6).is_ok());
+  auto e = wait_exit(6);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kCancelled);
+  EXPECT_EQ(e->exit_code, 137);
+  for (pid_t p : pids) {
+    EXPECT_EQ(kill(p, 0), -1) << "pid " << p << " survived";
+    EXPECT_EQ(errno, ESRCH);
+  }
+  for (const std::string& d : dirs) EXPECT_FALSE(fs::exists(d)) << d;
+  EXPECT_EQ(executor_->cancel(6).code(), Code::kNotFound);
+}
+
+TEST_F(ProcessExecutorTest, TimeLimitSendsTermAndReportsTimeout) {
+  JobLaunch l = job(7, {"sleep", "100"});
+  l.time_limit_s = 1;
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(7);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kTimeout);
+  EXPECT_EQ(e->exit_code, 128 + SIGTERM);  // sleep died of the forwarded SIGTERM
+  EXPECT_EQ(e->reason, "time limit of 1 s reached");
+}
+
+TEST_F(ProcessExecutorTest, TimeLimitKillsWhatIgnoresTerm) {
+  // The ignored SIGTERM is inherited by sleep: only the SIGKILL ends the job.
+  JobLaunch l = job(8, {"sh", "-c", "trap '' TERM; sleep 100"});
+  l.time_limit_s = 1;
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(8);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kTimeout);
+  EXPECT_EQ(e->exit_code, 128 + SIGKILL);
+  EXPECT_EQ(e->reason, "time limit of 1 s reached (killed after the grace period)");
+}
+
+TEST_F(ProcessExecutorTest, TasksRunAsTheJobUser) {
+  if (getpwnam("hpcqtest") == nullptr) {
+    ASSERT_EQ(system("useradd --no-create-home --shell /usr/sbin/nologin hpcqtest"), 0);
+  }
+  passwd* pw = getpwnam("hpcqtest");
+  ASSERT_NE(pw, nullptr);
+  JobLaunch l = job(9, {"sh", "-c", "echo uid=$(id -u) gid=$(id -g) user=$USER"});
+  l.uid = pw->pw_uid;
+  l.gid = pw->pw_gid;
+  l.user = "hpcqtest";
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(9);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kCompleted) << e->reason;
+  EXPECT_EQ(read_file(l.stdout_path), "uid=" + std::to_string(pw->pw_uid) + " gid=" +
+                                          std::to_string(pw->pw_gid) + " user=hpcqtest\n");
+  struct stat st {};
+  ASSERT_EQ(stat(l.stdout_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, pw->pw_uid);  // opened as the user, not as root
+}
+
+TEST_F(ProcessExecutorTest, OutputFileTheUserMayNotWriteFailsTheTask) {
+  if (getpwnam("hpcqtest") == nullptr) {
+    ASSERT_EQ(system("useradd --no-create-home --shell /usr/sbin/nologin hpcqtest"), 0);
+  }
+  passwd* pw = getpwnam("hpcqtest");
+  ASSERT_NE(pw, nullptr);
+  fs::create_directory(tmp_ + "/root-only");
+  fs::permissions(tmp_ + "/root-only", fs::perms(0700));
+  JobLaunch l = job(10, {"true"});
+  l.uid = pw->pw_uid;
+  l.gid = pw->pw_gid;
+  l.user = "hpcqtest";
+  l.stdout_path = tmp_ + "/root-only/out";
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(10);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kFailed);
+  EXPECT_EQ(e->exit_code, 127);
+  EXPECT_EQ(e->reason, "task 0: open stdout " + l.stdout_path + ": Permission denied");
+  EXPECT_FALSE(fs::exists(l.stdout_path));
+}
+
+TEST_F(ProcessExecutorTest, MemoryLimitIsWrittenToTheCgroup) {
+  JobLaunch l = job(11, {"sleep", "1000"});
+  l.memory_limit_bytes = 256ULL << 20;
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  std::string limit;
+  for (const std::string& dir : executor_->cgroup_dirs(11)) {
+    for (const char* file : {"/memory.limit_in_bytes", "/memory.max"}) {
+      if (fs::exists(dir + file)) limit = read_file(dir + file);
+    }
+  }
+  EXPECT_EQ(limit, std::to_string(256ULL << 20) + "\n");
+  ASSERT_TRUE(executor_->cancel(11).is_ok());
+  auto e = wait_exit(11);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kCancelled);
+}
+
+TEST_F(ProcessExecutorTest, BadCwdFailsWithAReason) {
+  JobLaunch l = job(12, {"true"});
+  l.cwd = "/nonexistent/dir";
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(12);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kFailed);
+  EXPECT_EQ(e->exit_code, 127);
+  EXPECT_EQ(e->reason, "task 0: chdir /nonexistent/dir: No such file or directory");
+  // The user sees it in the job's stderr too.
+  EXPECT_NE(read_file(l.stderr_path).find("chdir /nonexistent/dir"), std::string::npos);
+}
+
+TEST_F(ProcessExecutorTest, CommandNotFoundFailsWithAReason) {
+  JobLaunch l = job(13, {"/nonexistent/command", "x"});
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(13);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kFailed);
+  EXPECT_EQ(e->exit_code, 127);
+  EXPECT_EQ(e->reason, "task 0: exec /nonexistent/command: No such file or directory");
+}
+
+TEST_F(ProcessExecutorTest, ScriptRunsWithTheArguments) {
+  JobLaunch l = job(14, {"job.sh", "first", "second"});
+  l.script = "#!/bin/sh\necho script \"$1\" \"$2\" rank=$HPCQ_TASK_RANK\n";
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(14);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kCompleted) << e->reason;
+  EXPECT_EQ(read_file(l.stdout_path), "script first second rank=0\n");
+}
+
+TEST_F(ProcessExecutorTest, SeparateStdoutAndStderr) {
+  JobLaunch l = job(15, {"sh", "-c", "echo out; echo err >&2"});
+  l.stderr_path = tmp_ + "/err-15";
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(15);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(read_file(l.stdout_path), "out\n");
+  EXPECT_EQ(read_file(l.stderr_path), "err\n");
+}
+
+TEST_F(ProcessExecutorTest, RejectsBadLaunches) {
+  JobLaunch no_tasks = job(20, {"true"});
+  no_tasks.tasks.clear();
+  EXPECT_EQ(executor_->launch(no_tasks, now_us()).code(), Code::kInvalidArgument);
+  JobLaunch no_command = job(21, {});
+  EXPECT_EQ(executor_->launch(no_command, now_us()).code(), Code::kInvalidArgument);
+  JobLaunch relative = job(22, {"true"});
+  relative.stdout_path = "out.txt";
+  EXPECT_EQ(executor_->launch(relative, now_us()).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(executor_->running().empty());
+
+  ASSERT_TRUE(executor_->launch(job(23, {"sleep", "1000"}), now_us()).is_ok());
+  EXPECT_EQ(executor_->launch(job(23, {"true"}), now_us()).code(), Code::kAlreadyExists);
+  EXPECT_EQ(executor_->cancel(999).code(), Code::kNotFound);
+  ASSERT_TRUE(executor_->cancel(23).is_ok());
+  ASSERT_TRUE(wait_exit(23).has_value());
+}
+
+TEST_F(ProcessExecutorTest, ShutdownKillsJobsAndRemovesCgroups) {
+  ASSERT_TRUE(executor_->launch(job(30, {"sleep", "1000"}), now_us()).is_ok());
+  std::vector<std::string> dirs = executor_->cgroup_dirs(30);
+  std::vector<pid_t> pids = wait_pids(30, 2);
+  ASSERT_EQ(pids.size(), 2u);
+  executor_->shutdown();
+  EXPECT_TRUE(executor_->running().empty());
+  EXPECT_TRUE(executor_->reap().empty());
+  for (pid_t p : pids) EXPECT_EQ(kill(p, 0), -1) << "pid " << p << " survived";
+  for (const std::string& d : dirs) EXPECT_FALSE(fs::exists(d)) << d;
+}
+
+TEST_F(ProcessExecutorTest, CreateRemovesStaleEmptyCgroupsOfTheSameInstance) {
+  auto h = CgroupHierarchy::detect();
+  ASSERT_TRUE(h.is_ok());
+  auto stale = h->create_job(config_.instance, 77, {});
+  ASSERT_TRUE(stale.is_ok()) << stale.status().to_string();
+  for (const std::string& d : stale->dirs()) ASSERT_TRUE(fs::exists(d));
+  auto again = ProcessExecutor::create(config_);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  for (const std::string& d : stale->dirs()) EXPECT_FALSE(fs::exists(d)) << d;
+}
+
+TEST_F(ProcessExecutorTest, CreateRefusesAMissingShell) {
+  ExecutorConfig bad = config_;
+  bad.job_shell_path = tmp_ + "/no-such-shell";
+  EXPECT_EQ(ProcessExecutor::create(bad).status().code(), Code::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace hpcq::agent
