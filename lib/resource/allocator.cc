@@ -89,7 +89,8 @@ NodeAllocation place_on_node(const NodeState& node, int tasks, int cpt, std::uin
   const std::size_t ndomains = topo.numa.size();
   std::vector<std::vector<int>> free_by_domain(ndomains);
   for (const Core& core : topo.cores) {
-    if (node.core_free(core.id)) free_by_domain[static_cast<std::size_t>(core.numa)].push_back(core.id);
+    if (node.core_free(core.id))
+      free_by_domain[static_cast<std::size_t>(core.numa)].push_back(core.id);
   }
   std::vector<int> whole(ndomains);
   std::vector<int> raw(ndomains);
@@ -241,10 +242,10 @@ std::optional<Allocation> find_allocation(const ResourceRequest& request,
                                           std::span<const NodeState* const> candidates) {
   if (!check_request(request).is_ok()) return std::nullopt;
   std::vector<int> cap(candidates.size());
-  for (std::size_t i = 0; i < candidates.size(); ++i) cap[i] = task_capacity(request, *candidates[i]);
-  const std::vector<Pick> picks = request.nodes > 0
-                                      ? pick_fixed(cap, request.nodes, request.ntasks)
-                                      : pick_fewest(cap, request.ntasks);
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    cap[i] = task_capacity(request, *candidates[i]);
+  const std::vector<Pick> picks = request.nodes > 0 ? pick_fixed(cap, request.nodes, request.ntasks)
+                                                    : pick_fewest(cap, request.ntasks);
   if (picks.empty()) return std::nullopt;
   Allocation out;
   out.cpus_per_task = request.cpus_per_task;

@@ -106,9 +106,8 @@ Result<NodeTopology> discover_topology(const std::string& spec) {
     }
     source = spec;
   } else {
-    const std::string desc(view.starts_with(kSyntheticPrefix)
-                               ? view.substr(kSyntheticPrefix.size())
-                               : view);
+    const std::string desc(view.starts_with(kSyntheticPrefix) ? view.substr(kSyntheticPrefix.size())
+                                                              : view);
     errno = 0;
     if (desc.empty() || hwloc_topology_set_synthetic(topo.get(), desc.c_str()) != 0) {
       // hwloc says only errno here (details need HWLOC_SYNTHETIC_VERBOSE=1).

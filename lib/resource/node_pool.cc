@@ -139,8 +139,7 @@ Status NodePool::check_part(const NodeState& node, const NodeAllocation& part, b
                                  " is already in use");
     }
     if (!taking && !node.used_[c]) {
-      return failed_precondition(where(node) + ": core " + std::to_string(core) +
-                                 " is not in use");
+      return failed_precondition(where(node) + ": core " + std::to_string(core) + " is not in use");
     }
   }
   return Status::ok();
@@ -162,8 +161,8 @@ Status NodePool::check(const Allocation& allocation, bool taking) const {
     if (taking && !node->schedulable()) {
       return failed_precondition(where(*node) + " is not schedulable");
     }
-    auto s = std::find_if(seen.begin(), seen.end(),
-                          [&](const Seen& e) { return e.rank == part.rank; });
+    auto s =
+        std::find_if(seen.begin(), seen.end(), [&](const Seen& e) { return e.rank == part.rank; });
     if (s == seen.end()) {
       seen.push_back({part.rank, std::vector<bool>(node->used_.size()), 0});
       s = seen.end() - 1;
@@ -172,8 +171,8 @@ Status NodePool::check(const Allocation& allocation, bool taking) const {
     s->memory += part.memory_bytes;
     if (taking && s->memory > node->free_memory()) {
       return failed_precondition(where(*node) + ": " + std::to_string(s->memory) +
-                                 " bytes of memory asked, " +
-                                 std::to_string(node->free_memory()) + " free");
+                                 " bytes of memory asked, " + std::to_string(node->free_memory()) +
+                                 " free");
     }
     if (!taking && s->memory > node->used_memory_) {
       return failed_precondition(where(*node) + ": releasing " + std::to_string(s->memory) +

@@ -53,8 +53,8 @@ class NodeState {
   std::string name_;
   std::shared_ptr<const NodeTopology> topology_;
   bool schedulable_ = true;
-  std::vector<bool> used_;           // by core id
-  std::vector<int> numa_free_;       // by NUMA domain id
+  std::vector<bool> used_;      // by core id
+  std::vector<int> numa_free_;  // by NUMA domain id
   int free_cores_ = 0;
   std::uint64_t used_memory_ = 0;
 };

@@ -21,17 +21,16 @@ std::string known_names(std::span<const Entry> table) {
 
 // Builds the named objects from `table`; `kind` is "action" or "plugin".
 template <typename Entry, typename T>
-Status build(std::span<const Entry> table, const std::vector<std::string>& names,
-             const char* kind, std::vector<std::unique_ptr<T>>& out) {
+Status build(std::span<const Entry> table, const std::vector<std::string>& names, const char* kind,
+             std::vector<std::unique_ptr<T>>& out) {
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
     if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), name) !=
         names.begin() + static_cast<std::ptrdiff_t>(i)) {
-      return invalid_argument("scheduler " + std::string(kind) + " '" + name +
-                              "' is listed twice");
+      return invalid_argument("scheduler " + std::string(kind) + " '" + name + "' is listed twice");
     }
-    auto entry = std::find_if(table.begin(), table.end(),
-                              [&](const Entry& e) { return e.name == name; });
+    auto entry =
+        std::find_if(table.begin(), table.end(), [&](const Entry& e) { return e.name == name; });
     if (entry == table.end()) {
       return invalid_argument("unknown scheduler " + std::string(kind) + " '" + name +
                               "' (known: " + known_names(table) + ")");

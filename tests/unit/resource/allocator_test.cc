@@ -53,29 +53,61 @@ struct Case {
 TEST(Allocator, Placements) {
   const Case cases[] = {
       {"one task, one domain", {}, {}, {0, 1, 4, 0}, {{1, {0, 1, 2, 3}, {0}, 1, 0}}},
-      {"two tasks stay in one package", {}, {}, {0, 2, 4, 0},
+      {"two tasks stay in one package",
+       {},
+       {},
+       {0, 2, 4, 0},
        {{1, {0, 1, 2, 3, 4, 5, 6, 7}, {0, 1}, 2, 0}}},
-      {"task moves to a domain that holds it", {{1, {0}}}, {}, {0, 1, 4, 0},
+      {"task moves to a domain that holds it",
+       {{1, {0}}},
+       {},
+       {0, 1, 4, 0},
        {{1, {4, 5, 6, 7}, {1}, 1, 0}}},
-      {"fewest domains, whole tasks first", {{1, {0}}}, {}, {0, 3, 2, 0},
+      {"fewest domains, whole tasks first",
+       {{1, {0}}},
+       {},
+       {0, 3, 2, 0},
        {{1, {1, 2, 4, 5, 6, 7}, {0, 1}, 3, 0}}},
-      {"a task wider than a domain spans the fewest", {}, {}, {0, 1, 6, 0},
+      {"a task wider than a domain spans the fewest",
+       {},
+       {},
+       {0, 1, 6, 0},
        {{1, {0, 1, 2, 3, 4, 5}, {0, 1}, 1, 0}}},
-      {"fewest nodes, filling in order", {}, {}, {0, 20, 1, 0},
-       {{1, std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {0, 1, 2, 3},
-         16, 0},
+      {"fewest nodes, filling in order",
+       {},
+       {},
+       {0, 20, 1, 0},
+       {{1,
+         std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+         {0, 1, 2, 3},
+         16,
+         0},
         {2, {0, 1, 2, 3}, {0}, 4, 16}}},
-      {"fewest nodes skips a fragment", {{1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}}}, {},
-       {0, 4, 1, 0}, {{2, {0, 1, 2, 3}, {0}, 4, 0}}},
-      {"fragment used when it keeps the count", {{1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}}},
-       {}, {0, 17, 1, 0},
+      {"fewest nodes skips a fragment",
+       {{1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}}},
+       {},
+       {0, 4, 1, 0},
+       {{2, {0, 1, 2, 3}, {0}, 4, 0}}},
+      {"fragment used when it keeps the count",
+       {{1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}}},
+       {},
+       {0, 17, 1, 0},
        {{1, {14, 15}, {3}, 2, 0},
-        {2, std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {0, 1, 2, 3}, 15,
+        {2,
+         std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14},
+         {0, 1, 2, 3},
+         15,
          2}}},
-      {"nodes=2: first node gets the extra", {}, {}, {2, 3, 1, 0},
+      {"nodes=2: first node gets the extra",
+       {},
+       {},
+       {2, 3, 1, 0},
        {{1, {0, 1}, {0}, 2, 0}, {2, {0}, {0}, 1, 2}}},
-      {"nodes=2: extra goes where it fits", {{1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}}},
-       {}, {2, 3, 1, 0}, {{1, {15}, {3}, 1, 0}, {2, {0, 1}, {0}, 2, 1}}},
+      {"nodes=2: extra goes where it fits",
+       {{1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}}},
+       {},
+       {2, 3, 1, 0},
+       {{1, {15}, {3}, 1, 0}, {2, {0, 1}, {0}, 2, 1}}},
       {"unschedulable node skipped", {}, {1}, {0, 1, 1, 0}, {{2, {0}, {0}, 1, 0}}},
       {"memory per node", {}, {}, {0, 1, 1, 4 * kDefaultNumaMemoryBytes}, {{1, {0}, {0}, 1, 0}}},
       {"too much memory", {}, {}, {0, 1, 1, 4 * kDefaultNumaMemoryBytes + 1}, {}},
@@ -215,8 +247,9 @@ bool feasible(const ResourceRequest& request, const NodePool& pool) {
 }
 
 TEST(Allocator, RandomWorkloadsNeverDoubleBook) {
-  const char* shapes[] = {"pack:2 numa:2 core:4 pu:1", "numa:1 core:2 pu:2", "pack:1 numa:4 core:3 pu:1",
-                          "pack:2 numa:1 core:6 pu:1", "core:8 pu:1", "pack:2 numa:3 core:2 pu:1"};
+  const char* shapes[] = {
+      "pack:2 numa:2 core:4 pu:1", "numa:1 core:2 pu:2", "pack:1 numa:4 core:3 pu:1",
+      "pack:2 numa:1 core:6 pu:1", "core:8 pu:1",        "pack:2 numa:3 core:2 pu:1"};
   std::vector<NodeTopology> topologies;
   for (const char* s : shapes) topologies.push_back(topo(s));
   std::mt19937 rng(20240611);
@@ -240,7 +273,8 @@ TEST(Allocator, RandomWorkloadsNeverDoubleBook) {
         request.ntasks = pick(1, 12);
         request.cpus_per_task = pick(1, 4);
         request.nodes = pick(0, 2) == 0 ? pick(1, std::min(request.ntasks, 4)) : 0;
-        request.mem_per_node_bytes = pick(0, 3) == 0 ? static_cast<std::uint64_t>(pick(1, 40)) << 30 : 0;
+        request.mem_per_node_bytes =
+            pick(0, 3) == 0 ? static_cast<std::uint64_t>(pick(1, 40)) << 30 : 0;
         std::optional<Allocation> a = find_allocation(request, pool);
         ASSERT_EQ(a.has_value(), feasible(request, pool)) << "step " << step;
         if (!a) continue;

@@ -60,8 +60,8 @@ std::vector<Started> starts(const Decisions& d, const resource::NodePool& pool) 
   for (const Decision& decision : d.decisions) {
     const Start* start = std::get_if<Start>(&decision);
     if (start == nullptr) continue;
-    EXPECT_TRUE(check.allocate(start->allocation).is_ok()) << "job " << start->job
-                                                           << " double-booked";
+    EXPECT_TRUE(check.allocate(start->allocation).is_ok())
+        << "job " << start->job << " double-booked";
     Started s{start->job, {}};
     for (const auto& part : start->allocation.nodes) s.ranks.push_back(part.rank);
     out.push_back(s);
@@ -80,23 +80,49 @@ struct Case {
 
 TEST(Scheduler, FcfsAllocate) {
   const Case cases[] = {
-      {"submit order, not queue order", 2, {}, {},
-       {job(3, 30, 1), job(2, 20, 4), job(1, 10, 4)}, {{1, {1}}, {2, {2}}}},
-      {"a blocked job blocks those behind it", 2, {}, {},
-       {job(1, 10, 2), job(2, 20, 8), job(3, 30, 1)}, {{1, {1}}}},
-      {"blocked by running jobs", 2, {{1, {0, 1}}}, {},
-       {job(1, 10, 8), job(2, 20, 1)}, {}},
-      {"ties broken by id", 2, {}, {},
-       {job(5, 10, 4), job(3, 10, 4), job(4, 10, 4)}, {{3, {1}}, {4, {2}}}},
+      {"submit order, not queue order",
+       2,
+       {},
+       {},
+       {job(3, 30, 1), job(2, 20, 4), job(1, 10, 4)},
+       {{1, {1}}, {2, {2}}}},
+      {"a blocked job blocks those behind it",
+       2,
+       {},
+       {},
+       {job(1, 10, 2), job(2, 20, 8), job(3, 30, 1)},
+       {{1, {1}}}},
+      {"blocked by running jobs", 2, {{1, {0, 1}}}, {}, {job(1, 10, 8), job(2, 20, 1)}, {}},
+      {"ties broken by id",
+       2,
+       {},
+       {},
+       {job(5, 10, 4), job(3, 10, 4), job(4, 10, 4)},
+       {{3, {1}}, {4, {2}}}},
       {"2-node gang starts on both", 2, {}, {}, {job(1, 10, 2, 2)}, {{1, {1, 2}}}},
-      {"2-node gang waits for both", 2, {{2, {0, 1, 2, 3}}}, {},
-       {job(1, 10, 2, 2), job(2, 20, 1)}, {}},
+      {"2-node gang waits for both",
+       2,
+       {{2, {0, 1, 2, 3}}},
+       {},
+       {job(1, 10, 2, 2), job(2, 20, 1)},
+       {}},
       {"unschedulable node skipped", 2, {}, {1}, {job(1, 10, 4), job(2, 20, 1)}, {{1, {2}}}},
-      {"a job that never fits is passed over", 2, {}, {},
-       {job(1, 10, 100), job(2, 20, 3, 3), job(3, 30, 1)}, {{3, {1}}}},
-      {"a gang needing a down node is passed over", 2, {}, {2},
-       {job(1, 10, 2, 2), job(2, 20, 1)}, {{2, {1}}}},
-      {"many small jobs fill the cluster, no core twice", 2, {{1, {2}}}, {},
+      {"a job that never fits is passed over",
+       2,
+       {},
+       {},
+       {job(1, 10, 100), job(2, 20, 3, 3), job(3, 30, 1)},
+       {{3, {1}}}},
+      {"a gang needing a down node is passed over",
+       2,
+       {},
+       {2},
+       {job(1, 10, 2, 2), job(2, 20, 1)},
+       {{2, {1}}}},
+      {"many small jobs fill the cluster, no core twice",
+       2,
+       {{1, {2}}},
+       {},
        {job(1, 1, 1), job(2, 2, 1), job(3, 3, 1), job(4, 4, 1), job(5, 5, 1), job(6, 6, 1),
         job(7, 7, 1), job(8, 8, 1), job(9, 9, 1)},
        {{1, {1}}, {2, {1}}, {3, {1}}, {4, {2}}, {5, {2}}, {6, {2}}, {7, {2}}}},

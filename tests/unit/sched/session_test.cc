@@ -13,7 +13,8 @@ class SessionTest : public ::testing::Test {
   void SetUp() override {
     auto t = resource::discover_topology("core:4 pu:1");
     ASSERT_TRUE(t.is_ok());
-    for (Rank r = 1; r <= 3; ++r) ASSERT_TRUE(pool_.add_node(r, "n" + std::to_string(r), *t).is_ok());
+    for (Rank r = 1; r <= 3; ++r)
+      ASSERT_TRUE(pool_.add_node(r, "n" + std::to_string(r), *t).is_ok());
     snap_.pool = &pool_;
     for (JobId id = 1; id <= 4; ++id) {
       PendingJob j;
@@ -47,9 +48,8 @@ TEST_F(SessionTest, JobOrderHooksThenSubmitTimeThenId) {
 
 TEST_F(SessionTest, PredicatesAndScoresShapePlacement) {
   Session session(snap_);
-  session.add_predicate("not-n1", [](const PendingJob&, const resource::NodeState& n) {
-    return n.rank() != 1;
-  });
+  session.add_predicate(
+      "not-n1", [](const PendingJob&, const resource::NodeState& n) { return n.rank() != 1; });
   session.add_node_score("high-rank", [](const PendingJob&, const resource::NodeState& n) {
     return static_cast<double>(n.rank());
   });
