@@ -27,14 +27,11 @@ const grpc::Status kNoCredentials(grpc::StatusCode::UNAUTHENTICATED,
 
 }  // namespace
 
-#define HPCQ_CALLER(context)                                   \
-  auto caller_opt = credentials_.lookup((context)->peer());    \
-  if (!caller_opt) return kNoCredentials;                      \
-  const Caller& caller = *caller_opt
-
 grpc::Status ApiService::Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
                                 v1::SubmitResponse* response) {
-  HPCQ_CALLER(context);
+  auto caller_found = credentials_.lookup(context->peer());
+  if (!caller_found) return kNoCredentials;
+  const Caller& caller = *caller_found;
   Result<JobId> id = leader_.submit(caller, api::from_proto(request->spec())).get();
   if (!id.is_ok()) return to_grpc(id.status());
   response->set_id(*id);
@@ -43,13 +40,17 @@ grpc::Status ApiService::Submit(grpc::ServerContext* context, const v1::SubmitRe
 
 grpc::Status ApiService::Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
                                 v1::CancelResponse*) {
-  HPCQ_CALLER(context);
+  auto caller_found = credentials_.lookup(context->peer());
+  if (!caller_found) return kNoCredentials;
+  const Caller& caller = *caller_found;
   return to_grpc(leader_.cancel(caller, request->id()).get());
 }
 
 grpc::Status ApiService::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                 v1::Job* response) {
-  HPCQ_CALLER(context);
+  auto caller_found = credentials_.lookup(context->peer());
+  if (!caller_found) return kNoCredentials;
+  const Caller& caller = *caller_found;
   Result<v1::Job> job = leader_.get_job(caller, request->id()).get();
   if (!job.is_ok()) return to_grpc(job.status());
   *response = std::move(job).value();
@@ -58,21 +59,25 @@ grpc::Status ApiService::GetJob(grpc::ServerContext* context, const v1::GetJobRe
 
 grpc::Status ApiService::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                                   v1::ListJobsResponse* response) {
-  HPCQ_CALLER(context);
+  auto caller_found = credentials_.lookup(context->peer());
+  if (!caller_found) return kNoCredentials;
+  const Caller& caller = *caller_found;
   *response = leader_.list_jobs(caller, *request).get();
   return grpc::Status::OK;
 }
 
 grpc::Status ApiService::ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest*,
                                    v1::ListNodesResponse* response) {
-  HPCQ_CALLER(context);
+  if (!credentials_.lookup(context->peer())) return kNoCredentials;
   *response = leader_.list_nodes().get();
   return grpc::Status::OK;
 }
 
 grpc::Status ApiService::WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
-  HPCQ_CALLER(context);
+  auto caller_found = credentials_.lookup(context->peer());
+  if (!caller_found) return kNoCredentials;
+  const Caller& caller = *caller_found;
   std::uint64_t after = request->after_seq();
   if (request->id() != 0) {
     // Start from the job's current state, so that a watcher of a job that
