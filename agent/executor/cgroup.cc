@@ -136,8 +136,7 @@ Status JobCgroup::remove() {
   if (!left.empty()) {
     // Only a process moved in from outside the job's PID namespace can
     // outlive the namespace's init; it belongs to the job all the same.
-    if (version_ == CgroupVersion::kV2 &&
-        write_file(dirs_.front() + "/cgroup.kill", "1").is_ok()) {
+    if (version_ == CgroupVersion::kV2 && write_file(dirs_.front() + "/cgroup.kill", "1").is_ok()) {
       // cgroup.kill (Linux 5.14) also catches processes forking meanwhile.
     } else {
       for (pid_t p : left) kill(p, SIGKILL);
@@ -166,8 +165,7 @@ Result<CgroupHierarchy> CgroupHierarchy::detect(const std::string& root) {
   CgroupHierarchy h;
   struct statfs fs {};
   if (statfs(root.c_str(), &fs) != 0) {
-    return failed_precondition("no cgroup file system: statfs " + root + ": " +
-                               errno_text(errno));
+    return failed_precondition("no cgroup file system: statfs " + root + ": " + errno_text(errno));
   }
   if (static_cast<long>(fs.f_type) == kCgroup2SuperMagic) {
     h.version_ = CgroupVersion::kV2;
@@ -189,8 +187,8 @@ Result<CgroupHierarchy> CgroupHierarchy::detect(const std::string& root) {
   }
   for (const char* c : kV1Controllers) {
     if (!h.v1_mounts_.count(c)) {
-      return failed_precondition(root + " is not cgroup v2 and the cgroup v1 controller '" +
-                                 c + "' is not mounted (/proc/self/mounts)");
+      return failed_precondition(root + " is not cgroup v2 and the cgroup v1 controller '" + c +
+                                 "' is not mounted (/proc/self/mounts)");
     }
   }
   h.version_ = CgroupVersion::kV1;

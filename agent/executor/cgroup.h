@@ -30,9 +30,9 @@ namespace hpcq::agent {
 enum class CgroupVersion { kV1, kV2 };
 
 struct CgroupLimits {
-  std::vector<int> cpus;          // cpuset.cpus; empty: all of the parent's
-  std::vector<int> mems;          // cpuset.mems; empty: all of the parent's
-  std::uint64_t memory_bytes = 0; // memory.limit_in_bytes / memory.max; 0: none
+  std::vector<int> cpus;           // cpuset.cpus; empty: all of the parent's
+  std::vector<int> mems;           // cpuset.mems; empty: all of the parent's
+  std::uint64_t memory_bytes = 0;  // memory.limit_in_bytes / memory.max; 0: none
 };
 
 class JobCgroup {

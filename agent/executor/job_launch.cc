@@ -11,10 +11,14 @@ using nlohmann::json;
 
 const char* exit_kind_name(ExitKind kind) {
   switch (kind) {
-    case ExitKind::kCompleted: return "completed";
-    case ExitKind::kFailed: return "failed";
-    case ExitKind::kCancelled: return "cancelled";
-    case ExitKind::kTimeout: return "timeout";
+    case ExitKind::kCompleted:
+      return "completed";
+    case ExitKind::kFailed:
+      return "failed";
+    case ExitKind::kCancelled:
+      return "cancelled";
+    case ExitKind::kTimeout:
+      return "timeout";
   }
   return "unknown";
 }
@@ -30,7 +34,8 @@ JobFiles::JobFiles(std::string d)
 std::string encode_launch(const JobLaunch& l) {
   json tasks = json::array();
   for (const TaskSpec& t : l.tasks) {
-    tasks.push_back({{"rank", t.rank}, {"host_cpus", t.host_cpus}, {"logical_cpus", t.logical_cpus}});
+    tasks.push_back(
+        {{"rank", t.rank}, {"host_cpus", t.host_cpus}, {"logical_cpus", t.logical_cpus}});
   }
   json j = {{"id", l.id},
             {"uid", l.uid},
@@ -101,7 +106,8 @@ std::string encode_results(const ShellResults& r) {
 
 Result<ShellResults> decode_results(std::string_view text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return invalid_argument("results.json: not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    return invalid_argument("results.json: not a JSON object");
   try {
     ShellResults r;
     r.exit_code = j.at("exit_code").get<int>();

@@ -24,9 +24,9 @@
 namespace hpcq::agent {
 
 struct TaskSpec {
-  int rank = 0;                 // global task rank (HPCQ_TASK_RANK)
-  std::vector<int> host_cpus;   // host CPU ids this task is bound to (sched_setaffinity)
-  std::string logical_cpus;     // e.g. "4-5": exported as HPCQ_CPUS
+  int rank = 0;                // global task rank (HPCQ_TASK_RANK)
+  std::vector<int> host_cpus;  // host CPU ids this task is bound to (sched_setaffinity)
+  std::string logical_cpus;    // e.g. "4-5": exported as HPCQ_CPUS
 };
 
 struct JobLaunch {
@@ -38,12 +38,12 @@ struct JobLaunch {
                                            // owned by uid) and run with argv[1..] as arguments
   std::map<std::string, std::string> env;  // job-wide environment (HPCQ_JOB_ID, ...)
   std::string cwd;
-  std::string stdout_path, stderr_path;    // absolute; empty: /dev/null
-  std::string hostfile;                    // content of the file HPCQ_HOSTFILE names
-  std::vector<TaskSpec> tasks;             // this node's tasks
-  std::vector<int> host_cpus, host_mems;   // cpuset.cpus / cpuset.mems of the job's cgroup
-  std::uint64_t memory_limit_bytes = 0;    // 0: no limit
-  std::int64_t time_limit_s = 0;           // 0: none
+  std::string stdout_path, stderr_path;   // absolute; empty: /dev/null
+  std::string hostfile;                   // content of the file HPCQ_HOSTFILE names
+  std::vector<TaskSpec> tasks;            // this node's tasks
+  std::vector<int> host_cpus, host_mems;  // cpuset.cpus / cpuset.mems of the job's cgroup
+  std::uint64_t memory_limit_bytes = 0;   // 0: no limit
+  std::int64_t time_limit_s = 0;          // 0: none
 };
 
 enum class ExitKind { kCompleted, kFailed, kCancelled, kTimeout };
@@ -70,10 +70,10 @@ struct JobFiles {
 // How one task ended, as the shell saw it.
 struct TaskResult {
   int rank = 0;
-  int local = 0;       // HPCQ_LOCAL_TASK
-  int exit_code = 0;   // 128 + signal when killed
-  int signal = 0;      // 0 when it exited
-  std::string error;   // why it could not be started (then exit_code is 127)
+  int local = 0;      // HPCQ_LOCAL_TASK
+  int exit_code = 0;  // 128 + signal when killed
+  int signal = 0;     // 0 when it exited
+  std::string error;  // why it could not be started (then exit_code is 127)
 };
 
 struct ShellResults {

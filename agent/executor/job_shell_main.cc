@@ -103,8 +103,10 @@ int open_output(const std::string& path) {
   if (!l.user.empty() ? initgroups(l.user.c_str(), gid) != 0 : setgroups(1, &gid) != 0) {
     fail_task(err_fd, "setting the groups of user '" + l.user + "': " + errno_text(errno));
   }
-  if (setgid(l.gid) != 0) fail_task(err_fd, "setgid " + std::to_string(l.gid) + ": " + errno_text(errno));
-  if (setuid(l.uid) != 0) fail_task(err_fd, "setuid " + std::to_string(l.uid) + ": " + errno_text(errno));
+  if (setgid(l.gid) != 0)
+    fail_task(err_fd, "setgid " + std::to_string(l.gid) + ": " + errno_text(errno));
+  if (setuid(l.uid) != 0)
+    fail_task(err_fd, "setuid " + std::to_string(l.uid) + ": " + errno_text(errno));
 
   // Opened as the user: a job cannot write where its user may not.
   int out = open_output(l.stdout_path);

@@ -67,8 +67,8 @@ class Fd {
   int fd_;
 };
 
-Status write_new_file(const std::string& path, const std::string& content, mode_t mode,
-                      uid_t uid, gid_t gid) {
+Status write_new_file(const std::string& path, const std::string& content, mode_t mode, uid_t uid,
+                      gid_t gid) {
   Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
   if (fd.get() < 0) return internal_error("create " + path + ": " + errno_text(errno));
   // The mode passed to open is filtered by the umask; the files' modes are part
@@ -123,8 +123,8 @@ pid_t clone_new_pid_ns(int* pidfd) {
 
 // Runs in the child of clone(), a copy of a multi-threaded process: only
 // async-signal-safe calls until execve.
-[[noreturn]] void exec_shell(int go_fd, int devnull_fd, int log_fd, int ready_fd,
-                             char* const* argv, char* const* envp) {
+[[noreturn]] void exec_shell(int go_fd, int devnull_fd, int log_fd, int ready_fd, char* const* argv,
+                             char* const* envp) {
   char go = 0;
   ssize_t n;
   do {
@@ -135,8 +135,8 @@ pid_t clone_new_pid_ns(int* pidfd) {
   int in = fcntl(devnull_fd, F_DUPFD, 10);
   int out = fcntl(log_fd, F_DUPFD, 10);
   int ready = fcntl(ready_fd, F_DUPFD, 10);
-  if (in < 0 || out < 0 || ready < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
-      dup2(out, 2) < 0 || dup2(ready, 3) < 0) {
+  if (in < 0 || out < 0 || ready < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
+      dup2(ready, 3) < 0) {
     _exit(kShellSetupFailed);
   }
   // The agent's sockets and pidfds are not the job's business.
@@ -188,8 +188,10 @@ Result<std::unique_ptr<ProcessExecutor>> ProcessExecutor::create(ExecutorConfig 
 Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& dir) const {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // a crashed agent's leftovers
-  if (mkdir(dir.c_str(), 0755) != 0) return internal_error("mkdir " + dir + ": " + errno_text(errno));
-  if (chmod(dir.c_str(), 0755) != 0) return internal_error("chmod " + dir + ": " + errno_text(errno));
+  if (mkdir(dir.c_str(), 0755) != 0)
+    return internal_error("mkdir " + dir + ": " + errno_text(errno));
+  if (chmod(dir.c_str(), 0755) != 0)
+    return internal_error("chmod " + dir + ": " + errno_text(errno));
   const JobFiles files(dir);
   HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, l.hostfile, 0644, 0, 0));
   if (!l.script.empty()) {
@@ -453,8 +455,8 @@ void ProcessExecutor::shutdown() {
       signal_pidfd(job.pidfd, SIGKILL);
       siginfo_t info{};
       // SIGKILL of the namespace's init: the wait ends once all of it is gone.
-      while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(job.pidfd), &info,
-                    WEXITED) != 0 &&
+      while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(job.pidfd), &info, WEXITED) !=
+                 0 &&
              errno == EINTR) {
       }
       close(job.pidfd);

@@ -44,7 +44,7 @@ struct ExecutorConfig {
   std::string state_dir;       // job dirs under <state_dir>/jobs/<id>/; job users must be able
                                // to traverse it (their script and hostfile live there)
   std::string job_shell_path;  // path of hpcq-job-shell
-  TimeUs kill_grace = 5 * kUsPerSecond;  // time limit: from SIGTERM to SIGKILL
+  TimeUs kill_grace = 5 * kUsPerSecond;        // time limit: from SIGTERM to SIGKILL
   std::string cgroup_root = "/sys/fs/cgroup";  // see CgroupHierarchy::detect
 };
 
@@ -93,17 +93,17 @@ class ProcessExecutor {
  private:
   struct Job {
     JobId id = 0;
-    pid_t pid = -1;      // the shell, in our PID namespace
-    int pidfd = -1;      // -1 once the shell has been waited for
-    std::string dir;     // job directory
+    pid_t pid = -1;   // the shell, in our PID namespace
+    int pidfd = -1;   // -1 once the shell has been waited for
+    std::string dir;  // job directory
     JobCgroup cgroup;
-    TimeUs deadline = 0;     // 0: no time limit
-    TimeUs term_sent = 0;    // when SIGTERM went out for the time limit
+    TimeUs deadline = 0;   // 0: no time limit
+    TimeUs term_sent = 0;  // when SIGTERM went out for the time limit
     bool kill_sent = false;
     bool cancelled = false;
     bool timed_out = false;
     bool exited = false;
-    int shell_code = 0;      // the shell's exit code (128 + signal when killed)
+    int shell_code = 0;  // the shell's exit code (128 + signal when killed)
     int shell_signal = 0;
     std::int64_t time_limit_s = 0;
   };

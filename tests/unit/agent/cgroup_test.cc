@@ -122,8 +122,8 @@ TEST(CgroupV2Test, UnifiedHierarchyWithoutControllers) {
   const std::string instance = "cgtest2-" + std::to_string(getpid());
   EXPECT_EQ(h->instance_dirs(instance), std::vector<std::string>{root + "/hpcq/" + instance});
 
-  const bool has_cpuset = read_trimmed(root + "/cgroup.controllers").find("cpuset") !=
-                          std::string::npos;
+  const bool has_cpuset =
+      read_trimmed(root + "/cgroup.controllers").find("cpuset") != std::string::npos;
   if (!has_cpuset) {
     auto refused = h->create_job(instance, 1, {{0}, {}, 0});
     EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition);

@@ -93,7 +93,8 @@ TEST(JobLaunchTest, ReasonNamesTheDecidingTask) {
 
   // A task that could not start explains the failure better than exit codes.
   ShellResults start_failure;
-  start_failure.tasks = {{0, 0, 200, 0, ""}, {1, 1, 127, 0, "chdir /nope: No such file or directory"}};
+  start_failure.tasks = {{0, 0, 200, 0, ""},
+                         {1, 1, 127, 0, "chdir /nope: No such file or directory"}};
   EXPECT_EQ(describe_results(start_failure), "task 1: chdir /nope: No such file or directory");
 }
 

@@ -399,6 +399,29 @@ TEST_F(ProcessExecutorTest, CreateRemovesStaleEmptyCgroupsOfTheSameInstance) {
   for (const std::string& d : stale->dirs()) EXPECT_FALSE(fs::exists(d)) << d;
 }
 
+TEST_F(ProcessExecutorTest, ShellThatFailsEarlyIsReportedWithItsLastLogLine) {
+  // A stand-in shell that dies before starting any task: launch() must not
+  // hang waiting for "started", and the reason comes from the shell's log.
+  const std::string broken = tmp_ + "/broken-shell";
+  {
+    std::ofstream out(broken);
+    out << "#!/bin/sh\necho 'hpcq-job-shell: cannot read launch.json' >&2\nexit 125\n";
+  }
+  fs::permissions(broken, fs::perms(0755));
+  ExecutorConfig config = config_;
+  config.instance += "-broken";
+  config.job_shell_path = broken;
+  auto e = ProcessExecutor::create(config);
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  executor_ = std::move(e).value();
+  ASSERT_TRUE(executor_->launch(job(40, {"true"}), now_us()).is_ok());
+  auto exit = wait_exit(40);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->kind, ExitKind::kFailed);
+  EXPECT_EQ(exit->exit_code, 125);
+  EXPECT_EQ(exit->reason, "hpcq-job-shell: cannot read launch.json");
+}
+
 TEST_F(ProcessExecutorTest, CreateRefusesAMissingShell) {
   ExecutorConfig bad = config_;
   bad.job_shell_path = tmp_ + "/no-such-shell";
