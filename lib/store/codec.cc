@@ -1,0 +1,235 @@
+#include "lib/store/codec.h"
+
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace hpcq::store {
+namespace {
+
+using nlohmann::json;
+
+struct StateName {
+  job::JobState state;
+  const char* name;
+};
+
+constexpr StateName kStateNames[] = {
+    {job::JobState::kPending, "PENDING"},     {job::JobState::kRunning, "RUNNING"},
+    {job::JobState::kCompleted, "COMPLETED"}, {job::JobState::kFailed, "FAILED"},
+    {job::JobState::kCancelled, "CANCELLED"}, {job::JobState::kTimeout, "TIMEOUT"},
+    {job::JobState::kNodeFail, "NODE_FAIL"},
+};
+
+// The struct readers are declared first so that the container templates
+// below find them (our namespace is not an associated one for ADL).
+Status read_value(const nlohmann::json& v, const std::string& where,
+                  resource::ResourceRequest& out);
+Status read_value(const nlohmann::json& v, const std::string& where, resource::NodeAllocation& out);
+
+// Reads one JSON value into `out` with the type checked by hand, so that the
+// message names the field and no nlohmann exception is ever thrown.
+Status read_value(const json& v, const std::string& where, std::string& out) {
+  if (!v.is_string()) return invalid_argument(where + ": must be a string");
+  out = v.get_ref<const std::string&>();
+  return Status::ok();
+}
+
+Status read_value(const json& v, const std::string& where, bool& out) {
+  if (!v.is_boolean()) return invalid_argument(where + ": must be true or false");
+  out = v.get<bool>();
+  return Status::ok();
+}
+
+template <std::integral Int>
+Status read_value(const json& v, const std::string& where, Int& out) {
+  // A negative value arrives as number_integer, a large positive one as
+  // number_unsigned; both are range-checked against the target type.
+  if (v.is_number_unsigned()) {
+    auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<Int>::max())) {
+      return invalid_argument(where + ": " + std::to_string(u) + " is out of range");
+    }
+    out = static_cast<Int>(u);
+    return Status::ok();
+  }
+  if (v.is_number_integer()) {
+    auto i = v.get<std::int64_t>();
+    if constexpr (std::is_unsigned_v<Int>) {
+      return invalid_argument(where + ": " + std::to_string(i) + " must not be negative");
+    } else {
+      if (i < static_cast<std::int64_t>(std::numeric_limits<Int>::min()) ||
+          i > static_cast<std::int64_t>(std::numeric_limits<Int>::max())) {
+        return invalid_argument(where + ": " + std::to_string(i) + " is out of range");
+      }
+      out = static_cast<Int>(i);
+      return Status::ok();
+    }
+  }
+  return invalid_argument(where + ": must be an integer");
+}
+
+template <typename T>
+Status read_value(const json& v, const std::string& where, std::vector<T>& out) {
+  if (!v.is_array()) return invalid_argument(where + ": must be an array");
+  out.clear();
+  out.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    T item{};
+    HPCQ_RETURN_IF_ERROR(read_value(v[i], where + "[" + std::to_string(i) + "]", item));
+    out.push_back(std::move(item));
+  }
+  return Status::ok();
+}
+
+Status read_value(const json& v, const std::string& where,
+                  std::map<std::string, std::string>& out) {
+  if (!v.is_object()) return invalid_argument(where + ": must be an object");
+  out.clear();
+  for (const auto& [key, value] : v.items()) {
+    std::string s;
+    HPCQ_RETURN_IF_ERROR(read_value(value, where + "." + key, s));
+    out.emplace(key, std::move(s));
+  }
+  return Status::ok();
+}
+
+// An absent field keeps the default `out` already holds (see the header).
+template <typename T>
+Status read_field(const json& obj, const std::string& where, const char* key, T& out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return Status::ok();
+  return read_value(*it, where + "." + key, out);
+}
+
+Status read_value(const json& v, const std::string& where, resource::ResourceRequest& out) {
+  if (!v.is_object()) return invalid_argument(where + ": must be an object");
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "nodes", out.nodes));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "ntasks", out.ntasks));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "cpus_per_task", out.cpus_per_task));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "mem_per_node_bytes", out.mem_per_node_bytes));
+  return Status::ok();
+}
+
+Status read_value(const json& v, const std::string& where, resource::NodeAllocation& out) {
+  if (!v.is_object()) return invalid_argument(where + ": must be an object");
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "rank", out.rank));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "node", out.node));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "cores", out.cores));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "numa", out.numa));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "memory_bytes", out.memory_bytes));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "ntasks", out.ntasks));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "first_task", out.first_task));
+  return Status::ok();
+}
+
+// Parses without exceptions: a syntax error yields a discarded value.
+Result<json> parse_object(std::string_view text, const std::string& where) {
+  json doc = json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return invalid_argument(where + ": not valid JSON");
+  if (!doc.is_object()) return invalid_argument(where + ": must be a JSON object");
+  return doc;
+}
+
+// Column text must stay valid UTF-8 JSON whatever bytes a user put in a
+// name or the environment: invalid sequences become U+FFFD instead of making
+// dump() throw.
+std::string dump(const json& doc) {
+  return doc.dump(/*indent=*/-1, /*indent_char=*/' ', /*ensure_ascii=*/false,
+                  json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string encode_state(job::JobState state) {
+  for (const auto& s : kStateNames) {
+    if (s.state == state) return s.name;
+  }
+  // Only reachable with a value cast from outside the enum; keep it decodable
+  // as an error rather than inventing a state.
+  return "UNKNOWN(" + std::to_string(static_cast<int>(state)) + ")";
+}
+
+Result<job::JobState> decode_state(std::string_view name) {
+  for (const auto& s : kStateNames) {
+    if (name == s.name) return s.state;
+  }
+  return invalid_argument("unknown job state '" + std::string(name) + "'");
+}
+
+std::string encode_spec(const job::JobSpec& spec) {
+  json doc = {
+      {"name", spec.name},
+      {"argv", spec.argv},
+      {"script", spec.script},
+      {"request",
+       {{"nodes", spec.request.nodes},
+        {"ntasks", spec.request.ntasks},
+        {"cpus_per_task", spec.request.cpus_per_task},
+        {"mem_per_node_bytes", spec.request.mem_per_node_bytes}}},
+      {"time_limit_s", spec.time_limit_s},
+      {"output", spec.output},
+      {"error", spec.error},
+      {"queue", spec.queue},
+      {"cwd", spec.cwd},
+      {"env", spec.env},
+      {"requeue", spec.requeue},
+  };
+  return dump(doc);
+}
+
+Result<job::JobSpec> decode_spec(std::string_view text) {
+  const std::string where = "spec";
+  auto doc = parse_object(text, where);
+  if (!doc.is_ok()) return doc.status();
+  const json& v = *doc;
+  job::JobSpec spec;
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "name", spec.name));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "argv", spec.argv));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "script", spec.script));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "request", spec.request));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "time_limit_s", spec.time_limit_s));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "output", spec.output));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "error", spec.error));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "queue", spec.queue));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "cwd", spec.cwd));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "env", spec.env));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "requeue", spec.requeue));
+  return spec;
+}
+
+std::string encode_allocation(const resource::Allocation& allocation) {
+  json nodes = json::array();
+  for (const auto& n : allocation.nodes) {
+    nodes.push_back({
+        {"rank", n.rank},
+        {"node", n.node},
+        {"cores", n.cores},
+        {"numa", n.numa},
+        {"memory_bytes", n.memory_bytes},
+        {"ntasks", n.ntasks},
+        {"first_task", n.first_task},
+    });
+  }
+  json doc = {{"nodes", std::move(nodes)}, {"cpus_per_task", allocation.cpus_per_task}};
+  return dump(doc);
+}
+
+Result<resource::Allocation> decode_allocation(std::string_view text) {
+  const std::string where = "allocation";
+  auto doc = parse_object(text, where);
+  if (!doc.is_ok()) return doc.status();
+  const json& v = *doc;
+  resource::Allocation allocation;
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "nodes", allocation.nodes));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "cpus_per_task", allocation.cpus_per_task));
+  return allocation;
+}
+
+}  // namespace hpcq::store

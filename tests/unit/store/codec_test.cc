@@ -1,0 +1,177 @@
+#include "lib/store/codec.h"
+
+#include <gtest/gtest.h>
+
+namespace hpcq::store {
+namespace {
+
+job::JobSpec sample_spec() {
+  job::JobSpec spec;
+  spec.name = "sim \"quoted\" é";
+  spec.argv = {"/usr/bin/mpirun", "-n", "8", "./a.out"};
+  spec.script = "#!/bin/sh\n#HPCQ -N 2\nsrun ./a.out\n";
+  spec.request.nodes = 2;
+  spec.request.ntasks = 8;
+  spec.request.cpus_per_task = 4;
+  spec.request.mem_per_node_bytes = 0xFFFF'FFFF'FFFF'FFF0ull;  // above INT64_MAX
+  spec.time_limit_s = 3600;
+  spec.output = "out-%j.txt";
+  spec.error = "err-%j.txt";
+  spec.queue = "batch";
+  spec.cwd = "/home/alice";
+  spec.env = {{"PATH", "/usr/bin"}, {"OMP_NUM_THREADS", "4"}, {"EMPTY", ""}};
+  spec.requeue = true;
+  return spec;
+}
+
+void expect_same(const job::JobSpec& a, const job::JobSpec& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.argv, b.argv);
+  EXPECT_EQ(a.script, b.script);
+  EXPECT_EQ(a.request.nodes, b.request.nodes);
+  EXPECT_EQ(a.request.ntasks, b.request.ntasks);
+  EXPECT_EQ(a.request.cpus_per_task, b.request.cpus_per_task);
+  EXPECT_EQ(a.request.mem_per_node_bytes, b.request.mem_per_node_bytes);
+  EXPECT_EQ(a.time_limit_s, b.time_limit_s);
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_EQ(a.error, b.error);
+  EXPECT_EQ(a.queue, b.queue);
+  EXPECT_EQ(a.cwd, b.cwd);
+  EXPECT_EQ(a.env, b.env);
+  EXPECT_EQ(a.requeue, b.requeue);
+}
+
+TEST(Codec, StatesRoundTripWithUserVisibleNames) {
+  const job::JobState all[] = {job::JobState::kPending,   job::JobState::kRunning,
+                               job::JobState::kCompleted, job::JobState::kFailed,
+                               job::JobState::kCancelled, job::JobState::kTimeout,
+                               job::JobState::kNodeFail};
+  for (job::JobState s : all) {
+    auto back = decode_state(encode_state(s));
+    ASSERT_TRUE(back.is_ok()) << encode_state(s);
+    EXPECT_EQ(*back, s);
+  }
+  EXPECT_EQ(encode_state(job::JobState::kNodeFail), "NODE_FAIL");
+  EXPECT_EQ(encode_state(job::JobState::kPending), "PENDING");
+  auto bad = decode_state("pending");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'pending'"), std::string::npos);
+}
+
+TEST(Codec, SpecRoundTrip) {
+  job::JobSpec spec = sample_spec();
+  auto back = decode_spec(encode_spec(spec));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  expect_same(spec, *back);
+
+  job::JobSpec empty;
+  auto back_empty = decode_spec(encode_spec(empty));
+  ASSERT_TRUE(back_empty.is_ok());
+  expect_same(empty, *back_empty);
+}
+
+TEST(Codec, SpecWithInvalidUtf8StillEncodesAsValidJson) {
+  job::JobSpec spec;
+  spec.name = std::string("bad\xff\xfe", 5);
+  auto back = decode_spec(encode_spec(spec));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->name.substr(0, 3), "bad");
+}
+
+TEST(Codec, AllocationRoundTrip) {
+  resource::Allocation a;
+  a.cpus_per_task = 2;
+  resource::NodeAllocation n0;
+  n0.rank = 1;
+  n0.node = "node001";
+  n0.cores = {0, 1, 2, 3};
+  n0.numa = {0};
+  n0.memory_bytes = 8ull << 30;
+  n0.ntasks = 2;
+  n0.first_task = 0;
+  resource::NodeAllocation n1 = n0;
+  n1.rank = 7;
+  n1.node = "node007";
+  n1.cores = {16, 17, 48, 49};
+  n1.numa = {1, 3};
+  n1.first_task = 2;
+  a.nodes = {n0, n1};
+
+  auto back = decode_allocation(encode_allocation(a));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->cpus_per_task, 2);
+  ASSERT_EQ(back->nodes.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back->nodes[i].rank, a.nodes[i].rank);
+    EXPECT_EQ(back->nodes[i].node, a.nodes[i].node);
+    EXPECT_EQ(back->nodes[i].cores, a.nodes[i].cores);
+    EXPECT_EQ(back->nodes[i].numa, a.nodes[i].numa);
+    EXPECT_EQ(back->nodes[i].memory_bytes, a.nodes[i].memory_bytes);
+    EXPECT_EQ(back->nodes[i].ntasks, a.nodes[i].ntasks);
+    EXPECT_EQ(back->nodes[i].first_task, a.nodes[i].first_task);
+  }
+
+  auto empty = decode_allocation(encode_allocation({}));
+  ASSERT_TRUE(empty.is_ok());
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST(Codec, AbsentFieldsTakeDefaultsAndUnknownOnesAreIgnored) {
+  auto spec = decode_spec(R"({"name": "x", "from_the_future": [1, 2]})");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->name, "x");
+  EXPECT_EQ(spec->request.ntasks, 1);
+  EXPECT_EQ(spec->request.cpus_per_task, 1);
+  EXPECT_FALSE(spec->requeue);
+}
+
+struct BadCase {
+  const char* json;
+  const char* message_part;
+};
+
+TEST(Codec, BadSpecJsonIsAnErrorNamingTheField) {
+  const BadCase cases[] = {
+      {"", "not valid JSON"},
+      {"{\"name\": ", "not valid JSON"},
+      {"[1, 2]", "must be a JSON object"},
+      {"\"text\"", "must be a JSON object"},
+      {R"({"name": 3})", "spec.name: must be a string"},
+      {R"({"argv": ["a", 2]})", "spec.argv[1]: must be a string"},
+      {R"({"argv": "a b"})", "spec.argv: must be an array"},
+      {R"({"request": {"ntasks": "8"}})", "spec.request.ntasks: must be an integer"},
+      {R"({"request": {"ntasks": 1.5}})", "spec.request.ntasks: must be an integer"},
+      {R"({"request": {"ntasks": 4294967296}})", "spec.request.ntasks: 4294967296 is out of range"},
+      {R"({"request": {"mem_per_node_bytes": -1}})", "must not be negative"},
+      {R"({"env": {"A": 1}})", "spec.env.A: must be a string"},
+      {R"({"requeue": "yes"})", "spec.requeue: must be true or false"},
+  };
+  for (const BadCase& c : cases) {
+    auto r = decode_spec(c.json);
+    ASSERT_FALSE(r.is_ok()) << c.json;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << c.json;
+    EXPECT_NE(r.status().message().find(c.message_part), std::string::npos)
+        << c.json << " -> " << r.status().message();
+  }
+}
+
+TEST(Codec, BadAllocationJsonIsAnError) {
+  const BadCase cases[] = {
+      {"{", "allocation: not valid JSON"},
+      {"null", "allocation: must be a JSON object"},
+      {R"({"nodes": {}})", "allocation.nodes: must be an array"},
+      {R"({"nodes": [{"cores": [0, "1"]}]})", "allocation.nodes[0].cores[1]: must be an integer"},
+      {R"({"nodes": [{"rank": -1}]})", "allocation.nodes[0].rank: -1 must not be negative"},
+      {R"({"nodes": [7]})", "allocation.nodes[0]: must be an object"},
+  };
+  for (const BadCase& c : cases) {
+    auto r = decode_allocation(c.json);
+    ASSERT_FALSE(r.is_ok()) << c.json;
+    EXPECT_NE(r.status().message().find(c.message_part), std::string::npos)
+        << c.json << " -> " << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace hpcq::store
