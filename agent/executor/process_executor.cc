@@ -340,9 +340,9 @@ bool ProcessExecutor::poll_exit(Job& job) {
     job.shell_signal = info.si_status;
     job.shell_code = 128 + info.si_status;
   }
+  // The pidfd stays open until reap(): the agent re-reads wait_fds() after
+  // each reap(), so closing it anywhere else could leave it polling a dead fd.
   job.exited = true;
-  close(job.pidfd);
-  job.pidfd = -1;
   return true;
 }
 
@@ -416,6 +416,10 @@ std::vector<JobExit> ProcessExecutor::reap() {
       ++it;
       continue;
     }
+    if (job.pidfd >= 0) {
+      close(job.pidfd);  // readable for good now; cleanup retries ride on later calls
+      job.pidfd = -1;
+    }
     Status s = job.cgroup.remove();
     if (!s.is_ok()) {
       if (s.code() != Code::kFailedPrecondition) spdlog::warn("job {}: {}", job.id, s.message());
@@ -451,7 +455,7 @@ std::vector<std::string> ProcessExecutor::cgroup_dirs(JobId id) const {
 
 void ProcessExecutor::shutdown() {
   for (auto& [id, job] : jobs_) {
-    if (job.pidfd >= 0) {
+    if (!job.exited) {
       signal_pidfd(job.pidfd, SIGKILL);
       siginfo_t info{};
       // SIGKILL of the namespace's init: the wait ends once all of it is gone.
@@ -459,9 +463,9 @@ void ProcessExecutor::shutdown() {
                  0 &&
              errno == EINTR) {
       }
-      close(job.pidfd);
-      job.pidfd = -1;
     }
+    if (job.pidfd >= 0) close(job.pidfd);
+    job.pidfd = -1;
     // Emptied cgroups may refuse rmdir for a moment (v2): retry for up to 2 s.
     for (int attempt = 0; attempt < 200 && !job.cgroup.remove().is_ok(); ++attempt) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

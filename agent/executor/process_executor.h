@@ -75,8 +75,10 @@ class ProcessExecutor {
   std::vector<JobExit> reap();
 
   // pidfds that become readable when a job's shell ends; poll them, then
-  // call reap(). A job whose cgroups are slow to empty no longer has one:
-  // call reap() now and then as well (the agent does, with check_timeouts).
+  // call reap() and fetch this list again (reap() closes the fds of the jobs
+  // it has seen end; nothing else closes one). A job whose cgroups are slow
+  // to empty has none left: call reap() now and then as well (the agent does,
+  // with check_timeouts).
   std::vector<int> wait_fds() const;
 
   std::vector<JobId> running() const;  // launched and not yet reported by reap()

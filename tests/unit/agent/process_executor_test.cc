@@ -232,6 +232,21 @@ TEST_F(ProcessExecutorTest, CancelKillsTheWholeTreeAndRemovesCgroups) {
   EXPECT_EQ(executor_->cancel(6).code(), Code::kNotFound);
 }
 
+TEST_F(ProcessExecutorTest, CancelAfterTheEndIsRefusedAndTheJobKeepsItsOutcome) {
+  ASSERT_TRUE(executor_->launch(job(16, {"true"}), now_us()).is_ok());
+  std::vector<int> fds = executor_->wait_fds();
+  ASSERT_EQ(fds.size(), 1u);
+  pollfd p{fds[0], POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 20'000), 1);  // the shell has ended, not yet reaped
+  Status refused = executor_->cancel(16);
+  EXPECT_EQ(refused.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(refused.message(), "job 16 already ended");
+  EXPECT_EQ(executor_->wait_fds(), fds);  // still there until reap()
+  auto e = wait_exit(16);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kCompleted);
+}
+
 TEST_F(ProcessExecutorTest, TimeLimitSendsTermAndReportsTimeout) {
   JobLaunch l = job(7, {"sleep", "100"});
   l.time_limit_s = 1;
