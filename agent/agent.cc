@@ -72,6 +72,7 @@ Status Agent::start() {
   ec_config.instance = "rank-" + std::to_string(rank);
   ec_config.state_dir = options_.state_dir;
   ec_config.job_shell_path = options_.job_shell;
+  ec_config.kill_grace = config_.kill_grace_s * kUsPerSecond;
   auto executor = ProcessExecutor::create(ec_config);
   if (!executor.is_ok()) return executor.status();
   executor_ = std::move(executor).value();
