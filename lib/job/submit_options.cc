@@ -1,0 +1,475 @@
+// The one file that includes CLI11 (a slow header): everything that knows
+// about option spelling is here.
+#include "lib/job/submit_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <climits>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "lib/core/units.h"
+
+namespace hpcq::job {
+namespace {
+
+constexpr std::string_view kDirective = "#HPCQ";
+constexpr const char* kDefaultOutput = "hpcq-%j.out";
+constexpr const char* kUsage =
+    "submit: usage: hpcq submit [-N NODES] [-n NTASKS] [-c CPUS] [--mem SIZE] [-t TIME] "
+    "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-D DIR] [--export VARS] [--requeue] [--json] "
+    "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
+
+// ---- words of a directive line ----
+
+// Shell-like splitting of one line (no expansion: sbatch does none either).
+Result<std::vector<std::string>> split_words(std::string_view line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  size_t i = 0;
+  while (i < line.size()) {
+    const char c = line[i];
+    if (c == ' ' || c == '\t') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+      ++i;
+      continue;
+    }
+    // As in sh, '#' starts a comment only at the start of a word, so that
+    // "#HPCQ -N 2  # two nodes" works and "-J a#b" keeps its '#'.
+    if (c == '#' && !in_word) break;
+    in_word = true;
+    if (c == '\'') {
+      const size_t end = line.find('\'', i + 1);
+      if (end == std::string_view::npos) return invalid_argument("unterminated ' quote");
+      word.append(line.substr(i + 1, end - i - 1));
+      i = end + 1;
+    } else if (c == '"') {
+      ++i;
+      bool closed = false;
+      while (i < line.size()) {
+        const char d = line[i];
+        if (d == '"') {
+          closed = true;
+          ++i;
+          break;
+        }
+        // Inside double quotes a backslash escapes only these, as in sh.
+        if (d == '\\' && i + 1 < line.size() &&
+            std::string_view("\"\\$`").find(line[i + 1]) != std::string_view::npos) {
+          word += line[i + 1];
+          i += 2;
+          continue;
+        }
+        word += d;
+        ++i;
+      }
+      if (!closed) return invalid_argument("unterminated \" quote");
+    } else if (c == '\\') {
+      // No line continuation: each directive line stands alone, as in sbatch.
+      if (i + 1 >= line.size()) return invalid_argument("backslash at the end of the line");
+      word += line[i + 1];
+      i += 2;
+    } else {
+      word += c;
+      ++i;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+struct DirectiveLine {
+  int line = 0;
+  std::vector<std::string> words;
+};
+
+Status at_line(const std::string& script_name, int line, const Status& s) {
+  return invalid_argument(script_name + ":" + std::to_string(line) + ": " + s.message());
+}
+
+Result<std::vector<DirectiveLine>> directive_lines(const std::string& text,
+                                                   const std::string& script_name) {
+  std::vector<DirectiveLine> lines;
+  const std::string_view all(text);
+  size_t pos = 0;
+  int line_no = 0;
+  while (pos < all.size()) {
+    const size_t nl = all.find('\n', pos);
+    std::string_view line = all.substr(pos, nl == std::string_view::npos ? all.npos : nl - pos);
+    pos = nl == std::string_view::npos ? all.size() : nl + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line_no == 1 && line.starts_with("#!")) continue;
+    if (line.starts_with(kDirective) &&
+        (line.size() == kDirective.size() || line[kDirective.size()] == ' ' ||
+         line[kDirective.size()] == '\t')) {
+      auto words = split_words(line.substr(kDirective.size()));
+      if (!words.is_ok()) return at_line(script_name, line_no, words.status());
+      lines.push_back({line_no, std::move(words).value()});
+      continue;
+    }
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string_view::npos || line[first] == '#') continue;
+    break;  // the first command: later "#HPCQ" lines are plain comments
+  }
+  return lines;
+}
+
+// ---- option values ----
+
+struct Export {
+  bool all = true;  // start from the whole submitter environment
+  std::vector<std::pair<std::string, std::optional<std::string>>> vars;  // VAR or VAR=value
+};
+
+Result<Export> parse_export(const std::string& text) {
+  Export e;
+  if (text == "ALL") return e;
+  e.all = false;
+  if (text == "NONE") return e;
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    if (item == "ALL") {
+      e.all = true;
+    } else if (item.empty() || item == "NONE") {
+      return invalid_argument("--export: bad list " + quote(text) +
+                              " (ALL, NONE, or [ALL,]VAR[=value],...)");
+    } else {
+      const size_t eq = item.find('=');
+      std::string name = item.substr(0, eq);
+      if (name.empty() || name.find('\0') != std::string::npos) {
+        return invalid_argument("--export: bad variable name in " + quote(text));
+      }
+      std::optional<std::string> value;
+      if (eq != std::string::npos) value = item.substr(eq + 1);
+      e.vars.emplace_back(std::move(name), std::move(value));
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return e;
+}
+
+Result<int> parse_count(const char* option, const std::string& text) {
+  long long value = 0;
+  bool ok = !text.empty();
+  for (char c : text) {
+    if (c < '0' || c > '9' || value > INT_MAX) {
+      ok = false;
+      break;
+    }
+    value = value * 10 + (c - '0');
+  }
+  if (!ok || value > INT_MAX) {
+    return invalid_argument(std::string(option) + ": bad count " + quote(text));
+  }
+  return static_cast<int>(value);
+}
+
+// What one list of words sets; what it leaves unset keeps earlier values.
+struct Given {
+  std::optional<int> nodes;
+  std::optional<int> ntasks;
+  std::optional<int> cpus_per_task;
+  std::optional<std::uint64_t> mem;
+  std::optional<std::int64_t> time;
+  std::optional<std::string> name;
+  std::optional<std::string> output;
+  std::optional<std::string> error;
+  std::optional<std::string> queue;
+  std::optional<std::string> chdir;
+  std::optional<Export> export_vars;
+  std::optional<bool> requeue;
+  bool json = false;
+  bool wait = false;
+
+  // Take-last: what `later` sets wins.
+  void merge(const Given& later) {
+    auto take = [](auto& mine, const auto& theirs) {
+      if (theirs) mine = theirs;
+    };
+    take(nodes, later.nodes);
+    take(ntasks, later.ntasks);
+    take(cpus_per_task, later.cpus_per_task);
+    take(mem, later.mem);
+    take(time, later.time);
+    take(name, later.name);
+    take(output, later.output);
+    take(error, later.error);
+    take(queue, later.queue);
+    take(chdir, later.chdir);
+    take(export_vars, later.export_vars);
+    take(requeue, later.requeue);
+    json = json || later.json;
+    wait = wait || later.wait;
+  }
+};
+
+struct Parsed {
+  Given given;
+  std::vector<std::string> command;  // empty for a directive line
+};
+
+// The long name and whether the option takes a value, for the checks that
+// run before CLI11 (see reject_empty_equals).
+struct OptionName {
+  char short_name;  // 0: none
+  const char* long_name;
+};
+constexpr OptionName kValueOptions[] = {
+    {'N', "--nodes"},  {'n', "--ntasks"},   {'c', "--cpus-per-task"}, {0, "--mem"},
+    {'t', "--time"},   {'J', "--job-name"}, {'o', "--output"},        {'e', "--error"},
+    {'q', "--queue"},  {'D', "--chdir"},    {0, "--export"},
+};
+
+const OptionName* find_value_option(std::string_view word) {
+  for (const auto& o : kValueOptions) {
+    if (word == o.long_name) return &o;
+    if (o.short_name != 0 && word.size() == 2 && word[0] == '-' && word[1] == o.short_name) {
+      return &o;
+    }
+  }
+  return nullptr;
+}
+
+// CLI11 reads "--mem= cmd" as "--mem cmd" (an empty value after '=' makes it
+// take the next word), which would swallow the command. Walk the options the
+// way the parser will and refuse "--opt=" up front.
+Status reject_empty_equals(const std::vector<std::string>& words) {
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w == "--" || w.size() < 2 || w[0] != '-') break;  // the command starts here
+    const size_t eq = w.find('=');
+    if (w.starts_with("--") && eq != std::string::npos) {
+      if (eq + 1 == w.size() && find_value_option(w.substr(0, eq)) != nullptr) {
+        return invalid_argument(w.substr(0, eq) + ": empty value");
+      }
+      continue;
+    }
+    if (find_value_option(w) != nullptr) ++i;  // skip its value
+  }
+  return Status::ok();
+}
+
+// CLI11's messages, reworded as ours: "--nodes: 1 required TEXT missing" ->
+// "--nodes: missing value"; "Could not convert: --requeue = x" -> "--requeue:
+// bad value 'x'".
+Status from_cli11(const CLI::ParseError& e) {
+  const std::string what = e.what();
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && what.starts_with("-")) {
+    const size_t colon = what.find(':');
+    if (colon != std::string::npos) return invalid_argument(what.substr(0, colon) + ": missing value");
+  }
+  constexpr std::string_view kConvert = "Could not convert: ";
+  if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr && what.starts_with(kConvert)) {
+    const size_t eq = what.find(" = ", kConvert.size());
+    if (eq != std::string::npos) {
+      return invalid_argument(what.substr(kConvert.size(), eq - kConvert.size()) +
+                              ": bad value " + quote(what.substr(eq + 3)));
+    }
+  }
+  std::string line = what;
+  for (char& c : line) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';  // keep it one line
+  }
+  return invalid_argument("submit: " + line);
+}
+
+// Parses one list of words: the command line (the command may follow) or one
+// directive line (options only).
+Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_line) {
+  HPCQ_RETURN_IF_ERROR(reject_empty_equals(words));
+  CLI::App app{"hpcq submit"};
+  app.set_help_flag();  // no help option: CLI11 would print and want to exit
+  app.prefix_command();  // the first non-option word and all after it are the command
+  std::string nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
+  bool requeue = false;
+  bool json = false;
+  bool wait = false;
+  auto add = [&app](const char* names, std::string& into) {
+    return app.add_option(names, into)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  };
+  CLI::Option* o_nodes = add("-N,--nodes", nodes);
+  CLI::Option* o_ntasks = add("-n,--ntasks", ntasks);
+  CLI::Option* o_cpus = add("-c,--cpus-per-task", cpus);
+  CLI::Option* o_mem = add("--mem", mem);
+  CLI::Option* o_time = add("-t,--time", time);
+  CLI::Option* o_name = add("-J,--job-name", name);
+  CLI::Option* o_output = add("-o,--output", output);
+  CLI::Option* o_error = add("-e,--error", error);
+  CLI::Option* o_queue = add("-q,--queue", queue);
+  CLI::Option* o_chdir = add("-D,--chdir", chdir);
+  CLI::Option* o_export = add("--export", export_text);
+  CLI::Option* o_requeue = app.add_flag("--requeue,!--no-requeue", requeue)
+                               ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("--json", json)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("--wait", wait)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+
+  std::vector<std::string> rest;
+  try {
+    std::vector<std::string> reversed(words.rbegin(), words.rend());  // CLI11 pops from the back
+    app.parse(reversed);
+    rest = app.remaining();
+  } catch (const CLI::ParseError& e) {
+    return from_cli11(e);
+  } catch (const std::exception& e) {
+    return invalid_argument(std::string("submit: ") + e.what());
+  }
+
+  Parsed parsed;
+  if (!rest.empty()) {
+    const std::string& first = rest.front();
+    if (first == "-h" || first == "--help") return invalid_argument(kUsage);
+    if (first.size() > 1 && first[0] == '-' && first != "--") {
+      return invalid_argument("unknown option " + quote(first.substr(0, first.find('='))));
+    }
+    if (!command_line) {
+      return invalid_argument("unexpected argument " + quote(first) +
+                              " (directives take options only)");
+    }
+    parsed.command.assign(rest.begin() + (first == "--" ? 1 : 0), rest.end());
+  }
+
+  Given& g = parsed.given;
+  auto count = [](const char* option, const CLI::Option* o, const std::string& text,
+                  std::optional<int>& into) -> Status {
+    if (o->count() == 0) return Status::ok();
+    auto v = parse_count(option, text);
+    if (!v.is_ok()) return v.status();
+    into = *v;
+    return Status::ok();
+  };
+  HPCQ_RETURN_IF_ERROR(count("--nodes", o_nodes, nodes, g.nodes));
+  HPCQ_RETURN_IF_ERROR(count("--ntasks", o_ntasks, ntasks, g.ntasks));
+  HPCQ_RETURN_IF_ERROR(count("--cpus-per-task", o_cpus, cpus, g.cpus_per_task));
+  if (o_mem->count() > 0) {
+    auto v = parse_memory_bytes(mem);
+    if (!v.is_ok()) return invalid_argument("--mem: " + v.status().message());
+    g.mem = *v;
+  }
+  if (o_time->count() > 0) {
+    auto v = parse_duration_s(time);
+    if (!v.is_ok()) return invalid_argument("--time: " + v.status().message());
+    g.time = *v;
+  }
+  if (o_name->count() > 0) g.name = name;
+  if (o_output->count() > 0) {
+    if (output.empty()) return invalid_argument("--output: empty file name");
+    g.output = output;
+  }
+  if (o_error->count() > 0) g.error = error;
+  if (o_queue->count() > 0) g.queue = queue;
+  if (o_chdir->count() > 0) {
+    if (chdir.empty()) return invalid_argument("--chdir: empty directory");
+    g.chdir = chdir;
+  }
+  if (o_export->count() > 0) {
+    auto e = parse_export(export_text);
+    if (!e.is_ok()) return e.status();
+    g.export_vars = std::move(e).value();
+  }
+  if (o_requeue->count() > 0) g.requeue = requeue;
+  g.json = json;
+  g.wait = wait;
+  return parsed;
+}
+
+std::string basename_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash + 1 == path.size()) return path;
+  return path.substr(slash + 1);
+}
+
+std::string resolve_dir(const std::string& cwd, const std::string& dir) {
+  std::filesystem::path p(dir);
+  if (p.is_relative() && !cwd.empty()) p = std::filesystem::path(cwd) / p;
+  std::string out = p.lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+std::map<std::string, std::string> job_environment(const std::optional<Export>& given,
+                                                   const SubmitContext& ctx) {
+  const Export e = given.value_or(Export{});
+  std::map<std::string, std::string> env;
+  if (e.all) env = ctx.environment;
+  for (const auto& [name, value] : e.vars) {
+    if (value) {
+      env[name] = *value;
+    } else if (auto it = ctx.environment.find(name); it != ctx.environment.end()) {
+      env[name] = it->second;
+    }
+    // A named variable the submitter does not have is simply not set, as in Slurm.
+  }
+  return env;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> parse_directives(const std::string& script_text,
+                                                  const std::string& script_name) {
+  auto lines = directive_lines(script_text, script_name);
+  if (!lines.is_ok()) return lines.status();
+  std::vector<std::string> words;
+  for (auto& line : *lines) {
+    for (auto& w : line.words) words.push_back(std::move(w));
+  }
+  return words;
+}
+
+Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
+                                        const SubmitContext& ctx) {
+  auto command_line = parse_words(args, /*command_line=*/true);
+  if (!command_line.is_ok()) return command_line.status();
+  const std::vector<std::string>& command = command_line->command;
+  if (command.empty()) return invalid_argument("submit: no command or script given");
+
+  SubmitOptions out;
+  JobSpec& spec = out.spec;
+  Given given;
+  if (ctx.read_file) {
+    auto text = ctx.read_file(command.front());
+    if (text.is_ok() && text->starts_with("#!")) {
+      auto lines = directive_lines(*text, command.front());
+      if (!lines.is_ok()) return lines.status();
+      // Each line alone, so that an error names its line.
+      for (const auto& line : *lines) {
+        auto parsed = parse_words(line.words, /*command_line=*/false);
+        if (!parsed.is_ok()) return at_line(command.front(), line.line, parsed.status());
+        given.merge(parsed->given);
+      }
+      spec.script = std::move(text).value();
+    }
+  }
+  given.merge(command_line->given);
+
+  spec.argv = command;
+  spec.name = given.name && !given.name->empty() ? *given.name : basename_of(command.front());
+  auto& request = spec.request;
+  request.nodes = given.nodes.value_or(0);
+  // sbatch: -N alone runs one task per node.
+  request.ntasks = given.ntasks ? *given.ntasks : std::max(1, request.nodes);
+  request.cpus_per_task = given.cpus_per_task.value_or(1);
+  request.mem_per_node_bytes = given.mem.value_or(0);
+  spec.time_limit_s = given.time.value_or(0);
+  spec.output = given.output.value_or(kDefaultOutput);
+  spec.error = given.error.value_or("");
+  spec.queue = given.queue.value_or("");
+  spec.cwd = given.chdir ? resolve_dir(ctx.cwd, *given.chdir) : ctx.cwd;
+  spec.env = job_environment(given.export_vars, ctx);
+  spec.requeue = given.requeue.value_or(false);
+  out.json = given.json;
+  out.wait = given.wait;
+  HPCQ_RETURN_IF_ERROR(validate(spec));
+  return out;
+}
+
+}  // namespace hpcq::job

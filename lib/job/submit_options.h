@@ -1,0 +1,67 @@
+// `hpcq submit` arguments and `#HPCQ` script directives -> a JobSpec.
+//
+// The options and their meaning follow sbatch (-N, -n, -c, --mem, -t, -J, -o,
+// -e, -q, -D, --export, --requeue); see parse_submit_args for the forms. The
+// file system and the environment come in through SubmitContext, so tests and
+// the fuzzer run without a disk. Pure functions; safe from any thread (the
+// read_file callback is called on the caller's thread). Nothing throws and
+// nothing is printed: every error is Status(kInvalidArgument) with one line
+// naming the option (or SCRIPT:LINE for a directive) and quoting the bad value,
+// e.g. "--mem: bad size 'lots'", "job.sh:3: unknown option '--frobnicate'".
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lib/core/status.h"
+#include "lib/job/job.h"
+
+namespace hpcq::job {
+
+struct SubmitContext {
+  std::string cwd;                                 // the submit directory (absolute)
+  std::map<std::string, std::string> environment;  // the submitter's environment
+  // Reads a file named on the command line (relative to the submit
+  // directory); any error means "not a file", so the word is a command.
+  std::function<Result<std::string>(const std::string& path)> read_file;
+};
+
+struct SubmitOptions {
+  JobSpec spec;
+  bool json = false;  // --json: print machine-readable output
+  bool wait = false;  // --wait: block until the job ends
+};
+
+// `args` are the words after "submit": `[options] [--] COMMAND [ARGS...]` or
+// `[options] SCRIPT [ARGS...]`. Options end at the first word that is not an
+// option or an option's value; everything from there on is the command. The
+// command is a script when read_file(COMMAND) succeeds and the text starts
+// with "#!": its directives are applied first and command-line options
+// override them (the last occurrence of an option wins), spec.script holds
+// the text and spec.argv is {COMMAND as given, ARGS...}.
+//
+// Options (long and short; "--opt=value", "--opt value", "-Nvalue"):
+//   -N/--nodes N, -n/--ntasks N, -c/--cpus-per-task N, --mem SIZE (per node,
+//   see parse_memory_bytes), -t/--time DURATION (see parse_duration_s),
+//   -J/--job-name NAME, -o/--output PATTERN, -e/--error PATTERN, -q/--queue
+//   NAME, -D/--chdir DIR, --export ALL|NONE|[ALL,]VAR[=value][,...],
+//   --requeue/--no-requeue, --json, --wait.
+// Defaults: ntasks = nodes when only -N is given, else 1; name = basename of
+// the command; cwd = ctx.cwd (a relative -D is taken from ctx.cwd); output
+// "hpcq-%j.out"; error empty (same file as output); --export=ALL (the whole
+// submitter environment). The result has passed validate().
+Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
+                                        const SubmitContext& ctx);
+
+// The option words of a script's directive lines: "#HPCQ -N 2" lines after
+// the shebang, up to the first line that is neither blank nor a comment (as
+// sbatch stops at the first command). Words are split like a shell does:
+// 'single' and "double" quotes, backslash escapes, and an unquoted '#' at the
+// start of a word begins a comment. A malformed line (an unterminated quote,
+// a trailing backslash) is an error "SCRIPT:LINE: ...".
+Result<std::vector<std::string>> parse_directives(const std::string& script_text,
+                                                  const std::string& script_name);
+
+}  // namespace hpcq::job

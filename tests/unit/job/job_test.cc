@@ -1,0 +1,156 @@
+#include "lib/job/job.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+namespace hpcq::job {
+namespace {
+
+TEST(JobState, NamesRoundTrip) {
+  const JobState all[] = {JobState::kPending,   JobState::kRunning, JobState::kCompleted,
+                          JobState::kFailed,    JobState::kCancelled, JobState::kTimeout,
+                          JobState::kNodeFail};
+  for (JobState s : all) {
+    auto back = parse_state(state_name(s));
+    ASSERT_TRUE(back.has_value()) << state_name(s);
+    EXPECT_EQ(*back, s);
+  }
+  EXPECT_STREQ(state_name(JobState::kNodeFail), "NODE_FAIL");
+  EXPECT_STREQ(state_name(JobState::kCancelled), "CANCELLED");
+  EXPECT_FALSE(parse_state("pending").has_value());  // the names are exact
+  EXPECT_FALSE(parse_state("").has_value());
+  EXPECT_FALSE(parse_state("UNKNOWN").has_value());
+}
+
+TEST(JobState, Terminal) {
+  EXPECT_FALSE(is_terminal(JobState::kPending));
+  EXPECT_FALSE(is_terminal(JobState::kRunning));
+  EXPECT_TRUE(is_terminal(JobState::kCompleted));
+  EXPECT_TRUE(is_terminal(JobState::kFailed));
+  EXPECT_TRUE(is_terminal(JobState::kCancelled));
+  EXPECT_TRUE(is_terminal(JobState::kTimeout));
+  EXPECT_TRUE(is_terminal(JobState::kNodeFail));
+}
+
+JobSpec good_spec() {
+  JobSpec spec;
+  spec.name = "hello";
+  spec.argv = {"hostname"};
+  spec.output = "hpcq-%j.out";
+  spec.cwd = "/home/u";
+  spec.env = {{"PATH", "/usr/bin"}, {"BASH_FUNC_module%%", "() { :; }"}};
+  spec.request.nodes = 2;
+  spec.request.ntasks = 4;
+  spec.request.cpus_per_task = 2;
+  spec.time_limit_s = 300;
+  return spec;
+}
+
+TEST(Validate, AcceptsAGoodSpec) {
+  Status s = validate(good_spec());
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  JobSpec minimal;
+  minimal.argv = {"true"};
+  s = validate(minimal);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+}
+
+TEST(Validate, AcceptsTheBounds) {
+  JobSpec spec = good_spec();
+  spec.request.nodes = 0;
+  spec.request.ntasks = 1'000'000;
+  spec.request.cpus_per_task = 4096;
+  spec.time_limit_s = 0;
+  EXPECT_TRUE(validate(spec).is_ok());
+  spec.request.nodes = 4;
+  spec.request.ntasks = 4;
+  EXPECT_TRUE(validate(spec).is_ok());
+}
+
+struct BadCase {
+  const char* what;
+  std::function<void(JobSpec&)> spoil;
+  const char* needle;  // the option the message must name
+};
+
+class ValidateBad : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ValidateBad, NamesTheOption) {
+  JobSpec spec = good_spec();
+  GetParam().spoil(spec);
+  Status s = validate(spec);
+  ASSERT_FALSE(s.is_ok()) << GetParam().what;
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find(GetParam().needle), std::string::npos)
+      << GetParam().what << ": " << s.message();
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Job, ValidateBad, ::testing::Values(
+    BadCase{"zero tasks", [](JobSpec& s) { s.request.ntasks = 0; }, "--ntasks"},
+    BadCase{"negative tasks", [](JobSpec& s) { s.request.ntasks = -3; }, "--ntasks"},
+    BadCase{"too many tasks", [](JobSpec& s) { s.request.ntasks = 1'000'001; }, "--ntasks"},
+    BadCase{"negative nodes", [](JobSpec& s) { s.request.nodes = -1; }, "--nodes"},
+    BadCase{"more nodes than tasks", [](JobSpec& s) { s.request.nodes = 5; }, "--nodes"},
+    BadCase{"too many nodes",
+            [](JobSpec& s) {
+              s.request.nodes = 100'001;
+              s.request.ntasks = 200'000;
+            },
+            "--nodes"},
+    BadCase{"zero cpus", [](JobSpec& s) { s.request.cpus_per_task = 0; }, "--cpus-per-task"},
+    BadCase{"too many cpus", [](JobSpec& s) { s.request.cpus_per_task = 4097; },
+            "--cpus-per-task"},
+    BadCase{"absurd memory",
+            [](JobSpec& s) { s.request.mem_per_node_bytes = (std::uint64_t{1} << 60) + 1; },
+            "--mem"},
+    BadCase{"negative time", [](JobSpec& s) { s.time_limit_s = -1; }, "--time"},
+    BadCase{"time beyond ten years",
+            [](JobSpec& s) { s.time_limit_s = std::int64_t{366} * 24 * 3600 * 10 + 1; },
+            "--time"},
+    BadCase{"no argv", [](JobSpec& s) { s.argv.clear(); }, "no command"},
+    BadCase{"empty argv[0]", [](JobSpec& s) { s.argv = {""}; }, "no command"},
+    BadCase{"NUL in an argument",
+            [](JobSpec& s) { s.argv.push_back(std::string("a\0b", 3)); }, "command"},
+    BadCase{"newline in the name", [](JobSpec& s) { s.name = "a\nb"; }, "--job-name"},
+    BadCase{"escape in the name", [](JobSpec& s) { s.name = "a\x1b[2J"; }, "--job-name"},
+    BadCase{"long name", [](JobSpec& s) { s.name = std::string(257, 'n'); }, "--job-name"},
+    BadCase{"control in output", [](JobSpec& s) { s.output = "out\r"; }, "--output"},
+    BadCase{"control in error", [](JobSpec& s) { s.error = "e\x7f"; }, "--error"},
+    BadCase{"control in queue", [](JobSpec& s) { s.queue = "q\t"; }, "--queue"},
+    BadCase{"relative cwd", [](JobSpec& s) { s.cwd = "home/u"; }, "--chdir"},
+    BadCase{"control in cwd", [](JobSpec& s) { s.cwd = "/a\nb"; }, "--chdir"},
+    BadCase{"empty env name", [](JobSpec& s) { s.env[""] = "x"; }, "--export"},
+    BadCase{"'=' in env name", [](JobSpec& s) { s.env["A=B"] = "x"; }, "--export"},
+    BadCase{"NUL in env value",
+            [](JobSpec& s) { s.env["A"] = std::string("x\0y", 3); }, "--export"}));
+
+struct PathCase {
+  const char* pattern;
+  JobId id;
+  const char* cwd;
+  const char* path;
+};
+
+class ExpandOutputPath : public ::testing::TestWithParam<PathCase> {};
+
+TEST_P(ExpandOutputPath, Expands) {
+  const auto& c = GetParam();
+  EXPECT_EQ(expand_output_path(c.pattern, c.id, c.cwd), c.path) << c.pattern;
+}
+
+INSTANTIATE_TEST_SUITE_P(Job, ExpandOutputPath, ::testing::Values(
+    PathCase{"hpcq-%j.out", 42, "/home/u", "/home/u/hpcq-42.out"},
+    PathCase{"/tmp/%j/%j.log", 7, "/home/u", "/tmp/7/7.log"},
+    PathCase{"100%%-%j", 3, "/w", "/w/100%-3"},
+    PathCase{"%%j", 3, "/w", "/w/%j"},          // an escaped %, then a plain j
+    PathCase{"a%x%", 3, "/w", "/w/a%x%"},       // unknown and trailing % stay
+    PathCase{"out", 1, "/", "/out"},
+    PathCase{"out", 1, "/w/", "/w/out"},
+    PathCase{"out-%j", 18446744073709551615ULL, "", "out-18446744073709551615"},
+    PathCase{"sub/dir/%j.out", 9, "/w", "/w/sub/dir/9.out"}));
+
+}  // namespace
+}  // namespace hpcq::job

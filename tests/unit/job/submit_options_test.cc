@@ -1,0 +1,308 @@
+#include "lib/job/submit_options.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hpcq::job {
+namespace {
+
+using Words = std::vector<std::string>;
+
+// A submit directory with these files and this environment; no disk.
+class Submit : public ::testing::Test {
+ protected:
+  Submit() {
+    ctx_.cwd = "/home/u/work";
+    ctx_.environment = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/home/u"}, {"LANG", "C"}};
+    ctx_.read_file = [this](const std::string& path) -> Result<std::string> {
+      ++reads_;
+      auto it = files_.find(path);
+      if (it == files_.end()) return not_found("cannot read " + path);
+      return it->second;
+    };
+  }
+
+  Result<SubmitOptions> parse(const Words& args) { return parse_submit_args(args, ctx_); }
+
+  SubmitOptions ok(const Words& args) {
+    auto r = parse(args);
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    return r.is_ok() ? std::move(r).value() : SubmitOptions{};
+  }
+
+  std::string error(const Words& args) {
+    auto r = parse(args);
+    EXPECT_FALSE(r.is_ok());
+    if (r.is_ok()) return "";
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status().message();
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
+    return r.status().message();
+  }
+
+  SubmitContext ctx_;
+  std::map<std::string, std::string> files_;
+  int reads_ = 0;
+};
+
+TEST_F(Submit, CommandWithDefaults) {
+  SubmitOptions o = ok({"hostname"});
+  const JobSpec& s = o.spec;
+  EXPECT_EQ(s.argv, Words{"hostname"});
+  EXPECT_EQ(s.name, "hostname");
+  EXPECT_TRUE(s.script.empty());
+  EXPECT_EQ(s.request.nodes, 0);
+  EXPECT_EQ(s.request.ntasks, 1);
+  EXPECT_EQ(s.request.cpus_per_task, 1);
+  EXPECT_EQ(s.request.mem_per_node_bytes, 0u);
+  EXPECT_EQ(s.time_limit_s, 0);
+  EXPECT_EQ(s.output, "hpcq-%j.out");
+  EXPECT_EQ(s.error, "");
+  EXPECT_EQ(s.queue, "");
+  EXPECT_EQ(s.cwd, "/home/u/work");
+  EXPECT_EQ(s.env, ctx_.environment);  // --export=ALL
+  EXPECT_FALSE(s.requeue);
+  EXPECT_FALSE(o.json);
+  EXPECT_FALSE(o.wait);
+}
+
+TEST_F(Submit, EveryOptionLongAndShort) {
+  const Words short_form = {"-N", "2", "-n", "8", "-c", "4", "--mem", "4G", "-t", "1:00:00",
+                            "-J", "big", "-o", "o-%j", "-e", "e-%j", "-q", "batch", "-D",
+                            "/scratch", "--export", "NONE", "--requeue", "--json", "--wait",
+                            "./a.out", "-c", "x"};
+  const Words long_form = {"--nodes=2", "--ntasks=8", "--cpus-per-task=4", "--mem=4G",
+                           "--time=1:00:00", "--job-name=big", "--output=o-%j",
+                           "--error=e-%j", "--queue=batch", "--chdir=/scratch",
+                           "--export=NONE", "--requeue", "--json", "--wait", "./a.out", "-c",
+                           "x"};
+  const Words glued = {"-N2", "-n8", "-c4", "--mem", "4G", "-t1:00:00", "-Jbig", "-oo-%j",
+                       "-ee-%j", "-qbatch", "-D/scratch", "--export", "NONE", "--requeue",
+                       "--json", "--wait", "./a.out", "-c", "x"};
+  for (const Words& args : {short_form, long_form, glued}) {
+    SubmitOptions o = ok(args);
+    const JobSpec& s = o.spec;
+    EXPECT_EQ(s.request.nodes, 2);
+    EXPECT_EQ(s.request.ntasks, 8);
+    EXPECT_EQ(s.request.cpus_per_task, 4);
+    EXPECT_EQ(s.request.mem_per_node_bytes, 4ull << 30);
+    EXPECT_EQ(s.time_limit_s, 3600);
+    EXPECT_EQ(s.name, "big");
+    EXPECT_EQ(s.output, "o-%j");
+    EXPECT_EQ(s.error, "e-%j");
+    EXPECT_EQ(s.queue, "batch");
+    EXPECT_EQ(s.cwd, "/scratch");
+    EXPECT_TRUE(s.env.empty());
+    EXPECT_TRUE(s.requeue);
+    EXPECT_TRUE(o.json);
+    EXPECT_TRUE(o.wait);
+    // Options end at the command: its own -c is an argument.
+    EXPECT_EQ(s.argv, (Words{"./a.out", "-c", "x"}));
+    EXPECT_EQ(s.name, "big");
+  }
+}
+
+TEST_F(Submit, DoubleDashEndsOptions) {
+  SubmitOptions o = ok({"-J", "fails", "--", "sh", "-c", "exit 3"});
+  EXPECT_EQ(o.spec.argv, (Words{"sh", "-c", "exit 3"}));
+  EXPECT_EQ(o.spec.name, "fails");
+  o = ok({"--", "-weird-command", "--mem=1"});
+  EXPECT_EQ(o.spec.argv, (Words{"-weird-command", "--mem=1"}));
+  EXPECT_EQ(o.spec.request.mem_per_node_bytes, 0u);
+  EXPECT_EQ(ok({"true", "-N"}).spec.argv, (Words{"true", "-N"}));
+}
+
+TEST_F(Submit, NameIsTheBasenameOfTheCommand) {
+  EXPECT_EQ(ok({"/usr/bin/env", "true"}).spec.name, "env");
+  EXPECT_EQ(ok({"-J", "", "./bin/app"}).spec.name, "app");  // empty -J: the default
+}
+
+TEST_F(Submit, NtasksDefaultsToNodes) {
+  EXPECT_EQ(ok({"-N", "3", "true"}).spec.request.ntasks, 3);
+  EXPECT_EQ(ok({"-N", "3", "-n", "7", "true"}).spec.request.ntasks, 7);
+  EXPECT_EQ(ok({"-n", "7", "true"}).spec.request.nodes, 0);
+  EXPECT_EQ(ok({"-N", "0", "true"}).spec.request.ntasks, 1);
+}
+
+TEST_F(Submit, LastOccurrenceWins) {
+  SubmitOptions o = ok({"-N", "1", "--nodes=2", "-N3", "-J", "a", "-J", "b", "true"});
+  EXPECT_EQ(o.spec.request.nodes, 3);
+  EXPECT_EQ(o.spec.name, "b");
+  EXPECT_TRUE(ok({"--no-requeue", "--requeue", "true"}).spec.requeue);
+  EXPECT_FALSE(ok({"--requeue", "--no-requeue", "true"}).spec.requeue);
+}
+
+TEST_F(Submit, ChdirIsResolvedAgainstTheSubmitDirectory) {
+  EXPECT_EQ(ok({"-D", "out", "true"}).spec.cwd, "/home/u/work/out");
+  EXPECT_EQ(ok({"-D", "../x/./y/", "true"}).spec.cwd, "/home/u/x/y");
+  EXPECT_EQ(ok({"-D", "/", "true"}).spec.cwd, "/");
+  EXPECT_EQ(ok({"-D", ".", "true"}).spec.cwd, "/home/u/work");
+}
+
+TEST_F(Submit, TimeForms) {
+  EXPECT_EQ(ok({"-t", "0:02", "true"}).spec.time_limit_s, 2);
+  EXPECT_EQ(ok({"-t", "10", "true"}).spec.time_limit_s, 600);
+  EXPECT_EQ(ok({"--time=1.5h", "true"}).spec.time_limit_s, 5400);
+  EXPECT_EQ(ok({"-t", "2-00", "true"}).spec.time_limit_s, 2 * 86400);
+  EXPECT_EQ(ok({"-t", "UNLIMITED", "true"}).spec.time_limit_s, 0);
+}
+
+TEST_F(Submit, ExportForms) {
+  using Env = std::map<std::string, std::string>;
+  EXPECT_EQ(ok({"--export=ALL", "true"}).spec.env, ctx_.environment);
+  EXPECT_EQ(ok({"--export=NONE", "true"}).spec.env, Env{});
+  // A list: only those (a name the submitter lacks is not set), plus assignments.
+  EXPECT_EQ(ok({"--export=PATH,X=1,MISSING", "true"}).spec.env,
+            (Env{{"PATH", "/usr/bin:/bin"}, {"X", "1"}}));
+  EXPECT_EQ(ok({"--export", "HOME=/elsewhere", "true"}).spec.env, (Env{{"HOME", "/elsewhere"}}));
+  EXPECT_EQ(ok({"--export=X=a=b", "true"}).spec.env, (Env{{"X", "a=b"}}));
+  EXPECT_EQ(ok({"--export=EMPTY=", "true"}).spec.env, (Env{{"EMPTY", ""}}));
+  Env all_plus = ctx_.environment;
+  all_plus["X"] = "1";
+  all_plus["LANG"] = "fr_FR";
+  EXPECT_EQ(ok({"--export=ALL,X=1,LANG=fr_FR", "true"}).spec.env, all_plus);
+  EXPECT_EQ(ok({"--export=X=1,ALL", "true"}).spec.env.at("X"), "1");
+}
+
+TEST_F(Submit, ScriptDirectivesThenCommandLineOverrides) {
+  files_["job.sh"] =
+      "#!/bin/bash\n"
+      "# a comment\n"
+      "\n"
+      "#HPCQ -N 2\n"
+      "#HPCQ --ntasks=4 -c 2   # two cores each\n"
+      "#HPCQ -J \"my job\" -t 5:00\n"
+      "#HPCQ -o 'out-%j.txt' --mem 1G\n"
+      "#HPCQ --requeue\n"
+      "   \t\n"
+      "echo hello\n"
+      "#HPCQ -N 9\n";  // after the first command: a plain comment
+  SubmitOptions o = ok({"-n", "6", "--no-requeue", "job.sh", "arg1", "-N", "5"});
+  const JobSpec& s = o.spec;
+  EXPECT_EQ(s.script, files_["job.sh"]);
+  EXPECT_EQ(s.argv, (Words{"job.sh", "arg1", "-N", "5"}));
+  EXPECT_EQ(s.request.nodes, 2);
+  EXPECT_EQ(s.request.ntasks, 6);  // the command line wins
+  EXPECT_EQ(s.request.cpus_per_task, 2);
+  EXPECT_EQ(s.request.mem_per_node_bytes, 1ull << 30);
+  EXPECT_EQ(s.name, "my job");
+  EXPECT_EQ(s.time_limit_s, 300);
+  EXPECT_EQ(s.output, "out-%j.txt");
+  EXPECT_FALSE(s.requeue);
+}
+
+TEST_F(Submit, ScriptNtasksDefaultUsesMergedNodes) {
+  files_["n.sh"] = "#!/bin/sh\n#HPCQ -N 3\ntrue\n";
+  EXPECT_EQ(ok({"n.sh"}).spec.request.ntasks, 3);
+  EXPECT_EQ(ok({"-N", "4", "n.sh"}).spec.request.ntasks, 4);
+  EXPECT_EQ(ok({"-n", "5", "n.sh"}).spec.request.ntasks, 5);
+}
+
+TEST_F(Submit, ScriptNameAndPath) {
+  files_["scripts/run.sh"] = "#!/bin/sh\r\n#HPCQ -n 2\r\nhostname\r\n";  // CRLF too
+  SubmitOptions o = ok({"--", "scripts/run.sh"});
+  EXPECT_EQ(o.spec.name, "run.sh");
+  EXPECT_EQ(o.spec.argv, Words{"scripts/run.sh"});
+  EXPECT_EQ(o.spec.request.ntasks, 2);
+  EXPECT_FALSE(o.spec.script.empty());
+}
+
+TEST_F(Submit, AFileWithoutShebangIsACommand) {
+  files_["a.out"] = std::string("\x7f" "ELF\x02\x01", 6);
+  files_["notes"] = "#HPCQ -N 9\n";
+  SubmitOptions o = ok({"a.out"});
+  EXPECT_TRUE(o.spec.script.empty());
+  EXPECT_EQ(o.spec.argv, Words{"a.out"});
+  o = ok({"notes"});
+  EXPECT_TRUE(o.spec.script.empty());
+  EXPECT_EQ(o.spec.request.nodes, 0);
+}
+
+TEST_F(Submit, NoReadFileMeansCommands) {
+  ctx_.read_file = nullptr;
+  EXPECT_EQ(ok({"job.sh"}).spec.argv, Words{"job.sh"});
+}
+
+TEST_F(Submit, ScriptDirectiveErrorsNameTheLine) {
+  files_["unknown_directive.sh"] = "#!/bin/sh\n#HPCQ -N 1\n#HPCQ --frobnicate\ntrue\n";
+  EXPECT_EQ(error({"unknown_directive.sh"}),
+            "unknown_directive.sh:3: unknown option '--frobnicate'");
+  files_["bad_mem.sh"] = "#!/bin/sh\n#HPCQ --mem=lots\ntrue\n";
+  EXPECT_EQ(error({"bad_mem.sh"}), "bad_mem.sh:2: --mem: bad size 'lots'");
+  files_["bad_time.sh"] = "#!/bin/sh\n#HPCQ -t 1:2:3:4\ntrue\n";
+  EXPECT_EQ(error({"bad_time.sh"}), "bad_time.sh:2: --time: bad duration '1:2:3:4'");
+  files_["bad_quote.sh"] = "#!/bin/sh\n#HPCQ -J \"unterminated\ntrue\n";
+  EXPECT_EQ(error({"bad_quote.sh"}), "bad_quote.sh:2: unterminated \" quote");
+  files_["bad_nodes.sh"] = "#!/bin/sh\n\n#HPCQ -N many\ntrue\n";
+  EXPECT_EQ(error({"bad_nodes.sh"}), "bad_nodes.sh:3: --nodes: bad count 'many'");
+  files_["positional.sh"] = "#!/bin/sh\n#HPCQ -N 1 extra\n";
+  EXPECT_EQ(error({"positional.sh"}),
+            "positional.sh:2: unexpected argument 'extra' (directives take options only)");
+  files_["split.sh"] = "#!/bin/sh\n#HPCQ -N\n#HPCQ 2\n";
+  EXPECT_EQ(error({"split.sh"}), "split.sh:2: --nodes: missing value");
+  // Validation after merging names the option, not a line.
+  files_["nodes.sh"] = "#!/bin/sh\n#HPCQ -N 3 -n 2\n";
+  EXPECT_NE(error({"nodes.sh"}).find("--nodes"), std::string::npos);
+}
+
+TEST_F(Submit, CommandLineErrorsComeBeforeTheScriptIsRead) {
+  files_["job.sh"] = "#!/bin/sh\n#HPCQ --frobnicate\n";
+  EXPECT_EQ(error({"--mem", "lots", "job.sh"}), "--mem: bad size 'lots'");
+  EXPECT_EQ(reads_, 0);
+}
+
+struct BadArgs {
+  Words args;
+  const char* message;  // exact
+};
+
+class SubmitBad : public Submit, public ::testing::WithParamInterface<BadArgs> {};
+
+TEST_P(SubmitBad, OneLineNamingTheOptionAndValue) {
+  EXPECT_EQ(error(GetParam().args), GetParam().message);
+}
+
+INSTANTIATE_TEST_SUITE_P(Submit, SubmitBad, ::testing::Values(
+    BadArgs{{}, "submit: no command or script given"},
+    BadArgs{{"-N", "2"}, "submit: no command or script given"},
+    BadArgs{{"--"}, "submit: no command or script given"},
+    BadArgs{{"--mem", "lots", "true"}, "--mem: bad size 'lots'"},
+    BadArgs{{"--mem=-1", "true"}, "--mem: bad size '-1'"},
+    BadArgs{{"--mem=99999999999T", "true"}, "--mem: size '99999999999T' is too large"},
+    BadArgs{{"--frobnicate", "true"}, "unknown option '--frobnicate'"},
+    BadArgs{{"--frobnicate=3", "true"}, "unknown option '--frobnicate'"},
+    BadArgs{{"-x", "true"}, "unknown option '-x'"},
+    BadArgs{{"-N", "1", "--frobnicate", "--", "true"}, "unknown option '--frobnicate'"},
+    BadArgs{{"-t", "-5", "true"}, "--time: bad duration '-5'"},
+    BadArgs{{"-t", "0", "true"},
+            "--time: bad duration '0': must be more than 0 (UNLIMITED for no limit)"},
+    BadArgs{{"-n", "0", "true"}, "--ntasks: must be 1..1000000, got 0"},
+    BadArgs{{"-n", "-1", "true"}, "--ntasks: bad count '-1'"},
+    BadArgs{{"-N", "3", "-n", "2", "true"},
+            "--nodes: 3 nodes for 2 tasks (every node runs at least one task)"},
+    BadArgs{{"-N", "many", "true"}, "--nodes: bad count 'many'"},
+    BadArgs{{"-N", "99999999999", "true"}, "--nodes: bad count '99999999999'"},
+    BadArgs{{"-c", "x", "true"}, "--cpus-per-task: bad count 'x'"},
+    BadArgs{{"-c", "0", "true"}, "--cpus-per-task: must be 1..4096, got 0"},
+    BadArgs{{"-N"}, "--nodes: missing value"},
+    BadArgs{{"--mem=", "true"}, "--mem: empty value"},
+    BadArgs{{"-J", "x", "--job-name=", "true"}, "--job-name: empty value"},
+    BadArgs{{"-o", "", "true"}, "--output: empty file name"},
+    BadArgs{{"-D", "", "true"}, "--chdir: empty directory"},
+    BadArgs{{"-J", "a\nb", "true"}, "--job-name: control character in 'a\\x0ab'"},
+    BadArgs{{"--export=", "true"}, "--export: empty value"},
+    BadArgs{{"--export", "A,,B", "true"},
+            "--export: bad list 'A,,B' (ALL, NONE, or [ALL,]VAR[=value],...)"},
+    BadArgs{{"--export", "NONE,A=1", "true"},
+            "--export: bad list 'NONE,A=1' (ALL, NONE, or [ALL,]VAR[=value],...)"},
+    BadArgs{{"--export", "=1", "true"}, "--export: bad variable name in '=1'"},
+    BadArgs{{"--requeue=maybe", "true"}, "--requeue: bad value 'maybe'"},
+    BadArgs{{"--help"},
+            "submit: usage: hpcq submit [-N NODES] [-n NTASKS] [-c CPUS] [--mem SIZE] [-t TIME] "
+            "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-D DIR] [--export VARS] [--requeue] "
+            "[--json] [--wait] [--] COMMAND|SCRIPT [ARGS...]"}));
+
+}  // namespace
+}  // namespace hpcq::job
