@@ -34,8 +34,7 @@ std::optional<std::int64_t> parse_digits(std::string_view text) {
 }
 
 // Sum of value * unit; nullopt on overflow.
-std::optional<std::int64_t> add_scaled(std::int64_t total, std::int64_t value,
-                                       std::int64_t unit) {
+std::optional<std::int64_t> add_scaled(std::int64_t total, std::int64_t value, std::int64_t unit) {
   std::int64_t scaled = 0;
   if (__builtin_mul_overflow(value, unit, &scaled) ||
       __builtin_add_overflow(total, scaled, &total)) {
@@ -152,11 +151,21 @@ Result<std::int64_t> parse_duration_s(std::string_view text) {
   std::optional<std::int64_t> seconds;
   if (!text.empty()) {
     switch (lower(text.back())) {
-      case 's': seconds = parse_flux_duration(text.substr(0, text.size() - 1), 1); break;
-      case 'm': seconds = parse_flux_duration(text.substr(0, text.size() - 1), kMinute); break;
-      case 'h': seconds = parse_flux_duration(text.substr(0, text.size() - 1), kHour); break;
-      case 'd': seconds = parse_flux_duration(text.substr(0, text.size() - 1), kDay); break;
-      default: seconds = parse_slurm_duration(text); break;
+      case 's':
+        seconds = parse_flux_duration(text.substr(0, text.size() - 1), 1);
+        break;
+      case 'm':
+        seconds = parse_flux_duration(text.substr(0, text.size() - 1), kMinute);
+        break;
+      case 'h':
+        seconds = parse_flux_duration(text.substr(0, text.size() - 1), kHour);
+        break;
+      case 'd':
+        seconds = parse_flux_duration(text.substr(0, text.size() - 1), kDay);
+        break;
+      default:
+        seconds = parse_slurm_duration(text);
+        break;
     }
   }
   if (!seconds) return invalid_argument("bad duration " + quote(text));
@@ -174,15 +183,14 @@ std::string format_duration(std::int64_t seconds) {
   const std::int64_t rest = seconds % kDay;
   std::array<char, 64> buf{};
   if (days > 0) {
-    std::snprintf(buf.data(), buf.size(), "%lld-%02lld:%02lld:%02lld",
-                  static_cast<long long>(days), static_cast<long long>(rest / kHour),
-                  static_cast<long long>(rest % kHour / kMinute),
-                  static_cast<long long>(rest % kMinute));
-  } else {
-    std::snprintf(buf.data(), buf.size(), "%02lld:%02lld:%02lld",
+    std::snprintf(buf.data(), buf.size(), "%lld-%02lld:%02lld:%02lld", static_cast<long long>(days),
                   static_cast<long long>(rest / kHour),
                   static_cast<long long>(rest % kHour / kMinute),
                   static_cast<long long>(rest % kMinute));
+  } else {
+    std::snprintf(
+        buf.data(), buf.size(), "%02lld:%02lld:%02lld", static_cast<long long>(rest / kHour),
+        static_cast<long long>(rest % kHour / kMinute), static_cast<long long>(rest % kMinute));
   }
   return buf.data();
 }

@@ -25,7 +25,7 @@ constexpr int kMaxNodes = 100'000;
 constexpr int kMaxTasks = 1'000'000;
 constexpr int kMaxCpusPerTask = 4096;
 constexpr std::int64_t kMaxTimeLimitS = std::int64_t{366} * 24 * 3600 * 10;  // ten years
-constexpr std::uint64_t kMaxMemPerNode = std::uint64_t{1} << 60;               // 1 EiB
+constexpr std::uint64_t kMaxMemPerNode = std::uint64_t{1} << 60;             // 1 EiB
 constexpr size_t kMaxNameLength = 256;
 
 bool has_control(const std::string& text) {
@@ -95,8 +95,8 @@ Status validate(const JobSpec& spec) {
                             " per node is more than any node has");
   }
   if (spec.time_limit_s < 0 || spec.time_limit_s > kMaxTimeLimitS) {
-    return invalid_argument("--time: must be 0.." + std::to_string(kMaxTimeLimitS) +
-                            " s, got " + std::to_string(spec.time_limit_s));
+    return invalid_argument("--time: must be 0.." + std::to_string(kMaxTimeLimitS) + " s, got " +
+                            std::to_string(spec.time_limit_s));
   }
   if (spec.argv.empty() || spec.argv[0].empty()) {
     return invalid_argument("submit: no command or script given");

@@ -3,7 +3,6 @@
 #include "lib/job/submit_options.h"
 
 #include <CLI/CLI.hpp>
-
 #include <climits>
 #include <exception>
 #include <filesystem>
@@ -90,7 +89,14 @@ struct DirectiveLine {
 };
 
 Status at_line(const std::string& script_name, int line, const Status& s) {
-  return invalid_argument(script_name + ":" + std::to_string(line) + ": " + s.message());
+  // A file name may hold a newline; the message must stay one line.
+  bool plain = true;
+  for (char c : script_name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) plain = false;
+  }
+  return invalid_argument((plain ? script_name : quote(script_name)) + ":" + std::to_string(line) +
+                          ": " + s.message());
 }
 
 Result<std::vector<DirectiveLine>> directive_lines(const std::string& text,
@@ -225,9 +231,9 @@ struct OptionName {
   const char* long_name;
 };
 constexpr OptionName kValueOptions[] = {
-    {'N', "--nodes"},  {'n', "--ntasks"},   {'c', "--cpus-per-task"}, {0, "--mem"},
-    {'t', "--time"},   {'J', "--job-name"}, {'o', "--output"},        {'e', "--error"},
-    {'q', "--queue"},  {'D', "--chdir"},    {0, "--export"},
+    {'N', "--nodes"}, {'n', "--ntasks"},   {'c', "--cpus-per-task"}, {0, "--mem"},
+    {'t', "--time"},  {'J', "--job-name"}, {'o', "--output"},        {'e', "--error"},
+    {'q', "--queue"}, {'D', "--chdir"},    {0, "--export"},
 };
 
 const OptionName* find_value_option(std::string_view word) {
@@ -266,14 +272,16 @@ Status from_cli11(const CLI::ParseError& e) {
   const std::string what = e.what();
   if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && what.starts_with("-")) {
     const size_t colon = what.find(':');
-    if (colon != std::string::npos) return invalid_argument(what.substr(0, colon) + ": missing value");
+    if (colon != std::string::npos) {
+      return invalid_argument(what.substr(0, colon) + ": missing value");
+    }
   }
   constexpr std::string_view kConvert = "Could not convert: ";
   if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr && what.starts_with(kConvert)) {
     const size_t eq = what.find(" = ", kConvert.size());
     if (eq != std::string::npos) {
-      return invalid_argument(what.substr(kConvert.size(), eq - kConvert.size()) +
-                              ": bad value " + quote(what.substr(eq + 3)));
+      return invalid_argument(what.substr(kConvert.size(), eq - kConvert.size()) + ": bad value " +
+                              quote(what.substr(eq + 3)));
     }
   }
   std::string line = what;
@@ -288,7 +296,7 @@ Status from_cli11(const CLI::ParseError& e) {
 Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_line) {
   HPCQ_RETURN_IF_ERROR(reject_empty_equals(words));
   CLI::App app{"hpcq submit"};
-  app.set_help_flag();  // no help option: CLI11 would print and want to exit
+  app.set_help_flag();   // no help option: CLI11 would print and want to exit
   app.prefix_command();  // the first non-option word and all after it are the command
   std::string nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
   bool requeue = false;

@@ -21,33 +21,25 @@ TEST_P(DurationGood, Parses) {
   EXPECT_EQ(*r, GetParam().seconds) << GetParam().text;
 }
 
-INSTANTIATE_TEST_SUITE_P(Units, DurationGood, ::testing::Values(
-    DurationCase{"5", 300},               // MM
-    DurationCase{"90", 5400},             // minutes are not range-checked, as in Slurm
-    DurationCase{"0:02", 2},              // MM:SS
-    DurationCase{"5:00", 300},
-    DurationCase{"0:90", 90},
-    DurationCase{"1:02:03", 3723},        // HH:MM:SS
-    DurationCase{"1-0", 86400},           // D-HH
-    DurationCase{"2-03", 2 * 86400 + 3 * 3600},
-    DurationCase{"1-02:03", 86400 + 7200 + 180},          // D-HH:MM
-    DurationCase{"1-02:03:04", 86400 + 7200 + 180 + 4},   // D-HH:MM:SS
-    DurationCase{"0-00:00:01", 1},
-    DurationCase{"30s", 30},
-    DurationCase{"10m", 600},
-    DurationCase{"2h", 7200},
-    DurationCase{"1d", 86400},
-    DurationCase{"1.5h", 5400},
-    DurationCase{"0.5m", 30},
-    DurationCase{".5m", 30},
-    DurationCase{"0.1s", 1},              // rounds up, never shorter than asked
-    DurationCase{"1.0001s", 2},
-    DurationCase{"2H", 7200},
-    DurationCase{"UNLIMITED", 0},
-    DurationCase{"unlimited", 0},
-    DurationCase{"infinite", 0},
-    DurationCase{"INFINITE", 0},
-    DurationCase{"106751991167300d", 106751991167300LL * 86400}));
+INSTANTIATE_TEST_SUITE_P(
+    Units, DurationGood,
+    ::testing::Values(DurationCase{"5", 300},    // MM
+                      DurationCase{"90", 5400},  // minutes are not range-checked, as in Slurm
+                      DurationCase{"0:02", 2},   // MM:SS
+                      DurationCase{"5:00", 300}, DurationCase{"0:90", 90},
+                      DurationCase{"1:02:03", 3723},  // HH:MM:SS
+                      DurationCase{"1-0", 86400},     // D-HH
+                      DurationCase{"2-03", 2 * 86400 + 3 * 3600},
+                      DurationCase{"1-02:03", 86400 + 7200 + 180},         // D-HH:MM
+                      DurationCase{"1-02:03:04", 86400 + 7200 + 180 + 4},  // D-HH:MM:SS
+                      DurationCase{"0-00:00:01", 1}, DurationCase{"30s", 30},
+                      DurationCase{"10m", 600}, DurationCase{"2h", 7200}, DurationCase{"1d", 86400},
+                      DurationCase{"1.5h", 5400}, DurationCase{"0.5m", 30}, DurationCase{".5m", 30},
+                      DurationCase{"0.1s", 1},  // rounds up, never shorter than asked
+                      DurationCase{"1.0001s", 2}, DurationCase{"2H", 7200},
+                      DurationCase{"UNLIMITED", 0}, DurationCase{"unlimited", 0},
+                      DurationCase{"infinite", 0}, DurationCase{"INFINITE", 0},
+                      DurationCase{"106751991167300d", 106751991167300LL * 86400}));
 
 class DurationBad : public ::testing::TestWithParam<const char*> {};
 
@@ -56,17 +48,18 @@ TEST_P(DurationBad, IsInvalidArgumentQuotingTheText) {
   auto r = parse_duration_s(text);
   ASSERT_FALSE(r.is_ok()) << text << " parsed as " << *r;
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("'" + text + "'"), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("'" + text + "'"), std::string::npos) << r.status().message();
   EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Units, DurationBad, ::testing::Values(
-    "", "0", "00", "0:00", "0-0", "0s", "0.0h", "-5", "-1", "+5", " 5", "5 ", "5x", "1:2:3:4",
-    "1-2:3:4:5", "1-", "-1-2", ":5", "5:", "1::2", "1.5", "1.h", "h", "s", "1.5.5h", "1,5h",
-    "1e3s", "abc", "unlimitedx", "1-2-3", "1.0000000001h",
-    "99999999999999999999", "9223372036854775807", "106751991167301d",
-    "153722867280912931m:00", "9223372036854775807-0"));
+INSTANTIATE_TEST_SUITE_P(Units, DurationBad,
+                         ::testing::Values("", "0", "00", "0:00", "0-0", "0s", "0.0h", "-5", "-1",
+                                           "+5", " 5", "5 ", "5x", "1:2:3:4", "1-2:3:4:5", "1-",
+                                           "-1-2", ":5", "5:", "1::2", "1.5", "1.h", "h", "s",
+                                           "1.5.5h", "1,5h", "1e3s", "abc", "unlimitedx", "1-2-3",
+                                           "1.0000000001h", "99999999999999999999",
+                                           "9223372036854775807", "106751991167301d",
+                                           "153722867280912931m:00", "9223372036854775807-0"));
 
 TEST(Units, DurationControlCharactersAreEscapedInTheMessage) {
   auto r = parse_duration_s(std::string("1\n2\0", 4));
@@ -90,16 +83,14 @@ TEST_P(FormatDuration, Formats) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Units, FormatDuration, ::testing::Values(
-    FormatDurationCase{300, "00:05:00"},
-    FormatDurationCase{1, "00:00:01"},
-    FormatDurationCase{3723, "01:02:03"},
-    FormatDurationCase{86399, "23:59:59"},
-    FormatDurationCase{86400, "1-00:00:00"},
-    FormatDurationCase{93784, "1-02:03:04"},
-    FormatDurationCase{400 * 86400, "400-00:00:00"},
-    FormatDurationCase{0, "UNLIMITED"},
-    FormatDurationCase{-1, "INVALID"}));
+INSTANTIATE_TEST_SUITE_P(
+    Units, FormatDuration,
+    ::testing::Values(FormatDurationCase{300, "00:05:00"}, FormatDurationCase{1, "00:00:01"},
+                      FormatDurationCase{3723, "01:02:03"}, FormatDurationCase{86399, "23:59:59"},
+                      FormatDurationCase{86400, "1-00:00:00"},
+                      FormatDurationCase{93784, "1-02:03:04"},
+                      FormatDurationCase{400 * 86400, "400-00:00:00"},
+                      FormatDurationCase{0, "UNLIMITED"}, FormatDurationCase{-1, "INVALID"}));
 
 TEST(Units, FormatDurationOfUnlimitedReadsBack) {
   auto r = parse_duration_s(format_duration(0));
@@ -125,24 +116,18 @@ TEST_P(MemoryGood, Parses) {
   EXPECT_EQ(*r, GetParam().bytes) << GetParam().text;
 }
 
-INSTANTIATE_TEST_SUITE_P(Units, MemoryGood, ::testing::Values(
-    MemoryCase{"512", 512 * kMiB},  // a plain number is MiB, as in Slurm
-    MemoryCase{"0", 0},             // all of the node
-    MemoryCase{"0G", 0},
-    MemoryCase{"1K", kKiB},
-    MemoryCase{"1536k", 1536 * kKiB},
-    MemoryCase{"512M", 512 * kMiB},
-    MemoryCase{"4G", 4 * kGiB},
-    MemoryCase{"4g", 4 * kGiB},
-    MemoryCase{"4GB", 4 * kGiB},
-    MemoryCase{"4gb", 4 * kGiB},
-    MemoryCase{"4GiB", 4 * kGiB},
-    MemoryCase{"4gib", 4 * kGiB},
-    MemoryCase{"2T", 2 * kTiB},
-    MemoryCase{"1P", 1024 * kTiB},
-    MemoryCase{"1000B", 1000},
-    MemoryCase{"16383P", 16383 * 1024 * kTiB},
-    MemoryCase{"18446744073709551615B", UINT64_MAX}));
+INSTANTIATE_TEST_SUITE_P(
+    Units, MemoryGood,
+    ::testing::Values(MemoryCase{"512", 512 * kMiB},  // a plain number is MiB, as in Slurm
+                      MemoryCase{"0", 0},             // all of the node
+                      MemoryCase{"0G", 0}, MemoryCase{"1K", kKiB}, MemoryCase{"1536k", 1536 * kKiB},
+                      MemoryCase{"512M", 512 * kMiB}, MemoryCase{"4G", 4 * kGiB},
+                      MemoryCase{"4g", 4 * kGiB}, MemoryCase{"4GB", 4 * kGiB},
+                      MemoryCase{"4gb", 4 * kGiB}, MemoryCase{"4GiB", 4 * kGiB},
+                      MemoryCase{"4gib", 4 * kGiB}, MemoryCase{"2T", 2 * kTiB},
+                      MemoryCase{"1P", 1024 * kTiB}, MemoryCase{"1000B", 1000},
+                      MemoryCase{"16383P", 16383 * 1024 * kTiB},
+                      MemoryCase{"18446744073709551615B", UINT64_MAX}));
 
 class MemoryBad : public ::testing::TestWithParam<const char*> {};
 
@@ -151,14 +136,15 @@ TEST_P(MemoryBad, IsInvalidArgumentQuotingTheText) {
   auto r = parse_memory_bytes(text);
   ASSERT_FALSE(r.is_ok()) << text << " parsed as " << *r;
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("'" + text + "'"), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("'" + text + "'"), std::string::npos) << r.status().message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Units, MemoryBad, ::testing::Values(
-    "", "lots", "-1", "-1G", "+1G", "1.5G", "G", "4 G", " 4G", "4G ", "4X", "4GG", "4GiBx", "4iB",
-    "4Gi", "4KB5", "0x10", "16384P", "17179869184T", "18446744073709551616B",
-    "99999999999999999999", "18446744073709551615"));
+INSTANTIATE_TEST_SUITE_P(Units, MemoryBad,
+                         ::testing::Values("", "lots", "-1", "-1G", "+1G", "1.5G", "G", "4 G",
+                                           " 4G", "4G ", "4X", "4GG", "4GiBx", "4iB", "4Gi", "4KB5",
+                                           "0x10", "16384P", "17179869184T",
+                                           "18446744073709551616B", "99999999999999999999",
+                                           "18446744073709551615"));
 
 TEST(Units, MemoryMessages) {
   EXPECT_EQ(parse_memory_bytes("lots").status().message(), "bad size 'lots'");
@@ -179,16 +165,14 @@ TEST_P(FormatMemory, FormatsAndReadsBack) {
   EXPECT_EQ(*back, GetParam().bytes);
 }
 
-INSTANTIATE_TEST_SUITE_P(Units, FormatMemory, ::testing::Values(
-    FormatMemoryCase{4 * kGiB, "4G"},
-    FormatMemoryCase{512 * kMiB, "512M"},
-    FormatMemoryCase{1536 * kKiB, "1536K"},
-    FormatMemoryCase{1536 * kMiB, "1536M"},
-    FormatMemoryCase{3 * kTiB, "3T"},
-    FormatMemoryCase{2048 * kTiB, "2P"},
-    FormatMemoryCase{1000, "1000B"},
-    FormatMemoryCase{0, "0"},
-    FormatMemoryCase{UINT64_MAX, "18446744073709551615B"}));
+INSTANTIATE_TEST_SUITE_P(
+    Units, FormatMemory,
+    ::testing::Values(FormatMemoryCase{4 * kGiB, "4G"}, FormatMemoryCase{512 * kMiB, "512M"},
+                      FormatMemoryCase{1536 * kKiB, "1536K"},
+                      FormatMemoryCase{1536 * kMiB, "1536M"}, FormatMemoryCase{3 * kTiB, "3T"},
+                      FormatMemoryCase{2048 * kTiB, "2P"}, FormatMemoryCase{1000, "1000B"},
+                      FormatMemoryCase{0, "0"},
+                      FormatMemoryCase{UINT64_MAX, "18446744073709551615B"}));
 
 TEST(Units, QuoteEscapesAndTruncates) {
   EXPECT_EQ(quote("abc"), "'abc'");

@@ -9,8 +9,8 @@ namespace hpcq::job {
 namespace {
 
 TEST(JobState, NamesRoundTrip) {
-  const JobState all[] = {JobState::kPending,   JobState::kRunning, JobState::kCompleted,
-                          JobState::kFailed,    JobState::kCancelled, JobState::kTimeout,
+  const JobState all[] = {JobState::kPending, JobState::kRunning,   JobState::kCompleted,
+                          JobState::kFailed,  JobState::kCancelled, JobState::kTimeout,
                           JobState::kNodeFail};
   for (JobState s : all) {
     auto back = parse_state(state_name(s));
@@ -88,44 +88,46 @@ TEST_P(ValidateBad, NamesTheOption) {
   EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Job, ValidateBad, ::testing::Values(
-    BadCase{"zero tasks", [](JobSpec& s) { s.request.ntasks = 0; }, "--ntasks"},
-    BadCase{"negative tasks", [](JobSpec& s) { s.request.ntasks = -3; }, "--ntasks"},
-    BadCase{"too many tasks", [](JobSpec& s) { s.request.ntasks = 1'000'001; }, "--ntasks"},
-    BadCase{"negative nodes", [](JobSpec& s) { s.request.nodes = -1; }, "--nodes"},
-    BadCase{"more nodes than tasks", [](JobSpec& s) { s.request.nodes = 5; }, "--nodes"},
-    BadCase{"too many nodes",
-            [](JobSpec& s) {
-              s.request.nodes = 100'001;
-              s.request.ntasks = 200'000;
-            },
-            "--nodes"},
-    BadCase{"zero cpus", [](JobSpec& s) { s.request.cpus_per_task = 0; }, "--cpus-per-task"},
-    BadCase{"too many cpus", [](JobSpec& s) { s.request.cpus_per_task = 4097; },
-            "--cpus-per-task"},
-    BadCase{"absurd memory",
-            [](JobSpec& s) { s.request.mem_per_node_bytes = (std::uint64_t{1} << 60) + 1; },
-            "--mem"},
-    BadCase{"negative time", [](JobSpec& s) { s.time_limit_s = -1; }, "--time"},
-    BadCase{"time beyond ten years",
-            [](JobSpec& s) { s.time_limit_s = std::int64_t{366} * 24 * 3600 * 10 + 1; },
-            "--time"},
-    BadCase{"no argv", [](JobSpec& s) { s.argv.clear(); }, "no command"},
-    BadCase{"empty argv[0]", [](JobSpec& s) { s.argv = {""}; }, "no command"},
-    BadCase{"NUL in an argument",
-            [](JobSpec& s) { s.argv.push_back(std::string("a\0b", 3)); }, "command"},
-    BadCase{"newline in the name", [](JobSpec& s) { s.name = "a\nb"; }, "--job-name"},
-    BadCase{"escape in the name", [](JobSpec& s) { s.name = "a\x1b[2J"; }, "--job-name"},
-    BadCase{"long name", [](JobSpec& s) { s.name = std::string(257, 'n'); }, "--job-name"},
-    BadCase{"control in output", [](JobSpec& s) { s.output = "out\r"; }, "--output"},
-    BadCase{"control in error", [](JobSpec& s) { s.error = "e\x7f"; }, "--error"},
-    BadCase{"control in queue", [](JobSpec& s) { s.queue = "q\t"; }, "--queue"},
-    BadCase{"relative cwd", [](JobSpec& s) { s.cwd = "home/u"; }, "--chdir"},
-    BadCase{"control in cwd", [](JobSpec& s) { s.cwd = "/a\nb"; }, "--chdir"},
-    BadCase{"empty env name", [](JobSpec& s) { s.env[""] = "x"; }, "--export"},
-    BadCase{"'=' in env name", [](JobSpec& s) { s.env["A=B"] = "x"; }, "--export"},
-    BadCase{"NUL in env value",
-            [](JobSpec& s) { s.env["A"] = std::string("x\0y", 3); }, "--export"}));
+INSTANTIATE_TEST_SUITE_P(
+    Job, ValidateBad,
+    ::testing::Values(
+        BadCase{"zero tasks", [](JobSpec& s) { s.request.ntasks = 0; }, "--ntasks"},
+        BadCase{"negative tasks", [](JobSpec& s) { s.request.ntasks = -3; }, "--ntasks"},
+        BadCase{"too many tasks", [](JobSpec& s) { s.request.ntasks = 1'000'001; }, "--ntasks"},
+        BadCase{"negative nodes", [](JobSpec& s) { s.request.nodes = -1; }, "--nodes"},
+        BadCase{"more nodes than tasks", [](JobSpec& s) { s.request.nodes = 5; }, "--nodes"},
+        BadCase{"too many nodes",
+                [](JobSpec& s) {
+                  s.request.nodes = 100'001;
+                  s.request.ntasks = 200'000;
+                },
+                "--nodes"},
+        BadCase{"zero cpus", [](JobSpec& s) { s.request.cpus_per_task = 0; }, "--cpus-per-task"},
+        BadCase{"too many cpus", [](JobSpec& s) { s.request.cpus_per_task = 4097; },
+                "--cpus-per-task"},
+        BadCase{"absurd memory",
+                [](JobSpec& s) { s.request.mem_per_node_bytes = (std::uint64_t{1} << 60) + 1; },
+                "--mem"},
+        BadCase{"negative time", [](JobSpec& s) { s.time_limit_s = -1; }, "--time"},
+        BadCase{"time beyond ten years",
+                [](JobSpec& s) { s.time_limit_s = std::int64_t{366} * 24 * 3600 * 10 + 1; },
+                "--time"},
+        BadCase{"no argv", [](JobSpec& s) { s.argv.clear(); }, "no command"},
+        BadCase{"empty argv[0]", [](JobSpec& s) { s.argv = {""}; }, "no command"},
+        BadCase{"NUL in an argument", [](JobSpec& s) { s.argv.push_back(std::string("a\0b", 3)); },
+                "command"},
+        BadCase{"newline in the name", [](JobSpec& s) { s.name = "a\nb"; }, "--job-name"},
+        BadCase{"escape in the name", [](JobSpec& s) { s.name = "a\x1b[2J"; }, "--job-name"},
+        BadCase{"long name", [](JobSpec& s) { s.name = std::string(257, 'n'); }, "--job-name"},
+        BadCase{"control in output", [](JobSpec& s) { s.output = "out\r"; }, "--output"},
+        BadCase{"control in error", [](JobSpec& s) { s.error = "e\x7f"; }, "--error"},
+        BadCase{"control in queue", [](JobSpec& s) { s.queue = "q\t"; }, "--queue"},
+        BadCase{"relative cwd", [](JobSpec& s) { s.cwd = "home/u"; }, "--chdir"},
+        BadCase{"control in cwd", [](JobSpec& s) { s.cwd = "/a\nb"; }, "--chdir"},
+        BadCase{"empty env name", [](JobSpec& s) { s.env[""] = "x"; }, "--export"},
+        BadCase{"'=' in env name", [](JobSpec& s) { s.env["A=B"] = "x"; }, "--export"},
+        BadCase{"NUL in env value", [](JobSpec& s) { s.env["A"] = std::string("x\0y", 3); },
+                "--export"}));
 
 struct PathCase {
   const char* pattern;
@@ -141,16 +143,16 @@ TEST_P(ExpandOutputPath, Expands) {
   EXPECT_EQ(expand_output_path(c.pattern, c.id, c.cwd), c.path) << c.pattern;
 }
 
-INSTANTIATE_TEST_SUITE_P(Job, ExpandOutputPath, ::testing::Values(
-    PathCase{"hpcq-%j.out", 42, "/home/u", "/home/u/hpcq-42.out"},
-    PathCase{"/tmp/%j/%j.log", 7, "/home/u", "/tmp/7/7.log"},
-    PathCase{"100%%-%j", 3, "/w", "/w/100%-3"},
-    PathCase{"%%j", 3, "/w", "/w/%j"},          // an escaped %, then a plain j
-    PathCase{"a%x%", 3, "/w", "/w/a%x%"},       // unknown and trailing % stay
-    PathCase{"out", 1, "/", "/out"},
-    PathCase{"out", 1, "/w/", "/w/out"},
-    PathCase{"out-%j", 18446744073709551615ULL, "", "out-18446744073709551615"},
-    PathCase{"sub/dir/%j.out", 9, "/w", "/w/sub/dir/9.out"}));
+INSTANTIATE_TEST_SUITE_P(
+    Job, ExpandOutputPath,
+    ::testing::Values(PathCase{"hpcq-%j.out", 42, "/home/u", "/home/u/hpcq-42.out"},
+                      PathCase{"/tmp/%j/%j.log", 7, "/home/u", "/tmp/7/7.log"},
+                      PathCase{"100%%-%j", 3, "/w", "/w/100%-3"},
+                      PathCase{"%%j", 3, "/w", "/w/%j"},     // an escaped %, then a plain j
+                      PathCase{"a%x%", 3, "/w", "/w/a%x%"},  // unknown and trailing % stay
+                      PathCase{"out", 1, "/", "/out"}, PathCase{"out", 1, "/w/", "/w/out"},
+                      PathCase{"out-%j", 18446744073709551615ULL, "", "out-18446744073709551615"},
+                      PathCase{"sub/dir/%j.out", 9, "/w", "/w/sub/dir/9.out"}));
 
 }  // namespace
 }  // namespace hpcq::job

@@ -69,18 +69,32 @@ TEST_F(Submit, CommandWithDefaults) {
 }
 
 TEST_F(Submit, EveryOptionLongAndShort) {
-  const Words short_form = {"-N", "2", "-n", "8", "-c", "4", "--mem", "4G", "-t", "1:00:00",
-                            "-J", "big", "-o", "o-%j", "-e", "e-%j", "-q", "batch", "-D",
-                            "/scratch", "--export", "NONE", "--requeue", "--json", "--wait",
-                            "./a.out", "-c", "x"};
-  const Words long_form = {"--nodes=2", "--ntasks=8", "--cpus-per-task=4", "--mem=4G",
-                           "--time=1:00:00", "--job-name=big", "--output=o-%j",
-                           "--error=e-%j", "--queue=batch", "--chdir=/scratch",
-                           "--export=NONE", "--requeue", "--json", "--wait", "./a.out", "-c",
+  const Words short_form = {"-N",     "2",        "-n",       "8",       "-c",        "4",
+                            "--mem",  "4G",       "-t",       "1:00:00", "-J",        "big",
+                            "-o",     "o-%j",     "-e",       "e-%j",    "-q",        "batch",
+                            "-D",     "/scratch", "--export", "NONE",    "--requeue", "--json",
+                            "--wait", "./a.out",  "-c",       "x"};
+  const Words long_form = {"--nodes=2",
+                           "--ntasks=8",
+                           "--cpus-per-task=4",
+                           "--mem=4G",
+                           "--time=1:00:00",
+                           "--job-name=big",
+                           "--output=o-%j",
+                           "--error=e-%j",
+                           "--queue=batch",
+                           "--chdir=/scratch",
+                           "--export=NONE",
+                           "--requeue",
+                           "--json",
+                           "--wait",
+                           "./a.out",
+                           "-c",
                            "x"};
-  const Words glued = {"-N2", "-n8", "-c4", "--mem", "4G", "-t1:00:00", "-Jbig", "-oo-%j",
-                       "-ee-%j", "-qbatch", "-D/scratch", "--export", "NONE", "--requeue",
-                       "--json", "--wait", "./a.out", "-c", "x"};
+  const Words glued = {"-N2",        "-n8",      "-c4",    "--mem",     "4G",
+                       "-t1:00:00",  "-Jbig",    "-oo-%j", "-ee-%j",    "-qbatch",
+                       "-D/scratch", "--export", "NONE",   "--requeue", "--json",
+                       "--wait",     "./a.out",  "-c",     "x"};
   for (const Words& args : {short_form, long_form, glued}) {
     SubmitOptions o = ok(args);
     const JobSpec& s = o.spec;
@@ -210,7 +224,10 @@ TEST_F(Submit, ScriptNameAndPath) {
 }
 
 TEST_F(Submit, AFileWithoutShebangIsACommand) {
-  files_["a.out"] = std::string("\x7f" "ELF\x02\x01", 6);
+  files_["a.out"] = std::string(
+      "\x7f"
+      "ELF\x02\x01",
+      6);
   files_["notes"] = "#HPCQ -N 9\n";
   SubmitOptions o = ok({"a.out"});
   EXPECT_TRUE(o.spec.script.empty());
@@ -242,6 +259,8 @@ TEST_F(Submit, ScriptDirectiveErrorsNameTheLine) {
             "positional.sh:2: unexpected argument 'extra' (directives take options only)");
   files_["split.sh"] = "#!/bin/sh\n#HPCQ -N\n#HPCQ 2\n";
   EXPECT_EQ(error({"split.sh"}), "split.sh:2: --nodes: missing value");
+  files_["odd\nname.sh"] = "#!/bin/sh\n#HPCQ --bad\n";
+  EXPECT_EQ(error({"odd\nname.sh"}), "'odd\\x0aname.sh':2: unknown option '--bad'");
   // Validation after merging names the option, not a line.
   files_["nodes.sh"] = "#!/bin/sh\n#HPCQ -N 3 -n 2\n";
   EXPECT_NE(error({"nodes.sh"}).find("--nodes"), std::string::npos);
@@ -251,6 +270,55 @@ TEST_F(Submit, CommandLineErrorsComeBeforeTheScriptIsRead) {
   files_["job.sh"] = "#!/bin/sh\n#HPCQ --frobnicate\n";
   EXPECT_EQ(error({"--mem", "lots", "job.sh"}), "--mem: bad size 'lots'");
   EXPECT_EQ(reads_, 0);
+}
+
+struct DirectiveCase {
+  const char* text;
+  Words words;
+};
+
+class Directives : public ::testing::TestWithParam<DirectiveCase> {};
+
+TEST_P(Directives, Splits) {
+  auto r = parse_directives(GetParam().text, "job.sh");
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(*r, GetParam().words) << GetParam().text;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Submit, Directives,
+    ::testing::Values(
+        DirectiveCase{"", {}}, DirectiveCase{"#!/bin/sh\n", {}},
+        DirectiveCase{"#!/bin/sh\n#HPCQ -N 2\n#HPCQ\t-n\t4\n", {"-N", "2", "-n", "4"}},
+        DirectiveCase{"#HPCQ -N 2\n", {"-N", "2"}},                    // no shebang: from line 1
+        DirectiveCase{"#!/bin/sh\n#HPCQ\n#HPCQ -J x\n", {"-J", "x"}},  // an empty directive
+        DirectiveCase{"#!/bin/sh\n#HPCQ -J 'a b' -o \"c d\" -e e\\ f\n",
+                      {"-J", "a b", "-o", "c d", "-e", "e f"}},
+        DirectiveCase{"#HPCQ -J 'it''s' -o \"q\\\"\\\\\\n\" -e ''\n",
+                      {"-J", "its", "-o", "q\"\\\\n", "-e", ""}},
+        DirectiveCase{"#HPCQ -J a#b # comment 'unterminated\n", {"-J", "a#b"}},
+        DirectiveCase{"#HPCQ -J '#x'\n", {"-J", "#x"}},
+        DirectiveCase{"#!/bin/sh\n\n  \n# plain comment\n#SBATCH -N 5\n#HPCQ -N 2\n", {"-N", "2"}},
+        DirectiveCase{"#!/bin/sh\nset -e\n#HPCQ -N 2\n", {}},  // stops at the first command
+        DirectiveCase{"#!/bin/sh\n#HPCQX -N 2\n#HPCQ-N 3\n #HPCQ -N 4\n", {}},  // not directives
+        DirectiveCase{"#!/bin/sh\r\n#HPCQ -N 2\r\n", {"-N", "2"}}));
+
+TEST(DirectiveErrors, NameScriptAndLine) {
+  struct Case {
+    const char* text;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"#!/bin/sh\n#HPCQ -J 'open\n", "run.sh:2: unterminated ' quote"},
+      {"#!/bin/sh\n\n#HPCQ -J \"open\n", "run.sh:3: unterminated \" quote"},
+      {"#HPCQ -J x\\\n", "run.sh:1: backslash at the end of the line"},
+  };
+  for (const auto& c : cases) {
+    auto r = parse_directives(c.text, "run.sh");
+    ASSERT_FALSE(r.is_ok()) << c.text;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), c.message);
+  }
 }
 
 struct BadArgs {
@@ -264,42 +332,45 @@ TEST_P(SubmitBad, OneLineNamingTheOptionAndValue) {
   EXPECT_EQ(error(GetParam().args), GetParam().message);
 }
 
-INSTANTIATE_TEST_SUITE_P(Submit, SubmitBad, ::testing::Values(
-    BadArgs{{}, "submit: no command or script given"},
-    BadArgs{{"-N", "2"}, "submit: no command or script given"},
-    BadArgs{{"--"}, "submit: no command or script given"},
-    BadArgs{{"--mem", "lots", "true"}, "--mem: bad size 'lots'"},
-    BadArgs{{"--mem=-1", "true"}, "--mem: bad size '-1'"},
-    BadArgs{{"--mem=99999999999T", "true"}, "--mem: size '99999999999T' is too large"},
-    BadArgs{{"--frobnicate", "true"}, "unknown option '--frobnicate'"},
-    BadArgs{{"--frobnicate=3", "true"}, "unknown option '--frobnicate'"},
-    BadArgs{{"-x", "true"}, "unknown option '-x'"},
-    BadArgs{{"-N", "1", "--frobnicate", "--", "true"}, "unknown option '--frobnicate'"},
-    BadArgs{{"-t", "-5", "true"}, "--time: bad duration '-5'"},
-    BadArgs{{"-t", "0", "true"},
-            "--time: bad duration '0': must be more than 0 (UNLIMITED for no limit)"},
-    BadArgs{{"-n", "0", "true"}, "--ntasks: must be 1..1000000, got 0"},
-    BadArgs{{"-n", "-1", "true"}, "--ntasks: bad count '-1'"},
-    BadArgs{{"-N", "3", "-n", "2", "true"},
-            "--nodes: 3 nodes for 2 tasks (every node runs at least one task)"},
-    BadArgs{{"-N", "many", "true"}, "--nodes: bad count 'many'"},
-    BadArgs{{"-N", "99999999999", "true"}, "--nodes: bad count '99999999999'"},
-    BadArgs{{"-c", "x", "true"}, "--cpus-per-task: bad count 'x'"},
-    BadArgs{{"-c", "0", "true"}, "--cpus-per-task: must be 1..4096, got 0"},
-    BadArgs{{"-N"}, "--nodes: missing value"},
-    BadArgs{{"--mem=", "true"}, "--mem: empty value"},
-    BadArgs{{"-J", "x", "--job-name=", "true"}, "--job-name: empty value"},
-    BadArgs{{"-o", "", "true"}, "--output: empty file name"},
-    BadArgs{{"-D", "", "true"}, "--chdir: empty directory"},
-    BadArgs{{"-J", "a\nb", "true"}, "--job-name: control character in 'a\\x0ab'"},
-    BadArgs{{"--export=", "true"}, "--export: empty value"},
-    BadArgs{{"--export", "A,,B", "true"},
-            "--export: bad list 'A,,B' (ALL, NONE, or [ALL,]VAR[=value],...)"},
-    BadArgs{{"--export", "NONE,A=1", "true"},
-            "--export: bad list 'NONE,A=1' (ALL, NONE, or [ALL,]VAR[=value],...)"},
-    BadArgs{{"--export", "=1", "true"}, "--export: bad variable name in '=1'"},
-    BadArgs{{"--requeue=maybe", "true"}, "--requeue: bad value 'maybe'"},
-    BadArgs{{"--help"},
+INSTANTIATE_TEST_SUITE_P(
+    Submit, SubmitBad,
+    ::testing::Values(
+        BadArgs{{}, "submit: no command or script given"},
+        BadArgs{{"-N", "2"}, "submit: no command or script given"},
+        BadArgs{{"--"}, "submit: no command or script given"},
+        BadArgs{{"--mem", "lots", "true"}, "--mem: bad size 'lots'"},
+        BadArgs{{"--mem=-1", "true"}, "--mem: bad size '-1'"},
+        BadArgs{{"--mem=99999999999T", "true"}, "--mem: size '99999999999T' is too large"},
+        BadArgs{{"--frobnicate", "true"}, "unknown option '--frobnicate'"},
+        BadArgs{{"--frobnicate=3", "true"}, "unknown option '--frobnicate'"},
+        BadArgs{{"-x", "true"}, "unknown option '-x'"},
+        BadArgs{{"-N", "1", "--frobnicate", "--", "true"}, "unknown option '--frobnicate'"},
+        BadArgs{{"-t", "-5", "true"}, "--time: bad duration '-5'"},
+        BadArgs{{"-t", "0", "true"},
+                "--time: bad duration '0': must be more than 0 (UNLIMITED for no limit)"},
+        BadArgs{{"-n", "0", "true"}, "--ntasks: must be 1..1000000, got 0"},
+        BadArgs{{"-n", "-1", "true"}, "--ntasks: bad count '-1'"},
+        BadArgs{{"-N", "3", "-n", "2", "true"},
+                "--nodes: 3 nodes for 2 tasks (every node runs at least one task)"},
+        BadArgs{{"-N", "many", "true"}, "--nodes: bad count 'many'"},
+        BadArgs{{"-N", "99999999999", "true"}, "--nodes: bad count '99999999999'"},
+        BadArgs{{"-c", "x", "true"}, "--cpus-per-task: bad count 'x'"},
+        BadArgs{{"-c", "0", "true"}, "--cpus-per-task: must be 1..4096, got 0"},
+        BadArgs{{"-N"}, "--nodes: missing value"},
+        BadArgs{{"--mem=", "true"}, "--mem: empty value"},
+        BadArgs{{"-J", "x", "--job-name=", "true"}, "--job-name: empty value"},
+        BadArgs{{"-o", "", "true"}, "--output: empty file name"},
+        BadArgs{{"-D", "", "true"}, "--chdir: empty directory"},
+        BadArgs{{"-J", "a\nb", "true"}, "--job-name: control character in 'a\\x0ab'"},
+        BadArgs{{"--export=", "true"}, "--export: empty value"},
+        BadArgs{{"--export", "A,,B", "true"},
+                "--export: bad list 'A,,B' (ALL, NONE, or [ALL,]VAR[=value],...)"},
+        BadArgs{{"--export", "NONE,A=1", "true"},
+                "--export: bad list 'NONE,A=1' (ALL, NONE, or [ALL,]VAR[=value],...)"},
+        BadArgs{{"--export", "=1", "true"}, "--export: bad variable name in '=1'"},
+        BadArgs{{"--requeue=maybe", "true"}, "--requeue: bad value 'maybe'"},
+        BadArgs{
+            {"--help"},
             "submit: usage: hpcq submit [-N NODES] [-n NTASKS] [-c CPUS] [--mem SIZE] [-t TIME] "
             "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-D DIR] [--export VARS] [--requeue] "
             "[--json] [--wait] [--] COMMAND|SCRIPT [ARGS...]"}));
