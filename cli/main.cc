@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -253,10 +254,20 @@ int main(int argc, char** argv) {
   start->add_option("--fanout", start_options.fanout, "tree fan-out")->capture_default_str();
   start->add_flag("--keep", start_options.keep, "keep the cluster's directory and logs");
   start->add_option("--log-level", start_options.log_level, "log level of the daemons");
-  start->prefix_command();
 
+  // `hpcq start [options] -- CMD ARGS...`: the command is everything after
+  // the first "--", kept away from CLI11 (its options are not ours).
+  std::vector<std::string> words(argv + 1, argv + argc);
+  if (!words.empty() && words[0] == "start") {
+    auto dashes = std::find(words.begin(), words.end(), "--");
+    if (dashes != words.end()) {
+      start_options.command.assign(dashes + 1, words.end());
+      words.erase(dashes, words.end());
+    }
+  }
+  std::reverse(words.begin(), words.end());  // CLI11 takes a reversed vector
   try {
-    app.parse(argc, argv);
+    app.parse(words);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "hpcq: %s\n", e.what());
@@ -268,12 +279,6 @@ int main(int argc, char** argv) {
   if (*queue) return cmd_queue(all, json);
   if (*nodes) return cmd_nodes(json);
   if (*keygen) return cmd_keygen(key_path, force);
-  if (*start) {
-    start_options.command = start->remaining();
-    if (!start_options.command.empty() && start_options.command[0] == "--") {
-      start_options.command.erase(start_options.command.begin());
-    }
-    return run_start(start_options);
-  }
+  if (*start) return run_start(start_options);
   return 2;
 }

@@ -17,4 +17,5 @@ hpcq queue --all
 echo "== hpcq status $id"
 hpcq status "$id"
 echo "== output ($work/hello-$id.out)"
-sort "hello-$id.out"
+grep '^task' "hello-$id.out" | sort -n -k2
+grep -v '^task' "hello-$id.out"
