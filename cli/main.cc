@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "cli/client.h"
@@ -264,6 +265,12 @@ int main(int argc, char** argv) {
       start_options.command.assign(dashes + 1, words.end());
       words.erase(dashes, words.end());
     }
+  }
+  const std::set<std::string> commands = {"submit", "cancel", "status", "wait", "queue",
+                                          "nodes",  "keygen", "start"};
+  if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
+    std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
+    return 2;
   }
   std::reverse(words.begin(), words.end());  // CLI11 takes a reversed vector
   try {

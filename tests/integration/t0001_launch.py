@@ -18,7 +18,7 @@ JOB = """#!/bin/bash
 #HPCQ -o out-%j.txt
 cpus=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
 mems=$(awk '/^Mems_allowed_list/ {print $2}' /proc/self/status)
-hostfile=$(tr '\\n' ';' < "$HPCQ_HOSTFILE")
+hostfile=$(tr '\\n ' ';_' < "$HPCQ_HOSTFILE")
 echo "rank=$HPCQ_TASK_RANK node=$HPCQ_NODENAME nnodes=$HPCQ_NNODES ntasks=$HPCQ_NTASKS nodelist=$HPCQ_NODELIST jobid=$HPCQ_JOB_ID logical=$HPCQ_CPUS allowed=$cpus mems=$mems hostfile=$hostfile"
 """
 
@@ -58,7 +58,7 @@ def test_multinode_job_environment_and_pinning():
         t.check(f["jobid"] == str(job_id), f"HPCQ_JOB_ID {f['jobid']}")
         t.check(f["nnodes"] == "2" and f["ntasks"] == "4", f"HPCQ_NNODES/NTASKS {f}")
         t.check(f["nodelist"] == ",".join(s["nodes"]), f"HPCQ_NODELIST {f['nodelist']}")
-        t.check(f["hostfile"] == "".join(f"{n} slots=2;" for n in s["nodes"]),
+        t.check(f["hostfile"] == "".join(f"{n}_slots=2;" for n in s["nodes"]),
                 f"hostfile {f['hostfile']}")
         node = f["node"]
         t.check(node in alloc, f"task {rank} ran on {node}, not in {list(alloc)}")
