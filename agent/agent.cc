@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 
@@ -27,6 +28,24 @@ int count_host_numa_nodes() {
     if (name.rfind("node", 0) == 0 && name.size() > 4 && std::isdigit(name[4])) ++n;
   }
   return std::max(n, 1);
+}
+
+// The agent's cgroups live under hpcq/<instance>/. Several agents (and
+// several `hpcq start` clusters, whose job ids all start at 1) may share a
+// machine, so the name comes from the agent's state directory, which is its
+// own and stays the same across restarts (so stale cgroups are found again).
+std::string cgroup_instance_name(const std::string& state_dir) {
+  std::string path = std::filesystem::absolute(state_dir).lexically_normal().string();
+  std::string name;
+  for (char c : path) {
+    if (c == '/') {
+      if (!name.empty() && name.back() != '-') name += '-';
+    } else {
+      name += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ? c : '_';
+    }
+  }
+  while (!name.empty() && name.back() == '-') name.pop_back();
+  return name.empty() ? "root" : name;
 }
 
 }  // namespace
@@ -69,7 +88,7 @@ Status Agent::start() {
   if (ec) return internal_error("state dir " + options_.state_dir + ": " + ec.message());
 
   ExecutorConfig ec_config;
-  ec_config.instance = "rank-" + std::to_string(rank);
+  ec_config.instance = cgroup_instance_name(options_.state_dir);
   ec_config.state_dir = options_.state_dir;
   ec_config.job_shell_path = options_.job_shell;
   ec_config.kill_grace = config_.kill_grace_s * kUsPerSecond;
