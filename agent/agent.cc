@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <filesystem>
+#include <random>
 
 #include "lib/resource/cpu_list.h"
 #include "lib/resource/hwloc_import.h"
@@ -112,6 +113,8 @@ Status Agent::start() {
   if (!overlay.is_ok()) return overlay.status();
   overlay_ = std::move(overlay).value();
 
+  std::random_device random;
+  incarnation_ = (static_cast<std::uint64_t>(random()) << 32) | random();
   send_hello();
   loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
     if (!welcomed_) send_hello();  // the leader may not be up yet
@@ -151,6 +154,7 @@ void Agent::send_hello() {
     core->set_numa(c.numa);
     for (int pu : c.pus) core->add_pus(pu);
   }
+  hello->set_incarnation(incarnation_);
   hello->set_host_cpus(host_cpus_);
   hello->set_host_numa(host_numa_);
   for (const auto& [id, attempt] : attempts_) hello->add_running_jobs(id);

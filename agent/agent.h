@@ -66,6 +66,7 @@ class Agent {
   std::unique_ptr<ProcessExecutor> executor_;
   std::unique_ptr<overlay::Overlay> overlay_;
   bool welcomed_ = false;
+  std::uint64_t incarnation_ = 0;  // random per start: tells the leader a retry from a restart
   std::map<JobId, std::uint32_t> attempts_;  // running jobs: attempt being run
   std::set<int> watched_fds_;
 };

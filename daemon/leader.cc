@@ -260,9 +260,8 @@ std::future<v1::ListNodesResponse> Leader::list_nodes() {
   loop_.post([this, promise] {
     v1::ListNodesResponse response;
     std::map<Rank, int> running;
-    for (const auto& [id, entry] : jobs_) {
-      if (entry.job.state != job::JobState::kRunning) continue;
-      for (const auto& a : entry.job.allocation.nodes) running[a.rank]++;
+    for (JobId id : running_) {
+      for (const auto& a : jobs_.at(id).job.allocation.nodes) running[a.rank]++;
     }
     for (const auto& [rank, node] : nodes_) {
       v1::Node* n = response.add_nodes();
@@ -324,10 +323,10 @@ void Leader::run_cycle() {
     p.queue = job.spec.queue;
     snapshot.queue.push_back(std::move(p));
   }
-  for (const auto& [id, entry] : jobs_) {
-    if (entry.job.state != job::JobState::kRunning) continue;
+  for (JobId id : running_) {
+    const job::Job& job = jobs_.at(id).job;
     snapshot.running.push_back(
-        {id, entry.job.allocation, entry.job.start_time + entry.job.spec.time_limit_s * kUsPerSecond});
+        {id, job.allocation, job.start_time + job.spec.time_limit_s * kUsPerSecond});
   }
   sched::Decisions decisions = scheduler_->cycle(snapshot);
   for (auto& decision : decisions.decisions) {
@@ -348,6 +347,7 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
     return;
   }
   pending_.erase({job.submit_time, job.id});
+  running_.insert(job.id);
   job.state = job::JobState::kRunning;
   job.start_time = now();
   job.allocation = std::move(allocation);
@@ -456,6 +456,21 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
                  hello.name(), node.name);
     return;
   }
+  overlay::Envelope welcome;
+  welcome.set_dst(rank);
+  welcome.mutable_welcome()->set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
+  if (node.state == NodeState::kUp && node.incarnation == hello.incarnation()) {
+    // A retried Hello (the agent had not yet seen our Welcome): nothing changed.
+    node.last_seen = now();
+    (void)overlay_->send(std::move(welcome));
+    return;
+  }
+  if (node.state == NodeState::kUp) {
+    // The agent restarted while the leader still counted on it: what it ran
+    // is gone with it.
+    node_down(node, "its agent restarted");
+  }
+  node.incarnation = hello.incarnation();
   resource::NodeTopology topo;
   topo.packages = hello.topology().packages();
   topo.memory_bytes = hello.topology().memory_bytes();
@@ -497,9 +512,6 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
       (void)overlay_->send(std::move(kill));
     }
   }
-  overlay::Envelope welcome;
-  welcome.set_dst(rank);
-  welcome.mutable_welcome()->set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
   (void)overlay_->send(std::move(welcome));
   store::WriteBatch batch;
   batch.upsert_node(rank, node.name, "up", "{}", now());
@@ -561,6 +573,7 @@ void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string&
   if (job.state == job::JobState::kRunning) {
     Status released = pool_.release(job.allocation);
     if (!released.is_ok()) spdlog::error("job {}: release: {}", job.id, released.message());
+    running_.erase(job.id);
   }
   job.state = state;
   job.end_time = now();
@@ -577,6 +590,7 @@ void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
   job::Job& job = entry.job;
   Status released = pool_.release(job.allocation);
   if (!released.is_ok()) spdlog::error("job {}: release: {}", job.id, released.message());
+  running_.erase(job.id);
   job.state = job::JobState::kPending;
   job.allocation = {};
   job.start_time = 0;
@@ -604,8 +618,11 @@ void Leader::node_down(NodeEntry& node, const std::string& reason) {
   spdlog::warn("node {} (rank {}) is down: {}", node.name, node.rank, reason);
   node.state = NodeState::kDown;
   pool_.set_schedulable(node.rank, false);
-  for (auto& [id, entry] : jobs_) {
-    if (entry.job.state != job::JobState::kRunning || !entry.running_on.count(node.rank)) continue;
+  // Copied: finish_job and requeue_job take jobs out of running_.
+  const std::vector<JobId> running(running_.begin(), running_.end());
+  for (JobId id : running) {
+    JobEntry& entry = jobs_.at(id);
+    if (!entry.running_on.count(node.rank)) continue;
     entry.running_on.erase(node.rank);
     kill_job_parts(entry);  // the job's parts on its other nodes
     std::string why = "node " + node.name + " failed (" + reason + ")";

@@ -57,6 +57,7 @@ class Leader {
     int host_cpus = 1;
     TimeUs last_seen = 0;
     bool in_pool = false;
+    std::uint64_t incarnation = 0;
   };
   struct JobEntry {
     job::Job job;
@@ -100,6 +101,7 @@ class Leader {
   std::map<Rank, NodeEntry> nodes_;
   std::map<JobId, JobEntry> jobs_;
   std::set<std::pair<TimeUs, JobId>> pending_;  // FCFS order: submit time, then id
+  std::set<JobId> running_;  // so that a cycle costs O(running), not O(every job ever)
   JobId next_job_id_ = 1;
   bool cycle_posted_ = false;
 };
