@@ -9,17 +9,12 @@
 #include <filesystem>
 #include <random>
 
+#include "lib/core/clock.h"
 #include "lib/resource/cpu_list.h"
 #include "lib/resource/hwloc_import.h"
 
 namespace hpcq::agent {
 namespace {
-
-TimeUs now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 int count_host_numa_nodes() {
   int n = 0;
@@ -99,14 +94,7 @@ Status Agent::start() {
 
   auto keys = overlay::read_key_file(options_.secret_key, /*require_secret=*/true);
   if (!keys.is_ok()) return keys.status();
-  overlay::OverlayConfig oc;
-  oc.rank = rank;
-  oc.fanout = config_.fanout;
-  for (const auto& r : config_.ranks) {
-    oc.endpoints.push_back(r.endpoint);
-    oc.public_keys.push_back(r.public_key);
-  }
-  oc.own_keys = *keys;
+  auto oc = overlay::OverlayConfig::from_cluster(config_, rank, *keys);
   auto overlay = overlay::Overlay::create(oc, loop_, [this](overlay::Envelope&& e) {
     on_message(std::move(e));
   });
@@ -121,7 +109,7 @@ Status Agent::start() {
     send_heartbeat();
   });
   loop_.run_every(std::chrono::milliseconds(200), [this] {
-    executor_->check_timeouts(now_us());
+    executor_->check_timeouts(wall_clock_now());
     on_job_exits();
   });
   spdlog::info("agent {} (rank {}): {} cores, {} NUMA domains ({}); host has {} CPUs", me.name,
@@ -165,7 +153,7 @@ void Agent::send_hello() {
 void Agent::send_heartbeat() {
   overlay::Envelope envelope;
   envelope.set_dst(0);
-  envelope.mutable_heartbeat()->set_time_us(now_us());
+  envelope.mutable_heartbeat()->set_time_us(wall_clock_now());
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::debug("heartbeat: {}", s.message());
 }
@@ -261,7 +249,7 @@ void Agent::on_launch(const overlay::Launch& launch) {
   job.memory_limit_bytes = mine->memory_bytes();
   job.time_limit_s = launch.time_limit_s();
 
-  Status launched = executor_->launch(job, now_us());
+  Status launched = executor_->launch(job, wall_clock_now());
   if (!launched.is_ok()) {
     spdlog::warn("job {}: launch failed: {}", id, launched.message());
     attempts_.erase(id);
@@ -315,7 +303,7 @@ void Agent::report(JobId id, overlay::JobUpdate::Kind kind, int exit_code,
   update->set_kind(kind);
   update->set_exit_code(exit_code);
   update->set_reason(reason);
-  update->set_time_us(now_us());
+  update->set_time_us(wall_clock_now());
   auto it = attempts_.find(id);
   update->set_attempt(it == attempts_.end() ? 0 : it->second);
   Status s = overlay_->send(std::move(envelope));

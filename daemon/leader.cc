@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "lib/api/job_proto.h"
+#include "lib/core/clock.h"
 #include "lib/overlay/tree.h"
 #include "lib/store/codec.h"
 #include "lib/store/store.h"
@@ -52,11 +53,7 @@ Leader::~Leader() {
   committer_.reset();  // drains and commits what is queued
 }
 
-TimeUs Leader::now() const {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+TimeUs Leader::now() const { return wall_clock_now(); }
 
 Result<std::unique_ptr<Leader>> Leader::create(const ClusterConfig& config) {
   std::unique_ptr<Leader> leader(new Leader(config));
@@ -118,14 +115,7 @@ Status Leader::start() {
     return invalid_argument(config_.secret_key + ": its public key is not rank 0's in " +
                             config_.source);
   }
-  overlay::OverlayConfig oc;
-  oc.rank = 0;
-  oc.fanout = config_.fanout;
-  for (const auto& r : config_.ranks) {
-    oc.endpoints.push_back(r.endpoint);
-    oc.public_keys.push_back(r.public_key);
-  }
-  oc.own_keys = *keys;
+  auto oc = overlay::OverlayConfig::from_cluster(config_, 0, *keys);
   auto overlay = overlay::Overlay::create(oc, loop_, [this](overlay::Envelope&& e) {
     on_message(std::move(e));
   });

@@ -8,6 +8,19 @@ namespace hpcq::overlay {
 
 std::string routing_id_of(Rank rank) { return "rank-" + std::to_string(rank); }
 
+OverlayConfig OverlayConfig::from_cluster(const ClusterConfig& cluster, Rank rank,
+                                          CurveKeyPair keys) {
+  OverlayConfig config;
+  config.rank = rank;
+  config.fanout = cluster.fanout;
+  for (const auto& r : cluster.ranks) {
+    config.endpoints.push_back(r.endpoint);
+    config.public_keys.push_back(r.public_key);
+  }
+  config.own_keys = std::move(keys);
+  return config;
+}
+
 Overlay::Overlay(OverlayConfig config, Handler on_message)
     : config_(std::move(config)), on_message_(std::move(on_message)), context_(1) {}
 

@@ -20,6 +20,7 @@
 
 #include <zmq.hpp>
 
+#include "lib/core/config.h"
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
 #include "lib/overlay/curve_keys.h"
@@ -35,6 +36,9 @@ struct OverlayConfig {
   std::vector<std::string> endpoints;  // by rank: where that rank's ROUTER binds
   std::vector<std::string> public_keys;  // by rank: Z85 public key
   CurveKeyPair own_keys;
+
+  // This rank's view of the [[rank]] table of hpcq.toml.
+  static OverlayConfig from_cluster(const ClusterConfig& cluster, Rank rank, CurveKeyPair keys);
 };
 
 class Overlay {
