@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <limits>
 
 #include "lib/api/job_proto.h"
 #include "lib/core/clock.h"
@@ -141,6 +142,10 @@ void Leader::stop() { loop_.stop(); }
 
 std::future<Result<JobId>> Leader::submit(const Caller& caller, job::JobSpec spec) {
   if (spec.time_limit_s == 0) spec.time_limit_s = config_.default_time_limit_s;
+  if (spec.time_limit_s == job::JobSpec::kUnlimited) {
+    // As Slurm's --time=UNLIMITED: the most the site allows; none if it sets none.
+    spec.time_limit_s = config_.max_time_limit_s > 0 ? config_.max_time_limit_s : 0;
+  }
   if (config_.max_time_limit_s > 0 && spec.time_limit_s > config_.max_time_limit_s) {
     return ready<Result<JobId>>(invalid_argument(
         "--time: " + std::to_string(spec.time_limit_s) + " s exceeds the limit of " +
@@ -315,8 +320,10 @@ void Leader::run_cycle() {
   }
   for (JobId id : running_) {
     const job::Job& job = jobs_.at(id).job;
-    snapshot.running.push_back(
-        {id, job.allocation, job.start_time + job.spec.time_limit_s * kUsPerSecond});
+    // A job without a limit (0 after submit) is expected to run for ever.
+    TimeUs end = job.spec.time_limit_s > 0 ? job.start_time + job.spec.time_limit_s * kUsPerSecond
+                                           : std::numeric_limits<TimeUs>::max();
+    snapshot.running.push_back({id, job.allocation, end});
   }
   sched::Decisions decisions = scheduler_->cycle(snapshot);
   for (auto& decision : decisions.decisions) {

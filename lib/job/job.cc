@@ -94,7 +94,8 @@ Status validate(const JobSpec& spec) {
     return invalid_argument("--mem: " + format_memory(r.mem_per_node_bytes) +
                             " per node is more than any node has");
   }
-  if (spec.time_limit_s < 0 || spec.time_limit_s > kMaxTimeLimitS) {
+  if ((spec.time_limit_s < 0 && spec.time_limit_s != JobSpec::kUnlimited) ||
+      spec.time_limit_s > kMaxTimeLimitS) {
     return invalid_argument("--time: must be 0.." + std::to_string(kMaxTimeLimitS) + " s, got " +
                             std::to_string(spec.time_limit_s));
   }

@@ -37,7 +37,8 @@ struct JobSpec {
   std::vector<std::string> argv;   // the command run by every task
   std::string script;              // the batch script's text when submitted as a script
   resource::ResourceRequest request;
-  std::int64_t time_limit_s = 0;   // -t; 0: the queue's default
+  std::int64_t time_limit_s = 0;   // -t; 0: the queue's default; kUnlimited: the queue's maximum
+  static constexpr std::int64_t kUnlimited = -1;  // -t UNLIMITED, as Slurm's: the most allowed
   std::string output;              // -o; %j expands to the job id; default hpcq-%j.out
   std::string error;               // -e; default: same file as output
   std::string queue;               // -q; empty: the default queue

@@ -366,7 +366,8 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   if (o_time->count() > 0) {
     auto v = parse_duration_s(time);
     if (!v.is_ok()) return invalid_argument("--time: " + v.status().message());
-    g.time = *v;
+    // parse_duration_s says 0 for UNLIMITED; in a spec 0 means "not given".
+    g.time = *v == 0 ? JobSpec::kUnlimited : *v;
   }
   if (o_name->count() > 0) g.name = name;
   if (o_output->count() > 0) {

@@ -160,7 +160,7 @@ TEST_F(Submit, TimeForms) {
   EXPECT_EQ(ok({"-t", "10", "true"}).spec.time_limit_s, 600);
   EXPECT_EQ(ok({"--time=1.5h", "true"}).spec.time_limit_s, 5400);
   EXPECT_EQ(ok({"-t", "2-00", "true"}).spec.time_limit_s, 2 * 86400);
-  EXPECT_EQ(ok({"-t", "UNLIMITED", "true"}).spec.time_limit_s, 0);
+  EXPECT_EQ(ok({"-t", "UNLIMITED", "true"}).spec.time_limit_s, JobSpec::kUnlimited);
 }
 
 TEST_F(Submit, ExportForms) {
