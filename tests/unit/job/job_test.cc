@@ -108,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"absurd memory",
                 [](JobSpec& s) { s.request.mem_per_node_bytes = (std::uint64_t{1} << 60) + 1; },
                 "--mem"},
-        BadCase{"negative time", [](JobSpec& s) { s.time_limit_s = -2;  // -1 is kUnlimited }, "--time"},
+        BadCase{"negative time", [](JobSpec& s) { s.time_limit_s = -2; }, "--time"},  // -1 is kUnlimited
         BadCase{"time beyond ten years",
                 [](JobSpec& s) { s.time_limit_s = std::int64_t{366} * 24 * 3600 * 10 + 1; },
                 "--time"},
