@@ -88,6 +88,20 @@ def test_exit_code_is_reported():
     t.check("FAILED" in p.stderr, f"wait's message: {p.stderr}")
 
 
+def test_job_on_every_node_crosses_the_relay():
+    # With fan-out 2, nodes 3 and 4 hang below node 1: their Launch and their
+    # reports travel through its agent.
+    d = t.workdir()
+    job_id = t.submit("-N", "4", "-n", "8", "-o", "all.out", "--", "sh", "-c",
+                      'echo "$HPCQ_NODENAME $HPCQ_TASK_RANK"', cwd=d)
+    t.hpcq("wait", str(job_id))
+    s = t.status(job_id)
+    t.check(sorted(s["nodes"]) == ["node1", "node2", "node3", "node4"], f"nodes {s['nodes']}")
+    lines = sorted(open(os.path.join(d, "all.out")).read().split("\n")[:-1])
+    t.check(len(lines) == 8, f"output {lines}")
+    t.check({l.split()[0] for l in lines} == {"node1", "node2", "node3", "node4"}, f"output {lines}")
+
+
 def test_queue_and_nodes_json():
     nodes = __import__("json").loads(t.hpcq("nodes", "--json").stdout)
     t.check(len(nodes) == 4, f"{len(nodes)} nodes")
@@ -99,4 +113,4 @@ def test_queue_and_nodes_json():
 
 
 t.main([test_multinode_job_environment_and_pinning, test_exit_code_is_reported,
-        test_queue_and_nodes_json])
+        test_job_on_every_node_crosses_the_relay, test_queue_and_nodes_json])
