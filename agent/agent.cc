@@ -145,7 +145,12 @@ void Agent::send_hello() {
   hello->set_incarnation(incarnation_);
   hello->set_host_cpus(host_cpus_);
   hello->set_host_numa(host_numa_);
-  for (const auto& [id, attempt] : attempts_) hello->add_running_jobs(id);
+  for (const auto& [id, attempt] : attempts_) {
+    overlay::RunningJob* r = hello->add_running();
+    r->set_job_id(id);
+    r->set_attempt(attempt);
+  }
+  for (const auto& [id, update] : unacknowledged_) *hello->add_finished() = update;
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::debug("hello: {}", s.message());
 }
@@ -175,6 +180,13 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kKill:
       on_kill(envelope.kill());
       break;
+    case overlay::Envelope::kJobUpdateAck: {
+      auto it = unacknowledged_.find(envelope.job_update_ack().job_id());
+      if (it != unacknowledged_.end() && it->second.attempt() == envelope.job_update_ack().attempt()) {
+        unacknowledged_.erase(it);
+      }
+      break;
+    }
     default:
       spdlog::warn("agent: unexpected message {} from rank {}", static_cast<int>(envelope.body_case()),
                    envelope.src());
@@ -210,9 +222,9 @@ void Agent::on_launch(const overlay::Launch& launch) {
       node_index = i;
     }
   }
-  attempts_[id] = launch.attempt();
   if (!mine) {
-    report(id, overlay::JobUpdate::FAILED, 1, "this node is not in the job's allocation");
+    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1,
+           "this node is not in the job's allocation");
     return;
   }
   JobLaunch job;
@@ -252,11 +264,11 @@ void Agent::on_launch(const overlay::Launch& launch) {
   Status launched = executor_->launch(job, wall_clock_now());
   if (!launched.is_ok()) {
     spdlog::warn("job {}: launch failed: {}", id, launched.message());
-    attempts_.erase(id);
-    report(id, overlay::JobUpdate::FAILED, 1, launched.message());
+    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message());
     return;
   }
-  report(id, overlay::JobUpdate::STARTED, 0, "");
+  attempts_[id] = launch.attempt();
+  report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "");
   sync_wait_fds();
 }
 
@@ -276,8 +288,10 @@ void Agent::on_job_exits() {
       case ExitKind::kCancelled: kind = overlay::JobUpdate::CANCELLED; break;
       case ExitKind::kTimeout: kind = overlay::JobUpdate::TIMEOUT; break;
     }
-    report(exit.id, kind, exit.exit_code, exit.reason);
-    attempts_.erase(exit.id);
+    auto attempt = attempts_.find(exit.id);
+    report(exit.id, attempt == attempts_.end() ? 0 : attempt->second, kind, exit.exit_code,
+           exit.reason);
+    if (attempt != attempts_.end()) attempts_.erase(attempt);
   }
   sync_wait_fds();
 }
@@ -294,7 +308,7 @@ void Agent::sync_wait_fds() {
   watched_fds_ = std::move(now);
 }
 
-void Agent::report(JobId id, overlay::JobUpdate::Kind kind, int exit_code,
+void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
                    const std::string& reason) {
   overlay::Envelope envelope;
   envelope.set_dst(0);
@@ -304,8 +318,8 @@ void Agent::report(JobId id, overlay::JobUpdate::Kind kind, int exit_code,
   update->set_exit_code(exit_code);
   update->set_reason(reason);
   update->set_time_us(wall_clock_now());
-  auto it = attempts_.find(id);
-  update->set_attempt(it == attempts_.end() ? 0 : it->second);
+  update->set_attempt(attempt);
+  if (kind != overlay::JobUpdate::STARTED) unacknowledged_[id] = *update;
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::warn("job {}: report lost: {}", id, s.message());
 }

@@ -53,7 +53,8 @@ class Agent {
   void on_kill(const overlay::Kill& kill);
   void on_job_exits();
   void sync_wait_fds();
-  void report(JobId id, overlay::JobUpdate::Kind kind, int exit_code, const std::string& reason);
+  void report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
+              const std::string& reason);
   std::vector<int> host_cpus_of(const std::vector<int>& cores) const;
 
   const ClusterConfig config_;
@@ -68,6 +69,10 @@ class Agent {
   bool welcomed_ = false;
   std::uint64_t incarnation_ = 0;  // random per start: tells the leader a retry from a restart
   std::map<JobId, std::uint32_t> attempts_;  // running jobs: attempt being run
+  // Ends reported but not yet acknowledged by the leader; repeated in every
+  // Hello so that they survive a leader restart. Bounded by the jobs this node
+  // ran while the leader was away.
+  std::map<JobId, overlay::JobUpdate> unacknowledged_;
   std::set<int> watched_fds_;
 };
 

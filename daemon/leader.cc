@@ -79,34 +79,26 @@ Status Leader::start() {
   if (!max_id.is_ok()) return max_id.status();
   next_job_id_ = *max_id + 1;
 
-  // Jobs that were running when the leader stopped: their agents may still
-  // run them, but until leader restart reconciliation exists (agents report
-  // what they run and the leader adopts it) they are ended here, and any
-  // agent that still runs one is told to kill it when it says Hello.
-  store::WriteBatch recovery;
+  // Jobs that were running when the leader stopped keep running on their
+  // agents. They stay RUNNING here and are adopted node by node as each agent
+  // says Hello and reports what it runs and what ended meanwhile; a node that
+  // does not come back is declared down after node_down_after_ms.
+  std::set<Rank> awaited;
   for (job::Job& job : *jobs) {
-    if (job.state == job::JobState::kRunning) {
-      job.allocation = {};
-      if (job.spec.requeue) {
-        job.state = job::JobState::kPending;
-        job.requeue_count++;
-        job.reason = "requeued: the leader restarted while it ran";
-      } else {
-        job.state = job::JobState::kNodeFail;
-        job.end_time = now();
-        job.reason = "the leader restarted while it ran";
-      }
-      recovery.update_job(job);
-      recovery.append_event(job.id, now(), job::state_name(job.state), "{}");
-    }
     JobEntry entry;
     entry.job = job;
     if (job.state == job::JobState::kPending) pending_.insert({job.submit_time, job.id});
+    if (job.state == job::JobState::kRunning) {
+      running_.insert(job.id);
+      for (const auto& part : job.allocation.nodes) {
+        entry.running_on.insert(part.rank);
+        awaited.insert(part.rank);
+      }
+    }
     jobs_.emplace(job.id, std::move(entry));
   }
-  if (!recovery.empty()) HPCQ_RETURN_IF_ERROR((*store)->write(recovery));
-  spdlog::info("store: {} jobs loaded ({} pending), next job id {}", jobs_.size(), pending_.size(),
-               next_job_id_);
+  spdlog::info("store: {} jobs loaded ({} pending, {} running), next job id {}", jobs_.size(),
+               pending_.size(), running_.size(), next_job_id_);
   committer_ = std::make_unique<store::GroupCommitter>(std::move(store).value());
 
   if (config_.ranks.empty()) return invalid_argument("config: no ranks");
@@ -127,6 +119,8 @@ Status Leader::start() {
     NodeEntry node;
     node.rank = r;
     node.name = config_.ranks[r].name;
+    node.awaited = awaited.count(r) > 0;
+    node.last_seen = now();
     nodes_.emplace(r, std::move(node));
   }
   loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms),
@@ -354,6 +348,8 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   entry.cancel_requested = false;
   entry.kill_sent = false;
   entry.running_on.clear();
+  entry.held_on.clear();
+  for (const auto& a : job.allocation.nodes) entry.held_on.insert(a.rank);
 
   std::string nodelist;
   for (const auto& a : job.allocation.nodes) {
@@ -495,20 +491,8 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
     return;
   }
   node.in_pool = true;
-  // Jobs the agent still runs but the leader does not expect there: kill them
-  // so that no job ever runs twice.
-  for (JobId id : hello.running_jobs()) {
-    auto it = jobs_.find(id);
-    bool expected = it != jobs_.end() && it->second.job.state == job::JobState::kRunning &&
-                    it->second.running_on.count(rank);
-    if (!expected) {
-      overlay::Envelope kill;
-      kill.set_dst(rank);
-      kill.mutable_kill()->set_job_id(id);
-      kill.mutable_kill()->set_attempt(it == jobs_.end() ? 0 : it->second.job.requeue_count);
-      (void)overlay_->send(std::move(kill));
-    }
-  }
+  node.awaited = false;
+  adopt_reported_jobs(node, hello);
   (void)overlay_->send(std::move(welcome));
   store::WriteBatch batch;
   batch.upsert_node(rank, node.name, "up", "{}", now());
@@ -518,7 +502,68 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   schedule_soon();
 }
 
+void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello) {
+  const Rank rank = node.rank;
+  // Ends that happened while the leader was away (or whose report was lost).
+  for (const overlay::JobUpdate& update : hello.finished()) on_job_update(rank, update);
+  std::set<JobId> reported;
+  for (const overlay::RunningJob& r : hello.running()) {
+    auto it = jobs_.find(r.job_id());
+    bool expected = it != jobs_.end() && it->second.job.state == job::JobState::kRunning &&
+                    r.attempt() == static_cast<uint32_t>(it->second.job.requeue_count) &&
+                    it->second.running_on.count(rank);
+    if (!expected) {
+      // Not ours to run any more (cancelled, requeued, failed elsewhere):
+      // killed, so that no job ever runs twice.
+      overlay::Envelope kill;
+      kill.set_dst(rank);
+      kill.mutable_kill()->set_job_id(r.job_id());
+      kill.mutable_kill()->set_attempt(r.attempt());
+      (void)overlay_->send(std::move(kill));
+      continue;
+    }
+    reported.insert(r.job_id());
+    JobEntry& entry = it->second;
+    if (entry.held_on.count(rank)) continue;
+    resource::Allocation part;
+    part.cpus_per_task = entry.job.allocation.cpus_per_task;
+    for (const auto& a : entry.job.allocation.nodes) {
+      if (a.rank == rank) part.nodes.push_back(a);
+    }
+    Status taken = pool_.allocate(part);
+    if (!taken.is_ok()) {
+      spdlog::error("job {}: cannot adopt its part on {}: {}", r.job_id(), node.name, taken.message());
+      continue;
+    }
+    entry.held_on.insert(rank);
+    spdlog::info("job {}: adopted on {} (still running)", r.job_id(), node.name);
+  }
+  // Jobs the leader expected on this node that its agent neither runs nor
+  // reported ended: lost (the agent restarted, or the launch never arrived).
+  const std::vector<JobId> running(running_.begin(), running_.end());
+  for (JobId id : running) {
+    JobEntry& entry = jobs_.at(id);
+    if (!entry.running_on.count(rank) || reported.count(id)) continue;
+    entry.running_on.erase(rank);
+    kill_job_parts(entry);
+    std::string why = "its part on " + node.name + " was lost";
+    if (entry.job.spec.requeue && !entry.cancel_requested) {
+      requeue_job(entry, why);
+    } else {
+      finish_job(entry, job::JobState::kNodeFail, why);
+    }
+  }
+}
+
 void Leader::on_job_update(Rank rank, const overlay::JobUpdate& update) {
+  if (update.kind() != overlay::JobUpdate::STARTED) {
+    // Recorded (or stale): either way the agent may forget it.
+    overlay::Envelope ack;
+    ack.set_dst(rank);
+    ack.mutable_job_update_ack()->set_job_id(update.job_id());
+    ack.mutable_job_update_ack()->set_attempt(update.attempt());
+    (void)overlay_->send(std::move(ack));
+  }
   auto it = jobs_.find(update.job_id());
   if (it == jobs_.end()) return;
   JobEntry& entry = it->second;
@@ -548,7 +593,7 @@ void Leader::on_job_update(Rank rank, const overlay::JobUpdate& update) {
   if (end != job::JobState::kCompleted && !entry.running_on.empty()) kill_job_parts(entry);
   if (!entry.running_on.empty()) return;
   job::JobState final_state = entry.cancel_requested ? job::JobState::kCancelled : entry.outcome;
-  finish_job(entry, final_state, entry.outcome_reason);
+  finish_job(entry, final_state, entry.outcome_reason, update.time_us());
   schedule_soon();
 }
 
@@ -565,15 +610,27 @@ void Leader::kill_job_parts(JobEntry& entry) {
   }
 }
 
-void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string& reason) {
-  job::Job& job = entry.job;
-  if (job.state == job::JobState::kRunning) {
-    Status released = pool_.release(job.allocation);
-    if (!released.is_ok()) spdlog::error("job {}: release: {}", job.id, released.message());
-    running_.erase(job.id);
+void Leader::release_held(JobEntry& entry) {
+  for (Rank rank : entry.held_on) {
+    resource::Allocation part;
+    part.cpus_per_task = entry.job.allocation.cpus_per_task;
+    for (const auto& a : entry.job.allocation.nodes) {
+      if (a.rank == rank) part.nodes.push_back(a);
+    }
+    Status released = pool_.release(part);
+    if (!released.is_ok()) spdlog::error("job {}: release: {}", entry.job.id, released.message());
   }
+  entry.held_on.clear();
+  running_.erase(entry.job.id);
+}
+
+// end_time: when the job ended on its last node (the agent's clock), or 0 for now.
+void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string& reason,
+                        TimeUs end_time) {
+  job::Job& job = entry.job;
+  if (job.state == job::JobState::kRunning) release_held(entry);
   job.state = state;
-  job.end_time = now();
+  job.end_time = end_time > 0 ? end_time : now();
   job.reason = reason;
   if (state == job::JobState::kTimeout && job.reason.empty()) job.reason = "time limit reached";
   entry.running_on.clear();
@@ -585,9 +642,7 @@ void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string&
 
 void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
   job::Job& job = entry.job;
-  Status released = pool_.release(job.allocation);
-  if (!released.is_ok()) spdlog::error("job {}: release: {}", job.id, released.message());
-  running_.erase(job.id);
+  release_held(entry);
   job.state = job::JobState::kPending;
   job.allocation = {};
   job.start_time = 0;
@@ -604,7 +659,8 @@ void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
 void Leader::check_heartbeats() {
   TimeUs limit = now() - static_cast<TimeUs>(config_.node_down_after_ms) * 1000;
   for (auto& [rank, node] : nodes_) {
-    if (node.state == NodeState::kUp && node.last_seen < limit) {
+    bool watched = node.state == NodeState::kUp || (node.state == NodeState::kUnknown && node.awaited);
+    if (watched && node.last_seen < limit) {
       node_down(node, "no heartbeat for " + std::to_string(config_.node_down_after_ms) + " ms");
     }
   }

@@ -58,6 +58,9 @@ class Leader {
     TimeUs last_seen = 0;
     bool in_pool = false;
     std::uint64_t incarnation = 0;
+    // After a leader restart: a node that ran jobs is awaited; if it does not
+    // say Hello within node_down_after_ms it is declared down like a silent node.
+    bool awaited = false;
   };
   struct JobEntry {
     job::Job job;
@@ -66,6 +69,9 @@ class Leader {
     std::string outcome_reason;
     bool cancel_requested = false;
     bool kill_sent = false;
+    // Nodes whose part of the allocation is taken in the pool. All of them
+    // once started; after a leader restart, each as its agent confirms it.
+    std::set<Rank> held_on;
   };
 
   explicit Leader(const ClusterConfig& config);
@@ -82,7 +88,10 @@ class Leader {
   void check_heartbeats();
   void node_down(NodeEntry& node, const std::string& reason);
   void kill_job_parts(JobEntry& entry);
-  void finish_job(JobEntry& entry, job::JobState state, const std::string& reason);
+  void finish_job(JobEntry& entry, job::JobState state, const std::string& reason,
+                  TimeUs end_time = 0);
+  void release_held(JobEntry& entry);
+  void adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello);
   void requeue_job(JobEntry& entry, const std::string& reason);
   void persist(const job::Job& job, const std::string& event, const std::string& detail);
   void publish(const job::Job& job);

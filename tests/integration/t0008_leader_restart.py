@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""hpcqd killed with -9 and restarted on the same state directory: a job that
+was running keeps running (same processes) and is adopted again, a job that
+ended while the leader was away is recorded with its real end and exit code,
+and nothing runs twice."""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+t.within_cluster(agents=2, fanout=2)
+
+
+def leader_pid():
+    out = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
+                         capture_output=True, text=True).stdout.split()
+    t.check(len(out) == 1, f"hpcqd pids {out}")
+    return int(out[0])
+
+
+def job_pids(job_id):
+    pids = set()
+    for d in glob.glob(f"/sys/fs/cgroup/pids/hpcq/*/job-{job_id}"):
+        with open(os.path.join(d, "cgroup.procs")) as f:
+            pids.update(int(p) for p in f.read().split())
+    return pids
+
+
+def test_running_jobs_survive_a_leader_kill9():
+    d = t.workdir()
+    long_job = t.submit("-N", "2", "-n", "2", "--", "sleep", "300", cwd=d)
+    short_job = t.submit("-o", "short.out", "--", "sh", "-c", "sleep 2; echo done; exit 4", cwd=d)
+    t.wait_state(long_job, "RUNNING")
+    t.wait_state(short_job, "RUNNING")
+    before = job_pids(long_job)
+    t.check(before, "the long job has processes")
+
+    pid = leader_pid()
+    cmdline = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.time()
+    # While the leader is away the short job ends on its agent.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "done" not in open(os.path.join(d, "short.out")).read():
+        time.sleep(0.05)
+    time.sleep(0.5)
+    log = open(os.path.join(t.cluster_dir(), "logs", "hpcqd.log"), "a")
+    leader = subprocess.Popen(cmdline, stdout=log, stderr=log)
+    restarted_at = time.time()
+    try:
+        deadline = time.monotonic() + 20
+        while t.run([t.HPCQ, "queue"]).returncode != 0:
+            t.check(time.monotonic() < deadline and leader.poll() is None, "hpcqd did not restart")
+            time.sleep(0.05)
+        s = t.wait_state(short_job, ["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED", "TIMEOUT"])
+        t.check(s["state"] == "FAILED" and s["exit_code"] == 4, f"short job {s['state']} {s['exit_code']}")
+        t.check(killed_at < s["end_time"] < restarted_at,
+                f"end time {s['end_time']} not between the kill and the restart")
+        s = t.status(long_job)
+        t.check(s["state"] == "RUNNING", f"long job {s['state']}: {s['reason']}")
+        t.check(job_pids(long_job) == before, "the long job's processes changed")
+        nodes = {n["name"]: n for n in __import__("json").loads(t.hpcq("nodes", "--json").stdout)}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not all(n["state"] == "up" for n in nodes.values()):
+            time.sleep(0.1)
+            nodes = {n["name"]: n for n in __import__("json").loads(t.hpcq("nodes", "--json").stdout)}
+        # Its cores are held again: 16 - 1 on each node.
+        t.check(all(n["free_cores"] == 15 for n in nodes.values()), f"nodes {nodes}")
+        t.hpcq("cancel", str(long_job))
+        t.wait_state(long_job, "CANCELLED")
+        t.check(not job_pids(long_job), "cancelled job still has processes")
+        # The restarted leader schedules new work as before.
+        t.hpcq("wait", str(t.submit("-N", "2", "--", "true", cwd=d)))
+    finally:
+        leader.terminate()
+        leader.wait(timeout=20)
+
+
+t.main([test_running_jobs_survive_a_leader_kill9])
