@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <climits>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -44,7 +46,8 @@ int main(int argc, char** argv) {
   unsigned rank = 0;
   std::string log_level = "info";
   app.add_option("-c,--config", config_path, "cluster configuration (hpcq.toml)");
-  app.add_option("-r,--rank", rank, "this agent's rank in the config (1..N)")->required();
+  app.add_option("-r,--rank", rank,
+                 "this agent's rank in the config (1..N); default: the rank named as this host");
   app.add_option("--state-dir", options.state_dir, "job directories (default: agent.state_dir/rank-R)");
   app.add_option("--secret-key", options.secret_key, "CURVE key file (default: agent.secret_key)");
   app.add_option("--topology", options.topology,
@@ -60,14 +63,28 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e [rank " + std::to_string(rank) + "] %^%l%$ %v");
 
   auto config = hpcq::load_config(config_path);
   if (!config.is_ok()) {
     std::fprintf(stderr, "hpcq-agent: %s\n", config.status().message().c_str());
     return 2;
   }
+  if (rank == 0) {
+    // As on a real cluster under systemd: the rank whose name is this host's.
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    std::string short_name(host, strcspn(host, "."));
+    for (unsigned r = 1; r < config->ranks.size(); ++r) {
+      if (config->ranks[r].name == short_name) rank = r;
+    }
+    if (rank == 0) {
+      std::fprintf(stderr, "hpcq-agent: no --rank, and no [[rank]] in %s is named '%s'\n",
+                   config->source.c_str(), short_name.c_str());
+      return 2;
+    }
+  }
   options.rank = rank;
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e [rank " + std::to_string(rank) + "] %^%l%$ %v");
   if (options.state_dir.empty()) options.state_dir = config->agent_state_dir + "/rank-" + std::to_string(rank);
   if (options.secret_key.empty()) options.secret_key = config->agent_secret_key;
   if (options.job_shell.empty()) {
@@ -94,7 +111,9 @@ int main(int argc, char** argv) {
     }
     (*agent)->stop();
   });
+  sd_notify(0, "READY=1");  // for Type=notify units; a no-op elsewhere
   (*agent)->run();
+  sd_notify(0, "STOPPING=1");
   signal_thread.join();
   close(sfd);
   agent->reset();  // kills what still runs and removes its cgroups

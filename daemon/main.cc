@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -66,7 +67,9 @@ int run(const std::string& config_path, const std::string& socket_override) {
   });
   spdlog::info("hpcqd: serving on {} ({} ranks in {})", config->socket, config->ranks.size(),
                config->source);
+  sd_notify(0, "READY=1");  // for Type=notify units; a no-op elsewhere
   (*leader)->run();
+  sd_notify(0, "STOPPING=1");
 
   // Stop taking calls first, then the loop's users, in reverse of start-up.
   acceptor.stop();
