@@ -103,6 +103,7 @@ nlohmann::json job_json(const v1::Job& job) {
   j["start_time"] = time_json(job.start_time_us());
   j["end_time"] = time_json(job.end_time_us());
   j["requeue_count"] = job.requeue_count();
+  j["held"] = job.held();
   return j;
 }
 
@@ -112,7 +113,7 @@ nlohmann::json node_json(const v1::Node& node) {
           {"numa", node.numa()},         {"free_cores", node.free_cores()},
           {"packages", node.packages()}, {"memory_bytes", node.memory_bytes()},
           {"topology", node.topology()}, {"host_cpus", node.host_cpus()},
-          {"running_jobs", node.running_jobs()}};
+          {"running_jobs", node.running_jobs()}, {"reason", node.reason()}};
 }
 
 std::string queue_table(const v1::ListJobsResponse& jobs) {
@@ -155,11 +156,12 @@ std::string status_text(const v1::Job& job) {
 
 std::string nodes_table(const v1::ListNodesResponse& nodes) {
   std::vector<std::vector<std::string>> rows = {
-      {"NODE", "RANK", "STATE", "CORES", "FREE", "NUMA", "JOBS", "TOPOLOGY"}};
+      {"NODE", "RANK", "STATE", "CORES", "FREE", "NUMA", "JOBS", "TOPOLOGY", "REASON"}};
   for (const auto& n : nodes.nodes()) {
     rows.push_back({n.name(), std::to_string(n.rank()), n.state(), std::to_string(n.cores()),
                     std::to_string(n.free_cores()), std::to_string(n.numa()),
-                    std::to_string(n.running_jobs()), n.topology().empty() ? "-" : n.topology()});
+                    std::to_string(n.running_jobs()), n.topology().empty() ? "-" : n.topology(),
+                    n.reason().empty() ? "-" : n.reason()});
   }
   return table(rows);
 }

@@ -196,6 +196,51 @@ int cmd_nodes(bool json) {
   return 0;
 }
 
+// hold/release: per job; drain/resume: per node. Each call is one RPC whose
+// one-line error (if any) is printed; the exit status is the worst.
+template <typename Request, typename Response, typename Call>
+int for_each_id(const std::vector<std::string>& ids, Call call) {
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  int code = 0;
+  for (const auto& text : ids) {
+    auto id = parse_job_id(text);
+    if (!id.is_ok()) return fail(id.status());
+    Request request;
+    request.set_id(*id);
+    Response response;
+    grpc::ClientContext ctx;
+    Status s = from_grpc((stub.get()->*call)(&ctx, request, &response), socket);
+    if (!s.is_ok()) code = std::max(code, fail(s));
+  }
+  return code;
+}
+
+int cmd_drain(const std::vector<std::string>& nodes, bool drain, const std::string& reason) {
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  int code = 0;
+  for (const auto& node : nodes) {
+    grpc::ClientContext ctx;
+    grpc::Status g;
+    if (drain) {
+      v1::DrainRequest request;
+      request.set_node(node);
+      request.set_reason(reason);
+      v1::DrainResponse response;
+      g = stub->Drain(&ctx, request, &response);
+    } else {
+      v1::ResumeRequest request;
+      request.set_node(node);
+      v1::ResumeResponse response;
+      g = stub->Resume(&ctx, request, &response);
+    }
+    Status s = from_grpc(g, socket);
+    if (!s.is_ok()) code = std::max(code, fail(s));
+  }
+  return code;
+}
+
 // Writes a CURVE key pair (mode 0600) and prints its public key, for
 // hpcq.toml's [[rank]] public_key.
 int cmd_keygen(const std::string& path, bool force) {
@@ -242,6 +287,17 @@ int main(int argc, char** argv) {
   queue->add_flag("--json", json, "machine-readable output");
   auto* nodes = app.add_subcommand("nodes", "list the cluster's nodes");
   nodes->add_flag("--json", json, "machine-readable output");
+  auto* hold = app.add_subcommand("hold", "keep pending jobs from starting");
+  hold->add_option("jobs", ids, "job ids")->required();
+  auto* release = app.add_subcommand("release", "let held jobs start again");
+  release->add_option("jobs", ids, "job ids")->required();
+  std::vector<std::string> node_names;
+  std::string reason;
+  auto* drain = app.add_subcommand("drain", "give nodes no new work (root)");
+  drain->add_option("nodes", node_names, "node names")->required();
+  drain->add_option("--reason", reason, "why (shown by hpcq nodes)");
+  auto* resume = app.add_subcommand("resume", "give drained nodes work again (root)");
+  resume->add_option("nodes", node_names, "node names")->required();
   std::string key_path;
   bool force = false;
   auto* keygen = app.add_subcommand("keygen", "write a CURVE key pair for the overlay");
@@ -266,8 +322,9 @@ int main(int argc, char** argv) {
       words.erase(dashes, words.end());
     }
   }
-  const std::set<std::string> commands = {"submit", "cancel", "status", "wait", "queue",
-                                          "nodes",  "keygen", "start"};
+  const std::set<std::string> commands = {"submit", "cancel",  "status", "wait",  "queue",
+                                          "nodes",  "keygen",  "start",  "hold",  "release",
+                                          "drain",  "resume"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -286,6 +343,16 @@ int main(int argc, char** argv) {
   if (*queue) return cmd_queue(all, json);
   if (*nodes) return cmd_nodes(json);
   if (*keygen) return cmd_keygen(key_path, force);
+  if (*hold) {
+    return for_each_id<hpcq::v1::HoldRequest, hpcq::v1::HoldResponse>(
+        ids, &hpcq::v1::Hpcq::Stub::Hold);
+  }
+  if (*release) {
+    return for_each_id<hpcq::v1::ReleaseRequest, hpcq::v1::ReleaseResponse>(
+        ids, &hpcq::v1::Hpcq::Stub::Release);
+  }
+  if (*drain) return cmd_drain(node_names, /*drain=*/true, reason);
+  if (*resume) return cmd_drain(node_names, /*drain=*/false, "");
   if (*start) return run_start(start_options);
   return 2;
 }

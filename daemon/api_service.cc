@@ -73,6 +73,34 @@ grpc::Status ApiService::ListNodes(grpc::ServerContext* context, const v1::ListN
   return grpc::Status::OK;
 }
 
+grpc::Status ApiService::Hold(grpc::ServerContext* context, const v1::HoldRequest* request,
+                              v1::HoldResponse*) {
+  auto caller = credentials_.lookup(context->peer());
+  if (!caller) return kNoCredentials;
+  return to_grpc(leader_.hold(*caller, request->id(), /*held=*/true).get());
+}
+
+grpc::Status ApiService::Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
+                                 v1::ReleaseResponse*) {
+  auto caller = credentials_.lookup(context->peer());
+  if (!caller) return kNoCredentials;
+  return to_grpc(leader_.hold(*caller, request->id(), /*held=*/false).get());
+}
+
+grpc::Status ApiService::Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
+                               v1::DrainResponse*) {
+  auto caller = credentials_.lookup(context->peer());
+  if (!caller) return kNoCredentials;
+  return to_grpc(leader_.drain(*caller, request->node(), /*drained=*/true, request->reason()).get());
+}
+
+grpc::Status ApiService::Resume(grpc::ServerContext* context, const v1::ResumeRequest* request,
+                                v1::ResumeResponse*) {
+  auto caller = credentials_.lookup(context->peer());
+  if (!caller) return kNoCredentials;
+  return to_grpc(leader_.drain(*caller, request->node(), /*drained=*/false, "").get());
+}
+
 grpc::Status ApiService::WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
   auto caller_found = credentials_.lookup(context->peer());

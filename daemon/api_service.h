@@ -29,6 +29,14 @@ class ApiService final : public v1::Hpcq::Service {
                         v1::ListJobsResponse* response) override;
   grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
                          v1::ListNodesResponse* response) override;
+  grpc::Status Hold(grpc::ServerContext* context, const v1::HoldRequest* request,
+                    v1::HoldResponse* response) override;
+  grpc::Status Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
+                       v1::ReleaseResponse* response) override;
+  grpc::Status Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
+                     v1::DrainResponse* response) override;
+  grpc::Status Resume(grpc::ServerContext* context, const v1::ResumeRequest* request,
+                      v1::ResumeResponse* response) override;
   grpc::Status WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,
                          grpc::ServerWriter<v1::JobEvent>* writer) override;
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 
@@ -87,7 +88,9 @@ Status Leader::start() {
   for (job::Job& job : *jobs) {
     JobEntry entry;
     entry.job = job;
-    if (job.state == job::JobState::kPending) pending_.insert({job.submit_time, job.id});
+    if (job.state == job::JobState::kPending && !job.held) {
+      pending_.insert({job.submit_time, job.id});
+    }
     if (job.state == job::JobState::kRunning) {
       running_.insert(job.id);
       for (const auto& part : job.allocation.nodes) {
@@ -99,6 +102,12 @@ Status Leader::start() {
   }
   spdlog::info("store: {} jobs loaded ({} pending, {} running), next job id {}", jobs_.size(),
                pending_.size(), running_.size(), next_job_id_);
+  auto stored_nodes = (*store)->load_nodes();
+  if (!stored_nodes.is_ok()) return stored_nodes.status();
+  std::set<Rank> drained;
+  for (const auto& n : *stored_nodes) {
+    if (n.state == "drain") drained.insert(n.rank);
+  }
   committer_ = std::make_unique<store::GroupCommitter>(std::move(store).value());
 
   if (config_.ranks.empty()) return invalid_argument("config: no ranks");
@@ -120,6 +129,8 @@ Status Leader::start() {
     node.rank = r;
     node.name = config_.ranks[r].name;
     node.awaited = awaited.count(r) > 0;
+    node.drained = drained.count(r) > 0;
+    if (node.drained) node.reason = "drained before the leader restarted";
     node.last_seen = now();
     nodes_.emplace(r, std::move(node));
   }
@@ -256,9 +267,14 @@ std::future<v1::ListNodesResponse> Leader::list_nodes() {
       v1::Node* n = response.add_nodes();
       n->set_name(node.name);
       n->set_rank(rank);
-      n->set_state(node.state == NodeState::kUp     ? "up"
-                   : node.state == NodeState::kDown ? "down"
-                                                    : "unknown");
+      std::string state = node.state == NodeState::kUp     ? "up"
+                          : node.state == NodeState::kDown ? "down"
+                                                           : "unknown";
+      if (node.drained && node.state == NodeState::kUp) {
+        state = running[rank] > 0 ? "draining" : "drained";
+      }
+      n->set_state(state);
+      n->set_reason(node.reason);
       n->set_cores(node.topology.num_cores());
       n->set_numa(static_cast<int>(node.topology.numa.size()));
       n->set_packages(node.topology.packages);
@@ -269,6 +285,64 @@ std::future<v1::ListNodesResponse> Leader::list_nodes() {
       n->set_running_jobs(running[rank]);
     }
     promise->set_value(std::move(response));
+  });
+  return future;
+}
+
+std::future<Status> Leader::hold(const Caller& caller, JobId id, bool held) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  auto future = promise->get_future();
+  loop_.post([this, caller, id, held, promise] {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return promise->set_value(not_found("no job " + std::to_string(id)));
+    job::Job& job = it->second.job;
+    if (!caller.is_admin() && caller.uid != job.uid) {
+      return promise->set_value(permission_denied("job " + std::to_string(id) +
+                                                  " belongs to user " + job.user));
+    }
+    if (job.state != job::JobState::kPending) {
+      return promise->set_value(failed_precondition(
+          "job " + std::to_string(id) + " is " + job::state_name(job.state) +
+          ": only pending jobs can be " + (held ? "held" : "released")));
+    }
+    if (job.held == held) return promise->set_value(Status::ok());
+    job.held = held;
+    if (held) {
+      pending_.erase({job.submit_time, id});
+      job.reason = "held by " + user_name_of(caller.uid);
+    } else {
+      pending_.insert({job.submit_time, id});
+      job.reason.clear();
+      schedule_soon();
+    }
+    persist(job, held ? "hold" : "release", "{}");
+    publish(job);
+    promise->set_value(Status::ok());
+  });
+  return future;
+}
+
+std::future<Status> Leader::drain(const Caller& caller, const std::string& name, bool drained,
+                                  const std::string& reason) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  auto future = promise->get_future();
+  loop_.post([this, caller, name, drained, reason, promise] {
+    if (!caller.is_admin()) {
+      return promise->set_value(permission_denied(std::string(drained ? "drain" : "resume") +
+                                                  ": only root may change a node's state"));
+    }
+    auto it = std::find_if(nodes_.begin(), nodes_.end(),
+                           [&](const auto& n) { return n.second.name == name; });
+    if (it == nodes_.end()) return promise->set_value(not_found("no node '" + name + "'"));
+    NodeEntry& node = it->second;
+    node.drained = drained;
+    node.reason = drained ? (reason.empty() ? "drained by " + user_name_of(caller.uid) : reason) : "";
+    if (node.in_pool) pool_.set_schedulable(node.rank, !drained && node.state == NodeState::kUp);
+    persist_node(node);
+    spdlog::info("node {}: {}{}", name, drained ? "drained" : "resumed",
+                 drained ? " (" + node.reason + ")" : "");
+    if (!drained) schedule_soon();
+    promise->set_value(Status::ok());
   });
   return future;
 }
@@ -484,7 +558,9 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   node.host_cpus = std::max(1, hello.host_cpus());
   node.state = NodeState::kUp;
   node.last_seen = now();
-  Status added = pool_.add_node(rank, node.name, node.topology);
+  // Schedulable while the jobs it still runs are adopted (the pool gives no
+  // cores on an unschedulable node), then as its drain says.
+  Status added = pool_.add_node(rank, node.name, node.topology, /*schedulable=*/true);
   if (!added.is_ok()) {
     spdlog::error("node {}: {}", node.name, added.message());
     node.state = NodeState::kDown;
@@ -492,11 +568,11 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   }
   node.in_pool = true;
   node.awaited = false;
+  if (!node.drained) node.reason.clear();
   adopt_reported_jobs(node, hello);
+  pool_.set_schedulable(rank, !node.drained);
   (void)overlay_->send(std::move(welcome));
-  store::WriteBatch batch;
-  batch.upsert_node(rank, node.name, "up", "{}", now());
-  committer_->submit(std::move(batch), [](Status) {});
+  persist_node(node);
   spdlog::info("node {} (rank {}) is up: {} cores, {} NUMA domains ({})", node.name, rank,
                node.topology.num_cores(), node.topology.numa.size(), node.topology.source);
   schedule_soon();
@@ -685,10 +761,19 @@ void Leader::node_down(NodeEntry& node, const std::string& reason) {
       finish_job(entry, job::JobState::kNodeFail, why);
     }
   }
-  store::WriteBatch batch;
-  batch.upsert_node(node.rank, node.name, "down", "{}", now());
-  committer_->submit(std::move(batch), [](Status) {});
+  if (!node.drained) node.reason = reason;
+  persist_node(node);
   schedule_soon();
+}
+
+void Leader::persist_node(const NodeEntry& node) {
+  // A drain outlives restarts of the node and of the leader.
+  std::string state = node.drained ? "drain" : node.state == NodeState::kUp ? "up" : "down";
+  store::WriteBatch batch;
+  batch.upsert_node(node.rank, node.name, state, "{}", now());
+  committer_->submit(std::move(batch), [rank = node.rank](Status s) {
+    if (!s.is_ok()) spdlog::error("node rank {}: store update failed: {}", rank, s.message());
+  });
 }
 
 void Leader::persist(const job::Job& job, const std::string& event, const std::string& detail) {

@@ -45,6 +45,9 @@ class Leader {
   std::future<Result<v1::Job>> get_job(const Caller& caller, JobId id);
   std::future<v1::ListJobsResponse> list_jobs(const Caller& caller, v1::ListJobsRequest request);
   std::future<v1::ListNodesResponse> list_nodes();
+  std::future<Status> hold(const Caller& caller, JobId id, bool held);
+  std::future<Status> drain(const Caller& caller, const std::string& node, bool drained,
+                            const std::string& reason);
   JobEvents& events() { return events_; }
 
  private:
@@ -61,6 +64,8 @@ class Leader {
     // After a leader restart: a node that ran jobs is awaited; if it does not
     // say Hello within node_down_after_ms it is declared down like a silent node.
     bool awaited = false;
+    bool drained = false;     // hpcq drain: no new work until hpcq resume
+    std::string reason;       // why it is drained or down
   };
   struct JobEntry {
     job::Job job;
@@ -94,6 +99,7 @@ class Leader {
   void adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello);
   void requeue_job(JobEntry& entry, const std::string& reason);
   void persist(const job::Job& job, const std::string& event, const std::string& detail);
+  void persist_node(const NodeEntry& node);
   void publish(const job::Job& job);
   int host_cpu_of(Rank rank, int core) const;
   v1::Job describe(const job::Job& job) const;

@@ -97,6 +97,7 @@ v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_
   p.set_end_time_us(job.end_time);
   *p.mutable_spec() = to_proto(job.spec);
   p.set_requeue_count(job.requeue_count);
+  p.set_held(job.held);
   return p;
 }
 

@@ -64,6 +64,7 @@ struct Job {
   TimeUs start_time = 0;
   TimeUs end_time = 0;
   int requeue_count = 0;
+  bool held = false;    // pending but not eligible until released (hpcq hold/release)
 };
 
 // Output path with %j replaced by the id; relative paths are against cwd.

@@ -40,6 +40,7 @@ def test_running_jobs_survive_a_leader_kill9():
     before = job_pids(long_job)
     t.check(before, "the long job has processes")
 
+    t.hpcq("drain", "node2", "--reason", "maintenance")
     pid = leader_pid()
     cmdline = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
     os.kill(pid, signal.SIGKILL)
@@ -66,11 +67,13 @@ def test_running_jobs_survive_a_leader_kill9():
         t.check(job_pids(long_job) == before, "the long job's processes changed")
         nodes = {n["name"]: n for n in __import__("json").loads(t.hpcq("nodes", "--json").stdout)}
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not all(n["state"] == "up" for n in nodes.values()):
+        while time.monotonic() < deadline and not all(n["state"] in ("up", "draining") for n in nodes.values()):
             time.sleep(0.1)
             nodes = {n["name"]: n for n in __import__("json").loads(t.hpcq("nodes", "--json").stdout)}
         # Its cores are held again: 16 - 1 on each node.
         t.check(all(n["free_cores"] == 15 for n in nodes.values()), f"nodes {nodes}")
+        t.check(nodes["node2"]["state"] == "draining", f"the drain was forgotten: {nodes['node2']}")
+        t.hpcq("resume", "node2")
         t.hpcq("cancel", str(long_job))
         t.wait_state(long_job, "CANCELLED")
         t.check(not job_pids(long_job), "cancelled job still has processes")

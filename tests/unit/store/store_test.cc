@@ -106,6 +106,7 @@ void expect_same_job(const job::Job& a, const job::Job& b) {
   EXPECT_EQ(a.start_time, b.start_time);
   EXPECT_EQ(a.end_time, b.end_time);
   EXPECT_EQ(a.requeue_count, b.requeue_count);
+  EXPECT_EQ(a.held, b.held);
   EXPECT_EQ(a.spec.name, b.spec.name);
   EXPECT_EQ(a.spec.argv, b.spec.argv);
   EXPECT_EQ(a.spec.request.nodes, b.spec.request.nodes);
@@ -242,6 +243,7 @@ TEST(Store, JobRoundTripsThroughInsertUpdateAndReopen) {
     job.start_time = job.submit_time + 1000;
     job.reason = "";
     job.requeue_count = 2;
+    job.held = true;
     job.spec.time_limit_s = 1200;
     WriteBatch update;
     update.update_job(job);
