@@ -142,7 +142,8 @@ int run_start(const StartOptions& options) {
   std::ofstream config(dir / "hpcq.toml");
   config << "# written by hpcq start\n"
          << "[overlay]\nfanout = " << options.fanout
-         << "\nheartbeat_interval_ms = 500\nnode_down_after_ms = 5000\n\n"
+         << "\nheartbeat_interval_ms = 500\nnode_unresponsive_after_ms = 1500\n"
+         << "node_down_after_ms = 5000\n\n"
          << "[leader]\nstate_dir = \"" << (dir / "leader").string() << "\"\n"
          << "socket = \"" << (dir / "hpcqd.sock").string() << "\"\n"
          << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n\n"

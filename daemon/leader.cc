@@ -270,7 +270,9 @@ std::future<v1::ListNodesResponse> Leader::list_nodes() {
       std::string state = node.state == NodeState::kUp     ? "up"
                           : node.state == NodeState::kDown ? "down"
                                                            : "unknown";
-      if (node.drained && node.state == NodeState::kUp) {
+      if (node.state == NodeState::kUp && node.unresponsive) {
+        state = "unresponsive";
+      } else if (node.drained && node.state == NodeState::kUp) {
         state = running[rank] > 0 ? "draining" : "drained";
       }
       n->set_state(state);
@@ -337,7 +339,7 @@ std::future<Status> Leader::drain(const Caller& caller, const std::string& name,
     NodeEntry& node = it->second;
     node.drained = drained;
     node.reason = drained ? (reason.empty() ? "drained by " + user_name_of(caller.uid) : reason) : "";
-    if (node.in_pool) pool_.set_schedulable(node.rank, !drained && node.state == NodeState::kUp);
+    if (node.in_pool) pool_.set_schedulable(node.rank, schedulable(node));
     persist_node(node);
     spdlog::info("node {}: {}{}", name, drained ? "drained" : "resumed",
                  drained ? " (" + node.reason + ")" : "");
@@ -503,11 +505,11 @@ void Leader::on_message(overlay::Envelope&& envelope) {
         reply.mutable_welcome()->set_send_hello(true);
         (void)overlay_->send(std::move(reply));
       } else {
-        node->second.last_seen = now();
+        heard_from(node->second);
       }
       break;
     case overlay::Envelope::kJobUpdate:
-      node->second.last_seen = now();
+      if (node->second.state == NodeState::kUp) heard_from(node->second);
       on_job_update(rank, envelope.job_update());
       break;
     default:
@@ -528,7 +530,7 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   welcome.mutable_welcome()->set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
   if (node.state == NodeState::kUp && node.incarnation == hello.incarnation()) {
     // A retried Hello (the agent had not yet seen our Welcome): nothing changed.
-    node.last_seen = now();
+    heard_from(node);
     (void)overlay_->send(std::move(welcome));
     return;
   }
@@ -557,6 +559,7 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   node.topology = std::move(topo);
   node.host_cpus = std::max(1, hello.host_cpus());
   node.state = NodeState::kUp;
+  node.unresponsive = false;
   node.last_seen = now();
   // Schedulable while the jobs it still runs are adopted (the pool gives no
   // cores on an unschedulable node), then as its drain says.
@@ -570,7 +573,7 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   node.awaited = false;
   if (!node.drained) node.reason.clear();
   adopt_reported_jobs(node, hello);
-  pool_.set_schedulable(rank, !node.drained);
+  pool_.set_schedulable(rank, schedulable(node));
   (void)overlay_->send(std::move(welcome));
   persist_node(node);
   spdlog::info("node {} (rank {}) is up: {} cores, {} NUMA domains ({})", node.name, rank,
@@ -732,12 +735,36 @@ void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
   spdlog::info("job {}: requeued ({})", job.id, reason);
 }
 
+bool Leader::schedulable(const NodeEntry& node) const {
+  return node.state == NodeState::kUp && !node.unresponsive && !node.drained;
+}
+
+void Leader::heard_from(NodeEntry& node) {
+  node.last_seen = now();
+  if (!node.unresponsive) return;
+  node.unresponsive = false;
+  pool_.set_schedulable(node.rank, schedulable(node));
+  spdlog::info("node {} (rank {}) is responsive again", node.name, node.rank);
+  schedule_soon();
+}
+
+// Two-level liveness, as Flux's: a short silence only stops new work (the
+// node may be busy or its network slow); a long one declares the node down
+// and handles its jobs.
 void Leader::check_heartbeats() {
-  TimeUs limit = now() - static_cast<TimeUs>(config_.node_down_after_ms) * 1000;
+  const TimeUs t = now();
+  const TimeUs down_limit = t - static_cast<TimeUs>(config_.node_down_after_ms) * 1000;
+  const TimeUs quiet_limit = t - static_cast<TimeUs>(config_.node_unresponsive_after_ms) * 1000;
   for (auto& [rank, node] : nodes_) {
     bool watched = node.state == NodeState::kUp || (node.state == NodeState::kUnknown && node.awaited);
-    if (watched && node.last_seen < limit) {
+    if (!watched) continue;
+    if (node.last_seen < down_limit) {
       node_down(node, "no heartbeat for " + std::to_string(config_.node_down_after_ms) + " ms");
+    } else if (node.state == NodeState::kUp && !node.unresponsive && node.last_seen < quiet_limit) {
+      node.unresponsive = true;
+      pool_.set_schedulable(rank, false);
+      spdlog::warn("node {} (rank {}) is unresponsive: no heartbeat for {} ms", node.name, rank,
+                   config_.node_unresponsive_after_ms);
     }
   }
 }
@@ -746,6 +773,7 @@ void Leader::node_down(NodeEntry& node, const std::string& reason) {
   if (node.state == NodeState::kDown) return;
   spdlog::warn("node {} (rank {}) is down: {}", node.name, node.rank, reason);
   node.state = NodeState::kDown;
+  node.unresponsive = false;
   pool_.set_schedulable(node.rank, false);
   // Copied: finish_job and requeue_job take jobs out of running_.
   const std::vector<JobId> running(running_.begin(), running_.end());

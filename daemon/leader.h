@@ -65,6 +65,7 @@ class Leader {
     // say Hello within node_down_after_ms it is declared down like a silent node.
     bool awaited = false;
     bool drained = false;     // hpcq drain: no new work until hpcq resume
+    bool unresponsive = false;  // up, but silent for node_unresponsive_after_ms: no new work
     std::string reason;       // why it is drained or down
   };
   struct JobEntry {
@@ -91,6 +92,8 @@ class Leader {
   void on_hello(Rank rank, const overlay::Hello& hello);
   void on_job_update(Rank rank, const overlay::JobUpdate& update);
   void check_heartbeats();
+  void heard_from(NodeEntry& node);
+  bool schedulable(const NodeEntry& node) const;
   void node_down(NodeEntry& node, const std::string& reason);
   void kill_job_parts(JobEntry& entry);
   void finish_job(JobEntry& entry, job::JobState state, const std::string& reason,

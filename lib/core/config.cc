@@ -59,13 +59,18 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     const Table& t = root.at("overlay");
     if (!t.is_table()) return invalid_argument(where(t) + ": [overlay] must be a table");
     HPCQ_RETURN_IF_ERROR(
-        check_keys(t, "overlay", {"fanout", "heartbeat_interval_ms", "node_down_after_ms"}));
+        check_keys(t, "overlay", {"fanout", "heartbeat_interval_ms", "node_unresponsive_after_ms",
+                                  "node_down_after_ms"}));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "overlay", "fanout", c.fanout));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "overlay", "heartbeat_interval_ms", c.heartbeat_interval_ms));
+    HPCQ_RETURN_IF_ERROR(get_positive(t, "overlay", "node_unresponsive_after_ms",
+                                      c.node_unresponsive_after_ms));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "overlay", "node_down_after_ms", c.node_down_after_ms));
-    if (c.node_down_after_ms <= c.heartbeat_interval_ms) {
+    if (c.node_unresponsive_after_ms <= c.heartbeat_interval_ms ||
+        c.node_down_after_ms <= c.node_unresponsive_after_ms) {
       return invalid_argument(where(t) +
-                              ": overlay.node_down_after_ms must exceed heartbeat_interval_ms");
+                              ": overlay needs heartbeat_interval_ms < node_unresponsive_after_ms"
+                              " < node_down_after_ms");
     }
   }
   if (root.contains("leader")) {

@@ -26,7 +26,8 @@ struct ClusterConfig {
   // [overlay]
   int fanout = 16;
   int heartbeat_interval_ms = 1000;
-  int node_down_after_ms = 10000;
+  int node_unresponsive_after_ms = 3000;  // no new work; running jobs left alone
+  int node_down_after_ms = 10000;         // its jobs fail or are requeued
   // [leader]
   std::string state_dir = "/var/lib/hpcq";
   std::string socket = "/run/hpcq/hpcqd.sock";
