@@ -104,6 +104,14 @@ nlohmann::json job_json(const v1::Job& job) {
   j["end_time"] = time_json(job.end_time_us());
   j["requeue_count"] = job.requeue_count();
   j["held"] = job.held();
+  int cores = 0;
+  for (const auto& a : job.allocation()) cores += a.cores_size();
+  j["cores"] = cores;
+  // Accounting: cores held x time held, as sacct's CPUTime.
+  std::int64_t held_s = job.start_time_us() && job.end_time_us()
+                            ? (job.end_time_us() - job.start_time_us()) / 1000000
+                            : 0;
+  j["cpu_time_s"] = held_s * cores;
   return j;
 }
 
@@ -162,6 +170,22 @@ std::string nodes_table(const v1::ListNodesResponse& nodes) {
                     std::to_string(n.free_cores()), std::to_string(n.numa()),
                     std::to_string(n.running_jobs()), n.topology().empty() ? "-" : n.topology(),
                     n.reason().empty() ? "-" : n.reason()});
+  }
+  return table(rows);
+}
+
+std::string history_table(const v1::ListJobsResponse& jobs) {
+  std::vector<std::vector<std::string>> rows = {{"JOBID", "USER", "NAME", "QUEUE", "NODES", "CORES",
+                                                 "SUBMIT", "START", "END", "STATE", "EXITCODE",
+                                                 "CPUTIME(s)"}};
+  for (const auto& job : jobs.jobs()) {
+    nlohmann::json j = job_json(job);
+    rows.push_back({std::to_string(job.id()), job.user(), job.name(),
+                    job.spec().queue().empty() ? "default" : job.spec().queue(), join(job.nodes()),
+                    std::to_string(j["cores"].get<int>()), time_text(job.submit_time_us()),
+                    time_text(job.start_time_us()), time_text(job.end_time_us()),
+                    api::state_name(job.state()), std::to_string(job.exit_code()),
+                    std::to_string(j["cpu_time_s"].get<std::int64_t>())});
   }
   return table(rows);
 }

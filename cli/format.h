@@ -16,5 +16,6 @@ nlohmann::json node_json(const v1::Node& node);
 std::string queue_table(const v1::ListJobsResponse& jobs);
 std::string status_text(const v1::Job& job);
 std::string nodes_table(const v1::ListNodesResponse& nodes);
+std::string history_table(const v1::ListJobsResponse& jobs);
 
 }  // namespace hpcq::cli

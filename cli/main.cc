@@ -1,7 +1,10 @@
 // hpcq: the user command. Talks to hpcqd over its unix socket ($HPCQ_SOCKET).
 // Human tables by default, --json everywhere; exit 0 on success, 2 on bad
 // input, 1 on any other error, always with a one-line reason on stderr.
+#include <pwd.h>
 #include <unistd.h>
+
+#include <ctime>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -241,6 +244,72 @@ int cmd_drain(const std::vector<std::string>& nodes, bool drain, const std::stri
   return code;
 }
 
+struct HistoryFilter {
+  std::string user;
+  std::vector<std::string> states;
+  std::string since, until;  // YYYY-MM-DD[THH:MM[:SS]], local time
+};
+
+Result<std::int64_t> parse_local_time(const std::string& text, const char* option) {
+  std::tm tm{};
+  const char* end = nullptr;
+  for (const char* format : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"}) {
+    tm = {};
+    end = strptime(text.c_str(), format, &tm);
+    if (end && *end == '\0') break;
+    end = nullptr;
+  }
+  if (!end) {
+    return invalid_argument(std::string(option) + ": bad time '" + text +
+                            "' (YYYY-MM-DD[THH:MM[:SS]])");
+  }
+  tm.tm_isdst = -1;
+  return static_cast<std::int64_t>(std::mktime(&tm)) * 1000000;
+}
+
+// Like sacct: ended jobs with their user, queue, nodes, cores, times, state,
+// exit code and CPU time (cores x elapsed).
+int cmd_history(const HistoryFilter& filter, bool json) {
+  v1::ListJobsRequest request;
+  request.set_ended_only(true);
+  if (!filter.user.empty()) {
+    passwd* pw = getpwnam(filter.user.c_str());
+    if (!pw) return fail(invalid_argument("--user: no user '" + filter.user + "'"));
+    request.set_uid(pw->pw_uid);
+    request.set_has_uid(true);
+  }
+  for (const auto& name : filter.states) {
+    v1::JobState state;
+    if (!v1::JobState_Parse(name, &state) || state == v1::JOB_STATE_UNSPECIFIED) {
+      return fail(invalid_argument("--state: unknown state '" + name + "'"));
+    }
+    request.add_states(state);
+  }
+  if (!filter.since.empty()) {
+    auto t = parse_local_time(filter.since, "--since");
+    if (!t.is_ok()) return fail(t.status());
+    request.set_ended_after_us(*t);
+  }
+  if (!filter.until.empty()) {
+    auto t = parse_local_time(filter.until, "--until");
+    if (!t.is_ok()) return fail(t.status());
+    request.set_ended_before_us(*t);
+  }
+  const std::string socket = socket_path();
+  v1::ListJobsResponse response;
+  grpc::ClientContext ctx;
+  Status s = from_grpc(connect(socket)->ListJobs(&ctx, request, &response), socket);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& job : response.jobs()) out.push_back(job_json(job));
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << history_table(response);
+  }
+  return 0;
+}
+
 // Writes a CURVE key pair (mode 0600) and prints its public key, for
 // hpcq.toml's [[rank]] public_key.
 int cmd_keygen(const std::string& path, bool force) {
@@ -298,6 +367,14 @@ int main(int argc, char** argv) {
   drain->add_option("--reason", reason, "why (shown by hpcq nodes)");
   auto* resume = app.add_subcommand("resume", "give drained nodes work again (root)");
   resume->add_option("nodes", node_names, "node names")->required();
+  HistoryFilter history_filter;
+  auto* history = app.add_subcommand("history", "ended jobs, like sacct");
+  history->add_option("-u,--user", history_filter.user, "only this user's jobs");
+  history->add_option("-s,--state", history_filter.states, "only these states (COMPLETED, FAILED, ...)")
+      ->delimiter(',');
+  history->add_option("-S,--since", history_filter.since, "ended at or after YYYY-MM-DD[THH:MM[:SS]]");
+  history->add_option("-E,--until", history_filter.until, "ended before YYYY-MM-DD[THH:MM[:SS]]");
+  history->add_flag("--json", json, "machine-readable output");
   std::string key_path;
   bool force = false;
   auto* keygen = app.add_subcommand("keygen", "write a CURVE key pair for the overlay");
@@ -324,7 +401,7 @@ int main(int argc, char** argv) {
   }
   const std::set<std::string> commands = {"submit", "cancel",  "status", "wait",  "queue",
                                           "nodes",  "keygen",  "start",  "hold",  "release",
-                                          "drain",  "resume"};
+                                          "drain",  "resume",  "history"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -343,6 +420,7 @@ int main(int argc, char** argv) {
   if (*queue) return cmd_queue(all, json);
   if (*nodes) return cmd_nodes(json);
   if (*keygen) return cmd_keygen(key_path, force);
+  if (*history) return cmd_history(history_filter, json);
   if (*hold) {
     return for_each_id<hpcq::v1::HoldRequest, hpcq::v1::HoldResponse>(
         ids, &hpcq::v1::Hpcq::Stub::Hold);

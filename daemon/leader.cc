@@ -241,10 +241,16 @@ std::future<v1::ListJobsResponse> Leader::list_jobs(const Caller& caller,
   auto future = promise->get_future();
   loop_.post([this, caller, request, promise] {
     v1::ListJobsResponse response;
+    const std::set<int> states(request.states().begin(), request.states().end());
     for (const auto& [id, entry] : jobs_) {
       const job::Job& job = entry.job;
-      if (!request.all() && job::is_terminal(job.state)) continue;
+      const bool ended = job::is_terminal(job.state);
+      if (!request.all() && !request.ended_only() && ended) continue;
+      if (request.ended_only() && !ended) continue;
       if (request.has_uid() && job.uid != request.uid()) continue;
+      if (!states.empty() && !states.count(api::to_proto(job.state))) continue;
+      if (request.ended_after_us() && job.end_time < request.ended_after_us()) continue;
+      if (request.ended_before_us() && job.end_time >= request.ended_before_us()) continue;
       // Like Slurm's PrivateData=jobs: users see their own jobs, admins all.
       if (!caller.is_admin() && caller.uid != job.uid) continue;
       *response.add_jobs() = describe(job);
