@@ -135,9 +135,31 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   return c;
 }
 
+// TOML files are UTF-8. Checked before toml11 sees the text: its parser
+// (3.7, Debian 12) reads past the end of a literal string holding an invalid
+// byte such as 0xff (found by tests/fuzz/config_fuzz.cc).
+Status check_utf8(const std::string& text, const std::string& name) {
+  int line = 1;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') ++line;
+    std::size_t extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : 4;
+    bool valid = extra < 4 && i + extra < text.size() && !(c >= 0x80 && c < 0xc2) && c <= 0xf4;
+    for (std::size_t k = 1; valid && k <= extra; ++k) {
+      valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    }
+    if (!valid) {
+      return invalid_argument(name + ":" + std::to_string(line) + ": not valid UTF-8");
+    }
+    i += extra + 1;
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<ClusterConfig> parse_config(const std::string& text, const std::string& name) {
+  HPCQ_RETURN_IF_ERROR(check_utf8(text, name));
   try {
     std::istringstream in(text);
     return from_toml(toml::parse(in, name), name);

@@ -43,6 +43,8 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
       {"[[rank]]\nname = \"a\"\nendpoint = \"tcp://h:1\"\npublic_key = \"short\"\n", "public_key"},
       {std::string(kRank0) + kRank0, "duplicate node name 'leader'"},
       {"rank = 3\n", "array of tables"},
+      {"# comment\n'\xff'\n", "t.toml:2: not valid UTF-8"},
+      {"x = \"\xc3\"\n", "t.toml:1: not valid UTF-8"},
   };
   for (const auto& c : cases) {
     auto r = parse_config(c.text, "t.toml");
