@@ -124,18 +124,21 @@ int cmd_wait(const std::vector<std::string>& ids, bool json) {
   return all_completed ? 0 : 1;
 }
 
-int cmd_cancel(const std::vector<std::string>& ids) {
+// cancel, hold, release: one RPC per job id; each failure prints its one-line
+// error and the exit status is the worst.
+template <typename Request, typename Response, typename Call>
+int for_each_id(const std::vector<std::string>& ids, Call call) {
   const std::string socket = socket_path();
   auto stub = connect(socket);
   int code = 0;
   for (const auto& text : ids) {
     auto id = parse_job_id(text);
     if (!id.is_ok()) return fail(id.status());
-    v1::CancelRequest request;
+    Request request;
     request.set_id(*id);
-    v1::CancelResponse response;
+    Response response;
     grpc::ClientContext ctx;
-    Status s = from_grpc(stub->Cancel(&ctx, request, &response), socket);
+    Status s = from_grpc((stub.get()->*call)(&ctx, request, &response), socket);
     if (!s.is_ok()) code = std::max(code, fail(s));
   }
   return code;
@@ -165,10 +168,10 @@ int cmd_status(const std::vector<std::string>& ids, bool json) {
   return 0;
 }
 
-int cmd_queue(bool all, bool json) {
+// queue and history: one ListJobs call, printed as a table or a JSON array.
+int list_jobs(const v1::ListJobsRequest& request, bool json,
+              std::string (*table)(const v1::ListJobsResponse&)) {
   const std::string socket = socket_path();
-  v1::ListJobsRequest request;
-  request.set_all(all);
   v1::ListJobsResponse response;
   grpc::ClientContext ctx;
   Status s = from_grpc(connect(socket)->ListJobs(&ctx, request, &response), socket);
@@ -178,9 +181,15 @@ int cmd_queue(bool all, bool json) {
     for (const auto& job : response.jobs()) out.push_back(job_json(job));
     std::cout << out.dump(2) << "\n";
   } else {
-    std::cout << queue_table(response);
+    std::cout << table(response);
   }
   return 0;
+}
+
+int cmd_queue(bool all, bool json) {
+  v1::ListJobsRequest request;
+  request.set_all(all);
+  return list_jobs(request, json, queue_table);
 }
 
 int cmd_nodes(bool json) {
@@ -197,26 +206,6 @@ int cmd_nodes(bool json) {
     std::cout << nodes_table(response);
   }
   return 0;
-}
-
-// hold/release: per job; drain/resume: per node. Each call is one RPC whose
-// one-line error (if any) is printed; the exit status is the worst.
-template <typename Request, typename Response, typename Call>
-int for_each_id(const std::vector<std::string>& ids, Call call) {
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  int code = 0;
-  for (const auto& text : ids) {
-    auto id = parse_job_id(text);
-    if (!id.is_ok()) return fail(id.status());
-    Request request;
-    request.set_id(*id);
-    Response response;
-    grpc::ClientContext ctx;
-    Status s = from_grpc((stub.get()->*call)(&ctx, request, &response), socket);
-    if (!s.is_ok()) code = std::max(code, fail(s));
-  }
-  return code;
 }
 
 int cmd_drain(const std::vector<std::string>& nodes, bool drain, const std::string& reason) {
@@ -295,19 +284,7 @@ int cmd_history(const HistoryFilter& filter, bool json) {
     if (!t.is_ok()) return fail(t.status());
     request.set_ended_before_us(*t);
   }
-  const std::string socket = socket_path();
-  v1::ListJobsResponse response;
-  grpc::ClientContext ctx;
-  Status s = from_grpc(connect(socket)->ListJobs(&ctx, request, &response), socket);
-  if (!s.is_ok()) return fail(s);
-  if (json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& job : response.jobs()) out.push_back(job_json(job));
-    std::cout << out.dump(2) << "\n";
-  } else {
-    std::cout << history_table(response);
-  }
-  return 0;
+  return list_jobs(request, json, history_table);
 }
 
 // Writes a CURVE key pair (mode 0600) and prints its public key, for
@@ -414,7 +391,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hpcq: %s\n", e.what());
     return 2;
   }
-  if (*cancel) return cmd_cancel(ids);
+  if (*cancel) {
+    return for_each_id<hpcq::v1::CancelRequest, hpcq::v1::CancelResponse>(
+        ids, &hpcq::v1::Hpcq::Stub::Cancel);
+  }
   if (*status) return cmd_status(ids, json);
   if (*wait) return cmd_wait(ids, json);
   if (*queue) return cmd_queue(all, json);
