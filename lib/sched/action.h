@@ -2,13 +2,22 @@
 // run in the configured order over the Session, using the hooks that plugins
 // registered. The Scheduler owns its actions and runs them on its one
 // thread.
+//
+// An action may take options from the configuration (SchedulerConfig's
+// "backfill.reservation_depth" reaches "backfill" as "reservation_depth");
+// its factory in registry.cc rejects names and values it does not know.
 #pragma once
 
+#include <map>
+#include <string>
 #include <string_view>
 
 #include "lib/sched/session.h"
 
 namespace hpcq::sched {
+
+// Option name -> value, for one action.
+using ActionOptions = std::map<std::string, std::string>;
 
 class Action {
  public:

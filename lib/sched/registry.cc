@@ -1,6 +1,7 @@
 #include "lib/sched/registry.h"
 
 #include "lib/sched/actions/allocate.h"
+#include "lib/sched/actions/backfill.h"
 #include "lib/sched/plugins/fcfs.h"
 
 namespace hpcq::sched {
@@ -11,8 +12,20 @@ std::unique_ptr<Base> make() {
   return std::make_unique<T>();
 }
 
+// For actions that take no options.
+template <typename T>
+Result<std::unique_ptr<Action>> make_plain(const ActionOptions& options) {
+  if (!options.empty()) {
+    return invalid_argument("unknown scheduler option '" + std::string(T::kName) + "." +
+                            options.begin()->first + "' (action '" + std::string(T::kName) +
+                            "' takes no options)");
+  }
+  return std::unique_ptr<Action>(std::make_unique<T>());
+}
+
 constexpr ActionEntry kActions[] = {
-    {AllocateAction::kName, &make<AllocateAction, Action>},
+    {AllocateAction::kName, &make_plain<AllocateAction>},
+    {BackfillAction::kName, &BackfillAction::create},
 };
 
 constexpr PluginEntry kPlugins[] = {

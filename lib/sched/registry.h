@@ -9,6 +9,7 @@
 #include <span>
 #include <string_view>
 
+#include "lib/core/status.h"
 #include "lib/sched/action.h"
 #include "lib/sched/plugin.h"
 
@@ -16,7 +17,9 @@ namespace hpcq::sched {
 
 struct ActionEntry {
   std::string_view name;
-  std::unique_ptr<Action> (*make)();
+  // kInvalidArgument, one line naming the option, for an option the action
+  // does not know or a value it cannot use.
+  Result<std::unique_ptr<Action>> (*make)(const ActionOptions& options);
 };
 
 struct PluginEntry {

@@ -19,10 +19,11 @@ std::string known_names(std::span<const Entry> table) {
   return names;
 }
 
-// Builds the named objects from `table`; `kind` is "action" or "plugin".
-template <typename Entry, typename T>
-Status build(std::span<const Entry> table, const std::vector<std::string>& names, const char* kind,
-             std::vector<std::unique_ptr<T>>& out) {
+// Checks the names in `names` against `table`; `kind` is "action" or "plugin".
+template <typename Entry>
+Result<std::vector<const Entry*>> lookup(std::span<const Entry> table,
+                                         const std::vector<std::string>& names, const char* kind) {
+  std::vector<const Entry*> out;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
     if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), name) !=
@@ -35,9 +36,28 @@ Status build(std::span<const Entry> table, const std::vector<std::string>& names
       return invalid_argument("unknown scheduler " + std::string(kind) + " '" + name +
                               "' (known: " + known_names(table) + ")");
     }
-    out.push_back(entry->make());
+    out.push_back(&*entry);
   }
-  return Status::ok();
+  return out;
+}
+
+// Splits "<action>.<option>" keys by action; every action must be configured.
+Result<std::map<std::string, ActionOptions>> split_options(const SchedulerConfig& config) {
+  std::map<std::string, ActionOptions> out;
+  for (const auto& [key, value] : config.options) {
+    const std::size_t dot = key.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == key.size()) {
+      return invalid_argument("scheduler option '" + key +
+                              "' is not <action>.<option> (e.g. backfill.reservation_depth)");
+    }
+    std::string action = key.substr(0, dot);
+    if (std::find(config.actions.begin(), config.actions.end(), action) == config.actions.end()) {
+      return invalid_argument("scheduler option '" + key + "' is for action '" + action +
+                              "', which is not configured");
+    }
+    out[action][key.substr(dot + 1)] = value;
+  }
+  return out;
 }
 
 }  // namespace
@@ -46,9 +66,20 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config) {
   if (config.actions.empty()) {
     return invalid_argument("no scheduler actions configured (want e.g. actions = [\"allocate\"])");
   }
+  auto actions = lookup(action_registry(), config.actions, "action");
+  if (!actions.is_ok()) return actions.status();
+  auto plugins = lookup(plugin_registry(), config.plugins, "plugin");
+  if (!plugins.is_ok()) return plugins.status();
+  auto options = split_options(config);
+  if (!options.is_ok()) return options.status();
   Scheduler scheduler;
-  HPCQ_RETURN_IF_ERROR(build(action_registry(), config.actions, "action", scheduler.actions_));
-  HPCQ_RETURN_IF_ERROR(build(plugin_registry(), config.plugins, "plugin", scheduler.plugins_));
+  for (const ActionEntry* entry : *actions) {
+    const auto given = options->find(std::string(entry->name));
+    auto action = entry->make(given != options->end() ? given->second : ActionOptions{});
+    if (!action.is_ok()) return action.status();
+    scheduler.actions_.push_back(std::move(action).value());
+  }
+  for (const PluginEntry* entry : *plugins) scheduler.plugins_.push_back(entry->make());
   return scheduler;
 }
 

@@ -10,9 +10,13 @@
 //
 // Errors: create() fails with kInvalidArgument on an unknown or repeated
 // action or plugin name ("unknown scheduler action 'x' (known: allocate)")
-// or on an empty action list.
+// or on an empty action list, and on a bad option: a key that is not
+// "<action>.<option>", names an action that is not configured, or that the
+// action rejects ("scheduler option 'backfill.reservation_depth': 'x' is not
+// ...").
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +32,9 @@ namespace hpcq::sched {
 struct SchedulerConfig {
   std::vector<std::string> actions = {"allocate"};
   std::vector<std::string> plugins = {"fcfs"};
+  // Action options, "<action>.<option>" -> value, e.g.
+  // {"backfill.reservation_depth", "1"}; see each action's header.
+  std::map<std::string, std::string> options = {};
 };
 
 class Scheduler {

@@ -60,8 +60,8 @@ resource::NodePool& Session::working() {
   return *working_;
 }
 
-std::optional<resource::Allocation> Session::place_in(const PendingJob& job,
-                                                      const resource::NodePool& pool) const {
+std::vector<const resource::NodeState*> Session::candidates_in(
+    const PendingJob& job, const resource::NodePool& pool) const {
   std::vector<const resource::NodeState*> candidates;
   candidates.reserve(pool.nodes().size());
   for (const resource::NodeState& node : pool.nodes()) {
@@ -82,7 +82,12 @@ std::optional<resource::Allocation> Session::place_in(const PendingJob& job,
                      [](const auto& a, const auto& b) { return a.first > b.first; });
     for (std::size_t i = 0; i < scored.size(); ++i) candidates[i] = scored[i].second;
   }
-  return resource::find_allocation(job.request, candidates);
+  return candidates;
+}
+
+std::optional<resource::Allocation> Session::place_in(const PendingJob& job,
+                                                      const resource::NodePool& pool) const {
+  return resource::find_allocation(job.request, candidates_in(job, pool));
 }
 
 std::optional<resource::Allocation> Session::place(const PendingJob& job) const {

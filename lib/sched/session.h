@@ -60,6 +60,21 @@ class Session {
   // Where the job fits now: schedulable nodes that pass every predicate, in
   // score order. nullopt when it does not fit (or the request is malformed).
   std::optional<resource::Allocation> place(const PendingJob& job) const;
+  // The same over another pool (a trial copy, as backfill's with reserved
+  // cores held back); predicates and scores as for place().
+  std::optional<resource::Allocation> place_on(const PendingJob& job,
+                                               const resource::NodePool& pool) const {
+    return place_in(job, pool);
+  }
+  // The nodes of pool() the job may run on (schedulable, every predicate
+  // passes), best score first: where place() looks. Pointers valid until
+  // the next placement.
+  std::vector<const resource::NodeState*> candidates(const PendingJob& job) const {
+    return candidates_in(job, pool());
+  }
+  // Whether any plugin registered a predicate (feasibility then depends on
+  // the job, not only on its request).
+  bool has_predicates() const { return !predicates_.empty(); }
   // Whether the job would fit if nothing were running (predicates honoured):
   // false means waiting cannot help until the nodes change.
   bool fits_when_idle(const PendingJob& job);
@@ -67,6 +82,8 @@ class Session {
   Statement statement();
   // For decisions that take no resources (Reserve).
   void add_decision(Decision decision) { decisions_.decisions.push_back(std::move(decision)); }
+  // The decisions made so far this cycle (by earlier actions).
+  const Decisions& decisions() const { return decisions_; }
   // The decisions in the order they were made; leaves the Session empty.
   Decisions take_decisions() { return std::move(decisions_); }
 
@@ -79,6 +96,8 @@ class Session {
     Fn fn;
   };
 
+  std::vector<const resource::NodeState*> candidates_in(const PendingJob& job,
+                                                        const resource::NodePool& pool) const;
   std::optional<resource::Allocation> place_in(const PendingJob& job,
                                                const resource::NodePool& pool) const;
   resource::NodePool& working();

@@ -1,0 +1,190 @@
+#include "lib/sched/actions/backfill.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <unordered_set>
+
+#include "lib/sched/planner.h"
+
+namespace hpcq::sched {
+namespace {
+
+// The job's requested run time; kForever when it has none.
+TimeUs limit_us(const PendingJob& job) {
+  if (job.time_limit_s <= 0 || job.time_limit_s > kForever / kUsPerSecond) return kForever;
+  return job.time_limit_s * kUsPerSecond;
+}
+
+// What decides whether a job can be placed when no predicate looks at the
+// job itself.
+using Shape = std::tuple<int, int, int, std::uint64_t>;
+
+Shape shape_of(const PendingJob& job) {
+  return {job.request.nodes, job.request.ntasks, job.request.cpus_per_task,
+          job.request.mem_per_node_bytes};
+}
+
+// One walk over the queue (see backfill.h).
+class Walk {
+ public:
+  Walk(Session& session, BackfillOptions options)
+      : session_(session),
+        options_(options),
+        planner_(session.pool(), session.now()),
+        cache_failures_(!session.has_predicates()) {}
+
+  void run() {
+    const Snapshot& snapshot = session_.snapshot();
+    const std::vector<const PendingJob*>& queue = session_.ordered_queue();
+    for (const RunningJob& job : snapshot.running) {
+      planner_.add_release(job.allocation, job.end_estimate);
+    }
+    // Jobs that earlier actions started this cycle run until now + their limit.
+    std::map<JobId, const resource::Allocation*> taken;
+    for (const Decision& decision : session_.decisions().decisions) {
+      if (const Start* start = std::get_if<Start>(&decision)) {
+        taken.emplace(start->job, &start->allocation);
+        started_.insert(start->job);
+      }
+    }
+    if (!taken.empty()) {
+      for (const PendingJob* job : queue) {
+        const auto it = taken.find(job->id);
+        if (it != taken.end()) planner_.add_release(*it->second, end_of(*job));
+      }
+    }
+    const bool unlimited = options_.reservation_depth == BackfillOptions::kUnlimited;
+    int reservations = 0;
+    for (const PendingJob* job : queue) {
+      const bool may_reserve = unlimited || reservations < options_.reservation_depth;
+      // Nothing left to start and nothing left to promise.
+      if (!may_reserve && planner_.free_cores_now() == 0) break;
+      if (started_.contains(job->id)) continue;
+      if (try_start(*job)) continue;
+      if (may_reserve && reserve(*job)) ++reservations;
+    }
+  }
+
+ private:
+  TimeUs end_of(const PendingJob& job) const { return add_time(session_.now(), limit_us(job)); }
+
+  // Starts the job now if that takes nothing a reservation needs before the
+  // job's end.
+  bool try_start(const PendingJob& job) {
+    const auto need = static_cast<std::int64_t>(job.request.ntasks) * job.request.cpus_per_task;
+    if (need > planner_.free_cores_now()) return false;
+    const TimeUs end = end_of(job);
+    const Shape shape = shape_of(job);
+    if (cache_failures_) {
+      // Free resources only shrink during the walk and a later end only
+      // meets more reservations: the same shape fails again.
+      const auto failed = failed_.find(shape);
+      if (failed != failed_.end() && end >= failed->second) return false;
+    }
+    const std::vector<NodeShare> limits = planner_.limits(end);
+    std::optional<resource::Allocation> allocation =
+        limits.empty() ? session_.place(job) : place_within(job, limits);
+    if (!allocation) {
+      if (cache_failures_) failed_[shape] = end;
+      return false;
+    }
+    Statement statement = session_.statement();
+    // Placed on the same free cores the working copy has, so this only
+    // fails on a bug; skip the job rather than risk a core given twice.
+    if (!statement.allocate(job, *allocation).is_ok()) return false;
+    statement.commit();
+    planner_.start(*allocation, end);
+    if (trial_) (void)trial_->allocate(*allocation);
+    started_.insert(job.id);
+    return true;
+  }
+
+  // Places the job on a copy of the free resources in which, on each limited
+  // node, everything above the limit is held back for the reservations.
+  std::optional<resource::Allocation> place_within(const PendingJob& job,
+                                                   const std::vector<NodeShare>& limits) {
+    if (!trial_) trial_ = session_.pool();
+    resource::Allocation held;
+    for (const NodeShare& limit : limits) {
+      const resource::NodeState* node = trial_->find(limit.rank);
+      if (node == nullptr) continue;
+      resource::NodeAllocation part;
+      part.rank = limit.rank;
+      part.node = node->name();
+      part.memory_bytes =
+          node->free_memory() > limit.memory_bytes ? node->free_memory() - limit.memory_bytes : 0;
+      // The highest free ids: which ones does not matter to a count-based
+      // reservation, and the job then gets the low ones as it would anyway.
+      int surplus = node->free_cores() - limit.cores;
+      for (int core = node->total_cores() - 1; core >= 0 && surplus > 0; --core) {
+        if (node->core_free(core)) {
+          part.cores.push_back(core);
+          --surplus;
+        }
+      }
+      std::reverse(part.cores.begin(), part.cores.end());
+      if (!part.cores.empty() || part.memory_bytes > 0) held.nodes.push_back(std::move(part));
+    }
+    if (!trial_->allocate(held).is_ok()) return std::nullopt;
+    std::optional<resource::Allocation> allocation = session_.place_on(job, *trial_);
+    (void)trial_->release(held);
+    return allocation;
+  }
+
+  // Promises the job the earliest slot that delays no earlier reservation.
+  bool reserve(const PendingJob& job) {
+    if (!session_.fits_when_idle(job)) return false;  // waiting cannot help it
+    const TimeUs duration = limit_us(job);
+    std::optional<Slot> slot = planner_.earliest(job.request, duration, session_.candidates(job));
+    if (!slot) return false;
+    planner_.reserve(slot->nodes, slot->start, add_time(slot->start, duration));
+    session_.add_decision(Reserve{job.id, slot->start});
+    return true;
+  }
+
+  Session& session_;
+  const BackfillOptions options_;
+  Planner planner_;
+  const bool cache_failures_;
+  std::unordered_set<JobId> started_;
+  // Shape -> the earliest end at which it failed to start now.
+  std::map<Shape, TimeUs> failed_;
+  // The working copy with this walk's starts, made on the first limited
+  // placement.
+  std::optional<resource::NodePool> trial_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Action>> BackfillAction::create(const ActionOptions& options) {
+  BackfillOptions parsed;
+  for (const auto& [name, value] : options) {
+    if (name != kReservationDepth) {
+      return invalid_argument("unknown scheduler option 'backfill." + name +
+                              "' (known: reservation_depth)");
+    }
+    if (value == "unlimited") {
+      parsed.reservation_depth = BackfillOptions::kUnlimited;
+      continue;
+    }
+    int depth = 0;
+    const char* last = value.data() + value.size();
+    const auto [end, error] = std::from_chars(value.data(), last, depth);
+    if (value.empty() || error != std::errc() || end != last || depth < -1) {
+      return invalid_argument("scheduler option 'backfill.reservation_depth': '" + value +
+                              "' is not a reservation count (N >= 1; 0, -1 or unlimited for all)");
+    }
+    parsed.reservation_depth = depth <= 0 ? BackfillOptions::kUnlimited : depth;
+  }
+  return std::unique_ptr<Action>(std::make_unique<BackfillAction>(parsed));
+}
+
+void BackfillAction::execute(Session& session) {
+  if (session.snapshot().pool == nullptr) return;
+  Walk(session, options_).run();
+}
+
+}  // namespace hpcq::sched

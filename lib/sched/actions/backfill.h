@@ -1,0 +1,83 @@
+// Action "backfill": start queued jobs out of order when that delays none of
+// the first `reservation_depth` blocked jobs, and promise those jobs a start
+// time (Reserve decisions). Runs after "allocate" (actions = ["allocate",
+// "backfill"]) and picks up where its strict FCFS walk stopped; run alone it
+// does allocate's work too.
+//
+// Depth 1 is EASY backfilling (Lifka's EASY; Mu'alem & Feitelson, IEEE TPDS
+// 2001): the first job that does not fit gets a reservation at its shadow
+// time, and a later job may start now if it ends before the shadow time or
+// uses only the "extra" cores (those the reserved job leaves free at the
+// shadow time). Depth D (Maui/Moab's RESERVATIONDEPTH) reserves for the first
+// D blocked jobs in queue order; depth 0 ("unlimited") reserves for every
+// blocked job: conservative backfilling.
+//
+// The walk, in job order (the Session's ordered queue), over the jobs that
+// the earlier actions did not start:
+//   1. Start now if it fits now without taking what a reservation needs
+//      before the job's end (now + its time limit): on every node, at most
+//      the least that stays free over [now, end) in the planner. "Ends
+//      before the shadow time" and "uses only extra cores" are both this one
+//      test.
+//   2. Otherwise, while fewer than `reservation_depth` reservations exist,
+//      reserve at the earliest time it fits (its shadow time) on the nodes
+//      the planner picks, and emit Reserve{job, shadow time}.
+//   Jobs that would not fit even on the idle cluster are passed over and
+//   take no reservation (as allocate does).
+//
+// Semantics chosen:
+//   - The time limit is the job's request, PendingJob.time_limit_s; 0 or
+//     less means none: such a job runs "forever", so it backfills only on
+//     cores no reservation ever needs, and its own reservation never ends.
+//   - Running jobs free their cores at end_estimate (the caller decides
+//     between user estimates and exact runtimes); an estimate already past
+//     counts as now + 1 s (see planner.h). Jobs started earlier in this
+//     cycle end at now + their time limit.
+//   - The extra cores are per node: a reservation holds a count of cores
+//     (and memory) on each of its nodes, not particular core ids.
+//   - Ties: the Session's job order (plugins, then submit time, then job id)
+//     decides who reserves first; nodes in the plugins' preference order.
+//   - A reservation is recomputed every cycle; it is a promise for this
+//     cycle's backfill, not a lease.
+//
+// Cost per cycle (Q queued, N nodes, E = running jobs + reservations):
+// O(Q) for jobs that cannot start now (a free-core count rules most out in
+// O(1), and a request shape that failed is not placed again with a longer
+// time limit when no predicate is registered), O(N + limits) per placement
+// tried, plus one planner.earliest() per reservation (planner.h).
+// Conservative backfilling on a long blocked queue is O(Q) earliest() calls.
+//
+// Options: reservation_depth = N >= 1 (default 1), or 0, -1 or "unlimited"
+// for every blocked job. Anything else fails Scheduler::create().
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "lib/core/status.h"
+#include "lib/sched/action.h"
+
+namespace hpcq::sched {
+
+struct BackfillOptions {
+  static constexpr int kUnlimited = 0;
+  int reservation_depth = 1;  // kUnlimited: every blocked job
+};
+
+class BackfillAction final : public Action {
+ public:
+  static constexpr std::string_view kName = "backfill";
+  static constexpr std::string_view kReservationDepth = "reservation_depth";
+
+  // From configuration options (see above).
+  static Result<std::unique_ptr<Action>> create(const ActionOptions& options);
+
+  explicit BackfillAction(BackfillOptions options = {}) : options_(options) {}
+  std::string_view name() const override { return kName; }
+  void execute(Session& session) override;
+
+ private:
+  BackfillOptions options_;
+};
+
+}  // namespace hpcq::sched
