@@ -17,6 +17,7 @@
 
 #include "cli/client.h"
 #include "cli/format.h"
+#include "cli/simulate.h"
 #include "cli/start.h"
 #include "lib/api/job_proto.h"
 #include "lib/job/submit_options.h"
@@ -311,6 +312,10 @@ int main(int argc, char** argv) {
   if (!args.empty() && args[0] == "submit") {
     return cmd_submit(std::vector<std::string>(args.begin() + 1, args.end()));
   }
+  // simulate needs no daemon and parses its own options (cli/simulate.cc).
+  if (!args.empty() && args[0] == "simulate") {
+    return run_simulate(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
 
   CLI::App app{"hpcq: submit and manage jobs on an hpcq cluster"};
   app.require_subcommand(1);
@@ -318,6 +323,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> ids;
 
   app.add_subcommand("submit", "submit a job: hpcq submit [options] COMMAND|SCRIPT [ARGS...]");
+  app.add_subcommand("simulate", "run an SWF trace through the scheduler: hpcq simulate --help");
   auto* cancel = app.add_subcommand("cancel", "cancel jobs");
   cancel->add_option("jobs", ids, "job ids")->required();
   cancel->add_flag("--json", json, "machine-readable output");

@@ -1,0 +1,223 @@
+#include "cli/simulate.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "lib/sim/metrics.h"
+#include "lib/sim/policy.h"
+#include "lib/sim/simulator.h"
+#include "lib/sim/swf.h"
+
+namespace hpcq::cli {
+namespace {
+
+constexpr int kExitBadInput = 2;
+constexpr int kExitFailure = 1;
+// Users shown in the human table; --json has them all.
+constexpr std::size_t kTopUsers = 10;
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "hpcq simulate: %s\n", message.c_str());
+  return code;
+}
+
+int exit_code(const Status& status) {
+  return status.code() == Code::kInvalidArgument ? kExitBadInput : kExitFailure;
+}
+
+struct Options {
+  std::string trace;
+  std::optional<int> cores;
+  std::optional<int> nodes;
+  std::optional<int> cores_per_node;
+  std::string policy = "fcfs";
+  std::string estimates = "user";
+  bool json = false;
+  std::string events;
+  bool skip_impossible = false;
+  bool kill_at_limit = false;
+};
+
+Result<sim::Cluster> cluster_of(const Options& o) {
+  sim::Cluster c;
+  if (o.cores_per_node) {
+    if (o.cores) return invalid_argument("give --cores or --cores-per-node, not both");
+    c.nodes = o.nodes.value_or(1);
+    c.cores_per_node = *o.cores_per_node;
+  } else if (o.cores) {
+    c.nodes = o.nodes.value_or(1);
+    if (c.nodes >= 1 && *o.cores % c.nodes != 0) {
+      return invalid_argument("--cores " + std::to_string(*o.cores) + " does not split evenly over " +
+                              std::to_string(c.nodes) + " nodes");
+    }
+    c.cores_per_node = c.nodes >= 1 ? *o.cores / c.nodes : 0;
+  } else {
+    return invalid_argument("the cluster size is missing: --cores N (or --nodes K --cores-per-node C)");
+  }
+  if (c.nodes < 1 || c.cores_per_node < 1) {
+    return invalid_argument("the cluster needs at least one node and one core per node");
+  }
+  return c;
+}
+
+// The closing file is part of the answer: a full disk must not pass silently.
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+void print_table(const Options& o, const sim::Cluster& cluster, const sim::SwfTrace& trace,
+                 const sim::SimResult& result, const sim::Metrics& m, double elapsed_s) {
+  std::printf("trace        %s (%zu rows, %zu dropped, %zu skipped)\n", o.trace.c_str(),
+              trace.rows, trace.dropped, result.skipped);
+  std::printf("cluster      %d x %d cores\n", cluster.nodes, cluster.cores_per_node);
+  std::printf("policy       %s (estimates: %s)\n", o.policy.c_str(), o.estimates.c_str());
+  std::printf("jobs         %zu\n", m.jobs);
+  std::printf("makespan     %lld s\n", static_cast<long long>(m.makespan_s));
+  std::printf("utilization  %.2f%%\n", 100.0 * m.utilization);
+  std::printf("wait         mean %.0f s, p95 %.0f s\n", m.mean_wait_s, m.p95_wait_s);
+  std::printf("bsld         mean(10 s) %.2f, p95(60 s) %.2f\n", m.mean_bsld_10, m.p95_bsld_60);
+  std::printf("backfilled   %zu\n", m.backfilled);
+  std::printf("elapsed      %.3f s (%zu cycles)\n", elapsed_s, result.cycles);
+  std::vector<const sim::UserMetrics*> users;
+  for (const auto& u : m.users) users.push_back(&u);
+  std::stable_sort(users.begin(), users.end(), [](const auto* a, const auto* b) {
+    return a->core_seconds > b->core_seconds;
+  });
+  if (users.size() > kTopUsers) users.resize(kTopUsers);
+  std::printf("\n%-8s %8s %14s %12s %10s   (top %zu of %zu users by core-seconds)\n", "USER",
+              "JOBS", "CORE_SECONDS", "MEAN_WAIT_S", "MEAN_BSLD", users.size(), m.users.size());
+  for (const auto* u : users) {
+    std::printf("%-8lld %8zu %14.0f %12.0f %10.2f\n", static_cast<long long>(u->user), u->jobs,
+                u->core_seconds, u->mean_wait_s, u->mean_bsld_10);
+  }
+}
+
+void print_json(const Options& o, const sim::Cluster& cluster, const sim::SwfTrace& trace,
+                const sim::SimResult& result, const sim::Metrics& m, double elapsed_s) {
+  nlohmann::json users = nlohmann::json::array();
+  for (const auto& u : m.users) {
+    users.push_back({{"user", u.user},
+                     {"jobs", u.jobs},
+                     {"core_seconds", u.core_seconds},
+                     {"mean_wait_s", u.mean_wait_s},
+                     {"mean_bsld_10", u.mean_bsld_10}});
+  }
+  nlohmann::json out = {
+      {"trace", o.trace},
+      {"policy", o.policy},
+      {"estimates", o.estimates},
+      {"kill_at_limit", o.kill_at_limit},
+      {"nodes", cluster.nodes},
+      {"cores_per_node", cluster.cores_per_node},
+      {"cores", cluster.total_cores()},
+      {"rows", trace.rows},
+      {"dropped", trace.dropped},
+      {"skipped", result.skipped},
+      {"jobs", m.jobs},
+      {"makespan_s", m.makespan_s},
+      {"utilization", m.utilization},
+      {"mean_wait_s", m.mean_wait_s},
+      {"p95_wait_s", m.p95_wait_s},
+      {"mean_bsld_10", m.mean_bsld_10},
+      {"p95_bsld_60", m.p95_bsld_60},
+      {"backfilled", m.backfilled},
+      {"cycles", result.cycles},
+      {"elapsed_s", elapsed_s},
+      {"users", users},
+  };
+  std::printf("%s\n", out.dump().c_str());
+}
+
+}  // namespace
+
+int run_simulate(const std::vector<std::string>& args) {
+  Options o;
+  CLI::App app{"hpcq simulate: run an SWF workload trace through the scheduler on a virtual clock",
+               "hpcq simulate"};
+  app.add_option("trace", o.trace, "SWF trace (plain or .gz)")->required();
+  app.add_option("--cores", o.cores, "cores of the cluster (one node unless --nodes)");
+  app.add_option("--nodes", o.nodes, "nodes of the cluster");
+  app.add_option("--cores-per-node", o.cores_per_node, "cores of each node (with --nodes)");
+  app.add_option("--policy", o.policy, "scheduling policy: " + sim::policy_names())
+      ->capture_default_str();
+  app.add_option("--estimates", o.estimates,
+                 "what the scheduler knows of run times: user (requested time) or exact")
+      ->check(CLI::IsMember({"user", "exact"}))
+      ->capture_default_str();
+  app.add_flag("--json", o.json, "one JSON object instead of the table");
+  app.add_option("--events", o.events, "write one line per job start and end to FILE");
+  app.add_flag("--skip-impossible", o.skip_impossible,
+               "skip jobs larger than the cluster (default: fail)");
+  app.add_flag("--kill-at-limit", o.kill_at_limit,
+               "end a job at its requested time, as Batsim does (default: it runs its trace "
+               "runtime)");
+  std::vector<std::string> words(args.rbegin(), args.rend());  // CLI11 takes a reversed vector
+  try {
+    app.parse(words);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return fail(kExitBadInput, e.what());
+  }
+
+  auto cluster = cluster_of(o);
+  if (!cluster.is_ok()) return fail(kExitBadInput, cluster.status().message());
+  auto config = sim::policy_config(o.policy);
+  if (!config.is_ok()) return fail(kExitBadInput, config.status().message());
+
+  auto trace = sim::read_swf(o.trace);
+  if (!trace.is_ok()) return fail(exit_code(trace.status()), trace.status().message());
+
+  std::unique_ptr<std::FILE, FileCloser> events;
+  if (!o.events.empty()) {
+    events.reset(std::fopen(o.events.c_str(), "w"));
+    if (!events) return fail(kExitFailure, "cannot write " + o.events);
+  }
+
+  std::vector<sim::SimJob> jobs;
+  jobs.reserve(trace->jobs.size());
+  for (const sim::SwfJob& j : trace->jobs) {
+    jobs.push_back({static_cast<JobId>(j.id), j.user, j.submit_s, j.runtime_s, j.requested_s,
+                    j.size, j.line});
+  }
+  sim::SimOptions options;
+  options.cluster = *cluster;
+  options.scheduler = std::move(config).value();
+  options.estimates = o.estimates == "exact" ? sim::Estimates::kExact : sim::Estimates::kUser;
+  options.skip_impossible = o.skip_impossible;
+  options.kill_at_limit = o.kill_at_limit;
+
+  std::function<void(const sim::SimEvent&)> on_event;
+  if (events) {
+    on_event = [f = events.get()](const sim::SimEvent& e) {
+      const std::string line = sim::format_event(e);
+      std::fputs(line.c_str(), f);
+      std::fputc('\n', f);
+    };
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto result = sim::simulate(jobs, options, on_event);
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!result.is_ok()) {
+    return fail(exit_code(result.status()), o.trace + ": " + result.status().message());
+  }
+  if (events) {
+    std::FILE* f = events.release();
+    if (std::ferror(f) != 0 || std::fclose(f) != 0) return fail(kExitFailure, "cannot write " + o.events);
+  }
+
+  const sim::Metrics metrics = sim::compute_metrics(result->jobs, cluster->total_cores());
+  if (o.json) {
+    print_json(o, *cluster, *trace, *result, metrics, elapsed_s);
+  } else {
+    print_table(o, *cluster, *trace, *result, metrics, elapsed_s);
+  }
+  return 0;
+}
+
+}  // namespace hpcq::cli

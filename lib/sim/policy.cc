@@ -1,0 +1,56 @@
+#include "lib/sim/policy.h"
+
+#include <vector>
+
+namespace hpcq::sim {
+namespace {
+
+constexpr PolicyEntry kPolicies[] = {
+    {"fcfs", "allocate", "fcfs", "", "first come, first served; the head job blocks the queue"},
+    {"easy", "allocate,backfill", "fcfs", "backfill.reservation_depth=1",
+     "FCFS with EASY backfilling (one reservation, for the first blocked job)"},
+    {"conservative", "allocate,backfill", "fcfs", "backfill.reservation_depth=unlimited",
+     "FCFS with conservative backfilling (a reservation for every blocked job)"},
+};
+
+std::vector<std::string> split(std::string_view list) {
+  std::vector<std::string> out;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    out.emplace_back(list.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::span<const PolicyEntry> policies() { return kPolicies; }
+
+std::string policy_names() {
+  std::string names;
+  for (const PolicyEntry& p : kPolicies) {
+    if (!names.empty()) names += ", ";
+    names += p.name;
+  }
+  return names;
+}
+
+Result<sched::SchedulerConfig> policy_config(std::string_view name) {
+  for (const PolicyEntry& p : kPolicies) {
+    if (p.name != name) continue;
+    sched::SchedulerConfig config;
+    config.actions = split(p.actions);
+    config.plugins = split(p.plugins);
+    for (const std::string& option : split(p.options)) {
+      const std::size_t eq = option.find('=');
+      config.options[option.substr(0, eq)] = option.substr(eq + 1);
+    }
+    return config;
+  }
+  return invalid_argument("unknown policy '" + std::string(name) + "' (known: " + policy_names() +
+                          ")");
+}
+
+}  // namespace hpcq::sim

@@ -1,0 +1,290 @@
+#include "lib/sim/simulator.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <unordered_map>
+#include <utility>
+
+#include "lib/resource/node_pool.h"
+#include "lib/resource/topology.h"
+
+namespace hpcq::sim {
+namespace {
+
+constexpr std::size_t kNotRunning = static_cast<std::size_t>(-1);
+
+std::string job_name(const SimJob& job) {
+  std::string s = "job " + std::to_string(job.id);
+  if (job.line > 0) s += " (trace line " + std::to_string(job.line) + ")";
+  return s;
+}
+
+resource::NodeTopology node_topology(int cores) {
+  resource::NodeTopology topology;
+  topology.packages = 1;
+  topology.numa.push_back({0, 0, 0});
+  for (int c = 0; c < cores; ++c) topology.cores.push_back({c, 0, 0, {c}});
+  topology.source = "simulated:core:" + std::to_string(cores);
+  return topology;
+}
+
+// A job's end, ordered earliest first, then by job id.
+struct End {
+  std::int64_t time_s;
+  JobId id;
+  std::size_t index;
+  bool operator>(const End& o) const {
+    return time_s != o.time_s ? time_s > o.time_s : id > o.id;
+  }
+};
+
+class Simulation {
+ public:
+  Simulation(std::vector<SimJob> jobs, const SimOptions& options, sched::Scheduler scheduler,
+             const std::function<void(const SimEvent&)>& on_event)
+      : jobs_(std::move(jobs)),
+        options_(options),
+        scheduler_(std::move(scheduler)),
+        on_event_(on_event),
+        running_pos_(jobs_.size(), kNotRunning),
+        started_(jobs_.size(), false) {}
+
+  Status init() {
+    std::sort(jobs_.begin(), jobs_.end(), [](const SimJob& a, const SimJob& b) {
+      return a.submit_s != b.submit_s ? a.submit_s < b.submit_s : a.id < b.id;
+    });
+    index_.reserve(jobs_.size());
+    for (std::size_t i = 0; i < jobs_.size(); ++i) {
+      if (!index_.emplace(jobs_[i].id, i).second) {
+        return invalid_argument("duplicate job id " + std::to_string(jobs_[i].id));
+      }
+    }
+    const resource::NodeTopology topology = node_topology(options_.cluster.cores_per_node);
+    for (int n = 0; n < options_.cluster.nodes; ++n) {
+      HPCQ_RETURN_IF_ERROR(
+          pool_.add_node(static_cast<Rank>(n), "n" + std::to_string(n), topology));
+    }
+    snapshot_.pool = &pool_;
+    result_.jobs.reserve(jobs_.size());
+    return Status::ok();
+  }
+
+  Result<SimResult> run() {
+    std::size_t next_arrival = 0;
+    while (next_arrival < jobs_.size() || !ends_.empty()) {
+      std::int64_t now = std::numeric_limits<std::int64_t>::max();
+      if (next_arrival < jobs_.size()) now = jobs_[next_arrival].submit_s;
+      if (!ends_.empty()) now = std::min(now, ends_.top().time_s);
+      // Ends first: the cores they free are there for this time's arrivals.
+      while (!ends_.empty() && ends_.top().time_s == now) {
+        const End end = ends_.top();
+        ends_.pop();
+        HPCQ_RETURN_IF_ERROR(finish(end));
+      }
+      while (next_arrival < jobs_.size() && jobs_[next_arrival].submit_s == now) {
+        arrive(next_arrival++);
+      }
+      if (snapshot_.queue.empty()) continue;
+      HPCQ_RETURN_IF_ERROR(cycle(now));
+    }
+    if (!snapshot_.queue.empty()) {
+      // Nothing runs and nothing arrives: the scheduler will never start these.
+      return internal_error(std::to_string(snapshot_.queue.size()) +
+                            " jobs were never started (first: job " +
+                            std::to_string(snapshot_.queue.front().id) + ")");
+    }
+    return std::move(result_);
+  }
+
+ private:
+  // What the scheduler is told a job needs: whole seconds, at least one (a
+  // 0 s request would read as "no limit" to backfill).
+  std::int64_t limit_s(const SimJob& job) const {
+    const std::int64_t s =
+        options_.estimates == Estimates::kExact ? job.runtime_s : job.requested_s;
+    return std::max<std::int64_t>(s, 1);
+  }
+
+  void arrive(std::size_t index) {
+    const SimJob& job = jobs_[index];
+    sched::PendingJob pending;
+    pending.id = job.id;
+    pending.uid = job.user >= 0 ? static_cast<std::uint32_t>(job.user) : 0;
+    pending.submit_time = job.submit_s * kUsPerSecond;
+    pending.request.nodes = 0;
+    pending.request.ntasks = job.size;
+    pending.request.cpus_per_task = 1;
+    pending.time_limit_s = limit_s(job);
+    // Arrivals come in (submit, id) order and all arrivals of one time are
+    // queued before its cycle, so appending keeps the queue in that order.
+    snapshot_.queue.push_back(std::move(pending));
+    queue_index_.push_back(index);
+  }
+
+  Status cycle(std::int64_t now) {
+    snapshot_.now = now * kUsPerSecond;
+    ++result_.cycles;
+    sched::Decisions decisions = scheduler_.cycle(snapshot_);
+    const std::size_t first_started = result_.jobs.size();
+    for (sched::Decision& decision : decisions.decisions) {
+      auto* start = std::get_if<sched::Start>(&decision);
+      if (start == nullptr) continue;  // Reserve: a promise, nothing to apply
+      auto it = index_.find(start->job);
+      if (it == index_.end() || started_[it->second]) {
+        return internal_error("scheduler started job " + std::to_string(start->job) +
+                              ", which is not queued");
+      }
+      const std::size_t index = it->second;
+      Status taken = pool_.allocate(start->allocation);
+      if (!taken.is_ok()) {
+        return internal_error("scheduler decision for job " + std::to_string(start->job) +
+                              " refused: " + taken.message());
+      }
+      const SimJob& job = jobs_[index];
+      started_[index] = true;
+      const std::int64_t end_s = now + job.runtime_s;
+      running_pos_[index] = snapshot_.running.size();
+      snapshot_.running.push_back(
+          {job.id, std::move(start->allocation), (now + limit_s(job)) * kUsPerSecond});
+      running_index_.push_back(index);
+      ends_.push({end_s, job.id, index});
+      result_.jobs.push_back({job.id, job.user, job.submit_s, now, end_s, job.size, false});
+      if (on_event_) on_event_({now, job.id, true, &snapshot_.running.back().allocation});
+    }
+    if (result_.jobs.size() == first_started) return Status::ok();
+    // One pass keeps the queue and its index list in step, in order.
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < snapshot_.queue.size(); ++i) {
+      if (started_[queue_index_[i]]) continue;
+      if (kept != i) {
+        snapshot_.queue[kept] = std::move(snapshot_.queue[i]);
+        queue_index_[kept] = queue_index_[i];
+      }
+      ++kept;
+    }
+    snapshot_.queue.resize(kept);
+    queue_index_.resize(kept);
+    if (kept > 0) {
+      // The queue is in (submit, id) order: its front is the earliest job
+      // still waiting, and anything started after it in that order passed it.
+      const SimJob& head = jobs_[queue_index_.front()];
+      for (std::size_t i = first_started; i < result_.jobs.size(); ++i) {
+        JobOutcome& o = result_.jobs[i];
+        o.backfilled = o.submit_s != head.submit_s ? o.submit_s > head.submit_s : o.id > head.id;
+      }
+    }
+    return Status::ok();
+  }
+
+  Status finish(const End& end) {
+    const std::size_t pos = running_pos_[end.index];
+    sched::RunningJob& running = snapshot_.running[pos];
+    Status released = pool_.release(running.allocation);
+    if (!released.is_ok()) {
+      return internal_error("job " + std::to_string(end.id) + " end: " + released.message());
+    }
+    if (on_event_) on_event_({end.time_s, end.id, false, &running.allocation});
+    // Swap-remove: running jobs are a set to the scheduler.
+    const std::size_t last = snapshot_.running.size() - 1;
+    if (pos != last) {
+      snapshot_.running[pos] = std::move(snapshot_.running[last]);
+      running_index_[pos] = running_index_[last];
+      running_pos_[running_index_[pos]] = pos;
+    }
+    snapshot_.running.pop_back();
+    running_index_.pop_back();
+    running_pos_[end.index] = kNotRunning;
+    return Status::ok();
+  }
+
+  std::vector<SimJob> jobs_;  // in (submit, id) order
+  const SimOptions& options_;
+  sched::Scheduler scheduler_;
+  const std::function<void(const SimEvent&)>& on_event_;
+  std::unordered_map<JobId, std::size_t> index_;  // job id -> index in jobs_
+  std::vector<std::size_t> running_pos_;          // index -> position in snapshot_.running
+  std::vector<std::size_t> running_index_;        // position in snapshot_.running -> index
+  std::vector<bool> started_;                     // by index
+  std::vector<std::size_t> queue_index_;          // position in snapshot_.queue -> index
+  resource::NodePool pool_;
+  sched::Snapshot snapshot_;
+  std::priority_queue<End, std::vector<End>, std::greater<End>> ends_;
+  SimResult result_;
+};
+
+void append_ranges(std::string& out, const std::vector<int>& cores) {
+  std::vector<int> sorted = cores;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    if (i > 0) out += ',';
+    out += std::to_string(sorted[i]);
+    if (j > i) out += '-' + std::to_string(sorted[j]);
+    i = j + 1;
+  }
+}
+
+}  // namespace
+
+std::string format_event(const SimEvent& event) {
+  std::string out = std::to_string(event.time_s) + ' ' + std::to_string(event.job) +
+                    (event.start ? " start " : " end ");
+  if (event.allocation != nullptr) {
+    bool first = true;
+    for (const resource::NodeAllocation& node : event.allocation->nodes) {
+      if (!first) out += ' ';
+      first = false;
+      out += node.node + ':';
+      append_ranges(out, node.cores);
+    }
+  }
+  return out;
+}
+
+Result<SimResult> simulate(const std::vector<SimJob>& jobs, const SimOptions& options,
+                           const std::function<void(const SimEvent&)>& on_event) {
+  if (options.cluster.nodes < 1 || options.cluster.cores_per_node < 1) {
+    return invalid_argument("the cluster needs at least one node and one core per node (got " +
+                            std::to_string(options.cluster.nodes) + " x " +
+                            std::to_string(options.cluster.cores_per_node) + ")");
+  }
+  auto scheduler = sched::Scheduler::create(options.scheduler);
+  if (!scheduler.is_ok()) return scheduler.status();
+
+  std::vector<SimJob> accepted;
+  accepted.reserve(jobs.size());
+  std::size_t skipped = 0;
+  for (const SimJob& job : jobs) {
+    if (job.runtime_s < 0) {
+      return invalid_argument(job_name(job) + ": negative runtime " +
+                              std::to_string(job.runtime_s));
+    }
+    if (job.size < 1) {
+      return invalid_argument(job_name(job) + ": size " + std::to_string(job.size) +
+                              " (needs at least one core)");
+    }
+    if (job.size > options.cluster.total_cores()) {
+      if (options.skip_impossible) {
+        ++skipped;
+        continue;
+      }
+      return invalid_argument(job_name(job) + " needs " + std::to_string(job.size) +
+                              " cores; the cluster has " +
+                              std::to_string(options.cluster.total_cores()));
+    }
+    accepted.push_back(job);
+    if (options.kill_at_limit && job.requested_s > 0) {
+      accepted.back().runtime_s = std::min(job.runtime_s, job.requested_s);
+    }
+  }
+
+  Simulation simulation(std::move(accepted), options, std::move(scheduler).value(), on_event);
+  HPCQ_RETURN_IF_ERROR(simulation.init());
+  auto result = simulation.run();
+  if (result.is_ok()) result->skipped = skipped;
+  return result;
+}
+
+}  // namespace hpcq::sim

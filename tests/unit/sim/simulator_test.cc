@@ -1,0 +1,227 @@
+#include "lib/sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/sim/metrics.h"
+#include "lib/sim/policy.h"
+
+namespace hpcq::sim {
+namespace {
+
+SimOptions fcfs_on(int nodes, int cores_per_node) {
+  SimOptions options;
+  options.cluster = {nodes, cores_per_node};
+  options.scheduler = *policy_config("fcfs");
+  return options;
+}
+
+std::vector<std::string> run_events(const std::vector<SimJob>& jobs, const SimOptions& options,
+                                    SimResult* result = nullptr) {
+  std::vector<std::string> events;
+  auto r = simulate(jobs, options, [&](const SimEvent& e) { events.push_back(format_event(e)); });
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  if (result != nullptr && r.is_ok()) *result = *r;
+  return events;
+}
+
+// Four jobs on one node of 4 cores, worked out by hand:
+//   job 1: submit 0, runs 10 on 2 cores          -> starts 0, ends 10
+//   job 2: submit 0, runs 5 on 3 cores           -> does not fit beside job 1: 10..15
+//   job 3: submit 1, runs 2 on 1 core            -> fits at 1, but FCFS keeps it behind
+//                                                   job 2: 10..12 beside job 2
+//   job 4: submit 12, runs 4 on 4 cores          -> waits for job 2: 15..19
+// waits 0, 10, 9, 3; makespan 19; work 20 + 15 + 2 + 16 = 53 core-s.
+std::vector<SimJob> hand_trace() {
+  return {
+      {1, 100, 0, 10, 20, 2, 0},
+      {2, 100, 0, 5, 5, 3, 0},
+      {3, 101, 1, 2, 2, 1, 0},
+      {4, 101, 12, 4, 4, 4, 0},
+  };
+}
+
+TEST(SimulatorTest, FcfsHandTrace) {
+  SimResult result;
+  const std::vector<std::string> events = run_events(hand_trace(), fcfs_on(1, 4), &result);
+  const std::vector<std::string> expected = {
+      "0 1 start n0:0-1", "10 1 end n0:0-1",  "10 2 start n0:0-2", "10 3 start n0:3",
+      "12 3 end n0:3",    "15 2 end n0:0-2",  "15 4 start n0:0-3", "19 4 end n0:0-3",
+  };
+  EXPECT_EQ(events, expected);
+
+  ASSERT_EQ(result.jobs.size(), 4u);
+  std::vector<std::int64_t> starts;
+  for (JobId id = 1; id <= 4; ++id) {
+    auto it = std::find_if(result.jobs.begin(), result.jobs.end(),
+                           [&](const JobOutcome& o) { return o.id == id; });
+    ASSERT_NE(it, result.jobs.end());
+    starts.push_back(it->start_s);
+    EXPECT_FALSE(it->backfilled);
+  }
+  EXPECT_EQ(starts, (std::vector<std::int64_t>{0, 10, 10, 15}));
+
+  const Metrics m = compute_metrics(result.jobs, 4);
+  EXPECT_EQ(m.jobs, 4u);
+  EXPECT_EQ(m.makespan_s, 19);
+  EXPECT_DOUBLE_EQ(m.utilization, 53.0 / (4 * 19));
+  EXPECT_DOUBLE_EQ(m.mean_wait_s, 22.0 / 4);
+  EXPECT_DOUBLE_EQ(m.p95_wait_s, 9.85);  // sorted 0 3 9 10, position 2.85
+  // max(1, (w + r) / max(r, 10)): 1, 1.5, 1.1, max(1, 0.7)
+  EXPECT_DOUBLE_EQ(m.mean_bsld_10, (1 + 1.5 + 1.1 + 1) / 4);
+  // (w + r) / 60 unclamped: 10, 15, 11, 7 over 60; position 2.85 of 7 10 11 15
+  EXPECT_NEAR(m.p95_bsld_60, (11 + 0.85 * 4) / 60.0, 1e-12);
+  EXPECT_EQ(m.backfilled, 0u);
+  ASSERT_EQ(m.users.size(), 2u);
+  EXPECT_EQ(m.users[0].user, 100);
+  EXPECT_EQ(m.users[0].jobs, 2u);
+  EXPECT_DOUBLE_EQ(m.users[0].mean_wait_s, 5.0);
+  EXPECT_DOUBLE_EQ(m.users[1].core_seconds, 2 + 16);
+}
+
+TEST(SimulatorTest, UserEstimatesOrExactOnlyChangeWhatTheSchedulerIsTold) {
+  // FCFS ignores estimates: the schedule is the same.
+  SimOptions exact = fcfs_on(1, 4);
+  exact.estimates = Estimates::kExact;
+  EXPECT_EQ(run_events(hand_trace(), exact), run_events(hand_trace(), fcfs_on(1, 4)));
+}
+
+TEST(SimulatorTest, KillAtLimitEndsJobsAtTheirRequest) {
+  SimOptions options = fcfs_on(1, 4);
+  options.kill_at_limit = true;
+  std::vector<SimJob> jobs = hand_trace();
+  jobs[0].requested_s = 4;  // runs 10 in the trace
+  SimResult result;
+  const std::vector<std::string> events = run_events(jobs, options, &result);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[1], "4 1 end n0:0-1");
+}
+
+TEST(SimulatorTest, EasyBackfillsThroughTheSameScheduler) {
+  // Job 3 (1 core, 2 s) fits beside job 1 at time 1 and ends long before job
+  // 2's reservation: EASY starts it at once, and it counts as backfilled.
+  SimOptions easy = fcfs_on(1, 4);
+  easy.scheduler = *policy_config("easy");
+  SimResult result;
+  const std::vector<std::string> events = run_events(hand_trace(), easy, &result);
+  const std::vector<std::string> expected = {
+      "0 1 start n0:0-1", "1 3 start n0:2",   "3 3 end n0:2",     "10 1 end n0:0-1",
+      "10 2 start n0:0-2", "15 2 end n0:0-2", "15 4 start n0:0-3", "19 4 end n0:0-3",
+  };
+  EXPECT_EQ(events, expected);
+  const Metrics m = compute_metrics(result.jobs, 4);
+  EXPECT_EQ(m.backfilled, 1u);
+  EXPECT_DOUBLE_EQ(m.mean_wait_s, (0 + 10 + 0 + 3) / 4.0);
+}
+
+TEST(SimulatorTest, ZeroRuntimeJobsFreeTheirCoresAtOnce) {
+  // Job 1 takes the whole node for 0 s; job 2, queued at the same time,
+  // starts in a second cycle at that same time.
+  const std::vector<SimJob> jobs = {{1, 0, 5, 0, 1, 2, 0}, {2, 0, 5, 3, 3, 2, 0}};
+  const std::vector<std::string> events = run_events(jobs, fcfs_on(1, 2));
+  const std::vector<std::string> expected = {"5 1 start n0:0-1", "5 1 end n0:0-1",
+                                             "5 2 start n0:0-1", "8 2 end n0:0-1"};
+  EXPECT_EQ(events, expected);
+}
+
+TEST(SimulatorTest, JobsSpreadOverNodes) {
+  const std::vector<SimJob> jobs = {{1, 0, 0, 3, 3, 6, 0}};
+  const std::vector<std::string> events = run_events(jobs, fcfs_on(2, 4));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0], "0 1 start n0:0-3 n1:0-1");
+}
+
+// A deterministic pseudo-random trace (a fixed LCG, not std::rand).
+std::vector<SimJob> random_trace(int n) {
+  std::uint64_t state = 12345;
+  auto next = [&](std::uint64_t mod) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % mod;
+  };
+  std::vector<SimJob> jobs;
+  std::int64_t t = 0;
+  for (int i = 0; i < n; ++i) {
+    t += static_cast<std::int64_t>(next(4));  // many equal submit times
+    const auto run = static_cast<std::int64_t>(next(500));
+    jobs.push_back({static_cast<JobId>(n - i), static_cast<std::int64_t>(next(5)), t, run,
+                    run + static_cast<std::int64_t>(next(300)), 1 + static_cast<int>(next(64)),
+                    0});
+  }
+  return jobs;
+}
+
+TEST(SimulatorTest, DeterministicEventLog) {
+  const std::vector<SimJob> jobs = random_trace(2000);
+  const std::vector<std::string> a = run_events(jobs, fcfs_on(4, 16));
+  const std::vector<std::string> b = run_events(jobs, fcfs_on(4, 16));
+  EXPECT_EQ(a.size(), 4000u);
+  EXPECT_EQ(a, b);
+  // Input order does not matter: the simulator orders by (submit, id).
+  std::vector<SimJob> reversed(jobs.rbegin(), jobs.rend());
+  EXPECT_EQ(run_events(reversed, fcfs_on(4, 16)), a);
+}
+
+TEST(SimulatorTest, ImpossibleJobIsAnErrorOrSkipped) {
+  std::vector<SimJob> jobs = hand_trace();
+  jobs.push_back({9, 1, 3, 10, 10, 5, 42});
+  auto r = simulate(jobs, fcfs_on(1, 4));
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "job 9 (trace line 42) needs 5 cores; the cluster has 4");
+
+  SimOptions skip = fcfs_on(1, 4);
+  skip.skip_impossible = true;
+  auto s = simulate(jobs, skip);
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+  EXPECT_EQ(s->skipped, 1u);
+  EXPECT_EQ(s->jobs.size(), 4u);
+}
+
+TEST(SimulatorTest, BadInputIsRejected) {
+  std::vector<SimJob> dup = hand_trace();
+  dup[1].id = 1;
+  auto d = simulate(dup, fcfs_on(1, 4));
+  ASSERT_FALSE(d.is_ok());
+  EXPECT_EQ(d.status().message(), "duplicate job id 1");
+
+  std::vector<SimJob> negative = {{1, 0, 0, -3, 3, 1, 7}};
+  auto n = simulate(negative, fcfs_on(1, 4));
+  ASSERT_FALSE(n.is_ok());
+  EXPECT_EQ(n.status().message(), "job 1 (trace line 7): negative runtime -3");
+
+  auto c = simulate(hand_trace(), fcfs_on(0, 4));
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), Code::kInvalidArgument);
+
+  SimOptions bad_action = fcfs_on(1, 4);
+  bad_action.scheduler.actions = {"nosuch"};
+  auto b = simulate(hand_trace(), bad_action);
+  ASSERT_FALSE(b.is_ok());
+  EXPECT_EQ(b.status().code(), Code::kInvalidArgument);
+}
+
+TEST(PolicyTest, TableMapsNamesToConfigs) {
+  auto fcfs = policy_config("fcfs");
+  ASSERT_TRUE(fcfs.is_ok());
+  EXPECT_EQ(fcfs->actions, std::vector<std::string>{"allocate"});
+  EXPECT_EQ(fcfs->plugins, std::vector<std::string>{"fcfs"});
+  EXPECT_TRUE(fcfs->options.empty());
+
+  auto unknown = policy_config("sjf-magic");
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_EQ(unknown.status().message(),
+            "unknown policy 'sjf-magic' (known: " + policy_names() + ")");
+  // Every row names a configuration the scheduler accepts.
+  for (const PolicyEntry& p : policies()) {
+    auto config = policy_config(p.name);
+    ASSERT_TRUE(config.is_ok()) << p.name;
+    EXPECT_TRUE(sched::Scheduler::create(*config).is_ok()) << p.name;
+  }
+}
+
+}  // namespace
+}  // namespace hpcq::sim
