@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <random>
 
+#include "agent/executor/process_executor.h"
+#include "agent/executor/test_executor.h"
 #include "lib/core/clock.h"
 #include "lib/resource/cpu_list.h"
 #include "lib/resource/hwloc_import.h"
@@ -83,14 +85,23 @@ Status Agent::start() {
   std::filesystem::create_directories(options_.state_dir, ec);
   if (ec) return internal_error("state dir " + options_.state_dir + ": " + ec.message());
 
-  ExecutorConfig ec_config;
-  ec_config.instance = cgroup_instance_name(options_.state_dir);
-  ec_config.state_dir = options_.state_dir;
-  ec_config.job_shell_path = options_.job_shell;
-  ec_config.kill_grace = config_.kill_grace_s * kUsPerSecond;
-  auto executor = ProcessExecutor::create(ec_config);
-  if (!executor.is_ok()) return executor.status();
-  executor_ = std::move(executor).value();
+  if (options_.executor == "test") {
+    auto executor = TestExecutor::create();
+    if (!executor.is_ok()) return executor.status();
+    executor_ = std::move(executor).value();
+  } else if (options_.executor == "process") {
+    ExecutorConfig ec_config;
+    ec_config.instance = cgroup_instance_name(options_.state_dir);
+    ec_config.state_dir = options_.state_dir;
+    ec_config.job_shell_path = options_.job_shell;
+    ec_config.kill_grace = config_.kill_grace_s * kUsPerSecond;
+    auto executor = ProcessExecutor::create(ec_config);
+    if (!executor.is_ok()) return executor.status();
+    executor_ = std::move(executor).value();
+  } else {
+    return invalid_argument("--executor: unknown executor '" + options_.executor +
+                            "' (process or test)");
+  }
 
   auto keys = overlay::read_key_file(options_.secret_key, /*require_secret=*/true);
   if (!keys.is_ok()) return keys.status();

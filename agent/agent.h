@@ -19,7 +19,7 @@
 #include <set>
 #include <string>
 
-#include "agent/executor/process_executor.h"
+#include "agent/executor/executor.h"
 #include "lib/core/config.h"
 #include "lib/overlay/event_loop.h"
 #include "lib/overlay/overlay.h"
@@ -33,6 +33,7 @@ struct AgentOptions {
   std::string secret_key;
   std::string topology;   // overrides the rank's topology in the config
   std::string job_shell;  // path of hpcq-job-shell
+  std::string executor = "process";  // or "test" (executor.h)
 };
 
 class Agent {
@@ -64,7 +65,7 @@ class Agent {
   int host_cpus_ = 1;
   int host_numa_ = 1;
   bool host_topology_ = false;
-  std::unique_ptr<ProcessExecutor> executor_;
+  std::unique_ptr<Executor> executor_;
   std::unique_ptr<overlay::Overlay> overlay_;
   bool welcomed_ = false;
   std::uint64_t incarnation_ = 0;  // random per start: tells the leader a retry from a restart

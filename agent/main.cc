@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
   app.add_option("--topology", options.topology,
                  "host, synthetic:STRING (e.g. 'pack:2 numa:2 core:4 pu:1') or xml:PATH");
   app.add_option("--job-shell", options.job_shell, "path of hpcq-job-shell");
+  app.add_option("--executor", options.executor,
+                 "process (real tasks), or test (runs nothing; a job lasts HPCQ_TEST_DURATION s)")
+      ->check(CLI::IsMember({"process", "test"}));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   try {

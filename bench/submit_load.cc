@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -48,6 +49,34 @@ int main(int argc, char** argv) {
   std::mutex print_mutex;
   char cwd[4096];
   if (!getcwd(cwd, sizeof cwd)) return 1;
+  // With --wait the ends are followed from before the first submission, so
+  // that no event is missed however long the run (the daemon's feed keeps the
+  // last 100k events only).
+  std::mutex ended_mutex;
+  std::map<std::uint64_t, hpcq::v1::JobState> ended;  // guarded by ended_mutex
+  bool watch_error = false;
+  std::string watch_message;
+  grpc::ClientContext watch_ctx;
+  std::thread watcher;
+  if (wait) {
+    watcher = std::thread([&] {
+      auto stub = hpcq::v1::Hpcq::NewStub(
+          grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+      hpcq::v1::WatchJobsRequest request;
+      auto reader = stub->WatchJobs(&watch_ctx, request);
+      hpcq::v1::JobEvent event;
+      while (reader->Read(&event)) {
+        if (event.state() < hpcq::v1::COMPLETED) continue;
+        std::lock_guard lock(ended_mutex);
+        ended[event.id()] = event.state();
+      }
+      grpc::Status s = reader->Finish();
+      if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) {
+        watch_error = true;
+        watch_message = s.error_message();
+      }
+    });
+  }
   auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {
@@ -92,26 +121,28 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int completed = 0;
   if (wait) {
-    // Every state change since the daemon started is in its event feed, so a
-    // watch from sequence 0 sees the ends of jobs that finished before it began.
-    auto stub = hpcq::v1::Hpcq::NewStub(
-        grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    hpcq::v1::WatchJobsRequest request;
-    auto reader = stub->WatchJobs(&ctx, request);
-    hpcq::v1::JobEvent event;
-    std::set<std::uint64_t> ended;
-    while (ended.size() < ids.size() && reader->Read(&event)) {
-      if (event.state() >= hpcq::v1::COMPLETED && ids.count(event.id())) {
-        ended.insert(event.id());
-        if (event.state() == hpcq::v1::COMPLETED) ++completed;
+    // A first line, so that a driver can act between submission and ends
+    // (bench/scale.py resumes drained nodes here).
+    std::printf("{\"phase\":\"submitted\",\"acked\":%d,\"submit_seconds\":%.3f}\n", acked.load(),
+                submit_seconds);
+    std::fflush(stdout);
+    // Every acknowledged job ended: stop the watch (the watcher sees CANCELLED).
+    while (!watch_error) {
+      {
+        std::lock_guard lock(ended_mutex);
+        std::size_t done = 0;
+        for (std::uint64_t id : ids) done += ended.count(id);
+        if (done == ids.size()) break;
       }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ctx.TryCancel();
-    if (ended.size() < ids.size()) {
-      std::fprintf(stderr, "watch ended after %zu of %zu jobs\n", ended.size(), ids.size());
+    watch_ctx.TryCancel();
+    watcher.join();
+    if (watch_error) {
+      std::fprintf(stderr, "watch failed: %s\n", watch_message.c_str());
       return 1;
     }
+    for (std::uint64_t id : ids) completed += ended.count(id) && ended.at(id) == hpcq::v1::COMPLETED;
   }
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

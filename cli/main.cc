@@ -371,6 +371,11 @@ int main(int argc, char** argv) {
   start->add_option("--fanout", start_options.fanout, "tree fan-out")->capture_default_str();
   start->add_flag("--keep", start_options.keep, "keep the cluster's directory and logs");
   start->add_option("--log-level", start_options.log_level, "log level of the daemons");
+  start->add_option("--executor", start_options.executor,
+                    "the agents' executor: process, or test (runs nothing; for benchmarks)")
+      ->check(CLI::IsMember({"process", "test"}));
+  start->add_option("--wait", start_options.wait_s, "seconds to wait for the agents to come up")
+      ->capture_default_str();
 
   // `hpcq start [options] -- CMD ARGS...`: the command is everything after
   // the first "--", kept away from CLI11 (its options are not ours).

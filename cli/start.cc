@@ -40,7 +40,9 @@ std::string find_program(const std::string& name, const std::string& build_subdi
   return name;  // execvp searches PATH
 }
 
-int free_tcp_port() {
+// A port the kernel says is free; the probe socket stays open (in `held`)
+// until every rank has its port, so that no two ranks are given the same one.
+int free_tcp_port(std::vector<int>& held) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -51,7 +53,7 @@ int free_tcp_port() {
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
     port = ntohs(addr.sin_port);
   }
-  if (fd >= 0) close(fd);
+  if (fd >= 0) held.push_back(fd);
   return port;
 }
 
@@ -139,6 +141,7 @@ int run_start(const StartOptions& options) {
   fs::create_directories(dir / "logs");
 
   const int size = options.agents + 1;
+  std::vector<int> probes;  // closed once every rank has a port
   std::ofstream config(dir / "hpcq.toml");
   config << "# written by hpcq start\n"
          << "[overlay]\nfanout = " << options.fanout
@@ -160,7 +163,7 @@ int run_start(const StartOptions& options) {
       std::fprintf(stderr, "hpcq start: %s\n", written.message().c_str());
       return 1;
     }
-    int port = free_tcp_port();
+    int port = free_tcp_port(probes);
     if (port < 0) {
       std::fprintf(stderr, "hpcq start: no free TCP port on 127.0.0.1\n");
       return 1;
@@ -172,6 +175,7 @@ int run_start(const StartOptions& options) {
     config << "\n";
   }
   config.close();
+  for (int fd : probes) close(fd);
 
   const std::string config_path = dir / "hpcq.toml";
   const std::string socket = dir / "hpcqd.sock";
@@ -183,7 +187,7 @@ int run_start(const StartOptions& options) {
     agents.push_back(spawn({find_program("hpcq-agent", "agent"), "--config", config_path, "--rank",
                             std::to_string(r), "--secret-key",
                             dir / "keys" / ("rank-" + std::to_string(r) + ".key"), "--log-level",
-                            options.log_level},
+                            options.log_level, "--executor", options.executor},
                            dir / "logs" / ("agent-" + std::to_string(r) + ".log"), {}));
   }
 

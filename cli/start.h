@@ -22,6 +22,7 @@ struct StartOptions {
   bool keep = false;                 // keep the directory (logs) afterwards
   std::string log_level = "info";
   int wait_s = 30;                   // for the nodes to come up
+  std::string executor = "process";  // the agents' executor: process or test
 };
 
 int run_start(const StartOptions& options);

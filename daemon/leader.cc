@@ -380,10 +380,19 @@ void Leader::schedule_soon() {
 
 void Leader::run_cycle() {
   if (pending_.empty()) return;
+  // Nothing can start while no node has a free core: a queue of 100k jobs
+  // behind a full or drained cluster then costs nothing per submission.
+  bool room = std::any_of(pool_.nodes().begin(), pool_.nodes().end(),
+                          [](const resource::NodeState& n) { return n.schedulable() && n.free_cores() > 0; });
+  if (!room) return;
   sched::Snapshot snapshot;
   snapshot.now = now();
   snapshot.pool = &pool_;
+  // A cycle looks at the first queue_depth pending jobs (as Slurm's
+  // default_queue_depth), so its cost does not grow with the queue.
+  int depth = 0;
   for (const auto& [submit_time, id] : pending_) {
+    if (depth++ == config_.queue_depth) break;
     const job::Job& job = jobs_.at(id).job;
     sched::PendingJob p;
     p.id = id;

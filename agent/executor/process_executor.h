@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "agent/executor/cgroup.h"
+#include "agent/executor/executor.h"
 #include "agent/executor/job_launch.h"
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
@@ -48,40 +49,40 @@ struct ExecutorConfig {
   std::string cgroup_root = "/sys/fs/cgroup";  // see CgroupHierarchy::detect
 };
 
-class ProcessExecutor {
+class ProcessExecutor final : public Executor {
  public:
   // Detects cgroup v1/v2 and removes empty cgroups a previous instance of the
   // same name left behind.
   static Result<std::unique_ptr<ProcessExecutor>> create(ExecutorConfig config);
-  ~ProcessExecutor();
+  ~ProcessExecutor() override;
   ProcessExecutor(const ProcessExecutor&) = delete;
   ProcessExecutor& operator=(const ProcessExecutor&) = delete;
 
   // Returns once the shell has started the tasks (a task that cannot be
   // started, e.g. a bad cwd, makes the job end kFailed: see reap()). On error
   // nothing of the job is left.
-  Status launch(const JobLaunch& launch, TimeUs now);
+  Status launch(const JobLaunch& launch, TimeUs now) override;
 
   // Kills the job's whole process tree; reap() reports it as kCancelled
   // (unless it had already ended). kNotFound if the job is not running here.
-  Status cancel(JobId id);
+  Status cancel(JobId id) override;
 
   // Jobs past their time limit get SIGTERM, and SIGKILL kill_grace later;
   // they are reported as kTimeout.
-  void check_timeouts(TimeUs now);
+  void check_timeouts(TimeUs now) override;
 
   // Non-blocking. The jobs that ended since the last call and whose
   // processes and cgroups are all gone (their job directories are removed).
-  std::vector<JobExit> reap();
+  std::vector<JobExit> reap() override;
 
   // pidfds that become readable when a job's shell ends; poll them, then
   // call reap() and fetch this list again (reap() closes the fds of the jobs
   // it has seen end; nothing else closes one). A job whose cgroups are slow
   // to empty has none left: call reap() now and then as well (the agent does,
   // with check_timeouts).
-  std::vector<int> wait_fds() const;
+  std::vector<int> wait_fds() const override;
 
-  std::vector<JobId> running() const;  // launched and not yet reported by reap()
+  std::vector<JobId> running() const override;  // launched and not yet reported by reap()
 
   // The job's cgroup directories (empty if unknown), for tests and CRIU.
   std::vector<std::string> cgroup_dirs(JobId id) const;
@@ -90,7 +91,7 @@ class ProcessExecutor {
 
   // Kills every job, waits for its processes, removes cgroups and job dirs.
   // Jobs killed here are not reported by reap().
-  void shutdown();
+  void shutdown() override;
 
  private:
   struct Job {

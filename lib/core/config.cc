@@ -90,7 +90,8 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("scheduler")) {
     const Table& t = root.at("scheduler");
     if (!t.is_table()) return invalid_argument(where(t) + ": [scheduler] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(t, "scheduler", {"actions", "plugins"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(t, "scheduler", {"actions", "plugins", "queue_depth"}));
+    HPCQ_RETURN_IF_ERROR(get_positive(t, "scheduler", "queue_depth", c.queue_depth));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "actions", c.actions));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "plugins", c.plugins));
   }

@@ -37,6 +37,7 @@ struct ClusterConfig {
   // [scheduler]
   std::vector<std::string> actions = {"allocate"};
   std::vector<std::string> plugins = {"fcfs"};
+  int queue_depth = 1000;  // pending jobs, in order, one cycle considers (Slurm's default_queue_depth)
   // [agent]
   std::string agent_state_dir = "/var/lib/hpcq/agent";
   std::string agent_secret_key = "/etc/hpcq/keys/agent.key";

@@ -1,0 +1,42 @@
+// The test executor: runs no process. A job "runs" for the seconds in its
+// HPCQ_TEST_DURATION environment variable (a decimal, default 0) or until
+// its time limit, whichever is first, then ends COMPLETED (or TIMEOUT,
+// CANCELLED). Selected per agent (hpcq-agent --executor test), as Flux's test
+// execution mode: it lets benchmarks measure the control plane alone.
+// Thread: the agent's loop thread only.
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "agent/executor/executor.h"
+
+namespace hpcq::agent {
+
+class TestExecutor final : public Executor {
+ public:
+  static Result<std::unique_ptr<TestExecutor>> create();
+  ~TestExecutor() override;
+
+  Status launch(const JobLaunch& launch, TimeUs now) override;
+  Status cancel(JobId id) override;
+  void check_timeouts(TimeUs now) override;
+  std::vector<JobExit> reap() override;
+  std::vector<int> wait_fds() const override { return {timer_fd_}; }
+  std::vector<JobId> running() const override;
+  void shutdown() override { jobs_.clear(); }
+
+ private:
+  struct Job {
+    TimeUs end = 0;       // when it completes by itself
+    TimeUs deadline = 0;  // time limit; 0: none
+    bool cancelled = false;
+  };
+  explicit TestExecutor(int timer_fd) : timer_fd_(timer_fd) {}
+  void arm();  // the timer fires at the next end (now, if something has ended)
+
+  int timer_fd_;
+  std::map<JobId, Job> jobs_;
+};
+
+}  // namespace hpcq::agent

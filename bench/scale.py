@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Control-plane scale benchmark (issue 9 figures), with the test executor
+(agents run no process: a job "runs" for HPCQ_TEST_DURATION seconds, here 0),
+so that hpcqd, the overlay and the agents are measured alone.
+
+  (a) time until N emulated agents (default 256, fan-out 16: tree depth 2)
+      are all up, from the start of `hpcq start`;
+  (b) throughput with Q jobs queued at once (default 1K, 10K, 100K): the nodes
+      are drained, Q jobs are submitted (8 clients), the nodes are resumed,
+      and the time from resume to the last completion (seen on the WatchJobs
+      stream) is measured;
+  (c) leader memory (VmRSS of hpcqd) per queued job, from the same runs.
+
+Usage: bench/scale.py [--agents 256] [--queued 1000,10000,100000] [--build build]
+Prints one JSON line per measurement and a table; appends the JSON lines to
+bench/results/scale.jsonl. Run as root on an idle machine.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+INNER = r'''
+import json, os, subprocess, sys, time
+Q = int(sys.argv[1]); N = int(sys.argv[2]); start_t = float(sys.argv[3])
+def sh(*a): return subprocess.run(a, check=True, capture_output=True, text=True).stdout
+up_s = time.time() - start_t
+leader = [p for p in sh("pgrep", "-f", "hpcqd --config " + os.path.dirname(os.environ["HPCQ_SOCKET"])).split()][0]
+def rss_kb():
+    for line in open(f"/proc/{leader}/status"):
+        if line.startswith("VmRSS:"): return int(line.split()[1])
+nodes = [f"node{i}" for i in range(1, N + 1)]
+sh("hpcq", "drain", *nodes, "--reason", "bench")
+rss0 = rss_kb()
+load = subprocess.Popen(["hpcq-submit-load", "-n", str(Q), "-c", "8", "--wait"], stdout=subprocess.PIPE, text=True)
+submitted = json.loads(load.stdout.readline())
+rss1 = rss_kb()
+t0 = time.time()
+sh("hpcq", "resume", *nodes)
+final = json.loads(load.stdout.read().strip().splitlines()[-1])
+t1 = time.time()
+assert load.wait() == 0 and final["completed"] == Q, final
+load = dict(submit_per_second=round(Q / submitted["submit_seconds"], 1))
+print(json.dumps(dict(queued=Q, agents=N, agents_up_s=round(up_s, 2), submit_per_second=load["submit_per_second"],
+                      drain_s=round(t1 - t0, 3), jobs_per_second=round(Q / (t1 - t0), 1),
+                      leader_rss_kb_before=rss0, leader_rss_kb_queued=rss1,
+                      bytes_per_queued_job=round((rss1 - rss0) * 1024 / Q, 1))))
+'''
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agents", type=int, default=256)
+    ap.add_argument("--fanout", type=int, default=16)
+    ap.add_argument("--queued", default="1000,10000,100000")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    env = dict(os.environ, PATH=f"{build}/cli:{build}/bench:" + os.environ["PATH"])
+    results = []
+    for q in [int(x) for x in a.queued.split(",")]:
+        start_t = time.time()
+        out = subprocess.run([f"{build}/cli/hpcq", "start", "--agents", str(a.agents), "--fanout",
+                              str(a.fanout), "--executor", "test", "--topology",
+                              "pack:1 numa:1 core:4 pu:1", "--log-level", "warn", "--wait", "300",
+                              "--", sys.executable, "-c", INNER, str(q), str(a.agents), str(start_t)],
+                             env=env, capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"scale run with {q} queued failed:\n{out.stderr[-3000:]}")
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        r["when"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        print(json.dumps(r), flush=True)
+        results.append(r)
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "scale.jsonl"), "a") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
+    print()
+    print("| jobs queued at once | agents up (s) | drain time (s) | jobs/s | leader bytes per queued job |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['queued']:,} | {r['agents_up_s']} | {r['drain_s']} | {r['jobs_per_second']:,.0f} | "
+              f"{r['bytes_per_queued_job']:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
