@@ -152,7 +152,10 @@ std::vector<NodeShare> Planner::pick(const resource::ResourceRequest& request, T
     const int extra = request.ntasks % request.nodes;
     int big = 0;
     int small = 0;
-    for (std::size_t index : order) {
+    for (std::size_t pos = 0; pos < order.size(); ++pos) {
+      // Too few nodes left to make up the rest.
+      if (order.size() - pos < static_cast<std::size_t>(request.nodes - big - small)) return {};
+      const std::size_t index = order[pos];
       const int cap = capacity(nodes_[index], request, start, end);
       if (cap >= base + 1 && big < extra) {
         out.push_back(share(index, base + 1));

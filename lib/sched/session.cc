@@ -60,12 +60,13 @@ resource::NodePool& Session::working() {
   return *working_;
 }
 
-std::vector<const resource::NodeState*> Session::candidates_in(
-    const PendingJob& job, const resource::NodePool& pool) const {
+std::vector<const resource::NodeState*> Session::candidates_in(const PendingJob& job,
+                                                               const resource::NodePool& pool,
+                                                               const NodeFilterFn& usable) const {
   std::vector<const resource::NodeState*> candidates;
   candidates.reserve(pool.nodes().size());
   for (const resource::NodeState& node : pool.nodes()) {
-    if (!node.schedulable()) continue;
+    if (!node.schedulable() || (usable && !usable(node))) continue;
     const bool allowed = std::all_of(predicates_.begin(), predicates_.end(),
                                      [&](const auto& hook) { return hook.fn(job, node); });
     if (allowed) candidates.push_back(&node);
@@ -88,6 +89,12 @@ std::vector<const resource::NodeState*> Session::candidates_in(
 std::optional<resource::Allocation> Session::place_in(const PendingJob& job,
                                                       const resource::NodePool& pool) const {
   return resource::find_allocation(job.request, candidates_in(job, pool));
+}
+
+std::optional<resource::Allocation> Session::place_on(const PendingJob& job,
+                                                      const resource::NodePool& pool,
+                                                      const NodeFilterFn& usable) const {
+  return resource::find_allocation(job.request, candidates_in(job, pool, usable));
 }
 
 std::optional<resource::Allocation> Session::place(const PendingJob& job) const {

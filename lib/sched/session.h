@@ -33,6 +33,7 @@ namespace hpcq::sched {
 using JobOrderFn = std::function<int(const PendingJob& a, const PendingJob& b)>;
 using PredicateFn = std::function<bool(const PendingJob& job, const resource::NodeState& node)>;
 using NodeScoreFn = std::function<double(const PendingJob& job, const resource::NodeState& node)>;
+using NodeFilterFn = std::function<bool(const resource::NodeState& node)>;
 
 class Statement;
 
@@ -61,11 +62,11 @@ class Session {
   // score order. nullopt when it does not fit (or the request is malformed).
   std::optional<resource::Allocation> place(const PendingJob& job) const;
   // The same over another pool (a trial copy, as backfill's with reserved
-  // cores held back); predicates and scores as for place().
+  // cores held back); predicates and scores as for place(), and only nodes
+  // that `usable` accepts (all when empty).
   std::optional<resource::Allocation> place_on(const PendingJob& job,
-                                               const resource::NodePool& pool) const {
-    return place_in(job, pool);
-  }
+                                               const resource::NodePool& pool,
+                                               const NodeFilterFn& usable = {}) const;
   // The nodes of pool() the job may run on (schedulable, every predicate
   // passes), best score first: where place() looks. Pointers valid until
   // the next placement.
@@ -97,7 +98,8 @@ class Session {
   };
 
   std::vector<const resource::NodeState*> candidates_in(const PendingJob& job,
-                                                        const resource::NodePool& pool) const;
+                                                        const resource::NodePool& pool,
+                                                        const NodeFilterFn& usable = {}) const;
   std::optional<resource::Allocation> place_in(const PendingJob& job,
                                                const resource::NodePool& pool) const;
   resource::NodePool& working();

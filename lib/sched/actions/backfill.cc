@@ -104,13 +104,20 @@ class Walk {
 
   // Places the job on a copy of the free resources in which, on each limited
   // node, everything above the limit is held back for the reservations.
+  // Nodes whose limit is zero are left out instead (cheaper than holding
+  // them: a wide reservation limits many nodes to nothing).
   std::optional<resource::Allocation> place_within(const PendingJob& job,
                                                    const std::vector<NodeShare>& limits) {
     if (!trial_) trial_ = session_.pool();
     resource::Allocation held;
+    std::vector<Rank> closed;
     for (const NodeShare& limit : limits) {
       const resource::NodeState* node = trial_->find(limit.rank);
       if (node == nullptr) continue;
+      if (limit.cores == 0) {
+        closed.push_back(limit.rank);  // limits come in rank order
+        continue;
+      }
       resource::NodeAllocation part;
       part.rank = limit.rank;
       part.node = node->name();
@@ -128,9 +135,15 @@ class Walk {
       std::reverse(part.cores.begin(), part.cores.end());
       if (!part.cores.empty() || part.memory_bytes > 0) held.nodes.push_back(std::move(part));
     }
-    if (!trial_->allocate(held).is_ok()) return std::nullopt;
-    std::optional<resource::Allocation> allocation = session_.place_on(job, *trial_);
-    (void)trial_->release(held);
+    if (!held.empty() && !trial_->allocate(held).is_ok()) return std::nullopt;
+    NodeFilterFn open;
+    if (!closed.empty()) {
+      open = [&closed](const resource::NodeState& node) {
+        return !std::binary_search(closed.begin(), closed.end(), node.rank());
+      };
+    }
+    std::optional<resource::Allocation> allocation = session_.place_on(job, *trial_, open);
+    if (!held.empty()) (void)trial_->release(held);
     return allocation;
   }
 
