@@ -7,6 +7,7 @@
 #include <random>
 
 #include "lib/resource/hwloc_import.h"
+#include "lib/sched/planner.h"
 #include "lib/sched/scheduler.h"
 
 namespace hpcq::sched {
@@ -365,6 +366,60 @@ TEST(Backfill, StartsWhatAllocateStarts) {
     ASSERT_GE(with.size(), alone.size());
     EXPECT_TRUE(std::equal(alone.begin(), alone.end(), with.begin())) << "round " << round;
   }
+}
+
+// No start delays a reservation: replaying the cycle's outcome (every start
+// running until now + its limit, the reservations made in order), each
+// reserved job's earliest start is still the time it was promised.
+TEST(Backfill, StartsDelayNoReservation) {
+  std::mt19937 rng(23);
+  int reserved = 0;
+  for (int round = 0; round < 30; ++round) {
+    const World w = random_setup(rng, 6, 20, 40);
+    for (const char* depth : {"1", "2", "0"}) {
+      SchedulerConfig config{
+          {"allocate", "backfill"}, {"fcfs"}, {{"backfill.reservation_depth", depth}}};
+      auto scheduler = Scheduler::create(config);
+      ASSERT_TRUE(scheduler.is_ok());
+      Cycle c = build(w);
+      c.snapshot.pool = &c.pool;
+      const Decisions d = scheduler->cycle(c.snapshot);
+      resource::NodePool after = c.pool;
+      const auto limit = [&](JobId id) {
+        const auto it = std::find_if(w.queue.begin(), w.queue.end(),
+                                     [id](const PendingJob& j) { return j.id == id; });
+        return it->time_limit_s > 0 ? it->time_limit_s * kUsPerSecond : kForever;
+      };
+      for (const Decision& decision : d.decisions) {
+        if (const Start* s = std::get_if<Start>(&decision)) {
+          ASSERT_TRUE(after.allocate(s->allocation).is_ok());
+        }
+      }
+      Planner planner(after, kNow);
+      for (const RunningJob& r : c.snapshot.running)
+        planner.add_release(r.allocation, r.end_estimate);
+      for (const Decision& decision : d.decisions) {
+        if (const Start* s = std::get_if<Start>(&decision)) {
+          planner.add_release(s->allocation, add_time(kNow, limit(s->job)));
+        }
+      }
+      std::vector<const resource::NodeState*> nodes;
+      for (const auto& n : after.nodes()) nodes.push_back(&n);
+      for (const Decision& decision : d.decisions) {
+        const Reserve* r = std::get_if<Reserve>(&decision);
+        if (r == nullptr) continue;
+        const PendingJob& j = *std::find_if(w.queue.begin(), w.queue.end(),
+                                            [r](const PendingJob& q) { return q.id == r->job; });
+        const auto slot = planner.earliest(j.request, limit(j.id), nodes);
+        ASSERT_TRUE(slot.has_value()) << "round " << round << " job " << j.id;
+        EXPECT_EQ(slot->start, r->time)
+            << "round " << round << " depth " << depth << " job " << j.id;
+        planner.reserve(slot->nodes, slot->start, add_time(slot->start, limit(j.id)));
+        ++reserved;
+      }
+    }
+  }
+  EXPECT_GT(reserved, 50);
 }
 
 TEST(Backfill, LargeCycle) {
