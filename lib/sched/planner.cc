@@ -231,8 +231,41 @@ std::optional<Slot> Planner::earliest(
   std::vector<std::size_t> dip(m, m);
   for (std::size_t i = m - 1; i > 0; --i) dip[i - 1] = free[i] < need ? i : dip[i];
 
+  // A gang cannot start before its N-th node first has room for its share
+  // (each node's first time with base tasks' worth free, ignoring later
+  // dips): one O(N + E) pass that skips the candidate times at which the
+  // aggregate has room but too few nodes do, which would each cost a scan.
+  TimeUs not_before = now_;
+  if (request.nodes > 0) {
+    const int base = request.ntasks / request.nodes;
+    const std::int64_t cores = static_cast<std::int64_t>(base) * request.cpus_per_task;
+    const auto memory = static_cast<std::int64_t>(request.mem_per_node_bytes);
+    std::vector<TimeUs> ready;
+    ready.reserve(order.size());
+    for (std::size_t index : order) {
+      const Node& node = nodes_[index];
+      std::int64_t c = node.free_cores;
+      auto mem = static_cast<std::int64_t>(node.free_memory);
+      TimeUs when = kForever;
+      if (c >= cores && mem >= memory) when = now_;
+      for (std::size_t k = 0; when == kForever && k < node.changes.size(); ++k) {
+        c += node.changes[k].cores;
+        mem += node.changes[k].memory;
+        const bool last_at_time =
+            k + 1 == node.changes.size() || node.changes[k + 1].time != node.changes[k].time;
+        if (last_at_time && c >= cores && mem >= memory)
+          when = std::max(now_, node.changes[k].time);
+      }
+      ready.push_back(when);
+    }
+    const auto nth = ready.begin() + (request.nodes - 1);
+    std::nth_element(ready.begin(), nth, ready.end());
+    not_before = *nth;
+    if (not_before == kForever) return std::nullopt;
+  }
+
   for (std::size_t i = 0; i < m; ++i) {
-    if (free[i] < need) continue;
+    if (free[i] < need || times[i] < not_before) continue;
     const TimeUs end = add_time(times[i], duration);
     if (dip[i] < m && times[dip[i]] < end) continue;
     std::vector<NodeShare> where = pick(request, times[i], end, order);

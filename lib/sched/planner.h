@@ -39,10 +39,12 @@
 //     (sorted insert), the aggregate sorted once, O(E log E), on the next
 //     query.
 //   limits(): O(sum of e over nodes that carry a reservation).
-//   earliest(): O(T) for the aggregate bound, plus O(N + E) node work for
-//     each candidate start the bound lets through (typically one or two;
-//     worst case T of them), plus O(N log N) for a nodes = 0 request that no
-//     single node can hold.
+//   earliest(): O(T) for the aggregate bound; for a gang (nodes = N) one
+//     O(N + E) pass for the time its N-th node first has room, which skips
+//     the start times at which the cores exist but too few nodes have them;
+//     then O(N + E) node work for each candidate start the bounds let through
+//     (typically one or two; worst case T of them), plus O(N log N) for a
+//     nodes = 0 request that no single node can hold.
 //
 // Ownership: plain value, built per cycle; keeps no reference to the pool.
 // Not thread-safe (one cycle, one thread). No errors: malformed requests and

@@ -151,6 +151,29 @@ TEST(Planner, PicksNodesAsTheAllocatorDoes) {
   EXPECT_FALSE(planner.earliest(req(3, 3), secs(10), {reversed.data(), 2}).has_value());
 }
 
+TEST(Planner, GangWaitsForItsLastNode) {
+  resource::NodePool pool = cluster(3, "core:4 pu:1");
+  const resource::Allocation a3 = take(pool, 3, 4);
+  const resource::Allocation a1 = take(pool, 1, 4);
+  const resource::Allocation a2 = take(pool, 2, 4);
+  Planner planner(pool, kNow);
+  planner.add_release(a3, at(10));
+  planner.add_release(a1, at(30));
+  planner.add_release(a2, at(20));
+  auto slot = planner.earliest(req(8, 2), secs(5), all(pool));
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_EQ(slot->start, at(20));
+  EXPECT_EQ(slot->nodes, (std::vector<NodeShare>{{2, 4, 0}, {3, 4, 0}}));
+  // Node 2 is reserved again from +25 s: a 10 s gang now needs node 1.
+  const NodeShare two{2, 4, 0};
+  planner.reserve({&two, 1}, at(25), at(100));
+  slot = planner.earliest(req(8, 2), secs(10), all(pool));
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_EQ(slot->start, at(30));
+  EXPECT_EQ(slot->nodes, (std::vector<NodeShare>{{1, 4, 0}, {3, 4, 0}}));
+  EXPECT_EQ(planner.earliest(req(12, 3), secs(10), all(pool))->start, at(100));
+}
+
 TEST(Planner, MemoryIsPlannedToo) {
   resource::NodePool pool = cluster(1, "core:8 pu:1");
   const std::uint64_t total = pool.find(1)->free_memory();
