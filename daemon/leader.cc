@@ -38,6 +38,17 @@ int severity(job::JobState state) {
   }
 }
 
+// One node's slice of an allocation, for the pool (adoption and release go
+// node by node after a leader restart).
+resource::Allocation part_on(const resource::Allocation& allocation, Rank rank) {
+  resource::Allocation part;
+  part.cpus_per_task = allocation.cpus_per_task;
+  for (const auto& a : allocation.nodes) {
+    if (a.rank == rank) part.nodes.push_back(a);
+  }
+  return part;
+}
+
 template <typename T>
 std::future<T> ready(T value) {
   std::promise<T> p;
@@ -619,12 +630,7 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello) {
     reported.insert(r.job_id());
     JobEntry& entry = it->second;
     if (entry.held_on.count(rank)) continue;
-    resource::Allocation part;
-    part.cpus_per_task = entry.job.allocation.cpus_per_task;
-    for (const auto& a : entry.job.allocation.nodes) {
-      if (a.rank == rank) part.nodes.push_back(a);
-    }
-    Status taken = pool_.allocate(part);
+    Status taken = pool_.allocate(part_on(entry.job.allocation, rank));
     if (!taken.is_ok()) {
       spdlog::error("job {}: cannot adopt its part on {}: {}", r.job_id(), node.name, taken.message());
       continue;
@@ -638,14 +644,7 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello) {
   for (JobId id : running) {
     JobEntry& entry = jobs_.at(id);
     if (!entry.running_on.count(rank) || reported.count(id)) continue;
-    entry.running_on.erase(rank);
-    kill_job_parts(entry);
-    std::string why = "its part on " + node.name + " was lost";
-    if (entry.job.spec.requeue && !entry.cancel_requested) {
-      requeue_job(entry, why);
-    } else {
-      finish_job(entry, job::JobState::kNodeFail, why);
-    }
+    lose_part(entry, rank, "its part on " + node.name + " was lost");
   }
 }
 
@@ -704,14 +703,21 @@ void Leader::kill_job_parts(JobEntry& entry) {
   }
 }
 
+// The job's part on `rank` is gone (node down, or not found after a leader
+// restart): the rest is killed and the job requeued (--requeue) or failed.
+void Leader::lose_part(JobEntry& entry, Rank rank, const std::string& why) {
+  entry.running_on.erase(rank);
+  kill_job_parts(entry);
+  if (entry.job.spec.requeue && !entry.cancel_requested) {
+    requeue_job(entry, why);
+  } else {
+    finish_job(entry, job::JobState::kNodeFail, why);
+  }
+}
+
 void Leader::release_held(JobEntry& entry) {
   for (Rank rank : entry.held_on) {
-    resource::Allocation part;
-    part.cpus_per_task = entry.job.allocation.cpus_per_task;
-    for (const auto& a : entry.job.allocation.nodes) {
-      if (a.rank == rank) part.nodes.push_back(a);
-    }
-    Status released = pool_.release(part);
+    Status released = pool_.release(part_on(entry.job.allocation, rank));
     if (!released.is_ok()) spdlog::error("job {}: release: {}", entry.job.id, released.message());
   }
   entry.held_on.clear();
@@ -795,14 +801,7 @@ void Leader::node_down(NodeEntry& node, const std::string& reason) {
   for (JobId id : running) {
     JobEntry& entry = jobs_.at(id);
     if (!entry.running_on.count(node.rank)) continue;
-    entry.running_on.erase(node.rank);
-    kill_job_parts(entry);  // the job's parts on its other nodes
-    std::string why = "node " + node.name + " failed (" + reason + ")";
-    if (entry.job.spec.requeue && !entry.cancel_requested) {
-      requeue_job(entry, why);
-    } else {
-      finish_job(entry, job::JobState::kNodeFail, why);
-    }
+    lose_part(entry, node.rank, "node " + node.name + " failed (" + reason + ")");
   }
   if (!node.drained) node.reason = reason;
   persist_node(node);

@@ -99,6 +99,7 @@ class Leader {
   void finish_job(JobEntry& entry, job::JobState state, const std::string& reason,
                   TimeUs end_time = 0);
   void release_held(JobEntry& entry);
+  void lose_part(JobEntry& entry, Rank rank, const std::string& why);
   void adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello);
   void requeue_job(JobEntry& entry, const std::string& reason);
   void persist(const job::Job& job, const std::string& event, const std::string& detail);
