@@ -49,7 +49,10 @@ def test_running_jobs_survive_a_leader_kill9():
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and "done" not in open(os.path.join(d, "short.out")).read():
         time.sleep(0.05)
-    time.sleep(0.5)
+    # Its end is with the agent once the agent has reaped it (its cgroups gone).
+    while time.monotonic() < deadline and glob.glob(f"/sys/fs/cgroup/pids/hpcq/*/job-{short_job}"):
+        time.sleep(0.05)
+    t.check(not glob.glob(f"/sys/fs/cgroup/pids/hpcq/*/job-{short_job}"), "the short job did not end")
     log = open(os.path.join(t.cluster_dir(), "logs", "hpcqd.log"), "a")
     leader = subprocess.Popen(cmdline, stdout=log, stderr=log)
     restarted_at = time.time()

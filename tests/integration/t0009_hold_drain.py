@@ -6,7 +6,6 @@ restart."""
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
@@ -33,7 +32,10 @@ def test_hold_and_release():
     t.check("belongs to user root" in p.stderr, p.stderr)
     t.hpcq("cancel", str(blockers[0]))
     t.wait_state(blockers[0], "CANCELLED")
-    time.sleep(0.5)  # cores are free: a held job must still not start
+    # Cores are free: a job submitted after the held one starts and ends, so
+    # the scheduler has run with room, and the held job must still wait.
+    barrier = t.submit("-n", "1", "--", "true", cwd=d)
+    t.wait_state(barrier, "COMPLETED")
     t.check(t.status(job)["state"] == "PENDING", "a held job started")
     t.hpcq("release", str(job))
     t.wait_state(job, "COMPLETED")
