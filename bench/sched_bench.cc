@@ -57,8 +57,11 @@ State make_state(int nodes, const std::string& spec, int running, int queued,
     auto allocation = resource::find_allocation(request, s.pool);
     if (!allocation) continue;
     (void)s.pool.allocate(*allocation);
-    s.snapshot.running.push_back(
-        {id++, std::move(*allocation), kNow + remaining_s(rng) * kUsPerSecond});
+    sched::RunningJob job;
+    job.id = id++;
+    job.allocation = std::move(*allocation);
+    job.end_estimate = kNow + remaining_s(rng) * kUsPerSecond;
+    s.snapshot.running.push_back(std::move(job));
   }
   std::uniform_int_distribution<std::int64_t> limit_s(60, 86'400);
   for (int i = 0; i < queued; ++i) {

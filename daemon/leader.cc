@@ -49,6 +49,18 @@ resource::Allocation part_on(const resource::Allocation& allocation, Rank rank) 
   return part;
 }
 
+// What the scheduler needs to know of a job (pending or running).
+sched::PendingJob pending_of(const job::Job& job) {
+  sched::PendingJob p;
+  p.id = job.id;
+  p.uid = job.uid;
+  p.submit_time = job.submit_time;
+  p.request = job.spec.request;
+  p.time_limit_s = job.spec.time_limit_s;
+  p.queue = job.spec.queue;
+  return p;
+}
+
 template <typename T>
 std::future<T> ready(T value) {
   std::promise<T> p;
@@ -403,23 +415,17 @@ void Leader::run_cycle() {
   // default_queue_depth), so its cost does not grow with the queue.
   int depth = 0;
   for (const auto& [submit_time, id] : pending_) {
+    (void)submit_time;
     if (depth++ == config_.queue_depth) break;
     const job::Job& job = jobs_.at(id).job;
-    sched::PendingJob p;
-    p.id = id;
-    p.uid = job.uid;
-    p.submit_time = submit_time;
-    p.request = job.spec.request;
-    p.time_limit_s = job.spec.time_limit_s;
-    p.queue = job.spec.queue;
-    snapshot.queue.push_back(std::move(p));
+    snapshot.queue.push_back(pending_of(job));
   }
   for (JobId id : running_) {
     const job::Job& job = jobs_.at(id).job;
     // A job without a limit (0 after submit) is expected to run for ever.
     TimeUs end = job.spec.time_limit_s > 0 ? job.start_time + job.spec.time_limit_s * kUsPerSecond
                                            : std::numeric_limits<TimeUs>::max();
-    snapshot.running.push_back({id, job.allocation, end});
+    snapshot.running.push_back(sched::running_from(pending_of(job), job.allocation, job.start_time, end));
   }
   sched::Decisions decisions = scheduler_->cycle(snapshot);
   for (auto& decision : decisions.decisions) {

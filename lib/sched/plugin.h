@@ -1,14 +1,21 @@
 // A scheduling plugin: supplies orderings, scores and predicates by
 // registering typed hooks into each cycle's Session (Volcano's
-// OnSessionOpen). Plugins hold no per-cycle state between cycles unless they
+// OnSessionOpen). A plugin may take options from the configuration
+// ("priority.weight_age" reaches "priority" as "weight_age"), checked by its
+// factory in registry.cc. Plugins hold no per-cycle state between cycles unless they
 // say so; the Scheduler owns them and calls them on its one thread.
 #pragma once
 
+#include <map>
+#include <string>
 #include <string_view>
 
 #include "lib/sched/session.h"
 
 namespace hpcq::sched {
+
+// Option name -> value, for one plugin.
+using PluginOptions = std::map<std::string, std::string>;
 
 class Plugin {
  public:

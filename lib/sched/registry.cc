@@ -7,11 +7,6 @@
 namespace hpcq::sched {
 namespace {
 
-template <typename T, typename Base>
-std::unique_ptr<Base> make() {
-  return std::make_unique<T>();
-}
-
 // For actions that take no options.
 template <typename T>
 Result<std::unique_ptr<Action>> make_plain(const ActionOptions& options) {
@@ -23,13 +18,24 @@ Result<std::unique_ptr<Action>> make_plain(const ActionOptions& options) {
   return std::unique_ptr<Action>(std::make_unique<T>());
 }
 
+// For plugins that take no options.
+template <typename T>
+Result<std::unique_ptr<Plugin>> make_plain_plugin(const PluginOptions& options) {
+  if (!options.empty()) {
+    return invalid_argument("unknown scheduler option '" + std::string(T::kName) + "." +
+                            options.begin()->first + "' (plugin '" + std::string(T::kName) +
+                            "' takes no options)");
+  }
+  return std::unique_ptr<Plugin>(std::make_unique<T>());
+}
+
 constexpr ActionEntry kActions[] = {
     {AllocateAction::kName, &make_plain<AllocateAction>},
     {BackfillAction::kName, &BackfillAction::create},
 };
 
 constexpr PluginEntry kPlugins[] = {
-    {FcfsPlugin::kName, &make<FcfsPlugin, Plugin>},
+    {FcfsPlugin::kName, &make_plain_plugin<FcfsPlugin>},
 };
 
 }  // namespace

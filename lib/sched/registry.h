@@ -24,7 +24,8 @@ struct ActionEntry {
 
 struct PluginEntry {
   std::string_view name;
-  std::unique_ptr<Plugin> (*make)();
+  // As for actions: kInvalidArgument for an option it does not know.
+  Result<std::unique_ptr<Plugin>> (*make)(const PluginOptions& options);
 };
 
 std::span<const ActionEntry> action_registry();

@@ -41,21 +41,25 @@ Result<std::vector<const Entry*>> lookup(std::span<const Entry> table,
   return out;
 }
 
-// Splits "<action>.<option>" keys by action; every action must be configured.
+// Splits "<name>.<option>" keys by action or plugin; each must be configured.
 Result<std::map<std::string, ActionOptions>> split_options(const SchedulerConfig& config) {
   std::map<std::string, ActionOptions> out;
+  auto configured = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
   for (const auto& [key, value] : config.options) {
     const std::size_t dot = key.find('.');
     if (dot == std::string::npos || dot == 0 || dot + 1 == key.size()) {
-      return invalid_argument("scheduler option '" + key +
-                              "' is not <action>.<option> (e.g. backfill.reservation_depth)");
+      return invalid_argument(
+          "scheduler option '" + key +
+          "' is not <action or plugin>.<option> (e.g. backfill.reservation_depth)");
     }
-    std::string action = key.substr(0, dot);
-    if (std::find(config.actions.begin(), config.actions.end(), action) == config.actions.end()) {
-      return invalid_argument("scheduler option '" + key + "' is for action '" + action +
-                              "', which is not configured");
+    std::string owner = key.substr(0, dot);
+    if (!configured(config.actions, owner) && !configured(config.plugins, owner)) {
+      return invalid_argument("scheduler option '" + key + "' is for '" + owner +
+                              "', which is not a configured action or plugin");
     }
-    out[action][key.substr(dot + 1)] = value;
+    out[owner][key.substr(dot + 1)] = value;
   }
   return out;
 }
@@ -79,7 +83,12 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config) {
     if (!action.is_ok()) return action.status();
     scheduler.actions_.push_back(std::move(action).value());
   }
-  for (const PluginEntry* entry : *plugins) scheduler.plugins_.push_back(entry->make());
+  for (const PluginEntry* entry : *plugins) {
+    const auto given = options->find(std::string(entry->name));
+    auto plugin = entry->make(given != options->end() ? given->second : PluginOptions{});
+    if (!plugin.is_ok()) return plugin.status();
+    scheduler.plugins_.push_back(std::move(plugin).value());
+  }
   return scheduler;
 }
 

@@ -11,8 +11,8 @@
 // Errors: create() fails with kInvalidArgument on an unknown or repeated
 // action or plugin name ("unknown scheduler action 'x' (known: allocate)")
 // or on an empty action list, and on a bad option: a key that is not
-// "<action>.<option>", names an action that is not configured, or that the
-// action rejects ("scheduler option 'backfill.reservation_depth': 'x' is not
+// "<name>.<option>", names an action or plugin that is not configured, or
+// that it rejects ("scheduler option 'backfill.reservation_depth': 'x' is not
 // ...").
 #pragma once
 
@@ -32,8 +32,9 @@ namespace hpcq::sched {
 struct SchedulerConfig {
   std::vector<std::string> actions = {"allocate"};
   std::vector<std::string> plugins = {"fcfs"};
-  // Action options, "<action>.<option>" -> value, e.g.
-  // {"backfill.reservation_depth", "1"}; see each action's header.
+  // Action and plugin options, "<name>.<option>" -> value, e.g.
+  // {"backfill.reservation_depth", "1"}; see each action's and plugin's
+  // header. An action and a plugin never share a name.
   std::map<std::string, std::string> options = {};
 };
 

@@ -18,8 +18,11 @@
 #include "lib/core/ids.h"
 #include "lib/resource/allocation.h"
 #include "lib/resource/node_pool.h"
+#include "lib/sched/site_policy.h"
 
 namespace hpcq::sched {
+
+class UsageLedger;  // lib/sched/usage.h: decayed past usage for fair-share
 
 struct PendingJob {
   JobId id = 0;
@@ -28,12 +31,48 @@ struct PendingJob {
   resource::ResourceRequest request;
   std::int64_t time_limit_s = 0;
   std::string queue;  // empty: the default queue
+  std::string account;  // fair-share account; empty: the user's association, else "root"
+  std::string qos;      // empty: none
+  // Set by users (--priority, as for elastic jobs) or admins (Slurm's
+  // --nice inverted); policies that order by priority add it last.
+  std::int32_t priority = 0;
 };
 
 struct RunningJob {
   JobId id = 0;
   resource::Allocation allocation;
   TimeUs end_estimate = 0;  // start + time limit: when backfill may count on its cores
+  // Who and what it is, for fair-share, limits and preemption.
+  std::uint32_t uid = 0;
+  TimeUs submit_time = 0;
+  TimeUs start_time = 0;
+  resource::ResourceRequest request;
+  std::int64_t time_limit_s = 0;
+  std::string queue;
+  std::string account;
+  std::string qos;
+  std::int32_t priority = 0;
+};
+
+// The running job that `job` becomes when it starts at `start` on
+// `allocation`, expected to end at `end_estimate`.
+RunningJob running_from(const PendingJob& job, resource::Allocation allocation, TimeUs start,
+                        TimeUs end_estimate);
+
+// An advance reservation (`hpcq reserve`, Slurm's scontrol create
+// reservation): the whole of `nodes` is kept for [start, end) for the listed
+// users and accounts. Every action honours it: a job not admitted to it may
+// use those nodes only if it ends (now + time limit) by `start`; an admitted
+// job may use them only inside the window.
+struct AdvanceReservation {
+  std::string name;
+  std::vector<Rank> nodes;
+  TimeUs start = 0;
+  TimeUs end = 0;
+  std::vector<std::uint32_t> uids;
+  std::vector<std::string> accounts;
+
+  bool admits(const PendingJob& job) const;
 };
 
 struct Snapshot {
@@ -44,6 +83,11 @@ struct Snapshot {
   // Any order; cheapest when already in (submit_time, id) order, as the
   // daemon keeps its pending set.
   std::vector<PendingJob> queue;
+  // Queues, QOS and accounts; nullptr: one queue, no limits, no accounts.
+  const SitePolicy* site = nullptr;
+  // Past usage for fair-share; nullptr: nobody has used anything.
+  const UsageLedger* usage = nullptr;
+  std::vector<AdvanceReservation> reservations;
 };
 
 }  // namespace hpcq::sched

@@ -106,8 +106,7 @@ class Simulation {
     return std::max<std::int64_t>(s, 1);
   }
 
-  void arrive(std::size_t index) {
-    const SimJob& job = jobs_[index];
+  sched::PendingJob pending_of(const SimJob& job) const {
     sched::PendingJob pending;
     pending.id = job.id;
     pending.uid = job.user >= 0 ? static_cast<std::uint32_t>(job.user) : 0;
@@ -116,6 +115,11 @@ class Simulation {
     pending.request.ntasks = job.size;
     pending.request.cpus_per_task = 1;
     pending.time_limit_s = limit_s(job);
+    return pending;
+  }
+
+  void arrive(std::size_t index) {
+    sched::PendingJob pending = pending_of(jobs_[index]);
     // Arrivals come in (submit, id) order and all arrivals of one time are
     // queued before its cycle, so appending keeps the queue in that order.
     snapshot_.queue.push_back(std::move(pending));
@@ -145,8 +149,9 @@ class Simulation {
       started_[index] = true;
       const std::int64_t end_s = now + job.runtime_s;
       running_pos_[index] = snapshot_.running.size();
-      snapshot_.running.push_back(
-          {job.id, std::move(start->allocation), (now + limit_s(job)) * kUsPerSecond});
+      snapshot_.running.push_back(sched::running_from(pending_of(job), std::move(start->allocation),
+                                                      now * kUsPerSecond,
+                                                      (now + limit_s(job)) * kUsPerSecond));
       running_index_.push_back(index);
       ends_.push({end_s, job.id, index});
       result_.jobs.push_back({job.id, job.user, job.submit_s, now, end_s, job.size, false});
