@@ -1,6 +1,8 @@
 // The only translation unit that includes toml11 (slow to compile).
 #include "lib/core/config.h"
 
+#include <pwd.h>
+
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -39,6 +41,22 @@ Status get(const Table& table, const std::string& section, const std::string& ke
   return Status::ok();
 }
 
+// TOML keeps 3 and 3.0 apart; a share or weight may be written either way.
+template <>
+Status get<double>(const Table& table, const std::string& section, const std::string& key,
+                   double& out) {
+  if (!table.contains(key)) return Status::ok();
+  const Table& v = table.at(key);
+  if (v.is_integer()) {
+    out = static_cast<double>(v.as_integer());
+  } else if (v.is_floating()) {
+    out = v.as_floating();
+  } else {
+    return invalid_argument(where(v) + ": bad value for '" + section + "." + key + "'");
+  }
+  return Status::ok();
+}
+
 Status get_positive(const Table& table, const std::string& section, const std::string& key,
                     int& out) {
   HPCQ_RETURN_IF_ERROR(get(table, section, key, out));
@@ -49,11 +67,238 @@ Status get_positive(const Table& table, const std::string& section, const std::s
   return Status::ok();
 }
 
+// A scalar option value as the text the scheduler's option parsers take.
+Result<std::string> option_text(const Table& v, const std::string& key) {
+  if (v.is_string()) return std::string(v.as_string().str);
+  if (v.is_integer()) return std::to_string(v.as_integer());
+  if (v.is_boolean()) return std::string(v.as_boolean() ? "true" : "false");
+  if (v.is_floating()) {
+    std::ostringstream out;
+    out << v.as_floating();
+    return out.str();
+  }
+  return invalid_argument(where(v) + ": 'scheduler.options." + key +
+                          "' must be a string, number or boolean");
+}
+
+Status read_options(const Table& t, ClusterConfig& c) {
+  if (!t.is_table()) return invalid_argument(where(t) + ": [scheduler.options] must be a table");
+  for (const auto& [key, value] : t.as_table()) {
+    if (value.is_table()) {  // [scheduler.options.backfill] reservation_depth = 1
+      for (const auto& [option, v] : value.as_table()) {
+        auto text = option_text(v, key + "." + option);
+        if (!text.is_ok()) return text.status();
+        c.scheduler_options[key + "." + option] = *text;
+      }
+      continue;
+    }
+    if (key.find('.') == std::string::npos) {
+      return invalid_argument(where(value) + ": 'scheduler.options." + key +
+                              "' is not \"<action or plugin>.<option>\"");
+    }
+    auto text = option_text(value, key);
+    if (!text.is_ok()) return text.status();
+    c.scheduler_options[key] = *text;
+  }
+  return Status::ok();
+}
+
+// The tables of an array of tables ([[queue]]), or none.
+Result<std::vector<const Table*>> tables_of(const Table& root, const std::string& key) {
+  std::vector<const Table*> out;
+  if (!root.contains(key)) return out;
+  const Table& list = root.at(key);
+  if (!list.is_array()) {
+    return invalid_argument(where(list) + ": '" + key + "' must be an array of tables ([[" + key +
+                            "]])");
+  }
+  for (const Table& t : list.as_array()) {
+    if (!t.is_table()) return invalid_argument(where(t) + ": each [[" + key + "]] must be a table");
+    out.push_back(&t);
+  }
+  return out;
+}
+
+Status get_non_negative(const Table& t, const std::string& section, const std::string& key,
+                        std::int64_t& out) {
+  HPCQ_RETURN_IF_ERROR(get(t, section, key, out));
+  if (t.contains(key) && out < 0) {
+    return invalid_argument(where(t.at(key)) + ": '" + section + "." + key +
+                            "' must not be negative");
+  }
+  return Status::ok();
+}
+
+Status read_queue(const Table& t, sched::QueueConfig& q, bool& is_default) {
+  HPCQ_RETURN_IF_ERROR(check_keys(
+      t, "queue",
+      {"name", "default", "weight", "priority", "priority_tier", "preempt_mode", "migratable",
+       "default_time_limit_s", "max_time_limit_s", "max_running_jobs", "max_cores", "max_nodes",
+       "max_running_jobs_per_user", "max_cores_per_user", "max_nodes_per_user"}));
+  HPCQ_RETURN_IF_ERROR(get(t, "queue", "name", q.name));
+  if (q.name.empty()) return invalid_argument(where(t) + ": [[queue]] needs a name");
+  const std::string section = "queue " + q.name;
+  HPCQ_RETURN_IF_ERROR(get(t, section, "default", is_default));
+  HPCQ_RETURN_IF_ERROR(get(t, section, "weight", q.weight));
+  if (t.contains("weight") && !(q.weight > 0)) {
+    return invalid_argument(where(t.at("weight")) + ": '" + section + ".weight' must be positive");
+  }
+  HPCQ_RETURN_IF_ERROR(get(t, section, "priority", q.priority));
+  HPCQ_RETURN_IF_ERROR(get(t, section, "priority_tier", q.priority_tier));
+  std::string mode = "off";
+  HPCQ_RETURN_IF_ERROR(get(t, section, "preempt_mode", mode));
+  if (mode == "off") {
+    q.preempt_mode = sched::PreemptMode::kOff;
+  } else if (mode == "requeue") {
+    q.preempt_mode = sched::PreemptMode::kRequeue;
+  } else if (mode == "cancel") {
+    q.preempt_mode = sched::PreemptMode::kCancel;
+  } else if (mode == "checkpoint") {
+    q.preempt_mode = sched::PreemptMode::kCheckpoint;
+  } else {
+    return invalid_argument(where(t.at("preempt_mode")) + ": '" + section +
+                            ".preempt_mode' must be off, requeue, cancel or checkpoint");
+  }
+  HPCQ_RETURN_IF_ERROR(get(t, section, "migratable", q.migratable));
+  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "default_time_limit_s", q.default_time_limit_s));
+  auto& l = q.limits;
+  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_time_limit_s", l.max_time_limit_s));
+  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_running_jobs", l.max_running_jobs));
+  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_cores", l.max_cores));
+  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_nodes", l.max_nodes));
+  HPCQ_RETURN_IF_ERROR(
+      get_non_negative(t, section, "max_running_jobs_per_user", l.max_running_jobs_per_user));
+  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_cores_per_user", l.max_cores_per_user));
+  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_nodes_per_user", l.max_nodes_per_user));
+  if (l.max_time_limit_s > 0 && q.default_time_limit_s > l.max_time_limit_s) {
+    return invalid_argument(where(t) + ": " + section +
+                            ": default_time_limit_s is above max_time_limit_s");
+  }
+  return Status::ok();
+}
+
+Result<std::uint32_t> uid_of(const Table& t, const std::string& name) {
+  passwd pw{};
+  passwd* found = nullptr;
+  char buf[4096];
+  if (getpwnam_r(name.c_str(), &pw, buf, sizeof buf, &found) != 0 || found == nullptr) {
+    return invalid_argument(where(t) + ": [[user]] names unknown user '" + name + "'");
+  }
+  return static_cast<std::uint32_t>(pw.pw_uid);
+}
+
+Status read_site(const Table& root, sched::SitePolicy& site) {
+  auto queues = tables_of(root, "queue");
+  if (!queues.is_ok()) return queues.status();
+  std::set<std::string> names;
+  for (const Table* t : *queues) {
+    sched::QueueConfig q;
+    bool is_default = false;
+    HPCQ_RETURN_IF_ERROR(read_queue(*t, q, is_default));
+    if (!names.insert(q.name).second) {
+      return invalid_argument(where(*t) + ": duplicate queue '" + q.name + "'");
+    }
+    if (is_default) {
+      if (!site.default_queue.empty()) {
+        return invalid_argument(where(*t) + ": queues '" + site.default_queue + "' and '" +
+                                q.name + "' are both the default");
+      }
+      site.default_queue = q.name;
+    }
+    site.queues.push_back(std::move(q));
+  }
+
+  auto qos = tables_of(root, "qos");
+  if (!qos.is_ok()) return qos.status();
+  std::set<std::string> qos_names;
+  for (const Table* t : *qos) {
+    HPCQ_RETURN_IF_ERROR(check_keys(*t, "qos", {"name", "priority", "preempt"}));
+    sched::QosConfig q;
+    HPCQ_RETURN_IF_ERROR(get(*t, "qos", "name", q.name));
+    if (q.name.empty()) return invalid_argument(where(*t) + ": [[qos]] needs a name");
+    HPCQ_RETURN_IF_ERROR(get(*t, "qos " + q.name, "priority", q.priority));
+    HPCQ_RETURN_IF_ERROR(get(*t, "qos " + q.name, "preempt", q.preempt));
+    if (!qos_names.insert(q.name).second) {
+      return invalid_argument(where(*t) + ": duplicate qos '" + q.name + "'");
+    }
+    site.qos.push_back(std::move(q));
+  }
+  for (std::size_t i = 0; i < site.qos.size(); ++i) {
+    for (const std::string& p : site.qos[i].preempt) {
+      if (!qos_names.count(p)) {
+        return invalid_argument(where(*(*qos)[i]) + ": qos '" + site.qos[i].name +
+                                "' preempts unknown qos '" + p + "'");
+      }
+    }
+  }
+
+  auto accounts = tables_of(root, "account");
+  if (!accounts.is_ok()) return accounts.status();
+  std::set<std::string> account_names = {"root"};
+  for (const Table* t : *accounts) {
+    HPCQ_RETURN_IF_ERROR(check_keys(*t, "account", {"name", "parent", "shares"}));
+    sched::AccountConfig a;
+    HPCQ_RETURN_IF_ERROR(get(*t, "account", "name", a.name));
+    if (a.name.empty() || a.name == "root") {
+      return invalid_argument(where(*t) + ": [[account]] needs a name other than 'root'");
+    }
+    HPCQ_RETURN_IF_ERROR(get(*t, "account " + a.name, "parent", a.parent));
+    HPCQ_RETURN_IF_ERROR(get(*t, "account " + a.name, "shares", a.shares));
+    if (!(a.shares > 0)) {
+      return invalid_argument(where(*t) + ": account '" + a.name + "': shares must be positive");
+    }
+    // Parents come first, so the tree has no cycles.
+    const std::string parent = a.parent.empty() ? "root" : a.parent;
+    if (!account_names.count(parent)) {
+      return invalid_argument(where(*t) + ": account '" + a.name + "' has unknown parent '" +
+                              parent + "' (list parents before their children)");
+    }
+    if (!account_names.insert(a.name).second) {
+      return invalid_argument(where(*t) + ": duplicate account '" + a.name + "'");
+    }
+    site.accounts.push_back(std::move(a));
+  }
+
+  auto users = tables_of(root, "user");
+  if (!users.is_ok()) return users.status();
+  for (const Table* t : *users) {
+    HPCQ_RETURN_IF_ERROR(check_keys(*t, "user", {"name", "uid", "account", "shares"}));
+    sched::UserShare u;
+    std::string user_name;
+    std::int64_t uid = -1;
+    HPCQ_RETURN_IF_ERROR(get(*t, "user", "name", user_name));
+    HPCQ_RETURN_IF_ERROR(get(*t, "user", "uid", uid));
+    if (user_name.empty() == (uid < 0)) {
+      return invalid_argument(where(*t) + ": [[user]] needs exactly one of name and uid");
+    }
+    if (uid > static_cast<std::int64_t>(UINT32_MAX)) {
+      return invalid_argument(where(*t) + ": [[user]] uid out of range");
+    }
+    if (!user_name.empty()) {
+      auto found = uid_of(*t, user_name);
+      if (!found.is_ok()) return found.status();
+      u.uid = *found;
+    } else {
+      u.uid = static_cast<std::uint32_t>(uid);
+    }
+    HPCQ_RETURN_IF_ERROR(get(*t, "user", "account", u.account));
+    HPCQ_RETURN_IF_ERROR(get(*t, "user", "shares", u.shares));
+    if (u.account.empty() || !account_names.count(u.account)) {
+      return invalid_argument(where(*t) + ": [[user]] needs a configured account (got '" +
+                              u.account + "')");
+    }
+    if (!(u.shares > 0)) return invalid_argument(where(*t) + ": [[user]] shares must be positive");
+    site.users.push_back(u);
+  }
+  return Status::ok();
+}
+
 Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   ClusterConfig c;
   c.source = name;
   if (!root.is_table()) return invalid_argument(name + ": not a TOML table");
-  HPCQ_RETURN_IF_ERROR(check_keys(root, "", {"overlay", "leader", "scheduler", "agent", "rank"}));
+  HPCQ_RETURN_IF_ERROR(check_keys(
+      root, "", {"overlay", "leader", "scheduler", "agent", "rank", "queue", "qos", "account", "user"}));
 
   if (root.contains("overlay")) {
     const Table& t = root.at("overlay");
@@ -90,10 +335,19 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("scheduler")) {
     const Table& t = root.at("scheduler");
     if (!t.is_table()) return invalid_argument(where(t) + ": [scheduler] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(t, "scheduler", {"actions", "plugins", "queue_depth"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(t, "scheduler",
+                                    {"actions", "plugins", "queue_depth", "options",
+                                     "usage_half_life_s", "decision_log"}));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "scheduler", "queue_depth", c.queue_depth));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "actions", c.actions));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "plugins", c.plugins));
+    HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "usage_half_life_s", c.usage_half_life_s));
+    if (c.usage_half_life_s < 0) {
+      return invalid_argument(where(t.at("usage_half_life_s")) +
+                              ": 'scheduler.usage_half_life_s' must not be negative");
+    }
+    HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "decision_log", c.decision_log));
+    if (t.contains("options")) HPCQ_RETURN_IF_ERROR(read_options(t.at("options"), c));
   }
   if (root.contains("agent")) {
     const Table& t = root.at("agent");
@@ -105,6 +359,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "job_shell", c.job_shell));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "agent", "kill_grace_s", c.kill_grace_s));
   }
+  HPCQ_RETURN_IF_ERROR(read_site(root, c.site));
   if (!root.contains("rank")) return invalid_argument(name + ": no [[rank]] entries (rank 0 is the leader)");
   const Table& ranks = root.at("rank");
   if (!ranks.is_array()) return invalid_argument(where(ranks) + ": 'rank' must be an array of tables ([[rank]])");

@@ -7,10 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "lib/core/status.h"
+// Plain data only (no functions of lib/sched are called here): the site's
+// queues, QOS and accounts are parsed straight into the scheduler's type.
+#include "lib/sched/site_policy.h"
 
 namespace hpcq {
 
@@ -38,6 +42,16 @@ struct ClusterConfig {
   std::vector<std::string> actions = {"allocate"};
   std::vector<std::string> plugins = {"fcfs"};
   int queue_depth = 1000;  // pending jobs, in order, one cycle considers (Slurm's default_queue_depth)
+  // [scheduler.options]: "<action or plugin>.<option>" -> value (also written
+  // as sub-tables: [scheduler.options.backfill] reservation_depth = 1).
+  std::map<std::string, std::string> scheduler_options;
+  // Fair-share usage decays by half over this many seconds (0: never).
+  std::int64_t usage_half_life_s = 7 * 24 * 3600;
+  // Where hpcqd records what each scheduling cycle saw and decided (JSON
+  // lines, replayable with `hpcq simulate --replay`); empty: not recorded.
+  std::string decision_log;
+  // [[queue]], [[qos]], [[account]], [[user]]
+  sched::SitePolicy site;
   // [agent]
   std::string agent_state_dir = "/var/lib/hpcq/agent";
   std::string agent_secret_key = "/etc/hpcq/keys/agent.key";

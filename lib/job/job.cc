@@ -1,6 +1,11 @@
 #include "lib/job/job.h"
 
+#include <algorithm>
 #include <array>
+#include <charconv>
+#include <limits>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include "lib/core/units.h"
@@ -114,6 +119,15 @@ Status validate(const JobSpec& spec) {
   HPCQ_RETURN_IF_ERROR(check_text("--output", spec.output));
   HPCQ_RETURN_IF_ERROR(check_text("--error", spec.error));
   HPCQ_RETURN_IF_ERROR(check_text("--queue", spec.queue));
+  HPCQ_RETURN_IF_ERROR(check_text("--account", spec.account));
+  HPCQ_RETURN_IF_ERROR(check_text("--qos", spec.qos));
+  if (!spec.array.empty()) {
+    auto array = parse_array(spec.array);
+    if (!array.is_ok()) return array.status();
+  }
+  for (const Dependency& d : spec.dependencies) {
+    if (d.job == 0) return invalid_argument("--dependency: job id 0");
+  }
   HPCQ_RETURN_IF_ERROR(check_text("--chdir", spec.cwd));
   if (!spec.cwd.empty() && spec.cwd[0] != '/') {
     return invalid_argument("--chdir: " + quote(spec.cwd) + " is not an absolute path");
@@ -129,7 +143,132 @@ Status validate(const JobSpec& spec) {
   return Status::ok();
 }
 
-std::string expand_output_path(const std::string& pattern, JobId id, const std::string& cwd) {
+namespace {
+
+constexpr std::array<std::pair<DependencyType, const char*>, 4> kDependencyNames = {{
+    {DependencyType::kAfter, "after"},
+    {DependencyType::kAfterAny, "afterany"},
+    {DependencyType::kAfterOk, "afterok"},
+    {DependencyType::kAfterNotOk, "afternotok"},
+}};
+
+std::vector<std::string_view> split(std::string_view text, char sep) {
+  std::vector<std::string_view> out;
+  std::size_t from = 0;
+  while (true) {
+    const std::size_t at = text.find(sep, from);
+    out.push_back(text.substr(from, at == std::string_view::npos ? text.npos : at - from));
+    if (at == std::string_view::npos) return out;
+    from = at + 1;
+  }
+}
+
+// A whole decimal number in [0, max], or nullopt.
+template <typename Int>
+std::optional<Int> parse_number(std::string_view text, Int max) {
+  if (text.empty() || text.size() > 20) return std::nullopt;
+  Int value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || value > max) return std::nullopt;
+  if constexpr (std::is_signed_v<Int>) {
+    if (value < 0) return std::nullopt;
+  }
+  return value;
+}
+
+}  // namespace
+
+const char* dependency_type_name(DependencyType type) {
+  for (const auto& [t, name] : kDependencyNames) {
+    if (t == type) return name;
+  }
+  return "afterany";
+}
+
+Result<std::vector<Dependency>> parse_dependencies(std::string_view text) {
+  if (text.empty()) return invalid_argument("--dependency: empty value");
+  std::vector<Dependency> out;
+  for (std::string_view clause : split(text, ',')) {
+    const std::vector<std::string_view> parts = split(clause, ':');
+    const auto type = std::find_if(kDependencyNames.begin(), kDependencyNames.end(),
+                                   [&](const auto& e) { return parts[0] == e.second; });
+    if (type == kDependencyNames.end()) {
+      return invalid_argument("--dependency: unknown type " + quote(std::string(parts[0])) +
+                              " (want after, afterany, afterok or afternotok)");
+    }
+    if (parts.size() < 2) {
+      return invalid_argument("--dependency: " + quote(std::string(clause)) + " names no job");
+    }
+    for (std::size_t i = 1; i < parts.size(); ++i) {
+      const auto id = parse_number<JobId>(parts[i], JobId{std::numeric_limits<std::int64_t>::max()});
+      if (!id || *id == 0) {
+        return invalid_argument("--dependency: bad job id " + quote(std::string(parts[i])));
+      }
+      out.push_back({type->first, *id});
+    }
+  }
+  return out;
+}
+
+std::string format_dependencies(const std::vector<Dependency>& deps) {
+  std::string out;
+  for (std::size_t i = 0; i < deps.size(); ++i) {
+    if (i == 0 || deps[i].type != deps[i - 1].type) {
+      if (!out.empty()) out += ',';
+      out += dependency_type_name(deps[i].type);
+    }
+    out += ':' + std::to_string(deps[i].job);
+  }
+  return out;
+}
+
+Result<ArraySpec> parse_array(std::string_view text) {
+  auto bad = [&](const std::string& why) {
+    return invalid_argument("--array: " + why + " in " + quote(std::string(text)));
+  };
+  ArraySpec spec;
+  std::string_view list = text;
+  if (const std::size_t pct = text.find('%'); pct != std::string_view::npos) {
+    const auto max = parse_number<int>(text.substr(pct + 1), kMaxArraySize);
+    if (!max || *max == 0) return bad("bad task limit after '%'");
+    spec.max_running = *max;
+    list = text.substr(0, pct);
+  }
+  if (list.empty()) return bad("no indices");
+  std::set<int> indices;
+  for (std::string_view item : split(list, ',')) {
+    std::string_view range = item;
+    int step = 1;
+    if (const std::size_t colon = item.find(':'); colon != std::string_view::npos) {
+      const auto s = parse_number<int>(item.substr(colon + 1), kMaxArrayIndex);
+      if (!s || *s == 0) return bad("bad step " + quote(std::string(item.substr(colon + 1))));
+      step = *s;
+      range = item.substr(0, colon);
+    }
+    const std::size_t dash = range.find('-');
+    const auto first = parse_number<int>(range.substr(0, dash), kMaxArrayIndex);
+    const auto last = dash == std::string_view::npos
+                          ? first
+                          : parse_number<int>(range.substr(dash + 1), kMaxArrayIndex);
+    if (!first || !last) {
+      return bad("bad index " + quote(std::string(item)) + " (indices are 0.." +
+                 std::to_string(kMaxArrayIndex) + ")");
+    }
+    if (*last < *first) return bad("range " + quote(std::string(item)) + " runs backwards");
+    for (int i = *first; i <= *last; i += step) {
+      indices.insert(i);
+      if (indices.size() > static_cast<std::size_t>(kMaxArraySize)) {
+        return bad("more than " + std::to_string(kMaxArraySize) + " tasks");
+      }
+      if (*last - i < step) break;  // no overflow past kMaxArrayIndex
+    }
+  }
+  spec.indices.assign(indices.begin(), indices.end());
+  return spec;
+}
+
+std::string expand_output_path(const std::string& pattern, JobId id, const std::string& cwd,
+                               JobId array_job_id, int array_task_id) {
   std::string path;
   path.reserve(pattern.size() + 16);
   for (size_t i = 0; i < pattern.size(); ++i) {
@@ -137,6 +276,16 @@ std::string expand_output_path(const std::string& pattern, JobId id, const std::
       const char next = pattern[i + 1];
       if (next == 'j') {
         path += std::to_string(id);
+        ++i;
+        continue;
+      }
+      if (next == 'A') {
+        path += std::to_string(array_job_id != 0 ? array_job_id : id);
+        ++i;
+        continue;
+      }
+      if (next == 'a') {
+        path += std::to_string(std::max(array_task_id, 0));
         ++i;
         continue;
       }

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/core/ids.h"
@@ -32,6 +33,34 @@ const char* state_name(JobState state);
 std::optional<JobState> parse_state(const std::string& name);
 bool is_terminal(JobState state);
 
+// --dependency=TYPE:ID[:ID...][,TYPE:ID...] (sbatch's form; all must hold):
+// after (the job has started), afterany (ended in any state), afterok
+// (COMPLETED), afternotok (ended in any other state).
+enum class DependencyType { kAfter, kAfterAny, kAfterOk, kAfterNotOk };
+const char* dependency_type_name(DependencyType type);  // "afterok", ...
+
+struct Dependency {
+  DependencyType type = DependencyType::kAfterAny;
+  JobId job = 0;
+  bool operator==(const Dependency&) const = default;
+};
+
+// "afterok:12:13,afterany:14" -> {afterok 12, afterok 13, afterany 14}.
+// Errors name --dependency and quote the bad part.
+Result<std::vector<Dependency>> parse_dependencies(std::string_view text);
+// The inverse, for display: "afterok:12:13,afterany:14".
+std::string format_dependencies(const std::vector<Dependency>& deps);
+
+// --array=INDICES[%MAX]: INDICES is a comma-separated list of N, N-M and
+// N-M:STEP; MAX bounds how many of the array's tasks run at once.
+struct ArraySpec {
+  std::vector<int> indices;  // ascending, unique
+  int max_running = 0;       // 0: no bound
+};
+inline constexpr int kMaxArrayIndex = 999'999;
+inline constexpr int kMaxArraySize = 10'001;  // tasks per array
+Result<ArraySpec> parse_array(std::string_view text);
+
 struct JobSpec {
   std::string name;                // -J; default: the command's basename
   std::vector<std::string> argv;   // the command run by every task
@@ -45,6 +74,17 @@ struct JobSpec {
   std::string cwd;                 // -D; default: the submit directory
   std::map<std::string, std::string> env;  // the environment the tasks get
   bool requeue = false;            // --requeue: requeue (not fail) on node failure
+  std::string account;             // -A; empty: the user's default account
+  std::string qos;                 // --qos
+  // --priority: added to the scheduler's priority; above 0 for admins only,
+  // so a user can only lower (nice) their own jobs.
+  std::int32_t priority = 0;
+  std::vector<Dependency> dependencies;  // -d/--dependency
+  std::string array;               // -a/--array as given ("0-99%10"); the leader expands it
+  // Set by the leader on each task of an expanded array; 0/-1 otherwise.
+  JobId array_job_id = 0;          // the array's first job id (Slurm's %A)
+  int array_task_id = -1;          // this task's index (%a)
+  int array_max_running = 0;       // the array's throttle (%MAX)
 };
 
 // Checks the spec for internal consistency; the message names the option.
@@ -67,7 +107,10 @@ struct Job {
   bool held = false;    // pending but not eligible until released (hpcq hold/release)
 };
 
-// Output path with %j replaced by the id; relative paths are against cwd.
-std::string expand_output_path(const std::string& pattern, JobId id, const std::string& cwd);
+// Output path with %j replaced by the id, %A by the array's job id (the id
+// for a job outside an array) and %a by the array task index (0 outside an
+// array), as sbatch; relative paths are against cwd.
+std::string expand_output_path(const std::string& pattern, JobId id, const std::string& cwd,
+                               JobId array_job_id = 0, int array_task_id = -1);
 
 }  // namespace hpcq::job

@@ -3,6 +3,7 @@
 #include "lib/job/submit_options.h"
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <climits>
 #include <exception>
 #include <filesystem>
@@ -17,9 +18,11 @@ namespace {
 
 constexpr std::string_view kDirective = "#HPCQ";
 constexpr const char* kDefaultOutput = "hpcq-%j.out";
+constexpr std::int32_t kMaxPriority = 1'000'000;
 constexpr const char* kUsage =
     "submit: usage: hpcq submit [-N NODES] [-n NTASKS] [-c CPUS] [--mem SIZE] [-t TIME] "
-    "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-D DIR] [--export VARS] [--requeue] [--json] "
+    "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
+    "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
 // ---- words of a directive line ----
@@ -194,6 +197,11 @@ struct Given {
   std::optional<std::string> chdir;
   std::optional<Export> export_vars;
   std::optional<bool> requeue;
+  std::optional<std::string> account;
+  std::optional<std::string> qos;
+  std::optional<std::int32_t> priority;
+  std::optional<std::vector<Dependency>> dependencies;
+  std::optional<std::string> array;
   bool json = false;
   bool wait = false;
 
@@ -214,6 +222,11 @@ struct Given {
     take(chdir, later.chdir);
     take(export_vars, later.export_vars);
     take(requeue, later.requeue);
+    take(account, later.account);
+    take(qos, later.qos);
+    take(priority, later.priority);
+    take(dependencies, later.dependencies);
+    take(array, later.array);
     json = json || later.json;
     wait = wait || later.wait;
   }
@@ -233,7 +246,8 @@ struct OptionName {
 constexpr OptionName kValueOptions[] = {
     {'N', "--nodes"}, {'n', "--ntasks"},   {'c', "--cpus-per-task"}, {0, "--mem"},
     {'t', "--time"},  {'J', "--job-name"}, {'o', "--output"},        {'e', "--error"},
-    {'q', "--queue"}, {'D', "--chdir"},    {0, "--export"},
+    {'q', "--queue"}, {'D', "--chdir"},    {0, "--export"},          {'A', "--account"},
+    {0, "--qos"},     {0, "--priority"},   {'d', "--dependency"},    {'a', "--array"},
 };
 
 const OptionName* find_value_option(std::string_view word) {
@@ -299,6 +313,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   app.set_help_flag();   // no help option: CLI11 would print and want to exit
   app.prefix_command();  // the first non-option word and all after it are the command
   std::string nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
+  std::string account, qos, priority, dependency, array;
   bool requeue = false;
   bool json = false;
   bool wait = false;
@@ -316,6 +331,11 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   CLI::Option* o_queue = add("-q,--queue", queue);
   CLI::Option* o_chdir = add("-D,--chdir", chdir);
   CLI::Option* o_export = add("--export", export_text);
+  CLI::Option* o_account = add("-A,--account", account);
+  CLI::Option* o_qos = add("--qos", qos);
+  CLI::Option* o_priority = add("--priority", priority);
+  CLI::Option* o_dependency = add("-d,--dependency", dependency);
+  CLI::Option* o_array = add("-a,--array", array);
   CLI::Option* o_requeue = app.add_flag("--requeue,!--no-requeue", requeue)
                                ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("--json", json)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -386,6 +406,30 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
     g.export_vars = std::move(e).value();
   }
   if (o_requeue->count() > 0) g.requeue = requeue;
+  if (o_account->count() > 0) g.account = account;
+  if (o_qos->count() > 0) g.qos = qos;
+  if (o_priority->count() > 0) {
+    std::int32_t value = 0;
+    const auto [end, ec] =
+        std::from_chars(priority.data(), priority.data() + priority.size(), value);
+    if (ec != std::errc{} || end != priority.data() + priority.size() || priority.empty() ||
+        value < -kMaxPriority || value > kMaxPriority) {
+      return invalid_argument("--priority: bad value " + quote(priority) + " (want an integer " +
+                              std::to_string(-kMaxPriority) + ".." + std::to_string(kMaxPriority) +
+                              ")");
+    }
+    g.priority = value;
+  }
+  if (o_dependency->count() > 0) {
+    auto deps = parse_dependencies(dependency);
+    if (!deps.is_ok()) return deps.status();
+    g.dependencies = std::move(deps).value();
+  }
+  if (o_array->count() > 0) {
+    auto parsed_array = parse_array(array);
+    if (!parsed_array.is_ok()) return parsed_array.status();
+    g.array = array;
+  }
   g.json = json;
   g.wait = wait;
   return parsed;
@@ -475,6 +519,11 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.cwd = given.chdir ? resolve_dir(ctx.cwd, *given.chdir) : ctx.cwd;
   spec.env = job_environment(given.export_vars, ctx);
   spec.requeue = given.requeue.value_or(false);
+  spec.account = given.account.value_or("");
+  spec.qos = given.qos.value_or("");
+  spec.priority = given.priority.value_or(0);
+  spec.dependencies = given.dependencies.value_or(std::vector<Dependency>{});
+  spec.array = given.array.value_or("");
   out.json = given.json;
   out.wait = given.wait;
   HPCQ_RETURN_IF_ERROR(validate(spec));

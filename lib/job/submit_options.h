@@ -1,7 +1,7 @@
 // `hpcq submit` arguments and `#HPCQ` script directives -> a JobSpec.
 //
 // The options and their meaning follow sbatch (-N, -n, -c, --mem, -t, -J, -o,
-// -e, -q, -D, --export, --requeue); see parse_submit_args for the forms. The
+// -e, -q, -A, --qos, -d, -a, -D, --export, --requeue); see parse_submit_args for the forms. The
 // file system and the environment come in through SubmitContext, so tests and
 // the fuzzer run without a disk. Pure functions; safe from any thread (the
 // read_file callback is called on the caller's thread). Nothing throws and
@@ -47,7 +47,10 @@ struct SubmitOptions {
 //   see parse_memory_bytes), -t/--time DURATION (see parse_duration_s),
 //   -J/--job-name NAME, -o/--output PATTERN, -e/--error PATTERN, -q/--queue
 //   NAME, -D/--chdir DIR, --export ALL|NONE|[ALL,]VAR[=value][,...],
-//   --requeue/--no-requeue, --json, --wait.
+//   --requeue/--no-requeue, -A/--account NAME, --qos NAME, --priority N
+//   (-1000000..1000000), -d/--dependency TYPE:ID[:ID][,...] (see
+//   parse_dependencies), -a/--array INDICES[%MAX] (see parse_array), --json,
+//   --wait.
 // Defaults: ntasks = nodes when only -N is given, else 1; name = basename of
 // the command; cwd = ctx.cwd (a relative -D is taken from ctx.cwd); output
 // "hpcq-%j.out"; error empty (same file as output); --export=ALL (the whole

@@ -114,6 +114,8 @@ Status read_value(const json& v, const std::string& where, resource::ResourceReq
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "ntasks", out.ntasks));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "cpus_per_task", out.cpus_per_task));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "mem_per_node_bytes", out.mem_per_node_bytes));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "gpus_per_node", out.gpus_per_node));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "gpus_per_task", out.gpus_per_task));
   return Status::ok();
 }
 
@@ -126,6 +128,7 @@ Status read_value(const json& v, const std::string& where, resource::NodeAllocat
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "memory_bytes", out.memory_bytes));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "ntasks", out.ntasks));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "first_task", out.first_task));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "gpus", out.gpus));
   return Status::ok();
 }
 
@@ -181,6 +184,20 @@ std::string encode_spec(const job::JobSpec& spec) {
       {"env", spec.env},
       {"requeue", spec.requeue},
   };
+  // Newer fields are written only when set, so the rows of jobs that do not
+  // use them read the same as before.
+  if (!spec.account.empty()) doc["account"] = spec.account;
+  if (!spec.qos.empty()) doc["qos"] = spec.qos;
+  if (spec.priority != 0) doc["priority"] = spec.priority;
+  if (!spec.dependencies.empty()) doc["dependency"] = job::format_dependencies(spec.dependencies);
+  if (!spec.array.empty()) doc["array"] = spec.array;
+  if (spec.array_job_id != 0) {
+    doc["array_job_id"] = spec.array_job_id;
+    doc["array_task_id"] = spec.array_task_id;
+    doc["array_max_running"] = spec.array_max_running;
+  }
+  if (spec.request.gpus_per_node != 0) doc["request"]["gpus_per_node"] = spec.request.gpus_per_node;
+  if (spec.request.gpus_per_task != 0) doc["request"]["gpus_per_task"] = spec.request.gpus_per_task;
   return dump(doc);
 }
 
@@ -201,6 +218,20 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "cwd", spec.cwd));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "env", spec.env));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "requeue", spec.requeue));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "account", spec.account));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "qos", spec.qos));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "priority", spec.priority));
+  std::string dependency;
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "dependency", dependency));
+  if (!dependency.empty()) {
+    auto deps = job::parse_dependencies(dependency);
+    if (!deps.is_ok()) return invalid_argument(where + ".dependency: " + deps.status().message());
+    spec.dependencies = std::move(deps).value();
+  }
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "array", spec.array));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "array_job_id", spec.array_job_id));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "array_task_id", spec.array_task_id));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "array_max_running", spec.array_max_running));
   return spec;
 }
 
@@ -216,6 +247,7 @@ std::string encode_allocation(const resource::Allocation& allocation) {
         {"ntasks", n.ntasks},
         {"first_task", n.first_task},
     });
+    if (!n.gpus.empty()) nodes.back()["gpus"] = n.gpus;
   }
   json doc = {{"nodes", std::move(nodes)}, {"cpus_per_task", allocation.cpus_per_task}};
   return dump(doc);

@@ -68,6 +68,16 @@ CREATE INDEX jobs_by_uid ON jobs(uid, id);
     {3, R"sql(
 ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // Small leader state that is neither a job nor a node: advance
+    // reservations, fair-share usage; one JSON value per (kind, key).
+    {4, R"sql(
+CREATE TABLE records (
+  kind TEXT NOT NULL,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (kind, key)
+);
+)sql"},
 };
 
 constexpr const char* kStatementSql[] = {
@@ -100,6 +110,13 @@ constexpr const char* kStatementSql[] = {
     "SELECT job_id, seq, time, name, detail FROM job_events WHERE job_id = ?1 ORDER BY seq",
     // kLoadNodes
     "SELECT rank, name, state, topology, updated_time FROM nodes ORDER BY rank",
+    // kPutRecord
+    "INSERT INTO records (kind, key, value) VALUES (?1, ?2, ?3)"
+    " ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value",
+    // kDeleteRecord
+    "DELETE FROM records WHERE kind = ?1 AND key = ?2",
+    // kLoadRecords
+    "SELECT key, value FROM records WHERE kind = ?1 ORDER BY key",
     // kBegin: take the write lock up front, so a busy database fails here and
     // not half-way through the batch.
     "BEGIN IMMEDIATE",
@@ -191,6 +208,14 @@ void WriteBatch::upsert_node(Rank rank, std::string name, std::string state,
                              std::string topology_json, TimeUs time) {
   ops_.emplace_back(
       UpsertNode{rank, std::move(name), std::move(state), std::move(topology_json), time});
+}
+
+void WriteBatch::put_record(std::string kind, std::string key, std::string value_json) {
+  ops_.emplace_back(PutRecord{std::move(kind), std::move(key), std::move(value_json)});
+}
+
+void WriteBatch::delete_record(std::string kind, std::string key) {
+  ops_.emplace_back(DeleteRecord{std::move(kind), std::move(key)});
 }
 
 void WriteBatch::append(WriteBatch&& other) {
@@ -457,6 +482,27 @@ Status Store::apply(const WriteBatch::Op& op) {
     if (rc != SQLITE_DONE) return error(what, rc);
     return Status::ok();
   }
+  if (const auto* put = std::get_if<WriteBatch::PutRecord>(&op)) {
+    const std::string what = "put " + put->kind + " '" + put->key + "'";
+    auto use = statements_[kPutRecord]->use();
+    use.bind(1, put->kind);
+    use.bind(2, put->key);
+    use.bind(3, put->value_json);
+    if (use.bind_rc() != SQLITE_OK) return error(what, use.bind_rc());
+    int rc = use.step();
+    if (rc != SQLITE_DONE) return error(what, rc);
+    return Status::ok();
+  }
+  if (const auto* del = std::get_if<WriteBatch::DeleteRecord>(&op)) {
+    const std::string what = "delete " + del->kind + " '" + del->key + "'";
+    auto use = statements_[kDeleteRecord]->use();
+    use.bind(1, del->kind);
+    use.bind(2, del->key);
+    if (use.bind_rc() != SQLITE_OK) return error(what, use.bind_rc());
+    int rc = use.step();
+    if (rc != SQLITE_DONE) return error(what, rc);
+    return Status::ok();
+  }
   const auto& node = std::get<WriteBatch::UpsertNode>(op);
   const std::string what = "upsert node " + std::to_string(node.rank);
   auto use = statements_[kUpsertNode]->use();
@@ -549,6 +595,19 @@ Result<std::vector<NodeRecord>> Store::load_nodes() {
   }
   if (rc != SQLITE_DONE) return error("load nodes", rc);
   return nodes;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> Store::load_records(
+    const std::string& kind) {
+  std::vector<std::pair<std::string, std::string>> records;
+  auto use = statements_[kLoadRecords]->use();
+  use.bind(1, kind);
+  sqlite3_stmt* s = use.get();
+  int rc = use.bind_rc();
+  if (rc != SQLITE_OK) return error("load " + kind, rc);
+  while ((rc = use.step()) == SQLITE_ROW) records.emplace_back(column_text(s, 0), column_text(s, 1));
+  if (rc != SQLITE_DONE) return error("load " + kind, rc);
+  return records;
 }
 
 }  // namespace hpcq::store

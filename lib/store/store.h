@@ -30,6 +30,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -83,13 +84,26 @@ class WriteBatch {
     std::string topology_json;
     TimeUs time;
   };
-  using Op = std::variant<InsertJob, UpdateJob, AppendEvent, UpsertNode>;
+  // A small piece of leader state by (kind, key): "reservation"/NAME,
+  // "usage"/"ledger". Put replaces the value.
+  struct PutRecord {
+    std::string kind;
+    std::string key;
+    std::string value_json;
+  };
+  struct DeleteRecord {
+    std::string kind;
+    std::string key;
+  };
+  using Op = std::variant<InsertJob, UpdateJob, AppendEvent, UpsertNode, PutRecord, DeleteRecord>;
 
   void insert_job(const job::Job& job);
   void update_job(const job::Job& job);
   void append_event(JobId job_id, TimeUs time, std::string name, std::string detail_json);
   void upsert_node(Rank rank, std::string name, std::string state, std::string topology_json,
                    TimeUs time);
+  void put_record(std::string kind, std::string key, std::string value_json);
+  void delete_record(std::string kind, std::string key);
 
   bool empty() const { return ops_.empty(); }
   std::size_t size() const { return ops_.size(); }
@@ -138,6 +152,8 @@ class Store {
   Result<std::vector<EventRecord>> load_events(JobId job_id);
   // Every node, ascending rank.
   Result<std::vector<NodeRecord>> load_nodes();
+  // (key, value) of every record of `kind`, ascending key.
+  Result<std::vector<std::pair<std::string, std::string>>> load_records(const std::string& kind);
 
   int schema_version() const { return schema_version_; }
   const std::string& path() const { return path_; }
@@ -156,6 +172,9 @@ class Store {
     kMaxJobId,
     kLoadEvents,
     kLoadNodes,
+    kPutRecord,
+    kDeleteRecord,
+    kLoadRecords,
     kBegin,
     kCommit,
     kRollback,

@@ -25,6 +25,73 @@ TEST(ConfigTest, DefaultsAndRanks) {
   EXPECT_EQ(c->actions, std::vector<std::string>{"allocate"});
 }
 
+TEST(ConfigTest, SitePolicyAndSchedulerOptions) {
+  std::string text = std::string(
+                         "[scheduler]\nactions = [\"allocate\", \"backfill\"]\n"
+                         "usage_half_life_s = 3600\ndecision_log = \"/tmp/d.jsonl\"\n"
+                         "[scheduler.options]\n\"backfill.reservation_depth\" = 2\n"
+                         "[scheduler.options.priority]\nweight_age = 10\nfavor_small = true\n"
+                         "[[queue]]\nname = \"batch\"\ndefault = true\nmax_cores_per_user = 8\n"
+                         "max_time_limit_s = 7200\n"
+                         "[[queue]]\nname = \"urgent\"\npriority_tier = 2\nweight = 3.5\n"
+                         "preempt_mode = \"requeue\"\n"
+                         "[[qos]]\nname = \"low\"\n[[qos]]\nname = \"high\"\npriority = 100\n"
+                         "preempt = [\"low\"]\n"
+                         "[[account]]\nname = \"physics\"\nshares = 3\n"
+                         "[[account]]\nname = \"theory\"\nparent = \"physics\"\n"
+                         "[[user]]\nuid = 1000\naccount = \"theory\"\nshares = 2\n"
+                         "[[user]]\nname = \"root\"\naccount = \"physics\"\n") +
+                     kRank0;
+  auto c = parse_config(text, "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->usage_half_life_s, 3600);
+  EXPECT_EQ(c->decision_log, "/tmp/d.jsonl");
+  EXPECT_EQ(c->scheduler_options.at("backfill.reservation_depth"), "2");
+  EXPECT_EQ(c->scheduler_options.at("priority.weight_age"), "10");
+  EXPECT_EQ(c->scheduler_options.at("priority.favor_small"), "true");
+  ASSERT_EQ(c->site.queues.size(), 2u);
+  EXPECT_EQ(c->site.default_queue, "batch");
+  EXPECT_EQ(c->site.queues[0].limits.max_cores_per_user, 8);
+  EXPECT_EQ(c->site.queues[0].limits.max_time_limit_s, 7200);
+  EXPECT_EQ(c->site.queues[1].preempt_mode, sched::PreemptMode::kRequeue);
+  EXPECT_EQ(c->site.queues[1].priority_tier, 2);
+  EXPECT_DOUBLE_EQ(c->site.queues[1].weight, 3.5);
+  ASSERT_EQ(c->site.qos.size(), 2u);
+  EXPECT_EQ(c->site.qos[1].preempt, std::vector<std::string>{"low"});
+  ASSERT_EQ(c->site.accounts.size(), 2u);
+  EXPECT_EQ(c->site.accounts[1].parent, "physics");
+  ASSERT_EQ(c->site.users.size(), 2u);
+  EXPECT_EQ(c->site.users[0].uid, 1000u);
+  EXPECT_EQ(c->site.users[1].uid, 0u);
+}
+
+TEST(ConfigTest, BadSitePolicy) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[[queue]]\nweight = 1.0\n", "[[queue]] needs a name"},
+      {"[[queue]]\nname = \"a\"\n[[queue]]\nname = \"a\"\n", "duplicate queue 'a'"},
+      {"[[queue]]\nname = \"a\"\ndefault = true\n[[queue]]\nname = \"b\"\ndefault = true\n",
+       "both the default"},
+      {"[[queue]]\nname = \"a\"\npreempt_mode = \"maybe\"\n", "preempt_mode' must be"},
+      {"[[queue]]\nname = \"a\"\nmax_cores = -1\n", "'queue a.max_cores' must not be negative"},
+      {"[[queue]]\nname = \"a\"\nweight = 0\n", "weight' must be positive"},
+      {"[[queue]]\nname = \"a\"\nmax_cpus = 3\n", "unknown key 'queue.max_cpus'"},
+      {"[[qos]]\nname = \"h\"\npreempt = [\"nope\"]\n", "preempts unknown qos 'nope'"},
+      {"[[account]]\nname = \"a\"\nparent = \"b\"\n", "unknown parent 'b'"},
+      {"[[user]]\nuid = 5\naccount = \"nope\"\n", "needs a configured account"},
+      {"[[user]]\nname = \"no-such-user-xyz\"\naccount = \"root\"\n", "unknown user"},
+      {"[[user]]\naccount = \"root\"\n", "exactly one of name and uid"},
+      {"[scheduler.options]\ndepth = 3\n", "is not \"<action or plugin>.<option>\""},
+      {"[scheduler]\nusage_half_life_s = -1\n", "must not be negative"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto r = parse_config(text + kRank0, "t.toml");
+    ASSERT_FALSE(r.is_ok()) << text;
+    EXPECT_NE(r.status().message().find(expected), std::string::npos)
+        << "message: " << r.status().message() << "\nexpected: " << expected;
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
+  }
+}
+
 struct BadCase {
   std::string text;
   std::string expected;  // substring of the message

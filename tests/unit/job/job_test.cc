@@ -154,5 +154,51 @@ INSTANTIATE_TEST_SUITE_P(
                       PathCase{"out-%j", 18446744073709551615ULL, "", "out-18446744073709551615"},
                       PathCase{"sub/dir/%j.out", 9, "/w", "/w/sub/dir/9.out"}));
 
+TEST(Dependencies, ParseAndFormat) {
+  auto deps = parse_dependencies("afterok:12:13,afterany:14,after:1,afternotok:2");
+  ASSERT_TRUE(deps.is_ok()) << deps.status().message();
+  const std::vector<Dependency> want = {{DependencyType::kAfterOk, 12},
+                                        {DependencyType::kAfterOk, 13},
+                                        {DependencyType::kAfterAny, 14},
+                                        {DependencyType::kAfter, 1},
+                                        {DependencyType::kAfterNotOk, 2}};
+  EXPECT_EQ(*deps, want);
+  EXPECT_EQ(format_dependencies(*deps), "afterok:12:13,afterany:14,after:1,afternotok:2");
+}
+
+TEST(Dependencies, BadInputNamesTheOption) {
+  for (const char* bad : {"", "afterok", "afterok:", "afterok:x", "afterok:0", "before:3",
+                          "afterok:1,", "afterok:-4", "afterok:99999999999999999999999"}) {
+    auto deps = parse_dependencies(bad);
+    ASSERT_FALSE(deps.is_ok()) << bad;
+    EXPECT_EQ(deps.status().message().rfind("--dependency: ", 0), 0u) << deps.status().message();
+  }
+}
+
+TEST(Array, RangesStepsListsAndThrottle) {
+  auto a = parse_array("0-3,7,10-20:5%2");
+  ASSERT_TRUE(a.is_ok()) << a.status().message();
+  EXPECT_EQ(a->indices, (std::vector<int>{0, 1, 2, 3, 7, 10, 15, 20}));
+  EXPECT_EQ(a->max_running, 2);
+  auto b = parse_array("5,1,5,3");
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->indices, (std::vector<int>{1, 3, 5}));  // sorted, unique
+  EXPECT_EQ(b->max_running, 0);
+}
+
+TEST(Array, BadInputIsRejected) {
+  for (const char* bad : {"", "%3", "1-", "-3", "3-1", "a", "0-9%0", "0-9%x", "0-9:0",
+                          "0-2000000", "0-20000", "1,,2"}) {
+    auto a = parse_array(bad);
+    ASSERT_FALSE(a.is_ok()) << bad;
+    EXPECT_EQ(a.status().message().rfind("--array: ", 0), 0u) << a.status().message();
+  }
+}
+
+TEST(OutputPath, ArrayPatterns) {
+  EXPECT_EQ(expand_output_path("r-%A_%a.out", 17, "/w", 15, 2), "/w/r-15_2.out");
+  EXPECT_EQ(expand_output_path("r-%A_%a.out", 17, "/w"), "/w/r-17_0.out");
+}
+
 }  // namespace
 }  // namespace hpcq::job

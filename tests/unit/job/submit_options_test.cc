@@ -118,6 +118,22 @@ TEST_F(Submit, EveryOptionLongAndShort) {
   }
 }
 
+TEST_F(Submit, SchedulingOptions) {
+  auto o = parse({"-A", "physics", "--qos=high", "--priority", "-5", "-d", "afterok:3:4",
+                  "--array=0-9%2", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.account, "physics");
+  EXPECT_EQ(o->spec.qos, "high");
+  EXPECT_EQ(o->spec.priority, -5);
+  EXPECT_EQ(format_dependencies(o->spec.dependencies), "afterok:3:4");
+  EXPECT_EQ(o->spec.array, "0-9%2");
+  for (const Words& bad : {Words{"--priority", "x", "p"}, Words{"--priority", "99999999", "p"},
+                           Words{"-d", "later:3", "p"}, Words{"--array", "5-1", "p"}}) {
+    auto r = parse(bad);
+    EXPECT_FALSE(r.is_ok()) << bad[0] << " " << bad[1];
+  }
+}
+
 TEST_F(Submit, DoubleDashEndsOptions) {
   SubmitOptions o = ok({"-J", "fails", "--", "sh", "-c", "exit 3"});
   EXPECT_EQ(o.spec.argv, (Words{"sh", "-c", "exit 3"}));
@@ -372,7 +388,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadArgs{
             {"--help"},
             "submit: usage: hpcq submit [-N NODES] [-n NTASKS] [-c CPUS] [--mem SIZE] [-t TIME] "
-            "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-D DIR] [--export VARS] [--requeue] "
+            "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
+            "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
             "[--json] [--wait] [--] COMMAND|SCRIPT [ARGS...]"}));
 
 }  // namespace

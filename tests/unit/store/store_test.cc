@@ -421,6 +421,36 @@ TEST(Store, DuplicateInsertAndUpdateOfMissingJobFail) {
   EXPECT_NE(s.message().find("update job 2: no such job"), std::string::npos) << s.message();
 }
 
+TEST(Store, RecordsArePutReplacedDeletedAndSurviveReopen) {
+  TempDir dir;
+  {
+    auto store = open_ok(dir.file("hpcq.db"));
+    ASSERT_NE(store, nullptr);
+    WriteBatch b;
+    b.put_record("reservation", "maint", R"({"v":1})");
+    b.put_record("reservation", "alpha", R"({"v":2})");
+    b.put_record("usage", "ledger", "[]");
+    b.put_record("reservation", "maint", R"({"v":3})");  // replaces
+    ASSERT_TRUE(store->write(b).is_ok());
+    WriteBatch d;
+    d.delete_record("reservation", "alpha");
+    ASSERT_TRUE(store->write(d).is_ok());
+  }
+  auto store = open_ok(dir.file("hpcq.db"));
+  ASSERT_NE(store, nullptr);
+  auto reservations = store->load_records("reservation");
+  ASSERT_TRUE(reservations.is_ok()) << reservations.status().message();
+  ASSERT_EQ(reservations->size(), 1u);
+  EXPECT_EQ((*reservations)[0].first, "maint");
+  EXPECT_EQ((*reservations)[0].second, R"({"v":3})");
+  auto usage = store->load_records("usage");
+  ASSERT_TRUE(usage.is_ok());
+  ASSERT_EQ(usage->size(), 1u);
+  auto none = store->load_records("nothing");
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_TRUE(none->empty());
+}
+
 TEST(Store, EmptyWriteIsNotATransaction) {
   TempDir dir;
   auto store = open_ok(dir.file("hpcq.db"));
