@@ -94,7 +94,7 @@ nlohmann::json job_json(const v1::Job& job) {
   j["ntasks"] = job.spec().ntasks();
   j["cpus_per_task"] = job.spec().cpus_per_task();
   j["time_limit_s"] = job.spec().time_limit_s();
-  j["queue"] = job.spec().queue();
+  j["queue"] = job.queue();
   j["cwd"] = job.spec().cwd();
   j["command"] = std::vector<std::string>(job.spec().argv().begin(), job.spec().argv().end());
   j["stdout"] = job.stdout();
@@ -104,6 +104,14 @@ nlohmann::json job_json(const v1::Job& job) {
   j["end_time"] = time_json(job.end_time_us());
   j["requeue_count"] = job.requeue_count();
   j["held"] = job.held();
+  j["account"] = job.spec().account();
+  j["qos"] = job.spec().qos();
+  j["priority"] = job.spec().priority();
+  j["dependency"] = job.spec().dependency();
+  if (job.array_job_id() != 0) {
+    j["array_job_id"] = job.array_job_id();
+    j["array_task_id"] = job.array_task_id();
+  }
   int cores = 0;
   for (const auto& a : job.allocation()) cores += a.cores_size();
   j["cores"] = cores;
@@ -126,10 +134,17 @@ nlohmann::json node_json(const v1::Node& node) {
 
 std::string queue_table(const v1::ListJobsResponse& jobs) {
   std::vector<std::vector<std::string>> rows = {
-      {"JOBID", "USER", "NAME", "STATE", "TIME", "NODES", "TASKS", "NODELIST(REASON)"}};
+      {"JOBID", "QUEUE", "USER", "NAME", "STATE", "TIME", "NODES", "TASKS", "NODELIST(REASON)"}};
   for (const auto& job : jobs.jobs()) {
     std::string where = job.nodes_size() ? join(job.nodes()) : "(" + (job.reason().empty() ? std::string("Priority") : job.reason()) + ")";
-    rows.push_back({std::to_string(job.id()), job.user(), job.name(), api::state_name(job.state()),
+    // An array task shows as ARRAYID_INDEX, as squeue does, after its own id.
+    std::string id = std::to_string(job.id());
+    if (job.array_job_id() != 0) {
+      id += " (" + std::to_string(job.array_job_id()) + "_" + std::to_string(job.array_task_id()) +
+            ")";
+    }
+    rows.push_back({id, job.queue().empty() ? "-" : job.queue(), job.user(), job.name(),
+                    api::state_name(job.state()),
                     elapsed(job), std::to_string(job.nodes_size() ? job.nodes_size() : job.spec().nodes()),
                     std::to_string(job.spec().ntasks()), where});
   }
@@ -148,6 +163,15 @@ std::string status_text(const v1::Job& job) {
       << "   NumNodes=" << job.nodes_size() << " NumTasks=" << job.spec().ntasks()
       << " CPUs/Task=" << job.spec().cpus_per_task() << " TimeLimit=" << job.spec().time_limit_s()
       << "s NodeList=" << join(job.nodes()) << "\n";
+  out << "   Queue=" << (job.queue().empty() ? "-" : job.queue())
+      << " Account=" << (job.spec().account().empty() ? "-" : job.spec().account())
+      << " QOS=" << (job.spec().qos().empty() ? "-" : job.spec().qos())
+      << " Priority=" << job.spec().priority();
+  if (!job.spec().dependency().empty()) out << " Dependency=" << job.spec().dependency();
+  if (job.array_job_id() != 0) {
+    out << " ArrayJobId=" << job.array_job_id() << " ArrayTaskId=" << job.array_task_id();
+  }
+  out << "\n";
   for (const auto& a : job.allocation()) {
     out << "   Node=" << a.node() << " Tasks=" << a.ntasks() << " Cores=";
     for (int i = 0; i < a.cores_size(); ++i) out << (i ? "," : "") << a.cores(i);
@@ -186,6 +210,25 @@ std::string history_table(const v1::ListJobsResponse& jobs) {
                     time_text(job.start_time_us()), time_text(job.end_time_us()),
                     api::state_name(job.state()), std::to_string(job.exit_code()),
                     std::to_string(j["cpu_time_s"].get<std::int64_t>())});
+  }
+  return table(rows);
+}
+
+nlohmann::json reservation_json(const v1::Reservation& r) {
+  return {{"name", r.name()},
+          {"nodes", std::vector<std::string>(r.nodes().begin(), r.nodes().end())},
+          {"start", time_json(r.start_us())},
+          {"end", time_json(r.end_us())},
+          {"users", std::vector<std::string>(r.users().begin(), r.users().end())},
+          {"accounts", std::vector<std::string>(r.accounts().begin(), r.accounts().end())}};
+}
+
+std::string reservations_table(const v1::ListReservationsResponse& reservations) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "START", "END", "NODES", "USERS", "ACCOUNTS"}};
+  for (const auto& r : reservations.reservations()) {
+    rows.push_back({r.name(), time_text(r.start_us()), time_text(r.end_us()), join(r.nodes()),
+                    join(r.users()), join(r.accounts())});
   }
   return table(rows);
 }

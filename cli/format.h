@@ -17,5 +17,7 @@ std::string queue_table(const v1::ListJobsResponse& jobs);
 std::string status_text(const v1::Job& job);
 std::string nodes_table(const v1::ListNodesResponse& nodes);
 std::string history_table(const v1::ListJobsResponse& jobs);
+nlohmann::json reservation_json(const v1::Reservation& reservation);
+std::string reservations_table(const v1::ListReservationsResponse& reservations);
 
 }  // namespace hpcq::cli

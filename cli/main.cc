@@ -20,6 +20,7 @@
 #include "cli/simulate.h"
 #include "cli/start.h"
 #include "lib/api/job_proto.h"
+#include "lib/core/units.h"
 #include "lib/job/submit_options.h"
 #include "lib/overlay/curve_keys.h"
 
@@ -73,23 +74,35 @@ int cmd_submit(const std::vector<std::string>& args) {
   grpc::ClientContext context;
   Status s = from_grpc(stub->Submit(&context, request, &response), socket);
   if (!s.is_ok()) return fail(s);
+  const std::uint32_t count = std::max<std::uint32_t>(response.count(), 1);
   if (options->json) {
-    std::cout << nlohmann::json{{"id", response.id()}}.dump() << "\n";
+    nlohmann::json out{{"id", response.id()}};
+    if (!options->spec.array.empty()) {
+      out["count"] = count;
+      out["ids"] = nlohmann::json::array();
+      for (std::uint32_t i = 0; i < count; ++i) out["ids"].push_back(response.id() + i);
+    }
+    std::cout << out.dump() << "\n";
   } else {
+    // An array's tasks have consecutive ids from this one.
     std::cout << response.id() << "\n";
   }
   std::cout.flush();
   if (!options->wait) return 0;
-  grpc::ClientContext watch_ctx;
-  v1::WatchJobsRequest watch;
-  watch.set_id(response.id());
-  auto reader = stub->WatchJobs(&watch_ctx, watch);
-  v1::JobEvent event;
-  v1::JobState last = v1::PENDING;
-  while (reader->Read(&event)) last = event.state();
-  s = from_grpc(reader->Finish(), socket);
-  if (!s.is_ok()) return fail(s);
-  return last == v1::COMPLETED ? 0 : 1;
+  bool all_completed = true;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    grpc::ClientContext watch_ctx;
+    v1::WatchJobsRequest watch;
+    watch.set_id(response.id() + i);
+    auto reader = stub->WatchJobs(&watch_ctx, watch);
+    v1::JobEvent event;
+    v1::JobState last = v1::PENDING;
+    while (reader->Read(&event)) last = event.state();
+    s = from_grpc(reader->Finish(), socket);
+    if (!s.is_ok()) return fail(s);
+    all_completed = all_completed && last == v1::COMPLETED;
+  }
+  return all_completed ? 0 : 1;
 }
 
 // Blocks until every job has ended; 0 only if all COMPLETED (like flux job wait).
@@ -257,6 +270,87 @@ Result<std::int64_t> parse_local_time(const std::string& text, const char* optio
   return static_cast<std::int64_t>(std::mktime(&tm)) * 1000000;
 }
 
+// "now", "now+DURATION" or "+DURATION" (see parse_duration_s), or a local
+// time YYYY-MM-DD[THH:MM[:SS]].
+Result<std::int64_t> parse_start_time(const std::string& text) {
+  const auto now_us = static_cast<std::int64_t>(std::time(nullptr)) * 1000000;
+  if (text == "now") return now_us;
+  std::string offset;
+  if (text.starts_with("now+")) offset = text.substr(4);
+  if (text.starts_with("+")) offset = text.substr(1);
+  if (!offset.empty()) {
+    auto s = parse_duration_s(offset);
+    if (!s.is_ok() || *s <= 0) return invalid_argument("--start: bad offset '" + offset + "'");
+    return now_us + *s * 1000000;
+  }
+  return parse_local_time(text, "--start");
+}
+
+struct ReserveOptions {
+  std::string name;
+  std::vector<std::string> nodes, users, accounts;
+  std::string start = "now";
+  std::string duration;
+};
+
+int cmd_reserve_create(const ReserveOptions& o, bool json) {
+  auto start = parse_start_time(o.start);
+  if (!start.is_ok()) return fail(start.status());
+  auto duration = parse_duration_s(o.duration);
+  if (!duration.is_ok() || *duration <= 0) {
+    return fail(invalid_argument("--duration: bad duration '" + o.duration + "'"));
+  }
+  v1::CreateReservationRequest request;
+  v1::Reservation& r = *request.mutable_reservation();
+  r.set_name(o.name);
+  for (const auto& n : o.nodes) r.add_nodes(n);
+  for (const auto& u : o.users) r.add_users(u);
+  for (const auto& a : o.accounts) r.add_accounts(a);
+  r.set_start_us(*start);
+  r.set_end_us(*start + *duration * 1000000);
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  grpc::ClientContext ctx;
+  v1::Reservation made;
+  Status s = from_grpc(stub->CreateReservation(&ctx, request, &made), socket);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    std::cout << reservation_json(made).dump() << "\n";
+  } else {
+    std::cout << made.name() << "\n";
+  }
+  return 0;
+}
+
+int cmd_reserve_delete(const std::string& name) {
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  grpc::ClientContext ctx;
+  v1::DeleteReservationRequest request;
+  request.set_name(name);
+  v1::DeleteReservationResponse response;
+  Status s = from_grpc(stub->DeleteReservation(&ctx, request, &response), socket);
+  return s.is_ok() ? 0 : fail(s);
+}
+
+int cmd_reserve_list(bool json) {
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  grpc::ClientContext ctx;
+  v1::ListReservationsResponse response;
+  Status s = from_grpc(stub->ListReservations(&ctx, v1::ListReservationsRequest{}, &response),
+                       socket);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : response.reservations()) out.push_back(reservation_json(r));
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << reservations_table(response);
+  }
+  return 0;
+}
+
 // Like sacct: ended jobs with their user, queue, nodes, cores, times, state,
 // exit code and CPU time (cores x elapsed).
 int cmd_history(const HistoryFilter& filter, bool json) {
@@ -363,6 +457,28 @@ int main(int argc, char** argv) {
   auto* keygen = app.add_subcommand("keygen", "write a CURVE key pair for the overlay");
   keygen->add_option("file", key_path, "key file to write (mode 0600)")->required();
   keygen->add_flag("--force", force, "replace an existing file");
+  ReserveOptions reserve_options;
+  auto* reserve = app.add_subcommand("reserve", "advance reservations of nodes (create/delete: root)");
+  reserve->require_subcommand(1);
+  auto* reserve_create = reserve->add_subcommand("create", "reserve nodes for users or accounts");
+  reserve_create->add_option("name", reserve_options.name, "reservation name")->required();
+  reserve_create->add_option("--nodes", reserve_options.nodes, "node names (comma-separated)")
+      ->delimiter(',')
+      ->required();
+  reserve_create->add_option("--start", reserve_options.start,
+                             "now, now+DURATION, or YYYY-MM-DD[THH:MM[:SS]] (default now)");
+  reserve_create->add_option("--duration", reserve_options.duration, "how long (e.g. 2h, 1-00:00:00)")
+      ->required();
+  reserve_create->add_option("--users", reserve_options.users, "who may use it (names or uids)")
+      ->delimiter(',');
+  reserve_create->add_option("--accounts", reserve_options.accounts, "accounts that may use it")
+      ->delimiter(',');
+  reserve_create->add_flag("--json", json, "machine-readable output");
+  std::string reservation_name;
+  auto* reserve_delete = reserve->add_subcommand("delete", "delete a reservation");
+  reserve_delete->add_option("name", reservation_name, "reservation name")->required();
+  auto* reserve_list = reserve->add_subcommand("list", "list current and future reservations");
+  reserve_list->add_flag("--json", json, "machine-readable output");
   StartOptions start_options;
   auto* start = app.add_subcommand("start", "run a command inside a private local cluster");
   start->add_option("--agents", start_options.agents, "number of agents")->capture_default_str();
@@ -374,6 +490,8 @@ int main(int argc, char** argv) {
   start->add_option("--executor", start_options.executor,
                     "the agents' executor: process, or test (runs nothing; for benchmarks)")
       ->check(CLI::IsMember({"process", "test"}));
+  start->add_option("--config", start_options.config_extra,
+                    "a TOML file of [scheduler], [[queue]], [[account]]... sections to add");
   start->add_option("--wait", start_options.wait_s, "seconds to wait for the agents to come up")
       ->capture_default_str();
 
@@ -389,7 +507,7 @@ int main(int argc, char** argv) {
   }
   const std::set<std::string> commands = {"submit", "cancel",  "status", "wait",  "queue",
                                           "nodes",  "keygen",  "start",  "hold",  "release",
-                                          "drain",  "resume",  "history"};
+                                          "drain",  "resume",  "history", "reserve"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -423,5 +541,8 @@ int main(int argc, char** argv) {
   if (*drain) return cmd_drain(node_names, /*drain=*/true, reason);
   if (*resume) return cmd_drain(node_names, /*drain=*/false, "");
   if (*start) return run_start(start_options);
+  if (*reserve_create) return cmd_reserve_create(reserve_options, json);
+  if (*reserve_delete) return cmd_reserve_delete(reservation_name);
+  if (*reserve_list) return cmd_reserve_list(json);
   return 2;
 }

@@ -151,6 +151,16 @@ int run_start(const StartOptions& options) {
          << "socket = \"" << (dir / "hpcqd.sock").string() << "\"\n"
          << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n\n"
          << "[agent]\nstate_dir = \"" << (dir / "agents").string() << "\"\nkill_grace_s = 2\n\n";
+  if (!options.config_extra.empty()) {
+    // The site's own sections ([scheduler], [[queue]], ...), checked with
+    // the rest when hpcqd loads the file.
+    std::ifstream extra(options.config_extra);
+    if (!extra) {
+      std::fprintf(stderr, "hpcq start: --config %s: cannot read\n", options.config_extra.c_str());
+      return 2;
+    }
+    config << "# from " << options.config_extra << "\n" << extra.rdbuf() << "\n\n";
+  }
   for (int r = 0; r < size; ++r) {
     auto keys = overlay::generate_key_pair();
     if (!keys.is_ok()) {

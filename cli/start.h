@@ -23,6 +23,9 @@ struct StartOptions {
   std::string log_level = "info";
   int wait_s = 30;                   // for the nodes to come up
   std::string executor = "process";  // the agents' executor: process or test
+  // TOML sections added to the generated hpcq.toml ([scheduler], [[queue]],
+  // [[account]], ...; not [overlay], [leader] or [agent]).
+  std::string config_extra;
 };
 
 int run_start(const StartOptions& options);

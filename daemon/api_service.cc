@@ -32,9 +32,12 @@ grpc::Status ApiService::Submit(grpc::ServerContext* context, const v1::SubmitRe
   auto caller_found = credentials_.lookup(context->peer());
   if (!caller_found) return kNoCredentials;
   const Caller& caller = *caller_found;
-  Result<JobId> id = leader_.submit(caller, api::from_proto(request->spec())).get();
-  if (!id.is_ok()) return to_grpc(id.status());
-  response->set_id(*id);
+  auto spec = api::from_proto(request->spec());
+  if (!spec.is_ok()) return to_grpc(spec.status());
+  Result<SubmitResult> made = leader_.submit(caller, std::move(spec).value()).get();
+  if (!made.is_ok()) return to_grpc(made.status());
+  response->set_id(made->first);
+  response->set_count(made->count);
   return grpc::Status::OK;
 }
 
@@ -99,6 +102,33 @@ grpc::Status ApiService::Resume(grpc::ServerContext* context, const v1::ResumeRe
   auto caller = credentials_.lookup(context->peer());
   if (!caller) return kNoCredentials;
   return to_grpc(leader_.drain(*caller, request->node(), /*drained=*/false, "").get());
+}
+
+grpc::Status ApiService::CreateReservation(grpc::ServerContext* context,
+                                           const v1::CreateReservationRequest* request,
+                                           v1::Reservation* response) {
+  auto caller = credentials_.lookup(context->peer());
+  if (!caller) return kNoCredentials;
+  auto made = leader_.create_reservation(*caller, request->reservation()).get();
+  if (!made.is_ok()) return to_grpc(made.status());
+  *response = std::move(made).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::DeleteReservation(grpc::ServerContext* context,
+                                           const v1::DeleteReservationRequest* request,
+                                           v1::DeleteReservationResponse*) {
+  auto caller = credentials_.lookup(context->peer());
+  if (!caller) return kNoCredentials;
+  return to_grpc(leader_.delete_reservation(*caller, request->name()).get());
+}
+
+grpc::Status ApiService::ListReservations(grpc::ServerContext* context,
+                                          const v1::ListReservationsRequest*,
+                                          v1::ListReservationsResponse* response) {
+  if (!credentials_.lookup(context->peer())) return kNoCredentials;
+  *response = leader_.list_reservations().get();
+  return grpc::Status::OK;
 }
 
 grpc::Status ApiService::WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,

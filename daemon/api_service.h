@@ -37,6 +37,15 @@ class ApiService final : public v1::Hpcq::Service {
                      v1::DrainResponse* response) override;
   grpc::Status Resume(grpc::ServerContext* context, const v1::ResumeRequest* request,
                       v1::ResumeResponse* response) override;
+  grpc::Status CreateReservation(grpc::ServerContext* context,
+                                 const v1::CreateReservationRequest* request,
+                                 v1::Reservation* response) override;
+  grpc::Status DeleteReservation(grpc::ServerContext* context,
+                                 const v1::DeleteReservationRequest* request,
+                                 v1::DeleteReservationResponse* response) override;
+  grpc::Status ListReservations(grpc::ServerContext* context,
+                                const v1::ListReservationsRequest* request,
+                                v1::ListReservationsResponse* response) override;
   grpc::Status WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,
                          grpc::ServerWriter<v1::JobEvent>* writer) override;
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "daemon/submit_policy.h"
 #include "lib/api/job_proto.h"
 #include "lib/core/clock.h"
 #include "lib/overlay/tree.h"
@@ -58,6 +59,9 @@ sched::PendingJob pending_of(const job::Job& job) {
   p.request = job.spec.request;
   p.time_limit_s = job.spec.time_limit_s;
   p.queue = job.spec.queue;
+  p.account = job.spec.account;
+  p.qos = job.spec.qos;
+  p.priority = job.spec.priority;
   return p;
 }
 
@@ -91,7 +95,8 @@ Status Leader::start() {
   std::filesystem::create_directories(config_.state_dir, ec);
   if (ec) return internal_error("state dir " + config_.state_dir + ": " + ec.message());
 
-  auto scheduler = sched::Scheduler::create({config_.actions, config_.plugins});
+  auto scheduler =
+      sched::Scheduler::create({config_.actions, config_.plugins, config_.scheduler_options});
   if (!scheduler.is_ok()) return scheduler.status();
   scheduler_ = std::make_unique<sched::Scheduler>(std::move(scheduler).value());
 
@@ -108,13 +113,18 @@ Status Leader::start() {
   // says Hello and reports what it runs and what ended meanwhile; a node that
   // does not come back is declared down after node_down_after_ms.
   std::set<Rank> awaited;
+  if (!config_.decision_log.empty()) {
+    auto log = DecisionLog::open(config_.decision_log);
+    if (!log.is_ok()) return log.status();
+    decision_log_ = std::move(log).value();
+    decision_log_->config(now(), config_.actions, config_.plugins, config_.scheduler_options,
+                          config_.queue_depth);
+  }
   for (job::Job& job : *jobs) {
     JobEntry entry;
     entry.job = job;
-    if (job.state == job::JobState::kPending && !job.held) {
-      pending_.insert({job.submit_time, job.id});
-    }
     if (job.state == job::JobState::kRunning) {
+      if (job.spec.array_job_id != 0) ++array_running_[job.spec.array_job_id];
       running_.insert(job.id);
       for (const auto& part : job.allocation.nodes) {
         entry.running_on.insert(part.rank);
@@ -122,6 +132,17 @@ Status Leader::start() {
       }
     }
     jobs_.emplace(job.id, std::move(entry));
+  }
+  // Once every job is known, so that dependencies can be judged.
+  for (auto& [id, entry] : jobs_) {
+    if (entry.job.state == job::JobState::kPending && !entry.job.held) make_ready(entry);
+  }
+  auto stored_reservations = (*store)->load_records("reservation");
+  if (!stored_reservations.is_ok()) return stored_reservations.status();
+  for (const auto& [name, value] : *stored_reservations) {
+    auto r = decode_reservation(value);
+    if (!r.is_ok()) return invalid_argument("store: reservation " + name + ": " + r.status().message());
+    reservations_.emplace(name, std::move(r).value());
   }
   spdlog::info("store: {} jobs loaded ({} pending, {} running), next job id {}", jobs_.size(),
                pending_.size(), running_.size(), next_job_id_);
@@ -168,21 +189,20 @@ void Leader::stop() { loop_.stop(); }
 
 // ---- API entry points (any thread) ----
 
-std::future<Result<JobId>> Leader::submit(const Caller& caller, job::JobSpec spec) {
-  if (spec.time_limit_s == 0) spec.time_limit_s = config_.default_time_limit_s;
-  if (spec.time_limit_s == job::JobSpec::kUnlimited) {
-    // As Slurm's --time=UNLIMITED: the most the site allows; none if it sets none.
-    spec.time_limit_s = config_.max_time_limit_s > 0 ? config_.max_time_limit_s : 0;
-  }
-  if (config_.max_time_limit_s > 0 && spec.time_limit_s > config_.max_time_limit_s) {
-    return ready<Result<JobId>>(invalid_argument(
-        "--time: " + std::to_string(spec.time_limit_s) + " s exceeds the limit of " +
-        std::to_string(config_.max_time_limit_s) + " s"));
-  }
+std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobSpec spec) {
   Status valid = job::validate(spec);
-  if (!valid.is_ok()) return ready<Result<JobId>>(valid);
+  if (valid.is_ok()) valid = apply_submit_policy(config_, caller.uid, caller.is_admin(), spec);
+  if (!valid.is_ok()) return ready<Result<SubmitResult>>(valid);
+  std::vector<int> indices;
+  int max_running = 0;
+  if (!spec.array.empty()) {
+    auto array = job::parse_array(spec.array);  // validate() accepted it
+    if (!array.is_ok()) return ready<Result<SubmitResult>>(array.status());
+    indices = std::move(array->indices);
+    max_running = array->max_running;
+  }
 
-  auto promise = std::make_shared<std::promise<Result<JobId>>>();
+  auto promise = std::make_shared<std::promise<Result<SubmitResult>>>();
   auto future = promise->get_future();
   job::Job job;
   job.uid = caller.uid;
@@ -190,24 +210,47 @@ std::future<Result<JobId>> Leader::submit(const Caller& caller, job::JobSpec spe
   job.user = user_name_of(caller.uid);
   job.spec = std::move(spec);
   job.state = job::JobState::kPending;
-  loop_.post([this, promise, job = std::move(job)]() mutable {
-    job.id = next_job_id_++;
-    job.submit_time = now();
+  loop_.post([this, promise, job = std::move(job), indices = std::move(indices),
+              max_running]() mutable {
+    for (const job::Dependency& d : job.spec.dependencies) {
+      if (!jobs_.count(d.job)) {
+        return promise->set_value(
+            invalid_argument("--dependency: no job " + std::to_string(d.job)));
+      }
+    }
+    // An array is one submission: its tasks are stored in one transaction
+    // and answered together.
+    std::vector<job::Job> made;
+    const TimeUs submitted = now();
+    const std::size_t count = indices.empty() ? 1 : indices.size();
+    const JobId first = next_job_id_;
+    next_job_id_ += count;
     store::WriteBatch batch;
-    batch.insert_job(job);
-    batch.append_event(job.id, job.submit_time, "submit", "{}");
+    for (std::size_t i = 0; i < count; ++i) {
+      job::Job task = job;
+      task.id = first + i;
+      task.submit_time = submitted;
+      if (!indices.empty()) {
+        task.spec.array_job_id = first;
+        task.spec.array_task_id = indices[i];
+        task.spec.array_max_running = max_running;
+      }
+      batch.insert_job(task);
+      batch.append_event(task.id, submitted, "submit", "{}");
+      made.push_back(std::move(task));
+    }
     // The answer goes out only after the commit, and after the loop has the
-    // job, so that a status call right after the answer finds it.
-    committer_->submit(std::move(batch), [this, promise, job = std::move(job)](Status s) mutable {
+    // jobs, so that a status call right after the answer finds them.
+    committer_->submit(std::move(batch), [this, promise, made = std::move(made), first,
+                                          count](Status s) mutable {
       if (!s.is_ok()) {
-        spdlog::error("job {}: not stored: {}", job.id, s.message());
+        spdlog::error("job {}: not stored: {}", first, s.message());
         promise->set_value(Status(Code::kUnavailable, "the job could not be stored: " + s.message()));
         return;
       }
-      loop_.post([this, promise, job = std::move(job)]() mutable {
-        JobId id = job.id;
-        admit(std::move(job));
-        promise->set_value(id);
+      loop_.post([this, promise, made = std::move(made), first, count]() mutable {
+        for (job::Job& task : made) admit(std::move(task));
+        promise->set_value(SubmitResult{first, static_cast<std::uint32_t>(count)});
       });
     });
   });
@@ -230,7 +273,7 @@ std::future<Status> Leader::cancel(const Caller& caller, JobId id) {
                                                     job::state_name(entry.job.state) + ")"));
     }
     if (entry.job.state == job::JobState::kPending) {
-      pending_.erase({entry.job.submit_time, id});
+      dequeue(entry.job);
       finish_job(entry, job::JobState::kCancelled, "cancelled by " + user_name_of(caller.uid));
       schedule_soon();
     } else {
@@ -339,11 +382,11 @@ std::future<Status> Leader::hold(const Caller& caller, JobId id, bool held) {
     if (job.held == held) return promise->set_value(Status::ok());
     job.held = held;
     if (held) {
-      pending_.erase({job.submit_time, id});
+      dequeue(job);
       job.reason = "held by " + user_name_of(caller.uid);
     } else {
-      pending_.insert({job.submit_time, id});
       job.reason.clear();
+      make_ready(it->second);
       schedule_soon();
     }
     persist(job, held ? "hold" : "release", "{}");
@@ -368,7 +411,7 @@ std::future<Status> Leader::drain(const Caller& caller, const std::string& name,
     NodeEntry& node = it->second;
     node.drained = drained;
     node.reason = drained ? (reason.empty() ? "drained by " + user_name_of(caller.uid) : reason) : "";
-    if (node.in_pool) pool_.set_schedulable(node.rank, schedulable(node));
+    if (node.in_pool) set_schedulable_in_pool(node.rank, schedulable(node));
     persist_node(node);
     spdlog::info("node {}: {}{}", name, drained ? "drained" : "resumed",
                  drained ? " (" + node.reason + ")" : "");
@@ -378,16 +421,209 @@ std::future<Status> Leader::drain(const Caller& caller, const std::string& name,
   return future;
 }
 
+std::future<Result<v1::Reservation>> Leader::create_reservation(const Caller& caller,
+                                                                v1::Reservation request) {
+  auto promise = std::make_shared<std::promise<Result<v1::Reservation>>>();
+  auto future = promise->get_future();
+  loop_.post([this, caller, request = std::move(request), promise] {
+    if (!caller.is_admin()) {
+      return promise->set_value(permission_denied("reserve: only root may create reservations"));
+    }
+    auto known = [this](const std::string& name) {
+      return std::any_of(nodes_.begin(), nodes_.end(),
+                         [&](const auto& n) { return n.second.name == name; });
+    };
+    auto made = reservation_from_request(request, known, now());
+    if (!made.is_ok()) return promise->set_value(made.status());
+    Reservation r = std::move(made).value();
+    if (reservations_.count(r.name)) {
+      return promise->set_value(
+          Status(Code::kAlreadyExists, "reservation '" + r.name + "' already exists"));
+    }
+    for (const auto& [name, other] : reservations_) {
+      if (overlaps(r, other)) {
+        return promise->set_value(failed_precondition("reservation '" + r.name +
+                                                      "' overlaps reservation '" + name + "'"));
+      }
+    }
+    // As Slurm: the nodes must be free of other users' jobs by the start,
+    // judged by the running jobs' time limits.
+    for (JobId id : running_) {
+      const job::Job& job = jobs_.at(id).job;
+      const bool admitted = std::find(r.uids.begin(), r.uids.end(), job.uid) != r.uids.end() ||
+                            std::find(r.accounts.begin(), r.accounts.end(), job.spec.account) !=
+                                r.accounts.end();
+      const TimeUs end = job.spec.time_limit_s > 0
+                             ? job.start_time + job.spec.time_limit_s * kUsPerSecond
+                             : std::numeric_limits<TimeUs>::max();
+      if (admitted || end <= r.start) continue;
+      for (const auto& part : job.allocation.nodes) {
+        if (std::find(r.nodes.begin(), r.nodes.end(), part.node) != r.nodes.end()) {
+          return promise->set_value(failed_precondition(
+              "node " + part.node + " is busy during the reservation (job " +
+              std::to_string(id) + " may run until its time limit)"));
+        }
+      }
+    }
+    store::WriteBatch batch;
+    batch.put_record("reservation", r.name, encode_reservation(r));
+    v1::Reservation answer = to_proto(r);
+    committer_->submit(std::move(batch), [this, r = std::move(r), answer, promise](Status s) mutable {
+      if (!s.is_ok()) {
+        return promise->set_value(
+            Status(Code::kUnavailable, "the reservation could not be stored: " + s.message()));
+      }
+      loop_.post([this, r = std::move(r), answer, promise]() mutable {
+        spdlog::info("reservation {}: {} nodes for [{}, {}) us", r.name, r.nodes.size(), r.start,
+                     r.end);
+        const std::string name = r.name;
+        reservations_.emplace(name, std::move(r));
+        schedule_soon();
+        promise->set_value(answer);
+      });
+    });
+  });
+  return future;
+}
+
+std::future<Status> Leader::delete_reservation(const Caller& caller, std::string name) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  auto future = promise->get_future();
+  loop_.post([this, caller, name = std::move(name), promise] {
+    if (!caller.is_admin()) {
+      return promise->set_value(permission_denied("reserve: only root may delete reservations"));
+    }
+    if (reservations_.erase(name) == 0) {
+      return promise->set_value(not_found("no reservation '" + name + "'"));
+    }
+    store::WriteBatch batch;
+    batch.delete_record("reservation", name);
+    committer_->submit(std::move(batch), [promise](Status s) { promise->set_value(s); });
+    schedule_soon();
+  });
+  return future;
+}
+
+std::future<v1::ListReservationsResponse> Leader::list_reservations() {
+  auto promise = std::make_shared<std::promise<v1::ListReservationsResponse>>();
+  auto future = promise->get_future();
+  loop_.post([this, promise] {
+    v1::ListReservationsResponse response;
+    const TimeUs t = now();
+    for (const auto& [name, r] : reservations_) {
+      if (r.end > t) *response.add_reservations() = to_proto(r);
+    }
+    promise->set_value(std::move(response));
+  });
+  return future;
+}
+
 // ---- the loop thread ----
 
 void Leader::admit(job::Job job) {
   JobId id = job.id;
-  pending_.insert({job.submit_time, id});
   JobEntry entry;
   entry.job = std::move(job);
   auto [it, inserted] = jobs_.emplace(id, std::move(entry));
   publish(it->second.job);
+  make_ready(it->second);
   schedule_soon();
+}
+
+void Leader::enqueue(const job::Job& job) {
+  if (!pending_.insert({job.submit_time, job.id}).second) return;
+  if (decision_log_) decision_log_->queue(now(), job);
+}
+
+void Leader::dequeue(const job::Job& job) {
+  waiting_.erase(job.id);
+  if (pending_.erase({job.submit_time, job.id}) == 0) return;
+  if (decision_log_) decision_log_->dequeue(now(), job.id);
+}
+
+Leader::Dependencies Leader::check_dependencies(const job::Job& job, std::string& why) const {
+  Dependencies verdict = Dependencies::kSatisfied;
+  for (const job::Dependency& d : job.spec.dependencies) {
+    auto it = jobs_.find(d.job);
+    // Checked at submit; a job the store no longer has can never start or end.
+    if (it == jobs_.end()) {
+      why = std::string(job::dependency_type_name(d.type)) + ":" + std::to_string(d.job) +
+            ": no such job";
+      return Dependencies::kNever;
+    }
+    const job::Job& target = it->second.job;
+    const bool ended = job::is_terminal(target.state);
+    const std::string name =
+        std::string(job::dependency_type_name(d.type)) + ":" + std::to_string(d.job);
+    bool met = false;
+    switch (d.type) {
+      case job::DependencyType::kAfter: met = target.state != job::JobState::kPending || ended; break;
+      case job::DependencyType::kAfterAny: met = ended; break;
+      case job::DependencyType::kAfterOk:
+        if (ended && target.state != job::JobState::kCompleted) {
+          why = name + " (job " + std::to_string(d.job) + " ended " + job::state_name(target.state) + ")";
+          return Dependencies::kNever;
+        }
+        met = ended;
+        break;
+      case job::DependencyType::kAfterNotOk:
+        if (target.state == job::JobState::kCompleted) {
+          why = name + " (job " + std::to_string(d.job) + " COMPLETED)";
+          return Dependencies::kNever;
+        }
+        met = ended;
+        break;
+    }
+    if (!met && verdict == Dependencies::kSatisfied) {
+      verdict = Dependencies::kWaiting;
+      why = name;
+    }
+  }
+  return verdict;
+}
+
+void Leader::make_ready(JobEntry& entry) {
+  job::Job& job = entry.job;
+  std::string why;
+  switch (check_dependencies(job, why)) {
+    case Dependencies::kSatisfied:
+      if (waiting_.erase(job.id) > 0 && job.reason.starts_with("dependency")) {
+        job.reason.clear();
+        publish(job);
+      }
+      enqueue(job);
+      return;
+    case Dependencies::kWaiting:
+      waiting_.insert(job.id);
+      for (const job::Dependency& d : job.spec.dependencies) dependents_[d.job].insert(job.id);
+      if (job.reason != "dependency " + why) {
+        job.reason = "dependency " + why;
+        publish(job);
+      }
+      return;
+    case Dependencies::kNever:
+      // As Flux, and Slurm with kill_invalid_depend: a job whose dependency
+      // can never be met is cancelled rather than left pending for ever.
+      dequeue(job);
+      finish_job(entry, job::JobState::kCancelled, "dependency never satisfied: " + why);
+      return;
+  }
+}
+
+void Leader::wake_dependents(JobId id) {
+  auto it = dependents_.find(id);
+  if (it == dependents_.end()) return;
+  const std::set<JobId> waiting = std::move(it->second);
+  dependents_.erase(it);
+  bool woke = false;
+  for (JobId w : waiting) {
+    if (!waiting_.count(w)) continue;  // already released, held or ended
+    JobEntry& entry = jobs_.at(w);
+    if (entry.job.state != job::JobState::kPending || entry.job.held) continue;
+    make_ready(entry);
+    woke = true;
+  }
+  if (woke) schedule_soon();
 }
 
 void Leader::schedule_soon() {
@@ -411,15 +647,30 @@ void Leader::run_cycle() {
   sched::Snapshot snapshot;
   snapshot.now = now();
   snapshot.pool = &pool_;
+  snapshot.site = &config_.site;
+  snapshot.reservations = current_reservations();
   // A cycle looks at the first queue_depth pending jobs (as Slurm's
-  // default_queue_depth), so its cost does not grow with the queue.
-  int depth = 0;
+  // default_queue_depth), so its cost does not grow with the queue. An
+  // array's tasks beyond its throttle (--array=...%N) are not shown.
+  std::map<JobId, int> array_shown;
+  std::vector<JobId> shown;
   for (const auto& [submit_time, id] : pending_) {
     (void)submit_time;
-    if (depth++ == config_.queue_depth) break;
+    if (static_cast<int>(snapshot.queue.size()) == config_.queue_depth) break;
     const job::Job& job = jobs_.at(id).job;
+    if (job.spec.array_max_running > 0) {
+      const auto running = array_running_.find(job.spec.array_job_id);
+      int& more = array_shown[job.spec.array_job_id];
+      if ((running != array_running_.end() ? running->second : 0) + more >=
+          job.spec.array_max_running) {
+        continue;
+      }
+      ++more;
+    }
     snapshot.queue.push_back(pending_of(job));
+    if (decision_log_) shown.push_back(id);
   }
+  if (decision_log_) decision_log_->cycle(snapshot.now, shown);
   for (JobId id : running_) {
     const job::Job& job = jobs_.at(id).job;
     // A job without a limit (0 after submit) is expected to run for ever.
@@ -433,8 +684,64 @@ void Leader::run_cycle() {
       auto it = jobs_.find(start->job);
       if (it == jobs_.end() || it->second.job.state != job::JobState::kPending) continue;
       start_job(it->second, std::move(start->allocation));
+    } else if (auto* preempt = std::get_if<sched::Preempt>(&decision)) {
+      apply_preempt(*preempt);
     }
   }
+  if (decision_log_) decision_log_->flush();
+}
+
+void Leader::apply_preempt(const sched::Preempt& preempt) {
+  auto it = jobs_.find(preempt.job);
+  if (it == jobs_.end() || it->second.job.state != job::JobState::kRunning) return;
+  JobEntry& entry = it->second;
+  if (entry.preempted || entry.cancel_requested) return;
+  entry.preempted = preempt;
+  spdlog::info("job {}: preempted ({}) for job {}", entry.job.id,
+               sched::preempt_mode_name(preempt.mode), preempt.for_job);
+  // The whole job, on every node; its resources come back when every part
+  // has reported its end.
+  kill_job_parts(entry);
+}
+
+void Leader::set_schedulable_in_pool(Rank rank, bool schedulable) {
+  const resource::NodeState* node = pool_.find(rank);
+  if (node == nullptr) return;
+  const bool changed = node->schedulable() != schedulable;
+  pool_.set_schedulable(rank, schedulable);
+  if (changed && decision_log_) decision_log_->node_state(now(), rank, schedulable);
+}
+
+std::vector<sched::AdvanceReservation> Leader::current_reservations() {
+  std::vector<sched::AdvanceReservation> out;
+  const TimeUs t = now();
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    const Reservation& r = it->second;
+    if (r.end <= t) {
+      spdlog::info("reservation {}: ended", r.name);
+      store::WriteBatch batch;
+      batch.delete_record("reservation", r.name);
+      committer_->submit(std::move(batch), [name = r.name](Status s) {
+        if (!s.is_ok()) spdlog::error("reservation {}: store: {}", name, s.message());
+      });
+      it = reservations_.erase(it);
+      continue;
+    }
+    sched::AdvanceReservation a;
+    a.name = r.name;
+    for (const std::string& node : r.nodes) {
+      for (const auto& [rank, entry] : nodes_) {
+        if (entry.name == node) a.nodes.push_back(rank);
+      }
+    }
+    a.start = r.start;
+    a.end = r.end;
+    a.uids = r.uids;
+    a.accounts = r.accounts;
+    out.push_back(std::move(a));
+    ++it;
+  }
+  return out;
 }
 
 void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
@@ -447,8 +754,16 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   }
   pending_.erase({job.submit_time, job.id});
   running_.insert(job.id);
+  if (job.spec.array_job_id != 0) ++array_running_[job.spec.array_job_id];
   job.state = job::JobState::kRunning;
   job.start_time = now();
+  entry.preempted.reset();
+  if (decision_log_) {
+    const TimeUs end = job.spec.time_limit_s > 0
+                           ? job.start_time + job.spec.time_limit_s * kUsPerSecond
+                           : std::numeric_limits<TimeUs>::max();
+    decision_log_->start(job.start_time, job.id, end, allocation);
+  }
   job.allocation = std::move(allocation);
   job.reason.clear();
   entry.outcome = job::JobState::kCompleted;
@@ -480,10 +795,18 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   env["HPCQ_NTASKS"] = std::to_string(job.spec.request.ntasks);
   env["HPCQ_CPUS_PER_TASK"] = std::to_string(job.spec.request.cpus_per_task);
   env["HPCQ_SUBMIT_DIR"] = job.spec.cwd;
+  if (!job.spec.queue.empty()) env["HPCQ_QUEUE"] = job.spec.queue;
+  if (!job.spec.account.empty()) env["HPCQ_ACCOUNT"] = job.spec.account;
+  if (job.spec.array_job_id != 0) {
+    env["HPCQ_ARRAY_JOB_ID"] = std::to_string(job.spec.array_job_id);
+    env["HPCQ_ARRAY_TASK_ID"] = std::to_string(job.spec.array_task_id);
+  }
   launch.set_cwd(job.spec.cwd);
-  launch.set_stdout_path(job::expand_output_path(job.spec.output, job.id, job.spec.cwd));
+  launch.set_stdout_path(job::expand_output_path(job.spec.output, job.id, job.spec.cwd,
+                                                 job.spec.array_job_id, job.spec.array_task_id));
   launch.set_stderr_path(job::expand_output_path(
-      job.spec.error.empty() ? job.spec.output : job.spec.error, job.id, job.spec.cwd));
+      job.spec.error.empty() ? job.spec.output : job.spec.error, job.id, job.spec.cwd,
+      job.spec.array_job_id, job.spec.array_task_id));
   for (const auto& a : job.allocation.nodes) {
     overlay::NodeAlloc* n = launch.add_allocation();
     n->set_rank(a.rank);
@@ -501,6 +824,7 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
 
   persist(job, "start", "{}");
   publish(job);
+  wake_dependents(job.id);  // --dependency=after
   for (const auto& a : job.allocation.nodes) {
     entry.running_on.insert(a.rank);
     overlay::Envelope envelope;
@@ -587,6 +911,7 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
     // already ended or requeued, and nothing of the pool is in use there.
     pool_.remove_node(rank);
     node.in_pool = false;
+    if (decision_log_) decision_log_->node_gone(now(), rank);
   }
   node.topology = std::move(topo);
   node.host_cpus = std::max(1, hello.host_cpus());
@@ -603,9 +928,10 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   }
   node.in_pool = true;
   node.awaited = false;
+  if (decision_log_) decision_log_->node(now(), rank, node.name, true, node.topology);
   if (!node.drained) node.reason.clear();
   adopt_reported_jobs(node, hello);
-  pool_.set_schedulable(rank, schedulable(node));
+  set_schedulable_in_pool(rank, schedulable(node));
   (void)overlay_->send(std::move(welcome));
   persist_node(node);
   spdlog::info("node {} (rank {}) is up: {} cores, {} NUMA domains ({})", node.name, rank,
@@ -691,6 +1017,18 @@ void Leader::on_job_update(Rank rank, const overlay::JobUpdate& update) {
   // than left to wait for peers that are gone.
   if (end != job::JobState::kCompleted && !entry.running_on.empty()) kill_job_parts(entry);
   if (!entry.running_on.empty()) return;
+  if (entry.preempted && !entry.cancel_requested) {
+    const sched::Preempt preempt = *entry.preempted;
+    const std::string why = "preempted by job " + std::to_string(preempt.for_job);
+    if (preempt.mode == sched::PreemptMode::kCancel) {
+      finish_job(entry, job::JobState::kCancelled, why, update.time_us());
+    } else {
+      // kCheckpoint falls back to requeue until jobs can be checkpointed.
+      requeue_job(entry, why);
+    }
+    schedule_soon();
+    return;
+  }
   job::JobState final_state = entry.cancel_requested ? job::JobState::kCancelled : entry.outcome;
   finish_job(entry, final_state, entry.outcome_reason, update.time_us());
   schedule_soon();
@@ -727,7 +1065,12 @@ void Leader::release_held(JobEntry& entry) {
     if (!released.is_ok()) spdlog::error("job {}: release: {}", entry.job.id, released.message());
   }
   entry.held_on.clear();
-  running_.erase(entry.job.id);
+  if (running_.erase(entry.job.id) > 0) {
+    if (entry.job.spec.array_job_id != 0 && --array_running_[entry.job.spec.array_job_id] <= 0) {
+      array_running_.erase(entry.job.spec.array_job_id);
+    }
+    if (decision_log_) decision_log_->end(now(), entry.job.id);
+  }
 }
 
 // end_time: when the job ended on its last node (the agent's clock), or 0 for now.
@@ -744,6 +1087,7 @@ void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string&
   publish(job);
   spdlog::info("job {}: {} (exit code {}){}", job.id, job::state_name(state), job.exit_code,
                reason.empty() ? "" : ": " + reason);
+  wake_dependents(job.id);
 }
 
 void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
@@ -756,7 +1100,8 @@ void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
   job.requeue_count++;
   job.reason = "requeued: " + reason;
   entry.running_on.clear();
-  pending_.insert({job.submit_time, job.id});
+  entry.preempted.reset();
+  enqueue(job);
   persist(job, "requeue", "{}");
   publish(job);
   spdlog::info("job {}: requeued ({})", job.id, reason);
@@ -770,7 +1115,7 @@ void Leader::heard_from(NodeEntry& node) {
   node.last_seen = now();
   if (!node.unresponsive) return;
   node.unresponsive = false;
-  pool_.set_schedulable(node.rank, schedulable(node));
+  set_schedulable_in_pool(node.rank, schedulable(node));
   spdlog::info("node {} (rank {}) is responsive again", node.name, node.rank);
   schedule_soon();
 }
@@ -789,7 +1134,7 @@ void Leader::check_heartbeats() {
       node_down(node, "no heartbeat for " + std::to_string(config_.node_down_after_ms) + " ms");
     } else if (node.state == NodeState::kUp && !node.unresponsive && node.last_seen < quiet_limit) {
       node.unresponsive = true;
-      pool_.set_schedulable(rank, false);
+      set_schedulable_in_pool(rank, false);
       spdlog::warn("node {} (rank {}) is unresponsive: no heartbeat for {} ms", node.name, rank,
                    config_.node_unresponsive_after_ms);
     }
@@ -801,7 +1146,7 @@ void Leader::node_down(NodeEntry& node, const std::string& reason) {
   spdlog::warn("node {} (rank {}) is down: {}", node.name, node.rank, reason);
   node.state = NodeState::kDown;
   node.unresponsive = false;
-  pool_.set_schedulable(node.rank, false);
+  set_schedulable_in_pool(node.rank, false);
   // Copied: finish_job and requeue_job take jobs out of running_.
   const std::vector<JobId> running(running_.begin(), running_.end());
   for (JobId id : running) {
@@ -850,7 +1195,9 @@ int Leader::host_cpu_of(Rank rank, int core) const {
 }
 
 v1::Job Leader::describe(const job::Job& job) const {
-  return api::to_proto(job, [this](Rank r, int c) { return host_cpu_of(r, c); });
+  v1::Job described = api::to_proto(job, [this](Rank r, int c) { return host_cpu_of(r, c); });
+  described.set_queue(job.spec.queue);
+  return described;
 }
 
 }  // namespace hpcq::daemon

@@ -13,12 +13,15 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "daemon/decision_log.h"
 #include "daemon/job_events.h"
 #include "daemon/peer_credentials.h"
+#include "daemon/reservations.h"
 #include "lib/core/config.h"
 #include "lib/job/job.h"
 #include "lib/overlay/event_loop.h"
@@ -31,6 +34,12 @@
 
 namespace hpcq::daemon {
 
+// What a submission made: one job, or an array's tasks with consecutive ids.
+struct SubmitResult {
+  JobId first = 0;
+  std::uint32_t count = 1;
+};
+
 class Leader {
  public:
   static Result<std::unique_ptr<Leader>> create(const ClusterConfig& config);
@@ -40,7 +49,7 @@ class Leader {
   void stop();  // any thread
 
   // Any thread.
-  std::future<Result<JobId>> submit(const Caller& caller, job::JobSpec spec);
+  std::future<Result<SubmitResult>> submit(const Caller& caller, job::JobSpec spec);
   std::future<Status> cancel(const Caller& caller, JobId id);
   std::future<Result<v1::Job>> get_job(const Caller& caller, JobId id);
   std::future<v1::ListJobsResponse> list_jobs(const Caller& caller, v1::ListJobsRequest request);
@@ -48,6 +57,10 @@ class Leader {
   std::future<Status> hold(const Caller& caller, JobId id, bool held);
   std::future<Status> drain(const Caller& caller, const std::string& node, bool drained,
                             const std::string& reason);
+  std::future<Result<v1::Reservation>> create_reservation(const Caller& caller,
+                                                         v1::Reservation request);
+  std::future<Status> delete_reservation(const Caller& caller, std::string name);
+  std::future<v1::ListReservationsResponse> list_reservations();
   JobEvents& events() { return events_; }
 
  private:
@@ -78,13 +91,28 @@ class Leader {
     // Nodes whose part of the allocation is taken in the pool. All of them
     // once started; after a leader restart, each as its agent confirms it.
     std::set<Rank> held_on;
+    // Set when the scheduler preempts the job: once its parts have ended it
+    // is requeued or cancelled, per the mode, never left running twice.
+    std::optional<sched::Preempt> preempted;
   };
+  enum class Dependencies { kSatisfied, kWaiting, kNever };
 
   explicit Leader(const ClusterConfig& config);
   Status start();
 
   // Loop thread only, below.
   void admit(job::Job job);
+  // A pending, unheld job: into the queue, or waiting on its dependencies,
+  // or cancelled when they can never be met.
+  void make_ready(JobEntry& entry);
+  void enqueue(const job::Job& job);
+  void dequeue(const job::Job& job);
+  Dependencies check_dependencies(const job::Job& job, std::string& why) const;
+  // After `id` started or ended: its waiting dependents may go on.
+  void wake_dependents(JobId id);
+  void apply_preempt(const sched::Preempt& preempt);
+  void set_schedulable_in_pool(Rank rank, bool schedulable);
+  std::vector<sched::AdvanceReservation> current_reservations();
   void schedule_soon();
   void run_cycle();
   void start_job(JobEntry& entry, resource::Allocation allocation);
@@ -121,6 +149,11 @@ class Leader {
   std::map<JobId, JobEntry> jobs_;
   std::set<std::pair<TimeUs, JobId>> pending_;  // FCFS order: submit time, then id
   std::set<JobId> running_;  // so that a cycle costs O(running), not O(every job ever)
+  std::set<JobId> waiting_;  // pending, but held back by --dependency
+  std::map<JobId, std::set<JobId>> dependents_;  // job -> waiting jobs that name it
+  std::map<JobId, int> array_running_;           // array job id -> its running tasks
+  std::map<std::string, Reservation> reservations_;
+  std::unique_ptr<DecisionLog> decision_log_;
   JobId next_job_id_ = 1;
   bool cycle_posted_ = false;
 };

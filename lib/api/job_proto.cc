@@ -18,10 +18,17 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_cwd(spec.cwd);
   for (const auto& [k, v] : spec.env) (*p.mutable_env())[k] = v;
   p.set_requeue(spec.requeue);
+  p.set_account(spec.account);
+  p.set_qos(spec.qos);
+  p.set_priority(spec.priority);
+  p.set_dependency(job::format_dependencies(spec.dependencies));
+  p.set_array(spec.array);
+  p.set_gpus_per_node(spec.request.gpus_per_node);
+  p.set_gpus_per_task(spec.request.gpus_per_task);
   return p;
 }
 
-job::JobSpec from_proto(const v1::JobSpec& p) {
+Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   job::JobSpec spec;
   spec.name = p.name();
   spec.argv.assign(p.argv().begin(), p.argv().end());
@@ -37,6 +44,17 @@ job::JobSpec from_proto(const v1::JobSpec& p) {
   spec.cwd = p.cwd();
   for (const auto& [k, v] : p.env()) spec.env[k] = v;
   spec.requeue = p.requeue();
+  spec.account = p.account();
+  spec.qos = p.qos();
+  spec.priority = p.priority();
+  if (!p.dependency().empty()) {
+    auto deps = job::parse_dependencies(p.dependency());
+    if (!deps.is_ok()) return deps.status();
+    spec.dependencies = std::move(deps).value();
+  }
+  spec.array = p.array();
+  spec.request.gpus_per_node = p.gpus_per_node();
+  spec.request.gpus_per_task = p.gpus_per_task();
   return spec;
 }
 
@@ -89,15 +107,23 @@ v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_
     a->set_ntasks(node.ntasks);
     a->set_first_task(node.first_task);
   }
-  p.set_stdout(job::expand_output_path(job.spec.output, job.id, job.spec.cwd));
+  p.set_stdout(job::expand_output_path(job.spec.output, job.id, job.spec.cwd,
+                                       job.spec.array_job_id, job.spec.array_task_id));
   p.set_stderr(job::expand_output_path(job.spec.error.empty() ? job.spec.output : job.spec.error,
-                                       job.id, job.spec.cwd));
+                                       job.id, job.spec.cwd, job.spec.array_job_id,
+                                       job.spec.array_task_id));
   p.set_submit_time_us(job.submit_time);
   p.set_start_time_us(job.start_time);
   p.set_end_time_us(job.end_time);
   *p.mutable_spec() = to_proto(job.spec);
   p.set_requeue_count(job.requeue_count);
   p.set_held(job.held);
+  p.set_array_job_id(job.spec.array_job_id);
+  p.set_array_task_id(job.spec.array_task_id);
+  for (const auto& node : job.allocation.nodes) {
+    auto* a = p.mutable_allocation(static_cast<int>(&node - job.allocation.nodes.data()));
+    for (int g : node.gpus) a->add_gpus(g);
+  }
   return p;
 }
 

@@ -11,7 +11,9 @@
 namespace hpcq::api {
 
 v1::JobSpec to_proto(const job::JobSpec& spec);
-job::JobSpec from_proto(const v1::JobSpec& spec);
+// kInvalidArgument for a field that does not parse (--dependency); the
+// spec is validated by the caller (job::validate).
+Result<job::JobSpec> from_proto(const v1::JobSpec& spec);
 v1::JobState to_proto(job::JobState state);
 
 // host_cpus_of(rank, core) maps a logical core of a node to the host CPU it

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Site policy at submit (queues, their time limits, accounts, QOS), job
+dependencies (afterok/afternotok/afterany/after), job arrays with a throttle,
+and advance reservations honoured by the scheduler, on a real cluster with a
+configured hpcq.toml."""
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+CONFIG = "/tmp/hpcq-t0011.toml"
+if not os.environ.get("HPCQ_TEST_INSIDE"):
+    t.ensure_user("hpcqtest")
+    with open(CONFIG, "w") as f:
+        f.write("""
+[scheduler]
+actions = ["allocate", "backfill"]
+plugins = ["fcfs"]
+
+[[queue]]
+name = "batch"
+default = true
+max_time_limit_s = 7200
+
+[[queue]]
+name = "debug"
+default_time_limit_s = 300
+max_time_limit_s = 600
+
+[[qos]]
+name = "high"
+priority = 10
+
+[[account]]
+name = "physics"
+
+[[account]]
+name = "chem"
+
+[[user]]
+name = "hpcqtest"
+account = "physics"
+""")
+t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
+                 extra=("--config", CONFIG))
+
+
+def test_queues_at_submit():
+    d = t.workdir()
+    job = t.submit("-o", "q-%j.out", "--", "sh", "-c", "echo $HPCQ_QUEUE $HPCQ_ACCOUNT", cwd=d)
+    s = t.wait_state(job, "COMPLETED")
+    t.check(s["queue"] == "batch" and s["time_limit_s"] == 3600, f"default queue {s}")
+    job = t.submit("-q", "debug", "-o", "q-%j.out", "--", "true", cwd=d)
+    t.check(t.status(job)["time_limit_s"] == 300, "the queue's default time limit")
+    p = t.hpcq("submit", "-q", "debug", "-t", "20", "--", "true", rc=2)
+    t.check("--time: 1200 s exceeds the limit of 600 s of queue 'debug'" in p.stderr, p.stderr)
+    p = t.hpcq("submit", "-q", "gpu", "--", "true", rc=2)
+    t.check("--queue: unknown queue 'gpu' (known: batch, debug)" in p.stderr, p.stderr)
+    p = t.hpcq("submit", "--qos", "low", "--", "true", rc=2)
+    t.check("--qos: unknown qos 'low'" in p.stderr, p.stderr)
+    p = t.hpcq("submit", "-A", "chem", "--", "true", user="hpcqtest", cwd=d, rc=2)
+    t.check("not associated with account 'chem'" in p.stderr, p.stderr)
+    p = t.hpcq("submit", "--priority", "5", "--", "true", user="hpcqtest", cwd=d, rc=1)
+    t.check("only an admin" in p.stderr, p.stderr)
+    job = t.submit("-o", "q-%j.out", "--", "sh", "-c", "echo $HPCQ_QUEUE $HPCQ_ACCOUNT",
+                   user="hpcqtest", cwd=d)
+    s = t.wait_state(job, "COMPLETED", user="hpcqtest")
+    with open(os.path.join(d, f"q-{job}.out")) as f:
+        t.check(f.read().split() == ["batch", "physics"], "the user's account and queue")
+
+
+def test_dependencies():
+    d = t.workdir()
+    first = t.submit("-o", "dep-%j.out", "--", "sleep", "1", cwd=d)
+    ok = t.submit("-d", f"afterok:{first}", "-o", "dep-%j.out", "--", "true", cwd=d)
+    s = t.status(ok)
+    t.check(s["state"] == "PENDING" and s["reason"] == f"dependency afterok:{first}", f"{s}")
+    notok = t.submit("-d", f"afternotok:{first}", "-o", "dep-%j.out", "--", "true", cwd=d)
+    started = t.submit("-d", f"after:{ok}", "-o", "dep-%j.out", "--", "true", cwd=d)
+    t.wait_state(first, "COMPLETED")
+    s = t.wait_state(ok, "COMPLETED")
+    t.check(s["start_time"] >= t.status(first)["end_time"], "afterok waits for the end")
+    s = t.wait_state(notok, "CANCELLED")
+    t.check("dependency never satisfied: afternotok" in s["reason"], s["reason"])
+    t.wait_state(started, "COMPLETED")
+    failing = t.submit("-o", "dep-%j.out", "--", "false", cwd=d)
+    any_end = t.submit("-d", f"afterany:{failing}", "-o", "dep-%j.out", "--", "true", cwd=d)
+    t.wait_state(failing, "FAILED")
+    t.wait_state(any_end, "COMPLETED")
+    p = t.hpcq("submit", "-d", "afterok:999999", "--", "true", rc=2)
+    t.check("--dependency: no job 999999" in p.stderr, p.stderr)
+    p = t.hpcq("submit", "-d", "later:3", "--", "true", rc=2)
+    t.check("--dependency: unknown type 'later'" in p.stderr, p.stderr)
+
+
+def test_array_with_throttle():
+    d = t.workdir()
+    p = t.hpcq("submit", "--json", "--array=0-3%1", "-o", "arr-%A_%a.out", "--", "sh", "-c",
+               "echo $HPCQ_ARRAY_JOB_ID $HPCQ_ARRAY_TASK_ID $(date +%s.%N); sleep 0.3; "
+               "date +%s.%N", cwd=d)
+    made = json.loads(p.stdout)
+    ids = made["ids"]
+    t.check(made["count"] == 4 and ids == list(range(made["id"], made["id"] + 4)), f"{made}")
+    for i in ids:
+        t.wait_state(i, "COMPLETED")
+    spans = []
+    for index in range(4):
+        with open(os.path.join(d, f"arr-{made['id']}_{index}.out")) as f:
+            words = f.read().split()
+        t.check(words[:2] == [str(made["id"]), str(index)], f"task {index}: {words}")
+        spans.append((float(words[2]), float(words[3])))
+    spans.sort()
+    for a, b in zip(spans, spans[1:]):
+        t.check(b[0] >= a[1], f"two tasks of a %1 array overlapped: {spans}")
+    s = t.status(ids[2])
+    t.check(s["array_job_id"] == ids[0] and s["array_task_id"] == 2, f"{s}")
+    p = t.hpcq("submit", "--array=5-1", "--", "true", rc=2)
+    t.check("--array: range '5-1' runs backwards" in p.stderr, p.stderr)
+
+
+def test_reservations():
+    d = t.workdir()
+    p = t.hpcq("reserve", "create", "maint", "--nodes", "node1", "--duration", "1h",
+               "--users", "hpcqtest", user="hpcqtest", rc=1)
+    t.check("only root" in p.stderr, p.stderr)
+    t.hpcq("reserve", "create", "maint", "--nodes", "node1", "--duration", "1h",
+           "--users", "hpcqtest")
+    listed = json.loads(t.hpcq("reserve", "list", "--json").stdout)
+    t.check([r["name"] for r in listed] == ["maint"] and listed[0]["nodes"] == ["node1"],
+            f"{listed}")
+    p = t.hpcq("reserve", "create", "again", "--nodes", "node1", "--duration", "1h",
+               "--users", "root", rc=1)
+    t.check("overlaps reservation 'maint'" in p.stderr, p.stderr)
+    # Others' work keeps off node1; the reservation's user may use it.
+    jobs = [t.submit("-n", "1", "--", "sleep", "300", cwd=d) for _ in range(3)]
+    for j in jobs[:2]:
+        t.check(t.wait_state(j, "RUNNING")["nodes"] == ["node2"], "kept off the reserved node")
+    time.sleep(1)
+    t.check(t.status(jobs[2])["state"] == "PENDING", "a third job waits rather than use node1")
+    mine = t.submit("-n", "1", "-t", "10", "-o", "r-%j.out", "--", "true", user="hpcqtest", cwd=d)
+    s = t.wait_state(mine, "COMPLETED", user="hpcqtest")
+    t.check(s["nodes"] == ["node1"], f"the reservation's user runs there: {s['nodes']}")
+    t.hpcq("reserve", "delete", "maint")
+    t.check(t.wait_state(jobs[2], "RUNNING")["nodes"] == ["node1"], "node1 is free again")
+    # A reservation in the future: a job that ends before it may still use the nodes.
+    t.hpcq("reserve", "create", "later", "--nodes", "node1", "--start", "now+2h",
+           "--duration", "1h", "--users", "hpcqtest", rc=1)  # node1 is busy with jobs[2]
+    for j in jobs:
+        t.hpcq("cancel", str(j))
+        t.wait_state(j, "CANCELLED")
+    t.hpcq("reserve", "create", "later", "--nodes", "node1,node2", "--start", "now+2h",
+           "--duration", "1h", "--users", "hpcqtest")
+    short = t.submit("-n", "1", "-t", "30", "--", "true", cwd=d)
+    t.wait_state(short, "COMPLETED")
+    long = t.submit("-n", "1", "-t", "3:00:00", "--", "true", cwd=d)
+    time.sleep(1)
+    t.check(t.status(long)["state"] == "PENDING", "a job that would overlap the window waits")
+    t.hpcq("reserve", "delete", "later")
+    t.wait_state(long, "COMPLETED")
+    t.hpcq("reserve", "delete", "later", rc=1)
+
+
+t.main([test_queues_at_submit, test_dependencies, test_array_with_throttle, test_reservations])
