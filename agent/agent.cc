@@ -84,6 +84,13 @@ Status Agent::start() {
   std::error_code ec;
   std::filesystem::create_directories(options_.state_dir, ec);
   if (ec) return internal_error("state dir " + options_.state_dir + ": " + ec.message());
+  auto journal = EndJournal::open(options_.state_dir + "/ends");
+  if (!journal.is_ok()) return journal.status();
+  unacknowledged_ = std::move(journal).value();
+  if (unacknowledged_->size() > 0) {
+    spdlog::info("agent: {} job ends from an earlier run await the leader",
+                 unacknowledged_->size());
+  }
 
   if (options_.executor == "test") {
     auto executor = TestExecutor::create();
@@ -161,7 +168,9 @@ void Agent::send_hello() {
     r->set_job_id(id);
     r->set_attempt(attempt);
   }
-  for (const auto& [id, update] : unacknowledged_) *hello->add_finished() = update;
+  for (const overlay::JobUpdate& update : unacknowledged_->entries()) {
+    *hello->add_finished() = update;
+  }
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::debug("hello: {}", s.message());
 }
@@ -192,10 +201,7 @@ void Agent::on_message(overlay::Envelope&& envelope) {
       on_kill(envelope.kill());
       break;
     case overlay::Envelope::kJobUpdateAck: {
-      auto it = unacknowledged_.find(envelope.job_update_ack().job_id());
-      if (it != unacknowledged_.end() && it->second.attempt() == envelope.job_update_ack().attempt()) {
-        unacknowledged_.erase(it);
-      }
+      unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt());
       break;
     }
     default:
@@ -330,7 +336,10 @@ void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kin
   update->set_reason(reason);
   update->set_time_us(wall_clock_now());
   update->set_attempt(attempt);
-  if (kind != overlay::JobUpdate::STARTED) unacknowledged_[id] = *update;
+  if (kind != overlay::JobUpdate::STARTED) {
+    Status kept = unacknowledged_->add(*update);
+    if (!kept.is_ok()) spdlog::error("job {}: end not saved to disk: {}", id, kept.message());
+  }
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::warn("job {}: report lost: {}", id, s.message());
 }

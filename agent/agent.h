@@ -19,6 +19,7 @@
 #include <set>
 #include <string>
 
+#include "agent/end_journal.h"
 #include "agent/executor/executor.h"
 #include "lib/core/config.h"
 #include "lib/overlay/event_loop.h"
@@ -70,10 +71,10 @@ class Agent {
   bool welcomed_ = false;
   std::uint64_t incarnation_ = 0;  // random per start: tells the leader a retry from a restart
   std::map<JobId, std::uint32_t> attempts_;  // running jobs: attempt being run
-  // Ends reported but not yet acknowledged by the leader; repeated in every
-  // Hello so that they survive a leader restart. Bounded by the jobs this node
-  // ran while the leader was away.
-  std::map<JobId, overlay::JobUpdate> unacknowledged_;
+  // Ends reported but not yet acknowledged by the leader, on disk too;
+  // repeated in every Hello so that they survive a leader restart, a
+  // partition, and a restart of this agent.
+  std::unique_ptr<EndJournal> unacknowledged_;
   std::set<int> watched_fds_;
 };
 

@@ -891,8 +891,10 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
     return;
   }
   if (node.state == NodeState::kUp) {
-    // The agent restarted while the leader still counted on it: what it ran
-    // is gone with it.
+    // The agent restarted while the leader still counted on it. The ends its
+    // journal kept are real and recorded first; what else it ran is gone
+    // with it.
+    for (const overlay::JobUpdate& update : hello.finished()) on_job_update(rank, update);
     node_down(node, "its agent restarted");
   }
   node.incarnation = hello.incarnation();
