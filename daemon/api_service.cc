@@ -15,6 +15,7 @@ grpc::Status to_grpc(const Status& status) {
     case Code::kFailedPrecondition: code = grpc::StatusCode::FAILED_PRECONDITION; break;
     case Code::kUnavailable: code = grpc::StatusCode::UNAVAILABLE; break;
     case Code::kResourceExhausted: code = grpc::StatusCode::RESOURCE_EXHAUSTED; break;
+    case Code::kUnauthenticated: code = grpc::StatusCode::UNAUTHENTICATED; break;
     case Code::kInternal: code = grpc::StatusCode::INTERNAL; break;
   }
   return {code, status.message()};
@@ -22,15 +23,25 @@ grpc::Status to_grpc(const Status& status) {
 
 namespace {
 
-const grpc::Status kNoCredentials(grpc::StatusCode::UNAUTHENTICATED,
-                                  "the caller's identity is unknown");
+// One metadata value of the call, if present.
+std::optional<std::string_view> metadata(const grpc::ServerContext* context, const char* key) {
+  const auto& all = context->client_metadata();
+  auto it = all.find(key);
+  if (it == all.end()) return std::nullopt;
+  return std::string_view(it->second.data(), it->second.size());
+}
 
 }  // namespace
 
+Result<Caller> ApiService::authenticate(const grpc::ServerContext* context) {
+  return authenticator_.authenticate(context->peer(), metadata(context, "authorization"),
+                                     metadata(context, "x-hpcq-user"));
+}
+
 grpc::Status ApiService::Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
                                 v1::SubmitResponse* response) {
-  auto caller_found = credentials_.lookup(context->peer());
-  if (!caller_found) return kNoCredentials;
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
   const Caller& caller = *caller_found;
   auto spec = api::from_proto(request->spec());
   if (!spec.is_ok()) return to_grpc(spec.status());
@@ -43,16 +54,16 @@ grpc::Status ApiService::Submit(grpc::ServerContext* context, const v1::SubmitRe
 
 grpc::Status ApiService::Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
                                 v1::CancelResponse*) {
-  auto caller_found = credentials_.lookup(context->peer());
-  if (!caller_found) return kNoCredentials;
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
   const Caller& caller = *caller_found;
   return to_grpc(leader_.cancel(caller, request->id()).get());
 }
 
 grpc::Status ApiService::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                 v1::Job* response) {
-  auto caller_found = credentials_.lookup(context->peer());
-  if (!caller_found) return kNoCredentials;
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
   const Caller& caller = *caller_found;
   Result<v1::Job> job = leader_.get_job(caller, request->id()).get();
   if (!job.is_ok()) return to_grpc(job.status());
@@ -62,8 +73,8 @@ grpc::Status ApiService::GetJob(grpc::ServerContext* context, const v1::GetJobRe
 
 grpc::Status ApiService::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                                   v1::ListJobsResponse* response) {
-  auto caller_found = credentials_.lookup(context->peer());
-  if (!caller_found) return kNoCredentials;
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
   const Caller& caller = *caller_found;
   *response = leader_.list_jobs(caller, *request).get();
   return grpc::Status::OK;
@@ -71,44 +82,44 @@ grpc::Status ApiService::ListJobs(grpc::ServerContext* context, const v1::ListJo
 
 grpc::Status ApiService::ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest*,
                                    v1::ListNodesResponse* response) {
-  if (!credentials_.lookup(context->peer())) return kNoCredentials;
+  if (auto caller = authenticate(context); !caller.is_ok()) return to_grpc(caller.status());
   *response = leader_.list_nodes().get();
   return grpc::Status::OK;
 }
 
 grpc::Status ApiService::Hold(grpc::ServerContext* context, const v1::HoldRequest* request,
                               v1::HoldResponse*) {
-  auto caller = credentials_.lookup(context->peer());
-  if (!caller) return kNoCredentials;
+  auto caller = authenticate(context);
+  if (!caller.is_ok()) return to_grpc(caller.status());
   return to_grpc(leader_.hold(*caller, request->id(), /*held=*/true).get());
 }
 
 grpc::Status ApiService::Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
                                  v1::ReleaseResponse*) {
-  auto caller = credentials_.lookup(context->peer());
-  if (!caller) return kNoCredentials;
+  auto caller = authenticate(context);
+  if (!caller.is_ok()) return to_grpc(caller.status());
   return to_grpc(leader_.hold(*caller, request->id(), /*held=*/false).get());
 }
 
 grpc::Status ApiService::Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
                                v1::DrainResponse*) {
-  auto caller = credentials_.lookup(context->peer());
-  if (!caller) return kNoCredentials;
+  auto caller = authenticate(context);
+  if (!caller.is_ok()) return to_grpc(caller.status());
   return to_grpc(leader_.drain(*caller, request->node(), /*drained=*/true, request->reason()).get());
 }
 
 grpc::Status ApiService::Resume(grpc::ServerContext* context, const v1::ResumeRequest* request,
                                 v1::ResumeResponse*) {
-  auto caller = credentials_.lookup(context->peer());
-  if (!caller) return kNoCredentials;
+  auto caller = authenticate(context);
+  if (!caller.is_ok()) return to_grpc(caller.status());
   return to_grpc(leader_.drain(*caller, request->node(), /*drained=*/false, "").get());
 }
 
 grpc::Status ApiService::CreateReservation(grpc::ServerContext* context,
                                            const v1::CreateReservationRequest* request,
                                            v1::Reservation* response) {
-  auto caller = credentials_.lookup(context->peer());
-  if (!caller) return kNoCredentials;
+  auto caller = authenticate(context);
+  if (!caller.is_ok()) return to_grpc(caller.status());
   auto made = leader_.create_reservation(*caller, request->reservation()).get();
   if (!made.is_ok()) return to_grpc(made.status());
   *response = std::move(made).value();
@@ -118,23 +129,23 @@ grpc::Status ApiService::CreateReservation(grpc::ServerContext* context,
 grpc::Status ApiService::DeleteReservation(grpc::ServerContext* context,
                                            const v1::DeleteReservationRequest* request,
                                            v1::DeleteReservationResponse*) {
-  auto caller = credentials_.lookup(context->peer());
-  if (!caller) return kNoCredentials;
+  auto caller = authenticate(context);
+  if (!caller.is_ok()) return to_grpc(caller.status());
   return to_grpc(leader_.delete_reservation(*caller, request->name()).get());
 }
 
 grpc::Status ApiService::ListReservations(grpc::ServerContext* context,
                                           const v1::ListReservationsRequest*,
                                           v1::ListReservationsResponse* response) {
-  if (!credentials_.lookup(context->peer())) return kNoCredentials;
+  if (auto caller = authenticate(context); !caller.is_ok()) return to_grpc(caller.status());
   *response = leader_.list_reservations().get();
   return grpc::Status::OK;
 }
 
 grpc::Status ApiService::WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
-  auto caller_found = credentials_.lookup(context->peer());
-  if (!caller_found) return kNoCredentials;
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
   const Caller& caller = *caller_found;
   std::uint64_t after = request->after_seq();
   if (request->id() != 0) {

@@ -1,6 +1,7 @@
-// The gRPC face of hpcqd (proto/hpcq.proto service Hpcq) on the local unix
-// socket. Every call identifies its caller from the connection
-// (PeerCredentials), turns the request into a Leader call and the Leader's
+// The gRPC face of hpcqd (proto/hpcq.proto service Hpcq), on the local unix
+// socket and, for portals, on TCP + TLS. Every call identifies its caller
+// (Authenticator: the connection's credentials, or a portal's token and the
+// user it acts for), turns the request into a Leader call and the Leader's
 // Status into a gRPC status with the same one-line message.
 //
 // Threads: gRPC's sync-server threads; the Leader does the rest on its loop.
@@ -8,16 +9,16 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "daemon/authenticator.h"
 #include "daemon/leader.h"
-#include "daemon/peer_credentials.h"
 #include "proto/hpcq.grpc.pb.h"
 
 namespace hpcq::daemon {
 
 class ApiService final : public v1::Hpcq::Service {
  public:
-  ApiService(Leader& leader, const PeerCredentials& credentials)
-      : leader_(leader), credentials_(credentials) {}
+  ApiService(Leader& leader, Authenticator& authenticator)
+      : leader_(leader), authenticator_(authenticator) {}
 
   grpc::Status Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
                       v1::SubmitResponse* response) override;
@@ -50,8 +51,10 @@ class ApiService final : public v1::Hpcq::Service {
                          grpc::ServerWriter<v1::JobEvent>* writer) override;
 
  private:
+  Result<Caller> authenticate(const grpc::ServerContext* context);
+
   Leader& leader_;
-  const PeerCredentials& credentials_;
+  Authenticator& authenticator_;
 };
 
 grpc::Status to_grpc(const Status& status);

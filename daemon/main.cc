@@ -1,23 +1,65 @@
 // hpcqd: the leader daemon. Reads hpcq.toml, opens the store, binds the
 // overlay and the local API socket, and runs the leader's loop until SIGTERM
 // or SIGINT; shutdown mirrors start-up.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "daemon/api_service.h"
+#include "daemon/authenticator.h"
 #include "daemon/leader.h"
 #include "daemon/peer_credentials.h"
 #include "lib/core/config.h"
 
 namespace {
+
+// A PEM file's text; a private key must not be readable by group or others.
+hpcq::Result<std::string> read_pem(const std::string& path, bool secret) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return hpcq::not_found(path + ": cannot read");
+  if (secret && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return hpcq::invalid_argument(path + ": a private key must not be readable by others (chmod 600)");
+  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return hpcq::not_found(path + ": cannot read");
+  return text.str();
+}
+
+// [api] listen: the service over TCP with TLS (mutual when tls_client_ca is set).
+hpcq::Status add_tcp_listener(const hpcq::ClusterConfig& config, grpc::ServerBuilder& builder,
+                              int* port) {
+  auto cert = read_pem(config.api_tls_cert, false);
+  if (!cert.is_ok()) return cert.status();
+  auto key = read_pem(config.api_tls_key, true);
+  if (!key.is_ok()) return key.status();
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!config.api_tls_client_ca.empty()) {
+    auto ca = read_pem(config.api_tls_client_ca, false);
+    if (!ca.is_ok()) return ca.status();
+    options.pem_root_certs = *ca;
+    options.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  builder.AddListeningPort(config.api_listen, grpc::SslServerCredentials(options), port);
+  return hpcq::Status::ok();
+}
 
 int run(const std::string& config_path, const std::string& socket_override) {
   auto config = hpcq::load_config(config_path);
@@ -42,14 +84,40 @@ int run(const std::string& config_path, const std::string& socket_override) {
     return 1;
   }
   hpcq::daemon::PeerCredentials credentials;
-  hpcq::daemon::ApiService service(**leader, credentials);
+  hpcq::daemon::Authenticator authenticator(*config, credentials, [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  });
+  hpcq::daemon::ApiService service(**leader, authenticator);
+  // The standard health service and server reflection, so that grpcurl-like
+  // tools and portal frameworks work without our .proto.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(16 << 20);
+  builder.SetMaxReceiveMessageSize(config->api_max_message_bytes);
+  builder.SetMaxSendMessageSize(64 << 20);
+  int tcp_port = 0;
+  if (!config->api_listen.empty()) {
+    hpcq::Status added = add_tcp_listener(*config, builder, &tcp_port);
+    if (!added.is_ok()) {
+      std::fprintf(stderr, "hpcqd: [api]: %s\n", added.message().c_str());
+      return 2;
+    }
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) {
     std::fprintf(stderr, "hpcqd: cannot start the gRPC server\n");
     return 1;
+  }
+  if (!config->api_listen.empty()) {
+    if (tcp_port == 0) {
+      std::fprintf(stderr, "hpcqd: [api] listen %s: cannot bind\n", config->api_listen.c_str());
+      return 1;
+    }
+    spdlog::info("api: TLS on {} (port {}), {} portal(s){}", config->api_listen, tcp_port,
+                 config->portals.size(), config->api_tls_client_ca.empty() ? "" : ", mutual TLS");
   }
   hpcq::daemon::UnixAcceptor acceptor;
   hpcq::Status listening = acceptor.start(config->socket, server.get(), &credentials);

@@ -95,7 +95,11 @@ void UnixAcceptor::accept_loop() {
     }
     // Recorded before gRPC sees the fd, so no call on it can miss its caller;
     // a reused fd number is overwritten here before its first call.
-    credentials_->record(fd, Caller{cred.uid, cred.gid, cred.pid});
+    Caller caller;
+    caller.uid = cred.uid;
+    caller.gid = cred.gid;
+    caller.pid = cred.pid;
+    credentials_->record(fd, caller);
     grpc::AddInsecureChannelFromFd(server_, fd);
   }
 }

@@ -293,12 +293,66 @@ Status read_site(const Table& root, sched::SitePolicy& site) {
   return Status::ok();
 }
 
+Status read_api(const Table& root, ClusterConfig& c) {
+  if (root.contains("api")) {
+    const Table& t = root.at("api");
+    if (!t.is_table()) return invalid_argument(where(t) + ": [api] must be a table");
+    HPCQ_RETURN_IF_ERROR(check_keys(
+        t, "api", {"listen", "tls_cert", "tls_key", "tls_client_ca", "max_message_bytes",
+                   "admin_users", "admin_groups"}));
+    HPCQ_RETURN_IF_ERROR(get(t, "api", "admin_users", c.admin_users));
+    HPCQ_RETURN_IF_ERROR(get(t, "api", "admin_groups", c.admin_groups));
+    HPCQ_RETURN_IF_ERROR(get(t, "api", "listen", c.api_listen));
+    HPCQ_RETURN_IF_ERROR(get(t, "api", "tls_cert", c.api_tls_cert));
+    HPCQ_RETURN_IF_ERROR(get(t, "api", "tls_key", c.api_tls_key));
+    HPCQ_RETURN_IF_ERROR(get(t, "api", "tls_client_ca", c.api_tls_client_ca));
+    HPCQ_RETURN_IF_ERROR(get_positive(t, "api", "max_message_bytes", c.api_max_message_bytes));
+    if (!c.api_listen.empty() && (c.api_tls_cert.empty() || c.api_tls_key.empty())) {
+      return invalid_argument(where(t) + ": [api] listen needs tls_cert and tls_key (no plain TCP)");
+    }
+  }
+  auto portals = tables_of(root, "portal");
+  if (!portals.is_ok()) return portals.status();
+  std::set<std::string> names, hashes;
+  for (const Table* t : *portals) {
+    HPCQ_RETURN_IF_ERROR(check_keys(*t, "portal", {"name", "token_sha256", "users", "rate_per_s"}));
+    PortalConfig p;
+    HPCQ_RETURN_IF_ERROR(get(*t, "portal", "name", p.name));
+    if (p.name.empty()) return invalid_argument(where(*t) + ": [[portal]] needs a name");
+    const std::string section = "portal " + p.name;
+    HPCQ_RETURN_IF_ERROR(get(*t, section, "token_sha256", p.token_sha256));
+    HPCQ_RETURN_IF_ERROR(get(*t, section, "users", p.users));
+    HPCQ_RETURN_IF_ERROR(get(*t, section, "rate_per_s", p.rate_per_s));
+    const bool hex = p.token_sha256.size() == 64 &&
+                     p.token_sha256.find_first_not_of("0123456789abcdef") == std::string::npos;
+    if (!hex) {
+      return invalid_argument(where(*t) + ": '" + section +
+                              ".token_sha256' must be 64 lowercase hex digits (printf %s TOKEN | sha256sum)");
+    }
+    if (p.users.empty()) {
+      return invalid_argument(where(*t) + ": '" + section + ".users' names nobody");
+    }
+    if (!(p.rate_per_s > 0)) {
+      return invalid_argument(where(*t) + ": '" + section + ".rate_per_s' must be positive");
+    }
+    if (!names.insert(p.name).second) {
+      return invalid_argument(where(*t) + ": duplicate portal '" + p.name + "'");
+    }
+    if (!hashes.insert(p.token_sha256).second) {
+      return invalid_argument(where(*t) + ": portal '" + p.name + "' reuses another's token");
+    }
+    c.portals.push_back(std::move(p));
+  }
+  return Status::ok();
+}
+
 Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   ClusterConfig c;
   c.source = name;
   if (!root.is_table()) return invalid_argument(name + ": not a TOML table");
   HPCQ_RETURN_IF_ERROR(check_keys(
-      root, "", {"overlay", "leader", "scheduler", "agent", "rank", "queue", "qos", "account", "user"}));
+      root, "", {"overlay", "leader", "scheduler", "agent", "rank", "queue", "qos", "account",
+                 "user", "api", "portal"}));
 
   if (root.contains("overlay")) {
     const Table& t = root.at("overlay");
@@ -360,6 +414,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get_positive(t, "agent", "kill_grace_s", c.kill_grace_s));
   }
   HPCQ_RETURN_IF_ERROR(read_site(root, c.site));
+  HPCQ_RETURN_IF_ERROR(read_api(root, c));
   if (!root.contains("rank")) return invalid_argument(name + ": no [[rank]] entries (rank 0 is the leader)");
   const Table& ranks = root.at("rank");
   if (!ranks.is_array()) return invalid_argument(where(ranks) + ": 'rank' must be an array of tables ([[rank]])");

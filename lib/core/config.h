@@ -25,6 +25,16 @@ struct RankConfig {
   std::string topology;    // agents: "host", "synthetic:...", a bare synthetic string, "xml:PATH"
 };
 
+// A web portal allowed to call the API over TCP (as slurmrestd's JWT users):
+// its bearer token (stored as the hex SHA-256 of the token, never the token),
+// the users it may act for ("*": any user but root), and its request rate.
+struct PortalConfig {
+  std::string name;
+  std::string token_sha256;  // 64 lowercase hex digits
+  std::vector<std::string> users;
+  double rate_per_s = 20;    // sustained; bursts up to twice this
+};
+
 struct ClusterConfig {
   std::string source = "<defaults>";  // file the values came from
   // [overlay]
@@ -38,6 +48,16 @@ struct ClusterConfig {
   std::string secret_key = "/etc/hpcq/keys/leader.key";
   std::int64_t default_time_limit_s = 3600;
   std::int64_t max_time_limit_s = 0;  // 0: none
+  // [api]: users and groups (besides root) who may act on every job and node,
+  // and the same gRPC service over TCP with TLS, for portals.
+  std::vector<std::string> admin_users;
+  std::vector<std::string> admin_groups;
+  std::string api_listen;           // "HOST:PORT"; empty: the unix socket only
+  std::string api_tls_cert;         // PEM server certificate (chain)
+  std::string api_tls_key;          // PEM private key; must not be readable by others
+  std::string api_tls_client_ca;    // set: mutual TLS, clients need a certificate it signed
+  int api_max_message_bytes = 4 << 20;
+  std::vector<PortalConfig> portals;  // [[portal]]
   // [scheduler]
   std::vector<std::string> actions = {"allocate"};
   std::vector<std::string> plugins = {"fcfs"};

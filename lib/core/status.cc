@@ -12,6 +12,7 @@ const char* code_name(Code code) {
     case Code::kFailedPrecondition: return "failed precondition";
     case Code::kUnavailable: return "unavailable";
     case Code::kResourceExhausted: return "resource exhausted";
+    case Code::kUnauthenticated: return "unauthenticated";
     case Code::kInternal: return "internal error";
   }
   return "unknown";

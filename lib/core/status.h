@@ -20,7 +20,8 @@ enum class Code {
   kPermissionDenied,   // the caller may not act on this object
   kFailedPrecondition, // the object is in the wrong state for the request
   kUnavailable,        // a peer (daemon, agent) cannot be reached; retryable
-  kResourceExhausted,
+  kResourceExhausted,  // a limit was hit (request rate, message size); retry later
+  kUnauthenticated,    // who is calling is not known (missing or wrong token)
   kInternal,           // a bug or an unexpected system error
 };
 

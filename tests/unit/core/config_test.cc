@@ -82,6 +82,13 @@ TEST(ConfigTest, BadSitePolicy) {
       {"[[user]]\naccount = \"root\"\n", "exactly one of name and uid"},
       {"[scheduler.options]\ndepth = 3\n", "is not \"<action or plugin>.<option>\""},
       {"[scheduler]\nusage_half_life_s = -1\n", "must not be negative"},
+      {"[api]\nlisten = \"0.0.0.0:8443\"\n", "listen needs tls_cert and tls_key"},
+      {"[api]\nport = 1\n", "unknown key 'api.port'"},
+      {"[[portal]]\nname = \"p\"\ntoken_sha256 = \"abc\"\nusers = [\"a\"]\n",
+       "must be 64 lowercase hex digits"},
+      {"[[portal]]\nname = \"p\"\ntoken_sha256 = \"" + std::string(64, 'a') +
+           "\"\nusers = []\n",
+       "'portal p.users' names nobody"},
   };
   for (const auto& [text, expected] : cases) {
     auto r = parse_config(text + kRank0, "t.toml");
