@@ -116,4 +116,23 @@ def test_admin_group():
     t.hpcq("resume", "node1", user="hpcqadmin")
 
 
-t.main([test_submit_watch_and_output, test_refusals, test_rate_limit, test_admin_group])
+def test_logs_hold_no_secrets():
+    d = t.workdir()
+    marker = "env-value-that-must-not-be-logged-4711"
+    job = t.submit("--export", f"ALL,HPCQ_MARKER={marker}", "--", "true", cwd=d)
+    t.wait_state(job, "COMPLETED")
+    logs = os.path.join(t.cluster_dir(), "logs")
+    for name in os.listdir(logs):
+        with open(os.path.join(logs, name), errors="replace") as f:
+            text = f.read()
+        t.check(TOKEN not in text, f"{name} holds the portal token")
+        t.check(marker not in text, f"{name} holds a job environment value")
+        with open(os.path.join(t.cluster_dir(), "keys", "rank-0.key")) as k:
+            secret = [l.split()[1] for l in k if l.startswith("secret ")]
+        t.check(len(secret) == 1, "the leader's key file holds its secret key")
+        for value in secret:
+            t.check(value not in text, f"{name} holds a secret key")
+
+
+t.main([test_submit_watch_and_output, test_refusals, test_rate_limit, test_admin_group,
+        test_logs_hold_no_secrets])
