@@ -168,8 +168,10 @@ grpc::Status ApiService::WatchJobs(grpc::ServerContext* context, const v1::Watch
     JobEvents::Batch batch = leader_.events().read(after, caller.uid, caller.is_admin(),
                                                    request->id(), std::chrono::milliseconds(500));
     if (batch.fell_behind) {
-      return {grpc::StatusCode::RESOURCE_EXHAUSTED,
-              "the watch fell behind; resume from the job's current state"};
+      return {grpc::StatusCode::OUT_OF_RANGE,
+              "events after seq " + std::to_string(after) +
+                  " are gone (the reader fell behind, or hpcqd restarted); re-read the jobs and "
+                  "resume with after_seq " + std::to_string(batch.oldest - 1)};
     }
     for (const auto& event : batch.events) {
       if (!writer->Write(event)) return grpc::Status::OK;

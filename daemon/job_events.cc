@@ -1,5 +1,7 @@
 #include "daemon/job_events.h"
 
+#include <algorithm>
+
 namespace hpcq::daemon {
 
 std::uint64_t JobEvents::append(v1::JobEvent event, std::uint32_t uid) {
@@ -35,7 +37,13 @@ JobEvents::Batch JobEvents::read(std::uint64_t after_seq, std::uint32_t uid, boo
   changed_.wait_for(lock, timeout, [&] { return closed_ || next_seq_ - 1 > after_seq; });
   batch.closed = closed_;
   batch.scanned_to = next_seq_ - 1;
-  if (!entries_.empty() && entries_.front().event.seq() > after_seq + 1) batch.fell_behind = true;
+  // Gone: dropped from the ring, or from before this run of the daemon.
+  const std::uint64_t oldest = entries_.empty() ? next_seq_ : entries_.front().event.seq();
+  if (after_seq != 0 && after_seq + 1 < oldest) {
+    batch.fell_behind = true;
+    batch.oldest = oldest;
+    return batch;
+  }
   if (entries_.empty()) return batch;
   // Sequence numbers are contiguous, so the first unread entry is found by offset.
   std::uint64_t first = entries_.front().event.seq();

@@ -22,6 +22,7 @@
 #include "daemon/job_events.h"
 #include "daemon/peer_credentials.h"
 #include "daemon/reservations.h"
+#include "lib/core/clock.h"
 #include "lib/core/config.h"
 #include "lib/job/job.h"
 #include "lib/overlay/event_loop.h"
@@ -143,7 +144,9 @@ class Leader {
   std::unique_ptr<overlay::Overlay> overlay_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   resource::NodePool pool_;
-  JobEvents events_{100000};
+  // Event numbers start at this run's start time in microseconds: above
+  // every number an earlier run handed out.
+  JobEvents events_{100000, static_cast<std::uint64_t>(wall_clock_now())};
 
   std::map<Rank, NodeEntry> nodes_;
   std::map<JobId, JobEntry> jobs_;
