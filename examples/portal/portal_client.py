@@ -10,6 +10,7 @@ protobuf-compiler-grpc), so nothing generated is kept in the tree.
     portal_client.py --target HOST:PORT --ca CERT --token-file FILE --user NAME \
         submit [--ntasks N] [--time MINUTES] -- COMMAND [ARGS...]
     portal_client.py ... health
+    portal_client.py ... status JOB | cancel JOB
     portal_client.py ... jobs [--repeat N]
 
 `submit` prints one JSON object: the job id, its final state, exit code and
@@ -94,6 +95,10 @@ def main():
     s.add_argument("--cwd", default="/tmp")
     s.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("health")
+    st = sub.add_parser("status", help="one job, as JSON")
+    st.add_argument("job", type=int)
+    c = sub.add_parser("cancel", help="cancel a job")
+    c.add_argument("job", type=int)
     j = sub.add_parser("jobs", help="the user's pending and running jobs, as JSON")
     j.add_argument("--repeat", type=int, default=1,
                    help="ask this many times, one status line each (OK or the error code)")
@@ -104,6 +109,14 @@ def main():
     try:
         if args.command == "health":
             print(portal.health())
+            return 0
+        if args.command == "status":
+            job = portal.job(args.job)
+            print(json.dumps({"id": job.id, "user": job.user,
+                              "state": portal.pb.JobState.Name(job.state)}))
+            return 0
+        if args.command == "cancel":
+            portal.stub.Cancel(portal.pb.CancelRequest(id=args.job), metadata=portal.metadata)
             return 0
         if args.command == "jobs":
             for _ in range(args.repeat):

@@ -92,6 +92,15 @@ def test_refusals():
     time.sleep(1)
     p = client("submit", "--", "true", user="root")
     t.check("PERMISSION_DENIED: a portal may not act as root" in p.stderr, p.stderr)
+    # Over TCP as over the socket: a user sees and cancels their own jobs only.
+    d = t.workdir()
+    roots = t.submit("--", "sleep", "300", cwd=d)
+    time.sleep(1)
+    for command in ("status", "cancel"):
+        p = client(command, str(roots))
+        t.check(p.returncode == 1 and "PERMISSION_DENIED" in p.stderr, f"{command}: {p.stderr}")
+        time.sleep(0.5)
+    t.hpcq("cancel", str(roots))
 
 
 def test_rate_limit():
