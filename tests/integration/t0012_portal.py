@@ -46,6 +46,7 @@ listen = "127.0.0.1:{port}"
 tls_cert = "{WORK}/cert.pem"
 tls_key = "{WORK}/key.pem"
 admin_groups = ["hpcqadmins"]
+max_message_bytes = 65536
 
 [[portal]]
 name = "gateway"
@@ -101,6 +102,9 @@ def test_refusals():
         t.check(p.returncode == 1 and "PERMISSION_DENIED" in p.stderr, f"{command}: {p.stderr}")
         time.sleep(0.5)
     t.hpcq("cancel", str(roots))
+    time.sleep(0.5)
+    p = client("submit", "--", "echo", "x" * 100000)
+    t.check(p.returncode == 1 and "RESOURCE_EXHAUSTED" in p.stderr, f"a large message: {p.stderr}")
 
 
 def test_rate_limit():
