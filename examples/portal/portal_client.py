@@ -8,8 +8,8 @@ with protoc and grpc_python_plugin (Debian's protobuf-compiler and
 protobuf-compiler-grpc), so nothing generated is kept in the tree.
 
     portal_client.py --target HOST:PORT --ca CERT --token-file FILE --user NAME \
-        submit [--ntasks N] [--time MINUTES] -- COMMAND [ARGS...]
-    portal_client.py ... health
+        [--cert CLIENT.crt --key CLIENT.key] submit [--ntasks N] [--time MINUTES] -- COMMAND [ARGS...]
+    portal_client.py ... health | services
     portal_client.py ... status JOB | cancel JOB
     portal_client.py ... jobs [--repeat N]
 
@@ -41,9 +41,15 @@ def load_stubs(proto_dir=PROTO_DIR):
 
 
 class Portal:
-    def __init__(self, target, ca_file, token, user):
-        with open(ca_file, "rb") as f:
-            credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+    def __init__(self, target, ca_file, token, user, cert_file=None, key_file=None):
+        def read(path):
+            with open(path, "rb") as f:
+                return f.read()
+        # A client certificate only where the daemon asks for mutual TLS.
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=read(ca_file),
+            private_key=read(key_file) if key_file else None,
+            certificate_chain=read(cert_file) if cert_file else None)
         self.channel = grpc.secure_channel(target, credentials)
         self.pb, pb_grpc = load_stubs()
         self.stub = pb_grpc.HpcqStub(self.channel)
@@ -72,6 +78,28 @@ class Portal:
         reply = self.stub.ListJobs(self.pb.ListJobsRequest(), metadata=self.metadata)
         return [{"id": j.id, "state": self.pb.JobState.Name(j.state)} for j in reply.jobs]
 
+    def services(self):
+        """The services the server lists through reflection (grpc.reflection.v1alpha)."""
+        info = self.channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=lambda _: b"\x3a\x00",  # list_services = ""
+            response_deserializer=lambda b: b)
+        reply = next(iter(info(iter([None]), metadata=self.metadata)))
+        # list_services_response (6) { service (1) { name (1) } ... }: take the names.
+        names, i = [], 0
+        while True:
+            i = reply.find(b"\x0a", i)
+            if i < 0 or i + 1 >= len(reply):
+                break
+            n = reply[i + 1]
+            name = reply[i + 2:i + 2 + n]
+            if name and all(32 < c < 127 for c in name) and b"." in name:
+                names.append(name.decode())
+                i += 2 + n
+            else:
+                i += 1
+        return names
+
     def health(self):
         # grpc.health.v1.Health/Check with an empty request (every service);
         # the reply's field 1 is the status, 1 = SERVING.
@@ -88,6 +116,8 @@ def main():
     p.add_argument("--ca", required=True, help="CA certificate that signed the server's")
     p.add_argument("--token-file", required=True)
     p.add_argument("--user", required=True, help="the portal user to act for")
+    p.add_argument("--cert", help="client certificate (mutual TLS)")
+    p.add_argument("--key", help="client private key (mutual TLS)")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("submit")
     s.add_argument("--ntasks", type=int, default=1)
@@ -95,6 +125,7 @@ def main():
     s.add_argument("--cwd", default="/tmp")
     s.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("health")
+    sub.add_parser("services", help="the services listed by server reflection")
     st = sub.add_parser("status", help="one job, as JSON")
     st.add_argument("job", type=int)
     c = sub.add_parser("cancel", help="cancel a job")
@@ -105,10 +136,13 @@ def main():
     args = p.parse_args()
     with open(args.token_file) as f:
         token = f.read().strip()
-    portal = Portal(args.target, args.ca, token, args.user)
+    portal = Portal(args.target, args.ca, token, args.user, args.cert, args.key)
     try:
         if args.command == "health":
             print(portal.health())
+            return 0
+        if args.command == "services":
+            print("\n".join(portal.services()))
             return 0
         if args.command == "status":
             job = portal.job(args.job)

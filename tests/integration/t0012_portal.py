@@ -70,6 +70,9 @@ def client(*args, user="hpcqtest", token_file=f"{WORK}/token"):
 def test_submit_watch_and_output():
     p = client("health")
     t.check(p.returncode == 0 and p.stdout.strip() == "SERVING", p.stdout + p.stderr)
+    p = client("services")
+    t.check("hpcq.v1.Hpcq" in p.stdout.split() and "grpc.health.v1.Health" in p.stdout.split(),
+            f"reflection lists: {p.stdout!r} {p.stderr}")
     d = t.workdir()
     p = client("submit", "--cwd", d, "--", "sh", "-c", "id -un; echo from-portal")
     t.check(p.returncode == 0, p.stderr)
