@@ -118,6 +118,9 @@ Status Agent::start() {
   });
   if (!overlay.is_ok()) return overlay.status();
   overlay_ = std::move(overlay).value();
+  // After a detour around a lost parent (or back), announce ourselves on the
+  // new path: the leader answers, which also tells the overlay the path works.
+  overlay_->on_reroute([this](Rank) { send_hello(); });
 
   std::random_device random;
   incarnation_ = (static_cast<std::uint64_t>(random()) << 32) | random();
@@ -225,7 +228,11 @@ std::vector<int> Agent::host_cpus_of(const std::vector<int>& cores) const {
 void Agent::on_launch(const overlay::Launch& launch) {
   const JobId id = launch.job_id();
   if (attempts_.count(id)) {
-    spdlog::warn("job {}: launch ignored, it is already running here", id);
+    spdlog::debug("job {}: launch ignored, it is already running here", id);
+    return;
+  }
+  if (finished_.count({id, launch.attempt()})) {
+    spdlog::debug("job {}: launch ignored, this attempt already ran here", id);
     return;
   }
   const overlay::NodeAlloc* mine = nullptr;
@@ -289,6 +296,16 @@ void Agent::on_launch(const overlay::Launch& launch) {
   sync_wait_fds();
 }
 
+void Agent::remember_finished(JobId id, std::uint32_t attempt) {
+  constexpr std::size_t kRemembered = 100'000;
+  if (!finished_.insert({id, attempt}).second) return;
+  finished_order_.emplace_back(id, attempt);
+  if (finished_order_.size() > kRemembered) {
+    finished_.erase(finished_order_.front());
+    finished_order_.pop_front();
+  }
+}
+
 void Agent::on_kill(const overlay::Kill& kill) {
   auto it = attempts_.find(kill.job_id());
   if (it == attempts_.end()) return;
@@ -308,7 +325,10 @@ void Agent::on_job_exits() {
     auto attempt = attempts_.find(exit.id);
     report(exit.id, attempt == attempts_.end() ? 0 : attempt->second, kind, exit.exit_code,
            exit.reason);
-    if (attempt != attempts_.end()) attempts_.erase(attempt);
+    if (attempt != attempts_.end()) {
+      remember_finished(exit.id, attempt->second);
+      attempts_.erase(attempt);
+    }
   }
   sync_wait_fds();
 }

@@ -14,6 +14,7 @@
 // Thread: everything runs on the agent's event loop.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -53,6 +54,7 @@ class Agent {
   void on_message(overlay::Envelope&& envelope);
   void on_launch(const overlay::Launch& launch);
   void on_kill(const overlay::Kill& kill);
+  void remember_finished(JobId id, std::uint32_t attempt);
   void on_job_exits();
   void sync_wait_fds();
   void report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
@@ -75,6 +77,11 @@ class Agent {
   // repeated in every Hello so that they survive a leader restart, a
   // partition, and a restart of this agent.
   std::unique_ptr<EndJournal> unacknowledged_;
+  // (job, attempt) of the parts that ended here lately, oldest first: the
+  // leader repeats a Launch it has no confirmation of, and a repeat that
+  // arrives after the part already ran must not run it again.
+  std::set<std::pair<JobId, std::uint32_t>> finished_;
+  std::deque<std::pair<JobId, std::uint32_t>> finished_order_;
   std::set<int> watched_fds_;
 };
 

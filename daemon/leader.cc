@@ -178,8 +178,10 @@ Status Leader::start() {
     node.last_seen = now();
     nodes_.emplace(r, std::move(node));
   }
-  loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms),
-                  [this] { check_heartbeats(); });
+  loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
+    check_heartbeats();
+    repeat_unconfirmed();
+  });
   schedule_soon();
   return Status::ok();
 }
@@ -770,6 +772,7 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   entry.outcome_reason.clear();
   entry.cancel_requested = false;
   entry.kill_sent = false;
+  entry.started_on.clear();
   entry.running_on.clear();
   entry.held_on.clear();
   for (const auto& a : job.allocation.nodes) entry.held_on.insert(a.rank);
@@ -825,6 +828,8 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   persist(job, "start", "{}");
   publish(job);
   wake_dependents(job.id);  // --dependency=after
+  entry.launch = std::make_shared<const overlay::Launch>(launch);
+  entry.sent_at = now();
   for (const auto& a : job.allocation.nodes) {
     entry.running_on.insert(a.rank);
     overlay::Envelope envelope;
@@ -832,10 +837,9 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
     *envelope.mutable_launch() = launch;
     Status sent = overlay_->send(std::move(envelope));
     if (!sent.is_ok()) {
-      spdlog::warn("job {}: launch on {} failed: {}", job.id, a.node, sent.message());
-      auto node = nodes_.find(a.rank);
-      if (node != nodes_.end()) node_down(node->second, "unreachable: " + sent.message());
-      return;  // node_down ended or requeued the job
+      // Repeated until confirmed (repeat_unconfirmed): the path may be
+      // healing. A node that is really gone is declared down by its silence.
+      spdlog::warn("job {}: launch on {} not sent yet: {}", job.id, a.node, sent.message());
     }
   }
   spdlog::info("job {}: started on {}", job.id, nodelist);
@@ -970,6 +974,7 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello) {
       continue;
     }
     entry.held_on.insert(rank);
+    entry.started_on.insert(rank);
     spdlog::info("job {}: adopted on {} (still running)", r.job_id(), node.name);
   }
   // Jobs the leader expected on this node that its agent neither runs nor
@@ -1002,6 +1007,7 @@ void Leader::on_job_update(Rank rank, const overlay::JobUpdate& update) {
   job::JobState end;
   switch (update.kind()) {
     case overlay::JobUpdate::STARTED:
+      entry.started_on.insert(rank);
       return;
     case overlay::JobUpdate::COMPLETED: end = job::JobState::kCompleted; break;
     case overlay::JobUpdate::FAILED: end = job::JobState::kFailed; break;
@@ -1039,13 +1045,46 @@ void Leader::on_job_update(Rank rank, const overlay::JobUpdate& update) {
 void Leader::kill_job_parts(JobEntry& entry) {
   if (entry.kill_sent) return;
   entry.kill_sent = true;
-  for (Rank rank : entry.running_on) {
-    overlay::Envelope kill;
-    kill.set_dst(rank);
-    kill.mutable_kill()->set_job_id(entry.job.id);
-    kill.mutable_kill()->set_attempt(static_cast<uint32_t>(entry.job.requeue_count));
-    Status sent = overlay_->send(std::move(kill));
-    if (!sent.is_ok()) spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
+  entry.sent_at = now();
+  for (Rank rank : entry.running_on) send_kill(entry, rank);
+}
+
+void Leader::send_kill(JobEntry& entry, Rank rank) {
+  overlay::Envelope kill;
+  kill.set_dst(rank);
+  kill.mutable_kill()->set_job_id(entry.job.id);
+  kill.mutable_kill()->set_attempt(static_cast<uint32_t>(entry.job.requeue_count));
+  Status sent = overlay_->send(std::move(kill));
+  if (!sent.is_ok()) spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
+}
+
+void Leader::repeat_unconfirmed() {
+  const TimeUs t = now();
+  const TimeUs after = 2 * static_cast<TimeUs>(config_.heartbeat_interval_ms) * 1000;
+  for (JobId id : running_) {
+    JobEntry& entry = jobs_.at(id);
+    if (t - entry.sent_at < after) continue;
+    if (entry.kill_sent) {
+      // Until every node reports the end; a node that has no such job
+      // ignores it.
+      for (Rank rank : entry.running_on) send_kill(entry, rank);
+      entry.sent_at = t;
+      continue;
+    }
+    if (!entry.launch) continue;  // adopted after a restart: nothing was sent
+    bool repeated = false;
+    for (Rank rank : entry.running_on) {
+      if (entry.started_on.count(rank)) continue;
+      overlay::Envelope envelope;
+      envelope.set_dst(rank);
+      *envelope.mutable_launch() = *entry.launch;
+      (void)overlay_->send(std::move(envelope));
+      repeated = true;
+    }
+    if (repeated) {
+      spdlog::info("job {}: launch repeated to the nodes that have not confirmed it", id);
+      entry.sent_at = t;
+    }
   }
 }
 
@@ -1067,6 +1106,7 @@ void Leader::release_held(JobEntry& entry) {
     if (!released.is_ok()) spdlog::error("job {}: release: {}", entry.job.id, released.message());
   }
   entry.held_on.clear();
+  entry.launch.reset();
   if (running_.erase(entry.job.id) > 0) {
     if (entry.job.spec.array_job_id != 0 && --array_running_[entry.job.spec.array_job_id] <= 0) {
       array_running_.erase(entry.job.spec.array_job_id);

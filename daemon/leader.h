@@ -89,6 +89,11 @@ class Leader {
     std::string outcome_reason;
     bool cancel_requested = false;
     bool kill_sent = false;
+    // Launch and Kill are repeated until each node confirms (STARTED, or the
+    // end), since the overlay may drop them while the tree heals.
+    std::shared_ptr<const overlay::Launch> launch;
+    std::set<Rank> started_on;
+    TimeUs sent_at = 0;  // the last Launch or Kill sent
     // Nodes whose part of the allocation is taken in the pool. All of them
     // once started; after a leader restart, each as its agent confirms it.
     std::set<Rank> held_on;
@@ -125,6 +130,9 @@ class Leader {
   bool schedulable(const NodeEntry& node) const;
   void node_down(NodeEntry& node, const std::string& reason);
   void kill_job_parts(JobEntry& entry);
+  void send_kill(JobEntry& entry, Rank rank);
+  // Repeats the Launch or Kill messages that nodes have not confirmed.
+  void repeat_unconfirmed();
   void finish_job(JobEntry& entry, job::JobState state, const std::string& reason,
                   TimeUs end_time = 0);
   void release_held(JobEntry& entry);

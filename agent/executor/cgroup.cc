@@ -274,14 +274,30 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
 }
 
 int CgroupHierarchy::remove_stale(const std::string& instance) const {
-  int left = 0;
+  std::vector<std::string> stale;
   for (const std::string& base : instance_dirs(instance)) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
       const std::string name = entry.path().filename();
-      if (name.rfind("job-", 0) != 0 || !entry.is_directory()) continue;
-      if (rmdir(entry.path().c_str()) != 0 && errno != ENOENT) ++left;
+      if (name.rfind("job-", 0) == 0 && entry.is_directory()) stale.push_back(entry.path());
     }
+  }
+  // SIGKILL until empty (a fork in flight may add a process once), for at
+  // most about a second.
+  for (int round = 0; round < 100; ++round) {
+    bool any = false;
+    for (const std::string& dir : stale) {
+      for (pid_t pid : read_procs(dir)) {
+        any = true;
+        kill(pid, SIGKILL);
+      }
+    }
+    if (!any) break;
+    usleep(10'000);
+  }
+  int left = 0;
+  for (const std::string& dir : stale) {
+    if (rmdir(dir.c_str()) != 0 && errno != ENOENT) ++left;
   }
   return left;
 }

@@ -78,8 +78,10 @@ class CgroupHierarchy {
   Result<JobCgroup> create_job(const std::string& instance, JobId id,
                                const CgroupLimits& limits) const;
 
-  // Removes the empty job-* directories a previous instance of the same name
-  // left; returns how many remain because they still hold processes.
+  // Removes the job-* directories a previous instance of the same name left.
+  // Their processes are killed first: that instance died (kill -9, crash)
+  // and the leader has counted its jobs lost, so they must not run on beside
+  // a requeued copy. Returns how many directories remain.
   int remove_stale(const std::string& instance) const;
 
   // Removes <...>/hpcq/<instance> where it is empty (best effort: the shared

@@ -20,6 +20,10 @@ void EventLoop::watch_fd(int fd, Callback on_readable) {
   sources_.push_back({nullptr, fd, std::move(on_readable)});
 }
 
+void EventLoop::unwatch_socket(zmq::socket_t& socket) {
+  std::erase_if(sources_, [&](const Source& s) { return s.socket == &socket; });
+}
+
 void EventLoop::unwatch_fd(int fd) {
   std::erase_if(sources_, [fd](const Source& s) { return s.socket == nullptr && s.fd == fd; });
 }

@@ -32,6 +32,7 @@ class EventLoop {
   // Loop thread only. `socket` must outlive its registration.
   void watch_socket(zmq::socket_t& socket, Callback on_readable);
   void watch_fd(int fd, Callback on_readable);
+  void unwatch_socket(zmq::socket_t& socket);
   void unwatch_fd(int fd);
   TimerId run_after(std::chrono::milliseconds delay, Callback callback);
   TimerId run_every(std::chrono::milliseconds period, Callback callback);

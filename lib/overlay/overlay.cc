@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+
 #include "lib/overlay/tree.h"
 
 namespace hpcq::overlay {
@@ -18,6 +20,8 @@ OverlayConfig OverlayConfig::from_cluster(const ClusterConfig& cluster, Rank ran
     config.public_keys.push_back(r.public_key);
   }
   config.own_keys = std::move(keys);
+  // Two missed heartbeats: well before the leader calls the node unresponsive.
+  config.heal_after_ms = 2 * cluster.heartbeat_interval_ms;
   return config;
 }
 
@@ -74,17 +78,111 @@ Result<std::unique_ptr<Overlay>> Overlay::create(OverlayConfig config, EventLoop
       dealer->set(zmq::sockopt::rcvhwm, 0);
       dealer->set(zmq::sockopt::reconnect_ivl, 100);
       dealer->set(zmq::sockopt::reconnect_ivl_max, 2000);
+      // Connection events of the link to the parent, for healing.
+      const std::string monitor_address = "inproc://hpcq-parent-monitor";
+      if (zmq_socket_monitor(dealer->handle(), monitor_address.c_str(),
+                             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0) {
+        return unavailable("overlay: cannot monitor the parent connection");
+      }
+      auto monitor = std::make_unique<zmq::socket_t>(self->context_, zmq::socket_type::pair);
+      monitor->connect(monitor_address);
       dealer->connect(cfg.endpoints[parent]);
       self->dealer_ = std::move(dealer);
+      self->monitor_ = std::move(monitor);
+      self->parent_ = parent;
+      self->upstream_ = parent;
     }
   } catch (const zmq::error_t& e) {
     return unavailable("overlay rank " + std::to_string(cfg.rank) + " (" +
                        cfg.endpoints[cfg.rank] + "): " + e.what());
   }
   Overlay* raw = self.get();
+  self->loop_ = &loop;
   if (self->router_) loop.watch_socket(*self->router_, [raw] { raw->on_router_readable(); });
   if (self->dealer_) loop.watch_socket(*self->dealer_, [raw] { raw->on_dealer_readable(); });
+  if (self->monitor_) loop.watch_socket(*self->monitor_, [raw] { raw->on_monitor_event(); });
   return self;
+}
+
+void Overlay::on_monitor_event() {
+  while (true) {
+    zmq::message_t event;
+    if (!monitor_->recv(event, zmq::recv_flags::dontwait)) return;
+    zmq::message_t address;
+    if (event.more()) (void)monitor_->recv(address, zmq::recv_flags::dontwait);
+    if (event.size() < sizeof(std::uint16_t)) continue;
+    std::uint16_t id = 0;
+    std::memcpy(&id, event.data(), sizeof id);
+    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      parent_connected_ = true;
+      if (upstream_ != parent_) back_to_parent();
+    } else if (id == ZMQ_EVENT_DISCONNECTED && parent_connected_) {
+      parent_connected_ = false;
+      parent_lost();
+    }
+  }
+}
+
+void Overlay::parent_lost() {
+  spdlog::warn("overlay: lost the connection to parent rank {}", parent_);
+  const std::uint64_t generation = ++lost_generation_;
+  loop_->run_after(std::chrono::milliseconds(config_.heal_after_ms), [this, generation] {
+    if (generation != lost_generation_ || parent_connected_) return;
+    detour_to(parent_of(parent_, config_.fanout));
+  });
+}
+
+void Overlay::detour_to(Rank ancestor) {
+  try {
+    if (!detour_) {
+      detour_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+      detour_->set(zmq::sockopt::routing_id, routing_id_of(config_.rank));
+      detour_->set(zmq::sockopt::curve_publickey, config_.own_keys.public_key);
+      detour_->set(zmq::sockopt::curve_secretkey, config_.own_keys.secret_key);
+      detour_->set(zmq::sockopt::linger, 0);
+      detour_->set(zmq::sockopt::sndhwm, 0);
+      detour_->set(zmq::sockopt::rcvhwm, 0);
+      detour_->set(zmq::sockopt::reconnect_ivl, 100);
+      Overlay* raw = this;
+      loop_->watch_socket(*detour_, [raw] { raw->on_detour_readable(); });
+    } else if (upstream_ != parent_) {
+      detour_->disconnect(config_.endpoints[upstream_]);
+    }
+    // The server key applies to the connections made after it is set.
+    detour_->set(zmq::sockopt::curve_serverkey, config_.public_keys[ancestor]);
+    detour_->connect(config_.endpoints[ancestor]);
+  } catch (const zmq::error_t& e) {
+    spdlog::error("overlay: cannot detour to rank {}: {}", ancestor, e.what());
+    return;
+  }
+  upstream_ = ancestor;
+  spdlog::warn("overlay: parent rank {} is gone; sending through rank {} meanwhile", parent_,
+               ancestor);
+  if (on_reroute_) on_reroute_(ancestor);
+  // If that one does not answer either, go one level higher after a while.
+  if (ancestor != 0) {
+    const std::uint64_t generation = lost_generation_;
+    loop_->run_after(std::chrono::milliseconds(config_.heal_after_ms), [this, generation, ancestor] {
+      if (generation != lost_generation_ || parent_connected_ || upstream_ != ancestor) return;
+      if (detour_answered_) return;
+      detour_to(parent_of(ancestor, config_.fanout));
+    });
+  }
+  detour_answered_ = false;
+}
+
+void Overlay::back_to_parent() {
+  ++lost_generation_;
+  if (detour_) {
+    try {
+      detour_->disconnect(config_.endpoints[upstream_]);
+    } catch (const zmq::error_t&) {
+      // Already disconnected: nothing to undo.
+    }
+  }
+  spdlog::info("overlay: parent rank {} is back; sending through it again", parent_);
+  upstream_ = parent_;
+  if (on_reroute_) on_reroute_(parent_);
 }
 
 void Overlay::on_router_readable() {
@@ -106,10 +204,17 @@ void Overlay::on_router_readable() {
   }
 }
 
-void Overlay::on_dealer_readable() {
+void Overlay::on_dealer_readable() { read_upstream(*dealer_); }
+
+void Overlay::on_detour_readable() {
+  detour_answered_ = true;
+  read_upstream(*detour_);
+}
+
+void Overlay::read_upstream(zmq::socket_t& socket) {
   while (true) {
     zmq::message_t payload;
-    if (!dealer_->recv(payload, zmq::recv_flags::dontwait)) return;
+    if (!socket.recv(payload, zmq::recv_flags::dontwait)) return;
     Envelope envelope;
     if (!envelope.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
       spdlog::warn("overlay: dropped an unparsable message from the parent");
@@ -124,8 +229,7 @@ void Overlay::route(Envelope&& envelope, const std::string& bytes) {
     on_message_(std::move(envelope));
     return;
   }
-  auto child = next_hop_down(config_.rank, envelope.dst(), config_.fanout);
-  Status status = child ? send_down(*child, bytes) : send_up(bytes);
+  Status status = forward(envelope.dst(), bytes);
   if (!status.is_ok()) {
     spdlog::debug("overlay: cannot relay a message from rank {} to rank {}: {}", envelope.src(),
                   envelope.dst(), status.message());
@@ -139,8 +243,20 @@ Status Overlay::send(Envelope envelope) {
     on_message_(std::move(envelope));
     return Status::ok();
   }
-  auto child = next_hop_down(config_.rank, envelope.dst(), config_.fanout);
-  return child ? send_down(*child, bytes) : send_up(bytes);
+  return forward(envelope.dst(), bytes);
+}
+
+Status Overlay::forward(Rank dst, const std::string& bytes) {
+  const std::vector<Rank> path = path_down(config_.rank, dst, config_.fanout);
+  if (path.empty()) return send_up(bytes);
+  // The child on the way first; if it is gone, a deeper rank of the path that
+  // attached here while it is away.
+  Status status = Status::ok();
+  for (Rank hop : path) {
+    status = send_down(hop, bytes);
+    if (status.is_ok()) return status;
+  }
+  return status;
 }
 
 Status Overlay::send_down(Rank child, const std::string& bytes) {
@@ -159,8 +275,9 @@ Status Overlay::send_down(Rank child, const std::string& bytes) {
 
 Status Overlay::send_up(const std::string& bytes) {
   if (!dealer_) return unavailable("the leader has no parent");
+  zmq::socket_t& up = upstream_ == parent_ || !detour_ ? *dealer_ : *detour_;
   try {
-    if (!dealer_->send(zmq::buffer(bytes), zmq::send_flags::dontwait)) {
+    if (!up.send(zmq::buffer(bytes), zmq::send_flags::dontwait)) {
       return unavailable("the parent is not accepting messages");
     }
   } catch (const zmq::error_t& e) {

@@ -7,6 +7,17 @@
 // the child whose subtree holds `dst`, otherwise up to the parent. An interior
 // agent relays without interpreting.
 //
+// The tree heals itself. An agent watches its connection to its parent (a
+// ZeroMQ socket monitor); when the parent has been gone for heal_after_ms it
+// connects to its grandparent instead (and further up, one level per
+// heal_after_ms, while that one does not answer either), and calls
+// `on_reroute` so that the owner can announce itself again. The connection to
+// the parent keeps retrying; once it is back, traffic returns to it and the
+// detour is dropped. Going down, a rank whose child towards the destination is
+// gone tries the deeper ranks on the path, one of which may have attached to
+// it directly. Messages are not acknowledged here: what must not be lost
+// (job ends) is journaled and repeated by the agent until the leader acks it.
+//
 // Thread: the owning event loop's thread only. Errors: create() fails on bad
 // keys or an address in use; send() fails when the next hop is unknown or
 // unreachable (ROUTER_MANDATORY), so the caller learns a child is gone.
@@ -36,6 +47,7 @@ struct OverlayConfig {
   std::vector<std::string> endpoints;  // by rank: where that rank's ROUTER binds
   std::vector<std::string> public_keys;  // by rank: Z85 public key
   CurveKeyPair own_keys;
+  int heal_after_ms = 2000;  // how long the parent may be gone before a detour
 
   // This rank's view of the [[rank]] table of hpcq.toml.
   static OverlayConfig from_cluster(const ClusterConfig& cluster, Rank rank, CurveKeyPair keys);
@@ -44,6 +56,8 @@ struct OverlayConfig {
 class Overlay {
  public:
   using Handler = std::function<void(Envelope&&)>;
+  // Called on the loop thread with the rank messages up now go through.
+  using RerouteHandler = std::function<void(Rank via)>;
 
   // Binds/connects and registers the sockets with `loop`; envelopes for this
   // rank are handed to `on_message` on the loop thread.
@@ -52,6 +66,10 @@ class Overlay {
   ~Overlay();
 
   Status send(Envelope envelope);
+  void on_reroute(RerouteHandler handler) { on_reroute_ = std::move(handler); }
+  // The rank this one sends up through: its parent, or an ancestor while the
+  // parent is gone.
+  Rank upstream() const { return upstream_; }
   Rank rank() const { return config_.rank; }
   int size() const { return static_cast<int>(config_.endpoints.size()); }
   int refused_connections() const { return zap_ ? zap_->refused() : 0; }
@@ -61,6 +79,13 @@ class Overlay {
   void on_router_readable();
   void on_dealer_readable();
   void route(Envelope&& envelope, const std::string& bytes);
+  void on_detour_readable();
+  void read_upstream(zmq::socket_t& socket);
+  Status forward(Rank dst, const std::string& bytes);
+  void on_monitor_event();
+  void parent_lost();
+  void detour_to(Rank ancestor);
+  void back_to_parent();
   Status send_down(Rank child, const std::string& bytes);
   Status send_up(const std::string& bytes);
 
@@ -70,6 +95,16 @@ class Overlay {
   std::unique_ptr<ZapAuthenticator> zap_;
   std::unique_ptr<zmq::socket_t> router_;  // towards children
   std::unique_ptr<zmq::socket_t> dealer_;  // towards the parent
+  // Towards an ancestor while the parent is gone; made once, reconnected.
+  std::unique_ptr<zmq::socket_t> detour_;
+  std::unique_ptr<zmq::socket_t> monitor_;  // the dealer's connection events
+  EventLoop* loop_ = nullptr;
+  RerouteHandler on_reroute_;
+  Rank parent_ = 0;
+  Rank upstream_ = 0;
+  bool parent_connected_ = false;
+  bool detour_answered_ = false;
+  std::uint64_t lost_generation_ = 0;  // invalidates heal timers of an earlier loss
 };
 
 std::string routing_id_of(Rank rank);

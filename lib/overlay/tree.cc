@@ -23,4 +23,13 @@ std::optional<Rank> next_hop_down(Rank self, Rank target, int fanout) {
   return std::nullopt;
 }
 
+std::vector<Rank> path_down(Rank self, Rank target, int fanout) {
+  std::vector<Rank> up;  // target, its parent, ... up to self's child
+  for (Rank r = target; r != 0 && r != self; r = parent_of(r, fanout)) {
+    up.push_back(r);
+    if (parent_of(r, fanout) == self) return {up.rbegin(), up.rend()};
+  }
+  return {};
+}
+
 }  // namespace hpcq::overlay

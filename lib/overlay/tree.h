@@ -15,5 +15,9 @@ std::vector<Rank> children_of(Rank rank, int fanout, int size);
 // The child of `self` whose subtree contains `target`, or nullopt when target
 // is not below self.
 std::optional<Rank> next_hop_down(Rank self, Rank target, int fanout);
+// The ranks from self's child towards `target` down to target itself
+// ([child, grandchild, ..., target]); empty when target is not below self.
+// Where the child is gone, a deeper one may have attached to self directly.
+std::vector<Rank> path_down(Rank self, Rank target, int fanout);
 
 }  // namespace hpcq::overlay

@@ -91,20 +91,19 @@ TEST_F(CgroupTest, CreatesJobDirectoriesWithLimitsAndRemovesThem) {
   for (const std::string& d : dirs) EXPECT_FALSE(fs::exists(d)) << d;
 }
 
-TEST_F(CgroupTest, RemoveStaleTakesOnlyEmptyJobDirectories) {
+TEST_F(CgroupTest, RemoveStaleKillsWhatAPreviousInstanceLeftAndRemovesIt) {
   auto empty = hierarchy_.create_job(instance_, 7, {});
   auto busy = hierarchy_.create_job(instance_, 8, {});
   ASSERT_TRUE(empty.is_ok() && busy.is_ok());
   pid_t child = start_sleeper();
   ASSERT_TRUE(busy->add_process(child).is_ok());
 
-  EXPECT_EQ(hierarchy_.remove_stale(instance_), static_cast<int>(busy->dirs().size()));
+  EXPECT_EQ(hierarchy_.remove_stale(instance_), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   for (const std::string& d : empty->dirs()) EXPECT_FALSE(fs::exists(d)) << d;
-  for (const std::string& d : busy->dirs()) EXPECT_TRUE(fs::exists(d)) << d;
-
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
-  EXPECT_TRUE(busy->remove().is_ok());
+  for (const std::string& d : busy->dirs()) EXPECT_FALSE(fs::exists(d)) << d;
 }
 
 // The hybrid layout of this project's machines has an empty cgroup2 at

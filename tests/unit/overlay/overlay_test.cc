@@ -30,6 +30,11 @@ TEST(TreeTest, ParentsAndChildren) {
   EXPECT_EQ(next_hop_down(1, 4, 2), std::optional<Rank>(4));
   EXPECT_EQ(next_hop_down(2, 4, 2), std::nullopt);
   EXPECT_EQ(next_hop_down(0, 0, 2), std::nullopt);
+  EXPECT_EQ(path_down(0, 9, 2), (std::vector<Rank>{1, 4, 9}));
+  EXPECT_EQ(path_down(1, 9, 2), (std::vector<Rank>{4, 9}));
+  EXPECT_EQ(path_down(4, 9, 2), (std::vector<Rank>{9}));
+  EXPECT_TRUE(path_down(2, 9, 2).empty());
+  EXPECT_TRUE(path_down(9, 9, 2).empty());
 }
 
 int free_port() {
@@ -154,6 +159,40 @@ TEST(OverlayTest, MessagesCrossADepthTwoTreeBothWays) {
   EXPECT_EQ(down->src(), 0u);
   EXPECT_EQ(down->heartbeat().time_us(), 7);
   EXPECT_EQ(leader.refused(), 0);
+}
+
+// Sends `e` from `from` until `to` receives one (connections take a moment).
+std::optional<Envelope> deliver(Member& from, Member& to, const Envelope& e, int tries = 100) {
+  for (int i = 0; i < tries; ++i) {
+    from.send(e);
+    if (auto got = to.next(5)) return got;
+  }
+  return std::nullopt;
+}
+
+TEST(OverlayTest, TheTreeHealsAroundADeadInteriorRankAndMendsWhenItReturns) {
+  Cluster cluster(3, 1);  // 0 <- 1 <- 2
+  cluster.base.heal_after_ms = 200;
+  Member leader(cluster.config(0));
+  auto interior = std::make_unique<Member>(cluster.config(1));
+  Member leaf(cluster.config(2));
+  ASSERT_TRUE(deliver(leaf, leader, heartbeat(0, 1)).has_value());
+  ASSERT_TRUE(deliver(leader, leaf, heartbeat(2, 2)).has_value());
+
+  interior.reset();  // rank 1 dies
+  // Within a few heal intervals rank 2 talks to the leader directly, both ways.
+  auto up = deliver(leaf, leader, heartbeat(0, 3), 300);
+  ASSERT_TRUE(up.has_value()) << "rank 2 did not reach the leader around rank 1";
+  EXPECT_EQ(up->src(), 2u);
+  auto down = deliver(leader, leaf, heartbeat(2, 4), 300);
+  ASSERT_TRUE(down.has_value()) << "the leader did not reach rank 2 around rank 1";
+
+  interior = std::make_unique<Member>(cluster.config(1));  // rank 1 comes back
+  ASSERT_TRUE(interior->status().is_ok()) << interior->status().message();
+  // Traffic flows again, and rank 1 relays it: its own ROUTER sees rank 2.
+  ASSERT_TRUE(deliver(leaf, leader, heartbeat(0, 5), 300).has_value());
+  ASSERT_TRUE(deliver(leader, leaf, heartbeat(2, 6), 300).has_value());
+  ASSERT_TRUE(deliver(leaf, *interior, heartbeat(1, 7), 300).has_value());
 }
 
 TEST(OverlayTest, UnlistedKeyIsRefused) {

@@ -304,8 +304,9 @@ TEST(Backfill, OptionsAreChecked) {
       {{both, {"fcfs"}, {{"backfill.depth", "1"}}}, "unknown scheduler option 'backfill.depth'"},
       {{both, {"fcfs"}, {{"allocate.x", "1"}}}, "action 'allocate' takes no options"},
       {{{"allocate"}, {"fcfs"}, {{"backfill.reservation_depth", "1"}}},
-       "action 'backfill', which is not configured"},
-      {{both, {"fcfs"}, {{"reservation_depth", "1"}}}, "is not <action>.<option>"},
+       "is for 'backfill', which is not a configured action or plugin"},
+      {{both, {"fcfs"}, {{"reservation_depth", "1"}}}, "is not <action or plugin>.<option>"},
+      {{both, {"fcfs"}, {{"fcfs.x", "1"}}}, "plugin 'fcfs' takes no options"},
   };
   for (const Bad& c : cases) {
     auto s = Scheduler::create(c.config);
