@@ -125,6 +125,8 @@ void Overlay::on_monitor_event() {
 
 void Overlay::parent_lost() {
   spdlog::warn("overlay: lost the connection to parent rank {}", parent_);
+  // The leader has no stand-in: its children just reconnect to it.
+  if (parent_ == 0) return;
   const std::uint64_t generation = ++lost_generation_;
   loop_->run_after(std::chrono::milliseconds(config_.heal_after_ms), [this, generation] {
     if (generation != lost_generation_ || parent_connected_) return;
