@@ -128,6 +128,7 @@ Status Agent::start() {
   loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
     if (!welcomed_) send_hello();  // the leader may not be up yet
     send_heartbeat();
+    repeat_unacknowledged_ends();
   });
   loop_.run_every(std::chrono::milliseconds(200), [this] {
     executor_->check_timeouts(wall_clock_now());
@@ -176,6 +177,30 @@ void Agent::send_hello() {
   }
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::debug("hello: {}", s.message());
+}
+
+// An end whose ack has not come within two heartbeats is sent again: the
+// message or its ack may have been lost on a link that broke meanwhile. The
+// leader records an end once and acks every copy.
+void Agent::repeat_unacknowledged_ends() {
+  const TimeUs now = wall_clock_now();
+  const TimeUs after = 2 * static_cast<TimeUs>(config_.heartbeat_interval_ms) * 1000;
+  for (const overlay::JobUpdate& update : unacknowledged_->entries()) {
+    TimeUs& sent = end_sent_at_[update.job_id()];
+    if (sent == 0) sent = now;  // from an earlier run: sent with the Hello
+    if (now - sent < after) continue;
+    overlay::Envelope envelope;
+    envelope.set_dst(0);
+    *envelope.mutable_job_update() = update;
+    (void)overlay_->send(std::move(envelope));
+    sent = now;
+  }
+  // Forget the times of ends that were acknowledged.
+  if (end_sent_at_.size() > unacknowledged_->size()) {
+    std::set<JobId> pending;
+    for (const auto& update : unacknowledged_->entries()) pending.insert(update.job_id());
+    std::erase_if(end_sent_at_, [&](const auto& e) { return !pending.count(e.first); });
+  }
 }
 
 void Agent::send_heartbeat() {
@@ -227,8 +252,11 @@ std::vector<int> Agent::host_cpus_of(const std::vector<int>& cores) const {
 
 void Agent::on_launch(const overlay::Launch& launch) {
   const JobId id = launch.job_id();
-  if (attempts_.count(id)) {
-    spdlog::debug("job {}: launch ignored, it is already running here", id);
+  if (auto running = attempts_.find(id); running != attempts_.end()) {
+    // A repeat: the leader has not seen our STARTED yet.
+    if (running->second == launch.attempt()) {
+      report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "");
+    }
     return;
   }
   if (finished_.count({id, launch.attempt()})) {
@@ -357,6 +385,7 @@ void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kin
   update->set_time_us(wall_clock_now());
   update->set_attempt(attempt);
   if (kind != overlay::JobUpdate::STARTED) {
+    end_sent_at_[id] = update->time_us();
     Status kept = unacknowledged_->add(*update);
     if (!kept.is_ok()) spdlog::error("job {}: end not saved to disk: {}", id, kept.message());
   }

@@ -55,6 +55,7 @@ class Agent {
   void on_launch(const overlay::Launch& launch);
   void on_kill(const overlay::Kill& kill);
   void remember_finished(JobId id, std::uint32_t attempt);
+  void repeat_unacknowledged_ends();
   void on_job_exits();
   void sync_wait_fds();
   void report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
@@ -77,6 +78,7 @@ class Agent {
   // repeated in every Hello so that they survive a leader restart, a
   // partition, and a restart of this agent.
   std::unique_ptr<EndJournal> unacknowledged_;
+  std::map<JobId, TimeUs> end_sent_at_;  // when each unacknowledged end was last sent
   // (job, attempt) of the parts that ended here lately, oldest first: the
   // leader repeats a Launch it has no confirmation of, and a repeat that
   // arrives after the part already ran must not run it again.
