@@ -21,7 +21,17 @@ Status from_grpc(const grpc::Status& status, const std::string& socket) {
     case grpc::StatusCode::OK: return Status::ok();
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
+      // gRPC's own transport failures; the daemon's answers say what failed.
+      if (status.error_message().find("could not be stored") != std::string::npos) {
+        return unavailable(status.error_message());
+      }
       return unavailable("hpcqd is not reachable at " + socket + " (" + status.error_message() + ")");
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return Status(Code::kResourceExhausted, status.error_message());
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return Status(Code::kAlreadyExists, status.error_message());
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return Status(Code::kUnauthenticated, status.error_message());
     case grpc::StatusCode::INVALID_ARGUMENT: return invalid_argument(status.error_message());
     case grpc::StatusCode::NOT_FOUND: return not_found(status.error_message());
     case grpc::StatusCode::PERMISSION_DENIED: return permission_denied(status.error_message());

@@ -247,7 +247,9 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
                                           count](Status s) mutable {
       if (!s.is_ok()) {
         spdlog::error("job {}: not stored: {}", first, s.message());
-        promise->set_value(Status(Code::kUnavailable, "the job could not be stored: " + s.message()));
+        // The store's code: kResourceExhausted for a full disk, kUnavailable
+        // for a busy database.
+        promise->set_value(Status(s.code(), "the job could not be stored: " + s.message()));
         return;
       }
       loop_.post([this, promise, made = std::move(made), first, count]() mutable {
@@ -473,7 +475,7 @@ std::future<Result<v1::Reservation>> Leader::create_reservation(const Caller& ca
     committer_->submit(std::move(batch), [this, r = std::move(r), answer, promise](Status s) mutable {
       if (!s.is_ok()) {
         return promise->set_value(
-            Status(Code::kUnavailable, "the reservation could not be stored: " + s.message()));
+            Status(s.code(), "the reservation could not be stored: " + s.message()));
       }
       loop_.post([this, r = std::move(r), answer, promise]() mutable {
         spdlog::info("reservation {}: {} nodes for [{}, {}) us", r.name, r.nodes.size(), r.start,

@@ -69,6 +69,15 @@ class Cluster:
         os.environ["HPCQ_SOCKET"] = self.socket
         self.wait_nodes({r["name"]: "up" for r in self.ranks})
 
+    def restart_leader(self):
+        """SIGTERM and start again on the same state (waits until it answers)."""
+        self.leader.send_signal(signal.SIGTERM)
+        self.leader.wait(timeout=30)
+        log = open(f"{self.dir}/logs/hpcqd.log", "a")
+        self.leader = subprocess.Popen([t.HPCQD, "--config", f"{self.dir}/hpcq.toml"],
+                                       stdout=log, stderr=log)
+        self.wait_nodes({r["name"]: "up" for r in self.ranks})
+
     def start_agent(self, r):
         rank = self.ranks[r - 1]
         config = f"{self.dir}/hpcq.toml"
