@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   // last 100k events only).
   std::mutex ended_mutex;
   std::map<std::uint64_t, hpcq::v1::JobState> ended;  // guarded by ended_mutex
+  std::vector<std::chrono::steady_clock::time_point> end_times;  // guarded by ended_mutex
   bool watch_error = false;
   std::string watch_message;
   grpc::ClientContext watch_ctx;
@@ -68,7 +70,9 @@ int main(int argc, char** argv) {
       while (reader->Read(&event)) {
         if (event.state() < hpcq::v1::COMPLETED) continue;
         std::lock_guard lock(ended_mutex);
-        ended[event.id()] = event.state();
+        if (ended.emplace(event.id(), event.state()).second) {
+          end_times.push_back(std::chrono::steady_clock::now());
+        }
       }
       grpc::Status s = reader->Finish();
       if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) {
@@ -120,6 +124,7 @@ int main(int argc, char** argv) {
   double submit_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int completed = 0;
+  double end_p10_s = 0, end_p90_s = 0;
   if (wait) {
     // A first line, so that a driver can act between submission and ends
     // (bench/scale.py resumes drained nodes here).
@@ -143,12 +148,26 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (std::uint64_t id : ids) completed += ended.count(id) && ended.at(id) == hpcq::v1::COMPLETED;
+    // When the 10th and 90th percentile of the ends were seen, from the end
+    // of submission: the rate between them is the steady one, without the
+    // fixed latency of the first start and the last report.
+    std::lock_guard lock(ended_mutex);
+    std::sort(end_times.begin(), end_times.end());
+    if (!end_times.empty()) {
+      auto at = [&](double q) {
+        const auto i = static_cast<std::size_t>(q * static_cast<double>(end_times.size() - 1));
+        return std::chrono::duration<double>(end_times[i] - start).count() - submit_seconds;
+      };
+      end_p10_s = at(0.1);
+      end_p90_s = at(0.9);
+    }
   }
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("{\"jobs\":%d,\"clients\":%d,\"acked\":%d,\"failed\":%d,\"submit_seconds\":%.3f,"
-              "\"submit_per_second\":%.1f,\"completed\":%d,\"seconds\":%.3f,\"per_second\":%.1f}\n",
+              "\"submit_per_second\":%.1f,\"completed\":%d,\"seconds\":%.3f,\"per_second\":%.1f,"
+              "\"end_p10_s\":%.3f,\"end_p90_s\":%.3f}\n",
               jobs, clients, acked.load(), failed.load(), submit_seconds, acked.load() / submit_seconds,
-              completed, seconds, acked.load() / seconds);
+              completed, seconds, acked.load() / seconds, end_p10_s, end_p90_s);
   return failed.load() == 0 ? 0 : 1;
 }
