@@ -40,6 +40,7 @@ def agent_pid(rank):
 baseline = run_load()
 stop = threading.Event()
 kills = []
+restarted = []
 def churn():
     while not stop.wait(10):
         pid = agent_pid(1)
@@ -50,13 +51,17 @@ def churn():
         kills.append(time.time())
         time.sleep(1)
         log = open(os.path.dirname(cfg) + "/logs/agent-1.log", "a")
-        subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
+        restarted.append(subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True))
 t = threading.Thread(target=churn)
 t.start()
 churned = run_load()
 stop.set()
 t.join()
-pid = agent_pid(1)
+# hpcq start stops only the agents it started.
+for p in restarted:
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
 print(json.dumps({"baseline": baseline, "churn": churned, "kills": len(kills)}))
 '''
 
