@@ -2,7 +2,10 @@
 
 #include "lib/sched/actions/allocate.h"
 #include "lib/sched/actions/backfill.h"
+#include "lib/sched/plugins/drf.h"
+#include "lib/sched/plugins/fairshare.h"
 #include "lib/sched/plugins/fcfs.h"
+#include "lib/sched/plugins/priority.h"
 
 namespace hpcq::sched {
 namespace {
@@ -36,6 +39,9 @@ constexpr ActionEntry kActions[] = {
 
 constexpr PluginEntry kPlugins[] = {
     {FcfsPlugin::kName, &make_plain_plugin<FcfsPlugin>},
+    {PriorityPlugin::kName, &PriorityPlugin::create},
+    {FairSharePlugin::kName, &make_plain_plugin<FairSharePlugin>},
+    {DrfPlugin::kName, &DrfPlugin::create},
 };
 
 }  // namespace
