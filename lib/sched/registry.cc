@@ -5,6 +5,7 @@
 #include "lib/sched/plugins/drf.h"
 #include "lib/sched/plugins/fairshare.h"
 #include "lib/sched/plugins/fcfs.h"
+#include "lib/sched/plugins/heuristics.h"
 #include "lib/sched/plugins/priority.h"
 
 namespace hpcq::sched {
@@ -39,6 +40,10 @@ constexpr ActionEntry kActions[] = {
 
 constexpr PluginEntry kPlugins[] = {
     {FcfsPlugin::kName, &make_plain_plugin<FcfsPlugin>},
+    {SjfPlugin::kName, &make_plain_plugin<SjfPlugin>},
+    {Wfp3Plugin::kName, &make_plain_plugin<Wfp3Plugin>},
+    {UnicepPlugin::kName, &make_plain_plugin<UnicepPlugin>},
+    {F1Plugin::kName, &make_plain_plugin<F1Plugin>},
     {PriorityPlugin::kName, &PriorityPlugin::create},
     {FairSharePlugin::kName, &make_plain_plugin<FairSharePlugin>},
     {DrfPlugin::kName, &DrfPlugin::create},

@@ -11,6 +11,25 @@ constexpr PolicyEntry kPolicies[] = {
      "FCFS with EASY backfilling (one reservation, for the first blocked job)"},
     {"conservative", "allocate,backfill", "fcfs", "backfill.reservation_depth=unlimited",
      "FCFS with conservative backfilling (a reservation for every blocked job)"},
+    // RLScheduler's heuristics (lib/sched/plugins/heuristics.h). Their
+    // "backfilling" is a restricted EASY (a job may jump the blocked head only
+    // if it ends before the head's reservation); ours is full EASY, which
+    // also lets a job through that uses only cores the head will not need
+    // (the extra-nodes rule). The backfill action has no switch for that, so
+    // the -easy rows may backfill a few more jobs than theirs.
+    {"sjf", "allocate", "sjf", "", "shortest requested time first; the head job blocks"},
+    {"sjf-easy", "allocate,backfill", "sjf", "backfill.reservation_depth=1",
+     "shortest requested time first, EASY backfilling"},
+    {"wfp3", "allocate", "wfp3", "", "WFP3: largest (wait/request)^3 * cores first"},
+    {"wfp3-easy", "allocate,backfill", "wfp3", "backfill.reservation_depth=1",
+     "WFP3 with EASY backfilling"},
+    {"unicep", "allocate", "unicep", "", "UNICEP: largest wait / (log2(cores) * request) first"},
+    {"unicep-easy", "allocate,backfill", "unicep", "backfill.reservation_depth=1",
+     "UNICEP with EASY backfilling"},
+    {"f1", "allocate", "f1", "",
+     "F1 (Carastan-Santos & de Camargo): smallest log10(request)*cores + 870*log10(submit) first"},
+    {"f1-easy", "allocate,backfill", "f1", "backfill.reservation_depth=1",
+     "F1 with EASY backfilling"},
 };
 
 std::vector<std::string> split(std::string_view list) {

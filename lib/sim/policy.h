@@ -5,7 +5,7 @@
 // exist in lib/sched fails there with its one-line error, not here.
 //
 // Tables are constant; safe from any thread. Errors: kInvalidArgument for an
-// unknown name ("unknown policy 'x' (known: fcfs, easy, conservative)").
+// unknown name ("unknown policy 'x' (known: fcfs, easy, ...)").
 #pragma once
 
 #include <span>

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Rank RLScheduler's heuristics on Lublin-1 with `hpcq simulate` (README block B).
+
+Reference: Zhang et al., "RLScheduler", SC'20, Tables V/VI; settings from
+DIR-LAB/deep-batch-scheduler @ cd433e3d (HPCSimPickJobs.py, job.py,
+compare-make-table.py) as ../shared/traces/README.md block B states them:
+
+  * trace lublin_256.swf, 256 processors; its requested time and requested
+    processors are -1 on every line, so (as their job.py and our SWF reader
+    do) the request is the runtime and the size the allocated processors;
+  * 10 windows of 1,024 consecutive jobs; window k starts at the k-th draw of
+    np_random.randint(1024, N - 1024 - 1) from gym's seeding.np_random(1)
+    (old gym: RandomState seeded with the int list of sha512("1")'s first 8
+    bytes; reproduced below with numpy, no gym needed);
+  * the machine is empty at each window's start: each window is written to
+    its own SWF file (submit times kept, so F1 sees the trace's times) and
+    simulated alone;
+  * average bounded slowdown = mean over the window of
+    max(1, (wait + run) / max(run, 10)) (our mean_bsld_10), then the mean
+    over the 10 windows.
+
+Policies: FCFS, WFP3, UNICEP, SJF, F1, each without backfilling (hpcq
+policies fcfs, wfp3, ...) and with (easy, wfp3-easy, ...). Their backfilling
+is a restricted EASY without the extra-nodes rule; ours is full EASY (see
+lib/sim/policy.cc), so our backfilled numbers can only be lower or equal in
+spirit, not identical. Their simulator also commits to a blocked head job
+until it fits, where ours re-evaluates the order every cycle (it matters
+for WFP3/UNICEP, whose scores change with time).
+
+The check is the RANKING of the five policies by avg BSLD, separately without
+and with backfilling: exit 1 when either differs from theirs, 2 when hpcq
+cannot be run. Exact numbers are printed beside theirs for reading only.
+
+Usage: bench/rlsched_rank.py [--hpcq build/cli/hpcq] [--trace PATH]
+"""
+import argparse
+import hashlib
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np  # the window draws need numpy's RandomState (Debian: python3-numpy)
+except ImportError:
+    sys.exit("rlsched_rank: needs numpy for the window selection (apt-get install python3-numpy; "
+             "then run it with the python3 that has it, e.g. /usr/bin/python3)")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DEFAULT_TRACE = os.path.join(ROOT, "..", "shared", "traces", "lublin_256.swf")
+
+WINDOWS = 10
+WINDOW_JOBS = 1024
+PROCS = 256
+SEED = 1
+
+NAMES = ["FCFS", "WFP3", "UNICEP", "SJF", "F1"]
+PLAIN = {"FCFS": "fcfs", "WFP3": "wfp3", "UNICEP": "unicep", "SJF": "sjf", "F1": "f1"}
+BACKFILL = {"FCFS": "easy", "WFP3": "wfp3-easy", "UNICEP": "unicep-easy", "SJF": "sjf-easy",
+            "F1": "f1-easy"}
+# README block B (their Tables V/VI, Lublin-1).
+THEIRS_BSLD = {
+    "plain": {"FCFS": 7273.77, "WFP3": 19753.53, "UNICEP": 22274.74, "SJF": 277.35, "F1": 258.37},
+    "backfill": {"FCFS": 235.82, "WFP3": 133.87, "UNICEP": 307.23, "SJF": 73.31, "F1": 75.07},
+}
+THEIRS_UTIL = {
+    "plain": {"FCFS": 0.657, "WFP3": 0.747, "UNICEP": 0.691, "SJF": 0.762, "F1": 0.816},
+    "backfill": {"FCFS": 0.868, "WFP3": 0.864, "UNICEP": 0.883, "SJF": 0.778, "F1": 0.840},
+}
+
+
+def gym_np_random(seed):
+    """gym.utils.seeding.np_random(seed) of the gym versions RLScheduler used."""
+    def bigint_from_bytes(b):
+        b += b"\0" * (4 - len(b) % 4)
+        ints = struct.unpack(f"{len(b) // 4}I", b)
+        return sum(v << (32 * i) for i, v in enumerate(ints))
+
+    seed = seed % 2 ** 64  # create_seed for an int
+    hashed = bigint_from_bytes(hashlib.sha512(str(seed).encode("utf8")).digest()[:8])
+    words = []
+    while hashed > 0:
+        hashed, mod = divmod(hashed, 2 ** 32)
+        words.append(mod)
+    rng = np.random.RandomState()
+    rng.seed(words or [0])
+    return rng
+
+
+def window_starts(n_jobs):
+    rng = gym_np_random(SEED)
+    return [int(rng.randint(WINDOW_JOBS, n_jobs - WINDOW_JOBS - 1)) for _ in range(WINDOWS)]
+
+
+def simulate(hpcq, path, policy):
+    cmd = [hpcq, "simulate", path, "--cores", str(PROCS), "--policy", policy, "--json"]
+    try:
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        print(f"rlsched_rank: {' '.join(cmd)} failed: {detail.strip()}", file=sys.stderr)
+        sys.exit(2)
+    return json.loads(out.stdout)
+
+
+def ranking(scores):
+    return sorted(scores, key=lambda name: scores[name])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hpcq", default=os.path.join(ROOT, "build", "cli", "hpcq"))
+    ap.add_argument("--trace", default=DEFAULT_TRACE)
+    args = ap.parse_args()
+
+    with open(args.trace) as f:
+        lines = [l for l in f if l.strip() and not l.lstrip().startswith(";")]
+    starts = window_starts(len(lines))
+    print(f"trace {args.trace}: {len(lines)} jobs; windows of {WINDOW_JOBS} starting at "
+          f"{', '.join(map(str, starts))}")
+
+    ours_bsld = {"plain": {}, "backfill": {}}
+    ours_util = {"plain": {}, "backfill": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for k, start in enumerate(starts):
+            path = os.path.join(tmp, f"window{k}.swf")
+            with open(path, "w") as f:
+                f.writelines(lines[start:start + WINDOW_JOBS])
+            paths.append(path)
+        for mode, table in (("plain", PLAIN), ("backfill", BACKFILL)):
+            for name in NAMES:
+                runs = [simulate(args.hpcq, p, table[name]) for p in paths]
+                ours_bsld[mode][name] = sum(r["mean_bsld_10"] for r in runs) / len(runs)
+                ours_util[mode][name] = sum(r["utilization"] for r in runs) / len(runs)
+
+    ok = True
+    for mode, title in (("plain", "no backfill"), ("backfill", "with backfill")):
+        print(f"\n{title}: avg bounded slowdown (tau 10 s), mean of {WINDOWS} windows")
+        print(f"{'policy':<8} {'hpcq':>10} {'theirs':>10} {'util hpcq':>10} {'util theirs':>12}")
+        for name in NAMES:
+            print(f"{name:<8} {ours_bsld[mode][name]:>10.2f} {THEIRS_BSLD[mode][name]:>10.2f} "
+                  f"{ours_util[mode][name]:>10.3f} {THEIRS_UTIL[mode][name]:>12.3f}")
+        ours = ranking(ours_bsld[mode])
+        theirs = ranking(THEIRS_BSLD[mode])
+        same = ours == theirs
+        ok = ok and same
+        print(f"ranking hpcq:   {' < '.join(ours)}")
+        print(f"ranking theirs: {' < '.join(theirs)}   {'MATCH' if same else 'DIFFERENT'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
