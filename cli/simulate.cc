@@ -82,6 +82,7 @@ void print_table(const Options& o, const sim::Cluster& cluster, const sim::SwfTr
   std::printf("wait         mean %.0f s, p95 %.0f s\n", m.mean_wait_s, m.p95_wait_s);
   std::printf("bsld         mean(10 s) %.2f, p95(60 s) %.2f\n", m.mean_bsld_10, m.p95_bsld_60);
   std::printf("backfilled   %zu\n", m.backfilled);
+  std::printf("preempted    %zu\n", result.preempted);
   std::printf("elapsed      %.3f s (%zu cycles)\n", elapsed_s, result.cycles);
   std::vector<const sim::UserMetrics*> users;
   for (const auto& u : m.users) users.push_back(&u);
@@ -89,23 +90,41 @@ void print_table(const Options& o, const sim::Cluster& cluster, const sim::SwfTr
     return a->core_seconds > b->core_seconds;
   });
   if (users.size() > kTopUsers) users.resize(kTopUsers);
-  std::printf("\n%-8s %8s %14s %12s %10s   (top %zu of %zu users by core-seconds)\n", "USER",
-              "JOBS", "CORE_SECONDS", "MEAN_WAIT_S", "MEAN_BSLD", users.size(), m.users.size());
+  std::printf("\n%-10s %8s %14s %7s %12s %10s   (top %zu of %zu users by core-seconds)\n",
+              "USER", "JOBS", "CORE_SECONDS", "SHARE", "MEAN_WAIT_S", "MEAN_BSLD", users.size(),
+              m.users.size());
   for (const auto* u : users) {
-    std::printf("%-8lld %8zu %14.0f %12.0f %10.2f\n", static_cast<long long>(u->user), u->jobs,
-                u->core_seconds, u->mean_wait_s, u->mean_bsld_10);
+    std::printf("%-10lld %8zu %14.0f %6.1f%% %12.0f %10.2f\n", static_cast<long long>(u->user),
+                u->jobs, u->core_seconds, 100.0 * u->share, u->mean_wait_s, u->mean_bsld_10);
+  }
+  std::printf("\n%-10s %8s %14s %7s %12s %10s\n", "QUEUE", "JOBS", "CORE_SECONDS", "SHARE",
+              "MEAN_WAIT_S", "MEAN_BSLD");
+  for (const auto& q : m.queues) {
+    std::printf("%-10s %8zu %14.0f %6.1f%% %12.0f %10.2f\n",
+                q.queue.empty() ? "(default)" : q.queue.c_str(), q.jobs, q.core_seconds,
+                100.0 * q.share, q.mean_wait_s, q.mean_bsld_10);
   }
 }
 
 void print_json(const Options& o, const sim::Cluster& cluster, const sim::SwfTrace& trace,
                 const sim::SimResult& result, const sim::Metrics& m, double elapsed_s) {
-  nlohmann::json users = nlohmann::json::array();
+  // Keyed by user id (as a string: JSON keys are) and by queue name ("" is
+  // the default queue).
+  nlohmann::json users = nlohmann::json::object();
   for (const auto& u : m.users) {
-    users.push_back({{"user", u.user},
-                     {"jobs", u.jobs},
-                     {"core_seconds", u.core_seconds},
-                     {"mean_wait_s", u.mean_wait_s},
-                     {"mean_bsld_10", u.mean_bsld_10}});
+    users[std::to_string(u.user)] = {{"jobs", u.jobs},
+                                     {"core_seconds", u.core_seconds},
+                                     {"share", u.share},
+                                     {"mean_wait_s", u.mean_wait_s},
+                                     {"mean_bsld_10", u.mean_bsld_10}};
+  }
+  nlohmann::json queues = nlohmann::json::object();
+  for (const auto& q : m.queues) {
+    queues[q.queue] = {{"jobs", q.jobs},
+                       {"core_seconds", q.core_seconds},
+                       {"share", q.share},
+                       {"mean_wait_s", q.mean_wait_s},
+                       {"mean_bsld_10", q.mean_bsld_10}};
   }
   nlohmann::json out = {
       {"trace", o.trace},
@@ -126,9 +145,11 @@ void print_json(const Options& o, const sim::Cluster& cluster, const sim::SwfTra
       {"mean_bsld_10", m.mean_bsld_10},
       {"p95_bsld_60", m.p95_bsld_60},
       {"backfilled", m.backfilled},
+      {"preempted", result.preempted},
       {"cycles", result.cycles},
       {"elapsed_s", elapsed_s},
       {"users", users},
+      {"queues", queues},
   };
   std::printf("%s\n", out.dump().c_str());
 }
@@ -182,7 +203,7 @@ int run_simulate(const std::vector<std::string>& args) {
   jobs.reserve(trace->jobs.size());
   for (const sim::SwfJob& j : trace->jobs) {
     jobs.push_back({static_cast<JobId>(j.id), j.user, j.submit_s, j.runtime_s, j.requested_s,
-                    j.size, j.line});
+                    j.size, j.line, sim::swf_queue_name(j)});
   }
   sim::SimOptions options;
   options.cluster = *cluster;

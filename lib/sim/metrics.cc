@@ -35,6 +35,7 @@ Metrics compute_metrics(std::span<const JobOutcome> jobs, std::int64_t capacity_
   waits.reserve(jobs.size());
   bsld60.reserve(jobs.size());
   std::map<std::int64_t, UserMetrics> users;
+  std::map<std::string, QueueMetrics> queues;
   for (const JobOutcome& job : jobs) {
     const std::int64_t wait = job.start_s - job.submit_s;
     const std::int64_t run = job.end_s - job.start_s;
@@ -54,6 +55,12 @@ Metrics compute_metrics(std::span<const JobOutcome> jobs, std::int64_t capacity_
     u.core_seconds += core_seconds;
     u.mean_wait_s += static_cast<double>(wait);  // a sum until the end
     u.mean_bsld_10 += b10;
+    QueueMetrics& q = queues[job.queue];
+    q.queue = job.queue;
+    ++q.jobs;
+    q.core_seconds += core_seconds;
+    q.mean_wait_s += static_cast<double>(wait);  // a sum until the end
+    q.mean_bsld_10 += b10;
   }
   const auto n = static_cast<double>(jobs.size());
   m.makespan_s = max_end - min_submit;
@@ -67,7 +74,15 @@ Metrics compute_metrics(std::span<const JobOutcome> jobs, std::int64_t capacity_
   for (auto& [id, u] : users) {
     u.mean_wait_s /= static_cast<double>(u.jobs);
     u.mean_bsld_10 /= static_cast<double>(u.jobs);
+    u.share = work > 0 ? u.core_seconds / work : 0;
     m.users.push_back(u);
+  }
+  m.queues.reserve(queues.size());
+  for (auto& [name, q] : queues) {
+    q.mean_wait_s /= static_cast<double>(q.jobs);
+    q.mean_bsld_10 /= static_cast<double>(q.jobs);
+    q.share = work > 0 ? q.core_seconds / work : 0;
+    m.queues.push_back(q);
   }
   return m;
 }

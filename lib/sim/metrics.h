@@ -12,6 +12,11 @@
 //   p95_bsld_60  = 95th percentile of bsld(60), NOT clamped to 1, as block A's
 //                  Batsim/HPCOpt figures (a job of 30 s that did not wait is 0.5)
 //
+// Breakdowns per user and per queue (JobOutcome.queue; "" is the default
+// queue): jobs, core-seconds, mean wait, mean_bsld_10 and share = the group's
+// core-seconds / everyone's (its part of the machine's used time; the shares
+// add up to 1 when any work was done).
+//
 // Percentiles are numpy's default (linear interpolation between closest
 // ranks): position p/100 * (n - 1) in the sorted values.
 //
@@ -21,6 +26,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "lib/sim/simulator.h"
@@ -33,6 +39,16 @@ struct UserMetrics {
   double core_seconds = 0;  // sum of size * run
   double mean_wait_s = 0;
   double mean_bsld_10 = 0;
+  double share = 0;  // of all core-seconds
+};
+
+struct QueueMetrics {
+  std::string queue;  // "" : the default queue
+  std::size_t jobs = 0;
+  double core_seconds = 0;
+  double mean_wait_s = 0;
+  double mean_bsld_10 = 0;
+  double share = 0;
 };
 
 struct Metrics {
@@ -44,7 +60,9 @@ struct Metrics {
   double mean_bsld_10 = 0;
   double p95_bsld_60 = 0;
   std::size_t backfilled = 0;
-  std::vector<UserMetrics> users;  // by user id
+  std::size_t preempted = 0;  // preemptions (SimResult.preempted; set by the caller)
+  std::vector<UserMetrics> users;    // by user id
+  std::vector<QueueMetrics> queues;  // by queue name
 };
 
 // numpy.percentile(values, p) with the default linear method; 0 when empty.

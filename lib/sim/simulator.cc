@@ -29,11 +29,18 @@ resource::NodeTopology node_topology(int cores) {
   return topology;
 }
 
-// A job's end, ordered earliest first, then by job id.
+// Cycles at one time while each preempts something: the freed cores are
+// used by the next cycle at the same time (decision.h: the Start comes in a
+// later cycle). Bounded so that a policy that keeps preempting cannot spin.
+constexpr int kMaxPreemptRoundsPerTime = 64;
+
+// A job's end, ordered earliest first, then by job id. `run` tells a stale
+// end (of a run that was preempted) from the current one.
 struct End {
   std::int64_t time_s;
   JobId id;
   std::size_t index;
+  std::uint32_t run;
   bool operator>(const End& o) const {
     return time_s != o.time_s ? time_s > o.time_s : id > o.id;
   }
@@ -48,7 +55,9 @@ class Simulation {
         scheduler_(std::move(scheduler)),
         on_event_(on_event),
         running_pos_(jobs_.size(), kNotRunning),
-        started_(jobs_.size(), false) {}
+        started_(jobs_.size(), false),
+        runs_(jobs_.size(), 0),
+        outcome_pos_(jobs_.size(), 0) {}
 
   Status init() {
     std::sort(jobs_.begin(), jobs_.end(), [](const SimJob& a, const SimJob& b) {
@@ -80,13 +89,17 @@ class Simulation {
       while (!ends_.empty() && ends_.top().time_s == now) {
         const End end = ends_.top();
         ends_.pop();
+        if (end.run != runs_[end.index] || running_pos_[end.index] == kNotRunning) continue;
         HPCQ_RETURN_IF_ERROR(finish(end));
       }
       while (next_arrival < jobs_.size() && jobs_[next_arrival].submit_s == now) {
         arrive(next_arrival++);
       }
-      if (snapshot_.queue.empty()) continue;
-      HPCQ_RETURN_IF_ERROR(cycle(now));
+      for (int round = 0; round < kMaxPreemptRoundsPerTime && !snapshot_.queue.empty(); ++round) {
+        auto preempted = cycle(now);
+        if (!preempted.is_ok()) return preempted.status();
+        if (!*preempted) break;
+      }
     }
     if (!snapshot_.queue.empty()) {
       // Nothing runs and nothing arrives: the scheduler will never start these.
@@ -94,6 +107,8 @@ class Simulation {
                             " jobs were never started (first: job " +
                             std::to_string(snapshot_.queue.front().id) + ")");
     }
+    // Runs cut short by a requeueing preemption left their outcome behind.
+    std::erase_if(result_.jobs, [](const JobOutcome& o) { return o.start_s < 0; });
     return std::move(result_);
   }
 
@@ -115,6 +130,7 @@ class Simulation {
     pending.request.ntasks = job.size;
     pending.request.cpus_per_task = 1;
     pending.time_limit_s = limit_s(job);
+    pending.queue = job.queue;
     return pending;
   }
 
@@ -126,12 +142,19 @@ class Simulation {
     queue_index_.push_back(index);
   }
 
-  Status cycle(std::int64_t now) {
+  // One scheduling cycle and its decisions; true when it preempted a job.
+  Result<bool> cycle(std::int64_t now) {
     snapshot_.now = now * kUsPerSecond;
     ++result_.cycles;
-    sched::Decisions decisions = scheduler_.cycle(snapshot_);
+    sched::Decisions decisions =
+        options_.decide ? options_.decide(snapshot_) : scheduler_.cycle(snapshot_);
     const std::size_t first_started = result_.jobs.size();
+    std::vector<std::size_t> requeued;
     for (sched::Decision& decision : decisions.decisions) {
+      if (auto* preempt = std::get_if<sched::Preempt>(&decision)) {
+        HPCQ_RETURN_IF_ERROR(apply_preempt(*preempt, now, &requeued));
+        continue;
+      }
       auto* start = std::get_if<sched::Start>(&decision);
       if (start == nullptr) continue;  // Reserve: a promise, nothing to apply
       auto it = index_.find(start->job);
@@ -153,11 +176,15 @@ class Simulation {
                                                       now * kUsPerSecond,
                                                       (now + limit_s(job)) * kUsPerSecond));
       running_index_.push_back(index);
-      ends_.push({end_s, job.id, index});
-      result_.jobs.push_back({job.id, job.user, job.submit_s, now, end_s, job.size, false});
+      ends_.push({end_s, job.id, index, ++runs_[index]});
+      outcome_pos_[index] = result_.jobs.size();
+      result_.jobs.push_back({job.id, job.user, job.submit_s, now, end_s, job.size, false, job.queue});
       if (on_event_) on_event_({now, job.id, true, &snapshot_.running.back().allocation});
     }
-    if (result_.jobs.size() == first_started) return Status::ok();
+    if (result_.jobs.size() == first_started) {
+      requeue(requeued);
+      return take_preempted();
+    }
     // One pass keeps the queue and its index list in step, in order.
     std::size_t kept = 0;
     for (std::size_t i = 0; i < snapshot_.queue.size(); ++i) {
@@ -179,7 +206,54 @@ class Simulation {
         o.backfilled = o.submit_s != head.submit_s ? o.submit_s > head.submit_s : o.id > head.id;
       }
     }
+    requeue(requeued);
+    return take_preempted();
+  }
+
+  bool take_preempted() {
+    const bool any = preempted_now_ > 0;
+    preempted_now_ = 0;
+    return any;
+  }
+
+  // Stops a running job at once: its cores are free for the next cycle and
+  // the work it did is lost. Requeue and checkpoint put it back in the queue
+  // with its original submit time (the simulator has no checkpoint image,
+  // so a checkpointed job restarts from the beginning too); cancel ends it
+  // here, and its outcome records the run that was cut short.
+  Status apply_preempt(const sched::Preempt& preempt, std::int64_t now,
+                       std::vector<std::size_t>* requeued) {
+    auto it = index_.find(preempt.job);
+    if (it == index_.end() || running_pos_[it->second] == kNotRunning) {
+      return internal_error("scheduler preempted job " + std::to_string(preempt.job) +
+                            ", which is not running");
+    }
+    const std::size_t index = it->second;
+    HPCQ_RETURN_IF_ERROR(finish({now, preempt.job, index, runs_[index]}));
+    ++runs_[index];  // its pending end is stale now
+    ++result_.preempted;
+    ++preempted_now_;
+    JobOutcome& outcome = result_.jobs[outcome_pos_[index]];
+    if (preempt.mode == sched::PreemptMode::kCancel) {
+      outcome.end_s = now;
+      return Status::ok();
+    }
+    outcome.start_s = -1;  // erased at the end: the job's run is the next one
+    started_[index] = false;
+    requeued->push_back(index);
     return Status::ok();
+  }
+
+  // Puts preempted jobs back in the queue at their (submit, id) place.
+  void requeue(const std::vector<std::size_t>& requeued) {
+    for (const std::size_t index : requeued) {
+      const SimJob& job = jobs_[index];
+      // jobs_ is in (submit, id) order, so the queue's indices are sorted.
+      const auto pos = std::lower_bound(queue_index_.begin(), queue_index_.end(), index);
+      const auto offset = pos - queue_index_.begin();
+      queue_index_.insert(pos, index);
+      snapshot_.queue.insert(snapshot_.queue.begin() + offset, pending_of(job));
+    }
   }
 
   Status finish(const End& end) {
@@ -211,6 +285,9 @@ class Simulation {
   std::vector<std::size_t> running_pos_;          // index -> position in snapshot_.running
   std::vector<std::size_t> running_index_;        // position in snapshot_.running -> index
   std::vector<bool> started_;                     // by index
+  std::vector<std::uint32_t> runs_;               // by index: starts so far (End.run)
+  std::vector<std::size_t> outcome_pos_;          // by index: its run's place in result_.jobs
+  std::size_t preempted_now_ = 0;                 // preemptions in the current cycle
   std::vector<std::size_t> queue_index_;          // position in snapshot_.queue -> index
   resource::NodePool pool_;
   sched::Snapshot snapshot_;

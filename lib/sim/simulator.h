@@ -20,6 +20,15 @@
 // kill_at_limit: then it runs min(runtime, requested time), and that is also
 // what kExact tells the scheduler.
 //
+// Preempt decisions are applied as they come: the victim's cores are
+// released at once (an "end" event at that time), its work is lost, and it
+// is queued again with its original submit time (mode requeue or
+// checkpoint: the simulator keeps no checkpoint image, so it restarts from
+// the beginning) or ends there (cancel: its outcome is the run cut short).
+// A cycle that preempted is followed by another at the same time, so the
+// freed cores are used at once (at most 64 such rounds per time). A
+// requeued job's outcome is its last run.
+//
 // "Backfilled": a job whose start came while a job before it in (submit,
 // id) order was still waiting after that cycle.
 //
@@ -34,7 +43,9 @@
 // Errors: kInvalidArgument for a bad cluster (fewer than 1 node or core),
 // a duplicate job id, a job larger than the cluster (unless skip_impossible:
 // then skipped and counted), a scheduler configuration Scheduler::create()
-// rejects; kInternal if the scheduler's decision cannot be applied (a bug).
+// rejects; kInternal if the scheduler's decision cannot be applied (a bug:
+// a Start for a job not queued or on cores not free, a Preempt of a job not
+// running).
 #pragma once
 
 #include <cstdint>
@@ -66,6 +77,7 @@ struct SimJob {
   std::int64_t requested_s = 0;  // the user's estimate (> 0 for kUser)
   int size = 1;                  // cores
   int line = 0;                  // trace line for messages (0: none)
+  std::string queue = {};        // PendingJob.queue; empty: the default queue
 };
 
 struct SimOptions {
@@ -76,6 +88,11 @@ struct SimOptions {
   // End a job at its requested time when it runs longer, as Batsim does with
   // walltimes; off by default (README block A: a job runs its trace runtime).
   bool kill_at_limit = false;
+  // When set, called instead of the configured scheduler's cycle() (which
+  // is still created, so `scheduler` must be valid): the seam for deciding
+  // policies that are not lib/sched actions, such as a test's fake
+  // preemptor. Called synchronously; the snapshot is valid during the call.
+  std::function<sched::Decisions(const sched::Snapshot&)> decide = {};
 };
 
 // What happened to one job.
@@ -87,6 +104,7 @@ struct JobOutcome {
   std::int64_t end_s = 0;
   int size = 0;
   bool backfilled = false;
+  std::string queue = {};
 };
 
 // One line of the event log.
@@ -105,6 +123,7 @@ struct SimResult {
   std::vector<JobOutcome> jobs;  // in order of start
   std::size_t skipped = 0;       // impossible jobs skipped
   std::size_t cycles = 0;        // scheduler cycles run
+  std::size_t preempted = 0;     // Preempt decisions applied
 };
 
 // Runs the jobs to completion. `on_event`, when set, sees every start and

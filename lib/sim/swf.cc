@@ -59,6 +59,13 @@ std::string_view swf_field_name(int n) {
   return kFieldNames[static_cast<std::size_t>(n - 1)];
 }
 
+std::string swf_queue_name(const SwfJob& job) {
+  std::string name;
+  if (job.queue >= 0) name = "q" + std::to_string(job.queue);
+  if (job.partition >= 0) name += (name.empty() ? "p" : ".p") + std::to_string(job.partition);
+  return name;
+}
+
 Result<SwfTrace> parse_swf(std::string_view text, std::string_view name) {
   SwfTrace trace;
   int line_no = 0;
@@ -119,6 +126,7 @@ Result<SwfTrace> parse_swf(std::string_view text, std::string_view name) {
     job.requested_s = field(9) > 0 ? field(9) : job.runtime_s;
     job.user = field(12);
     job.queue = field(15);
+    job.partition = field(16);
     job.line = line_no;
     trace.jobs.push_back(job);
   }

@@ -43,6 +43,7 @@ struct SwfJob {
   std::int64_t requested_s = 0;  // field 9, else the runtime
   std::int64_t user = -1;      // field 12 (-1: unknown)
   std::int64_t queue = -1;     // field 15 (-1: unknown)
+  std::int64_t partition = -1;  // field 16 (-1: unknown)
   int line = 0;                // 1-based line in the file, for messages
 };
 
@@ -52,6 +53,12 @@ struct SwfTrace {
   std::size_t dropped = 0;   // rows that did not become jobs (see above)
   std::vector<std::string> header;  // the ';' lines, without the ';'
 };
+
+// The queue name the simulator gives a job (PendingJob.queue, the per-queue
+// metrics): "q<field 15>" when the queue number is known, ".p<field 16>"
+// appended when the partition is known too ("q1", "q1.p2", "p2"); empty
+// (the default queue) when neither is.
+std::string swf_queue_name(const SwfJob& job);
 
 // The name of SWF field `n` (1..18), e.g. "run time"; "?" outside.
 std::string_view swf_field_name(int n);

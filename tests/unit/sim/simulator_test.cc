@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -202,6 +204,88 @@ TEST(SimulatorTest, BadInputIsRejected) {
   auto b = simulate(hand_trace(), bad_action);
   ASSERT_FALSE(b.is_ok());
   EXPECT_EQ(b.status().code(), Code::kInvalidArgument);
+}
+
+// A stand-in for a preemption action: while job 1 runs and job 2 waits, it
+// preempts job 1 for job 2; otherwise the "sjf" scheduler decides (job 2's
+// shorter request puts it first once job 1 is back in the queue).
+std::function<sched::Decisions(const sched::Snapshot&)> fake_preemptor(sched::PreemptMode mode) {
+  auto sjf = std::make_shared<sched::Scheduler>(
+      std::move(sched::Scheduler::create({{"allocate"}, {"sjf"}})).value());
+  return [sjf, mode](const sched::Snapshot& snapshot) {
+    const bool one_runs = std::any_of(snapshot.running.begin(), snapshot.running.end(),
+                                      [](const sched::RunningJob& j) { return j.id == 1; });
+    const bool two_waits = std::any_of(snapshot.queue.begin(), snapshot.queue.end(),
+                                       [](const sched::PendingJob& j) { return j.id == 2; });
+    if (one_runs && two_waits) return sched::Decisions{{sched::Preempt{1, 2, mode}}};
+    return sjf->cycle(snapshot);
+  };
+}
+
+std::vector<SimJob> preempt_trace() {
+  return {{1, 0, 0, 100, 100, 4, 0, "low"}, {2, 0, 10, 5, 5, 4, 0, "high"}};
+}
+
+TEST(SimulatorTest, RequeuedVictimLosesItsWorkAndRunsAgain) {
+  SimOptions options = fcfs_on(1, 4);
+  options.decide = fake_preemptor(sched::PreemptMode::kRequeue);
+  SimResult result;
+  const std::vector<std::string> events = run_events(preempt_trace(), options, &result);
+  const std::vector<std::string> expected = {
+      "0 1 start n0:0-3",  "10 1 end n0:0-3",  "10 2 start n0:0-3",
+      "15 2 end n0:0-3",   "15 1 start n0:0-3", "115 1 end n0:0-3",
+  };
+  EXPECT_EQ(events, expected);
+  EXPECT_EQ(result.preempted, 1u);
+  ASSERT_EQ(result.jobs.size(), 2u);  // the cut run leaves no outcome
+  EXPECT_EQ(result.jobs[1].id, 1u);
+  EXPECT_EQ(result.jobs[1].submit_s, 0);  // its original submit time
+  EXPECT_EQ(result.jobs[1].start_s, 15);
+  EXPECT_EQ(result.jobs[1].end_s, 115);
+  EXPECT_EQ(result.jobs[1].queue, "low");
+  const Metrics m = compute_metrics(result.jobs, 4);
+  EXPECT_DOUBLE_EQ(m.mean_wait_s, (15 + 0) / 2.0);
+  ASSERT_EQ(m.queues.size(), 2u);
+  EXPECT_EQ(m.queues[0].queue, "high");
+}
+
+TEST(SimulatorTest, CancelledVictimEndsWhereItWasStopped) {
+  SimOptions options = fcfs_on(1, 4);
+  options.decide = fake_preemptor(sched::PreemptMode::kCancel);
+  SimResult result;
+  const std::vector<std::string> events = run_events(preempt_trace(), options, &result);
+  const std::vector<std::string> expected = {"0 1 start n0:0-3", "10 1 end n0:0-3",
+                                             "10 2 start n0:0-3", "15 2 end n0:0-3"};
+  EXPECT_EQ(events, expected);
+  EXPECT_EQ(result.preempted, 1u);
+  ASSERT_EQ(result.jobs.size(), 2u);
+  EXPECT_EQ(result.jobs[0].id, 1u);
+  EXPECT_EQ(result.jobs[0].end_s, 10);
+}
+
+TEST(SimulatorTest, PreemptingAJobThatIsNotRunningIsABug) {
+  SimOptions options = fcfs_on(1, 4);
+  options.decide = [](const sched::Snapshot&) {
+    return sched::Decisions{{sched::Preempt{7, 1, sched::PreemptMode::kRequeue}}};
+  };
+  auto r = simulate(preempt_trace(), options);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), Code::kInternal);
+  EXPECT_EQ(r.status().message(), "scheduler preempted job 7, which is not running");
+}
+
+TEST(SimulatorTest, HeuristicPoliciesReorderTheQueue) {
+  // One 4-core node kept busy by job 1 until 10; jobs 2 (long) and 3
+  // (short) wait. FCFS runs 2 first, SJF runs 3 first.
+  const std::vector<SimJob> jobs = {{1, 0, 0, 10, 10, 4, 0},
+                                    {2, 0, 1, 50, 50, 4, 0},
+                                    {3, 0, 2, 5, 5, 4, 0}};
+  SimOptions sjf = fcfs_on(1, 4);
+  sjf.scheduler = *policy_config("sjf");
+  const std::vector<std::string> events = run_events(jobs, sjf);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events[2], "10 3 start n0:0-3");
+  EXPECT_EQ(run_events(jobs, fcfs_on(1, 4))[2], "10 2 start n0:0-3");
 }
 
 TEST(PolicyTest, TableMapsNamesToConfigs) {

@@ -46,6 +46,8 @@ TEST(SwfTest, ParsesJobsWithBlockAHandling) {
   EXPECT_EQ(b.size, 6);  // requested processors win over allocated
   EXPECT_EQ(b.requested_s, 60);
   EXPECT_EQ(b.queue, 2);
+  EXPECT_EQ(b.partition, -1);
+  EXPECT_EQ(swf_queue_name(b), "q2");
   EXPECT_EQ(b.line, 6);
 
   const SwfJob& c = trace->jobs[2];
@@ -53,6 +55,21 @@ TEST(SwfTest, ParsesJobsWithBlockAHandling) {
   EXPECT_EQ(c.runtime_s, 0);
   EXPECT_EQ(c.requested_s, 0);  // no request: the runtime
   EXPECT_EQ(c.line, 8);
+}
+
+TEST(SwfTest, QueueNameFromQueueAndPartition) {
+  auto trace = parse_swf("1 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 3 4 -1 -1\n"
+                         "2 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 -1 4 -1 -1\n"
+                         "3 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 -1 -1 -1 -1\n"
+                         "4 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 0 -1 -1 -1\n",
+                         "q.swf");
+  ASSERT_TRUE(trace.is_ok()) << trace.status().message();
+  ASSERT_EQ(trace->jobs.size(), 4u);
+  EXPECT_EQ(trace->jobs[0].partition, 4);
+  EXPECT_EQ(swf_queue_name(trace->jobs[0]), "q3.p4");
+  EXPECT_EQ(swf_queue_name(trace->jobs[1]), "p4");
+  EXPECT_EQ(swf_queue_name(trace->jobs[2]), "");
+  EXPECT_EQ(swf_queue_name(trace->jobs[3]), "q0");
 }
 
 TEST(SwfTest, MalformedLinesNameFileLineAndField) {
