@@ -27,6 +27,18 @@ spirit, not identical. Their simulator also commits to a blocked head job
 until it fits, where ours re-evaluates the order every cycle (it matters
 for WFP3/UNICEP, whose scores change with time).
 
+Known result (run 2026-11-23): FCFS without backfilling reproduces their
+7273.77 exactly, so the windows and the BSLD definition are theirs. The
+rankings differ. One cause is in their code, not in block B's formulas:
+HPCSimPickJobs.py computes WFP3's and UNICEP's wait as
+job.scheduled_time - job.submit_time, and a waiting job's scheduled_time is
+still -1, so their "wait" is -1 - submit (those two policies then favour
+early, narrow (WFP3) or wide (UNICEP) long jobs, hence their 19,753 and
+22,275). We implement the formulas as block B states them, with the true
+wait, which makes WFP3 and UNICEP far better than theirs. The rest (SJF vs
+F1 with backfilling, 73.31 vs 75.07) is within the gap between their
+restricted EASY and ours.
+
 The check is the RANKING of the five policies by avg BSLD, separately without
 and with backfilling: exit 1 when either differs from theirs, 2 when hpcq
 cannot be run. Exact numbers are printed beside theirs for reading only.
