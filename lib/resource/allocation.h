@@ -1,11 +1,19 @@
 // What a job asks for and what it is given.
 //
 // A ResourceRequest is the shape of a job (nodes, tasks, cores per task,
-// memory). An Allocation names, for each node, the logical cores and NUMA
-// domains given to the job and how many of its tasks run there. Tasks are
-// numbered block-wise across the allocation's nodes in order: node 0 runs
-// tasks [0, n0), node 1 runs [n0, n0 + n1), ... and on a node, task j (local
-// index) gets cores[j * cpus_per_task, (j + 1) * cpus_per_task).
+// memory, GPUs) and how its tasks are laid out. An Allocation names, for each
+// node, the logical cores, NUMA domains and GPUs given to the job and how
+// many of its tasks run there. With node_distribution kBlock (the default)
+// tasks are numbered block-wise across the allocation's nodes in order: node
+// 0 runs tasks [0, n0), node 1 runs [n0, n0 + n1), ...; with kCyclic they are
+// dealt round-robin over the nodes (task_ranks() in allocator.h lists them).
+// On a node, local task j gets cores[j * cpus_per_task, (j + 1) *
+// cpus_per_task) and, with gpus_per_task, gpus[j * gpus_per_task, (j + 1) *
+// gpus_per_task) (task_layout() in allocator.h spells it out per task).
+//
+// Every field added after the first four of ResourceRequest defaults to
+// today's behaviour: exclusive cores, block layout, bind to cores, NUMA
+// best effort.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +24,22 @@
 
 namespace hpcq::resource {
 
+// Slurm's --distribution, one level: over nodes, or over NUMA domains within
+// a node (block: fill one before the next; cyclic: deal round-robin).
+enum class Distribution { kBlock, kCyclic };
+
+// Slurm's --cpu-bind: kCores binds a task to every PU of its cores,
+// kThreads to one PU (the first hardware thread) of each of its cores, so
+// SMT siblings stay idle; kNone leaves tasks unbound inside the job's cpuset.
+enum class CpuBind { kCores, kThreads, kNone };
+
+// Kubernetes' topology manager policies, per task: kBestEffort prefers each
+// task inside one NUMA domain (and the node's tasks in the fewest domains and
+// packages) but spans domains when nothing else fits; kSingleNumaNode never
+// lets a task's cores (or its gpus_per_task GPUs) leave one domain; kNone
+// takes the lowest free cores in order, ignoring NUMA.
+enum class NumaPolicy { kBestEffort, kSingleNumaNode, kNone };
+
 struct ResourceRequest {
   int nodes = 0;  // 0: as few nodes as the tasks fit on
   int ntasks = 1;
@@ -23,6 +47,16 @@ struct ResourceRequest {
   std::uint64_t mem_per_node_bytes = 0;  // 0: no memory request (no limit)
   int gpus_per_node = 0;  // --gpus-per-node
   int gpus_per_task = 0;  // --gpus-per-task (a node then needs ntasks-on-node times this)
+  // --mem-per-cpu: a node needs this times the cores it gives. Exclusive with
+  // mem_per_node_bytes (check_request refuses both).
+  std::uint64_t mem_per_cpu_bytes = 0;
+  Distribution node_distribution = Distribution::kBlock;  // --distribution=X:*
+  Distribution core_distribution = Distribution::kBlock;  // --distribution=*:X (over domains)
+  CpuBind cpu_bind = CpuBind::kCores;
+  NumaPolicy numa_policy = NumaPolicy::kBestEffort;
+  // --oversubscribe: the cores may be shared with other oversubscribing jobs
+  // (never with exclusive ones, never with reserved system cores).
+  bool oversubscribe = false;
 };
 
 struct NodeAllocation {
@@ -36,9 +70,24 @@ struct NodeAllocation {
   int first_task = 0;      // global rank of this node's first task
 };
 
+// One task's binding on its node, derived from an Allocation (task_layout()).
+struct TaskPlacement {
+  int rank = 0;            // global task rank
+  std::vector<int> cores;  // logical core ids
+  std::vector<int> cpus;   // logical PU ids to bind to (cpu_bind); empty for kNone
+  std::vector<int> numa;   // NUMA domains of its cores, ascending
+  std::vector<int> gpus;   // GPU indices (gpus_per_task), else empty
+};
+
 struct Allocation {
   std::vector<NodeAllocation> nodes;
   int cpus_per_task = 1;
+  // Copied from the request so the layout can be rebuilt from the
+  // allocation alone (agent, store).
+  bool shared = false;  // cores taken as oversubscribed (NodePool counts sharers)
+  int gpus_per_task = 0;
+  Distribution node_distribution = Distribution::kBlock;
+  CpuBind cpu_bind = CpuBind::kCores;
 
   bool empty() const { return nodes.empty(); }
   int total_cores() const {

@@ -83,78 +83,237 @@ std::vector<int> choose_domains(const NodeTopology& topo, const std::vector<int>
   return chosen;
 }
 
-// Cores for `tasks` tasks of `cpt` cores on a node known to have room.
-NodeAllocation place_on_node(const NodeState& node, int tasks, int cpt, std::uint64_t memory) {
-  const NodeTopology& topo = node.topology();
-  const std::size_t ndomains = topo.numa.size();
-  std::vector<std::vector<int>> free_by_domain(ndomains);
-  for (const Core& core : topo.cores) {
-    if (node.core_free(core.id))
-      free_by_domain[static_cast<std::size_t>(core.numa)].push_back(core.id);
-  }
-  std::vector<int> whole(ndomains);
-  std::vector<int> raw(ndomains);
+// The free cores of each NUMA domain a request may take, in the order it
+// takes them (free before shared for an oversubscribing request).
+std::vector<std::vector<int>> usable_cores(const NodeState& node, bool shared) {
+  const std::size_t ndomains = node.topology().numa.size();
+  std::vector<std::vector<int>> out(ndomains);
+  const std::span<const std::uint64_t> blocked = node.blocked(shared);
+  const std::span<const std::uint64_t> taken = node.blocked(false);
   for (std::size_t d = 0; d < ndomains; ++d) {
-    raw[d] = static_cast<int>(free_by_domain[d].size());
-    whole[d] = raw[d] / cpt;
+    const std::span<const std::uint64_t> mask = node.numa_mask(static_cast<int>(d));
+    for (int pass = 0; pass < (shared ? 2 : 1); ++pass) {
+      for (std::size_t w = 0; w < mask.size(); ++w) {
+        std::uint64_t bits = mask[w] & ~blocked[w];
+        if (shared) bits &= pass == 0 ? ~taken[w] : taken[w];
+        while (bits != 0) {
+          out[d].push_back(static_cast<int>(w * 64) + std::countr_zero(bits));
+          bits &= bits - 1;
+        }
+      }
+    }
   }
-  std::vector<int> domains = choose_domains(topo, whole, tasks);
-  if (domains.empty()) domains = choose_domains(topo, raw, tasks * cpt);
-  // Package order, so that a task that must span domains stays in a package.
-  std::stable_sort(domains.begin(), domains.end(), [&](int a, int b) {
-    return topo.numa[static_cast<std::size_t>(a)].package <
-           topo.numa[static_cast<std::size_t>(b)].package;
-  });
+  return out;
+}
+
+// Free GPUs per NUMA domain (ascending ids), and those with no known domain.
+struct FreeGpus {
+  std::vector<std::vector<int>> by_domain;
+  std::vector<int> unplaced;
+};
+
+FreeGpus free_gpus(const NodeState& node) {
+  FreeGpus out;
+  out.by_domain.resize(node.topology().numa.size());
+  for (const Gpu& gpu : node.topology().gpus) {
+    if (!node.gpu_free(gpu.id)) continue;
+    if (gpu.numa >= 0) {
+      out.by_domain[static_cast<std::size_t>(gpu.numa)].push_back(gpu.id);
+    } else {
+      out.unplaced.push_back(gpu.id);
+    }
+  }
+  return out;
+}
+
+// Takes the free GPU nearest `domain`: same domain, then same package, then
+// any known domain (lowest id), then one with no known domain. -1 when none.
+int take_nearest_gpu(const NodeTopology& topo, FreeGpus& gpus, int domain) {
+  auto take_from = [&](std::vector<int>& list) {
+    const int id = list.front();
+    list.erase(list.begin());
+    return id;
+  };
+  if (domain >= 0 && !gpus.by_domain[static_cast<std::size_t>(domain)].empty()) {
+    return take_from(gpus.by_domain[static_cast<std::size_t>(domain)]);
+  }
+  const int package = domain >= 0 ? topo.numa[static_cast<std::size_t>(domain)].package : -1;
+  for (std::size_t d = 0; d < gpus.by_domain.size(); ++d) {
+    if (topo.numa[d].package == package && !gpus.by_domain[d].empty()) {
+      return take_from(gpus.by_domain[d]);
+    }
+  }
+  for (auto& list : gpus.by_domain) {
+    if (!list.empty()) return take_from(list);
+  }
+  if (!gpus.unplaced.empty()) return take_from(gpus.unplaced);
+  return -1;
+}
+
+// Cores (and GPUs) for `tasks` tasks on a node that task_capacity() says
+// holds them.
+NodeAllocation place_on_node(const NodeState& node, int tasks, const ResourceRequest& request) {
+  const NodeTopology& topo = node.topology();
+  const int cpt = request.cpus_per_task;
+  const int gpt = request.gpus_per_task;
+  const std::size_t ndomains = topo.numa.size();
+  std::vector<std::vector<int>> cores = usable_cores(node, request.oversubscribe);
+  FreeGpus gpus = free_gpus(node);
 
   NodeAllocation out;
   out.rank = node.rank();
   out.node = node.name();
   out.ntasks = tasks;
-  out.memory_bytes = memory;
   out.cores.reserve(static_cast<std::size_t>(tasks * cpt));
-  int left = tasks;
-  std::vector<std::size_t> next(ndomains, 0);  // first unused free core per domain
-  for (int d : domains) {
-    const auto di = static_cast<std::size_t>(d);
-    const int here = std::min(whole[di], left);
-    for (int k = 0; k < here * cpt; ++k) out.cores.push_back(free_by_domain[di][next[di]++]);
-    left -= here;
-  }
-  for (int d : domains) {  // tasks that span domains (best effort)
-    const auto di = static_cast<std::size_t>(d);
-    while (left > 0 && next[di] < free_by_domain[di].size() &&
-           static_cast<int>(out.cores.size()) < tasks * cpt) {
-      out.cores.push_back(free_by_domain[di][next[di]++]);
+
+  if (request.numa_policy == NumaPolicy::kNone) {
+    // Lowest ids first, whatever their domain.
+    std::vector<int> all;
+    for (const auto& list : cores) all.insert(all.end(), list.begin(), list.end());
+    std::sort(all.begin(), all.end());
+    out.cores.assign(all.begin(), all.begin() + tasks * cpt);
+    for (int j = 0; j < tasks * gpt; ++j) {
+      const int core = out.cores[static_cast<std::size_t>((j / gpt) * cpt)];
+      out.gpus.push_back(
+          take_nearest_gpu(topo, gpus, topo.cores[static_cast<std::size_t>(core)].numa));
+    }
+  } else {
+    std::vector<int> whole(ndomains);
+    std::vector<int> raw(ndomains);
+    std::vector<int> local(ndomains);  // tasks whose cores and GPUs fit in the domain
+    for (std::size_t d = 0; d < ndomains; ++d) {
+      raw[d] = static_cast<int>(cores[d].size());
+      whole[d] = raw[d] / cpt;
+      local[d] = gpt > 0 ? std::min(whole[d], static_cast<int>(gpus.by_domain[d].size()) / gpt)
+                         : whole[d];
+    }
+    // gpus_per_node: GPUs from the fewest domains; cores near them when they fit.
+    if (request.gpus_per_node > 0) {
+      std::vector<int> gcount(ndomains);
+      for (std::size_t d = 0; d < ndomains; ++d) {
+        gcount[d] = static_cast<int>(gpus.by_domain[d].size());
+      }
+      std::vector<int> gdomains = choose_domains(topo, gcount, request.gpus_per_node);
+      if (gdomains.empty()) {  // GPUs of unknown locality make up the count
+        for (std::size_t d = 0; d < ndomains; ++d) gdomains.push_back(static_cast<int>(d));
+      }
+      std::vector<int> near(ndomains, 0);
+      for (int d : gdomains) {
+        auto& list = gpus.by_domain[static_cast<std::size_t>(d)];
+        while (!list.empty() && static_cast<int>(out.gpus.size()) < request.gpus_per_node) {
+          out.gpus.push_back(list.front());
+          list.erase(list.begin());
+        }
+        near[static_cast<std::size_t>(d)] = whole[static_cast<std::size_t>(d)];
+      }
+      while (static_cast<int>(out.gpus.size()) < request.gpus_per_node) {
+        out.gpus.push_back(take_nearest_gpu(topo, gpus, -1));
+      }
+      std::sort(out.gpus.begin(), out.gpus.end());
+      if (!choose_domains(topo, near, tasks).empty()) local = near;
+    }
+    std::vector<int> limit = local;
+    std::vector<int> domains = choose_domains(topo, local, tasks);
+    bool gpus_local = gpt > 0 && !domains.empty();
+    if (domains.empty()) {
+      limit = whole;
+      domains = choose_domains(topo, whole, tasks);
+    }
+    if (domains.empty()) {  // best effort: tasks span domains
+      domains = choose_domains(topo, raw, tasks * cpt);
+    }
+    // Package order, so that a task that must span domains stays in a package.
+    std::stable_sort(domains.begin(), domains.end(), [&](int a, int b) {
+      return topo.numa[static_cast<std::size_t>(a)].package <
+             topo.numa[static_cast<std::size_t>(b)].package;
+    });
+    // Which domain each whole task goes to.
+    std::vector<int> task_domain;
+    std::vector<int> room(ndomains, 0);
+    for (int d : domains) room[static_cast<std::size_t>(d)] = limit[static_cast<std::size_t>(d)];
+    if (request.core_distribution == Distribution::kCyclic) {
+      bool progress = true;
+      while (static_cast<int>(task_domain.size()) < tasks && progress) {
+        progress = false;
+        for (int d : domains) {
+          auto& r = room[static_cast<std::size_t>(d)];
+          if (r > 0 && static_cast<int>(task_domain.size()) < tasks) {
+            task_domain.push_back(d);
+            --r;
+            progress = true;
+          }
+        }
+      }
+    } else {
+      for (int d : domains) {
+        auto& r = room[static_cast<std::size_t>(d)];
+        while (r > 0 && static_cast<int>(task_domain.size()) < tasks) {
+          task_domain.push_back(d);
+          --r;
+        }
+      }
+    }
+    std::vector<std::size_t> next(ndomains, 0);  // first unused core per domain
+    for (int d : task_domain) {
+      const auto di = static_cast<std::size_t>(d);
+      for (int k = 0; k < cpt; ++k) out.cores.push_back(cores[di][next[di]++]);
+      if (gpus_local) {
+        for (int k = 0; k < gpt; ++k) {
+          out.gpus.push_back(gpus.by_domain[di].front());
+          gpus.by_domain[di].erase(gpus.by_domain[di].begin());
+        }
+      }
+    }
+    for (int d : domains) {  // tasks that span domains (best effort)
+      const auto di = static_cast<std::size_t>(d);
+      while (next[di] < cores[di].size() && static_cast<int>(out.cores.size()) < tasks * cpt) {
+        out.cores.push_back(cores[di][next[di]++]);
+      }
+    }
+    if (gpt > 0 && !gpus_local) {
+      for (int t = 0; t < tasks; ++t) {
+        const int core = out.cores[static_cast<std::size_t>(t * cpt)];
+        for (int k = 0; k < gpt; ++k) {
+          out.gpus.push_back(
+              take_nearest_gpu(topo, gpus, topo.cores[static_cast<std::size_t>(core)].numa));
+        }
+      }
     }
   }
   for (int core : out.cores) out.numa.push_back(topo.cores[static_cast<std::size_t>(core)].numa);
   std::sort(out.numa.begin(), out.numa.end());
   out.numa.erase(std::unique(out.numa.begin(), out.numa.end()), out.numa.end());
+  out.memory_bytes = request.mem_per_cpu_bytes > 0
+                         ? request.mem_per_cpu_bytes * static_cast<std::uint64_t>(tasks * cpt)
+                         : request.mem_per_node_bytes;
   return out;
 }
 
 // nodes = N: the earliest N candidates holding `base` tasks, of which at
-// least `extra` hold base + 1.
-std::vector<Pick> pick_fixed(const std::vector<int>& cap, int nodes, int ntasks) {
+// least `extra` hold base + 1. cap(i) is asked only for the candidates
+// visited, so a job that fits early stops early.
+template <typename CapFn>
+std::vector<Pick> pick_fixed(std::size_t ncandidates, CapFn cap_of, int nodes, int ntasks) {
   const int base = ntasks / nodes;
   const int extra = ntasks % nodes;
-  std::vector<std::size_t> chosen;
+  std::vector<std::pair<std::size_t, int>> chosen;  // candidate, capacity
   int bigs = 0;
-  for (std::size_t i = 0; i < cap.size() && static_cast<int>(chosen.size()) < nodes; ++i) {
-    if (cap[i] < base) continue;
-    const bool big = cap[i] > base;
+  for (std::size_t i = 0; i < ncandidates && static_cast<int>(chosen.size()) < nodes; ++i) {
+    const int cap = cap_of(i);
+    if (cap < base || cap == 0) continue;
+    const bool big = cap > base;
     const int slots = nodes - static_cast<int>(chosen.size());
     const int big_needed = std::max(0, extra - bigs);
     if (!big && slots - 1 < big_needed) continue;  // keep room for the nodes with the extras
-    chosen.push_back(i);
+    chosen.emplace_back(i, cap);
     if (big) ++bigs;
   }
   if (static_cast<int>(chosen.size()) < nodes || bigs < extra) return {};
   std::vector<Pick> picks;
   int extras_left = extra;
-  for (std::size_t i : chosen) {
+  for (const auto& [i, cap] : chosen) {
     int tasks = base;
-    if (extras_left > 0 && cap[i] > base) {
+    if (extras_left > 0 && cap > base) {
       ++tasks;
       --extras_left;
     }
@@ -229,42 +388,161 @@ Status check_request(const ResourceRequest& request) {
                             std::to_string(request.ntasks) +
                             " tasks: every node needs at least one task");
   }
+  if (request.gpus_per_node < 0 || request.gpus_per_task < 0) {
+    return invalid_argument("GPU counts must not be negative (gpus_per_node " +
+                            std::to_string(request.gpus_per_node) + ", gpus_per_task " +
+                            std::to_string(request.gpus_per_task) + ")");
+  }
+  if (request.gpus_per_node > 0 && request.gpus_per_task > 0) {
+    return invalid_argument("ask for GPUs per node or per task, not both");
+  }
+  if (request.mem_per_node_bytes > 0 && request.mem_per_cpu_bytes > 0) {
+    return invalid_argument("ask for memory per node or per CPU, not both");
+  }
   return Status::ok();
 }
 
 int task_capacity(const ResourceRequest& request, const NodeState& node) {
   if (!node.schedulable() || request.cpus_per_task < 1) return 0;
   if (request.mem_per_node_bytes > node.free_memory()) return 0;
-  return node.free_cores() / request.cpus_per_task;
+  if (request.gpus_per_node > node.free_gpus()) return 0;
+  const int cpt = request.cpus_per_task;
+  const int gpt = request.gpus_per_task;
+  int cap = 0;
+  if (request.numa_policy == NumaPolicy::kSingleNumaNode) {
+    const int ndomains = static_cast<int>(node.topology().numa.size());
+    for (int d = 0; d < ndomains; ++d) {
+      const int avail = request.oversubscribe ? node.shareable_cores_in_numa(d)
+                                              : node.free_cores_in_numa(d);
+      int here = avail / cpt;
+      if (gpt > 0) here = std::min(here, node.free_gpus_in_numa(d) / gpt);
+      cap += here;
+    }
+  } else {
+    const int avail = request.oversubscribe ? node.shareable_cores() : node.free_cores();
+    cap = avail / cpt;
+    if (gpt > 0) cap = std::min(cap, node.free_gpus() / gpt);
+  }
+  if (request.mem_per_cpu_bytes > 0) {
+    const std::uint64_t per_task = request.mem_per_cpu_bytes * static_cast<std::uint64_t>(cpt);
+    cap = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(cap),
+                                                   node.free_memory() / per_task));
+  }
+  return cap;
 }
 
-std::optional<Allocation> find_allocation(const ResourceRequest& request,
-                                          std::span<const NodeState* const> candidates) {
+namespace {
+
+// The search over candidates given by index; `node(i)` is candidate i.
+template <typename NodeFn>
+std::optional<Allocation> find_in(const ResourceRequest& request, std::size_t ncandidates,
+                                  NodeFn node) {
   if (!check_request(request).is_ok()) return std::nullopt;
-  std::vector<int> cap(candidates.size());
-  for (std::size_t i = 0; i < candidates.size(); ++i)
-    cap[i] = task_capacity(request, *candidates[i]);
-  const std::vector<Pick> picks = request.nodes > 0 ? pick_fixed(cap, request.nodes, request.ntasks)
-                                                    : pick_fewest(cap, request.ntasks);
+  std::vector<Pick> picks;
+  if (request.nodes > 0) {
+    picks = pick_fixed(
+        ncandidates, [&](std::size_t i) { return task_capacity(request, node(i)); },
+        request.nodes, request.ntasks);
+  } else {
+    // Most jobs fit on one node: the earliest that holds them all is the
+    // answer pick_fewest would give, found without weighing the rest.
+    std::vector<int> cap(ncandidates);
+    for (std::size_t i = 0; i < ncandidates; ++i) {
+      cap[i] = task_capacity(request, node(i));
+      if (cap[i] >= request.ntasks) {
+        picks.push_back({i, request.ntasks});
+        break;
+      }
+    }
+    if (picks.empty()) picks = pick_fewest(cap, request.ntasks);
+  }
   if (picks.empty()) return std::nullopt;
   Allocation out;
   out.cpus_per_task = request.cpus_per_task;
-  int first_task = 0;
-  for (const Pick& pick : picks) {
-    NodeAllocation part = place_on_node(*candidates[pick.candidate], pick.tasks,
-                                        request.cpus_per_task, request.mem_per_node_bytes);
-    part.first_task = first_task;
-    first_task += pick.tasks;
-    out.nodes.push_back(std::move(part));
+  out.shared = request.oversubscribe;
+  out.gpus_per_task = request.gpus_per_task;
+  out.node_distribution = request.node_distribution;
+  out.cpu_bind = request.cpu_bind;
+  out.nodes.reserve(picks.size());
+  for (const Pick& pick : picks) out.nodes.push_back(place_on_node(node(pick.candidate), pick.tasks, request));
+  int first = 0;
+  for (std::size_t i = 0; i < out.nodes.size(); ++i) {
+    if (request.node_distribution == Distribution::kCyclic) {
+      out.nodes[i].first_task = static_cast<int>(i);  // round 0 deals one task to each node
+    } else {
+      out.nodes[i].first_task = first;
+      first += out.nodes[i].ntasks;
+    }
   }
   return out;
 }
 
+}  // namespace
+
+std::optional<Allocation> find_allocation(const ResourceRequest& request,
+                                          std::span<const NodeState* const> candidates) {
+  return find_in(request, candidates.size(),
+                 [&](std::size_t i) -> const NodeState& { return *candidates[i]; });
+}
+
 std::optional<Allocation> find_allocation(const ResourceRequest& request, const NodePool& pool) {
-  std::vector<const NodeState*> candidates;
-  candidates.reserve(pool.nodes().size());
-  for (const NodeState& node : pool.nodes()) candidates.push_back(&node);
-  return find_allocation(request, candidates);
+  const std::vector<NodeState>& nodes = pool.nodes();
+  return find_in(request, nodes.size(),
+                 [&](std::size_t i) -> const NodeState& { return nodes[i]; });
+}
+
+std::vector<int> task_ranks(const Allocation& allocation, std::size_t node_index) {
+  std::vector<int> out;
+  if (node_index >= allocation.nodes.size()) return out;
+  const NodeAllocation& part = allocation.nodes[node_index];
+  if (allocation.node_distribution == Distribution::kBlock) {
+    for (int j = 0; j < part.ntasks; ++j) out.push_back(part.first_task + j);
+    return out;
+  }
+  // Cyclic: round r gives the next rank to each node that still has a task.
+  int rank = 0;
+  for (int round = 0; round < part.ntasks; ++round) {
+    for (std::size_t k = 0; k < allocation.nodes.size(); ++k) {
+      if (allocation.nodes[k].ntasks <= round) continue;
+      if (k == node_index) out.push_back(rank);
+      ++rank;
+    }
+  }
+  return out;
+}
+
+std::vector<TaskPlacement> task_layout(const Allocation& allocation, std::size_t node_index,
+                                       const NodeTopology& topology) {
+  std::vector<TaskPlacement> out;
+  if (node_index >= allocation.nodes.size()) return out;
+  const NodeAllocation& part = allocation.nodes[node_index];
+  const std::vector<int> ranks = task_ranks(allocation, node_index);
+  const auto cpt = static_cast<std::size_t>(std::max(1, allocation.cpus_per_task));
+  const auto gpt = static_cast<std::size_t>(std::max(0, allocation.gpus_per_task));
+  for (std::size_t j = 0; j < ranks.size(); ++j) {
+    TaskPlacement task;
+    task.rank = ranks[j];
+    for (std::size_t k = j * cpt; k < (j + 1) * cpt && k < part.cores.size(); ++k) {
+      const int core = part.cores[k];
+      if (core < 0 || core >= topology.num_cores()) continue;
+      task.cores.push_back(core);
+      const Core& c = topology.cores[static_cast<std::size_t>(core)];
+      task.numa.push_back(c.numa);
+      if (allocation.cpu_bind == CpuBind::kCores) {
+        task.cpus.insert(task.cpus.end(), c.pus.begin(), c.pus.end());
+      } else if (allocation.cpu_bind == CpuBind::kThreads && !c.pus.empty()) {
+        task.cpus.push_back(c.pus.front());
+      }
+    }
+    std::sort(task.numa.begin(), task.numa.end());
+    task.numa.erase(std::unique(task.numa.begin(), task.numa.end()), task.numa.end());
+    std::sort(task.cpus.begin(), task.cpus.end());
+    for (std::size_t k = j * gpt; k < (j + 1) * gpt && k < part.gpus.size(); ++k) {
+      if (part.gpus[k] >= 0 && part.gpus[k] < topology.num_gpus()) task.gpus.push_back(part.gpus[k]);
+    }
+    out.push_back(std::move(task));
+  }
+  return out;
 }
 
 }  // namespace hpcq::resource

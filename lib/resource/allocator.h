@@ -1,6 +1,7 @@
 // Where does a job fit now? A pure function of a request and a NodePool.
 //
-// Policy (exclusive cores, block task layout as described in allocation.h):
+// Policy (exclusive cores unless the request oversubscribes; task layout as
+// described in allocation.h):
 //   - nodes = N: ntasks spread as evenly as possible over N nodes, the first
 //     nodes getting the extra task (a node that cannot hold the extra task
 //     may take one fewer when a later chosen node can: the extras go to the
@@ -11,13 +12,28 @@
 //     earliest in node order is chosen (a 4-task job on a cluster whose
 //     first node has 2 free cores and whose second has 8 goes to the second).
 //   - every task gets cpus_per_task cores; a node holds
-//     floor(free cores / cpus_per_task) tasks at most.
+//     floor(free cores / cpus_per_task) tasks at most (with kSingleNumaNode,
+//     the sum over its domains of floor(free cores in the domain /
+//     cpus_per_task)); an oversubscribing request counts the cores it may
+//     share instead of the free ones, and prefers free cores to shared ones.
+//     Reserved system cores are never given.
 //   - within a node (as Kubernetes' topology manager, best-effort): the
 //     fewest NUMA domains, then the fewest packages, then the lowest domain
 //     ids that can hold the node's tasks with each task inside one domain;
 //     only when no set can do that may a task span domains (then the fewest
 //     domains by free cores, domains taken in package order). Cores are the
-//     lowest free ids of each domain.
+//     lowest free ids of each domain. core_distribution kBlock fills a domain
+//     before the next; kCyclic deals the tasks round-robin over the chosen
+//     domains. NumaPolicy kNone takes the lowest free cores in id order.
+//   - gpus_per_task: each task's GPUs come from its cores' NUMA domain when
+//     the node can do that for all its tasks (the domains are then chosen
+//     for cores and GPUs together); otherwise (best effort) each task gets
+//     the free GPUs nearest its cores: same domain, same package, any.
+//     kSingleNumaNode refuses the node instead.
+//   - gpus_per_node: the GPUs from the fewest NUMA domains, and the tasks'
+//     cores from those domains when they hold them.
+//   - mem_per_cpu_bytes: a node gives this times its cores, and holds no more
+//     tasks than its free memory pays for.
 //   - mem_per_node_bytes must fit each node's free memory; it becomes each
 //     NodeAllocation's memory_bytes (0 when the request names none).
 //   - nodes that are not schedulable are skipped.
@@ -30,6 +46,7 @@
 
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "lib/core/status.h"
 #include "lib/resource/allocation.h"
@@ -37,8 +54,10 @@
 
 namespace hpcq::resource {
 
-// kInvalidArgument unless ntasks >= 1, cpus_per_task >= 1, nodes >= 0 and
-// nodes <= ntasks (every node of a job runs at least one task).
+// kInvalidArgument unless ntasks >= 1, cpus_per_task >= 1, nodes >= 0,
+// nodes <= ntasks (every node of a job runs at least one task), GPU counts
+// >= 0 and not both per node and per task, and memory not both per node and
+// per CPU.
 Status check_request(const ResourceRequest& request);
 
 // Over all nodes of the pool in rank order.
@@ -51,7 +70,20 @@ std::optional<Allocation> find_allocation(const ResourceRequest& request,
                                           std::span<const NodeState* const> candidates);
 
 // How many tasks of `request` this node could hold now (0 when not
-// schedulable or its memory does not fit).
+// schedulable or its memory or GPUs do not fit). O(NUMA domains + GPUs);
+// find_allocation places on a node exactly when this says the tasks fit.
 int task_capacity(const ResourceRequest& request, const NodeState& node);
+
+// The global ranks of the tasks on allocation.nodes[node_index], in local
+// order (block: consecutive from first_task; cyclic: dealt round-robin over
+// the allocation's nodes). Empty for an index out of range.
+std::vector<int> task_ranks(const Allocation& allocation, std::size_t node_index);
+
+// Each task's cores, bound PUs (per allocation.cpu_bind), NUMA domains and
+// GPUs on allocation.nodes[node_index], whose hardware is `topology`: what
+// the agent needs for per-task affinity and CUDA_VISIBLE_DEVICES. Core or
+// GPU ids outside the topology are skipped (a bug upstream, not a crash).
+std::vector<TaskPlacement> task_layout(const Allocation& allocation, std::size_t node_index,
+                                       const NodeTopology& topology);
 
 }  // namespace hpcq::resource

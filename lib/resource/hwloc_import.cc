@@ -3,6 +3,7 @@
 #include <hwloc.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string_view>
@@ -24,6 +25,58 @@ std::string errno_text() { return errno != 0 ? std::strerror(errno) : "unknown e
 int package_of(hwloc_topology_t topo, hwloc_obj_t obj) {
   hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, obj);
   return pkg != nullptr ? static_cast<int>(pkg->logical_index) : 0;
+}
+
+bool is_gpu_osdev(hwloc_obj_t obj) {
+  return obj->type == HWLOC_OBJ_OS_DEVICE && (obj->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU ||
+                                              obj->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC);
+}
+
+// The NUMA domain whose cpuset holds the I/O object's locality (its first
+// non-I/O ancestor); -1 when that ancestor spans several domains.
+int numa_of_io(hwloc_topology_t topo, hwloc_obj_t obj, const std::vector<hwloc_obj_t>& numa) {
+  hwloc_obj_t anchor = hwloc_get_non_io_ancestor_obj(topo, obj);
+  if (anchor == nullptr || anchor->cpuset == nullptr) return -1;
+  for (std::size_t n = 0; n < numa.size(); ++n) {
+    if (hwloc_bitmap_isincluded(anchor->cpuset, numa[n]->cpuset)) return static_cast<int>(n);
+  }
+  return -1;
+}
+
+// One GPU per PCI device that carries a GPU or co-processor OS device (an
+// NVIDIA card shows both "cardN" and "cudaN"), named after its CUDA/OpenCL
+// device when it has one; then any such OS device not under a PCI device.
+void read_gpus(hwloc_topology_t topo, const std::vector<hwloc_obj_t>& numa, NodeTopology& out) {
+  hwloc_obj_t pci = nullptr;
+  while ((pci = hwloc_get_next_pcidev(topo, pci)) != nullptr) {
+    std::string gpu_name;
+    std::string coproc_name;
+    for (hwloc_obj_t child = pci->io_first_child; child != nullptr; child = child->next_sibling) {
+      if (!is_gpu_osdev(child) || child->name == nullptr) continue;
+      std::string& slot = child->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC ? coproc_name : gpu_name;
+      if (slot.empty()) slot = child->name;
+    }
+    if (gpu_name.empty() && coproc_name.empty()) continue;
+    Gpu gpu;
+    gpu.id = out.num_gpus();
+    gpu.numa = numa_of_io(topo, pci, numa);
+    gpu.name = coproc_name.empty() ? gpu_name : coproc_name;
+    char busid[32];
+    std::snprintf(busid, sizeof busid, "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain,
+                  pci->attr->pcidev.bus, pci->attr->pcidev.dev, pci->attr->pcidev.func);
+    gpu.pci_bus_id = busid;
+    out.gpus.push_back(std::move(gpu));
+  }
+  hwloc_obj_t os = nullptr;
+  while ((os = hwloc_get_next_osdev(topo, os)) != nullptr) {
+    if (!is_gpu_osdev(os)) continue;
+    if (os->parent != nullptr && os->parent->type == HWLOC_OBJ_PCI_DEVICE) continue;
+    Gpu gpu;
+    gpu.id = out.num_gpus();
+    gpu.numa = numa_of_io(topo, os, numa);
+    gpu.name = os->name != nullptr ? os->name : "";
+    out.gpus.push_back(std::move(gpu));
+  }
 }
 
 NodeTopology read_topology(hwloc_topology_t topo, bool default_memory) {
@@ -76,6 +129,7 @@ NodeTopology read_topology(hwloc_topology_t topo, bool default_memory) {
     }
     out.cores.push_back(std::move(core));
   }
+  read_gpus(topo, numa_objs, out);
   return out;
 }
 
@@ -120,6 +174,9 @@ Result<NodeTopology> discover_topology(const std::string& spec) {
     source = "synthetic:" + desc;
   }
 
+  // Keep PCI and OS devices (GPUs) for the host and XML files; a synthetic
+  // topology has none.
+  if (!synthetic) hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   errno = 0;
   if (hwloc_topology_load(topo.get()) != 0) {
     const std::string why = errno_text();

@@ -19,6 +19,12 @@
 // node whose cpuset contains the core's; a core's package is its Package
 // ancestor (0 when the topology has no packages, which then counts as one).
 //
+// GPUs: from the host and from XML files (synthetic strings have none), one
+// per PCI device carrying a GPU or co-processor OS device, plus such OS
+// devices not on PCI; a GPU's NUMA domain is the one holding its locality
+// (-1 when that spans several). An XML file with PCI devices under NUMA-level
+// objects emulates a GPU node (tests/unit/resource/gpu_node.xml).
+//
 // This is the only I/O in lib/resource (hwloc reads /sys or the XML file).
 // Thread-safe: each call builds and destroys its own hwloc topology.
 //

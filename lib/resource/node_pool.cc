@@ -1,10 +1,26 @@
 #include "lib/resource/node_pool.h"
 
 #include <algorithm>
+#include <bit>
 #include <utility>
 
 namespace hpcq::resource {
 namespace {
+
+using Words = std::vector<std::uint64_t>;
+
+bool test_bit(const Words& w, int i) {
+  return ((w[static_cast<std::size_t>(i) / 64] >> (static_cast<unsigned>(i) % 64)) & 1U) != 0;
+}
+void put_bit(Words& w, int i, bool on) {
+  const std::uint64_t b = std::uint64_t{1} << (static_cast<unsigned>(i) % 64);
+  if (on) {
+    w[static_cast<std::size_t>(i) / 64] |= b;
+  } else {
+    w[static_cast<std::size_t>(i) / 64] &= ~b;
+  }
+}
+std::size_t words_for(std::size_t bits) { return (bits + 63) / 64; }
 
 std::string where(const NodeState& node) {
   return "node " + node.name() + " (rank " + std::to_string(node.rank()) + ")";
@@ -29,6 +45,18 @@ Status check_topology(const NodeTopology& topo) {
                               std::to_string(topo.numa.size()));
     }
   }
+  for (std::size_t i = 0; i < topo.gpus.size(); ++i) {
+    const Gpu& gpu = topo.gpus[i];
+    if (gpu.id != static_cast<int>(i)) {
+      return invalid_argument("GPU at index " + std::to_string(i) + " has id " +
+                              std::to_string(gpu.id));
+    }
+    if (gpu.numa < -1 || gpu.numa >= static_cast<int>(topo.numa.size())) {
+      return invalid_argument("GPU " + std::to_string(i) + " names NUMA domain " +
+                              std::to_string(gpu.numa) + " of " +
+                              std::to_string(topo.numa.size()));
+    }
+  }
   return Status::ok();
 }
 
@@ -40,7 +68,62 @@ int NodeState::free_cores_in_numa(int numa) const {
 }
 
 bool NodeState::core_free(int core) const {
-  return core >= 0 && core < total_cores() && !used_[static_cast<std::size_t>(core)];
+  return core >= 0 && core < total_cores() && !test_bit(taken_, core);
+}
+
+int NodeState::shareable_cores() const {
+  int closed = 0;
+  for (std::uint64_t w : closed_) closed += std::popcount(w);
+  return total_cores() - closed;
+}
+
+int NodeState::shareable_cores_in_numa(int numa) const {
+  const std::span<const std::uint64_t> mask = numa_mask(numa);
+  int n = 0;
+  for (std::size_t i = 0; i < mask.size(); ++i) n += std::popcount(mask[i] & ~closed_[i]);
+  return n;
+}
+
+bool NodeState::core_reserved(int core) const {
+  return core >= 0 && core < total_cores() && test_bit(reserved_, core);
+}
+
+int NodeState::sharers(int core) const {
+  if (core < 0 || core >= total_cores() || sharers_.empty()) return 0;
+  return sharers_[static_cast<std::size_t>(core)];
+}
+
+int NodeState::free_gpus_in_numa(int numa) const {
+  int n = 0;
+  for (const Gpu& gpu : static_->topology.gpus) {
+    if (gpu.numa == numa && !test_bit(gpu_used_, gpu.id)) ++n;
+  }
+  return n;
+}
+
+bool NodeState::gpu_free(int gpu) const {
+  return gpu >= 0 && gpu < total_gpus() && !test_bit(gpu_used_, gpu);
+}
+
+std::span<const std::uint64_t> NodeState::numa_mask(int numa) const {
+  if (numa < 0 || numa >= static_cast<int>(static_->topology.numa.size())) return {};
+  return std::span<const std::uint64_t>(static_->numa_masks)
+      .subspan(static_cast<std::size_t>(numa) * static_->words, static_->words);
+}
+
+void NodePool::refresh_core(NodeState& node, int c) {
+  const int share = node.sharers_.empty() ? 0 : node.sharers_[static_cast<std::size_t>(c)];
+  const bool hard = test_bit(node.exclusive_, c) || test_bit(node.reserved_, c);
+  const bool now_taken = hard || share > 0;
+  const bool was_taken = test_bit(node.taken_, c);
+  put_bit(node.taken_, c, now_taken);
+  put_bit(node.closed_, c, hard || share >= kMaxSharers);
+  if (now_taken != was_taken) {
+    const int delta = now_taken ? -1 : 1;
+    const Core& core = node.topology().cores[static_cast<std::size_t>(c)];
+    node.numa_free_[static_cast<std::size_t>(core.numa)] += delta;
+    node.free_cores_ += delta;
+  }
 }
 
 Status NodePool::add_node(Rank rank, std::string name, NodeTopology topology, bool schedulable) {
@@ -52,15 +135,36 @@ Status NodePool::add_node(Rank rank, std::string name, NodeTopology topology, bo
     return invalid_argument("node " + name + " (rank " + std::to_string(rank) +
                             "): bad topology: " + valid.message());
   }
+  auto info = std::make_shared<NodeState::Static>();
+  info->name = std::move(name);
+  info->words = words_for(topology.cores.size());
+  info->numa_masks.assign(topology.numa.size() * info->words, 0);
+  for (const Core& core : topology.cores) {
+    const std::size_t base = static_cast<std::size_t>(core.numa) * info->words;
+    info->numa_masks[base + static_cast<std::size_t>(core.id) / 64] |=
+        std::uint64_t{1} << (static_cast<unsigned>(core.id) % 64);
+  }
+  info->gpus_per_numa.assign(topology.numa.size(), 0);
+  for (const Gpu& gpu : topology.gpus) {
+    if (gpu.numa >= 0) info->gpus_per_numa[static_cast<std::size_t>(gpu.numa)]++;
+  }
+  info->topology = std::move(topology);
+
   NodeState node;
   node.rank_ = rank;
-  node.name_ = std::move(name);
   node.schedulable_ = schedulable;
-  node.used_.assign(topology.cores.size(), false);
-  node.numa_free_.assign(topology.numa.size(), 0);
-  for (const Core& core : topology.cores) node.numa_free_[static_cast<std::size_t>(core.numa)]++;
-  node.free_cores_ = topology.num_cores();
-  node.topology_ = std::make_shared<const NodeTopology>(std::move(topology));
+  node.exclusive_.assign(info->words, 0);
+  node.reserved_.assign(info->words, 0);
+  node.taken_.assign(info->words, 0);
+  node.closed_.assign(info->words, 0);
+  node.gpu_used_.assign(words_for(info->topology.gpus.size()), 0);
+  node.numa_free_.assign(info->topology.numa.size(), 0);
+  for (const Core& core : info->topology.cores) {
+    node.numa_free_[static_cast<std::size_t>(core.numa)]++;
+  }
+  node.free_cores_ = info->topology.num_cores();
+  node.free_gpus_ = info->topology.num_gpus();
+  node.static_ = std::move(info);
   auto pos = std::lower_bound(nodes_.begin(), nodes_.end(), rank,
                               [](const NodeState& n, Rank r) { return n.rank_ < r; });
   nodes_.insert(pos, std::move(node));
@@ -80,6 +184,32 @@ bool NodePool::set_schedulable(Rank rank, bool schedulable) {
   if (node == nullptr) return false;
   node->schedulable_ = schedulable;
   return true;
+}
+
+Status NodePool::reserve_cores(Rank rank, const std::vector<int>& cores) {
+  NodeState* node = find_mutable(rank);
+  if (node == nullptr) return not_found("rank " + std::to_string(rank) + " is not in the pool");
+  for (int core : cores) {
+    if (core < 0 || core >= node->total_cores()) {
+      return invalid_argument(where(*node) + ": reserved core " + std::to_string(core) +
+                              " does not exist (" + std::to_string(node->total_cores()) +
+                              " cores)");
+    }
+    if (!test_bit(node->reserved_, core) && test_bit(node->taken_, core)) {
+      return failed_precondition(where(*node) + ": core " + std::to_string(core) +
+                                 " cannot be reserved: it is in use");
+    }
+  }
+  Words wanted(node->reserved_.size(), 0);
+  for (int core : cores) put_bit(wanted, core, true);
+  for (int c = 0; c < node->total_cores(); ++c) {
+    if (test_bit(wanted, c) == test_bit(node->reserved_, c)) continue;
+    put_bit(node->reserved_, c, test_bit(wanted, c));
+    refresh_core(*node, c);
+  }
+  node->reserved_count_ = 0;
+  for (std::uint64_t w : node->reserved_) node->reserved_count_ += std::popcount(w);
+  return Status::ok();
 }
 
 const NodeState* NodePool::find(Rank rank) const {
@@ -110,49 +240,36 @@ std::uint64_t NodePool::free_memory(Rank rank) const {
 NodePool NodePool::idle_copy() const {
   NodePool copy = *this;
   for (NodeState& node : copy.nodes_) {
-    node.used_.assign(node.used_.size(), false);
-    node.numa_free_.assign(node.numa_free_.size(), 0);
-    for (const Core& core : node.topology_->cores) {
-      node.numa_free_[static_cast<std::size_t>(core.numa)]++;
+    std::fill(node.exclusive_.begin(), node.exclusive_.end(), 0);
+    node.taken_ = node.reserved_;
+    node.closed_ = node.reserved_;
+    node.sharers_.clear();
+    std::fill(node.gpu_used_.begin(), node.gpu_used_.end(), 0);
+    const NodeTopology& topo = node.topology();
+    std::fill(node.numa_free_.begin(), node.numa_free_.end(), 0);
+    for (const Core& core : topo.cores) {
+      if (!test_bit(node.reserved_, core.id)) {
+        node.numa_free_[static_cast<std::size_t>(core.numa)]++;
+      }
     }
-    node.free_cores_ = node.total_cores();
+    node.free_cores_ = node.total_cores() - node.reserved_count_;
+    node.free_gpus_ = node.total_gpus();
     node.used_memory_ = 0;
   }
   return copy;
 }
 
-Status NodePool::check_part(const NodeState& node, const NodeAllocation& part, bool taking,
-                            std::vector<bool>& seen) const {
-  for (int core : part.cores) {
-    if (core < 0 || core >= node.total_cores()) {
-      return invalid_argument(where(node) + ": core " + std::to_string(core) + " does not exist (" +
-                              std::to_string(node.total_cores()) + " cores)");
-    }
-    const auto c = static_cast<std::size_t>(core);
-    if (seen[c]) {
-      return invalid_argument(where(node) + ": core " + std::to_string(core) +
-                              " is listed twice in the allocation");
-    }
-    seen[c] = true;
-    if (taking && node.used_[c]) {
-      return failed_precondition(where(node) + ": core " + std::to_string(core) +
-                                 " is already in use");
-    }
-    if (!taking && !node.used_[c]) {
-      return failed_precondition(where(node) + ": core " + std::to_string(core) + " is not in use");
-    }
-  }
-  return Status::ok();
-}
-
 Status NodePool::check(const Allocation& allocation, bool taking) const {
-  // A rank may appear in several parts: count its cores and memory together.
+  // A rank may appear in several parts: count its cores, GPUs and memory
+  // together.
   struct Seen {
     Rank rank;
-    std::vector<bool> cores;
+    Words cores;
+    Words gpus;
     std::uint64_t memory;
   };
   std::vector<Seen> seen;
+  const bool shared = allocation.shared;
   for (const NodeAllocation& part : allocation.nodes) {
     const NodeState* node = find(part.rank);
     if (node == nullptr) {
@@ -164,10 +281,55 @@ Status NodePool::check(const Allocation& allocation, bool taking) const {
     auto s =
         std::find_if(seen.begin(), seen.end(), [&](const Seen& e) { return e.rank == part.rank; });
     if (s == seen.end()) {
-      seen.push_back({part.rank, std::vector<bool>(node->used_.size()), 0});
+      seen.push_back({part.rank, Words(node->taken_.size(), 0),
+                      Words(node->gpu_used_.size(), 0), 0});
       s = seen.end() - 1;
     }
-    HPCQ_RETURN_IF_ERROR(check_part(*node, part, taking, s->cores));
+    for (int core : part.cores) {
+      if (core < 0 || core >= node->total_cores()) {
+        return invalid_argument(where(*node) + ": core " + std::to_string(core) +
+                                " does not exist (" + std::to_string(node->total_cores()) +
+                                " cores)");
+      }
+      if (test_bit(s->cores, core)) {
+        return invalid_argument(where(*node) + ": core " + std::to_string(core) +
+                                " is listed twice in the allocation");
+      }
+      put_bit(s->cores, core, true);
+      const std::string what = where(*node) + ": core " + std::to_string(core);
+      if (taking && test_bit(node->reserved_, core)) {
+        return failed_precondition(what + " is reserved for the system");
+      }
+      if (taking && !shared && test_bit(node->taken_, core)) {
+        return failed_precondition(what + " is already in use");
+      }
+      if (taking && shared && test_bit(node->closed_, core)) {
+        return failed_precondition(what + " cannot be shared (in exclusive use or shared by " +
+                                   std::to_string(kMaxSharers) + " jobs)");
+      }
+      if (!taking && !shared && !test_bit(node->exclusive_, core)) {
+        return failed_precondition(what + " is not in use");
+      }
+      if (!taking && shared && node->sharers(core) == 0) {
+        return failed_precondition(what + " is not in shared use");
+      }
+    }
+    for (int gpu : part.gpus) {
+      if (gpu < 0 || gpu >= node->total_gpus()) {
+        return invalid_argument(where(*node) + ": GPU " + std::to_string(gpu) +
+                                " does not exist (" + std::to_string(node->total_gpus()) +
+                                " GPUs)");
+      }
+      if (test_bit(s->gpus, gpu)) {
+        return invalid_argument(where(*node) + ": GPU " + std::to_string(gpu) +
+                                " is listed twice in the allocation");
+      }
+      put_bit(s->gpus, gpu, true);
+      if (taking == test_bit(node->gpu_used_, gpu)) {
+        return failed_precondition(where(*node) + ": GPU " + std::to_string(gpu) +
+                                   (taking ? " is already in use" : " is not in use"));
+      }
+    }
     s->memory += part.memory_bytes;
     if (taking && s->memory > node->free_memory()) {
       return failed_precondition(where(*node) + ": " + std::to_string(s->memory) +
@@ -186,12 +348,21 @@ Status NodePool::check(const Allocation& allocation, bool taking) const {
 void NodePool::apply(const Allocation& allocation, bool taking) {
   for (const NodeAllocation& part : allocation.nodes) {
     NodeState& node = *find_mutable(part.rank);
-    const int delta = taking ? -1 : 1;
+    if (allocation.shared && node.sharers_.empty()) {
+      node.sharers_.assign(static_cast<std::size_t>(node.total_cores()), 0);
+    }
     for (int core : part.cores) {
-      const auto c = static_cast<std::size_t>(core);
-      node.used_[c] = taking;
-      node.numa_free_[static_cast<std::size_t>(node.topology_->cores[c].numa)] += delta;
-      node.free_cores_ += delta;
+      if (allocation.shared) {
+        auto& count = node.sharers_[static_cast<std::size_t>(core)];
+        count = static_cast<std::uint8_t>(taking ? count + 1 : count - 1);
+      } else {
+        put_bit(node.exclusive_, core, taking);
+      }
+      refresh_core(node, core);
+    }
+    for (int gpu : part.gpus) {
+      put_bit(node.gpu_used_, gpu, taking);
+      node.free_gpus_ += taking ? -1 : 1;
     }
     if (taking) {
       node.used_memory_ += part.memory_bytes;
@@ -211,6 +382,26 @@ Status NodePool::release(const Allocation& allocation) {
   HPCQ_RETURN_IF_ERROR(check(allocation, false));
   apply(allocation, false);
   return Status::ok();
+}
+
+std::vector<int> spec_cores(const NodeTopology& topology, int count) {
+  // Per package, its cores from the highest id down.
+  std::vector<std::vector<int>> by_package(static_cast<std::size_t>(std::max(1, topology.packages)));
+  for (auto it = topology.cores.rbegin(); it != topology.cores.rend(); ++it) {
+    const auto p = std::min(static_cast<std::size_t>(std::max(0, it->package)),
+                            by_package.size() - 1);
+    by_package[p].push_back(it->id);
+  }
+  std::vector<int> out;
+  std::vector<std::size_t> next(by_package.size(), 0);
+  const auto want = static_cast<std::size_t>(std::max(0, count));
+  while (out.size() < want && out.size() < topology.cores.size()) {
+    for (std::size_t p = by_package.size(); p-- > 0 && out.size() < want;) {
+      if (next[p] < by_package[p].size()) out.push_back(by_package[p][next[p]++]);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace hpcq::resource

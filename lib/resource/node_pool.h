@@ -1,27 +1,38 @@
-// The leader's free/used state of every core and of memory on every node.
+// The leader's free/used state of every core, GPU and of memory on every node.
 //
-// One NodeState per node, kept in rank order: which cores are in use, free
-// cores per node and per NUMA domain, free memory, and whether the node may
-// get new work (schedulable: up and not drained). allocate() and release()
-// are all-or-nothing: they check the whole Allocation first and change
-// nothing when any part is wrong, so a core is never given twice and never
-// freed while not in use.
+// One NodeState per node, kept in rank order: which cores are in use
+// (exclusively, or shared by oversubscribing jobs), which are reserved for
+// the system (Slurm's CoreSpecCount, kubelet's reserved CPUs), which GPUs are
+// in use, free cores per node and per NUMA domain, free memory, and whether
+// the node may get new work (schedulable: up and not drained). allocate() and
+// release() are all-or-nothing: they check the whole Allocation first and
+// change nothing when any part is wrong, so a core is never given twice
+// (exclusive) or to more than kMaxSharers oversubscribing jobs, never given
+// while reserved, and never freed while not in use.
 //
-// Ownership: plain value; copying is cheap (topologies are immutable and
-// shared between a pool and its copies), which is how the scheduler takes a
-// per-cycle working copy. Not thread-safe: in hpcqd only the event-loop
-// thread touches it.
+// Core state is kept in 64-bit words (bit c = core c), with per-NUMA core
+// masks precomputed once per node, so "free cores in domain d" is a popcount
+// over a few words rather than a per-core scan.
+//
+// Ownership: plain value; copying is cheap (the name, topology and masks are
+// immutable and shared between a pool and its copies; a copy duplicates a
+// few words per node), which is how the scheduler takes a per-cycle working
+// copy. Not thread-safe: in hpcqd only the event-loop thread touches it.
 //
 // Errors: add_node: kAlreadyExists (rank taken), kInvalidArgument (topology
-// ids not 0..n-1, a core naming a NUMA domain that does not exist).
-// allocate/release: kNotFound (rank not in the pool), kInvalidArgument (core
-// id out of range, core listed twice), kFailedPrecondition (core already in
-// use / not in use, node not schedulable, not enough free memory, more
-// memory released than in use). Messages name the node, rank and core.
+// ids not 0..n-1, a core naming a NUMA domain that does not exist, a GPU
+// naming one). allocate/release: kNotFound (rank not in the pool),
+// kInvalidArgument (core or GPU id out of range, listed twice),
+// kFailedPrecondition (core or GPU already in use / not in use, core
+// reserved, node not schedulable, not enough free memory, more memory
+// released than in use). reserve_cores: kNotFound, kInvalidArgument (no such
+// core), kFailedPrecondition (core in use). Messages name the node, rank and
+// core.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,30 +43,72 @@
 
 namespace hpcq::resource {
 
+// How many oversubscribing jobs may share one core (Slurm's
+// OverSubscribe=YES default of 4).
+inline constexpr int kMaxSharers = 4;
+
 class NodeState {
  public:
   Rank rank() const { return rank_; }
-  const std::string& name() const { return name_; }
-  const NodeTopology& topology() const { return *topology_; }
+  const std::string& name() const { return static_->name; }
+  const NodeTopology& topology() const { return static_->topology; }
   bool schedulable() const { return schedulable_; }
 
-  int total_cores() const { return static_cast<int>(used_.size()); }
+  int total_cores() const { return static_cast<int>(static_->topology.cores.size()); }
+  // Cores free for an exclusive job: not in use, not shared, not reserved.
   int free_cores() const { return free_cores_; }
   // 0 for a domain that does not exist.
   int free_cores_in_numa(int numa) const;
   bool core_free(int core) const;
-  std::uint64_t free_memory() const { return topology_->memory_bytes - used_memory_; }
+  // Cores an oversubscribing job may use: free ones and those shared by
+  // fewer than kMaxSharers jobs.
+  int shareable_cores() const;
+  int shareable_cores_in_numa(int numa) const;
+  int reserved_cores() const { return reserved_count_; }
+  bool core_reserved(int core) const;
+  // Oversubscribing jobs on this core (0 when free or exclusive).
+  int sharers(int core) const;
+  std::uint64_t free_memory() const { return static_->topology.memory_bytes - used_memory_; }
+
+  int total_gpus() const { return static_cast<int>(static_->topology.gpus.size()); }
+  int free_gpus() const { return free_gpus_; }
+  int free_gpus_in_numa(int numa) const;
+  bool gpu_free(int gpu) const;
+
+  // Bit views for the allocator: words of 64 cores (bit c of word c / 64).
+  // The mask of the cores of NUMA domain `numa` (empty span when none), and
+  // the cores an exclusive (or, with `shared`, an oversubscribing) job may
+  // not take. Valid while this NodeState is neither changed nor destroyed.
+  std::span<const std::uint64_t> numa_mask(int numa) const;
+  std::span<const std::uint64_t> blocked(bool shared) const {
+    return shared ? std::span<const std::uint64_t>(closed_) : std::span<const std::uint64_t>(taken_);
+  }
 
  private:
   friend class NodePool;
 
+  // What never changes after add_node; shared between copies.
+  struct Static {
+    std::string name;
+    NodeTopology topology;
+    std::size_t words = 0;                      // words per core bitset
+    std::vector<std::uint64_t> numa_masks;      // ndomains * words
+    std::vector<int> gpus_per_numa;             // total GPUs by domain
+  };
+
   Rank rank_ = 0;
-  std::string name_;
-  std::shared_ptr<const NodeTopology> topology_;
+  std::shared_ptr<const Static> static_;
   bool schedulable_ = true;
-  std::vector<bool> used_;      // by core id
-  std::vector<int> numa_free_;  // by NUMA domain id
+  std::vector<std::uint64_t> exclusive_;  // cores of exclusive jobs
+  std::vector<std::uint64_t> reserved_;   // system cores
+  std::vector<std::uint64_t> taken_;      // exclusive | reserved | shared by >= 1
+  std::vector<std::uint64_t> closed_;     // exclusive | reserved | shared by kMaxSharers
+  std::vector<std::uint8_t> sharers_;     // by core; empty until a core is first shared
+  std::vector<std::uint64_t> gpu_used_;   // by GPU id
+  std::vector<int> numa_free_;            // free (not taken) cores by NUMA domain id
   int free_cores_ = 0;
+  int reserved_count_ = 0;
+  int free_gpus_ = 0;
   std::uint64_t used_memory_ = 0;
 };
 
@@ -70,6 +123,11 @@ class NodePool {
   // whether the node was there.
   bool set_schedulable(Rank rank, bool schedulable);
 
+  // Sets the node's system cores (replacing any earlier set; empty clears
+  // it): they are never given to jobs. All-or-nothing; a newly reserved core
+  // must be free.
+  Status reserve_cores(Rank rank, const std::vector<int>& cores);
+
   Status allocate(const Allocation& allocation);
   Status release(const Allocation& allocation);
 
@@ -82,8 +140,8 @@ class NodePool {
   int free_cores_in_numa(Rank rank, int numa) const;
   std::uint64_t free_memory(Rank rank) const;
 
-  // The same nodes (schedulable flags kept) with nothing in use: what could
-  // run if every job ended.
+  // The same nodes (schedulable flags and reserved cores kept) with nothing
+  // in use: what could run if every job ended.
   NodePool idle_copy() const;
 
  private:
@@ -92,11 +150,17 @@ class NodePool {
   Status check(const Allocation& allocation, bool taking) const;
   // Applies an allocation that check() accepted.
   void apply(const Allocation& allocation, bool taking);
-  // Checks one node's part of an allocation; `taking` selects the direction.
-  Status check_part(const NodeState& node, const NodeAllocation& part, bool taking,
-                    std::vector<bool>& seen) const;
+  // Brings core c's derived bits (taken, closed) and counters in line with
+  // its exclusive, reserved and sharer state.
+  static void refresh_core(NodeState& node, int c);
 
   std::vector<NodeState> nodes_;  // sorted by rank
 };
+
+// Slurm's CoreSpecCount: `count` system cores taken from the highest core
+// ids, alternating between packages (last package first) so that each
+// package loses about the same number. Ascending; all cores when count
+// exceeds them, none when count <= 0.
+std::vector<int> spec_cores(const NodeTopology& topology, int count);
 
 }  // namespace hpcq::resource
