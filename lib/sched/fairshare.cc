@@ -147,9 +147,9 @@ void FairShareTree::finish(const UsageLedger* usage, TimeUs now) {
       const double fraction = sibling_shares > 0 ? n.raw_shares / sibling_shares : 0.0;
       n.norm_shares = parent.norm_shares * fraction;
       n.norm_usage = total > 0 ? n.raw_usage / total : 0.0;
-      n.effective_usage = index == 0 ? n.norm_usage
-                                     : n.norm_usage + (parent.effective_usage - n.norm_usage) *
-                                                          fraction;
+      n.effective_usage = index == 0
+                              ? n.norm_usage
+                              : n.norm_usage + (parent.effective_usage - n.norm_usage) * fraction;
       n.factor = n.norm_shares > 0 ? std::exp2(-n.effective_usage / n.norm_shares) : 0.0;
     }
   }
@@ -166,8 +166,7 @@ double FairShareTree::factor(std::uint32_t uid, const std::string& account) cons
   return nodes_[static_cast<std::size_t>(accounts_.at(charged))].factor;
 }
 
-const FairShareNode* FairShareTree::find_user(std::uint32_t uid,
-                                              const std::string& account) const {
+const FairShareNode* FairShareTree::find_user(std::uint32_t uid, const std::string& account) const {
   const auto it = users_.find(Key{uid, account});
   return it == users_.end() ? nullptr : &nodes_[static_cast<std::size_t>(it->second)];
 }

@@ -34,9 +34,8 @@ DrfResources drf_job_use(const RunningJob& job) {
     use.memory_bytes += static_cast<double>(part.memory_bytes);
     use.gpus += static_cast<double>(part.gpus.size());
   }
-  const double node_count =
-      static_cast<double>(!nodes.empty() ? static_cast<int>(nodes.size())
-                                         : std::max(1, job.request.nodes));
+  const double node_count = static_cast<double>(!nodes.empty() ? static_cast<int>(nodes.size())
+                                                               : std::max(1, job.request.nodes));
   if (use.cores == 0) {
     use.cores = static_cast<double>(job.request.ntasks) * job.request.cpus_per_task;
   }

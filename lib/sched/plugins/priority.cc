@@ -30,11 +30,24 @@ bool parse_duration(const std::string& value, std::int64_t& out) {
   std::int64_t unit = 1;
   std::string digits = value;
   switch (value.back()) {
-    case 's': unit = 1; digits.pop_back(); break;
-    case 'm': unit = 60; digits.pop_back(); break;
-    case 'h': unit = 3600; digits.pop_back(); break;
-    case 'd': unit = 24 * 3600; digits.pop_back(); break;
-    default: break;
+    case 's':
+      unit = 1;
+      digits.pop_back();
+      break;
+    case 'm':
+      unit = 60;
+      digits.pop_back();
+      break;
+    case 'h':
+      unit = 3600;
+      digits.pop_back();
+      break;
+    case 'd':
+      unit = 24 * 3600;
+      digits.pop_back();
+      break;
+    default:
+      break;
   }
   std::int64_t n = 0;
   const char* last = digits.data() + digits.size();
@@ -143,8 +156,8 @@ Result<MultifactorWeights> parse_multifactor_options(const PluginOptions& option
       if (value != "true" && value != "false") return bad_value(name, value, "true or false");
       w.favor_small = value == "true";
     } else {
-      return invalid_argument("unknown scheduler option 'priority." + name + "' (known: " +
-                              std::string(kKnown) + ")");
+      return invalid_argument("unknown scheduler option 'priority." + name +
+                              "' (known: " + std::string(kKnown) + ")");
     }
   }
   return w;

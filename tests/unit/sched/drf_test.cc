@@ -63,9 +63,9 @@ TEST(Drf, DominantShareIsTheLargestOfCoresMemoryAndGpus) {
   Snapshot s;
   s.now = kNow;
   s.pool = &pool;
-  s.running = {running(1, 100, 1, 8, 2 * kGiB),    // cores 8/16 = 0.5
-               running(2, 200, 2, 2, 24 * kGiB),   // memory 24/32 = 0.75
-               running(3, 300, 2, 1, 0, 2)};       // GPUs 2/(2+2)
+  s.running = {running(1, 100, 1, 8, 2 * kGiB),   // cores 8/16 = 0.5
+               running(2, 200, 2, 2, 24 * kGiB),  // memory 24/32 = 0.75
+               running(3, 300, 2, 1, 0, 2)};      // GPUs 2/(2+2)
   s.running.push_back(running(4, 400, 2, 1, kGiB, 2));
   const auto shares = drf_dominant_shares(s, 0);
   EXPECT_DOUBLE_EQ(shares.at(100), 0.5);

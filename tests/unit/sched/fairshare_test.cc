@@ -112,8 +112,7 @@ TEST(FairShareTree, UnassociatedUsersGetImplicitSharesOfOne) {
   usage.charge(2, "b", 40.0, kNow);
   // User 9 submits to "a" without an association; user 8 names an account
   // that does not exist and has no association: root, shares 1.
-  const FairShareTree tree =
-      FairShareTree::compute(&site, &usage, kNow, {{9, "a"}, {8, "nosuch"}});
+  const FairShareTree tree = FairShareTree::compute(&site, &usage, kNow, {{9, "a"}, {8, "nosuch"}});
   EXPECT_EQ(tree.charged_account(9, "a"), "a");
   EXPECT_EQ(tree.charged_account(8, "nosuch"), "root");
   EXPECT_EQ(tree.charged_account(1, "nosuch"), "a");  // the user's default account

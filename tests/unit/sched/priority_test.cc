@@ -91,18 +91,17 @@ TEST(Multifactor, FactorsByHand) {
   const FairShareTree tree = FairShareTree::compute(&w.site, &w.usage, kNow, {});
   const MultifactorPriority calc(w.snapshot, MultifactorWeights{}, &tree);
   const MultifactorFactors f = calc.factors(j);
-  EXPECT_DOUBLE_EQ(f.age, 0.5);                   // 3.5 of 7 days
-  EXPECT_DOUBLE_EQ(f.size, 0.25);                 // 8 of 32 cores
+  EXPECT_DOUBLE_EQ(f.age, 0.5);                    // 3.5 of 7 days
+  EXPECT_DOUBLE_EQ(f.size, 0.25);                  // 8 of 32 cores
   EXPECT_DOUBLE_EQ(f.fairshare, std::exp2(-0.2));  // U 0.1, S 0.5
-  EXPECT_DOUBLE_EQ(f.queue, 0.25);                // 10 of 40
+  EXPECT_DOUBLE_EQ(f.queue, 0.25);                 // 10 of 40
   EXPECT_DOUBLE_EQ(f.qos, 1.0);
   // Defaults: age 1000, size 0, fairshare 10000, queue 1000, qos 1000.
   const double expected = 1000 * 0.5 + 10000 * std::exp2(-0.2) + 1000 * 0.25 + 1000 * 1.0;
   EXPECT_DOUBLE_EQ(calc.priority(j), expected);
   j.priority = 7;
   EXPECT_DOUBLE_EQ(calc.priority(j), expected + 7);
-  EXPECT_DOUBLE_EQ(multifactor_priority(j, w.snapshot, MultifactorWeights{}, &tree),
-                   expected + 7);
+  EXPECT_DOUBLE_EQ(multifactor_priority(j, w.snapshot, MultifactorWeights{}, &tree), expected + 7);
 
   MultifactorWeights small;
   small.favor_small = true;
@@ -217,8 +216,8 @@ TEST(PriorityPlugin, ParsesOptions) {
 
 TEST(PriorityPlugin, RejectsBadOptionsByName) {
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"weight_age", "-1"},    {"weight_size", "x"},  {"weight_fairshare", ""},
-      {"weight_queue", "1.5"}, {"weight_qos", "1e3"}, {"max_age", "0"},
+      {"weight_age", "-1"},    {"weight_size", "x"},   {"weight_fairshare", ""},
+      {"weight_queue", "1.5"}, {"weight_qos", "1e3"},  {"max_age", "0"},
       {"max_age", "7w"},       {"favor_small", "yes"}, {"weight", "1"}};
   for (const auto& [name, value] : bad) {
     const auto s = Scheduler::create({{"allocate"}, {"priority"}, {{"priority." + name, value}}});
@@ -227,8 +226,8 @@ TEST(PriorityPlugin, RejectsBadOptionsByName) {
     EXPECT_NE(s.status().message().find("priority." + name), std::string::npos)
         << s.status().message();
   }
-  EXPECT_TRUE(Scheduler::create({{"allocate"}, {"priority"}, {{"priority.weight_age", "0"}}})
-                  .is_ok());
+  EXPECT_TRUE(
+      Scheduler::create({{"allocate"}, {"priority"}, {{"priority.weight_age", "0"}}}).is_ok());
 }
 
 TEST(FairSharePlugin, OrdersByFairShareAlone) {
