@@ -177,6 +177,11 @@ NodeAllocation place_on_node(const NodeState& node, int tasks, const ResourceReq
       out.gpus.push_back(
           take_nearest_gpu(topo, gpus, topo.cores[static_cast<std::size_t>(core)].numa));
     }
+    const int first_domain = topo.cores[static_cast<std::size_t>(out.cores.front())].numa;
+    for (int j = 0; j < request.gpus_per_node; ++j) {
+      out.gpus.push_back(take_nearest_gpu(topo, gpus, first_domain));
+    }
+    std::sort(out.gpus.begin() + static_cast<std::ptrdiff_t>(tasks * gpt), out.gpus.end());
   } else {
     std::vector<int> whole(ndomains);
     std::vector<int> raw(ndomains);

@@ -309,3 +309,246 @@ TEST(Allocator, RandomWorkloadsNeverDoubleBook) {
 
 }  // namespace
 }  // namespace hpcq::resource
+
+namespace hpcq::resource {
+namespace {
+
+NodeTopology gpu_node() {
+  auto t = discover_topology(std::string("xml:") + HPCQ_RESOURCE_TEST_DIR + "/gpu_node.xml");
+  EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+  return *t;
+}
+
+TEST(AllocatorGpus, PerTaskGpusComeWithTheirDomainsCores) {
+  NodePool pool;
+  ASSERT_TRUE(pool.add_node(1, "g1", gpu_node()).is_ok());
+  ResourceRequest request;
+  request.ntasks = 2;
+  request.cpus_per_task = 2;
+  request.gpus_per_task = 1;
+  request.core_distribution = Distribution::kCyclic;
+  auto a = find_allocation(request, pool);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->nodes.size(), 1u);
+  // Cyclic over domains 0 and 1 (one package): task 0 in domain 0 with GPU 0,
+  // task 1 in domain 1 with GPU 1.
+  EXPECT_EQ(a->nodes[0].cores, (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(a->nodes[0].gpus, (std::vector<int>{0, 1}));
+  const std::vector<TaskPlacement> tasks = task_layout(*a, 0, gpu_node());
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[1].rank, 1);
+  EXPECT_EQ(tasks[1].cores, (std::vector<int>{4, 5}));
+  EXPECT_EQ(tasks[1].cpus, (std::vector<int>{8, 9, 10, 11}));  // cpu-bind=cores: every PU
+  EXPECT_EQ(tasks[1].numa, std::vector<int>{1});
+  EXPECT_EQ(tasks[1].gpus, std::vector<int>{1});
+  ASSERT_TRUE(pool.allocate(*a).is_ok());
+
+  // GPUs 0 and 1 are gone: a 1-GPU task lands in domain 2 with GPU 2.
+  request.ntasks = 1;
+  request.cpu_bind = CpuBind::kThreads;
+  a = find_allocation(request, pool);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->nodes[0].cores, (std::vector<int>{8, 9}));
+  EXPECT_EQ(a->nodes[0].gpus, std::vector<int>{2});
+  EXPECT_EQ(task_layout(*a, 0, gpu_node())[0].cpus, (std::vector<int>{16, 18}));  // one PU each
+}
+
+TEST(AllocatorGpus, SingleNumaNodeRefusesWhatBestEffortSpans) {
+  NodePool pool;
+  ASSERT_TRUE(pool.add_node(1, "g1", gpu_node()).is_ok());
+  // Domain 3's cores are taken: GPU 3 has no local cores.
+  take(pool, 1, {12, 13, 14, 15});
+  ResourceRequest request;
+  request.ntasks = 4;
+  request.cpus_per_task = 1;
+  request.gpus_per_task = 1;
+  request.numa_policy = NumaPolicy::kSingleNumaNode;
+  EXPECT_EQ(task_capacity(request, *pool.find(1)), 3);
+  EXPECT_FALSE(find_allocation(request, pool).has_value());
+  request.numa_policy = NumaPolicy::kBestEffort;
+  auto a = find_allocation(request, pool);
+  ASSERT_TRUE(a.has_value());
+  std::vector<int> gpus = a->nodes[0].gpus;
+  std::sort(gpus.begin(), gpus.end());
+  EXPECT_EQ(gpus, (std::vector<int>{0, 1, 2, 3}));
+  // gpus_per_node: 2 GPUs from one package's domains, cores next to them.
+  NodePool fresh;
+  ASSERT_TRUE(fresh.add_node(1, "g1", gpu_node()).is_ok());
+  ResourceRequest per_node;
+  per_node.ntasks = 2;
+  per_node.gpus_per_node = 1;
+  take(fresh, 1, {0, 1, 2, 3});  // domain 0 has no free cores left
+  NodeAllocation gone;
+  gone.rank = 1;
+  gone.gpus = {1};
+  ASSERT_TRUE(fresh.allocate({{gone}}).is_ok());
+  a = find_allocation(per_node, fresh);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->nodes[0].gpus, std::vector<int>{0});  // lowest free GPU's domain
+  per_node.gpus_per_node = 4;
+  EXPECT_FALSE(find_allocation(per_node, fresh).has_value());
+}
+
+TEST(AllocatorLayout, CyclicRanksMemPerCpuAndNoNumaPolicy) {
+  NodePool pool = two_nodes();
+  ResourceRequest request;
+  request.nodes = 2;
+  request.ntasks = 5;
+  request.node_distribution = Distribution::kCyclic;
+  request.mem_per_cpu_bytes = 1ULL << 30;
+  auto a = find_allocation(request, pool);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(task_ranks(*a, 0), (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(task_ranks(*a, 1), (std::vector<int>{1, 3}));
+  EXPECT_EQ(a->nodes[0].memory_bytes, 3ULL << 30);
+  EXPECT_EQ(a->nodes[1].memory_bytes, 2ULL << 30);
+  EXPECT_TRUE(task_ranks(*a, 2).empty());
+  // Memory caps the tasks a node takes: 64 GiB per node, 20 GiB per task.
+  request.node_distribution = Distribution::kBlock;
+  request.nodes = 0;
+  request.ntasks = 4;
+  request.mem_per_cpu_bytes = 20ULL << 30;
+  EXPECT_EQ(task_capacity(request, *pool.find(1)), 3);
+  a = find_allocation(request, pool);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->nodes.size(), 2u);
+  request.mem_per_node_bytes = 1;
+  EXPECT_EQ(check_request(request).code(), Code::kInvalidArgument);
+  // kNone: lowest ids, across domains.
+  take(pool, 1, {0, 1});
+  ResourceRequest plain{0, 1, 4, 0};
+  plain.numa_policy = NumaPolicy::kNone;
+  a = find_allocation(plain, pool);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->nodes[0].cores, (std::vector<int>{2, 3, 4, 5}));
+  plain.cpu_bind = CpuBind::kNone;
+  a = find_allocation(plain, pool);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_TRUE(task_layout(*a, 0, topo(kNode))[0].cpus.empty());
+}
+
+TEST(AllocatorShared, OversubscribedJobsShareOnlyAmongThemselves) {
+  NodePool pool;
+  ASSERT_TRUE(pool.add_node(1, "n1", topo("pack:1 numa:1 core:4 pu:1")).is_ok());
+  ASSERT_TRUE(pool.reserve_cores(1, {3}).is_ok());
+  ResourceRequest shared{0, 3, 1, 0};
+  shared.oversubscribe = true;
+  for (int i = 0; i < kMaxSharers; ++i) {
+    auto a = find_allocation(shared, pool);
+    ASSERT_TRUE(a.has_value()) << i;
+    EXPECT_TRUE(a->shared);
+    EXPECT_EQ(a->nodes[0].cores, (std::vector<int>{0, 1, 2}));
+    ASSERT_TRUE(pool.allocate(*a).is_ok());
+  }
+  EXPECT_FALSE(find_allocation(shared, pool).has_value());
+  EXPECT_FALSE(find_allocation(ResourceRequest{0, 1, 1, 0}, pool).has_value());
+}
+
+// Random workloads over GPU nodes, reserved cores, shared and exclusive
+// jobs and every layout option: no exclusive core or GPU is given twice, no
+// core to more than kMaxSharers jobs, reserved cores never; every
+// allocation fits its request; the pool's counters match.
+TEST(AllocatorProperty, RandomMixedWorkloads) {
+  std::vector<NodeTopology> shapes = {gpu_node(), topo("pack:2 numa:2 core:3 pu:2"),
+                                      topo("pack:1 numa:3 core:2 pu:1")};
+  std::mt19937 rng(7);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  NodePool pool;
+  std::map<Rank, NodeTopology> hw;
+  for (int i = 0; i < 5; ++i) {
+    const NodeTopology& t = shapes[static_cast<std::size_t>(pick(0, 2))];
+    ASSERT_TRUE(pool.add_node(i + 1, "n" + std::to_string(i + 1), t).is_ok());
+    ASSERT_TRUE(pool.reserve_cores(i + 1, spec_cores(t, pick(0, 2))).is_ok());
+    hw[i + 1] = t;
+  }
+  std::vector<Allocation> live;
+  int placed = 0;
+  for (int step = 0; step < 3000; ++step) {
+    if (pick(0, 9) < 6) {
+      ResourceRequest r;
+      r.ntasks = pick(1, 8);
+      r.cpus_per_task = pick(1, 3);
+      r.nodes = pick(0, 2) == 0 ? pick(1, std::min(r.ntasks, 3)) : 0;
+      if (pick(0, 3) == 0) {
+        r.gpus_per_task = 1;
+      } else if (pick(0, 3) == 0) {
+        r.gpus_per_node = pick(1, 2);
+      }
+      if (pick(0, 3) == 0) r.mem_per_cpu_bytes = static_cast<std::uint64_t>(pick(1, 8)) << 30;
+      r.node_distribution = pick(0, 1) == 0 ? Distribution::kBlock : Distribution::kCyclic;
+      r.core_distribution = pick(0, 1) == 0 ? Distribution::kBlock : Distribution::kCyclic;
+      r.numa_policy = static_cast<NumaPolicy>(pick(0, 2));
+      r.oversubscribe = pick(0, 4) == 0;
+      auto a = find_allocation(r, pool);
+      if (!a) continue;
+      int tasks = 0;
+      std::set<int> seen_ranks;
+      for (std::size_t i = 0; i < a->nodes.size(); ++i) {
+        const NodeAllocation& part = a->nodes[i];
+        const NodeState& node = *pool.find(part.rank);
+        tasks += part.ntasks;
+        ASSERT_EQ(static_cast<int>(part.cores.size()), part.ntasks * r.cpus_per_task);
+        const int want_gpus = r.gpus_per_task * part.ntasks + r.gpus_per_node;
+        ASSERT_EQ(static_cast<int>(part.gpus.size()), want_gpus) << "step " << step;
+        for (int c : part.cores) {
+          ASSERT_FALSE(node.core_reserved(c)) << "step " << step;
+          if (!r.oversubscribe) {
+            ASSERT_TRUE(node.core_free(c)) << "step " << step;
+          }
+        }
+        for (int g : part.gpus) ASSERT_TRUE(node.gpu_free(g)) << "step " << step;
+        if (r.mem_per_cpu_bytes > 0) {
+          ASSERT_EQ(part.memory_bytes, r.mem_per_cpu_bytes * part.cores.size());
+        }
+        const auto layout = task_layout(*a, i, hw[part.rank]);
+        ASSERT_EQ(static_cast<int>(layout.size()), part.ntasks);
+        for (const TaskPlacement& t : layout) {
+          ASSERT_TRUE(seen_ranks.insert(t.rank).second) << "rank twice at step " << step;
+          ASSERT_EQ(static_cast<int>(t.gpus.size()), r.gpus_per_task);
+          if (r.numa_policy == NumaPolicy::kSingleNumaNode) {
+            ASSERT_EQ(t.numa.size(), 1u) << "step " << step;
+            for (int g : t.gpus) {
+              ASSERT_EQ(hw[part.rank].gpus[static_cast<std::size_t>(g)].numa, t.numa[0]);
+            }
+          }
+        }
+      }
+      ASSERT_EQ(tasks, r.ntasks);
+      ASSERT_EQ(*seen_ranks.rbegin(), r.ntasks - 1);
+      ASSERT_TRUE(pool.allocate(*a).is_ok()) << "step " << step;
+      live.push_back(std::move(*a));
+      ++placed;
+    } else if (!live.empty()) {
+      const auto i = static_cast<std::size_t>(pick(0, static_cast<int>(live.size()) - 1));
+      ASSERT_TRUE(pool.release(live[i]).is_ok()) << "step " << step;
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    // Counters agree with the live allocations.
+    for (const NodeState& node : pool.nodes()) {
+      std::map<int, int> excl;
+      std::map<int, int> shared;
+      int gpus = 0;
+      for (const Allocation& a : live) {
+        for (const NodeAllocation& part : a.nodes) {
+          if (part.rank != node.rank()) continue;
+          for (int c : part.cores) (a.shared ? shared : excl)[c]++;
+          gpus += static_cast<int>(part.gpus.size());
+        }
+      }
+      for (const auto& [c, n] : excl) ASSERT_EQ(n, 1) << "core " << c << " twice";
+      for (const auto& [c, n] : shared) {
+        ASSERT_LE(n, kMaxSharers);
+        ASSERT_EQ(excl.count(c), 0u) << "core " << c << " exclusive and shared";
+        ASSERT_EQ(node.sharers(c), n);
+      }
+      int taken = node.reserved_cores() + static_cast<int>(excl.size());
+      for (const auto& [c, n] : shared) taken += excl.count(c) == 0 ? 1 : 0;
+      ASSERT_EQ(node.free_cores(), node.total_cores() - taken) << "step " << step;
+      ASSERT_EQ(node.free_gpus(), node.total_gpus() - gpus) << "step " << step;
+    }
+  }
+  EXPECT_GT(placed, 300);
+}
+
+}  // namespace
+}  // namespace hpcq::resource

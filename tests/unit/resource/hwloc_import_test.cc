@@ -115,3 +115,34 @@ TEST(HwlocImport, Host) {
 
 }  // namespace
 }  // namespace hpcq::resource
+
+namespace hpcq::resource {
+namespace {
+
+TEST(HwlocImport, XmlFixtureEmulatesAGpuNode) {
+  auto topo = discover_topology(std::string("xml:") + HPCQ_RESOURCE_TEST_DIR + "/gpu_node.xml");
+  ASSERT_TRUE(topo.is_ok()) << topo.status().to_string();
+  EXPECT_EQ(topo->packages, 2);
+  ASSERT_EQ(topo->numa.size(), 4u);
+  EXPECT_EQ(topo->num_cores(), 16);
+  EXPECT_EQ(topo->num_pus(), 32);
+  EXPECT_EQ(topo->memory_bytes, 4 * (64ULL << 30));
+  // One GPU per PCI device (card + cuda OS devices count once), one per domain.
+  ASSERT_EQ(topo->num_gpus(), 4);
+  const char* buses[] = {"0000:17:00.0", "0000:3b:00.0", "0000:86:00.0", "0000:af:00.0"};
+  for (int i = 0; i < 4; ++i) {
+    const Gpu& gpu = topo->gpus[static_cast<std::size_t>(i)];
+    EXPECT_EQ(gpu.id, i);
+    EXPECT_EQ(gpu.numa, i);
+    EXPECT_EQ(gpu.name, "cuda" + std::to_string(i));
+    EXPECT_EQ(gpu.pci_bus_id, buses[i]);
+  }
+  for (const NumaDomain& d : topo->numa) EXPECT_EQ(d.package, d.id / 2);
+  // Synthetic strings have no GPUs.
+  auto synthetic = discover_topology("pack:2 numa:2 core:4 pu:2");
+  ASSERT_TRUE(synthetic.is_ok());
+  EXPECT_EQ(synthetic->num_gpus(), 0);
+}
+
+}  // namespace
+}  // namespace hpcq::resource

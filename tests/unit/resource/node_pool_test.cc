@@ -142,3 +142,119 @@ TEST_F(NodePoolTest, IdleCopyAndCopiesAreIndependent) {
 
 }  // namespace
 }  // namespace hpcq::resource
+
+namespace hpcq::resource {
+namespace {
+
+NodeTopology shape(const std::string& spec) {
+  auto t = discover_topology(spec);
+  EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+  return *t;
+}
+
+TEST(NodePoolReserved, SpecCoresAlternatePackagesFromTheTop) {
+  // The paper's nodes: 2 x 18 cores, 4 reserved, 16 usable per socket.
+  const NodeTopology topo = shape("package:2 numa:1 core:18 pu:1");
+  EXPECT_EQ(spec_cores(topo, 4), (std::vector<int>{16, 17, 34, 35}));
+  EXPECT_EQ(spec_cores(topo, 0), std::vector<int>{});
+  EXPECT_EQ(spec_cores(topo, 99).size(), 36u);
+  NodePool pool;
+  ASSERT_TRUE(pool.add_node(1, "n1", topo).is_ok());
+  ASSERT_TRUE(pool.reserve_cores(1, spec_cores(topo, 4)).is_ok());
+  const NodeState& node = *pool.find(1);
+  EXPECT_EQ(node.free_cores(), 32);
+  EXPECT_EQ(node.free_cores_in_numa(0), 16);
+  EXPECT_EQ(node.free_cores_in_numa(1), 16);
+  EXPECT_EQ(node.reserved_cores(), 4);
+  EXPECT_TRUE(node.core_reserved(35));
+  EXPECT_FALSE(node.core_free(35));
+  // A reserved core is never given, exclusive or shared.
+  NodeAllocation part;
+  part.rank = 1;
+  part.cores = {17};
+  EXPECT_EQ(pool.allocate({{part}}).code(), Code::kFailedPrecondition);
+  Allocation shared{{part}};
+  shared.shared = true;
+  EXPECT_EQ(pool.allocate(shared).code(), Code::kFailedPrecondition);
+  // The idle copy keeps the reservation; a reservation of a used core fails.
+  EXPECT_EQ(pool.idle_copy().find(1)->free_cores(), 32);
+  part.cores = {0};
+  ASSERT_TRUE(pool.allocate({{part}}).is_ok());
+  EXPECT_EQ(pool.reserve_cores(1, {0}).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(pool.reserve_cores(1, {36}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(pool.reserve_cores(2, {1}).code(), Code::kNotFound);
+  ASSERT_TRUE(pool.reserve_cores(1, {}).is_ok());
+  EXPECT_EQ(pool.find(1)->free_cores(), 35);
+}
+
+TEST(NodePoolShared, OversubscribedCoresCountSharers) {
+  NodePool pool;
+  ASSERT_TRUE(pool.add_node(1, "n1", shape("pack:1 numa:2 core:2 pu:1")).is_ok());
+  NodeAllocation part;
+  part.rank = 1;
+  part.cores = {0, 1};
+  Allocation shared{{part}};
+  shared.shared = true;
+  for (int i = 0; i < kMaxSharers; ++i) ASSERT_TRUE(pool.allocate(shared).is_ok()) << i;
+  const NodeState& node = *pool.find(1);
+  EXPECT_EQ(node.sharers(0), kMaxSharers);
+  EXPECT_EQ(node.free_cores(), 2);
+  EXPECT_EQ(node.shareable_cores(), 2);
+  EXPECT_EQ(node.shareable_cores_in_numa(0), 0);
+  EXPECT_EQ(pool.allocate(shared).code(), Code::kFailedPrecondition);  // a fifth sharer
+  EXPECT_EQ(pool.allocate({{part}}).code(), Code::kFailedPrecondition);  // exclusive on shared
+  // Exclusive cores cannot be shared.
+  NodeAllocation excl = part;
+  excl.cores = {2};
+  ASSERT_TRUE(pool.allocate({{excl}}).is_ok());
+  Allocation share_excl{{excl}};
+  share_excl.shared = true;
+  EXPECT_EQ(pool.allocate(share_excl).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(pool.release(share_excl).code(), Code::kFailedPrecondition);
+  for (int i = 0; i < kMaxSharers; ++i) ASSERT_TRUE(pool.release(shared).is_ok()) << i;
+  EXPECT_EQ(pool.release(shared).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(pool.find(1)->free_cores(), 3);
+}
+
+TEST(NodePoolGpus, GpusAreTakenOnceAndReleased) {
+  NodeTopology topo = shape("pack:2 numa:1 core:2 pu:1");
+  topo.gpus = {{0, 0, "cuda0", ""}, {1, 1, "cuda1", ""}};
+  NodePool pool;
+  ASSERT_TRUE(pool.add_node(1, "n1", topo).is_ok());
+  NodeAllocation part;
+  part.rank = 1;
+  part.gpus = {1};
+  ASSERT_TRUE(pool.allocate({{part}}).is_ok());
+  EXPECT_EQ(pool.find(1)->free_gpus(), 1);
+  EXPECT_EQ(pool.find(1)->free_gpus_in_numa(1), 0);
+  EXPECT_EQ(pool.find(1)->free_gpus_in_numa(0), 1);
+  EXPECT_EQ(pool.allocate({{part}}).code(), Code::kFailedPrecondition);
+  part.gpus = {2};
+  EXPECT_EQ(pool.allocate({{part}}).code(), Code::kInvalidArgument);
+  part.gpus = {0, 0};
+  EXPECT_EQ(pool.allocate({{part}}).code(), Code::kInvalidArgument);
+  part.gpus = {1};
+  ASSERT_TRUE(pool.release({{part}}).is_ok());
+  EXPECT_EQ(pool.release({{part}}).code(), Code::kFailedPrecondition);
+  topo.gpus[1].numa = 5;
+  EXPECT_EQ(pool.add_node(2, "n2", topo).code(), Code::kInvalidArgument);
+}
+
+TEST(NodePoolWide, MoreThan64CoresUseSeveralWords) {
+  NodePool pool;
+  ASSERT_TRUE(pool.add_node(1, "n1", shape("pack:2 numa:4 core:16 pu:1")).is_ok());
+  NodeAllocation part;
+  part.rank = 1;
+  part.cores = {63, 64, 127};
+  ASSERT_TRUE(pool.allocate({{part}}).is_ok());
+  const NodeState& node = *pool.find(1);
+  EXPECT_EQ(node.free_cores(), 125);
+  EXPECT_FALSE(node.core_free(64));
+  EXPECT_TRUE(node.core_free(65));
+  EXPECT_EQ(node.free_cores_in_numa(3), 15);
+  EXPECT_EQ(node.free_cores_in_numa(7), 15);
+  EXPECT_EQ(node.numa_mask(7).size(), 2u);
+}
+
+}  // namespace
+}  // namespace hpcq::resource
