@@ -56,6 +56,7 @@ std::unordered_map<std::uint32_t, double> drf_dominant_shares(const Snapshot& sn
     for (const auto& node : snapshot.pool->nodes()) {
       total.cores += node.total_cores();
       total.memory_bytes += static_cast<double>(node.topology().memory_bytes);
+      total.gpus += node.total_gpus();
     }
   }
   std::unordered_map<std::uint32_t, DrfResources> used;
@@ -68,7 +69,11 @@ std::unordered_map<std::uint32_t, double> drf_dominant_shares(const Snapshot& sn
     u.gpus += use.gpus;
     gpus_in_use += use.gpus;
   }
-  total.gpus = total_gpus > 0 ? static_cast<double>(total_gpus) : gpus_in_use;
+  if (total_gpus > 0) {
+    total.gpus = static_cast<double>(total_gpus);
+  } else if (total.gpus == 0) {
+    total.gpus = gpus_in_use;
+  }
   const auto part = [](double x, double of) { return of > 0 ? x / of : 0.0; };
   std::unordered_map<std::uint32_t, double> shares;
   shares.reserve(used.size());

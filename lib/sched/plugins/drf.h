@@ -5,20 +5,21 @@
 // goes first (equal shares: no opinion, the Session orders by submit time,
 // then job id).
 //
-// Cluster totals: cores and memory from the snapshot's pool (every node,
-// schedulable or not, as Slurm counts configured resources); GPUs from the
-// option total_gpus, or, when it is 0 (the default), the GPUs the running
-// jobs hold, because lib/resource does not count a node's GPUs yet (with
-// that total any GPU user's GPU share is their part of the GPUs in use). A
-// running job's use: its allocation's cores, memory bytes and GPU indices;
-// where the allocation names no memory or no GPUs its request per node times
-// its nodes stands in.
+// Cluster totals: cores, memory and GPUs from the snapshot's pool (every
+// node, schedulable or not, as Slurm counts configured resources). The option
+// total_gpus overrides the GPU count (for pools whose nodes were imported
+// without GPU discovery); when neither knows any GPU but running jobs hold
+// some, the GPUs in use stand in (each GPU user's GPU share is then their
+// part of the GPUs in use). A running job's use: its allocation's cores, memory bytes and GPU
+// indices; where the allocation names no memory or no GPUs its request per node times its nodes
+// stands in.
 //
 // Limitation: the order is computed once when the Session opens; jobs started
 // earlier in the same cycle do not raise their user's share until the next
 // cycle (the Session has no allocation event hook to follow them).
 //
-// Options ("drf.<name>"): total_gpus, a non-negative integer (default 0).
+// Options ("drf.<name>"): total_gpus, a non-negative integer (default 0: the
+// pool's count).
 //
 // Cost: O(running jobs + nodes + queue) per cycle; a comparison is two array
 // reads. Per-cycle state lives in the hook and dies with the Session.
@@ -44,7 +45,7 @@ struct DrfResources {
 // What one running job holds.
 DrfResources drf_job_use(const RunningJob& job);
 // The dominant share of each user with running jobs; users not in the map
-// have 0. `total_gpus` 0: the GPUs held by running jobs.
+// have 0. `total_gpus` 0: the pool's GPUs, else the GPUs running jobs hold.
 std::unordered_map<std::uint32_t, double> drf_dominant_shares(const Snapshot& snapshot,
                                                               std::int64_t total_gpus);
 

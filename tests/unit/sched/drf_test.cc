@@ -10,13 +10,14 @@ namespace {
 constexpr TimeUs kNow = 1'700'000'000 * kUsPerSecond;
 constexpr std::uint64_t kGiB = 1ull << 30;
 
-// `nodes` nodes of 8 cores and 16 GiB.
-resource::NodePool pool_of(int nodes) {
+// `nodes` nodes of 8 cores, 16 GiB and `gpus` GPUs.
+resource::NodePool pool_of(int nodes, int gpus = 0) {
   resource::NodeTopology t;
   t.packages = 1;
   t.numa = {{0, 0, 16 * kGiB}};
   for (int c = 0; c < 8; ++c) t.cores.push_back({c, 0, 0, {c}});
   t.memory_bytes = 16 * kGiB;
+  for (int g = 0; g < gpus; ++g) t.gpus.push_back({g, 0, "cuda" + std::to_string(g), ""});
   resource::NodePool pool;
   for (int i = 1; i <= nodes; ++i) {
     EXPECT_TRUE(pool.add_node(static_cast<Rank>(i), "n" + std::to_string(i), t).is_ok());
@@ -75,6 +76,15 @@ TEST(Drf, DominantShareIsTheLargestOfCoresMemoryAndGpus) {
   // With the cluster's GPU count known: 2 of 8.
   EXPECT_DOUBLE_EQ(drf_dominant_shares(s, 8).at(300), 0.25);
   EXPECT_DOUBLE_EQ(drf_dominant_shares(s, 8).at(400), 0.25);
+}
+
+TEST(Drf, GpuTotalFromThePool) {
+  const resource::NodePool pool = pool_of(2, 4);  // 8 GPUs
+  Snapshot s;
+  s.pool = &pool;
+  s.running = {running(1, 100, 1, 1, 0, 2)};
+  EXPECT_DOUBLE_EQ(drf_dominant_shares(s, 0).at(100), 0.25);
+  EXPECT_DOUBLE_EQ(drf_dominant_shares(s, 2).at(100), 1.0);  // the option wins
 }
 
 TEST(Drf, SumsAUsersJobs) {
