@@ -2,9 +2,14 @@
 
 #include "lib/sched/actions/allocate.h"
 #include "lib/sched/actions/backfill.h"
+#include "lib/sched/actions/enqueue.h"
+#include "lib/sched/actions/preempt.h"
+#include "lib/sched/actions/reclaim.h"
 #include "lib/sched/plugins/drf.h"
 #include "lib/sched/plugins/fairshare.h"
 #include "lib/sched/plugins/fcfs.h"
+#include "lib/sched/plugins/limits.h"
+#include "lib/sched/plugins/proportion.h"
 #include "lib/sched/plugins/heuristics.h"
 #include "lib/sched/plugins/priority.h"
 
@@ -36,10 +41,15 @@ Result<std::unique_ptr<Plugin>> make_plain_plugin(const PluginOptions& options) 
 constexpr ActionEntry kActions[] = {
     {AllocateAction::kName, &make_plain<AllocateAction>},
     {BackfillAction::kName, &BackfillAction::create},
+    {EnqueueAction::kName, &make_plain<EnqueueAction>},
+    {PreemptAction::kName, &PreemptAction::create},
+    {ReclaimAction::kName, &ReclaimAction::create},
 };
 
 constexpr PluginEntry kPlugins[] = {
     {FcfsPlugin::kName, &make_plain_plugin<FcfsPlugin>},
+    {LimitsPlugin::kName, &make_plain_plugin<LimitsPlugin>},
+    {ProportionPlugin::kName, &make_plain_plugin<ProportionPlugin>},
     {SjfPlugin::kName, &make_plain_plugin<SjfPlugin>},
     {Wfp3Plugin::kName, &make_plain_plugin<Wfp3Plugin>},
     {UnicepPlugin::kName, &make_plain_plugin<UnicepPlugin>},

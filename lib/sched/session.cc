@@ -1,13 +1,32 @@
 #include "lib/sched/session.h"
 
 #include <algorithm>
+#include <limits>
+#include <string>
 #include <utility>
 
 #include "lib/resource/allocator.h"
 
 namespace hpcq::sched {
 
-Session::Session(const Snapshot& snapshot) : snapshot_(snapshot) {}
+namespace {
+
+// When the job ends if it starts now; kNever for no time limit.
+constexpr TimeUs kNever = std::numeric_limits<TimeUs>::max();
+
+TimeUs end_if_started(const PendingJob& job, TimeUs now) {
+  if (job.time_limit_s <= 0 || job.time_limit_s > (kNever - now) / kUsPerSecond) return kNever;
+  return now + job.time_limit_s * kUsPerSecond;
+}
+
+}  // namespace
+
+Session::Session(const Snapshot& snapshot) : snapshot_(snapshot) {
+  for (const AdvanceReservation& r : snapshot_.reservations) {
+    if (r.end <= snapshot_.now) continue;  // over: no effect
+    for (Rank rank : r.nodes) reserved_[rank].push_back(&r);
+  }
+}
 
 void Session::add_job_order(std::string plugin, JobOrderFn fn) {
   job_order_.push_back({std::move(plugin), std::move(fn)});
@@ -20,6 +39,91 @@ void Session::add_predicate(std::string plugin, PredicateFn fn) {
 
 void Session::add_node_score(std::string plugin, NodeScoreFn fn) {
   node_scores_.push_back({std::move(plugin), std::move(fn)});
+}
+
+void Session::add_job_ready(std::string plugin, JobReadyFn fn) {
+  job_ready_.push_back({std::move(plugin), std::move(fn)});
+}
+
+void Session::add_allocatable(std::string plugin, AllocatableFn fn) {
+  allocatable_.push_back({std::move(plugin), std::move(fn)});
+}
+
+void Session::add_on_allocate(std::string plugin, AllocationEventFn fn) {
+  on_allocate_.push_back({std::move(plugin), std::move(fn)});
+}
+
+void Session::add_on_deallocate(std::string plugin, AllocationEventFn fn) {
+  on_deallocate_.push_back({std::move(plugin), std::move(fn)});
+}
+
+void Session::add_job_enqueueable(std::string plugin, JobReadyFn fn) {
+  enqueueable_.push_back({std::move(plugin), std::move(fn)});
+}
+
+void Session::add_on_enqueue(std::string plugin, JobEventFn fn) {
+  on_enqueue_.push_back({std::move(plugin), std::move(fn)});
+}
+
+bool Session::job_ready(const PendingJob& job) const {
+  if (held_.contains(job.id)) return false;
+  return std::all_of(job_ready_.begin(), job_ready_.end(),
+                     [&](const auto& hook) { return hook.fn(job); });
+}
+
+bool Session::allocatable(const PendingJob& job, const resource::Allocation& allocation) const {
+  return std::all_of(allocatable_.begin(), allocatable_.end(),
+                     [&](const auto& hook) { return hook.fn(job, allocation); });
+}
+
+bool Session::job_enqueueable(const PendingJob& job) const {
+  return std::all_of(enqueueable_.begin(), enqueueable_.end(),
+                     [&](const auto& hook) { return hook.fn(job); });
+}
+
+void Session::job_enqueued(const PendingJob& job) {
+  for (const auto& hook : on_enqueue_) hook.fn(job);
+}
+
+void Session::hold(JobId job) { held_.insert(job); }
+
+bool Session::held(JobId job) const { return held_.contains(job); }
+
+QueueShare* Session::queue_share(std::string_view queue) {
+  for (QueueShare& share : queue_shares_) {
+    if (share.queue == queue) return &share;
+  }
+  return nullptr;
+}
+
+const QueueShare* Session::queue_share(std::string_view queue) const {
+  for (const QueueShare& share : queue_shares_) {
+    if (share.queue == queue) return &share;
+  }
+  return nullptr;
+}
+
+bool Session::reservations_allow(const PendingJob& job, Rank rank) const {
+  const auto it = reserved_.find(rank);
+  if (it == reserved_.end()) return true;
+  const TimeUs now = snapshot_.now;
+  const TimeUs end = end_if_started(job, now);
+  for (const AdvanceReservation* r : it->second) {
+    // Anyone may use the nodes in the gap before the reservation; its own
+    // users only inside its window.
+    const bool before = end <= r->start;
+    const bool inside = r->admits(job) && now >= r->start && end <= r->end;
+    if (!before && !inside) return false;
+  }
+  return true;
+}
+
+int Session::job_order(const PendingJob& a, const PendingJob& b) const {
+  for (const auto& hook : job_order_) {
+    const int r = hook.fn(a, b);
+    if (r != 0) return r;
+  }
+  return 0;
 }
 
 bool Session::job_before(const PendingJob& a, const PendingJob& b) const {
@@ -60,13 +164,22 @@ resource::NodePool& Session::working() {
   return *working_;
 }
 
+std::vector<const resource::NodeState*> Session::candidates_any_time(
+    const PendingJob& job) const {
+  return candidates_in(job, pool(), {}, false);
+}
+
 std::vector<const resource::NodeState*> Session::candidates_in(const PendingJob& job,
                                                                const resource::NodePool& pool,
-                                                               const NodeFilterFn& usable) const {
+                                                               const NodeFilterFn& usable,
+                                                               bool reservations) const {
   std::vector<const resource::NodeState*> candidates;
+  if (!job_ready(job)) return candidates;
   candidates.reserve(pool.nodes().size());
+  const bool check_reservations = reservations && !reserved_.empty();
   for (const resource::NodeState& node : pool.nodes()) {
     if (!node.schedulable() || (usable && !usable(node))) continue;
+    if (check_reservations && !reservations_allow(job, node.rank())) continue;
     const bool allowed = std::all_of(predicates_.begin(), predicates_.end(),
                                      [&](const auto& hook) { return hook.fn(job, node); });
     if (allowed) candidates.push_back(&node);
@@ -87,14 +200,18 @@ std::vector<const resource::NodeState*> Session::candidates_in(const PendingJob&
 }
 
 std::optional<resource::Allocation> Session::place_in(const PendingJob& job,
-                                                      const resource::NodePool& pool) const {
-  return resource::find_allocation(job.request, candidates_in(job, pool));
+                                                      const resource::NodePool& pool,
+                                                      const NodeFilterFn& usable) const {
+  std::optional<resource::Allocation> allocation =
+      resource::find_allocation(job.request, candidates_in(job, pool, usable));
+  if (allocation && !allocatable(job, *allocation)) return std::nullopt;
+  return allocation;
 }
 
 std::optional<resource::Allocation> Session::place_on(const PendingJob& job,
                                                       const resource::NodePool& pool,
                                                       const NodeFilterFn& usable) const {
-  return resource::find_allocation(job.request, candidates_in(job, pool, usable));
+  return place_in(job, pool, usable);
 }
 
 std::optional<resource::Allocation> Session::place(const PendingJob& job) const {
@@ -105,38 +222,68 @@ bool Session::fits_when_idle(const PendingJob& job) {
   if (!idle_) {
     idle_ = snapshot_.pool != nullptr ? snapshot_.pool->idle_copy() : resource::NodePool();
   }
-  return place_in(job, *idle_).has_value();
+  if (!job_ready(job)) return false;
+  std::optional<resource::Allocation> allocation =
+      resource::find_allocation(job.request, candidates_in(job, *idle_, {}, false));
+  return allocation && allocatable(job, *allocation);
+}
+
+void Session::applied(const PendingJob& job, const resource::Allocation& allocation) {
+  for (const auto& hook : on_allocate_) hook.fn(job, allocation);
+}
+
+void Session::undone(const PendingJob& job, const resource::Allocation& allocation) {
+  for (const auto& hook : on_deallocate_) hook.fn(job, allocation);
 }
 
 Statement Session::statement() { return Statement(*this); }
 
 Statement::Statement(Statement&& other) noexcept
-    : session_(other.session_), starts_(std::move(other.starts_)) {
+    : session_(other.session_), starts_(std::move(other.starts_)), jobs_(std::move(other.jobs_)) {
   other.starts_.clear();
+  other.jobs_.clear();
 }
 
 Statement::~Statement() { discard(); }
 
 Status Statement::allocate(const PendingJob& job, resource::Allocation allocation) {
+  const std::string which = "job " + std::to_string(job.id);
+  if (!session_->job_ready(job)) {
+    return failed_precondition(which + " is not ready to start this cycle");
+  }
+  for (const resource::NodeAllocation& part : allocation.nodes) {
+    if (!session_->reservations_allow(job, part.rank)) {
+      return failed_precondition(which + " may not use node " + part.node + " (rank " +
+                                 std::to_string(part.rank) + "): an advance reservation holds it");
+    }
+  }
+  if (!session_->allocatable(job, allocation)) {
+    return failed_precondition(which + ": a scheduler plugin refused the placement");
+  }
   HPCQ_RETURN_IF_ERROR(session_->working().allocate(allocation));
+  session_->applied(job, allocation);
   starts_.push_back({job.id, std::move(allocation)});
+  jobs_.push_back(job);
   return Status::ok();
 }
 
 void Statement::commit() {
   for (Start& start : starts_) session_->decisions_.decisions.emplace_back(std::move(start));
   starts_.clear();
+  jobs_.clear();
 }
 
 void Statement::discard() {
   // Newest first, the reverse of how they were taken.
-  for (auto it = starts_.rbegin(); it != starts_.rend(); ++it) {
+  for (std::size_t i = starts_.size(); i-- > 0;) {
     // Cannot fail: these exact cores were taken by allocate() and nothing
     // else in the cycle could have released them.
-    Status released = session_->working().release(it->allocation);
+    Status released = session_->working().release(starts_[i].allocation);
     (void)released;
+    session_->undone(jobs_[i], starts_[i].allocation);
   }
   starts_.clear();
+  jobs_.clear();
 }
 
 }  // namespace hpcq::sched

@@ -12,6 +12,25 @@
 //   predicate   (job, node) -> may the job run on this node at all
 //   node score  (job, node) -> higher is preferred; scores of all plugins are
 //               added; equal scores keep rank order
+//   job ready   (job) -> may the job start this cycle at all (Volcano's
+//               JobReady/Overused: queue limits, proportional share); a job
+//               any hook rejects gets no candidates, no placement and no
+//               Statement, so every action honours it
+//   allocatable (job, allocation) -> may the job take this placement
+//               (limits on nodes, known only once placed); place() returns
+//               nullopt and Statement::allocate() refuses when one says no
+//   on allocate / on deallocate (job, allocation): a Statement's placement
+//               was applied / given back, so plugins keep in-cycle counters
+//   enqueueable (job) / on enqueue (job): consulted by the "enqueue" action
+//               (Volcano's JobEnqueueable / JobEnqueued); jobs it does not
+//               admit are held (not ready) for the rest of the cycle
+//
+// Built in, whatever the configuration: advance reservations
+// (Snapshot.reservations). A node of a reservation that has not ended is a
+// candidate for a job only if the job ends (now + time limit; a limit <= 0
+// never ends) by the reservation's start, or the reservation admits the job,
+// has started, and the job ends by the reservation's end. A node in several
+// reservations must pass each.
 //
 // Ownership: borrows the Snapshot (must outlive the Session). A Session lives
 // for one Scheduler::cycle() on one thread. Statements borrow their Session.
@@ -20,6 +39,9 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "lib/core/status.h"
@@ -34,6 +56,23 @@ using JobOrderFn = std::function<int(const PendingJob& a, const PendingJob& b)>;
 using PredicateFn = std::function<bool(const PendingJob& job, const resource::NodeState& node)>;
 using NodeScoreFn = std::function<double(const PendingJob& job, const resource::NodeState& node)>;
 using NodeFilterFn = std::function<bool(const resource::NodeState& node)>;
+using JobReadyFn = std::function<bool(const PendingJob& job)>;
+using AllocatableFn =
+    std::function<bool(const PendingJob& job, const resource::Allocation& allocation)>;
+using AllocationEventFn =
+    std::function<void(const PendingJob& job, const resource::Allocation& allocation)>;
+using JobEventFn = std::function<void(const PendingJob& job)>;
+
+// One queue's proportional share this cycle, in cores (filled by the
+// "proportion" plugin, read by "reclaim" and the plugin's own hooks).
+struct QueueShare {
+  std::string queue;      // the queue's name in the SitePolicy
+  double weight = 0;
+  double deserved = 0;    // water-filled share, capped by `request`
+  double allocated = 0;   // running at the snapshot + started this cycle
+  double request = 0;     // running + pending at the snapshot
+  double pending = 0;     // pending and not started this cycle
+};
 
 class Statement;
 
@@ -49,9 +88,31 @@ class Session {
   void add_job_order(std::string plugin, JobOrderFn fn);
   void add_predicate(std::string plugin, PredicateFn fn);
   void add_node_score(std::string plugin, NodeScoreFn fn);
+  void add_job_ready(std::string plugin, JobReadyFn fn);
+  void add_allocatable(std::string plugin, AllocatableFn fn);
+  void add_on_allocate(std::string plugin, AllocationEventFn fn);
+  void add_on_deallocate(std::string plugin, AllocationEventFn fn);
+  void add_job_enqueueable(std::string plugin, JobReadyFn fn);
+  void add_on_enqueue(std::string plugin, JobEventFn fn);
+
+  // Every job-ready hook accepts the job and it is not held.
+  bool job_ready(const PendingJob& job) const;
+  // Every allocatable hook accepts the placement.
+  bool allocatable(const PendingJob& job, const resource::Allocation& allocation) const;
+  // Every enqueueable hook accepts the job (true with none).
+  bool job_enqueueable(const PendingJob& job) const;
+  // Tells the on-enqueue hooks that the job was admitted.
+  void job_enqueued(const PendingJob& job);
+  // Keeps the job out of this cycle: job_ready() is false from now on.
+  void hold(JobId job);
+  bool held(JobId job) const;
 
   // true when `a` goes before `b`: the job order hooks, then submit time, then id.
   bool job_before(const PendingJob& a, const PendingJob& b) const;
+  // The job order hooks' verdict alone (<0 a first, >0 b first, 0 none),
+  // without the submit time / id tie-break: what "higher priority" means to
+  // preemption.
+  int job_order(const PendingJob& a, const PendingJob& b) const;
   // The queue in job order. Sorted on first call (skipped when the snapshot
   // is already in order); valid for the Session's life.
   const std::vector<const PendingJob*>& ordered_queue();
@@ -73,12 +134,30 @@ class Session {
   std::vector<const resource::NodeState*> candidates(const PendingJob& job) const {
     return candidates_in(job, pool());
   }
-  // Whether any plugin registered a predicate (feasibility then depends on
-  // the job, not only on its request).
-  bool has_predicates() const { return !predicates_.empty(); }
-  // Whether the job would fit if nothing were running (predicates honoured):
-  // false means waiting cannot help until the nodes change.
+  // The same, but ignoring advance reservations: where the job could run
+  // at some later time (for planners making future promises, which must
+  // then check the reservations' windows themselves).
+  std::vector<const resource::NodeState*> candidates_any_time(const PendingJob& job) const;
+  // Whether the reservations let the job use node `rank` now.
+  bool reservations_allow(const PendingJob& job, Rank rank) const;
+  // Whether feasibility depends on the job, not only on its request: a
+  // predicate, job-ready or allocatable hook, a held job or an advance
+  // reservation exists.
+  bool has_predicates() const {
+    return !predicates_.empty() || !job_ready_.empty() || !allocatable_.empty() ||
+           !held_.empty() || !reserved_.empty();
+  }
+  // Whether the job would fit if nothing were running (predicates, job-ready
+  // and allocatable hooks honoured; reservations not, as they end): false
+  // means it cannot start this cycle whatever ends, so actions pass it over.
   bool fits_when_idle(const PendingJob& job);
+
+  // The proportion plugin's per-queue shares (empty without it).
+  void set_queue_shares(std::vector<QueueShare> shares) { queue_shares_ = std::move(shares); }
+  const std::vector<QueueShare>& queue_shares() const { return queue_shares_; }
+  // nullptr when the queue has no share record.
+  QueueShare* queue_share(std::string_view queue);
+  const QueueShare* queue_share(std::string_view queue) const;
 
   Statement statement();
   // For decisions that take no resources (Reserve).
@@ -99,15 +178,29 @@ class Session {
 
   std::vector<const resource::NodeState*> candidates_in(const PendingJob& job,
                                                         const resource::NodePool& pool,
-                                                        const NodeFilterFn& usable = {}) const;
+                                                        const NodeFilterFn& usable = {},
+                                                        bool reservations = true) const;
   std::optional<resource::Allocation> place_in(const PendingJob& job,
-                                               const resource::NodePool& pool) const;
+                                               const resource::NodePool& pool,
+                                               const NodeFilterFn& usable = {}) const;
   resource::NodePool& working();
+  void applied(const PendingJob& job, const resource::Allocation& allocation);
+  void undone(const PendingJob& job, const resource::Allocation& allocation);
 
   const Snapshot& snapshot_;
   std::vector<Hook<JobOrderFn>> job_order_;
   std::vector<Hook<PredicateFn>> predicates_;
   std::vector<Hook<NodeScoreFn>> node_scores_;
+  std::vector<Hook<JobReadyFn>> job_ready_;
+  std::vector<Hook<AllocatableFn>> allocatable_;
+  std::vector<Hook<AllocationEventFn>> on_allocate_;
+  std::vector<Hook<AllocationEventFn>> on_deallocate_;
+  std::vector<Hook<JobReadyFn>> enqueueable_;
+  std::vector<Hook<JobEventFn>> on_enqueue_;
+  std::unordered_set<JobId> held_;
+  // Rank -> the reservations (not yet ended) that hold it.
+  std::unordered_map<Rank, std::vector<const AdvanceReservation*>> reserved_;
+  std::vector<QueueShare> queue_shares_;
   std::optional<std::vector<const PendingJob*>> ordered_;
   // Copied from the snapshot on the first placement: a cycle that starts
   // nothing (a full cluster) copies nothing.
@@ -128,17 +221,21 @@ class Statement {
   Statement& operator=(const Statement&) = delete;
   ~Statement();
 
-  // Takes the allocation's resources in the working copy. kFailedPrecondition
-  // (and nothing taken) when any core is not free there.
+  // Takes the allocation's resources in the working copy and tells the
+  // on-allocate hooks. kFailedPrecondition (and nothing taken) when any core
+  // is not free there, the job is not ready, a hook refuses the placement,
+  // or a node is one the reservations keep from the job.
   Status allocate(const PendingJob& job, resource::Allocation allocation);
   // Turns the placements into Start decisions, in allocate() order.
   void commit();
-  // Gives the placements back to the working copy.
+  // Gives the placements back to the working copy (on-deallocate hooks told,
+  // newest first).
   void discard();
 
  private:
   Session* session_;
   std::vector<Start> starts_;
+  std::vector<PendingJob> jobs_;  // parallel to starts_, for on-deallocate
 };
 
 }  // namespace hpcq::sched

@@ -4,6 +4,9 @@ namespace hpcq::sched {
 
 void AllocateAction::execute(Session& session) {
   for (const PendingJob* job : session.ordered_queue()) {
+    // Held by enqueue or over a queue's limits or share: it cannot start
+    // this cycle whatever frees up, so it must not block the jobs behind it.
+    if (!session.job_ready(*job)) continue;
     std::optional<resource::Allocation> allocation = session.place(*job);
     if (!allocation) {
       if (session.fits_when_idle(*job)) return;  // strict: nobody passes a job that can run

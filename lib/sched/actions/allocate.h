@@ -8,8 +8,16 @@
 // passed over, since waiting for running jobs cannot help it and it would
 // otherwise block the queue until the nodes change.
 //
+// Jobs that are not ready this cycle (Session::job_ready: held by
+// "enqueue", over a queue limit or a proportional share) are passed over
+// too: they cannot start whatever ends. Advance reservations and the
+// plugins' allocatable hooks apply through Session::place().
+//
 // Each job is placed with its own Statement, so a multi-node job starts on
 // all its nodes or on none.
+//
+// Cost per cycle (Q queued, N nodes): O(Q) job-ready checks plus one
+// O(N) placement per job tried; on a full cluster one placement in all.
 #pragma once
 
 #include <string_view>

@@ -4,6 +4,8 @@
 
 #include "lib/resource/allocator.h"
 #include "lib/resource/hwloc_import.h"
+#include "lib/sched/registry.h"
+#include "lib/sched/scheduler.h"
 
 namespace hpcq::sched {
 namespace {
@@ -95,6 +97,80 @@ TEST_F(SessionTest, StatementCommitsOrDiscardsTogether) {
   EXPECT_EQ(std::get<Start>(d.decisions[0]).job, 4u);
   EXPECT_EQ(std::get<Reserve>(d.decisions[1]).time, 5000);
   EXPECT_EQ(session.pool().free_cores(1), 0);
+}
+
+TEST_F(SessionTest, JobReadyHooksKeepAJobOffEveryPath) {
+  Session session(snap_);
+  session.add_job_ready("not-2", [](const PendingJob& j) { return j.id != 2; });
+  const PendingJob& two = snap_.queue[1];
+  EXPECT_FALSE(session.job_ready(two));
+  EXPECT_TRUE(session.job_ready(snap_.queue[0]));
+  EXPECT_FALSE(session.place(two).has_value());
+  EXPECT_TRUE(session.candidates(two).empty());
+  EXPECT_FALSE(session.fits_when_idle(two));  // passed over, not waited for
+  EXPECT_TRUE(session.has_predicates());
+  resource::NodeAllocation part;
+  part.rank = 1;
+  part.cores = {0, 1, 2, 3};
+  Statement st = session.statement();
+  EXPECT_EQ(st.allocate(two, {{part}}).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(session.pool().free_cores(1), 4);
+  session.hold(1);
+  EXPECT_TRUE(session.held(1));
+  EXPECT_FALSE(session.place(snap_.queue[0]).has_value());
+}
+
+TEST_F(SessionTest, EveryActionSkipsAJobThatIsNotReady) {
+  for (const std::vector<std::string>& actions :
+       {std::vector<std::string>{"allocate"}, std::vector<std::string>{"backfill"}}) {
+    auto s = Scheduler::create({actions, {"fcfs"}, {}});
+    ASSERT_TRUE(s.is_ok());
+    Session session(snap_);
+    session.add_job_ready("not-3", [](const PendingJob& j) { return j.id != 3; });
+    for (const auto& entry : action_registry()) {
+      if (entry.name != actions[0]) continue;
+      auto action = entry.make({});
+      ASSERT_TRUE(action.is_ok());
+      (*action)->execute(session);
+    }
+    std::vector<JobId> started;
+    for (const Decision& d : session.take_decisions().decisions) {
+      if (const Start* st = std::get_if<Start>(&d)) started.push_back(st->job);
+    }
+    // Job 3 is second in order (submitted before 2 and 1) and is skipped,
+    // not waited for: 4, 2 and 1 start... three nodes of 4 cores.
+    EXPECT_EQ(started, (std::vector<JobId>{4, 2, 1})) << actions[0];
+  }
+}
+
+TEST_F(SessionTest, AllocationHooksSeeAppliedAndUndonePlacements) {
+  Session session(snap_);
+  int cores = 0;
+  session.add_on_allocate("count", [&](const PendingJob&, const resource::Allocation& a) {
+    cores += a.total_cores();
+  });
+  session.add_on_deallocate("count", [&](const PendingJob&, const resource::Allocation& a) {
+    cores -= a.total_cores();
+  });
+  // At most one node per job.
+  session.add_allocatable("one-node", [](const PendingJob&, const resource::Allocation& a) {
+    return a.nodes.size() <= 1;
+  });
+  {
+    Statement st = session.statement();
+    ASSERT_TRUE(st.allocate(snap_.queue[0], *session.place(snap_.queue[0])).is_ok());
+    ASSERT_TRUE(st.allocate(snap_.queue[1], *session.place(snap_.queue[1])).is_ok());
+    EXPECT_EQ(cores, 8);
+  }  // discarded
+  EXPECT_EQ(cores, 0);
+  PendingJob wide = snap_.queue[0];
+  wide.request.ntasks = 8;
+  EXPECT_FALSE(session.place(wide).has_value());
+  EXPECT_FALSE(session.fits_when_idle(wide));
+  Statement st = session.statement();
+  ASSERT_TRUE(st.allocate(snap_.queue[2], *session.place(snap_.queue[2])).is_ok());
+  st.commit();
+  EXPECT_EQ(cores, 4);
 }
 
 }  // namespace

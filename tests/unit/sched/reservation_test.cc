@@ -1,0 +1,197 @@
+// Advance reservations in the Session.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/resource/hwloc_import.h"
+#include "lib/sched/scheduler.h"
+#include "lib/sched/session.h"
+
+namespace hpcq::sched {
+namespace {
+
+// A pool of `nodes` nodes of 4 cores (ranks 1..nodes).
+[[maybe_unused]] resource::NodePool make_pool(int nodes) {
+  resource::NodePool pool;
+  auto t = resource::discover_topology("core:4 pu:1");
+  EXPECT_TRUE(t.is_ok());
+  for (int r = 1; r <= nodes; ++r) {
+    EXPECT_TRUE(pool.add_node(static_cast<Rank>(r), "n" + std::to_string(r), *t).is_ok());
+  }
+  return pool;
+}
+
+[[maybe_unused]] PendingJob pending(JobId id, int ntasks, std::string queue = "", std::uint32_t uid = 1,
+                   std::int64_t time_limit_s = 3600) {
+  PendingJob j;
+  j.id = id;
+  j.uid = uid;
+  j.submit_time = static_cast<TimeUs>(id);
+  j.request.ntasks = ntasks;
+  j.time_limit_s = time_limit_s;
+  j.queue = std::move(queue);
+  return j;
+}
+
+// A running job on `cores` of each of `ranks`, taken from `pool`.
+[[maybe_unused]] RunningJob running(resource::NodePool& pool, JobId id, std::vector<Rank> ranks,
+                   std::vector<int> cores, std::string queue, TimeUs start,
+                   std::uint32_t uid = 1) {
+  RunningJob r;
+  r.id = id;
+  r.uid = uid;
+  r.submit_time = start;
+  r.start_time = start;
+  r.end_estimate = start + 3600 * kUsPerSecond;
+  r.time_limit_s = 3600;
+  r.queue = std::move(queue);
+  r.request.ntasks = static_cast<int>(ranks.size() * cores.size());
+  r.request.nodes = static_cast<int>(ranks.size());
+  int first = 0;
+  for (Rank rank : ranks) {
+    resource::NodeAllocation part;
+    part.rank = rank;
+    part.node = "n" + std::to_string(rank);
+    part.cores = cores;
+    part.numa = {0};
+    part.ntasks = static_cast<int>(cores.size());
+    part.first_task = first;
+    first += part.ntasks;
+    r.allocation.nodes.push_back(part);
+  }
+  EXPECT_TRUE(pool.allocate(r.allocation).is_ok());
+  return r;
+}
+
+[[maybe_unused]] std::vector<JobId> started(const Decisions& d) {
+  std::vector<JobId> out;
+  for (const Decision& x : d.decisions) {
+    if (const Start* s = std::get_if<Start>(&x)) out.push_back(s->job);
+  }
+  return out;
+}
+
+[[maybe_unused]] std::vector<std::pair<JobId, JobId>> preempted(const Decisions& d) {
+  std::vector<std::pair<JobId, JobId>> out;
+  for (const Decision& x : d.decisions) {
+    if (const Preempt* p = std::get_if<Preempt>(&x)) out.emplace_back(p->job, p->for_job);
+  }
+  return out;
+}
+
+[[maybe_unused]] Decisions run(const Snapshot& snap, std::vector<std::string> actions,
+              std::vector<std::string> plugins, std::map<std::string, std::string> options = {}) {
+  auto s = Scheduler::create({std::move(actions), std::move(plugins), std::move(options)});
+  EXPECT_TRUE(s.is_ok()) << s.status().message();
+  return s->cycle(snap);
+}
+
+constexpr TimeUs kNow = 1'000'000 * kUsPerSecond;
+constexpr TimeUs kHour = 3600 * kUsPerSecond;
+
+std::vector<Rank> ranks(const resource::Allocation& a) {
+  std::vector<Rank> out;
+  for (const auto& n : a.nodes) out.push_back(n.rank);
+  return out;
+}
+
+// n1 reserved for uid 42 over [now + 1 h, now + 3 h).
+Snapshot reserved_snapshot(const resource::NodePool& pool) {
+  Snapshot snap;
+  snap.now = kNow;
+  snap.pool = &pool;
+  snap.reservations.push_back({"maint", {1}, kNow + kHour, kNow + 3 * kHour, {42}, {"physics"}});
+  return snap;
+}
+
+TEST(ReservationTest, AJobThatWouldOverlapIsKeptOffTheNodes) {
+  resource::NodePool pool = make_pool(2);
+  Snapshot snap = reserved_snapshot(pool);
+  Session session(snap);
+  const PendingJob long_job = pending(1, 4, "", 1, 2 * 3600);
+  auto a = session.place(long_job);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(ranks(*a), (std::vector<Rank>{2}));
+  // Both nodes' worth: cannot fit without n1.
+  EXPECT_FALSE(session.place(pending(2, 8, "", 1, 2 * 3600)).has_value());
+  EXPECT_FALSE(session.place(pending(3, 8, "", 1, 0)).has_value());  // no limit: forever
+  // But it would on the idle cluster once the reservation is over: wait.
+  EXPECT_TRUE(session.fits_when_idle(pending(2, 8, "", 1, 2 * 3600)));
+  // Ending by the reservation's start is fine.
+  auto short_job = session.place(pending(4, 8, "", 1, 3600));
+  ASSERT_TRUE(short_job.has_value());
+  EXPECT_EQ(ranks(*short_job), (std::vector<Rank>{1, 2}));
+  // Statement::allocate refuses n1 for the long job however it is placed.
+  resource::NodeAllocation part;
+  part.rank = 1;
+  part.node = "n1";
+  part.cores = {0};
+  part.numa = {0};
+  part.ntasks = 1;
+  Statement st = session.statement();
+  EXPECT_EQ(st.allocate(pending(5, 1, "", 1, 2 * 3600), {{part}}).code(),
+            Code::kFailedPrecondition);
+  EXPECT_EQ(session.candidates_any_time(long_job).size(), 2u);
+}
+
+TEST(ReservationTest, EveryActionHonoursIt) {
+  resource::NodePool pool = make_pool(2);
+  Snapshot snap = reserved_snapshot(pool);
+  snap.running.push_back(running(pool, 100, {2}, {0, 1, 2, 3}, "", 0));
+  snap.queue.push_back(pending(1, 4, "", 1, 2 * 3600));
+  snap.queue.push_back(pending(2, 4, "", 1, 0));
+  EXPECT_EQ(started(run(snap, {"allocate"}, {"fcfs"})), (std::vector<JobId>{}));
+  EXPECT_EQ(started(run(snap, {"allocate", "backfill"}, {"fcfs"})), (std::vector<JobId>{}));
+  EXPECT_EQ(started(run(snap, {"backfill"}, {"fcfs"})), (std::vector<JobId>{}));
+  snap.queue.push_back(pending(3, 4, "", 1, 1800));  // ends in time
+  EXPECT_EQ(started(run(snap, {"allocate", "backfill"}, {"fcfs"})), (std::vector<JobId>{3}));
+  // Without the reservation the first job simply starts.
+  snap.reservations.clear();
+  EXPECT_EQ(started(run(snap, {"allocate"}, {"fcfs"})), (std::vector<JobId>{1}));
+}
+
+TEST(ReservationTest, AdmittedUsersGetInDuringTheWindowOnly) {
+  resource::NodePool pool = make_pool(1);
+  Snapshot snap = reserved_snapshot(pool);
+  PendingJob mine = pending(1, 4, "", 42, 3600);
+  PendingJob by_account = pending(2, 4, "", 7, 3600);
+  by_account.account = "physics";
+  {
+    Session before(snap);  // the window has not begun; 1 h ends right at its start
+    EXPECT_TRUE(before.place(mine).has_value());
+    mine.time_limit_s = 3601;
+    EXPECT_FALSE(before.place(mine).has_value());
+  }
+  snap.now = kNow + kHour;
+  {
+    Session inside(snap);
+    EXPECT_TRUE(inside.place(mine).has_value());
+    EXPECT_TRUE(inside.place(by_account).has_value());
+    EXPECT_FALSE(inside.place(pending(3, 4, "", 7, 60)).has_value());  // not admitted
+    PendingJob too_long = mine;
+    too_long.time_limit_s = 2 * 3600 + 1;  // past the end
+    EXPECT_FALSE(inside.place(too_long).has_value());
+    too_long.time_limit_s = 0;
+    EXPECT_FALSE(inside.place(too_long).has_value());
+  }
+  // Through the scheduler: ending exactly at the reservation's end.
+  snap.now = kNow + 2 * kHour;
+  mine.time_limit_s = 3600;
+  snap.queue = {mine};
+  EXPECT_EQ(started(run(snap, {"allocate"}, {"fcfs"})), (std::vector<JobId>{1}));
+}
+
+TEST(ReservationTest, AnExpiredReservationHasNoEffect) {
+  resource::NodePool pool = make_pool(1);
+  Snapshot snap = reserved_snapshot(pool);
+  snap.now = kNow + 3 * kHour;  // == end: over
+  Session session(snap);
+  EXPECT_TRUE(session.place(pending(1, 4, "", 1, 0)).has_value());
+  EXPECT_FALSE(session.has_predicates());
+}
+
+}  // namespace
+}  // namespace hpcq::sched
