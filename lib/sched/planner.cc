@@ -5,9 +5,23 @@
 #include "lib/resource/allocator.h"
 
 namespace hpcq::sched {
+namespace {
+
+// Ranks are dense in practice (1..N); a direct table is used while it stays
+// within this factor of the node count.
+constexpr std::size_t kDenseFactor = 4;
+// Above any sum of changes: the least of none.
+constexpr std::int64_t kNoLeast = std::numeric_limits<std::int64_t>::max();
+
+bool admitted_to(std::span<const std::size_t> admitted, std::size_t id) {
+  return std::binary_search(admitted.begin(), admitted.end(), id);
+}
+
+}  // namespace
 
 Planner::Planner(const resource::NodePool& pool, TimeUs now) : now_(now) {
   nodes_.reserve(pool.nodes().size());
+  Rank max_rank = 0;
   for (const resource::NodeState& state : pool.nodes()) {
     Node node;
     node.rank = state.rank();
@@ -15,7 +29,14 @@ Planner::Planner(const resource::NodePool& pool, TimeUs now) : now_(now) {
     node.free_cores = state.free_cores();
     node.free_memory = state.free_memory();
     if (node.schedulable) free_now_ += node.free_cores;
+    max_rank = std::max(max_rank, node.rank);
     nodes_.push_back(std::move(node));
+  }
+  if (static_cast<std::size_t>(max_rank) <= kDenseFactor * nodes_.size() + 64) {
+    index_.assign(static_cast<std::size_t>(max_rank) + 1, -1);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      index_[nodes_[i].rank] = static_cast<std::int32_t>(i);
+    }
   }
 }
 
@@ -24,6 +45,10 @@ Planner::Node* Planner::find(Rank rank) {
 }
 
 const Planner::Node* Planner::find(Rank rank) const {
+  if (!index_.empty()) {
+    if (static_cast<std::size_t>(rank) >= index_.size() || index_[rank] < 0) return nullptr;
+    return &nodes_[static_cast<std::size_t>(index_[rank])];
+  }
   auto it = std::lower_bound(nodes_.begin(), nodes_.end(), rank,
                              [](const Node& n, Rank r) { return n.rank < r; });
   return it != nodes_.end() && it->rank == rank ? &*it : nullptr;
@@ -32,27 +57,48 @@ const Planner::Node* Planner::find(Rank rank) const {
 void Planner::add_change(Node& node, TimeUs time, int cores, std::int64_t memory) {
   auto at = std::upper_bound(node.changes.begin(), node.changes.end(), time,
                              [](TimeUs t, const Change& c) { return t < c.time; });
+  const auto pos = static_cast<std::size_t>(at - node.changes.begin());
   node.changes.insert(at, Change{time, cores, memory});
+  std::vector<Change>& changes = node.changes;
+  for (std::size_t i = pos; i < changes.size(); ++i) {
+    changes[i].cores_sum = (i > 0 ? changes[i - 1].cores_sum : 0) + changes[i].cores;
+    changes[i].memory_sum = (i > 0 ? changes[i - 1].memory_sum : 0) + changes[i].memory;
+  }
+  for (std::size_t i = changes.size(); i-- > 0;) {
+    // Only the amount after the last change at a time counts: a job ending
+    // when a reservation starts hands its cores straight over, whatever
+    // order the two came in.
+    std::int64_t cores_least = kNoLeast;
+    std::int64_t memory_least = kNoLeast;
+    if (i + 1 < changes.size()) {
+      cores_least = changes[i + 1].cores_least;
+      memory_least = changes[i + 1].memory_least;
+    }
+    if (i + 1 == changes.size() || changes[i + 1].time != changes[i].time) {
+      cores_least = std::min(cores_least, changes[i].cores_sum);
+      memory_least = std::min(memory_least, changes[i].memory_sum);
+    }
+    // Before `pos` the least only changes while the new sums undercut it.
+    if (i < pos && cores_least == changes[i].cores_least &&
+        memory_least == changes[i].memory_least) {
+      break;
+    }
+    changes[i].cores_least = cores_least;
+    changes[i].memory_least = memory_least;
+  }
   if (node.schedulable) {
-    aggregate_.emplace_back(time, cores);
-    settled_ = false;
+    fresh_.push_back(Event{time, static_cast<std::uint32_t>(&node - nodes_.data()), cores});
   }
 }
 
 void Planner::settle() const {
-  if (settled_) return;
-  std::stable_sort(aggregate_.begin(), aggregate_.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::size_t out = 0;
-  for (std::size_t i = 0; i < aggregate_.size(); ++i) {
-    if (out > 0 && aggregate_[out - 1].first == aggregate_[i].first) {
-      aggregate_[out - 1].second += aggregate_[i].second;
-    } else {
-      aggregate_[out++] = aggregate_[i];
-    }
-  }
-  aggregate_.resize(out);
-  settled_ = true;
+  if (fresh_.empty()) return;
+  const auto by_time = [](const Event& a, const Event& b) { return a.time < b.time; };
+  std::stable_sort(fresh_.begin(), fresh_.end(), by_time);
+  const auto old_size = static_cast<std::ptrdiff_t>(events_.size());
+  events_.insert(events_.end(), fresh_.begin(), fresh_.end());
+  std::inplace_merge(events_.begin(), events_.begin() + old_size, events_.end(), by_time);
+  fresh_.clear();
 }
 
 void Planner::add_release(const resource::Allocation& allocation, TimeUs end) {
@@ -92,23 +138,50 @@ void Planner::reserve(std::span<const NodeShare> shares, TimeUs start, TimeUs en
   }
 }
 
+std::size_t Planner::add_block(std::span<const Rank> ranks, TimeUs start, TimeUs end) {
+  const std::size_t id = blocks_++;
+  if (end <= start || end <= now_) return id;
+  for (Rank rank : ranks) {
+    Node* node = find(rank);
+    if (node == nullptr) continue;
+    if (node->blocks.empty())
+      block_nodes_.push_back(static_cast<std::size_t>(node - nodes_.data()));
+    node->blocks.push_back(Block{start, end, id});
+  }
+  return id;
+}
+
+bool Planner::blocked(const Node& node, TimeUs start, TimeUs end,
+                      std::span<const std::size_t> admitted) {
+  for (const Block& block : node.blocks) {
+    if (block.start < end && block.end > start && !admitted_to(admitted, block.id)) return true;
+  }
+  return false;
+}
+
 NodeShare Planner::window_min(const Node& node, TimeUs start, TimeUs end) const {
-  std::int64_t cores = node.free_cores;
-  auto memory = static_cast<std::int64_t>(node.free_memory);
-  std::size_t i = 0;
+  const std::vector<Change>& changes = node.changes;
   // Changes at `start` count: a job ending then frees its cores for us.
-  for (; i < node.changes.size() && node.changes[i].time <= start; ++i) {
-    cores += node.changes[i].cores;
-    memory += node.changes[i].memory;
+  const auto first = static_cast<std::size_t>(
+      std::upper_bound(changes.begin(), changes.end(), start,
+                       [](TimeUs t, const Change& c) { return t < c.time; }) -
+      changes.begin());
+  std::int64_t min_cores = first > 0 ? changes[first - 1].cores_sum : 0;
+  std::int64_t min_memory = first > 0 ? changes[first - 1].memory_sum : 0;
+  if (first < changes.size()) {
+    if (changes.back().time < end) {
+      min_cores = std::min(min_cores, changes[first].cores_least);
+      min_memory = std::min(min_memory, changes[first].memory_least);
+    } else {
+      for (std::size_t i = first; i < changes.size() && changes[i].time < end; ++i) {
+        if (i + 1 < changes.size() && changes[i + 1].time == changes[i].time) continue;
+        min_cores = std::min(min_cores, changes[i].cores_sum);
+        min_memory = std::min(min_memory, changes[i].memory_sum);
+      }
+    }
   }
-  std::int64_t min_cores = cores;
-  std::int64_t min_memory = memory;
-  for (; i < node.changes.size() && node.changes[i].time < end; ++i) {
-    cores += node.changes[i].cores;
-    memory += node.changes[i].memory;
-    min_cores = std::min(min_cores, cores);
-    min_memory = std::min(min_memory, memory);
-  }
+  min_cores += node.free_cores;
+  min_memory += static_cast<std::int64_t>(node.free_memory);
   return {node.rank, static_cast<int>(std::max<std::int64_t>(min_cores, 0)),
           static_cast<std::uint64_t>(std::max<std::int64_t>(min_memory, 0))};
 }
@@ -119,7 +192,7 @@ std::optional<NodeShare> Planner::min_free(Rank rank, TimeUs start, TimeUs end) 
   return window_min(*node, start, end);
 }
 
-std::vector<NodeShare> Planner::limits(TimeUs end) const {
+std::vector<NodeShare> Planner::limits(TimeUs end, std::span<const std::size_t> admitted) const {
   std::vector<NodeShare> out;
   for (std::size_t index : reserved_) {
     const Node& node = nodes_[index];
@@ -128,20 +201,31 @@ std::vector<NodeShare> Planner::limits(TimeUs end) const {
       out.push_back(least);
     }
   }
-  std::sort(out.begin(), out.end(),
-            [](const NodeShare& a, const NodeShare& b) { return a.rank < b.rank; });
+  for (std::size_t index : block_nodes_) {
+    const Node& node = nodes_[index];
+    if (blocked(node, now_, end, admitted)) out.push_back(NodeShare{node.rank, 0, 0});
+  }
+  // A node both reserved and blocked keeps the block's nothing.
+  std::sort(out.begin(), out.end(), [](const NodeShare& a, const NodeShare& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.cores < b.cores;
+  });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const NodeShare& a, const NodeShare& b) { return a.rank == b.rank; }),
+            out.end());
   return out;
 }
 
 int Planner::capacity(const Node& node, const resource::ResourceRequest& request, TimeUs start,
-                      TimeUs end) const {
+                      TimeUs end, std::span<const std::size_t> admitted) const {
+  if (!node.blocks.empty() && blocked(node, start, end, admitted)) return 0;
   const NodeShare least = window_min(node, start, end);
   if (request.mem_per_node_bytes > least.memory_bytes) return 0;
   return least.cores / request.cpus_per_task;
 }
 
-std::vector<NodeShare> Planner::pick(const resource::ResourceRequest& request, TimeUs start,
-                                     TimeUs end, const std::vector<std::size_t>& order) const {
+std::vector<NodeShare> Planner::pick(const resource::ResourceRequest& request,
+                                     const std::vector<std::size_t>& order,
+                                     const std::vector<int>& caps) const {
   const auto share = [&](std::size_t index, int tasks) {
     return NodeShare{nodes_[index].rank, tasks * request.cpus_per_task, request.mem_per_node_bytes};
   };
@@ -155,13 +239,12 @@ std::vector<NodeShare> Planner::pick(const resource::ResourceRequest& request, T
     for (std::size_t pos = 0; pos < order.size(); ++pos) {
       // Too few nodes left to make up the rest.
       if (order.size() - pos < static_cast<std::size_t>(request.nodes - big - small)) return {};
-      const std::size_t index = order[pos];
-      const int cap = capacity(nodes_[index], request, start, end);
+      const int cap = caps[pos];
       if (cap >= base + 1 && big < extra) {
-        out.push_back(share(index, base + 1));
+        out.push_back(share(order[pos], base + 1));
         ++big;
       } else if (cap >= base && small < request.nodes - extra) {
-        out.push_back(share(index, base));
+        out.push_back(share(order[pos], base));
         ++small;
       }
       if (big + small == request.nodes) return out;
@@ -170,25 +253,24 @@ std::vector<NodeShare> Planner::pick(const resource::ResourceRequest& request, T
   }
   // As few nodes as possible: one node if any holds every task (the first
   // in preference order), else the roomiest nodes.
-  std::vector<std::pair<int, std::size_t>> caps;  // (capacity, position in order)
-  caps.reserve(order.size());
+  std::vector<std::pair<int, std::size_t>> room;  // (capacity, position in order)
   std::int64_t total = 0;
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
-    const int cap = capacity(nodes_[order[pos]], request, start, end);
+    const int cap = caps[pos];
     if (cap >= request.ntasks) return {share(order[pos], request.ntasks)};
-    if (cap > 0) caps.emplace_back(cap, pos);
+    if (cap > 0) room.emplace_back(cap, pos);
     total += cap;
   }
   if (total < request.ntasks) return {};
-  std::stable_sort(caps.begin(), caps.end(),
+  std::stable_sort(room.begin(), room.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   std::size_t count = 0;
-  for (int covered = 0; covered < request.ntasks; ++count) covered += caps[count].first;
-  caps.resize(count);
-  std::sort(caps.begin(), caps.end(),
+  for (int covered = 0; covered < request.ntasks; ++count) covered += room[count].first;
+  room.resize(count);
+  std::sort(room.begin(), room.end(),
             [](const auto& a, const auto& b) { return a.second < b.second; });
   int left = request.ntasks;
-  for (const auto& [cap, pos] : caps) {
+  for (const auto& [cap, pos] : room) {
     const int tasks = std::min(cap, left);
     out.push_back(share(order[pos], tasks));
     left -= tasks;
@@ -196,82 +278,157 @@ std::vector<NodeShare> Planner::pick(const resource::ResourceRequest& request, T
   return out;
 }
 
-std::optional<Slot> Planner::earliest(
-    const resource::ResourceRequest& request, TimeUs duration,
-    std::span<const resource::NodeState* const> candidates) const {
+std::optional<Slot> Planner::earliest(const resource::ResourceRequest& request, TimeUs duration,
+                                      std::span<const resource::NodeState* const> candidates,
+                                      std::span<const std::size_t> admitted) const {
   if (!resource::check_request(request).is_ok()) return std::nullopt;
+  // order[pos]: index into nodes_ of the pos-th candidate; where[index]: its
+  // pos, or -1 for a node that is not a candidate.
   std::vector<std::size_t> order;
   order.reserve(candidates.size());
+  std::vector<std::int32_t> where(nodes_.size(), -1);
   for (const resource::NodeState* state : candidates) {
     const Node* node = find(state->rank());
-    if (node != nullptr && node->schedulable) {
-      order.push_back(static_cast<std::size_t>(node - nodes_.data()));
-    }
+    if (node == nullptr || !node->schedulable) continue;
+    const auto index = static_cast<std::size_t>(node - nodes_.data());
+    if (where[index] >= 0) continue;  // named twice
+    where[index] = static_cast<std::int32_t>(order.size());
+    order.push_back(index);
   }
   if (order.size() < static_cast<std::size_t>(std::max(request.nodes, 1))) return std::nullopt;
   settle();
 
-  // Candidate starts: now and every time the profile changes. times[i] and
-  // free[i]: the aggregate free cores from times[i] until times[i + 1].
-  std::vector<TimeUs> times{now_};
-  std::vector<std::int64_t> free{free_now_};
-  for (const auto& [time, delta] : aggregate_) {
-    if (time <= now_) {
-      free[0] += delta;
-    } else {
-      times.push_back(time);
-      free.push_back(free.back() + delta);
-    }
-  }
   const std::int64_t need =
       static_cast<std::int64_t>(request.ntasks) * static_cast<std::int64_t>(request.cpus_per_task);
-  // dip[i]: the first j > i where the aggregate falls below `need`, so that
-  // a window starting at times[i] passes the bound iff it ends by times[j].
-  const std::size_t m = times.size();
-  std::vector<std::size_t> dip(m, m);
-  for (std::size_t i = m - 1; i > 0; --i) dip[i - 1] = free[i] < need ? i : dip[i];
-
-  // A gang cannot start before its N-th node first has room for its share
-  // (each node's first time with base tasks' worth free, ignoring later
-  // dips): one O(N + E) pass that skips the candidate times at which the
-  // aggregate has room but too few nodes do, which would each cost a scan.
-  TimeUs not_before = now_;
-  if (request.nodes > 0) {
-    const int base = request.ntasks / request.nodes;
-    const std::int64_t cores = static_cast<std::int64_t>(base) * request.cpus_per_task;
-    const auto memory = static_cast<std::int64_t>(request.mem_per_node_bytes);
-    std::vector<TimeUs> ready;
-    ready.reserve(order.size());
-    for (std::size_t index : order) {
-      const Node& node = nodes_[index];
-      std::int64_t c = node.free_cores;
-      auto mem = static_cast<std::int64_t>(node.free_memory);
-      TimeUs when = kForever;
-      if (c >= cores && mem >= memory) when = now_;
-      for (std::size_t k = 0; when == kForever && k < node.changes.size(); ++k) {
-        c += node.changes[k].cores;
-        mem += node.changes[k].memory;
-        const bool last_at_time =
-            k + 1 == node.changes.size() || node.changes[k + 1].time != node.changes[k].time;
-        if (last_at_time && c >= cores && mem >= memory)
-          when = std::max(now_, node.changes[k].time);
+  // The aggregate bound, streamed: the first time from which the total free
+  // cores of schedulable nodes stay at least `need` for `duration`. No start
+  // before it can fit, so the sweep begins there.
+  TimeUs first = kForever;
+  {
+    std::int64_t total = free_now_;
+    std::size_t i = 0;
+    for (; i < events_.size() && events_[i].time <= now_; ++i) total += events_[i].cores;
+    TimeUs run = total >= need ? now_ : kForever;  // since when the total has sufficed
+    while (i < events_.size()) {
+      const TimeUs time = events_[i].time;
+      if (run != kForever && add_time(run, duration) <= time) break;
+      for (; i < events_.size() && events_[i].time == time; ++i) total += events_[i].cores;
+      if (total < need) {
+        run = kForever;
+      } else if (run == kForever) {
+        run = time;
       }
-      ready.push_back(when);
     }
-    const auto nth = ready.begin() + (request.nodes - 1);
-    std::nth_element(ready.begin(), nth, ready.end());
-    not_before = *nth;
-    if (not_before == kForever) return std::nullopt;
+    first = run;
   }
 
-  for (std::size_t i = 0; i < m; ++i) {
-    if (free[i] < need || times[i] < not_before) continue;
-    const TimeUs end = add_time(times[i], duration);
-    if (dip[i] < m && times[dip[i]] < end) continue;
-    std::vector<NodeShare> where = pick(request, times[i], end, order);
-    if (!where.empty()) return Slot{times[i], std::move(where)};
+  // Edges of the blocks that stop this job on candidate nodes: a block's
+  // start matters once the window's end passes it, its end once the window's
+  // start reaches it (the same rules as for changes), and its end is a
+  // candidate start.
+  struct Edge {
+    TimeUs time;
+    std::uint32_t node;
+  };
+  std::vector<Edge> block_starts;
+  std::vector<Edge> block_ends;
+  for (std::size_t index : block_nodes_) {
+    if (where[index] < 0) continue;
+    for (const Block& block : nodes_[index].blocks) {
+      if (admitted_to(admitted, block.id)) continue;
+      block_starts.push_back({block.start, static_cast<std::uint32_t>(index)});
+      block_ends.push_back({block.end, static_cast<std::uint32_t>(index)});
+    }
   }
-  return std::nullopt;
+  const auto edge_by_time = [](const Edge& a, const Edge& b) { return a.time < b.time; };
+  std::sort(block_starts.begin(), block_starts.end(), edge_by_time);
+  std::sort(block_ends.begin(), block_ends.end(), edge_by_time);
+  // The aggregate ignores blocks: a block's end before `first` may not be a
+  // start either, as no start before `first` fits.
+  if (first == kForever) return std::nullopt;
+
+  // What the request needs of the candidates' capacities.
+  const int base = request.nodes > 0 ? request.ntasks / request.nodes : 0;
+  const int extra = request.nodes > 0 ? request.ntasks % request.nodes : 0;
+  std::int64_t total = 0;  // nodes = 0: tasks over all candidates
+  int roomy = 0;           // nodes = N: candidates with room for base tasks
+  int roomier = 0;         // ... and for base + 1
+  const auto count = [&](int cap, int sign) {
+    if (request.nodes == 0) {
+      total += sign * cap;
+    } else {
+      if (cap >= base) roomy += sign;
+      if (cap >= base + 1) roomier += sign;
+    }
+  };
+  const auto enough = [&] {
+    return request.nodes == 0 ? total >= request.ntasks
+                              : roomy >= request.nodes && roomier >= extra;
+  };
+
+  TimeUs t = first;
+  TimeUs end = add_time(t, duration);
+  std::vector<int> caps(order.size());
+  for (std::size_t pos = 0; pos < order.size(); ++pos) {
+    caps[pos] = capacity(nodes_[order[pos]], request, t, end, admitted);
+    count(caps[pos], 1);
+  }
+  // Sweep cursors: events_[begun..) have not reached the window's start,
+  // events_[ended..) not its end; the same for the block edges.
+  const auto after = [](const auto& list, TimeUs time) {
+    return static_cast<std::size_t>(
+        std::upper_bound(list.begin(), list.end(), time,
+                         [](TimeUs x, const auto& item) { return x < item.time; }) -
+        list.begin());
+  };
+  const auto from = [](const auto& list, TimeUs time) {
+    return static_cast<std::size_t>(
+        std::lower_bound(list.begin(), list.end(), time,
+                         [](const auto& item, TimeUs x) { return item.time < x; }) -
+        list.begin());
+  };
+  std::size_t begun = after(events_, t);
+  std::size_t ended = from(events_, end);
+  std::size_t blocks_begun = after(block_ends, t);
+  std::size_t blocks_ended = from(block_starts, end);
+  std::vector<std::uint32_t> seen(order.size(), 0);
+  std::uint32_t step = 0;
+  std::vector<std::size_t> touched;
+  const auto touch = [&](std::uint32_t index) {
+    const std::int32_t pos = where[index];
+    if (pos < 0 || seen[static_cast<std::size_t>(pos)] == step) return;
+    seen[static_cast<std::size_t>(pos)] = step;
+    touched.push_back(static_cast<std::size_t>(pos));
+  };
+
+  for (;;) {
+    if (enough()) {
+      std::vector<NodeShare> chosen = pick(request, order, caps);
+      if (!chosen.empty()) return Slot{t, std::move(chosen)};
+    }
+    // On to the next candidate start (a change or a block's end); every node
+    // with a change or block edge passed on the way is recomputed once.
+    TimeUs next = kForever;
+    if (begun < events_.size()) next = events_[begun].time;
+    if (blocks_begun < block_ends.size()) next = std::min(next, block_ends[blocks_begun].time);
+    if (next == kForever) return std::nullopt;
+    t = next;
+    end = add_time(t, duration);
+    ++step;
+    touched.clear();
+    for (; begun < events_.size() && events_[begun].time <= t; ++begun) touch(events_[begun].node);
+    for (; ended < events_.size() && events_[ended].time < end; ++ended) touch(events_[ended].node);
+    for (; blocks_begun < block_ends.size() && block_ends[blocks_begun].time <= t; ++blocks_begun)
+      touch(block_ends[blocks_begun].node);
+    for (; blocks_ended < block_starts.size() && block_starts[blocks_ended].time < end;
+         ++blocks_ended)
+      touch(block_starts[blocks_ended].node);
+    for (std::size_t pos : touched) {
+      count(caps[pos], -1);
+      caps[pos] = capacity(nodes_[order[pos]], request, t, end, admitted);
+      count(caps[pos], 1);
+    }
+  }
 }
 
 }  // namespace hpcq::sched

@@ -9,7 +9,11 @@
 // Model. Per node: the free cores and memory now (from the pool the planner
 // was built on) plus a time-sorted list of changes (+ at a release or at a
 // reservation's end, - at a reservation's start). A change at time t counts
-// from t on: a job ending at t frees its cores for a job starting at t.
+// from t on: a job ending at t frees its cores for a job starting at t, and
+// what is free at t is what is left after all of t's changes, whatever order
+// they came in (a release and a reservation start at the same time make no
+// dip; before this planner they did, which the randomised reference test
+// found).
 // Amounts are counts, not core ids: where exactly a reserved job's cores lie
 // on a node is the allocator's business when it starts, and the profile is
 // rebuilt on every cycle anyway. Beside the per-node lists, an aggregate
@@ -33,18 +37,42 @@
 // (the first node that holds them all, else the nodes with the most room,
 // ties in preference order). NUMA layout is not modelled.
 //
+// Advance reservations ("blocks", add_block()): the whole of some nodes over
+// [start, end) for the jobs a reservation does not admit. They are kept
+// apart from the counted changes because whom they stop depends on the job:
+// limits() and earliest() take the ids of the blocks that admit the job and
+// treat every other block's nodes as having nothing free over its window.
+// A block's end is a candidate start time for the jobs it stopped.
+//
+// earliest() is one sweep over time (as Mu'alem & Feitelson's conservative
+// backfilling walks its profile), not a fresh scan of every node at every
+// candidate time: the aggregate bound gives the first time worth trying; the
+// capacity of every candidate node over [t, t + duration) is computed there
+// once, and as t moves on only the nodes with a change (or a block edge)
+// entering the window's end or passing its start are recomputed, keeping the
+// running totals the request needs (tasks over all nodes for nodes = 0;
+// nodes with room for the gang's base and base + 1 tasks for nodes = N). The
+// first time whose totals suffice is the answer, and its nodes are picked
+// from the capacities already at hand.
+//
 // Complexity (N nodes, E changes in all, e changes on one node, T distinct
-// change times, T <= E):
+// change times, B block edges that apply to the job):
 //   build: O(N); add_release / start / reserve: O(e) per node touched
-//     (sorted insert), the aggregate sorted once, O(E log E), on the next
-//     query.
-//   limits(): O(sum of e over nodes that carry a reservation).
-//   earliest(): O(T) for the aggregate bound; for a gang (nodes = N) one
-//     O(N + E) pass for the time its N-th node first has room, which skips
-//     the start times at which the cores exist but too few nodes have them;
-//     then O(N + E) node work for each candidate start the bounds let through
-//     (typically one or two; worst case T of them), plus O(N log N) for a
-//     nodes = 0 request that no single node can hold.
+//     (sorted insert); the time-sorted change list takes new changes in one
+//     merge, O(E + k log k) for k new ones, on the next query.
+//   limits(): O(sum of e over nodes that carry a reservation or a block).
+//   A node's window minimum: O(log e) when the window reaches past the
+//     node's last change (suffix minima kept per change), else O(log e +
+//     changes in the window).
+//   earliest(): O(E) at worst for the aggregate bound (streamed up to the
+//     first time that passes it), O(B log B) for the block edges, O(N log e)
+//     for the capacities at that time, then one window minimum per node
+//     change passed by the sweep (each change is passed at most twice) until
+//     the answer, plus O(N log N) for a nodes = 0 request that no single
+//     node can hold. So a cycle of conservative backfilling over Q queued
+//     jobs costs O(Q * (N + E)) at worst, and E grows with the reservations
+//     made: about linear in Q for a queue short against the node count,
+//     tending to quadratic when the reservations dominate the changes.
 //
 // Ownership: plain value, built per cycle; keeps no reference to the pool.
 // Not thread-safe (one cycle, one thread). No errors: malformed requests and
@@ -105,28 +133,49 @@ class Planner {
   // they fit (earliest() found them).
   void reserve(std::span<const NodeShare> shares, TimeUs start, TimeUs end);
 
-  // Nodes where a job running from now until `end` may take less than what
-  // is free now, because a reservation needs part of it before `end`: the
-  // least that stays free over [now, end) (cores and memory), in rank order.
-  // Empty when no reservation starts before `end`.
-  std::vector<NodeShare> limits(TimeUs end) const;
+  // Keeps the whole of `ranks` over [start, end) for an advance
+  // reservation; returns its id (0, 1, ... in call order). Ranks the
+  // planner does not know are ignored; an empty window blocks nothing.
+  std::size_t add_block(std::span<const Rank> ranks, TimeUs start, TimeUs end);
 
-  // The least free cores and memory on `rank` over [start, end); nullopt for
-  // a rank the planner does not know.
+  // Nodes where a job running from now until `end` may take less than what
+  // is free now, because a reservation needs part of it before `end` or a
+  // block (other than those in `admitted`, sorted ids) overlaps [now, end):
+  // the least that stays free over [now, end) (cores and memory; nothing on
+  // a blocked node), in rank order. Empty when neither applies.
+  std::vector<NodeShare> limits(TimeUs end, std::span<const std::size_t> admitted = {}) const;
+
+  // The least free cores and memory on `rank` over [start, end), blocks
+  // aside; nullopt for a rank the planner does not know.
   std::optional<NodeShare> min_free(Rank rank, TimeUs start, TimeUs end) const;
 
   // The earliest time t >= now at which `request` fits on `candidates` (in
   // preference order; nodes of the pool the planner was built on) during
   // [t, t + duration), and on which nodes. nullopt when it never does (a
   // malformed request, too few candidates, or resources held forever).
+  // Blocks stop it except those in `admitted` (sorted ids).
   std::optional<Slot> earliest(const resource::ResourceRequest& request, TimeUs duration,
-                               std::span<const resource::NodeState* const> candidates) const;
+                               std::span<const resource::NodeState* const> candidates,
+                               std::span<const std::size_t> admitted = {}) const;
 
  private:
   struct Change {
     TimeUs time;
     int cores;
     std::int64_t memory;
+    // Sums of the changes up to this one, and their least from this one to
+    // the last (kept on insert), so that a window reaching past a node's
+    // last change needs no scan: the free amount after change k is the free
+    // amount now plus its sum.
+    std::int64_t cores_sum = 0;
+    std::int64_t memory_sum = 0;
+    std::int64_t cores_least = 0;
+    std::int64_t memory_least = 0;
+  };
+  struct Block {
+    TimeUs start;
+    TimeUs end;
+    std::size_t id;
   };
   struct Node {
     Rank rank = 0;
@@ -134,36 +183,54 @@ class Planner {
     int free_cores = 0;  // now
     std::uint64_t free_memory = 0;
     std::vector<Change> changes;  // by time; equal times in insertion order
-    bool reserved = false;        // carries a reservation
+    std::vector<Block> blocks;
+    bool reserved = false;  // carries a reservation
   };
+  // A change of a schedulable node, in the time-sorted list the sweep and
+  // the aggregate bound walk.
+  struct Event {
+    TimeUs time;
+    std::uint32_t node;  // index into nodes_
+    int cores;
+  };
+  // One earliest() query's view of the nodes.
+  struct Query;
 
   Node* find(Rank rank);
   const Node* find(Rank rank) const;
   void add_change(Node& node, TimeUs time, int cores, std::int64_t memory);
   // The least free cores and memory of `node` over [start, end).
   NodeShare window_min(const Node& node, TimeUs start, TimeUs end) const;
+  // Whether a block not in `admitted` holds `node` somewhere in [start, end).
+  static bool blocked(const Node& node, TimeUs start, TimeUs end,
+                      std::span<const std::size_t> admitted);
   // Tasks of `request` that `node` holds throughout [start, end).
-  int capacity(const Node& node, const resource::ResourceRequest& request, TimeUs start,
-               TimeUs end) const;
-  // The nodes and tasks for `request` at [start, end) over `order` (indexes
-  // into nodes_), or empty when it does not fit.
-  std::vector<NodeShare> pick(const resource::ResourceRequest& request, TimeUs start, TimeUs end,
-                              const std::vector<std::size_t>& order) const;
+  int capacity(const Node& node, const resource::ResourceRequest& request, TimeUs start, TimeUs end,
+               std::span<const std::size_t> admitted) const;
+  // The nodes and tasks for `request` given each candidate's capacity
+  // (caps[pos] for order[pos]), or empty when they do not suffice.
+  std::vector<NodeShare> pick(const resource::ResourceRequest& request,
+                              const std::vector<std::size_t>& order,
+                              const std::vector<int>& caps) const;
+  // Merges the changes added since the last query into events_.
+  void settle() const;
 
   TimeUs now_;
   std::vector<Node> nodes_;  // in rank order, as the pool's
+  // rank -> index into nodes_ (-1: none) when ranks are dense enough; else
+  // empty and find() searches.
+  std::vector<std::int32_t> index_;
   std::int64_t free_now_ = 0;
-  // Sorts and merges aggregate_ when changes came in since the last query.
-  void settle() const;
+  std::size_t blocks_ = 0;
 
-  // Total free-core changes of schedulable nodes: once settled, one entry
-  // per distinct time, sorted; the candidate start times and the aggregate
-  // bound. Appended unsorted and settled on the next query, so building the
-  // profile of thousands of running jobs costs one sort, not a sorted insert
-  // each (mutable for that reason only).
-  mutable std::vector<std::pair<TimeUs, std::int64_t>> aggregate_;
-  mutable bool settled_ = true;
-  std::vector<std::size_t> reserved_;  // indexes of nodes with reserved == true
+  // Changes of schedulable nodes by time (equal times in insertion order),
+  // and those added since the last query, unsorted: building the profile of
+  // thousands of running jobs costs one sort, and a reservation one merge,
+  // not a sorted insert each (mutable for that reason only).
+  mutable std::vector<Event> events_;
+  mutable std::vector<Event> fresh_;
+  std::vector<std::size_t> reserved_;     // indexes of nodes with reserved == true
+  std::vector<std::size_t> block_nodes_;  // indexes of nodes with blocks
 };
 
 }  // namespace hpcq::sched

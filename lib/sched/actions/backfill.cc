@@ -39,6 +39,10 @@ class Walk {
   void run() {
     const Snapshot& snapshot = session_.snapshot();
     const std::vector<const PendingJob*>& queue = session_.ordered_queue();
+    // Block ids are the reservations' indexes (add_block() counts from 0).
+    for (const AdvanceReservation& r : snapshot.reservations) {
+      (void)planner_.add_block(r.nodes, r.start, r.end);
+    }
     for (const RunningJob& job : snapshot.running) {
       planner_.add_release(job.allocation, job.end_estimate);
     }
@@ -71,24 +75,38 @@ class Walk {
  private:
   TimeUs end_of(const PendingJob& job) const { return add_time(session_.now(), limit_us(job)); }
 
+  // The advance reservations (block ids) that admit the job, in order.
+  const std::vector<std::size_t>& admitted(const PendingJob& job) {
+    admitted_.clear();
+    const std::vector<AdvanceReservation>& reservations = session_.snapshot().reservations;
+    for (std::size_t i = 0; i < reservations.size(); ++i) {
+      if (reservations[i].admits(job)) admitted_.push_back(i);
+    }
+    return admitted_;
+  }
+
   // Starts the job now if that takes nothing a reservation needs before the
-  // job's end.
+  // job's end, and no advance reservation that does not admit it.
   bool try_start(const PendingJob& job) {
     const auto need = static_cast<std::int64_t>(job.request.ntasks) * job.request.cpus_per_task;
     if (need > planner_.free_cores_now()) return false;
     const TimeUs end = end_of(job);
     const Shape shape = shape_of(job);
-    if (cache_failures_) {
+    const std::vector<std::size_t>& open = admitted(job);
+    // A job admitted to an advance reservation sees other nodes than its
+    // shape's failures did.
+    const bool cache = cache_failures_ && open.empty();
+    if (cache) {
       // Free resources only shrink during the walk and a later end only
       // meets more reservations: the same shape fails again.
       const auto failed = failed_.find(shape);
       if (failed != failed_.end() && end >= failed->second) return false;
     }
-    const std::vector<NodeShare> limits = planner_.limits(end);
+    const std::vector<NodeShare> limits = planner_.limits(end, open);
     std::optional<resource::Allocation> allocation =
         limits.empty() ? session_.place(job) : place_within(job, limits);
     if (!allocation) {
-      if (cache_failures_) failed_[shape] = end;
+      if (cache) failed_[shape] = end;
       return false;
     }
     Statement statement = session_.statement();
@@ -151,7 +169,8 @@ class Walk {
   bool reserve(const PendingJob& job) {
     if (!session_.fits_when_idle(job)) return false;  // waiting cannot help it
     const TimeUs duration = limit_us(job);
-    std::optional<Slot> slot = planner_.earliest(job.request, duration, session_.candidates(job));
+    std::optional<Slot> slot =
+        planner_.earliest(job.request, duration, session_.candidates(job), admitted(job));
     if (!slot) return false;
     planner_.reserve(slot->nodes, slot->start, add_time(slot->start, duration));
     session_.add_decision(Reserve{job.id, slot->start});
@@ -165,6 +184,7 @@ class Walk {
   std::unordered_set<JobId> started_;
   // Shape -> the earliest end at which it failed to start now.
   std::map<Shape, TimeUs> failed_;
+  std::vector<std::size_t> admitted_;  // admitted()'s answer, reused
   // The working copy with this walk's starts, made on the first limited
   // placement.
   std::optional<resource::NodePool> trial_;

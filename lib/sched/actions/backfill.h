@@ -40,12 +40,26 @@
 //   - A reservation is recomputed every cycle; it is a promise for this
 //     cycle's backfill, not a lease.
 //
-// Cost per cycle (Q queued, N nodes, E = running jobs + reservations):
-// O(Q) for jobs that cannot start now (a free-core count rules most out in
-// O(1), and a request shape that failed is not placed again with a longer
-// time limit when no predicate is registered), O(N + limits) per placement
-// tried, plus one planner.earliest() per reservation (planner.h).
-// Conservative backfilling on a long blocked queue is O(Q) earliest() calls.
+//   - Advance reservations (Snapshot.reservations) are blocks in the
+//     planner: a job a reservation does not admit gets nothing of its nodes
+//     over its window, neither now (a start ending after the window opens is
+//     kept off them) nor in a promise (its shadow time lands after the
+//     window, or on other nodes). An admitted job is not stopped by it.
+//   - Jobs the Session does not find ready (job-ready hooks, held jobs) get
+//     no candidates from it, so they neither start nor reserve.
+//
+// Cost per cycle (Q queued, N nodes, E = changes in the profile: running
+// jobs' ends plus two per reserved node, R = reservation_depth):
+//   each job that cannot start now: O(1) when the free-core count rules it
+//   out or its request shape already failed with an earlier end (no
+//   predicate registered); else O(N + limits) for one placement;
+//   each reservation: one planner.earliest(), O(N + E) (planner.h).
+//   So EASY and depth R cost O(Q + R * (N + E)) beyond the placements, and
+//   conservative (depth 0) O(Q * (N + E)) with E growing by the
+//   reservations made: linear in Q while N dominates, quadratic after.
+//   Measured (bench/sched_bench.cc): 10,000 queued / 5,000 running on 4,096
+//   nodes, one cycle in about 17 ms (EASY), 24 ms (depth 5), 3.6 s CPU
+//   (conservative, 9,877 reservations; was 8.3 s).
 //
 // Options: reservation_depth = N >= 1 (default 1), or 0, -1 or "unlimited"
 // for every blocked job. Anything else fails Scheduler::create().
