@@ -11,6 +11,11 @@ constexpr PolicyEntry kPolicies[] = {
      "FCFS with EASY backfilling (one reservation, for the first blocked job)"},
     {"conservative", "allocate,backfill", "fcfs", "backfill.reservation_depth=unlimited",
      "FCFS with conservative backfilling (a reservation for every blocked job)"},
+    // Slurm's usual setup: priority/multifactor (fair-share on the usage the
+    // simulator charges, with --half-life) and EASY backfilling, the
+    // plugin's default weights (lib/sched/plugins/priority.h).
+    {"multifactor", "allocate,backfill", "priority", "backfill.reservation_depth=1",
+     "multifactor priority (age, fair-share with --half-life) with EASY backfilling"},
     // RLScheduler's heuristics (lib/sched/plugins/heuristics.h). Their
     // "backfilling" is a restricted EASY (a job may jump the blocked head only
     // if it ends before the head's reservation); ours is full EASY, which

@@ -57,7 +57,8 @@ class Simulation {
         running_pos_(jobs_.size(), kNotRunning),
         started_(jobs_.size(), false),
         runs_(jobs_.size(), 0),
-        outcome_pos_(jobs_.size(), 0) {}
+        outcome_pos_(jobs_.size(), 0),
+        usage_(options.half_life_s) {}
 
   Status init() {
     std::sort(jobs_.begin(), jobs_.end(), [](const SimJob& a, const SimJob& b) {
@@ -75,6 +76,7 @@ class Simulation {
           pool_.add_node(static_cast<Rank>(n), "n" + std::to_string(n), topology));
     }
     snapshot_.pool = &pool_;
+    snapshot_.usage = &usage_;
     result_.jobs.reserve(jobs_.size());
     return Status::ok();
   }
@@ -109,6 +111,7 @@ class Simulation {
     }
     // Runs cut short by a requeueing preemption left their outcome behind.
     std::erase_if(result_.jobs, [](const JobOutcome& o) { return o.start_s < 0; });
+    result_.usage = usage_.entries();
     return std::move(result_);
   }
 
@@ -264,6 +267,12 @@ class Simulation {
       return internal_error("job " + std::to_string(end.id) + " end: " + released.message());
     }
     if (on_event_) on_event_({end.time_s, end.id, false, &running.allocation});
+    const TimeUs end_us = end.time_s * kUsPerSecond;
+    if (end_us > running.start_time) {
+      const double seconds = static_cast<double>(end_us - running.start_time) / 1e6;
+      usage_.charge(running.uid, running.account, running.allocation.total_cores() * seconds,
+                    end_us);
+    }
     // Swap-remove: running jobs are a set to the scheduler.
     const std::size_t last = snapshot_.running.size() - 1;
     if (pos != last) {
@@ -290,6 +299,7 @@ class Simulation {
   std::size_t preempted_now_ = 0;                 // preemptions in the current cycle
   std::vector<std::size_t> queue_index_;          // position in snapshot_.queue -> index
   resource::NodePool pool_;
+  sched::UsageLedger usage_;  // charged at each run's end; snapshot_.usage
   sched::Snapshot snapshot_;
   std::priority_queue<End, std::vector<End>, std::greater<End>> ends_;
   SimResult result_;

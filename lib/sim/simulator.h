@@ -29,6 +29,13 @@
 // freed cores are used at once (at most 64 such rounds per time). A
 // requeued job's outcome is its last run.
 //
+// Fair-share usage: the simulation owns one sched::UsageLedger (half-life
+// SimOptions.half_life_s) and every snapshot points at it. A job is charged
+// its cores x seconds run, to (its user, account ""), when its run ends,
+// preempted runs included (the work was done though it is lost), as the
+// daemon charges it; decay is linear, so charging at the end gives the same
+// usage at any later time as charging every cycle would.
+//
 // "Backfilled": a job whose start came while a job before it in (submit,
 // id) order was still waiting after that cycle.
 //
@@ -57,6 +64,7 @@
 #include "lib/core/status.h"
 #include "lib/resource/allocation.h"
 #include "lib/sched/scheduler.h"
+#include "lib/sched/usage.h"
 
 namespace hpcq::sim {
 
@@ -88,6 +96,9 @@ struct SimOptions {
   // End a job at its requested time when it runs longer, as Batsim does with
   // walltimes; off by default (README block A: a job runs its trace runtime).
   bool kill_at_limit = false;
+  // Half-life of past usage for fair-share (priority, fairshare and drf
+  // plugins); <= 0: usage never decays.
+  std::int64_t half_life_s = sched::UsageLedger::kDefaultHalfLifeS;
   // When set, called instead of the configured scheduler's cycle() (which
   // is still created, so `scheduler` must be valid): the seam for deciding
   // policies that are not lib/sched actions, such as a test's fake
@@ -124,6 +135,9 @@ struct SimResult {
   std::size_t skipped = 0;       // impossible jobs skipped
   std::size_t cycles = 0;        // scheduler cycles run
   std::size_t preempted = 0;     // Preempt decisions applied
+  // Every (user, account)'s usage as charged, for reports (decay it to a
+  // time with UsageLedger::restore() and usage()).
+  std::vector<sched::UsageEntry> usage;
 };
 
 // Runs the jobs to completion. `on_event`, when set, sees every start and

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -286,6 +287,61 @@ TEST(SimulatorTest, HeuristicPoliciesReorderTheQueue) {
   ASSERT_GE(events.size(), 3u);
   EXPECT_EQ(events[2], "10 3 start n0:0-3");
   EXPECT_EQ(run_events(jobs, fcfs_on(1, 4))[2], "10 2 start n0:0-3");
+}
+
+TEST(SimulatorTest, UsageIsChargedAtEachRunsEndAndDecays) {
+  // Job 1 (user 7) runs 4 cores x 100 s and ends at 100; at job 2's arrival
+  // (150) the ledger the scheduler sees holds 400 core-s halved once per
+  // 100 s: 400 * 2^-0.5.
+  SimOptions options = fcfs_on(1, 4);
+  options.half_life_s = 100;
+  auto fcfs = std::make_shared<sched::Scheduler>(
+      std::move(sched::Scheduler::create({{"allocate"}, {"fcfs"}})).value());
+  std::vector<double> seen;  // user 7's usage at each cycle
+  options.decide = [fcfs, &seen](const sched::Snapshot& snapshot) {
+    EXPECT_NE(snapshot.usage, nullptr);
+    if (snapshot.usage != nullptr) seen.push_back(snapshot.usage->usage(7, "", snapshot.now));
+    return fcfs->cycle(snapshot);
+  };
+  auto r = simulate({{1, 7, 0, 100, 100, 4, 0}, {2, 8, 150, 1, 1, 1, 0}}, options);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_DOUBLE_EQ(seen[0], 0.0);
+  EXPECT_NEAR(seen[1], 400.0 * std::pow(2.0, -0.5), 1e-9);
+  ASSERT_EQ(r->usage.size(), 2u);
+  EXPECT_EQ(r->usage[0].uid, 7u);
+  EXPECT_DOUBLE_EQ(r->usage[0].core_seconds, 400.0);
+  EXPECT_EQ(r->usage[0].as_of, 100 * kUsPerSecond);
+  EXPECT_EQ(r->usage[1].uid, 8u);
+  EXPECT_DOUBLE_EQ(r->usage[1].core_seconds, 1.0);
+}
+
+TEST(SimulatorTest, APreemptedRunIsChargedToo) {
+  // Job 1 runs 10 s on 4 cores before it is requeued, then its whole 100 s:
+  // 40 + 400 core-s, no decay.
+  SimOptions options = fcfs_on(1, 4);
+  options.half_life_s = 0;
+  options.decide = fake_preemptor(sched::PreemptMode::kRequeue);
+  auto r = simulate(preempt_trace(), options);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->usage.size(), 1u);  // both jobs are user 0
+  EXPECT_DOUBLE_EQ(r->usage[0].core_seconds, 40.0 + 20.0 + 400.0);
+}
+
+TEST(SimulatorTest, MultifactorFavoursTheUserWhoUsedLess) {
+  // User 1's job 1 fills the node until 1000; then user 1's job 2 (submitted
+  // first) and user 2's job 3 wait. FCFS (and EASY) run job 2 first;
+  // multifactor's fair-share factor (user 1 used everything: 2^-2 against
+  // user 2's 1) puts job 3 first.
+  const std::vector<SimJob> jobs = {{1, 1, 0, 1000, 1000, 4, 0},
+                                    {2, 1, 10, 10, 10, 4, 0},
+                                    {3, 2, 20, 10, 10, 4, 0}};
+  SimOptions multifactor = fcfs_on(1, 4);
+  multifactor.scheduler = *policy_config("multifactor");
+  EXPECT_EQ(run_events(jobs, multifactor)[2], "1000 3 start n0:0-3");
+  SimOptions easy = fcfs_on(1, 4);
+  easy.scheduler = *policy_config("easy");
+  EXPECT_EQ(run_events(jobs, easy)[2], "1000 2 start n0:0-3");
 }
 
 TEST(PolicyTest, TableMapsNamesToConfigs) {
