@@ -1,6 +1,7 @@
 #include "lib/sched/plugins/heuristics.h"
 
 #include <cmath>
+#include <memory>
 #include <string>
 
 namespace hpcq::sched {
@@ -25,10 +26,15 @@ int compare(double a, double b) {
   return 0;  // equal (or NaN): the Session's tie-break decides
 }
 
+// Their waiting job's scheduled_time is -1 (seconds): scoring at that
+// "now" gives their wait, -1 - submit.
+constexpr TimeUs kRlSchedulerNow = -kUsPerSecond;
+
 // Registers "smaller score first" for a score that depends on now.
 template <typename Score>
-void add_score_order(Session& session, std::string_view name, Score score) {
-  const TimeUs now = session.now();
+void add_score_order(Session& session, std::string_view name, Score score,
+                     HeuristicWait wait = HeuristicWait::kNow) {
+  const TimeUs now = wait == HeuristicWait::kRlScheduler ? kRlSchedulerNow : session.now();
   session.add_job_order(std::string(name), [now, score](const PendingJob& a, const PendingJob& b) {
     return compare(score(a, now), score(b, now));
   });
@@ -62,12 +68,40 @@ void SjfPlugin::on_session_open(Session& session) {
   });
 }
 
+Result<HeuristicWait> parse_heuristic_wait(std::string_view plugin, const PluginOptions& options) {
+  HeuristicWait wait = HeuristicWait::kNow;
+  for (const auto& [name, value] : options) {
+    const std::string key = "scheduler option '" + std::string(plugin) + "." + name + "'";
+    if (name != "wait") return invalid_argument("unknown " + key + " (known: wait)");
+    if (value == "now") {
+      wait = HeuristicWait::kNow;
+    } else if (value == "rlscheduler") {
+      wait = HeuristicWait::kRlScheduler;
+    } else {
+      return invalid_argument(key + ": '" + value + "' is not now or rlscheduler");
+    }
+  }
+  return wait;
+}
+
+Result<std::unique_ptr<Plugin>> Wfp3Plugin::create(const PluginOptions& options) {
+  auto wait = parse_heuristic_wait(kName, options);
+  if (!wait.is_ok()) return wait.status();
+  return std::unique_ptr<Plugin>(std::make_unique<Wfp3Plugin>(*wait));
+}
+
+Result<std::unique_ptr<Plugin>> UnicepPlugin::create(const PluginOptions& options) {
+  auto wait = parse_heuristic_wait(kName, options);
+  if (!wait.is_ok()) return wait.status();
+  return std::unique_ptr<Plugin>(std::make_unique<UnicepPlugin>(*wait));
+}
+
 void Wfp3Plugin::on_session_open(Session& session) {
-  add_score_order(session, kName, &wfp3_score);
+  add_score_order(session, kName, &wfp3_score, wait_);
 }
 
 void UnicepPlugin::on_session_open(Session& session) {
-  add_score_order(session, kName, &unicep_score);
+  add_score_order(session, kName, &unicep_score, wait_);
 }
 
 void F1Plugin::on_session_open(Session& session) {

@@ -22,11 +22,22 @@
 // Session sorts once per cycle). F1 was fitted on trace-relative submit times;
 // on the daemon's epoch times its second term hardly varies between jobs.
 //
-// No options; no state between cycles. Called on the Scheduler's thread.
+// Option (wfp3 and unicep only; "wfp3.wait" / "unicep.wait"):
+//   wait  "now" (default): wait = now - submit, as the formulas state.
+//         "rlscheduler": wait = -1 - submit, a reproduction of their code,
+//         not a policy anyone should use: HPCSimPickJobs.py computes the
+//         wait as job.scheduled_time - job.submit_time, and a waiting job's
+//         scheduled_time is still -1, so their WFP3 and UNICEP rank by
+//         submit time, size and request, never by how long a job waited.
+//         (Implemented as the score at now = -1 s, which is exactly that.)
+// sjf and f1 take no options. No state between cycles. Called on the
+// Scheduler's thread.
 #pragma once
 
+#include <memory>
 #include <string_view>
 
+#include "lib/core/status.h"
 #include "lib/sched/plugin.h"
 
 namespace hpcq::sched {
@@ -43,18 +54,35 @@ class SjfPlugin final : public Plugin {
   void on_session_open(Session& session) override;
 };
 
+// How wfp3 and unicep measure a job's wait (the "wait" option above).
+enum class HeuristicWait { kNow, kRlScheduler };
+
+// Parses the "wait" option of `plugin` ("wfp3" or "unicep", for messages);
+// kInvalidArgument naming the option for a bad value or an unknown option.
+Result<HeuristicWait> parse_heuristic_wait(std::string_view plugin, const PluginOptions& options);
+
 class Wfp3Plugin final : public Plugin {
  public:
   static constexpr std::string_view kName = "wfp3";
+  static Result<std::unique_ptr<Plugin>> create(const PluginOptions& options);
+  explicit Wfp3Plugin(HeuristicWait wait = HeuristicWait::kNow) : wait_(wait) {}
   std::string_view name() const override { return kName; }
   void on_session_open(Session& session) override;
+
+ private:
+  HeuristicWait wait_;
 };
 
 class UnicepPlugin final : public Plugin {
  public:
   static constexpr std::string_view kName = "unicep";
+  static Result<std::unique_ptr<Plugin>> create(const PluginOptions& options);
+  explicit UnicepPlugin(HeuristicWait wait = HeuristicWait::kNow) : wait_(wait) {}
   std::string_view name() const override { return kName; }
   void on_session_open(Session& session) override;
+
+ private:
+  HeuristicWait wait_;
 };
 
 class F1Plugin final : public Plugin {

@@ -96,5 +96,38 @@ TEST(Heuristics, RegisteredByNameWithoutOptions) {
   }
 }
 
+TEST(Heuristics, RlSchedulerWaitIsMinusOneMinusSubmit) {
+  // Their wait is scheduled_time - submit with scheduled_time = -1: for a job
+  // submitted at 99 s it is -100 s whatever now is.
+  // wfp3: -(-100 / 50)^3 * 4 = 32; unicep: -(-100) / (2 * 10) = 5.
+  auto wfp3 = Wfp3Plugin::create({{"wait", "rlscheduler"}});
+  ASSERT_TRUE(wfp3.is_ok());
+  auto unicep = UnicepPlugin::create({{"wait", "rlscheduler"}});
+  ASSERT_TRUE(unicep.is_ok());
+  EXPECT_DOUBLE_EQ(wfp3_score(job(1, 99, 4, 50), -kS), 32.0);
+  EXPECT_NEAR(unicep_score(job(1, 99, 4, 10), -kS), 5.0, 1e-9);
+  // The true wait puts job 2 first at t = 1000 (-(100/5)^3 = -8000 against
+  // -(1000/100)^3 = -1000); their wait never changes with the clock and puts
+  // the earlier job first (-(-1/100)^3 ~ 1e-6 against -(-901/5)^3 ~ 5.9e6).
+  const std::vector<PendingJob> q = {job(1, 0, 1, 100), job(2, 900, 1, 5)};
+  Wfp3Plugin now_wait;
+  EXPECT_EQ(order(now_wait, q, 1000), (std::vector<JobId>{2, 1}));
+  EXPECT_EQ(order(**wfp3, q, 1000), (std::vector<JobId>{1, 2}));
+  EXPECT_EQ(order(**wfp3, q, 5000), (std::vector<JobId>{1, 2}));
+  // "now" is the default and may be given.
+  EXPECT_TRUE(Wfp3Plugin::create({{"wait", "now"}}).is_ok());
+  EXPECT_TRUE(Scheduler::create({{"allocate"}, {"unicep"}, {{"unicep.wait", "rlscheduler"}}}).is_ok());
+}
+
+TEST(Heuristics, WaitOptionRejectsBadValuesAndUnknownOptions) {
+  auto bad = Wfp3Plugin::create({{"wait", "later"}});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("wfp3.wait"), std::string::npos) << bad.status().message();
+  auto unknown = UnicepPlugin::create({{"speed", "1"}});
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.status().message().find("unicep.speed"), std::string::npos);
+  EXPECT_FALSE(Scheduler::create({{"allocate"}, {"sjf"}, {{"sjf.wait", "rlscheduler"}}}).is_ok());
+}
+
 }  // namespace
 }  // namespace hpcq::sched
