@@ -2,14 +2,17 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "lib/sim/metrics.h"
 #include "lib/sim/policy.h"
+#include "lib/sim/replay.h"
 #include "lib/sim/simulator.h"
 #include "lib/sim/swf.h"
 
@@ -41,7 +44,52 @@ struct Options {
   std::string events;
   bool skip_impossible = false;
   bool kill_at_limit = false;
+  std::string half_life = "7d";
+  std::int64_t half_life_s = 0;  // parsed
+  std::vector<std::string> scheduler_options;  // --option KEY=VALUE
+  std::string replay;
 };
+
+// Seconds, or a whole number with s, m, h or d; 0 means no decay.
+Result<std::int64_t> parse_half_life(const std::string& value) {
+  std::int64_t unit = 1;
+  std::string digits = value;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 's': unit = 1; break;
+      case 'm': unit = 60; break;
+      case 'h': unit = 3600; break;
+      case 'd': unit = 24 * 3600; break;
+      default: unit = 0; break;
+    }
+    if (unit != 0) {
+      digits.pop_back();
+    } else {
+      unit = 1;
+    }
+  }
+  std::int64_t n = -1;
+  const char* last = digits.data() + digits.size();
+  const auto [end, error] = std::from_chars(digits.data(), last, n);
+  if (digits.empty() || error != std::errc() || end != last || n < 0 ||
+      n > std::numeric_limits<std::int64_t>::max() / unit / kUsPerSecond) {
+    return invalid_argument("--half-life '" + value +
+                            "' is not a duration (seconds, or N with s, m, h or d; 0: no decay)");
+  }
+  return n * unit;
+}
+
+// --option KEY=VALUE on top of the policy's own options.
+Status add_options(const std::vector<std::string>& options, sched::SchedulerConfig& config) {
+  for (const std::string& option : options) {
+    const std::size_t eq = option.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return invalid_argument("--option '" + option + "' is not KEY=VALUE (e.g. wfp3.wait=rlscheduler)");
+    }
+    config.options[option.substr(0, eq)] = option.substr(eq + 1);
+  }
+  return Status::ok();
+}
 
 Result<sim::Cluster> cluster_of(const Options& o) {
   sim::Cluster c;
@@ -131,6 +179,8 @@ void print_json(const Options& o, const sim::Cluster& cluster, const sim::SwfTra
       {"policy", o.policy},
       {"estimates", o.estimates},
       {"kill_at_limit", o.kill_at_limit},
+      {"half_life_s", o.half_life_s},
+      {"options", o.scheduler_options},
       {"nodes", cluster.nodes},
       {"cores_per_node", cluster.cores_per_node},
       {"cores", cluster.total_cores()},
@@ -160,7 +210,7 @@ int run_simulate(const std::vector<std::string>& args) {
   Options o;
   CLI::App app{"hpcq simulate: run an SWF workload trace through the scheduler on a virtual clock",
                "hpcq simulate"};
-  app.add_option("trace", o.trace, "SWF trace (plain or .gz)")->required();
+  app.add_option("trace", o.trace, "SWF trace (plain or .gz)");
   app.add_option("--cores", o.cores, "cores of the cluster (one node unless --nodes)");
   app.add_option("--nodes", o.nodes, "nodes of the cluster");
   app.add_option("--cores-per-node", o.cores_per_node, "cores of each node (with --nodes)");
@@ -177,6 +227,16 @@ int run_simulate(const std::vector<std::string>& args) {
   app.add_flag("--kill-at-limit", o.kill_at_limit,
                "end a job at its requested time, as Batsim does (default: it runs its trace "
                "runtime)");
+  app.add_option("--half-life", o.half_life,
+                 "half-life of past usage for fair-share: seconds, or N with s, m, h or d; 0: "
+                 "no decay")
+      ->capture_default_str();
+  app.add_option("--option", o.scheduler_options,
+                 "scheduler option KEY=VALUE on top of the policy's (e.g. wfp3.wait=rlscheduler); "
+                 "repeatable");
+  app.add_option("--replay", o.replay,
+                 "replay hpcqd's decision log LOG through the scheduler and check it decides the "
+                 "same (no trace)");
   std::vector<std::string> words(args.rbegin(), args.rend());  // CLI11 takes a reversed vector
   try {
     app.parse(words);
@@ -185,10 +245,24 @@ int run_simulate(const std::vector<std::string>& args) {
     return fail(kExitBadInput, e.what());
   }
 
+  if (!o.replay.empty()) {
+    if (!o.trace.empty()) return fail(kExitBadInput, "give a trace or --replay LOG, not both");
+    auto replayed = sim::replay_file(o.replay);
+    if (!replayed.is_ok()) return fail(exit_code(replayed.status()), replayed.status().message());
+    std::printf("%s\n", sim::format_replay(*replayed).c_str());
+    return replayed->identical ? 0 : kExitFailure;
+  }
+  if (o.trace.empty()) return fail(kExitBadInput, "the trace is missing (or give --replay LOG)");
+
   auto cluster = cluster_of(o);
   if (!cluster.is_ok()) return fail(kExitBadInput, cluster.status().message());
   auto config = sim::policy_config(o.policy);
   if (!config.is_ok()) return fail(kExitBadInput, config.status().message());
+  if (Status added = add_options(o.scheduler_options, *config); !added.is_ok()) {
+    return fail(kExitBadInput, added.message());
+  }
+  auto half_life = parse_half_life(o.half_life);
+  if (!half_life.is_ok()) return fail(kExitBadInput, half_life.status().message());
 
   auto trace = sim::read_swf(o.trace);
   if (!trace.is_ok()) return fail(exit_code(trace.status()), trace.status().message());
@@ -211,6 +285,8 @@ int run_simulate(const std::vector<std::string>& args) {
   options.estimates = o.estimates == "exact" ? sim::Estimates::kExact : sim::Estimates::kUser;
   options.skip_impossible = o.skip_impossible;
   options.kill_at_limit = o.kill_at_limit;
+  options.half_life_s = *half_life;
+  o.half_life_s = *half_life;
 
   std::function<void(const sim::SimEvent&)> on_event;
   if (events) {

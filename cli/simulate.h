@@ -5,13 +5,19 @@
 // Also: `--nodes K --cores-per-node C` for K nodes of C cores (`--cores N`
 // alone is one node of N cores; with --nodes, N cores split evenly), and
 // `--skip-impossible` to drop jobs larger than the cluster instead of
-// failing.
+// failing, `--half-life D` for fair-share's usage decay (default 7d),
+// `--option KEY=VALUE` (repeatable) for scheduler options on top of the
+// policy's, and `hpcq simulate --replay LOG` (no trace) to replay hpcqd's
+// decision log (lib/sim/replay.h): prints "replayed N cycles, M starts:
+// identical", or the first difference with its line, and exits 1 on a
+// difference.
 //
 // The one place in the simulator's path that reads a clock (elapsed_s, the
 // wall time of the simulation), so that lib/sim stays pure.
 //
-// Exit status: 0 done; 2 bad options, unknown policy, malformed trace or a
-// job that cannot fit; 1 unreadable trace or events file, or an internal
+// Exit status: 0 done (replay: identical); 2 bad options, unknown policy,
+// malformed trace or decision log, or a job that cannot fit; 1 a replay that
+// differs; 1 unreadable trace or events file, or an internal
 // error. Always one line on stderr.
 #pragma once
 
