@@ -5,9 +5,14 @@
 //   TestExecutor (test_executor.h): runs nothing; a job "runs" for the
 //     seconds in its HPCQ_TEST_DURATION variable (default 0), as Flux's test
 //     execution mode, so that the control plane can be measured alone.
+// Checkpoint/restore (CRIU) is part of the interface so that the agent can
+// ask any executor; one that cannot answers with kFailedPrecondition and a
+// reason (TestExecutor always does: it has no processes to dump).
 // Thread: the agent's loop thread only.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "agent/executor/job_launch.h"
@@ -15,6 +20,19 @@
 #include "lib/core/status.h"
 
 namespace hpcq::agent {
+
+// What becomes of a job once its images are written.
+enum class CheckpointThen {
+  kContinue,  // it runs on here (a checkpoint for later restart)
+  kStop,      // it is gone from here (migration, preemption); not reported by reap()
+};
+
+struct CheckpointResult {
+  std::string image_dir;
+  bool stopped = false;          // then == kStop: the job no longer runs here
+  double dump_seconds = 0;       // wall time of `criu dump` (freeze, write, resume/kill)
+  std::uint64_t image_bytes = 0;  // size of the images
+};
 
 class Executor {
  public:
@@ -35,6 +53,26 @@ class Executor {
   virtual std::vector<JobId> running() const = 0;
   // Ends every job (not reported by reap()) and cleans up.
   virtual void shutdown() = 0;
+
+  // Whether this node can checkpoint and restore jobs: OK, or
+  // kFailedPrecondition with the reason (e.g. "'criu check' failed: ...").
+  // The first call does the check (tens of ms); later calls repeat its answer.
+  // The agent calls it at start and reports the node's capability.
+  virtual Status checkpoint_capability() = 0;
+  // Writes the images of the running job `id` into `image_dir` (created; it
+  // must not hold a checkpoint already), then continues or stops the job.
+  // Blocks while CRIU works. On error the job still runs here, untouched.
+  // kNotFound: no such job here; kFailedPrecondition: not capable, or the job
+  // has already ended; kAlreadyExists: image_dir holds a checkpoint.
+  virtual Result<CheckpointResult> checkpoint(JobId id, const std::string& image_dir,
+                                              CheckpointThen then) = 0;
+  // Restores the job from `image_dir` (written by checkpoint() here or on
+  // another node) onto `launch`'s allocation (its cpuset, memory limit and
+  // per-task CPUs; launch.id must be the checkpointed job); it then runs as a
+  // launched job: reap() reports its end, and its time limit counts from
+  // `now`. Blocks while CRIU works. On error nothing of the job runs here.
+  // kNotFound: no checkpoint there; kAlreadyExists: the job is running here.
+  virtual Status restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) = 0;
 };
 
 }  // namespace hpcq::agent

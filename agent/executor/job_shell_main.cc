@@ -215,9 +215,13 @@ int run(const std::string& dir) {
     return kSetupFailed;
   }
   const JobFiles files(dir);
-  std::ifstream in(files.launch);
   std::stringstream text;
-  text << in.rdbuf();
+  {
+    // Closed at once: a checkpointed shell must hold no file that a restore
+    // replaces (launch.json then describes the new allocation).
+    std::ifstream in(files.launch);
+    text << in.rdbuf();
+  }
   auto launch = decode_launch(text.str());
   if (!launch.is_ok()) {
     fprintf(stderr, "hpcq-job-shell: %s: %s\n", files.launch.c_str(),

@@ -19,6 +19,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 namespace hpcq::agent {
 namespace {
 
@@ -200,7 +202,7 @@ Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& d
   return write_new_file(files.launch, encode_launch(l), 0600, 0, 0);
 }
 
-Status ProcessExecutor::launch(const JobLaunch& l, TimeUs now) {
+Status ProcessExecutor::validate(const JobLaunch& l) const {
   const std::string job = "job " + std::to_string(l.id);
   if (jobs_.count(l.id)) return Status(Code::kAlreadyExists, job + " is already running here");
   if (l.tasks.empty()) return invalid_argument(job + ": no tasks for this node");
@@ -211,6 +213,12 @@ Status ProcessExecutor::launch(const JobLaunch& l, TimeUs now) {
     }
   }
   if (l.time_limit_s < 0) return invalid_argument(job + ": negative time limit");
+  return Status::ok();
+}
+
+Status ProcessExecutor::launch(const JobLaunch& l, TimeUs now) {
+  const std::string job = "job " + std::to_string(l.id);
+  HPCQ_RETURN_IF_ERROR(validate(l));
 
   Job j;
   j.id = l.id;
@@ -453,31 +461,368 @@ std::vector<std::string> ProcessExecutor::cgroup_dirs(JobId id) const {
   return it == jobs_.end() ? std::vector<std::string>{} : it->second.cgroup.dirs();
 }
 
-void ProcessExecutor::shutdown() {
-  for (auto& [id, job] : jobs_) {
-    if (!job.exited) {
-      signal_pidfd(job.pidfd, SIGKILL);
-      siginfo_t info{};
-      // SIGKILL of the namespace's init: the wait ends once all of it is gone.
-      while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(job.pidfd), &info, WEXITED) !=
-                 0 &&
-             errno == EINTR) {
-      }
+void ProcessExecutor::discard(Job& job) {
+  if (!job.exited && job.pidfd >= 0) {
+    signal_pidfd(job.pidfd, SIGKILL);
+    siginfo_t info{};
+    // SIGKILL of the namespace's init: the wait ends once all of it is gone.
+    while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(job.pidfd), &info, WEXITED) !=
+               0 &&
+           errno == EINTR) {
     }
-    if (job.pidfd >= 0) close(job.pidfd);
-    job.pidfd = -1;
-    // Emptied cgroups may refuse rmdir for a moment (v2): retry for up to 2 s.
-    for (int attempt = 0; attempt < 200 && !job.cgroup.remove().is_ok(); ++attempt) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (!job.cgroup.dirs().empty()) {
-      spdlog::warn("job {}: cgroup {} not removed", id, job.cgroup.dirs().front());
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(job.dir, ec);
+    job.exited = true;
   }
+  if (job.pidfd >= 0) close(job.pidfd);
+  job.pidfd = -1;
+  // Emptied cgroups may refuse rmdir for a moment (v2): retry for up to 2 s.
+  for (int attempt = 0; attempt < 200 && !job.cgroup.remove().is_ok(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!job.cgroup.dirs().empty()) {
+    spdlog::warn("job {}: cgroup {} not removed", job.id, job.cgroup.dirs().front());
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(job.dir, ec);
+}
+
+void ProcessExecutor::shutdown() {
+  for (auto& [id, job] : jobs_) discard(job);
   jobs_.clear();
   hierarchy_.remove_instance_dirs(config_.instance);
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kCheckpointMeta[] = "hpcq-checkpoint.json";
+constexpr char kJobDirCopy[] = "job-dir";
+
+// The directory whose freezer holds the job: v1 freezer.state, v2 cgroup.freeze.
+std::string freezer_dir(const JobCgroup& cgroup) {
+  for (const std::string& dir : cgroup.dirs()) {
+    if (access((dir + "/freezer.state").c_str(), F_OK) == 0 ||
+        access((dir + "/cgroup.freeze").c_str(), F_OK) == 0) {
+      return dir;
+    }
+  }
+  return "";
+}
+
+bool write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+// Freezes (or thaws) the cgroup and waits until the kernel says it is done.
+Status set_frozen(const std::string& dir, bool frozen) {
+  const bool v1 = access((dir + "/freezer.state").c_str(), F_OK) == 0;
+  const std::string file = dir + (v1 ? "/freezer.state" : "/cgroup.freeze");
+  if (!write_text(file, v1 ? (frozen ? "FROZEN" : "THAWED") : (frozen ? "1" : "0"))) {
+    return internal_error("write " + file + ": " + errno_text(errno));
+  }
+  if (!frozen) return Status::ok();
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    std::string state = read_whole(v1 ? file : dir + "/cgroup.events");
+    if (v1 ? state.rfind("FROZEN", 0) == 0 : state.find("frozen 1") != std::string::npos) {
+      return Status::ok();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return internal_error(dir + " did not freeze within a second");
+}
+
+// Copies a job directory: regular files and directories, with their modes and
+// owners (CRIU refuses to reopen a file whose owner or mode changed under a
+// task, and the script is the user's alone).
+Status copy_job_dir(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  if (ec) return internal_error("create " + to + ": " + ec.message());
+  struct stat st {};
+  if (stat(from.c_str(), &st) != 0) return internal_error("stat " + from + ": " + errno_text(errno));
+  if (chmod(to.c_str(), st.st_mode & 07777) != 0 || chown(to.c_str(), st.st_uid, st.st_gid) != 0) {
+    return internal_error("chmod/chown " + to + ": " + errno_text(errno));
+  }
+  for (const auto& entry : fs::directory_iterator(from, ec)) {
+    const std::string src = entry.path().string();
+    const std::string dst = to + "/" + entry.path().filename().string();
+    if (lstat(src.c_str(), &st) != 0) return internal_error("stat " + src + ": " + errno_text(errno));
+    if (S_ISDIR(st.st_mode)) {
+      HPCQ_RETURN_IF_ERROR(copy_job_dir(src, dst));
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) continue;
+    fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
+    if (ec) return internal_error("copy " + src + " to " + dst + ": " + ec.message());
+    if (chmod(dst.c_str(), st.st_mode & 07777) != 0 ||
+        chown(dst.c_str(), st.st_uid, st.st_gid) != 0) {
+      return internal_error("chmod/chown " + dst + ": " + errno_text(errno));
+    }
+  }
+  if (ec) return internal_error("read " + from + ": " + ec.message());
+  return Status::ok();
+}
+
+std::uint64_t tree_bytes(const std::string& dir) {
+  std::uint64_t bytes = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (it->is_regular_file(ec)) bytes += it->file_size(ec);
+  }
+  return bytes;
+}
+
+pid_t parent_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("PPid:", 0) == 0) return static_cast<pid_t>(std::atoi(line.c_str() + 5));
+  }
+  return -1;
+}
+
+// HPCQ_LOCAL_TASK from the environment `pid` was exec'd with; -1 if none.
+int local_task_of(pid_t pid) {
+  const std::string env = read_whole("/proc/" + std::to_string(pid) + "/environ");
+  static const std::string kKey = "HPCQ_LOCAL_TASK=";
+  size_t at = 0;
+  while (at < env.size()) {
+    size_t end = env.find('\0', at);
+    if (end == std::string::npos) end = env.size();
+    if (env.compare(at, kKey.size(), kKey) == 0) {
+      return std::atoi(env.c_str() + at + kKey.size());
+    }
+    at = end + 1;
+  }
+  return -1;
+}
+
+// The CPUs of the task that host process `pid` belongs to: that of its
+// ancestor just below the shell (orphans are the shell's children themselves);
+// the job's CPUs for the shell and for anything that names no task.
+const std::vector<int>& cpus_for(pid_t pid, pid_t shell, const JobLaunch& l) {
+  pid_t p = pid;
+  for (int depth = 0; p > 1 && p != shell && depth < 4096; ++depth) {
+    pid_t parent = parent_of(p);
+    if (parent == shell) {
+      int local = local_task_of(p);
+      if (local >= 0 && static_cast<size_t>(local) < l.tasks.size() &&
+          !l.tasks[static_cast<size_t>(local)].host_cpus.empty()) {
+        return l.tasks[static_cast<size_t>(local)].host_cpus;
+      }
+      break;
+    }
+    p = parent;
+  }
+  return l.host_cpus;
+}
+
+// Pins every thread of every process in the job's cgroups to its task's CPUs.
+Status pin_tasks(const JobCgroup& cgroup, pid_t shell, const JobLaunch& l) {
+  for (pid_t pid : cgroup.pids()) {
+    const std::vector<int>& cpus = cpus_for(pid, shell, l);
+    if (cpus.empty()) continue;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : cpus) CPU_SET(static_cast<size_t>(c), &set);
+    std::error_code ec;
+    for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      pid_t tid = static_cast<pid_t>(std::atoi(task.path().filename().c_str()));
+      if (sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH) {
+        return internal_error("sched_setaffinity of thread " + std::to_string(tid) + ": " +
+                              errno_text(errno));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status ProcessExecutor::checkpoint_capability() {
+  if (!criu_probed_) {
+    auto info = probe_criu(config_.criu_path);
+    if (info.is_ok()) {
+      criu_ = std::move(info).value();
+      criu_status_ = Status::ok();
+      spdlog::info("executor {}: checkpoint-capable (CRIU {} at {})", config_.instance,
+                   criu_.version, criu_.binary);
+    } else {
+      criu_status_ = failed_precondition("this node cannot checkpoint: " + info.status().message());
+      spdlog::warn("executor {}: {}", config_.instance, criu_status_.message());
+    }
+    criu_probed_ = true;
+  }
+  return criu_status_;
+}
+
+Result<CheckpointResult> ProcessExecutor::checkpoint(JobId id, const std::string& image_dir,
+                                                     CheckpointThen then) {
+  const std::string name = "job " + std::to_string(id);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return not_found(name + " is not running here");
+  Job& job = it->second;
+  if (poll_exit(job) || job.cancelled || job.timed_out) {
+    return failed_precondition(name + " is ending: nothing to checkpoint");
+  }
+  Status capable = checkpoint_capability();
+  if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
+  if (image_dir.empty() || image_dir[0] != '/') {
+    return invalid_argument(name + ": image dir '" + image_dir + "' is not an absolute path");
+  }
+  std::error_code ec;
+  fs::create_directories(image_dir, ec);
+  if (ec) return internal_error(name + ": create " + image_dir + ": " + ec.message());
+  const std::string meta = image_dir + "/" + kCheckpointMeta;
+  if (fs::exists(meta, ec) || fs::exists(image_dir + "/inventory.img", ec)) {
+    return Status(Code::kAlreadyExists, name + ": " + image_dir + " already holds a checkpoint");
+  }
+  // Images hold the job's memory: for root's eyes only.
+  chmod(image_dir.c_str(), 0700);
+  // The job dir is copied before the dump: once CRIU has killed the tree
+  // (kStop) nothing may fail any more. The shell writes to its log only when
+  // a task cannot start and at its end, so the copy matches the dump.
+  const std::string copy = image_dir + "/" + kJobDirCopy;
+  fs::remove_all(copy, ec);
+  Status s = copy_job_dir(job.dir, copy);
+  if (!s.is_ok()) {
+    fs::remove_all(copy, ec);
+    return Status(s.code(), name + ": " + s.message());
+  }
+  nlohmann::json m = {{"job", id},
+                      {"job_dir", job.dir},
+                      {"then", then == CheckpointThen::kStop ? "stop" : "continue"},
+                      {"criu_version", criu_.version}};
+  const std::string meta_tmp = meta + ".tmp";
+  if (!write_text(meta_tmp, m.dump(2) + "\n")) {
+    fs::remove_all(copy, ec);
+    return internal_error(name + ": write " + meta_tmp + ": " + errno_text(errno));
+  }
+
+  CriuDump dump;
+  dump.root = job.pid;
+  dump.image_dir = image_dir;
+  dump.leave_running = then == CheckpointThen::kContinue;
+  dump.freeze_cgroup = freezer_dir(job.cgroup);
+  dump.timeout = std::chrono::seconds(config_.criu_timeout_s);
+  const auto start = std::chrono::steady_clock::now();
+  s = criu_dump(criu_, dump);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!s.is_ok()) {
+    // CRIU resumes the tree when it fails, but not when it was killed.
+    if (!dump.freeze_cgroup.empty() && !set_frozen(dump.freeze_cgroup, false).is_ok()) {
+      spdlog::warn("{}: could not thaw {} after a failed dump", name, dump.freeze_cgroup);
+    }
+    fs::remove(meta_tmp, ec);
+    return Status(s.code(), name + " not checkpointed (it runs on): " + s.message());
+  }
+  fs::rename(meta_tmp, meta, ec);
+  if (ec) spdlog::warn("{}: rename {}: {}", name, meta_tmp, ec.message());
+
+  CheckpointResult result;
+  result.image_dir = image_dir;
+  result.dump_seconds = seconds;
+  result.image_bytes = tree_bytes(image_dir);
+  if (then == CheckpointThen::kStop) {
+    // CRIU has killed the tree; the job is the restorer's now.
+    discard(job);
+    jobs_.erase(it);
+    result.stopped = true;
+  }
+  return result;
+}
+
+Result<pid_t> ProcessExecutor::restore_tree(const JobLaunch& l, const std::string& image_dir,
+                                            Job& job) {
+  std::error_code ec;
+  if (fs::exists(job.dir, ec)) {
+    return Status(Code::kAlreadyExists, "job directory " + job.dir +
+                                            " exists: the job may still run there");
+  }
+  HPCQ_RETURN_IF_ERROR(copy_job_dir(image_dir + "/" + kJobDirCopy, job.dir));
+  // The shell read launch.json at its start and no longer holds it: it now
+  // records the new allocation. Tasks may re-read the hostfile.
+  const JobFiles files(job.dir);
+  unlink(files.launch.c_str());
+  HPCQ_RETURN_IF_ERROR(write_new_file(files.launch, encode_launch(l), 0600, 0, 0));
+  if (!l.hostfile.empty()) {
+    unlink(files.hostfile.c_str());
+    HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, l.hostfile, 0644, 0, 0));
+  }
+  auto cgroup =
+      hierarchy_.create_job(config_.instance, l.id, {l.host_cpus, l.host_mems, l.memory_limit_bytes});
+  if (!cgroup.is_ok()) return cgroup.status();
+  job.cgroup = std::move(cgroup).value();
+  CriuRestore restore;
+  restore.image_dir = image_dir;
+  restore.cgroup_dirs = job.cgroup.dirs();
+  restore.timeout = std::chrono::seconds(config_.criu_timeout_s);
+  return criu_restore(criu_, restore);
+}
+
+Status ProcessExecutor::restore(const JobLaunch& l, const std::string& image_dir, TimeUs now) {
+  const std::string name = "job " + std::to_string(l.id);
+  HPCQ_RETURN_IF_ERROR(validate(l));
+  Status capable = checkpoint_capability();
+  if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
+  const std::string meta_path = image_dir + "/" + kCheckpointMeta;
+  const std::string meta_text = read_whole(meta_path);
+  if (meta_text.empty()) {
+    return not_found(name + " not restored: no checkpoint in " + image_dir + " (no " +
+                     kCheckpointMeta + ")");
+  }
+  nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
+  if (meta.is_discarded() || !meta.is_object() || !meta.contains("job") ||
+      !meta["job"].is_number_unsigned() || !meta.contains("job_dir") ||
+      !meta["job_dir"].is_string()) {
+    return invalid_argument(name + " not restored: " + meta_path + " is malformed");
+  }
+  if (meta["job"].get<JobId>() != l.id) {
+    return invalid_argument(name + " not restored: " + image_dir + " holds job " +
+                            std::to_string(meta["job"].get<JobId>()));
+  }
+
+  Job j;
+  j.id = l.id;
+  j.dir = meta["job_dir"].get<std::string>();
+  j.time_limit_s = l.time_limit_s;
+  j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
+  const bool had_dir = fs::exists(j.dir);
+  auto fail = [&](const Status& s) {
+    // Nothing of the job may run on: kill what is in its new cgroups.
+    if (had_dir) j.dir.clear();  // not ours to remove
+    discard(j);
+    return Status(s.code(), name + " not restored: " + s.message());
+  };
+  auto root = restore_tree(l, image_dir, j);
+  if (!root.is_ok()) return fail(root.status());
+  j.pid = *root;
+  j.pidfd = open_pidfd(j.pid);
+  if (j.pidfd < 0) {
+    Status s = internal_error("pidfd_open of the restored shell " + std::to_string(j.pid) + ": " +
+                              errno_text(errno));
+    kill(j.pid, SIGKILL);
+    return fail(s);
+  }
+  // The tree is frozen while it is pinned, so that no process forks past it.
+  const std::string freezer = freezer_dir(j.cgroup);
+  Status s = freezer.empty() ? Status::ok() : set_frozen(freezer, true);
+  if (s.is_ok()) s = pin_tasks(j.cgroup, j.pid, l);
+  if (!freezer.empty()) {
+    Status thawed = set_frozen(freezer, false);
+    if (s.is_ok()) s = thawed;
+  }
+  if (!s.is_ok()) {
+    // A frozen tree would not die (v1): it was thawed above.
+    return fail(s);
+  }
+  jobs_.emplace(l.id, std::move(j));
+  return Status::ok();
 }
 
 }  // namespace hpcq::agent

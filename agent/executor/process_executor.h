@@ -12,8 +12,25 @@
 //   cancel:  SIGKILL to the shell (a namespace's init: everything in it dies).
 //   timeout: SIGTERM to the shell, which forwards it to every process of the
 //            job; SIGKILL after the grace period.
+//   checkpoint: `criu dump` of the shell's tree (checkpoint.h), frozen with
+//            the job's freezer cgroup; the job directory is copied into
+//            <image_dir>/job-dir and <image_dir>/hpcq-checkpoint.json names the
+//            job and its directory (written last: a dir without it holds no
+//            usable checkpoint). kStop: CRIU kills the tree, the executor
+//            reaps the shell, removes the cgroups and job dir and forgets the
+//            job (reap() does not report it).
+//   restore: the job directory comes back at the path it had (the shell and
+//            the tasks hold files there by path; every node has the same
+//            state dir in a real cluster) with the new launch.json/hostfile;
+//            new cgroups with the new cpuset and memory limit; `criu restore`
+//            runs inside them, so the tree is born there, as a child of this
+//            process (--restore-sibling); then, frozen, every thread of every
+//            task is pinned (sched_setaffinity) to its new task's CPUs (a
+//            process belongs to the task whose HPCQ_LOCAL_TASK its ancestor
+//            below the shell has). From there on it is like a launched job.
 // A PID namespace whose init is a session leader is what CRIU needs to
-// checkpoint the whole job (DESIGN.md, "Executors").
+// checkpoint the whole job (DESIGN.md, "Executors"); the shell holds no pipe
+// or socket once its tasks have started.
 //
 // Ownership: the executor owns its jobs' processes, pidfds, cgroups and job
 // directories; shutdown() (also run by the destructor) kills and removes all.
@@ -33,6 +50,7 @@
 #include <vector>
 
 #include "agent/executor/cgroup.h"
+#include "agent/executor/checkpoint.h"
 #include "agent/executor/executor.h"
 #include "agent/executor/job_launch.h"
 #include "lib/core/ids.h"
@@ -47,6 +65,8 @@ struct ExecutorConfig {
   std::string job_shell_path;  // path of hpcq-job-shell
   TimeUs kill_grace = 5 * kUsPerSecond;        // time limit: from SIGTERM to SIGKILL
   std::string cgroup_root = "/sys/fs/cgroup";  // see CgroupHierarchy::detect
+  std::string criu_path;                       // empty: "criu" from PATH (see probe_criu)
+  int criu_timeout_s = 300;  // a dump or restore running longer is killed (and fails)
 };
 
 class ProcessExecutor final : public Executor {
@@ -93,6 +113,14 @@ class ProcessExecutor final : public Executor {
   // Jobs killed here are not reported by reap().
   void shutdown() override;
 
+  // Runs probe_criu(config.criu_path) on the first call.
+  Status checkpoint_capability() override;
+  // See executor.h and the file comment. Errors name the job and, for CRIU's
+  // failures, the first error of its log and the log's path.
+  Result<CheckpointResult> checkpoint(JobId id, const std::string& image_dir,
+                                      CheckpointThen then) override;
+  Status restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) override;
+
  private:
   struct Job {
     JobId id = 0;
@@ -112,7 +140,12 @@ class ProcessExecutor final : public Executor {
   };
 
   ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy);
+  Status validate(const JobLaunch& launch) const;
   Status prepare_job_dir(const JobLaunch& launch, const std::string& dir) const;
+  Result<pid_t> restore_tree(const JobLaunch& launch, const std::string& image_dir, Job& job);
+  // Kills what is left of a job that is not to be reported, waits, removes
+  // its cgroups and directory.
+  void discard(Job& job);
   Status start_shell(Job& job);
   bool poll_exit(Job& job);  // true once the shell has been waited for
   JobExit exit_of(const Job& job) const;
@@ -120,6 +153,9 @@ class ProcessExecutor final : public Executor {
   const ExecutorConfig config_;
   const CgroupHierarchy hierarchy_;
   std::map<JobId, Job> jobs_;
+  bool criu_probed_ = false;
+  Status criu_status_;  // the probe's answer
+  CriuInfo criu_;
 };
 
 }  // namespace hpcq::agent

@@ -98,4 +98,17 @@ void TestExecutor::arm() {
   timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &spec, nullptr);
 }
 
+Status TestExecutor::checkpoint_capability() {
+  return failed_precondition("the test executor cannot checkpoint: it runs no processes");
+}
+
+Result<CheckpointResult> TestExecutor::checkpoint(JobId id, const std::string&, CheckpointThen) {
+  if (!jobs_.count(id)) return not_found("job " + std::to_string(id) + " is not running here");
+  return checkpoint_capability();
+}
+
+Status TestExecutor::restore(const JobLaunch&, const std::string&, TimeUs) {
+  return checkpoint_capability();
+}
+
 }  // namespace hpcq::agent

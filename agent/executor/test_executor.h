@@ -3,6 +3,7 @@
 // its time limit, whichever is first, then ends COMPLETED (or TIMEOUT,
 // CANCELLED). Selected per agent (hpcq-agent --executor test), as Flux's test
 // execution mode: it lets benchmarks measure the control plane alone.
+// Checkpoint and restore are refused (see below), not emulated.
 // Thread: the agent's loop thread only.
 #pragma once
 
@@ -25,6 +26,14 @@ class TestExecutor final : public Executor {
   std::vector<int> wait_fds() const override { return {timer_fd_}; }
   std::vector<JobId> running() const override;
   void shutdown() override { jobs_.clear(); }
+
+  // No processes, nothing to dump: all three answer kFailedPrecondition
+  // ("the test executor cannot checkpoint: it runs no processes"), so that
+  // an agent run with --executor test reports itself not checkpoint-capable.
+  Status checkpoint_capability() override;
+  Result<CheckpointResult> checkpoint(JobId id, const std::string& image_dir,
+                                      CheckpointThen then) override;
+  Status restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) override;
 
  private:
   struct Job {

@@ -1,0 +1,360 @@
+#include "agent/executor/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace hpcq::agent {
+namespace {
+
+std::string errno_text(int err) { return strerror(err); }
+
+// Raw system calls: glibc 2.36's <sys/pidfd.h> lacks extern "C" (unusable from C++).
+int open_pidfd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0U)); }
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string read_fd(int fd) {
+  std::string out;
+  if (lseek(fd, 0, SEEK_SET) != 0) return out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+std::string last_nonempty_line(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
+  return last;
+}
+
+// The PIDs of this process's children, zombies included (they stay on the
+// parent's list until reaped). Needs CONFIG_PROC_CHILDREN; empty without it.
+std::set<pid_t> own_children() {
+  std::set<pid_t> pids;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream in(task.path() / "children");
+    pid_t pid;
+    while (in >> pid) pids.insert(pid);
+  }
+  return pids;
+}
+
+struct CriuRun {
+  int exit_code = -1;  // 128 + signal when killed
+  bool timed_out = false;
+  std::string output;  // criu's stdout and stderr
+};
+
+// Runs criu with `args` (argv[1..]); stdin /dev/null, stdout/stderr captured.
+// The child is moved into each of `cgroup_dirs` before it execs.
+Result<CriuRun> run_criu(const CriuInfo& criu, const std::vector<std::string>& args,
+                         const std::vector<std::string>& cgroup_dirs, std::chrono::seconds timeout) {
+  Fd out(memfd_create("criu-output", MFD_CLOEXEC));
+  if (out.get() < 0) return internal_error("memfd_create: " + errno_text(errno));
+  Fd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (devnull.get() < 0) return internal_error("open /dev/null: " + errno_text(errno));
+  int go_pipe[2];
+  if (pipe2(go_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
+  Fd go_read(go_pipe[0]), go_write(go_pipe[1]);
+
+  // Everything the child needs is built before fork: it may not allocate.
+  std::vector<std::string> strings;
+  strings.push_back(criu.binary);
+  strings.insert(strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& s : strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::string path_env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  char* envp[] = {path_env.data(), nullptr};
+
+  // No handler of the caller may run in the child; the child restores
+  // default dispositions and an empty mask before exec.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) {
+      if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    char go = 0;
+    ssize_t n;
+    do {
+      n = read(go_read.get(), &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) _exit(127);  // the parent gave up on us
+    if (dup2(devnull.get(), 0) < 0 || dup2(out.get(), 1) < 0 || dup2(out.get(), 2) < 0) _exit(127);
+    execve(argv[0], argv.data(), envp);
+    static const char kMsg[] = "exec of criu failed\n";
+    ssize_t ignored = write(2, kMsg, sizeof kMsg - 1);
+    (void)ignored;
+    _exit(127);
+  }
+  int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return internal_error("fork: " + errno_text(fork_errno));
+  go_read.reset();
+  // The child cannot end before it reads the go byte, so its PID is ours.
+  Fd pidfd(open_pidfd(pid));
+  auto reap = [&] {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return status;
+  };
+  std::string setup_error;
+  if (pidfd.get() < 0) setup_error = "pidfd_open: " + errno_text(errno);
+  for (const std::string& dir : cgroup_dirs) {
+    if (!setup_error.empty()) break;
+    const std::string procs = dir + "/cgroup.procs";
+    std::ofstream f(procs);
+    f << pid;
+    f.flush();
+    if (!f) setup_error = "cannot move criu into " + procs;
+  }
+  if (!setup_error.empty()) {
+    go_write.reset();  // the child exits at once
+    reap();
+    return internal_error(setup_error);
+  }
+  char go = 'g';
+  if (write(go_write.get(), &go, 1) != 1) kill(pid, SIGKILL);
+  go_write.reset();
+
+  CriuRun run;
+  pollfd p{pidfd.get(), POLLIN, 0};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      kill(pid, SIGKILL);
+      run.timed_out = true;
+      break;
+    }
+    int r = poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 60'000)));
+    if (r > 0) break;
+  }
+  int status = reap();
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.output = read_fd(out.get());
+  return run;
+}
+
+bool is_harmless(const std::string& line) {
+  // CRIU reports this when the restored limit is above its own; the restore
+  // goes on (DESIGN.md).
+  return line.find("RLIMIT_NOFILE") != std::string::npos;
+}
+
+std::string describe_failure(const CriuRun& run, const std::string& what, const std::string& log) {
+  if (run.timed_out) return what + " ran past its time limit and was killed";
+  std::string fallback = last_nonempty_line(run.output);
+  if (fallback.empty()) fallback = "criu exited with code " + std::to_string(run.exit_code);
+  std::string reason = criu_failure_reason(log, fallback);
+  // prlimit() of another user's task needs CAP_SYS_RESOURCE, which some
+  // containers drop even for root.
+  if (reason.find("rlimit") != std::string::npos &&
+      reason.find("not permitted") != std::string::npos) {
+    reason += " (CRIU lacks CAP_SYS_RESOURCE: only root's jobs can be dumped here)";
+  }
+  return what + " failed: " + reason + " (log: " + log + ")";
+}
+
+}  // namespace
+
+std::string criu_failure_reason(const std::string& log_path, const std::string& fallback) {
+  std::ifstream in(log_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t at = line.find("Error (");
+    if (at == std::string::npos || is_harmless(line)) continue;
+    size_t close = line.find("): ", at);
+    std::string msg = close == std::string::npos ? line.substr(at) : line.substr(close + 3);
+    while (!msg.empty() && (msg.back() == ' ' || msg.back() == '\r')) msg.pop_back();
+    if (!msg.empty()) return msg;
+  }
+  return fallback;
+}
+
+Result<CriuInfo> probe_criu(const std::string& binary) {
+  std::string name = binary.empty() ? "criu" : binary;
+  CriuInfo info;
+  if (name.find('/') != std::string::npos) {
+    info.binary = name;
+  } else {
+    const char* path = getenv("PATH");
+    std::istringstream dirs(path != nullptr && *path != '\0' ? path : "/usr/local/sbin:/usr/sbin");
+    std::string dir;
+    while (std::getline(dirs, dir, ':')) {
+      std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+      if (access(candidate.c_str(), X_OK) == 0) {
+        info.binary = candidate;
+        break;
+      }
+    }
+    if (info.binary.empty()) {
+      return failed_precondition("no '" + name + "' in PATH (install it with .ci/install-criu)");
+    }
+  }
+  if (access(info.binary.c_str(), X_OK) != 0) {
+    return failed_precondition("CRIU '" + info.binary + "' is not executable: " +
+                               errno_text(errno));
+  }
+  auto version = run_criu(info, {"--version"}, {}, std::chrono::seconds(30));
+  if (!version.is_ok()) return version.status();
+  std::istringstream out(version->output);
+  std::string line;
+  while (std::getline(out, line)) {
+    if (line.rfind("Version:", 0) == 0) {
+      std::istringstream fields(line.substr(8));
+      fields >> info.version;
+    }
+  }
+  if (version->exit_code != 0 || info.version.empty()) {
+    return failed_precondition("'" + info.binary + " --version' gave no version (exit code " +
+                               std::to_string(version->exit_code) + ")");
+  }
+  if (std::atoi(info.version.c_str()) < 4) {
+    return failed_precondition("CRIU " + info.version + " at " + info.binary +
+                               " is too old (need >= 4; run .ci/install-criu)");
+  }
+  auto check = run_criu(info, {"check"}, {}, std::chrono::seconds(60));
+  if (!check.is_ok()) return check.status();
+  if (check->exit_code != 0) {
+    std::string why = last_nonempty_line(check->output);
+    return failed_precondition("'" + info.binary + " check' failed: " +
+                               (why.empty() ? "exit code " + std::to_string(check->exit_code)
+                                            : why));
+  }
+  return info;
+}
+
+Status criu_dump(const CriuInfo& criu, const CriuDump& dump) {
+  std::vector<std::string> args = {"dump",
+                                   "--tree",
+                                   std::to_string(dump.root),
+                                   "--images-dir",
+                                   dump.image_dir,
+                                   "--work-dir",
+                                   dump.image_dir,
+                                   "--log-file",
+                                   "dump.log",
+                                   "-v4",
+                                   "--manage-cgroups=ignore"};
+  if (!dump.freeze_cgroup.empty()) {
+    args.push_back("--freeze-cgroup");
+    args.push_back(dump.freeze_cgroup);
+  }
+  if (dump.leave_running) args.push_back("--leave-running");
+  auto run = run_criu(criu, args, {}, dump.timeout);
+  if (!run.is_ok()) return run.status();
+  if (run->timed_out) {
+    return unavailable("criu dump ran past " + std::to_string(dump.timeout.count()) +
+                       " s and was killed");
+  }
+  if (run->exit_code != 0) {
+    return internal_error(describe_failure(*run, "criu dump", dump.image_dir + "/dump.log"));
+  }
+  return Status::ok();
+}
+
+Result<pid_t> criu_restore(const CriuInfo& criu, const CriuRestore& restore) {
+  struct stat st {};
+  if (stat((restore.image_dir + "/inventory.img").c_str(), &st) != 0) {
+    return not_found("no CRIU images in " + restore.image_dir + " (inventory.img: " +
+                     errno_text(errno) + ")");
+  }
+  const std::string pidfile = restore.image_dir + "/restore.pid";
+  unlink(pidfile.c_str());
+  const std::vector<std::string> args = {"restore",
+                                         "--images-dir",
+                                         restore.image_dir,
+                                         "--work-dir",
+                                         restore.image_dir,
+                                         "--log-file",
+                                         "restore.log",
+                                         "-v4",
+                                         "--manage-cgroups=ignore",
+                                         "--restore-detached",
+                                         "--restore-sibling",
+                                         "--pidfile",
+                                         "restore.pid"};
+  // The restored root becomes our child (CLONE_PARENT); if the restore then
+  // fails it is left to us to kill and reap. Our children before the run
+  // tell it apart from any other.
+  const std::set<pid_t> before = own_children();
+  auto run = run_criu(criu, args, restore.cgroup_dirs, restore.timeout);
+  if (!run.is_ok()) return run.status();
+  pid_t root = -1;
+  {
+    std::ifstream in(pidfile);
+    in >> root;
+  }
+  const bool ok = !run->timed_out && run->exit_code == 0 && root > 0;
+  for (pid_t child : own_children()) {
+    if (before.count(child) || (ok && child == root)) continue;
+    kill(child, SIGKILL);
+    while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (run->timed_out) {
+    return unavailable("criu restore ran past " + std::to_string(restore.timeout.count()) +
+                       " s and was killed");
+  }
+  if (!ok) {
+    if (run->exit_code == 0) {
+      return internal_error("criu restore wrote no root PID to " + pidfile);
+    }
+    return internal_error(
+        describe_failure(*run, "criu restore", restore.image_dir + "/restore.log"));
+  }
+  return root;
+}
+
+}  // namespace hpcq::agent

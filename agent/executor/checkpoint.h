@@ -1,0 +1,74 @@
+// The CRIU runner: finds and checks the criu binary, and runs `criu dump` and
+// `criu restore` as child processes with an explicit argv, turning a failure
+// into one line taken from CRIU's own log.
+//
+// What CRIU needs of a job, and what the process executor gives it (DESIGN.md,
+// "Executors"): a tree whose root is PID 1 of its own PID namespace and a
+// session leader (hpcq-job-shell), the host's mount namespace, stdio on
+// files, no pipes or sockets to the outside. Cgroups are not CRIU's business
+// here (--manage-cgroups=ignore): a restore runs CRIU inside the job's new
+// cgroups, so the restored tree is born in them.
+//
+// A restore uses --restore-detached --restore-sibling: the restored root is a
+// child of the caller (not of criu), so the caller can wait for it as for a
+// launched job. criu_restore() returns it; if the restore fails after CRIU
+// had created it, criu_restore() kills and reaps it, so nothing is left.
+//
+// Threads: blocking calls (each waits for criu, bounded by a timeout); any
+// thread, but the caller must not reap children it did not start (criu's pid
+// and the restored root are this call's to wait for).
+// Errors: kFailedPrecondition when CRIU is missing or does not work here
+// (version, `criu check`); kUnavailable when criu ran past its time and was
+// killed (retryable); kInternal for a dump or restore that criu reported as failed,
+// with the first error line of its log; kNotFound for missing images.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "lib/core/status.h"
+
+namespace hpcq::agent {
+
+struct CriuInfo {
+  std::string binary;   // absolute path
+  std::string version;  // e.g. "4.1.1"
+};
+
+// Finds `binary` (a path, or a name looked up in PATH; empty means "criu"),
+// requires version >= 4 and runs `criu check`. A node where this fails still
+// runs jobs; its checkpoints fail with this reason.
+Result<CriuInfo> probe_criu(const std::string& binary);
+
+struct CriuDump {
+  pid_t root = -1;            // host PID of the tree's root (the job shell)
+  std::string image_dir;      // must exist; images and dump.log go here
+  bool leave_running = true;  // false: CRIU kills the tree once the images are written
+  std::string freeze_cgroup;  // freezer cgroup of the tree (v1 freezer or v2 dir); empty: ptrace
+  std::chrono::seconds timeout{600};
+};
+
+// Runs `criu dump`. On failure CRIU resumes the tree; the caller should still
+// thaw `freeze_cgroup` (a criu killed for its timeout cannot).
+Status criu_dump(const CriuInfo& criu, const CriuDump& dump);
+
+struct CriuRestore {
+  std::string image_dir;  // images from criu_dump(); restore.log and restore.pid go here
+  // Cgroup directories criu is moved into (their cgroup.procs) before it
+  // starts, so that the restored tree is born in them.
+  std::vector<std::string> cgroup_dirs;
+  std::chrono::seconds timeout{600};
+};
+
+// Runs `criu restore`; returns the host PID of the restored root, a child of
+// the caller. On error nothing of the restored tree is left.
+Result<pid_t> criu_restore(const CriuInfo& criu, const CriuRestore& restore);
+
+// One line explaining why CRIU failed, from its log: the first "Error" line
+// without its timestamp and source location, or `fallback` if there is none.
+std::string criu_failure_reason(const std::string& log_path, const std::string& fallback);
+
+}  // namespace hpcq::agent
