@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "daemon/submit_policy.h"
+#include "daemon/usage_record.h"
 #include "lib/api/job_proto.h"
 #include "lib/core/clock.h"
 #include "lib/overlay/tree.h"
@@ -74,7 +75,7 @@ std::future<T> ready(T value) {
 
 }  // namespace
 
-Leader::Leader(const ClusterConfig& config) : config_(config) {}
+Leader::Leader(const ClusterConfig& config) : config_(config), usage_(config.usage_half_life_s) {}
 
 Leader::~Leader() {
   events_.close();
@@ -99,6 +100,15 @@ Status Leader::start() {
       sched::Scheduler::create({config_.actions, config_.plugins, config_.scheduler_options});
   if (!scheduler.is_ok()) return scheduler.status();
   scheduler_ = std::make_unique<sched::Scheduler>(std::move(scheduler).value());
+  if (std::find(config_.plugins.begin(), config_.plugins.end(), "priority") != config_.plugins.end()) {
+    sched::PluginOptions options;
+    for (const auto& [key, value] : config_.scheduler_options) {
+      if (key.starts_with("priority.")) options[key.substr(9)] = value;
+    }
+    auto weights = sched::parse_multifactor_options(options);  // create() accepted them
+    if (!weights.is_ok()) return weights.status();
+    priority_weights_ = *weights;
+  }
 
   auto store = store::Store::open(config_.state_dir + "/hpcq.db");
   if (!store.is_ok()) return store.status();
@@ -136,6 +146,13 @@ Status Leader::start() {
   // Once every job is known, so that dependencies can be judged.
   for (auto& [id, entry] : jobs_) {
     if (entry.job.state == job::JobState::kPending && !entry.job.held) make_ready(entry);
+  }
+  auto stored_usage = (*store)->load_records("usage");
+  if (!stored_usage.is_ok()) return stored_usage.status();
+  for (const auto& [key, value] : *stored_usage) {
+    auto entries = decode_usage(value);
+    if (!entries.is_ok()) return invalid_argument("store: usage: " + entries.status().message());
+    usage_.restore(*entries);
   }
   auto stored_reservations = (*store)->load_records("reservation");
   if (!stored_reservations.is_ok()) return stored_reservations.status();
@@ -182,6 +199,9 @@ Status Leader::start() {
     check_heartbeats();
     repeat_unconfirmed();
   });
+  // Usage is advisory (it orders the queue): written every 10 s rather than
+  // with every job end, so a crash forgets at most the last 10 s of it.
+  loop_.run_every(std::chrono::seconds(10), [this] { persist_usage(); });
   schedule_soon();
   return Status::ok();
 }
@@ -652,14 +672,14 @@ void Leader::run_cycle() {
   snapshot.now = now();
   snapshot.pool = &pool_;
   snapshot.site = &config_.site;
+  snapshot.usage = &usage_;
   snapshot.reservations = current_reservations();
   // A cycle looks at the first queue_depth pending jobs (as Slurm's
   // default_queue_depth), so its cost does not grow with the queue. An
   // array's tasks beyond its throttle (--array=...%N) are not shown.
   std::map<JobId, int> array_shown;
   std::vector<JobId> shown;
-  for (const auto& [submit_time, id] : pending_) {
-    (void)submit_time;
+  for (JobId id : queue_window(snapshot)) {
     if (static_cast<int>(snapshot.queue.size()) == config_.queue_depth) break;
     const job::Job& job = jobs_.at(id).job;
     if (job.spec.array_max_running > 0) {
@@ -693,6 +713,70 @@ void Leader::run_cycle() {
     }
   }
   if (decision_log_) decision_log_->flush();
+}
+
+std::vector<JobId> Leader::queue_window(const sched::Snapshot& snapshot) {
+  std::vector<JobId> ids;
+  ids.reserve(pending_.size());
+  for (const auto& [submit_time, id] : pending_) ids.push_back(id);
+  // Some slack over queue_depth: array tasks beyond their throttle are
+  // skipped after this.
+  const std::size_t depth = std::min(ids.size(), static_cast<std::size_t>(config_.queue_depth) * 2);
+  // All of them fit in the cycle: the plugins order them there.
+  if (!priority_weights_ || ids.size() <= static_cast<std::size_t>(config_.queue_depth)) return ids;
+  // O(pending): every pending job's priority, then the best `depth` of them
+  // in (priority, submit time, id) order.
+  std::vector<sched::PendingJob> pending;
+  pending.reserve(ids.size());
+  std::vector<sched::FairShareTree::Key> seen;
+  for (JobId id : ids) {
+    pending.push_back(pending_of(jobs_.at(id).job));
+    seen.emplace_back(pending.back().uid, pending.back().account);
+  }
+  const sched::FairShareTree tree =
+      sched::FairShareTree::compute(snapshot.site, snapshot.usage, snapshot.now, seen);
+  const sched::MultifactorPriority multifactor(snapshot, *priority_weights_, &tree);
+  std::vector<std::pair<double, std::size_t>> ranked;
+  ranked.reserve(pending.size());
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    ranked.emplace_back(multifactor.priority(pending[i]), i);  // ids are in queue order
+  }
+  auto better = [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  };
+  std::nth_element(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(depth),
+                   ranked.end(), better);
+  ranked.resize(depth);
+  std::sort(ranked.begin(), ranked.end(), better);
+  std::vector<JobId> window;
+  window.reserve(depth);
+  for (const auto& [priority, index] : ranked) window.push_back(ids[index]);
+  return window;
+}
+
+void Leader::charge_usage(const job::Job& job, TimeUs end) {
+  if (job.start_time <= 0 || end <= job.start_time) return;
+  sched::UsageCharge charge;
+  const double seconds = static_cast<double>(end - job.start_time) / 1e6;
+  int gpus = 0;
+  for (const auto& part : job.allocation.nodes) gpus += static_cast<int>(part.gpus.size());
+  charge.core_seconds = job.allocation.total_cores() * seconds;
+  std::uint64_t memory = 0;
+  for (const auto& part : job.allocation.nodes) memory += part.memory_bytes;
+  charge.memory_byte_seconds = static_cast<double>(memory) * seconds;
+  charge.gpu_seconds = gpus * seconds;
+  usage_.charge(job.uid, job.spec.account, charge, end);
+  usage_dirty_ = true;
+}
+
+void Leader::persist_usage() {
+  if (!usage_dirty_) return;
+  usage_dirty_ = false;
+  store::WriteBatch batch;
+  batch.put_record("usage", "ledger", encode_usage(usage_.entries()));
+  committer_->submit(std::move(batch), [](Status s) {
+    if (!s.is_ok()) spdlog::error("usage: store update failed: {}", s.message());
+  });
 }
 
 void Leader::apply_preempt(const sched::Preempt& preempt) {
@@ -1121,9 +1205,11 @@ void Leader::release_held(JobEntry& entry) {
 void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string& reason,
                         TimeUs end_time) {
   job::Job& job = entry.job;
-  if (job.state == job::JobState::kRunning) release_held(entry);
+  const bool was_running = job.state == job::JobState::kRunning;
+  if (was_running) release_held(entry);
   job.state = state;
   job.end_time = end_time > 0 ? end_time : now();
+  if (was_running) charge_usage(job, job.end_time);
   job.reason = reason;
   if (state == job::JobState::kTimeout && job.reason.empty()) job.reason = "time limit reached";
   entry.running_on.clear();
@@ -1137,6 +1223,7 @@ void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string&
 void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
   job::Job& job = entry.job;
   release_held(entry);
+  charge_usage(job, now());  // the work it did counts, though it is lost
   job.state = job::JobState::kPending;
   job.allocation = {};
   job.start_time = 0;

@@ -29,7 +29,9 @@
 #include "lib/overlay/overlay.h"
 #include "lib/resource/node_pool.h"
 #include "lib/resource/topology.h"
+#include "lib/sched/plugins/priority.h"
 #include "lib/sched/scheduler.h"
+#include "lib/sched/usage.h"
 #include "lib/store/group_commit.h"
 #include "proto/hpcq.pb.h"
 
@@ -142,6 +144,13 @@ class Leader {
   void persist(const job::Job& job, const std::string& event, const std::string& detail);
   void persist_node(const NodeEntry& node);
   void publish(const job::Job& job);
+  // Fair-share usage: the job's cores for the time it held them.
+  void charge_usage(const job::Job& job, TimeUs end);
+  void persist_usage();
+  // The pending jobs one cycle is shown: the first queue_depth in queue order
+  // (submit time, id), or, with the multifactor "priority" plugin, the
+  // queue_depth of highest priority (as Slurm sorts by priority first).
+  std::vector<JobId> queue_window(const sched::Snapshot& snapshot);
   int host_cpu_of(Rank rank, int core) const;
   v1::Job describe(const job::Job& job) const;
   TimeUs now() const;
@@ -165,6 +174,10 @@ class Leader {
   std::map<JobId, int> array_running_;           // array job id -> its running tasks
   std::map<std::string, Reservation> reservations_;
   std::unique_ptr<DecisionLog> decision_log_;
+  sched::UsageLedger usage_;
+  bool usage_dirty_ = false;
+  // Set when the "priority" plugin is configured: its weights rank the queue.
+  std::optional<sched::MultifactorWeights> priority_weights_;
   JobId next_job_id_ = 1;
   bool cycle_posted_ = false;
 };

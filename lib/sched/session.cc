@@ -109,11 +109,13 @@ bool Session::reservations_allow(const PendingJob& job, Rank rank) const {
   const TimeUs now = snapshot_.now;
   const TimeUs end = end_if_started(job, now);
   for (const AdvanceReservation* r : it->second) {
-    // Anyone may use the nodes in the gap before the reservation; its own
-    // users only inside its window.
-    const bool before = end <= r->start;
-    const bool inside = r->admits(job) && now >= r->start && end <= r->end;
-    if (!before && !inside) return false;
+    // The reservation keeps everyone else off its nodes for its window (a job
+    // may use them before it if it ends by its start, and after it); its own
+    // users are not restricted by it at all. The planner applies the same
+    // rule to future promises.
+    if (r->admits(job)) continue;
+    const bool clear = end <= r->start || now >= r->end;
+    if (!clear) return false;
   }
   return true;
 }

@@ -62,8 +62,8 @@ RunningJob running_from(const PendingJob& job, resource::Allocation allocation, 
 // An advance reservation (`hpcq reserve`, Slurm's scontrol create
 // reservation): the whole of `nodes` is kept for [start, end) for the listed
 // users and accounts. Every action honours it: a job not admitted to it may
-// use those nodes only if it ends (now + time limit) by `start`; an admitted
-// job may use them only inside the window.
+// use those nodes only if it ends (now + time limit) by `start`, or after
+// `end`; an admitted job is not restricted by it.
 struct AdvanceReservation {
   std::string name;
   std::vector<Rank> nodes;

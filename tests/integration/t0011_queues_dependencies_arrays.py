@@ -146,16 +146,18 @@ def test_reservations():
     t.hpcq("reserve", "delete", "maint")
     t.check(t.wait_state(jobs[2], "RUNNING")["nodes"] == ["node1"], "node1 is free again")
     # A reservation in the future: a job that ends before it may still use the nodes.
-    t.hpcq("reserve", "create", "later", "--nodes", "node1", "--start", "now+2h",
-           "--duration", "1h", "--users", "hpcqtest", rc=1)  # node1 is busy with jobs[2]
+    # node1 is busy with jobs[2] until its time limit (1 h): refused.
+    p = t.hpcq("reserve", "create", "later", "--nodes", "node1", "--start", "now+30m",
+               "--duration", "1h", "--users", "hpcqtest", rc=1)
+    t.check("node node1 is busy during the reservation" in p.stderr, p.stderr)
     for j in jobs:
         t.hpcq("cancel", str(j))
         t.wait_state(j, "CANCELLED")
-    t.hpcq("reserve", "create", "later", "--nodes", "node1,node2", "--start", "now+2h",
+    t.hpcq("reserve", "create", "later", "--nodes", "node1,node2", "--start", "now+1h",
            "--duration", "1h", "--users", "hpcqtest")
     short = t.submit("-n", "1", "-t", "30", "--", "true", cwd=d)
     t.wait_state(short, "COMPLETED")
-    long = t.submit("-n", "1", "-t", "3:00:00", "--", "true", cwd=d)
+    long = t.submit("-n", "1", "-t", "1:30:00", "--", "true", cwd=d)
     time.sleep(1)
     t.check(t.status(long)["state"] == "PENDING", "a job that would overlap the window waits")
     t.hpcq("reserve", "delete", "later")

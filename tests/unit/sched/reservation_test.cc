@@ -153,35 +153,39 @@ TEST(ReservationTest, EveryActionHonoursIt) {
   EXPECT_EQ(started(run(snap, {"allocate"}, {"fcfs"})), (std::vector<JobId>{1}));
 }
 
-TEST(ReservationTest, AdmittedUsersGetInDuringTheWindowOnly) {
+TEST(ReservationTest, AdmittedUsersAreNotRestrictedOthersOnlyAroundTheWindow) {
   resource::NodePool pool = make_pool(1);
   Snapshot snap = reserved_snapshot(pool);
   PendingJob mine = pending(1, 4, "", 42, 3600);
   PendingJob by_account = pending(2, 4, "", 7, 3600);
   by_account.account = "physics";
+  PendingJob other = pending(3, 4, "", 7, 3600);
   {
     Session before(snap);  // the window has not begun; 1 h ends right at its start
+    EXPECT_TRUE(before.place(other).has_value());
+    other.time_limit_s = 3601;  // would run into the window
+    EXPECT_FALSE(before.place(other).has_value());
+    mine.time_limit_s = 3 * 3600;  // its own users may run into it, and past it
     EXPECT_TRUE(before.place(mine).has_value());
-    mine.time_limit_s = 3601;
-    EXPECT_FALSE(before.place(mine).has_value());
   }
   snap.now = kNow + kHour;
   {
     Session inside(snap);
     EXPECT_TRUE(inside.place(mine).has_value());
     EXPECT_TRUE(inside.place(by_account).has_value());
-    EXPECT_FALSE(inside.place(pending(3, 4, "", 7, 60)).has_value());  // not admitted
-    PendingJob too_long = mine;
-    too_long.time_limit_s = 2 * 3600 + 1;  // past the end
-    EXPECT_FALSE(inside.place(too_long).has_value());
-    too_long.time_limit_s = 0;
-    EXPECT_FALSE(inside.place(too_long).has_value());
+    EXPECT_FALSE(inside.place(pending(4, 4, "", 7, 60)).has_value());  // not admitted
   }
-  // Through the scheduler: ending exactly at the reservation's end.
-  snap.now = kNow + 2 * kHour;
+  // After the window the nodes are everyone's again.
+  snap.now = kNow + 3 * kHour;
+  {
+    Session after(snap);
+    EXPECT_TRUE(after.place(pending(5, 4, "", 7, 60)).has_value());
+  }
+  // Through the scheduler, inside the window: only the admitted job starts.
+  snap.now = kNow + kHour;
   mine.time_limit_s = 3600;
-  snap.queue = {mine};
-  EXPECT_EQ(started(run(snap, {"allocate"}, {"fcfs"})), (std::vector<JobId>{1}));
+  snap.queue = {pending(6, 4, "", 7, 60), mine};
+  EXPECT_EQ(started(run(snap, {"allocate", "backfill"}, {"fcfs"})), (std::vector<JobId>{1}));
 }
 
 TEST(ReservationTest, AnExpiredReservationHasNoEffect) {
