@@ -100,6 +100,9 @@ Status Leader::start() {
       sched::Scheduler::create({config_.actions, config_.plugins, config_.scheduler_options});
   if (!scheduler.is_ok()) return scheduler.status();
   scheduler_ = std::make_unique<sched::Scheduler>(std::move(scheduler).value());
+  frees_resources_ = std::any_of(config_.actions.begin(), config_.actions.end(), [](const auto& a) {
+    return a == "preempt" || a == "reclaim";
+  });
   if (std::find(config_.plugins.begin(), config_.plugins.end(), "priority") != config_.plugins.end()) {
     sched::PluginOptions options;
     for (const auto& [key, value] : config_.scheduler_options) {
@@ -665,9 +668,10 @@ void Leader::run_cycle() {
   if (pending_.empty()) return;
   // Nothing can start while no node has a free core: a queue of 100k jobs
   // behind a full or drained cluster then costs nothing per submission.
+  // Actions that free resources (preempt, reclaim) still have work to do.
   bool room = std::any_of(pool_.nodes().begin(), pool_.nodes().end(),
                           [](const resource::NodeState& n) { return n.schedulable() && n.free_cores() > 0; });
-  if (!room) return;
+  if (!room && !frees_resources_) return;
   sched::Snapshot snapshot;
   snapshot.now = now();
   snapshot.pool = &pool_;
@@ -681,7 +685,16 @@ void Leader::run_cycle() {
   std::vector<JobId> shown;
   for (JobId id : queue_window(snapshot)) {
     if (static_cast<int>(snapshot.queue.size()) == config_.queue_depth) break;
-    const job::Job& job = jobs_.at(id).job;
+    JobEntry& entry = jobs_.at(id);
+    const job::Job& job = entry.job;
+    if (entry.yields_to != 0) {
+      auto preemptor = jobs_.find(entry.yields_to);
+      if (preemptor != jobs_.end() && preemptor->second.job.state == job::JobState::kPending &&
+          !preemptor->second.job.held) {
+        continue;
+      }
+      entry.yields_to = 0;
+    }
     if (job.spec.array_max_running > 0) {
       const auto running = array_running_.find(job.spec.array_job_id);
       int& more = array_shown[job.spec.array_job_id];
@@ -1119,6 +1132,7 @@ void Leader::on_job_update(Rank rank, const overlay::JobUpdate& update) {
     } else {
       // kCheckpoint falls back to requeue until jobs can be checkpointed.
       requeue_job(entry, why);
+      entry.yields_to = preempt.for_job;
     }
     schedule_soon();
     return;

@@ -102,6 +102,9 @@ class Leader {
     // Set when the scheduler preempts the job: once its parts have ended it
     // is requeued or cancelled, per the mode, never left running twice.
     std::optional<sched::Preempt> preempted;
+    // After a preemption: the victim waits until the job it made room for has
+    // started (or left the queue), so that it does not take the room back.
+    JobId yields_to = 0;
   };
   enum class Dependencies { kSatisfied, kWaiting, kNever };
 
@@ -180,6 +183,7 @@ class Leader {
   std::optional<sched::MultifactorWeights> priority_weights_;
   JobId next_job_id_ = 1;
   bool cycle_posted_ = false;
+  bool frees_resources_ = false;  // a configured action may preempt: cycle even when full
 };
 
 }  // namespace hpcq::daemon

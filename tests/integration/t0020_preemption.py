@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Preemption in a real cluster: a job of a higher-tier queue preempts a
+lower-tier job whose queue allows it. The whole victim is stopped on every
+node (never a part of it), then requeued (preempt_mode requeue) and run again
+later, or cancelled (preempt_mode cancel)."""
+import glob
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+CONFIG = "/tmp/hpcq-t0020.toml"
+if not os.environ.get("HPCQ_TEST_INSIDE"):
+    with open(CONFIG, "w") as f:
+        f.write("""
+[scheduler]
+actions = ["allocate", "preempt", "backfill"]
+plugins = ["fcfs"]
+
+[[queue]]
+name = "low"
+default = true
+preempt_mode = "requeue"
+
+[[queue]]
+name = "scavenger"
+preempt_mode = "cancel"
+
+[[queue]]
+name = "high"
+priority_tier = 1
+""")
+t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
+                 extra=("--config", CONFIG))
+
+
+def job_cgroups(job):
+    return glob.glob(f"/sys/fs/cgroup/pids/hpcq/*/job-{job}")
+
+
+def test_a_whole_gang_is_requeued_for_a_higher_tier():
+    d = t.workdir()
+    gang = t.submit("-N", "2", "-n", "4", "--", "sleep", "300", cwd=d)
+    s = t.wait_state(gang, "RUNNING")
+    t.check(sorted(s["nodes"]) == ["node1", "node2"], f"gang on {s['nodes']}")
+    urgent = t.submit("-q", "high", "-n", "1", "--", "sleep", "1", cwd=d)
+    s = t.wait_state(urgent, "RUNNING", timeout=30)
+    g = t.status(gang)
+    t.check(g["state"] == "PENDING" and g["requeue_count"] == 1 and
+            f"preempted by job {urgent}" in g["reason"], f"victim {g}")
+    t.check(not job_cgroups(gang), f"the gang still runs somewhere: {job_cgroups(gang)}")
+    t.wait_state(urgent, "COMPLETED")
+    s = t.wait_state(gang, "RUNNING", timeout=30)  # it runs again once there is room
+    t.check(s["requeue_count"] == 1, f"{s}")
+    t.hpcq("cancel", str(gang))
+    t.wait_state(gang, "CANCELLED")
+
+
+def test_cancel_mode_and_no_preemption_within_a_tier():
+    d = t.workdir()
+    scavenger = t.submit("-q", "scavenger", "-N", "2", "-n", "4", "--", "sleep", "300", cwd=d)
+    t.wait_state(scavenger, "RUNNING")
+    same_tier = t.submit("-n", "1", "--", "true", cwd=d)  # low: tier 0 like scavenger
+    time.sleep(1.5)
+    t.check(t.status(same_tier)["state"] == "PENDING", "a same-tier job preempted another")
+    urgent = t.submit("-q", "high", "-n", "1", "--", "true", cwd=d)
+    s = t.wait_state(scavenger, ["CANCELLED", "PENDING", "COMPLETED"], timeout=30)
+    t.check(s["state"] == "CANCELLED" and "preempted by job" in s["reason"], f"{s}")
+    t.wait_state(urgent, "COMPLETED")
+    t.wait_state(same_tier, "COMPLETED")
+
+
+t.main([test_a_whole_gang_is_requeued_for_a_higher_tier,
+        test_cancel_mode_and_no_preemption_within_a_tier])
