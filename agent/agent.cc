@@ -123,6 +123,9 @@ Status Agent::start() {
   overlay_->on_reroute([this](Rank) { send_hello(); });
 
   std::random_device random;
+  // A node without a working CRIU still runs jobs; it says so in its Hello.
+  checkpoint_ = executor_->checkpoint_capability();
+  if (!checkpoint_.is_ok()) spdlog::info("agent: cannot checkpoint: {}", checkpoint_.message());
   incarnation_ = (static_cast<std::uint64_t>(random()) << 32) | random();
   send_hello();
   loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
@@ -165,6 +168,8 @@ void Agent::send_hello() {
     for (int pu : c.pus) core->add_pus(pu);
   }
   hello->set_incarnation(incarnation_);
+  hello->set_checkpoint_capable(checkpoint_.is_ok());
+  hello->set_checkpoint_reason(checkpoint_.message());
   hello->set_host_cpus(host_cpus_);
   hello->set_host_numa(host_numa_);
   for (const auto& [id, attempt] : attempts_) {

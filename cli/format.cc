@@ -129,7 +129,9 @@ nlohmann::json node_json(const v1::Node& node) {
           {"numa", node.numa()},         {"free_cores", node.free_cores()},
           {"packages", node.packages()}, {"memory_bytes", node.memory_bytes()},
           {"topology", node.topology()}, {"host_cpus", node.host_cpus()},
-          {"running_jobs", node.running_jobs()}, {"reason", node.reason()}};
+          {"running_jobs", node.running_jobs()}, {"reason", node.reason()},
+          {"checkpoint", node.checkpoint_capable()},
+          {"checkpoint_reason", node.checkpoint_reason()}};
 }
 
 std::string queue_table(const v1::ListJobsResponse& jobs) {

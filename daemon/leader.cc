@@ -376,6 +376,8 @@ std::future<v1::ListNodesResponse> Leader::list_nodes() {
       }
       n->set_state(state);
       n->set_reason(node.reason);
+      n->set_checkpoint_capable(node.checkpoint_capable);
+      n->set_checkpoint_reason(node.checkpoint_reason);
       n->set_cores(node.topology.num_cores());
       n->set_numa(static_cast<int>(node.topology.numa.size()));
       n->set_packages(node.topology.packages);
@@ -1020,6 +1022,8 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   }
   node.topology = std::move(topo);
   node.host_cpus = std::max(1, hello.host_cpus());
+  node.checkpoint_capable = hello.checkpoint_capable();
+  node.checkpoint_reason = hello.checkpoint_reason();
   node.state = NodeState::kUp;
   node.unresponsive = false;
   node.last_seen = now();

@@ -83,6 +83,8 @@ class Leader {
     bool drained = false;     // hpcq drain: no new work until hpcq resume
     bool unresponsive = false;  // up, but silent for node_unresponsive_after_ms: no new work
     std::string reason;       // why it is drained or down
+    bool checkpoint_capable = false;
+    std::string checkpoint_reason;
   };
   struct JobEntry {
     job::Job job;

@@ -69,4 +69,12 @@ def test_drain_and_resume():
     t.check(t.wait_state(job, "COMPLETED")["nodes"] == ["node1"], "node1 gets work again")
 
 
-t.main([test_hold_and_release, test_drain_and_resume])
+def test_nodes_report_checkpoint_capability():
+    # CRIU is installed with the project (.ci/install-criu): each agent ran
+    # `criu check` at start and said so in its Hello.
+    for name, n in nodes().items():
+        t.check(n["checkpoint"] is True and n["checkpoint_reason"] == "",
+                f"{name}: checkpoint {n['checkpoint']} ({n['checkpoint_reason']})")
+
+
+t.main([test_hold_and_release, test_drain_and_resume, test_nodes_report_checkpoint_capability])
