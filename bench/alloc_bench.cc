@@ -3,7 +3,9 @@
 // full cycle under 100 ms), and the cost of the per-cycle pool copy.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -51,9 +53,45 @@ std::vector<ResourceRequest> queue() {
   return jobs;
 }
 
+bool same(const std::optional<Allocation>& a, const std::optional<Allocation>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  if (!a) return true;
+  if (a->nodes.size() != b->nodes.size()) return false;
+  for (std::size_t i = 0; i < a->nodes.size(); ++i) {
+    const auto& x = a->nodes[i];
+    const auto& y = b->nodes[i];
+    if (x.rank != y.rank || x.ntasks != y.ntasks || x.first_task != y.first_task ||
+        x.cores != y.cores || x.gpus != y.gpus || x.numa != y.numa ||
+        x.memory_bytes != y.memory_bytes) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The pool's free-core index may only skip nodes, never change the answer:
+// one cycle placed through it must match the same cycle placed over a plain
+// list of every node (no index). Aborts on the first difference.
+void check_index_agrees(const NodePool& empty, const std::vector<ResourceRequest>& jobs) {
+  NodePool pool = empty;
+  std::vector<const hpcq::resource::NodeState*> all;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    all.clear();
+    for (const auto& node : pool.nodes()) all.push_back(&node);
+    std::optional<Allocation> indexed = hpcq::resource::find_allocation(jobs[i], pool);
+    std::optional<Allocation> plain = hpcq::resource::find_allocation(jobs[i], all);
+    if (!same(indexed, plain)) {
+      std::fprintf(stderr, "job %zu: the indexed placement differs from the plain one\n", i);
+      std::abort();
+    }
+    if (indexed && !pool.allocate(*indexed).is_ok()) std::abort();
+  }
+}
+
 void BM_PlaceQueue(benchmark::State& state) {
   const NodePool empty = cluster();
   const std::vector<ResourceRequest> jobs = queue();
+  check_index_agrees(empty, jobs);
   std::int64_t placed = 0;
   for (auto _ : state) {
     NodePool pool = empty;  // the cycle's working copy

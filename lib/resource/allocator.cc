@@ -285,9 +285,15 @@ NodeAllocation place_on_node(const NodeState& node, int tasks, const ResourceReq
       }
     }
   }
-  for (int core : out.cores) out.numa.push_back(topo.cores[static_cast<std::size_t>(core)].numa);
-  std::sort(out.numa.begin(), out.numa.end());
-  out.numa.erase(std::unique(out.numa.begin(), out.numa.end()), out.numa.end());
+  // The domains in use, ascending: marked per core rather than sorting a
+  // list as long as the job's cores.
+  std::vector<char> in_use(ndomains, 0);
+  for (int core : out.cores) {
+    in_use[static_cast<std::size_t>(topo.cores[static_cast<std::size_t>(core)].numa)] = 1;
+  }
+  for (std::size_t d = 0; d < ndomains; ++d) {
+    if (in_use[d] != 0) out.numa.push_back(static_cast<int>(d));
+  }
   out.memory_bytes = request.mem_per_cpu_bytes > 0
                          ? request.mem_per_cpu_bytes * static_cast<std::uint64_t>(tasks * cpt)
                          : request.mem_per_node_bytes;
@@ -297,13 +303,17 @@ NodeAllocation place_on_node(const NodeState& node, int tasks, const ResourceReq
 // nodes = N: the earliest N candidates holding `base` tasks, of which at
 // least `extra` hold base + 1. cap(i) is asked only for the candidates
 // visited, so a job that fits early stops early.
-template <typename CapFn>
-std::vector<Pick> pick_fixed(std::size_t ncandidates, CapFn cap_of, int nodes, int ntasks) {
+// `next(i)` is the first candidate at or after i that may hold `base` tasks
+// (i itself, or later when an index shows the ones between cannot).
+template <typename CapFn, typename NextFn>
+std::vector<Pick> pick_fixed(std::size_t ncandidates, CapFn cap_of, NextFn next, int nodes,
+                             int ntasks) {
   const int base = ntasks / nodes;
   const int extra = ntasks % nodes;
   std::vector<std::pair<std::size_t, int>> chosen;  // candidate, capacity
   int bigs = 0;
-  for (std::size_t i = 0; i < ncandidates && static_cast<int>(chosen.size()) < nodes; ++i) {
+  for (std::size_t i = next(0); i < ncandidates && static_cast<int>(chosen.size()) < nodes;
+       i = next(i + 1)) {
     const int cap = cap_of(i);
     if (cap < base || cap == 0) continue;
     const bool big = cap > base;
@@ -438,28 +448,41 @@ int task_capacity(const ResourceRequest& request, const NodeState& node) {
 
 namespace {
 
-// The search over candidates given by index; `node(i)` is candidate i.
-template <typename NodeFn>
+// The search over candidates given by index; `node(i)` is candidate i, and
+// `next(i, cores)` the first candidate at or after i that may have `cores`
+// free for the request (i itself when nothing tells; an index may skip
+// candidates whose task_capacity() is then surely below what is asked).
+template <typename NodeFn, typename NextFn>
 std::optional<Allocation> find_in(const ResourceRequest& request, std::size_t ncandidates,
-                                  NodeFn node) {
+                                  NodeFn node, NextFn next) {
   if (!check_request(request).is_ok()) return std::nullopt;
+  const auto cpt = static_cast<std::int64_t>(request.cpus_per_task);
   std::vector<Pick> picks;
   if (request.nodes > 0) {
+    // A node holding fewer than max(base, 1) tasks is passed over.
+    const std::int64_t least = std::max(request.ntasks / request.nodes, 1) * cpt;
     picks = pick_fixed(
         ncandidates, [&](std::size_t i) { return task_capacity(request, node(i)); },
-        request.nodes, request.ntasks);
+        [&](std::size_t i) { return next(i, least); }, request.nodes, request.ntasks);
   } else {
     // Most jobs fit on one node: the earliest that holds them all is the
     // answer pick_fewest would give, found without weighing the rest.
-    std::vector<int> cap(ncandidates);
-    for (std::size_t i = 0; i < ncandidates; ++i) {
-      cap[i] = task_capacity(request, node(i));
-      if (cap[i] >= request.ntasks) {
+    const std::int64_t whole = static_cast<std::int64_t>(request.ntasks) * cpt;
+    for (std::size_t i = next(0, whole); i < ncandidates; i = next(i + 1, whole)) {
+      if (task_capacity(request, node(i)) >= request.ntasks) {
         picks.push_back({i, request.ntasks});
         break;
       }
     }
-    if (picks.empty()) picks = pick_fewest(cap, request.ntasks);
+    if (picks.empty()) {
+      // Only nodes with room for a task count towards several; the rest
+      // stay 0, as task_capacity() would say.
+      std::vector<int> cap(ncandidates, 0);
+      for (std::size_t i = next(0, cpt); i < ncandidates; i = next(i + 1, cpt)) {
+        cap[i] = task_capacity(request, node(i));
+      }
+      picks = pick_fewest(cap, request.ntasks);
+    }
   }
   if (picks.empty()) return std::nullopt;
   Allocation out;
@@ -486,14 +509,29 @@ std::optional<Allocation> find_in(const ResourceRequest& request, std::size_t nc
 
 std::optional<Allocation> find_allocation(const ResourceRequest& request,
                                           std::span<const NodeState* const> candidates) {
-  return find_in(request, candidates.size(),
-                 [&](std::size_t i) -> const NodeState& { return *candidates[i]; });
+  return find_in(
+      request, candidates.size(),
+      [&](std::size_t i) -> const NodeState& { return *candidates[i]; },
+      [](std::size_t i, std::int64_t) { return i; });
 }
 
 std::optional<Allocation> find_allocation(const ResourceRequest& request, const NodePool& pool) {
   const std::vector<NodeState>& nodes = pool.nodes();
-  return find_in(request, nodes.size(),
-                 [&](std::size_t i) -> const NodeState& { return nodes[i]; });
+  const auto node = [&](std::size_t i) -> const NodeState& { return nodes[i]; };
+  // An oversubscribing request may use shared cores, which the pool's
+  // free-core index does not count: it looks at every node.
+  if (request.oversubscribe) {
+    return find_in(request, nodes.size(), node, [](std::size_t i, std::int64_t) { return i; });
+  }
+  // Fewer free cores in the whole pool than the tasks need: no node set
+  // holds them (a node holds at most free / cpus_per_task tasks).
+  if (static_cast<std::int64_t>(request.ntasks) * request.cpus_per_task >
+      pool.total_free_cores()) {
+    return std::nullopt;
+  }
+  return find_in(request, nodes.size(), node, [&](std::size_t i, std::int64_t cores) {
+    return pool.next_with_free_cores(i, cores);
+  });
 }
 
 std::vector<int> task_ranks(const Allocation& allocation, std::size_t node_index) {

@@ -167,7 +167,16 @@ Status NodePool::add_node(Rank rank, std::string name, NodeTopology topology, bo
   node.static_ = std::move(info);
   auto pos = std::lower_bound(nodes_.begin(), nodes_.end(), rank,
                               [](const NodeState& n, Rank r) { return n.rank_ < r; });
+  const bool at_end = pos == nodes_.end();
   nodes_.insert(pos, std::move(node));
+  // Nodes are mostly added in rank order: one leaf, unless the tree is full
+  // or the new node shifts the others.
+  if (at_end && nodes_.size() <= leaves_) {
+    leaf_value_.push_back(0);
+    note_node(nodes_.size() - 1);
+  } else {
+    rebuild_index();
+  }
   return Status::ok();
 }
 
@@ -176,6 +185,7 @@ bool NodePool::remove_node(Rank rank) {
                               [](const NodeState& n, Rank r) { return n.rank_ < r; });
   if (pos == nodes_.end() || pos->rank_ != rank) return false;
   nodes_.erase(pos);
+  rebuild_index();
   return true;
 }
 
@@ -183,6 +193,7 @@ bool NodePool::set_schedulable(Rank rank, bool schedulable) {
   NodeState* node = find_mutable(rank);
   if (node == nullptr) return false;
   node->schedulable_ = schedulable;
+  note_node(static_cast<std::size_t>(node - nodes_.data()));
   return true;
 }
 
@@ -209,6 +220,7 @@ Status NodePool::reserve_cores(Rank rank, const std::vector<int>& cores) {
   }
   node->reserved_count_ = 0;
   for (std::uint64_t w : node->reserved_) node->reserved_count_ += std::popcount(w);
+  note_node(static_cast<std::size_t>(node - nodes_.data()));
   return Status::ok();
 }
 
@@ -256,7 +268,58 @@ NodePool NodePool::idle_copy() const {
     node.free_gpus_ = node.total_gpus();
     node.used_memory_ = 0;
   }
+  copy.rebuild_index();
   return copy;
+}
+
+void NodePool::note_node(std::size_t index) {
+  const NodeState& node = nodes_[index];
+  const int value = node.schedulable_ ? node.free_cores_ : 0;
+  free_total_ += value - leaf_value_[index];
+  leaf_value_[index] = value;
+  std::size_t at = leaves_ + index;
+  max_free_[at] = value;
+  for (at /= 2; at >= 1; at /= 2) {
+    const int top = std::max(max_free_[2 * at], max_free_[2 * at + 1]);
+    if (max_free_[at] == top) break;  // the ancestors above are unchanged too
+    max_free_[at] = top;
+  }
+}
+
+void NodePool::rebuild_index() {
+  leaves_ = 1;
+  while (leaves_ < nodes_.size()) leaves_ *= 2;
+  max_free_.assign(2 * leaves_, 0);
+  leaf_value_.assign(nodes_.size(), 0);
+  free_total_ = 0;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const NodeState& node = nodes_[i];
+    leaf_value_[i] = node.schedulable_ ? node.free_cores_ : 0;
+    max_free_[leaves_ + i] = leaf_value_[i];
+    free_total_ += leaf_value_[i];
+  }
+  for (std::size_t at = leaves_; at-- > 1;) {
+    max_free_[at] = std::max(max_free_[2 * at], max_free_[2 * at + 1]);
+  }
+}
+
+std::size_t NodePool::find_free(std::size_t tree_node, std::size_t lo, std::size_t hi,
+                                std::size_t from, std::int64_t cores) const {
+  if (hi <= from || max_free_[tree_node] < cores) return nodes_.size();
+  if (hi - lo == 1) return lo;
+  const std::size_t mid = lo + (hi - lo) / 2;
+  const std::size_t left = find_free(2 * tree_node, lo, mid, from, cores);
+  if (left != nodes_.size()) return left;
+  return find_free(2 * tree_node + 1, mid, hi, from, cores);
+}
+
+std::size_t NodePool::next_with_free_cores(std::size_t from, std::int64_t cores) const {
+  if (from >= nodes_.size() || nodes_.empty()) return nodes_.size();
+  // A node with no free cores still answers a request for none.
+  if (cores <= 0 || leaf_value_[from] >= cores) return from;
+  // A walk over consecutive nodes asks with from = the last answer + 1:
+  // the common case (that node qualifies) costs no descent.
+  return find_free(1, 0, leaves_, from, cores);
 }
 
 Status NodePool::check(const Allocation& allocation, bool taking) const {
@@ -296,22 +359,24 @@ Status NodePool::check(const Allocation& allocation, bool taking) const {
                                 " is listed twice in the allocation");
       }
       put_bit(s->cores, core, true);
-      const std::string what = where(*node) + ": core " + std::to_string(core);
+      // Built only for an error: a message per core made every allocation
+      // of a wide job cost a string allocation per core.
+      const auto what = [&] { return where(*node) + ": core " + std::to_string(core); };
       if (taking && test_bit(node->reserved_, core)) {
-        return failed_precondition(what + " is reserved for the system");
+        return failed_precondition(what() + " is reserved for the system");
       }
       if (taking && !shared && test_bit(node->taken_, core)) {
-        return failed_precondition(what + " is already in use");
+        return failed_precondition(what() + " is already in use");
       }
       if (taking && shared && test_bit(node->closed_, core)) {
-        return failed_precondition(what + " cannot be shared (in exclusive use or shared by " +
+        return failed_precondition(what() + " cannot be shared (in exclusive use or shared by " +
                                    std::to_string(kMaxSharers) + " jobs)");
       }
       if (!taking && !shared && !test_bit(node->exclusive_, core)) {
-        return failed_precondition(what + " is not in use");
+        return failed_precondition(what() + " is not in use");
       }
       if (!taking && shared && node->sharers(core) == 0) {
-        return failed_precondition(what + " is not in shared use");
+        return failed_precondition(what() + " is not in shared use");
       }
     }
     for (int gpu : part.gpus) {
@@ -369,6 +434,7 @@ void NodePool::apply(const Allocation& allocation, bool taking) {
     } else {
       node.used_memory_ -= part.memory_bytes;
     }
+    note_node(static_cast<std::size_t>(&node - nodes_.data()));
   }
 }
 

@@ -144,6 +144,15 @@ class NodePool {
   // in use: what could run if every job ended.
   NodePool idle_copy() const;
 
+  // Pool-wide free cores, for the allocator to turn away in O(1) or
+  // O(log N) a request that cannot fit, instead of scanning every node.
+  // Free cores over the schedulable nodes. O(1).
+  std::int64_t total_free_cores() const { return free_total_; }
+  // The index in nodes() of the first schedulable node at or after `from`
+  // with at least `cores` free cores; nodes().size() when there is none.
+  // O(log N).
+  std::size_t next_with_free_cores(std::size_t from, std::int64_t cores) const;
+
  private:
   NodeState* find_mutable(Rank rank);
   // Checks a whole allocation against the current state; changes nothing.
@@ -153,8 +162,20 @@ class NodePool {
   // Brings core c's derived bits (taken, closed) and counters in line with
   // its exclusive, reserved and sharer state.
   static void refresh_core(NodeState& node, int c);
+  // The free-core index: a max tree over nodes_ (a leaf holds the node's
+  // free cores, 0 when not schedulable; leaves_ of them, a power of two)
+  // and free_total_. note_node() after a node's free cores or flag change
+  // (O(log N)); rebuild_index() after nodes_ is reshaped (O(N)).
+  void note_node(std::size_t index);
+  void rebuild_index();
+  std::size_t find_free(std::size_t tree_node, std::size_t lo, std::size_t hi, std::size_t from,
+                        std::int64_t cores) const;
 
   std::vector<NodeState> nodes_;  // sorted by rank
+  std::vector<int> max_free_;     // 2 * leaves_; [1] is the root
+  std::vector<int> leaf_value_;   // by node index: what its leaf counts in free_total_
+  std::size_t leaves_ = 0;
+  std::int64_t free_total_ = 0;
 };
 
 // Slurm's CoreSpecCount: `count` system cores taken from the highest core

@@ -55,11 +55,34 @@ const Planner::Node* Planner::find(Rank rank) const {
 }
 
 void Planner::add_change(Node& node, TimeUs time, int cores, std::int64_t memory) {
-  auto at = std::upper_bound(node.changes.begin(), node.changes.end(), time,
-                             [](TimeUs t, const Change& c) { return t < c.time; });
-  const auto pos = static_cast<std::size_t>(at - node.changes.begin());
-  node.changes.insert(at, Change{time, cores, memory});
+  // Appended unsorted and folded in by settle() before the next query: the
+  // profile of a cycle gets one change per running job, and a sorted insert
+  // with its sums and minima redone each time cost O(e) per change, O(e^2)
+  // per cycle on a node running e jobs.
+  const auto index = static_cast<std::size_t>(&node - nodes_.data());
+  if (node.settled == node.changes.size()) unsettled_.push_back(index);
+  node.changes.push_back(Change{time, cores, memory});
+  if (node.schedulable) {
+    fresh_.push_back(Event{time, static_cast<std::uint32_t>(index), cores});
+  }
+}
+
+void Planner::settle_node(const Node& node) {
   std::vector<Change>& changes = node.changes;
+  if (node.settled == changes.size()) return;
+  const auto by_time = [](const Change& a, const Change& b) { return a.time < b.time; };
+  const auto old_end = changes.begin() + static_cast<std::ptrdiff_t>(node.settled);
+  // Stable throughout, so equal times keep insertion order (as one sorted
+  // insert after another would).
+  std::stable_sort(old_end, changes.end(), by_time);
+  const TimeUs earliest_new = old_end->time;
+  // The first change whose sums move: where the earliest new one lands.
+  const auto pos = static_cast<std::size_t>(
+      std::upper_bound(changes.begin(), old_end, earliest_new,
+                       [](TimeUs t, const Change& c) { return t < c.time; }) -
+      changes.begin());
+  std::inplace_merge(changes.begin(), old_end, changes.end(), by_time);
+  node.settled = changes.size();
   for (std::size_t i = pos; i < changes.size(); ++i) {
     changes[i].cores_sum = (i > 0 ? changes[i - 1].cores_sum : 0) + changes[i].cores;
     changes[i].memory_sum = (i > 0 ? changes[i - 1].memory_sum : 0) + changes[i].memory;
@@ -86,12 +109,11 @@ void Planner::add_change(Node& node, TimeUs time, int cores, std::int64_t memory
     changes[i].cores_least = cores_least;
     changes[i].memory_least = memory_least;
   }
-  if (node.schedulable) {
-    fresh_.push_back(Event{time, static_cast<std::uint32_t>(&node - nodes_.data()), cores});
-  }
 }
 
 void Planner::settle() const {
+  for (std::size_t index : unsettled_) settle_node(nodes_[index]);
+  unsettled_.clear();
   if (fresh_.empty()) return;
   const auto by_time = [](const Event& a, const Event& b) { return a.time < b.time; };
   std::stable_sort(fresh_.begin(), fresh_.end(), by_time);
@@ -189,11 +211,13 @@ NodeShare Planner::window_min(const Node& node, TimeUs start, TimeUs end) const 
 std::optional<NodeShare> Planner::min_free(Rank rank, TimeUs start, TimeUs end) const {
   const Node* node = find(rank);
   if (node == nullptr) return std::nullopt;
+  settle_node(*node);
   return window_min(*node, start, end);
 }
 
 std::vector<NodeShare> Planner::limits(TimeUs end, std::span<const std::size_t> admitted) const {
   std::vector<NodeShare> out;
+  settle();
   for (std::size_t index : reserved_) {
     const Node& node = nodes_[index];
     const NodeShare least = window_min(node, now_, end);

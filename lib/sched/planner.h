@@ -182,7 +182,11 @@ class Planner {
     bool schedulable = true;
     int free_cores = 0;  // now
     std::uint64_t free_memory = 0;
-    std::vector<Change> changes;  // by time; equal times in insertion order
+    // By time (equal times in insertion order) up to `settled`; those after
+    // it were added since the last query, unsorted, and have no sums yet
+    // (mutable: a const query folds them in first, see settle()).
+    mutable std::vector<Change> changes;
+    mutable std::size_t settled = 0;
     std::vector<Block> blocks;
     bool reserved = false;  // carries a reservation
   };
@@ -212,8 +216,12 @@ class Planner {
   std::vector<NodeShare> pick(const resource::ResourceRequest& request,
                               const std::vector<std::size_t>& order,
                               const std::vector<int>& caps) const;
-  // Merges the changes added since the last query into events_.
+  // Merges the changes added since the last query into events_ and into
+  // each node's sorted changes.
   void settle() const;
+  // Sorts the node's new changes into its list and brings its sums and
+  // suffix minima up to date: O(k log k + e) for k new ones.
+  static void settle_node(const Node& node);
 
   TimeUs now_;
   std::vector<Node> nodes_;  // in rank order, as the pool's
@@ -229,6 +237,7 @@ class Planner {
   // not a sorted insert each (mutable for that reason only).
   mutable std::vector<Event> events_;
   mutable std::vector<Event> fresh_;
+  mutable std::vector<std::size_t> unsettled_;  // indexes of nodes with unsettled changes
   std::vector<std::size_t> reserved_;     // indexes of nodes with reserved == true
   std::vector<std::size_t> block_nodes_;  // indexes of nodes with blocks
 };
