@@ -169,8 +169,13 @@ Status Leader::start() {
   auto stored_nodes = (*store)->load_nodes();
   if (!stored_nodes.is_ok()) return stored_nodes.status();
   std::set<Rank> drained;
+  std::map<Rank, std::uint64_t> incarnations;
   for (const auto& n : *stored_nodes) {
     if (n.state == "drain") drained.insert(n.rank);
+    const std::string key = "\"incarnation\":";
+    if (const auto at = n.topology_json.find(key); at != std::string::npos) {
+      incarnations[n.rank] = std::strtoull(n.topology_json.c_str() + at + key.size(), nullptr, 10);
+    }
   }
   committer_ = std::make_unique<store::GroupCommitter>(std::move(store).value());
 
@@ -194,6 +199,9 @@ Status Leader::start() {
     node.name = config_.ranks[r].name;
     node.awaited = awaited.count(r) > 0;
     node.drained = drained.count(r) > 0;
+    if (auto known = incarnations.find(r); known != incarnations.end()) {
+      node.incarnation = known->second;
+    }
     if (node.drained) node.reason = "drained before the leader restarted";
     node.last_seen = now();
     nodes_.emplace(r, std::move(node));
@@ -878,6 +886,31 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   entry.held_on.clear();
   for (const auto& a : job.allocation.nodes) entry.held_on.insert(a.rank);
 
+  const overlay::Launch launch = make_launch(job);
+  std::string nodelist = launch.env().at("HPCQ_NODELIST");
+
+  persist(job, "start", "{}");
+  publish(job);
+  wake_dependents(job.id);  // --dependency=after
+  entry.launch = std::make_shared<const overlay::Launch>(launch);
+  entry.sent_at = now();
+  for (const auto& a : job.allocation.nodes) {
+    entry.running_on.insert(a.rank);
+    overlay::Envelope envelope;
+    envelope.set_dst(a.rank);
+    *envelope.mutable_launch() = launch;
+    Status sent = overlay_->send(std::move(envelope));
+    if (!sent.is_ok()) {
+      // Repeated until confirmed (repeat_unconfirmed): the path may be
+      // healing. A node that is really gone is declared down by its silence.
+      spdlog::warn("job {}: launch on {} not sent yet: {}", job.id, a.node, sent.message());
+    }
+  }
+  spdlog::info("job {}: started on {}", job.id, nodelist);
+}
+
+// The Launch message of a job's current attempt (every node gets the same).
+overlay::Launch Leader::make_launch(const job::Job& job) const {
   std::string nodelist;
   for (const auto& a : job.allocation.nodes) {
     if (!nodelist.empty()) nodelist += ",";
@@ -925,25 +958,7 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   launch.set_time_limit_s(job.spec.time_limit_s);
   launch.set_ntasks(job.spec.request.ntasks);
   launch.set_attempt(static_cast<uint32_t>(job.requeue_count));
-
-  persist(job, "start", "{}");
-  publish(job);
-  wake_dependents(job.id);  // --dependency=after
-  entry.launch = std::make_shared<const overlay::Launch>(launch);
-  entry.sent_at = now();
-  for (const auto& a : job.allocation.nodes) {
-    entry.running_on.insert(a.rank);
-    overlay::Envelope envelope;
-    envelope.set_dst(a.rank);
-    *envelope.mutable_launch() = launch;
-    Status sent = overlay_->send(std::move(envelope));
-    if (!sent.is_ok()) {
-      // Repeated until confirmed (repeat_unconfirmed): the path may be
-      // healing. A node that is really gone is declared down by its silence.
-      spdlog::warn("job {}: launch on {} not sent yet: {}", job.id, a.node, sent.message());
-    }
-  }
-  spdlog::info("job {}: started on {}", job.id, nodelist);
+  return launch;
 }
 
 void Leader::on_message(overlay::Envelope&& envelope) {
@@ -1002,6 +1017,10 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
     for (const overlay::JobUpdate& update : hello.finished()) on_job_update(rank, update);
     node_down(node, "its agent restarted");
   }
+  // The same agent process as before a leader restart: what it does not
+  // know of never reached it (a Launch lost in flight), rather than died.
+  const bool same_agent = node.state == NodeState::kUnknown && node.incarnation != 0 &&
+                          node.incarnation == hello.incarnation();
   node.incarnation = hello.incarnation();
   resource::NodeTopology topo;
   topo.packages = hello.topology().packages();
@@ -1039,7 +1058,7 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   node.awaited = false;
   if (decision_log_) decision_log_->node(now(), rank, node.name, true, node.topology);
   if (!node.drained) node.reason.clear();
-  adopt_reported_jobs(node, hello);
+  adopt_reported_jobs(node, hello, same_agent);
   set_schedulable_in_pool(rank, schedulable(node));
   (void)overlay_->send(std::move(welcome));
   persist_node(node);
@@ -1048,7 +1067,7 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   schedule_soon();
 }
 
-void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello) {
+void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, bool same_agent) {
   const Rank rank = node.rank;
   // Ends that happened while the leader was away (or whose report was lost).
   for (const overlay::JobUpdate& update : hello.finished()) on_job_update(rank, update);
@@ -1086,18 +1105,40 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello) {
   for (JobId id : running) {
     JobEntry& entry = jobs_.at(id);
     if (!entry.running_on.count(rank) || reported.count(id)) continue;
+    if (same_agent && !entry.kill_sent) {
+      // Never arrived: launched now, and repeated until confirmed.
+      Status taken = pool_.allocate(part_on(entry.job.allocation, rank));
+      if (taken.is_ok()) {
+        entry.held_on.insert(rank);
+        if (!entry.launch) entry.launch = std::make_shared<const overlay::Launch>(make_launch(entry.job));
+        overlay::Envelope envelope;
+        envelope.set_dst(rank);
+        *envelope.mutable_launch() = *entry.launch;
+        (void)overlay_->send(std::move(envelope));
+        entry.sent_at = now();
+        spdlog::info("job {}: its launch never reached {}; launched again", id, node.name);
+        continue;
+      }
+    }
     lose_part(entry, rank, "its part on " + node.name + " was lost");
   }
 }
 
 void Leader::on_job_update(Rank rank, const overlay::JobUpdate& update) {
   if (update.kind() != overlay::JobUpdate::STARTED) {
-    // Recorded (or stale): either way the agent may forget it.
-    overlay::Envelope ack;
-    ack.set_dst(rank);
-    ack.mutable_job_update_ack()->set_job_id(update.job_id());
-    ack.mutable_job_update_ack()->set_attempt(update.attempt());
-    (void)overlay_->send(std::move(ack));
+    // Recorded (or stale): either way the agent may forget it, but only once
+    // the record is committed (batches commit in order, so an empty one
+    // behind it completes after it): an acknowledged end is never lost.
+    committer_->submit(store::WriteBatch{}, [this, rank, job = update.job_id(),
+                                             attempt = update.attempt()](Status) {
+      loop_.post([this, rank, job, attempt] {
+        overlay::Envelope ack;
+        ack.set_dst(rank);
+        ack.mutable_job_update_ack()->set_job_id(job);
+        ack.mutable_job_update_ack()->set_attempt(attempt);
+        (void)overlay_->send(std::move(ack));
+      });
+    });
   }
   auto it = jobs_.find(update.job_id());
   if (it == jobs_.end()) return;
@@ -1312,7 +1353,10 @@ void Leader::persist_node(const NodeEntry& node) {
   // A drain outlives restarts of the node and of the leader.
   std::string state = node.drained ? "drain" : node.state == NodeState::kUp ? "up" : "down";
   store::WriteBatch batch;
-  batch.upsert_node(node.rank, node.name, state, "{}", now());
+  // The agent's incarnation: after a leader restart, the same value in its
+  // Hello means the agent did not restart meanwhile.
+  batch.upsert_node(node.rank, node.name, state,
+                    "{\"incarnation\":" + std::to_string(node.incarnation) + "}", now());
   committer_->submit(std::move(batch), [rank = node.rank](Status s) {
     if (!s.is_ok()) spdlog::error("node rank {}: store update failed: {}", rank, s.message());
   });

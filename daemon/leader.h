@@ -144,7 +144,8 @@ class Leader {
                   TimeUs end_time = 0);
   void release_held(JobEntry& entry);
   void lose_part(JobEntry& entry, Rank rank, const std::string& why);
-  void adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello);
+  void adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, bool same_agent);
+  overlay::Launch make_launch(const job::Job& job) const;
   void requeue_job(JobEntry& entry, const std::string& reason);
   void persist(const job::Job& job, const std::string& event, const std::string& detail);
   void persist_node(const NodeEntry& node);
