@@ -1125,21 +1125,29 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, b
 }
 
 void Leader::on_job_update(Rank rank, const overlay::JobUpdate& update) {
+  // Recorded (or stale): either way the agent may forget it, but only once
+  // whatever this update changed is committed. Batches commit in order, so an
+  // empty one submitted after the job's record completes after it: an
+  // acknowledged end is never lost.
+  handle_job_update(rank, update);
   if (update.kind() != overlay::JobUpdate::STARTED) {
-    // Recorded (or stale): either way the agent may forget it, but only once
-    // the record is committed (batches commit in order, so an empty one
-    // behind it completes after it): an acknowledged end is never lost.
-    committer_->submit(store::WriteBatch{}, [this, rank, job = update.job_id(),
-                                             attempt = update.attempt()](Status) {
-      loop_.post([this, rank, job, attempt] {
-        overlay::Envelope ack;
-        ack.set_dst(rank);
-        ack.mutable_job_update_ack()->set_job_id(job);
-        ack.mutable_job_update_ack()->set_attempt(attempt);
-        (void)overlay_->send(std::move(ack));
-      });
-    });
+    ack_after_commit(rank, update.job_id(), update.attempt());
   }
+}
+
+void Leader::ack_after_commit(Rank rank, JobId job, std::uint32_t attempt) {
+  committer_->submit(store::WriteBatch{}, [this, rank, job, attempt](Status) {
+    loop_.post([this, rank, job, attempt] {
+      overlay::Envelope ack;
+      ack.set_dst(rank);
+      ack.mutable_job_update_ack()->set_job_id(job);
+      ack.mutable_job_update_ack()->set_attempt(attempt);
+      (void)overlay_->send(std::move(ack));
+    });
+  });
+}
+
+void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
   auto it = jobs_.find(update.job_id());
   if (it == jobs_.end()) return;
   JobEntry& entry = it->second;

@@ -132,6 +132,8 @@ class Leader {
   void on_message(overlay::Envelope&& envelope);
   void on_hello(Rank rank, const overlay::Hello& hello);
   void on_job_update(Rank rank, const overlay::JobUpdate& update);
+  void handle_job_update(Rank rank, const overlay::JobUpdate& update);
+  void ack_after_commit(Rank rank, JobId job, std::uint32_t attempt);
   void check_heartbeats();
   void heard_from(NodeEntry& node);
   bool schedulable(const NodeEntry& node) const;
