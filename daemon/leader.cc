@@ -881,6 +881,7 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   entry.outcome_reason.clear();
   entry.cancel_requested = false;
   entry.kill_sent = false;
+  entry.launched = false;
   entry.started_on.clear();
   entry.running_on.clear();
   entry.held_on.clear();
@@ -889,23 +890,22 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   const overlay::Launch launch = make_launch(job);
   std::string nodelist = launch.env().at("HPCQ_NODELIST");
 
-  persist(job, "start", "{}");
   publish(job);
   wake_dependents(job.id);  // --dependency=after
   entry.launch = std::make_shared<const overlay::Launch>(launch);
-  entry.sent_at = now();
-  for (const auto& a : job.allocation.nodes) {
-    entry.running_on.insert(a.rank);
-    overlay::Envelope envelope;
-    envelope.set_dst(a.rank);
-    *envelope.mutable_launch() = launch;
-    Status sent = overlay_->send(std::move(envelope));
-    if (!sent.is_ok()) {
-      // Repeated until confirmed (repeat_unconfirmed): the path may be
-      // healing. A node that is really gone is declared down by its silence.
-      spdlog::warn("job {}: launch on {} not sent yet: {}", job.id, a.node, sent.message());
-    }
-  }
+  for (const auto& a : job.allocation.nodes) entry.running_on.insert(a.rank);
+  // The Launch goes out only once the start is committed: a job an agent
+  // runs is then RUNNING in the store, so a restarted leader adopts it and
+  // never schedules it a second time.
+  const JobId id = job.id;
+  const int attempt = job.requeue_count;
+  store::WriteBatch batch;
+  batch.update_job(job);
+  batch.append_event(job.id, now(), "start", "{}");
+  committer_->submit(std::move(batch), [this, id, attempt](Status s) {
+    if (!s.is_ok()) spdlog::error("job {}: store update failed: {}", id, s.message());
+    loop_.post([this, id, attempt] { send_launches(id, attempt); });
+  });
   spdlog::info("job {}: started on {}", job.id, nodelist);
 }
 
@@ -959,6 +959,36 @@ overlay::Launch Leader::make_launch(const job::Job& job) const {
   launch.set_ntasks(job.spec.request.ntasks);
   launch.set_attempt(static_cast<uint32_t>(job.requeue_count));
   return launch;
+}
+
+void Leader::send_launches(JobId id, int attempt) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  JobEntry& entry = it->second;
+  if (entry.job.state != job::JobState::kRunning || entry.job.requeue_count != attempt ||
+      !entry.launch) {
+    return;
+  }
+  if (entry.kill_sent) {
+    // Cancelled or preempted before any node heard of it: nothing ran.
+    entry.running_on.clear();
+    if (entry.outcome_reason.empty()) entry.outcome_reason = "ended before it was launched";
+    all_parts_ended(entry, now());
+    return;
+  }
+  entry.sent_at = now();
+  entry.launched = true;
+  for (Rank rank : entry.running_on) {
+    overlay::Envelope envelope;
+    envelope.set_dst(rank);
+    *envelope.mutable_launch() = *entry.launch;
+    Status sent = overlay_->send(std::move(envelope));
+    if (!sent.is_ok()) {
+      // Repeated until confirmed (repeat_unconfirmed): the path may be
+      // healing. A node that is really gone is declared down by its silence.
+      spdlog::warn("job {}: launch on rank {} not sent yet: {}", id, rank, sent.message());
+    }
+  }
 }
 
 void Leader::on_message(overlay::Envelope&& envelope) {
@@ -1111,6 +1141,7 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, b
       if (taken.is_ok()) {
         entry.held_on.insert(rank);
         if (!entry.launch) entry.launch = std::make_shared<const overlay::Launch>(make_launch(entry.job));
+        entry.launched = true;
         overlay::Envelope envelope;
         envelope.set_dst(rank);
         *envelope.mutable_launch() = *entry.launch;
@@ -1177,11 +1208,15 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
   // than left to wait for peers that are gone.
   if (end != job::JobState::kCompleted && !entry.running_on.empty()) kill_job_parts(entry);
   if (!entry.running_on.empty()) return;
+  all_parts_ended(entry, update.time_us());
+}
+
+void Leader::all_parts_ended(JobEntry& entry, TimeUs end_time) {
   if (entry.preempted && !entry.cancel_requested) {
     const sched::Preempt preempt = *entry.preempted;
     const std::string why = "preempted by job " + std::to_string(preempt.for_job);
     if (preempt.mode == sched::PreemptMode::kCancel) {
-      finish_job(entry, job::JobState::kCancelled, why, update.time_us());
+      finish_job(entry, job::JobState::kCancelled, why, end_time);
     } else {
       // kCheckpoint falls back to requeue until jobs can be checkpointed.
       requeue_job(entry, why);
@@ -1191,7 +1226,7 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
     return;
   }
   job::JobState final_state = entry.cancel_requested ? job::JobState::kCancelled : entry.outcome;
-  finish_job(entry, final_state, entry.outcome_reason, update.time_us());
+  finish_job(entry, final_state, entry.outcome_reason, end_time);
   schedule_soon();
 }
 
@@ -1224,7 +1259,7 @@ void Leader::repeat_unconfirmed() {
       entry.sent_at = t;
       continue;
     }
-    if (!entry.launch) continue;  // adopted after a restart: nothing was sent
+    if (!entry.launch || !entry.launched) continue;  // adopted, or its start not yet committed
     bool repeated = false;
     for (Rank rank : entry.running_on) {
       if (entry.started_on.count(rank)) continue;

@@ -98,6 +98,7 @@ class Leader {
     std::shared_ptr<const overlay::Launch> launch;
     std::set<Rank> started_on;
     TimeUs sent_at = 0;  // the last Launch or Kill sent
+    bool launched = false;  // the Launch went out (after the start's commit)
     // Nodes whose part of the allocation is taken in the pool. All of them
     // once started; after a leader restart, each as its agent confirms it.
     std::set<Rank> held_on;
@@ -133,6 +134,11 @@ class Leader {
   void on_hello(Rank rank, const overlay::Hello& hello);
   void on_job_update(Rank rank, const overlay::JobUpdate& update);
   void handle_job_update(Rank rank, const overlay::JobUpdate& update);
+  // Every part has ended: finished, requeued or cancelled as the job's
+  // outcome, cancel or preemption says.
+  void all_parts_ended(JobEntry& entry, TimeUs end_time);
+  // Sends a started job's Launch to its nodes, once its start is committed.
+  void send_launches(JobId id, int attempt);
   void ack_after_commit(Rank rank, JobId job, std::uint32_t attempt);
   void check_heartbeats();
   void heard_from(NodeEntry& node);
