@@ -7,7 +7,14 @@
 // this or a later cycle); `mode` says whether it is requeued, cancelled or
 // checkpointed. A preemption takes the whole job, never part of it; the
 // Start that needs its cores comes in a later cycle, once they are free.
-// Later policies add Shrink, Expand and Checkpoint alternatives.
+// Shrink: take the running job's parts on `nodes` (ranks) away; it keeps
+// running on the rest, in their order, its tasks renumbered block-wise
+// (resize.h). Expand: add `allocation` (nodes the job does not have yet) to
+// the running job; its tasks are numbered after the job's current ones.
+// Both come from the "elastic" action (actions/elastic.h) and only for jobs
+// with a node range that are elastic; a later Start of the same cycle may use
+// what a Shrink freed, so they must be applied in order.
+// Later policies add a Checkpoint alternative.
 //
 // Plain values; not thread-safe.
 #pragma once
@@ -37,7 +44,17 @@ struct Preempt {
   PreemptMode mode = PreemptMode::kRequeue;
 };
 
-using Decision = std::variant<Start, Reserve, Preempt>;
+struct Shrink {
+  JobId job = 0;
+  std::vector<Rank> nodes;  // the ranks taken away
+};
+
+struct Expand {
+  JobId job = 0;
+  resource::Allocation allocation;  // the nodes added
+};
+
+using Decision = std::variant<Start, Reserve, Preempt, Shrink, Expand>;
 
 struct Decisions {
   std::vector<Decision> decisions;

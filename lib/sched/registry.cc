@@ -2,6 +2,7 @@
 
 #include "lib/sched/actions/allocate.h"
 #include "lib/sched/actions/backfill.h"
+#include "lib/sched/actions/elastic.h"
 #include "lib/sched/actions/enqueue.h"
 #include "lib/sched/actions/preempt.h"
 #include "lib/sched/actions/reclaim.h"
@@ -41,6 +42,7 @@ Result<std::unique_ptr<Plugin>> make_plain_plugin(const PluginOptions& options) 
 constexpr ActionEntry kActions[] = {
     {AllocateAction::kName, &make_plain<AllocateAction>},
     {BackfillAction::kName, &BackfillAction::create},
+    {ElasticAction::kName, &ElasticAction::create},
     {EnqueueAction::kName, &make_plain<EnqueueAction>},
     {PreemptAction::kName, &PreemptAction::create},
     {ReclaimAction::kName, &ReclaimAction::create},

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "lib/resource/allocator.h"
+#include "lib/sched/resize.h"
 
 namespace hpcq::sched {
 
@@ -239,6 +240,39 @@ void Session::undone(const PendingJob& job, const resource::Allocation& allocati
 }
 
 Statement Session::statement() { return Statement(*this); }
+
+const resource::Allocation& Session::allocation_of(const RunningJob& job) const {
+  const auto it = resized_.find(job.id);
+  return it != resized_.end() ? it->second : job.allocation;
+}
+
+Status Session::shrink(const RunningJob& job, std::span<const Rank> ranks) {
+  const resource::Allocation& current = allocation_of(job);
+  Result<resource::Allocation> rest = shrunk(current, ranks);
+  if (!rest.is_ok()) {
+    return invalid_argument("job " + std::to_string(job.id) + ": " + rest.status().message());
+  }
+  HPCQ_RETURN_IF_ERROR(working().release(parts_on(current, ranks)));
+  resized_[job.id] = std::move(rest).value();
+  decisions_.decisions.emplace_back(Shrink{job.id, std::vector<Rank>(ranks.begin(), ranks.end())});
+  return Status::ok();
+}
+
+Status Session::expand(const RunningJob& job, resource::Allocation added) {
+  Result<resource::Allocation> grown = expanded(allocation_of(job), added);
+  if (!grown.is_ok()) {
+    return invalid_argument("job " + std::to_string(job.id) + ": " + grown.status().message());
+  }
+  HPCQ_RETURN_IF_ERROR(working().allocate(added));
+  // The added parts as numbered in the grown allocation (after the job's tasks).
+  const std::size_t kept = grown->nodes.size() - added.nodes.size();
+  for (std::size_t i = 0; i < added.nodes.size(); ++i) {
+    added.nodes[i].first_task = grown->nodes[kept + i].first_task;
+  }
+  resized_[job.id] = std::move(grown).value();
+  decisions_.decisions.emplace_back(Expand{job.id, std::move(added)});
+  return Status::ok();
+}
 
 Statement::Statement(Statement&& other) noexcept
     : session_(other.session_), starts_(std::move(other.starts_)), jobs_(std::move(other.jobs_)) {

@@ -38,6 +38,7 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -160,6 +161,19 @@ class Session {
   const QueueShare* queue_share(std::string_view queue) const;
 
   Statement statement();
+  // Elastic resizes (actions/elastic.h), applied to the working copy at once
+  // so that later actions of the cycle see them. shrink() gives the running
+  // job's parts on `ranks` back and records Shrink; expand() takes `added`
+  // (placed by the caller, e.g. with place_on()) and records Expand.
+  // kInvalidArgument (nothing changed) when the ranks are not the job's, would
+  // take all of it, or `added` names one of its nodes (resize.h);
+  // kFailedPrecondition when a core of `added` is not free. The allocation
+  // hooks are not told: they count jobs, and a resize starts or ends none.
+  Status shrink(const RunningJob& job, std::span<const Rank> ranks);
+  Status expand(const RunningJob& job, resource::Allocation added);
+  // The running job's allocation with this cycle's shrinks and expands
+  // applied (its snapshot allocation when it has none).
+  const resource::Allocation& allocation_of(const RunningJob& job) const;
   // For decisions that take no resources (Reserve).
   void add_decision(Decision decision) { decisions_.decisions.push_back(std::move(decision)); }
   // The decisions made so far this cycle (by earlier actions).
@@ -207,6 +221,7 @@ class Session {
   std::optional<resource::NodePool> working_;
   std::optional<resource::NodePool> idle_;
   resource::NodePool empty_;
+  std::unordered_map<JobId, resource::Allocation> resized_;  // by shrink() / expand()
   Decisions decisions_;
 };
 

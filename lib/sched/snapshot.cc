@@ -19,6 +19,21 @@ RunningJob running_from(const PendingJob& job, resource::Allocation allocation, 
   r.account = job.account;
   r.qos = job.qos;
   r.priority = job.priority;
+  r.max_nodes = job.max_nodes;
+  r.elastic = job.elastic;
+  r.last_resize = start;
+  return r;
+}
+
+bool has_node_range(const resource::ResourceRequest& request, int max_nodes) {
+  return request.nodes >= 1 && max_nodes > request.nodes && request.ntasks >= request.nodes &&
+         request.ntasks % request.nodes == 0;
+}
+
+resource::ResourceRequest request_at(const resource::ResourceRequest& request, int nodes) {
+  resource::ResourceRequest r = request;
+  r.ntasks = request.ntasks / request.nodes * nodes;
+  r.nodes = nodes;
   return r;
 }
 

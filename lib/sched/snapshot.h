@@ -36,6 +36,16 @@ struct PendingJob {
   // Set by users (--priority, as for elastic jobs) or admins (Slurm's
   // --nice inverted); policies that order by priority add it last.
   std::int32_t priority = 0;
+  // A node range (hpcq issue 7): with max_nodes > request.nodes >= 1 and
+  // request.ntasks a multiple of request.nodes, the job may run on any node
+  // count from request.nodes (its minimum) to max_nodes, each node running
+  // request.ntasks / request.nodes tasks (request_at()). Anything else is no
+  // range: the job is rigid, as requested. Only the "elastic" action uses
+  // ranges; the others start the job at its minimum. Without `elastic` a
+  // range is moldable: the size is picked at start and then fixed; with it
+  // the running job may also be shrunk and expanded within the range.
+  int max_nodes = 0;
+  bool elastic = false;
 };
 
 struct RunningJob {
@@ -52,7 +62,28 @@ struct RunningJob {
   std::string account;
   std::string qos;
   std::int32_t priority = 0;
+  // The node range and flag it was submitted with (PendingJob); its current
+  // size is allocation.nodes.size() (nodes()).
+  int max_nodes = 0;
+  bool elastic = false;
+  // Its start or its last shrink/expand, whichever is later: the "elastic"
+  // action resizes no job more often than its rescale gap.
+  TimeUs last_resize = 0;
+
+  int nodes() const { return static_cast<int>(allocation.nodes.size()); }
 };
+
+// Whether the request with this max_nodes is a node range (see PendingJob).
+bool has_node_range(const resource::ResourceRequest& request, int max_nodes);
+inline bool has_node_range(const PendingJob& job) {
+  return has_node_range(job.request, job.max_nodes);
+}
+inline bool has_node_range(const RunningJob& job) {
+  return has_node_range(job.request, job.max_nodes);
+}
+// A range job's request at `nodes` nodes: request.ntasks / request.nodes
+// tasks on each. Only for a request that has_node_range().
+resource::ResourceRequest request_at(const resource::ResourceRequest& request, int nodes);
 
 // The running job that `job` becomes when it starts at `start` on
 // `allocation`, expected to end at `end_estimate`.

@@ -43,8 +43,9 @@ class Walk {
     for (const AdvanceReservation& r : snapshot.reservations) {
       (void)planner_.add_block(r.nodes, r.start, r.end);
     }
+    // As resized by an earlier action ("elastic") this cycle: what it holds now.
     for (const RunningJob& job : snapshot.running) {
-      planner_.add_release(job.allocation, job.end_estimate);
+      planner_.add_release(session_.allocation_of(job), job.end_estimate);
     }
     // Jobs that earlier actions started this cycle run until now + their limit.
     std::map<JobId, const resource::Allocation*> taken;

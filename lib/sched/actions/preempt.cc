@@ -35,6 +35,8 @@ PendingJob as_pending(const RunningJob& job) {
   p.account = job.account;
   p.qos = job.qos;
   p.priority = job.priority;
+  p.max_nodes = job.max_nodes;
+  p.elastic = job.elastic;
   return p;
 }
 
