@@ -10,10 +10,11 @@
 #include <random>
 
 #include "agent/executor/process_executor.h"
+#include "agent/launch_message.h"
 #include "agent/executor/test_executor.h"
 #include "lib/core/clock.h"
-#include "lib/resource/cpu_list.h"
 #include "lib/resource/hwloc_import.h"
+#include "lib/overlay/messages.h"
 
 namespace hpcq::agent {
 namespace {
@@ -150,23 +151,7 @@ void Agent::send_hello() {
   envelope.set_dst(0);
   overlay::Hello* hello = envelope.mutable_hello();
   hello->set_name(config_.ranks[options_.rank].name);
-  overlay::Topology* t = hello->mutable_topology();
-  t->set_packages(topology_.packages);
-  t->set_memory_bytes(topology_.memory_bytes);
-  t->set_source(topology_.source);
-  for (const auto& n : topology_.numa) {
-    overlay::Numa* m = t->add_numa();
-    m->set_id(n.id);
-    m->set_package(n.package);
-    m->set_memory_bytes(n.memory_bytes);
-  }
-  for (const auto& c : topology_.cores) {
-    overlay::Core* core = t->add_cores();
-    core->set_id(c.id);
-    core->set_package(c.package);
-    core->set_numa(c.numa);
-    for (int pu : c.pus) core->add_pus(pu);
-  }
+  overlay::topology_to_message(topology_, hello->mutable_topology());
   hello->set_incarnation(incarnation_);
   hello->set_checkpoint_capable(checkpoint_.is_ok());
   hello->set_checkpoint_reason(checkpoint_.message());
@@ -243,18 +228,6 @@ void Agent::on_message(overlay::Envelope&& envelope) {
   }
 }
 
-std::vector<int> Agent::host_cpus_of(const std::vector<int>& cores) const {
-  std::set<int> cpus;
-  for (int core : cores) {
-    if (host_topology_ && core >= 0 && core < topology_.num_cores()) {
-      for (int pu : topology_.cores[static_cast<size_t>(core)].pus) cpus.insert(pu);
-    } else {
-      cpus.insert(core % host_cpus_);
-    }
-  }
-  return {cpus.begin(), cpus.end()};
-}
-
 void Agent::on_launch(const overlay::Launch& launch) {
   const JobId id = launch.job_id();
   if (auto running = attempts_.find(id); running != attempts_.end()) {
@@ -268,55 +241,15 @@ void Agent::on_launch(const overlay::Launch& launch) {
     spdlog::debug("job {}: launch ignored, this attempt already ran here", id);
     return;
   }
-  const overlay::NodeAlloc* mine = nullptr;
-  std::string hostfile;
-  int node_index = 0;
-  for (int i = 0; i < launch.allocation_size(); ++i) {
-    const overlay::NodeAlloc& a = launch.allocation(i);
-    hostfile += a.node() + " slots=" + std::to_string(a.ntasks()) + "\n";
-    if (a.rank() == options_.rank) {
-      mine = &a;
-      node_index = i;
-    }
-  }
-  if (!mine) {
-    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1,
-           "this node is not in the job's allocation");
+  const HostMapping host{&topology_, host_topology_, host_cpus_, host_numa_};
+  Result<JobLaunch> translated =
+      job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host);
+  if (!translated.is_ok()) {
+    spdlog::warn("job {}: refused its launch: {}", id, translated.status().message());
+    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, translated.status().message());
     return;
   }
-  JobLaunch job;
-  job.id = id;
-  job.uid = launch.uid();
-  job.gid = launch.gid();
-  job.user = launch.user();
-  job.argv.assign(launch.argv().begin(), launch.argv().end());
-  job.script = launch.script();
-  for (const auto& [k, v] : launch.env()) job.env[k] = v;
-  job.env["HPCQ_NODEID"] = std::to_string(node_index);
-  job.env["HPCQ_NODENAME"] = config_.ranks[options_.rank].name;
-  job.cwd = launch.cwd();
-  job.stdout_path = launch.stdout_path();
-  job.stderr_path = launch.stderr_path();
-  job.hostfile = hostfile;
-  const int cpt = std::max(1, launch.cpus_per_task());
-  std::vector<int> cores(mine->cores().begin(), mine->cores().end());
-  for (int t = 0; t < mine->ntasks(); ++t) {
-    TaskSpec task;
-    task.rank = mine->first_task() + t;
-    std::vector<int> task_cores;
-    for (int k = t * cpt; k < (t + 1) * cpt && k < static_cast<int>(cores.size()); ++k) {
-      task_cores.push_back(cores[static_cast<size_t>(k)]);
-    }
-    task.host_cpus = host_cpus_of(task_cores);
-    task.logical_cpus = resource::format_cpu_list(task_cores);
-    job.tasks.push_back(std::move(task));
-  }
-  job.host_cpus = host_cpus_of(cores);
-  std::set<int> mems;
-  for (int m : mine->numa()) mems.insert(m % host_numa_);
-  job.host_mems.assign(mems.begin(), mems.end());
-  job.memory_limit_bytes = mine->memory_bytes();
-  job.time_limit_s = launch.time_limit_s();
+  JobLaunch job = std::move(translated).value();
 
   Status launched = executor_->launch(job, wall_clock_now());
   if (!launched.is_ok()) {

@@ -5,11 +5,9 @@
 // onto host CPUs), reports every job's start and end, and relays messages for
 // its subtree (lib/overlay does the relaying).
 //
-// Emulated nodes: a synthetic topology may be larger than the host. Logical
-// core i is pinned to host CPU (i mod host CPUs) and NUMA domain m to host
-// memory node (m mod host NUMA nodes); on the real host topology a core maps
-// to its own PUs, so the pinned CPUs equal the allocation. The logical cores
-// are what `hpcq status` shows and what a task sees in HPCQ_CPUS.
+// Emulated nodes (launch_message.h): a synthetic topology may be larger than
+// the host; its logical cores are what `hpcq status` shows and what a task
+// sees in HPCQ_CPUS.
 //
 // Thread: everything runs on the agent's event loop.
 #pragma once
@@ -60,7 +58,6 @@ class Agent {
   void sync_wait_fds();
   void report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
               const std::string& reason);
-  std::vector<int> host_cpus_of(const std::vector<int>& cores) const;
 
   const ClusterConfig config_;
   const AgentOptions options_;

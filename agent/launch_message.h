@@ -1,0 +1,38 @@
+// Turning the leader's Launch message into this node's JobLaunch: which of the
+// job's nodes this is, its tasks and their logical cores, and the host CPUs
+// and memory nodes they are pinned to.
+//
+// Emulated nodes: a synthetic topology may be larger than the host. Logical
+// core i is pinned to host CPU (i mod host CPUs) and NUMA domain m to host
+// memory node (m mod host NUMA nodes); on the real host topology a core maps
+// to its own PUs, so the pinned CPUs equal the allocation.
+//
+// Pure; the message is checked against this node's own topology, since it is
+// data from another process: a malformed one is refused with the reason.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agent/executor/job_launch.h"
+#include "lib/core/ids.h"
+#include "lib/core/status.h"
+#include "lib/resource/topology.h"
+#include "proto/overlay.pb.h"
+
+namespace hpcq::agent {
+
+struct HostMapping {
+  const resource::NodeTopology* topology = nullptr;  // this node's logical topology
+  bool host_topology = false;  // the logical topology is the host's own
+  int host_cpus = 1;
+  int host_numa = 1;
+
+  // Host CPUs of logical cores (all valid for `topology`), sorted, unique.
+  std::vector<int> cpus_of(const std::vector<int>& cores) const;
+};
+
+Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank self,
+                                          const std::string& node_name, const HostMapping& host);
+
+}  // namespace hpcq::agent

@@ -1,0 +1,48 @@
+#include "lib/overlay/messages.h"
+
+namespace hpcq::overlay {
+
+void topology_to_message(const resource::NodeTopology& topology, Topology* message) {
+  message->set_packages(topology.packages);
+  message->set_memory_bytes(topology.memory_bytes);
+  message->set_source(topology.source);
+  for (const resource::NumaDomain& n : topology.numa) {
+    Numa* m = message->add_numa();
+    m->set_id(n.id);
+    m->set_package(n.package);
+    m->set_memory_bytes(n.memory_bytes);
+  }
+  for (const resource::Core& c : topology.cores) {
+    Core* core = message->add_cores();
+    core->set_id(c.id);
+    core->set_package(c.package);
+    core->set_numa(c.numa);
+    for (int pu : c.pus) core->add_pus(pu);
+  }
+  for (const resource::Gpu& g : topology.gpus) {
+    Gpu* gpu = message->add_gpus();
+    gpu->set_id(g.id);
+    gpu->set_numa(g.numa);
+    gpu->set_name(g.name);
+    gpu->set_pci_bus_id(g.pci_bus_id);
+  }
+}
+
+resource::NodeTopology topology_from_message(const Topology& message) {
+  resource::NodeTopology topology;
+  topology.packages = message.packages();
+  topology.memory_bytes = message.memory_bytes();
+  topology.source = message.source();
+  for (const Numa& n : message.numa()) {
+    topology.numa.push_back({n.id(), n.package(), n.memory_bytes()});
+  }
+  for (const Core& c : message.cores()) {
+    topology.cores.push_back({c.id(), c.package(), c.numa(), {c.pus().begin(), c.pus().end()}});
+  }
+  for (const Gpu& g : message.gpus()) {
+    topology.gpus.push_back({g.id(), g.numa(), g.name(), g.pci_bus_id()});
+  }
+  return topology;
+}
+
+}  // namespace hpcq::overlay

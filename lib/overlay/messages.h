@@ -1,0 +1,15 @@
+// Conversions between the overlay's wire messages and the pure model types.
+// The receiving side validates what it builds (NodePool::add_node checks a
+// topology): a message is data from another process, never trusted to be
+// well formed.
+#pragma once
+
+#include "lib/resource/topology.h"
+#include "proto/overlay.pb.h"
+
+namespace hpcq::overlay {
+
+void topology_to_message(const resource::NodeTopology& topology, Topology* message);
+resource::NodeTopology topology_from_message(const Topology& message);
+
+}  // namespace hpcq::overlay

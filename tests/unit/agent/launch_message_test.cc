@@ -1,0 +1,105 @@
+#include "agent/launch_message.h"
+
+#include <gtest/gtest.h>
+
+#include "lib/overlay/messages.h"
+#include "lib/resource/hwloc_import.h"
+
+namespace hpcq::agent {
+namespace {
+
+resource::NodeTopology synthetic(const char* spec) {
+  auto topo = resource::discover_topology(spec);
+  EXPECT_TRUE(topo.is_ok()) << topo.status().message();
+  return std::move(topo).value();
+}
+
+// Two nodes; rank 2 is the second, with two tasks of two cores each.
+overlay::Launch two_node_launch() {
+  overlay::Launch launch;
+  launch.set_job_id(7);
+  launch.set_cpus_per_task(2);
+  launch.add_argv("hostname");
+  (*launch.mutable_env())["HPCQ_JOB_ID"] = "7";
+  overlay::NodeAlloc* a = launch.add_allocation();
+  a->set_rank(1);
+  a->set_node("n1");
+  for (int c : {0, 1}) a->add_cores(c);
+  a->add_numa(0);
+  a->set_ntasks(1);
+  overlay::NodeAlloc* b = launch.add_allocation();
+  b->set_rank(2);
+  b->set_node("n2");
+  for (int c : {4, 5, 6, 7}) b->add_cores(c);
+  b->add_numa(1);
+  b->set_ntasks(2);
+  b->set_first_task(1);
+  return launch;
+}
+
+TEST(LaunchMessage, TasksGetTheirCoresAndEmulatedNodesFoldOntoTheHost) {
+  const resource::NodeTopology topo = synthetic("pack:1 numa:2 core:4 pu:1");
+  const HostMapping host{&topo, false, 2, 1};
+  auto job = job_launch_from_message(two_node_launch(), 2, "n2", host);
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  EXPECT_EQ(job.value().env.at("HPCQ_NODEID"), "1");
+  EXPECT_EQ(job.value().env.at("HPCQ_NODENAME"), "n2");
+  EXPECT_EQ(job.value().hostfile, "n1 slots=1\nn2 slots=2\n");
+  ASSERT_EQ(job.value().tasks.size(), 2u);
+  EXPECT_EQ(job.value().tasks[0].rank, 1);
+  EXPECT_EQ(job.value().tasks[0].logical_cpus, "4-5");
+  EXPECT_EQ(job.value().tasks[1].logical_cpus, "6-7");
+  EXPECT_EQ(job.value().tasks[1].host_cpus, (std::vector<int>{0, 1}));  // 6, 7 mod 2
+  EXPECT_EQ(job.value().host_mems, (std::vector<int>{0}));              // domain 1 mod 1
+}
+
+TEST(LaunchMessage, OnTheHostTopologyACoreIsItsOwnPus) {
+  const resource::NodeTopology topo = synthetic("pack:1 numa:2 core:4 pu:2");
+  const HostMapping host{&topo, true, 16, 2};
+  auto job = job_launch_from_message(two_node_launch(), 2, "n2", host);
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  EXPECT_EQ(job.value().tasks[0].host_cpus, (std::vector<int>{8, 9, 10, 11}));
+  EXPECT_EQ(job.value().host_mems, (std::vector<int>{1}));
+}
+
+TEST(LaunchMessage, RefusesWhatDoesNotFitThisNode) {
+  const resource::NodeTopology topo = synthetic("pack:1 numa:2 core:4 pu:1");
+  const HostMapping host{&topo, false, 2, 1};
+  EXPECT_FALSE(job_launch_from_message(two_node_launch(), 3, "n3", host).is_ok());
+
+  overlay::Launch bad_core = two_node_launch();
+  bad_core.mutable_allocation(1)->set_cores(0, 8);
+  EXPECT_FALSE(job_launch_from_message(bad_core, 2, "n2", host).is_ok());
+  bad_core.mutable_allocation(1)->set_cores(0, -1);
+  EXPECT_FALSE(job_launch_from_message(bad_core, 2, "n2", host).is_ok());
+
+  overlay::Launch bad_numa = two_node_launch();
+  bad_numa.mutable_allocation(1)->set_numa(0, 2);
+  EXPECT_FALSE(job_launch_from_message(bad_numa, 2, "n2", host).is_ok());
+
+  overlay::Launch many_tasks = two_node_launch();
+  many_tasks.mutable_allocation(1)->set_ntasks(2'000'000'000);
+  EXPECT_FALSE(job_launch_from_message(many_tasks, 2, "n2", host).is_ok());
+  many_tasks.mutable_allocation(1)->set_ntasks(0);
+  EXPECT_FALSE(job_launch_from_message(many_tasks, 2, "n2", host).is_ok());
+}
+
+TEST(TopologyMessage, RoundTripsWithGpus) {
+  resource::NodeTopology topo = synthetic("pack:2 numa:2 core:2 pu:2");
+  topo.gpus.push_back({0, 1, "cuda0", "0000:3b:00.0"});
+  overlay::Topology message;
+  overlay::topology_to_message(topo, &message);
+  const resource::NodeTopology back = overlay::topology_from_message(message);
+  EXPECT_EQ(back.packages, topo.packages);
+  EXPECT_EQ(back.source, topo.source);
+  EXPECT_EQ(back.memory_bytes, topo.memory_bytes);
+  ASSERT_EQ(back.cores.size(), topo.cores.size());
+  EXPECT_EQ(back.cores[3].numa, topo.cores[3].numa);
+  EXPECT_EQ(back.cores[3].pus, topo.cores[3].pus);
+  ASSERT_EQ(back.gpus.size(), 1u);
+  EXPECT_EQ(back.gpus[0].numa, 1);
+  EXPECT_EQ(back.gpus[0].pci_bus_id, "0000:3b:00.0");
+}
+
+}  // namespace
+}  // namespace hpcq::agent
