@@ -21,6 +21,7 @@
 #include "lib/resource/allocator.h"
 #include "lib/resource/hwloc_import.h"
 #include "lib/sched/scheduler.h"
+#include "lib/sched/usage.h"
 
 namespace hpcq::sched {
 namespace {
@@ -30,6 +31,8 @@ constexpr TimeUs kNow = 1'000'000 * kUsPerSecond;
 struct State {
   resource::NodePool pool;
   Snapshot snapshot;
+  SitePolicy site;
+  UsageLedger usage;
 };
 
 resource::NodeTopology topology(const std::string& spec) {
@@ -139,8 +142,43 @@ State one_big_node() {
   return make_state(1, "core:512 pu:1", 120, 2000, running, queued, 7);
 }
 
-Scheduler scheduler(const std::string& depth) {
+// big_cluster(0) with Slurm's usual site set-up on top: 20 accounts with
+// different shares under root, 400 users spread over them with past usage
+// drawn at random, every job owned by one of them.
+State big_cluster_with_accounts() {
+  State s = big_cluster(0);
+  std::mt19937 rng(99);
+  constexpr int kAccounts = 20;
+  constexpr std::uint32_t kUsers = 400;
+  for (int a = 0; a < kAccounts; ++a) {
+    s.site.accounts.push_back({"acct" + std::to_string(a), "", static_cast<double>(1 + a % 5)});
+  }
+  std::uniform_real_distribution<double> used(0, 1e9);
+  for (std::uint32_t u = 0; u < kUsers; ++u) {
+    const std::string account = "acct" + std::to_string(u % kAccounts);
+    s.site.users.push_back({1000 + u, account, 1.0});
+    s.usage.charge(1000 + u, account, used(rng), kNow - 3600 * kUsPerSecond);
+  }
+  std::uniform_int_distribution<std::uint32_t> user(0, kUsers - 1);
+  for (PendingJob& job : s.snapshot.queue) {
+    const std::uint32_t u = user(rng);
+    job.uid = 1000 + u;
+    job.account = "acct" + std::to_string(u % kAccounts);
+  }
+  for (RunningJob& job : s.snapshot.running) {
+    const std::uint32_t u = user(rng);
+    job.uid = 1000 + u;
+    job.account = "acct" + std::to_string(u % kAccounts);
+  }
+  s.snapshot.pool = &s.pool;  // in case the State was moved rather than elided
+  s.snapshot.site = &s.site;
+  s.snapshot.usage = &s.usage;
+  return s;
+}
+
+Scheduler scheduler(const std::string& depth, std::vector<std::string> plugins = {}) {
   SchedulerConfig config;
+  if (!plugins.empty()) config.plugins = std::move(plugins);
   if (depth.empty()) {
     config.actions = {"allocate"};
   } else {
@@ -152,8 +190,9 @@ Scheduler scheduler(const std::string& depth) {
   return std::move(s).value();
 }
 
-void run(benchmark::State& bench, const State& state, const std::string& depth) {
-  Scheduler s = scheduler(depth);
+void run(benchmark::State& bench, const State& state, const std::string& depth,
+         std::vector<std::string> plugins = {}) {
+  Scheduler s = scheduler(depth, std::move(plugins));
   std::size_t starts = 0;
   std::size_t reserves = 0;
   std::int64_t free_cores = 0;
@@ -187,6 +226,11 @@ const State& big_wide_head() {
   return state;
 }
 
+const State& big_with_accounts() {
+  static const State state = big_cluster_with_accounts();
+  return state;
+}
+
 const State& ctc() {
   static const State state = one_big_node();
   return state;
@@ -195,6 +239,11 @@ const State& ctc() {
 void BM_Cycle4096Nodes_Allocate(benchmark::State& b) { run(b, big(), ""); }
 void BM_Cycle4096Nodes_Easy(benchmark::State& b) { run(b, big(), "1"); }
 void BM_Cycle4096Nodes_Depth5(benchmark::State& b) { run(b, big(), "5"); }
+// The case: EASY with Slurm's multifactor priority, fair-share
+// dominating (priority.h's default weights), over 20 accounts and 400 users.
+void BM_Cycle4096Nodes_EasyMultifactor(benchmark::State& b) {
+  run(b, big_with_accounts(), "1", {"priority"});
+}
 void BM_Cycle4096Nodes_Depth8(benchmark::State& b) { run(b, big(), "8"); }
 void BM_Cycle4096Nodes_Conservative(benchmark::State& b) { run(b, big(), "0"); }
 void BM_Cycle4096NodesWideHead_Allocate(benchmark::State& b) { run(b, big_wide_head(), ""); }
@@ -208,6 +257,7 @@ void BM_Cycle512Cores_Conservative(benchmark::State& b) { run(b, ctc(), "0"); }
 
 BENCHMARK(BM_Cycle4096Nodes_Allocate)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Cycle4096Nodes_Easy)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Cycle4096Nodes_EasyMultifactor)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Cycle4096Nodes_Depth5)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Cycle4096Nodes_Depth8)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Cycle4096Nodes_Conservative)->Unit(benchmark::kMillisecond);
