@@ -467,13 +467,38 @@ Status check_utf8(const std::string& text, const std::string& name) {
   return Status::ok();
 }
 
-}  // namespace
 
-Result<ClusterConfig> parse_config(const std::string& text, const std::string& name) {
+// Nodes of a simulated cluster ([[nodes]] groups, in rank order).
+Result<SimClusterConfig> sim_cluster_from_toml(const Table& root, const std::string& name) {
+  HPCQ_RETURN_IF_ERROR(check_keys(root, "", {"nodes"}));
+  auto groups = tables_of(root, "nodes");
+  if (!groups.is_ok()) return groups.status();
+  if (groups->empty()) return invalid_argument(name + ": no [[nodes]] (the simulated nodes)");
+  SimClusterConfig c;
+  for (const Table* t : *groups) {
+    HPCQ_RETURN_IF_ERROR(check_keys(*t, "nodes", {"count", "cores", "topology"}));
+    SimNodeGroup group;
+    group.where = where(*t);
+    HPCQ_RETURN_IF_ERROR(get_positive(*t, "nodes", "count", group.count));
+    HPCQ_RETURN_IF_ERROR(get_positive(*t, "nodes", "cores", group.cores));
+    HPCQ_RETURN_IF_ERROR(get(*t, "nodes", "topology", group.topology));
+    if ((group.cores > 0) == !group.topology.empty()) {
+      return invalid_argument(group.where +
+                              ": each [[nodes]] needs either 'cores' or 'topology', not both");
+    }
+    c.groups.push_back(std::move(group));
+  }
+  return c;
+}
+
+// toml11 throws; every failure becomes one line naming the file (and line).
+template <typename Out>
+Result<Out> parse_toml(const std::string& text, const std::string& name,
+                       Result<Out> (*convert)(const Table&, const std::string&)) {
   HPCQ_RETURN_IF_ERROR(check_utf8(text, name));
   try {
     std::istringstream in(text);
-    return from_toml(toml::parse(in, name), name);
+    return convert(toml::parse(in, name), name);
   } catch (const toml::syntax_error& e) {
     // toml11 spreads its message over several lines: "[error] WHAT", then
     // " --> FILE", then " N | TEXT" with the line number. Fold it into one.
@@ -496,12 +521,34 @@ Result<ClusterConfig> parse_config(const std::string& text, const std::string& n
   }
 }
 
-Result<ClusterConfig> load_config(const std::string& path) {
+Result<std::string> read_text(const std::string& path, const char* what) {
   std::ifstream in(path);
-  if (!in) return not_found("config " + path + ": cannot open");
+  if (!in) return not_found(std::string(what) + " " + path + ": cannot open");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_config(text.str(), path);
+  return text.str();
+}
+
+}  // namespace
+
+Result<ClusterConfig> parse_config(const std::string& text, const std::string& name) {
+  return parse_toml<ClusterConfig>(text, name, from_toml);
+}
+
+Result<ClusterConfig> load_config(const std::string& path) {
+  auto text = read_text(path, "config");
+  if (!text.is_ok()) return text.status();
+  return parse_config(*text, path);
+}
+
+Result<SimClusterConfig> parse_sim_cluster(const std::string& text, const std::string& name) {
+  return parse_toml<SimClusterConfig>(text, name, sim_cluster_from_toml);
+}
+
+Result<SimClusterConfig> load_sim_cluster(const std::string& path) {
+  auto text = read_text(path, "cluster file");
+  if (!text.is_ok()) return text.status();
+  return parse_sim_cluster(*text, path);
 }
 
 }  // namespace hpcq

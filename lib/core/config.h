@@ -82,6 +82,24 @@ struct ClusterConfig {
 };
 
 Result<ClusterConfig> load_config(const std::string& path);
+
+// `hpcq simulate --cluster FILE`: the simulated nodes, in rank order, as
+// groups of identical nodes:
+//   [[nodes]]
+//   count = 128        # default 1
+//   cores = 16         # a flat node of 16 cores, or instead:
+//   topology = "pack:2 numa:2 core:8 pu:1"   # as [[rank]] topology
+struct SimNodeGroup {
+  int count = 1;
+  int cores = 0;         // > 0: a flat node of this many cores
+  std::string topology;  // otherwise: an agent topology spec
+  std::string where;     // FILE:LINE of its [[nodes]], for messages
+};
+struct SimClusterConfig {
+  std::vector<SimNodeGroup> groups;
+};
+Result<SimClusterConfig> load_sim_cluster(const std::string& path);
+Result<SimClusterConfig> parse_sim_cluster(const std::string& text, const std::string& name);
 Result<ClusterConfig> parse_config(const std::string& text, const std::string& name);
 
 }  // namespace hpcq

@@ -136,5 +136,38 @@ TEST(ConfigTest, MissingFile) {
   EXPECT_NE(r.status().message().find("/nonexistent/hpcq.toml"), std::string::npos);
 }
 
+TEST(SimClusterTest, GroupsInOrder) {
+  auto c = parse_sim_cluster(
+      "[[nodes]]\ncount = 4\ncores = 16\n\n[[nodes]]\ntopology = \"pack:2 numa:2 core:4 pu:1\"\n",
+      "c.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  ASSERT_EQ(c->groups.size(), 2u);
+  EXPECT_EQ(c->groups[0].count, 4);
+  EXPECT_EQ(c->groups[0].cores, 16);
+  EXPECT_EQ(c->groups[1].count, 1);
+  EXPECT_EQ(c->groups[1].topology, "pack:2 numa:2 core:4 pu:1");
+  EXPECT_EQ(c->groups[1].where, "c.toml:5");
+}
+
+TEST(SimClusterTest, BadFilesNameFileAndLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "c.toml: no [[nodes]]"},
+      {"[[nodes]]\ncount = 2\n", "c.toml:1: each [[nodes]] needs either 'cores' or 'topology'"},
+      {"[[nodes]]\ncores = 2\ntopology = \"core:2\"\n", "not both"},
+      {"[[nodes]]\ncores = 0\n", "c.toml:2: 'nodes.cores' must be a positive integer"},
+      {"[[nodes]]\ncores = 2\nmemory = 3\n", "c.toml:3: unknown key 'nodes.memory'"},
+      {"[scheduler]\n", "unknown key 'scheduler'"},
+      {"[[nodes]\n", "c.toml:1:"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto r = parse_sim_cluster(text, "c.toml");
+    ASSERT_FALSE(r.is_ok()) << text;
+    EXPECT_NE(r.status().message().find(expected), std::string::npos)
+        << "message: " << r.status().message() << "\nexpected: " << expected;
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
+  }
+  EXPECT_EQ(load_sim_cluster("/nonexistent/c.toml").status().code(), Code::kNotFound);
+}
+
 }  // namespace
 }  // namespace hpcq
