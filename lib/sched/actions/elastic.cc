@@ -126,6 +126,9 @@ class Walk {
     // fails on a bug; leave the job waiting rather than give a core twice.
     if (!statement.allocate(sized, std::move(allocation)).is_ok()) return false;
     statement.commit();
+    // Out of the rest of the cycle: "allocate" after this action walks the
+    // whole queue and would start it a second time.
+    session_.hold(job.id);
     return true;
   }
 
@@ -181,7 +184,7 @@ class Walk {
       for (const auto& [owner, rank] : taken) {
         if (owner != victim) continue;
         const bool used = std::any_of(placed->nodes.begin(), placed->nodes.end(),
-                                      [rank](const auto& part) { return part.rank == rank; });
+                                      [r = rank](const auto& part) { return part.rank == r; });
         if (used) ranks.push_back(rank);
       }
       if (ranks.empty()) continue;

@@ -33,6 +33,9 @@
 //   "out-of-order allocations", no reservation; list "backfill" after this
 //   action for reservations).
 //
+// A job it starts is held (Session::hold) for the rest of the cycle, so
+// that "allocate" listed after it does not start it again.
+//
 // Decisions: Shrink{victim, ranks} (a victim's last nodes first, so its
 // first node stays) before the Start that needs them, Expand{job, nodes
 // added}. All are applied to the Session's working copy at once

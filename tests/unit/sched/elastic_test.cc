@@ -285,6 +285,15 @@ TEST(ElasticTest, LaterActionsSeeTheResizedPool) {
             (Lines{"expand 1 n3 n4", "reserve 2"}));
 }
 
+TEST(ElasticTest, AllocateAfterItDoesNotStartAJobTwice) {
+  resource::NodePool pool = make_pool(4);
+  Snapshot snap;
+  snap.now = kNow;
+  snap.pool = &pool;
+  snap.queue.push_back(pending(1, 2, 2, false, 0));
+  EXPECT_EQ(lines(run(snap, {"elastic", "allocate", "backfill"})), (Lines{"start 1 n1 n2"}));
+}
+
 TEST(ElasticTest, SessionKeepsTheResizedAllocation) {
   resource::NodePool pool = make_pool(4);
   Snapshot snap;
