@@ -5,11 +5,16 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
+#include "lib/core/config.h"
+#include "lib/resource/hwloc_import.h"
+#include "lib/sim/job_set.h"
 #include "lib/sim/metrics.h"
 #include "lib/sim/policy.h"
 #include "lib/sim/replay.h"
@@ -38,6 +43,7 @@ struct Options {
   std::optional<int> cores;
   std::optional<int> nodes;
   std::optional<int> cores_per_node;
+  std::string cluster_file;
   std::string policy = "fcfs";
   std::string estimates = "user";
   bool json = false;
@@ -48,6 +54,8 @@ struct Options {
   std::int64_t half_life_s = 0;  // parsed
   std::vector<std::string> scheduler_options;  // --option KEY=VALUE
   std::string replay;
+  std::string jobs_file;  // --jobs: a job set instead of a trace
+  std::optional<sim::WeightedTimes> weighted;  // --jobs: paper 001's priority-weighted means
 };
 
 // Seconds, or a whole number with s, m, h or d; 0 means no decay.
@@ -93,6 +101,23 @@ Status add_options(const std::vector<std::string>& options, sched::SchedulerConf
 
 Result<sim::Cluster> cluster_of(const Options& o) {
   sim::Cluster c;
+  if (!o.cluster_file.empty()) {
+    if (o.cores || o.nodes || o.cores_per_node) {
+      return invalid_argument("give --cluster FILE or --cores/--nodes/--cores-per-node, not both");
+    }
+    auto file = load_sim_cluster(o.cluster_file);
+    if (!file.is_ok()) return file.status();
+    for (const SimNodeGroup& group : file->groups) {
+      if (group.cores > 0) {
+        c.groups.push_back({group.count, sim::flat_node_topology(group.cores)});
+        continue;
+      }
+      auto topology = resource::discover_topology(group.topology);
+      if (!topology.is_ok()) return invalid_argument(group.where + ": " + topology.status().message());
+      c.groups.push_back({group.count, std::move(topology).value()});
+    }
+    return c;
+  }
   if (o.cores_per_node) {
     if (o.cores) return invalid_argument("give --cores or --cores-per-node, not both");
     c.nodes = o.nodes.value_or(1);
@@ -122,7 +147,13 @@ void print_table(const Options& o, const sim::Cluster& cluster, const sim::SwfTr
                  const sim::SimResult& result, const sim::Metrics& m, double elapsed_s) {
   std::printf("trace        %s (%zu rows, %zu dropped, %zu skipped)\n", o.trace.c_str(),
               trace.rows, trace.dropped, result.skipped);
-  std::printf("cluster      %d x %d cores\n", cluster.nodes, cluster.cores_per_node);
+  if (cluster.groups.empty()) {
+    std::printf("cluster      %d x %d cores\n", cluster.nodes, cluster.cores_per_node);
+  } else {
+    std::printf("cluster      %s: %lld nodes, %lld cores\n", o.cluster_file.c_str(),
+                static_cast<long long>(cluster.node_count()),
+                static_cast<long long>(cluster.total_cores()));
+  }
   std::printf("policy       %s (estimates: %s)\n", o.policy.c_str(), o.estimates.c_str());
   std::printf("jobs         %zu\n", m.jobs);
   std::printf("makespan     %lld s\n", static_cast<long long>(m.makespan_s));
@@ -131,6 +162,9 @@ void print_table(const Options& o, const sim::Cluster& cluster, const sim::SwfTr
   std::printf("bsld         mean(10 s) %.2f, p95(60 s) %.2f\n", m.mean_bsld_10, m.p95_bsld_60);
   std::printf("backfilled   %zu\n", m.backfilled);
   std::printf("preempted    %zu\n", result.preempted);
+  if (result.shrinks + result.expands > 0) {
+    std::printf("resized      %zu shrinks, %zu expands\n", result.shrinks, result.expands);
+  }
   std::printf("elapsed      %.3f s (%zu cycles)\n", elapsed_s, result.cycles);
   std::vector<const sim::UserMetrics*> users;
   for (const auto& u : m.users) users.push_back(&u);
@@ -181,8 +215,9 @@ void print_json(const Options& o, const sim::Cluster& cluster, const sim::SwfTra
       {"kill_at_limit", o.kill_at_limit},
       {"half_life_s", o.half_life_s},
       {"options", o.scheduler_options},
-      {"nodes", cluster.nodes},
-      {"cores_per_node", cluster.cores_per_node},
+      {"nodes", cluster.node_count()},
+      {"cores_per_node", cluster.groups.empty() ? cluster.cores_per_node : 0},
+      {"cluster_file", o.cluster_file},
       {"cores", cluster.total_cores()},
       {"rows", trace.rows},
       {"dropped", trace.dropped},
@@ -196,12 +231,27 @@ void print_json(const Options& o, const sim::Cluster& cluster, const sim::SwfTra
       {"p95_bsld_60", m.p95_bsld_60},
       {"backfilled", m.backfilled},
       {"preempted", result.preempted},
+      {"shrinks", result.shrinks},
+      {"expands", result.expands},
       {"cycles", result.cycles},
       {"elapsed_s", elapsed_s},
       {"users", users},
       {"queues", queues},
   };
+  if (o.weighted) {
+    out["weighted_mean_response_s"] = o.weighted->mean_response_s;
+    out["weighted_mean_completion_s"] = o.weighted->mean_completion_s;
+  }
   std::printf("%s\n", out.dump().c_str());
+}
+
+// --jobs FILE (lib/sim/job_set.h); the file is read here, at the edge.
+Result<std::vector<sim::SimJob>> load_job_set(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return not_found("cannot read job set " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return sim::parse_job_set(text.str(), path);
 }
 
 }  // namespace
@@ -214,6 +264,8 @@ int run_simulate(const std::vector<std::string>& args) {
   app.add_option("--cores", o.cores, "cores of the cluster (one node unless --nodes)");
   app.add_option("--nodes", o.nodes, "nodes of the cluster");
   app.add_option("--cores-per-node", o.cores_per_node, "cores of each node (with --nodes)");
+  app.add_option("--cluster", o.cluster_file,
+                 "TOML file of [[nodes]] groups (count, and cores or topology) instead of --cores");
   app.add_option("--policy", o.policy, "scheduling policy: " + sim::policy_names())
       ->capture_default_str();
   app.add_option("--estimates", o.estimates,
@@ -237,6 +289,8 @@ int run_simulate(const std::vector<std::string>& args) {
   app.add_option("--replay", o.replay,
                  "replay hpcqd's decision log LOG through the scheduler and check it decides the "
                  "same (no trace)");
+  app.add_option("--jobs", o.jobs_file,
+                 "JSON job set (node ranges, priority, elastic) instead of a trace; see hpcq(1)");
   std::vector<std::string> words(args.rbegin(), args.rend());  // CLI11 takes a reversed vector
   try {
     app.parse(words);
@@ -252,7 +306,12 @@ int run_simulate(const std::vector<std::string>& args) {
     std::printf("%s\n", sim::format_replay(*replayed).c_str());
     return replayed->identical ? 0 : kExitFailure;
   }
-  if (o.trace.empty()) return fail(kExitBadInput, "the trace is missing (or give --replay LOG)");
+  if (o.trace.empty() && o.jobs_file.empty()) {
+    return fail(kExitBadInput, "the trace is missing (or give --jobs FILE or --replay LOG)");
+  }
+  if (!o.trace.empty() && !o.jobs_file.empty()) {
+    return fail(kExitBadInput, "give a trace or --jobs FILE, not both");
+  }
 
   auto cluster = cluster_of(o);
   if (!cluster.is_ok()) return fail(kExitBadInput, cluster.status().message());
@@ -264,8 +323,17 @@ int run_simulate(const std::vector<std::string>& args) {
   auto half_life = parse_half_life(o.half_life);
   if (!half_life.is_ok()) return fail(kExitBadInput, half_life.status().message());
 
-  auto trace = sim::read_swf(o.trace);
+  Result<sim::SwfTrace> trace =
+      o.jobs_file.empty() ? sim::read_swf(o.trace) : Result<sim::SwfTrace>(sim::SwfTrace{});
   if (!trace.is_ok()) return fail(exit_code(trace.status()), trace.status().message());
+  std::vector<sim::SimJob> job_set;
+  if (!o.jobs_file.empty()) {
+    auto loaded = load_job_set(o.jobs_file);
+    if (!loaded.is_ok()) return fail(exit_code(loaded.status()), loaded.status().message());
+    job_set = std::move(loaded).value();
+    trace->rows = job_set.size();
+    o.trace = o.jobs_file;  // the input, in messages and in the report
+  }
 
   std::unique_ptr<std::FILE, FileCloser> events;
   if (!o.events.empty()) {
@@ -279,6 +347,7 @@ int run_simulate(const std::vector<std::string>& args) {
     jobs.push_back({static_cast<JobId>(j.id), j.user, j.submit_s, j.runtime_s, j.requested_s,
                     j.size, j.line, sim::swf_queue_name(j)});
   }
+  if (!job_set.empty()) jobs = job_set;
   sim::SimOptions options;
   options.cluster = *cluster;
   options.scheduler = std::move(config).value();
@@ -309,6 +378,7 @@ int run_simulate(const std::vector<std::string>& args) {
   }
 
   const sim::Metrics metrics = sim::compute_metrics(result->jobs, cluster->total_cores());
+  if (!job_set.empty()) o.weighted = sim::priority_weighted(job_set, result->jobs);
   if (o.json) {
     print_json(o, *cluster, *trace, *result, metrics, elapsed_s);
   } else {

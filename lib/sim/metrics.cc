@@ -41,7 +41,10 @@ Metrics compute_metrics(std::span<const JobOutcome> jobs, std::int64_t capacity_
     const std::int64_t run = job.end_s - job.start_s;
     min_submit = std::min(min_submit, job.submit_s);
     max_end = std::max(max_end, job.end_s);
-    const double core_seconds = static_cast<double>(job.size) * static_cast<double>(run);
+    // A resized job's cores changed over its run: the simulator counted them.
+    const double core_seconds = job.core_seconds > 0
+                                    ? job.core_seconds
+                                    : static_cast<double>(job.size) * static_cast<double>(run);
     const double b10 = std::max(1.0, bounded_slowdown(wait, run, 10));
     work += core_seconds;
     wait_sum += static_cast<double>(wait);

@@ -3,7 +3,9 @@
 // wait = start - submit and run = end - start, in seconds:
 //
 //   makespan_s   = max end - min submit
-//   utilization  = sum(size * run) / (capacity_cores * makespan_s)
+//   utilization  = sum(size * run) / (capacity_cores * makespan_s), with
+//                  a job's JobOutcome.core_seconds for size * run when set
+//                  (a resized job)
 //   mean_wait_s, p95_wait_s
 //   bsld(tau)    = (wait + run) / max(run, tau)
 //   mean_bsld_10 = mean of max(1, bsld(10))   RLScheduler's average bounded

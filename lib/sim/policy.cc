@@ -35,6 +35,11 @@ constexpr PolicyEntry kPolicies[] = {
      "F1 (Carastan-Santos & de Camargo): smallest log10(request)*cores + 870*log10(submit) first"},
     {"f1-easy", "allocate,backfill", "f1", "backfill.reservation_depth=1",
      "F1 with EASY backfilling"},
+    // Paper 001's priority-based elastic policy (lib/sched/actions/elastic.h)
+    // for jobs with a node range; rigid jobs go through it too, in priority
+    // order. Backfill only adds reservations for the jobs it leaves waiting.
+    {"elastic", "enqueue,elastic,allocate,backfill", "fcfs", "backfill.reservation_depth=1",
+     "priority-based elastic: start below max, shrink lower priority, expand (--jobs)"},
 };
 
 std::vector<std::string> split(std::string_view list) {

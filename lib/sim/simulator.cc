@@ -1,13 +1,17 @@
 #include "lib/sim/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <utility>
 
 #include "lib/resource/node_pool.h"
 #include "lib/resource/topology.h"
+#include "lib/sched/resize.h"
+#include "lib/sim/elastic_model.h"
 
 namespace hpcq::sim {
 namespace {
@@ -20,14 +24,6 @@ std::string job_name(const SimJob& job) {
   return s;
 }
 
-resource::NodeTopology node_topology(int cores) {
-  resource::NodeTopology topology;
-  topology.packages = 1;
-  topology.numa.push_back({0, 0, 0});
-  for (int c = 0; c < cores; ++c) topology.cores.push_back({c, 0, 0, {c}});
-  topology.source = "simulated:core:" + std::to_string(cores);
-  return topology;
-}
 
 // Cycles at one time while each preempts something: the freed cores are
 // used by the next cycle at the same time (decision.h: the Start comes in a
@@ -70,10 +66,19 @@ class Simulation {
         return invalid_argument("duplicate job id " + std::to_string(jobs_[i].id));
       }
     }
-    const resource::NodeTopology topology = node_topology(options_.cluster.cores_per_node);
-    for (int n = 0; n < options_.cluster.nodes; ++n) {
-      HPCQ_RETURN_IF_ERROR(
-          pool_.add_node(static_cast<Rank>(n), "n" + std::to_string(n), topology));
+    if (options_.cluster.groups.empty()) {
+      const resource::NodeTopology topology = flat_node_topology(options_.cluster.cores_per_node);
+      for (int n = 0; n < options_.cluster.nodes; ++n) {
+        HPCQ_RETURN_IF_ERROR(
+            pool_.add_node(static_cast<Rank>(n), "n" + std::to_string(n), topology));
+      }
+    } else {
+      Rank rank = 0;
+      for (const NodeGroup& group : options_.cluster.groups) {
+        for (int n = 0; n < group.count; ++n, ++rank) {
+          HPCQ_RETURN_IF_ERROR(pool_.add_node(rank, "n" + std::to_string(rank), group.topology));
+        }
+      }
     }
     snapshot_.pool = &pool_;
     snapshot_.usage = &usage_;
@@ -97,7 +102,10 @@ class Simulation {
       while (next_arrival < jobs_.size() && jobs_[next_arrival].submit_s == now) {
         arrive(next_arrival++);
       }
-      for (int round = 0; round < kMaxPreemptRoundsPerTime && !snapshot_.queue.empty(); ++round) {
+      // Running elastic jobs may grow into what an end freed, queue or not.
+      const bool resizable = elastic_running_ > 0;
+      for (int round = 0;
+           round < kMaxPreemptRoundsPerTime && (!snapshot_.queue.empty() || resizable); ++round) {
         auto preempted = cycle(now);
         if (!preempted.is_ok()) return preempted.status();
         if (!*preempted) break;
@@ -134,6 +142,14 @@ class Simulation {
     pending.request.cpus_per_task = 1;
     pending.time_limit_s = limit_s(job);
     pending.queue = job.queue;
+    pending.priority = job.priority;
+    if (job.min_nodes >= 1) {
+      // Whole nodes of `size` cores each; a node range when max > min.
+      pending.request.nodes = job.min_nodes;
+      pending.request.ntasks = job.min_nodes * job.size;
+      pending.max_nodes = std::max(job.max_nodes, job.min_nodes);
+      pending.elastic = job.elastic;
+    }
     return pending;
   }
 
@@ -158,6 +174,14 @@ class Simulation {
         HPCQ_RETURN_IF_ERROR(apply_preempt(*preempt, now, &requeued));
         continue;
       }
+      if (auto* shrink = std::get_if<sched::Shrink>(&decision)) {
+        HPCQ_RETURN_IF_ERROR(apply_shrink(*shrink, now));
+        continue;
+      }
+      if (auto* expand = std::get_if<sched::Expand>(&decision)) {
+        HPCQ_RETURN_IF_ERROR(apply_expand(*expand, now));
+        continue;
+      }
       auto* start = std::get_if<sched::Start>(&decision);
       if (start == nullptr) continue;  // Reserve: a promise, nothing to apply
       auto it = index_.find(start->job);
@@ -173,15 +197,26 @@ class Simulation {
       }
       const SimJob& job = jobs_[index];
       started_[index] = true;
-      const std::int64_t end_s = now + job.runtime_s;
+      std::int64_t end_s = now + job.runtime_s;
+      std::int64_t estimate_s = now + limit_s(job);
+      int size = job.size;
+      if (job.min_nodes >= 1) {  // on whole nodes: the model's time for its size
+        const int nodes = static_cast<int>(start->allocation.nodes.size());
+        model_[index].emplace(static_cast<double>(job.runtime_s), job.min_nodes,
+                              job.serial_fraction, nodes, now);
+        end_s = model_[index]->end_s();
+        estimate_s = now + scaled_limit_s(job, nodes, 1.0);
+        size = start->allocation.total_cores();
+        if (elastic(job)) ++elastic_running_;
+      }
       running_pos_[index] = snapshot_.running.size();
       snapshot_.running.push_back(sched::running_from(pending_of(job), std::move(start->allocation),
                                                       now * kUsPerSecond,
-                                                      (now + limit_s(job)) * kUsPerSecond));
+                                                      estimate_s * kUsPerSecond));
       running_index_.push_back(index);
       ends_.push({end_s, job.id, index, ++runs_[index]});
       outcome_pos_[index] = result_.jobs.size();
-      result_.jobs.push_back({job.id, job.user, job.submit_s, now, end_s, job.size, false, job.queue});
+      result_.jobs.push_back({job.id, job.user, job.submit_s, now, end_s, size, false, job.queue});
       if (on_event_) on_event_({now, job.id, true, &snapshot_.running.back().allocation});
     }
     if (result_.jobs.size() == first_started) {
@@ -259,6 +294,122 @@ class Simulation {
     }
   }
 
+  // A Shrink or Expand (simulator.h): the nodes change at once, the work
+  // done so far is kept and the end recomputed (elastic_model.h).
+  Status apply_shrink(const sched::Shrink& shrink, std::int64_t now) {
+    auto index = running_node_job(shrink.job, "shrank");
+    if (!index.is_ok()) return index.status();
+    const sched::RunningJob& running = snapshot_.running[running_pos_[*index]];
+    auto rest = sched::shrunk(running.allocation, shrink.nodes);
+    if (!rest.is_ok()) {
+      return internal_error("scheduler shrank job " + std::to_string(shrink.job) + ": " +
+                            rest.status().message());
+    }
+    Status released = pool_.release(sched::parts_on(running.allocation, shrink.nodes));
+    if (!released.is_ok()) {
+      return internal_error("job " + std::to_string(shrink.job) + " shrink: " + released.message());
+    }
+    ++result_.shrinks;
+    resized(*index, std::move(rest).value(), now);
+    return Status::ok();
+  }
+
+  Status apply_expand(const sched::Expand& expand, std::int64_t now) {
+    auto index = running_node_job(expand.job, "expanded");
+    if (!index.is_ok()) return index.status();
+    const sched::RunningJob& running = snapshot_.running[running_pos_[*index]];
+    auto grown = sched::expanded(running.allocation, expand.allocation);
+    if (!grown.is_ok()) {
+      return internal_error("scheduler expanded job " + std::to_string(expand.job) + ": " +
+                            grown.status().message());
+    }
+    Status taken = pool_.allocate(expand.allocation);
+    if (!taken.is_ok()) {
+      return internal_error("scheduler decision to expand job " + std::to_string(expand.job) +
+                            " refused: " + taken.message());
+    }
+    ++result_.expands;
+    resized(*index, std::move(grown).value(), now);
+    return Status::ok();
+  }
+
+  Result<std::size_t> running_node_job(JobId id, const char* verb) const {
+    const auto it = index_.find(id);
+    if (it == index_.end() || running_pos_[it->second] == kNotRunning || !model_[it->second]) {
+      return internal_error("scheduler " + std::string(verb) + " job " + std::to_string(id) +
+                            ", which is not running on whole nodes");
+    }
+    return it->second;
+  }
+
+  void resized(std::size_t index, resource::Allocation allocation, std::int64_t now) {
+    sched::RunningJob& running = snapshot_.running[running_pos_[index]];
+    charge(index, running, now);  // what it used at its old size
+    const SimJob& job = jobs_[index];
+    running.allocation = std::move(allocation);
+    running.last_resize = now * kUsPerSecond;
+    ElasticRun& model = *model_[index];
+    model.resize(running.nodes(), now);
+    running.end_estimate = (now + scaled_limit_s(job, running.nodes(), model.left())) * kUsPerSecond;
+    const std::int64_t end_s = model.end_s();
+    ends_.push({end_s, job.id, index, ++runs_[index]});  // the old end is stale now
+    result_.jobs[outcome_pos_[index]].end_s = end_s;
+  }
+
+  // The job's requested time on `nodes` for `left` of its work (the model's
+  // ratio to its time on min_nodes), in whole seconds, at least one.
+  std::int64_t scaled_limit_s(const SimJob& job, int nodes, double left) const {
+    const double ratio = amdahl_factor(job.serial_fraction, nodes) /
+                         amdahl_factor(job.serial_fraction, job.min_nodes);
+    const double s = std::ceil(left * ratio * static_cast<double>(limit_s(job)));
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(s));
+  }
+
+  static bool elastic(const SimJob& job) {
+    return job.elastic && job.min_nodes >= 1 && job.max_nodes > job.min_nodes;
+  }
+
+  // Charges the run's usage since its start or last resize, at its current
+  // size, to fair-share and to its outcome's core-seconds.
+  void charge(std::size_t index, const sched::RunningJob& running, std::int64_t now_s) {
+    const TimeUs now_us = now_s * kUsPerSecond;
+    if (now_us <= running.last_resize) return;
+    const double seconds = static_cast<double>(now_us - running.last_resize) / 1e6;
+    const double core_seconds = running.allocation.total_cores() * seconds;
+    usage_.charge(running.uid, running.account, core_seconds, now_us);
+    result_.jobs[outcome_pos_[index]].core_seconds += core_seconds;
+  }
+
+ public:
+  // Checks the jobs on whole nodes against the cluster (after init()).
+  Status check_node_jobs() {
+    model_.resize(jobs_.size());
+    const int nodes = static_cast<int>(pool_.nodes().size());
+    int widest = 0;
+    for (const resource::NodeState& node : pool_.nodes()) {
+      widest = std::max(widest, node.total_cores());
+    }
+    for (const SimJob& job : jobs_) {
+      if (job.min_nodes < 1) continue;
+      if (!(job.serial_fraction >= 0 && job.serial_fraction <= 1)) {
+        return invalid_argument(job_name(job) + ": serial fraction " +
+                                std::to_string(job.serial_fraction) + " is not in [0, 1]");
+      }
+      if (std::max(job.min_nodes, job.max_nodes) > nodes) {
+        return invalid_argument(job_name(job) + " asks for up to " +
+                                std::to_string(std::max(job.min_nodes, job.max_nodes)) +
+                                " nodes; the cluster has " + std::to_string(nodes));
+      }
+      if (job.size > widest) {
+        return invalid_argument(job_name(job) + " needs " + std::to_string(job.size) +
+                                " cores on each node; the largest node has " +
+                                std::to_string(widest));
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
   Status finish(const End& end) {
     const std::size_t pos = running_pos_[end.index];
     sched::RunningJob& running = snapshot_.running[pos];
@@ -267,12 +418,8 @@ class Simulation {
       return internal_error("job " + std::to_string(end.id) + " end: " + released.message());
     }
     if (on_event_) on_event_({end.time_s, end.id, false, &running.allocation});
-    const TimeUs end_us = end.time_s * kUsPerSecond;
-    if (end_us > running.start_time) {
-      const double seconds = static_cast<double>(end_us - running.start_time) / 1e6;
-      usage_.charge(running.uid, running.account, running.allocation.total_cores() * seconds,
-                    end_us);
-    }
+    charge(end.index, running, end.time_s);
+    if (elastic(jobs_[end.index])) --elastic_running_;
     // Swap-remove: running jobs are a set to the scheduler.
     const std::size_t last = snapshot_.running.size() - 1;
     if (pos != last) {
@@ -294,7 +441,9 @@ class Simulation {
   std::vector<std::size_t> running_pos_;          // index -> position in snapshot_.running
   std::vector<std::size_t> running_index_;        // position in snapshot_.running -> index
   std::vector<bool> started_;                     // by index
-  std::vector<std::uint32_t> runs_;               // by index: starts so far (End.run)
+  std::vector<std::uint32_t> runs_;               // by index: starts and resizes (End.run)
+  std::vector<std::optional<ElasticRun>> model_;  // by index: a job on whole nodes' run
+  std::size_t elastic_running_ = 0;               // running jobs the scheduler may resize
   std::vector<std::size_t> outcome_pos_;          // by index: its run's place in result_.jobs
   std::size_t preempted_now_ = 0;                 // preemptions in the current cycle
   std::vector<std::size_t> queue_index_;          // position in snapshot_.queue -> index
@@ -335,12 +484,45 @@ std::string format_event(const SimEvent& event) {
   return out;
 }
 
+resource::NodeTopology flat_node_topology(int cores) {
+  resource::NodeTopology topology;
+  topology.packages = 1;
+  topology.numa.push_back({0, 0, 0});
+  for (int c = 0; c < cores; ++c) topology.cores.push_back({c, 0, 0, {c}});
+  topology.source = "simulated:core:" + std::to_string(cores);
+  return topology;
+}
+
+std::int64_t Cluster::node_count() const {
+  if (groups.empty()) return nodes;
+  std::int64_t n = 0;
+  for (const NodeGroup& group : groups) n += group.count;
+  return n;
+}
+
+std::int64_t Cluster::total_cores() const {
+  if (groups.empty()) return std::int64_t{nodes} * cores_per_node;
+  std::int64_t n = 0;
+  for (const NodeGroup& group : groups) {
+    n += std::int64_t{group.count} * group.topology.num_cores();
+  }
+  return n;
+}
+
 Result<SimResult> simulate(const std::vector<SimJob>& jobs, const SimOptions& options,
                            const std::function<void(const SimEvent&)>& on_event) {
-  if (options.cluster.nodes < 1 || options.cluster.cores_per_node < 1) {
+  if (options.cluster.groups.empty() &&
+      (options.cluster.nodes < 1 || options.cluster.cores_per_node < 1)) {
     return invalid_argument("the cluster needs at least one node and one core per node (got " +
                             std::to_string(options.cluster.nodes) + " x " +
                             std::to_string(options.cluster.cores_per_node) + ")");
+  }
+  for (const NodeGroup& group : options.cluster.groups) {
+    if (group.count < 1 || group.topology.num_cores() < 1) {
+      return invalid_argument("every group of nodes needs at least one node and one core (got " +
+                              std::to_string(group.count) + " x " +
+                              std::to_string(group.topology.num_cores()) + ")");
+    }
   }
   auto scheduler = sched::Scheduler::create(options.scheduler);
   if (!scheduler.is_ok()) return scheduler.status();
@@ -374,6 +556,7 @@ Result<SimResult> simulate(const std::vector<SimJob>& jobs, const SimOptions& op
 
   Simulation simulation(std::move(accepted), options, std::move(scheduler).value(), on_event);
   HPCQ_RETURN_IF_ERROR(simulation.init());
+  HPCQ_RETURN_IF_ERROR(simulation.check_node_jobs());
   auto result = simulation.run();
   if (result.is_ok()) result->skipped = skipped;
   return result;

@@ -36,6 +36,13 @@
 // daemon charges it; decay is linear, so charging at the end gives the same
 // usage at any later time as charging every cycle would.
 //
+// Shrink and Expand decisions (the "elastic" action) are applied as they
+// come to jobs on whole nodes (SimJob.min_nodes): the nodes are released or
+// taken at once, the work done so far is kept and the end recomputed by the
+// model of elastic_model.h (as is the end estimate, scaled from the
+// request), and the job's usage so far is charged. A job's outcome records
+// its final end and the core-seconds it used over all its sizes.
+//
 // "Backfilled": a job whose start came while a job before it in (submit,
 // id) order was still waiting after that cycle.
 //
@@ -47,7 +54,8 @@
 //
 // Ownership: simulate() copies what it needs; the event callback is called
 // synchronously, in event order. Pure: no clock, no I/O, no threads.
-// Errors: kInvalidArgument for a bad cluster (fewer than 1 node or core),
+// Errors: kInvalidArgument for a bad cluster (fewer than 1 node or core, a
+// group whose topology the node pool refuses),
 // a duplicate job id, a job larger than the cluster (unless skip_impossible:
 // then skipped and counted), a scheduler configuration Scheduler::create()
 // rejects; kInternal if the scheduler's decision cannot be applied (a bug:
@@ -63,6 +71,7 @@
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
 #include "lib/resource/allocation.h"
+#include "lib/resource/topology.h"
 #include "lib/sched/scheduler.h"
 #include "lib/sched/usage.h"
 
@@ -70,11 +79,24 @@ namespace hpcq::sim {
 
 enum class Estimates { kUser, kExact };
 
+// Identical nodes, `count` of them.
+struct NodeGroup {
+  int count = 1;
+  resource::NodeTopology topology;
+};
+
+// nodes x cores_per_node flat nodes (one NUMA domain), or, when `groups` is
+// set (`hpcq simulate --cluster FILE`), those groups' nodes in order.
 struct Cluster {
   int nodes = 1;
   int cores_per_node = 1;
-  std::int64_t total_cores() const { return std::int64_t{nodes} * cores_per_node; }
+  std::vector<NodeGroup> groups;
+  std::int64_t node_count() const;
+  std::int64_t total_cores() const;
 };
+
+// The node of `cores` cores in one NUMA domain that --cores describes.
+resource::NodeTopology flat_node_topology(int cores);
 
 // One job to simulate; times in seconds.
 struct SimJob {
@@ -86,6 +108,17 @@ struct SimJob {
   int size = 1;                  // cores
   int line = 0;                  // trace line for messages (0: none)
   std::string queue = {};        // PendingJob.queue; empty: the default queue
+  // A job on whole nodes (hpcq issue 7) when min_nodes >= 1: it runs `size`
+  // cores on each of its nodes, from min_nodes to max_nodes of them
+  // (max_nodes <= min_nodes: exactly min_nodes, rigid), elastic or moldable
+  // (PendingJob.max_nodes, .elastic). runtime_s and requested_s are then its
+  // times on min_nodes; on other sizes, and across Shrink/Expand, it runs by
+  // the Amdahl model of elastic_model.h with this serial fraction.
+  int min_nodes = 0;
+  int max_nodes = 0;
+  bool elastic = false;
+  std::int32_t priority = 0;     // PendingJob.priority
+  double serial_fraction = 0.05;  // kDefaultSerialFraction
 };
 
 struct SimOptions {
@@ -116,6 +149,9 @@ struct JobOutcome {
   int size = 0;
   bool backfilled = false;
   std::string queue = {};
+  // Cores x seconds it used, resizes counted (0: size x run, as for a job
+  // recorded without it).
+  double core_seconds = 0;
 };
 
 // One line of the event log.
@@ -135,6 +171,8 @@ struct SimResult {
   std::size_t skipped = 0;       // impossible jobs skipped
   std::size_t cycles = 0;        // scheduler cycles run
   std::size_t preempted = 0;     // Preempt decisions applied
+  std::size_t shrinks = 0;       // Shrink decisions applied
+  std::size_t expands = 0;       // Expand decisions applied
   // Every (user, account)'s usage as charged, for reports (decay it to a
   // time with UsageLedger::restore() and usage()).
   std::vector<sched::UsageEntry> usage;
