@@ -64,8 +64,7 @@ Result<resource::Allocation> expanded(const resource::Allocation& allocation,
   return out;
 }
 
-resource::Allocation parts_on(const resource::Allocation& allocation,
-                              std::span<const Rank> ranks) {
+resource::Allocation parts_on(const resource::Allocation& allocation, std::span<const Rank> ranks) {
   resource::Allocation out = allocation;
   out.nodes.clear();
   for (const resource::NodeAllocation& part : allocation.nodes) {

@@ -171,8 +171,7 @@ TEST(ElasticTest, ShrinksTowardTheNewJobsMaximum) {
   snap.pool = &pool;
   snap.running.push_back(running(pool, pending(1, 2, 8, true, 1), {1, 2, 3, 4, 5, 6, 7, 8}));
   snap.queue.push_back(pending(2, 4, 6, false, 5));  // moldable
-  EXPECT_EQ(lines(run(snap)),
-            (Lines{"shrink 1 n8 n7 n6 n5 n4 n3", "start 2 n3 n4 n5 n6 n7 n8"}));
+  EXPECT_EQ(lines(run(snap)), (Lines{"shrink 1 n8 n7 n6 n5 n4 n3", "start 2 n3 n4 n5 n6 n7 n8"}));
 }
 
 TEST(ElasticTest, NeverBelowMinimumAndAGangStartsWholeOrNotAtAll) {
@@ -246,8 +245,7 @@ TEST(ElasticTest, RescaleGapIsHonoured) {
   Snapshot snap2;
   snap2.now = kNow;
   snap2.pool = &pool2;
-  snap2.running.push_back(
-      running(pool2, pending(1, 1, 4, true, 1), {1}, kNow - 50 * kUsPerSecond));
+  snap2.running.push_back(running(pool2, pending(1, 1, 4, true, 1), {1}, kNow - 50 * kUsPerSecond));
   EXPECT_EQ(lines(run(snap2, {"elastic"}, gap)), Lines{});
   snap2.running[0].last_resize = kNow - 100 * kUsPerSecond;
   EXPECT_EQ(lines(run(snap2, {"elastic"}, gap)), (Lines{"expand 1 n2 n3 n4"}));

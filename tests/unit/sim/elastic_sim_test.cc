@@ -65,7 +65,8 @@ SimJob node_job(JobId id, std::int64_t submit, std::int64_t runtime_at_min, int 
 TEST(ElasticSimTest, ShrinkAndExpandMoveTheEndAndCountCoreSeconds) {
   // Job 1: 100 s on 1 node (s = 0), started on 2; job 2 only makes cycles
   // at 20 s (its arrival) and 30 s (its end).
-  std::vector<SimJob> jobs = {node_job(1, 0, 100, 1, 4, true, 0), node_job(2, 20, 10, 1, 1, false, 0)};
+  std::vector<SimJob> jobs = {node_job(1, 0, 100, 1, 4, true, 0),
+                              node_job(2, 20, 10, 1, 1, false, 0)};
   SimOptions options;
   options.cluster.nodes = 5;
   options.cluster.cores_per_node = 1;
