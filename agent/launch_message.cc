@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include "lib/resource/allocator.h"
 #include "lib/resource/cpu_list.h"
+#include "lib/resource/placement_names.h"
 
 namespace hpcq::agent {
 namespace {
@@ -11,6 +13,16 @@ namespace {
 // Far above any real node, low enough that a corrupt count cannot make the
 // agent build billions of tasks.
 constexpr int kMaxTasksPerNode = 1 << 16;
+constexpr int kMaxNodesPerJob = 100'000;
+
+std::string join(const std::vector<int>& ids) {
+  std::string out;
+  for (int id : ids) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(id);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -40,6 +52,16 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
     }
   }
   if (!mine) return invalid_argument("this node is not in the job's allocation");
+  if (launch.allocation_size() > kMaxNodesPerJob) {
+    return invalid_argument("bad node count " + std::to_string(launch.allocation_size()));
+  }
+  for (const overlay::NodeAlloc& a : launch.allocation()) {
+    // Every node's count matters here: a cyclic layout deals ranks over all.
+    if (a.ntasks() < 1 || a.ntasks() > kMaxTasksPerNode) {
+      return invalid_argument("bad task count " + std::to_string(a.ntasks()) + " for node " +
+                              a.node());
+    }
+  }
 
   const int num_cores = host.topology->num_cores();
   const int num_numa = static_cast<int>(host.topology->numa.size());
@@ -56,14 +78,48 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
                               " of a node with " + std::to_string(num_numa));
     }
   }
-  if (mine->ntasks() < 1 || mine->ntasks() > kMaxTasksPerNode) {
-    return invalid_argument("bad task count " + std::to_string(mine->ntasks()) + " for this node");
+  const int num_gpus = host.topology->num_gpus();
+  for (int gpu : mine->gpus()) {
+    if (gpu < 0 || gpu >= num_gpus) {
+      return invalid_argument("the allocation names GPU " + std::to_string(gpu) +
+                              " of a node with " + std::to_string(num_gpus));
+    }
   }
   if (mine->first_task() < 0) {
     return invalid_argument("bad first task rank " + std::to_string(mine->first_task()));
   }
   if (launch.cpus_per_task() > num_cores) {
     return invalid_argument("bad cpus per task " + std::to_string(launch.cpus_per_task()));
+  }
+  if (launch.gpus_per_task() < 0 || launch.gpus_per_task() > num_gpus) {
+    return invalid_argument("bad GPUs per task " + std::to_string(launch.gpus_per_task()));
+  }
+
+  // The layout the leader chose, rebuilt from the message (allocation.h).
+  resource::Allocation allocation;
+  allocation.cpus_per_task = std::max(1, launch.cpus_per_task());
+  allocation.gpus_per_task = launch.gpus_per_task();
+  if (!launch.distribution().empty()) {
+    resource::Distribution unused_core_level{};
+    HPCQ_RETURN_IF_ERROR(resource::parse_distribution(
+        launch.distribution(), allocation.node_distribution, unused_core_level));
+  }
+  if (!launch.cpu_bind().empty()) {
+    auto bind = resource::parse_cpu_bind(launch.cpu_bind());
+    if (!bind.is_ok()) return bind.status();
+    allocation.cpu_bind = *bind;
+  }
+  for (const overlay::NodeAlloc& a : launch.allocation()) {
+    resource::NodeAllocation part;
+    part.rank = a.rank();
+    part.node = a.node();
+    part.cores.assign(a.cores().begin(), a.cores().end());
+    part.numa.assign(a.numa().begin(), a.numa().end());
+    part.memory_bytes = a.memory_bytes();
+    part.gpus.assign(a.gpus().begin(), a.gpus().end());
+    part.ntasks = a.ntasks();
+    part.first_task = a.first_task();
+    allocation.nodes.push_back(std::move(part));
   }
 
   JobLaunch job;
@@ -80,18 +136,25 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   job.stdout_path = launch.stdout_path();
   job.stderr_path = launch.stderr_path();
   job.hostfile = std::move(hostfile);
-  const int cpt = std::max(1, launch.cpus_per_task());
-  for (int t = 0; t < mine->ntasks(); ++t) {
+  // GPUs: CUDA numbers devices fastest-first unless told PCI order; hwloc
+  // (and so our GPU ids) follows the PCI tree, so ask CUDA for that order.
+  const std::vector<int> node_gpus(mine->gpus().begin(), mine->gpus().end());
+  for (const resource::TaskPlacement& placed :
+       resource::task_layout(allocation, static_cast<std::size_t>(node_index), *host.topology)) {
     TaskSpec task;
-    task.rank = mine->first_task() + t;
-    std::vector<int> task_cores;
-    for (std::size_t k = static_cast<std::size_t>(t) * static_cast<std::size_t>(cpt);
-         k < (static_cast<std::size_t>(t) + 1) * static_cast<std::size_t>(cpt) && k < cores.size();
-         ++k) {
-      task_cores.push_back(cores[k]);
+    task.rank = placed.rank;
+    task.logical_cpus = resource::format_cpu_list(placed.cores);
+    if (allocation.cpu_bind != resource::CpuBind::kNone) {
+      // On the host topology the PUs are the host's CPUs; an emulated node
+      // folds its cores onto the host (header).
+      task.host_cpus = host.host_topology ? placed.cpus : host.cpus_of(placed.cores);
     }
-    task.host_cpus = host.cpus_of(task_cores);
-    task.logical_cpus = resource::format_cpu_list(task_cores);
+    const std::vector<int>& gpus = allocation.gpus_per_task > 0 ? placed.gpus : node_gpus;
+    if (!gpus.empty()) {
+      task.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+      task.env["CUDA_VISIBLE_DEVICES"] = join(gpus);
+      task.env["HPCQ_GPUS"] = join(gpus);
+    }
     job.tasks.push_back(std::move(task));
   }
   job.host_cpus = host.cpus_of(cores);

@@ -89,10 +89,17 @@ nlohmann::json job_json(const v1::Job& job) {
         {"ntasks", a.ntasks()},
         {"first_task", a.first_task()},
         {"host_cpus", std::vector<int>(a.host_cpus().begin(), a.host_cpus().end())},
+        {"gpus", std::vector<int>(a.gpus().begin(), a.gpus().end())},
     });
   }
   j["ntasks"] = job.spec().ntasks();
   j["cpus_per_task"] = job.spec().cpus_per_task();
+  j["gpus_per_node"] = job.spec().gpus_per_node();
+  j["gpus_per_task"] = job.spec().gpus_per_task();
+  j["distribution"] = job.spec().distribution().empty() ? "block" : job.spec().distribution();
+  j["cpu_bind"] = job.spec().cpu_bind().empty() ? "cores" : job.spec().cpu_bind();
+  j["numa_policy"] = job.spec().numa_policy().empty() ? "best-effort" : job.spec().numa_policy();
+  j["oversubscribe"] = job.spec().oversubscribe();
   j["time_limit_s"] = job.spec().time_limit_s();
   j["queue"] = job.queue();
   j["cwd"] = job.spec().cwd();
@@ -128,6 +135,7 @@ nlohmann::json node_json(const v1::Node& node) {
           {"state", node.state()},       {"cores", node.cores()},
           {"numa", node.numa()},         {"free_cores", node.free_cores()},
           {"packages", node.packages()}, {"memory_bytes", node.memory_bytes()},
+          {"gpus", node.gpus()},         {"free_gpus", node.free_gpus()},
           {"topology", node.topology()}, {"host_cpus", node.host_cpus()},
           {"running_jobs", node.running_jobs()}, {"reason", node.reason()},
           {"checkpoint", node.checkpoint_capable()},
@@ -179,6 +187,10 @@ std::string status_text(const v1::Job& job) {
     for (int i = 0; i < a.cores_size(); ++i) out << (i ? "," : "") << a.cores(i);
     out << " NUMA=";
     for (int i = 0; i < a.numa_size(); ++i) out << (i ? "," : "") << a.numa(i);
+    if (a.gpus_size() > 0) {
+      out << " GPUs=";
+      for (int i = 0; i < a.gpus_size(); ++i) out << (i ? "," : "") << a.gpus(i);
+    }
     out << "\n";
   }
   out << "   Command=" << join(job.spec().argv()) << "\n"
@@ -190,10 +202,11 @@ std::string status_text(const v1::Job& job) {
 
 std::string nodes_table(const v1::ListNodesResponse& nodes) {
   std::vector<std::vector<std::string>> rows = {
-      {"NODE", "RANK", "STATE", "CORES", "FREE", "NUMA", "JOBS", "TOPOLOGY", "REASON"}};
+      {"NODE", "RANK", "STATE", "CORES", "FREE", "NUMA", "GPUS", "JOBS", "TOPOLOGY", "REASON"}};
   for (const auto& n : nodes.nodes()) {
     rows.push_back({n.name(), std::to_string(n.rank()), n.state(), std::to_string(n.cores()),
                     std::to_string(n.free_cores()), std::to_string(n.numa()),
+                    std::to_string(n.free_gpus()) + "/" + std::to_string(n.gpus()),
                     std::to_string(n.running_jobs()), n.topology().empty() ? "-" : n.topology(),
                     n.reason().empty() ? "-" : n.reason()});
   }

@@ -13,7 +13,9 @@
 #include "daemon/usage_record.h"
 #include "lib/api/job_proto.h"
 #include "lib/core/clock.h"
+#include "lib/overlay/messages.h"
 #include "lib/overlay/tree.h"
+#include "lib/resource/placement_names.h"
 #include "lib/store/codec.h"
 #include "lib/store/store.h"
 
@@ -393,6 +395,9 @@ std::future<v1::ListNodesResponse> Leader::list_nodes() {
       n->set_topology(node.topology.source);
       n->set_host_cpus(node.host_cpus);
       n->set_free_cores(node.in_pool ? pool_.free_cores(rank) : 0);
+      n->set_gpus(node.topology.num_gpus());
+      const resource::NodeState* pooled = node.in_pool ? pool_.find(rank) : nullptr;
+      n->set_free_gpus(pooled ? pooled->free_gpus() : 0);
       n->set_running_jobs(running[rank]);
     }
     promise->set_value(std::move(response));
@@ -960,8 +965,12 @@ overlay::Launch Leader::make_launch(const job::Job& job) const {
     n->set_memory_bytes(a.memory_bytes);
     n->set_ntasks(a.ntasks);
     n->set_first_task(a.first_task);
+    for (int g : a.gpus) n->add_gpus(g);
   }
   launch.set_cpus_per_task(job.allocation.cpus_per_task);
+  launch.set_gpus_per_task(job.allocation.gpus_per_task);
+  launch.set_distribution(resource::distribution_name(job.allocation.node_distribution));
+  launch.set_cpu_bind(resource::cpu_bind_name(job.allocation.cpu_bind));
   launch.set_time_limit_s(job.spec.time_limit_s);
   launch.set_ntasks(job.spec.request.ntasks);
   launch.set_attempt(static_cast<uint32_t>(job.requeue_count));
@@ -1059,16 +1068,7 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   const bool same_agent = node.state == NodeState::kUnknown && node.incarnation != 0 &&
                           node.incarnation == hello.incarnation();
   node.incarnation = hello.incarnation();
-  resource::NodeTopology topo;
-  topo.packages = hello.topology().packages();
-  topo.memory_bytes = hello.topology().memory_bytes();
-  topo.source = hello.topology().source();
-  for (const auto& n : hello.topology().numa()) {
-    topo.numa.push_back({n.id(), n.package(), n.memory_bytes()});
-  }
-  for (const auto& c : hello.topology().cores()) {
-    topo.cores.push_back({c.id(), c.package(), c.numa(), {c.pus().begin(), c.pus().end()}});
-  }
+  resource::NodeTopology topo = overlay::topology_from_message(hello.topology());
   if (node.in_pool) {
     // A node that comes back after being declared down: its jobs were
     // already ended or requeued, and nothing of the pool is in use there.

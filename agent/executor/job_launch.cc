@@ -36,6 +36,7 @@ std::string encode_launch(const JobLaunch& l) {
   for (const TaskSpec& t : l.tasks) {
     tasks.push_back(
         {{"rank", t.rank}, {"host_cpus", t.host_cpus}, {"logical_cpus", t.logical_cpus}});
+    if (!t.env.empty()) tasks.back()["env"] = t.env;
   }
   json j = {{"id", l.id},
             {"uid", l.uid},
@@ -79,6 +80,7 @@ Result<JobLaunch> decode_launch(std::string_view text) {
       task.rank = t.at("rank").get<int>();
       task.host_cpus = t.at("host_cpus").get<std::vector<int>>();
       task.logical_cpus = t.at("logical_cpus").get<std::string>();
+      if (t.contains("env")) task.env = t.at("env").get<std::map<std::string, std::string>>();
       l.tasks.push_back(std::move(task));
     }
     l.host_cpus = j.at("host_cpus").get<std::vector<int>>();

@@ -27,6 +27,7 @@ struct TaskSpec {
   int rank = 0;                // global task rank (HPCQ_TASK_RANK)
   std::vector<int> host_cpus;  // host CPU ids this task is bound to (sched_setaffinity)
   std::string logical_cpus;    // e.g. "4-5": exported as HPCQ_CPUS
+  std::map<std::string, std::string> env;  // this task's own (CUDA_VISIBLE_DEVICES, ...)
 };
 
 struct JobLaunch {

@@ -125,6 +125,7 @@ int open_output(const std::string& path) {
   env["HPCQ_TASK_RANK"] = std::to_string(task.rank);
   env["HPCQ_LOCAL_TASK"] = std::to_string(local);
   env["HPCQ_CPUS"] = task.logical_cpus;
+  for (const auto& [k, v] : task.env) env[k] = v;
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp;

@@ -1,5 +1,7 @@
 #include "lib/api/job_proto.h"
 
+#include "lib/resource/placement_names.h"
+
 namespace hpcq::api {
 
 v1::JobSpec to_proto(const job::JobSpec& spec) {
@@ -25,6 +27,12 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_array(spec.array);
   p.set_gpus_per_node(spec.request.gpus_per_node);
   p.set_gpus_per_task(spec.request.gpus_per_task);
+  p.set_mem_per_cpu_bytes(spec.request.mem_per_cpu_bytes);
+  p.set_distribution(
+      resource::distribution_text(spec.request.node_distribution, spec.request.core_distribution));
+  p.set_cpu_bind(resource::cpu_bind_name(spec.request.cpu_bind));
+  p.set_numa_policy(resource::numa_policy_name(spec.request.numa_policy));
+  p.set_oversubscribe(spec.request.oversubscribe);
   return p;
 }
 
@@ -55,6 +63,23 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.array = p.array();
   spec.request.gpus_per_node = p.gpus_per_node();
   spec.request.gpus_per_task = p.gpus_per_task();
+  spec.request.mem_per_cpu_bytes = p.mem_per_cpu_bytes();
+  // Empty: a client that predates the field gets the default.
+  if (!p.distribution().empty()) {
+    HPCQ_RETURN_IF_ERROR(resource::parse_distribution(
+        p.distribution(), spec.request.node_distribution, spec.request.core_distribution));
+  }
+  if (!p.cpu_bind().empty()) {
+    auto bind = resource::parse_cpu_bind(p.cpu_bind());
+    if (!bind.is_ok()) return bind.status();
+    spec.request.cpu_bind = *bind;
+  }
+  if (!p.numa_policy().empty()) {
+    auto policy = resource::parse_numa_policy(p.numa_policy());
+    if (!policy.is_ok()) return policy.status();
+    spec.request.numa_policy = *policy;
+  }
+  spec.request.oversubscribe = p.oversubscribe();
   return spec;
 }
 

@@ -32,6 +32,7 @@ constexpr int kMaxCpusPerTask = 4096;
 constexpr std::int64_t kMaxTimeLimitS = std::int64_t{366} * 24 * 3600 * 10;  // ten years
 constexpr std::uint64_t kMaxMemPerNode = std::uint64_t{1} << 60;             // 1 EiB
 constexpr size_t kMaxNameLength = 256;
+constexpr int kMaxGpus = 1024;  // per node or per task
 
 bool has_control(const std::string& text) {
   for (char c : text) {
@@ -98,6 +99,21 @@ Status validate(const JobSpec& spec) {
   if (r.mem_per_node_bytes > kMaxMemPerNode) {
     return invalid_argument("--mem: " + format_memory(r.mem_per_node_bytes) +
                             " per node is more than any node has");
+  }
+  if (r.gpus_per_node < 0 || r.gpus_per_node > kMaxGpus || r.gpus_per_task < 0 ||
+      r.gpus_per_task > kMaxGpus) {
+    return invalid_argument("--gpus-per-node/--gpus-per-task: must be 0.." +
+                            std::to_string(kMaxGpus));
+  }
+  if (r.gpus_per_node > 0 && r.gpus_per_task > 0) {
+    return invalid_argument("--gpus-per-node and --gpus-per-task: give one, not both");
+  }
+  if (r.mem_per_cpu_bytes > kMaxMemPerNode) {
+    return invalid_argument("--mem-per-cpu: " + format_memory(r.mem_per_cpu_bytes) +
+                            " per CPU is more than any node has");
+  }
+  if (r.mem_per_node_bytes > 0 && r.mem_per_cpu_bytes > 0) {
+    return invalid_argument("--mem and --mem-per-cpu: give one, not both");
   }
   if ((spec.time_limit_s < 0 && spec.time_limit_s != JobSpec::kUnlimited) ||
       spec.time_limit_s > kMaxTimeLimitS) {

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "lib/core/units.h"
+#include "lib/resource/placement_names.h"
 
 namespace hpcq::job {
 namespace {
@@ -22,7 +23,9 @@ constexpr std::int32_t kMaxPriority = 1'000'000;
 constexpr const char* kUsage =
     "submit: usage: hpcq submit [-N NODES] [-n NTASKS] [-c CPUS] [--mem SIZE] [-t TIME] "
     "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
-    "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] [--json] "
+    "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
+    "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
+    "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
 // ---- words of a directive line ----
@@ -202,6 +205,13 @@ struct Given {
   std::optional<std::int32_t> priority;
   std::optional<std::vector<Dependency>> dependencies;
   std::optional<std::string> array;
+  std::optional<int> gpus_per_node;
+  std::optional<int> gpus_per_task;
+  std::optional<std::uint64_t> mem_per_cpu;
+  std::optional<std::pair<resource::Distribution, resource::Distribution>> distribution;
+  std::optional<resource::CpuBind> cpu_bind;
+  std::optional<resource::NumaPolicy> numa_policy;
+  std::optional<bool> oversubscribe;
   bool json = false;
   bool wait = false;
 
@@ -227,6 +237,13 @@ struct Given {
     take(priority, later.priority);
     take(dependencies, later.dependencies);
     take(array, later.array);
+    take(gpus_per_node, later.gpus_per_node);
+    take(gpus_per_task, later.gpus_per_task);
+    take(mem_per_cpu, later.mem_per_cpu);
+    take(distribution, later.distribution);
+    take(cpu_bind, later.cpu_bind);
+    take(numa_policy, later.numa_policy);
+    take(oversubscribe, later.oversubscribe);
     json = json || later.json;
     wait = wait || later.wait;
   }
@@ -248,6 +265,8 @@ constexpr OptionName kValueOptions[] = {
     {'t', "--time"},  {'J', "--job-name"}, {'o', "--output"},        {'e', "--error"},
     {'q', "--queue"}, {'D', "--chdir"},    {0, "--export"},          {'A', "--account"},
     {0, "--qos"},     {0, "--priority"},   {'d', "--dependency"},    {'a', "--array"},
+    {0, "--gpus-per-node"}, {0, "--gpus-per-task"}, {0, "--mem-per-cpu"},
+    {'m', "--distribution"}, {0, "--cpu-bind"}, {0, "--numa-policy"},
 };
 
 const OptionName* find_value_option(std::string_view word) {
@@ -314,7 +333,9 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   app.prefix_command();  // the first non-option word and all after it are the command
   std::string nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
   std::string account, qos, priority, dependency, array;
+  std::string gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
   bool requeue = false;
+  bool oversubscribe = false;
   bool json = false;
   bool wait = false;
   auto add = [&app](const char* names, std::string& into) {
@@ -336,6 +357,14 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   CLI::Option* o_priority = add("--priority", priority);
   CLI::Option* o_dependency = add("-d,--dependency", dependency);
   CLI::Option* o_array = add("-a,--array", array);
+  CLI::Option* o_gpus_per_node = add("--gpus-per-node", gpus_per_node);
+  CLI::Option* o_gpus_per_task = add("--gpus-per-task", gpus_per_task);
+  CLI::Option* o_mem_per_cpu = add("--mem-per-cpu", mem_per_cpu);
+  CLI::Option* o_distribution = add("-m,--distribution", distribution);
+  CLI::Option* o_cpu_bind = add("--cpu-bind", cpu_bind);
+  CLI::Option* o_numa_policy = add("--numa-policy", numa_policy);
+  CLI::Option* o_oversubscribe = app.add_flag("--oversubscribe,!--exclusive", oversubscribe)
+                                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   CLI::Option* o_requeue = app.add_flag("--requeue,!--no-requeue", requeue)
                                ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("--json", json)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -430,6 +459,44 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
     if (!parsed_array.is_ok()) return parsed_array.status();
     g.array = array;
   }
+  if (o_gpus_per_node->count() > 0 || o_gpus_per_task->count() > 0) {
+    // 0 is a valid count here (no GPUs), unlike --nodes.
+    auto gpus = [](const char* option, const std::string& text) -> Result<int> {
+      if (text == "0") return 0;
+      return parse_count(option, text);
+    };
+    if (o_gpus_per_node->count() > 0) {
+      auto v = gpus("--gpus-per-node", gpus_per_node);
+      if (!v.is_ok()) return v.status();
+      g.gpus_per_node = *v;
+    }
+    if (o_gpus_per_task->count() > 0) {
+      auto v = gpus("--gpus-per-task", gpus_per_task);
+      if (!v.is_ok()) return v.status();
+      g.gpus_per_task = *v;
+    }
+  }
+  if (o_mem_per_cpu->count() > 0) {
+    auto v = parse_memory_bytes(mem_per_cpu);
+    if (!v.is_ok()) return invalid_argument("--mem-per-cpu: " + v.status().message());
+    g.mem_per_cpu = *v;
+  }
+  if (o_distribution->count() > 0) {
+    resource::Distribution nodes_d{}, cores_d{};
+    HPCQ_RETURN_IF_ERROR(resource::parse_distribution(distribution, nodes_d, cores_d));
+    g.distribution = std::make_pair(nodes_d, cores_d);
+  }
+  if (o_cpu_bind->count() > 0) {
+    auto v = resource::parse_cpu_bind(cpu_bind);
+    if (!v.is_ok()) return v.status();
+    g.cpu_bind = *v;
+  }
+  if (o_numa_policy->count() > 0) {
+    auto v = resource::parse_numa_policy(numa_policy);
+    if (!v.is_ok()) return v.status();
+    g.numa_policy = *v;
+  }
+  if (o_oversubscribe->count() > 0) g.oversubscribe = oversubscribe;
   g.json = json;
   g.wait = wait;
   return parsed;
@@ -512,6 +579,16 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   request.ntasks = given.ntasks ? *given.ntasks : std::max(1, request.nodes);
   request.cpus_per_task = given.cpus_per_task.value_or(1);
   request.mem_per_node_bytes = given.mem.value_or(0);
+  request.mem_per_cpu_bytes = given.mem_per_cpu.value_or(0);
+  request.gpus_per_node = given.gpus_per_node.value_or(0);
+  request.gpus_per_task = given.gpus_per_task.value_or(0);
+  if (given.distribution) {
+    request.node_distribution = given.distribution->first;
+    request.core_distribution = given.distribution->second;
+  }
+  request.cpu_bind = given.cpu_bind.value_or(resource::CpuBind::kCores);
+  request.numa_policy = given.numa_policy.value_or(resource::NumaPolicy::kBestEffort);
+  request.oversubscribe = given.oversubscribe.value_or(false);
   spec.time_limit_s = given.time.value_or(0);
   spec.output = given.output.value_or(kDefaultOutput);
   spec.error = given.error.value_or("");

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "lib/resource/placement_names.h"
+
 namespace hpcq::store {
 namespace {
 
@@ -108,6 +110,25 @@ Status read_field(const json& obj, const std::string& where, const char* key, T&
   return read_value(*it, where + "." + key, out);
 }
 
+// "distribution" and "cpu_bind" as the words placement_names.h spells; absent:
+// the defaults (records written before they existed).
+Status read_placement(const json& v, const std::string& where, resource::Distribution& nodes,
+                      resource::Distribution& cores, resource::CpuBind& bind) {
+  std::string distribution, cpu_bind;
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "distribution", distribution));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "cpu_bind", cpu_bind));
+  if (!distribution.empty()) {
+    Status parsed = resource::parse_distribution(distribution, nodes, cores);
+    if (!parsed.is_ok()) return invalid_argument(where + ".distribution: " + parsed.message());
+  }
+  if (!cpu_bind.empty()) {
+    auto parsed = resource::parse_cpu_bind(cpu_bind);
+    if (!parsed.is_ok()) return invalid_argument(where + ".cpu_bind: " + parsed.status().message());
+    bind = *parsed;
+  }
+  return Status::ok();
+}
+
 Status read_value(const json& v, const std::string& where, resource::ResourceRequest& out) {
   if (!v.is_object()) return invalid_argument(where + ": must be an object");
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "nodes", out.nodes));
@@ -116,6 +137,17 @@ Status read_value(const json& v, const std::string& where, resource::ResourceReq
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "mem_per_node_bytes", out.mem_per_node_bytes));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "gpus_per_node", out.gpus_per_node));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "gpus_per_task", out.gpus_per_task));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "mem_per_cpu_bytes", out.mem_per_cpu_bytes));
+  HPCQ_RETURN_IF_ERROR(read_placement(v, where, out.node_distribution, out.core_distribution,
+                                      out.cpu_bind));
+  std::string numa_policy;
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "numa_policy", numa_policy));
+  if (!numa_policy.empty()) {
+    auto policy = resource::parse_numa_policy(numa_policy);
+    if (!policy.is_ok()) return invalid_argument(where + ".numa_policy: " + policy.status().message());
+    out.numa_policy = *policy;
+  }
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "oversubscribe", out.oversubscribe));
   return Status::ok();
 }
 
@@ -198,6 +230,20 @@ std::string encode_spec(const job::JobSpec& spec) {
   }
   if (spec.request.gpus_per_node != 0) doc["request"]["gpus_per_node"] = spec.request.gpus_per_node;
   if (spec.request.gpus_per_task != 0) doc["request"]["gpus_per_task"] = spec.request.gpus_per_task;
+  const resource::ResourceRequest& r = spec.request;
+  if (r.mem_per_cpu_bytes != 0) doc["request"]["mem_per_cpu_bytes"] = r.mem_per_cpu_bytes;
+  if (r.node_distribution != resource::Distribution::kBlock ||
+      r.core_distribution != resource::Distribution::kBlock) {
+    doc["request"]["distribution"] =
+        resource::distribution_text(r.node_distribution, r.core_distribution);
+  }
+  if (r.cpu_bind != resource::CpuBind::kCores) {
+    doc["request"]["cpu_bind"] = resource::cpu_bind_name(r.cpu_bind);
+  }
+  if (r.numa_policy != resource::NumaPolicy::kBestEffort) {
+    doc["request"]["numa_policy"] = resource::numa_policy_name(r.numa_policy);
+  }
+  if (r.oversubscribe) doc["request"]["oversubscribe"] = true;
   return dump(doc);
 }
 
@@ -250,6 +296,14 @@ std::string encode_allocation(const resource::Allocation& allocation) {
     if (!n.gpus.empty()) nodes.back()["gpus"] = n.gpus;
   }
   json doc = {{"nodes", std::move(nodes)}, {"cpus_per_task", allocation.cpus_per_task}};
+  if (allocation.shared) doc["shared"] = true;
+  if (allocation.gpus_per_task != 0) doc["gpus_per_task"] = allocation.gpus_per_task;
+  if (allocation.node_distribution != resource::Distribution::kBlock) {
+    doc["distribution"] = resource::distribution_name(allocation.node_distribution);
+  }
+  if (allocation.cpu_bind != resource::CpuBind::kCores) {
+    doc["cpu_bind"] = resource::cpu_bind_name(allocation.cpu_bind);
+  }
   return dump(doc);
 }
 
@@ -261,6 +315,11 @@ Result<resource::Allocation> decode_allocation(std::string_view text) {
   resource::Allocation allocation;
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "nodes", allocation.nodes));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "cpus_per_task", allocation.cpus_per_task));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "shared", allocation.shared));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "gpus_per_task", allocation.gpus_per_task));
+  resource::Distribution unused_core_level = resource::Distribution::kBlock;
+  HPCQ_RETURN_IF_ERROR(read_placement(v, where, allocation.node_distribution, unused_core_level,
+                                      allocation.cpu_bind));
   return allocation;
 }
 

@@ -185,7 +185,7 @@ class CheckpointTest : public ::testing::Test {
     l.stderr_path = l.stdout_path;
     l.hostfile = "node0 slots=" + std::to_string(tasks) + "\n";
     for (int t = 0; t < tasks; ++t) {
-      l.tasks.push_back({t, {cpus[static_cast<size_t>(t) % cpus.size()]}, std::to_string(t)});
+      l.tasks.push_back({t, {cpus[static_cast<size_t>(t) % cpus.size()]}, std::to_string(t), {}});
     }
     l.host_cpus = cpus;
     l.host_mems = {0};

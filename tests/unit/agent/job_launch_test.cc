@@ -18,7 +18,7 @@ TEST(JobLaunchTest, LaunchRoundTrips) {
   l.stdout_path = "/tmp/o";
   l.stderr_path = "/tmp/e";
   l.hostfile = "n1 slots=2\n";
-  l.tasks = {{3, {0, 1}, "0-1"}, {4, {2}, "2"}};
+  l.tasks = {{3, {0, 1}, "0-1", {{"CUDA_VISIBLE_DEVICES", "1"}}}, {4, {2}, "2", {}}};
   l.host_cpus = {0, 1, 2};
   l.host_mems = {0};
   l.memory_limit_bytes = 1ULL << 33;
@@ -41,6 +41,8 @@ TEST(JobLaunchTest, LaunchRoundTrips) {
   EXPECT_EQ(back->tasks[1].rank, 4);
   EXPECT_EQ(back->tasks[0].host_cpus, (std::vector<int>{0, 1}));
   EXPECT_EQ(back->tasks[0].logical_cpus, "0-1");
+  EXPECT_EQ(back->tasks[0].env.at("CUDA_VISIBLE_DEVICES"), "1");
+  EXPECT_TRUE(back->tasks[1].env.empty());
   EXPECT_EQ(back->host_cpus, l.host_cpus);
   EXPECT_EQ(back->host_mems, l.host_mems);
   EXPECT_EQ(back->memory_limit_bytes, 1ULL << 33);

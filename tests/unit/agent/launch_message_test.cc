@@ -84,6 +84,82 @@ TEST(LaunchMessage, RefusesWhatDoesNotFitThisNode) {
   EXPECT_FALSE(job_launch_from_message(many_tasks, 2, "n2", host).is_ok());
 }
 
+// One node of tests/unit/resource/gpu_node.xml (4 NUMA domains of 4 cores
+// with 2 PUs, a GPU in each domain): two tasks of 4 cores and one GPU each.
+overlay::Launch gpu_launch() {
+  overlay::Launch launch;
+  launch.set_job_id(9);
+  launch.set_cpus_per_task(4);
+  launch.set_gpus_per_task(1);
+  launch.add_argv("true");
+  overlay::NodeAlloc* a = launch.add_allocation();
+  a->set_rank(1);
+  a->set_node("g1");
+  for (int c = 4; c < 12; ++c) a->add_cores(c);
+  a->add_numa(1);
+  a->add_numa(2);
+  a->add_gpus(1);
+  a->add_gpus(2);
+  a->set_ntasks(2);
+  return launch;
+}
+
+TEST(LaunchMessage, EachTaskSeesItsOwnGpu) {
+  auto topo = resource::discover_topology(std::string("xml:") + HPCQ_RESOURCE_TEST_DIR +
+                                          "/gpu_node.xml");
+  ASSERT_TRUE(topo.is_ok()) << topo.status().message();
+  const HostMapping host{&*topo, true, 32, 4};
+  auto job = job_launch_from_message(gpu_launch(), 1, "g1", host);
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  ASSERT_EQ(job->tasks.size(), 2u);
+  EXPECT_EQ(job->tasks[0].env.at("CUDA_VISIBLE_DEVICES"), "1");
+  EXPECT_EQ(job->tasks[1].env.at("CUDA_VISIBLE_DEVICES"), "2");
+  EXPECT_EQ(job->tasks[0].env.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+  EXPECT_EQ(job->tasks[0].logical_cpus, "4-7");
+  EXPECT_EQ(job->tasks[0].host_cpus, (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+
+  // --cpu-bind=threads: one PU of each core; none: the job's whole cpuset.
+  overlay::Launch threads = gpu_launch();
+  threads.set_cpu_bind("threads");
+  job = job_launch_from_message(threads, 1, "g1", host);
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  EXPECT_EQ(job->tasks[1].host_cpus, (std::vector<int>{16, 18, 20, 22}));
+  threads.set_cpu_bind("none");
+  job = job_launch_from_message(threads, 1, "g1", host);
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  EXPECT_TRUE(job->tasks[1].host_cpus.empty());
+  EXPECT_EQ(job->host_cpus.size(), 16u);
+
+  // Without --gpus-per-task every task sees all of the node's GPUs.
+  overlay::Launch per_node = gpu_launch();
+  per_node.set_gpus_per_task(0);
+  job = job_launch_from_message(per_node, 1, "g1", host);
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  EXPECT_EQ(job->tasks[1].env.at("CUDA_VISIBLE_DEVICES"), "1,2");
+
+  overlay::Launch bad_gpu = gpu_launch();
+  bad_gpu.mutable_allocation(0)->set_gpus(1, 4);
+  EXPECT_FALSE(job_launch_from_message(bad_gpu, 1, "g1", host).is_ok());
+  overlay::Launch bad_bind = gpu_launch();
+  bad_bind.set_cpu_bind("sockets");
+  EXPECT_FALSE(job_launch_from_message(bad_bind, 1, "g1", host).is_ok());
+}
+
+// --distribution=cyclic over two nodes: ranks are dealt round-robin.
+TEST(LaunchMessage, CyclicDistributionDealsRanks) {
+  const resource::NodeTopology topo = synthetic("pack:1 numa:2 core:4 pu:1");
+  const HostMapping host{&topo, false, 2, 1};
+  overlay::Launch launch = two_node_launch();
+  launch.set_cpus_per_task(1);
+  launch.mutable_allocation(0)->set_ntasks(2);
+  launch.set_distribution("cyclic");
+  auto job = job_launch_from_message(launch, 2, "n2", host);
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  ASSERT_EQ(job->tasks.size(), 2u);
+  EXPECT_EQ(job->tasks[0].rank, 1);
+  EXPECT_EQ(job->tasks[1].rank, 3);
+}
+
 TEST(TopologyMessage, RoundTripsWithGpus) {
   resource::NodeTopology topo = synthetic("pack:2 numa:2 core:2 pu:2");
   topo.gpus.push_back({0, 1, "cuda0", "0000:3b:00.0"});

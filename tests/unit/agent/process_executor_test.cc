@@ -94,7 +94,7 @@ class ProcessExecutorTest : public ::testing::Test {
     l.stdout_path = tmp_ + "/out-" + std::to_string(id);
     l.stderr_path = l.stdout_path;
     l.hostfile = "node0 slots=1\n";
-    l.tasks = {{0, {cpus_[0]}, "0"}};
+    l.tasks = {{0, {cpus_[0]}, "0", {}}};
     l.host_cpus = cpus_;
     l.host_mems = {0};
     return l;
@@ -141,9 +141,9 @@ TEST_F(ProcessExecutorTest, TwoTasksSeeTheirRankCpusAndHostfile) {
   JobLaunch l = job(1, {"sh", "-c",
                         "echo rank=$HPCQ_TASK_RANK local=$HPCQ_LOCAL_TASK cpus=$HPCQ_CPUS "
                         "job=$HPCQ_JOB_ID allowed=$(grep Cpus_allowed_list /proc/self/status | "
-                        "cut -f2) hostfile=$(cat $HPCQ_HOSTFILE) pwd=$(pwd)"});
+                        "cut -f2) hostfile=$(cat $HPCQ_HOSTFILE) pwd=$(pwd) var=$HPCQ_TEST_TASK_VAR"});
   const int second = cpus_.size() > 1 ? cpus_[1] : cpus_[0];
-  l.tasks = {{10, {cpus_[0]}, "4"}, {11, {second}, "5"}};
+  l.tasks = {{10, {cpus_[0]}, "4", {{"HPCQ_TEST_TASK_VAR", "ten"}}}, {11, {second}, "5", {}}};
   l.hostfile = "node0 slots=2";
   ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
   EXPECT_EQ(executor_->running(), std::vector<JobId>{1});
@@ -157,12 +157,13 @@ TEST_F(ProcessExecutorTest, TwoTasksSeeTheirRankCpusAndHostfile) {
   EXPECT_EQ(e->reason, "");
 
   const std::string out = read_file(l.stdout_path);
+  // A task's own environment (CUDA_VISIBLE_DEVICES, ...) reaches that task only.
   EXPECT_NE(out.find("rank=10 local=0 cpus=4 job=1 allowed=" + std::to_string(cpus_[0]) +
-                     " hostfile=node0 slots=2 pwd=" + tmp_ + "\n"),
+                     " hostfile=node0 slots=2 pwd=" + tmp_ + " var=ten\n"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("rank=11 local=1 cpus=5 job=1 allowed=" + std::to_string(second) +
-                     " hostfile=node0 slots=2 pwd=" + tmp_ + "\n"),
+                     " hostfile=node0 slots=2 pwd=" + tmp_ + " var=\n"),
             std::string::npos)
       << out;
   // Reported only once everything is gone.
@@ -203,7 +204,7 @@ TEST_F(ProcessExecutorTest, TaskKilledBySignalCountsAs128PlusSignal) {
 
 TEST_F(ProcessExecutorTest, HighestTaskCodeWins) {
   JobLaunch l = job(5, {"sh", "-c", "exit $((HPCQ_TASK_RANK + 1))"});
-  l.tasks = {{0, {cpus_[0]}, "0"}, {1, {cpus_[0]}, "0"}, {2, {cpus_[0]}, "0"}};
+  l.tasks = {{0, {cpus_[0]}, "0", {}}, {1, {cpus_[0]}, "0", {}}, {2, {cpus_[0]}, "0", {}}};
   ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
   auto e = wait_exit(5);
   ASSERT_TRUE(e.has_value());

@@ -134,6 +134,34 @@ TEST_F(Submit, SchedulingOptions) {
   }
 }
 
+TEST_F(Submit, PlacementOptions) {
+  auto o = parse({"-n", "4", "--gpus-per-task=1", "--mem-per-cpu", "2G", "-m", "cyclic:cyclic",
+                  "--cpu-bind=threads", "--numa-policy", "single-numa-node", "--oversubscribe",
+                  "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  const resource::ResourceRequest& r = o->spec.request;
+  EXPECT_EQ(r.gpus_per_task, 1);
+  EXPECT_EQ(r.gpus_per_node, 0);
+  EXPECT_EQ(r.mem_per_cpu_bytes, 2ULL << 30);
+  EXPECT_EQ(r.node_distribution, resource::Distribution::kCyclic);
+  EXPECT_EQ(r.core_distribution, resource::Distribution::kCyclic);
+  EXPECT_EQ(r.cpu_bind, resource::CpuBind::kThreads);
+  EXPECT_EQ(r.numa_policy, resource::NumaPolicy::kSingleNumaNode);
+  EXPECT_TRUE(r.oversubscribe);
+
+  o = parse({"--gpus-per-node", "2", "-m", "cyclic", "--oversubscribe", "--exclusive", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.request.gpus_per_node, 2);
+  EXPECT_EQ(o->spec.request.node_distribution, resource::Distribution::kCyclic);
+  EXPECT_EQ(o->spec.request.core_distribution, resource::Distribution::kBlock);
+  EXPECT_FALSE(o->spec.request.oversubscribe);
+
+  o = parse({"prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.request.cpu_bind, resource::CpuBind::kCores);
+  EXPECT_EQ(o->spec.request.numa_policy, resource::NumaPolicy::kBestEffort);
+}
+
 TEST_F(Submit, DoubleDashEndsOptions) {
   SubmitOptions o = ok({"-J", "fails", "--", "sh", "-c", "exit 3"});
   EXPECT_EQ(o.spec.argv, (Words{"sh", "-c", "exit 3"}));
@@ -390,7 +418,27 @@ INSTANTIATE_TEST_SUITE_P(
             "submit: usage: hpcq submit [-N NODES] [-n NTASKS] [-c CPUS] [--mem SIZE] [-t TIME] "
             "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
             "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
-            "[--json] [--wait] [--] COMMAND|SCRIPT [ARGS...]"}));
+            "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
+            "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] [--json] "
+            "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
+        BadArgs{{"--gpus-per-task", "x", "true"}, "--gpus-per-task: bad count 'x'"},
+        BadArgs{{"--gpus-per-node", "2", "--gpus-per-task", "1", "true"},
+                "--gpus-per-node and --gpus-per-task: give one, not both"},
+        BadArgs{{"--gpus-per-node", "5000", "true"},
+                "--gpus-per-node/--gpus-per-task: must be 0..1024"},
+        BadArgs{{"--mem", "1G", "--mem-per-cpu", "1G", "true"},
+                "--mem and --mem-per-cpu: give one, not both"},
+        BadArgs{{"-m", "plane", "true"},
+                "--distribution: unknown distribution 'plane' (want block or cyclic, optionally "
+                ":block or :cyclic)"},
+        BadArgs{{"--distribution=block:fcyclic", "true"},
+                "--distribution: unknown distribution 'block:fcyclic' (want block or cyclic, "
+                "optionally :block or :cyclic)"},
+        BadArgs{{"--cpu-bind", "sockets", "true"},
+                "--cpu-bind: unknown binding 'sockets' (want cores, threads or none)"},
+        BadArgs{{"--numa-policy", "strict", "true"},
+                "--numa-policy: unknown policy 'strict' (want best-effort, single-numa-node or "
+                "none)"}));
 
 }  // namespace
 }  // namespace hpcq::job

@@ -71,6 +71,43 @@ TEST(Codec, SpecRoundTrip) {
   expect_same(empty, *back_empty);
 }
 
+TEST(Codec, PlacementOptionsRoundTrip) {
+  job::JobSpec spec;
+  spec.argv = {"true"};
+  spec.request.gpus_per_task = 2;
+  spec.request.mem_per_cpu_bytes = 1 << 20;
+  spec.request.node_distribution = resource::Distribution::kCyclic;
+  spec.request.core_distribution = resource::Distribution::kCyclic;
+  spec.request.cpu_bind = resource::CpuBind::kNone;
+  spec.request.numa_policy = resource::NumaPolicy::kSingleNumaNode;
+  spec.request.oversubscribe = true;
+  auto back = decode_spec(encode_spec(spec));
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->request.gpus_per_task, 2);
+  EXPECT_EQ(back->request.mem_per_cpu_bytes, 1u << 20);
+  EXPECT_EQ(back->request.node_distribution, resource::Distribution::kCyclic);
+  EXPECT_EQ(back->request.core_distribution, resource::Distribution::kCyclic);
+  EXPECT_EQ(back->request.cpu_bind, resource::CpuBind::kNone);
+  EXPECT_EQ(back->request.numa_policy, resource::NumaPolicy::kSingleNumaNode);
+  EXPECT_TRUE(back->request.oversubscribe);
+
+  resource::Allocation a;
+  a.nodes.push_back({1, "n1", {0, 1}, {0}, 0, {0, 1}, 2, 0});
+  a.gpus_per_task = 1;
+  a.shared = true;
+  a.node_distribution = resource::Distribution::kCyclic;
+  a.cpu_bind = resource::CpuBind::kThreads;
+  auto alloc = decode_allocation(encode_allocation(a));
+  ASSERT_TRUE(alloc.is_ok()) << alloc.status().message();
+  EXPECT_EQ(alloc->gpus_per_task, 1);
+  EXPECT_TRUE(alloc->shared);
+  EXPECT_EQ(alloc->node_distribution, resource::Distribution::kCyclic);
+  EXPECT_EQ(alloc->cpu_bind, resource::CpuBind::kThreads);
+  EXPECT_EQ(alloc->nodes[0].gpus, (std::vector<int>{0, 1}));
+
+  EXPECT_FALSE(decode_spec(R"({"argv":["x"],"request":{"cpu_bind":"sockets"}})").is_ok());
+}
+
 TEST(Codec, SpecWithInvalidUtf8StillEncodesAsValidJson) {
   job::JobSpec spec;
   spec.name = std::string("bad\xff\xfe", 5);
