@@ -12,6 +12,8 @@
 #include <optional>
 #include <sstream>
 
+#include "lib/core/config.h"
+#include "lib/resource/hwloc_import.h"
 #include "lib/sim/job_set.h"
 #include "lib/sim/metrics.h"
 #include "lib/sim/policy.h"
@@ -41,6 +43,7 @@ struct Options {
   std::optional<int> cores;
   std::optional<int> nodes;
   std::optional<int> cores_per_node;
+  std::string cluster_file;
   std::string policy = "fcfs";
   std::string estimates = "user";
   bool json = false;
@@ -98,6 +101,23 @@ Status add_options(const std::vector<std::string>& options, sched::SchedulerConf
 
 Result<sim::Cluster> cluster_of(const Options& o) {
   sim::Cluster c;
+  if (!o.cluster_file.empty()) {
+    if (o.cores || o.nodes || o.cores_per_node) {
+      return invalid_argument("give --cluster FILE or --cores/--nodes/--cores-per-node, not both");
+    }
+    auto file = load_sim_cluster(o.cluster_file);
+    if (!file.is_ok()) return file.status();
+    for (const SimNodeGroup& group : file->groups) {
+      if (group.cores > 0) {
+        c.groups.push_back({group.count, sim::flat_node_topology(group.cores)});
+        continue;
+      }
+      auto topology = resource::discover_topology(group.topology);
+      if (!topology.is_ok()) return invalid_argument(group.where + ": " + topology.status().message());
+      c.groups.push_back({group.count, std::move(topology).value()});
+    }
+    return c;
+  }
   if (o.cores_per_node) {
     if (o.cores) return invalid_argument("give --cores or --cores-per-node, not both");
     c.nodes = o.nodes.value_or(1);
@@ -127,7 +147,13 @@ void print_table(const Options& o, const sim::Cluster& cluster, const sim::SwfTr
                  const sim::SimResult& result, const sim::Metrics& m, double elapsed_s) {
   std::printf("trace        %s (%zu rows, %zu dropped, %zu skipped)\n", o.trace.c_str(),
               trace.rows, trace.dropped, result.skipped);
-  std::printf("cluster      %d x %d cores\n", cluster.nodes, cluster.cores_per_node);
+  if (cluster.groups.empty()) {
+    std::printf("cluster      %d x %d cores\n", cluster.nodes, cluster.cores_per_node);
+  } else {
+    std::printf("cluster      %s: %lld nodes, %lld cores\n", o.cluster_file.c_str(),
+                static_cast<long long>(cluster.node_count()),
+                static_cast<long long>(cluster.total_cores()));
+  }
   std::printf("policy       %s (estimates: %s)\n", o.policy.c_str(), o.estimates.c_str());
   std::printf("jobs         %zu\n", m.jobs);
   std::printf("makespan     %lld s\n", static_cast<long long>(m.makespan_s));
@@ -189,8 +215,9 @@ void print_json(const Options& o, const sim::Cluster& cluster, const sim::SwfTra
       {"kill_at_limit", o.kill_at_limit},
       {"half_life_s", o.half_life_s},
       {"options", o.scheduler_options},
-      {"nodes", cluster.nodes},
-      {"cores_per_node", cluster.cores_per_node},
+      {"nodes", cluster.node_count()},
+      {"cores_per_node", cluster.groups.empty() ? cluster.cores_per_node : 0},
+      {"cluster_file", o.cluster_file},
       {"cores", cluster.total_cores()},
       {"rows", trace.rows},
       {"dropped", trace.dropped},
@@ -237,6 +264,8 @@ int run_simulate(const std::vector<std::string>& args) {
   app.add_option("--cores", o.cores, "cores of the cluster (one node unless --nodes)");
   app.add_option("--nodes", o.nodes, "nodes of the cluster");
   app.add_option("--cores-per-node", o.cores_per_node, "cores of each node (with --nodes)");
+  app.add_option("--cluster", o.cluster_file,
+                 "TOML file of [[nodes]] groups (count, and cores or topology) instead of --cores");
   app.add_option("--policy", o.policy, "scheduling policy: " + sim::policy_names())
       ->capture_default_str();
   app.add_option("--estimates", o.estimates,

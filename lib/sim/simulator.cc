@@ -24,14 +24,6 @@ std::string job_name(const SimJob& job) {
   return s;
 }
 
-resource::NodeTopology node_topology(int cores) {
-  resource::NodeTopology topology;
-  topology.packages = 1;
-  topology.numa.push_back({0, 0, 0});
-  for (int c = 0; c < cores; ++c) topology.cores.push_back({c, 0, 0, {c}});
-  topology.source = "simulated:core:" + std::to_string(cores);
-  return topology;
-}
 
 // Cycles at one time while each preempts something: the freed cores are
 // used by the next cycle at the same time (decision.h: the Start comes in a
@@ -74,10 +66,19 @@ class Simulation {
         return invalid_argument("duplicate job id " + std::to_string(jobs_[i].id));
       }
     }
-    const resource::NodeTopology topology = node_topology(options_.cluster.cores_per_node);
-    for (int n = 0; n < options_.cluster.nodes; ++n) {
-      HPCQ_RETURN_IF_ERROR(
-          pool_.add_node(static_cast<Rank>(n), "n" + std::to_string(n), topology));
+    if (options_.cluster.groups.empty()) {
+      const resource::NodeTopology topology = flat_node_topology(options_.cluster.cores_per_node);
+      for (int n = 0; n < options_.cluster.nodes; ++n) {
+        HPCQ_RETURN_IF_ERROR(
+            pool_.add_node(static_cast<Rank>(n), "n" + std::to_string(n), topology));
+      }
+    } else {
+      Rank rank = 0;
+      for (const NodeGroup& group : options_.cluster.groups) {
+        for (int n = 0; n < group.count; ++n, ++rank) {
+          HPCQ_RETURN_IF_ERROR(pool_.add_node(rank, "n" + std::to_string(rank), group.topology));
+        }
+      }
     }
     snapshot_.pool = &pool_;
     snapshot_.usage = &usage_;
@@ -483,12 +484,45 @@ std::string format_event(const SimEvent& event) {
   return out;
 }
 
+resource::NodeTopology flat_node_topology(int cores) {
+  resource::NodeTopology topology;
+  topology.packages = 1;
+  topology.numa.push_back({0, 0, 0});
+  for (int c = 0; c < cores; ++c) topology.cores.push_back({c, 0, 0, {c}});
+  topology.source = "simulated:core:" + std::to_string(cores);
+  return topology;
+}
+
+std::int64_t Cluster::node_count() const {
+  if (groups.empty()) return nodes;
+  std::int64_t n = 0;
+  for (const NodeGroup& group : groups) n += group.count;
+  return n;
+}
+
+std::int64_t Cluster::total_cores() const {
+  if (groups.empty()) return std::int64_t{nodes} * cores_per_node;
+  std::int64_t n = 0;
+  for (const NodeGroup& group : groups) {
+    n += std::int64_t{group.count} * group.topology.num_cores();
+  }
+  return n;
+}
+
 Result<SimResult> simulate(const std::vector<SimJob>& jobs, const SimOptions& options,
                            const std::function<void(const SimEvent&)>& on_event) {
-  if (options.cluster.nodes < 1 || options.cluster.cores_per_node < 1) {
+  if (options.cluster.groups.empty() &&
+      (options.cluster.nodes < 1 || options.cluster.cores_per_node < 1)) {
     return invalid_argument("the cluster needs at least one node and one core per node (got " +
                             std::to_string(options.cluster.nodes) + " x " +
                             std::to_string(options.cluster.cores_per_node) + ")");
+  }
+  for (const NodeGroup& group : options.cluster.groups) {
+    if (group.count < 1 || group.topology.num_cores() < 1) {
+      return invalid_argument("every group of nodes needs at least one node and one core (got " +
+                              std::to_string(group.count) + " x " +
+                              std::to_string(group.topology.num_cores()) + ")");
+    }
   }
   auto scheduler = sched::Scheduler::create(options.scheduler);
   if (!scheduler.is_ok()) return scheduler.status();

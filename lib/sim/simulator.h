@@ -54,7 +54,8 @@
 //
 // Ownership: simulate() copies what it needs; the event callback is called
 // synchronously, in event order. Pure: no clock, no I/O, no threads.
-// Errors: kInvalidArgument for a bad cluster (fewer than 1 node or core),
+// Errors: kInvalidArgument for a bad cluster (fewer than 1 node or core, a
+// group whose topology the node pool refuses),
 // a duplicate job id, a job larger than the cluster (unless skip_impossible:
 // then skipped and counted), a scheduler configuration Scheduler::create()
 // rejects; kInternal if the scheduler's decision cannot be applied (a bug:
@@ -70,6 +71,7 @@
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
 #include "lib/resource/allocation.h"
+#include "lib/resource/topology.h"
 #include "lib/sched/scheduler.h"
 #include "lib/sched/usage.h"
 
@@ -77,11 +79,24 @@ namespace hpcq::sim {
 
 enum class Estimates { kUser, kExact };
 
+// Identical nodes, `count` of them.
+struct NodeGroup {
+  int count = 1;
+  resource::NodeTopology topology;
+};
+
+// nodes x cores_per_node flat nodes (one NUMA domain), or, when `groups` is
+// set (`hpcq simulate --cluster FILE`), those groups' nodes in order.
 struct Cluster {
   int nodes = 1;
   int cores_per_node = 1;
-  std::int64_t total_cores() const { return std::int64_t{nodes} * cores_per_node; }
+  std::vector<NodeGroup> groups;
+  std::int64_t node_count() const;
+  std::int64_t total_cores() const;
 };
+
+// The node of `cores` cores in one NUMA domain that --cores describes.
+resource::NodeTopology flat_node_topology(int cores);
 
 // One job to simulate; times in seconds.
 struct SimJob {

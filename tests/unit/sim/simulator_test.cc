@@ -18,7 +18,8 @@ namespace {
 
 SimOptions fcfs_on(int nodes, int cores_per_node) {
   SimOptions options;
-  options.cluster = {nodes, cores_per_node};
+  options.cluster.nodes = nodes;
+  options.cluster.cores_per_node = cores_per_node;
   options.scheduler = *policy_config("fcfs");
   return options;
 }
@@ -84,6 +85,29 @@ TEST(SimulatorTest, FcfsHandTrace) {
   EXPECT_EQ(m.users[0].jobs, 2u);
   EXPECT_DOUBLE_EQ(m.users[0].mean_wait_s, 5.0);
   EXPECT_DOUBLE_EQ(m.users[1].core_seconds, 2 + 16);
+}
+
+// --cluster FILE: nodes of different sizes, in group order. A job fits on
+// the fewest nodes that hold it, so the 4-core job takes the second node.
+TEST(SimulatorTest, ClusterOfNodeGroups) {
+  SimOptions options = fcfs_on(1, 1);
+  options.cluster.groups = {{1, flat_node_topology(2)}, {1, flat_node_topology(4)}};
+  EXPECT_EQ(options.cluster.node_count(), 2);
+  EXPECT_EQ(options.cluster.total_cores(), 6);
+  const std::vector<SimJob> jobs = {{1, 100, 0, 10, 10, 4, 0}, {2, 100, 0, 5, 5, 2, 0}};
+  EXPECT_EQ(run_events(jobs, options), (std::vector<std::string>{
+                                           "0 1 start n1:0-3",
+                                           "0 2 start n0:0-1",
+                                           "5 2 end n0:0-1",
+                                           "10 1 end n1:0-3",
+                                       }));
+  const std::vector<SimJob> too_big = {{1, 100, 0, 10, 10, 7, 0}};
+  auto r = simulate(too_big, options);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("the cluster has 6"), std::string::npos)
+      << r.status().message();
+  options.cluster.groups.push_back({0, flat_node_topology(4)});
+  EXPECT_FALSE(simulate(jobs, options).is_ok());
 }
 
 TEST(SimulatorTest, UserEstimatesOrExactOnlyChangeWhatTheSchedulerIsTold) {
