@@ -698,15 +698,16 @@ void Leader::run_cycle() {
   // array's tasks beyond its throttle (--array=...%N) are not shown.
   std::map<JobId, int> array_shown;
   std::vector<JobId> shown;
-  for (JobId id : queue_window(snapshot)) {
-    if (static_cast<int>(snapshot.queue.size()) == config_.queue_depth) break;
+  const auto depth = static_cast<std::size_t>(config_.queue_depth);
+  // Whether to look further: false once the snapshot's queue is full.
+  auto consider = [&](JobId id) {
     JobEntry& entry = jobs_.at(id);
     const job::Job& job = entry.job;
     if (entry.yields_to != 0) {
       auto preemptor = jobs_.find(entry.yields_to);
       if (preemptor != jobs_.end() && preemptor->second.job.state == job::JobState::kPending &&
           !preemptor->second.job.held) {
-        continue;
+        return true;
       }
       entry.yields_to = 0;
     }
@@ -715,12 +716,25 @@ void Leader::run_cycle() {
       int& more = array_shown[job.spec.array_job_id];
       if ((running != array_running_.end() ? running->second : 0) + more >=
           job.spec.array_max_running) {
-        continue;
+        return true;
       }
       ++more;
     }
     snapshot.queue.push_back(pending_of(job));
     if (decision_log_) shown.push_back(id);
+    return snapshot.queue.size() < depth;
+  };
+  // In queue order the walk stops after queue_depth jobs, so a cycle costs
+  // the same with 1k or 100k queued; only an order by priority must look
+  // at every pending job.
+  if (priority_weights_ && pending_.size() > depth) {
+    for (JobId id : priority_window(snapshot)) {
+      if (!consider(id)) break;
+    }
+  } else {
+    for (const auto& [submit_time, id] : pending_) {
+      if (!consider(id)) break;
+    }
   }
   if (decision_log_) decision_log_->cycle(snapshot.now, shown);
   for (JobId id : running_) {
@@ -750,15 +764,13 @@ void Leader::run_cycle() {
   if (decision_log_) decision_log_->flush();
 }
 
-std::vector<JobId> Leader::queue_window(const sched::Snapshot& snapshot) {
+std::vector<JobId> Leader::priority_window(const sched::Snapshot& snapshot) {
   std::vector<JobId> ids;
   ids.reserve(pending_.size());
   for (const auto& [submit_time, id] : pending_) ids.push_back(id);
   // Some slack over queue_depth: array tasks beyond their throttle are
   // skipped after this.
   const std::size_t depth = std::min(ids.size(), static_cast<std::size_t>(config_.queue_depth) * 2);
-  // All of them fit in the cycle: the plugins order them there.
-  if (!priority_weights_ || ids.size() <= static_cast<std::size_t>(config_.queue_depth)) return ids;
   // O(pending): every pending job's priority, then the best `depth` of them
   // in (priority, submit time, id) order.
   std::vector<sched::PendingJob> pending;

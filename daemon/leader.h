@@ -161,10 +161,11 @@ class Leader {
   // Fair-share usage: the job's cores for the time it held them.
   void charge_usage(const job::Job& job, TimeUs end);
   void persist_usage();
-  // The pending jobs one cycle is shown: the first queue_depth in queue order
-  // (submit time, id), or, with the multifactor "priority" plugin, the
-  // queue_depth of highest priority (as Slurm sorts by priority first).
-  std::vector<JobId> queue_window(const sched::Snapshot& snapshot);
+  // With the multifactor "priority" plugin, the pending jobs a cycle looks
+  // at, best first: twice queue_depth of the highest priority (as Slurm
+  // sorts by priority first). O(pending). Without it a cycle walks the queue
+  // in (submit time, id) order and stops after queue_depth.
+  std::vector<JobId> priority_window(const sched::Snapshot& snapshot);
   int host_cpu_of(Rank rank, int core) const;
   v1::Job describe(const job::Job& job) const;
   TimeUs now() const;
