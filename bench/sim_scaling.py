@@ -19,30 +19,31 @@ the mean queue-length proxy (mean wait x jobs / makespan, Little's law), so
 that the growth can be read against the queue's length. Exit status 2 when
 hpcq cannot be run; otherwise 0 (a measurement, not a check).
 
-Measured 2026-11-23 (build-sim, debug-optimised default build, a shared
-2-core machine; seconds of simulation):
+Measured 2026-11-23 (build/, the default debugoptimized build, a shared
+2-core machine, after the planner and node-index work; seconds of the
+simulation itself):
   policy        size     jobs   seconds  jobs/s  mean queue
-  easy          10k     10000     0.51   19565      3.6
-  easy          20k     20000     0.97   20571      3.3
-  easy          40k     40000     1.79   22310      2.9
-  easy          all     77222     3.65   21133      3.4
-  easy          x3     231666     8.91   25997      3.4
-  easy          all/2   77222    12.67    6096    899.6
-  easy          all/4   77222    45.31    1704   7078.3
-  conservative  10k     10000     1.21    8234      5.0
-  conservative  20k     20000     2.34    8546      4.5
-  conservative  40k     40000     3.91   10218      3.8
-  conservative  all     77222     8.76    8818      4.7
-  conservative  x3     231666    24.83    9330      4.7
-  conservative  all/2   77222   > 200 s (timed out)
+  easy          10k     10000     0.13   76341      3.6
+  easy          40k     40000     0.47   85779      2.9
+  easy          all     77222     0.95   81623      3.4
+  easy          x3     231666     2.77   83762      3.4
+  easy          all/2   77222     4.55   16954    899.6
+  easy          all/4   77222    22.18    3481   7078.3
+  conservative  10k     10000     0.52   19190      5.0
+  conservative  40k     40000     1.50   26695      3.8
+  conservative  all     77222     3.31   23365      4.7
+  conservative  x3     231666     9.98   23202      4.7
+  conservative  all/2   77222   > 240 s (timed out)
 Reading: at CTC-SP2's own load the queue stays a few jobs long and time is
-linear in the number of jobs (about 0.05 ms per job for EASY, 0.11 ms for
+linear in the number of jobs (0.012 ms per job for EASY, 0.04 ms for
 conservative, the same at 10k and 232k jobs). What grows is the cost per
-cycle with the queue's length: EASY's cycle goes from 0.036 ms (queue ~3)
-to 0.31 ms (queue ~7,000), and conservative, which plans a reservation for
-every queued job, becomes the bottleneck once the queue is long (the
-simulator shows the scheduler the whole queue, no queue_depth). Profiling
-was not done here: the planner and lib/resource belong to other helpers.
+cycle with the queue's length: EASY's cycle goes from 0.009 ms (queue ~3)
+to 0.15 ms (queue ~7,000), about linear in the queue (the backfill pass
+looks at every queued job once); conservative, which plans a reservation for
+every queued job (one profile sweep each), is quadratic in the queue and
+becomes the bottleneck once the queue is long (the simulator shows the
+scheduler the whole queue, no queue_depth; hpcqd bounds it with
+scheduler.queue_depth).
 
 Usage: bench/sim_scaling.py [--hpcq build/cli/hpcq] [--trace PATH]
                             [--policies easy,conservative] [--sizes 10000,20000,40000,all,x3]
