@@ -21,11 +21,14 @@ compare-make-table.py) as ../shared/traces/README.md block B states them:
 
 Policies: FCFS, WFP3, UNICEP, SJF, F1, each without backfilling (hpcq
 policies fcfs, wfp3, ...) and with (easy, wfp3-easy, ...). Their backfilling
-is a restricted EASY without the extra-nodes rule; ours is full EASY (see
-lib/sim/policy.cc), so our backfilled numbers can only be lower or equal in
-spirit, not identical. Their simulator also commits to a blocked head job
-until it fits, where ours re-evaluates the order every cycle (it matters
-for WFP3/UNICEP, whose scores change with time).
+is a restricted EASY without the extra-nodes rule, which the backfill runs
+here reproduce with backfill.restricted=true (hpcq's default is full EASY);
+FCFS with backfilling then gives 235.55 against their 235.82. Their
+simulator also commits to a blocked head job until it fits, where ours
+re-evaluates the order every cycle (it matters for SJF/F1, whose head can be
+overtaken by a later, smaller-score arrival, and for WFP3/UNICEP, whose
+scores change with time): with their wait semantics only SJF and F1 swap
+with backfilling (theirs 73.31 vs 75.07, 2.4% apart).
 
 Known result (run 2026-11-23): FCFS without backfilling reproduces their
 7273.77 exactly, so the windows and the BSLD definition are theirs. With
@@ -129,9 +132,10 @@ THEIR_WAIT_OPTIONS = {"WFP3": ["wfp3.wait=rlscheduler"], "UNICEP": ["unicep.wait
 # Why a pair can come out in the other order under their semantics, by mode.
 KNOWN_REASONS = {
     "backfill": "their backfilling is a restricted EASY (a job may pass the blocked head only if "
-                "it ends before the head's reservation, no extra-nodes rule) and commits to the "
-                "blocked head until it fits; ours is full EASY and re-evaluates the order every "
-                "cycle, so it backfills more: policies whose averages are close can swap",
+                "it ends before the head's reservation, no extra-nodes rule), which these runs "
+                "reproduce with backfill.restricted=true; what remains is that their simulator "
+                "commits to the blocked head until it fits while ours re-evaluates the order "
+                "every cycle: policies whose averages are close can swap",
     "plain": "their simulator commits to the blocked head job until it fits; ours re-evaluates "
              "the order every cycle, so a later arrival with a smaller score (SJF, F1) or a job "
              "whose score changed with time (WFP3/UNICEP with the true wait) takes the head's "
@@ -174,6 +178,9 @@ def run_all(hpcq, paths, their_wait, base=None):
                 bsld[mode][name] = base[0][mode][name]
                 util[mode][name] = base[1][mode][name]
                 continue
+            # Their backfilling: a restricted EASY (no extra-nodes rule).
+            if mode == "backfill":
+                options = options + ["backfill.restricted=true"]
             runs = [simulate(hpcq, p, table[name], options) for p in paths]
             bsld[mode][name] = sum(r["mean_bsld_10"] for r in runs) / len(runs)
             util[mode][name] = sum(r["utilization"] for r in runs) / len(runs)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -92,6 +93,8 @@ class Walk {
     const auto need = static_cast<std::int64_t>(job.request.ntasks) * job.request.cpus_per_task;
     if (need > planner_.free_cores_now()) return false;
     const TimeUs end = end_of(job);
+    // Restricted: only jobs that end before every promise made so far.
+    if (options_.restricted && end > first_promise_) return false;
     const Shape shape = shape_of(job);
     const std::vector<std::size_t>& open = admitted(job);
     // A job admitted to an advance reservation sees other nodes than its
@@ -175,6 +178,7 @@ class Walk {
     if (!slot) return false;
     planner_.reserve(slot->nodes, slot->start, add_time(slot->start, duration));
     session_.add_decision(Reserve{job.id, slot->start});
+    first_promise_ = std::min(first_promise_, slot->start);
     return true;
   }
 
@@ -186,6 +190,8 @@ class Walk {
   // Shape -> the earliest end at which it failed to start now.
   std::map<Shape, TimeUs> failed_;
   std::vector<std::size_t> admitted_;  // admitted()'s answer, reused
+  // The earliest start promised this walk (restricted backfilling).
+  TimeUs first_promise_ = std::numeric_limits<TimeUs>::max();
   // The working copy with this walk's starts, made on the first limited
   // placement.
   std::optional<resource::NodePool> trial_;
@@ -196,9 +202,17 @@ class Walk {
 Result<std::unique_ptr<Action>> BackfillAction::create(const ActionOptions& options) {
   BackfillOptions parsed;
   for (const auto& [name, value] : options) {
+    if (name == kRestricted) {
+      if (value != "true" && value != "false") {
+        return invalid_argument("scheduler option 'backfill.restricted': '" + value +
+                                "' is not true or false");
+      }
+      parsed.restricted = value == "true";
+      continue;
+    }
     if (name != kReservationDepth) {
       return invalid_argument("unknown scheduler option 'backfill." + name +
-                              "' (known: reservation_depth)");
+                              "' (known: reservation_depth, restricted)");
     }
     if (value == "unlimited") {
       parsed.reservation_depth = BackfillOptions::kUnlimited;

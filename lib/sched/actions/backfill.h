@@ -76,12 +76,17 @@ namespace hpcq::sched {
 struct BackfillOptions {
   static constexpr int kUnlimited = 0;
   int reservation_depth = 1;  // kUnlimited: every blocked job
+  // Restricted backfilling (RLScheduler's and some simulators'): a job may
+  // pass a blocked one only if it ends before the earliest start promised so
+  // far this cycle; no "extra cores" rule. Option backfill.restricted.
+  bool restricted = false;
 };
 
 class BackfillAction final : public Action {
  public:
   static constexpr std::string_view kName = "backfill";
   static constexpr std::string_view kReservationDepth = "reservation_depth";
+  static constexpr std::string_view kRestricted = "restricted";
 
   // From configuration options (see above).
   static Result<std::unique_ptr<Action>> create(const ActionOptions& options);

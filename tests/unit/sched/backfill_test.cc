@@ -204,6 +204,27 @@ TEST(Backfill, Easy) {
   });
 }
 
+// backfill.restricted: no extra-cores rule, only jobs that end by the
+// earliest promise pass the blocked head.
+TEST(Backfill, RestrictedBackfillsOnlyBeforeThePromise) {
+  SchedulerConfig config;
+  config.actions = {"allocate", "backfill"};
+  config.options = {{"backfill.reservation_depth", "1"}, {"backfill.restricted", "true"}};
+  auto scheduler = Scheduler::create(config);
+  ASSERT_TRUE(scheduler.is_ok()) << scheduler.status().to_string();
+  auto cycle = [&](const World& w) {
+    Cycle c = build(w);
+    c.snapshot.pool = &c.pool;
+    return outs(scheduler->cycle(c.snapshot), c.pool);
+  };
+  // Full EASY starts job 2 on the extra cores (Backfill.Easy); restricted does not.
+  EXPECT_EQ(cycle(easy(6, {job(2, 2, 5000)})), (std::vector<Out>{reserve(1, 100)}));
+  // A job that ends by the shadow time still passes.
+  EXPECT_EQ(cycle(easy(6, {job(2, 2, 100)})), (std::vector<Out>{reserve(1, 100), start(2, {1})}));
+  EXPECT_FALSE(Scheduler::create({{"allocate", "backfill"}, {"fcfs"}, {{"backfill.restricted", "yes"}}})
+                   .is_ok());
+}
+
 TEST(Backfill, JobsStartedThisCycleCountUntilTheirLimit) {
   // Allocate starts job 1 (4 of 8 cores, 100 s); job 2 needs the whole node
   // when job 1 ends.
