@@ -59,6 +59,17 @@ struct ResourceRequest {
   bool oversubscribe = false;
 };
 
+// One worker (container) of a job split by granularity (papers/000,
+// Algorithm 2): the MPI ranks it runs and the cores of the node that hold
+// them (each rank's cpus_per_task cores as the node's task layout gives
+// them). Its group is the task group (Algorithm 3) that the node holds.
+struct WorkerPlacement {
+  int id = 0;
+  int group = 0;
+  std::vector<int> ranks;  // global MPI ranks, ascending; slots = ranks.size()
+  std::vector<int> cores;  // logical core ids on this node, ascending
+};
+
 struct NodeAllocation {
   Rank rank = 0;
   std::string node;        // node name
@@ -68,6 +79,10 @@ struct NodeAllocation {
   std::vector<int> gpus;   // GPU indices on the node (hwloc's order)
   int ntasks = 0;
   int first_task = 0;      // global rank of this node's first task
+  // The job's workers on this node (the "granularity" plugin); empty when
+  // the job is not split into workers. Informational: cores, ntasks and the
+  // task layout above keep their meaning.
+  std::vector<WorkerPlacement> workers;
 };
 
 // One task's binding on its node, derived from an Allocation (task_layout()).

@@ -4,6 +4,45 @@
 
 namespace hpcq::resource {
 
+std::string_view profile_name(Profile profile) {
+  switch (profile) {
+    case Profile::kCpu:
+      return "cpu";
+    case Profile::kMemory:
+      return "memory";
+    case Profile::kNetwork:
+      return "network";
+  }
+  return "cpu";
+}
+
+std::optional<Profile> parse_profile(std::string_view word) {
+  for (Profile p : {Profile::kCpu, Profile::kMemory, Profile::kNetwork}) {
+    if (word == profile_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
+std::string_view policy_name(GranularityPolicy policy) {
+  switch (policy) {
+    case GranularityPolicy::kScale:
+      return "scale";
+    case GranularityPolicy::kGranularity:
+      return "granularity";
+    case GranularityPolicy::kNone:
+      return "none";
+  }
+  return "none";
+}
+
+std::optional<GranularityPolicy> parse_policy(std::string_view word) {
+  for (GranularityPolicy p :
+       {GranularityPolicy::kScale, GranularityPolicy::kGranularity, GranularityPolicy::kNone}) {
+    if (word == policy_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
 Result<Granularity> choose_granularity(const GranularityRequest& request) {
   if (request.ranks < 1 || request.nodes_available < 1 || request.cores_per_node < 1 ||
       request.user_workers < 0) {

@@ -27,8 +27,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/core/status.h"
@@ -37,6 +39,14 @@ namespace hpcq::resource {
 
 enum class Profile { kCpu, kMemory, kNetwork };
 enum class GranularityPolicy { kScale, kGranularity, kNone };
+
+// The words users and configuration files write: "cpu", "memory", "network";
+// "scale", "granularity", "none". parse_* is exact (lower case) and returns
+// nullopt for anything else, so the caller can name the bad value.
+std::string_view profile_name(Profile profile);
+std::optional<Profile> parse_profile(std::string_view word);
+std::string_view policy_name(GranularityPolicy policy);
+std::optional<GranularityPolicy> parse_policy(std::string_view word);
 
 struct GranularityRequest {
   int ranks = 1;  // N_t (-n)

@@ -9,6 +9,7 @@
 #include "lib/sched/plugins/drf.h"
 #include "lib/sched/plugins/fairshare.h"
 #include "lib/sched/plugins/fcfs.h"
+#include "lib/sched/plugins/granularity.h"
 #include "lib/sched/plugins/limits.h"
 #include "lib/sched/plugins/proportion.h"
 #include "lib/sched/plugins/heuristics.h"
@@ -59,6 +60,7 @@ constexpr PluginEntry kPlugins[] = {
     {PriorityPlugin::kName, &PriorityPlugin::create},
     {FairSharePlugin::kName, &make_plain_plugin<FairSharePlugin>},
     {DrfPlugin::kName, &DrfPlugin::create},
+    {GranularityPlugin::kName, &GranularityPlugin::create},
 };
 
 }  // namespace

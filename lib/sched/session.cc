@@ -66,6 +66,20 @@ void Session::add_on_enqueue(std::string plugin, JobEventFn fn) {
   on_enqueue_.push_back({std::move(plugin), std::move(fn)});
 }
 
+void Session::add_shape(std::string plugin, ShapeFn fn) {
+  shape_.push_back({std::move(plugin), std::move(fn)});
+}
+
+void Session::add_placed(std::string plugin, PlacedFn fn) {
+  placed_.push_back({std::move(plugin), std::move(fn)});
+}
+
+resource::ResourceRequest Session::request_of(const PendingJob& job) const {
+  resource::ResourceRequest request = job.request;
+  for (const auto& hook : shape_) hook.fn(job, request);
+  return request;
+}
+
 bool Session::job_ready(const PendingJob& job) const {
   if (held_.contains(job.id)) return false;
   return std::all_of(job_ready_.begin(), job_ready_.end(),
@@ -206,8 +220,10 @@ std::optional<resource::Allocation> Session::place_in(const PendingJob& job,
                                                       const resource::NodePool& pool,
                                                       const NodeFilterFn& usable) const {
   std::optional<resource::Allocation> allocation =
-      resource::find_allocation(job.request, candidates_in(job, pool, usable));
-  if (allocation && !allocatable(job, *allocation)) return std::nullopt;
+      resource::find_allocation(request_of(job), candidates_in(job, pool, usable));
+  if (!allocation) return std::nullopt;
+  for (const auto& hook : placed_) hook.fn(job, *allocation);
+  if (!allocatable(job, *allocation)) return std::nullopt;
   return allocation;
 }
 
@@ -227,7 +243,7 @@ bool Session::fits_when_idle(const PendingJob& job) {
   }
   if (!job_ready(job)) return false;
   std::optional<resource::Allocation> allocation =
-      resource::find_allocation(job.request, candidates_in(job, *idle_, {}, false));
+      resource::find_allocation(request_of(job), candidates_in(job, *idle_, {}, false));
   return allocation && allocatable(job, *allocation);
 }
 

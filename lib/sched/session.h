@@ -24,6 +24,14 @@
 //   enqueueable (job) / on enqueue (job): consulted by the "enqueue" action
 //               (Volcano's JobEnqueueable / JobEnqueued); jobs it does not
 //               admit are held (not ready) for the rest of the cycle
+//   shape       (job, request&) -> rewrites the request the job is placed
+//               with this cycle (node count, layout: the "granularity"
+//               plugin's Algorithm 1); applied in registration order by
+//               request_of(), which place(), place_on() and
+//               fits_when_idle() use; the snapshot is not changed
+//   placed      (job, allocation&) -> completes an allocation place() or
+//               place_on() found (the job's workers) before the allocatable
+//               hooks see it
 //
 // Built in, whatever the configuration: advance reservations
 // (Snapshot.reservations). A node of a reservation that has not ended is a
@@ -63,6 +71,8 @@ using AllocatableFn =
 using AllocationEventFn =
     std::function<void(const PendingJob& job, const resource::Allocation& allocation)>;
 using JobEventFn = std::function<void(const PendingJob& job)>;
+using ShapeFn = std::function<void(const PendingJob& job, resource::ResourceRequest& request)>;
+using PlacedFn = std::function<void(const PendingJob& job, resource::Allocation& allocation)>;
 
 // One queue's proportional share this cycle, in cores (filled by the
 // "proportion" plugin, read by "reclaim" and the plugin's own hooks).
@@ -95,6 +105,12 @@ class Session {
   void add_on_deallocate(std::string plugin, AllocationEventFn fn);
   void add_job_enqueueable(std::string plugin, JobReadyFn fn);
   void add_on_enqueue(std::string plugin, JobEventFn fn);
+  void add_shape(std::string plugin, ShapeFn fn);
+  void add_placed(std::string plugin, PlacedFn fn);
+
+  // The request the job is placed with this cycle: job.request as the shape
+  // hooks rewrite it (job.request itself when there are none).
+  resource::ResourceRequest request_of(const PendingJob& job) const;
 
   // Every job-ready hook accepts the job and it is not held.
   bool job_ready(const PendingJob& job) const;
@@ -211,6 +227,8 @@ class Session {
   std::vector<Hook<AllocationEventFn>> on_deallocate_;
   std::vector<Hook<JobReadyFn>> enqueueable_;
   std::vector<Hook<JobEventFn>> on_enqueue_;
+  std::vector<Hook<ShapeFn>> shape_;
+  std::vector<Hook<PlacedFn>> placed_;
   std::unordered_set<JobId> held_;
   // Rank -> the reservations (not yet ended) that hold it.
   std::unordered_map<Rank, std::vector<const AdvanceReservation*>> reserved_;

@@ -22,6 +22,8 @@ RunningJob running_from(const PendingJob& job, resource::Allocation allocation, 
   r.max_nodes = job.max_nodes;
   r.elastic = job.elastic;
   r.last_resize = start;
+  r.profile = job.profile;
+  r.workers = job.workers;
   return r;
 }
 

@@ -12,11 +12,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lib/core/ids.h"
 #include "lib/resource/allocation.h"
+#include "lib/resource/granularity.h"
 #include "lib/resource/node_pool.h"
 #include "lib/sched/site_policy.h"
 
@@ -46,6 +48,11 @@ struct PendingJob {
   // the running job may also be shrunk and expanded within the range.
   int max_nodes = 0;
   bool elastic = false;
+  // An MPI job's application profile (papers/000): the "granularity"
+  // plugin shapes only jobs that name one. workers: the user's worker
+  // (container) count, 0 for none given.
+  std::optional<resource::Profile> profile;
+  int workers = 0;
 };
 
 struct RunningJob {
@@ -69,6 +76,9 @@ struct RunningJob {
   // Its start or its last shrink/expand, whichever is later: the "elastic"
   // action resizes no job more often than its rescale gap.
   TimeUs last_resize = 0;
+  // As submitted (PendingJob); its workers are in allocation.nodes[].workers.
+  std::optional<resource::Profile> profile;
+  int workers = 0;
 
   int nodes() const { return static_cast<int>(allocation.nodes.size()); }
 };

@@ -128,5 +128,21 @@ TEST(Granularity, PaperJobsEndToEnd) {
   EXPECT_FALSE(split_workers(4, {1, 0, 1}, 1, 1).is_ok());
 }
 
+TEST(Granularity, Names) {
+  for (Profile p : {Profile::kCpu, Profile::kMemory, Profile::kNetwork}) {
+    EXPECT_EQ(parse_profile(profile_name(p)), p);
+  }
+  EXPECT_EQ(parse_profile("network"), Profile::kNetwork);
+  EXPECT_EQ(parse_profile("memory"), Profile::kMemory);
+  EXPECT_FALSE(parse_profile("CPU").has_value());
+  EXPECT_FALSE(parse_profile("").has_value());
+  for (GranularityPolicy p :
+       {GranularityPolicy::kScale, GranularityPolicy::kGranularity, GranularityPolicy::kNone}) {
+    EXPECT_EQ(parse_policy(policy_name(p)), p);
+  }
+  EXPECT_EQ(parse_policy("granularity"), GranularityPolicy::kGranularity);
+  EXPECT_FALSE(parse_policy("fine").has_value());
+}
+
 }  // namespace
 }  // namespace hpcq::resource
