@@ -92,7 +92,14 @@ TEST(Codec, PlacementOptionsRoundTrip) {
   EXPECT_TRUE(back->request.oversubscribe);
 
   resource::Allocation a;
-  a.nodes.push_back({1, "n1", {0, 1}, {0}, 0, {0, 1}, 2, 0});
+  resource::NodeAllocation part;
+  part.rank = 1;
+  part.node = "n1";
+  part.cores = {0, 1};
+  part.numa = {0};
+  part.gpus = {0, 1};
+  part.ntasks = 2;
+  a.nodes.push_back(part);
   a.gpus_per_task = 1;
   a.shared = true;
   a.node_distribution = resource::Distribution::kCyclic;
