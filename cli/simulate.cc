@@ -14,6 +14,7 @@
 
 #include "lib/core/config.h"
 #include "lib/resource/hwloc_import.h"
+#include "lib/sim/granularity_model.h"
 #include "lib/sim/job_set.h"
 #include "lib/sim/metrics.h"
 #include "lib/sim/policy.h"
@@ -56,6 +57,7 @@ struct Options {
   std::string replay;
   std::string jobs_file;  // --jobs: a job set instead of a trace
   std::optional<sim::WeightedTimes> weighted;  // --jobs: paper 001's priority-weighted means
+  std::string mpi_model;  // --mpi-model: pinned | unpinned (lib/sim/granularity_model.h)
 };
 
 // Seconds, or a whole number with s, m, h or d; 0 means no decay.
@@ -291,6 +293,10 @@ int run_simulate(const std::vector<std::string>& args) {
                  "same (no trace)");
   app.add_option("--jobs", o.jobs_file,
                  "JSON job set (node ranges, priority, elastic) instead of a trace; see hpcq(1)");
+  app.add_option("--mpi-model", o.mpi_model,
+                 "run jobs with a benchmark class (--jobs) by paper 000's runtime model, pinned "
+                 "(CPU/memory affinity) or unpinned")
+      ->check(CLI::IsMember({"pinned", "unpinned"}));
   std::vector<std::string> words(args.rbegin(), args.rend());  // CLI11 takes a reversed vector
   try {
     app.parse(words);
@@ -356,6 +362,17 @@ int run_simulate(const std::vector<std::string>& args) {
   options.kill_at_limit = o.kill_at_limit;
   options.half_life_s = *half_life;
   o.half_life_s = *half_life;
+  std::optional<sim::GranularityModel> mpi_model;
+  if (!o.mpi_model.empty()) {
+    const resource::NodeTopology node = cluster->groups.empty()
+                                            ? sim::flat_node_topology(cluster->cores_per_node)
+                                            : cluster->groups.front().topology;
+    mpi_model.emplace(jobs, node, o.mpi_model == "pinned");
+    options.runtime = [&mpi_model](const sim::SimJob& job, const resource::Allocation& allocation,
+                                   std::span<const sched::RunningJob> running) {
+      return mpi_model->runtime_s(job, allocation, running);
+    };
+  }
 
   std::function<void(const sim::SimEvent&)> on_event;
   if (events) {

@@ -4,6 +4,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "lib/sim/granularity_model.h"
+
 namespace hpcq::sim {
 namespace {
 
@@ -11,7 +13,8 @@ using Json = nlohmann::json;
 
 const std::set<std::string, std::less<>> kKeys = {
     "id",      "submit_s", "runtime_s",      "requested_s",     "min_nodes", "max_nodes",
-    "elastic", "priority", "cores_per_node", "serial_fraction", "user",      "queue"};
+    "elastic", "priority", "cores_per_node", "serial_fraction", "user",      "queue",
+    "ranks",   "profile",  "workers",        "class"};
 
 // Reads an integer field into `out`; absent leaves it. An error names it.
 Status get_int(const Json& entry, const char* key, bool required, std::int64_t* out,
@@ -22,6 +25,36 @@ Status get_int(const Json& entry, const char* key, bool required, std::int64_t* 
   }
   if (!it->is_number_integer()) return invalid_argument(who + ": " + key + " is not an integer");
   *out = it->get<std::int64_t>();
+  return Status::ok();
+}
+
+// ranks (>= 1), profile, workers and class of an MPI job into `job`.
+Status mpi_fields(const Json& entry, const std::string& who, std::int64_t ranks, SimJob* job) {
+  if (ranks < 1 || ranks > 1'000'000) {
+    return invalid_argument(who + ": ranks " + std::to_string(ranks) + " is not >= 1");
+  }
+  std::int64_t workers = 0;
+  HPCQ_RETURN_IF_ERROR(get_int(entry, "workers", false, &workers, who));
+  if (workers < 0 || workers > ranks) {
+    return invalid_argument(who + ": workers " + std::to_string(workers) + " is not in 0.." +
+                            std::to_string(ranks));
+  }
+  job->workers = static_cast<int>(workers);
+  if (const auto it = entry.find("class"); it != entry.end()) {
+    const std::optional<MpiClass> c =
+        it->is_string() ? parse_mpi_class(it->get<std::string>()) : std::nullopt;
+    if (!c) {
+      return invalid_argument(who + ": class is not dgemm, stream, fft, rrb or minife");
+    }
+    job->mpi_class = std::string(mpi_class_name(*c));
+    job->profile = class_profile(*c);
+  }
+  if (const auto it = entry.find("profile"); it != entry.end()) {
+    const std::optional<resource::Profile> p =
+        it->is_string() ? resource::parse_profile(it->get<std::string>()) : std::nullopt;
+    if (!p) return invalid_argument(who + ": profile is not cpu, memory or network");
+    job->profile = *p;
+  }
   return Status::ok();
 }
 
@@ -44,7 +77,24 @@ Result<SimJob> job_of(const Json& entry, const std::string& where_entry) {
   HPCQ_RETURN_IF_ERROR(get_int(entry, "submit_s", true, &job.submit_s, who));
   HPCQ_RETURN_IF_ERROR(get_int(entry, "runtime_s", true, &job.runtime_s, who));
   HPCQ_RETURN_IF_ERROR(get_int(entry, "requested_s", false, &requested, who));
-  HPCQ_RETURN_IF_ERROR(get_int(entry, "min_nodes", true, &min_nodes, who));
+  std::int64_t ranks = 0;
+  HPCQ_RETURN_IF_ERROR(get_int(entry, "ranks", false, &ranks, who));
+  // An MPI job of papers/000 (ranks, profile, workers, class) is not on
+  // whole nodes: no node range.
+  const bool mpi = entry.contains("ranks");
+  for (const char* key : {"profile", "workers", "class"}) {
+    if (!mpi && entry.contains(key)) return invalid_argument(who + ": " + key + " needs ranks");
+  }
+  for (const char* key : {"min_nodes", "max_nodes", "cores_per_node", "elastic"}) {
+    if (mpi && entry.contains(key)) {
+      return invalid_argument(who + ": " + key + " does not go with ranks");
+    }
+  }
+  if (mpi) {
+    HPCQ_RETURN_IF_ERROR(mpi_fields(entry, who, ranks, &job));
+    min_nodes = 1;
+  }
+  HPCQ_RETURN_IF_ERROR(get_int(entry, "min_nodes", !mpi, &min_nodes, who));
   HPCQ_RETURN_IF_ERROR(get_int(entry, "max_nodes", false, &max_nodes, who));
   HPCQ_RETURN_IF_ERROR(get_int(entry, "priority", false, &priority, who));
   HPCQ_RETURN_IF_ERROR(get_int(entry, "cores_per_node", false, &cores, who));
@@ -66,9 +116,9 @@ Result<SimJob> job_of(const Json& entry, const std::string& where_entry) {
     return invalid_argument(who + ": priority " + std::to_string(priority) + " is out of range");
   }
   job.requested_s = requested > 0 ? requested : std::max<std::int64_t>(job.runtime_s, 1);
-  job.min_nodes = static_cast<int>(min_nodes);
-  job.max_nodes = static_cast<int>(max_nodes);
-  job.size = static_cast<int>(cores);
+  job.min_nodes = mpi ? 0 : static_cast<int>(min_nodes);
+  job.max_nodes = mpi ? 0 : static_cast<int>(max_nodes);
+  job.size = mpi ? static_cast<int>(ranks) : static_cast<int>(cores);
   job.priority = static_cast<std::int32_t>(priority);
   if (const auto it = entry.find("elastic"); it != entry.end()) {
     if (!it->is_boolean()) return invalid_argument(who + ": elastic is not true or false");

@@ -14,6 +14,16 @@
 //   serial_fraction  0..1, for the runtime model of elastic_model.h (default 0.05)
 //   user             integer (default -1: none)
 //   queue            string (default "": the default queue)
+// An MPI job of papers/000 says `ranks` instead of min_nodes (and takes no
+// max_nodes, cores_per_node or elastic): `ranks` one-core tasks placed by the
+// scheduler (PendingJob.request.ntasks, nodes 0), with
+//   ranks            >= 1 (SimJob.size)
+//   profile          "cpu" | "memory" | "network" (PendingJob.profile;
+//                    default: the class's, else none)
+//   workers          0..ranks, the user's worker count (default 0: none)
+//   class            "dgemm" | "stream" | "fft" | "rrb" | "minife": the
+//                    benchmark, for granularity_model.h (runtime_s is then
+//                    its base time)
 // Any other key is an error (a misspelt key must not pass silently).
 //
 // Also the paper's priority-weighted means (../shared/papers/001, 4.3):

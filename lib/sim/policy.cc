@@ -40,6 +40,11 @@ constexpr PolicyEntry kPolicies[] = {
     // order. Backfill only adds reservations for the jobs it leaves waiting.
     {"elastic", "enqueue,elastic,allocate,backfill", "fcfs", "backfill.reservation_depth=1",
      "priority-based elastic: start below max, shrink lower priority, expand (--jobs)"},
+    // Paper 000's fine-grained MPI placement (lib/sched/plugins/granularity.h)
+    // for jobs with a profile; the default policy "none" is its baselines
+    // (one worker on one node); --option granularity.policy=scale|granularity.
+    {"granularity", "allocate", "fcfs,granularity", "granularity.policy=none",
+     "FCFS; MPI jobs with a profile cut into workers and task groups (--jobs)"},
 };
 
 std::vector<std::string> split(std::string_view list) {

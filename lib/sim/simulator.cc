@@ -143,6 +143,8 @@ class Simulation {
     pending.time_limit_s = limit_s(job);
     pending.queue = job.queue;
     pending.priority = job.priority;
+    pending.profile = job.profile;
+    pending.workers = job.workers;
     if (job.min_nodes >= 1) {
       // Whole nodes of `size` cores each; a node range when max > min.
       pending.request.nodes = job.min_nodes;
@@ -198,6 +200,14 @@ class Simulation {
       const SimJob& job = jobs_[index];
       started_[index] = true;
       std::int64_t end_s = now + job.runtime_s;
+      if (options_.runtime && job.min_nodes < 1) {
+        std::int64_t runs = std::max<std::int64_t>(
+            0, options_.runtime(job, start->allocation, snapshot_.running));
+        if (options_.kill_at_limit) {
+          runs = std::min(runs, std::max<std::int64_t>(job.requested_s, 1));
+        }
+        end_s = now + runs;
+      }
       std::int64_t estimate_s = now + limit_s(job);
       int size = job.size;
       if (job.min_nodes >= 1) {  // on whole nodes: the model's time for its size

@@ -65,12 +65,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
 #include "lib/resource/allocation.h"
+#include "lib/resource/granularity.h"
 #include "lib/resource/topology.h"
 #include "lib/sched/scheduler.h"
 #include "lib/sched/usage.h"
@@ -119,6 +122,12 @@ struct SimJob {
   bool elastic = false;
   std::int32_t priority = 0;     // PendingJob.priority
   double serial_fraction = 0.05;  // kDefaultSerialFraction
+  // An MPI job of papers/000 (PendingJob.profile, .workers): `size` ranks
+  // of one core; mpi_class names its benchmark for the runtime model of
+  // granularity_model.h ("" none).
+  std::optional<resource::Profile> profile = {};
+  int workers = 0;
+  std::string mpi_class = {};
 };
 
 struct SimOptions {
@@ -137,6 +146,14 @@ struct SimOptions {
   // policies that are not lib/sched actions, such as a test's fake
   // preemptor. Called synchronously; the snapshot is valid during the call.
   std::function<sched::Decisions(const sched::Snapshot&)> decide = {};
+  // When set, a job that starts runs this many seconds instead of its
+  // runtime_s (jobs on whole nodes excepted: elastic_model.h), given where
+  // it was placed and the jobs running at that moment (those started
+  // earlier in the same cycle included): the seam for runtime models such
+  // as granularity_model.h. kill_at_limit still cuts it at its request.
+  std::function<std::int64_t(const SimJob& job, const resource::Allocation& allocation,
+                             std::span<const sched::RunningJob> running)>
+      runtime = {};
 };
 
 // What happened to one job.
