@@ -218,6 +218,9 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kKill:
       on_kill(envelope.kill());
       break;
+    case overlay::Envelope::kCheckpoint:
+      on_checkpoint(envelope.checkpoint());
+      break;
     case overlay::Envelope::kJobUpdateAck: {
       unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt());
       break;
@@ -251,7 +254,20 @@ void Agent::on_launch(const overlay::Launch& launch) {
   }
   JobLaunch job = std::move(translated).value();
 
-  Status launched = executor_->launch(job, wall_clock_now());
+  Status launched = Status::ok();
+  if (launch.restore_from().empty()) {
+    launched = executor_->launch(job, wall_clock_now());
+  } else {
+    // This node's part of the checkpointed placement: the same index.
+    const std::string image_dir = launch.restore_from() + "/part-" + job.env["HPCQ_NODEID"];
+    launched = executor_->restore(job, image_dir, wall_clock_now());
+    if (!launched.is_ok()) {
+      launched = Status(launched.code(),
+                        std::string(overlay::kRestoreFailedReason) + ": " + launched.message());
+    } else {
+      spdlog::info("job {}: restored from {}", id, image_dir);
+    }
+  }
   if (!launched.is_ok()) {
     spdlog::warn("job {}: launch failed: {}", id, launched.message());
     report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message());
@@ -270,6 +286,41 @@ void Agent::remember_finished(JobId id, std::uint32_t attempt) {
     finished_.erase(finished_order_.front());
     finished_order_.pop_front();
   }
+}
+
+void Agent::on_checkpoint(const overlay::Checkpoint& request) {
+  overlay::Envelope envelope;
+  envelope.set_dst(0);
+  overlay::CheckpointDone* done = envelope.mutable_checkpoint_done();
+  done->set_job_id(request.job_id());
+  done->set_attempt(request.attempt());
+  auto it = attempts_.find(request.job_id());
+  if (it == attempts_.end() || it->second != request.attempt()) {
+    done->set_reason("the job does not run here");
+  } else {
+    // Blocks the agent's loop while CRIU works (a fraction of a second to
+    // seconds per GB, bench/checkpoint_cost.py).
+    auto result = executor_->checkpoint(
+        request.job_id(), request.image_dir(),
+        request.stop() ? CheckpointThen::kStop : CheckpointThen::kContinue);
+    if (!result.is_ok()) {
+      done->set_reason(result.status().message());
+    } else {
+      done->set_ok(true);
+      done->set_stopped(result->stopped);
+      done->set_image_bytes(result->image_bytes);
+      done->set_dump_seconds(result->dump_seconds);
+      if (result->stopped) {
+        remember_finished(request.job_id(), request.attempt());
+        attempts_.erase(it);
+        sync_wait_fds();
+      }
+    }
+  }
+  spdlog::info("job {}: checkpoint into {}: {}", request.job_id(), request.image_dir(),
+               done->ok() ? "done" : done->reason());
+  Status sent = overlay_->send(std::move(envelope));
+  if (!sent.is_ok()) spdlog::warn("job {}: checkpoint answer: {}", request.job_id(), sent.message());
 }
 
 void Agent::on_kill(const overlay::Kill& kill) {

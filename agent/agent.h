@@ -52,6 +52,7 @@ class Agent {
   void on_message(overlay::Envelope&& envelope);
   void on_launch(const overlay::Launch& launch);
   void on_kill(const overlay::Kill& kill);
+  void on_checkpoint(const overlay::Checkpoint& request);
   void remember_finished(JobId id, std::uint32_t attempt);
   void repeat_unacknowledged_ends();
   void on_job_exits();

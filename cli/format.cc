@@ -67,6 +67,17 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
 
 }  // namespace
 
+nlohmann::json checkpoint_json(const v1::CheckpointRecord& r) {
+  return {{"time", r.time_us() / 1e6},
+          {"then", r.then()},
+          {"nodes", std::vector<std::string>(r.nodes().begin(), r.nodes().end())},
+          {"image", r.image()},
+          {"image_bytes", r.image_bytes()},
+          {"dump_seconds", r.dump_seconds()},
+          {"outcome", r.outcome()},
+          {"restored", r.restored()}};
+}
+
 nlohmann::json job_json(const v1::Job& job) {
   nlohmann::json j;
   j["id"] = job.id();
@@ -110,6 +121,9 @@ nlohmann::json job_json(const v1::Job& job) {
   j["start_time"] = time_json(job.start_time_us());
   j["end_time"] = time_json(job.end_time_us());
   j["requeue_count"] = job.requeue_count();
+  j["checkpoints"] = nlohmann::json::array();
+  for (const auto& r : job.checkpoints()) j["checkpoints"].push_back(checkpoint_json(r));
+  if (!job.restore_from().empty()) j["restore_from"] = job.restore_from();
   j["held"] = job.held();
   j["account"] = job.spec().account();
   j["qos"] = job.spec().qos();

@@ -158,6 +158,29 @@ int for_each_id(const std::vector<std::string>& ids, Call call) {
   return code;
 }
 
+// hpcq checkpoint / migrate: one job; the record on success.
+int cmd_checkpoint(const std::string& text, const std::string& then, bool json) {
+  auto id = parse_job_id(text);
+  if (!id.is_ok()) return fail(id.status());
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  v1::CheckpointRequest request;
+  request.set_id(*id);
+  request.set_then(then);
+  v1::CheckpointRecord record;
+  grpc::ClientContext ctx;
+  Status s = from_grpc(stub->Checkpoint(&ctx, request, &record), socket);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    std::cout << checkpoint_json(record).dump() << "\n";
+  } else {
+    std::cout << "job " << *id << ": checkpointed into " << record.image() << " ("
+              << record.image_bytes() << " bytes, dump " << record.dump_seconds() << " s)"
+              << (then == "continue" ? "" : then == "stop" ? ", held" : ", requeued") << "\n";
+  }
+  return 0;
+}
+
 int cmd_status(const std::vector<std::string>& ids, bool json) {
   const std::string socket = socket_path();
   auto stub = connect(socket);
@@ -437,6 +460,18 @@ int main(int argc, char** argv) {
   hold->add_option("jobs", ids, "job ids")->required();
   auto* release = app.add_subcommand("release", "let held jobs start again");
   release->add_option("jobs", ids, "job ids")->required();
+  std::string checkpoint_job;
+  std::string then = "continue";
+  auto* checkpoint = app.add_subcommand(
+      "checkpoint", "dump a running job (CRIU); it runs on, or is requeued to be restored");
+  checkpoint->add_option("job", checkpoint_job, "job id")->required();
+  checkpoint->add_option("--then", then, "continue (default), requeue or stop (requeued and held)")
+      ->check(CLI::IsMember({"continue", "requeue", "stop"}));
+  checkpoint->add_flag("--json", json, "machine-readable output");
+  auto* migrate = app.add_subcommand(
+      "migrate", "checkpoint a running job and restore it where the scheduler next starts it");
+  migrate->add_option("job", checkpoint_job, "job id")->required();
+  migrate->add_flag("--json", json, "machine-readable output");
   std::vector<std::string> node_names;
   std::string reason;
   auto* drain = app.add_subcommand("drain", "give nodes no new work (root)");
@@ -507,7 +542,8 @@ int main(int argc, char** argv) {
   }
   const std::set<std::string> commands = {"submit", "cancel",  "status", "wait",  "queue",
                                           "nodes",  "keygen",  "start",  "hold",  "release",
-                                          "drain",  "resume",  "history", "reserve"};
+                                          "drain",  "resume",  "history", "reserve",
+                                          "checkpoint", "migrate"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -538,6 +574,8 @@ int main(int argc, char** argv) {
     return for_each_id<hpcq::v1::ReleaseRequest, hpcq::v1::ReleaseResponse>(
         ids, &hpcq::v1::Hpcq::Stub::Release);
   }
+  if (*checkpoint) return cmd_checkpoint(checkpoint_job, then, json);
+  if (*migrate) return cmd_checkpoint(checkpoint_job, "requeue", json);
   if (*drain) return cmd_drain(node_names, /*drain=*/true, reason);
   if (*resume) return cmd_drain(node_names, /*drain=*/false, "");
   if (*start) return run_start(start_options);

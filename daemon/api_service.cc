@@ -94,6 +94,20 @@ grpc::Status ApiService::Hold(grpc::ServerContext* context, const v1::HoldReques
   return to_grpc(leader_.hold(*caller, request->id(), /*held=*/true).get());
 }
 
+grpc::Status ApiService::Checkpoint(grpc::ServerContext* context,
+                                    const v1::CheckpointRequest* request,
+                                    v1::CheckpointRecord* response) {
+  auto caller = authenticate(context);
+  if (!caller.is_ok()) return to_grpc(caller.status());
+  auto record = leader_
+                    .checkpoint(*caller, request->id(),
+                                request->then().empty() ? "continue" : request->then())
+                    .get();
+  if (!record.is_ok()) return to_grpc(record.status());
+  *response = std::move(record).value();
+  return grpc::Status::OK;
+}
+
 grpc::Status ApiService::Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
                                  v1::ReleaseResponse*) {
   auto caller = authenticate(context);

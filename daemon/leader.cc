@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <limits>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "daemon/submit_policy.h"
 #include "daemon/usage_record.h"
 #include "lib/api/job_proto.h"
@@ -21,6 +23,10 @@
 
 namespace hpcq::daemon {
 namespace {
+
+// A checkpoint a node has not answered by then is given up (the part is
+// told to end, and the job requeued to run from the start).
+constexpr TimeUs kCheckpointTimeoutUs = 300 * kUsPerSecond;
 
 std::string user_name_of(uid_t uid) {
   passwd pw{};
@@ -158,6 +164,29 @@ Status Leader::start() {
     auto entries = decode_usage(value);
     if (!entries.is_ok()) return invalid_argument("store: usage: " + entries.status().message());
     usage_.restore(*entries);
+  }
+  auto stored_checkpoints = (*store)->load_records("checkpoint");
+  if (!stored_checkpoints.is_ok()) return stored_checkpoints.status();
+  for (const auto& [key, value] : *stored_checkpoints) {
+    v1::CheckpointRecord record;
+    auto it = jobs_.find(std::strtoull(key.c_str(), nullptr, 10));
+    if (it == jobs_.end() || !google::protobuf::util::JsonStringToMessage(value, &record).ok()) {
+      spdlog::warn("store: checkpoint record {} ignored", key);
+      continue;
+    }
+    it->second.checkpoints.push_back(std::move(record));
+  }
+  for (auto& [id, entry] : jobs_) {
+    std::sort(entry.checkpoints.begin(), entry.checkpoints.end(),
+              [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
+  }
+  auto stored_restores = (*store)->load_records("restore");
+  if (!stored_restores.is_ok()) return stored_restores.status();
+  for (const auto& [key, value] : *stored_restores) {
+    auto it = jobs_.find(std::strtoull(key.c_str(), nullptr, 10));
+    if (it != jobs_.end() && it->second.job.state == job::JobState::kPending) {
+      it->second.restore_from = value;
+    }
   }
   auto stored_reservations = (*store)->load_records("reservation");
   if (!stored_reservations.is_ok()) return stored_reservations.status();
@@ -333,7 +362,10 @@ std::future<Result<v1::Job>> Leader::get_job(const Caller& caller, JobId id) {
       return promise->set_value(permission_denied("job " + std::to_string(id) +
                                                   " belongs to another user"));
     }
-    promise->set_value(describe(it->second.job));
+    v1::Job described = describe(it->second.job);
+    for (const v1::CheckpointRecord& r : it->second.checkpoints) *described.add_checkpoints() = r;
+    described.set_restore_from(it->second.restore_from);
+    promise->set_value(std::move(described));
   });
   return future;
 }
@@ -436,6 +468,178 @@ std::future<Status> Leader::hold(const Caller& caller, JobId id, bool held) {
     promise->set_value(Status::ok());
   });
   return future;
+}
+
+std::string Leader::checkpoint_root() const {
+  return config_.checkpoint_dir.empty() ? config_.state_dir + "/checkpoints"
+                                        : config_.checkpoint_dir;
+}
+
+std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& caller, JobId id,
+                                                             std::string then) {
+  auto promise = std::make_shared<std::promise<Result<v1::CheckpointRecord>>>();
+  auto future = promise->get_future();
+  loop_.post([this, caller, id, then = std::move(then), promise] {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return promise->set_value(not_found("no job " + std::to_string(id)));
+    JobEntry& entry = it->second;
+    const job::Job& job = entry.job;
+    const std::string name = "job " + std::to_string(id);
+    if (!caller.is_admin() && caller.uid != job.uid) {
+      return promise->set_value(permission_denied(name + " belongs to user " + job.user));
+    }
+    if (then != "continue" && then != "requeue" && then != "stop") {
+      return promise->set_value(
+          invalid_argument("--then: '" + then + "' is not continue, requeue or stop"));
+    }
+    if (job.state != job::JobState::kRunning) {
+      return promise->set_value(failed_precondition(
+          name + " is " + job::state_name(job.state) + ": only running jobs can be checkpointed"));
+    }
+    if (entry.checkpointing) {
+      return promise->set_value(failed_precondition(name + " is being checkpointed already"));
+    }
+    if (entry.kill_sent || entry.cancel_requested || entry.preempted ||
+        !entry.requeue_when_ended.empty()) {
+      return promise->set_value(failed_precondition(name + " is ending"));
+    }
+    if (!entry.launched || entry.started_on != entry.running_on) {
+      return promise->set_value(
+          failed_precondition(name + " has not started on all of its nodes yet"));
+    }
+    for (Rank rank : entry.running_on) {
+      const NodeEntry& node = nodes_.at(rank);
+      if (!node.checkpoint_capable) {
+        return promise->set_value(failed_precondition(
+            "node " + node.name + " cannot checkpoint: " +
+            (node.checkpoint_reason.empty() ? "no working CRIU" : node.checkpoint_reason)));
+      }
+    }
+    // A restore needs the same number of tasks on each node as the dump:
+    // the next start asks for as many nodes, and the allocator spreads the
+    // tasks evenly over them, so the dump must have had that spread too.
+    const int nodes = static_cast<int>(job.allocation.nodes.size());
+    if (then != "continue") {
+      for (int i = 0; i < nodes; ++i) {
+        const int even = job.spec.request.ntasks / nodes + (i < job.spec.request.ntasks % nodes);
+        if (job.allocation.nodes[static_cast<std::size_t>(i)].ntasks != even) {
+          return promise->set_value(failed_precondition(
+              name + "'s tasks are not spread evenly over its nodes, so a restore could not "
+                     "lay them out the same way; submit it with -N to checkpoint it"));
+        }
+      }
+    }
+    JobEntry::Checkpointing op;
+    op.promise = promise;
+    op.record.set_time_us(now());
+    op.record.set_then(then);
+    op.record.set_image(checkpoint_root() + "/job-" + std::to_string(id) + "/" +
+                        std::to_string(entry.checkpoints.size() + 1) + "-" +
+                        std::to_string(job.requeue_count));
+    op.deadline = now() + kCheckpointTimeoutUs;
+    for (std::size_t i = 0; i < job.allocation.nodes.size(); ++i) {
+      const resource::NodeAllocation& part = job.allocation.nodes[i];
+      op.record.add_nodes(part.node);
+      op.waiting.insert(part.rank);
+      overlay::Envelope envelope;
+      envelope.set_dst(part.rank);
+      overlay::Checkpoint* c = envelope.mutable_checkpoint();
+      c->set_job_id(id);
+      c->set_attempt(static_cast<uint32_t>(job.requeue_count));
+      c->set_image_dir(op.record.image() + "/part-" + std::to_string(i));
+      c->set_stop(then != "continue");
+      Status sent = overlay_->send(std::move(envelope));
+      if (!sent.is_ok()) spdlog::warn("job {}: checkpoint to {}: {}", id, part.node, sent.message());
+    }
+    spdlog::info("job {}: checkpoint ({}) into {}", id, then, op.record.image());
+    entry.checkpointing = std::move(op);
+  });
+  return future;
+}
+
+void Leader::on_checkpoint_done(Rank rank, const overlay::CheckpointDone& done) {
+  auto it = jobs_.find(done.job_id());
+  if (it == jobs_.end()) return;
+  JobEntry& entry = it->second;
+  if (!entry.checkpointing || entry.job.state != job::JobState::kRunning ||
+      done.attempt() != static_cast<uint32_t>(entry.job.requeue_count) ||
+      !entry.checkpointing->waiting.erase(rank)) {
+    return;
+  }
+  v1::CheckpointRecord& record = entry.checkpointing->record;
+  if (!done.ok()) {
+    const std::string why = nodes_.at(rank).name + ": " + done.reason();
+    record.set_outcome(record.outcome().empty() ? why : record.outcome() + "; " + why);
+  } else {
+    record.set_image_bytes(record.image_bytes() + done.image_bytes());
+    record.set_dump_seconds(std::max(record.dump_seconds(), done.dump_seconds()));
+  }
+  // A stopped part is gone from its node, silently: no end will be reported.
+  if (done.stopped()) entry.running_on.erase(rank);
+  if (entry.checkpointing->waiting.empty()) finish_checkpoint(entry, /*timed_out=*/false);
+}
+
+void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
+  JobEntry::Checkpointing op = std::move(*entry.checkpointing);
+  entry.checkpointing.reset();
+  job::Job& job = entry.job;
+  v1::CheckpointRecord& record = op.record;
+  if (timed_out) {
+    std::string late;
+    for (Rank rank : op.waiting) late += (late.empty() ? "" : ",") + nodes_.at(rank).name;
+    record.set_outcome((record.outcome().empty() ? "" : record.outcome() + "; ") + late +
+                       ": no answer");
+  }
+  const bool ok = record.outcome().empty();
+  if (ok) record.set_outcome("ok");
+  entry.checkpoints.push_back(record);
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(record, &json);
+  store::WriteBatch batch;
+  batch.put_record("checkpoint",
+                   std::to_string(job.id) + "/" + std::to_string(entry.checkpoints.size()), json);
+  committer_->submit(std::move(batch), [id = job.id](Status s) {
+    if (!s.is_ok()) spdlog::error("job {}: checkpoint record: {}", id, s.message());
+  });
+  const std::string name = "job " + std::to_string(job.id);
+  if (record.then() == "continue") {
+    spdlog::info("{}: checkpoint {}", name, record.outcome());
+    op.promise->set_value(ok ? Result<v1::CheckpointRecord>(record)
+                             : Result<v1::CheckpointRecord>(failed_precondition(
+                                   name + ": checkpoint failed (" + record.outcome() +
+                                   "); the job runs on")));
+    return;
+  }
+  if (!ok) {
+    // The parts that were stopped are gone; the others still run: end
+    // them, then run the job again from the start. Never lost, never twice.
+    entry.requeue_when_ended = "checkpoint failed (" + record.outcome() + ")";
+    if (entry.running_on.empty()) {
+      all_parts_ended(entry, now());
+    } else {
+      kill_job_parts(entry);
+    }
+    op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome() +
+                                              "); the job is requeued to run from the start"));
+    return;
+  }
+  const bool stop = record.then() == "stop";
+  requeue_job(entry, stop ? "checkpointed and stopped" : "checkpointed");
+  entry.restore_from = record.image();
+  store::WriteBatch restore;
+  restore.put_record("restore", std::to_string(job.id), record.image());
+  committer_->submit(std::move(restore), [id = job.id](Status s) {
+    if (!s.is_ok()) spdlog::error("job {}: restore record: {}", id, s.message());
+  });
+  if (stop) {
+    job.held = true;
+    dequeue(job);
+    job.reason = "checkpointed; held until released";
+    persist(job, "hold", "{}");
+    publish(job);
+  }
+  schedule_soon();
+  op.promise->set_value(record);
 }
 
 std::future<Status> Leader::drain(const Caller& caller, const std::string& name, bool drained,
@@ -911,8 +1115,21 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   entry.held_on.clear();
   for (const auto& a : job.allocation.nodes) entry.held_on.insert(a.rank);
 
-  const overlay::Launch launch = make_launch(job);
+  overlay::Launch launch = make_launch(job);
   std::string nodelist = launch.env().at("HPCQ_NODELIST");
+  entry.restoring = !entry.restore_from.empty();
+  entry.requeue_when_ended.clear();
+  if (entry.restoring) {
+    // Restored, not started: once. A failed restore runs it from the start.
+    launch.set_restore_from(entry.restore_from);
+    for (v1::CheckpointRecord& r : entry.checkpoints) {
+      if (r.image() == entry.restore_from) r.set_restored(true);
+    }
+    entry.restore_from.clear();
+    store::WriteBatch batch;
+    batch.delete_record("restore", std::to_string(job.id));
+    committer_->submit(std::move(batch), [](Status) {});
+  }
 
   publish(job);
   wake_dependents(job.id);  // --dependency=after
@@ -1045,6 +1262,9 @@ void Leader::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kJobUpdate:
       if (node->second.state == NodeState::kUp) heard_from(node->second);
       on_job_update(rank, envelope.job_update());
+      break;
+    case overlay::Envelope::kCheckpointDone:
+      on_checkpoint_done(rank, envelope.checkpoint_done());
       break;
     default:
       spdlog::warn("overlay: unexpected message {} from rank {}",
@@ -1218,6 +1438,12 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
     default: return;
   }
   entry.running_on.erase(rank);
+  if (entry.restoring && end == job::JobState::kFailed &&
+      update.reason().rfind(overlay::kRestoreFailedReason, 0) == 0) {
+    // Never lost: the checkpoint could not be restored, so run it afresh.
+    entry.requeue_when_ended = nodes_.at(rank).name + ": " + update.reason() +
+                               "; running it from the start";
+  }
   entry.job.exit_code = std::max(entry.job.exit_code, update.exit_code());
   if (severity(end) > severity(entry.outcome)) {
     entry.outcome = end;
@@ -1231,6 +1457,11 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
 }
 
 void Leader::all_parts_ended(JobEntry& entry, TimeUs end_time) {
+  if (!entry.requeue_when_ended.empty() && !entry.cancel_requested) {
+    requeue_job(entry, entry.requeue_when_ended);
+    schedule_soon();
+    return;
+  }
   if (entry.preempted && !entry.cancel_requested) {
     const sched::Preempt preempt = *entry.preempted;
     const std::string why = "preempted by job " + std::to_string(preempt.for_job);
@@ -1267,6 +1498,21 @@ void Leader::send_kill(JobEntry& entry, Rank rank) {
 
 void Leader::repeat_unconfirmed() {
   const TimeUs t = now();
+  std::vector<JobId> overdue;
+  for (JobId id : running_) {
+    const JobEntry& entry = jobs_.at(id);
+    if (entry.checkpointing && t > entry.checkpointing->deadline) overdue.push_back(id);
+  }
+  for (JobId id : overdue) {
+    JobEntry& entry = jobs_.at(id);
+    // A node that did not answer may have stopped its part or not: it is
+    // told to kill it and no longer waited for.
+    for (Rank rank : entry.checkpointing->waiting) {
+      send_kill(entry, rank);
+      entry.running_on.erase(rank);
+    }
+    finish_checkpoint(entry, /*timed_out=*/true);
+  }
   const TimeUs after = 2 * static_cast<TimeUs>(config_.heartbeat_interval_ms) * 1000;
   for (JobId id : running_) {
     JobEntry& entry = jobs_.at(id);
@@ -1353,6 +1599,8 @@ void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
   job.reason = "requeued: " + reason;
   entry.running_on.clear();
   entry.preempted.reset();
+  entry.requeue_when_ended.clear();
+  entry.restoring = false;
   enqueue(job);
   persist(job, "requeue", "{}");
   publish(job);

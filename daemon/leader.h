@@ -58,6 +58,9 @@ class Leader {
   std::future<v1::ListJobsResponse> list_jobs(const Caller& caller, v1::ListJobsRequest request);
   std::future<v1::ListNodesResponse> list_nodes();
   std::future<Status> hold(const Caller& caller, JobId id, bool held);
+  // then: "continue", "requeue" or "stop" (v1::CheckpointRequest).
+  std::future<Result<v1::CheckpointRecord>> checkpoint(const Caller& caller, JobId id,
+                                                       std::string then);
   std::future<Status> drain(const Caller& caller, const std::string& node, bool drained,
                             const std::string& reason);
   std::future<Result<v1::Reservation>> create_reservation(const Caller& caller,
@@ -108,6 +111,21 @@ class Leader {
     // After a preemption: the victim waits until the job it made room for has
     // started (or left the queue), so that it does not take the room back.
     JobId yields_to = 0;
+    // A checkpoint in flight (hpcq checkpoint): the nodes yet to answer.
+    struct Checkpointing {
+      std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise;
+      v1::CheckpointRecord record;
+      std::set<Rank> waiting;
+      TimeUs deadline = 0;
+    };
+    std::optional<Checkpointing> checkpointing;
+    std::vector<v1::CheckpointRecord> checkpoints;  // done, oldest first
+    // Pending: the next start restores this checkpoint (its directory).
+    std::string restore_from;
+    bool restoring = false;  // this attempt was started from restore_from
+    // Once every part has ended, requeue the job with this reason (a
+    // checkpoint that failed half-way: the parts it stopped are gone).
+    std::string requeue_when_ended;
   };
   enum class Dependencies { kSatisfied, kWaiting, kNever };
 
@@ -133,6 +151,11 @@ class Leader {
   void on_message(overlay::Envelope&& envelope);
   void on_hello(Rank rank, const overlay::Hello& hello);
   void on_job_update(Rank rank, const overlay::JobUpdate& update);
+  void on_checkpoint_done(Rank rank, const overlay::CheckpointDone& done);
+  // Every node has answered (or the deadline passed): record it, then
+  // requeue, hold or leave the job as asked.
+  void finish_checkpoint(JobEntry& entry, bool timed_out);
+  std::string checkpoint_root() const;
   void handle_job_update(Rank rank, const overlay::JobUpdate& update);
   // Every part has ended: finished, requeued or cancelled as the job's
   // outcome, cancel or preemption says.

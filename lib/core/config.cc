@@ -376,8 +376,10 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     const Table& t = root.at("leader");
     if (!t.is_table()) return invalid_argument(where(t) + ": [leader] must be a table");
     HPCQ_RETURN_IF_ERROR(check_keys(t, "leader", {"state_dir", "socket", "secret_key",
-                                                  "default_time_limit_s", "max_time_limit_s"}));
+                                                  "default_time_limit_s", "max_time_limit_s",
+                                                  "checkpoint_dir"}));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "state_dir", c.state_dir));
+    HPCQ_RETURN_IF_ERROR(get(t, "leader", "checkpoint_dir", c.checkpoint_dir));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "socket", c.socket));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "secret_key", c.secret_key));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "default_time_limit_s", c.default_time_limit_s));

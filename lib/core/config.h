@@ -48,6 +48,9 @@ struct ClusterConfig {
   std::string secret_key = "/etc/hpcq/keys/leader.key";
   std::int64_t default_time_limit_s = 3600;
   std::int64_t max_time_limit_s = 0;  // 0: none
+  // Where checkpoint images go: a directory every agent can write and read
+  // (a shared file system on a real cluster). Empty: <state_dir>/checkpoints.
+  std::string checkpoint_dir;
   // [api]: users and groups (besides root) who may act on every job and node,
   // and the same gRPC service over TCP with TLS, for portals.
   std::vector<std::string> admin_users;

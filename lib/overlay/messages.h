@@ -4,10 +4,16 @@
 // well formed.
 #pragma once
 
+#include <string_view>
+
 #include "lib/resource/topology.h"
 #include "proto/overlay.pb.h"
 
 namespace hpcq::overlay {
+
+// How a JobUpdate FAILED reason starts when the agent could not restore a
+// job from its checkpoint (the leader then runs it afresh).
+inline constexpr std::string_view kRestoreFailedReason = "restore failed";
 
 void topology_to_message(const resource::NodeTopology& topology, Topology* message);
 resource::NodeTopology topology_from_message(const Topology& message);

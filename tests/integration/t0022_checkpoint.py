@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Checkpoint and migration of running jobs with real CRIU, real agents and a
+real hpcqd: a job that counts once per 100 ms into its output file is
+checkpointed and runs on; is migrated to the other node (its first node
+drained) and its count goes on from where it was, with no gap and no restart
+from zero; is checkpointed and stopped (held), then released and restored;
+bad requests get one-line errors."""
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1")
+
+COUNTER = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.1; done"
+
+
+def counts(path):
+    with open(path) as f:
+        return [int(l) for l in f.read().split()]
+
+
+def wait_count(path, n, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        c = counts(path) if os.path.exists(path) else []
+        if c and c[-1] >= n:
+            return c[-1]
+        if time.monotonic() > deadline:
+            raise t.Failure(f"{path}: count {c[-1] if c else None} after {timeout}s, want {n}")
+        time.sleep(0.1)
+
+
+def counter_job(d):
+    job = t.submit("-N", "1", "-n", "1", "-o", "count-%j.out", "--", "sh", "-c", COUNTER, cwd=d)
+    s = t.wait_state(job, "RUNNING")
+    out = os.path.join(d, f"count-{job}.out")
+    wait_count(out, 5)
+    return job, s, out
+
+
+def check_contiguous(out):
+    c = counts(out)
+    t.check(c == list(range(1, len(c) + 1)), f"{out}: count not contiguous: {c[:5]}...{c[-5:]}")
+
+
+def test_checkpoint_and_run_on():
+    d = t.workdir()
+    job, _, out = counter_job(d)
+    record = json.loads(t.hpcq("checkpoint", str(job), "--json").stdout)
+    t.check(record["outcome"] == "ok" and record["image_bytes"] > 0, f"record {record}")
+    t.check(os.path.isdir(os.path.join(record["image"], "part-0")), f"no images in {record}")
+    at = counts(out)[-1]
+    wait_count(out, at + 5)
+    s = t.status(job)
+    t.check(s["state"] == "RUNNING" and s["requeue_count"] == 0, f"status {s}")
+    t.check(len(s["checkpoints"]) == 1 and s["checkpoints"][0]["then"] == "continue",
+            f"checkpoints {s['checkpoints']}")
+    t.hpcq("cancel", str(job))
+    t.wait_state(job, "CANCELLED")
+    check_contiguous(out)
+
+
+def test_migrate_to_the_other_node():
+    d = t.workdir()
+    job, s, out = counter_job(d)
+    first = s["nodes"][0]
+    t.hpcq("drain", first, "--reason", "migration test")
+    try:
+        t.hpcq("migrate", str(job))
+        s = t.wait_state(job, "RUNNING")
+        t.check(s["nodes"] != [first], f"restored on {s['nodes']}, the drained node")
+        at = counts(out)[-1]
+        wait_count(out, at + 5)
+        t.check(s["requeue_count"] == 1, f"requeue_count {s['requeue_count']}")
+        s = t.status(job)
+        t.check(s["checkpoints"][-1]["restored"] is True, f"checkpoints {s['checkpoints']}")
+        t.hpcq("cancel", str(job))
+        t.wait_state(job, "CANCELLED")
+    finally:
+        t.hpcq("resume", first)
+    check_contiguous(out)
+
+
+def test_stop_then_release_restores():
+    d = t.workdir()
+    job, _, out = counter_job(d)
+    t.hpcq("checkpoint", str(job), "--then", "stop")
+    s = t.wait_state(job, "PENDING")
+    t.check(s["held"] and s["restore_from"], f"status {s}")
+    at = counts(out)[-1]
+    time.sleep(0.5)
+    t.check(counts(out)[-1] == at, "a stopped job still counts")
+    t.hpcq("release", str(job))
+    t.wait_state(job, "RUNNING")
+    wait_count(out, at + 5)
+    t.hpcq("cancel", str(job))
+    t.wait_state(job, "CANCELLED")
+    check_contiguous(out)
+
+
+def test_bad_requests():
+    t.ensure_user("hpcqtest")
+    d = t.workdir()
+    blocker = t.submit("-n", "2", "-N", "1", "--", "sleep", "300", cwd=d)
+    blocker2 = t.submit("-n", "2", "-N", "1", "--", "sleep", "300", cwd=d)
+    t.wait_state(blocker, "RUNNING")
+    t.wait_state(blocker2, "RUNNING")
+    pending = t.submit("-n", "1", "--", "true", cwd=d)
+    p = t.hpcq("checkpoint", str(pending), rc=1)
+    t.check("only running jobs can be checkpointed" in p.stderr, p.stderr)
+    p = t.hpcq("checkpoint", str(blocker), user="hpcqtest", rc=1)
+    t.check("belongs to user root" in p.stderr, p.stderr)
+    p = t.hpcq("checkpoint", str(blocker), "--then", "later", rc=2)
+    t.check(p.stderr.count("\n") == 1, p.stderr)
+    p = t.hpcq("checkpoint", "999999", rc=1)
+    t.check("no job 999999" in p.stderr, p.stderr)
+    for j in (blocker, blocker2, pending):
+        t.hpcq("cancel", str(j))
+
+
+t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node,
+        test_stop_then_release_restores, test_bad_requests])
