@@ -85,6 +85,44 @@ def test_migrate_to_the_other_node():
     check_contiguous(out)
 
 
+def test_migrate_two_tasks():
+    d = t.workdir()
+    job = t.submit("-N", "1", "-n", "2", "-o", "count-%j.out", "--", "sh", "-c",
+                   "i=0; while :; do i=$((i+1)); echo $HPCQ_TASK_RANK $i; sleep 0.1; done", cwd=d)
+    s = t.wait_state(job, "RUNNING")
+    out = os.path.join(d, f"count-{job}.out")
+
+    def per_task():
+        tasks = {}
+        with open(out) as f:
+            for line in f.read().splitlines():
+                rank, n = line.split()
+                tasks.setdefault(rank, []).append(int(n))
+        return tasks
+
+    deadline = time.monotonic() + 30
+    while len(per_task()) < 2 or min(c[-1] for c in per_task().values()) < 5:
+        t.check(time.monotonic() < deadline, f"tasks did not count: {per_task()}")
+        time.sleep(0.1)
+    first = s["nodes"][0]
+    t.hpcq("drain", first)
+    try:
+        t.hpcq("migrate", str(job))
+        s = t.wait_state(job, "RUNNING")
+        t.check(s["nodes"] != [first], f"restored on {s['nodes']}")
+        at = {r: c[-1] for r, c in per_task().items()}
+        deadline = time.monotonic() + 30
+        while any(per_task()[r][-1] < at[r] + 5 for r in at):
+            t.check(time.monotonic() < deadline, f"tasks stopped counting after the move: {at}")
+            time.sleep(0.1)
+        t.hpcq("cancel", str(job))
+        t.wait_state(job, "CANCELLED")
+    finally:
+        t.hpcq("resume", first)
+    for rank, c in per_task().items():
+        t.check(c == list(range(1, len(c) + 1)), f"task {rank}: not contiguous: {c[-5:]}")
+
+
 def test_stop_then_release_restores():
     d = t.workdir()
     job, _, out = counter_job(d)
@@ -122,5 +160,5 @@ def test_bad_requests():
         t.hpcq("cancel", str(j))
 
 
-t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node,
+t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node, test_migrate_two_tasks,
         test_stop_then_release_restores, test_bad_requests])
