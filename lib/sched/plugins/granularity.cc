@@ -163,10 +163,9 @@ void GranularityPlugin::on_session_open(Session& session) {
   session.add_on_allocate(name, [this](const PendingJob&, const resource::Allocation& allocation) {
     count(allocation, 1);
   });
-  session.add_on_deallocate(name,
-                            [this](const PendingJob&, const resource::Allocation& allocation) {
-                              count(allocation, -1);
-                            });
+  session.add_on_deallocate(
+      name,
+      [this](const PendingJob&, const resource::Allocation& allocation) { count(allocation, -1); });
 }
 
 }  // namespace hpcq::sched

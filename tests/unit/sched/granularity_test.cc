@@ -1,4 +1,6 @@
 // Plugin "granularity" (papers/000, Algorithms 1-4) through a whole cycle.
+#include "lib/sched/plugins/granularity.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "lib/resource/hwloc_import.h"
-#include "lib/sched/plugins/granularity.h"
 #include "lib/sched/scheduler.h"
 
 namespace hpcq::sched {
@@ -99,15 +100,18 @@ TEST(GranularityPlugin, Algorithm1CountsForEachProfileAndPolicy) {
     int nodes, workers, groups;
   };
   const Row rows[] = {
-      {"scale", Profile::kCpu, 4, 4, 4},       {"scale", Profile::kMemory, 4, 4, 4},
-      {"scale", Profile::kNetwork, 1, 1, 1},   {"granularity", Profile::kCpu, 4, 16, 4},
-      {"granularity", Profile::kMemory, 4, 16, 4}, {"granularity", Profile::kNetwork, 1, 1, 1},
-      {"none", Profile::kCpu, 1, 1, 1},        {"none", Profile::kMemory, 1, 1, 1},
+      {"scale", Profile::kCpu, 4, 4, 4},
+      {"scale", Profile::kMemory, 4, 4, 4},
+      {"scale", Profile::kNetwork, 1, 1, 1},
+      {"granularity", Profile::kCpu, 4, 16, 4},
+      {"granularity", Profile::kMemory, 4, 16, 4},
+      {"granularity", Profile::kNetwork, 1, 1, 1},
+      {"none", Profile::kCpu, 1, 1, 1},
+      {"none", Profile::kMemory, 1, 1, 1},
       {"none", Profile::kNetwork, 1, 1, 1},
   };
   for (const Row& row : rows) {
-    SCOPED_TRACE(std::string(row.policy) + " " +
-                 std::string(resource::profile_name(row.profile)));
+    SCOPED_TRACE(std::string(row.policy) + " " + std::string(resource::profile_name(row.profile)));
     auto a = start(config(row.policy), pool, mpi_job(1, 16, row.profile));
     ASSERT_TRUE(a.has_value());
     const Counts c = counts(*a);
