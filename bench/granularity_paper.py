@@ -35,6 +35,21 @@ CM / NONE, CM_G_TG 19% / 35%; makespan CM_S_TG 1% / 26%, CM_G_TG 11% / 34%;
 Table III makespans CM 2529 s, CM_S_TG 2498 s, CM_G_TG 2258 s (NONE about
 3420 s, from the 34%).
 
+Measured 2026-11-23 (build-gran, 100 job sets, seed 1, 5 s), % less than
+CM | NONE, paper's in brackets:
+  scenario  overall resp s  makespan s  response -%               makespan -%
+  NONE      21377           2771
+  CM        19752           2527        - | 7.6                   - | 8.8
+  CM_S_TG   19631           2634        0.6 | 8.2  (16 | 32)      -4.2 | 5.0  (1 | 26)
+  CM_G_TG   17636           2425        10.7 | 17.5 (19 | 35)     4.0 | 12.5  (11 | 34)
+Same order as the paper (CM_G_TG best), about half its gains. Why: the
+model's NONE slows cpu jobs by 28% and the others little, while the paper's
+NONE is 25% slower than CM over the whole mix; and under strict FCFS a job
+split over all four nodes needs free cores on each at once, which keeps
+whole-node network jobs waiting (mean wait per job 231 s CM, 319 s CM_S_TG,
+263 s CM_G_TG) although run times drop as modelled (STREAM 860 -> 409 s,
+DGEMM 860 -> 733 s in CM_G_TG).
+
 Writes one JSON line per scenario to bench/results/granularity_paper.jsonl.
 Usage: bench/granularity_paper.py [--hpcq build/cli/hpcq] [--reps 100]
 """
