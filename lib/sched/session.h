@@ -27,8 +27,9 @@
 //   shape       (job, request&) -> rewrites the request the job is placed
 //               with this cycle (node count, layout: the "granularity"
 //               plugin's Algorithm 1); applied in registration order by
-//               request_of(), which place(), place_on() and
-//               fits_when_idle() use; the snapshot is not changed
+//               request_of(), which place(), place_on(),
+//               fits_when_idle() and backfill's reservations use; the
+//               snapshot is not changed
 //   placed      (job, allocation&) -> completes an allocation place() or
 //               place_on() found (the job's workers) before the allocatable
 //               hooks see it

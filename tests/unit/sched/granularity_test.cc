@@ -239,6 +239,32 @@ TEST(GranularityPlugin, TaskGroupsAvoidNodesHoldingOtherGroups) {
   EXPECT_EQ(plain->nodes[1].rank, 2u);
 }
 
+TEST(GranularityPlugin, BackfillReservesForTheShapedRequest) {
+  // Node 1 full until 100 s; nodes 2-4 hold 14 of 16 cores until 200 s. A
+  // 16-rank scale job needs 4 ranks on each of 4 nodes: 200 s, not the
+  // 100 s at which 16 ranks would fit on node 1 alone.
+  resource::NodePool pool = make_pool(4);
+  std::vector<RunningJob> running = {running_on(pool, 9, {1}, 16),
+                                     running_on(pool, 10, {2, 3, 4}, 14)};
+  running[0].end_estimate = 100 * kUsPerSecond;
+  running[1].end_estimate = 200 * kUsPerSecond;
+  SchedulerConfig c = config("scale");
+  c.actions = {"allocate", "backfill"};
+  auto scheduler = Scheduler::create(c);
+  ASSERT_TRUE(scheduler.is_ok()) << scheduler.status().message();
+  Snapshot snapshot;
+  snapshot.pool = &pool;
+  snapshot.running = running;
+  snapshot.queue = {mpi_job(1, 16, Profile::kCpu)};
+  const Decisions d = scheduler->cycle(snapshot);
+  std::optional<TimeUs> reserved;
+  for (const Decision& x : d.decisions) {
+    if (const Reserve* r = std::get_if<Reserve>(&x)) reserved = r->time;
+  }
+  ASSERT_TRUE(reserved.has_value());
+  EXPECT_EQ(*reserved, 200 * kUsPerSecond);
+}
+
 TEST(GranularityPlugin, SlotsPerWorkerAsAlgorithm2) {
   // 18 ranks, scale, 4 nodes: 4 workers of 5, 5, 4, 4 ranks dealt
   // round-robin (worker 0: 0, 4, 8, 12, 16), each on as many cores.
