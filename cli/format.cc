@@ -102,6 +102,15 @@ nlohmann::json job_json(const v1::Job& job) {
         {"host_cpus", std::vector<int>(a.host_cpus().begin(), a.host_cpus().end())},
         {"gpus", std::vector<int>(a.gpus().begin(), a.gpus().end())},
     });
+    nlohmann::json workers = nlohmann::json::array();
+    for (const auto& w : a.workers()) {
+      workers.push_back({{"id", w.id()},
+                         {"group", w.group()},
+                         {"ranks", std::vector<int>(w.ranks().begin(), w.ranks().end())},
+                         {"cores", std::vector<int>(w.cores().begin(), w.cores().end())},
+                         {"executor", "process"}});
+    }
+    j["allocation"].back()["workers"] = std::move(workers);
   }
   j["ntasks"] = job.spec().ntasks();
   j["cpus_per_task"] = job.spec().cpus_per_task();
@@ -111,6 +120,8 @@ nlohmann::json job_json(const v1::Job& job) {
   j["cpu_bind"] = job.spec().cpu_bind().empty() ? "cores" : job.spec().cpu_bind();
   j["numa_policy"] = job.spec().numa_policy().empty() ? "best-effort" : job.spec().numa_policy();
   j["oversubscribe"] = job.spec().oversubscribe();
+  j["profile"] = job.spec().profile();
+  j["workers"] = job.spec().workers();
   j["time_limit_s"] = job.spec().time_limit_s();
   j["queue"] = job.queue();
   j["cwd"] = job.spec().cwd();

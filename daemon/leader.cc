@@ -17,6 +17,7 @@
 #include "lib/core/clock.h"
 #include "lib/overlay/messages.h"
 #include "lib/overlay/tree.h"
+#include "lib/resource/granularity.h"
 #include "lib/resource/placement_names.h"
 #include "lib/store/codec.h"
 #include "lib/store/store.h"
@@ -71,6 +72,9 @@ sched::PendingJob pending_of(const job::Job& job) {
   p.account = job.spec.account;
   p.qos = job.spec.qos;
   p.priority = job.spec.priority;
+  // validate() let only known words through.
+  if (!job.spec.profile.empty()) p.profile = resource::parse_profile(job.spec.profile);
+  p.workers = job.spec.workers;
   return p;
 }
 

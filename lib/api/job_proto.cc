@@ -33,6 +33,8 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_cpu_bind(resource::cpu_bind_name(spec.request.cpu_bind));
   p.set_numa_policy(resource::numa_policy_name(spec.request.numa_policy));
   p.set_oversubscribe(spec.request.oversubscribe);
+  p.set_profile(spec.profile);
+  p.set_workers(spec.workers);
   return p;
 }
 
@@ -80,6 +82,8 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
     spec.request.numa_policy = *policy;
   }
   spec.request.oversubscribe = p.oversubscribe();
+  spec.profile = p.profile();
+  spec.workers = p.workers();
   return spec;
 }
 
@@ -148,6 +152,13 @@ v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_
   for (const auto& node : job.allocation.nodes) {
     auto* a = p.mutable_allocation(static_cast<int>(&node - job.allocation.nodes.data()));
     for (int g : node.gpus) a->add_gpus(g);
+    for (const resource::WorkerPlacement& w : node.workers) {
+      v1::Worker* worker = a->add_workers();
+      worker->set_id(w.id);
+      worker->set_group(w.group);
+      for (int r : w.ranks) worker->add_ranks(r);
+      for (int c : w.cores) worker->add_cores(c);
+    }
   }
   return p;
 }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "lib/core/units.h"
+#include "lib/resource/granularity.h"
 
 namespace hpcq::job {
 namespace {
@@ -114,6 +115,17 @@ Status validate(const JobSpec& spec) {
   }
   if (r.mem_per_node_bytes > 0 && r.mem_per_cpu_bytes > 0) {
     return invalid_argument("--mem and --mem-per-cpu: give one, not both");
+  }
+  if (!spec.profile.empty() && !resource::parse_profile(spec.profile)) {
+    return invalid_argument("--profile: unknown profile " + quote(spec.profile) +
+                            " (want cpu, memory or network)");
+  }
+  if (spec.workers < 0 || spec.workers > r.ntasks) {
+    return invalid_argument("--workers: must be 0.." + std::to_string(r.ntasks) +
+                            " (at most one worker per task), got " + std::to_string(spec.workers));
+  }
+  if (spec.workers > 0 && spec.profile.empty()) {
+    return invalid_argument("--workers: give --profile too (workers are how a profiled job is cut)");
   }
   if ((spec.time_limit_s < 0 && spec.time_limit_s != JobSpec::kUnlimited) ||
       spec.time_limit_s > kMaxTimeLimitS) {

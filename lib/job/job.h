@@ -81,6 +81,11 @@ struct JobSpec {
   std::int32_t priority = 0;
   std::vector<Dependency> dependencies;  // -d/--dependency
   std::string array;               // -a/--array as given ("0-99%10"); the leader expands it
+  // --profile cpu|memory|network (papers/000): with the scheduler's
+  // "granularity" plugin, how many nodes and workers the ranks are cut
+  // into; empty: none. --workers: the user's worker count (0: the policy's).
+  std::string profile;
+  int workers = 0;
   // Set by the leader on each task of an expanded array; 0/-1 otherwise.
   JobId array_job_id = 0;          // the array's first job id (Slurm's %A)
   int array_task_id = -1;          // this task's index (%a)

@@ -25,7 +25,8 @@ constexpr const char* kUsage =
     "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
     "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
-    "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] [--json] "
+    "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
+    "[--profile cpu|memory|network] [--workers N] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
 // ---- words of a directive line ----
@@ -212,6 +213,8 @@ struct Given {
   std::optional<resource::CpuBind> cpu_bind;
   std::optional<resource::NumaPolicy> numa_policy;
   std::optional<bool> oversubscribe;
+  std::optional<std::string> profile;
+  std::optional<int> workers;
   bool json = false;
   bool wait = false;
 
@@ -244,6 +247,8 @@ struct Given {
     take(cpu_bind, later.cpu_bind);
     take(numa_policy, later.numa_policy);
     take(oversubscribe, later.oversubscribe);
+    take(profile, later.profile);
+    take(workers, later.workers);
     json = json || later.json;
     wait = wait || later.wait;
   }
@@ -267,6 +272,7 @@ constexpr OptionName kValueOptions[] = {
     {0, "--qos"},     {0, "--priority"},   {'d', "--dependency"},    {'a', "--array"},
     {0, "--gpus-per-node"}, {0, "--gpus-per-task"}, {0, "--mem-per-cpu"},
     {'m', "--distribution"}, {0, "--cpu-bind"}, {0, "--numa-policy"},
+    {0, "--profile"}, {0, "--workers"},
 };
 
 const OptionName* find_value_option(std::string_view word) {
@@ -334,6 +340,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   std::string nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
   std::string account, qos, priority, dependency, array;
   std::string gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
+  std::string profile, workers;
   bool requeue = false;
   bool oversubscribe = false;
   bool json = false;
@@ -363,6 +370,8 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   CLI::Option* o_distribution = add("-m,--distribution", distribution);
   CLI::Option* o_cpu_bind = add("--cpu-bind", cpu_bind);
   CLI::Option* o_numa_policy = add("--numa-policy", numa_policy);
+  CLI::Option* o_profile = add("--profile", profile);
+  CLI::Option* o_workers = add("--workers", workers);
   CLI::Option* o_oversubscribe = app.add_flag("--oversubscribe,!--exclusive", oversubscribe)
                                      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   CLI::Option* o_requeue = app.add_flag("--requeue,!--no-requeue", requeue)
@@ -497,6 +506,8 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
     g.numa_policy = *v;
   }
   if (o_oversubscribe->count() > 0) g.oversubscribe = oversubscribe;
+  if (o_profile->count() > 0) g.profile = profile;
+  HPCQ_RETURN_IF_ERROR(count("--workers", o_workers, workers, g.workers));
   g.json = json;
   g.wait = wait;
   return parsed;
@@ -589,6 +600,8 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   request.cpu_bind = given.cpu_bind.value_or(resource::CpuBind::kCores);
   request.numa_policy = given.numa_policy.value_or(resource::NumaPolicy::kBestEffort);
   request.oversubscribe = given.oversubscribe.value_or(false);
+  spec.profile = given.profile.value_or("");
+  spec.workers = given.workers.value_or(0);
   spec.time_limit_s = given.time.value_or(0);
   spec.output = given.output.value_or(kDefaultOutput);
   spec.error = given.error.value_or("");

@@ -34,6 +34,8 @@ constexpr StateName kStateNames[] = {
 Status read_value(const nlohmann::json& v, const std::string& where,
                   resource::ResourceRequest& out);
 Status read_value(const nlohmann::json& v, const std::string& where, resource::NodeAllocation& out);
+Status read_value(const nlohmann::json& v, const std::string& where,
+                  resource::WorkerPlacement& out);
 
 // Reads one JSON value into `out` with the type checked by hand, so that the
 // message names the field and no nlohmann exception is ever thrown.
@@ -151,6 +153,15 @@ Status read_value(const json& v, const std::string& where, resource::ResourceReq
   return Status::ok();
 }
 
+Status read_value(const json& v, const std::string& where, resource::WorkerPlacement& out) {
+  if (!v.is_object()) return invalid_argument(where + ": must be an object");
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "id", out.id));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "group", out.group));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "ranks", out.ranks));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "cores", out.cores));
+  return Status::ok();
+}
+
 Status read_value(const json& v, const std::string& where, resource::NodeAllocation& out) {
   if (!v.is_object()) return invalid_argument(where + ": must be an object");
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "rank", out.rank));
@@ -161,6 +172,7 @@ Status read_value(const json& v, const std::string& where, resource::NodeAllocat
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "ntasks", out.ntasks));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "first_task", out.first_task));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "gpus", out.gpus));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "workers", out.workers));
   return Status::ok();
 }
 
@@ -244,6 +256,8 @@ std::string encode_spec(const job::JobSpec& spec) {
     doc["request"]["numa_policy"] = resource::numa_policy_name(r.numa_policy);
   }
   if (r.oversubscribe) doc["request"]["oversubscribe"] = true;
+  if (!spec.profile.empty()) doc["profile"] = spec.profile;
+  if (spec.workers != 0) doc["workers"] = spec.workers;
   return dump(doc);
 }
 
@@ -278,6 +292,8 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "array_job_id", spec.array_job_id));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "array_task_id", spec.array_task_id));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "array_max_running", spec.array_max_running));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "profile", spec.profile));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "workers", spec.workers));
   return spec;
 }
 
@@ -294,6 +310,13 @@ std::string encode_allocation(const resource::Allocation& allocation) {
         {"first_task", n.first_task},
     });
     if (!n.gpus.empty()) nodes.back()["gpus"] = n.gpus;
+    if (!n.workers.empty()) {
+      json workers = json::array();
+      for (const resource::WorkerPlacement& w : n.workers) {
+        workers.push_back({{"id", w.id}, {"group", w.group}, {"ranks", w.ranks}, {"cores", w.cores}});
+      }
+      nodes.back()["workers"] = std::move(workers);
+    }
   }
   json doc = {{"nodes", std::move(nodes)}, {"cpus_per_task", allocation.cpus_per_task}};
   if (allocation.shared) doc["shared"] = true;

@@ -156,8 +156,14 @@ TEST_F(Submit, PlacementOptions) {
   EXPECT_EQ(o->spec.request.core_distribution, resource::Distribution::kBlock);
   EXPECT_FALSE(o->spec.request.oversubscribe);
 
+  o = parse({"-n", "8", "--profile", "network", "--workers", "2", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.profile, "network");
+  EXPECT_EQ(o->spec.workers, 2);
+
   o = parse({"prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.profile, "");
   EXPECT_EQ(o->spec.request.cpu_bind, resource::CpuBind::kCores);
   EXPECT_EQ(o->spec.request.numa_policy, resource::NumaPolicy::kBestEffort);
 }
@@ -419,8 +425,15 @@ INSTANTIATE_TEST_SUITE_P(
             "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
             "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
             "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
-            "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] [--json] "
+            "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
+            "[--profile cpu|memory|network] [--workers N] [--json] "
             "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
+        BadArgs{{"--profile", "gpu", "true"},
+                "--profile: unknown profile 'gpu' (want cpu, memory or network)"},
+        BadArgs{{"-n", "2", "--profile", "cpu", "--workers", "3", "true"},
+                "--workers: must be 0..2 (at most one worker per task), got 3"},
+        BadArgs{{"--workers", "1", "true"},
+                "--workers: give --profile too (workers are how a profiled job is cut)"},
         BadArgs{{"--gpus-per-task", "x", "true"}, "--gpus-per-task: bad count 'x'"},
         BadArgs{{"--gpus-per-node", "2", "--gpus-per-task", "1", "true"},
                 "--gpus-per-node and --gpus-per-task: give one, not both"},

@@ -81,6 +81,8 @@ TEST(Codec, PlacementOptionsRoundTrip) {
   spec.request.cpu_bind = resource::CpuBind::kNone;
   spec.request.numa_policy = resource::NumaPolicy::kSingleNumaNode;
   spec.request.oversubscribe = true;
+  spec.profile = "memory";
+  spec.workers = 3;
   auto back = decode_spec(encode_spec(spec));
   ASSERT_TRUE(back.is_ok()) << back.status().message();
   EXPECT_EQ(back->request.gpus_per_task, 2);
@@ -90,6 +92,8 @@ TEST(Codec, PlacementOptionsRoundTrip) {
   EXPECT_EQ(back->request.cpu_bind, resource::CpuBind::kNone);
   EXPECT_EQ(back->request.numa_policy, resource::NumaPolicy::kSingleNumaNode);
   EXPECT_TRUE(back->request.oversubscribe);
+  EXPECT_EQ(back->profile, "memory");
+  EXPECT_EQ(back->workers, 3);
 
   resource::Allocation a;
   resource::NodeAllocation part;
@@ -99,6 +103,7 @@ TEST(Codec, PlacementOptionsRoundTrip) {
   part.numa = {0};
   part.gpus = {0, 1};
   part.ntasks = 2;
+  part.workers.push_back({0, 1, {0, 2}, {0, 1}});
   a.nodes.push_back(part);
   a.gpus_per_task = 1;
   a.shared = true;
@@ -111,6 +116,9 @@ TEST(Codec, PlacementOptionsRoundTrip) {
   EXPECT_EQ(alloc->node_distribution, resource::Distribution::kCyclic);
   EXPECT_EQ(alloc->cpu_bind, resource::CpuBind::kThreads);
   EXPECT_EQ(alloc->nodes[0].gpus, (std::vector<int>{0, 1}));
+  ASSERT_EQ(alloc->nodes[0].workers.size(), 1u);
+  EXPECT_EQ(alloc->nodes[0].workers[0].group, 1);
+  EXPECT_EQ(alloc->nodes[0].workers[0].ranks, (std::vector<int>{0, 2}));
 
   EXPECT_FALSE(decode_spec(R"({"argv":["x"],"request":{"cpu_bind":"sockets"}})").is_ok());
 }
