@@ -7,7 +7,9 @@ from zero; is checkpointed and stopped (held), then released and restored;
 bad requests get one-line errors."""
 import json
 import os
+import socket
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -140,6 +142,42 @@ def test_stop_then_release_restores():
     check_contiguous(out)
 
 
+def test_dump_failure_keeps_the_job():
+    # CRIU does not dump an established TCP connection (no --tcp-established):
+    # a job that holds one cannot be checkpointed.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    accepted = []
+    threading.Thread(target=lambda: [accepted.append(listener.accept()) for _ in range(8)],
+                     daemon=True).start()
+    port = listener.getsockname()[1]
+    d = t.workdir()
+    job = t.submit("-N", "1", "-n", "1", "-o", "count-%j.out", "--", "bash", "-c",
+                   f"exec 3<>/dev/tcp/127.0.0.1/{port}; " + COUNTER, cwd=d)
+    t.wait_state(job, "RUNNING")
+    out = os.path.join(d, f"count-{job}.out")
+    wait_count(out, 3)
+    p = t.hpcq("checkpoint", str(job), rc=1)
+    t.check("checkpoint failed" in p.stderr and "the job runs on" in p.stderr, p.stderr)
+    at = counts(out)[-1]
+    wait_count(out, at + 3)
+    s = t.status(job)
+    t.check(s["state"] == "RUNNING" and s["checkpoints"][-1]["outcome"] != "ok", f"status {s}")
+    # Requeue: nothing was stopped, so the job is ended and runs again from
+    # the start: once, never twice at a time.
+    p = t.hpcq("checkpoint", str(job), "--then", "requeue", rc=1)
+    t.check("requeued to run from the start" in p.stderr, p.stderr)
+    s = t.wait_state(job, "RUNNING")
+    deadline = time.monotonic() + 30
+    while t.status(job)["requeue_count"] != 1:
+        t.check(time.monotonic() < deadline, "not requeued")
+        time.sleep(0.1)
+    t.hpcq("cancel", str(job))
+    t.wait_state(job, "CANCELLED")
+    listener.close()
+
+
 def test_bad_requests():
     t.ensure_user("hpcqtest")
     d = t.workdir()
@@ -162,4 +200,4 @@ def test_bad_requests():
 
 
 t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node, test_migrate_two_tasks,
-        test_stop_then_release_restores, test_bad_requests])
+        test_stop_then_release_restores, test_dump_failure_keeps_the_job, test_bad_requests])
