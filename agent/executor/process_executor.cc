@@ -524,14 +524,18 @@ Status set_frozen(const std::string& dir, bool frozen) {
     return internal_error("write " + file + ": " + errno_text(errno));
   }
   if (!frozen) return Status::ok();
-  for (int attempt = 0; attempt < 500; ++attempt) {
+  // A loaded machine (or a tree CRIU has just restored) can take seconds to
+  // freeze; v1 may also stay FREEZING until FROZEN is written again, as runc
+  // does.
+  for (int attempt = 1; attempt <= 5000; ++attempt) {
     std::string state = read_whole(v1 ? file : dir + "/cgroup.events");
     if (v1 ? state.rfind("FROZEN", 0) == 0 : state.find("frozen 1") != std::string::npos) {
       return Status::ok();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (v1 && attempt % 50 == 0) (void)write_text(file, "FROZEN");
   }
-  return internal_error(dir + " did not freeze within a second");
+  return internal_error(dir + " did not freeze within 10 seconds");
 }
 
 // Copies a job directory: regular files and directories, with their modes and
