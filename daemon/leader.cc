@@ -183,13 +183,13 @@ Status Leader::start() {
   for (auto& [id, entry] : jobs_) {
     std::sort(entry.checkpoints.begin(), entry.checkpoints.end(),
               [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
-  }
-  auto stored_restores = (*store)->load_records("restore");
-  if (!stored_restores.is_ok()) return stored_restores.status();
-  for (const auto& [key, value] : *stored_restores) {
-    auto it = jobs_.find(std::strtoull(key.c_str(), nullptr, 10));
-    if (it != jobs_.end() && it->second.job.state == job::JobState::kPending) {
-      it->second.restore_from = value;
+    // A pending job whose last checkpoint took it off its nodes and has not
+    // been restored yet is restored where it next starts.
+    if (entry.job.state == job::JobState::kPending && !entry.checkpoints.empty()) {
+      const v1::CheckpointRecord& last = entry.checkpoints.back();
+      if (last.then() != "continue" && last.outcome() == "ok" && !last.restored()) {
+        entry.restore_from = last.image();
+      }
     }
   }
   auto stored_reservations = (*store)->load_records("reservation");
@@ -474,6 +474,19 @@ std::future<Status> Leader::hold(const Caller& caller, JobId id, bool held) {
   return future;
 }
 
+// Checkpoint records are kept under "<job>/<n>", n counting from 1 in the
+// order they were taken.
+void Leader::persist_checkpoint(const JobEntry& entry, std::size_t index) {
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(entry.checkpoints[index], &json);
+  store::WriteBatch batch;
+  batch.put_record("checkpoint", std::to_string(entry.job.id) + "/" + std::to_string(index + 1),
+                   json);
+  committer_->submit(std::move(batch), [id = entry.job.id](Status s) {
+    if (!s.is_ok()) spdlog::error("job {}: checkpoint record: {}", id, s.message());
+  });
+}
+
 std::string Leader::checkpoint_root() const {
   return config_.checkpoint_dir.empty() ? config_.state_dir + "/checkpoints"
                                         : config_.checkpoint_dir;
@@ -519,19 +532,15 @@ std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& calle
             (node.checkpoint_reason.empty() ? "no working CRIU" : node.checkpoint_reason)));
       }
     }
-    // A restore needs the same number of tasks on each node as the dump:
-    // the next start asks for as many nodes, and the allocator spreads the
-    // tasks evenly over them, so the dump must have had that spread too.
+    // A restore needs each node's part to hold as many tasks as its image:
+    // it asks for as many nodes as the dump, which gives every node the same
+    // count only when the tasks divide evenly over them.
     const int nodes = static_cast<int>(job.allocation.nodes.size());
-    if (then != "continue") {
-      for (int i = 0; i < nodes; ++i) {
-        const int even = job.spec.request.ntasks / nodes + (i < job.spec.request.ntasks % nodes);
-        if (job.allocation.nodes[static_cast<std::size_t>(i)].ntasks != even) {
-          return promise->set_value(failed_precondition(
-              name + "'s tasks are not spread evenly over its nodes, so a restore could not "
-                     "lay them out the same way; submit it with -N to checkpoint it"));
-        }
-      }
+    if (then != "continue" && job.spec.request.ntasks % nodes != 0) {
+      return promise->set_value(failed_precondition(
+          name + " runs " + std::to_string(job.spec.request.ntasks) + " tasks on " +
+          std::to_string(nodes) + " nodes, unevenly, so a restore could not lay them out the same "
+          "way; only --then continue"));
     }
     JobEntry::Checkpointing op;
     op.promise = promise;
@@ -597,14 +606,7 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
   const bool ok = record.outcome().empty();
   if (ok) record.set_outcome("ok");
   entry.checkpoints.push_back(record);
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(record, &json);
-  store::WriteBatch batch;
-  batch.put_record("checkpoint",
-                   std::to_string(job.id) + "/" + std::to_string(entry.checkpoints.size()), json);
-  committer_->submit(std::move(batch), [id = job.id](Status s) {
-    if (!s.is_ok()) spdlog::error("job {}: checkpoint record: {}", id, s.message());
-  });
+  persist_checkpoint(entry, entry.checkpoints.size() - 1);
   const std::string name = "job " + std::to_string(job.id);
   if (record.then() == "continue") {
     spdlog::info("{}: checkpoint {}", name, record.outcome());
@@ -628,13 +630,11 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
     return;
   }
   const bool stop = record.then() == "stop";
+  // The restore asks for as many nodes as the dump ran on; with as many
+  // tasks on each (checked before the dump), any placement fits the images.
+  job.spec.request.nodes = record.nodes_size();
   requeue_job(entry, stop ? "checkpointed and stopped" : "checkpointed");
   entry.restore_from = record.image();
-  store::WriteBatch restore;
-  restore.put_record("restore", std::to_string(job.id), record.image());
-  committer_->submit(std::move(restore), [id = job.id](Status s) {
-    if (!s.is_ok()) spdlog::error("job {}: restore record: {}", id, s.message());
-  });
   if (stop) {
     job.held = true;
     dequeue(job);
@@ -1126,13 +1126,12 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   if (entry.restoring) {
     // Restored, not started: once. A failed restore runs it from the start.
     launch.set_restore_from(entry.restore_from);
-    for (v1::CheckpointRecord& r : entry.checkpoints) {
-      if (r.image() == entry.restore_from) r.set_restored(true);
+    for (std::size_t i = 0; i < entry.checkpoints.size(); ++i) {
+      if (entry.checkpoints[i].image() != entry.restore_from) continue;
+      entry.checkpoints[i].set_restored(true);
+      persist_checkpoint(entry, i);
     }
     entry.restore_from.clear();
-    store::WriteBatch batch;
-    batch.delete_record("restore", std::to_string(job.id));
-    committer_->submit(std::move(batch), [](Status) {});
   }
 
   publish(job);

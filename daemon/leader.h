@@ -120,7 +120,8 @@ class Leader {
     };
     std::optional<Checkpointing> checkpointing;
     std::vector<v1::CheckpointRecord> checkpoints;  // done, oldest first
-    // Pending: the next start restores this checkpoint (its directory).
+    // Pending: the next start restores this checkpoint (its directory):
+    // the last one, if it took the job off its nodes and was not restored.
     std::string restore_from;
     bool restoring = false;  // this attempt was started from restore_from
     // Once every part has ended, requeue the job with this reason (a
@@ -156,6 +157,7 @@ class Leader {
   // requeue, hold or leave the job as asked.
   void finish_checkpoint(JobEntry& entry, bool timed_out);
   std::string checkpoint_root() const;
+  void persist_checkpoint(const JobEntry& entry, std::size_t index);
   void handle_job_update(Rank rank, const overlay::JobUpdate& update);
   // Every part has ended: finished, requeued or cancelled as the job's
   // outcome, cancel or preemption says.

@@ -7,7 +7,9 @@ from zero; is checkpointed and stopped (held), then released and restored;
 bad requests get one-line errors."""
 import json
 import os
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -180,9 +182,42 @@ def test_dump_failure_keeps_the_job():
     listener.close()
 
 
+def test_stopped_job_is_restored_after_a_leader_restart():
+    d = t.workdir()
+    job, _, out = counter_job(d)
+    t.hpcq("checkpoint", str(job), "--then", "stop")
+    t.wait_state(job, "PENDING")
+    at = counts(out)[-1]
+    pid = int(subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
+                             capture_output=True, text=True).stdout.split()[0])
+    cmdline = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
+    os.kill(pid, signal.SIGKILL)
+    log = open(os.path.join(t.cluster_dir(), "logs", "hpcqd.log"), "a")
+    subprocess.Popen(cmdline, stdout=log, stderr=log)
+    deadline = time.monotonic() + 20
+    while t.run([t.HPCQ, "queue"]).returncode != 0:
+        t.check(time.monotonic() < deadline, "hpcqd did not restart")
+        time.sleep(0.05)
+    s = t.status(job)
+    t.check(s["held"] and s["restore_from"], f"after the restart: {s}")
+    t.hpcq("release", str(job))
+    t.wait_state(job, "RUNNING", timeout=30)
+    wait_count(out, at + 5)
+    t.hpcq("cancel", str(job))
+    t.wait_state(job, "CANCELLED")
+    check_contiguous(out)
+
+
 def test_bad_requests():
     t.ensure_user("hpcqtest")
     d = t.workdir()
+    # 3 tasks on 2 nodes: a restore could not lay them out as the dump did.
+    uneven = t.submit("-N", "2", "-n", "3", "--", "sleep", "300", cwd=d)
+    t.wait_state(uneven, "RUNNING")
+    p = t.hpcq("checkpoint", str(uneven), "--then", "requeue", rc=1)
+    t.check("unevenly" in p.stderr, p.stderr)
+    t.hpcq("cancel", str(uneven))
+    t.wait_state(uneven, "CANCELLED")
     blocker = t.submit("-n", "2", "-N", "1", "--", "sleep", "300", cwd=d)
     blocker2 = t.submit("-n", "2", "-N", "1", "--", "sleep", "300", cwd=d)
     t.wait_state(blocker, "RUNNING")
@@ -202,4 +237,5 @@ def test_bad_requests():
 
 
 t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node, test_migrate_two_tasks,
-        test_stop_then_release_restores, test_dump_failure_keeps_the_job, test_bad_requests])
+        test_stop_then_release_restores, test_dump_failure_keeps_the_job,
+        test_stopped_job_is_restored_after_a_leader_restart, test_bad_requests])
