@@ -102,6 +102,8 @@ Status Agent::start() {
     ec_config.instance = cgroup_instance_name(options_.state_dir);
     ec_config.state_dir = options_.state_dir;
     ec_config.job_shell_path = options_.job_shell;
+    ec_config.container_shell_path =
+        (std::filesystem::path(options_.job_shell).parent_path() / "hpcq-container-shell").string();
     ec_config.kill_grace = config_.kill_grace_s * kUsPerSecond;
     auto executor = ProcessExecutor::create(ec_config);
     if (!executor.is_ok()) return executor.status();

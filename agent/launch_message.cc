@@ -24,7 +24,35 @@ std::string join(const std::vector<int>& ids) {
   return out;
 }
 
+// The MPI hostfile: "HOST slots=N" per worker of a split job, in worker id
+// order (papers/000, Algorithm 2), else per node.
+std::string hostfile_of(const overlay::Launch& launch) {
+  std::vector<std::pair<int, std::string>> lines;
+  for (const overlay::NodeAlloc& a : launch.allocation()) {
+    if (a.workers_size() == 0) {
+      lines.emplace_back(static_cast<int>(lines.size()),
+                         a.node() + " slots=" + std::to_string(a.ntasks()) + "\n");
+    }
+    for (const overlay::Worker& w : a.workers()) {
+      lines.emplace_back(w.id(), a.node() + " slots=" + std::to_string(w.ranks_size()) + "\n");
+    }
+  }
+  std::stable_sort(lines.begin(), lines.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::string text;
+  for (const auto& line : lines) text += line.second;
+  return text;
+}
+
 }  // namespace
+
+std::vector<int> HostMapping::mems_of(const std::vector<int>& cores) const {
+  std::set<int> mems;
+  for (int core : cores) {
+    mems.insert(topology->cores[static_cast<std::size_t>(core)].numa % host_numa);
+  }
+  return {mems.begin(), mems.end()};
+}
 
 std::vector<int> HostMapping::cpus_of(const std::vector<int>& cores) const {
   std::set<int> cpus;
@@ -41,11 +69,9 @@ std::vector<int> HostMapping::cpus_of(const std::vector<int>& cores) const {
 Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank self,
                                           const std::string& node_name, const HostMapping& host) {
   const overlay::NodeAlloc* mine = nullptr;
-  std::string hostfile;
   int node_index = 0;
   for (int i = 0; i < launch.allocation_size(); ++i) {
     const overlay::NodeAlloc& a = launch.allocation(i);
-    hostfile += a.node() + " slots=" + std::to_string(a.ntasks()) + "\n";
     if (a.rank() == self && mine == nullptr) {
       mine = &a;
       node_index = i;
@@ -87,6 +113,30 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   }
   if (mine->first_task() < 0) {
     return invalid_argument("bad first task rank " + std::to_string(mine->first_task()));
+  }
+  // A split job: every local task belongs to one worker, in order.
+  int worker_slots = 0;
+  const std::set<int> node_cores(cores.begin(), cores.end());
+  for (const overlay::Worker& w : mine->workers()) {
+    const std::string which = "worker " + std::to_string(w.id());
+    if (w.ranks_size() < 1) return invalid_argument(which + " has no ranks");
+    for (int r : w.ranks()) {
+      if (r < 0 || r >= launch.ntasks()) {
+        return invalid_argument(which + " names rank " + std::to_string(r) + " of a job of " +
+                                std::to_string(launch.ntasks()) + " tasks");
+      }
+    }
+    for (int c : w.cores()) {
+      if (!node_cores.count(c)) {
+        return invalid_argument(which + " names core " + std::to_string(c) +
+                                " outside the node's allocation");
+      }
+    }
+    worker_slots += w.ranks_size();
+  }
+  if (mine->workers_size() > 0 && worker_slots != mine->ntasks()) {
+    return invalid_argument("the workers hold " + std::to_string(worker_slots) +
+                            " ranks; the node runs " + std::to_string(mine->ntasks()) + " tasks");
   }
   if (launch.cpus_per_task() > num_cores) {
     return invalid_argument("bad cpus per task " + std::to_string(launch.cpus_per_task()));
@@ -135,7 +185,31 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   job.cwd = launch.cwd();
   job.stdout_path = launch.stdout_path();
   job.stderr_path = launch.stderr_path();
-  job.hostfile = std::move(hostfile);
+  job.hostfile = hostfile_of(launch);
+  job.image = launch.image();
+  if (mine->workers_size() == 0) {
+    WorkerSpec whole;
+    whole.id = node_index;
+    whole.group = node_index;
+    job.workers.push_back(std::move(whole));  // its cpuset and memory: the job's, below
+  }
+  for (const overlay::Worker& w : mine->workers()) {
+    WorkerSpec worker;
+    worker.id = w.id();
+    worker.group = w.group();
+    const std::vector<int> worker_cores(w.cores().begin(), w.cores().end());
+    worker.host_cpus = host.cpus_of(worker_cores);
+    worker.host_mems = host.mems_of(worker_cores);
+    // Memory in proportion to the worker's cores (papers/000, Algorithm 2).
+    if (!cores.empty()) {
+      worker.memory_limit_bytes = static_cast<std::uint64_t>(
+          static_cast<long double>(mine->memory_bytes()) * static_cast<long double>(w.cores_size()) /
+          static_cast<long double>(cores.size()));
+    }
+    job.workers.push_back(std::move(worker));
+  }
+  int worker = 0, worker_first_slot = 0;
+  int local = 0;
   // GPUs: CUDA numbers devices fastest-first unless told PCI order; hwloc
   // (and so our GPU ids) follows the PCI tree, so ask CUDA for that order.
   const std::vector<int> node_gpus(mine->gpus().begin(), mine->gpus().end());
@@ -143,6 +217,23 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
        resource::task_layout(allocation, static_cast<std::size_t>(node_index), *host.topology)) {
     TaskSpec task;
     task.rank = placed.rank;
+    if (mine->workers_size() > 0) {
+      while (local - worker_first_slot >= mine->workers(worker).ranks_size()) {
+        worker_first_slot += mine->workers(worker).ranks_size();
+        ++worker;
+      }
+      const overlay::Worker& w = mine->workers(worker);
+      task.rank = w.ranks(local - worker_first_slot);
+      task.worker = worker;
+      for (int c : placed.cores) {
+        if (std::find(w.cores().begin(), w.cores().end(), c) == w.cores().end()) {
+          return invalid_argument("task " + std::to_string(task.rank) + "'s core " +
+                                  std::to_string(c) + " is not among worker " +
+                                  std::to_string(w.id()) + "'s cores");
+        }
+      }
+    }
+    ++local;
     task.logical_cpus = resource::format_cpu_list(placed.cores);
     if (allocation.cpu_bind != resource::CpuBind::kNone) {
       // On the host topology the PUs are the host's CPUs; an emulated node
@@ -162,6 +253,11 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   for (int m : mine->numa()) mems.insert(m % host.host_numa);
   job.host_mems.assign(mems.begin(), mems.end());
   job.memory_limit_bytes = mine->memory_bytes();
+  if (mine->workers_size() == 0) {
+    job.workers.front().host_cpus = job.host_cpus;
+    job.workers.front().host_mems = job.host_mems;
+    job.workers.front().memory_limit_bytes = job.memory_limit_bytes;
+  }
   job.time_limit_s = launch.time_limit_s();
   return job;
 }

@@ -30,6 +30,8 @@ struct HostMapping {
 
   // Host CPUs of logical cores (all valid for `topology`), sorted, unique.
   std::vector<int> cpus_of(const std::vector<int>& cores) const;
+  // Host memory nodes of logical cores' NUMA domains, sorted, unique.
+  std::vector<int> mems_of(const std::vector<int>& cores) const;
 };
 
 Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank self,

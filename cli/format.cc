@@ -90,6 +90,7 @@ nlohmann::json job_json(const v1::Job& job) {
   j["nodes"] = nlohmann::json::array();
   for (const auto& n : job.nodes()) j["nodes"].push_back(n);
   j["allocation"] = nlohmann::json::array();
+  j["workers"] = nlohmann::json::array();  // every node's, each with its node
   for (const auto& a : job.allocation()) {
     j["allocation"].push_back({
         {"node", a.node()},
@@ -108,7 +109,10 @@ nlohmann::json job_json(const v1::Job& job) {
                          {"group", w.group()},
                          {"ranks", std::vector<int>(w.ranks().begin(), w.ranks().end())},
                          {"cores", std::vector<int>(w.cores().begin(), w.cores().end())},
-                         {"executor", "process"}});
+                         {"numa", std::vector<int>(w.numa().begin(), w.numa().end())},
+                         {"executor", w.executor()}});
+      j["workers"].push_back(workers.back());
+      j["workers"].back()["node"] = a.node();
     }
     j["allocation"].back()["workers"] = std::move(workers);
   }
@@ -121,7 +125,8 @@ nlohmann::json job_json(const v1::Job& job) {
   j["numa_policy"] = job.spec().numa_policy().empty() ? "best-effort" : job.spec().numa_policy();
   j["oversubscribe"] = job.spec().oversubscribe();
   j["profile"] = job.spec().profile();
-  j["workers"] = job.spec().workers();
+  j["requested_workers"] = job.spec().workers();
+  j["image"] = job.spec().image();
   j["time_limit_s"] = job.spec().time_limit_s();
   j["queue"] = job.queue();
   j["cwd"] = job.spec().cwd();

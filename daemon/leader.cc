@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -17,6 +18,7 @@
 #include "lib/core/clock.h"
 #include "lib/overlay/messages.h"
 #include "lib/overlay/tree.h"
+#include "lib/resource/allocator.h"
 #include "lib/resource/granularity.h"
 #include "lib/resource/placement_names.h"
 #include "lib/store/codec.h"
@@ -1198,7 +1200,15 @@ overlay::Launch Leader::make_launch(const job::Job& job) const {
     n->set_ntasks(a.ntasks);
     n->set_first_task(a.first_task);
     for (int g : a.gpus) n->add_gpus(g);
+    for (const resource::WorkerPlacement& w : a.workers) {
+      overlay::Worker* worker = n->add_workers();
+      worker->set_id(w.id);
+      worker->set_group(w.group);
+      for (int r : w.ranks) worker->add_ranks(r);
+      for (int c : w.cores) worker->add_cores(c);
+    }
   }
+  launch.set_image(job.spec.image);
   launch.set_cpus_per_task(job.allocation.cpus_per_task);
   launch.set_gpus_per_task(job.allocation.gpus_per_task);
   launch.set_distribution(resource::distribution_name(job.allocation.node_distribution));
@@ -1703,6 +1713,33 @@ int Leader::host_cpu_of(Rank rank, int core) const {
 v1::Job Leader::describe(const job::Job& job) const {
   v1::Job described = api::to_proto(job, [this](Rank r, int c) { return host_cpu_of(r, c); });
   described.set_queue(job.spec.queue);
+  // Every node's part runs in workers (the agent gives each its cgroup or
+  // container): the plugin's, or the part itself as one worker.
+  const char* executor = job.spec.image.empty() ? "process" : "oci";
+  for (int i = 0; i < described.allocation_size(); ++i) {
+    v1::NodeAllocation& part = *described.mutable_allocation(i);
+    if (part.workers_size() == 0) {
+      v1::Worker& whole = *part.add_workers();
+      whole.set_id(i);
+      whole.set_group(i);
+      for (int r : resource::task_ranks(job.allocation, static_cast<std::size_t>(i))) {
+        whole.add_ranks(r);
+      }
+      *whole.mutable_cores() = part.cores();
+    }
+    auto node = nodes_.find(part.rank());
+    for (v1::Worker& w : *part.mutable_workers()) {
+      w.set_executor(executor);
+      if (node == nodes_.end()) continue;
+      std::set<int> numa;
+      for (int c : w.cores()) {
+        if (c >= 0 && c < node->second.topology.num_cores()) {
+          numa.insert(node->second.topology.cores[static_cast<std::size_t>(c)].numa);
+        }
+      }
+      for (int m : numa) w.add_numa(m);
+    }
+  }
   return described;
 }
 

@@ -92,6 +92,18 @@ std::vector<pid_t> read_procs(const std::string& dir) {
   return pids;
 }
 
+// `dir` and its descendant cgroups, children after their parent.
+std::vector<std::string> cgroup_tree(const std::string& dir) {
+  std::vector<std::string> tree{dir};
+  for (std::size_t i = 0; i < tree.size(); ++i) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(tree[i], ec)) {
+      if (entry.is_directory(ec)) tree.push_back(entry.path());
+    }
+  }
+  return tree;
+}
+
 // Enables `wanted` controllers for the children of `dir` (v2). Those in
 // `required` must be available; the others are enabled when they are.
 Status enable_v2_controllers(const std::string& dir, const std::vector<std::string>& wanted,
@@ -126,9 +138,53 @@ Status JobCgroup::add_process(pid_t pid) const {
 std::vector<pid_t> JobCgroup::pids() const {
   std::set<pid_t> all;
   for (const std::string& dir : dirs_) {
-    for (pid_t p : read_procs(dir)) all.insert(p);
+    for (const std::string& cgroup : cgroup_tree(dir)) {
+      for (pid_t p : read_procs(cgroup)) all.insert(p);
+    }
   }
   return {all.begin(), all.end()};
+}
+
+Result<JobCgroup> JobCgroup::create_child(const std::string& name,
+                                          const CgroupLimits& limits) const {
+  std::vector<std::string> made;
+  auto fail = [&made](Status s) -> Result<JobCgroup> {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) rmdir(it->c_str());
+    return s;
+  };
+  std::vector<std::string> children;
+  for (const std::string& parent : dirs_) {
+    const std::string dir = parent + "/" + name;
+    if (version_ == CgroupVersion::kV2) {
+      std::set<std::string> required;
+      if (!limits.cpus.empty() || !limits.mems.empty()) required.insert("cpuset");
+      if (limits.memory_bytes > 0) required.insert("memory");
+      Status s = enable_v2_controllers(parent, {"cpuset", "memory", "pids"}, required);
+      if (!s.is_ok()) return fail(s);
+    }
+    bool created = false;
+    Status s = make_dir(dir, &created);
+    if (!s.is_ok()) return fail(s);
+    if (created) made.push_back(dir);
+    const bool v1 = version_ == CgroupVersion::kV1;
+    const bool has_cpuset = !v1 || std::filesystem::exists(dir + "/cpuset.cpus");
+    const bool has_memory = std::filesystem::exists(dir + (v1 ? "/memory.limit_in_bytes"
+                                                              : "/memory.max"));
+    if (has_cpuset) {
+      if (!limits.cpus.empty()) s = write_file(dir + "/cpuset.cpus", format_list(limits.cpus));
+      if (s.is_ok() && !limits.mems.empty()) {
+        s = write_file(dir + "/cpuset.mems", format_list(limits.mems));
+      }
+      if (s.is_ok() && v1) s = fill_v1_cpuset(dir);
+    }
+    if (s.is_ok() && has_memory && limits.memory_bytes > 0) {
+      s = write_file(dir + (v1 ? "/memory.limit_in_bytes" : "/memory.max"),
+                     std::to_string(limits.memory_bytes));
+    }
+    if (!s.is_ok()) return fail(s);
+    children.push_back(dir);
+  }
+  return JobCgroup(version_, std::move(children));
 }
 
 Status JobCgroup::remove() {
@@ -147,6 +203,8 @@ Status JobCgroup::remove() {
   std::vector<std::string> remaining;
   Status status;
   for (const std::string& dir : dirs_) {
+    const std::vector<std::string> tree = cgroup_tree(dir);
+    for (auto child = tree.rbegin(); child + 1 != tree.rend(); ++child) rmdir(child->c_str());
     if (rmdir(dir.c_str()) == 0 || errno == ENOENT) continue;
     int err = errno;
     remaining.push_back(dir);
@@ -177,13 +235,21 @@ Result<CgroupHierarchy> CgroupHierarchy::detect(const std::string& root) {
   while (std::getline(mounts, line)) {
     std::istringstream fields(line);
     std::string source, target, type, options;
-    if (!(fields >> source >> target >> type >> options) || type != "cgroup") continue;
+    if (!(fields >> source >> target >> type >> options)) continue;
+    if (type == "cgroup2") {
+      h.v1_other_mounts_.insert(target);  // hybrid: runc joins .../unified too
+      continue;
+    }
+    if (type != "cgroup") continue;
     std::istringstream opts(options);
+    bool managed = false;
     for (std::string opt; std::getline(opts, opt, ',');) {
       for (const char* c : kV1Controllers) {
         if (opt == c && !h.v1_mounts_.count(c)) h.v1_mounts_[c] = target;
+        if (opt == c) managed = true;
       }
     }
+    if (!managed) h.v1_other_mounts_.insert(target);
   }
   for (const char* c : kV1Controllers) {
     if (!h.v1_mounts_.count(c)) {
@@ -193,6 +259,19 @@ Result<CgroupHierarchy> CgroupHierarchy::detect(const std::string& root) {
   }
   h.version_ = CgroupVersion::kV1;
   return h;
+}
+
+std::string CgroupHierarchy::job_path(const std::string& instance, JobId id) {
+  return "/hpcq/" + instance + "/job-" + std::to_string(id);
+}
+
+void CgroupHierarchy::remove_other_controllers(const std::string& instance, JobId id) const {
+  for (const std::string& mount : v1_other_mounts_) {
+    const std::string dir = mount + job_path(instance, id);
+    if (!std::filesystem::exists(dir)) continue;
+    const std::vector<std::string> tree = cgroup_tree(dir);
+    for (auto it = tree.rbegin(); it != tree.rend(); ++it) rmdir(it->c_str());
+  }
 }
 
 std::vector<std::string> CgroupHierarchy::instance_dirs(const std::string& instance) const {
@@ -287,9 +366,11 @@ int CgroupHierarchy::remove_stale(const std::string& instance) const {
   for (int round = 0; round < 100; ++round) {
     bool any = false;
     for (const std::string& dir : stale) {
-      for (pid_t pid : read_procs(dir)) {
-        any = true;
-        kill(pid, SIGKILL);
+      for (const std::string& cgroup : cgroup_tree(dir)) {
+        for (pid_t pid : read_procs(cgroup)) {
+          any = true;
+          kill(pid, SIGKILL);
+        }
       }
     }
     if (!any) break;
@@ -297,6 +378,8 @@ int CgroupHierarchy::remove_stale(const std::string& instance) const {
   }
   int left = 0;
   for (const std::string& dir : stale) {
+    const std::vector<std::string> tree = cgroup_tree(dir);
+    for (auto child = tree.rbegin(); child + 1 != tree.rend(); ++child) rmdir(child->c_str());
     if (rmdir(dir.c_str()) != 0 && errno != ENOENT) ++left;
   }
   return left;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,18 +42,28 @@ class JobCgroup {
   JobCgroup(CgroupVersion version, std::vector<std::string> dirs)
       : version_(version), dirs_(std::move(dirs)) {}
 
+  CgroupVersion version() const { return version_; }
   // v1: one directory per controller; v2: the one directory. Empty once removed.
   const std::vector<std::string>& dirs() const { return dirs_; }
 
   // Moves `pid` (of the caller's PID namespace) into every directory.
   Status add_process(pid_t pid) const;
 
-  // The processes in any of the directories (host PIDs), ascending, unique.
+  // The processes in any of the directories or their descendants (host
+  // PIDs), ascending, unique.
   std::vector<pid_t> pids() const;
 
-  // Removes the directories. If processes remain they are sent SIGKILL (v2:
-  // cgroup.kill) and kFailedPrecondition says so: call again once they are
-  // gone. Directories already removed are not retried; OK when none is left.
+  // A child cgroup `name` (a worker's) in every directory with these limits
+  // (they must lie within this cgroup's). v2: the controllers are enabled
+  // for this cgroup's children, so from then on it may hold no process of
+  // its own (the kernel's no-internal-process rule): put them in children.
+  // On error nothing new is left. remove() removes children too.
+  Result<JobCgroup> create_child(const std::string& name, const CgroupLimits& limits) const;
+
+  // Removes the directories, their child cgroups first. If processes remain
+  // they are sent SIGKILL (v2: cgroup.kill) and kFailedPrecondition says so:
+  // call again once they are gone. Directories already removed are not
+  // retried; OK when none is left.
   Status remove();
 
  private:
@@ -69,6 +80,15 @@ class CgroupHierarchy {
   static Result<CgroupHierarchy> detect(const std::string& root = "/sys/fs/cgroup");
 
   CgroupVersion version() const { return version_; }
+
+  // "/hpcq/<instance>/job-<id>": the job's cgroup below each hierarchy's
+  // root (what an OCI config's cgroupsPath is relative to).
+  static std::string job_path(const std::string& instance, JobId id);
+
+  // v1: removes what is left of the job's directories in the controllers
+  // the executor does not manage (runc joins them all: cpu, devices, ...),
+  // children first. Best effort; v2 has nothing more to remove.
+  void remove_other_controllers(const std::string& instance, JobId id) const;
 
   // <...>/hpcq/<instance> in every hierarchy (whether or not it exists).
   std::vector<std::string> instance_dirs(const std::string& instance) const;
@@ -92,6 +112,7 @@ class CgroupHierarchy {
   CgroupVersion version_ = CgroupVersion::kV1;
   std::string v2_root_;
   std::map<std::string, std::string> v1_mounts_;  // controller -> mount point
+  std::set<std::string> v1_other_mounts_;         // mount points of the other controllers
 };
 
 }  // namespace hpcq::agent

@@ -29,14 +29,38 @@ JobFiles::JobFiles(std::string d)
       script(dir + "/script"),
       hostfile(dir + "/hostfile"),
       results(dir + "/results.json"),
-      shell_log(dir + "/shell.log") {}
+      shell_log(dir + "/shell.log"),
+      oci_dir(dir + "/oci") {}
+
+void ensure_workers(JobLaunch& l) {
+  if (!l.workers.empty()) return;
+  WorkerSpec whole;
+  whole.host_cpus = l.host_cpus;
+  whole.host_mems = l.host_mems;
+  whole.memory_limit_bytes = l.memory_limit_bytes;
+  l.workers.push_back(std::move(whole));
+  for (TaskSpec& t : l.tasks) t.worker = 0;
+}
 
 std::string encode_launch(const JobLaunch& l) {
   json tasks = json::array();
   for (const TaskSpec& t : l.tasks) {
-    tasks.push_back(
-        {{"rank", t.rank}, {"host_cpus", t.host_cpus}, {"logical_cpus", t.logical_cpus}});
+    tasks.push_back({{"rank", t.rank},
+                     {"worker", t.worker},
+                     {"host_cpus", t.host_cpus},
+                     {"logical_cpus", t.logical_cpus}});
     if (!t.env.empty()) tasks.back()["env"] = t.env;
+  }
+  json workers = json::array();
+  for (const WorkerSpec& w : l.workers) {
+    workers.push_back({{"id", w.id},
+                       {"group", w.group},
+                       {"host_cpus", w.host_cpus},
+                       {"host_mems", w.host_mems},
+                       {"memory_limit_bytes", w.memory_limit_bytes},
+                       {"cgroup_dirs", w.cgroup_dirs},
+                       {"command", w.command},
+                       {"results", w.results}});
   }
   json j = {{"id", l.id},
             {"uid", l.uid},
@@ -50,6 +74,8 @@ std::string encode_launch(const JobLaunch& l) {
             {"stderr_path", l.stderr_path},
             {"hostfile", l.hostfile},
             {"tasks", tasks},
+            {"workers", workers},
+            {"image", l.image},
             {"host_cpus", l.host_cpus},
             {"host_mems", l.host_mems},
             {"memory_limit_bytes", l.memory_limit_bytes},
@@ -78,11 +104,32 @@ Result<JobLaunch> decode_launch(std::string_view text) {
     for (const json& t : j.at("tasks")) {
       TaskSpec task;
       task.rank = t.at("rank").get<int>();
+      task.worker = t.at("worker").get<int>();
       task.host_cpus = t.at("host_cpus").get<std::vector<int>>();
       task.logical_cpus = t.at("logical_cpus").get<std::string>();
       if (t.contains("env")) task.env = t.at("env").get<std::map<std::string, std::string>>();
       l.tasks.push_back(std::move(task));
     }
+    for (const json& w : j.at("workers")) {
+      WorkerSpec worker;
+      worker.id = w.at("id").get<int>();
+      worker.group = w.at("group").get<int>();
+      worker.host_cpus = w.at("host_cpus").get<std::vector<int>>();
+      worker.host_mems = w.at("host_mems").get<std::vector<int>>();
+      worker.memory_limit_bytes = w.at("memory_limit_bytes").get<std::uint64_t>();
+      worker.cgroup_dirs = w.at("cgroup_dirs").get<std::vector<std::string>>();
+      worker.command = w.at("command").get<std::vector<std::string>>();
+      worker.results = w.at("results").get<std::string>();
+      l.workers.push_back(std::move(worker));
+    }
+    for (const TaskSpec& task : l.tasks) {
+      if (task.worker < 0 || static_cast<std::size_t>(task.worker) >= l.workers.size()) {
+        return invalid_argument("launch.json: task " + std::to_string(task.rank) +
+                                " names worker " + std::to_string(task.worker) + " of " +
+                                std::to_string(l.workers.size()));
+      }
+    }
+    l.image = j.at("image").get<std::string>();
     l.host_cpus = j.at("host_cpus").get<std::vector<int>>();
     l.host_mems = j.at("host_mems").get<std::vector<int>>();
     l.memory_limit_bytes = j.at("memory_limit_bytes").get<std::uint64_t>();

@@ -28,6 +28,26 @@ struct TaskSpec {
   std::vector<int> host_cpus;  // host CPU ids this task is bound to (sched_setaffinity)
   std::string logical_cpus;    // e.g. "4-5": exported as HPCQ_CPUS
   std::map<std::string, std::string> env;  // this task's own (CUDA_VISIBLE_DEVICES, ...)
+  int worker = 0;              // index in JobLaunch::workers
+};
+
+// One worker (container) of the job on this node: its tasks share a cgroup
+// (and, for an image job, one OCI container) with these limits. A job that
+// the scheduler did not split has one worker per node, the node's whole part.
+struct WorkerSpec {
+  int id = 0;     // the worker's id within the job (the scheduler's)
+  int group = 0;  // its task group
+  std::vector<int> host_cpus, host_mems;  // cpuset.cpus / cpuset.mems
+  std::uint64_t memory_limit_bytes = 0;   // 0: no limit of its own
+  // Filled by the executor: the directories of the worker's own cgroup (one
+  // per v1 controller; one on v2). Empty: the tasks stay in the job's cgroup
+  // (a node with one worker: the job's cgroup is the worker's).
+  std::vector<std::string> cgroup_dirs;
+  // Filled by the executor for an image job: what the job shell runs for
+  // this worker instead of forking its tasks (runc with the worker's bundle),
+  // and the results.json that the shell inside the container writes.
+  std::vector<std::string> command;
+  std::string results;
 };
 
 struct JobLaunch {
@@ -41,7 +61,9 @@ struct JobLaunch {
   std::string cwd;
   std::string stdout_path, stderr_path;   // absolute; empty: /dev/null
   std::string hostfile;                   // content of the file HPCQ_HOSTFILE names
-  std::vector<TaskSpec> tasks;            // this node's tasks
+  std::vector<TaskSpec> tasks;            // this node's tasks, grouped by worker
+  std::vector<WorkerSpec> workers;        // at least one (TaskSpec::worker indexes it)
+  std::string image;                      // non-empty: OCI rootfs or bundle (runc)
   std::vector<int> host_cpus, host_mems;  // cpuset.cpus / cpuset.mems of the job's cgroup
   std::uint64_t memory_limit_bytes = 0;   // 0: no limit
   std::int64_t time_limit_s = 0;          // 0: none
@@ -66,6 +88,7 @@ struct JobFiles {
   std::string hostfile;   // HPCQ_HOSTFILE
   std::string results;    // results.json, written by the shell at its end
   std::string shell_log;  // the shell's own stdout/stderr
+  std::string oci_dir;    // OCI bundles (one per worker) and runc's state
 };
 
 // How one task ended, as the shell saw it.
@@ -81,6 +104,10 @@ struct ShellResults {
   int exit_code = 0;  // 0 if every task exited 0, else the highest task exit code
   std::vector<TaskResult> tasks;
 };
+
+// A launch built without workers (tests, older callers) gets one: the node's
+// whole part, in the job's cgroup. Then every task names a worker.
+void ensure_workers(JobLaunch& launch);
 
 std::string encode_launch(const JobLaunch& launch);
 Result<JobLaunch> decode_launch(std::string_view json);

@@ -1,5 +1,13 @@
 // hpcq-job-shell JOB_DIR: PID 1 of a job's PID namespace on one node.
 //
+// Built twice from this file: hpcq-job-shell, and hpcq-container-shell,
+// linked statically, the init of each OCI container of an image job (it then
+// runs as the job's user, which runc has set: it changes no identity, and
+// JOB_DIR is the worker's directory, holding only that worker's tasks).
+// Outside, for an image job, the shell runs each worker's `command` (runc)
+// instead of forking tasks, and takes the tasks' results from the worker's
+// results.json.
+//
 // Started by the process executor (process_executor.h) as root, already in
 // the job's cgroups, with stdin /dev/null, stdout/stderr JOB_DIR/shell.log and
 // fd 3 the "tasks started" pipe. Reads JOB_DIR/launch.json, becomes a session
@@ -21,6 +29,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,7 +66,9 @@ std::map<std::string, std::string> base_environment(const JobLaunch& l, const Jo
     env.emplace("USER", l.user);
     env.emplace("LOGNAME", l.user);
   }
+#ifndef HPCQ_CONTAINER_SHELL  // inside, the executor has put HOME in the launch
   if (passwd* pw = getpwuid(l.uid)) env.emplace("HOME", pw->pw_dir);
+#endif
   env["HPCQ_HOSTFILE"] = files.hostfile;
   return env;
 }
@@ -84,6 +95,16 @@ int open_output(const std::string& path) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
+  // Into the worker's own cgroup (a split job): "0" is the writer itself.
+  for (const std::string& dir : l.workers[static_cast<size_t>(task.worker)].cgroup_dirs) {
+    const std::string procs = dir + "/cgroup.procs";
+    int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "0", 1) != 1) {
+      fail_task(err_fd, "joining the worker's cgroup " + procs + ": " + errno_text(errno));
+    }
+    close(fd);
+  }
+
   const std::vector<int>& cpus = task.host_cpus.empty() ? l.host_cpus : task.host_cpus;
   if (!cpus.empty()) {
     cpu_set_t set;
@@ -99,14 +120,19 @@ int open_output(const std::string& path) {
   }
 
   // Groups, then gid, then uid: after setuid nothing else may be changed.
+  // In a container runc has already made us the job's user.
+#ifndef HPCQ_CONTAINER_SHELL
   const gid_t gid = l.gid;
-  if (!l.user.empty() ? initgroups(l.user.c_str(), gid) != 0 : setgroups(1, &gid) != 0) {
-    fail_task(err_fd, "setting the groups of user '" + l.user + "': " + errno_text(errno));
+  if (geteuid() == 0) {
+    if (!l.user.empty() ? initgroups(l.user.c_str(), gid) != 0 : setgroups(1, &gid) != 0) {
+      fail_task(err_fd, "setting the groups of user '" + l.user + "': " + errno_text(errno));
+    }
+    if (setgid(l.gid) != 0)
+      fail_task(err_fd, "setgid " + std::to_string(l.gid) + ": " + errno_text(errno));
+    if (setuid(l.uid) != 0)
+      fail_task(err_fd, "setuid " + std::to_string(l.uid) + ": " + errno_text(errno));
   }
-  if (setgid(l.gid) != 0)
-    fail_task(err_fd, "setgid " + std::to_string(l.gid) + ": " + errno_text(errno));
-  if (setuid(l.uid) != 0)
-    fail_task(err_fd, "setuid " + std::to_string(l.uid) + ": " + errno_text(errno));
+#endif
 
   // Opened as the user: a job cannot write where its user may not.
   int out = open_output(l.stdout_path);
@@ -180,6 +206,100 @@ pid_t start_task(const JobLaunch& l, const JobFiles& files, size_t local,
   return pid;
 }
 
+// Forks and execs a worker's command (runc), as root, with the shell's
+// stdio; returns its pid, or -1 with `error` set.
+pid_t start_worker(const WorkerSpec& worker, std::string& error) {
+  int err_pipe[2];
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    error = "pipe: " + errno_text(errno);
+    return -1;
+  }
+  std::vector<std::string> args = worker.command;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(err_pipe[0]);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    // runc finds its children by their PIDs in /proc: give it a /proc of the
+    // job's PID namespace, in a mount namespace of its own.
+    if (unshare(CLONE_NEWNS) != 0) fail_task(err_pipe[1], "unshare(CLONE_NEWNS): " + errno_text(errno));
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      fail_task(err_pipe[1], "making / private: " + errno_text(errno));
+    }
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+      fail_task(err_pipe[1], "mounting /proc: " + errno_text(errno));
+    }
+    execvp(argv[0], argv.data());
+    fail_task(err_pipe[1], "exec " + args[0] + ": " + errno_text(errno));
+  }
+  int fork_errno = errno;
+  close(err_pipe[1]);
+  if (pid < 0) {
+    close(err_pipe[0]);
+    error = "fork: " + errno_text(fork_errno);
+    return -1;
+  }
+  char buf[512];
+  ssize_t n;
+  while ((n = read(err_pipe[0], buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    error.append(buf, static_cast<size_t>(n));
+  }
+  close(err_pipe[0]);
+  return pid;
+}
+
+// The results of a worker's tasks once its command has ended with `code`:
+// what the shell inside the container wrote, or, where it wrote nothing
+// (the container did not start), `code` and a reason for each task.
+// The last line of the shell's log, where runc writes why a container failed.
+std::string last_log_line(const JobFiles& files) {
+  std::ifstream in(files.shell_log);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  constexpr size_t kMax = 300;
+  return last.size() > kMax ? last.substr(last.size() - kMax) : last;
+}
+
+void take_worker_results(const JobLaunch& l, const JobFiles& files, size_t worker, int code,
+                         ShellResults& results) {
+  std::stringstream text;
+  {
+    std::ifstream in(l.workers[worker].results);
+    text << in.rdbuf();
+  }
+  auto inner = decode_results(text.str());
+  for (TaskResult& r : results.tasks) {
+    if (l.tasks[static_cast<size_t>(r.local)].worker != static_cast<int>(worker)) continue;
+    bool found = false;
+    if (inner.is_ok()) {
+      for (const TaskResult& t : inner->tasks) {
+        if (t.rank != r.rank) continue;
+        const int local = r.local;
+        r = t;
+        r.local = local;
+        found = true;
+      }
+    }
+    if (!found) {
+      r.exit_code = code == 0 ? kCannotStart : code;
+      const std::string why = last_log_line(files);
+      r.error = "container of worker " + std::to_string(l.workers[worker].id) +
+                " ended with code " + std::to_string(code) + " before its tasks reported" +
+                (why.empty() ? "" : ": " + why);
+    }
+  }
+}
+
 bool write_results(const JobFiles& files, const ShellResults& results) {
   const std::string tmp = files.results + ".tmp";
   {
@@ -211,7 +331,14 @@ int run(const std::string& dir) {
   sigprocmask(SIG_SETMASK, &wait_set, nullptr);
 
   fcntl(kReadyFd, F_SETFD, FD_CLOEXEC);
-  if (setsid() < 0) {
+#ifdef HPCQ_CONTAINER_SHELL
+  // runc starts the container's init as a process group leader already:
+  // setsid is refused then, and nothing here needs a new session.
+  const bool need_session = false;
+#else
+  const bool need_session = true;
+#endif
+  if (setsid() < 0 && (need_session || errno != EPERM)) {
     fprintf(stderr, "hpcq-job-shell: setsid: %s\n", strerror(errno));
     return kSetupFailed;
   }
@@ -234,24 +361,42 @@ int run(const std::string& dir) {
 
   ShellResults results;
   std::map<pid_t, size_t> running;  // task pid -> index in results.tasks
+  std::map<pid_t, size_t> workers;  // worker command pid -> index in l.workers
+  const bool containers = !l.image.empty();
   for (size_t i = 0; i < l.tasks.size(); ++i) {
     TaskResult r;
     r.rank = l.tasks[i].rank;
     r.local = static_cast<int>(i);
-    pid_t pid = start_task(l, files, i, base_env, r);
-    if (pid > 0) {
-      running[pid] = i;
-    } else {
-      r.exit_code = kCannotStart;
+    if (!containers) {
+      pid_t pid = start_task(l, files, i, base_env, r);
+      if (pid > 0) {
+        running[pid] = i;
+      } else {
+        r.exit_code = kCannotStart;
+      }
     }
     results.tasks.push_back(std::move(r));
+  }
+  for (size_t w = 0; containers && w < l.workers.size(); ++w) {
+    std::string error;
+    pid_t pid = l.workers[w].command.empty() ? -1 : start_worker(l.workers[w], error);
+    if (pid > 0) {
+      workers[pid] = w;
+      continue;
+    }
+    if (error.empty()) error = "worker " + std::to_string(l.workers[w].id) + " has no command";
+    for (TaskResult& r : results.tasks) {
+      if (l.tasks[static_cast<size_t>(r.local)].worker != static_cast<int>(w)) continue;
+      r.exit_code = kCannotStart;
+      r.error = error;
+    }
   }
   const char ready = 'r';
   ssize_t ignored = write(kReadyFd, &ready, 1);
   (void)ignored;
   close(kReadyFd);
 
-  while (!running.empty()) {
+  while (!running.empty() || !workers.empty()) {
     siginfo_t info{};
     int sig = sigwaitinfo(&wait_set, &info);
     if (sig < 0) continue;  // EINTR
@@ -264,6 +409,12 @@ int run(const std::string& dir) {
     int status = 0;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      if (auto w = workers.find(pid); w != workers.end()) {
+        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        take_worker_results(l, files, w->second, code, results);
+        workers.erase(w);
+        continue;
+      }
       auto it = running.find(pid);
       if (it == running.end()) continue;  // an orphan we inherited
       TaskResult& r = results.tasks[it->second];

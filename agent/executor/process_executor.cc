@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -20,6 +22,8 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+
+#include "agent/executor/oci_bundle.h"
 
 namespace hpcq::agent {
 namespace {
@@ -199,7 +203,115 @@ Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& d
   if (!l.script.empty()) {
     HPCQ_RETURN_IF_ERROR(write_new_file(files.script, l.script, 0700, l.uid, l.gid));
   }
-  return write_new_file(files.launch, encode_launch(l), 0600, 0, 0);
+  return Status::ok();
+}
+
+Status ProcessExecutor::prepare_workers(JobLaunch& l, Job& j) const {
+  const bool v2 = hierarchy_.version() == CgroupVersion::kV2;
+  const bool own_cgroups = l.image.empty() && l.workers.size() > 1;
+  if (v2 && (own_cgroups || !l.image.empty())) {
+    auto shell = j.cgroup.create_child("shell", {});
+    if (!shell.is_ok()) return shell.status();
+    j.shell_cgroup = std::move(shell).value();
+  }
+  for (std::size_t w = 0; w < l.workers.size(); ++w) {
+    WorkerSpec& worker = l.workers[w];
+    if (!l.image.empty()) {
+      HPCQ_RETURN_IF_ERROR(prepare_container(l, w, j));
+    } else if (own_cgroups) {
+      auto child = j.cgroup.create_child("worker-" + std::to_string(worker.id),
+                                         {worker.host_cpus, worker.host_mems,
+                                          worker.memory_limit_bytes});
+      if (!child.is_ok()) return child.status();
+      worker.cgroup_dirs = child->dirs();
+    }
+  }
+  return Status::ok();
+}
+
+Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job& j) const {
+  WorkerSpec& worker = l.workers[w];
+  // The image: a bundle (config.json names its root) or a root file system.
+  std::string rootfs = l.image;
+  const std::string bundle_config = read_whole(l.image + "/config.json");
+  if (!bundle_config.empty()) {
+    nlohmann::json c = nlohmann::json::parse(bundle_config, nullptr, false);
+    if (c.is_discarded() || !c.contains("root") || !c["root"].contains("path") ||
+        !c["root"]["path"].is_string()) {
+      return invalid_argument("image " + l.image + ": config.json has no root.path");
+    }
+    const std::string path = c["root"]["path"].get<std::string>();
+    rootfs = !path.empty() && path[0] == '/' ? path : l.image + "/" + path;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(rootfs, ec)) {
+    return invalid_argument("image " + l.image + ": " + rootfs + " is not a directory");
+  }
+
+  const JobFiles files(j.dir);
+  if (mkdir(files.oci_dir.c_str(), 0711) != 0 && errno != EEXIST) {
+    return internal_error("mkdir " + files.oci_dir + ": " + errno_text(errno));
+  }
+  const std::string dir = files.oci_dir + "/worker-" + std::to_string(worker.id);
+  if (mkdir(dir.c_str(), 0700) != 0 || chown(dir.c_str(), l.uid, l.gid) != 0) {
+    return internal_error("create " + dir + ": " + errno_text(errno));
+  }
+  // What the shell inside reads: this worker's tasks only, run as they are.
+  JobLaunch inner = l;
+  inner.image.clear();
+  inner.tasks.clear();
+  for (const TaskSpec& t : l.tasks) {
+    if (t.worker != static_cast<int>(w)) continue;
+    inner.tasks.push_back(t);
+    inner.tasks.back().worker = 0;
+  }
+  inner.workers = {worker};
+  if (passwd* pw = getpwuid(l.uid)) inner.env.emplace("HOME", pw->pw_dir);
+  const JobFiles inside(dir);
+  HPCQ_RETURN_IF_ERROR(write_new_file(inside.launch, encode_launch(inner), 0600, l.uid, l.gid));
+  HPCQ_RETURN_IF_ERROR(write_new_file(inside.hostfile, l.hostfile, 0644, l.uid, l.gid));
+  if (!l.script.empty()) {
+    HPCQ_RETURN_IF_ERROR(write_new_file(inside.script, l.script, 0700, l.uid, l.gid));
+  }
+
+  OciContainer c;
+  c.rootfs = rootfs;
+  c.args = {kContainerShell, dir};
+  c.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  c.uid = l.uid;
+  c.gid = l.gid;
+  if (!l.user.empty()) {
+    int n = 64;
+    std::vector<gid_t> groups(static_cast<std::size_t>(n));
+    if (getgrouplist(l.user.c_str(), l.gid, groups.data(), &n) < 0) {
+      groups.resize(static_cast<std::size_t>(n));
+      getgrouplist(l.user.c_str(), l.gid, groups.data(), &n);
+    }
+    groups.resize(static_cast<std::size_t>(std::max(n, 0)));
+    for (gid_t g : groups) {
+      if (g != l.gid) c.additional_gids.push_back(g);
+    }
+  }
+  c.cgroups_path =
+      CgroupHierarchy::job_path(config_.instance, l.id) + "/worker-" + std::to_string(worker.id);
+  c.cpus = worker.host_cpus;
+  c.mems = worker.host_mems;
+  c.memory_limit_bytes = worker.memory_limit_bytes;
+  c.pids_limit = config_.container_pids_limit;
+  c.shell_binary = config_.container_shell_path;
+  c.writable_dirs = {dir};
+  if (!l.cwd.empty()) c.writable_dirs.push_back(l.cwd);
+  for (const std::string* out : {&l.stdout_path, &l.stderr_path}) {
+    if (!out->empty()) c.writable_dirs.push_back(std::filesystem::path(*out).parent_path());
+  }
+  if (std::filesystem::exists("/etc/hosts", ec)) c.read_only_files.push_back("/etc/hosts");
+  HPCQ_RETURN_IF_ERROR(write_new_file(dir + "/config.json", oci_config_json(c), 0600, 0, 0));
+
+  worker.command = {config_.runc_path, "--root", files.oci_dir + "/state", "run",
+                    "--bundle", dir, "hpcq-" + config_.instance + "-" + std::to_string(l.id) +
+                    "-" + std::to_string(worker.id)};
+  worker.results = inside.results;
+  return Status::ok();
 }
 
 Status ProcessExecutor::validate(const JobLaunch& l) const {
@@ -207,6 +319,9 @@ Status ProcessExecutor::validate(const JobLaunch& l) const {
   if (jobs_.count(l.id)) return Status(Code::kAlreadyExists, job + " is already running here");
   if (l.tasks.empty()) return invalid_argument(job + ": no tasks for this node");
   if (l.argv.empty() && l.script.empty()) return invalid_argument(job + ": no command or script");
+  if (!l.image.empty() && l.image[0] != '/') {
+    return invalid_argument(job + ": image '" + l.image + "' is not an absolute path");
+  }
   for (const std::string* path : {&l.stdout_path, &l.stderr_path, &l.cwd}) {
     if (!path->empty() && (*path)[0] != '/') {
       return invalid_argument(job + ": path '" + *path + "' is not absolute");
@@ -216,13 +331,16 @@ Status ProcessExecutor::validate(const JobLaunch& l) const {
   return Status::ok();
 }
 
-Status ProcessExecutor::launch(const JobLaunch& l, TimeUs now) {
+Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
+  JobLaunch l = given;
+  ensure_workers(l);
   const std::string job = "job " + std::to_string(l.id);
   HPCQ_RETURN_IF_ERROR(validate(l));
 
   Job j;
   j.id = l.id;
   j.dir = config_.state_dir + "/jobs/" + std::to_string(l.id);
+  j.image = !l.image.empty();
   j.time_limit_s = l.time_limit_s;
   j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
   std::error_code ec;
@@ -238,7 +356,10 @@ Status ProcessExecutor::launch(const JobLaunch& l, TimeUs now) {
     return Status(cgroup.status().code(), job + ": " + cgroup.status().message());
   }
   j.cgroup = std::move(cgroup).value();
-  s = start_shell(j);
+  j.shell_cgroup = j.cgroup;
+  s = prepare_workers(l, j);
+  if (s.is_ok()) s = write_new_file(JobFiles(j.dir).launch, encode_launch(l), 0600, 0, 0);
+  if (s.is_ok()) s = start_shell(j);
   if (!s.is_ok()) {
     if (!j.cgroup.remove().is_ok()) {
       spdlog::warn("{}: cgroups not removed after a failed start", job);
@@ -297,7 +418,7 @@ Status ProcessExecutor::start_shell(Job& job) {
     return s;
   };
   if (pidfd < 0) return abandon(internal_error("pidfd_open: " + errno_text(errno)));
-  Status s = job.cgroup.add_process(pid);
+  Status s = job.shell_cgroup.add_process(pid);
   if (!s.is_ok()) return abandon(s);
   job.pid = pid;
   job.pidfd = pidfd;
@@ -434,6 +555,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
       ++it;  // again on the next call
       continue;
     }
+    if (job.image) hierarchy_.remove_other_controllers(config_.instance, job.id);
     exits.push_back(exit_of(job));
     std::error_code ec;
     std::filesystem::remove_all(job.dir, ec);
@@ -481,6 +603,7 @@ void ProcessExecutor::discard(Job& job) {
   if (!job.cgroup.dirs().empty()) {
     spdlog::warn("job {}: cgroup {} not removed", job.id, job.cgroup.dirs().front());
   }
+  if (job.image) hierarchy_.remove_other_controllers(config_.instance, job.id);
   std::error_code ec;
   std::filesystem::remove_all(job.dir, ec);
 }
@@ -605,30 +728,36 @@ int local_task_of(pid_t pid) {
   return -1;
 }
 
-// The CPUs of the task that host process `pid` belongs to: that of its
-// ancestor just below the shell (orphans are the shell's children themselves);
-// the job's CPUs for the shell and for anything that names no task.
-const std::vector<int>& cpus_for(pid_t pid, pid_t shell, const JobLaunch& l) {
+// The task that host process `pid` belongs to: that of its ancestor just
+// below the shell (orphans are the shell's children themselves); null for the
+// shell and for anything that names no task.
+const TaskSpec* task_of(pid_t pid, pid_t shell, const JobLaunch& l) {
   pid_t p = pid;
   for (int depth = 0; p > 1 && p != shell && depth < 4096; ++depth) {
     pid_t parent = parent_of(p);
     if (parent == shell) {
       int local = local_task_of(p);
-      if (local >= 0 && static_cast<size_t>(local) < l.tasks.size() &&
-          !l.tasks[static_cast<size_t>(local)].host_cpus.empty()) {
-        return l.tasks[static_cast<size_t>(local)].host_cpus;
+      if (local >= 0 && static_cast<size_t>(local) < l.tasks.size()) {
+        return &l.tasks[static_cast<size_t>(local)];
       }
       break;
     }
     p = parent;
   }
-  return l.host_cpus;
+  return nullptr;
 }
 
-// Pins every thread of every process in the job's cgroups to its task's CPUs.
+// Moves every process of the job's cgroups into its task's worker cgroup (a
+// split job) and pins every thread to its task's CPUs.
 Status pin_tasks(const JobCgroup& cgroup, pid_t shell, const JobLaunch& l) {
   for (pid_t pid : cgroup.pids()) {
-    const std::vector<int>& cpus = cpus_for(pid, shell, l);
+    const TaskSpec* task = task_of(pid, shell, l);
+    if (task != nullptr) {
+      const WorkerSpec& worker = l.workers[static_cast<size_t>(task->worker)];
+      HPCQ_RETURN_IF_ERROR(JobCgroup(cgroup.version(), worker.cgroup_dirs).add_process(pid));
+    }
+    const std::vector<int>& cpus =
+        task != nullptr && !task->host_cpus.empty() ? task->host_cpus : l.host_cpus;
     if (cpus.empty()) continue;
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -672,6 +801,10 @@ Result<CheckpointResult> ProcessExecutor::checkpoint(JobId id, const std::string
   Job& job = it->second;
   if (poll_exit(job) || job.cancelled || job.timed_out) {
     return failed_precondition(name + " is ending: nothing to checkpoint");
+  }
+  if (job.image) {
+    return failed_precondition(name + " runs in OCI containers: their checkpoint (runc "
+                               "checkpoint) is not supported yet");
   }
   Status capable = checkpoint_capability();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
@@ -769,9 +902,14 @@ Result<pid_t> ProcessExecutor::restore_tree(const JobLaunch& l, const std::strin
   return criu_restore(criu_, restore);
 }
 
-Status ProcessExecutor::restore(const JobLaunch& l, const std::string& image_dir, TimeUs now) {
+Status ProcessExecutor::restore(const JobLaunch& given, const std::string& image_dir, TimeUs now) {
+  JobLaunch l = given;
+  ensure_workers(l);
   const std::string name = "job " + std::to_string(l.id);
   HPCQ_RETURN_IF_ERROR(validate(l));
+  if (!l.image.empty()) {
+    return failed_precondition(name + " not restored: image (OCI) jobs cannot be restored yet");
+  }
   Status capable = checkpoint_capability();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
   const std::string meta_path = image_dir + "/" + kCheckpointMeta;
@@ -805,6 +943,22 @@ Status ProcessExecutor::restore(const JobLaunch& l, const std::string& image_dir
   };
   auto root = restore_tree(l, image_dir, j);
   if (!root.is_ok()) return fail(root.status());
+  j.shell_cgroup = j.cgroup;
+  // A split job's workers get their cgroups back (pin_tasks moves the tasks
+  // in). On v2 the restored tree already sits in the job's cgroup, which then
+  // cannot take children: the restore fails and the job starts again.
+  for (WorkerSpec& worker : l.workers) {
+    if (l.workers.size() < 2) break;
+    auto child = j.cgroup.create_child("worker-" + std::to_string(worker.id),
+                                       {worker.host_cpus, worker.host_mems,
+                                        worker.memory_limit_bytes});
+    if (!child.is_ok()) {
+      kill(*root, SIGKILL);
+      waitpid(*root, nullptr, 0);
+      return fail(child.status());
+    }
+    worker.cgroup_dirs = child->dirs();
+  }
   j.pid = *root;
   j.pidfd = open_pidfd(j.pid);
   if (j.pidfd < 0) {

@@ -6,6 +6,17 @@
 //            clone(CLONE_NEWPID) a child that waits until its PID is in the
 //            cgroups, then execs hpcq-job-shell, which forks the tasks and
 //            says when they have been started.
+//   workers: a node running several workers of a split job gives each its
+//            own cgroup below the job's (worker-<id>: its cpuset, mems and
+//            memory share); each task joins its worker's before it execs.
+//            On v2 the shell then sits in a leaf of its own ("shell"), as the
+//            kernel allows no process beside child cgroups.
+//   images:  a job with an image runs each worker in an OCI container: the
+//            executor writes <job dir>/oci/worker-<id>/ (config.json from
+//            oci_bundle.h, the worker's own launch.json, hostfile, script;
+//            owned by the job's user), and the shell runs `runc run` for each
+//            worker instead of forking tasks; runc makes the worker's cgroup.
+//            Checkpoints of image jobs are refused (not supported yet).
 //   end:     the shell exits with the job's code once every task has ended;
 //            the kernel then kills whatever else is left in the namespace.
 //            reap() reports the job after the cgroups are removed.
@@ -63,6 +74,9 @@ struct ExecutorConfig {
   std::string state_dir;       // job dirs under <state_dir>/jobs/<id>/; job users must be able
                                // to traverse it (their script and hostfile live there)
   std::string job_shell_path;  // path of hpcq-job-shell
+  std::string container_shell_path;  // path of hpcq-container-shell (image jobs)
+  std::string runc_path = "runc";    // from PATH unless absolute
+  std::int64_t container_pids_limit = 32768;  // pids.max of each container
   TimeUs kill_grace = 5 * kUsPerSecond;        // time limit: from SIGTERM to SIGKILL
   std::string cgroup_root = "/sys/fs/cgroup";  // see CgroupHierarchy::detect
   std::string criu_path;                       // empty: "criu" from PATH (see probe_criu)
@@ -128,6 +142,8 @@ class ProcessExecutor final : public Executor {
     int pidfd = -1;   // -1 once the shell has been waited for
     std::string dir;  // job directory
     JobCgroup cgroup;
+    JobCgroup shell_cgroup;  // where the shell goes: the job's, or its "shell" leaf
+    bool image = false;      // runs in OCI containers
     TimeUs deadline = 0;   // 0: no time limit
     TimeUs term_sent = 0;  // when SIGTERM went out for the time limit
     bool kill_sent = false;
@@ -142,6 +158,10 @@ class ProcessExecutor final : public Executor {
   ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy);
   Status validate(const JobLaunch& launch) const;
   Status prepare_job_dir(const JobLaunch& launch, const std::string& dir) const;
+  // Per-worker cgroups or OCI bundles (file comment); fills the workers'
+  // cgroup_dirs / command / results in `launch`.
+  Status prepare_workers(JobLaunch& launch, Job& job) const;
+  Status prepare_container(JobLaunch& launch, std::size_t worker, const Job& job) const;
   Result<pid_t> restore_tree(const JobLaunch& launch, const std::string& image_dir, Job& job);
   // Kills what is left of a job that is not to be reported, waits, removes
   // its cgroups and directory.

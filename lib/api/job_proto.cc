@@ -34,6 +34,7 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_numa_policy(resource::numa_policy_name(spec.request.numa_policy));
   p.set_oversubscribe(spec.request.oversubscribe);
   p.set_profile(spec.profile);
+  p.set_image(spec.image);
   p.set_workers(spec.workers);
   return p;
 }
@@ -83,6 +84,7 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   }
   spec.request.oversubscribe = p.oversubscribe();
   spec.profile = p.profile();
+  spec.image = p.image();
   spec.workers = p.workers();
   return spec;
 }

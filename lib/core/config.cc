@@ -3,6 +3,7 @@
 
 #include <pwd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -351,7 +352,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   c.source = name;
   if (!root.is_table()) return invalid_argument(name + ": not a TOML table");
   HPCQ_RETURN_IF_ERROR(check_keys(
-      root, "", {"overlay", "leader", "scheduler", "agent", "rank", "queue", "qos", "account",
+      root, "", {"overlay", "leader", "scheduler", "sched", "agent", "rank", "queue", "qos", "account",
                  "user", "api", "portal"}));
 
   if (root.contains("overlay")) {
@@ -404,6 +405,27 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     }
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "decision_log", c.decision_log));
     if (t.contains("options")) HPCQ_RETURN_IF_ERROR(read_options(t.at("options"), c));
+  }
+  // [sched.granularity] policy = "scale": the granularity plugin with that
+  // policy (papers/000), the same as plugins += "granularity" and
+  // [scheduler.options.granularity] policy = ... .
+  if (root.contains("sched")) {
+    const Table& sched = root.at("sched");
+    if (!sched.is_table()) return invalid_argument(where(sched) + ": [sched] must be a table");
+    HPCQ_RETURN_IF_ERROR(check_keys(sched, "sched", {"granularity"}));
+    const Table& g = sched.at("granularity");
+    if (!g.is_table()) {
+      return invalid_argument(where(g) + ": [sched.granularity] must be a table");
+    }
+    HPCQ_RETURN_IF_ERROR(check_keys(g, "sched.granularity", {"policy", "task_group"}));
+    for (const auto& [option, v] : g.as_table()) {
+      auto text = option_text(v, "granularity." + option);
+      if (!text.is_ok()) return text.status();
+      c.scheduler_options["granularity." + option] = *text;
+    }
+    if (std::find(c.plugins.begin(), c.plugins.end(), "granularity") == c.plugins.end()) {
+      c.plugins.push_back("granularity");
+    }
   }
   if (root.contains("agent")) {
     const Table& t = root.at("agent");

@@ -124,6 +124,9 @@ Status validate(const JobSpec& spec) {
     return invalid_argument("--workers: must be 0.." + std::to_string(r.ntasks) +
                             " (at most one worker per task), got " + std::to_string(spec.workers));
   }
+  if (!spec.image.empty() && (spec.image[0] != '/' || spec.image.find('\n') != std::string::npos)) {
+    return invalid_argument("--image: want a directory path, got " + quote(spec.image));
+  }
   if (spec.workers > 0 && spec.profile.empty()) {
     return invalid_argument("--workers: give --profile too (workers are how a profiled job is cut)");
   }

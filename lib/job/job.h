@@ -86,6 +86,10 @@ struct JobSpec {
   // into; empty: none. --workers: the user's worker count (0: the policy's).
   std::string profile;
   int workers = 0;
+  // --image DIR: the tasks run in OCI containers (runc) of this root file
+  // system, or of this bundle (a directory with config.json and its rootfs);
+  // absolute; empty: plain processes.
+  std::string image;
   // Set by the leader on each task of an expanded array; 0/-1 otherwise.
   JobId array_job_id = 0;          // the array's first job id (Slurm's %A)
   int array_task_id = -1;          // this task's index (%a)

@@ -26,7 +26,7 @@ constexpr const char* kUsage =
     "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-    "[--profile cpu|memory|network] [--workers N] [--json] "
+    "[--profile cpu|memory|network] [--workers N] [--image DIR] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
 // ---- words of a directive line ----
@@ -215,6 +215,7 @@ struct Given {
   std::optional<bool> oversubscribe;
   std::optional<std::string> profile;
   std::optional<int> workers;
+  std::optional<std::string> image;
   bool json = false;
   bool wait = false;
 
@@ -249,6 +250,7 @@ struct Given {
     take(oversubscribe, later.oversubscribe);
     take(profile, later.profile);
     take(workers, later.workers);
+    take(image, later.image);
     json = json || later.json;
     wait = wait || later.wait;
   }
@@ -272,7 +274,7 @@ constexpr OptionName kValueOptions[] = {
     {0, "--qos"},     {0, "--priority"},   {'d', "--dependency"},    {'a', "--array"},
     {0, "--gpus-per-node"}, {0, "--gpus-per-task"}, {0, "--mem-per-cpu"},
     {'m', "--distribution"}, {0, "--cpu-bind"}, {0, "--numa-policy"},
-    {0, "--profile"}, {0, "--workers"},
+    {0, "--profile"}, {0, "--workers"}, {0, "--image"},
 };
 
 const OptionName* find_value_option(std::string_view word) {
@@ -340,7 +342,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   std::string nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
   std::string account, qos, priority, dependency, array;
   std::string gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
-  std::string profile, workers;
+  std::string profile, workers, image;
   bool requeue = false;
   bool oversubscribe = false;
   bool json = false;
@@ -372,6 +374,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   CLI::Option* o_numa_policy = add("--numa-policy", numa_policy);
   CLI::Option* o_profile = add("--profile", profile);
   CLI::Option* o_workers = add("--workers", workers);
+  CLI::Option* o_image = add("--image", image);
   CLI::Option* o_oversubscribe = app.add_flag("--oversubscribe,!--exclusive", oversubscribe)
                                      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   CLI::Option* o_requeue = app.add_flag("--requeue,!--no-requeue", requeue)
@@ -508,6 +511,10 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   if (o_oversubscribe->count() > 0) g.oversubscribe = oversubscribe;
   if (o_profile->count() > 0) g.profile = profile;
   HPCQ_RETURN_IF_ERROR(count("--workers", o_workers, workers, g.workers));
+  if (o_image->count() > 0) {
+    if (image.empty()) return invalid_argument("--image: want a directory, got ''");
+    g.image = image;
+  }
   g.json = json;
   g.wait = wait;
   return parsed;
@@ -602,6 +609,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   request.oversubscribe = given.oversubscribe.value_or(false);
   spec.profile = given.profile.value_or("");
   spec.workers = given.workers.value_or(0);
+  if (given.image) spec.image = resolve_dir(ctx.cwd, *given.image);
   spec.time_limit_s = given.time.value_or(0);
   spec.output = given.output.value_or(kDefaultOutput);
   spec.error = given.error.value_or("");

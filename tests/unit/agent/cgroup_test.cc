@@ -91,6 +91,39 @@ TEST_F(CgroupTest, CreatesJobDirectoriesWithLimitsAndRemovesThem) {
   for (const std::string& d : dirs) EXPECT_FALSE(fs::exists(d)) << d;
 }
 
+TEST_F(CgroupTest, WorkerChildrenHaveTheirOwnLimitsAndGoWithTheJob) {
+  auto cg = hierarchy_.create_job(instance_, 3, {{0}, {0}, 64 << 20});
+  ASSERT_TRUE(cg.is_ok()) << cg.status().to_string();
+  JobCgroup job = std::move(cg).value();
+  auto w = job.create_child("worker-1", {{0}, {0}, 16 << 20});
+  ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+  ASSERT_EQ(w->dirs().size(), job.dirs().size());
+  for (std::size_t i = 0; i < job.dirs().size(); ++i) {
+    EXPECT_EQ(w->dirs()[i], job.dirs()[i] + "/worker-1");
+  }
+  const std::string memory_file =
+      hierarchy_.version() == CgroupVersion::kV1 ? "/memory.limit_in_bytes" : "/memory.max";
+  const std::string memory_dir = hierarchy_.version() == CgroupVersion::kV1 ? w->dirs()[1]
+                                                                            : w->dirs()[0];
+  EXPECT_EQ(read_trimmed(memory_dir + memory_file), std::to_string(16 << 20));
+  EXPECT_EQ(read_trimmed(w->dirs()[0] + "/cpuset.cpus"), "0");
+
+  // A process in the child counts as the job's; remove() kills it and then
+  // removes the child before the job's directories.
+  pid_t child = start_sleeper();
+  ASSERT_TRUE(w->add_process(child).is_ok());
+  EXPECT_EQ(job.pids(), std::vector<pid_t>{child});
+  EXPECT_EQ(job.remove().code(), Code::kFailedPrecondition);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  Status removed = job.remove();
+  for (int i = 0; i < 100 && !removed.is_ok(); ++i) {
+    usleep(10'000);
+    removed = job.remove();
+  }
+  EXPECT_TRUE(removed.is_ok()) << removed.to_string();
+  for (const std::string& d : w->dirs()) EXPECT_FALSE(fs::exists(d)) << d;
+}
+
 TEST_F(CgroupTest, RemoveStaleKillsWhatAPreviousInstanceLeftAndRemovesIt) {
   auto empty = hierarchy_.create_job(instance_, 7, {});
   auto busy = hierarchy_.create_job(instance_, 8, {});

@@ -18,7 +18,10 @@ TEST(JobLaunchTest, LaunchRoundTrips) {
   l.stdout_path = "/tmp/o";
   l.stderr_path = "/tmp/e";
   l.hostfile = "n1 slots=2\n";
-  l.tasks = {{3, {0, 1}, "0-1", {{"CUDA_VISIBLE_DEVICES", "1"}}}, {4, {2}, "2", {}}};
+  l.tasks = {{3, {0, 1}, "0-1", {{"CUDA_VISIBLE_DEVICES", "1"}}, 0}, {4, {2}, "2", {}, 1}};
+  l.workers = {{7, 1, {0, 1}, {0}, 1ULL << 32, {"/cg/a/worker-7"}, {}, ""},
+               {8, 1, {2}, {0}, 1ULL << 31, {}, {"runc", "run"}, "/j/oci/worker-8/results.json"}};
+  l.image = "/images/busybox";
   l.host_cpus = {0, 1, 2};
   l.host_mems = {0};
   l.memory_limit_bytes = 1ULL << 33;
@@ -43,6 +46,16 @@ TEST(JobLaunchTest, LaunchRoundTrips) {
   EXPECT_EQ(back->tasks[0].logical_cpus, "0-1");
   EXPECT_EQ(back->tasks[0].env.at("CUDA_VISIBLE_DEVICES"), "1");
   EXPECT_TRUE(back->tasks[1].env.empty());
+  EXPECT_EQ(back->tasks[1].worker, 1);
+  ASSERT_EQ(back->workers.size(), 2u);
+  EXPECT_EQ(back->workers[0].id, 7);
+  EXPECT_EQ(back->workers[0].group, 1);
+  EXPECT_EQ(back->workers[0].host_cpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(back->workers[0].memory_limit_bytes, 1ULL << 32);
+  EXPECT_EQ(back->workers[0].cgroup_dirs, (std::vector<std::string>{"/cg/a/worker-7"}));
+  EXPECT_EQ(back->workers[1].command, (std::vector<std::string>{"runc", "run"}));
+  EXPECT_EQ(back->workers[1].results, "/j/oci/worker-8/results.json");
+  EXPECT_EQ(back->image, "/images/busybox");
   EXPECT_EQ(back->host_cpus, l.host_cpus);
   EXPECT_EQ(back->host_mems, l.host_mems);
   EXPECT_EQ(back->memory_limit_bytes, 1ULL << 33);
@@ -59,6 +72,15 @@ TEST(JobLaunchTest, MalformedLaunchIsAnErrorNotAnException) {
   std::string text = encode_launch(l);
   text.replace(text.find("\"uid\": 0"), 8, "\"uid\": \"x\"");
   EXPECT_EQ(decode_launch(text).status().code(), Code::kInvalidArgument);
+}
+
+TEST(JobLaunchTest, TaskNamingAMissingWorkerIsRefused) {
+  JobLaunch l;
+  l.tasks = {{0, {0}, "0", {}, 0}};
+  EXPECT_EQ(decode_launch(encode_launch(l)).status().code(), Code::kInvalidArgument);
+  ensure_workers(l);  // the node's whole part becomes worker 0
+  ASSERT_EQ(l.workers.size(), 1u);
+  EXPECT_TRUE(decode_launch(encode_launch(l)).is_ok());
 }
 
 TEST(JobLaunchTest, ResultsRoundTrip) {

@@ -179,3 +179,100 @@ TEST(TopologyMessage, RoundTripsWithGpus) {
 
 }  // namespace
 }  // namespace hpcq::agent
+
+namespace hpcq::agent {
+namespace {
+
+// One node, four one-core tasks of an 8-rank job split into two workers of
+// two ranks each on this node (round-robin ranks, papers/000 Algorithm 2).
+overlay::Launch split_launch() {
+  overlay::Launch launch;
+  launch.set_job_id(9);
+  launch.set_ntasks(8);
+  launch.add_argv("true");
+  overlay::NodeAlloc* a = launch.add_allocation();
+  a->set_rank(1);
+  a->set_node("n1");
+  for (int c : {0, 1, 4, 5}) a->add_cores(c);
+  for (int m : {0, 1}) a->add_numa(m);
+  a->set_memory_bytes(4000);
+  a->set_ntasks(4);
+  overlay::Worker* w0 = a->add_workers();
+  w0->set_id(0);
+  for (int r : {0, 4}) w0->add_ranks(r);
+  for (int c : {0, 1}) w0->add_cores(c);
+  overlay::Worker* w2 = a->add_workers();
+  w2->set_id(2);
+  w2->set_group(1);
+  for (int r : {2, 6}) w2->add_ranks(r);
+  for (int c : {4, 5}) w2->add_cores(c);
+  overlay::NodeAlloc* b = launch.add_allocation();
+  b->set_rank(2);
+  b->set_node("n2");
+  for (int c : {0, 1, 2, 3}) b->add_cores(c);
+  b->add_numa(0);
+  b->set_ntasks(4);
+  b->set_first_task(4);
+  for (int id : {1, 3}) {
+    overlay::Worker* w = b->add_workers();
+    w->set_id(id);
+    w->set_group(id);
+    for (int r : {id, id + 4}) w->add_ranks(r);
+    for (int c : {(id / 2) * 2, (id / 2) * 2 + 1}) w->add_cores(c);
+  }
+  return launch;
+}
+
+TEST(LaunchMessage, WorkersGetTheirTasksRanksCgroupLimitsAndHostfileLines) {
+  const resource::NodeTopology topo = synthetic("pack:2 numa:1 core:4 pu:1");
+  const HostMapping host{&topo, true, 8, 2};
+  auto job = job_launch_from_message(split_launch(), 1, "n1", host);
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  ASSERT_EQ(job->workers.size(), 2u);
+  EXPECT_EQ(job->workers[0].id, 0);
+  EXPECT_EQ(job->workers[0].host_cpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(job->workers[0].host_mems, (std::vector<int>{0}));
+  EXPECT_EQ(job->workers[1].id, 2);
+  EXPECT_EQ(job->workers[1].group, 1);
+  EXPECT_EQ(job->workers[1].host_cpus, (std::vector<int>{4, 5}));
+  EXPECT_EQ(job->workers[1].host_mems, (std::vector<int>{1}));
+  EXPECT_EQ(job->workers[1].memory_limit_bytes, 2000u);  // half the node's cores
+  ASSERT_EQ(job->tasks.size(), 4u);
+  const std::vector<int> ranks = {job->tasks[0].rank, job->tasks[1].rank, job->tasks[2].rank,
+                                  job->tasks[3].rank};
+  EXPECT_EQ(ranks, (std::vector<int>{0, 4, 2, 6}));
+  EXPECT_EQ(job->tasks[2].worker, 1);
+  EXPECT_EQ(job->tasks[2].host_cpus, (std::vector<int>{4}));
+  EXPECT_EQ(job->hostfile, "n1 slots=2\nn2 slots=2\nn1 slots=2\nn2 slots=2\n");
+}
+
+TEST(LaunchMessage, UnsplitJobIsOneWorkerWithTheJobsLimits) {
+  const resource::NodeTopology topo = synthetic("pack:1 numa:2 core:4 pu:1");
+  const HostMapping host{&topo, false, 2, 1};
+  auto job = job_launch_from_message(two_node_launch(), 2, "n2", host);
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  ASSERT_EQ(job->workers.size(), 1u);
+  EXPECT_EQ(job->workers[0].id, 1);  // the node's index
+  EXPECT_EQ(job->workers[0].host_cpus, job->host_cpus);
+  for (const TaskSpec& t : job->tasks) EXPECT_EQ(t.worker, 0);
+}
+
+TEST(LaunchMessage, RefusesWorkersThatDoNotMatchTheNode) {
+  const resource::NodeTopology topo = synthetic("pack:2 numa:1 core:4 pu:1");
+  const HostMapping host{&topo, true, 8, 2};
+  overlay::Launch outside = split_launch();
+  outside.mutable_allocation(0)->mutable_workers(1)->set_cores(0, 6);
+  EXPECT_FALSE(job_launch_from_message(outside, 1, "n1", host).is_ok());
+  overlay::Launch bad_rank = split_launch();
+  bad_rank.mutable_allocation(0)->mutable_workers(0)->set_ranks(1, 8);
+  EXPECT_FALSE(job_launch_from_message(bad_rank, 1, "n1", host).is_ok());
+  overlay::Launch short_slots = split_launch();
+  short_slots.mutable_allocation(0)->mutable_workers(0)->mutable_ranks()->RemoveLast();
+  EXPECT_FALSE(job_launch_from_message(short_slots, 1, "n1", host).is_ok());
+  overlay::Launch empty = split_launch();
+  empty.mutable_allocation(0)->mutable_workers(0)->clear_ranks();
+  EXPECT_FALSE(job_launch_from_message(empty, 1, "n1", host).is_ok());
+}
+
+}  // namespace
+}  // namespace hpcq::agent

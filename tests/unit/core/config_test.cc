@@ -25,6 +25,20 @@ TEST(ConfigTest, DefaultsAndRanks) {
   EXPECT_EQ(c->actions, std::vector<std::string>{"allocate"});
 }
 
+TEST(ConfigTest, SchedGranularityTableTurnsOnThePlugin) {
+  auto c = parse_config(std::string("[sched.granularity]\npolicy = \"scale\"\n") + kRank0, "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->scheduler_options.at("granularity.policy"), "scale");
+  EXPECT_EQ(c->plugins, (std::vector<std::string>{"fcfs", "granularity"}));
+  c = parse_config(std::string("[scheduler]\nplugins = [\"fcfs\", \"granularity\"]\n"
+                               "[sched.granularity]\npolicy = \"none\"\n") + kRank0, "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->plugins, (std::vector<std::string>{"fcfs", "granularity"}));
+  c = parse_config(std::string("[sched.granularity]\nshape = 1\n") + kRank0, "t.toml");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("unknown key 'sched.granularity.shape'"), std::string::npos);
+}
+
 TEST(ConfigTest, SitePolicyAndSchedulerOptions) {
   std::string text = std::string(
                          "[scheduler]\nactions = [\"allocate\", \"backfill\"]\n"

@@ -161,9 +161,17 @@ TEST_F(Submit, PlacementOptions) {
   EXPECT_EQ(o->spec.profile, "network");
   EXPECT_EQ(o->spec.workers, 2);
 
+  o = parse({"--image", "images/busybox", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.image, ctx_.cwd + "/images/busybox");  // relative to the submit dir
+  o = parse({"--image", "/srv/img", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.image, "/srv/img");
+
   o = parse({"prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
   EXPECT_EQ(o->spec.profile, "");
+  EXPECT_EQ(o->spec.image, "");
   EXPECT_EQ(o->spec.request.cpu_bind, resource::CpuBind::kCores);
   EXPECT_EQ(o->spec.request.numa_policy, resource::NumaPolicy::kBestEffort);
 }
@@ -426,7 +434,7 @@ INSTANTIATE_TEST_SUITE_P(
             "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
             "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
             "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-            "[--profile cpu|memory|network] [--workers N] [--json] "
+            "[--profile cpu|memory|network] [--workers N] [--image DIR] [--json] "
             "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
         BadArgs{{"--profile", "gpu", "true"},
                 "--profile: unknown profile 'gpu' (want cpu, memory or network)"},

@@ -1,0 +1,129 @@
+#include "agent/executor/oci_bundle.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace hpcq::agent {
+namespace {
+
+using nlohmann::json;
+
+std::string cpu_list(const std::vector<int>& ids) {
+  std::set<int> sorted(ids.begin(), ids.end());
+  std::string out;
+  for (auto it = sorted.begin(); it != sorted.end();) {
+    int first = *it, last = *it;
+    for (++it; it != sorted.end() && *it == last + 1; ++it) last = *it;
+    if (!out.empty()) out += ',';
+    out += std::to_string(first);
+    if (last != first) out += '-' + std::to_string(last);
+  }
+  return out;
+}
+
+int depth(const std::string& path) {
+  return static_cast<int>(std::count(path.begin(), path.end(), '/'));
+}
+
+json bind_mount(const std::string& destination, const std::string& source, bool writable) {
+  return {{"destination", destination},
+          {"type", "bind"},
+          {"source", source},
+          {"options", {"rbind", writable ? "rw" : "ro", "nosuid", "nodev"}}};
+}
+
+}  // namespace
+
+std::string oci_config_json(const OciContainer& c) {
+  // The kernel's file systems every container gets (runc's defaults).
+  json mounts = json::array({
+      {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}},
+      {{"destination", "/dev"},
+       {"type", "tmpfs"},
+       {"source", "tmpfs"},
+       {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
+      {{"destination", "/dev/pts"},
+       {"type", "devpts"},
+       {"source", "devpts"},
+       {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}}},
+      {{"destination", "/dev/shm"},
+       {"type", "tmpfs"},
+       {"source", "shm"},
+       {"options", {"nosuid", "noexec", "nodev", "mode=1777"}}},
+      {{"destination", "/dev/mqueue"},
+       {"type", "mqueue"},
+       {"source", "mqueue"},
+       {"options", {"nosuid", "noexec", "nodev"}}},
+      {{"destination", "/sys"},
+       {"type", "sysfs"},
+       {"source", "sysfs"},
+       {"options", {"nosuid", "noexec", "nodev", "ro"}}},
+      {{"destination", "/sys/fs/cgroup"},
+       {"type", "cgroup"},
+       {"source", "cgroup"},
+       {"options", {"nosuid", "noexec", "nodev", "relatime", "ro"}}},
+      {{"destination", "/tmp"},
+       {"type", "tmpfs"},
+       {"source", "tmpfs"},
+       {"options", {"nosuid", "nodev", "mode=1777"}}},
+  });
+  // Directory binds: writable wins over read-only for the same path; parents
+  // first, so that a bind inside another one is not hidden by it.
+  std::map<std::string, bool> dirs;
+  for (const std::string& d : c.read_only_dirs) dirs.emplace(d, false);
+  for (const std::string& d : c.writable_dirs) dirs[d] = true;
+  std::vector<std::pair<std::string, bool>> ordered(dirs.begin(), dirs.end());
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return depth(a.first) < depth(b.first); });
+  for (const auto& [dir, writable] : ordered) {
+    if (dir.empty() || dir == "/" || dir[0] != '/') continue;
+    mounts.push_back(bind_mount(dir, dir, writable));
+  }
+  for (const std::string& f : c.read_only_files) mounts.push_back(bind_mount(f, f, false));
+  mounts.push_back(bind_mount(kContainerShell, c.shell_binary, false));
+
+  json resources = {{"devices", json::array({{{"allow", false}, {"access", "rwm"}}})}};
+  if (!c.cpus.empty() || !c.mems.empty()) {
+    resources["cpu"] = json::object();
+    if (!c.cpus.empty()) resources["cpu"]["cpus"] = cpu_list(c.cpus);
+    if (!c.mems.empty()) resources["cpu"]["mems"] = cpu_list(c.mems);
+  }
+  if (c.memory_limit_bytes > 0) resources["memory"] = {{"limit", c.memory_limit_bytes}};
+  if (c.pids_limit > 0) resources["pids"] = {{"limit", c.pids_limit}};
+
+  json user = {{"uid", c.uid}, {"gid", c.gid}};
+  if (!c.additional_gids.empty()) user["additionalGids"] = c.additional_gids;
+  const json no_capabilities = json::array();
+  json config = {
+      {"ociVersion", "1.0.2"},
+      {"process",
+       {{"terminal", false},
+        {"user", user},
+        {"args", c.args},
+        {"env", c.env},
+        {"cwd", "/"},
+        {"noNewPrivileges", true},
+        {"capabilities",
+         {{"bounding", no_capabilities},
+          {"effective", no_capabilities},
+          {"permitted", no_capabilities},
+          {"ambient", no_capabilities}}}}},
+      {"root", {{"path", c.rootfs}, {"readonly", true}}},
+      {"mounts", mounts},
+      {"linux",
+       {{"namespaces", json::array({{{"type", "pid"}}, {{"type", "mount"}}, {{"type", "ipc"}}})},
+        {"cgroupsPath", c.cgroups_path},
+        {"resources", resources},
+        {"maskedPaths",
+         {"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+          "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"}},
+        {"readonlyPaths",
+         {"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
+          "/proc/sysrq-trigger"}}}},
+  };
+  return config.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace hpcq::agent

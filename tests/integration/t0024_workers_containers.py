@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Workers enforced on the agents, in both executors (papers/000).
+
+With `[sched.granularity] policy = "granularity"`, a cpu job of 16 ranks
+with --workers 8 is cut over the 4 nodes (Algorithm 1) into 8 workers of 2
+ranks dealt round-robin (Algorithm 2), two per node in two groups. Every
+task reads its own Cpus_allowed_list, Mems_allowed_list and cgroup: they
+must equal its worker's allocation (on these emulated nodes logical core i
+is host CPU i mod the host's CPUs) and its worker's own cgroup; the
+hostfile at HPCQ_HOSTFILE has one "node slots=2" line per worker. The same
+job with --image runs each worker in an OCI container (runc) of a busybox
+root file system, as the submitting user. Two concurrent jobs never share a
+core."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+CONFIG = "/tmp/hpcq-t0024.toml"
+if not os.environ.get("HPCQ_TEST_INSIDE"):
+    with open(CONFIG, "w") as f:
+        f.write("""
+[sched.granularity]
+policy = "granularity"
+""")
+t.within_cluster(agents=4, fanout=2, topology="pack:2 numa:2 core:4 pu:1",
+                 extra=("--config", CONFIG))
+
+HOST_CPUS = os.cpu_count()
+
+# Each task writes what it sees to out.<rank> in the job's directory.
+TASK = r"""
+f=$PWD/out.$HPCQ_TASK_RANK
+{
+  echo "cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2)"
+  echo "mems $(grep Mems_allowed_list /proc/self/status | cut -f2)"
+  echo "cgroup $(grep -E '(cpuset|^0::)' /proc/self/cgroup | head -1 | cut -d: -f3)"
+  echo "uid $(id -u)"
+  echo "debian $(test -e /etc/debian_version && echo yes || echo no)"
+  echo "hostfile $(cat $HPCQ_HOSTFILE | tr '\n' ';')"
+} > $f.tmp
+mv $f.tmp $f
+"""
+
+
+def parse_list(text):
+    cpus = set()
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            cpus.update(range(int(a), int(b) + 1))
+        elif part:
+            cpus.add(int(part))
+    return cpus
+
+
+def read_outputs(d, ntasks):
+    out = {}
+    for rank in range(ntasks):
+        with open(os.path.join(d, f"out.{rank}")) as f:
+            out[rank] = dict(line.rstrip("\n").split(" ", 1) for line in f if " " in line)
+    return out
+
+
+def run_split_job(d, extra=(), user=None):
+    with open(os.path.join(d, "task.sh"), "w") as f:
+        f.write(TASK)
+    job = t.submit("-n", "16", "--profile", "cpu", "--workers", "8", *extra, "--",
+                   "sh", "task.sh", cwd=d, user=user)
+    s = t.wait_state(job, ("COMPLETED", "FAILED"), timeout=90, user=user)
+    t.check(s["state"] == "COMPLETED", f"job {job}: {s['state']} {s.get('reason')}")
+    return s, read_outputs(d, 16)
+
+
+def check_workers(s, out, executor):
+    workers = s["workers"]
+    # Algorithm 1 (granularity, user N_w = 8): 4 nodes, 8 workers, 4 groups.
+    t.check(len(workers) == 8, f"{len(workers)} workers: {workers}")
+    t.check(len({w["node"] for w in workers}) == 4, f"nodes {workers}")
+    t.check(len({w["group"] for w in workers}) == 4, f"groups {workers}")
+    # Algorithm 2: ranks dealt round-robin, 2 slots each.
+    for w in workers:
+        t.check(w["ranks"] == [w["id"], w["id"] + 8], f"worker {w}")
+        t.check(w["executor"] == executor, f"worker {w}")
+        t.check(w["numa"], f"worker {w} has no NUMA domains")
+    host_of = {}
+    for a in s["allocation"]:
+        host_of[a["node"]] = dict(zip(a["cores"], a["host_cpus"]))
+    lines = None
+    for w in workers:
+        allowed = {host_of[w["node"]][c] for c in w["cores"]}
+        for rank in w["ranks"]:
+            o = out[rank]
+            cpus = parse_list(o["cpus"])
+            # Each task is bound to its own core's CPU, inside its worker's.
+            t.check(len(cpus) == 1 and cpus <= allowed,
+                    f"rank {rank}: CPUs {o['cpus']}, worker {w['id']} has {sorted(allowed)}")
+            t.check(parse_list(o["mems"]) == {0}, f"rank {rank}: mems {o['mems']}")
+            t.check(o["cgroup"].endswith(f"/job-{s['id']}/worker-{w['id']}"),
+                    f"rank {rank}: cgroup {o['cgroup']}, worker {w['id']}")
+            lines = lines or o["hostfile"]
+            t.check(o["hostfile"] == lines, f"rank {rank}: hostfile {o['hostfile']}")
+    entries = [e for e in lines.split(";") if e]
+    t.check(len(entries) == 8 and all(e.endswith(" slots=2") for e in entries),
+            f"hostfile {lines}")
+    by_id = sorted(workers, key=lambda w: w["id"])
+    t.check([e.split()[0] for e in entries] == [w["node"] for w in by_id],
+            f"hostfile {entries} vs workers {by_id}")
+
+
+def test_process_workers_get_their_own_cgroups():
+    d = t.workdir()
+    s, out = run_split_job(d)
+    check_workers(s, out, "process")
+    t.check(all(o["uid"] == "0" and o["debian"] == "yes" for o in out.values()), f"{out[0]}")
+
+
+def busybox_rootfs():
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    t.check(os.path.exists(busybox), "busybox (Debian's busybox-static) is not installed")
+    root = tempfile.mkdtemp(prefix="hpcq-rootfs-")
+    os.chmod(root, 0o755)
+    os.makedirs(os.path.join(root, "bin"))
+    shutil.copy(busybox, os.path.join(root, "bin", "busybox"))
+    for applet in ("sh", "cat", "grep", "cut", "id", "test", "tr", "mv", "head", "echo",
+                   "sleep"):
+        os.symlink("busybox", os.path.join(root, "bin", applet))
+    return root
+
+
+def test_image_job_runs_each_worker_in_a_container():
+    uid = t.ensure_user()
+    root = busybox_rootfs()
+    d = t.workdir()
+    s, out = run_split_job(d, extra=("--image", root), user="hpcqtest")
+    check_workers(s, out, "oci")
+    t.check(s["image"] == root, f"image {s['image']}")
+    for rank, o in out.items():
+        t.check(o["uid"] == str(uid), f"rank {rank} ran as uid {o['uid']}, not {uid}")
+        t.check(o["debian"] == "no", f"rank {rank} saw the host's root, not the image")
+    # The outputs the tasks wrote are the user's.
+    t.check(os.stat(os.path.join(d, "out.0")).st_uid == uid, "out.0 is not the user's")
+
+
+def test_bad_image_fails_the_job_with_a_reason():
+    d = t.workdir()
+    job = t.submit("--image", "/nonexistent/image", "--", "true", cwd=d)
+    s = t.wait_state(job, ("FAILED", "COMPLETED"))
+    t.check(s["state"] == "FAILED" and "/nonexistent/image" in s["reason"],
+            f"{s['state']}: {s['reason']}")
+    p = t.hpcq("submit", "--image", "", "--", "true", rc=2)
+    t.check("--image" in p.stderr, p.stderr)
+
+
+def test_concurrent_jobs_never_share_a_core():
+    d = t.workdir()
+    jobs = [t.submit("-n", "24", "--", "sleep", "3", cwd=d) for _ in range(2)]
+    states = [t.wait_state(j, "RUNNING") for j in jobs]
+    used = {}
+    for s in states:
+        for a in s["allocation"]:
+            for c in a["cores"]:
+                key = (a["node"], c)
+                t.check(key not in used, f"core {key} given to jobs {used.get(key)} and {s['id']}")
+                used[key] = s["id"]
+    for j in jobs:
+        t.hpcq("cancel", str(j))
+
+
+t.main([test_process_workers_get_their_own_cgroups,
+        test_image_job_runs_each_worker_in_a_container,
+        test_bad_image_fails_the_job_with_a_reason,
+        test_concurrent_jobs_never_share_a_core])
