@@ -75,7 +75,10 @@ nlohmann::json checkpoint_json(const v1::CheckpointRecord& r) {
           {"image_bytes", r.image_bytes()},
           {"dump_seconds", r.dump_seconds()},
           {"outcome", r.outcome()},
-          {"restored", r.restored()}};
+          {"restored", r.restored()},
+          {"restore_pending", r.restore_pending()},
+          {"periodic", r.periodic()},
+          {"pruned", r.pruned()}};
 }
 
 nlohmann::json job_json(const v1::Job& job) {
@@ -139,6 +142,16 @@ nlohmann::json job_json(const v1::Job& job) {
   j["requeue_count"] = job.requeue_count();
   j["checkpoints"] = nlohmann::json::array();
   for (const auto& r : job.checkpoints()) j["checkpoints"].push_back(checkpoint_json(r));
+  j["placements"] = nlohmann::json::array();
+  for (const auto& p : job.placements()) {
+    j["placements"].push_back(
+        {{"nodes", std::vector<std::string>(p.nodes().begin(), p.nodes().end())},
+         {"start", time_json(p.start_us())},
+         {"end", time_json(p.end_us())},
+         {"restored_from", p.restored_from()},
+         {"outcome", p.outcome()}});
+  }
+  j["checkpoint_interval_s"] = job.spec().checkpoint_interval_s();
   if (!job.restore_from().empty()) j["restore_from"] = job.restore_from();
   j["held"] = job.held();
   j["account"] = job.spec().account();

@@ -182,16 +182,38 @@ Status Leader::start() {
     }
     it->second.checkpoints.push_back(std::move(record));
   }
+  auto stored_placements = (*store)->load_records("placement");
+  if (!stored_placements.is_ok()) return stored_placements.status();
+  for (const auto& [key, value] : *stored_placements) {
+    v1::Placement placement;
+    auto it = jobs_.find(std::strtoull(key.c_str(), nullptr, 10));
+    if (it == jobs_.end() || !google::protobuf::util::JsonStringToMessage(value, &placement).ok()) {
+      spdlog::warn("store: placement record {} ignored", key);
+      continue;
+    }
+    it->second.placements.push_back(std::move(placement));
+  }
   for (auto& [id, entry] : jobs_) {
     std::sort(entry.checkpoints.begin(), entry.checkpoints.end(),
               [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
+    std::sort(entry.placements.begin(), entry.placements.end(),
+              [](const auto& a, const auto& b) { return a.start_us() < b.start_us(); });
     // A pending job whose last checkpoint took it off its nodes and has not
-    // been restored yet is restored where it next starts.
+    // been restored yet, or that waits to restart from a checkpoint after a
+    // node loss, is restored where it next starts.
     if (entry.job.state == job::JobState::kPending && !entry.checkpoints.empty()) {
       const v1::CheckpointRecord& last = entry.checkpoints.back();
       if (last.then() != "continue" && last.outcome() == "ok" && !last.restored()) {
         entry.restore_from = last.image();
       }
+      for (const v1::CheckpointRecord& r : entry.checkpoints) {
+        if (r.restore_pending()) entry.restore_from = r.image();
+      }
+    }
+    if (entry.job.state == job::JobState::kRunning && !entry.placements.empty() &&
+        entry.placements.back().end_us() == 0) {
+      entry.restored_image = entry.placements.back().restored_from();
+      entry.restoring = !entry.restored_image.empty();
     }
   }
   auto stored_reservations = (*store)->load_records("reservation");
@@ -246,6 +268,7 @@ Status Leader::start() {
   loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
     check_heartbeats();
     repeat_unconfirmed();
+    checkpoint_due_jobs();
   });
   // Usage is advisory (it orders the queue): written every 10 s rather than
   // with every job end, so a crash forgets at most the last 10 s of it.
@@ -371,6 +394,7 @@ std::future<Result<v1::Job>> Leader::get_job(const Caller& caller, JobId id) {
     v1::Job described = describe(it->second.job);
     for (const v1::CheckpointRecord& r : it->second.checkpoints) *described.add_checkpoints() = r;
     described.set_restore_from(it->second.restore_from);
+    for (const v1::Placement& p : it->second.placements) *described.add_placements() = p;
     promise->set_value(std::move(described));
   });
   return future;
@@ -511,41 +535,62 @@ std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& calle
       return promise->set_value(
           invalid_argument("--then: '" + then + "' is not continue, requeue or stop"));
     }
-    if (job.state != job::JobState::kRunning) {
-      return promise->set_value(failed_precondition(
-          name + " is " + job::state_name(job.state) + ": only running jobs can be checkpointed"));
+    Status started = begin_checkpoint(entry, then, promise);
+    if (!started.is_ok()) promise->set_value(started);
+  });
+  return future;
+}
+
+Status Leader::checkpointable(const JobEntry& entry, const std::string& then) const {
+  const job::Job& job = entry.job;
+  const std::string name = "job " + std::to_string(job.id);
+  if (job.state != job::JobState::kRunning) {
+    return failed_precondition(name + " is " + job::state_name(job.state) +
+                               ": only running jobs can be checkpointed");
+  }
+  if (!job.spec.image.empty()) {
+    return failed_precondition(name + " runs in OCI containers: their checkpoint is not "
+                               "supported yet");
+  }
+  // A restore needs each node's part to hold as many tasks as its image:
+  // it asks for as many nodes as the dump, which gives every node the same
+  // count only when the tasks divide evenly over them.
+  const int nodes = static_cast<int>(job.allocation.nodes.size());
+  if (then != "continue" && job.spec.request.ntasks % nodes != 0) {
+    return failed_precondition(
+        name + " runs " + std::to_string(job.spec.request.ntasks) + " tasks on " +
+        std::to_string(nodes) + " nodes, unevenly, so a restore could not lay them out the same "
+        "way; only --then continue");
+  }
+  if (entry.checkpointing) return failed_precondition(name + " is being checkpointed already");
+  if (entry.kill_sent || entry.cancel_requested || entry.preempted ||
+      !entry.requeue_when_ended.empty()) {
+    return failed_precondition(name + " is ending");
+  }
+  if (!entry.launched || entry.started_on != entry.running_on) {
+    return failed_precondition(name + " has not started on all of its nodes yet");
+  }
+  for (Rank rank : entry.running_on) {
+    const NodeEntry& node = nodes_.at(rank);
+    if (!node.checkpoint_capable) {
+      return failed_precondition(
+          "node " + node.name + " cannot checkpoint: " +
+          (node.checkpoint_reason.empty() ? "no working CRIU" : node.checkpoint_reason));
     }
-    if (entry.checkpointing) {
-      return promise->set_value(failed_precondition(name + " is being checkpointed already"));
-    }
-    if (entry.kill_sent || entry.cancel_requested || entry.preempted ||
-        !entry.requeue_when_ended.empty()) {
-      return promise->set_value(failed_precondition(name + " is ending"));
-    }
-    if (!entry.launched || entry.started_on != entry.running_on) {
-      return promise->set_value(
-          failed_precondition(name + " has not started on all of its nodes yet"));
-    }
-    for (Rank rank : entry.running_on) {
-      const NodeEntry& node = nodes_.at(rank);
-      if (!node.checkpoint_capable) {
-        return promise->set_value(failed_precondition(
-            "node " + node.name + " cannot checkpoint: " +
-            (node.checkpoint_reason.empty() ? "no working CRIU" : node.checkpoint_reason)));
-      }
-    }
-    // A restore needs each node's part to hold as many tasks as its image:
-    // it asks for as many nodes as the dump, which gives every node the same
-    // count only when the tasks divide evenly over them.
-    const int nodes = static_cast<int>(job.allocation.nodes.size());
-    if (then != "continue" && job.spec.request.ntasks % nodes != 0) {
-      return promise->set_value(failed_precondition(
-          name + " runs " + std::to_string(job.spec.request.ntasks) + " tasks on " +
-          std::to_string(nodes) + " nodes, unevenly, so a restore could not lay them out the same "
-          "way; only --then continue"));
-    }
+  }
+  return Status::ok();
+}
+
+Status Leader::begin_checkpoint(
+    JobEntry& entry, const std::string& then,
+    std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise) {
+  HPCQ_RETURN_IF_ERROR(checkpointable(entry, then));
+  const job::Job& job = entry.job;
+  const JobId id = job.id;
+  {
     JobEntry::Checkpointing op;
-    op.promise = promise;
+    op.promise = std::move(promise);
+    op.record.set_periodic(op.promise == nullptr);
     op.record.set_time_us(now());
     op.record.set_then(then);
     op.record.set_image(checkpoint_root() + "/job-" + std::to_string(id) + "/" +
@@ -568,8 +613,25 @@ std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& calle
     }
     spdlog::info("job {}: checkpoint ({}) into {}", id, then, op.record.image());
     entry.checkpointing = std::move(op);
-  });
-  return future;
+  }
+  return Status::ok();
+}
+
+// --checkpoint-interval: a running job whose last checkpoint of this run (or
+// its start) is older than its interval is checkpointed now, and runs on.
+void Leader::checkpoint_due_jobs() {
+  const TimeUs t = now();
+  for (JobId id : running_) {
+    JobEntry& entry = jobs_.at(id);
+    const job::Job& job = entry.job;
+    if (job.spec.checkpoint_interval_s <= 0 || entry.checkpointing) continue;
+    TimeUs last = job.start_time;
+    for (const v1::CheckpointRecord& r : entry.checkpoints) last = std::max(last, r.time_us());
+    if (t - last < job.spec.checkpoint_interval_s * kUsPerSecond) continue;
+    if (!checkpointable(entry, "continue").is_ok()) continue;  // tried again next tick
+    Status s = begin_checkpoint(entry, "continue", nullptr);
+    if (!s.is_ok()) spdlog::warn("job {}: periodic checkpoint: {}", id, s.message());
+  }
 }
 
 void Leader::on_checkpoint_done(Rank rank, const overlay::CheckpointDone& done) {
@@ -611,7 +673,10 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
   persist_checkpoint(entry, entry.checkpoints.size() - 1);
   const std::string name = "job " + std::to_string(job.id);
   if (record.then() == "continue") {
-    spdlog::info("{}: checkpoint {}", name, record.outcome());
+    spdlog::info("{}: {}checkpoint {}", name, record.periodic() ? "periodic " : "",
+                 record.outcome());
+    if (ok && record.periodic()) prune_periodic_checkpoints(entry);
+    if (!op.promise) return;
     op.promise->set_value(ok ? Result<v1::CheckpointRecord>(record)
                              : Result<v1::CheckpointRecord>(failed_precondition(
                                    name + ": checkpoint failed (" + record.outcome() +
@@ -627,8 +692,11 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
     } else {
       kill_job_parts(entry);
     }
-    op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome() +
-                                              "); the job is requeued to run from the start"));
+    if (op.promise) {
+      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" +
+                                                record.outcome() +
+                                                "); the job is requeued to run from the start"));
+    }
     return;
   }
   const bool stop = record.then() == "stop";
@@ -645,7 +713,28 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
     publish(job);
   }
   schedule_soon();
-  op.promise->set_value(record);
+  if (op.promise) op.promise->set_value(record);
+}
+
+// A good periodic checkpoint replaces the earlier periodic ones: their
+// images go (the records stay, marked pruned), unless a restore needs them.
+void Leader::prune_periodic_checkpoints(JobEntry& entry) {
+  const std::string& newest = entry.checkpoints.back().image();
+  for (std::size_t i = 0; i + 1 < entry.checkpoints.size(); ++i) {
+    v1::CheckpointRecord& r = entry.checkpoints[i];
+    if (!r.periodic() || r.pruned() || r.restore_pending() || r.image() == newest ||
+        r.image() == entry.restored_image || r.image() == entry.restore_from) {
+      continue;
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(r.image(), ec);
+    if (ec) {
+      spdlog::warn("job {}: removing {}: {}", entry.job.id, r.image(), ec.message());
+      continue;
+    }
+    r.set_pruned(true);
+    persist_checkpoint(entry, i);
+  }
 }
 
 std::future<Status> Leader::drain(const Caller& caller, const std::string& name, bool drained,
@@ -1124,6 +1213,7 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   overlay::Launch launch = make_launch(job);
   std::string nodelist = launch.env().at("HPCQ_NODELIST");
   entry.restoring = !entry.restore_from.empty();
+  entry.restored_image = entry.restore_from;
   entry.requeue_when_ended.clear();
   if (entry.restoring) {
     // Restored, not started: once. A failed restore runs it from the start.
@@ -1131,10 +1221,12 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
     for (std::size_t i = 0; i < entry.checkpoints.size(); ++i) {
       if (entry.checkpoints[i].image() != entry.restore_from) continue;
       entry.checkpoints[i].set_restored(true);
+      entry.checkpoints[i].set_restore_pending(false);
       persist_checkpoint(entry, i);
     }
     entry.restore_from.clear();
   }
+  open_placement(entry);
 
   publish(job);
   wake_dependents(job.id);  // --dependency=after
@@ -1559,11 +1651,64 @@ void Leader::repeat_unconfirmed() {
 void Leader::lose_part(JobEntry& entry, Rank rank, const std::string& why) {
   entry.running_on.erase(rank);
   kill_job_parts(entry);
+  const int restart = entry.cancel_requested ? -1 : restart_checkpoint(entry);
+  if (restart >= 0) {
+    v1::CheckpointRecord& from = entry.checkpoints[static_cast<std::size_t>(restart)];
+    entry.job.spec.request.nodes = from.nodes_size();  // its images' layout
+    requeue_job(entry, why + "; restarting from checkpoint " + from.image());
+    entry.restore_from = from.image();
+    from.set_restore_pending(true);
+    persist_checkpoint(entry, static_cast<std::size_t>(restart));
+    return;
+  }
   if (entry.job.spec.requeue && !entry.cancel_requested) {
     requeue_job(entry, why);
   } else {
     finish_job(entry, job::JobState::kNodeFail, why);
   }
+}
+
+int Leader::restart_checkpoint(const JobEntry& entry) const {
+  const job::Job& job = entry.job;
+  for (int i = static_cast<int>(entry.checkpoints.size()) - 1; i >= 0; --i) {
+    const v1::CheckpointRecord& r = entry.checkpoints[static_cast<std::size_t>(i)];
+    if (r.outcome() != "ok" || r.pruned() || r.nodes_size() == 0 ||
+        job.spec.request.ntasks % r.nodes_size() != 0) {
+      continue;
+    }
+    const bool this_run = r.time_us() >= job.start_time;
+    if (job.spec.checkpoint_interval_s > 0 && this_run) return i;
+    if (entry.restoring && r.image() == entry.restored_image) return i;
+  }
+  return -1;
+}
+
+void Leader::open_placement(JobEntry& entry) {
+  v1::Placement p;
+  for (const auto& a : entry.job.allocation.nodes) p.add_nodes(a.node);
+  p.set_start_us(entry.job.start_time);
+  p.set_restored_from(entry.restored_image);
+  entry.placements.push_back(std::move(p));
+  persist_placement(entry, entry.placements.size() - 1);
+}
+
+void Leader::close_placement(JobEntry& entry, const std::string& outcome) {
+  if (entry.placements.empty() || entry.placements.back().end_us() != 0) return;
+  entry.placements.back().set_end_us(now());
+  entry.placements.back().set_outcome(outcome);
+  persist_placement(entry, entry.placements.size() - 1);
+}
+
+// Placement records are kept under "<job>/<n>", n counting runs from 1.
+void Leader::persist_placement(const JobEntry& entry, std::size_t index) {
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(entry.placements[index], &json);
+  store::WriteBatch batch;
+  batch.put_record("placement", std::to_string(entry.job.id) + "/" + std::to_string(index + 1),
+                   json);
+  committer_->submit(std::move(batch), [id = entry.job.id](Status s) {
+    if (!s.is_ok()) spdlog::error("job {}: placement record: {}", id, s.message());
+  });
 }
 
 void Leader::release_held(JobEntry& entry) {
@@ -1586,7 +1731,11 @@ void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string&
                         TimeUs end_time) {
   job::Job& job = entry.job;
   const bool was_running = job.state == job::JobState::kRunning;
-  if (was_running) release_held(entry);
+  if (was_running) {
+    release_held(entry);
+    close_placement(entry, std::string(job::state_name(state)) +
+                               (reason.empty() ? "" : ": " + reason));
+  }
   job.state = state;
   job.end_time = end_time > 0 ? end_time : now();
   if (was_running) charge_usage(job, job.end_time);
@@ -1603,6 +1752,7 @@ void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string&
 void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
   job::Job& job = entry.job;
   release_held(entry);
+  close_placement(entry, "requeued: " + reason);
   charge_usage(job, now());  // the work it did counts, though it is lost
   job.state = job::JobState::kPending;
   job.allocation = {};
@@ -1614,6 +1764,7 @@ void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
   entry.preempted.reset();
   entry.requeue_when_ended.clear();
   entry.restoring = false;
+  entry.restored_image.clear();
   enqueue(job);
   persist(job, "requeue", "{}");
   publish(job);

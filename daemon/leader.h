@@ -124,6 +124,9 @@ class Leader {
     // the last one, if it took the job off its nodes and was not restored.
     std::string restore_from;
     bool restoring = false;  // this attempt was started from restore_from
+    std::string restored_image;  // ... and this was its image
+    // Every run of the job, oldest first; the last is open while it runs.
+    std::vector<v1::Placement> placements;
     // Once every part has ended, requeue the job with this reason (a
     // checkpoint that failed half-way: the parts it stopped are gone).
     std::string requeue_when_ended;
@@ -158,6 +161,22 @@ class Leader {
   void finish_checkpoint(JobEntry& entry, bool timed_out);
   std::string checkpoint_root() const;
   void persist_checkpoint(const JobEntry& entry, std::size_t index);
+  // Whether the job can be checkpointed now (then: continue|requeue|stop).
+  Status checkpointable(const JobEntry& entry, const std::string& then) const;
+  // Sends the Checkpoint to every node of the job; `promise` (null for a
+  // periodic checkpoint) gets the record once every node has answered.
+  Status begin_checkpoint(JobEntry& entry, const std::string& then,
+                          std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise);
+  void checkpoint_due_jobs();
+  void prune_periodic_checkpoints(JobEntry& entry);
+  // The checkpoint a job that lost a node restarts from: the image its run
+  // was restored from, or for --checkpoint-interval its newest good one of
+  // this run; -1 for none (then it is requeued or fails as before).
+  int restart_checkpoint(const JobEntry& entry) const;
+  // Placements: opened at a start, closed at the run's end (persisted).
+  void open_placement(JobEntry& entry);
+  void close_placement(JobEntry& entry, const std::string& outcome);
+  void persist_placement(const JobEntry& entry, std::size_t index);
   void handle_job_update(Rank rank, const overlay::JobUpdate& update);
   // Every part has ended: finished, requeued or cancelled as the job's
   // outcome, cancel or preemption says.

@@ -878,8 +878,16 @@ Result<pid_t> ProcessExecutor::restore_tree(const JobLaunch& l, const std::strin
                                             Job& job) {
   std::error_code ec;
   if (fs::exists(job.dir, ec)) {
-    return Status(Code::kAlreadyExists, "job directory " + job.dir +
-                                            " exists: the job may still run there");
+    // Not a job of ours (restore() checked): what a lost run left behind
+    // (a dead node's directory where nodes share the path, a crashed
+    // agent's). The leader restores a job only once its last run is gone.
+    const std::string stale = job.dir + ".stale";
+    fs::remove_all(stale, ec);
+    fs::rename(job.dir, stale, ec);
+    if (ec) return internal_error("moving the stale job directory " + job.dir + " aside: " +
+                                  ec.message());
+    spdlog::warn("job {}: a stale job directory was in the way of the restore: removed", job.id);
+    fs::remove_all(stale, ec);
   }
   HPCQ_RETURN_IF_ERROR(copy_job_dir(image_dir + "/" + kJobDirCopy, job.dir));
   // The shell read launch.json at its start and no longer holds it: it now
@@ -934,10 +942,8 @@ Status ProcessExecutor::restore(const JobLaunch& given, const std::string& image
   j.dir = meta["job_dir"].get<std::string>();
   j.time_limit_s = l.time_limit_s;
   j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
-  const bool had_dir = fs::exists(j.dir);
   auto fail = [&](const Status& s) {
     // Nothing of the job may run on: kill what is in its new cgroups.
-    if (had_dir) j.dir.clear();  // not ours to remove
     discard(j);
     return Status(s.code(), name + " not restored: " + s.message());
   };

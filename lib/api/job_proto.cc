@@ -35,6 +35,7 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_oversubscribe(spec.request.oversubscribe);
   p.set_profile(spec.profile);
   p.set_image(spec.image);
+  p.set_checkpoint_interval_s(spec.checkpoint_interval_s);
   p.set_workers(spec.workers);
   return p;
 }
@@ -85,6 +86,7 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.request.oversubscribe = p.oversubscribe();
   spec.profile = p.profile();
   spec.image = p.image();
+  spec.checkpoint_interval_s = p.checkpoint_interval_s();
   spec.workers = p.workers();
   return spec;
 }

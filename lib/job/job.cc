@@ -127,6 +127,10 @@ Status validate(const JobSpec& spec) {
   if (!spec.image.empty() && (spec.image[0] != '/' || spec.image.find('\n') != std::string::npos)) {
     return invalid_argument("--image: want a directory path, got " + quote(spec.image));
   }
+  if (spec.checkpoint_interval_s < 0 || spec.checkpoint_interval_s > kMaxTimeLimitS) {
+    return invalid_argument("--checkpoint-interval: must be 0.." + std::to_string(kMaxTimeLimitS) +
+                            " s, got " + std::to_string(spec.checkpoint_interval_s));
+  }
   if (spec.workers > 0 && spec.profile.empty()) {
     return invalid_argument("--workers: give --profile too (workers are how a profiled job is cut)");
   }

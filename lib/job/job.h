@@ -90,6 +90,10 @@ struct JobSpec {
   // system, or of this bundle (a directory with config.json and its rootfs);
   // absolute; empty: plain processes.
   std::string image;
+  // --checkpoint-interval: hpcqd checkpoints the running job this often (it
+  // runs on) and, when a node of it is lost, restarts it from its last good
+  // checkpoint instead of failing or rerunning it. 0: never.
+  std::int64_t checkpoint_interval_s = 0;
   // Set by the leader on each task of an expanded array; 0/-1 otherwise.
   JobId array_job_id = 0;          // the array's first job id (Slurm's %A)
   int array_task_id = -1;          // this task's index (%a)

@@ -26,7 +26,7 @@ constexpr const char* kUsage =
     "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-    "[--profile cpu|memory|network] [--workers N] [--image DIR] [--json] "
+    "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
 // ---- words of a directive line ----
@@ -216,6 +216,7 @@ struct Given {
   std::optional<std::string> profile;
   std::optional<int> workers;
   std::optional<std::string> image;
+  std::optional<std::int64_t> checkpoint_interval;
   bool json = false;
   bool wait = false;
 
@@ -251,6 +252,7 @@ struct Given {
     take(profile, later.profile);
     take(workers, later.workers);
     take(image, later.image);
+    take(checkpoint_interval, later.checkpoint_interval);
     json = json || later.json;
     wait = wait || later.wait;
   }
@@ -275,6 +277,7 @@ constexpr OptionName kValueOptions[] = {
     {0, "--gpus-per-node"}, {0, "--gpus-per-task"}, {0, "--mem-per-cpu"},
     {'m', "--distribution"}, {0, "--cpu-bind"}, {0, "--numa-policy"},
     {0, "--profile"}, {0, "--workers"}, {0, "--image"},
+    {0, "--checkpoint-interval"},
 };
 
 const OptionName* find_value_option(std::string_view word) {
@@ -342,7 +345,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   std::string nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
   std::string account, qos, priority, dependency, array;
   std::string gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
-  std::string profile, workers, image;
+  std::string profile, workers, image, checkpoint_interval;
   bool requeue = false;
   bool oversubscribe = false;
   bool json = false;
@@ -375,6 +378,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   CLI::Option* o_profile = add("--profile", profile);
   CLI::Option* o_workers = add("--workers", workers);
   CLI::Option* o_image = add("--image", image);
+  CLI::Option* o_checkpoint_interval = add("--checkpoint-interval", checkpoint_interval);
   CLI::Option* o_oversubscribe = app.add_flag("--oversubscribe,!--exclusive", oversubscribe)
                                      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   CLI::Option* o_requeue = app.add_flag("--requeue,!--no-requeue", requeue)
@@ -511,6 +515,12 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   if (o_oversubscribe->count() > 0) g.oversubscribe = oversubscribe;
   if (o_profile->count() > 0) g.profile = profile;
   HPCQ_RETURN_IF_ERROR(count("--workers", o_workers, workers, g.workers));
+  if (o_checkpoint_interval->count() > 0) {
+    auto v = parse_duration_s(checkpoint_interval);
+    if (!v.is_ok()) return invalid_argument("--checkpoint-interval: " + v.status().message());
+    if (*v <= 0) return invalid_argument("--checkpoint-interval: want a positive time");
+    g.checkpoint_interval = *v;
+  }
   if (o_image->count() > 0) {
     if (image.empty()) return invalid_argument("--image: want a directory, got ''");
     g.image = image;
@@ -610,6 +620,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.profile = given.profile.value_or("");
   spec.workers = given.workers.value_or(0);
   if (given.image) spec.image = resolve_dir(ctx.cwd, *given.image);
+  spec.checkpoint_interval_s = given.checkpoint_interval.value_or(0);
   spec.time_limit_s = given.time.value_or(0);
   spec.output = given.output.value_or(kDefaultOutput);
   spec.error = given.error.value_or("");

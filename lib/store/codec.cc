@@ -258,6 +258,7 @@ std::string encode_spec(const job::JobSpec& spec) {
   if (r.oversubscribe) doc["request"]["oversubscribe"] = true;
   if (!spec.profile.empty()) doc["profile"] = spec.profile;
   if (!spec.image.empty()) doc["image"] = spec.image;
+  if (spec.checkpoint_interval_s != 0) doc["checkpoint_interval_s"] = spec.checkpoint_interval_s;
   if (spec.workers != 0) doc["workers"] = spec.workers;
   return dump(doc);
 }
@@ -295,6 +296,7 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "array_max_running", spec.array_max_running));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "profile", spec.profile));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "image", spec.image));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "checkpoint_interval_s", spec.checkpoint_interval_s));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "workers", spec.workers));
   return spec;
 }
