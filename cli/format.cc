@@ -78,7 +78,8 @@ nlohmann::json checkpoint_json(const v1::CheckpointRecord& r) {
           {"restored", r.restored()},
           {"restore_pending", r.restore_pending()},
           {"periodic", r.periodic()},
-          {"pruned", r.pruned()}};
+          {"pruned", r.pruned()},
+          {"to", std::vector<std::string>(r.to().begin(), r.to().end())}};
 }
 
 nlohmann::json job_json(const v1::Job& job) {

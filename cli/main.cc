@@ -159,7 +159,8 @@ int for_each_id(const std::vector<std::string>& ids, Call call) {
 }
 
 // hpcq checkpoint / migrate: one job; the record on success.
-int cmd_checkpoint(const std::string& text, const std::string& then, bool json) {
+int cmd_checkpoint(const std::string& text, const std::string& then, const std::string& to,
+                   bool json) {
   auto id = parse_job_id(text);
   if (!id.is_ok()) return fail(id.status());
   const std::string socket = socket_path();
@@ -167,6 +168,13 @@ int cmd_checkpoint(const std::string& text, const std::string& then, bool json) 
   v1::CheckpointRequest request;
   request.set_id(*id);
   request.set_then(then);
+  if (!to.empty()) {
+    std::stringstream names(to);
+    for (std::string node; std::getline(names, node, ',');) {
+      if (node.empty()) return fail(invalid_argument("--to: empty node name in '" + to + "'"));
+      request.add_to(node);
+    }
+  }
   v1::CheckpointRecord record;
   grpc::ClientContext ctx;
   Status s = from_grpc(stub->Checkpoint(&ctx, request, &record), socket);
@@ -461,6 +469,7 @@ int main(int argc, char** argv) {
   auto* release = app.add_subcommand("release", "let held jobs start again");
   release->add_option("jobs", ids, "job ids")->required();
   std::string checkpoint_job;
+  std::string checkpoint_to;
   std::string then = "continue";
   auto* checkpoint = app.add_subcommand(
       "checkpoint", "dump a running job (CRIU); it runs on, or is requeued to be restored");
@@ -468,9 +477,12 @@ int main(int argc, char** argv) {
   checkpoint->add_option("--then", then, "continue (default), requeue or stop (requeued and held)")
       ->check(CLI::IsMember({"continue", "requeue", "stop"}));
   checkpoint->add_flag("--json", json, "machine-readable output");
+  checkpoint->add_option("--to", checkpoint_to,
+                         "requeue/stop: restore only on these nodes (comma-separated names)");
   auto* migrate = app.add_subcommand(
       "migrate", "checkpoint a running job and restore it where the scheduler next starts it");
   migrate->add_option("job", checkpoint_job, "job id")->required();
+  migrate->add_option("--to", checkpoint_to, "restore only on these nodes (comma-separated names)");
   migrate->add_flag("--json", json, "machine-readable output");
   std::vector<std::string> node_names;
   std::string reason;
@@ -574,8 +586,8 @@ int main(int argc, char** argv) {
     return for_each_id<hpcq::v1::ReleaseRequest, hpcq::v1::ReleaseResponse>(
         ids, &hpcq::v1::Hpcq::Stub::Release);
   }
-  if (*checkpoint) return cmd_checkpoint(checkpoint_job, then, json);
-  if (*migrate) return cmd_checkpoint(checkpoint_job, "requeue", json);
+  if (*checkpoint) return cmd_checkpoint(checkpoint_job, then, checkpoint_to, json);
+  if (*migrate) return cmd_checkpoint(checkpoint_job, "requeue", checkpoint_to, json);
   if (*drain) return cmd_drain(node_names, /*drain=*/true, reason);
   if (*resume) return cmd_drain(node_names, /*drain=*/false, "");
   if (*start) return run_start(start_options);

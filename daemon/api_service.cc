@@ -101,7 +101,8 @@ grpc::Status ApiService::Checkpoint(grpc::ServerContext* context,
   if (!caller.is_ok()) return to_grpc(caller.status());
   auto record = leader_
                     .checkpoint(*caller, request->id(),
-                                request->then().empty() ? "continue" : request->then())
+                                request->then().empty() ? "continue" : request->then(),
+                                {request->to().begin(), request->to().end()})
                     .get();
   if (!record.is_ok()) return to_grpc(record.status());
   *response = std::move(record).value();

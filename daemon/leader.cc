@@ -205,6 +205,7 @@ Status Leader::start() {
       const v1::CheckpointRecord& last = entry.checkpoints.back();
       if (last.then() != "continue" && last.outcome() == "ok" && !last.restored()) {
         entry.restore_from = last.image();
+        entry.restore_to = ranks_of(last.to());
       }
       for (const v1::CheckpointRecord& r : entry.checkpoints) {
         if (r.restore_pending()) entry.restore_from = r.image();
@@ -519,10 +520,11 @@ std::string Leader::checkpoint_root() const {
 }
 
 std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& caller, JobId id,
-                                                             std::string then) {
+                                                             std::string then,
+                                                             std::vector<std::string> to) {
   auto promise = std::make_shared<std::promise<Result<v1::CheckpointRecord>>>();
   auto future = promise->get_future();
-  loop_.post([this, caller, id, then = std::move(then), promise] {
+  loop_.post([this, caller, id, then = std::move(then), to = std::move(to), promise] {
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return promise->set_value(not_found("no job " + std::to_string(id)));
     JobEntry& entry = it->second;
@@ -535,7 +537,25 @@ std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& calle
       return promise->set_value(
           invalid_argument("--then: '" + then + "' is not continue, requeue or stop"));
     }
-    Status started = begin_checkpoint(entry, then, promise);
+    if (!to.empty()) {
+      if (then == "continue") {
+        return promise->set_value(invalid_argument("--to: only when the job leaves its nodes "
+                                                   "(migrate, or --then requeue|stop)"));
+      }
+      for (const std::string& node : to) {
+        const bool known = std::any_of(nodes_.begin(), nodes_.end(),
+                                       [&](const auto& n) { return n.second.name == node; });
+        if (!known) return promise->set_value(invalid_argument("--to: unknown node '" + node + "'"));
+      }
+      const std::set<std::string> distinct(to.begin(), to.end());
+      const std::size_t needed = job.allocation.nodes.size();
+      if (distinct.size() < needed) {
+        return promise->set_value(invalid_argument(
+            "--to: " + name + " runs on " + std::to_string(needed) +
+            " nodes and is restored on as many; " + std::to_string(distinct.size()) + " given"));
+      }
+    }
+    Status started = begin_checkpoint(entry, then, promise, to);
     if (!started.is_ok()) promise->set_value(started);
   });
   return future;
@@ -581,9 +601,20 @@ Status Leader::checkpointable(const JobEntry& entry, const std::string& then) co
   return Status::ok();
 }
 
+std::vector<Rank> Leader::ranks_of(
+    const google::protobuf::RepeatedPtrField<std::string>& names) const {
+  std::vector<Rank> ranks;
+  for (const auto& [rank, node] : nodes_) {
+    if (std::find(names.begin(), names.end(), node.name) != names.end()) ranks.push_back(rank);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
 Status Leader::begin_checkpoint(
     JobEntry& entry, const std::string& then,
-    std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise) {
+    std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise,
+    const std::vector<std::string>& to) {
   HPCQ_RETURN_IF_ERROR(checkpointable(entry, then));
   const job::Job& job = entry.job;
   const JobId id = job.id;
@@ -591,6 +622,7 @@ Status Leader::begin_checkpoint(
     JobEntry::Checkpointing op;
     op.promise = std::move(promise);
     op.record.set_periodic(op.promise == nullptr);
+    for (const std::string& node : to) op.record.add_to(node);
     op.record.set_time_us(now());
     op.record.set_then(then);
     op.record.set_image(checkpoint_root() + "/job-" + std::to_string(id) + "/" +
@@ -705,6 +737,7 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
   job.spec.request.nodes = record.nodes_size();
   requeue_job(entry, stop ? "checkpointed and stopped" : "checkpointed");
   entry.restore_from = record.image();
+  entry.restore_to = ranks_of(record.to());
   if (stop) {
     job.held = true;
     dequeue(job);
@@ -1020,6 +1053,7 @@ void Leader::run_cycle() {
       ++more;
     }
     snapshot.queue.push_back(pending_of(job));
+    if (!entry.restore_from.empty()) snapshot.queue.back().nodelist = entry.restore_to;
     if (decision_log_) shown.push_back(id);
     return snapshot.queue.size() < depth;
   };
@@ -1226,6 +1260,7 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
     }
     entry.restore_from.clear();
   }
+  entry.restore_to.clear();
   open_placement(entry);
 
   publish(job);

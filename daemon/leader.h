@@ -58,9 +58,11 @@ class Leader {
   std::future<v1::ListJobsResponse> list_jobs(const Caller& caller, v1::ListJobsRequest request);
   std::future<v1::ListNodesResponse> list_nodes();
   std::future<Status> hold(const Caller& caller, JobId id, bool held);
-  // then: "continue", "requeue" or "stop" (v1::CheckpointRequest).
+  // then: "continue", "requeue" or "stop" (v1::CheckpointRequest); to: the
+  // node names the restore may use (requeue/stop only; empty: any).
   std::future<Result<v1::CheckpointRecord>> checkpoint(const Caller& caller, JobId id,
-                                                       std::string then);
+                                                       std::string then,
+                                                       std::vector<std::string> to = {});
   std::future<Status> drain(const Caller& caller, const std::string& node, bool drained,
                             const std::string& reason);
   std::future<Result<v1::Reservation>> create_reservation(const Caller& caller,
@@ -125,6 +127,7 @@ class Leader {
     std::string restore_from;
     bool restoring = false;  // this attempt was started from restore_from
     std::string restored_image;  // ... and this was its image
+    std::vector<Rank> restore_to;  // the restore's nodes (migrate --to), ascending; empty: any
     // Every run of the job, oldest first; the last is open while it runs.
     std::vector<v1::Placement> placements;
     // Once every part has ended, requeue the job with this reason (a
@@ -166,7 +169,10 @@ class Leader {
   // Sends the Checkpoint to every node of the job; `promise` (null for a
   // periodic checkpoint) gets the record once every node has answered.
   Status begin_checkpoint(JobEntry& entry, const std::string& then,
-                          std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise);
+                          std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise,
+                          const std::vector<std::string>& to = {});
+  // The ranks of `names` (checkpoint records' "to"), ascending; unknown names skipped.
+  std::vector<Rank> ranks_of(const google::protobuf::RepeatedPtrField<std::string>& names) const;
   void checkpoint_due_jobs();
   void prune_periodic_checkpoints(JobEntry& entry);
   // The checkpoint a job that lost a node restarts from: the image its run

@@ -27,6 +27,8 @@ Session::Session(const Snapshot& snapshot) : snapshot_(snapshot) {
     if (r.end <= snapshot_.now) continue;  // over: no effect
     for (Rank rank : r.nodes) reserved_[rank].push_back(&r);
   }
+  nodelists_ = std::any_of(snapshot_.queue.begin(), snapshot_.queue.end(),
+                           [](const PendingJob& job) { return !job.nodelist.empty(); });
 }
 
 void Session::add_job_order(std::string plugin, JobOrderFn fn) {
@@ -196,6 +198,10 @@ std::vector<const resource::NodeState*> Session::candidates_in(const PendingJob&
   const bool check_reservations = reservations && !reserved_.empty();
   for (const resource::NodeState& node : pool.nodes()) {
     if (!node.schedulable() || (usable && !usable(node))) continue;
+    if (!job.nodelist.empty() &&
+        !std::binary_search(job.nodelist.begin(), job.nodelist.end(), node.rank())) {
+      continue;
+    }
     if (check_reservations && !reservations_allow(job, node.rank())) continue;
     const bool allowed = std::all_of(predicates_.begin(), predicates_.end(),
                                      [&](const auto& hook) { return hook.fn(job, node); });

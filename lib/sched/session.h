@@ -159,11 +159,11 @@ class Session {
   // Whether the reservations let the job use node `rank` now.
   bool reservations_allow(const PendingJob& job, Rank rank) const;
   // Whether feasibility depends on the job, not only on its request: a
-  // predicate, job-ready or allocatable hook, a held job or an advance
-  // reservation exists.
+  // predicate, job-ready or allocatable hook, a held job, an advance
+  // reservation or a job bound to a node list exists.
   bool has_predicates() const {
     return !predicates_.empty() || !job_ready_.empty() || !allocatable_.empty() ||
-           !held_.empty() || !reserved_.empty();
+           !held_.empty() || !reserved_.empty() || nodelists_;
   }
   // Whether the job would fit if nothing were running (predicates, job-ready
   // and allocatable hooks honoured; reservations not, as they end): false
@@ -219,6 +219,7 @@ class Session {
   void undone(const PendingJob& job, const resource::Allocation& allocation);
 
   const Snapshot& snapshot_;
+  bool nodelists_ = false;  // a queued job has a node list
   std::vector<Hook<JobOrderFn>> job_order_;
   std::vector<Hook<PredicateFn>> predicates_;
   std::vector<Hook<NodeScoreFn>> node_scores_;

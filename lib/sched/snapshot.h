@@ -53,6 +53,9 @@ struct PendingJob {
   // (container) count, 0 for none given.
   std::optional<resource::Profile> profile;
   int workers = 0;
+  // The only nodes the job may run on (hpcq migrate --to), ascending;
+  // empty: any node.
+  std::vector<Rank> nodelist;
 };
 
 struct RunningJob {

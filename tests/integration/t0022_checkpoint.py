@@ -89,6 +89,32 @@ def test_migrate_to_the_other_node():
     check_contiguous(out)
 
 
+def test_migrate_to_a_named_node():
+    d = t.workdir()
+    job, s, out = counter_job(d)
+    first = s["nodes"][0]
+    other = [n["name"] for n in json.loads(t.hpcq("nodes", "--json").stdout)
+             if n["name"] != first][0]
+    try:
+        p = t.hpcq("migrate", str(job), "--to", "nosuchnode", rc=2)
+        t.check("--to: unknown node 'nosuchnode'" in p.stderr, p.stderr)
+        p = t.hpcq("checkpoint", str(job), "--to", other, rc=2)
+        t.check("--to: only when the job leaves its nodes" in p.stderr, p.stderr)
+        record = json.loads(t.hpcq("migrate", str(job), "--to", other, "--json").stdout)
+        t.check(record["to"] == [other], f"record {record}")
+        s = t.wait_state(job, "RUNNING")
+        t.check(s["nodes"] == [other], f"restored on {s['nodes']}, not on {other}")
+        at = counts(out)[-1]
+        wait_count(out, at + 5)
+        p = s["placements"]
+        t.check(len(p) == 2 and p[0]["nodes"] == [first] and p[1]["nodes"] == [other]
+                and p[1]["restored_from"] == record["image"], f"placements {p}")
+    finally:
+        t.run([t.HPCQ, "cancel", str(job)])
+    t.wait_state(job, "CANCELLED")
+    check_contiguous(out)
+
+
 def test_migrate_two_tasks():
     d = t.workdir()
     job = t.submit("-N", "1", "-n", "2", "-o", "count-%j.out", "--", "sh", "-c",
@@ -236,6 +262,7 @@ def test_bad_requests():
         t.hpcq("cancel", str(j))
 
 
-t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node, test_migrate_two_tasks,
+t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node, test_migrate_to_a_named_node,
+        test_migrate_two_tasks,
         test_stop_then_release_restores, test_dump_failure_keeps_the_job,
         test_stopped_job_is_restored_after_a_leader_restart, test_bad_requests])

@@ -65,6 +65,23 @@ TEST_F(SessionTest, PredicatesAndScoresShapePlacement) {
   EXPECT_FALSE(session.fits_when_idle(wide));
 }
 
+TEST_F(SessionTest, NodeListBindsAJobToThoseNodes) {
+  PendingJob bound = snap_.queue[0];
+  bound.nodelist = {2};
+  snap_.queue[0] = bound;
+  Session session(snap_);
+  EXPECT_TRUE(session.has_predicates());  // placement depends on the job now
+  auto a = session.place(bound);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->nodes.size(), 1u);
+  EXPECT_EQ(a->nodes[0].rank, 2u);
+  bound.request.ntasks = 8;  // two nodes' worth, but only n2 is allowed
+  EXPECT_FALSE(session.place(bound).has_value());
+  EXPECT_FALSE(session.fits_when_idle(bound));
+  Session unbound(snap_);
+  EXPECT_TRUE(unbound.place(snap_.queue[1]).has_value());
+}
+
 TEST_F(SessionTest, StatementCommitsOrDiscardsTogether) {
   Session session(snap_);
   {
