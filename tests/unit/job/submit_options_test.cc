@@ -164,6 +164,9 @@ TEST_F(Submit, PlacementOptions) {
   o = parse({"--image", "images/busybox", "prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
   EXPECT_EQ(o->spec.image, ctx_.cwd + "/images/busybox");  // relative to the submit dir
+  o = parse({"--checkpoint-interval", "10m", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.checkpoint_interval_s, 600);
   o = parse({"--image", "/srv/img", "prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
   EXPECT_EQ(o->spec.image, "/srv/img");
@@ -434,7 +437,7 @@ INSTANTIATE_TEST_SUITE_P(
             "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
             "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
             "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-            "[--profile cpu|memory|network] [--workers N] [--image DIR] [--json] "
+            "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] [--json] "
             "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
         BadArgs{{"--profile", "gpu", "true"},
                 "--profile: unknown profile 'gpu' (want cpu, memory or network)"},
