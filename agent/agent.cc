@@ -300,29 +300,55 @@ void Agent::on_checkpoint(const overlay::Checkpoint& request) {
   if (it == attempts_.end() || it->second != request.attempt()) {
     done->set_reason("the job does not run here");
   } else {
-    // Blocks the agent's loop while CRIU works (a fraction of a second to
-    // seconds per GB, bench/checkpoint_cost.py).
-    auto result = executor_->checkpoint(
+    // CRIU runs beside the loop (a fraction of a second to seconds per GB,
+    // bench/checkpoint_cost.py): heartbeats and other jobs go on; the answer
+    // goes out when the executor says it is done (on_job_exits).
+    Status begun = executor_->begin_checkpoint(
         request.job_id(), request.image_dir(),
         request.stop() ? CheckpointThen::kStop : CheckpointThen::kContinue);
-    if (!result.is_ok()) {
-      done->set_reason(result.status().message());
-    } else {
-      done->set_ok(true);
-      done->set_stopped(result->stopped);
-      done->set_image_bytes(result->image_bytes);
-      done->set_dump_seconds(result->dump_seconds);
-      if (result->stopped) {
-        remember_finished(request.job_id(), request.attempt());
-        attempts_.erase(it);
-        sync_wait_fds();
-      }
+    if (begun.is_ok()) {
+      checkpoints_in_flight_[request.job_id()] = request;
+      sync_wait_fds();  // the executor's "dump done" fd
+      return;
     }
+    done->set_reason(begun.message());
   }
+  send_checkpoint_done(request, std::move(envelope));
+}
+
+void Agent::send_checkpoint_done(const overlay::Checkpoint& request, overlay::Envelope envelope) {
+  const overlay::CheckpointDone& done = envelope.checkpoint_done();
   spdlog::info("job {}: checkpoint into {}: {}", request.job_id(), request.image_dir(),
-               done->ok() ? "done" : done->reason());
+               done.ok() ? "done" : done.reason());
   Status sent = overlay_->send(std::move(envelope));
   if (!sent.is_ok()) spdlog::warn("job {}: checkpoint answer: {}", request.job_id(), sent.message());
+}
+
+void Agent::on_checkpoints_done() {
+  for (const CheckpointOutcome& outcome : executor_->finished_checkpoints()) {
+    auto request = checkpoints_in_flight_.find(outcome.id);
+    if (request == checkpoints_in_flight_.end()) continue;
+    overlay::Envelope envelope;
+    envelope.set_dst(0);
+    overlay::CheckpointDone* done = envelope.mutable_checkpoint_done();
+    done->set_job_id(outcome.id);
+    done->set_attempt(request->second.attempt());
+    if (!outcome.status.is_ok()) {
+      done->set_reason(outcome.status.message());
+    } else {
+      done->set_ok(true);
+      done->set_stopped(outcome.result.stopped);
+      done->set_image_bytes(outcome.result.image_bytes);
+      done->set_dump_seconds(outcome.result.dump_seconds);
+      auto attempt = attempts_.find(outcome.id);
+      if (outcome.result.stopped && attempt != attempts_.end()) {
+        remember_finished(outcome.id, attempt->second);
+        attempts_.erase(attempt);
+      }
+    }
+    send_checkpoint_done(request->second, std::move(envelope));
+    checkpoints_in_flight_.erase(request);
+  }
 }
 
 void Agent::on_kill(const overlay::Kill& kill) {
@@ -333,6 +359,7 @@ void Agent::on_kill(const overlay::Kill& kill) {
 }
 
 void Agent::on_job_exits() {
+  on_checkpoints_done();
   for (const JobExit& exit : executor_->reap()) {
     overlay::JobUpdate::Kind kind = overlay::JobUpdate::COMPLETED;
     switch (exit.kind) {

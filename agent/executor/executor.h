@@ -27,11 +27,22 @@ enum class CheckpointThen {
   kStop,      // it is gone from here (migration, preemption); not reported by reap()
 };
 
+struct CheckpointResult;
+
+// The end of a checkpoint begun with begin_checkpoint().
+struct CheckpointOutcome;
+
 struct CheckpointResult {
   std::string image_dir;
   bool stopped = false;          // then == kStop: the job no longer runs here
   double dump_seconds = 0;       // wall time of `criu dump` (freeze, write, resume/kill)
   std::uint64_t image_bytes = 0;  // size of the images
+};
+
+struct CheckpointOutcome {
+  JobId id = 0;
+  Status status;            // as checkpoint() would return it
+  CheckpointResult result;  // when status is OK
 };
 
 class Executor {
@@ -47,8 +58,8 @@ class Executor {
   virtual void check_timeouts(TimeUs now) = 0;
   // Non-blocking: the jobs that ended since the last call.
   virtual std::vector<JobExit> reap() = 0;
-  // Fds that become readable when reap() may have something; fetch again
-  // after each reap().
+  // Fds that become readable when reap() or finished_checkpoints() may have
+  // something; fetch again after each reap() and begin_checkpoint().
   virtual std::vector<int> wait_fds() const = 0;
   virtual std::vector<JobId> running() const = 0;
   // Ends every job (not reported by reap()) and cleans up.
@@ -66,6 +77,16 @@ class Executor {
   // has already ended; kAlreadyExists: image_dir holds a checkpoint.
   virtual Result<CheckpointResult> checkpoint(JobId id, const std::string& image_dir,
                                               CheckpointThen then) = 0;
+  // The same without blocking: CRIU runs on a thread of the executor while
+  // the caller's loop goes on (heartbeats, other jobs); errors found before
+  // CRIU starts are returned here. The outcome comes from
+  // finished_checkpoints() once one of wait_fds() becomes readable. While it
+  // runs, the job is not reaped, not timed out, and cancel() refuses it
+  // (kFailedPrecondition: ask again later).
+  virtual Status begin_checkpoint(JobId id, const std::string& image_dir,
+                                  CheckpointThen then) = 0;
+  // Non-blocking: the checkpoints that have ended since the last call.
+  virtual std::vector<CheckpointOutcome> finished_checkpoints() = 0;
   // Restores the job from `image_dir` (written by checkpoint() here or on
   // another node) onto `launch`'s allocation (its cpuset, memory limit and
   // per-task CPUs; launch.id must be the checkpointed job); it then runs as a

@@ -23,6 +23,16 @@ std::string cpu_list(const std::vector<int>& ids) {
   return out;
 }
 
+// The container has its own /dev, /proc and /sys: a path there (an output
+// file of /dev/null) means the container's own, never a bind of the host's.
+bool kernel_path(const std::string& path) {
+  for (const char* root : {"/dev", "/proc", "/sys"}) {
+    const std::string r = root;
+    if (path == r || path.rfind(r + "/", 0) == 0) return true;
+  }
+  return false;
+}
+
 int depth(const std::string& path) {
   return static_cast<int>(std::count(path.begin(), path.end(), '/'));
 }
@@ -78,7 +88,7 @@ std::string oci_config_json(const OciContainer& c) {
   std::stable_sort(ordered.begin(), ordered.end(),
                    [](const auto& a, const auto& b) { return depth(a.first) < depth(b.first); });
   for (const auto& [dir, writable] : ordered) {
-    if (dir.empty() || dir == "/" || dir[0] != '/') continue;
+    if (dir.empty() || dir == "/" || dir[0] != '/' || kernel_path(dir)) continue;
     mounts.push_back(bind_mount(dir, dir, writable));
   }
   for (const std::string& f : c.read_only_files) mounts.push_back(bind_mount(f, f, false));

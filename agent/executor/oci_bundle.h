@@ -39,7 +39,8 @@ struct OciContainer {
 };
 
 // config.json's text (OCI runtime spec 1.0.2). Bind mounts are deduplicated
-// ("/" is never bound: the image is the root) and ordered so that a parent
+// ("/" is never bound: the image is the root; nor anything under /dev, /proc
+// or /sys: the container's own are used) and ordered so that a parent
 // directory is mounted before what lies inside it.
 std::string oci_config_json(const OciContainer& container);
 

@@ -158,8 +158,11 @@ pid_t clone_new_pid_ns(int* pidfd) {
 
 }  // namespace
 
-ProcessExecutor::ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy)
-    : config_(std::move(config)), hierarchy_(std::move(hierarchy)) {}
+ProcessExecutor::ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy, int notify[2])
+    : config_(std::move(config)),
+      hierarchy_(std::move(hierarchy)),
+      notify_read_(notify[0]),
+      notify_write_(notify[1]) {}
 
 ProcessExecutor::~ProcessExecutor() { shutdown(); }
 
@@ -187,8 +190,10 @@ Result<std::unique_ptr<ProcessExecutor>> ProcessExecutor::create(ExecutorConfig 
   // Job users read their script and hostfile below here.
   std::filesystem::permissions(jobs, std::filesystem::perms(0755), ec);
   if (ec) return internal_error("chmod " + jobs + ": " + ec.message());
+  int notify[2];
+  if (pipe2(notify, O_CLOEXEC | O_NONBLOCK) != 0) return internal_error("pipe: " + errno_text(errno));
   return std::unique_ptr<ProcessExecutor>(
-      new ProcessExecutor(std::move(config), std::move(hierarchy).value()));
+      new ProcessExecutor(std::move(config), std::move(hierarchy).value(), notify));
 }
 
 Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& dir) const {
@@ -514,6 +519,10 @@ Status ProcessExecutor::cancel(JobId id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return not_found("job " + std::to_string(id) + " is not running here");
   Job& job = it->second;
+  if (job.checkpointing) {
+    return failed_precondition("job " + std::to_string(id) +
+                               " is being checkpointed: cancel it once that is done");
+  }
   if (poll_exit(job)) return failed_precondition("job " + std::to_string(id) + " already ended");
   if (signal_pidfd(job.pidfd, SIGKILL) != 0) {
     return internal_error("job " + std::to_string(id) + ": kill: " + errno_text(errno));
@@ -524,7 +533,9 @@ Status ProcessExecutor::cancel(JobId id) {
 
 void ProcessExecutor::check_timeouts(TimeUs now) {
   for (auto& [id, job] : jobs_) {
-    if (job.exited || job.pidfd < 0 || job.deadline == 0 || job.cancelled) continue;
+    if (job.exited || job.pidfd < 0 || job.deadline == 0 || job.cancelled || job.checkpointing) {
+      continue;
+    }
     if (!job.timed_out && now >= job.deadline) {
       // The shell forwards SIGTERM to every process of the job.
       signal_pidfd(job.pidfd, SIGTERM);
@@ -541,7 +552,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
   std::vector<JobExit> exits;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     Job& job = it->second;
-    if (!poll_exit(job)) {
+    if (job.checkpointing || !poll_exit(job)) {  // a dump's kill is not an end
       ++it;
       continue;
     }
@@ -566,6 +577,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
 
 std::vector<int> ProcessExecutor::wait_fds() const {
   std::vector<int> fds;
+  if (!dumps_.empty()) fds.push_back(notify_read_.get());
   for (const auto& [id, job] : jobs_) {
     if (job.pidfd >= 0) fds.push_back(job.pidfd);
   }
@@ -609,6 +621,8 @@ void ProcessExecutor::discard(Job& job) {
 }
 
 void ProcessExecutor::shutdown() {
+  // A dump in flight is waited for (CRIU is bounded by criu_timeout_s).
+  while (!dumps_.empty()) (void)finish_dump(dumps_.begin()->first);
   for (auto& [id, job] : jobs_) discard(job);
   jobs_.clear();
   hierarchy_.remove_instance_dirs(config_.instance);
@@ -795,10 +809,35 @@ Status ProcessExecutor::checkpoint_capability() {
 
 Result<CheckpointResult> ProcessExecutor::checkpoint(JobId id, const std::string& image_dir,
                                                      CheckpointThen then) {
+  HPCQ_RETURN_IF_ERROR(begin_checkpoint(id, image_dir, then));
+  Dump& dump = *dumps_.at(id);
+  pollfd p{notify_read_.get(), POLLIN, 0};
+  while (!dump.done.load()) poll(&p, 1, 100);
+  CheckpointOutcome outcome = finish_dump(id);
+  if (!outcome.status.is_ok()) return outcome.status;
+  return outcome.result;
+}
+
+std::vector<CheckpointOutcome> ProcessExecutor::finished_checkpoints() {
+  char buf[64];
+  while (read(notify_read_.get(), buf, sizeof buf) > 0) {
+  }
+  std::vector<JobId> done;
+  for (const auto& [id, dump] : dumps_) {
+    if (dump->done.load()) done.push_back(id);
+  }
+  std::vector<CheckpointOutcome> outcomes;
+  for (JobId id : done) outcomes.push_back(finish_dump(id));
+  return outcomes;
+}
+
+Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
+                                         CheckpointThen then) {
   const std::string name = "job " + std::to_string(id);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return not_found(name + " is not running here");
   Job& job = it->second;
+  if (job.checkpointing) return failed_precondition(name + " is being checkpointed already");
   if (poll_exit(job) || job.cancelled || job.timed_out) {
     return failed_precondition(name + " is ending: nothing to checkpoint");
   }
@@ -840,38 +879,65 @@ Result<CheckpointResult> ProcessExecutor::checkpoint(JobId id, const std::string
     return internal_error(name + ": write " + meta_tmp + ": " + errno_text(errno));
   }
 
-  CriuDump dump;
-  dump.root = job.pid;
-  dump.image_dir = image_dir;
-  dump.leave_running = then == CheckpointThen::kContinue;
-  dump.freeze_cgroup = freezer_dir(job.cgroup);
-  dump.timeout = std::chrono::seconds(config_.criu_timeout_s);
-  const auto start = std::chrono::steady_clock::now();
-  s = criu_dump(criu_, dump);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!s.is_ok()) {
+  auto dump = std::make_unique<Dump>();
+  dump->then = then;
+  dump->meta = meta;
+  dump->criu.root = job.pid;
+  dump->criu.image_dir = image_dir;
+  dump->criu.leave_running = then == CheckpointThen::kContinue;
+  dump->criu.freeze_cgroup = freezer_dir(job.cgroup);
+  dump->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
+  dump->start = std::chrono::steady_clock::now();
+  // The thread touches only its Dump (and the notify pipe): everything else
+  // stays with the loop thread, which finishes the dump (finish_dump).
+  Dump* d = dump.get();
+  const int notify = notify_write_.get();
+  dump->thread = std::thread([d, notify, criu = criu_] {
+    d->status = criu_dump(criu, d->criu);
+    d->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - d->start).count();
+    d->done.store(true);
+    const char byte = 'd';
+    ssize_t ignored = write(notify, &byte, 1);
+    (void)ignored;
+  });
+  job.checkpointing = true;
+  dumps_.emplace(id, std::move(dump));
+  return Status::ok();
+}
+
+CheckpointOutcome ProcessExecutor::finish_dump(JobId id) {
+  auto node = dumps_.extract(id);
+  std::unique_ptr<Dump> dump = std::move(node.mapped());
+  dump->thread.join();
+  const std::string name = "job " + std::to_string(id);
+  CheckpointOutcome outcome;
+  outcome.id = id;
+  auto it = jobs_.find(id);
+  if (it != jobs_.end()) it->second.checkpointing = false;
+  std::error_code ec;
+  const std::string meta_tmp = dump->meta + ".tmp";
+  if (!dump->status.is_ok()) {
     // CRIU resumes the tree when it fails, but not when it was killed.
-    if (!dump.freeze_cgroup.empty() && !set_frozen(dump.freeze_cgroup, false).is_ok()) {
-      spdlog::warn("{}: could not thaw {} after a failed dump", name, dump.freeze_cgroup);
+    if (!dump->criu.freeze_cgroup.empty() && !set_frozen(dump->criu.freeze_cgroup, false).is_ok()) {
+      spdlog::warn("{}: could not thaw {} after a failed dump", name, dump->criu.freeze_cgroup);
     }
     fs::remove(meta_tmp, ec);
-    return Status(s.code(), name + " not checkpointed (it runs on): " + s.message());
+    outcome.status = Status(dump->status.code(),
+                            name + " not checkpointed (it runs on): " + dump->status.message());
+    return outcome;
   }
-  fs::rename(meta_tmp, meta, ec);
+  fs::rename(meta_tmp, dump->meta, ec);
   if (ec) spdlog::warn("{}: rename {}: {}", name, meta_tmp, ec.message());
-
-  CheckpointResult result;
-  result.image_dir = image_dir;
-  result.dump_seconds = seconds;
-  result.image_bytes = tree_bytes(image_dir);
-  if (then == CheckpointThen::kStop) {
+  outcome.result.image_dir = dump->criu.image_dir;
+  outcome.result.dump_seconds = dump->seconds;
+  outcome.result.image_bytes = tree_bytes(dump->criu.image_dir);
+  if (dump->then == CheckpointThen::kStop && it != jobs_.end()) {
     // CRIU has killed the tree; the job is the restorer's now.
-    discard(job);
+    discard(it->second);
     jobs_.erase(it);
-    result.stopped = true;
+    outcome.result.stopped = true;
   }
-  return result;
+  return outcome;
 }
 
 Result<pid_t> ProcessExecutor::restore_tree(const JobLaunch& l, const std::string& image_dir,

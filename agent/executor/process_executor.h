@@ -46,6 +46,8 @@
 // Ownership: the executor owns its jobs' processes, pidfds, cgroups and job
 // directories; shutdown() (also run by the destructor) kills and removes all.
 // Threads: not thread-safe; one thread (the agent's event loop) calls it all.
+// Dumps (begin_checkpoint) run CRIU on a thread of their own, which touches
+// nothing but its Dump record; the calling thread finishes them.
 // The caller must not set SIGCHLD to SIG_IGN (children would not be waitable)
 // and must not reap children it did not start (waitpid(-1)).
 // Errors: kInvalidArgument for a malformed launch, kAlreadyExists for a job
@@ -55,7 +57,12 @@
 
 #include <sys/types.h>
 
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <map>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -134,8 +141,38 @@ class ProcessExecutor final : public Executor {
   Result<CheckpointResult> checkpoint(JobId id, const std::string& image_dir,
                                       CheckpointThen then) override;
   Status restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) override;
+  Status begin_checkpoint(JobId id, const std::string& image_dir, CheckpointThen then) override;
+  std::vector<CheckpointOutcome> finished_checkpoints() override;
+
+  // A pipe end owned by the executor (closed with it).
+  class OwnedFd {
+   public:
+    explicit OwnedFd(int fd) : fd_(fd) {}
+    ~OwnedFd() {
+      if (fd_ >= 0) close(fd_);
+    }
+    OwnedFd(const OwnedFd&) = delete;
+    OwnedFd& operator=(const OwnedFd&) = delete;
+    int get() const { return fd_; }
+
+   private:
+    int fd_;
+  };
 
  private:
+  // A dump in flight: CRIU runs on `thread`, which sets status, seconds and
+  // then done, and writes a byte to the notify pipe.
+  struct Dump {
+    CheckpointThen then = CheckpointThen::kContinue;
+    std::string meta;  // hpcq-checkpoint.json, renamed into place on success
+    CriuDump criu;
+    std::chrono::steady_clock::time_point start;
+    std::thread thread;
+    Status status;
+    double seconds = 0;
+    std::atomic<bool> done{false};
+  };
+  CheckpointOutcome finish_dump(JobId id);  // joins; the loop thread's half
   struct Job {
     JobId id = 0;
     pid_t pid = -1;   // the shell, in our PID namespace
@@ -150,12 +187,13 @@ class ProcessExecutor final : public Executor {
     bool cancelled = false;
     bool timed_out = false;
     bool exited = false;
+    bool checkpointing = false;  // a dump is in flight (dumps_)
     int shell_code = 0;  // the shell's exit code (128 + signal when killed)
     int shell_signal = 0;
     std::int64_t time_limit_s = 0;
   };
 
-  ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy);
+  ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy, int notify[2]);
   Status validate(const JobLaunch& launch) const;
   Status prepare_job_dir(const JobLaunch& launch, const std::string& dir) const;
   // Per-worker cgroups or OCI bundles (file comment); fills the workers'
@@ -173,6 +211,8 @@ class ProcessExecutor final : public Executor {
   const ExecutorConfig config_;
   const CgroupHierarchy hierarchy_;
   std::map<JobId, Job> jobs_;
+  OwnedFd notify_read_, notify_write_;  // dumps' "done" pipe (non-blocking)
+  std::map<JobId, std::unique_ptr<Dump>> dumps_;
   bool criu_probed_ = false;
   Status criu_status_;  // the probe's answer
   CriuInfo criu_;

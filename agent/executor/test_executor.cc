@@ -107,6 +107,11 @@ Result<CheckpointResult> TestExecutor::checkpoint(JobId id, const std::string&, 
   return checkpoint_capability();
 }
 
+Status TestExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
+                                      CheckpointThen then) {
+  return checkpoint(id, image_dir, then).status();
+}
+
 Status TestExecutor::restore(const JobLaunch&, const std::string&, TimeUs) {
   return checkpoint_capability();
 }

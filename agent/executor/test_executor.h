@@ -34,6 +34,8 @@ class TestExecutor final : public Executor {
   Result<CheckpointResult> checkpoint(JobId id, const std::string& image_dir,
                                       CheckpointThen then) override;
   Status restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) override;
+  Status begin_checkpoint(JobId id, const std::string& image_dir, CheckpointThen then) override;
+  std::vector<CheckpointOutcome> finished_checkpoints() override { return {}; }
 
  private:
   struct Job {

@@ -283,6 +283,35 @@ TEST_F(CheckpointTest, DumpAndContinueKeepsCounting) {
   EXPECT_EQ(x->kind, ExitKind::kCancelled);
 }
 
+TEST_F(CheckpointTest, BeginCheckpointReturnsBeforeCriuIsDoneAndHoldsTheJob) {
+  JobLaunch l = counter(3, 1, {cpus_[0]});
+  ASSERT_TRUE(a_->launch(l, now_us()).is_ok());
+  ASSERT_TRUE(wait_count(l.stdout_path, 1, 5));
+  ASSERT_TRUE(a_->begin_checkpoint(3, tmp_ + "/img-3", CheckpointThen::kStop).is_ok());
+  // A dump takes CRIU a tenth of a second at least: had the call waited for
+  // it, its outcome would be here already.
+  EXPECT_TRUE(a_->finished_checkpoints().empty());
+  EXPECT_EQ(a_->begin_checkpoint(3, tmp_ + "/img-3b", CheckpointThen::kContinue).code(),
+            Code::kFailedPrecondition);  // one at a time
+  EXPECT_EQ(a_->cancel(3).code(), Code::kFailedPrecondition);  // later
+  std::vector<CheckpointOutcome> outcomes;
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (outcomes.empty() && Clock::now() < deadline) {
+    std::vector<pollfd> fds;
+    for (int fd : a_->wait_fds()) fds.push_back({fd, POLLIN, 0});
+    poll(fds.data(), fds.size(), 100);
+    // The dump kills the tree: that is no end of the job for reap().
+    EXPECT_TRUE(a_->reap().empty());
+    outcomes = a_->finished_checkpoints();
+  }
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].id, 3u);
+  ASSERT_TRUE(outcomes[0].status.is_ok()) << outcomes[0].status.to_string();
+  EXPECT_TRUE(outcomes[0].result.stopped);
+  EXPECT_TRUE(a_->running().empty());
+  EXPECT_TRUE(fs::exists(tmp_ + "/img-3/hpcq-checkpoint.json"));
+}
+
 TEST_F(CheckpointTest, StoppedJobIsRestoredByAnotherExecutorOnNewCoresAndCountsOn) {
   const int c0 = cpus_[0];
   const int c1 = cpus_.size() > 1 ? cpus_[1] : cpus_[0];

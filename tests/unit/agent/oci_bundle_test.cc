@@ -21,7 +21,8 @@ OciContainer sample() {
   c.memory_limit_bytes = 1 << 30;
   c.pids_limit = 512;
   c.shell_binary = "/usr/libexec/hpcq/hpcq-container-shell";
-  c.writable_dirs = {"/home/alice/run/out", "/home/alice/run", "/state/jobs/5/oci/worker-1", "/"};
+  c.writable_dirs = {"/home/alice/run/out", "/home/alice/run", "/state/jobs/5/oci/worker-1", "/",
+                     "/dev", "/proc/self"};
   c.read_only_dirs = {"/home/alice/run"};
   c.read_only_files = {"/etc/hosts"};
   return c;
@@ -49,7 +50,7 @@ TEST(OciBundle, CarriesTheWorkersLimitsUserAndHostNetwork) {
   EXPECT_FALSE(j.contains("hostname"));
 }
 
-TEST(OciBundle, BindsEachDirectoryOnceParentsFirstNeverTheRoot) {
+TEST(OciBundle, BindsEachDirectoryOnceParentsFirstNeverTheRootNorKernelFileSystems) {
   const nlohmann::json j = nlohmann::json::parse(oci_config_json(sample()));
   std::vector<std::string> binds;
   bool run_writable = false;
