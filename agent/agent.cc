@@ -246,6 +246,7 @@ void Agent::on_launch(const overlay::Launch& launch) {
     spdlog::debug("job {}: launch ignored, this attempt already ran here", id);
     return;
   }
+  if (restores_in_flight_.count(id)) return;  // a repeat: STARTED follows the restore
   const HostMapping host{&topology_, host_topology_, host_cpus_, host_numa_};
   Result<JobLaunch> translated =
       job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host);
@@ -261,14 +262,16 @@ void Agent::on_launch(const overlay::Launch& launch) {
     launched = executor_->launch(job, wall_clock_now());
   } else {
     // This node's part of the checkpointed placement: the same index.
+    // CRIU runs beside the loop; STARTED (or FAILED) once it is done.
     const std::string image_dir = launch.restore_from() + "/part-" + job.env["HPCQ_NODEID"];
-    launched = executor_->restore(job, image_dir, wall_clock_now());
-    if (!launched.is_ok()) {
-      launched = Status(launched.code(),
-                        std::string(overlay::kRestoreFailedReason) + ": " + launched.message());
-    } else {
-      spdlog::info("job {}: restored from {}", id, image_dir);
+    launched = executor_->begin_restore(job, image_dir, wall_clock_now());
+    if (launched.is_ok()) {
+      restores_in_flight_[id] = {launch.attempt(), image_dir};
+      sync_wait_fds();
+      return;
     }
+    launched = Status(launched.code(),
+                      std::string(overlay::kRestoreFailedReason) + ": " + launched.message());
   }
   if (!launched.is_ok()) {
     spdlog::warn("job {}: launch failed: {}", id, launched.message());
@@ -358,8 +361,28 @@ void Agent::on_kill(const overlay::Kill& kill) {
   if (!s.is_ok()) spdlog::warn("job {}: cancel: {}", kill.job_id(), s.message());
 }
 
+void Agent::on_restores_done() {
+  for (const RestoreOutcome& outcome : executor_->finished_restores()) {
+    auto in_flight = restores_in_flight_.find(outcome.id);
+    if (in_flight == restores_in_flight_.end()) continue;
+    const auto [attempt, image_dir] = in_flight->second;
+    restores_in_flight_.erase(in_flight);
+    if (!outcome.status.is_ok()) {
+      const std::string why =
+          std::string(overlay::kRestoreFailedReason) + ": " + outcome.status.message();
+      spdlog::warn("job {}: launch failed: {}", outcome.id, why);
+      report(outcome.id, attempt, overlay::JobUpdate::FAILED, 1, why);
+      continue;
+    }
+    spdlog::info("job {}: restored from {}", outcome.id, image_dir);
+    attempts_[outcome.id] = attempt;
+    report(outcome.id, attempt, overlay::JobUpdate::STARTED, 0, "");
+  }
+}
+
 void Agent::on_job_exits() {
   on_checkpoints_done();
+  on_restores_done();
   for (const JobExit& exit : executor_->reap()) {
     overlay::JobUpdate::Kind kind = overlay::JobUpdate::COMPLETED;
     switch (exit.kind) {

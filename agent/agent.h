@@ -54,6 +54,7 @@ class Agent {
   void on_kill(const overlay::Kill& kill);
   void on_checkpoint(const overlay::Checkpoint& request);
   void on_checkpoints_done();  // the executor's finished dumps: answered
+  void on_restores_done();     // the executor's finished restores: reported
   void send_checkpoint_done(const overlay::Checkpoint& request, overlay::Envelope envelope);
   void remember_finished(JobId id, std::uint32_t attempt);
   void repeat_unacknowledged_ends();
@@ -75,6 +76,8 @@ class Agent {
   std::uint64_t incarnation_ = 0;  // random per start: tells the leader a retry from a restart
   std::map<JobId, std::uint32_t> attempts_;  // running jobs: attempt being run
   std::map<JobId, overlay::Checkpoint> checkpoints_in_flight_;  // dumps not yet answered
+  // Restores CRIU is running: the attempt and the image directory.
+  std::map<JobId, std::pair<std::uint32_t, std::string>> restores_in_flight_;
   // Ends reported but not yet acknowledged by the leader, on disk too;
   // repeated in every Hello so that they survive a leader restart, a
   // partition, and a restart of this agent.

@@ -45,6 +45,11 @@ struct CheckpointOutcome {
   CheckpointResult result;  // when status is OK
 };
 
+struct RestoreOutcome {
+  JobId id = 0;
+  Status status;  // as restore() would return it; OK: the job runs here
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -94,6 +99,12 @@ class Executor {
   // `now`. Blocks while CRIU works. On error nothing of the job runs here.
   // kNotFound: no checkpoint there; kAlreadyExists: the job is running here.
   virtual Status restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) = 0;
+  // The same without blocking (as begin_checkpoint): the outcome comes from
+  // finished_restores(); until then the job is not running() here and a
+  // second restore of it is refused (kAlreadyExists).
+  virtual Status begin_restore(const JobLaunch& launch, const std::string& image_dir,
+                               TimeUs now) = 0;
+  virtual std::vector<RestoreOutcome> finished_restores() = 0;
 };
 
 }  // namespace hpcq::agent

@@ -577,7 +577,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
 
 std::vector<int> ProcessExecutor::wait_fds() const {
   std::vector<int> fds;
-  if (!dumps_.empty()) fds.push_back(notify_read_.get());
+  if (!dumps_.empty() || !restores_.empty()) fds.push_back(notify_read_.get());
   for (const auto& [id, job] : jobs_) {
     if (job.pidfd >= 0) fds.push_back(job.pidfd);
   }
@@ -623,6 +623,7 @@ void ProcessExecutor::discard(Job& job) {
 void ProcessExecutor::shutdown() {
   // A dump in flight is waited for (CRIU is bounded by criu_timeout_s).
   while (!dumps_.empty()) (void)finish_dump(dumps_.begin()->first);
+  while (!restores_.empty()) (void)finish_restore(restores_.begin()->first);
   for (auto& [id, job] : jobs_) discard(job);
   jobs_.clear();
   hierarchy_.remove_instance_dirs(config_.instance);
@@ -940,8 +941,8 @@ CheckpointOutcome ProcessExecutor::finish_dump(JobId id) {
   return outcome;
 }
 
-Result<pid_t> ProcessExecutor::restore_tree(const JobLaunch& l, const std::string& image_dir,
-                                            Job& job) {
+Status ProcessExecutor::prepare_restore(const JobLaunch& l, const std::string& image_dir,
+                                        Job& job) {
   std::error_code ec;
   if (fs::exists(job.dir, ec)) {
     // Not a job of ours (restore() checked): what a lost run left behind
@@ -969,18 +970,39 @@ Result<pid_t> ProcessExecutor::restore_tree(const JobLaunch& l, const std::strin
       hierarchy_.create_job(config_.instance, l.id, {l.host_cpus, l.host_mems, l.memory_limit_bytes});
   if (!cgroup.is_ok()) return cgroup.status();
   job.cgroup = std::move(cgroup).value();
-  CriuRestore restore;
-  restore.image_dir = image_dir;
-  restore.cgroup_dirs = job.cgroup.dirs();
-  restore.timeout = std::chrono::seconds(config_.criu_timeout_s);
-  return criu_restore(criu_, restore);
+  return Status::ok();
 }
 
 Status ProcessExecutor::restore(const JobLaunch& given, const std::string& image_dir, TimeUs now) {
+  HPCQ_RETURN_IF_ERROR(begin_restore(given, image_dir, now));
+  Restore& r = *restores_.at(given.id);
+  pollfd p{notify_read_.get(), POLLIN, 0};
+  while (!r.done.load()) poll(&p, 1, 100);
+  return finish_restore(given.id);
+}
+
+std::vector<RestoreOutcome> ProcessExecutor::finished_restores() {
+  char buf[64];
+  while (read(notify_read_.get(), buf, sizeof buf) > 0) {
+  }
+  std::vector<JobId> done;
+  for (const auto& [id, r] : restores_) {
+    if (r->done.load()) done.push_back(id);
+  }
+  std::vector<RestoreOutcome> outcomes;
+  for (JobId id : done) outcomes.push_back({id, finish_restore(id)});
+  return outcomes;
+}
+
+Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string& image_dir,
+                                      TimeUs now) {
   JobLaunch l = given;
   ensure_workers(l);
   const std::string name = "job " + std::to_string(l.id);
   HPCQ_RETURN_IF_ERROR(validate(l));
+  if (restores_.count(l.id)) {
+    return Status(Code::kAlreadyExists, name + " is being restored here already");
+  }
   if (!l.image.empty()) {
     return failed_precondition(name + " not restored: image (OCI) jobs cannot be restored yet");
   }
@@ -1008,13 +1030,50 @@ Status ProcessExecutor::restore(const JobLaunch& given, const std::string& image
   j.dir = meta["job_dir"].get<std::string>();
   j.time_limit_s = l.time_limit_s;
   j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
+  Status prepared = prepare_restore(l, image_dir, j);
+  if (!prepared.is_ok()) {
+    discard(j);  // nothing of it may be left
+    return Status(prepared.code(), name + " not restored: " + prepared.message());
+  }
+  auto r = std::make_unique<Restore>();
+  r->criu.image_dir = image_dir;
+  r->criu.cgroup_dirs = j.cgroup.dirs();
+  r->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
+  r->launch = std::move(l);
+  r->job = std::move(j);
+  // As for dumps: the thread touches only its Restore record.
+  Restore* d = r.get();
+  const int notify = notify_write_.get();
+  r->thread = std::thread([d, notify, criu = criu_] {
+    auto root = criu_restore(criu, d->criu);
+    if (root.is_ok()) {
+      d->root = *root;
+    } else {
+      d->status = root.status();
+    }
+    d->done.store(true);
+    const char byte = 'r';
+    ssize_t ignored = write(notify, &byte, 1);
+    (void)ignored;
+  });
+  restores_.emplace(given.id, std::move(r));
+  return Status::ok();
+}
+
+Status ProcessExecutor::finish_restore(JobId id) {
+  auto node = restores_.extract(id);
+  std::unique_ptr<Restore> r = std::move(node.mapped());
+  r->thread.join();
+  JobLaunch& l = r->launch;
+  Job& j = r->job;
+  const std::string name = "job " + std::to_string(id);
   auto fail = [&](const Status& s) {
     // Nothing of the job may run on: kill what is in its new cgroups.
     discard(j);
     return Status(s.code(), name + " not restored: " + s.message());
   };
-  auto root = restore_tree(l, image_dir, j);
-  if (!root.is_ok()) return fail(root.status());
+  if (!r->status.is_ok()) return fail(r->status);
+  const pid_t root = r->root;
   j.shell_cgroup = j.cgroup;
   // A split job's workers get their cgroups back (pin_tasks moves the tasks
   // in). On v2 the restored tree already sits in the job's cgroup, which then
@@ -1025,13 +1084,13 @@ Status ProcessExecutor::restore(const JobLaunch& given, const std::string& image
                                        {worker.host_cpus, worker.host_mems,
                                         worker.memory_limit_bytes});
     if (!child.is_ok()) {
-      kill(*root, SIGKILL);
-      waitpid(*root, nullptr, 0);
+      kill(root, SIGKILL);
+      waitpid(root, nullptr, 0);
       return fail(child.status());
     }
     worker.cgroup_dirs = child->dirs();
   }
-  j.pid = *root;
+  j.pid = root;
   j.pidfd = open_pidfd(j.pid);
   if (j.pidfd < 0) {
     Status s = internal_error("pidfd_open of the restored shell " + std::to_string(j.pid) + ": " +
@@ -1051,7 +1110,7 @@ Status ProcessExecutor::restore(const JobLaunch& given, const std::string& image
     // A frozen tree would not die (v1): it was thawed above.
     return fail(s);
   }
-  jobs_.emplace(l.id, std::move(j));
+  jobs_.emplace(id, std::move(j));
   return Status::ok();
 }
 

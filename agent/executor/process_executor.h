@@ -30,7 +30,8 @@
 //            usable checkpoint). kStop: CRIU kills the tree, the executor
 //            reaps the shell, removes the cgroups and job dir and forgets the
 //            job (reap() does not report it).
-//   restore: the job directory comes back at the path it had (the shell and
+//   restore: (begin_restore: CRIU on a thread, as dumps; the rest on the
+//            caller's thread in finished_restores) the job directory comes back at the path it had (the shell and
 //            the tasks hold files there by path; every node has the same
 //            state dir in a real cluster) with the new launch.json/hostfile;
 //            new cgroups with the new cpuset and memory limit; `criu restore`
@@ -143,6 +144,9 @@ class ProcessExecutor final : public Executor {
   Status restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) override;
   Status begin_checkpoint(JobId id, const std::string& image_dir, CheckpointThen then) override;
   std::vector<CheckpointOutcome> finished_checkpoints() override;
+  Status begin_restore(const JobLaunch& launch, const std::string& image_dir,
+                       TimeUs now) override;
+  std::vector<RestoreOutcome> finished_restores() override;
 
   // A pipe end owned by the executor (closed with it).
   class OwnedFd {
@@ -193,6 +197,18 @@ class ProcessExecutor final : public Executor {
     std::int64_t time_limit_s = 0;
   };
 
+  // A restore in flight: the job's directory and cgroups are ready, CRIU
+  // runs on `thread`; finish_restore pins the tree and adds the job.
+  struct Restore {
+    JobLaunch launch;
+    Job job;
+    CriuRestore criu;
+    std::thread thread;
+    Status status;
+    pid_t root = -1;
+    std::atomic<bool> done{false};
+  };
+  Status finish_restore(JobId id);
   ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy, int notify[2]);
   Status validate(const JobLaunch& launch) const;
   Status prepare_job_dir(const JobLaunch& launch, const std::string& dir) const;
@@ -200,7 +216,8 @@ class ProcessExecutor final : public Executor {
   // cgroup_dirs / command / results in `launch`.
   Status prepare_workers(JobLaunch& launch, Job& job) const;
   Status prepare_container(JobLaunch& launch, std::size_t worker, const Job& job) const;
-  Result<pid_t> restore_tree(const JobLaunch& launch, const std::string& image_dir, Job& job);
+  // The restore's job directory (new launch.json, hostfile) and cgroups.
+  Status prepare_restore(const JobLaunch& launch, const std::string& image_dir, Job& job);
   // Kills what is left of a job that is not to be reported, waits, removes
   // its cgroups and directory.
   void discard(Job& job);
@@ -213,6 +230,7 @@ class ProcessExecutor final : public Executor {
   std::map<JobId, Job> jobs_;
   OwnedFd notify_read_, notify_write_;  // dumps' "done" pipe (non-blocking)
   std::map<JobId, std::unique_ptr<Dump>> dumps_;
+  std::map<JobId, std::unique_ptr<Restore>> restores_;
   bool criu_probed_ = false;
   Status criu_status_;  // the probe's answer
   CriuInfo criu_;

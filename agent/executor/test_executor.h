@@ -36,6 +36,11 @@ class TestExecutor final : public Executor {
   Status restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) override;
   Status begin_checkpoint(JobId id, const std::string& image_dir, CheckpointThen then) override;
   std::vector<CheckpointOutcome> finished_checkpoints() override { return {}; }
+  Status begin_restore(const JobLaunch& launch, const std::string& image_dir,
+                       TimeUs now) override {
+    return restore(launch, image_dir, now);
+  }
+  std::vector<RestoreOutcome> finished_restores() override { return {}; }
 
  private:
   struct Job {

@@ -283,7 +283,7 @@ TEST_F(CheckpointTest, DumpAndContinueKeepsCounting) {
   EXPECT_EQ(x->kind, ExitKind::kCancelled);
 }
 
-TEST_F(CheckpointTest, BeginCheckpointReturnsBeforeCriuIsDoneAndHoldsTheJob) {
+TEST_F(CheckpointTest, BeginCheckpointAndBeginRestoreReturnBeforeCriuIsDone) {
   JobLaunch l = counter(3, 1, {cpus_[0]});
   ASSERT_TRUE(a_->launch(l, now_us()).is_ok());
   ASSERT_TRUE(wait_count(l.stdout_path, 1, 5));
@@ -310,6 +310,27 @@ TEST_F(CheckpointTest, BeginCheckpointReturnsBeforeCriuIsDoneAndHoldsTheJob) {
   EXPECT_TRUE(outcomes[0].result.stopped);
   EXPECT_TRUE(a_->running().empty());
   EXPECT_TRUE(fs::exists(tmp_ + "/img-3/hpcq-checkpoint.json"));
+
+  // Its restore does not wait for CRIU either.
+  ASSERT_TRUE(b_->begin_restore(l, tmp_ + "/img-3", now_us()).is_ok());
+  EXPECT_TRUE(b_->finished_restores().empty());
+  EXPECT_TRUE(b_->running().empty());  // not until it is done
+  EXPECT_EQ(b_->begin_restore(l, tmp_ + "/img-3", now_us()).code(), Code::kAlreadyExists);
+  std::vector<RestoreOutcome> restored;
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  while (restored.empty() && Clock::now() < until) {
+    std::vector<pollfd> fds;
+    for (int fd : b_->wait_fds()) fds.push_back({fd, POLLIN, 0});
+    poll(fds.data(), fds.size(), 100);
+    restored = b_->finished_restores();
+  }
+  ASSERT_EQ(restored.size(), 1u);
+  ASSERT_TRUE(restored[0].status.is_ok()) << restored[0].status.to_string();
+  EXPECT_EQ(b_->running(), std::vector<JobId>{3});
+  const int at = last_count(l.stdout_path, 0);
+  EXPECT_TRUE(wait_count(l.stdout_path, 1, at + 3));
+  ASSERT_TRUE(b_->cancel(3).is_ok());
+  ASSERT_TRUE(wait_exit(*b_, 3).has_value());
 }
 
 TEST_F(CheckpointTest, StoppedJobIsRestoredByAnotherExecutorOnNewCoresAndCountsOn) {
