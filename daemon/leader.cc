@@ -614,14 +614,14 @@ std::vector<Rank> Leader::ranks_of(
 Status Leader::begin_checkpoint(
     JobEntry& entry, const std::string& then,
     std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise,
-    const std::vector<std::string>& to) {
+    const std::vector<std::string>& to, bool periodic) {
   HPCQ_RETURN_IF_ERROR(checkpointable(entry, then));
   const job::Job& job = entry.job;
   const JobId id = job.id;
   {
     JobEntry::Checkpointing op;
     op.promise = std::move(promise);
-    op.record.set_periodic(op.promise == nullptr);
+    op.record.set_periodic(periodic);
     for (const std::string& node : to) op.record.add_to(node);
     op.record.set_time_us(now());
     op.record.set_then(then);
@@ -661,7 +661,7 @@ void Leader::checkpoint_due_jobs() {
     for (const v1::CheckpointRecord& r : entry.checkpoints) last = std::max(last, r.time_us());
     if (t - last < job.spec.checkpoint_interval_s * kUsPerSecond) continue;
     if (!checkpointable(entry, "continue").is_ok()) continue;  // tried again next tick
-    Status s = begin_checkpoint(entry, "continue", nullptr);
+    Status s = begin_checkpoint(entry, "continue", nullptr, {}, /*periodic=*/true);
     if (!s.is_ok()) spdlog::warn("job {}: periodic checkpoint: {}", id, s.message());
   }
 }
@@ -735,7 +735,12 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
   // The restore asks for as many nodes as the dump ran on; with as many
   // tasks on each (checked before the dump), any placement fits the images.
   job.spec.request.nodes = record.nodes_size();
-  requeue_job(entry, stop ? "checkpointed and stopped" : "checkpointed");
+  const std::optional<sched::Preempt> preempted = entry.preempted;
+  requeue_job(entry, preempted ? "preempted by job " + std::to_string(preempted->for_job) +
+                                     ", checkpointed"
+                 : stop ? "checkpointed and stopped"
+                        : "checkpointed");
+  if (preempted) entry.yields_to = preempted->for_job;
   entry.restore_from = record.image();
   entry.restore_to = ranks_of(record.to());
   if (stop) {
@@ -1164,9 +1169,18 @@ void Leader::apply_preempt(const sched::Preempt& preempt) {
   if (it == jobs_.end() || it->second.job.state != job::JobState::kRunning) return;
   JobEntry& entry = it->second;
   if (entry.preempted || entry.cancel_requested) return;
-  entry.preempted = preempt;
   spdlog::info("job {}: preempted ({}) for job {}", entry.job.id,
                sched::preempt_mode_name(preempt.mode), preempt.for_job);
+  if (preempt.mode == sched::PreemptMode::kCheckpoint) {
+    // Its work is kept: dumped, requeued and restored where it next starts
+    // (finish_checkpoint); a failed dump kills and requeues it as kRequeue.
+    Status begun = begin_checkpoint(entry, "requeue", nullptr);
+    entry.preempted = preempt;
+    if (begun.is_ok()) return;
+    spdlog::info("job {}: not checkpointed ({}): requeued to run from the start", entry.job.id,
+                 begun.message());
+  }
+  entry.preempted = preempt;
   // The whole job, on every node; its resources come back when every part
   // has reported its end.
   kill_job_parts(entry);
@@ -1598,7 +1612,9 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
 
 void Leader::all_parts_ended(JobEntry& entry, TimeUs end_time) {
   if (!entry.requeue_when_ended.empty() && !entry.cancel_requested) {
+    const std::optional<sched::Preempt> preempted = entry.preempted;
     requeue_job(entry, entry.requeue_when_ended);
+    if (preempted) entry.yields_to = preempted->for_job;
     schedule_soon();
     return;
   }
@@ -1608,7 +1624,7 @@ void Leader::all_parts_ended(JobEntry& entry, TimeUs end_time) {
     if (preempt.mode == sched::PreemptMode::kCancel) {
       finish_job(entry, job::JobState::kCancelled, why, end_time);
     } else {
-      // kCheckpoint falls back to requeue until jobs can be checkpointed.
+      // kRequeue, or kCheckpoint for a job that could not be checkpointed.
       requeue_job(entry, why);
       entry.yields_to = preempt.for_job;
     }

@@ -167,10 +167,11 @@ class Leader {
   // Whether the job can be checkpointed now (then: continue|requeue|stop).
   Status checkpointable(const JobEntry& entry, const std::string& then) const;
   // Sends the Checkpoint to every node of the job; `promise` (null for a
-  // periodic checkpoint) gets the record once every node has answered.
+  // periodic or preemption checkpoint) gets the record once every node has
+  // answered.
   Status begin_checkpoint(JobEntry& entry, const std::string& then,
                           std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise,
-                          const std::vector<std::string>& to = {});
+                          const std::vector<std::string>& to = {}, bool periodic = false);
   // The ranks of `names` (checkpoint records' "to"), ascending; unknown names skipped.
   std::vector<Rank> ranks_of(const google::protobuf::RepeatedPtrField<std::string>& names) const;
   void checkpoint_due_jobs();

@@ -2,7 +2,8 @@
 """Preemption in a real cluster: a job of a higher-tier queue preempts a
 lower-tier job whose queue allows it. The whole victim is stopped on every
 node (never a part of it), then requeued (preempt_mode requeue) and run again
-later, or cancelled (preempt_mode cancel)."""
+later, or cancelled (preempt_mode cancel), or checkpointed with CRIU and
+restored where it next starts, its work kept (preempt_mode checkpoint)."""
 import glob
 import os
 import sys
@@ -27,6 +28,10 @@ preempt_mode = "requeue"
 [[queue]]
 name = "scavenger"
 preempt_mode = "cancel"
+
+[[queue]]
+name = "checkpointed"
+preempt_mode = "checkpoint"
 
 [[queue]]
 name = "high"
@@ -72,5 +77,48 @@ def test_cancel_mode_and_no_preemption_within_a_tier():
     t.wait_state(same_tier, "COMPLETED")
 
 
+def counts(path):
+    if not os.path.exists(path):
+        return {}
+    tasks = {}
+    with open(path) as f:
+        for line in f.read().splitlines():
+            rank, n = line.split()
+            tasks.setdefault(rank, []).append(int(n))
+    return tasks
+
+
+def test_checkpoint_mode_keeps_the_work():
+    d = t.workdir()
+    gang = t.submit("-q", "checkpointed", "-N", "2", "-n", "4", "-o", "count-%j.out", "--",
+                    "sh", "-c", "i=0; while :; do i=$((i+1)); echo $HPCQ_TASK_RANK $i; sleep 0.1; done",
+                    cwd=d)
+    t.wait_state(gang, "RUNNING")
+    out = os.path.join(d, f"count-{gang}.out")
+    deadline = time.monotonic() + 30
+    while len(counts(out)) < 4 or min(c[-1] for c in counts(out).values()) < 5:
+        t.check(time.monotonic() < deadline, f"the gang does not count: {counts(out)}")
+        time.sleep(0.1)
+    urgent = t.submit("-q", "high", "-N", "2", "-n", "4", "--", "sleep", "1", cwd=d)
+    t.wait_state(urgent, "RUNNING", timeout=30)
+    g = t.status(gang)
+    t.check(g["state"] == "PENDING" and g["restore_from"] and
+            f"preempted by job {urgent}, checkpointed" in g["reason"], f"victim {g}")
+    t.check(g["checkpoints"][-1]["then"] == "requeue" and g["checkpoints"][-1]["outcome"] == "ok",
+            f"checkpoints {g['checkpoints']}")
+    at = {r: c[-1] for r, c in counts(out).items()}
+    t.wait_state(urgent, "COMPLETED")
+    t.wait_state(gang, "RUNNING", timeout=30)
+    deadline = time.monotonic() + 30
+    while any(counts(out)[r][-1] < at[r] + 5 for r in at):
+        t.check(time.monotonic() < deadline, f"not counting on after the restore: {at}")
+        time.sleep(0.1)
+    t.hpcq("cancel", str(gang))
+    t.wait_state(gang, "CANCELLED")
+    for rank, c in counts(out).items():
+        t.check(c == list(range(1, len(c) + 1)), f"task {rank}: its count broke: {c[-5:]}")
+
+
 t.main([test_a_whole_gang_is_requeued_for_a_higher_tier,
-        test_cancel_mode_and_no_preemption_within_a_tier])
+        test_cancel_mode_and_no_preemption_within_a_tier,
+        test_checkpoint_mode_keeps_the_work])
