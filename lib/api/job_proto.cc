@@ -35,6 +35,8 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_oversubscribe(spec.request.oversubscribe);
   p.set_profile(spec.profile);
   p.set_workers(spec.workers);
+  p.set_max_nodes(spec.max_nodes);
+  p.set_elastic(spec.elastic);
   return p;
 }
 
@@ -84,6 +86,8 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.request.oversubscribe = p.oversubscribe();
   spec.profile = p.profile();
   spec.workers = p.workers();
+  spec.max_nodes = p.max_nodes();
+  spec.elastic = p.elastic();
   return spec;
 }
 

@@ -258,6 +258,8 @@ std::string encode_spec(const job::JobSpec& spec) {
   if (r.oversubscribe) doc["request"]["oversubscribe"] = true;
   if (!spec.profile.empty()) doc["profile"] = spec.profile;
   if (spec.workers != 0) doc["workers"] = spec.workers;
+  if (spec.max_nodes != 0) doc["max_nodes"] = spec.max_nodes;
+  if (spec.elastic) doc["elastic"] = true;
   return dump(doc);
 }
 
@@ -294,6 +296,8 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "array_max_running", spec.array_max_running));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "profile", spec.profile));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "workers", spec.workers));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "max_nodes", spec.max_nodes));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "elastic", spec.elastic));
   return spec;
 }
 
