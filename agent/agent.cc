@@ -221,6 +221,9 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kCheckpoint:
       on_checkpoint(envelope.checkpoint());
       break;
+    case overlay::Envelope::kResize:
+      on_resize(envelope.resize());
+      break;
     case overlay::Envelope::kJobUpdateAck: {
       unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt());
       break;
@@ -240,7 +243,7 @@ void Agent::on_launch(const overlay::Launch& launch) {
     }
     return;
   }
-  if (finished_.count({id, launch.attempt()})) {
+  if (finished_.count({id, (std::uint64_t{launch.attempt()} << 32) | launch.part()})) {
     spdlog::debug("job {}: launch ignored, this attempt already ran here", id);
     return;
   }
@@ -253,6 +256,28 @@ void Agent::on_launch(const overlay::Launch& launch) {
     return;
   }
   JobLaunch job = std::move(translated).value();
+  // An elastic job's first node keeps its node list files and resize socket.
+  const bool first_node = launch.allocation_size() > 0 && launch.allocation(0).rank() == options_.rank;
+  if (launch.elastic() && first_node) {
+    const std::string root = options_.state_dir + "/elastic";
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    if (!ec) std::filesystem::permissions(root, std::filesystem::perms(0755), ec);
+    const std::string dir = root + "/" + std::to_string(id) + "-" + std::to_string(launch.attempt());
+    std::filesystem::remove_all(dir, ec);  // a crashed agent's leftovers
+    auto files = ElasticJob::create(loop_, dir, launch.uid(), launch.gid(), launch.allocation());
+    if (!files.is_ok()) {
+      // Explicit rather than an elastic job that cannot hear of resizes.
+      const std::string why = "elastic job files: " + files.status().message();
+      spdlog::warn("job {}: {}", id, why);
+      report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why);
+      return;
+    }
+    job.env["HPCQ_NODELIST_FILE"] = (*files)->nodelist_path();
+    job.env["HPCQ_HOSTFILE"] = (*files)->hostfile_path();
+    job.env["HPCQ_RESIZE_SOCKET"] = (*files)->socket_path();
+    elastic_[id] = std::move(files).value();
+  }
 
   Status launched = Status::ok();
   if (launch.restore_from().empty()) {
@@ -270,18 +295,34 @@ void Agent::on_launch(const overlay::Launch& launch) {
   }
   if (!launched.is_ok()) {
     spdlog::warn("job {}: launch failed: {}", id, launched.message());
+    elastic_.erase(id);
+    parts_[id] = launch.part();  // named in the FAILED report
     report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message());
+    parts_.erase(id);
     return;
   }
   attempts_[id] = launch.attempt();
+  parts_[id] = launch.part();
   report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "");
   sync_wait_fds();
 }
 
-void Agent::remember_finished(JobId id, std::uint32_t attempt) {
+void Agent::forget(JobId id) {
+  auto attempt = attempts_.find(id);
+  if (attempt != attempts_.end()) {
+    auto part = parts_.find(id);
+    remember_finished(id, attempt->second, part == parts_.end() ? 0 : part->second);
+    attempts_.erase(attempt);
+  }
+  parts_.erase(id);
+  elastic_.erase(id);
+}
+
+void Agent::remember_finished(JobId id, std::uint32_t attempt, std::uint32_t part) {
   constexpr std::size_t kRemembered = 100'000;
-  if (!finished_.insert({id, attempt}).second) return;
-  finished_order_.emplace_back(id, attempt);
+  const std::uint64_t key = (std::uint64_t{attempt} << 32) | part;
+  if (!finished_.insert({id, key}).second) return;
+  finished_order_.emplace_back(id, key);
   if (finished_order_.size() > kRemembered) {
     finished_.erase(finished_order_.front());
     finished_order_.pop_front();
@@ -311,8 +352,7 @@ void Agent::on_checkpoint(const overlay::Checkpoint& request) {
       done->set_image_bytes(result->image_bytes);
       done->set_dump_seconds(result->dump_seconds);
       if (result->stopped) {
-        remember_finished(request.job_id(), request.attempt());
-        attempts_.erase(it);
+        forget(request.job_id());
         sync_wait_fds();
       }
     }
@@ -323,9 +363,53 @@ void Agent::on_checkpoint(const overlay::Checkpoint& request) {
   if (!sent.is_ok()) spdlog::warn("job {}: checkpoint answer: {}", request.job_id(), sent.message());
 }
 
+void Agent::on_resize(const overlay::Resize& request) {
+  const JobId id = request.job_id();
+  auto attempt = attempts_.find(id);
+  auto files = elastic_.find(id);
+  if (attempt == attempts_.end() || attempt->second != request.attempt() || files == elastic_.end()) {
+    answer_resize(request, overlay::ResizeDone::FAILED, "the job's first part does not run here", 0);
+    return;
+  }
+  spdlog::info("job {}: {} to {} nodes: telling the application", id,
+               request.kind() == overlay::Resize::SHRINK ? "shrink" : "expand",
+               request.allocation_size());
+  // Copied: the answer may come long after this message is gone.
+  files->second->notify(
+      request.kind(), request.allocation(), std::chrono::milliseconds(std::max<std::int64_t>(request.timeout_ms(), 1)),
+      [this, request](overlay::ResizeDone::Outcome outcome, const std::string& reason,
+                      double seconds) { answer_resize(request, outcome, reason, seconds); });
+  if (config_.resize_signal != 0) {
+    Status signalled = executor_->signal(id, config_.resize_signal);
+    if (!signalled.is_ok()) spdlog::warn("job {}: resize signal: {}", id, signalled.message());
+  }
+}
+
+void Agent::answer_resize(const overlay::Resize& request, overlay::ResizeDone::Outcome outcome,
+                          const std::string& reason, double answer_seconds) {
+  overlay::Envelope envelope;
+  envelope.set_dst(0);
+  overlay::ResizeDone* done = envelope.mutable_resize_done();
+  done->set_job_id(request.job_id());
+  done->set_attempt(request.attempt());
+  done->set_seq(request.seq());
+  done->set_outcome(outcome);
+  done->set_reason(reason);
+  done->set_answer_seconds(answer_seconds);
+  spdlog::info("job {}: resize {}: {}{}", request.job_id(), request.seq(),
+               overlay::ResizeDone::Outcome_Name(outcome), reason.empty() ? "" : " (" + reason + ")");
+  Status sent = overlay_->send(std::move(envelope));
+  if (!sent.is_ok()) spdlog::warn("job {}: resize answer: {}", request.job_id(), sent.message());
+}
+
 void Agent::on_kill(const overlay::Kill& kill) {
   auto it = attempts_.find(kill.job_id());
   if (it == attempts_.end()) return;
+  if (kill.only_part()) {
+    // A part a resize took away: not a newer part of the job on this node.
+    auto part = parts_.find(kill.job_id());
+    if (it->second != kill.attempt() || part == parts_.end() || part->second != kill.part()) return;
+  }
   Status s = executor_->cancel(kill.job_id());
   if (!s.is_ok()) spdlog::warn("job {}: cancel: {}", kill.job_id(), s.message());
 }
@@ -342,10 +426,7 @@ void Agent::on_job_exits() {
     auto attempt = attempts_.find(exit.id);
     report(exit.id, attempt == attempts_.end() ? 0 : attempt->second, kind, exit.exit_code,
            exit.reason);
-    if (attempt != attempts_.end()) {
-      remember_finished(exit.id, attempt->second);
-      attempts_.erase(attempt);
-    }
+    forget(exit.id);
   }
   sync_wait_fds();
 }
@@ -373,6 +454,7 @@ void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kin
   update->set_reason(reason);
   update->set_time_us(wall_clock_now());
   update->set_attempt(attempt);
+  if (auto part = parts_.find(id); part != parts_.end()) update->set_part(part->second);
   if (kind != overlay::JobUpdate::STARTED) {
     end_sent_at_[id] = update->time_us();
     Status kept = unacknowledged_->add(*update);

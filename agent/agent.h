@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 
+#include "agent/elastic_job.h"
 #include "agent/end_journal.h"
 #include "agent/executor/executor.h"
 #include "lib/core/config.h"
@@ -53,7 +54,12 @@ class Agent {
   void on_launch(const overlay::Launch& launch);
   void on_kill(const overlay::Kill& kill);
   void on_checkpoint(const overlay::Checkpoint& request);
-  void remember_finished(JobId id, std::uint32_t attempt);
+  void on_resize(const overlay::Resize& request);
+  void answer_resize(const overlay::Resize& request, overlay::ResizeDone::Outcome outcome,
+                     const std::string& reason, double answer_seconds);
+  // The job's part ended or left this node: forget it (its elastic files too).
+  void forget(JobId id);
+  void remember_finished(JobId id, std::uint32_t attempt, std::uint32_t part);
   void repeat_unacknowledged_ends();
   void on_job_exits();
   void sync_wait_fds();
@@ -72,6 +78,9 @@ class Agent {
   bool welcomed_ = false;
   std::uint64_t incarnation_ = 0;  // random per start: tells the leader a retry from a restart
   std::map<JobId, std::uint32_t> attempts_;  // running jobs: attempt being run
+  std::map<JobId, std::uint32_t> parts_;     // running jobs: Launch.part being run
+  // Elastic jobs whose first node this is: their files and resize socket.
+  std::map<JobId, std::unique_ptr<ElasticJob>> elastic_;
   // Ends reported but not yet acknowledged by the leader, on disk too;
   // repeated in every Hello so that they survive a leader restart, a
   // partition, and a restart of this agent.
@@ -81,8 +90,10 @@ class Agent {
   // (job, attempt) of the parts that ended here lately, oldest first: the
   // leader repeats a Launch it has no confirmation of, and a repeat that
   // arrives after the part already ran must not run it again.
-  std::set<std::pair<JobId, std::uint32_t>> finished_;
-  std::deque<std::pair<JobId, std::uint32_t>> finished_order_;
+  // Keyed by (job, attempt << 32 | part): a resize may give a node a new
+  // part of the same attempt after its earlier part ended.
+  std::set<std::pair<JobId, std::uint64_t>> finished_;
+  std::deque<std::pair<JobId, std::uint64_t>> finished_order_;
   std::set<int> watched_fds_;
 };
 

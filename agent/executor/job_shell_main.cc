@@ -58,7 +58,9 @@ std::map<std::string, std::string> base_environment(const JobLaunch& l, const Jo
     env.emplace("LOGNAME", l.user);
   }
   if (passwd* pw = getpwuid(l.uid)) env.emplace("HOME", pw->pw_dir);
-  env["HPCQ_HOSTFILE"] = files.hostfile;
+  // An elastic job's first node names its own hostfile, one the agent
+  // rewrites on resizes (agent/elastic_job.h).
+  env.emplace("HPCQ_HOSTFILE", files.hostfile);
   return env;
 }
 
