@@ -78,6 +78,19 @@ nlohmann::json checkpoint_json(const v1::CheckpointRecord& r) {
           {"restored", r.restored()}};
 }
 
+nlohmann::json resize_json(const v1::ResizeRecord& r) {
+  return {{"time", r.time_us() / 1e6},
+          {"kind", r.kind()},
+          {"from", r.from()},
+          {"to", r.to()},
+          {"outcome", r.outcome()},
+          {"reason", r.reason()},
+          {"by", r.by()},
+          {"answered", r.answered_us() / 1e6},
+          {"answer_seconds", r.answer_seconds()},
+          {"nodes", std::vector<std::string>(r.nodes().begin(), r.nodes().end())}};
+}
+
 nlohmann::json job_json(const v1::Job& job) {
   nlohmann::json j;
   j["id"] = job.id();
@@ -135,6 +148,12 @@ nlohmann::json job_json(const v1::Job& job) {
   j["checkpoints"] = nlohmann::json::array();
   for (const auto& r : job.checkpoints()) j["checkpoints"].push_back(checkpoint_json(r));
   if (!job.restore_from().empty()) j["restore_from"] = job.restore_from();
+  // A node range (hpcq issue 7): min_nodes..max_nodes; 0: none.
+  j["min_nodes"] = job.spec().max_nodes() > 0 ? job.spec().nodes() : 0;
+  j["max_nodes"] = job.spec().max_nodes();
+  j["elastic"] = job.spec().elastic();
+  j["resizes"] = nlohmann::json::array();
+  for (const auto& r : job.resizes()) j["resizes"].push_back(resize_json(r));
   j["held"] = job.held();
   j["account"] = job.spec().account();
   j["qos"] = job.spec().qos();
