@@ -105,6 +105,12 @@ def test_shrink_for_a_rigid_job_then_expand():
                 seen[1].startswith("nodes 2:") and seen[2].startswith("nodes 4:"),
                 f"node lists seen {seen}")
         t.check(s["state"] == "RUNNING", f"the elastic job is {s['state']}")
+        for x in (first, last):
+            # The resize overhead: the agent's signal to the app's answer, and
+            # the leader's ask to the outcome it recorded.
+            print(f"     {x['kind']} {x['from']}->{x['to']}: app answered in "
+                  f"{x['answer_seconds'] * 1000:.1f} ms, leader ask to outcome "
+                  f"{(x['answered'] - x['time']) * 1000:.1f} ms", flush=True)
     finally:
         finish(job, *([rigid] if rigid else []))
 
