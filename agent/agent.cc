@@ -237,6 +237,16 @@ void Agent::on_message(overlay::Envelope&& envelope) {
 void Agent::on_launch(const overlay::Launch& launch) {
   const JobId id = launch.job_id();
   if (auto running = attempts_.find(id); running != attempts_.end()) {
+    auto part = parts_.find(id);
+    if (running->second == launch.attempt() && part != parts_.end() &&
+        part->second != launch.part()) {
+      // A new part (an expansion) while the part a node failure or shrink
+      // took from here is still ending: refused, so that the leader undoes
+      // the expansion rather than count on a part that does not run.
+      report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1,
+             "an earlier part of the job is still ending here", launch.part());
+      return;
+    }
     // A repeat: the leader has not seen our STARTED yet.
     if (running->second == launch.attempt()) {
       report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "");
@@ -252,7 +262,8 @@ void Agent::on_launch(const overlay::Launch& launch) {
       job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host);
   if (!translated.is_ok()) {
     spdlog::warn("job {}: refused its launch: {}", id, translated.status().message());
-    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, translated.status().message());
+    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, translated.status().message(),
+           launch.part());
     return;
   }
   JobLaunch job = std::move(translated).value();
@@ -270,7 +281,7 @@ void Agent::on_launch(const overlay::Launch& launch) {
       // Explicit rather than an elastic job that cannot hear of resizes.
       const std::string why = "elastic job files: " + files.status().message();
       spdlog::warn("job {}: {}", id, why);
-      report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why);
+      report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why, launch.part());
       return;
     }
     job.env["HPCQ_NODELIST_FILE"] = (*files)->nodelist_path();
@@ -296,9 +307,7 @@ void Agent::on_launch(const overlay::Launch& launch) {
   if (!launched.is_ok()) {
     spdlog::warn("job {}: launch failed: {}", id, launched.message());
     elastic_.erase(id);
-    parts_[id] = launch.part();  // named in the FAILED report
-    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message());
-    parts_.erase(id);
+    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message(), launch.part());
     return;
   }
   attempts_[id] = launch.attempt();
@@ -376,9 +385,11 @@ void Agent::on_resize(const overlay::Resize& request) {
                request.allocation_size());
   // Copied: the answer may come long after this message is gone.
   files->second->notify(
-      request.kind(), request.allocation(), std::chrono::milliseconds(std::max<std::int64_t>(request.timeout_ms(), 1)),
+      request.kind(), request.allocation(),
+      std::chrono::milliseconds(std::max<std::int64_t>(request.timeout_ms(), 1)),
       [this, request](overlay::ResizeDone::Outcome outcome, const std::string& reason,
-                      double seconds) { answer_resize(request, outcome, reason, seconds); });
+                      double seconds) { answer_resize(request, outcome, reason, seconds); },
+      request.forced());
   if (config_.resize_signal != 0) {
     Status signalled = executor_->signal(id, config_.resize_signal);
     if (!signalled.is_ok()) spdlog::warn("job {}: resize signal: {}", id, signalled.message());
@@ -444,7 +455,7 @@ void Agent::sync_wait_fds() {
 }
 
 void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
-                   const std::string& reason) {
+                   const std::string& reason, std::optional<std::uint32_t> part) {
   overlay::Envelope envelope;
   envelope.set_dst(0);
   overlay::JobUpdate* update = envelope.mutable_job_update();
@@ -454,7 +465,11 @@ void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kin
   update->set_reason(reason);
   update->set_time_us(wall_clock_now());
   update->set_attempt(attempt);
-  if (auto part = parts_.find(id); part != parts_.end()) update->set_part(part->second);
+  if (part) {
+    update->set_part(*part);
+  } else if (auto running = parts_.find(id); running != parts_.end()) {
+    update->set_part(running->second);
+  }
   if (kind != overlay::JobUpdate::STARTED) {
     end_sent_at_[id] = update->time_us();
     Status kept = unacknowledged_->add(*update);

@@ -15,6 +15,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -63,8 +64,9 @@ class Agent {
   void repeat_unacknowledged_ends();
   void on_job_exits();
   void sync_wait_fds();
+  // part: the Launch.part the update is about; unset: the part running here.
   void report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
-              const std::string& reason);
+              const std::string& reason, std::optional<std::uint32_t> part = std::nullopt);
 
   const ClusterConfig config_;
   const AgentOptions options_;

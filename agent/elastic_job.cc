@@ -117,10 +117,11 @@ Status ElasticJob::write_files(const NodeAllocs& allocation) {
 }
 
 void ElasticJob::notify(overlay::Resize::Kind kind, const NodeAllocs& allocation,
-                        std::chrono::milliseconds timeout, Answer answer) {
+                        std::chrono::milliseconds timeout, Answer answer, bool forced) {
   if (notice_) finish(overlay::ResizeDone::FAILED, "replaced by a newer resize notice");
   auto notice = std::make_unique<Notice>();
   notice->kind = kind;
+  notice->forced = forced;
   notice->before = current_;
   notice->answer = std::move(answer);
   Status written = write_files(allocation);
@@ -204,10 +205,10 @@ void ElasticJob::on_client_readable() {
 void ElasticJob::finish(overlay::ResizeDone::Outcome outcome, const std::string& reason) {
   std::unique_ptr<Notice> notice = std::move(notice_);
   if (notice->timer != 0) loop_.cancel_timer(notice->timer);
-  const bool undo = outcome == overlay::ResizeDone::DECLINED ||
+  const bool undo = !notice->forced && (outcome == overlay::ResizeDone::DECLINED ||
                     outcome == overlay::ResizeDone::FAILED ||
                     (outcome == overlay::ResizeDone::TIMED_OUT &&
-                     notice->kind == overlay::Resize::SHRINK);
+                     notice->kind == overlay::Resize::SHRINK));
   if (undo) {
     Status restored = write_files(notice->before);
     if (!restored.is_ok()) spdlog::error("elastic {}: {}", dir_, restored.message());

@@ -66,8 +66,10 @@ class ElasticJob {
   // Starts a notice (see the file comment). A notice still outstanding is
   // answered FAILED first (the leader asks one at a time, so that is stale).
   // `answer` may be called before this returns (the files cannot be written).
+  // forced: the nodes are gone already; the files keep the new list
+  // whatever the answer.
   void notify(overlay::Resize::Kind kind, const NodeAllocs& allocation,
-              std::chrono::milliseconds timeout, Answer answer);
+              std::chrono::milliseconds timeout, Answer answer, bool forced = false);
 
   // The file contents for an allocation (exposed for tests).
   static std::string nodelist_text(const NodeAllocs& allocation);
@@ -92,6 +94,7 @@ class ElasticJob {
   // The outstanding notice, if any.
   struct Notice {
     overlay::Resize::Kind kind = overlay::Resize::KIND_UNSPECIFIED;
+    bool forced = false;
     NodeAllocs before;
     std::string line;
     std::chrono::steady_clock::time_point sent;

@@ -736,6 +736,7 @@ void Leader::send_resize_notice(JobEntry& entry) {
   m->set_kind(r.record.kind() == "shrink" ? overlay::Resize::SHRINK : overlay::Resize::EXPAND);
   fill_node_allocs(r.after, m->mutable_allocation());
   m->set_timeout_ms(config_.resize_timeout_ms);
+  m->set_forced(r.forced);
   Status sent = overlay_->send(std::move(envelope));
   // Not repeated: a lost notice times out, which is a safe outcome both ways.
   if (!sent.is_ok()) {
@@ -762,7 +763,9 @@ void Leader::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
     case overlay::ResizeDone::TIMED_OUT: outcome = "timed_out"; break;
     default: outcome = "failed"; break;
   }
-  if (shrink && outcome == "acknowledged") {
+  if (r.forced) {
+    // The node is gone already: whatever the answer, nothing more to do.
+  } else if (shrink && outcome == "acknowledged") {
     // The application has let the nodes go: take them back.
     std::vector<Rank> removed;
     for (const auto& part : r.before.nodes) {
@@ -839,6 +842,62 @@ void Leader::send_part_kill(JobEntry& entry, Rank rank) {
   k->set_part(part == entry.part_of.end() ? 0 : part->second);
   Status sent = overlay_->send(std::move(kill));
   if (!sent.is_ok()) spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
+}
+
+// Asks every elastic job that runs on `rank` (and could do without it) to
+// shrink off it; a job that declines keeps running there, as a rigid job
+// does on a drained node.
+void Leader::shrink_off(Rank rank, const std::string& by) {
+  for (JobId id : running_) {
+    JobEntry& entry = jobs_.at(id);
+    const job::Job& job = entry.job;
+    if (!job.spec.elastic || job.spec.max_nodes == 0 || !entry.held_on.count(rank)) continue;
+    Status asked = begin_shrink(entry, {rank}, by, nullptr);
+    if (!asked.is_ok()) spdlog::info("job {}: not shrunk off rank {}: {}", id, rank, asked.message());
+  }
+}
+
+// An elastic job above its minimum whose part on a dead node is gone goes on
+// without it: its allocation shrinks at once (the node is gone whatever the
+// application says) and the application is told as of any shrink (outcome
+// recorded, kind "shrink", by "node_down"). False when this does not apply
+// (not elastic, at its minimum, the dead node is its first, something in
+// flight): the caller then fails or requeues the job as a rigid one.
+bool Leader::lose_elastic_part(JobEntry& entry, Rank rank, const std::string& node_name) {
+  job::Job& job = entry.job;
+  if (!job.spec.elastic || job.spec.max_nodes == 0) return false;
+  if (job.allocation.nodes.empty() || job.allocation.nodes.front().rank == rank) return false;
+  if (static_cast<int>(job.allocation.nodes.size()) - 1 < job.spec.request.nodes) return false;
+  if (entry.resizing || !entry.removing.empty() || entry.checkpointing || entry.kill_sent ||
+      entry.cancel_requested || entry.preempted || !entry.requeue_when_ended.empty()) {
+    return false;
+  }
+  const std::vector<Rank> gone = {rank};
+  auto after = sched::shrunk(job.allocation, gone);
+  if (!after.is_ok()) return false;
+  Status released = pool_.release(part_on(job.allocation, rank));
+  if (!released.is_ok()) spdlog::error("job {}: release: {}", job.id, released.message());
+  entry.held_on.erase(rank);
+  entry.running_on.erase(rank);
+  entry.started_on.erase(rank);
+  entry.part_of.erase(rank);
+  JobEntry::Resizing r;
+  r.seq = ++entry.resize_seq;
+  r.before = job.allocation;
+  r.after = std::move(after).value();
+  r.forced = true;
+  r.record.set_time_us(now());
+  r.record.set_from(static_cast<int>(r.before.nodes.size()));
+  r.record.set_to(static_cast<int>(r.after.nodes.size()));
+  r.record.set_kind("shrink");
+  r.record.set_by("node_down");
+  job.allocation = r.after;
+  persist(job, "shrink", "{}");
+  entry.resizing = std::move(r);
+  spdlog::warn("job {}: node {} is down: the elastic job goes on without it ({} -> {} nodes)",
+               job.id, node_name, entry.resizing->record.from(), entry.resizing->record.to());
+  send_resize_notice(entry);
+  return true;
 }
 
 void Leader::check_resize_deadlines() {
@@ -1047,6 +1106,7 @@ std::future<Status> Leader::drain(const Caller& caller, const std::string& name,
     persist_node(node);
     spdlog::info("node {}: {}{}", name, drained ? "drained" : "resumed",
                  drained ? " (" + node.reason + ")" : "");
+    if (drained) shrink_off(node.rank, "drain");
     if (!drained) schedule_soon();
     promise->set_value(Status::ok());
   });
@@ -1823,6 +1883,7 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, b
         continue;
       }
     }
+    if (lose_elastic_part(entry, rank, node.name)) continue;
     lose_part(entry, rank, "its part on " + node.name + " was lost");
   }
 }
@@ -2150,6 +2211,7 @@ void Leader::node_down(NodeEntry& node, const std::string& reason) {
       entry.part_of.erase(node.rank);
       continue;
     }
+    if (lose_elastic_part(entry, node.rank, node.name)) continue;
     lose_part(entry, node.rank, "node " + node.name + " failed (" + reason + ")");
   }
   if (!node.drained) node.reason = reason;

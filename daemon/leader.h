@@ -140,6 +140,7 @@ class Leader {
       resource::Allocation after;   // the allocation asked for
       std::set<Rank> added;         // expand: launched, awaiting STARTED before the notice
       bool notified = false;        // the Resize went to the first node
+      bool forced = false;          // a node died: the allocation shrank already; tell only
       TimeUs deadline = 0;          // past it, the outcome is timed_out (or failed before the notice)
       std::shared_ptr<std::promise<Result<v1::ResizeRecord>>> promise;  // hpcq resize
     };
@@ -206,6 +207,8 @@ class Leader {
   void take_parts_away(JobEntry& entry, const std::vector<Rank>& ranks);
   void send_part_kill(JobEntry& entry, Rank rank);
   void check_resize_deadlines();
+  void shrink_off(Rank rank, const std::string& by);
+  bool lose_elastic_part(JobEntry& entry, Rank rank, const std::string& node_name);
   void handle_job_update(Rank rank, const overlay::JobUpdate& update);
   // Every part has ended: finished, requeued or cancelled as the job's
   // outcome, cancel or preemption says.

@@ -10,6 +10,8 @@ for the owner and is refused for another user and outside the range. Every
 node takes one whole-node task (-c 16 on 16-core nodes), so a job that needs
 nodes can only get them by a shrink."""
 import os
+import signal
+import subprocess
 import sys
 import time
 
@@ -157,6 +159,53 @@ def test_hpcq_resize():
         finish(job)
 
 
+def agent_pid(rank):
+    # The oldest match: a job being launched is briefly a clone of its agent.
+    out = subprocess.run(["pgrep", "-o", "-f", f"hpcq-agent --config {t.cluster_dir()}/hpcq.toml "
+                          f"--rank {rank} "], capture_output=True, text=True).stdout.split()
+    t.check(len(out) == 1, f"agent {rank} pids: {out}")
+    return int(out[0])
+
+
+def test_drain_shrinks_an_elastic_job_off_the_node():
+    d = t.workdir()
+    job, out = start_app(d)
+    node = t.status(job)["nodes"][-1]
+    try:
+        t.hpcq("drain", node, "--reason", "maintenance")
+        s = wait_for("the shrink off the drained node",
+                     lambda: (lambda s: s if node not in s["nodes"] else None)(t.status(job)))
+        t.check(len(s["nodes"]) == 3 and s["state"] == "RUNNING", f"after drain {s}")
+        last = s["resizes"][-1]
+        t.check((last["kind"], last["by"], last["outcome"]) == ("shrink", "drain", "acknowledged"),
+                f"record {last}")
+        t.check("resize shrink 3 acknowledged" in lines_of(out), f"app output {lines_of(out)}")
+    finally:
+        t.hpcq("resume", node)
+        finish(job)
+
+
+def test_node_down_shrinks_instead_of_failing():
+    d = t.workdir()
+    job, out = start_app(d)
+    s = t.status(job)
+    victim = s["allocation"][-1]
+    pid = agent_pid(victim["rank"])
+    os.kill(pid, signal.SIGSTOP)  # silent: declared down after node_down_after_ms
+    try:
+        s = wait_for("the shrink off the dead node",
+                     lambda: (lambda s: s if victim["node"] not in s["nodes"] else None)(
+                         t.status(job)), timeout=30)
+        t.check(s["state"] == "RUNNING" and len(s["nodes"]) == 3, f"after node down {s}")
+        last = s["resizes"][-1]
+        t.check((last["kind"], last["by"]) == ("shrink", "node_down"), f"record {last}")
+        wait_for("the app's 3-node list",
+                 lambda: any(l.startswith("nodes 3:") for l in lines_of(out)))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        finish(job)
+
+
 def test_range_errors_and_moldable():
     p = t.hpcq("submit", "-N", "4-2", "--", "true", rc=None)
     t.check(p.returncode != 0 and "MIN > MAX" in p.stderr, p.stderr)
@@ -178,4 +227,5 @@ def test_range_errors_and_moldable():
 
 
 t.main([test_shrink_for_a_rigid_job_then_expand, test_decline_is_honoured, test_hpcq_resize,
+        test_drain_shrinks_an_elastic_job_off_the_node, test_node_down_shrinks_instead_of_failing,
         test_range_errors_and_moldable])

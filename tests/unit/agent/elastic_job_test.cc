@@ -178,6 +178,29 @@ TEST_F(ElasticJobTest, TimeoutUndoesAShrinkButKeepsAnExpansion) {
   EXPECT_EQ(read(dir() + "/nodelist"), "n1\nn2\nn3\n");
 }
 
+TEST_F(ElasticJobTest, AForcedShrinkKeepsTheNewListWhateverTheAnswer) {
+  create(nodes({"n1", "n2"}));
+  auto answer = std::make_shared<std::promise<Answered>>();
+  auto future = answer->get_future();
+  on_loop([&] {
+    job_->notify(
+        overlay::Resize::SHRINK, nodes({"n1"}), std::chrono::milliseconds(5000),
+        [answer](Outcome o, const std::string& reason, double seconds) {
+          answer->set_value({o, reason, seconds});
+        },
+        /*forced=*/true);
+  });
+  elastic::Channel channel;
+  std::string error;
+  ASSERT_TRUE(channel.open(&error, dir() + "/resize.sock")) << error;
+  elastic::Notice notice;
+  ASSERT_TRUE(channel.wait(5000, &notice, &error)) << error;
+  ASSERT_TRUE(channel.decline(&error));
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(future.get().outcome, overlay::ResizeDone::DECLINED);
+  EXPECT_EQ(read(dir() + "/nodelist"), "n1\n");  // the node is gone: no going back
+}
+
 TEST_F(ElasticJobTest, ANewerNoticeAnswersTheOlderFailed) {
   create(nodes({"n1", "n2", "n3"}));
   auto first = notify(overlay::Resize::SHRINK, nodes({"n1", "n2"}));
