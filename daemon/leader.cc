@@ -572,6 +572,9 @@ std::future<Result<v1::ResizeRecord>> Leader::resize(const Caller& caller, JobId
       return promise->set_value(
           failed_precondition(name + " runs on " + std::to_string(current) + " nodes already"));
     }
+    if (std::string why = resize_blocked(entry); !why.empty()) {
+      return promise->set_value(failed_precondition(name + " cannot be resized now: " + why));
+    }
     Status asked = Status::ok();
     if (nodes < current) {
       // The last nodes first, so that the first node (the application's
