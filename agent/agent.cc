@@ -268,13 +268,15 @@ void Agent::on_launch(const overlay::Launch& launch) {
   }
   JobLaunch job = std::move(translated).value();
   // An elastic job's first node keeps its node list files and resize socket.
-  const bool first_node = launch.allocation_size() > 0 && launch.allocation(0).rank() == options_.rank;
+  const bool first_node =
+      launch.allocation_size() > 0 && launch.allocation(0).rank() == options_.rank;
   if (launch.elastic() && first_node) {
     const std::string root = options_.state_dir + "/elastic";
     std::error_code ec;
     std::filesystem::create_directories(root, ec);
     if (!ec) std::filesystem::permissions(root, std::filesystem::perms(0755), ec);
-    const std::string dir = root + "/" + std::to_string(id) + "-" + std::to_string(launch.attempt());
+    const std::string dir =
+        root + "/" + std::to_string(id) + "-" + std::to_string(launch.attempt());
     std::filesystem::remove_all(dir, ec);  // a crashed agent's leftovers
     auto files = ElasticJob::create(loop_, dir, launch.uid(), launch.gid(), launch.allocation());
     if (!files.is_ok()) {
@@ -376,8 +378,10 @@ void Agent::on_resize(const overlay::Resize& request) {
   const JobId id = request.job_id();
   auto attempt = attempts_.find(id);
   auto files = elastic_.find(id);
-  if (attempt == attempts_.end() || attempt->second != request.attempt() || files == elastic_.end()) {
-    answer_resize(request, overlay::ResizeDone::FAILED, "the job's first part does not run here", 0);
+  if (attempt == attempts_.end() || attempt->second != request.attempt() ||
+      files == elastic_.end()) {
+    answer_resize(request, overlay::ResizeDone::FAILED, "the job's first part does not run here",
+                  0);
     return;
   }
   spdlog::info("job {}: {} to {} nodes: telling the application", id,
@@ -408,7 +412,8 @@ void Agent::answer_resize(const overlay::Resize& request, overlay::ResizeDone::O
   done->set_reason(reason);
   done->set_answer_seconds(answer_seconds);
   spdlog::info("job {}: resize {}: {}{}", request.job_id(), request.seq(),
-               overlay::ResizeDone::Outcome_Name(outcome), reason.empty() ? "" : " (" + reason + ")");
+               overlay::ResizeDone::Outcome_Name(outcome),
+               reason.empty() ? "" : " (" + reason + ")");
   Status sent = overlay_->send(std::move(envelope));
   if (!sent.is_ok()) spdlog::warn("job {}: resize answer: {}", request.job_id(), sent.message());
 }

@@ -215,7 +215,8 @@ void ElasticJob::finish(overlay::ResizeDone::Outcome outcome, const std::string&
   }
   double seconds = 0;
   if (outcome == overlay::ResizeDone::ACKNOWLEDGED || outcome == overlay::ResizeDone::DECLINED) {
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - notice->sent).count();
+    const auto waited = std::chrono::steady_clock::now() - notice->sent;
+    seconds = std::chrono::duration<double>(waited).count();
   }
   notice->answer(outcome, reason, seconds);
 }

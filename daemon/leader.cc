@@ -580,14 +580,17 @@ std::future<Result<v1::ResizeRecord>> Leader::resize(const Caller& caller, JobId
       // The last nodes first, so that the first node (the application's
       // contact) stays, as the "elastic" action does.
       std::vector<Rank> ranks;
-      for (int i = current - 1; i >= nodes; --i) ranks.push_back(job.allocation.nodes[static_cast<std::size_t>(i)].rank);
+      for (int i = current - 1; i >= nodes; --i) {
+        ranks.push_back(job.allocation.nodes[static_cast<std::size_t>(i)].rank);
+      }
       asked = begin_shrink(entry, ranks, "user", promise);
     } else {
       std::vector<const resource::NodeState*> candidates;
       for (const resource::NodeState& node : pool_.nodes()) {
         if (!node.schedulable()) continue;
-        const bool has = std::any_of(job.allocation.nodes.begin(), job.allocation.nodes.end(),
-                                     [&node](const auto& part) { return part.rank == node.rank(); });
+        const bool has =
+            std::any_of(job.allocation.nodes.begin(), job.allocation.nodes.end(),
+                        [&node](const auto& part) { return part.rank == node.rank(); });
         if (!has) candidates.push_back(&node);
       }
       std::optional<resource::Allocation> more = resource::find_allocation(
@@ -844,7 +847,9 @@ void Leader::send_part_kill(JobEntry& entry, Rank rank) {
   auto part = entry.part_of.find(rank);
   k->set_part(part == entry.part_of.end() ? 0 : part->second);
   Status sent = overlay_->send(std::move(kill));
-  if (!sent.is_ok()) spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
+  if (!sent.is_ok()) {
+    spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
+  }
 }
 
 // Asks every elastic job that runs on `rank` (and could do without it) to
@@ -856,7 +861,9 @@ void Leader::shrink_off(Rank rank, const std::string& by) {
     const job::Job& job = entry.job;
     if (!job.spec.elastic || job.spec.max_nodes == 0 || !entry.held_on.count(rank)) continue;
     Status asked = begin_shrink(entry, {rank}, by, nullptr);
-    if (!asked.is_ok()) spdlog::info("job {}: not shrunk off rank {}: {}", id, rank, asked.message());
+    if (!asked.is_ok()) {
+      spdlog::info("job {}: not shrunk off rank {}: {}", id, rank, asked.message());
+    }
   }
 }
 
@@ -2073,7 +2080,9 @@ void Leader::repeat_unconfirmed() {
     if (!entry.launch || !entry.launched) continue;  // adopted, or its start not yet committed
     bool repeated = false;
     for (Rank rank : entry.running_on) {
-      if (entry.started_on.count(rank)) continue;
+      // A part being taken away is not launched again (it may never have
+      // started: an expansion undone).
+      if (entry.started_on.count(rank) || entry.removing.count(rank)) continue;
       overlay::Envelope envelope;
       envelope.set_dst(rank);
       *envelope.mutable_launch() = *entry.launch;

@@ -21,7 +21,8 @@ constexpr std::string_view kDirective = "#HPCQ";
 constexpr const char* kDefaultOutput = "hpcq-%j.out";
 constexpr std::int32_t kMaxPriority = 1'000'000;
 constexpr const char* kUsage =
-    "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] [--mem SIZE] [-t TIME] "
+    "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
+    "[--mem SIZE] [-t TIME] "
     "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
     "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "

@@ -137,7 +137,8 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
       {"rank = 3\n", "array of tables"},
       {"# comment\n'\xff'\n", "t.toml:2: not valid UTF-8"},
       {"x = \"\xc3\"\n", "t.toml:1: not valid UTF-8"},
-      {"[leader]\nresize_timeout_ms = 0\n", "t.toml:2: 'leader.resize_timeout_ms' must be a positive"},
+      {"[leader]\nresize_timeout_ms = 0\n",
+       "t.toml:2: 'leader.resize_timeout_ms' must be a positive"},
       {"[agent]\nresize_signal = \"SIGKILL\"\n",
        "t.toml:2: 'agent.resize_signal' unknown signal 'SIGKILL'"},
   };
