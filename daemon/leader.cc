@@ -616,7 +616,9 @@ std::string Leader::resize_blocked(const JobEntry& entry) const {
       !entry.requeue_when_ended.empty()) {
     return "the job is ending";
   }
-  if (!entry.launched || entry.started_on != entry.running_on) {
+  // Every node has confirmed its part (by STARTED, or by reporting it to a
+  // restarted leader, which does not launch an adopted job again).
+  if (entry.started_on != entry.running_on) {
     return "the job has not started on all of its nodes yet";
   }
   if (entry.job.allocation.nodes.empty()) return "the job has no nodes";

@@ -19,7 +19,7 @@
 // acknowledged|declined", "progress I/N", "done iterations N residual R".
 //
 // Usage: hpcq-elastic-app [--out FILE] [--iterations N] [--step-ms MS]
-//        [--serial-ms MS] [--grid N] [--decline-shrinks] [--fast]
+//        [--serial-ms MS] [--grid N] [--decline-shrinks] [--ignore-resizes] [--fast]
 #include <signal.h>
 #include <unistd.h>
 
@@ -46,13 +46,15 @@ struct Options {
   double serial_ms = 0;
   long grid = 4096;
   bool decline_shrinks = false;
+  bool ignore_resizes = false;  // never answers: the site's resize timeout decides
   int report_every = 50;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "hpcq-elastic-app: %s\nusage: hpcq-elastic-app [--out FILE] [--iterations N] "
-               "[--step-ms MS] [--serial-ms MS] [--grid N] [--decline-shrinks] [--fast]\n",
+               "[--step-ms MS] [--serial-ms MS] [--grid N] [--decline-shrinks] [--ignore-resizes] "
+               "[--fast]\n",
                why.c_str());
   std::exit(2);
 }
@@ -86,6 +88,8 @@ Options parse(int argc, char** argv) {
       o.grid = static_cast<long>(number("--grid", value(), 8));
     } else if (a == "--decline-shrinks") {
       o.decline_shrinks = true;
+    } else if (a == "--ignore-resizes") {
+      o.ignore_resizes = true;
     } else if (a == "--fast") {
       o.step_ms = 10;
       o.report_every = 100;
@@ -166,7 +170,9 @@ int main(int argc, char** argv) {
     if (channel.is_open() && channel.wait(0, &notice, &error)) {
       const bool shrink = notice.kind == hpcq::elastic::Notice::Kind::kShrink;
       const std::string kind = shrink ? "shrink" : "expand";
-      if (shrink && o.decline_shrinks) {
+      if (o.ignore_resizes) {
+        log.line("resize " + kind + " " + std::to_string(notice.nodes) + " ignored");
+      } else if (shrink && o.decline_shrinks) {
         if (!channel.decline(&error)) log.line("answer lost: " + error);
         log.line("resize " + kind + " " + std::to_string(notice.nodes) + " declined");
       } else {

@@ -68,6 +68,17 @@ def start_app(d, *app_args):
     return job, out
 
 
+def resize(job, nodes, user=None):
+    """hpcq resize, once every node has confirmed its part (a just-started
+    job is refused with "has not started on all of its nodes yet")."""
+    deadline = time.monotonic() + 20
+    while True:
+        p = t.hpcq("resize", str(job), "--nodes", str(nodes), "--json", user=user, rc=None)
+        if "has not started on all of its nodes" not in p.stderr or time.monotonic() > deadline:
+            return p
+        time.sleep(0.1)
+
+
 def finish(*jobs):
     for j in jobs:
         t.hpcq("cancel", str(j), rc=None)
@@ -144,8 +155,8 @@ def test_hpcq_resize():
     d = t.workdir()
     job, out = start_app(d)
     try:
-        p = t.hpcq("resize", str(job), "--nodes", "3", "--json")
-        t.check('"outcome":"acknowledged"' in p.stdout, p.stdout)
+        p = resize(job, 3)
+        t.check(p.returncode == 0 and '"outcome":"acknowledged"' in p.stdout, p.stdout + p.stderr)
         s = t.status(job)
         t.check(len(s["nodes"]) == 3 and s["resizes"][-1]["by"] == "user", f"after resize {s}")
         t.check("resize shrink 3 acknowledged" in lines_of(out), f"app output {lines_of(out)}")
@@ -206,6 +217,62 @@ def test_node_down_shrinks_instead_of_failing():
         finish(job)
 
 
+def leader_pid():
+    out = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
+                         capture_output=True, text=True).stdout.split()
+    t.check(len(out) == 1, f"hpcqd pids {out}")
+    return int(out[0])
+
+
+def test_resize_records_survive_a_leader_restart():
+    d = t.workdir()
+    job, out = start_app(d)
+    leader = None
+    try:
+        p = resize(job, 3)
+        t.check(p.returncode == 0, p.stdout + p.stderr)
+        before = t.status(job)["resizes"]
+        pid = leader_pid()
+        cmdline = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
+        os.kill(pid, signal.SIGKILL)
+        log = open(os.path.join(t.cluster_dir(), "logs", "hpcqd.log"), "a")
+        leader = subprocess.Popen(cmdline, stdout=log, stderr=log)
+        wait_for("the restarted leader", lambda: t.run([t.HPCQ, "queue"]).returncode == 0)
+        s = t.status(job)
+        t.check(s["state"] == "RUNNING", f"after the restart the job is {s['state']}: {s['reason']}")
+        t.check(s["resizes"][:len(before)] == before, f"records {s['resizes']} vs {before}")
+        # The adopted job can still be resized: the first node's agent kept
+        # its socket and the leader its allocation.
+        p = resize(job, 2)
+        t.check(p.returncode == 0, p.stdout + p.stderr)
+        s = t.status(job)
+        t.check(len(s["nodes"]) == 2 and s["resizes"][-1]["outcome"] == "acknowledged",
+                f"after a resize past the restart {s}")
+    finally:
+        finish(job)
+
+
+def test_an_app_that_never_answers_times_out():
+    d = t.workdir()
+    job, out = start_app(d, "--ignore-resizes")
+    try:
+        start = time.monotonic()
+        p = resize(job, 2)
+        took = time.monotonic() - start
+        t.check(p.returncode == 1 and '"outcome":"timed_out"' in p.stdout,
+                f"{p.returncode} {p.stdout} {p.stderr}")
+        t.check(25 < took < 45, f"answered after {took:.1f}s, not at [leader] resize_timeout_ms (30 s)")
+        s = t.status(job)
+        t.check(len(s["nodes"]) == 4 and s["state"] == "RUNNING", f"a timed-out shrink changed {s}")
+        t.check(s["resizes"][-1]["outcome"] == "timed_out", f"record {s['resizes'][-1]}")
+        t.check("resize shrink 2 ignored" in lines_of(out), f"app output {lines_of(out)}")
+        # The agent put the node list back: the job still has 4 nodes.
+        nodelist = [l for l in lines_of(out) if l.startswith("nodes ")]
+        t.check(nodelist == [nodelist[0]], f"node lists {nodelist}")
+    finally:
+        finish(job)
+
+
 def test_range_errors_and_moldable():
     p = t.hpcq("submit", "-N", "4-2", "--", "true", rc=None)
     t.check(p.returncode != 0 and "MIN > MAX" in p.stderr, p.stderr)
@@ -228,4 +295,5 @@ def test_range_errors_and_moldable():
 
 t.main([test_shrink_for_a_rigid_job_then_expand, test_decline_is_honoured, test_hpcq_resize,
         test_drain_shrinks_an_elastic_job_off_the_node, test_node_down_shrinks_instead_of_failing,
+        test_resize_records_survive_a_leader_restart, test_an_app_that_never_answers_times_out,
         test_range_errors_and_moldable])
