@@ -222,6 +222,10 @@ std::string status_text(const v1::Job& job) {
       << " QOS=" << (job.spec().qos().empty() ? "-" : job.spec().qos())
       << " Priority=" << job.spec().priority();
   if (!job.spec().dependency().empty()) out << " Dependency=" << job.spec().dependency();
+  if (job.spec().max_nodes() > 0) {
+    out << " NodeRange=" << job.spec().nodes() << "-" << job.spec().max_nodes()
+        << (job.spec().elastic() ? " Elastic Resizes=" + std::to_string(job.resizes_size()) : "");
+  }
   if (job.array_job_id() != 0) {
     out << " ArrayJobId=" << job.array_job_id() << " ArrayTaskId=" << job.array_task_id();
   }
