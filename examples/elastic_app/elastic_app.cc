@@ -19,7 +19,8 @@
 // acknowledged|declined", "progress I/N", "done iterations N residual R".
 //
 // Usage: hpcq-elastic-app [--out FILE] [--iterations N] [--step-ms MS]
-//        [--serial-ms MS] [--grid N] [--decline-shrinks] [--ignore-resizes] [--fast]
+//        [--serial-ms MS] [--grid N] [--decline-shrinks] [--decline-expands]
+//        [--ignore-resizes] [--fast]
 #include <signal.h>
 #include <unistd.h>
 
@@ -46,6 +47,7 @@ struct Options {
   double serial_ms = 0;
   long grid = 4096;
   bool decline_shrinks = false;
+  bool decline_expands = false;
   bool ignore_resizes = false;  // never answers: the site's resize timeout decides
   int report_every = 50;
 };
@@ -53,8 +55,8 @@ struct Options {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "hpcq-elastic-app: %s\nusage: hpcq-elastic-app [--out FILE] [--iterations N] "
-               "[--step-ms MS] [--serial-ms MS] [--grid N] [--decline-shrinks] [--ignore-resizes] "
-               "[--fast]\n",
+               "[--step-ms MS] [--serial-ms MS] [--grid N] [--decline-shrinks] "
+               "[--decline-expands] [--ignore-resizes] [--fast]\n",
                why.c_str());
   std::exit(2);
 }
@@ -88,6 +90,8 @@ Options parse(int argc, char** argv) {
       o.grid = static_cast<long>(number("--grid", value(), 8));
     } else if (a == "--decline-shrinks") {
       o.decline_shrinks = true;
+    } else if (a == "--decline-expands") {
+      o.decline_expands = true;
     } else if (a == "--ignore-resizes") {
       o.ignore_resizes = true;
     } else if (a == "--fast") {
@@ -172,7 +176,7 @@ int main(int argc, char** argv) {
       const std::string kind = shrink ? "shrink" : "expand";
       if (o.ignore_resizes) {
         log.line("resize " + kind + " " + std::to_string(notice.nodes) + " ignored");
-      } else if (shrink && o.decline_shrinks) {
+      } else if ((shrink && o.decline_shrinks) || (!shrink && o.decline_expands)) {
         if (!channel.decline(&error)) log.line("answer lost: " + error);
         log.line("resize " + kind + " " + std::to_string(notice.nodes) + " declined");
       } else {

@@ -178,6 +178,28 @@ def agent_pid(rank):
     return int(out[0])
 
 
+def test_a_declined_expansion_gives_the_nodes_back():
+    d = t.workdir()
+    job, out = start_app(d, "--decline-expands")
+    rigid = None
+    try:
+        p = resize(job, 2)
+        t.check(p.returncode == 0, p.stdout + p.stderr)
+        p = resize(job, 4)
+        t.check(p.returncode == 1 and '"outcome":"declined"' in p.stdout, p.stdout + p.stderr)
+        s = t.status(job)
+        t.check(len(s["nodes"]) == 2 and s["state"] == "RUNNING", f"after a declined expand {s}")
+        t.check("resize expand 4 declined" in lines_of(out), f"app output {lines_of(out)}")
+        # The two nodes were given back: a rigid 2-node job fits on them
+        # without shrinking the app.
+        rigid = t.submit("-N", "2", *WHOLE_NODE, "--", "sleep", "1", cwd=d)
+        r = t.wait_state(rigid, {"RUNNING", "COMPLETED"}, timeout=30)
+        t.check(not set(r["nodes"]) & set(s["nodes"]), f"shared {r['nodes']} {s['nodes']}")
+        t.check(len(t.status(job)["nodes"]) == 2, "the elastic job changed size")
+    finally:
+        finish(job, *([rigid] if rigid else []))
+
+
 def test_drain_shrinks_an_elastic_job_off_the_node():
     d = t.workdir()
     job, out = start_app(d)
@@ -294,6 +316,7 @@ def test_range_errors_and_moldable():
 
 
 t.main([test_shrink_for_a_rigid_job_then_expand, test_decline_is_honoured, test_hpcq_resize,
+        test_a_declined_expansion_gives_the_nodes_back,
         test_drain_shrinks_an_elastic_job_off_the_node, test_node_down_shrinks_instead_of_failing,
         test_resize_records_survive_a_leader_restart, test_an_app_that_never_answers_times_out,
         test_range_errors_and_moldable])
