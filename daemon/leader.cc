@@ -288,6 +288,7 @@ Status Leader::start() {
     node.last_seen = now();
     nodes_.emplace(r, std::move(node));
   }
+  started_at_ = now();
   loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
     check_heartbeats();
     repeat_unconfirmed();
@@ -2192,6 +2193,16 @@ void Leader::check_heartbeats() {
   const TimeUs down_limit = t - static_cast<TimeUs>(config_.node_down_after_ms) * 1000;
   const TimeUs quiet_limit = t - static_cast<TimeUs>(config_.node_unresponsive_after_ms) * 1000;
   for (auto& [rank, node] : nodes_) {
+    if (node.state == NodeState::kUnknown && !node.awaited && started_at_ < down_limit) {
+      // Configured but absent since the leader started: down, as Flux
+      // counts a rank that never joined (DESIGN.md: "a node configured but
+      // absent is simply down"). Its Hello brings it up whenever it comes.
+      node.state = NodeState::kDown;
+      if (!node.drained) node.reason = "has not joined";
+      spdlog::warn("node {} (rank {}) is down: it has not joined in {} ms", node.name, rank,
+                   config_.node_down_after_ms);
+      continue;
+    }
     bool watched = node.state == NodeState::kUp || (node.state == NodeState::kUnknown && node.awaited);
     if (!watched) continue;
     if (node.last_seen < down_limit) {

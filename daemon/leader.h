@@ -270,6 +270,7 @@ class Leader {
   // Set when the "priority" plugin is configured: its weights rank the queue.
   std::optional<sched::MultifactorWeights> priority_weights_;
   JobId next_job_id_ = 1;
+  TimeUs started_at_ = 0;  // when start() began watching the nodes
   bool cycle_posted_ = false;
   bool frees_resources_ = false;  // a configured action may preempt or shrink: cycle even when full
   bool elastic_action_ = false;   // the "elastic" action is configured
