@@ -237,7 +237,12 @@ Status Leader::start() {
   for (auto& [id, entry] : jobs_) {
     std::sort(entry.resizes.begin(), entry.resizes.end(),
               [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
-    if (!entry.resizes.empty()) entry.last_resize = entry.resizes.back().answered_us();
+    if (!entry.resizes.empty()) {
+      entry.last_resize = entry.resizes.back().answered_us();
+      // The segments before it were charged then (the ledger is saved
+      // every 10 s, so at most those seconds are lost or counted twice).
+      entry.usage_from = entry.last_resize;
+    }
   }
   auto stored_reservations = (*store)->load_records("reservation");
   if (!stored_reservations.is_ok()) return stored_reservations.status();
@@ -698,6 +703,7 @@ Status Leader::begin_expand(JobEntry& entry, resource::Allocation added, const s
     entry.running_on.insert(part.rank);
     entry.part_of[part.rank] = r.seq;
   }
+  charge_segment(entry);
   job.allocation = r.after;
   entry.resizing = std::move(r);
   overlay::Launch launch = make_launch(job);
@@ -783,6 +789,7 @@ void Leader::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
       if (!stays) removed.push_back(part.rank);
     }
     take_parts_away(entry, removed);
+    charge_segment(entry);
     entry.job.allocation = r.after;
     persist(entry.job, "shrink", "{}");
   } else if (!shrink && (outcome == "declined" || outcome == "failed")) {
@@ -790,6 +797,7 @@ void Leader::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
     // them back. A timeout keeps them: the nodes are the job's either way.
     std::vector<Rank> added(r.added.begin(), r.added.end());
     take_parts_away(entry, added);
+    charge_segment(entry);
     entry.job.allocation = r.before;
     persist(entry.job, "expand_undone", "{}");
   }
@@ -904,6 +912,7 @@ bool Leader::lose_elastic_part(JobEntry& entry, Rank rank, const std::string& no
   r.record.set_to(static_cast<int>(r.after.nodes.size()));
   r.record.set_kind("shrink");
   r.record.set_by("node_down");
+  charge_segment(entry);
   job.allocation = r.after;
   persist(job, "shrink", "{}");
   entry.resizing = std::move(r);
@@ -911,6 +920,14 @@ bool Leader::lose_elastic_part(JobEntry& entry, Rank rank, const std::string& no
                job.id, node_name, entry.resizing->record.from(), entry.resizing->record.to());
   send_resize_notice(entry);
   return true;
+}
+
+// Fair-share: the job's current allocation is charged up to now, before a
+// resize changes it, so that each size is charged for the time it was held.
+void Leader::charge_segment(JobEntry& entry) {
+  const TimeUs t = now();
+  charge_usage(entry.job, entry.usage_from, t);
+  entry.usage_from = t;
 }
 
 void Leader::check_resize_deadlines() {
@@ -927,6 +944,7 @@ void Leader::check_resize_deadlines() {
       // The added nodes never all started their parts: undo the expansion.
       std::vector<Rank> added(r.added.begin(), r.added.end());
       take_parts_away(entry, added);
+      charge_segment(entry);
       entry.job.allocation = r.before;
       persist(entry.job, "expand_undone", "{}");
       finish_resize(entry, "failed", "the new nodes did not start the job in time", 0);
@@ -1495,10 +1513,11 @@ std::vector<JobId> Leader::priority_window(const sched::Snapshot& snapshot) {
   return window;
 }
 
-void Leader::charge_usage(const job::Job& job, TimeUs end) {
-  if (job.start_time <= 0 || end <= job.start_time) return;
+void Leader::charge_usage(const job::Job& job, TimeUs from, TimeUs end) {
+  from = std::max(from, job.start_time);
+  if (job.start_time <= 0 || end <= from) return;
   sched::UsageCharge charge;
-  const double seconds = static_cast<double>(end - job.start_time) / 1e6;
+  const double seconds = static_cast<double>(end - from) / 1e6;
   int gpus = 0;
   for (const auto& part : job.allocation.nodes) gpus += static_cast<int>(part.gpus.size());
   charge.core_seconds = job.allocation.total_cores() * seconds;
@@ -1611,6 +1630,7 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation, bool af
   entry.resizing.reset();
   entry.resize_seq = 0;
   entry.last_resize = job.start_time;
+  entry.usage_from = job.start_time;
   entry.part_of.clear();
   entry.removing.clear();
 
@@ -1965,6 +1985,7 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
                  update.reason());
     std::vector<Rank> added(entry.resizing->added.begin(), entry.resizing->added.end());
     take_parts_away(entry, added);
+    charge_segment(entry);
     entry.job.allocation = entry.resizing->before;
     persist(entry.job, "expand_failed", "{}");
     finish_resize(entry, "failed",
@@ -2141,7 +2162,7 @@ void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string&
   if (was_running) release_held(entry);
   job.state = state;
   job.end_time = end_time > 0 ? end_time : now();
-  if (was_running) charge_usage(job, job.end_time);
+  if (was_running) charge_usage(job, entry.usage_from, job.end_time);
   job.reason = reason;
   if (state == job::JobState::kTimeout && job.reason.empty()) job.reason = "time limit reached";
   entry.running_on.clear();
@@ -2155,7 +2176,7 @@ void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string&
 void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
   job::Job& job = entry.job;
   release_held(entry);
-  charge_usage(job, now());  // the work it did counts, though it is lost
+  charge_usage(job, entry.usage_from, now());  // the work it did counts, though it is lost
   job.state = job::JobState::kPending;
   job.allocation = {};
   job.start_time = 0;

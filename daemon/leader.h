@@ -155,6 +155,8 @@ class Leader {
     // killed; their cores return to the pool as each reports its end, which
     // neither ends nor fails the job. Still in running_on until then.
     std::map<Rank, resource::Allocation> removing;  // the part, as part_on() gives it
+    // Fair-share: charged up to here (the start, then each resize).
+    TimeUs usage_from = 0;
   };
   enum class Dependencies { kSatisfied, kWaiting, kNever };
 
@@ -235,7 +237,9 @@ class Leader {
   void persist_node(const NodeEntry& node);
   void publish(const job::Job& job);
   // Fair-share usage: the job's cores for the time it held them.
-  void charge_usage(const job::Job& job, TimeUs end);
+  // From `from` (at least the job's start) to `end`, at its current allocation.
+  void charge_usage(const job::Job& job, TimeUs from, TimeUs end);
+  void charge_segment(JobEntry& entry);
   void persist_usage();
   // With the multifactor "priority" plugin, the pending jobs a cycle looks
   // at, best first: twice queue_depth of the highest priority (as Slurm
