@@ -2248,6 +2248,17 @@ void Leader::node_down(NodeEntry& node, const std::string& reason) {
   for (JobId id : running) {
     JobEntry& entry = jobs_.at(id);
     if (!entry.running_on.count(node.rank)) continue;
+    if (entry.resizing && !entry.resizing->notified && entry.resizing->added.count(node.rank)) {
+      // An expansion onto this node had not been told to the app yet: it
+      // fails, and the job goes on as it was (the added parts are taken
+      // away; this one is gone with its node, just below).
+      std::vector<Rank> added(entry.resizing->added.begin(), entry.resizing->added.end());
+      take_parts_away(entry, added);
+      charge_segment(entry);
+      entry.job.allocation = entry.resizing->before;
+      persist(entry.job, "expand_failed", "{}");
+      finish_resize(entry, "failed", "node " + node.name + " went down", 0);
+    }
     if (auto removed = entry.removing.find(node.rank); removed != entry.removing.end()) {
       // A part a resize took away: the job does not need it.
       Status released = pool_.release(removed->second);
