@@ -223,6 +223,9 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kCheckpoint:
       on_checkpoint(envelope.checkpoint());
       break;
+    case overlay::Envelope::kResize:
+      on_resize(envelope.resize());
+      break;
     case overlay::Envelope::kJobUpdateAck: {
       unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt());
       break;
@@ -236,13 +239,23 @@ void Agent::on_message(overlay::Envelope&& envelope) {
 void Agent::on_launch(const overlay::Launch& launch) {
   const JobId id = launch.job_id();
   if (auto running = attempts_.find(id); running != attempts_.end()) {
+    auto part = parts_.find(id);
+    if (running->second == launch.attempt() && part != parts_.end() &&
+        part->second != launch.part()) {
+      // A new part (an expansion) while the part a node failure or shrink
+      // took from here is still ending: refused, so that the leader undoes
+      // the expansion rather than count on a part that does not run.
+      report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1,
+             "an earlier part of the job is still ending here", launch.part());
+      return;
+    }
     // A repeat: the leader has not seen our STARTED yet.
     if (running->second == launch.attempt()) {
       report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "");
     }
     return;
   }
-  if (finished_.count({id, launch.attempt()})) {
+  if (finished_.count({id, (std::uint64_t{launch.attempt()} << 32) | launch.part()})) {
     spdlog::debug("job {}: launch ignored, this attempt already ran here", id);
     return;
   }
@@ -252,10 +265,35 @@ void Agent::on_launch(const overlay::Launch& launch) {
       job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host);
   if (!translated.is_ok()) {
     spdlog::warn("job {}: refused its launch: {}", id, translated.status().message());
-    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, translated.status().message());
+    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, translated.status().message(),
+           launch.part());
     return;
   }
   JobLaunch job = std::move(translated).value();
+  // An elastic job's first node keeps its node list files and resize socket.
+  const bool first_node =
+      launch.allocation_size() > 0 && launch.allocation(0).rank() == options_.rank;
+  if (launch.elastic() && first_node) {
+    const std::string root = options_.state_dir + "/elastic";
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    if (!ec) std::filesystem::permissions(root, std::filesystem::perms(0755), ec);
+    const std::string dir =
+        root + "/" + std::to_string(id) + "-" + std::to_string(launch.attempt());
+    std::filesystem::remove_all(dir, ec);  // a crashed agent's leftovers
+    auto files = ElasticJob::create(loop_, dir, launch.uid(), launch.gid(), launch.allocation());
+    if (!files.is_ok()) {
+      // Explicit rather than an elastic job that cannot hear of resizes.
+      const std::string why = "elastic job files: " + files.status().message();
+      spdlog::warn("job {}: {}", id, why);
+      report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why, launch.part());
+      return;
+    }
+    job.env["HPCQ_NODELIST_FILE"] = (*files)->nodelist_path();
+    job.env["HPCQ_HOSTFILE"] = (*files)->hostfile_path();
+    job.env["HPCQ_RESIZE_SOCKET"] = (*files)->socket_path();
+    elastic_[id] = std::move(files).value();
+  }
 
   Status launched = Status::ok();
   if (launch.restore_from().empty()) {
@@ -266,7 +304,7 @@ void Agent::on_launch(const overlay::Launch& launch) {
     const std::string image_dir = launch.restore_from() + "/part-" + job.env["HPCQ_NODEID"];
     launched = executor_->begin_restore(job, image_dir, wall_clock_now());
     if (launched.is_ok()) {
-      restores_in_flight_[id] = {launch.attempt(), image_dir};
+      restores_in_flight_[id] = {launch.attempt(), launch.part(), image_dir};
       sync_wait_fds();
       return;
     }
@@ -275,18 +313,32 @@ void Agent::on_launch(const overlay::Launch& launch) {
   }
   if (!launched.is_ok()) {
     spdlog::warn("job {}: launch failed: {}", id, launched.message());
-    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message());
+    elastic_.erase(id);
+    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message(), launch.part());
     return;
   }
   attempts_[id] = launch.attempt();
+  parts_[id] = launch.part();
   report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "");
   sync_wait_fds();
 }
 
-void Agent::remember_finished(JobId id, std::uint32_t attempt) {
+void Agent::forget(JobId id) {
+  auto attempt = attempts_.find(id);
+  if (attempt != attempts_.end()) {
+    auto part = parts_.find(id);
+    remember_finished(id, attempt->second, part == parts_.end() ? 0 : part->second);
+    attempts_.erase(attempt);
+  }
+  parts_.erase(id);
+  elastic_.erase(id);
+}
+
+void Agent::remember_finished(JobId id, std::uint32_t attempt, std::uint32_t part) {
   constexpr std::size_t kRemembered = 100'000;
-  if (!finished_.insert({id, attempt}).second) return;
-  finished_order_.emplace_back(id, attempt);
+  const std::uint64_t key = (std::uint64_t{attempt} << 32) | part;
+  if (!finished_.insert({id, key}).second) return;
+  finished_order_.emplace_back(id, key);
   if (finished_order_.size() > kRemembered) {
     finished_.erase(finished_order_.front());
     finished_order_.pop_front();
@@ -343,20 +395,65 @@ void Agent::on_checkpoints_done() {
       done->set_stopped(outcome.result.stopped);
       done->set_image_bytes(outcome.result.image_bytes);
       done->set_dump_seconds(outcome.result.dump_seconds);
-      auto attempt = attempts_.find(outcome.id);
-      if (outcome.result.stopped && attempt != attempts_.end()) {
-        remember_finished(outcome.id, attempt->second);
-        attempts_.erase(attempt);
-      }
+      if (outcome.result.stopped) forget(outcome.id);
     }
     send_checkpoint_done(request->second, std::move(envelope));
     checkpoints_in_flight_.erase(request);
   }
 }
 
+void Agent::on_resize(const overlay::Resize& request) {
+  const JobId id = request.job_id();
+  auto attempt = attempts_.find(id);
+  auto files = elastic_.find(id);
+  if (attempt == attempts_.end() || attempt->second != request.attempt() ||
+      files == elastic_.end()) {
+    answer_resize(request, overlay::ResizeDone::FAILED, "the job's first part does not run here",
+                  0);
+    return;
+  }
+  spdlog::info("job {}: {} to {} nodes: telling the application", id,
+               request.kind() == overlay::Resize::SHRINK ? "shrink" : "expand",
+               request.allocation_size());
+  // Copied: the answer may come long after this message is gone.
+  files->second->notify(
+      request.kind(), request.allocation(),
+      std::chrono::milliseconds(std::max<std::int64_t>(request.timeout_ms(), 1)),
+      [this, request](overlay::ResizeDone::Outcome outcome, const std::string& reason,
+                      double seconds) { answer_resize(request, outcome, reason, seconds); },
+      request.forced());
+  if (config_.resize_signal != 0) {
+    Status signalled = executor_->signal(id, config_.resize_signal);
+    if (!signalled.is_ok()) spdlog::warn("job {}: resize signal: {}", id, signalled.message());
+  }
+}
+
+void Agent::answer_resize(const overlay::Resize& request, overlay::ResizeDone::Outcome outcome,
+                          const std::string& reason, double answer_seconds) {
+  overlay::Envelope envelope;
+  envelope.set_dst(0);
+  overlay::ResizeDone* done = envelope.mutable_resize_done();
+  done->set_job_id(request.job_id());
+  done->set_attempt(request.attempt());
+  done->set_seq(request.seq());
+  done->set_outcome(outcome);
+  done->set_reason(reason);
+  done->set_answer_seconds(answer_seconds);
+  spdlog::info("job {}: resize {}: {}{}", request.job_id(), request.seq(),
+               overlay::ResizeDone::Outcome_Name(outcome),
+               reason.empty() ? "" : " (" + reason + ")");
+  Status sent = overlay_->send(std::move(envelope));
+  if (!sent.is_ok()) spdlog::warn("job {}: resize answer: {}", request.job_id(), sent.message());
+}
+
 void Agent::on_kill(const overlay::Kill& kill) {
   auto it = attempts_.find(kill.job_id());
   if (it == attempts_.end()) return;
+  if (kill.only_part()) {
+    // A part a resize took away: not a newer part of the job on this node.
+    auto part = parts_.find(kill.job_id());
+    if (it->second != kill.attempt() || part == parts_.end() || part->second != kill.part()) return;
+  }
   Status s = executor_->cancel(kill.job_id());
   if (!s.is_ok()) spdlog::warn("job {}: cancel: {}", kill.job_id(), s.message());
 }
@@ -365,18 +462,20 @@ void Agent::on_restores_done() {
   for (const RestoreOutcome& outcome : executor_->finished_restores()) {
     auto in_flight = restores_in_flight_.find(outcome.id);
     if (in_flight == restores_in_flight_.end()) continue;
-    const auto [attempt, image_dir] = in_flight->second;
+    const RestoreInFlight restore = std::move(in_flight->second);
     restores_in_flight_.erase(in_flight);
     if (!outcome.status.is_ok()) {
       const std::string why =
           std::string(overlay::kRestoreFailedReason) + ": " + outcome.status.message();
       spdlog::warn("job {}: launch failed: {}", outcome.id, why);
-      report(outcome.id, attempt, overlay::JobUpdate::FAILED, 1, why);
+      elastic_.erase(outcome.id);
+      report(outcome.id, restore.attempt, overlay::JobUpdate::FAILED, 1, why, restore.part);
       continue;
     }
-    spdlog::info("job {}: restored from {}", outcome.id, image_dir);
-    attempts_[outcome.id] = attempt;
-    report(outcome.id, attempt, overlay::JobUpdate::STARTED, 0, "");
+    spdlog::info("job {}: restored from {}", outcome.id, restore.image_dir);
+    attempts_[outcome.id] = restore.attempt;
+    parts_[outcome.id] = restore.part;
+    report(outcome.id, restore.attempt, overlay::JobUpdate::STARTED, 0, "", restore.part);
   }
 }
 
@@ -394,10 +493,7 @@ void Agent::on_job_exits() {
     auto attempt = attempts_.find(exit.id);
     report(exit.id, attempt == attempts_.end() ? 0 : attempt->second, kind, exit.exit_code,
            exit.reason);
-    if (attempt != attempts_.end()) {
-      remember_finished(exit.id, attempt->second);
-      attempts_.erase(attempt);
-    }
+    forget(exit.id);
   }
   sync_wait_fds();
 }
@@ -415,7 +511,7 @@ void Agent::sync_wait_fds() {
 }
 
 void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
-                   const std::string& reason) {
+                   const std::string& reason, std::optional<std::uint32_t> part) {
   overlay::Envelope envelope;
   envelope.set_dst(0);
   overlay::JobUpdate* update = envelope.mutable_job_update();
@@ -425,6 +521,11 @@ void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kin
   update->set_reason(reason);
   update->set_time_us(wall_clock_now());
   update->set_attempt(attempt);
+  if (part) {
+    update->set_part(*part);
+  } else if (auto running = parts_.find(id); running != parts_.end()) {
+    update->set_part(running->second);
+  }
   if (kind != overlay::JobUpdate::STARTED) {
     end_sent_at_[id] = update->time_us();
     Status kept = unacknowledged_->add(*update);

@@ -15,9 +15,11 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
+#include "agent/elastic_job.h"
 #include "agent/end_journal.h"
 #include "agent/executor/executor.h"
 #include "lib/core/config.h"
@@ -56,12 +58,18 @@ class Agent {
   void on_checkpoints_done();  // the executor's finished dumps: answered
   void on_restores_done();     // the executor's finished restores: reported
   void send_checkpoint_done(const overlay::Checkpoint& request, overlay::Envelope envelope);
-  void remember_finished(JobId id, std::uint32_t attempt);
+  void on_resize(const overlay::Resize& request);
+  void answer_resize(const overlay::Resize& request, overlay::ResizeDone::Outcome outcome,
+                     const std::string& reason, double answer_seconds);
+  // The job's part ended or left this node: forget it (its elastic files too).
+  void forget(JobId id);
+  void remember_finished(JobId id, std::uint32_t attempt, std::uint32_t part);
   void repeat_unacknowledged_ends();
   void on_job_exits();
   void sync_wait_fds();
+  // part: the Launch.part the update is about; unset: the part running here.
   void report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
-              const std::string& reason);
+              const std::string& reason, std::optional<std::uint32_t> part = std::nullopt);
 
   const ClusterConfig config_;
   const AgentOptions options_;
@@ -76,8 +84,16 @@ class Agent {
   std::uint64_t incarnation_ = 0;  // random per start: tells the leader a retry from a restart
   std::map<JobId, std::uint32_t> attempts_;  // running jobs: attempt being run
   std::map<JobId, overlay::Checkpoint> checkpoints_in_flight_;  // dumps not yet answered
-  // Restores CRIU is running: the attempt and the image directory.
-  std::map<JobId, std::pair<std::uint32_t, std::string>> restores_in_flight_;
+  // Restores CRIU is running: what to report when it is done.
+  struct RestoreInFlight {
+    std::uint32_t attempt = 0;
+    std::uint32_t part = 0;
+    std::string image_dir;
+  };
+  std::map<JobId, RestoreInFlight> restores_in_flight_;
+  std::map<JobId, std::uint32_t> parts_;     // running jobs: Launch.part being run
+  // Elastic jobs whose first node this is: their files and resize socket.
+  std::map<JobId, std::unique_ptr<ElasticJob>> elastic_;
   // Ends reported but not yet acknowledged by the leader, on disk too;
   // repeated in every Hello so that they survive a leader restart, a
   // partition, and a restart of this agent.
@@ -87,8 +103,10 @@ class Agent {
   // (job, attempt) of the parts that ended here lately, oldest first: the
   // leader repeats a Launch it has no confirmation of, and a repeat that
   // arrives after the part already ran must not run it again.
-  std::set<std::pair<JobId, std::uint32_t>> finished_;
-  std::deque<std::pair<JobId, std::uint32_t>> finished_order_;
+  // Keyed by (job, attempt << 32 | part): a resize may give a node a new
+  // part of the same attempt after its earlier part ended.
+  std::set<std::pair<JobId, std::uint64_t>> finished_;
+  std::deque<std::pair<JobId, std::uint64_t>> finished_order_;
   std::set<int> watched_fds_;
 };
 

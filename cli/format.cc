@@ -82,6 +82,19 @@ nlohmann::json checkpoint_json(const v1::CheckpointRecord& r) {
           {"to", std::vector<std::string>(r.to().begin(), r.to().end())}};
 }
 
+nlohmann::json resize_json(const v1::ResizeRecord& r) {
+  return {{"time", r.time_us() / 1e6},
+          {"kind", r.kind()},
+          {"from", r.from()},
+          {"to", r.to()},
+          {"outcome", r.outcome()},
+          {"reason", r.reason()},
+          {"by", r.by()},
+          {"answered", r.answered_us() / 1e6},
+          {"answer_seconds", r.answer_seconds()},
+          {"nodes", std::vector<std::string>(r.nodes().begin(), r.nodes().end())}};
+}
+
 nlohmann::json job_json(const v1::Job& job) {
   nlohmann::json j;
   j["id"] = job.id();
@@ -154,6 +167,12 @@ nlohmann::json job_json(const v1::Job& job) {
   }
   j["checkpoint_interval_s"] = job.spec().checkpoint_interval_s();
   if (!job.restore_from().empty()) j["restore_from"] = job.restore_from();
+  // A node range (hpcq issue 7): min_nodes..max_nodes; 0: none.
+  j["min_nodes"] = job.spec().max_nodes() > 0 ? job.spec().nodes() : 0;
+  j["max_nodes"] = job.spec().max_nodes();
+  j["elastic"] = job.spec().elastic();
+  j["resizes"] = nlohmann::json::array();
+  for (const auto& r : job.resizes()) j["resizes"].push_back(resize_json(r));
   j["held"] = job.held();
   j["account"] = job.spec().account();
   j["qos"] = job.spec().qos();
@@ -222,6 +241,10 @@ std::string status_text(const v1::Job& job) {
       << " QOS=" << (job.spec().qos().empty() ? "-" : job.spec().qos())
       << " Priority=" << job.spec().priority();
   if (!job.spec().dependency().empty()) out << " Dependency=" << job.spec().dependency();
+  if (job.spec().max_nodes() > 0) {
+    out << " NodeRange=" << job.spec().nodes() << "-" << job.spec().max_nodes()
+        << (job.spec().elastic() ? " Elastic Resizes=" + std::to_string(job.resizes_size()) : "");
+  }
   if (job.array_job_id() != 0) {
     out << " ArrayJobId=" << job.array_job_id() << " ArrayTaskId=" << job.array_task_id();
   }

@@ -12,6 +12,8 @@ namespace hpcq::cli {
 
 // A checkpoint of a job (hpcq checkpoint, status --json "checkpoints").
 nlohmann::json checkpoint_json(const v1::CheckpointRecord& record);
+// A resize of an elastic job (hpcq resize, status --json "resizes").
+nlohmann::json resize_json(const v1::ResizeRecord& record);
 nlohmann::json job_json(const v1::Job& job);
 nlohmann::json node_json(const v1::Node& node);
 

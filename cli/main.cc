@@ -189,6 +189,31 @@ int cmd_checkpoint(const std::string& text, const std::string& then, const std::
   return 0;
 }
 
+// hpcq resize JOB --nodes N: waits for the application's answer (or the
+// timeout); exit 0 only when it acknowledged.
+int cmd_resize(const std::string& text, int nodes, bool json) {
+  auto id = parse_job_id(text);
+  if (!id.is_ok()) return fail(id.status());
+  if (nodes < 1) return fail(invalid_argument("--nodes: must be at least 1"));
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  v1::ResizeRequest request;
+  request.set_id(*id);
+  request.set_nodes(nodes);
+  v1::ResizeRecord record;
+  grpc::ClientContext ctx;
+  Status s = from_grpc(stub->Resize(&ctx, request, &record), socket);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    std::cout << resize_json(record).dump() << "\n";
+  } else {
+    std::cout << "job " << *id << ": " << record.kind() << " " << record.from() << " -> "
+              << record.to() << " nodes: " << record.outcome()
+              << (record.reason().empty() ? "" : " (" + record.reason() + ")") << "\n";
+  }
+  return record.outcome() == "acknowledged" ? 0 : 1;
+}
+
 int cmd_status(const std::vector<std::string>& ids, bool json) {
   const std::string socket = socket_path();
   auto stub = connect(socket);
@@ -484,6 +509,13 @@ int main(int argc, char** argv) {
   migrate->add_option("job", checkpoint_job, "job id")->required();
   migrate->add_option("--to", checkpoint_to, "restore only on these nodes (comma-separated names)");
   migrate->add_flag("--json", json, "machine-readable output");
+  std::string resize_job;
+  int resize_nodes = 0;
+  auto* resize = app.add_subcommand(
+      "resize", "shrink or expand a running elastic job within its node range (its owner or root)");
+  resize->add_option("job", resize_job, "job id")->required();
+  resize->add_option("-N,--nodes", resize_nodes, "the node count wanted")->required();
+  resize->add_flag("--json", json, "machine-readable output");
   std::vector<std::string> node_names;
   std::string reason;
   auto* drain = app.add_subcommand("drain", "give nodes no new work (root)");
@@ -555,7 +587,7 @@ int main(int argc, char** argv) {
   const std::set<std::string> commands = {"submit", "cancel",  "status", "wait",  "queue",
                                           "nodes",  "keygen",  "start",  "hold",  "release",
                                           "drain",  "resume",  "history", "reserve",
-                                          "checkpoint", "migrate"};
+                                          "checkpoint", "migrate", "resize"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -588,6 +620,7 @@ int main(int argc, char** argv) {
   }
   if (*checkpoint) return cmd_checkpoint(checkpoint_job, then, checkpoint_to, json);
   if (*migrate) return cmd_checkpoint(checkpoint_job, "requeue", checkpoint_to, json);
+  if (*resize) return cmd_resize(resize_job, resize_nodes, json);
   if (*drain) return cmd_drain(node_names, /*drain=*/true, reason);
   if (*resume) return cmd_drain(node_names, /*drain=*/false, "");
   if (*start) return run_start(start_options);

@@ -109,6 +109,16 @@ grpc::Status ApiService::Checkpoint(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status ApiService::Resize(grpc::ServerContext* context, const v1::ResizeRequest* request,
+                                v1::ResizeRecord* response) {
+  auto caller = authenticate(context);
+  if (!caller.is_ok()) return to_grpc(caller.status());
+  auto record = leader_.resize(*caller, request->id(), request->nodes()).get();
+  if (!record.is_ok()) return to_grpc(record.status());
+  *response = std::move(record).value();
+  return grpc::Status::OK;
+}
+
 grpc::Status ApiService::Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
                                  v1::ReleaseResponse*) {
   auto caller = authenticate(context);

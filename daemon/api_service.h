@@ -34,6 +34,8 @@ class ApiService final : public v1::Hpcq::Service {
                     v1::HoldResponse* response) override;
   grpc::Status Checkpoint(grpc::ServerContext* context, const v1::CheckpointRequest* request,
                           v1::CheckpointRecord* response) override;
+  grpc::Status Resize(grpc::ServerContext* context, const v1::ResizeRequest* request,
+                      v1::ResizeRecord* response) override;
   grpc::Status Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
                        v1::ReleaseResponse* response) override;
   grpc::Status Drain(grpc::ServerContext* context, const v1::DrainRequest* request,

@@ -21,6 +21,7 @@
 #include "lib/resource/allocator.h"
 #include "lib/resource/granularity.h"
 #include "lib/resource/placement_names.h"
+#include "lib/sched/resize.h"
 #include "lib/store/codec.h"
 #include "lib/store/store.h"
 
@@ -30,6 +31,37 @@ namespace {
 // A checkpoint a node has not answered by then is given up (the part is
 // told to end, and the job requeued to run from the start).
 constexpr TimeUs kCheckpointTimeoutUs = 300 * kUsPerSecond;
+// A resize answer is awaited this long past the application's own timeout
+// (the agent's timer), for the messages' way back.
+constexpr TimeUs kResizeMarginUs = 5 * kUsPerSecond;
+
+std::vector<std::string> node_names(const resource::Allocation& allocation) {
+  std::vector<std::string> names;
+  for (const auto& part : allocation.nodes) names.push_back(part.node);
+  return names;
+}
+
+void fill_node_allocs(const resource::Allocation& allocation,
+                      google::protobuf::RepeatedPtrField<overlay::NodeAlloc>* out) {
+  for (const auto& a : allocation.nodes) {
+    overlay::NodeAlloc* n = out->Add();
+    n->set_rank(a.rank);
+    n->set_node(a.node);
+    for (int c : a.cores) n->add_cores(c);
+    for (int m : a.numa) n->add_numa(m);
+    n->set_memory_bytes(a.memory_bytes);
+    n->set_ntasks(a.ntasks);
+    n->set_first_task(a.first_task);
+    for (int g : a.gpus) n->add_gpus(g);
+    for (const resource::WorkerPlacement& w : a.workers) {
+      overlay::Worker* worker = n->add_workers();
+      worker->set_id(w.id);
+      worker->set_group(w.group);
+      for (int r : w.ranks) worker->add_ranks(r);
+      for (int c : w.cores) worker->add_cores(c);
+    }
+  }
+}
 
 std::string user_name_of(uid_t uid) {
   passwd pw{};
@@ -77,6 +109,8 @@ sched::PendingJob pending_of(const job::Job& job) {
   // validate() let only known words through.
   if (!job.spec.profile.empty()) p.profile = resource::parse_profile(job.spec.profile);
   p.workers = job.spec.workers;
+  p.max_nodes = job.spec.max_nodes;
+  p.elastic = job.spec.elastic;
   return p;
 }
 
@@ -115,8 +149,10 @@ Status Leader::start() {
   if (!scheduler.is_ok()) return scheduler.status();
   scheduler_ = std::make_unique<sched::Scheduler>(std::move(scheduler).value());
   frees_resources_ = std::any_of(config_.actions.begin(), config_.actions.end(), [](const auto& a) {
-    return a == "preempt" || a == "reclaim";
+    return a == "preempt" || a == "reclaim" || a == "elastic";
   });
+  elastic_action_ = std::find(config_.actions.begin(), config_.actions.end(), "elastic") !=
+                    config_.actions.end();
   if (std::find(config_.plugins.begin(), config_.plugins.end(), "priority") != config_.plugins.end()) {
     sched::PluginOptions options;
     for (const auto& [key, value] : config_.scheduler_options) {
@@ -217,6 +253,28 @@ Status Leader::start() {
       entry.restoring = !entry.restored_image.empty();
     }
   }
+  // Resize records are kept as checkpoint records are: "<job>/<n>".
+  auto stored_resizes = (*store)->load_records("resize");
+  if (!stored_resizes.is_ok()) return stored_resizes.status();
+  for (const auto& [key, value] : *stored_resizes) {
+    v1::ResizeRecord record;
+    auto it = jobs_.find(std::strtoull(key.c_str(), nullptr, 10));
+    if (it == jobs_.end() || !google::protobuf::util::JsonStringToMessage(value, &record).ok()) {
+      spdlog::warn("store: resize record {} ignored", key);
+      continue;
+    }
+    it->second.resizes.push_back(std::move(record));
+  }
+  for (auto& [id, entry] : jobs_) {
+    std::sort(entry.resizes.begin(), entry.resizes.end(),
+              [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
+    if (!entry.resizes.empty()) {
+      entry.last_resize = entry.resizes.back().answered_us();
+      // The segments before it were charged then (the ledger is saved
+      // every 10 s, so at most those seconds are lost or counted twice).
+      entry.usage_from = entry.last_resize;
+    }
+  }
   auto stored_reservations = (*store)->load_records("reservation");
   if (!stored_reservations.is_ok()) return stored_reservations.status();
   for (const auto& [name, value] : *stored_reservations) {
@@ -266,10 +324,14 @@ Status Leader::start() {
     node.last_seen = now();
     nodes_.emplace(r, std::move(node));
   }
+  started_at_ = now();
   loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
     check_heartbeats();
     repeat_unconfirmed();
     checkpoint_due_jobs();
+    // Resizes wait out their rescale gap with no event to wake a cycle:
+    // look again every heartbeat while the "elastic" action may have work.
+    if (elastic_action_ && !running_.empty()) schedule_soon();
   });
   // Usage is advisory (it orders the queue): written every 10 s rather than
   // with every job end, so a crash forgets at most the last 10 s of it.
@@ -394,6 +456,7 @@ std::future<Result<v1::Job>> Leader::get_job(const Caller& caller, JobId id) {
     }
     v1::Job described = describe(it->second.job);
     for (const v1::CheckpointRecord& r : it->second.checkpoints) *described.add_checkpoints() = r;
+    for (const v1::ResizeRecord& r : it->second.resizes) *described.add_resizes() = r;
     described.set_restore_from(it->second.restore_from);
     for (const v1::Placement& p : it->second.placements) *described.add_placements() = p;
     promise->set_value(std::move(described));
@@ -514,6 +577,418 @@ void Leader::persist_checkpoint(const JobEntry& entry, std::size_t index) {
   });
 }
 
+// ---- elastic resizes (hpcq issue 7; protocol: overlay.proto, message Resize) ----
+
+std::future<Result<v1::ResizeRecord>> Leader::resize(const Caller& caller, JobId id, int nodes) {
+  auto promise = std::make_shared<std::promise<Result<v1::ResizeRecord>>>();
+  auto future = promise->get_future();
+  loop_.post([this, caller, id, nodes, promise] {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return promise->set_value(not_found("no job " + std::to_string(id)));
+    JobEntry& entry = it->second;
+    const job::Job& job = entry.job;
+    const std::string name = "job " + std::to_string(id);
+    if (!caller.is_admin() && caller.uid != job.uid) {
+      return promise->set_value(permission_denied(name + " belongs to user " + job.user));
+    }
+    if (!job.spec.elastic || job.spec.max_nodes == 0) {
+      return promise->set_value(failed_precondition(
+          name + " is not elastic (submit it with -N MIN-MAX --elastic)"));
+    }
+    const int lo = job.spec.request.nodes;
+    const int hi = job.spec.max_nodes;
+    if (nodes < lo || nodes > hi) {
+      return promise->set_value(invalid_argument("--nodes: " + std::to_string(nodes) +
+                                                 " is outside " + name + "'s range " +
+                                                 std::to_string(lo) + "-" + std::to_string(hi)));
+    }
+    if (job.state != job::JobState::kRunning) {
+      return promise->set_value(failed_precondition(
+          name + " is " + job::state_name(job.state) + ": only running jobs can be resized"));
+    }
+    const int current = static_cast<int>(job.allocation.nodes.size());
+    if (nodes == current) {
+      return promise->set_value(
+          failed_precondition(name + " runs on " + std::to_string(current) + " nodes already"));
+    }
+    if (std::string why = resize_blocked(entry); !why.empty()) {
+      return promise->set_value(failed_precondition(name + " cannot be resized now: " + why));
+    }
+    Status asked = Status::ok();
+    if (nodes < current) {
+      // The last nodes first, so that the first node (the application's
+      // contact) stays, as the "elastic" action does.
+      std::vector<Rank> ranks;
+      for (int i = current - 1; i >= nodes; --i) {
+        ranks.push_back(job.allocation.nodes[static_cast<std::size_t>(i)].rank);
+      }
+      asked = begin_shrink(entry, ranks, "user", promise);
+    } else {
+      std::vector<const resource::NodeState*> candidates;
+      for (const resource::NodeState& node : pool_.nodes()) {
+        if (!node.schedulable()) continue;
+        const bool has =
+            std::any_of(job.allocation.nodes.begin(), job.allocation.nodes.end(),
+                        [&node](const auto& part) { return part.rank == node.rank(); });
+        if (!has) candidates.push_back(&node);
+      }
+      std::optional<resource::Allocation> more = resource::find_allocation(
+          sched::request_at(job.spec.request, nodes - current), candidates);
+      if (!more) {
+        return promise->set_value(failed_precondition(
+            name + ": no room for " + std::to_string(nodes - current) + " more node(s) now"));
+      }
+      asked = begin_expand(entry, std::move(*more), "user", promise);
+    }
+    if (!asked.is_ok()) promise->set_value(asked);
+  });
+  return future;
+}
+
+std::string Leader::resize_blocked(const JobEntry& entry) const {
+  if (entry.job.state != job::JobState::kRunning) return "the job is not running";
+  if (!entry.job.spec.elastic || entry.job.spec.max_nodes == 0) return "the job is not elastic";
+  if (entry.resizing) return "a resize is in flight";
+  if (!entry.removing.empty()) return "parts of an earlier resize are still ending";
+  if (entry.checkpointing) return "the job is being checkpointed";
+  if (entry.kill_sent || entry.cancel_requested || entry.preempted ||
+      !entry.requeue_when_ended.empty()) {
+    return "the job is ending";
+  }
+  // Every node has confirmed its part (by STARTED, or by reporting it to a
+  // restarted leader, which does not launch an adopted job again).
+  if (entry.started_on != entry.running_on) {
+    return "the job has not started on all of its nodes yet";
+  }
+  if (entry.job.allocation.nodes.empty()) return "the job has no nodes";
+  return "";
+}
+
+Status Leader::begin_shrink(JobEntry& entry, const std::vector<Rank>& ranks, const std::string& by,
+                            std::shared_ptr<std::promise<Result<v1::ResizeRecord>>> promise) {
+  job::Job& job = entry.job;
+  const std::string name = "job " + std::to_string(job.id);
+  if (std::string why = resize_blocked(entry); !why.empty()) {
+    return failed_precondition(name + " cannot be resized now: " + why);
+  }
+  if (std::find(ranks.begin(), ranks.end(), job.allocation.nodes.front().rank) != ranks.end()) {
+    // The application's contact (the agent that relays its answer) stays.
+    return invalid_argument(name + ": a shrink cannot take the job's first node");
+  }
+  auto after = sched::shrunk(job.allocation, ranks);
+  if (!after.is_ok()) return Status(after.status().code(), name + ": " + after.status().message());
+  if (static_cast<int>(after->nodes.size()) < job.spec.request.nodes) {
+    return invalid_argument(name + ": a shrink below the range's minimum");
+  }
+  JobEntry::Resizing r;
+  r.seq = ++entry.resize_seq;
+  r.before = job.allocation;
+  r.after = std::move(after).value();
+  r.record.set_time_us(now());
+  r.record.set_from(static_cast<int>(r.before.nodes.size()));
+  r.record.set_to(static_cast<int>(r.after.nodes.size()));
+  r.record.set_kind("shrink");
+  r.record.set_by(by);
+  r.promise = std::move(promise);
+  entry.resizing = std::move(r);
+  spdlog::info("job {}: shrink {} -> {} nodes asked ({})", job.id, entry.resizing->record.from(),
+               entry.resizing->record.to(), by);
+  send_resize_notice(entry);
+  return Status::ok();
+}
+
+Status Leader::begin_expand(JobEntry& entry, resource::Allocation added, const std::string& by,
+                            std::shared_ptr<std::promise<Result<v1::ResizeRecord>>> promise) {
+  job::Job& job = entry.job;
+  const std::string name = "job " + std::to_string(job.id);
+  if (std::string why = resize_blocked(entry); !why.empty()) {
+    return failed_precondition(name + " cannot be resized now: " + why);
+  }
+  auto after = sched::expanded(job.allocation, added);
+  if (!after.is_ok()) return Status(after.status().code(), name + ": " + after.status().message());
+  if (static_cast<int>(after->nodes.size()) > job.spec.max_nodes) {
+    return invalid_argument(name + ": an expansion above the range's maximum");
+  }
+  for (const auto& part : added.nodes) {
+    auto node = nodes_.find(part.rank);
+    if (node == nodes_.end() || !schedulable(node->second)) {
+      return failed_precondition(name + ": node rank " + std::to_string(part.rank) +
+                                 " is not schedulable");
+    }
+  }
+  Status taken = pool_.allocate(added);
+  if (!taken.is_ok()) return Status(taken.code(), name + ": " + taken.message());
+  JobEntry::Resizing r;
+  r.seq = ++entry.resize_seq;
+  r.before = job.allocation;
+  r.after = std::move(after).value();
+  r.record.set_time_us(now());
+  r.record.set_from(static_cast<int>(r.before.nodes.size()));
+  r.record.set_to(static_cast<int>(r.after.nodes.size()));
+  r.record.set_kind("expand");
+  r.record.set_by(by);
+  r.promise = std::move(promise);
+  // Covers the new parts' start as well; the notice sets its own.
+  r.deadline = now() + static_cast<TimeUs>(config_.resize_timeout_ms) * 1000 + kResizeMarginUs;
+  for (const auto& part : added.nodes) {
+    r.added.insert(part.rank);
+    entry.held_on.insert(part.rank);
+    entry.running_on.insert(part.rank);
+    entry.part_of[part.rank] = r.seq;
+  }
+  charge_segment(entry);
+  job.allocation = r.after;
+  entry.resizing = std::move(r);
+  overlay::Launch launch = make_launch(job);
+  launch.set_part(entry.resizing->seq);
+  entry.launch = std::make_shared<const overlay::Launch>(std::move(launch));
+  spdlog::info("job {}: expand {} -> {} nodes ({}): launching on the new nodes", job.id,
+               entry.resizing->record.from(), entry.resizing->record.to(), by);
+  // As at a start: the new parts are launched once the allocation is
+  // committed, so that a restarted leader knows the nodes are the job's.
+  const JobId id = job.id;
+  const std::uint32_t seq = entry.resizing->seq;
+  store::WriteBatch batch;
+  batch.update_job(job);
+  batch.append_event(job.id, now(), "expand", "{}");
+  committer_->submit(std::move(batch), [this, id, seq](Status s) {
+    if (!s.is_ok()) spdlog::error("job {}: store update failed: {}", id, s.message());
+    loop_.post([this, id, seq] {
+      auto it = jobs_.find(id);
+      if (it == jobs_.end()) return;
+      JobEntry& e = it->second;
+      if (!e.resizing || e.resizing->seq != seq || !e.launch) return;
+      e.sent_at = now();
+      for (Rank rank : e.resizing->added) {
+        overlay::Envelope envelope;
+        envelope.set_dst(rank);
+        *envelope.mutable_launch() = *e.launch;
+        Status sent = overlay_->send(std::move(envelope));
+        if (!sent.is_ok()) spdlog::warn("job {}: launch on rank {}: {}", id, rank, sent.message());
+      }
+    });
+  });
+  return Status::ok();
+}
+
+void Leader::send_resize_notice(JobEntry& entry) {
+  JobEntry::Resizing& r = *entry.resizing;
+  r.notified = true;
+  r.deadline = now() + static_cast<TimeUs>(config_.resize_timeout_ms) * 1000 + kResizeMarginUs;
+  overlay::Envelope envelope;
+  envelope.set_dst(r.before.nodes.front().rank);
+  overlay::Resize* m = envelope.mutable_resize();
+  m->set_job_id(entry.job.id);
+  m->set_attempt(static_cast<std::uint32_t>(entry.job.requeue_count));
+  m->set_seq(r.seq);
+  m->set_kind(r.record.kind() == "shrink" ? overlay::Resize::SHRINK : overlay::Resize::EXPAND);
+  fill_node_allocs(r.after, m->mutable_allocation());
+  m->set_timeout_ms(config_.resize_timeout_ms);
+  m->set_forced(r.forced);
+  Status sent = overlay_->send(std::move(envelope));
+  // Not repeated: a lost notice times out, which is a safe outcome both ways.
+  if (!sent.is_ok()) {
+    spdlog::warn("job {}: resize notice not sent: {}", entry.job.id, sent.message());
+  }
+}
+
+void Leader::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
+  auto it = jobs_.find(done.job_id());
+  if (it == jobs_.end()) return;
+  JobEntry& entry = it->second;
+  if (!entry.resizing || !entry.resizing->notified || entry.resizing->seq != done.seq() ||
+      done.attempt() != static_cast<std::uint32_t>(entry.job.requeue_count) ||
+      entry.resizing->before.nodes.front().rank != rank) {
+    spdlog::info("job {}: stale resize answer (seq {}) ignored", done.job_id(), done.seq());
+    return;
+  }
+  JobEntry::Resizing& r = *entry.resizing;
+  const bool shrink = r.record.kind() == "shrink";
+  std::string outcome;
+  switch (done.outcome()) {
+    case overlay::ResizeDone::ACKNOWLEDGED: outcome = "acknowledged"; break;
+    case overlay::ResizeDone::DECLINED: outcome = "declined"; break;
+    case overlay::ResizeDone::TIMED_OUT: outcome = "timed_out"; break;
+    default: outcome = "failed"; break;
+  }
+  if (r.forced) {
+    // The node is gone already: whatever the answer, nothing more to do.
+  } else if (shrink && outcome == "acknowledged") {
+    // The application has let the nodes go: take them back.
+    std::vector<Rank> removed;
+    for (const auto& part : r.before.nodes) {
+      const bool stays = std::any_of(r.after.nodes.begin(), r.after.nodes.end(),
+                                     [&part](const auto& p) { return p.rank == part.rank; });
+      if (!stays) removed.push_back(part.rank);
+    }
+    take_parts_away(entry, removed);
+    charge_segment(entry);
+    entry.job.allocation = r.after;
+    persist(entry.job, "shrink", "{}");
+  } else if (!shrink && (outcome == "declined" || outcome == "failed")) {
+    // The application refused the new nodes (or could not be told): give
+    // them back. A timeout keeps them: the nodes are the job's either way.
+    std::vector<Rank> added(r.added.begin(), r.added.end());
+    take_parts_away(entry, added);
+    charge_segment(entry);
+    entry.job.allocation = r.before;
+    persist(entry.job, "expand_undone", "{}");
+  }
+  finish_resize(entry, outcome, done.reason(), done.answer_seconds());
+}
+
+void Leader::finish_resize(JobEntry& entry, const std::string& outcome, const std::string& reason,
+                           double answer_seconds) {
+  JobEntry::Resizing r = std::move(*entry.resizing);
+  entry.resizing.reset();
+  const TimeUs t = now();
+  r.record.set_outcome(outcome);
+  r.record.set_reason(reason);
+  r.record.set_answered_us(t);
+  r.record.set_answer_seconds(answer_seconds);
+  for (const std::string& n : node_names(entry.job.allocation)) r.record.add_nodes(n);
+  entry.last_resize = t;
+  entry.resizes.push_back(r.record);
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(r.record, &json);
+  store::WriteBatch batch;
+  batch.put_record("resize",
+                   std::to_string(entry.job.id) + "/" + std::to_string(entry.resizes.size()), json);
+  committer_->submit(std::move(batch), [id = entry.job.id](Status s) {
+    if (!s.is_ok()) spdlog::error("job {}: resize record: {}", id, s.message());
+  });
+  spdlog::info("job {}: {} {} -> {} {}{} (answer in {:.3f} s)", entry.job.id, r.record.kind(),
+               r.record.from(), r.record.to(), outcome, reason.empty() ? "" : ": " + reason,
+               answer_seconds);
+  if (r.promise) r.promise->set_value(std::move(r.record));
+  schedule_soon();
+}
+
+void Leader::take_parts_away(JobEntry& entry, const std::vector<Rank>& ranks) {
+  for (Rank rank : ranks) {
+    resource::Allocation part = part_on(entry.job.allocation, rank);
+    if (part.nodes.empty()) continue;
+    entry.held_on.erase(rank);
+    if (!entry.running_on.count(rank)) {
+      // Ended already (or never launched): nothing to wait for.
+      Status released = pool_.release(part);
+      if (!released.is_ok()) spdlog::error("job {}: release: {}", entry.job.id, released.message());
+      entry.part_of.erase(rank);
+      continue;
+    }
+    entry.removing[rank] = std::move(part);
+    send_part_kill(entry, rank);
+  }
+}
+
+void Leader::send_part_kill(JobEntry& entry, Rank rank) {
+  overlay::Envelope kill;
+  kill.set_dst(rank);
+  overlay::Kill* k = kill.mutable_kill();
+  k->set_job_id(entry.job.id);
+  k->set_attempt(static_cast<uint32_t>(entry.job.requeue_count));
+  k->set_only_part(true);
+  auto part = entry.part_of.find(rank);
+  k->set_part(part == entry.part_of.end() ? 0 : part->second);
+  Status sent = overlay_->send(std::move(kill));
+  if (!sent.is_ok()) {
+    spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
+  }
+}
+
+// Asks every elastic job that runs on `rank` (and could do without it) to
+// shrink off it; a job that declines keeps running there, as a rigid job
+// does on a drained node.
+void Leader::shrink_off(Rank rank, const std::string& by) {
+  for (JobId id : running_) {
+    JobEntry& entry = jobs_.at(id);
+    const job::Job& job = entry.job;
+    if (!job.spec.elastic || job.spec.max_nodes == 0 || !entry.held_on.count(rank)) continue;
+    Status asked = begin_shrink(entry, {rank}, by, nullptr);
+    if (!asked.is_ok()) {
+      spdlog::info("job {}: not shrunk off rank {}: {}", id, rank, asked.message());
+    }
+  }
+}
+
+// An elastic job above its minimum whose part on a dead node is gone goes on
+// without it: its allocation shrinks at once (the node is gone whatever the
+// application says) and the application is told as of any shrink (outcome
+// recorded, kind "shrink", by "node_down"). False when this does not apply
+// (not elastic, at its minimum, the dead node is its first, something in
+// flight): the caller then fails or requeues the job as a rigid one.
+bool Leader::lose_elastic_part(JobEntry& entry, Rank rank, const std::string& node_name) {
+  job::Job& job = entry.job;
+  if (!job.spec.elastic || job.spec.max_nodes == 0) return false;
+  if (job.allocation.nodes.empty() || job.allocation.nodes.front().rank == rank) return false;
+  if (static_cast<int>(job.allocation.nodes.size()) - 1 < job.spec.request.nodes) return false;
+  if (entry.resizing || !entry.removing.empty() || entry.checkpointing || entry.kill_sent ||
+      entry.cancel_requested || entry.preempted || !entry.requeue_when_ended.empty()) {
+    return false;
+  }
+  const std::vector<Rank> gone = {rank};
+  auto after = sched::shrunk(job.allocation, gone);
+  if (!after.is_ok()) return false;
+  Status released = pool_.release(part_on(job.allocation, rank));
+  if (!released.is_ok()) spdlog::error("job {}: release: {}", job.id, released.message());
+  entry.held_on.erase(rank);
+  entry.running_on.erase(rank);
+  entry.started_on.erase(rank);
+  entry.part_of.erase(rank);
+  JobEntry::Resizing r;
+  r.seq = ++entry.resize_seq;
+  r.before = job.allocation;
+  r.after = std::move(after).value();
+  r.forced = true;
+  r.record.set_time_us(now());
+  r.record.set_from(static_cast<int>(r.before.nodes.size()));
+  r.record.set_to(static_cast<int>(r.after.nodes.size()));
+  r.record.set_kind("shrink");
+  r.record.set_by("node_down");
+  charge_segment(entry);
+  job.allocation = r.after;
+  persist(job, "shrink", "{}");
+  entry.resizing = std::move(r);
+  spdlog::warn("job {}: node {} is down: the elastic job goes on without it ({} -> {} nodes)",
+               job.id, node_name, entry.resizing->record.from(), entry.resizing->record.to());
+  send_resize_notice(entry);
+  return true;
+}
+
+// Fair-share: the job's current allocation is charged up to now, before a
+// resize changes it, so that each size is charged for the time it was held.
+void Leader::charge_segment(JobEntry& entry) {
+  const TimeUs t = now();
+  charge_usage(entry.job, entry.usage_from, t);
+  entry.usage_from = t;
+}
+
+void Leader::check_resize_deadlines() {
+  const TimeUs t = now();
+  std::vector<JobId> overdue;
+  for (JobId id : running_) {
+    const JobEntry& entry = jobs_.at(id);
+    if (entry.resizing && t > entry.resizing->deadline) overdue.push_back(id);
+  }
+  for (JobId id : overdue) {
+    JobEntry& entry = jobs_.at(id);
+    JobEntry::Resizing& r = *entry.resizing;
+    if (!r.notified) {
+      // The added nodes never all started their parts: undo the expansion.
+      std::vector<Rank> added(r.added.begin(), r.added.end());
+      take_parts_away(entry, added);
+      charge_segment(entry);
+      entry.job.allocation = r.before;
+      persist(entry.job, "expand_undone", "{}");
+      finish_resize(entry, "failed", "the new nodes did not start the job in time", 0);
+      continue;
+    }
+    // No answer came back: a shrink is treated as declined (nothing
+    // changes), an expansion keeps its nodes.
+    finish_resize(entry, "timed_out", "no answer from the job's first node", 0);
+  }
+}
+
 std::string Leader::checkpoint_root() const {
   return config_.checkpoint_dir.empty() ? config_.state_dir + "/checkpoints"
                                         : config_.checkpoint_dir;
@@ -583,6 +1058,9 @@ Status Leader::checkpointable(const JobEntry& entry, const std::string& then) co
         "way; only --then continue");
   }
   if (entry.checkpointing) return failed_precondition(name + " is being checkpointed already");
+  if (entry.resizing || !entry.removing.empty()) {
+    return failed_precondition(name + " is being resized");
+  }
   if (entry.kill_sent || entry.cancel_requested || entry.preempted ||
       !entry.requeue_when_ended.empty()) {
     return failed_precondition(name + " is ending");
@@ -794,6 +1272,7 @@ std::future<Status> Leader::drain(const Caller& caller, const std::string& name,
     persist_node(node);
     spdlog::info("node {}: {}{}", name, drained ? "drained" : "resumed",
                  drained ? " (" + node.reason + ")" : "");
+    if (drained) shrink_off(node.rank, "drain");
     if (!drained) schedule_soon();
     promise->set_value(Status::ok());
   });
@@ -1016,8 +1495,21 @@ void Leader::schedule_soon() {
   });
 }
 
+// Whether a running elastic job is below its maximum and could grow: the
+// "elastic" action has work even with an empty queue.
+bool Leader::may_expand() const {
+  if (!elastic_action_) return false;
+  for (JobId id : running_) {
+    const job::Job& job = jobs_.at(id).job;
+    if (job.spec.elastic && static_cast<int>(job.allocation.nodes.size()) < job.spec.max_nodes) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void Leader::run_cycle() {
-  if (pending_.empty()) return;
+  if (pending_.empty() && !may_expand()) return;
   // Nothing can start while no node has a free core: a queue of 100k jobs
   // behind a full or drained cluster then costs nothing per submission.
   // Actions that free resources (preempt, reclaim) still have work to do.
@@ -1081,22 +1573,40 @@ void Leader::run_cycle() {
     TimeUs end = job.spec.time_limit_s > 0 ? job.start_time + job.spec.time_limit_s * kUsPerSecond
                                            : std::numeric_limits<TimeUs>::max();
     snapshot.running.push_back(sched::running_from(pending_of(job), job.allocation, job.start_time, end));
+    // The rescale gap counts from the last resize's outcome; a job with a
+    // resize in flight (or parts still being taken away) is not resized
+    // again, which a gap starting now says to the "elastic" action.
+    const JobEntry& entry = jobs_.at(id);
+    snapshot.running.back().last_resize =
+        entry.resizing || !entry.removing.empty() ? snapshot.now
+                                                  : std::max(job.start_time, entry.last_resize);
   }
   sched::Decisions decisions = scheduler_->cycle(snapshot);
+  // A Shrink only asks the application: the nodes come free once it has
+  // acknowledged, so a Start of this cycle that counted on them is refused
+  // by the pool and the job waits for a later cycle.
+  bool shrink_asked = false;
   for (auto& decision : decisions.decisions) {
     if (auto* start = std::get_if<sched::Start>(&decision)) {
       auto it = jobs_.find(start->job);
       if (it == jobs_.end() || it->second.job.state != job::JobState::kPending) continue;
-      start_job(it->second, std::move(start->allocation));
+      start_job(it->second, std::move(start->allocation), shrink_asked);
     } else if (auto* preempt = std::get_if<sched::Preempt>(&decision)) {
       apply_preempt(*preempt);
     } else if (auto* shrink = std::get_if<sched::Shrink>(&decision)) {
-      // hpcq issue 7's resize protocol (acked shrink, then expand) is not
-      // wired yet: the job keeps its nodes, and a Start that counted on them
-      // is refused by start_job() (its cores are not free).
-      spdlog::warn("job {}: shrink ignored (resizing is not wired in hpcqd yet)", shrink->job);
+      auto it = jobs_.find(shrink->job);
+      if (it == jobs_.end()) continue;
+      Status asked = begin_shrink(it->second, shrink->nodes, "scheduler", nullptr);
+      if (!asked.is_ok()) {
+        spdlog::info("job {}: shrink not asked: {}", shrink->job, asked.message());
+      } else {
+        shrink_asked = true;
+      }
     } else if (auto* expand = std::get_if<sched::Expand>(&decision)) {
-      spdlog::warn("job {}: expand ignored (resizing is not wired in hpcqd yet)", expand->job);
+      auto it = jobs_.find(expand->job);
+      if (it == jobs_.end()) continue;
+      Status asked = begin_expand(it->second, std::move(expand->allocation), "scheduler", nullptr);
+      if (!asked.is_ok()) spdlog::info("job {}: expand not done: {}", expand->job, asked.message());
     }
   }
   if (decision_log_) decision_log_->flush();
@@ -1139,10 +1649,11 @@ std::vector<JobId> Leader::priority_window(const sched::Snapshot& snapshot) {
   return window;
 }
 
-void Leader::charge_usage(const job::Job& job, TimeUs end) {
-  if (job.start_time <= 0 || end <= job.start_time) return;
+void Leader::charge_usage(const job::Job& job, TimeUs from, TimeUs end) {
+  from = std::max(from, job.start_time);
+  if (job.start_time <= 0 || end <= from) return;
   sched::UsageCharge charge;
-  const double seconds = static_cast<double>(end - job.start_time) / 1e6;
+  const double seconds = static_cast<double>(end - from) / 1e6;
   int gpus = 0;
   for (const auto& part : job.allocation.nodes) gpus += static_cast<int>(part.gpus.size());
   charge.core_seconds = job.allocation.total_cores() * seconds;
@@ -1226,9 +1737,13 @@ std::vector<sched::AdvanceReservation> Leader::current_reservations() {
   return out;
 }
 
-void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
+void Leader::start_job(JobEntry& entry, resource::Allocation allocation, bool after_shrink) {
   job::Job& job = entry.job;
   Status taken = pool_.allocate(allocation);
+  if (!taken.is_ok() && after_shrink) {
+    spdlog::info("job {}: waits for the nodes a shrink is asking for", job.id);
+    return;
+  }
   if (!taken.is_ok()) {
     // The scheduler proposed cores that are not free: a bug, never a double allocation.
     spdlog::error("job {}: scheduler decision refused: {}", job.id, taken.message());
@@ -1257,6 +1772,12 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   entry.running_on.clear();
   entry.held_on.clear();
   for (const auto& a : job.allocation.nodes) entry.held_on.insert(a.rank);
+  entry.resizing.reset();
+  entry.resize_seq = 0;
+  entry.last_resize = job.start_time;
+  entry.usage_from = job.start_time;
+  entry.part_of.clear();
+  entry.removing.clear();
 
   overlay::Launch launch = make_launch(job);
   std::string nodelist = launch.env().at("HPCQ_NODELIST");
@@ -1296,6 +1817,14 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation) {
   spdlog::info("job {}: started on {}", job.id, nodelist);
 }
 
+namespace {
+int env_ntasks(const job::Job& job) {
+  int ntasks = 0;
+  for (const auto& part : job.allocation.nodes) ntasks += part.ntasks;
+  return ntasks > 0 ? ntasks : job.spec.request.ntasks;
+}
+}  // namespace
+
 // The Launch message of a job's current attempt (every node gets the same).
 overlay::Launch Leader::make_launch(const job::Job& job) const {
   std::string nodelist;
@@ -1316,7 +1845,12 @@ overlay::Launch Leader::make_launch(const job::Job& job) const {
   env["HPCQ_JOB_NAME"] = job.spec.name;
   env["HPCQ_NODELIST"] = nodelist;
   env["HPCQ_NNODES"] = std::to_string(job.allocation.nodes.size());
-  env["HPCQ_NTASKS"] = std::to_string(job.spec.request.ntasks);
+  // A range job's task count is its size's (request_at), not the minimum's.
+  env["HPCQ_NTASKS"] = std::to_string(env_ntasks(job));
+  // The node's agent says where its hostfile is (an elastic job's first
+  // node: one it rewrites on resizes); a value inherited from the
+  // submitter's own job must not hide it.
+  env.erase("HPCQ_HOSTFILE");
   env["HPCQ_CPUS_PER_TASK"] = std::to_string(job.spec.request.cpus_per_task);
   env["HPCQ_SUBMIT_DIR"] = job.spec.cwd;
   if (!job.spec.queue.empty()) env["HPCQ_QUEUE"] = job.spec.queue;
@@ -1331,32 +1865,16 @@ overlay::Launch Leader::make_launch(const job::Job& job) const {
   launch.set_stderr_path(job::expand_output_path(
       job.spec.error.empty() ? job.spec.output : job.spec.error, job.id, job.spec.cwd,
       job.spec.array_job_id, job.spec.array_task_id));
-  for (const auto& a : job.allocation.nodes) {
-    overlay::NodeAlloc* n = launch.add_allocation();
-    n->set_rank(a.rank);
-    n->set_node(a.node);
-    for (int c : a.cores) n->add_cores(c);
-    for (int m : a.numa) n->add_numa(m);
-    n->set_memory_bytes(a.memory_bytes);
-    n->set_ntasks(a.ntasks);
-    n->set_first_task(a.first_task);
-    for (int g : a.gpus) n->add_gpus(g);
-    for (const resource::WorkerPlacement& w : a.workers) {
-      overlay::Worker* worker = n->add_workers();
-      worker->set_id(w.id);
-      worker->set_group(w.group);
-      for (int r : w.ranks) worker->add_ranks(r);
-      for (int c : w.cores) worker->add_cores(c);
-    }
-  }
+  fill_node_allocs(job.allocation, launch.mutable_allocation());
   launch.set_image(job.spec.image);
   launch.set_cpus_per_task(job.allocation.cpus_per_task);
   launch.set_gpus_per_task(job.allocation.gpus_per_task);
   launch.set_distribution(resource::distribution_name(job.allocation.node_distribution));
   launch.set_cpu_bind(resource::cpu_bind_name(job.allocation.cpu_bind));
   launch.set_time_limit_s(job.spec.time_limit_s);
-  launch.set_ntasks(job.spec.request.ntasks);
+  launch.set_ntasks(env_ntasks(job));
   launch.set_attempt(static_cast<uint32_t>(job.requeue_count));
+  launch.set_elastic(job.spec.elastic && job.spec.max_nodes > 0);
   return launch;
 }
 
@@ -1400,6 +1918,10 @@ void Leader::on_message(overlay::Envelope&& envelope) {
   switch (envelope.body_case()) {
     case overlay::Envelope::kHello:
       on_hello(rank, envelope.hello());
+      break;
+    case overlay::Envelope::kResizeDone:
+      heard_from(node->second);
+      on_resize_done(rank, envelope.resize_done());
       break;
     case overlay::Envelope::kHeartbeat:
       if (node->second.state != NodeState::kUp) {
@@ -1544,6 +2066,7 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, b
         continue;
       }
     }
+    if (lose_elastic_part(entry, rank, node.name)) continue;
     lose_part(entry, rank, "its part on " + node.name + " was lost");
   }
 }
@@ -1580,10 +2103,57 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
       !entry.running_on.count(rank)) {
     return;  // stale: from an earlier attempt, or the job already ended
   }
+  if (auto part = entry.part_of.find(rank); part != entry.part_of.end() &&
+                                            update.part() != part->second) {
+    return;  // stale: from a part an earlier resize took off this node
+  }
+  if (auto removed = entry.removing.find(rank); removed != entry.removing.end()) {
+    if (update.kind() == overlay::JobUpdate::STARTED) return;
+    // A part a resize took away has ended: its cores are free; the job
+    // goes on without it, whatever the part's end.
+    Status released = pool_.release(removed->second);
+    if (!released.is_ok()) spdlog::error("job {}: release: {}", entry.job.id, released.message());
+    entry.removing.erase(removed);
+    entry.running_on.erase(rank);
+    entry.started_on.erase(rank);
+    entry.part_of.erase(rank);
+    spdlog::info("job {}: its part on {} has ended (resized away)", entry.job.id,
+                 nodes_.at(rank).name);
+    // The job's other parts may have ended meanwhile (it was cancelled).
+    if (entry.running_on.empty()) {
+      all_parts_ended(entry, update.time_us());
+    } else {
+      schedule_soon();
+    }
+    return;
+  }
+  if (entry.resizing && !entry.resizing->notified && entry.resizing->added.count(rank) &&
+      update.kind() != overlay::JobUpdate::STARTED) {
+    // An added node could not start its part: the expansion fails, the job
+    // goes on as it was. This part has ended already; the others are killed.
+    spdlog::warn("job {}: expansion failed on {}: {}", entry.job.id, nodes_.at(rank).name,
+                 update.reason());
+    std::vector<Rank> added(entry.resizing->added.begin(), entry.resizing->added.end());
+    take_parts_away(entry, added);
+    charge_segment(entry);
+    entry.job.allocation = entry.resizing->before;
+    persist(entry.job, "expand_failed", "{}");
+    finish_resize(entry, "failed",
+                  nodes_.at(rank).name + ": " + (update.reason().empty() ? "part ended at start"
+                                                                          : update.reason()),
+                  0);
+    handle_job_update(rank, update);  // now a removed part's end
+    return;
+  }
   job::JobState end;
   switch (update.kind()) {
     case overlay::JobUpdate::STARTED:
       entry.started_on.insert(rank);
+      if (entry.resizing && !entry.resizing->notified && !entry.resizing->added.empty() &&
+          std::all_of(entry.resizing->added.begin(), entry.resizing->added.end(),
+                      [&entry](Rank r) { return entry.started_on.count(r) > 0; })) {
+        send_resize_notice(entry);  // expand: the nodes are added, then the app is told
+      }
       return;
     case overlay::JobUpdate::COMPLETED: end = job::JobState::kCompleted; break;
     case overlay::JobUpdate::FAILED: end = job::JobState::kFailed; break;
@@ -1669,9 +2239,12 @@ void Leader::repeat_unconfirmed() {
     }
     finish_checkpoint(entry, /*timed_out=*/true);
   }
+  check_resize_deadlines();
   const TimeUs after = 2 * static_cast<TimeUs>(config_.heartbeat_interval_ms) * 1000;
   for (JobId id : running_) {
     JobEntry& entry = jobs_.at(id);
+    // Parts taken away by a resize: told again until each reports its end.
+    for (const auto& [rank, part] : entry.removing) send_part_kill(entry, rank);
     if (t - entry.sent_at < after) continue;
     if (entry.kill_sent) {
       // Until every node reports the end; a node that has no such job
@@ -1683,7 +2256,9 @@ void Leader::repeat_unconfirmed() {
     if (!entry.launch || !entry.launched) continue;  // adopted, or its start not yet committed
     bool repeated = false;
     for (Rank rank : entry.running_on) {
-      if (entry.started_on.count(rank)) continue;
+      // A part being taken away is not launched again (it may never have
+      // started: an expansion undone).
+      if (entry.started_on.count(rank) || entry.removing.count(rank)) continue;
       overlay::Envelope envelope;
       envelope.set_dst(rank);
       *envelope.mutable_launch() = *entry.launch;
@@ -1768,6 +2343,13 @@ void Leader::release_held(JobEntry& entry) {
     if (!released.is_ok()) spdlog::error("job {}: release: {}", entry.job.id, released.message());
   }
   entry.held_on.clear();
+  for (const auto& [rank, part] : entry.removing) {
+    Status released = pool_.release(part);
+    if (!released.is_ok()) spdlog::error("job {}: release: {}", entry.job.id, released.message());
+  }
+  entry.removing.clear();
+  entry.part_of.clear();
+  if (entry.resizing) finish_resize(entry, "failed", "the job ended", 0);
   entry.launch.reset();
   if (running_.erase(entry.job.id) > 0) {
     if (entry.job.spec.array_job_id != 0 && --array_running_[entry.job.spec.array_job_id] <= 0) {
@@ -1789,7 +2371,7 @@ void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string&
   }
   job.state = state;
   job.end_time = end_time > 0 ? end_time : now();
-  if (was_running) charge_usage(job, job.end_time);
+  if (was_running) charge_usage(job, entry.usage_from, job.end_time);
   job.reason = reason;
   if (state == job::JobState::kTimeout && job.reason.empty()) job.reason = "time limit reached";
   entry.running_on.clear();
@@ -1804,7 +2386,7 @@ void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
   job::Job& job = entry.job;
   release_held(entry);
   close_placement(entry, "requeued: " + reason);
-  charge_usage(job, now());  // the work it did counts, though it is lost
+  charge_usage(job, entry.usage_from, now());  // the work it did counts, though it is lost
   job.state = job::JobState::kPending;
   job.allocation = {};
   job.start_time = 0;
@@ -1843,6 +2425,16 @@ void Leader::check_heartbeats() {
   const TimeUs down_limit = t - static_cast<TimeUs>(config_.node_down_after_ms) * 1000;
   const TimeUs quiet_limit = t - static_cast<TimeUs>(config_.node_unresponsive_after_ms) * 1000;
   for (auto& [rank, node] : nodes_) {
+    if (node.state == NodeState::kUnknown && !node.awaited && started_at_ < down_limit) {
+      // Configured but absent since the leader started: down, as Flux
+      // counts a rank that never joined (DESIGN.md: "a node configured but
+      // absent is simply down"). Its Hello brings it up whenever it comes.
+      node.state = NodeState::kDown;
+      if (!node.drained) node.reason = "has not joined";
+      spdlog::warn("node {} (rank {}) is down: it has not joined in {} ms", node.name, rank,
+                   config_.node_down_after_ms);
+      continue;
+    }
     bool watched = node.state == NodeState::kUp || (node.state == NodeState::kUnknown && node.awaited);
     if (!watched) continue;
     if (node.last_seen < down_limit) {
@@ -1867,6 +2459,27 @@ void Leader::node_down(NodeEntry& node, const std::string& reason) {
   for (JobId id : running) {
     JobEntry& entry = jobs_.at(id);
     if (!entry.running_on.count(node.rank)) continue;
+    if (entry.resizing && !entry.resizing->notified && entry.resizing->added.count(node.rank)) {
+      // An expansion onto this node had not been told to the app yet: it
+      // fails, and the job goes on as it was (the added parts are taken
+      // away; this one is gone with its node, just below).
+      std::vector<Rank> added(entry.resizing->added.begin(), entry.resizing->added.end());
+      take_parts_away(entry, added);
+      charge_segment(entry);
+      entry.job.allocation = entry.resizing->before;
+      persist(entry.job, "expand_failed", "{}");
+      finish_resize(entry, "failed", "node " + node.name + " went down", 0);
+    }
+    if (auto removed = entry.removing.find(node.rank); removed != entry.removing.end()) {
+      // A part a resize took away: the job does not need it.
+      Status released = pool_.release(removed->second);
+      if (!released.is_ok()) spdlog::error("job {}: release: {}", id, released.message());
+      entry.removing.erase(removed);
+      entry.running_on.erase(node.rank);
+      entry.part_of.erase(node.rank);
+      continue;
+    }
+    if (lose_elastic_part(entry, node.rank, node.name)) continue;
     lose_part(entry, node.rank, "node " + node.name + " failed (" + reason + ")");
   }
   if (!node.drained) node.reason = reason;

@@ -63,6 +63,10 @@ class Leader {
   std::future<Result<v1::CheckpointRecord>> checkpoint(const Caller& caller, JobId id,
                                                        std::string then,
                                                        std::vector<std::string> to = {});
+  // hpcq resize: a running elastic job to `nodes` nodes within its range
+  // (owner or admin); answered with the record once the application has
+  // answered or the resize timed out (overlay.proto, message Resize).
+  std::future<Result<v1::ResizeRecord>> resize(const Caller& caller, JobId id, int nodes);
   std::future<Status> drain(const Caller& caller, const std::string& node, bool drained,
                             const std::string& reason);
   std::future<Result<v1::Reservation>> create_reservation(const Caller& caller,
@@ -133,6 +137,32 @@ class Leader {
     // Once every part has ended, requeue the job with this reason (a
     // checkpoint that failed half-way: the parts it stopped are gone).
     std::string requeue_when_ended;
+    // Elastic resizes (hpcq issue 7; the protocol is in overlay.proto,
+    // message Resize). At most one in flight per job.
+    struct Resizing {
+      std::uint32_t seq = 0;
+      v1::ResizeRecord record;      // time, from, to, kind, by
+      resource::Allocation before;  // the allocation when it was asked
+      resource::Allocation after;   // the allocation asked for
+      std::set<Rank> added;         // expand: launched, awaiting STARTED before the notice
+      bool notified = false;        // the Resize went to the first node
+      bool forced = false;          // a node died: the allocation shrank already; tell only
+      TimeUs deadline = 0;          // past it, the outcome is timed_out (or failed before the notice)
+      std::shared_ptr<std::promise<Result<v1::ResizeRecord>>> promise;  // hpcq resize
+    };
+    std::optional<Resizing> resizing;
+    std::uint32_t resize_seq = 0;  // resizes asked for so far (this attempt)
+    TimeUs last_resize = 0;        // the last resize's outcome: the rescale gap counts from it
+    std::vector<v1::ResizeRecord> resizes;  // done, oldest first
+    // Launch.part of each node's current part (absent: 0, or unknown after
+    // a leader restart; then any part is taken as the current one).
+    std::map<Rank, std::uint32_t> part_of;
+    // Parts taken away (an acknowledged shrink, a declined expansion):
+    // killed; their cores return to the pool as each reports its end, which
+    // neither ends nor fails the job. Still in running_on until then.
+    std::map<Rank, resource::Allocation> removing;  // the part, as part_on() gives it
+    // Fair-share: charged up to here (the start, then each resize).
+    TimeUs usage_from = 0;
   };
   enum class Dependencies { kSatisfied, kWaiting, kNever };
 
@@ -154,7 +184,10 @@ class Leader {
   std::vector<sched::AdvanceReservation> current_reservations();
   void schedule_soon();
   void run_cycle();
-  void start_job(JobEntry& entry, resource::Allocation allocation);
+  bool may_expand() const;
+  // after_shrink: a Shrink of this cycle only asked for its nodes, so the
+  // allocation may not be free yet; the job then waits (no error).
+  void start_job(JobEntry& entry, resource::Allocation allocation, bool after_shrink = false);
   void on_message(overlay::Envelope&& envelope);
   void on_hello(Rank rank, const overlay::Hello& hello);
   void on_job_update(Rank rank, const overlay::JobUpdate& update);
@@ -184,6 +217,26 @@ class Leader {
   void open_placement(JobEntry& entry);
   void close_placement(JobEntry& entry, const std::string& outcome);
   void persist_placement(const JobEntry& entry, std::size_t index);
+  // Resizes (see JobEntry::Resizing). `by`: "scheduler" or "user". Each
+  // returns an error (and changes nothing) when the job cannot be resized now.
+  Status begin_shrink(JobEntry& entry, const std::vector<Rank>& ranks, const std::string& by,
+                      std::shared_ptr<std::promise<Result<v1::ResizeRecord>>> promise);
+  Status begin_expand(JobEntry& entry, resource::Allocation added, const std::string& by,
+                      std::shared_ptr<std::promise<Result<v1::ResizeRecord>>> promise);
+  // Why the job cannot start a resize now; empty when it can.
+  std::string resize_blocked(const JobEntry& entry) const;
+  void send_resize_notice(JobEntry& entry);
+  void on_resize_done(Rank rank, const overlay::ResizeDone& done);
+  // The outcome is known: record it (store too), answer hpcq resize.
+  void finish_resize(JobEntry& entry, const std::string& outcome, const std::string& reason,
+                     double answer_seconds);
+  // Kills the job's parts on `ranks` (taken from its current allocation)
+  // without ending the job; see JobEntry::removing.
+  void take_parts_away(JobEntry& entry, const std::vector<Rank>& ranks);
+  void send_part_kill(JobEntry& entry, Rank rank);
+  void check_resize_deadlines();
+  void shrink_off(Rank rank, const std::string& by);
+  bool lose_elastic_part(JobEntry& entry, Rank rank, const std::string& node_name);
   void handle_job_update(Rank rank, const overlay::JobUpdate& update);
   // Every part has ended: finished, requeued or cancelled as the job's
   // outcome, cancel or preemption says.
@@ -210,7 +263,9 @@ class Leader {
   void persist_node(const NodeEntry& node);
   void publish(const job::Job& job);
   // Fair-share usage: the job's cores for the time it held them.
-  void charge_usage(const job::Job& job, TimeUs end);
+  // From `from` (at least the job's start) to `end`, at its current allocation.
+  void charge_usage(const job::Job& job, TimeUs from, TimeUs end);
+  void charge_segment(JobEntry& entry);
   void persist_usage();
   // With the multifactor "priority" plugin, the pending jobs a cycle looks
   // at, best first: twice queue_depth of the highest priority (as Slurm
@@ -245,8 +300,10 @@ class Leader {
   // Set when the "priority" plugin is configured: its weights rank the queue.
   std::optional<sched::MultifactorWeights> priority_weights_;
   JobId next_job_id_ = 1;
+  TimeUs started_at_ = 0;  // when start() began watching the nodes
   bool cycle_posted_ = false;
-  bool frees_resources_ = false;  // a configured action may preempt: cycle even when full
+  bool frees_resources_ = false;  // a configured action may preempt or shrink: cycle even when full
+  bool elastic_action_ = false;   // the "elastic" action is configured
 };
 
 }  // namespace hpcq::daemon

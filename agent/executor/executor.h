@@ -67,6 +67,9 @@ class Executor {
   // something; fetch again after each reap() and begin_checkpoint().
   virtual std::vector<int> wait_fds() const = 0;
   virtual std::vector<JobId> running() const = 0;
+  // Sends `signo` to the job's tasks on this node (an elastic job's resize
+  // notice, agent/elastic_job.h); kNotFound if it is not here.
+  virtual Status signal(JobId id, int signo) = 0;
   // Ends every job (not reported by reap()) and cleans up.
   virtual void shutdown() = 0;
 

@@ -69,7 +69,9 @@ std::map<std::string, std::string> base_environment(const JobLaunch& l, const Jo
 #ifndef HPCQ_CONTAINER_SHELL  // inside, the executor has put HOME in the launch
   if (passwd* pw = getpwuid(l.uid)) env.emplace("HOME", pw->pw_dir);
 #endif
-  env["HPCQ_HOSTFILE"] = files.hostfile;
+  // An elastic job's first node names its own hostfile, one the agent
+  // rewrites on resizes (agent/elastic_job.h).
+  env.emplace("HPCQ_HOSTFILE", files.hostfile);
   return env;
 }
 

@@ -531,6 +531,18 @@ Status ProcessExecutor::cancel(JobId id) {
   return Status::ok();
 }
 
+Status ProcessExecutor::signal(JobId id, int signo) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return not_found("job " + std::to_string(id) + " is not running here");
+  Job& job = it->second;
+  if (poll_exit(job)) return failed_precondition("job " + std::to_string(id) + " already ended");
+  if (signal_pidfd(job.pidfd, signo) != 0) {
+    return internal_error("job " + std::to_string(id) + ": signal " + std::to_string(signo) +
+                          ": " + errno_text(errno));
+  }
+  return Status::ok();
+}
+
 void ProcessExecutor::check_timeouts(TimeUs now) {
   for (auto& [id, job] : jobs_) {
     if (job.exited || job.pidfd < 0 || job.deadline == 0 || job.cancelled || job.checkpointing) {

@@ -125,6 +125,9 @@ class ProcessExecutor final : public Executor {
   std::vector<int> wait_fds() const override;
 
   std::vector<JobId> running() const override;  // launched and not yet reported by reap()
+  // To the job shell, which forwards SIGTERM, SIGINT, SIGHUP, SIGUSR1 and
+  // SIGUSR2 to every task (other signals reach the shell only).
+  Status signal(JobId id, int signo) override;
 
   // The job's cgroup directories (empty if unknown), for tests and CRIU.
   std::vector<std::string> cgroup_dirs(JobId id) const;

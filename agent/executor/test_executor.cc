@@ -83,6 +83,11 @@ std::vector<JobId> TestExecutor::running() const {
   return ids;
 }
 
+Status TestExecutor::signal(JobId id, int /*signo*/) {
+  if (!jobs_.count(id)) return not_found("job " + std::to_string(id) + " is not running here");
+  return Status::ok();
+}
+
 void TestExecutor::arm() {
   TimeUs next = std::numeric_limits<TimeUs>::max();
   for (const auto& [id, job] : jobs_) {

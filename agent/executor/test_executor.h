@@ -25,6 +25,8 @@ class TestExecutor final : public Executor {
   std::vector<JobExit> reap() override;
   std::vector<int> wait_fds() const override { return {timer_fd_}; }
   std::vector<JobId> running() const override;
+  // Nothing runs to be signalled: OK for a job it runs.
+  Status signal(JobId id, int signo) override;
   void shutdown() override { jobs_.clear(); }
 
   // No processes, nothing to dump: all three answer kFailedPrecondition

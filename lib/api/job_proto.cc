@@ -37,6 +37,8 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_image(spec.image);
   p.set_checkpoint_interval_s(spec.checkpoint_interval_s);
   p.set_workers(spec.workers);
+  p.set_max_nodes(spec.max_nodes);
+  p.set_elastic(spec.elastic);
   return p;
 }
 
@@ -88,6 +90,8 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.image = p.image();
   spec.checkpoint_interval_s = p.checkpoint_interval_s();
   spec.workers = p.workers();
+  spec.max_nodes = p.max_nodes();
+  spec.elastic = p.elastic();
   return spec;
 }
 

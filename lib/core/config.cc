@@ -1,6 +1,9 @@
 // The only translation unit that includes toml11 (slow to compile).
 #include "lib/core/config.h"
 
+#include <csignal>
+#include <optional>
+
 #include <pwd.h>
 
 #include <algorithm>
@@ -56,6 +59,20 @@ Status get<double>(const Table& table, const std::string& section, const std::st
     return invalid_argument(where(v) + ": bad value for '" + section + "." + key + "'");
   }
   return Status::ok();
+}
+
+// The signals an application may be told of a resize with: those the job
+// shell forwards to every task (agent/executor/job_shell_main.cc) but
+// SIGTERM, which means "end".
+std::optional<int> parse_resize_signal(std::string name) {
+  if (name == "none") return 0;
+  if (name.starts_with("SIG")) name = name.substr(3);
+  static const std::pair<const char*, int> kSignals[] = {
+      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"INT", SIGINT}};
+  for (const auto& [n, signo] : kSignals) {
+    if (name == n) return signo;
+  }
+  return std::nullopt;
 }
 
 Status get_positive(const Table& table, const std::string& section, const std::string& key,
@@ -378,7 +395,8 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     if (!t.is_table()) return invalid_argument(where(t) + ": [leader] must be a table");
     HPCQ_RETURN_IF_ERROR(check_keys(t, "leader", {"state_dir", "socket", "secret_key",
                                                   "default_time_limit_s", "max_time_limit_s",
-                                                  "checkpoint_dir"}));
+                                                  "checkpoint_dir", "resize_timeout_ms"}));
+    HPCQ_RETURN_IF_ERROR(get_positive(t, "leader", "resize_timeout_ms", c.resize_timeout_ms));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "state_dir", c.state_dir));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "checkpoint_dir", c.checkpoint_dir));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "socket", c.socket));
@@ -431,7 +449,18 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     const Table& t = root.at("agent");
     if (!t.is_table()) return invalid_argument(where(t) + ": [agent] must be a table");
     HPCQ_RETURN_IF_ERROR(check_keys(t, "agent", {"state_dir", "secret_key", "job_shell",
-                                                 "kill_grace_s"}));
+                                                 "kill_grace_s", "resize_signal"}));
+    if (t.contains("resize_signal")) {
+      std::string name;
+      HPCQ_RETURN_IF_ERROR(get(t, "agent", "resize_signal", name));
+      auto signo = parse_resize_signal(name);
+      if (!signo) {
+        return invalid_argument(where(t.at("resize_signal")) + ": 'agent.resize_signal' " +
+                                "unknown signal '" + name +
+                                "' (want SIGUSR1, SIGUSR2, SIGHUP, SIGINT or none)");
+      }
+      c.resize_signal = *signo;
+    }
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "state_dir", c.agent_state_dir));
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "secret_key", c.agent_secret_key));
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "job_shell", c.job_shell));

@@ -51,6 +51,10 @@ struct ClusterConfig {
   // Where checkpoint images go: a directory every agent can write and read
   // (a shared file system on a real cluster). Empty: <state_dir>/checkpoints.
   std::string checkpoint_dir;
+  // How long an elastic job's application has to answer a resize notice
+  // (hpcq issue 7); past it a shrink counts as declined and an expansion
+  // keeps its nodes (outcome "timed_out").
+  int resize_timeout_ms = 30000;
   // [api]: users and groups (besides root) who may act on every job and node,
   // and the same gRPC service over TCP with TLS, for portals.
   std::vector<std::string> admin_users;
@@ -80,6 +84,11 @@ struct ClusterConfig {
   std::string agent_secret_key = "/etc/hpcq/keys/agent.key";
   std::string job_shell = "";  // empty: installed libexec path
   int kill_grace_s = 5;
+  // The signal an elastic job's tasks on its first node get with a resize
+  // notice: "SIGUSR1" (default), "SIGUSR2", "SIGHUP" or "SIGINT" (with or
+  // without "SIG"), or "none" (0) for a job that only watches its resize
+  // socket.
+  int resize_signal = 10;  // SIGUSR1 on Linux
   // [[rank]]: rank 0 is the leader
   std::vector<RankConfig> ranks;
 };

@@ -116,6 +116,30 @@ Status validate(const JobSpec& spec) {
   if (r.mem_per_node_bytes > 0 && r.mem_per_cpu_bytes > 0) {
     return invalid_argument("--mem and --mem-per-cpu: give one, not both");
   }
+  if (spec.max_nodes != 0) {
+    if (spec.max_nodes < 0 || spec.max_nodes > kMaxNodes) {
+      return invalid_argument("--nodes: the range's maximum must be 1.." +
+                              std::to_string(kMaxNodes) + ", got " +
+                              std::to_string(spec.max_nodes));
+    }
+    if (r.nodes < 1) return invalid_argument("--nodes: a range's minimum must be at least 1");
+    if (spec.max_nodes <= r.nodes) {
+      return invalid_argument("--nodes: range " + std::to_string(r.nodes) + "-" +
+                              std::to_string(spec.max_nodes) + " has MIN >= MAX");
+    }
+    if (r.ntasks % r.nodes != 0) {
+      return invalid_argument("--ntasks: " + std::to_string(r.ntasks) +
+                              " tasks do not divide over a range's minimum of " +
+                              std::to_string(r.nodes) +
+                              " nodes (each node of a range runs the same task count)");
+    }
+    if (!spec.array.empty() || spec.array_job_id != 0) {
+      return invalid_argument("--nodes: a node range cannot be given to an array");
+    }
+  }
+  if (spec.elastic && spec.max_nodes == 0) {
+    return invalid_argument("--elastic: needs a node range (-N MIN-MAX with MIN < MAX)");
+  }
   if (!spec.profile.empty() && !resource::parse_profile(spec.profile)) {
     return invalid_argument("--profile: unknown profile " + quote(spec.profile) +
                             " (want cpu, memory or network)");

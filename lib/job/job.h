@@ -94,6 +94,13 @@ struct JobSpec {
   // runs on) and, when a node of it is lost, restarts it from its last good
   // checkpoint instead of failing or rerunning it. 0: never.
   std::int64_t checkpoint_interval_s = 0;
+  // -N MIN-MAX (hpcq issue 7): request.nodes is MIN and max_nodes MAX; 0
+  // when no range was given (a range MIN-MIN is stored as no range). Each
+  // node runs request.ntasks / request.nodes tasks whatever the size.
+  // Without --elastic the scheduler picks the size at start (moldable);
+  // with it the running job may also be shrunk and expanded in the range.
+  int max_nodes = 0;
+  bool elastic = false;
   // Set by the leader on each task of an expanded array; 0/-1 otherwise.
   JobId array_job_id = 0;          // the array's first job id (Slurm's %A)
   int array_task_id = -1;          // this task's index (%a)

@@ -21,7 +21,8 @@ constexpr std::string_view kDirective = "#HPCQ";
 constexpr const char* kDefaultOutput = "hpcq-%j.out";
 constexpr std::int32_t kMaxPriority = 1'000'000;
 constexpr const char* kUsage =
-    "submit: usage: hpcq submit [-N NODES] [-n NTASKS] [-c CPUS] [--mem SIZE] [-t TIME] "
+    "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
+    "[--mem SIZE] [-t TIME] "
     "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
     "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
@@ -187,9 +188,38 @@ Result<int> parse_count(const char* option, const std::string& text) {
   return static_cast<int>(value);
 }
 
+// -N: "N", or a range "MIN-MAX" (hpcq issue 7). A range MIN-MIN is no
+// range (max 0); MIN > MAX and a 0 anywhere in a range are errors.
+struct NodeCount {
+  int nodes = 0;
+  int max_nodes = 0;  // 0: no range
+};
+Result<NodeCount> parse_node_count(const std::string& text) {
+  const size_t dash = text.find('-');
+  if (dash == std::string::npos) {
+    auto n = parse_count("--nodes", text);
+    if (!n.is_ok()) return n.status();
+    return NodeCount{*n, 0};
+  }
+  auto low = parse_count("--nodes", text.substr(0, dash));
+  auto high = parse_count("--nodes", text.substr(dash + 1));
+  if (!low.is_ok() || !high.is_ok()) {
+    return invalid_argument("--nodes: bad range " + quote(text) + " (want MIN-MAX)");
+  }
+  if (*low < 1 || *high < 1) {
+    return invalid_argument("--nodes: range " + quote(text) + " must have MIN and MAX >= 1");
+  }
+  if (*low > *high) {
+    return invalid_argument("--nodes: range " + quote(text) + " has MIN > MAX");
+  }
+  return NodeCount{*low, *high == *low ? 0 : *high};
+}
+
 // What one list of words sets; what it leaves unset keeps earlier values.
 struct Given {
   std::optional<int> nodes;
+  std::optional<int> max_nodes;  // set with nodes: 0 when -N gave no range
+  std::optional<bool> elastic;
   std::optional<int> ntasks;
   std::optional<int> cpus_per_task;
   std::optional<std::uint64_t> mem;
@@ -226,6 +256,8 @@ struct Given {
       if (theirs) mine = theirs;
     };
     take(nodes, later.nodes);
+    take(max_nodes, later.max_nodes);
+    take(elastic, later.elastic);
     take(ntasks, later.ntasks);
     take(cpus_per_task, later.cpus_per_task);
     take(mem, later.mem);
@@ -347,6 +379,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   std::string gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
   std::string profile, workers, image, checkpoint_interval;
   bool requeue = false;
+  bool elastic = false;
   bool oversubscribe = false;
   bool json = false;
   bool wait = false;
@@ -381,6 +414,8 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   CLI::Option* o_checkpoint_interval = add("--checkpoint-interval", checkpoint_interval);
   CLI::Option* o_oversubscribe = app.add_flag("--oversubscribe,!--exclusive", oversubscribe)
                                      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  CLI::Option* o_elastic = app.add_flag("--elastic,!--no-elastic", elastic)
+                               ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   CLI::Option* o_requeue = app.add_flag("--requeue,!--no-requeue", requeue)
                                ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("--json", json)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -420,8 +455,20 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
     into = *v;
     return Status::ok();
   };
-  HPCQ_RETURN_IF_ERROR(count("--nodes", o_nodes, nodes, g.nodes));
+  if (o_nodes->count() > 0) {
+    auto n = parse_node_count(nodes);
+    if (!n.is_ok()) return n.status();
+    g.nodes = n->nodes;
+    g.max_nodes = n->max_nodes;
+  }
+  if (o_ntasks->count() > 0 && ntasks.find('-', 1) != std::string::npos) {
+    // Tasks follow the node count (ntasks / MIN per node), so a task range
+    // would say nothing that -N MIN-MAX does not.
+    return invalid_argument("--ntasks: a task range " + quote(ntasks) +
+                            " is not supported; give -N MIN-MAX (each node runs ntasks/MIN tasks)");
+  }
   HPCQ_RETURN_IF_ERROR(count("--ntasks", o_ntasks, ntasks, g.ntasks));
+  if (o_elastic->count() > 0) g.elastic = elastic;
   HPCQ_RETURN_IF_ERROR(count("--cpus-per-task", o_cpus, cpus, g.cpus_per_task));
   if (o_mem->count() > 0) {
     auto v = parse_memory_bytes(mem);
@@ -621,6 +668,8 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.workers = given.workers.value_or(0);
   if (given.image) spec.image = resolve_dir(ctx.cwd, *given.image);
   spec.checkpoint_interval_s = given.checkpoint_interval.value_or(0);
+  spec.max_nodes = given.max_nodes.value_or(0);
+  spec.elastic = given.elastic.value_or(false);
   spec.time_limit_s = given.time.value_or(0);
   spec.output = given.output.value_or(kDefaultOutput);
   spec.error = given.error.value_or("");

@@ -43,7 +43,8 @@ struct SubmitOptions {
 // the text and spec.argv is {COMMAND as given, ARGS...}.
 //
 // Options (long and short; "--opt=value", "--opt value", "-Nvalue"):
-//   -N/--nodes N, -n/--ntasks N, -c/--cpus-per-task N, --mem SIZE (per node,
+//   -N/--nodes N or MIN-MAX (a node range, JobSpec::max_nodes), --elastic/
+//   --no-elastic, -n/--ntasks N, -c/--cpus-per-task N, --mem SIZE (per node,
 //   see parse_memory_bytes), -t/--time DURATION (see parse_duration_s),
 //   -J/--job-name NAME, -o/--output PATTERN, -e/--error PATTERN, -q/--queue
 //   NAME, -D/--chdir DIR, --export ALL|NONE|[ALL,]VAR[=value][,...],
@@ -51,7 +52,7 @@ struct SubmitOptions {
 //   (-1000000..1000000), -d/--dependency TYPE:ID[:ID][,...] (see
 //   parse_dependencies), -a/--array INDICES[%MAX] (see parse_array), --json,
 //   --wait.
-// Defaults: ntasks = nodes when only -N is given, else 1; name = basename of
+// Defaults: ntasks = nodes (the range's minimum) when only -N is given, else 1; name = basename of
 // the command; cwd = ctx.cwd (a relative -D is taken from ctx.cwd); output
 // "hpcq-%j.out"; error empty (same file as output); --export=ALL (the whole
 // submitter environment). The result has passed validate().

@@ -54,7 +54,8 @@ class Cluster:
                 text += f"topology = \"{self.topology}\"\n"
         return text
 
-    def start(self):
+    def start(self, agents=None):
+        """agents: the ranks whose agents start now (default: all)."""
         self.public = []
         for r in range(len(self.ranks) + 1):
             out = t.run([t.HPCQ, "keygen", f"{self.dir}/keys/rank-{r}.key"], check_rc=0).stdout
@@ -64,10 +65,11 @@ class Cluster:
         log = open(f"{self.dir}/logs/hpcqd.log", "a")
         self.leader = subprocess.Popen([t.HPCQD, "--config", f"{self.dir}/hpcq.toml"],
                                        stdout=log, stderr=log)
-        for r, rank in enumerate(self.ranks, start=1):
+        started = agents if agents is not None else range(1, len(self.ranks) + 1)
+        for r in started:
             self.start_agent(r)
         os.environ["HPCQ_SOCKET"] = self.socket
-        self.wait_nodes({r["name"]: "up" for r in self.ranks})
+        self.wait_nodes({self.ranks[r - 1]["name"]: "up" for r in started})
 
     def restart_leader(self):
         """SIGTERM and start again on the same state (waits until it answers)."""

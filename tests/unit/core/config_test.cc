@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 namespace hpcq {
 namespace {
 
@@ -37,6 +39,22 @@ TEST(ConfigTest, SchedGranularityTableTurnsOnThePlugin) {
   c = parse_config(std::string("[sched.granularity]\nshape = 1\n") + kRank0, "t.toml");
   ASSERT_FALSE(c.is_ok());
   EXPECT_NE(c.status().message().find("unknown key 'sched.granularity.shape'"), std::string::npos);
+}
+
+TEST(ConfigTest, ResizeKeys) {
+  auto defaults = parse_config(kRank0, "t.toml");
+  ASSERT_TRUE(defaults.is_ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->resize_timeout_ms, 30000);
+  EXPECT_EQ(defaults->resize_signal, SIGUSR1);
+  auto c = parse_config(std::string("[leader]\nresize_timeout_ms = 500\n"
+                                    "[agent]\nresize_signal = \"USR2\"\n") + kRank0,
+                        "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->resize_timeout_ms, 500);
+  EXPECT_EQ(c->resize_signal, SIGUSR2);
+  c = parse_config(std::string("[agent]\nresize_signal = \"none\"\n") + kRank0, "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->resize_signal, 0);
 }
 
 TEST(ConfigTest, SitePolicyAndSchedulerOptions) {
@@ -133,6 +151,10 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
       {"rank = 3\n", "array of tables"},
       {"# comment\n'\xff'\n", "t.toml:2: not valid UTF-8"},
       {"x = \"\xc3\"\n", "t.toml:1: not valid UTF-8"},
+      {"[leader]\nresize_timeout_ms = 0\n",
+       "t.toml:2: 'leader.resize_timeout_ms' must be a positive"},
+      {"[agent]\nresize_signal = \"SIGKILL\"\n",
+       "t.toml:2: 'agent.resize_signal' unknown signal 'SIGKILL'"},
   };
   for (const auto& c : cases) {
     auto r = parse_config(c.text, "t.toml");

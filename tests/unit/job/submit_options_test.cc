@@ -201,6 +201,60 @@ TEST_F(Submit, NtasksDefaultsToNodes) {
   EXPECT_EQ(ok({"-N", "0", "true"}).spec.request.ntasks, 1);
 }
 
+TEST_F(Submit, NodeRanges) {
+  SubmitOptions o = ok({"-N", "1-4", "--elastic", "--priority=-2", "prog"});
+  EXPECT_EQ(o.spec.request.nodes, 1);
+  EXPECT_EQ(o.spec.max_nodes, 4);
+  EXPECT_EQ(o.spec.request.ntasks, 1);  // per node: ntasks / MIN
+  EXPECT_TRUE(o.spec.elastic);
+  EXPECT_EQ(o.spec.priority, -2);
+  // Moldable: a range without --elastic.
+  o = ok({"--nodes=2-8", "-n", "4", "prog"});
+  EXPECT_EQ(o.spec.request.nodes, 2);
+  EXPECT_EQ(o.spec.max_nodes, 8);
+  EXPECT_EQ(o.spec.request.ntasks, 4);
+  EXPECT_FALSE(o.spec.elastic);
+  // MIN-MIN is no range; a later plain -N drops an earlier range.
+  EXPECT_EQ(ok({"-N", "3-3", "prog"}).spec.max_nodes, 0);
+  o = ok({"-N", "1-4", "-N", "2", "prog"});
+  EXPECT_EQ(o.spec.request.nodes, 2);
+  EXPECT_EQ(o.spec.max_nodes, 0);
+  EXPECT_FALSE(ok({"-N", "1-4", "--elastic", "--no-elastic", "prog"}).spec.elastic);
+
+  EXPECT_EQ(error({"-N", "4-2", "prog"}), "--nodes: range '4-2' has MIN > MAX");
+  EXPECT_EQ(error({"-N", "0-4", "prog"}), "--nodes: range '0-4' must have MIN and MAX >= 1");
+  EXPECT_EQ(error({"-N", "1-", "prog"}), "--nodes: bad range '1-' (want MIN-MAX)");
+  EXPECT_EQ(error({"-N", "a-3", "prog"}), "--nodes: bad range 'a-3' (want MIN-MAX)");
+  EXPECT_EQ(error({"-N", "1-2-3", "prog"}), "--nodes: bad range '1-2-3' (want MIN-MAX)");
+  EXPECT_EQ(error({"--elastic", "prog"}),
+            "--elastic: needs a node range (-N MIN-MAX with MIN < MAX)");
+  EXPECT_EQ(error({"-N", "2", "--elastic", "prog"}),
+            "--elastic: needs a node range (-N MIN-MAX with MIN < MAX)");
+  EXPECT_NE(error({"-N", "2-4", "-n", "3", "prog"}).find("do not divide"), std::string::npos);
+  EXPECT_NE(error({"-n", "1-4", "prog"}).find("--ntasks: a task range '1-4' is not supported"),
+            std::string::npos);
+  EXPECT_NE(error({"-N", "1-4", "-a", "0-3", "prog"}).find("array"), std::string::npos);
+}
+
+TEST_F(Submit, NodeRangeDirectives) {
+  files_["job.sh"] =
+      "#!/bin/sh\n"
+      "#HPCQ -N 2-6 --elastic\n"
+      "#HPCQ --priority -1\n"
+      "run\n";
+  SubmitOptions o = ok({"job.sh"});
+  EXPECT_EQ(o.spec.request.nodes, 2);
+  EXPECT_EQ(o.spec.max_nodes, 6);
+  EXPECT_TRUE(o.spec.elastic);
+  EXPECT_EQ(o.spec.priority, -1);
+  // The command line overrides a directive's range.
+  o = ok({"-N", "1-3", "job.sh"});
+  EXPECT_EQ(o.spec.request.nodes, 1);
+  EXPECT_EQ(o.spec.max_nodes, 3);
+  files_["bad.sh"] = "#!/bin/sh\n#HPCQ -N 3-1\nrun\n";
+  EXPECT_EQ(error({"bad.sh"}), "bad.sh:2: --nodes: range '3-1' has MIN > MAX");
+}
+
 TEST_F(Submit, LastOccurrenceWins) {
   SubmitOptions o = ok({"-N", "1", "--nodes=2", "-N3", "-J", "a", "-J", "b", "true"});
   EXPECT_EQ(o.spec.request.nodes, 3);
@@ -432,7 +486,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadArgs{{"--requeue=maybe", "true"}, "--requeue: bad value 'maybe'"},
         BadArgs{
             {"--help"},
-            "submit: usage: hpcq submit [-N NODES] [-n NTASKS] [-c CPUS] [--mem SIZE] [-t TIME] "
+            "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
+            "[--mem SIZE] [-t TIME] "
             "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
             "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
             "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "

@@ -71,6 +71,24 @@ TEST(Codec, SpecRoundTrip) {
   expect_same(empty, *back_empty);
 }
 
+TEST(Codec, NodeRangeRoundTrip) {
+  job::JobSpec spec;
+  spec.argv = {"app"};
+  spec.request.nodes = 1;
+  spec.max_nodes = 4;
+  spec.elastic = true;
+  auto back = decode_spec(encode_spec(spec));
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->request.nodes, 1);
+  EXPECT_EQ(back->max_nodes, 4);
+  EXPECT_TRUE(back->elastic);
+  // A spec stored before ranges existed reads as rigid.
+  auto old = decode_spec(R"({"argv":["x"]})");
+  ASSERT_TRUE(old.is_ok()) << old.status().message();
+  EXPECT_EQ(old->max_nodes, 0);
+  EXPECT_FALSE(old->elastic);
+}
+
 TEST(Codec, PlacementOptionsRoundTrip) {
   job::JobSpec spec;
   spec.argv = {"true"};
