@@ -24,6 +24,9 @@ class Action {
   virtual ~Action() = default;
   // The name in the configuration ("allocate").
   virtual std::string_view name() const = 0;
+  // Before any action of the cycle runs (e.g. "gap" takes the gap jobs out
+  // of the other actions' hands).
+  virtual void on_session_open(Session& /*session*/) {}
   virtual void execute(Session& session) = 0;
 };
 

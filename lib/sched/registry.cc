@@ -4,6 +4,7 @@
 #include "lib/sched/actions/backfill.h"
 #include "lib/sched/actions/elastic.h"
 #include "lib/sched/actions/enqueue.h"
+#include "lib/sched/actions/gap.h"
 #include "lib/sched/actions/preempt.h"
 #include "lib/sched/actions/reclaim.h"
 #include "lib/sched/plugins/drf.h"
@@ -45,6 +46,7 @@ constexpr ActionEntry kActions[] = {
     {BackfillAction::kName, &BackfillAction::create},
     {ElasticAction::kName, &ElasticAction::create},
     {EnqueueAction::kName, &make_plain<EnqueueAction>},
+    {GapAction::kName, &GapAction::create},
     {PreemptAction::kName, &PreemptAction::create},
     {ReclaimAction::kName, &ReclaimAction::create},
 };

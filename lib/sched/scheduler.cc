@@ -95,6 +95,7 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config) {
 Decisions Scheduler::cycle(const Snapshot& snapshot) {
   Session session(snapshot);
   for (const auto& plugin : plugins_) plugin->on_session_open(session);
+  for (const auto& action : actions_) action->on_session_open(session);
   for (const auto& action : actions_) action->execute(session);
   return session.take_decisions();
 }

@@ -82,8 +82,15 @@ resource::ResourceRequest Session::request_of(const PendingJob& job) const {
   return request;
 }
 
+bool Session::is_gap_queue(const std::string& queue) const {
+  if (snapshot_.site == nullptr) return false;
+  const QueueConfig* q = snapshot_.site->find_queue(queue);
+  return q != nullptr && q->migratable;
+}
+
 bool Session::job_ready(const PendingJob& job) const {
   if (held_.contains(job.id)) return false;
+  if (gap_separate_ && is_gap_queue(job.queue) != gap_phase_) return false;
   return std::all_of(job_ready_.begin(), job_ready_.end(),
                      [&](const auto& hook) { return hook.fn(job); });
 }

@@ -170,6 +170,17 @@ class Session {
   // means it cannot start this cycle whatever ends, so actions pass it over.
   bool fits_when_idle(const PendingJob& job);
 
+  // Gap jobs (papers/004): jobs of a queue with migratable = true. Once the
+  // "gap" action separates them, they are its alone: job_ready() is false
+  // for them except in the gap phase (and for every other job in it), and
+  // backfill counts their cores free from now (they leave, checkpointed,
+  // before a reservation needs them). Without the action they are ordinary
+  // jobs.
+  void separate_gap_jobs() { gap_separate_ = true; }
+  bool gap_jobs_separate() const { return gap_separate_; }
+  void set_gap_phase(bool on) { gap_phase_ = on; }
+  bool is_gap_queue(const std::string& queue) const;
+
   // The proportion plugin's per-queue shares (empty without it).
   void set_queue_shares(std::vector<QueueShare> shares) { queue_shares_ = std::move(shares); }
   const std::vector<QueueShare>& queue_shares() const { return queue_shares_; }
@@ -220,6 +231,8 @@ class Session {
 
   const Snapshot& snapshot_;
   bool nodelists_ = false;  // a queued job has a node list
+  bool gap_separate_ = false;
+  bool gap_phase_ = false;
   std::vector<Hook<JobOrderFn>> job_order_;
   std::vector<Hook<PredicateFn>> predicates_;
   std::vector<Hook<NodeScoreFn>> node_scores_;

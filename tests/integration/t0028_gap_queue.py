@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The migratable gap queue in hpcqd (papers/004, Mode B), with real CRIU:
+a gap job runs in cores a waiting regular job is promised; when that job's
+reserved start comes within the save deadline the gap job is checkpointed
+and requeued, the regular job starts as soon as its cores are free, and the
+gap job is restored afterwards and counts on from where it was."""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+CONFIG = "/tmp/hpcq-t0028.toml"
+if not os.environ.get("HPCQ_TEST_INSIDE"):
+    with open(CONFIG, "w") as f:
+        f.write("""
+[scheduler]
+actions = ["allocate", "backfill", "gap"]
+plugins = ["fcfs"]
+
+[scheduler.options]
+"gap.save_deadline_s" = 120
+
+[[queue]]
+name = "batch"
+default = true
+
+[[queue]]
+name = "gap"
+migratable = true
+""")
+t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
+                 extra=("--config", CONFIG))
+
+COUNTER = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.1; done"
+
+
+def counts(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [int(l) for l in f.read().split()]
+
+
+def wait_until(what, condition, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise t.Failure(f"{what} after {timeout}s")
+        time.sleep(0.1)
+
+
+def test_gap_job_fills_a_hole_and_moves_out_of_the_way():
+    d = t.workdir()
+    first = t.submit("-N", "1", "-n", "2", "-t", "1", "--", "sleep", "3", cwd=d)
+    t.wait_state(first, "RUNNING")
+    gap = t.submit("-q", "gap", "-n", "1", "-o", "gap-%j.out", "--", "sh", "-c", COUNTER, cwd=d)
+    t.wait_state(gap, "RUNNING")
+    out = os.path.join(d, f"gap-{gap}.out")
+    wait_until("the gap job counting", lambda: len(counts(out)) >= 5)
+    # Needs both nodes: promised the start when `first` ends (within the
+    # save deadline), so the gap job is checkpointed out of its way now.
+    wide = t.submit("-N", "2", "-n", "4", "-t", "1", "--", "sleep", "1", cwd=d)
+    s = t.wait_state(gap, "PENDING", timeout=30)
+    t.check(s["restore_from"] and f"preempted by job {wide}, checkpointed" in s["reason"],
+            f"gap job {s}")
+    at = counts(out)[-1]
+    f = t.wait_state(first, "COMPLETED", timeout=30)
+    w = t.wait_state(wide, "RUNNING", timeout=30)
+    # The gap job did not hold the regular job back: it started as soon as
+    # `first` left (one scheduling cycle).
+    t.check(w["start_time"] - f["end_time"] < 2.0,
+            f"wide started {w['start_time'] - f['end_time']:.2f} s after the nodes freed")
+    t.wait_state(wide, "COMPLETED", timeout=30)
+    s = t.wait_state(gap, "RUNNING", timeout=30)
+    wait_until("the gap job counting on", lambda: counts(out)[-1] > at + 5)
+    s = t.status(gap)
+    t.check(len(s["placements"]) == 2 and s["placements"][1]["restored_from"],
+            f"placements {s['placements']}")
+    t.hpcq("cancel", str(gap))
+    t.wait_state(gap, "CANCELLED")
+    c = counts(out)
+    t.check(c == list(range(1, len(c) + 1)), f"the gap job's count broke: {c[-5:]}")
+
+
+def test_regular_jobs_still_run_in_order():
+    d = t.workdir()
+    jobs = [t.submit("-n", "1", "--", "true", cwd=d) for _ in range(3)]
+    for j in jobs:
+        t.wait_state(j, "COMPLETED")
+
+
+t.main([test_gap_job_fills_a_hole_and_moves_out_of_the_way, test_regular_jobs_still_run_in_order])

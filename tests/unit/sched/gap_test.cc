@@ -1,0 +1,190 @@
+// Action "gap": the migratable gap queue (papers/004, Mode B).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/resource/hwloc_import.h"
+#include "lib/sched/scheduler.h"
+
+namespace hpcq::sched {
+namespace {
+
+constexpr TimeUs kNow = 1000 * kUsPerSecond;
+
+resource::NodePool make_pool(int nodes) {
+  resource::NodePool pool;
+  auto t = resource::discover_topology("core:4 pu:1");
+  EXPECT_TRUE(t.is_ok());
+  for (int r = 1; r <= nodes; ++r) {
+    EXPECT_TRUE(pool.add_node(static_cast<Rank>(r), "n" + std::to_string(r), *t).is_ok());
+  }
+  return pool;
+}
+
+PendingJob pending(JobId id, int ntasks, std::string queue = "", std::int64_t limit_s = 3600) {
+  PendingJob j;
+  j.id = id;
+  j.uid = 1;
+  j.submit_time = static_cast<TimeUs>(id);
+  j.request.ntasks = ntasks;
+  j.time_limit_s = limit_s;
+  j.queue = std::move(queue);
+  return j;
+}
+
+// Running on `cores` of node `rank`, ending (by its limit) at `end`.
+RunningJob running(resource::NodePool& pool, JobId id, Rank rank, std::vector<int> cores,
+                   std::string queue, TimeUs end) {
+  RunningJob r;
+  r.id = id;
+  r.uid = 1;
+  r.start_time = 0;
+  r.end_estimate = end;
+  r.time_limit_s = end / kUsPerSecond;
+  r.queue = std::move(queue);
+  r.request.ntasks = static_cast<int>(cores.size());
+  resource::NodeAllocation part;
+  part.rank = rank;
+  part.node = "n" + std::to_string(rank);
+  part.cores = std::move(cores);
+  part.numa = {0};
+  part.ntasks = r.request.ntasks;
+  r.allocation.nodes.push_back(part);
+  EXPECT_TRUE(pool.allocate(r.allocation).is_ok());
+  return r;
+}
+
+// "batch" (regular, the default) and "gap" (migratable).
+SitePolicy site() {
+  SitePolicy s;
+  QueueConfig batch;
+  batch.name = "batch";
+  QueueConfig gap;
+  gap.name = "gap";
+  gap.migratable = true;
+  s.queues = {batch, gap};
+  s.default_queue = "batch";
+  return s;
+}
+
+Decisions run(const Snapshot& snap, std::vector<std::string> actions,
+              std::map<std::string, std::string> options = {}) {
+  auto s = Scheduler::create({std::move(actions), {"fcfs"}, std::move(options)});
+  EXPECT_TRUE(s.is_ok()) << s.status().message();
+  return s->cycle(snap);
+}
+
+std::vector<JobId> started(const Decisions& d) {
+  std::vector<JobId> out;
+  for (const Decision& x : d.decisions) {
+    if (const Start* s = std::get_if<Start>(&x)) out.push_back(s->job);
+  }
+  return out;
+}
+
+std::vector<Preempt> evictions(const Decisions& d) {
+  std::vector<Preempt> out;
+  for (const Decision& x : d.decisions) {
+    if (const Preempt* p = std::get_if<Preempt>(&x)) out.push_back(*p);
+  }
+  return out;
+}
+
+const std::vector<std::string> kActions = {"allocate", "backfill", "gap"};
+
+TEST(GapTest, GapJobsTakeCoresPromisedToAReservedJob) {
+  // Node 1 busy for an hour; the 8-core job at the head waits for it and is
+  // promised both nodes then. Regular backfill may not use node 2's idle
+  // cores for a 2-hour job (it would delay the head); a gap job may.
+  resource::NodePool pool = make_pool(2);
+  SitePolicy s = site();
+  Snapshot snap;
+  snap.now = kNow;
+  snap.pool = &pool;
+  snap.site = &s;
+  snap.running.push_back(running(pool, 100, 1, {0, 1, 2, 3}, "batch", kNow + 3600 * kUsPerSecond));
+  snap.queue = {pending(1, 8), pending(2, 2, "batch", 7200), pending(3, 2, "gap", 7200)};
+  EXPECT_EQ(started(run(snap, kActions)), std::vector<JobId>{3});
+  // Without the action the gap job is an ordinary job: backfill keeps it out.
+  EXPECT_TRUE(started(run(snap, {"allocate", "backfill"})).empty());
+}
+
+TEST(GapTest, RegularJobsNeverStartInReservedCoresAndGapJobsNeverBlockTheQueue) {
+  resource::NodePool pool = make_pool(2);
+  SitePolicy s = site();
+  Snapshot snap;
+  snap.now = kNow;
+  snap.pool = &pool;
+  snap.site = &s;
+  snap.running.push_back(running(pool, 100, 1, {0, 1, 2, 3}, "batch", kNow + 3600 * kUsPerSecond));
+  // A gap job first in the queue, too big to fit: the regular jobs behind
+  // it are scheduled as if it were not there.
+  snap.queue = {pending(1, 16, "gap"), pending(2, 4, "batch", 600)};
+  const Decisions d = run(snap, kActions);
+  EXPECT_EQ(started(d), std::vector<JobId>{2});
+}
+
+TEST(GapTest, GapJobsInTheWayOfACloseReservationAreCheckpointed) {
+  // Node 1 frees in 30 s (within the 60 s save deadline); node 2 runs two
+  // gap jobs. The head needs both nodes: backfill counts the gap cores free
+  // from now, so it is promised the start in 30 s, and the gap jobs on its
+  // cores are evicted now, by checkpoint.
+  resource::NodePool pool = make_pool(2);
+  SitePolicy s = site();
+  Snapshot snap;
+  snap.now = kNow;
+  snap.pool = &pool;
+  snap.site = &s;
+  snap.running.push_back(running(pool, 100, 1, {0, 1, 2, 3}, "batch", kNow + 30 * kUsPerSecond));
+  snap.running.push_back(running(pool, 200, 2, {0, 1}, "gap", kNow + 7200 * kUsPerSecond));
+  snap.running.push_back(running(pool, 201, 2, {2, 3}, "gap", kNow + 7200 * kUsPerSecond));
+  snap.queue = {pending(1, 8)};
+  const Decisions d = run(snap, kActions);
+  const std::vector<Preempt> e = evictions(d);
+  ASSERT_EQ(e.size(), 2u);
+  for (const Preempt& p : e) {
+    EXPECT_EQ(p.for_job, 1u);
+    EXPECT_EQ(p.mode, PreemptMode::kCheckpoint);
+  }
+  // With the reservation farther than the deadline, nothing is evicted yet.
+  snap.running[0].end_estimate = kNow + 600 * kUsPerSecond;
+  EXPECT_TRUE(evictions(run(snap, kActions)).empty());
+  // ... unless the deadline is longer; evict = requeue kills instead.
+  const std::vector<Preempt> late =
+      evictions(run(snap, kActions, {{"gap.save_deadline_s", "900"}, {"gap.evict", "requeue"}}));
+  ASSERT_EQ(late.size(), 2u);
+  EXPECT_EQ(late[0].mode, PreemptMode::kRequeue);
+}
+
+TEST(GapTest, OnlyTheGapJobsInTheWayGo) {
+  // The head needs 6 cores when node 1 frees: all of node 1 and two of
+  // node 2. Of the two gap jobs on node 2 one is enough to move.
+  resource::NodePool pool = make_pool(2);
+  SitePolicy s = site();
+  Snapshot snap;
+  snap.now = kNow;
+  snap.pool = &pool;
+  snap.site = &s;
+  snap.running.push_back(running(pool, 100, 1, {0, 1, 2, 3}, "batch", kNow + 10 * kUsPerSecond));
+  snap.running.push_back(running(pool, 200, 2, {0, 1}, "gap", kNow + 7200 * kUsPerSecond));
+  snap.running.push_back(running(pool, 201, 2, {2, 3}, "gap", kNow + 7200 * kUsPerSecond));
+  snap.queue = {pending(1, 6)};
+  const std::vector<Preempt> e = evictions(run(snap, kActions));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].job, 200u);
+}
+
+TEST(GapTest, BadOptionsAreRefused) {
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"gap.save_deadline_s", "-1"}, {"gap.save_deadline_s", "soon"},
+           {"gap.evict", "kill"}, {"gap.mode", "a"}}) {
+    auto s = Scheduler::create({kActions, {"fcfs"}, {{key, value}}});
+    EXPECT_FALSE(s.is_ok()) << key << "=" << value;
+  }
+}
+
+}  // namespace
+}  // namespace hpcq::sched
