@@ -58,6 +58,9 @@ struct Options {
   std::string jobs_file;  // --jobs: a job set instead of a trace
   std::optional<sim::WeightedTimes> weighted;  // --jobs: paper 001's priority-weighted means
   std::string mpi_model;  // --mpi-model: pinned | unpinned (lib/sim/granularity_model.h)
+  std::string gap_queue;  // --gap-queue: this queue is migratable (papers/004)
+  std::int64_t checkpoint_cost_s = 0;
+  double container_efficiency = 1.0;
 };
 
 // Seconds, or a whole number with s, m, h or d; 0 means no decay.
@@ -233,6 +236,12 @@ void print_json(const Options& o, const sim::Cluster& cluster, const sim::SwfTra
       {"p95_bsld_60", m.p95_bsld_60},
       {"backfilled", m.backfilled},
       {"preempted", result.preempted},
+      {"checkpointed", result.checkpointed},
+      {"preempted_core_seconds", result.preempted_core_seconds},
+      {"lost_core_seconds", result.lost_core_seconds},
+      {"gap_queue", o.gap_queue},
+      {"checkpoint_cost_s", o.checkpoint_cost_s},
+      {"container_efficiency", o.container_efficiency},
       {"shrinks", result.shrinks},
       {"expands", result.expands},
       {"cycles", result.cycles},
@@ -297,6 +306,15 @@ int run_simulate(const std::vector<std::string>& args) {
                  "run jobs with a benchmark class (--jobs) by paper 000's runtime model, pinned "
                  "(CPU/memory affinity) or unpinned")
       ->check(CLI::IsMember({"pinned", "unpinned"}));
+  app.add_option("--gap-queue", o.gap_queue,
+                 "the trace's queue (e.g. q9: SWF queue 9) is a migratable gap queue (papers/004; "
+                 "with --policy gap)");
+  app.add_option("--checkpoint-cost", o.checkpoint_cost_s,
+                 "seconds a checkpoint-and-restore adds to a preempted job's next run")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--container-efficiency", o.container_efficiency,
+                 "gap jobs' speed in containers relative to native, in (0, 1]")
+      ->check(CLI::Range(0.001, 1.0));
   std::vector<std::string> words(args.rbegin(), args.rend());  // CLI11 takes a reversed vector
   try {
     app.parse(words);
@@ -361,6 +379,17 @@ int run_simulate(const std::vector<std::string>& args) {
   options.skip_impossible = o.skip_impossible;
   options.kill_at_limit = o.kill_at_limit;
   options.half_life_s = *half_life;
+  options.checkpoint_s = o.checkpoint_cost_s;
+  options.container_efficiency = o.container_efficiency;
+  if (!o.gap_queue.empty()) {
+    sched::QueueConfig regular;
+    regular.name = "regular";
+    sched::QueueConfig gap;
+    gap.name = o.gap_queue;
+    gap.migratable = true;
+    options.site.queues = {regular, gap};
+    options.site.default_queue = "regular";
+  }
   o.half_life_s = *half_life;
   std::optional<sim::GranularityModel> mpi_model;
   if (!o.mpi_model.empty()) {

@@ -11,6 +11,11 @@ constexpr PolicyEntry kPolicies[] = {
      "FCFS with EASY backfilling (one reservation, for the first blocked job)"},
     {"conservative", "allocate,backfill", "fcfs", "backfill.reservation_depth=unlimited",
      "FCFS with conservative backfilling (a reservation for every blocked job)"},
+    // papers/004: conservative backfilling and the migratable gap queue
+    // (--gap-queue names it; --checkpoint-cost and --container-efficiency
+    // are the paper's t and c).
+    {"gap", "allocate,backfill,gap", "fcfs", "backfill.reservation_depth=unlimited",
+     "conservative backfilling with a migratable gap queue filling the holes (--gap-queue)"},
     // Slurm's usual setup: priority/multifactor (fair-share on the usage the
     // simulator charges, with --half-life) and EASY backfilling, the
     // plugin's default weights (lib/sched/plugins/priority.h).

@@ -52,6 +52,7 @@ class Simulation {
         on_event_(on_event),
         running_pos_(jobs_.size(), kNotRunning),
         started_(jobs_.size(), false),
+        done_s_(jobs_.size(), 0.0),
         runs_(jobs_.size(), 0),
         outcome_pos_(jobs_.size(), 0),
         usage_(options.half_life_s) {}
@@ -82,6 +83,7 @@ class Simulation {
     }
     snapshot_.pool = &pool_;
     snapshot_.usage = &usage_;
+    snapshot_.site = &options_.site;
     result_.jobs.reserve(jobs_.size());
     return Status::ok();
   }
@@ -200,6 +202,14 @@ class Simulation {
       const SimJob& job = jobs_[index];
       started_[index] = true;
       std::int64_t end_s = now + job.runtime_s;
+      if (done_s_[index] > 0 || gap_job(job)) {
+        // A checkpointed job's rest (papers/004's model), in a container
+        // at efficiency c when it is a gap job.
+        const double left = std::max(0.0, static_cast<double>(job.runtime_s) - done_s_[index]);
+        const double c = gap_job(job) ? std::max(options_.container_efficiency, 1e-6) : 1.0;
+        end_s = now + static_cast<std::int64_t>(std::ceil(left / c)) +
+                (done_s_[index] > 0 ? options_.checkpoint_s : 0);
+      }
       if (options_.runtime && job.min_nodes < 1) {
         std::int64_t runs = std::max<std::int64_t>(
             0, options_.runtime(job, start->allocation, snapshot_.running));
@@ -258,17 +268,22 @@ class Simulation {
     return take_preempted();
   }
 
+  bool gap_job(const SimJob& job) const {
+    const sched::QueueConfig* q = options_.site.find_queue(job.queue);
+    return q != nullptr && q->migratable;
+  }
+
   bool take_preempted() {
     const bool any = preempted_now_ > 0;
     preempted_now_ = 0;
     return any;
   }
 
-  // Stops a running job at once: its cores are free for the next cycle and
-  // the work it did is lost. Requeue and checkpoint put it back in the queue
-  // with its original submit time (the simulator has no checkpoint image,
-  // so a checkpointed job restarts from the beginning too); cancel ends it
-  // here, and its outcome records the run that was cut short.
+  // Stops a running job at once: its cores are free for the next cycle.
+  // Requeue and checkpoint put it back in the queue with its original submit
+  // time; requeue loses the work it did, checkpoint keeps it (its next run
+  // does the rest, plus SimOptions::checkpoint_s); cancel ends it here, and
+  // its outcome records the run that was cut short.
   Status apply_preempt(const sched::Preempt& preempt, std::int64_t now,
                        std::vector<std::size_t>* requeued) {
     auto it = index_.find(preempt.job);
@@ -282,6 +297,18 @@ class Simulation {
     ++result_.preempted;
     ++preempted_now_;
     JobOutcome& outcome = result_.jobs[outcome_pos_[index]];
+    const SimJob& job = jobs_[index];
+    const double ran = static_cast<double>(std::max<std::int64_t>(0, now - outcome.start_s));
+    result_.preempted_core_seconds += ran * outcome.size;
+    if (preempt.mode == sched::PreemptMode::kCheckpoint) {
+      // The work of this run is kept, less the restore it began with.
+      const double c = gap_job(job) ? options_.container_efficiency : 1.0;
+      const double restore = done_s_[index] > 0 ? static_cast<double>(options_.checkpoint_s) : 0;
+      done_s_[index] += std::max(0.0, ran - restore) * c;
+      ++result_.checkpointed;
+    } else {
+      result_.lost_core_seconds += ran * outcome.size;
+    }
     if (preempt.mode == sched::PreemptMode::kCancel) {
       outcome.end_s = now;
       return Status::ok();
@@ -451,6 +478,7 @@ class Simulation {
   std::vector<std::size_t> running_pos_;          // index -> position in snapshot_.running
   std::vector<std::size_t> running_index_;        // position in snapshot_.running -> index
   std::vector<bool> started_;                     // by index
+  std::vector<double> done_s_;                    // by index: work kept by checkpoints (s)
   std::vector<std::uint32_t> runs_;               // by index: starts and resizes (End.run)
   std::vector<std::optional<ElasticRun>> model_;  // by index: a job on whole nodes' run
   std::size_t elastic_running_ = 0;               // running jobs the scheduler may resize

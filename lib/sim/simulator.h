@@ -154,6 +154,16 @@ struct SimOptions {
   std::function<std::int64_t(const SimJob& job, const resource::Allocation& allocation,
                              std::span<const sched::RunningJob> running)>
       runtime = {};
+  // The site's queues (the gap queue of papers/004: a queue with migratable
+  // = true); empty: none. Every snapshot points at it.
+  sched::SitePolicy site = {};
+  // A job preempted by checkpoint (PreemptMode::kCheckpoint, the "gap"
+  // action's evictions) keeps the work it did; its next run takes what is
+  // left plus checkpoint_s (dump and restore: the paper's t, in seconds).
+  // Gap jobs run in containers at efficiency container_efficiency (the
+  // paper's c): their work takes 1/c as long.
+  std::int64_t checkpoint_s = 0;
+  double container_efficiency = 1.0;
 };
 
 // What happened to one job.
@@ -190,6 +200,12 @@ struct SimResult {
   std::size_t preempted = 0;     // Preempt decisions applied
   std::size_t shrinks = 0;       // Shrink decisions applied
   std::size_t expands = 0;       // Expand decisions applied
+  std::size_t checkpointed = 0;  // preemptions by checkpoint (work kept)
+  // Cores x seconds of runs cut short by a preemption (their outcomes are
+  // not in `jobs`): busy time all the same. Of it, what a requeue or cancel
+  // lost (a checkpoint keeps it, less its own cost).
+  double preempted_core_seconds = 0;
+  double lost_core_seconds = 0;
   // Every (user, account)'s usage as charged, for reports (decay it to a
   // time with UsageLedger::restore() and usage()).
   std::vector<sched::UsageEntry> usage;

@@ -32,8 +32,11 @@ void GapAction::execute(Session& session) {
     if (session.is_gap_queue(job.queue)) gap_running.push_back(&job);
   }
 
-  // 1. Evictions for the reservations that are close.
-  if (!gap_running.empty()) {
+  // 1. Evictions for the reservations that are close. `needed`: the cores
+  // those jobs take at their reserved times, where no gap job may start now
+  // (it would be evicted at once, and again, every cycle).
+  std::vector<resource::Allocation> needed;
+  {
     std::unordered_map<JobId, const PendingJob*> queued;
     for (const PendingJob* job : session.ordered_queue()) queued.emplace(job->id, job);
     // Copied: adding decisions below moves the list.
@@ -43,26 +46,24 @@ void GapAction::execute(Session& session) {
       if (reserve != nullptr && reserve->time <= horizon) close.push_back(*reserve);
     }
     std::set<JobId> evicted;
-    for (const Reserve& r : close) {
-      const Reserve* reserve = &r;
-      auto job = queued.find(reserve->job);
+    for (const Reserve& reserve : close) {
+      auto job = queued.find(reserve.job);
       if (job == queued.end()) continue;
       // The pool as it will be at the reserved time, without gap jobs.
       resource::NodePool at = session.pool();
-      for (const RunningJob* gap : gap_running) {
-        if (!evicted.count(gap->id)) (void)at.release(session.allocation_of(*gap));
-      }
-      for (const RunningJob& r : snapshot.running) {
-        if (!session.is_gap_queue(r.queue) && r.end_estimate <= reserve->time) {
-          (void)at.release(session.allocation_of(r));
+      for (const RunningJob* gap : gap_running) (void)at.release(session.allocation_of(*gap));
+      for (const RunningJob& running : snapshot.running) {
+        if (!session.is_gap_queue(running.queue) && running.end_estimate <= reserve.time) {
+          (void)at.release(session.allocation_of(running));
         }
       }
-      std::optional<resource::Allocation> needed = session.place_on(*job->second, at);
-      if (!needed) continue;
+      std::optional<resource::Allocation> cores = session.place_on(*job->second, at);
+      if (!cores) continue;
+      needed.push_back(*cores);
       for (const RunningJob* gap : gap_running) {
-        if (evicted.count(gap->id) || !overlaps(*needed, session.allocation_of(*gap))) continue;
+        if (evicted.count(gap->id) || !overlaps(*cores, session.allocation_of(*gap))) continue;
         evicted.insert(gap->id);
-        session.add_decision(Preempt{gap->id, reserve->job, options_.evict});
+        session.add_decision(Preempt{gap->id, reserve.job, options_.evict});
       }
     }
   }
@@ -73,6 +74,10 @@ void GapAction::execute(Session& session) {
     if (!session.job_ready(*job)) continue;  // not a gap job, or held
     std::optional<resource::Allocation> allocation = session.place(*job);
     if (!allocation) continue;
+    if (std::any_of(needed.begin(), needed.end(),
+                    [&](const resource::Allocation& n) { return overlaps(n, *allocation); })) {
+      continue;
+    }
     Statement statement = session.statement();
     if (!statement.allocate(*job, std::move(*allocation)).is_ok()) break;
     statement.commit();

@@ -14,9 +14,10 @@
 //      needs are found by placing it on the pool as it will be at T: the
 //      gap jobs gone and the regular jobs that end by T gone;
 //   2. starts gap jobs, in job order, in any cores idle now -- including
-//      cores promised to a reserved job -- except those of gap jobs being
-//      evicted this cycle. A gap job that does not fit does not stop the
-//      ones behind it.
+//      cores promised to a reserved job -- except where a job reserved
+//      within the save deadline will need them (it would be evicted again
+//      at once). A gap job that does not fit does not stop the ones behind
+//      it.
 // So a regular job starts at its reserved time or as soon as the gap jobs
 // in its way have been saved: the save deadline must cover a checkpoint
 // (bench/checkpoint_cost.py) for it never to start later because of them.
