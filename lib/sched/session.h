@@ -160,10 +160,10 @@ class Session {
   bool reservations_allow(const PendingJob& job, Rank rank) const;
   // Whether feasibility depends on the job, not only on its request: a
   // predicate, job-ready or allocatable hook, a held job, an advance
-  // reservation or a job bound to a node list exists.
+  // reservation, a job bound to a node list, or separated gap jobs exist.
   bool has_predicates() const {
     return !predicates_.empty() || !job_ready_.empty() || !allocatable_.empty() ||
-           !held_.empty() || !reserved_.empty() || nodelists_;
+           !held_.empty() || !reserved_.empty() || nodelists_ || gap_separate_;
   }
   // Whether the job would fit if nothing were running (predicates, job-ready
   // and allocatable hooks honoured; reservations not, as they end): false

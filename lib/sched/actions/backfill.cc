@@ -72,6 +72,9 @@ class Walk {
       // Nothing left to start and nothing left to promise.
       if (!may_reserve && planner_.free_cores_now() == 0) break;
       if (started_.contains(job->id)) continue;
+      // Not ready (held, over a limit, a gap job outside the gap action):
+      // trying it would only cache its shape as failing for the ready jobs.
+      if (!session_.job_ready(*job)) continue;
       if (try_start(*job)) continue;
       if (may_reserve && reserve(*job)) ++reservations;
     }

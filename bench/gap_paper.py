@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""Paper 004's simulation (Polyakov & Dubenskaya: improving the load of
+supercomputers with a migratable gap queue), through `hpcq simulate`.
+
+Setup, as in the paper: conservative backfilling on 512 CPU slots (here one
+node of 512 cores), 1-minute time units, a synthetic Lomonosov-like
+workload, several seeds; the baseline load as a function of the estimate
+accuracy p; then the same workload with a gap queue of serial, checkpointable
+jobs filling the holes (Mode B: run until a reservation comes within the
+save deadline, then checkpoint and requeue; the job is restored in the next
+hole it fits).
+
+The workload (what the paper gives: job size mean 7.5 / sd 16.7 / max 512
+slots; runtime mean 255 min / sd 1204 min / max 15 days; the family is not
+stated): lognormals fitted to those means and deviations, capped at the
+maxima, sizes rounded to whole slots and runtimes to whole minutes (at least
+one); Poisson arrivals at --offered load (work offered / capacity; default
+0.95). Estimates by the paper's model: with probability p the exact runtime,
+with p(1-p) the runtime rounded up to the nearest of the 20 round values
+(1, 2, 5, 10, 20, 30 min; 1, 2, 3, 6, 8, 12 h; 1, 1.5, 2, 3, 5, 7, 10, 15
+days), otherwise the next round value above that.
+
+Gap jobs (the paper: "non-parallel, arbitrary-runtime"): one slot, runtime
+uniform in 2-24 h, submitted as a Poisson stream offering --gap-offered of
+the capacity (default 0.15: more than the holes, so the queue is never
+empty), in SWF queue 9 (--gap-queue q9); their estimates are exact (they
+never need to be: they are never reserved for).
+
+Reported per p (means over seeds): the baseline load (busy slot-time /
+capacity over the baseline's span), the load with the gap queue (busy
+slot-time, runs cut short by checkpoints included, over the same span), the
+gain, the regular jobs' mean wait with and without the gap queue (the extra
+wait is the cost of Mode B: a regular job waits for the gap jobs in its way
+to be saved), checkpoints, and work lost (none with checkpoints). The
+paper's bound: going from load l to 1 gains at least (1 - l)(1 - t)c of
+peak, 0.1(1 - t)c from 90%, with t the share of a slot spent starting and
+saving (here checkpoint seconds / the one-hour slot the paper's estimate
+uses) and c the container efficiency (bench/container_slowdown.py:
+c = 0.998 here; bench/checkpoint_cost.py: dump + restore of a serial job
+well under 1 s; --checkpoint-s default 60 is deliberately pessimistic).
+
+Also --trace FILE (an SWF trace from ../shared/traces) instead of the
+generator: the same gap stream is added to it.
+
+Usage: bench/gap_paper.py [--build build] [--days 30] [--seeds 3]
+       [--ps 0.1,0.5,0.9] [--offered 0.95] [--gap-offered 0.15]
+       [--checkpoint-s 60] [--efficiency 0.998] [--deadline-s 600]
+       [--trace FILE --cores N]
+Defaults keep a run to a few minutes on a 2-core VM; the paper's own
+setting is --days 180 --seeds 10 (about an hour here).
+Results: one JSON line per p appended to bench/results/gap_paper.jsonl and
+a table on stdout.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROUND_MIN = [1, 2, 5, 10, 20, 30, 60, 120, 180, 360, 480, 720,
+             1440, 2160, 2880, 4320, 7200, 10080, 14400, 21600]
+GAP_QUEUE = 9
+REGULAR_QUEUE = 1
+
+
+def lognormal(rng, mean, sd):
+    sigma2 = math.log(1 + (sd / mean) ** 2)
+    mu = math.log(mean) - sigma2 / 2
+    return rng.lognormvariate(mu, math.sqrt(sigma2))
+
+
+def estimate(rng, runtime_min, p):
+    u = rng.random()
+    if u < p:
+        return runtime_min
+    up = next((i for i, v in enumerate(ROUND_MIN) if v >= runtime_min), len(ROUND_MIN) - 1)
+    if u < p + p * (1 - p):
+        return ROUND_MIN[up]
+    return ROUND_MIN[min(up + 1, len(ROUND_MIN) - 1)]
+
+
+def swf_line(job_id, submit_s, runtime_s, size, requested_s, queue, user):
+    return (f"{job_id} {submit_s} -1 {runtime_s} {size} -1 -1 {size} {requested_s} -1 1 "
+            f"{user} -1 -1 {queue} -1 -1 -1")
+
+
+def regular_jobs(rng, days, slots, offered, p):
+    mean_work = 7.5 * 255  # slot-minutes per job
+    rate = offered * slots / mean_work  # jobs per minute
+    t, jobs = 0.0, []
+    while True:
+        t += rng.expovariate(rate)
+        if t >= days * 1440:
+            return jobs
+        size = min(slots, max(1, round(lognormal(rng, 7.5, 16.7))))
+        runtime = min(21600, max(1, round(lognormal(rng, 255, 1204))))
+        jobs.append((int(t * 60), runtime * 60, size, estimate(rng, runtime, p) * 60,
+                     REGULAR_QUEUE, rng.randrange(1, 200)))
+
+
+def gap_jobs(rng, span_s, slots, offered):
+    mean_work = 13 * 60  # minutes: uniform 2-24 h
+    rate = offered * slots / mean_work
+    t, jobs = 0.0, []
+    while True:
+        t += rng.expovariate(rate)
+        if t * 60 >= span_s:
+            return jobs
+        runtime = rng.randint(120, 1440) * 60
+        jobs.append((int(t * 60), runtime, 1, runtime, GAP_QUEUE, 999))
+
+
+def write_swf(path, jobs):
+    jobs = sorted(jobs, key=lambda j: j[0])
+    with open(path, "w") as f:
+        f.write("; hpcq bench/gap_paper.py synthetic workload\n")
+        for i, j in enumerate(jobs, 1):
+            f.write(swf_line(i, *j) + "\n")
+
+
+def read_swf(path):
+    import gzip
+    opener = gzip.open if path.endswith(".gz") else open
+    jobs = []
+    with opener(path, "rt") as f:
+        for line in f:
+            if line.startswith(";") or not line.strip():
+                continue
+            v = line.split()
+            submit, runtime, size, req = int(float(v[1])), int(float(v[3])), int(v[4]), int(float(v[8]))
+            if runtime <= 0 or size <= 0:
+                continue
+            size = size if size > 0 else int(v[7])
+            jobs.append((submit, runtime, size, req if req > 0 else runtime, REGULAR_QUEUE,
+                         int(v[11]) if int(v[11]) > 0 else 1))
+    return jobs
+
+
+def simulate(hpcq, swf, cores, args, gap):
+    cmd = [hpcq, "simulate", swf, "--cores", str(cores), "--json", "--skip-impossible",
+           "--policy", "gap" if gap else "conservative", "--events", swf + ".events"]
+    if gap:
+        cmd += ["--gap-queue", f"q{GAP_QUEUE}", "--checkpoint-cost", str(args.checkpoint_s),
+                "--container-efficiency", str(args.efficiency),
+                "--option", f"gap.save_deadline_s={args.deadline_s}"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def cores_of(spec):
+    n = 0
+    for part in spec:
+        for r in part.split(":", 1)[1].split(","):
+            a, _, b = r.partition("-")
+            n += int(b) - int(a) + 1 if b else 1
+    return n
+
+
+def busy(events_path, queue_of, window_s):
+    """Busy core-seconds of regular and gap jobs within [0, window_s], from
+    the simulator's event log (every run, those cut short by a checkpoint
+    included)."""
+    running, regular, gap = {}, 0.0, 0.0
+    with open(events_path) as f:
+        for line in f:
+            v = line.split()
+            t, job, kind = int(v[0]), int(v[1]), v[2]
+            if kind == "start":
+                running[job] = (t, cores_of(v[3:]))
+                continue
+            start, n = running.pop(job)
+            s = max(0, min(window_s, t) - min(window_s, start)) * n
+            if queue_of[job] == GAP_QUEUE:
+                gap += s
+            else:
+                regular += s
+    for job, (start, n) in running.items():
+        s = max(0, window_s - min(window_s, start)) * n
+        if queue_of[job] == GAP_QUEUE:
+            gap += s
+        else:
+            regular += s
+    return regular, gap
+
+
+def queues_of(swf):
+    q = {}
+    with open(swf) as f:
+        for line in f:
+            if not line.startswith(";") and line.strip():
+                v = line.split()
+                q[int(v[0])] = int(v[14])
+    return q
+
+
+def regular_wait(report):
+    q = report["queues"].get(f"q{REGULAR_QUEUE}")
+    return q["mean_wait_s"] if q else report["mean_wait_s"]
+
+
+def one(hpcq, regular, cores, args, rng, work):
+    # The load is measured over the arrival window (the paper's 180 days),
+    # not the drain after the last arrival.
+    window = max(j[0] for j in regular) + 1
+    base_swf = os.path.join(work, "base.swf")
+    write_swf(base_swf, regular)
+    base = simulate(hpcq, base_swf, cores, args, gap=False)
+    reg_busy, _ = busy(base_swf + ".events", queues_of(base_swf), window)
+    capacity = cores * window
+    gap = gap_jobs(rng, window, cores, args.gap_offered)
+    gap_swf = os.path.join(work, "gap.swf")
+    write_swf(gap_swf, regular + gap)
+    withgap = simulate(hpcq, gap_swf, cores, args, gap=True)
+    reg_busy2, gap_busy = busy(gap_swf + ".events", queues_of(gap_swf), window)
+    return {
+        "load": reg_busy / capacity,
+        "load_with_gap": (reg_busy2 + gap_busy) / capacity,
+        "wait_s": regular_wait(base),
+        "wait_with_gap_s": regular_wait(withgap),
+        "checkpointed": withgap.get("checkpointed", 0),
+        "lost_core_seconds": withgap.get("lost_core_seconds", 0.0),
+        "gap_jobs": len(gap),
+        "jobs": len(regular),
+        "elapsed_s": base["elapsed_s"] + withgap["elapsed_s"],
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--days", type=float, default=30)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--ps", default="0.1,0.5,0.9")
+    ap.add_argument("--offered", type=float, default=0.95)
+    ap.add_argument("--gap-offered", type=float, default=0.15)
+    ap.add_argument("--checkpoint-s", type=int, default=60)
+    ap.add_argument("--efficiency", type=float, default=0.998)
+    ap.add_argument("--deadline-s", type=int, default=600)
+    ap.add_argument("--trace")
+    ap.add_argument("--cores", type=int, default=512)
+    args = ap.parse_args()
+    hpcq = os.path.join(os.path.abspath(args.build), "cli", "hpcq")
+    t = args.checkpoint_s / 3600.0  # of a one-hour slot
+    bound_c = args.efficiency
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="hpcq-gap-") as work:
+        settings = [("trace", None)] if args.trace else [("p", float(p)) for p in args.ps.split(",")]
+        for kind, p in settings:
+            runs = []
+            for seed in range(args.seeds if not args.trace else 1):
+                rng = random.Random(seed * 1000 + int((p or 0) * 100))
+                regular = (read_swf(args.trace) if args.trace
+                           else regular_jobs(rng, args.days, args.cores, args.offered, p))
+                runs.append(one(hpcq, regular, args.cores, args, rng, work))
+            mean = {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
+            row = {"source": os.path.basename(args.trace) if args.trace else "lomonosov-like",
+                   "p": p, "days": args.days, "seeds": len(runs), "cores": args.cores,
+                   "offered": args.offered, "gap_offered": args.gap_offered,
+                   "checkpoint_s": args.checkpoint_s, "c": args.efficiency,
+                   "deadline_s": args.deadline_s, **mean,
+                   "gain": mean["load_with_gap"] - mean["load"],
+                   "bound": (1 - mean["load"]) * (1 - t) * bound_c,
+                   "bound_from_90": 0.1 * (1 - t) * bound_c,
+                   "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            rows.append(row)
+            with open(os.path.join(ROOT, "bench", "results", "gap_paper.jsonl"), "a") as f:
+                f.write(json.dumps(row) + "\n")
+    print(f"{'p':>5} {'load':>6} {'+gap':>6} {'gain':>6} {'bound':>6} {'wait s':>8} "
+          f"{'+gap s':>8} {'ckpts':>6} {'lost':>5} {'jobs':>6} {'gapjobs':>7}")
+    for r in rows:
+        print(f"{str(r['p']):>5} {r['load']:6.3f} {r['load_with_gap']:6.3f} {r['gain']:6.3f} "
+              f"{r['bound']:6.3f} {r['wait_s']:8.0f} {r['wait_with_gap_s']:8.0f} "
+              f"{r['checkpointed']:6.0f} {r['lost_core_seconds']:5.0f} {r['jobs']:6.0f} "
+              f"{r['gap_jobs']:7.0f}")
+
+
+if __name__ == "__main__":
+    main()
