@@ -264,17 +264,17 @@ def main():
                    "checkpoint_s": args.checkpoint_s, "c": args.efficiency,
                    "deadline_s": args.deadline_s, **mean,
                    "gain": mean["load_with_gap"] - mean["load"],
-                   "bound": (1 - mean["load"]) * (1 - t) * bound_c,
+                   "ceiling": (1 - mean["load"]) * (1 - t) * bound_c,
                    "bound_from_90": 0.1 * (1 - t) * bound_c,
                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             rows.append(row)
             with open(os.path.join(ROOT, "bench", "results", "gap_paper.jsonl"), "a") as f:
                 f.write(json.dumps(row) + "\n")
-    print(f"{'p':>5} {'load':>6} {'+gap':>6} {'gain':>6} {'bound':>6} {'wait s':>8} "
+    print(f"{'p':>5} {'load':>6} {'+gap':>6} {'gain':>6} {'ceil':>6} {'wait s':>8} "
           f"{'+gap s':>8} {'ckpts':>6} {'lost':>5} {'jobs':>6} {'gapjobs':>7}")
     for r in rows:
         print(f"{str(r['p']):>5} {r['load']:6.3f} {r['load_with_gap']:6.3f} {r['gain']:6.3f} "
-              f"{r['bound']:6.3f} {r['wait_s']:8.0f} {r['wait_with_gap_s']:8.0f} "
+              f"{r['ceiling']:6.3f} {r['wait_s']:8.0f} {r['wait_with_gap_s']:8.0f} "
               f"{r['checkpointed']:6.0f} {r['lost_core_seconds']:5.0f} {r['jobs']:6.0f} "
               f"{r['gap_jobs']:7.0f}")
 
