@@ -2183,7 +2183,8 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
 void Leader::all_parts_ended(JobEntry& entry, TimeUs end_time) {
   if (!entry.requeue_when_ended.empty() && !entry.cancel_requested) {
     const std::optional<sched::Preempt> preempted = entry.preempted;
-    requeue_job(entry, entry.requeue_when_ended);
+    const std::string why = entry.requeue_when_ended;  // requeue_job clears it
+    requeue_job(entry, why);
     if (preempted) entry.yields_to = preempted->for_job;
     schedule_soon();
     return;

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -85,10 +86,34 @@ struct CriuRun {
   std::string output;  // criu's stdout and stderr
 };
 
+// One CRIU at a time on a host. CRIU's parasite mounts a /proc of the
+// dumped task's PID namespace at a fixed /tmp/crtools-proc of the task's
+// mount namespace -- here the host's -- so two dumps at once (two jobs on
+// one node now that dumps run beside the agent's loop, or emulated nodes
+// sharing a host) fail with EEXIST. An flock on a file in the same /tmp
+// serialises them across agents; it is released when the fd closes.
+class HostCriuLock {
+ public:
+  HostCriuLock() : fd_(open("/tmp/.hpcq-criu.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+    if (fd_ < 0) return;  // no lock: CRIU may then fail on a clash, and says so
+    while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~HostCriuLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  HostCriuLock(const HostCriuLock&) = delete;
+  HostCriuLock& operator=(const HostCriuLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 // Runs criu with `args` (argv[1..]); stdin /dev/null, stdout/stderr captured.
 // The child is moved into each of `cgroup_dirs` before it execs.
 Result<CriuRun> run_criu(const CriuInfo& criu, const std::vector<std::string>& args,
                          const std::vector<std::string>& cgroup_dirs, std::chrono::seconds timeout) {
+  const HostCriuLock one_at_a_time;
   Fd out(memfd_create("criu-output", MFD_CLOEXEC));
   if (out.get() < 0) return internal_error("memfd_create: " + errno_text(errno));
   Fd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));

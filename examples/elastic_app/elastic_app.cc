@@ -11,8 +11,11 @@
 // hpcq has no MPI of its own, so the task on the job's first node (the one
 // that gets HPCQ_RESIZE_SOCKET) computes every block itself and only models
 // the others' time; the tasks on the other nodes stay alive as the nodes'
-// workers until the job ends or a shrink takes their node (their output
-// goes nowhere). Everything below uses lib/elastic/hpcq_elastic.h only.
+// workers until a shrink takes their node or the first node's task is done
+// (with --out it then creates OUT.JOBID.done, which the workers watch for,
+// so that the job ends when its computation does, as an MPI job's ranks
+// all return; without --out they wait to be cancelled). Everything below
+// uses lib/elastic/hpcq_elastic.h only.
 //
 // Output (--out, one line each, flushed): "nodes N: a,b,c" for each node
 // list it sees (at start and after each resize), "resize KIND N
@@ -119,6 +122,13 @@ class Log {
   std::FILE* file_;
 };
 
+// Where the first node's task says it is done (see the file comment).
+std::string done_marker(const Options& o) {
+  const char* job = std::getenv("HPCQ_JOB_ID");
+  if (o.out.empty() || job == nullptr) return "";
+  return o.out + "." + job + ".done";
+}
+
 std::string joined(const std::vector<std::string>& nodes) {
   std::string s;
   for (const auto& n : nodes) s += (s.empty() ? "" : ",") + n;
@@ -151,15 +161,34 @@ int main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGUSR1, SIGUSR2, SIGHUP}) sigaction(sig, &sa, nullptr);
 
+  // The computing task: the one on the job's first node, which has the
+  // resize socket when the job is elastic; task 0 of a rigid or moldable
+  // job (no socket) computes too, without resizes.
   hpcq::elastic::Channel channel;
   std::string error;
-  if (!channel.open(&error)) {
-    // Not the first node: a worker that holds its node until the job ends
-    // or a shrink takes it away.
-    for (;;) pause();
+  const char* rank = std::getenv("HPCQ_TASK_RANK");
+  const bool first_task = rank != nullptr && std::string(rank) == "0";
+  if (!channel.open(&error) && !first_task) {
+    // Not the first node: a worker that holds its node until the first
+    // node's task is done or a shrink takes it away.
+    const std::string marker = done_marker(o);
+    for (;;) {
+      if (!marker.empty() && access(marker.c_str(), F_OK) == 0) return 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
+  error.clear();
   Log log(o.out);
   std::vector<std::string> nodes = hpcq::elastic::read_nodelist(hpcq::elastic::nodelist_path());
+  if (nodes.empty() && !channel.is_open()) {
+    // Not elastic: the node list of the environment, fixed for the run.
+    const char* list = std::getenv("HPCQ_NODELIST");
+    for (std::string rest = list != nullptr ? list : ""; !rest.empty();) {
+      const auto comma = rest.find(',');
+      nodes.push_back(rest.substr(0, comma));
+      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    }
+  }
   if (nodes.empty()) {
     std::fprintf(stderr, "hpcq-elastic-app: no node list in HPCQ_NODELIST_FILE\n");
     return 1;
@@ -203,5 +232,9 @@ int main(int argc, char** argv) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", residual);
   log.line("done iterations " + std::to_string(o.iterations) + " residual " + buf);
+  const std::string marker = done_marker(o);
+  if (!marker.empty()) {
+    if (std::FILE* f = std::fopen(marker.c_str(), "w")) std::fclose(f);
+  }
   return 0;
 }

@@ -105,8 +105,11 @@ def test_shrink_for_a_rigid_job_then_expand():
         t.check("resize shrink 2 acknowledged" in text, f"app output {text}")
         t.check(f"nodes 2: {','.join(s['nodes'])}" in text, f"app output {text}")
         t.wait_state(rigid, "COMPLETED", timeout=30)
-        s = wait_for("the expansion back to 4", lambda: (lambda s: s if len(s["nodes"]) == 4
-                                                           else None)(t.status(job)))
+        # The nodes come first (the parts start), the record once the app
+        # has answered.
+        s = wait_for("the expansion back to 4", lambda: (
+            lambda s: s if len(s["nodes"]) == 4 and s["resizes"][-1]["kind"] == "expand"
+            else None)(t.status(job)))
         last = s["resizes"][-1]
         t.check((last["kind"], last["from"], last["to"], last["outcome"]) ==
                 ("expand", 2, 4, "acknowledged"), f"resize record {last}")
