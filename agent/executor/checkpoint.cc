@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -16,6 +15,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -91,12 +91,26 @@ struct CriuRun {
 // mount namespace -- here the host's -- so two dumps at once (two jobs on
 // one node now that dumps run beside the agent's loop, or emulated nodes
 // sharing a host) fail with EEXIST. An flock on a file in the same /tmp
-// serialises them across agents; it is released when the fd closes.
+// serialises them: a mutex between this process's threads, and a POSIX
+// record lock (fcntl) on a file in the same /tmp between processes. Not
+// flock: a child forked meanwhile (a job shell, criu before its exec) would
+// share an flock and, stuck, hold it for ever; record locks are the
+// process's own, never inherited, and go when it dies.
+std::mutex& criu_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 class HostCriuLock {
  public:
-  HostCriuLock() : fd_(open("/tmp/.hpcq-criu.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+  HostCriuLock()
+      : in_process_(criu_mutex()),
+        fd_(open("/tmp/.hpcq-criu.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
     if (fd_ < 0) return;  // no lock: CRIU may then fail on a clash, and says so
-    while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;
+    while (fcntl(fd_, F_SETLKW, &whole) != 0 && errno == EINTR) {
     }
   }
   ~HostCriuLock() {
@@ -106,6 +120,7 @@ class HostCriuLock {
   HostCriuLock& operator=(const HostCriuLock&) = delete;
 
  private:
+  std::unique_lock<std::mutex> in_process_;
   int fd_;
 };
 
@@ -147,6 +162,10 @@ Result<CriuRun> run_criu(const CriuInfo& criu, const std::vector<std::string>& a
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    // Our copy of the write end must go, or a parent that dies before the
+    // go byte would leave us blocked here for ever (holding whatever we
+    // inherited, the host's CRIU lock included) instead of reading EOF.
+    close(go_write.get());
     char go = 0;
     ssize_t n;
     do {

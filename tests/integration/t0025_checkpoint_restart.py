@@ -10,6 +10,7 @@ agents and a real hpcqd (issue 6):
   from zero;
 - the target node of a migration dies during the restore: the job is
   requeued from the same checkpoint and restored elsewhere, never lost."""
+import atexit
 import json
 import os
 import signal
@@ -104,9 +105,23 @@ def kill_node(rank):
     return cmdline
 
 
+RESTARTED = []  # hpcq start stops only the agents it started: these are ours
+
+
+@atexit.register
+def stop_restarted():
+    for p in RESTARTED:
+        p.terminate()
+    for p in RESTARTED:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def restart_agent(cmdline, name):
     log = open(os.path.join(t.cluster_dir(), "logs", f"agent-restarted-{name}.log"), "a")
-    subprocess.Popen(cmdline, stdout=log, stderr=log)
+    RESTARTED.append(subprocess.Popen(cmdline, stdout=log, stderr=log))
     wait_until(f"{name} up again", lambda: node_state(name) == "up")
 
 
