@@ -13,11 +13,11 @@ EventLoop::EventLoop() : wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 EventLoop::~EventLoop() { ::close(wake_fd_); }
 
 void EventLoop::watch_socket(zmq::socket_t& socket, Callback on_readable) {
-  sources_.push_back({&socket, -1, std::move(on_readable)});
+  sources_.push_back({&socket, -1, std::move(on_readable), next_source_++});
 }
 
 void EventLoop::watch_fd(int fd, Callback on_readable) {
-  sources_.push_back({nullptr, fd, std::move(on_readable)});
+  sources_.push_back({nullptr, fd, std::move(on_readable), next_source_++});
 }
 
 void EventLoop::unwatch_socket(zmq::socket_t& socket) {
@@ -123,7 +123,13 @@ void EventLoop::run() {
     }
     if (items[0].revents & ZMQ_POLLIN) run_posted();
     for (size_t i = 0; i < sources.size(); ++i) {
-      if (items[i + 1].revents & ZMQ_POLLIN) sources[i].callback();
+      if (!(items[i + 1].revents & ZMQ_POLLIN)) continue;
+      // An earlier callback of this round may have unwatched it (and freed
+      // what its callback points at): only sources still registered run.
+      const std::uint64_t id = sources[i].id;
+      const bool watched = std::any_of(sources_.begin(), sources_.end(),
+                                       [id](const Source& s) { return s.id == id; });
+      if (watched) sources[i].callback();
     }
     run_due_timers();
   }

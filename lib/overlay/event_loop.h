@@ -64,8 +64,10 @@ class EventLoop {
     zmq::socket_t* socket;
     int fd;
     Callback callback;
+    std::uint64_t id = 0;  // unique per registration
   };
   std::vector<Source> sources_;
+  std::uint64_t next_source_ = 1;
   std::map<TimerId, Timer> timers_;
   TimerId next_timer_ = 1;
 };
