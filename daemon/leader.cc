@@ -114,6 +114,30 @@ sched::PendingJob pending_of(const job::Job& job) {
   return p;
 }
 
+// A job's records of one kind ("checkpoint", "placement", "resize"), kept
+// under "<job>/<n>" as protobuf JSON: appended to `list` of each known job,
+// in key order (callers sort by time).
+}  // namespace
+
+template <typename Record, typename Jobs, typename Entry>
+Status Leader::load_job_records(store::Store& store, const char* kind, Jobs& jobs,
+                                std::vector<Record> Entry::*list) {
+  auto stored = store.load_records(kind);
+  if (!stored.is_ok()) return stored.status();
+  for (const auto& [key, value] : *stored) {
+    Record record;
+    auto it = jobs.find(std::strtoull(key.c_str(), nullptr, 10));
+    if (it == jobs.end() || !google::protobuf::util::JsonStringToMessage(value, &record).ok()) {
+      spdlog::warn("store: {} record {} ignored", kind, key);
+      continue;
+    }
+    (it->second.*list).push_back(std::move(record));
+  }
+  return Status::ok();
+}
+
+namespace {
+
 template <typename T>
 std::future<T> ready(T value) {
   std::promise<T> p;
@@ -207,28 +231,8 @@ Status Leader::start() {
     if (!entries.is_ok()) return invalid_argument("store: usage: " + entries.status().message());
     usage_.restore(*entries);
   }
-  auto stored_checkpoints = (*store)->load_records("checkpoint");
-  if (!stored_checkpoints.is_ok()) return stored_checkpoints.status();
-  for (const auto& [key, value] : *stored_checkpoints) {
-    v1::CheckpointRecord record;
-    auto it = jobs_.find(std::strtoull(key.c_str(), nullptr, 10));
-    if (it == jobs_.end() || !google::protobuf::util::JsonStringToMessage(value, &record).ok()) {
-      spdlog::warn("store: checkpoint record {} ignored", key);
-      continue;
-    }
-    it->second.checkpoints.push_back(std::move(record));
-  }
-  auto stored_placements = (*store)->load_records("placement");
-  if (!stored_placements.is_ok()) return stored_placements.status();
-  for (const auto& [key, value] : *stored_placements) {
-    v1::Placement placement;
-    auto it = jobs_.find(std::strtoull(key.c_str(), nullptr, 10));
-    if (it == jobs_.end() || !google::protobuf::util::JsonStringToMessage(value, &placement).ok()) {
-      spdlog::warn("store: placement record {} ignored", key);
-      continue;
-    }
-    it->second.placements.push_back(std::move(placement));
-  }
+  HPCQ_RETURN_IF_ERROR(load_job_records<v1::CheckpointRecord>(**store, "checkpoint", jobs_, &JobEntry::checkpoints));
+  HPCQ_RETURN_IF_ERROR(load_job_records<v1::Placement>(**store, "placement", jobs_, &JobEntry::placements));
   for (auto& [id, entry] : jobs_) {
     std::sort(entry.checkpoints.begin(), entry.checkpoints.end(),
               [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
@@ -254,17 +258,7 @@ Status Leader::start() {
     }
   }
   // Resize records are kept as checkpoint records are: "<job>/<n>".
-  auto stored_resizes = (*store)->load_records("resize");
-  if (!stored_resizes.is_ok()) return stored_resizes.status();
-  for (const auto& [key, value] : *stored_resizes) {
-    v1::ResizeRecord record;
-    auto it = jobs_.find(std::strtoull(key.c_str(), nullptr, 10));
-    if (it == jobs_.end() || !google::protobuf::util::JsonStringToMessage(value, &record).ok()) {
-      spdlog::warn("store: resize record {} ignored", key);
-      continue;
-    }
-    it->second.resizes.push_back(std::move(record));
-  }
+  HPCQ_RETURN_IF_ERROR(load_job_records<v1::ResizeRecord>(**store, "resize", jobs_, &JobEntry::resizes));
   for (auto& [id, entry] : jobs_) {
     std::sort(entry.resizes.begin(), entry.resizes.end(),
               [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
@@ -567,13 +561,18 @@ std::future<Status> Leader::hold(const Caller& caller, JobId id, bool held) {
 // Checkpoint records are kept under "<job>/<n>", n counting from 1 in the
 // order they were taken.
 void Leader::persist_checkpoint(const JobEntry& entry, std::size_t index) {
+  persist_job_record(entry.job.id, "checkpoint", index + 1, entry.checkpoints[index]);
+}
+
+// A job's record "<job>/<number>" of `kind` (load_job_records reads them).
+void Leader::persist_job_record(JobId id, const char* kind, std::size_t number,
+                                const google::protobuf::Message& record) {
   std::string json;
-  (void)google::protobuf::util::MessageToJsonString(entry.checkpoints[index], &json);
+  (void)google::protobuf::util::MessageToJsonString(record, &json);
   store::WriteBatch batch;
-  batch.put_record("checkpoint", std::to_string(entry.job.id) + "/" + std::to_string(index + 1),
-                   json);
-  committer_->submit(std::move(batch), [id = entry.job.id](Status s) {
-    if (!s.is_ok()) spdlog::error("job {}: checkpoint record: {}", id, s.message());
+  batch.put_record(kind, std::to_string(id) + "/" + std::to_string(number), json);
+  committer_->submit(std::move(batch), [id, kind](Status s) {
+    if (!s.is_ok()) spdlog::error("job {}: {} record: {}", id, kind, s.message());
   });
 }
 
@@ -849,14 +848,7 @@ void Leader::finish_resize(JobEntry& entry, const std::string& outcome, const st
   for (const std::string& n : node_names(entry.job.allocation)) r.record.add_nodes(n);
   entry.last_resize = t;
   entry.resizes.push_back(r.record);
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(r.record, &json);
-  store::WriteBatch batch;
-  batch.put_record("resize",
-                   std::to_string(entry.job.id) + "/" + std::to_string(entry.resizes.size()), json);
-  committer_->submit(std::move(batch), [id = entry.job.id](Status s) {
-    if (!s.is_ok()) spdlog::error("job {}: resize record: {}", id, s.message());
-  });
+  persist_job_record(entry.job.id, "resize", entry.resizes.size(), r.record);
   spdlog::info("job {}: {} {} -> {} {}{} (answer in {:.3f} s)", entry.job.id, r.record.kind(),
                r.record.from(), r.record.to(), outcome, reason.empty() ? "" : ": " + reason,
                answer_seconds);
@@ -2328,14 +2320,7 @@ void Leader::close_placement(JobEntry& entry, const std::string& outcome) {
 
 // Placement records are kept under "<job>/<n>", n counting runs from 1.
 void Leader::persist_placement(const JobEntry& entry, std::size_t index) {
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(entry.placements[index], &json);
-  store::WriteBatch batch;
-  batch.put_record("placement", std::to_string(entry.job.id) + "/" + std::to_string(index + 1),
-                   json);
-  committer_->submit(std::move(batch), [id = entry.job.id](Status s) {
-    if (!s.is_ok()) spdlog::error("job {}: placement record: {}", id, s.message());
-  });
+  persist_job_record(entry.job.id, "placement", index + 1, entry.placements[index]);
 }
 
 void Leader::release_held(JobEntry& entry) {

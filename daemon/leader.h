@@ -197,6 +197,13 @@ class Leader {
   void finish_checkpoint(JobEntry& entry, bool timed_out);
   std::string checkpoint_root() const;
   void persist_checkpoint(const JobEntry& entry, std::size_t index);
+  void persist_job_record(JobId id, const char* kind, std::size_t number,
+                          const google::protobuf::Message& record);
+  // A job's records of one kind ("checkpoint", "placement", "resize"), kept
+  // under "<job>/<n>": appended to `list` of each known job in `jobs`.
+  template <typename Record, typename Jobs, typename Entry>
+  static Status load_job_records(store::Store& store, const char* kind, Jobs& jobs,
+                                 std::vector<Record> Entry::*list);
   // Whether the job can be checkpointed now (then: continue|requeue|stop).
   Status checkpointable(const JobEntry& entry, const std::string& then) const;
   // Sends the Checkpoint to every node of the job; `promise` (null for a
