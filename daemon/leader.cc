@@ -1035,10 +1035,6 @@ Status Leader::checkpointable(const JobEntry& entry, const std::string& then) co
     return failed_precondition(name + " is " + job::state_name(job.state) +
                                ": only running jobs can be checkpointed");
   }
-  if (!job.spec.image.empty()) {
-    return failed_precondition(name + " runs in OCI containers: their checkpoint is not "
-                               "supported yet");
-  }
   // A restore needs each node's part to hold as many tasks as its image:
   // it asks for as many nodes as the dump, which gives every node the same
   // count only when the tasks divide evenly over them.
@@ -1183,6 +1179,17 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
                              : Result<v1::CheckpointRecord>(failed_precondition(
                                    name + ": checkpoint failed (" + record.outcome() +
                                    "); the job runs on")));
+    return;
+  }
+  if (!ok && op.promise && !timed_out && entry.running_on.size() == job.allocation.nodes.size()) {
+    // Asked for by a user (checkpoint --then, migrate) and no part was
+    // stopped (a failed dump resumes its part): the job runs on where it was.
+    // A preemption's victim (no promise) must leave all the same: below.
+    spdlog::info("{}: checkpoint ({}) {}: it runs on", name, record.then(), record.outcome());
+    if (op.promise) {
+      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" +
+                                                record.outcome() + "); the job runs on"));
+    }
     return;
   }
   if (!ok) {

@@ -4,10 +4,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -86,49 +89,21 @@ struct CriuRun {
   std::string output;  // criu's stdout and stderr
 };
 
-// One CRIU at a time on a host. CRIU's parasite mounts a /proc of the
-// dumped task's PID namespace at a fixed /tmp/crtools-proc of the task's
-// mount namespace -- here the host's -- so two dumps at once (two jobs on
-// one node now that dumps run beside the agent's loop, or emulated nodes
-// sharing a host) fail with EEXIST. An flock on a file in the same /tmp
-// serialises them: a mutex between this process's threads, and a POSIX
-// record lock (fcntl) on a file in the same /tmp between processes. Not
-// flock: a child forked meanwhile (a job shell, criu before its exec) would
-// share an flock and, stuck, hold it for ever; record locks are the
-// process's own, never inherited, and go when it dies.
-std::mutex& criu_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-class HostCriuLock {
- public:
-  HostCriuLock()
-      : in_process_(criu_mutex()),
-        fd_(open("/tmp/.hpcq-criu.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
-    if (fd_ < 0) return;  // no lock: CRIU may then fail on a clash, and says so
-    struct flock whole {};
-    whole.l_type = F_WRLCK;
-    whole.l_whence = SEEK_SET;
-    while (fcntl(fd_, F_SETLKW, &whole) != 0 && errno == EINTR) {
-    }
-  }
-  ~HostCriuLock() {
-    if (fd_ >= 0) close(fd_);
-  }
-  HostCriuLock(const HostCriuLock&) = delete;
-  HostCriuLock& operator=(const HostCriuLock&) = delete;
-
- private:
-  std::unique_lock<std::mutex> in_process_;
-  int fd_;
-};
-
-// Runs criu with `args` (argv[1..]); stdin /dev/null, stdout/stderr captured.
-// The child is moved into each of `cgroup_dirs` before it execs.
-Result<CriuRun> run_criu(const CriuInfo& criu, const std::vector<std::string>& args,
-                         const std::vector<std::string>& cgroup_dirs, std::chrono::seconds timeout) {
+// Runs `binary` with `args` (argv[1..]); stdin /dev/null, stdout/stderr
+// captured. The child is moved into each of `cgroup_dirs` before it execs.
+// With `pid_ns_of` > 0 the program runs in that process's PID namespace, in
+// a mount namespace of its own with that namespace's /proc (what runc needs
+// to find the PIDs its state names): the child enters the namespace and
+// forks the program, whose exit status it passes on.
+Result<CriuRun> run_tool(const std::string& binary, const std::vector<std::string>& args,
+                         const std::vector<std::string>& cgroup_dirs, std::chrono::seconds timeout,
+                         pid_t pid_ns_of = -1) {
   const HostCriuLock one_at_a_time;
+  const std::string ns = "/proc/" + std::to_string(pid_ns_of) + "/ns/pid";
+  Fd pid_ns(pid_ns_of > 0 ? open(ns.c_str(), O_RDONLY | O_CLOEXEC) : -1);
+  if (pid_ns_of > 0 && pid_ns.get() < 0) {
+    return internal_error("open " + ns + ": " + errno_text(errno));
+  }
   Fd out(memfd_create("criu-output", MFD_CLOEXEC));
   if (out.get() < 0) return internal_error("memfd_create: " + errno_text(errno));
   Fd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -139,7 +114,7 @@ Result<CriuRun> run_criu(const CriuInfo& criu, const std::vector<std::string>& a
 
   // Everything the child needs is built before fork: it may not allocate.
   std::vector<std::string> strings;
-  strings.push_back(criu.binary);
+  strings.push_back(binary);
   strings.insert(strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& s : strings) argv.push_back(s.data());
@@ -173,8 +148,28 @@ Result<CriuRun> run_criu(const CriuInfo& criu, const std::vector<std::string>& a
     } while (n < 0 && errno == EINTR);
     if (n != 1) _exit(127);  // the parent gave up on us
     if (dup2(devnull.get(), 0) < 0 || dup2(out.get(), 1) < 0 || dup2(out.get(), 2) < 0) _exit(127);
+    if (pid_ns.get() >= 0) {
+      if (setns(pid_ns.get(), CLONE_NEWPID) != 0) _exit(127);
+      const pid_t program = fork();
+      if (program < 0) _exit(127);
+      if (program > 0) {
+        int status = 0;
+        while (waitpid(program, &status, 0) < 0 && errno == EINTR) {
+        }
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+      }
+      // Killed with us (our time limit).
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+          mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+        static const char kNs[] = "cannot mount the job's /proc\n";
+        ssize_t ignored = write(2, kNs, sizeof kNs - 1);
+        (void)ignored;
+        _exit(127);
+      }
+    }
     execve(argv[0], argv.data(), envp);
-    static const char kMsg[] = "exec of criu failed\n";
+    static const char kMsg[] = "exec failed\n";
     ssize_t ignored = write(2, kMsg, sizeof kMsg - 1);
     (void)ignored;
     _exit(127);
@@ -230,6 +225,11 @@ Result<CriuRun> run_criu(const CriuInfo& criu, const std::vector<std::string>& a
   return run;
 }
 
+Result<CriuRun> run_criu(const CriuInfo& criu, const std::vector<std::string>& args,
+                         const std::vector<std::string>& cgroup_dirs, std::chrono::seconds timeout) {
+  return run_tool(criu.binary, args, cgroup_dirs, timeout);
+}
+
 bool is_harmless(const std::string& line) {
   // CRIU reports this when the restored limit is above its own; the restore
   // goes on (DESIGN.md).
@@ -252,6 +252,28 @@ std::string describe_failure(const CriuRun& run, const std::string& what, const 
 
 }  // namespace
 
+namespace {
+std::mutex& host_criu_mutex() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+HostCriuLock::HostCriuLock()
+    : in_process_(host_criu_mutex()),
+      fd_(open("/tmp/.hpcq-criu.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+  if (fd_ < 0) return;  // no lock: CRIU may then fail on a clash, and says so
+  struct flock whole {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;
+  while (fcntl(fd_, F_SETLKW, &whole) != 0 && errno == EINTR) {
+  }
+}
+
+HostCriuLock::~HostCriuLock() {
+  if (fd_ >= 0) close(fd_);
+}
+
 std::string criu_failure_reason(const std::string& log_path, const std::string& fallback) {
   std::ifstream in(log_path);
   std::string line;
@@ -266,25 +288,26 @@ std::string criu_failure_reason(const std::string& log_path, const std::string& 
   return fallback;
 }
 
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = getenv("PATH");
+  std::istringstream dirs(path != nullptr && *path != '\0' ? path
+                                                           : "/usr/local/sbin:/usr/local/bin:"
+                                                             "/usr/sbin:/usr/bin:/sbin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
 Result<CriuInfo> probe_criu(const std::string& binary) {
   std::string name = binary.empty() ? "criu" : binary;
   CriuInfo info;
-  if (name.find('/') != std::string::npos) {
-    info.binary = name;
-  } else {
-    const char* path = getenv("PATH");
-    std::istringstream dirs(path != nullptr && *path != '\0' ? path : "/usr/local/sbin:/usr/sbin");
-    std::string dir;
-    while (std::getline(dirs, dir, ':')) {
-      std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-      if (access(candidate.c_str(), X_OK) == 0) {
-        info.binary = candidate;
-        break;
-      }
-    }
-    if (info.binary.empty()) {
-      return failed_precondition("no '" + name + "' in PATH (install it with .ci/install-criu)");
-    }
+  info.binary = find_program(name);
+  if (info.binary.empty()) {
+    return failed_precondition("no '" + name + "' in PATH (install it with .ci/install-criu)");
   }
   if (access(info.binary.c_str(), X_OK) != 0) {
     return failed_precondition("CRIU '" + info.binary + "' is not executable: " +
@@ -399,6 +422,25 @@ Result<pid_t> criu_restore(const CriuInfo& criu, const CriuRestore& restore) {
         describe_failure(*run, "criu restore", restore.image_dir + "/restore.log"));
   }
   return root;
+}
+
+Status runc_dump(const CriuInfo& criu, const RuncDump& dump) {
+  std::vector<std::string> args = {"--criu",       criu.binary, "--root",      dump.state_root,
+                                   "checkpoint",   "--image-path", dump.image_dir, "--work-path",
+                                   dump.image_dir};
+  if (dump.leave_running) args.push_back("--leave-running");
+  args.push_back(dump.container);
+  auto run = run_tool(dump.runc, args, {}, dump.timeout, dump.namespace_of);
+  if (!run.is_ok()) return run.status();
+  if (run->timed_out) {
+    return unavailable("runc checkpoint ran past " + std::to_string(dump.timeout.count()) +
+                       " s and was killed");
+  }
+  if (run->exit_code != 0) {
+    return internal_error(describe_failure(*run, "runc checkpoint of " + dump.container,
+                                           dump.image_dir + "/dump.log"));
+  }
+  return Status::ok();
 }
 
 }  // namespace hpcq::agent

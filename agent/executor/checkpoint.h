@@ -26,6 +26,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,52 @@ struct CriuRestore {
 // Runs `criu restore`; returns the host PID of the restored root, a child of
 // the caller. On error nothing of the restored tree is left.
 Result<pid_t> criu_restore(const CriuInfo& criu, const CriuRestore& restore);
+
+// One CRIU at a time on a host, held for this object's lifetime: every
+// criu run here takes it, and so must whoever has runc run CRIU (a job
+// shell's `runc restore`). CRIU's parasite mounts a /proc of the dumped
+// task's PID namespace at a fixed /tmp/crtools-proc of the task's mount
+// namespace -- the host's for the process executor -- so two dumps at once
+// (two jobs on one node, or emulated nodes sharing a host) fail with
+// EEXIST. A mutex between this process's threads, and a POSIX record lock
+// (fcntl) on /tmp/.hpcq-criu.lock between processes. Not flock: a child
+// forked meanwhile (a job shell, criu before its exec) would share an flock
+// and, stuck, hold it for ever; record locks are the process's own, never
+// inherited, and go when it dies.
+class HostCriuLock {
+ public:
+  HostCriuLock();
+  ~HostCriuLock();
+  HostCriuLock(const HostCriuLock&) = delete;
+  HostCriuLock& operator=(const HostCriuLock&) = delete;
+
+ private:
+  std::unique_lock<std::mutex> in_process_;
+  int fd_;
+};
+
+// `runc checkpoint` of one container of an image job (the OCI executor):
+// runc drives CRIU (`runc --criu`) over the container's tree, its mounts,
+// namespaces and the pipes of its stdio (descriptors.json), which
+// `runc restore` then maps onto its own. runc's state (`--root`) names the
+// container's PIDs as the job's PID namespace sees them (the job shell ran
+// `runc run` there, with that namespace's /proc), so runc checkpoint runs
+// in that namespace too, with a /proc of its own.
+struct RuncDump {
+  std::string runc;          // runc binary, absolute
+  std::string state_root;    // runc --root
+  std::string container;     // container id
+  pid_t namespace_of = -1;   // a host PID in the job's PID namespace (its shell)
+  std::string image_dir;     // must exist; images and dump.log go here
+  bool leave_running = true;  // false: CRIU kills the container once dumped
+  std::chrono::seconds timeout{600};
+};
+
+Status runc_dump(const CriuInfo& criu, const RuncDump& dump);
+
+// `name` if it holds a '/', else the first executable `name` in PATH; empty
+// if there is none.
+std::string find_program(const std::string& name);
 
 // One line explaining why CRIU failed, from its log: the first "Error" line
 // without its timestamp and source location, or `fallback` if there is none.

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -99,6 +100,11 @@ std::string last_line(const std::string& path) {
     if (!line.empty()) last = line;
   }
   return last;
+}
+
+// Where `runc restore` of a worker works: CRIU's restore.log, runc's PID file.
+std::string restore_work_dir(const JobFiles& files, int worker) {
+  return files.oci_dir + "/restore-" + std::to_string(worker);
 }
 
 std::string read_whole(const std::string& path) {
@@ -234,7 +240,12 @@ Status ProcessExecutor::prepare_workers(JobLaunch& l, Job& j) const {
   return Status::ok();
 }
 
-Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job& j) const {
+std::string ProcessExecutor::container_id(JobId job, int worker) const {
+  return "hpcq-" + config_.instance + "-" + std::to_string(job) + "-" + std::to_string(worker);
+}
+
+Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job& j,
+                                          const std::string& restore_images) const {
   WorkerSpec& worker = l.workers[w];
   // The image: a bundle (config.json names its root) or a root file system.
   std::string rootfs = l.image;
@@ -258,7 +269,12 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
     return internal_error("mkdir " + files.oci_dir + ": " + errno_text(errno));
   }
   const std::string dir = files.oci_dir + "/worker-" + std::to_string(worker.id);
-  if (mkdir(dir.c_str(), 0700) != 0 || chown(dir.c_str(), l.uid, l.gid) != 0) {
+  const JobFiles inside(dir);
+  if (!restore_images.empty()) {
+    // The bundle came back with the job directory; the shell inside read
+    // its files at its start, only the container's config is new.
+    unlink((dir + "/config.json").c_str());
+  } else if (mkdir(dir.c_str(), 0700) != 0 || chown(dir.c_str(), l.uid, l.gid) != 0) {
     return internal_error("create " + dir + ": " + errno_text(errno));
   }
   // What the shell inside reads: this worker's tasks only, run as they are.
@@ -272,11 +288,12 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
   }
   inner.workers = {worker};
   if (passwd* pw = getpwuid(l.uid)) inner.env.emplace("HOME", pw->pw_dir);
-  const JobFiles inside(dir);
-  HPCQ_RETURN_IF_ERROR(write_new_file(inside.launch, encode_launch(inner), 0600, l.uid, l.gid));
-  HPCQ_RETURN_IF_ERROR(write_new_file(inside.hostfile, l.hostfile, 0644, l.uid, l.gid));
-  if (!l.script.empty()) {
-    HPCQ_RETURN_IF_ERROR(write_new_file(inside.script, l.script, 0700, l.uid, l.gid));
+  if (restore_images.empty()) {
+    HPCQ_RETURN_IF_ERROR(write_new_file(inside.launch, encode_launch(inner), 0600, l.uid, l.gid));
+    HPCQ_RETURN_IF_ERROR(write_new_file(inside.hostfile, l.hostfile, 0644, l.uid, l.gid));
+    if (!l.script.empty()) {
+      HPCQ_RETURN_IF_ERROR(write_new_file(inside.script, l.script, 0700, l.uid, l.gid));
+    }
   }
 
   OciContainer c;
@@ -312,10 +329,22 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
   if (std::filesystem::exists("/etc/hosts", ec)) c.read_only_files.push_back("/etc/hosts");
   HPCQ_RETURN_IF_ERROR(write_new_file(dir + "/config.json", oci_config_json(c), 0600, 0, 0));
 
-  worker.command = {config_.runc_path, "--root", files.oci_dir + "/state", "run",
-                    "--bundle", dir, "hpcq-" + config_.instance + "-" + std::to_string(l.id) +
-                    "-" + std::to_string(worker.id)};
   worker.results = inside.results;
+  const std::string id = container_id(l.id, worker.id);
+  if (restore_images.empty()) {
+    worker.command = {config_.runc_path, "--root", files.oci_dir + "/state", "run", "--bundle",
+                      dir, id};
+    return Status::ok();
+  }
+  const std::string work = restore_work_dir(files, worker.id);
+  if (mkdir(work.c_str(), 0700) != 0) {
+    return internal_error("create " + work + ": " + errno_text(errno));
+  }
+  worker.command = {config_.runc_path, "--criu",      criu_.binary, "--root",
+                    files.oci_dir + "/state",         "restore",    "--image-path",
+                    restore_images,                   "--work-path", work,
+                    "--pid-file",                     work + "/pid", "--bundle",
+                    dir,                              id};
   return Status::ok();
 }
 
@@ -363,6 +392,9 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.cgroup = std::move(cgroup).value();
   j.shell_cgroup = j.cgroup;
   s = prepare_workers(l, j);
+  if (j.image) {
+    for (const WorkerSpec& worker : l.workers) j.worker_ids.push_back(worker.id);
+  }
   if (s.is_ok()) s = write_new_file(JobFiles(j.dir).launch, encode_launch(l), 0600, 0, 0);
   if (s.is_ok()) s = start_shell(j);
   if (!s.is_ok()) {
@@ -774,6 +806,23 @@ const TaskSpec* task_of(pid_t pid, pid_t shell, const JobLaunch& l) {
   return nullptr;
 }
 
+// Pins every thread of `pid` to `cpus` (none: left as it is).
+Status pin_threads(pid_t pid, const std::vector<int>& cpus) {
+  if (cpus.empty()) return Status::ok();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(static_cast<size_t>(c), &set);
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    pid_t tid = static_cast<pid_t>(std::atoi(task.path().filename().c_str()));
+    if (sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH) {
+      return internal_error("sched_setaffinity of thread " + std::to_string(tid) + ": " +
+                            errno_text(errno));
+    }
+  }
+  return Status::ok();
+}
+
 // Moves every process of the job's cgroups into its task's worker cgroup (a
 // split job) and pins every thread to its task's CPUs.
 Status pin_tasks(const JobCgroup& cgroup, pid_t shell, const JobLaunch& l) {
@@ -783,19 +832,37 @@ Status pin_tasks(const JobCgroup& cgroup, pid_t shell, const JobLaunch& l) {
       const WorkerSpec& worker = l.workers[static_cast<size_t>(task->worker)];
       HPCQ_RETURN_IF_ERROR(JobCgroup(cgroup.version(), worker.cgroup_dirs).add_process(pid));
     }
-    const std::vector<int>& cpus =
-        task != nullptr && !task->host_cpus.empty() ? task->host_cpus : l.host_cpus;
-    if (cpus.empty()) continue;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c : cpus) CPU_SET(static_cast<size_t>(c), &set);
-    std::error_code ec;
-    for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-      pid_t tid = static_cast<pid_t>(std::atoi(task.path().filename().c_str()));
-      if (sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH) {
-        return internal_error("sched_setaffinity of thread " + std::to_string(tid) + ": " +
-                              errno_text(errno));
-      }
+    HPCQ_RETURN_IF_ERROR(pin_threads(
+        pid, task != nullptr && !task->host_cpus.empty() ? task->host_cpus : l.host_cpus));
+  }
+  return Status::ok();
+}
+
+// The same for a restored container: the processes of each worker's cgroup
+// (runc made it, below the job's) go to their task's CPUs; a process's task
+// is found below the container's init as below the shell above (the shell
+// inside numbers the worker's tasks from 0, in the launch's order).
+Status pin_container_tasks(const JobCgroup& job_cgroup, const JobLaunch& l) {
+  for (std::size_t w = 0; w < l.workers.size(); ++w) {
+    std::vector<std::string> dirs;
+    for (const std::string& dir : job_cgroup.dirs()) {
+      dirs.push_back(dir + "/worker-" + std::to_string(l.workers[w].id));
+    }
+    const std::vector<pid_t> pids = JobCgroup(job_cgroup.version(), dirs).pids();
+    const std::set<pid_t> in_container(pids.begin(), pids.end());
+    pid_t init = -1;
+    for (pid_t pid : pids) {
+      if (!in_container.count(parent_of(pid))) init = pid;
+    }
+    JobLaunch inner;
+    for (const TaskSpec& t : l.tasks) {
+      if (t.worker == static_cast<int>(w)) inner.tasks.push_back(t);
+    }
+    for (pid_t pid : pids) {
+      const TaskSpec* task = init > 0 ? task_of(pid, init, inner) : nullptr;
+      HPCQ_RETURN_IF_ERROR(pin_threads(pid, task != nullptr && !task->host_cpus.empty()
+                                                ? task->host_cpus
+                                                : l.workers[w].host_cpus));
     }
   }
   return Status::ok();
@@ -854,10 +921,6 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   if (poll_exit(job) || job.cancelled || job.timed_out) {
     return failed_precondition(name + " is ending: nothing to checkpoint");
   }
-  if (job.image) {
-    return failed_precondition(name + " runs in OCI containers: their checkpoint (runc "
-                               "checkpoint) is not supported yet");
-  }
   Status capable = checkpoint_capability();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
   if (image_dir.empty() || image_dir[0] != '/') {
@@ -885,7 +948,9 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   nlohmann::json m = {{"job", id},
                       {"job_dir", job.dir},
                       {"then", then == CheckpointThen::kStop ? "stop" : "continue"},
-                      {"criu_version", criu_.version}};
+                      {"criu_version", criu_.version},
+                      {"executor", job.image ? "oci" : "process"},
+                      {"workers", job.worker_ids}};
   const std::string meta_tmp = meta + ".tmp";
   if (!write_text(meta_tmp, m.dump(2) + "\n")) {
     fs::remove_all(copy, ec);
@@ -898,15 +963,49 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   dump->criu.root = job.pid;
   dump->criu.image_dir = image_dir;
   dump->criu.leave_running = then == CheckpointThen::kContinue;
-  dump->criu.freeze_cgroup = freezer_dir(job.cgroup);
+  dump->criu.freeze_cgroup = job.image ? "" : freezer_dir(job.cgroup);
   dump->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
+  if (job.image) {
+    const std::string runc = find_program(config_.runc_path);
+    if (runc.empty()) {
+      fs::remove_all(copy, ec);
+      fs::remove(meta_tmp, ec);
+      return failed_precondition(name + ": no '" + config_.runc_path + "' in PATH");
+    }
+    for (int worker : job.worker_ids) {
+      RuncDump c;
+      c.runc = runc;
+      c.state_root = JobFiles(job.dir).oci_dir + "/state";
+      c.container = container_id(id, worker);
+      c.namespace_of = job.pid;
+      c.image_dir = image_dir + "/worker-" + std::to_string(worker);
+      // Several containers are all dumped before any stops: a failure
+      // half-way must leave the job running.
+      c.leave_running = then == CheckpointThen::kContinue || job.worker_ids.size() > 1;
+      c.timeout = dump->criu.timeout;
+      fs::create_directories(c.image_dir, ec);
+      if (ec) {
+        fs::remove_all(copy, ec);
+        fs::remove(meta_tmp, ec);
+        return internal_error(name + ": create " + c.image_dir + ": " + ec.message());
+      }
+      dump->containers.push_back(std::move(c));
+    }
+  }
   dump->start = std::chrono::steady_clock::now();
   // The thread touches only its Dump (and the notify pipe): everything else
   // stays with the loop thread, which finishes the dump (finish_dump).
   Dump* d = dump.get();
   const int notify = notify_write_.get();
   dump->thread = std::thread([d, notify, criu = criu_] {
-    d->status = criu_dump(criu, d->criu);
+    if (d->containers.empty()) {
+      d->status = criu_dump(criu, d->criu);
+    } else {
+      for (const RuncDump& container : d->containers) {
+        d->status = runc_dump(criu, container);
+        if (!d->status.is_ok()) break;
+      }
+    }
     d->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - d->start).count();
     d->done.store(true);
     const char byte = 'd';
@@ -1015,9 +1114,6 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
   if (restores_.count(l.id)) {
     return Status(Code::kAlreadyExists, name + " is being restored here already");
   }
-  if (!l.image.empty()) {
-    return failed_precondition(name + " not restored: image (OCI) jobs cannot be restored yet");
-  }
   Status capable = checkpoint_capability();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
   const std::string meta_path = image_dir + "/" + kCheckpointMeta;
@@ -1036,18 +1132,26 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
     return invalid_argument(name + " not restored: " + image_dir + " holds job " +
                             std::to_string(meta["job"].get<JobId>()));
   }
+  const bool containers = meta.value("executor", "process") == "oci";
+  if (containers != !l.image.empty()) {
+    return invalid_argument(name + " not restored: " + image_dir + " holds a " +
+                            (containers ? "container" : "process") + " checkpoint, the job " +
+                            (l.image.empty() ? "has no image" : "has an image"));
+  }
 
   Job j;
   j.id = l.id;
   j.dir = meta["job_dir"].get<std::string>();
   j.time_limit_s = l.time_limit_s;
   j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
+  j.image = containers;
+  auto r = std::make_unique<Restore>();
   Status prepared = prepare_restore(l, image_dir, j);
+  if (prepared.is_ok() && containers) prepared = prepare_container_restore(l, image_dir, j, *r);
   if (!prepared.is_ok()) {
     discard(j);  // nothing of it may be left
     return Status(prepared.code(), name + " not restored: " + prepared.message());
   }
-  auto r = std::make_unique<Restore>();
   r->criu.image_dir = image_dir;
   r->criu.cgroup_dirs = j.cgroup.dirs();
   r->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
@@ -1056,9 +1160,10 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
   // As for dumps: the thread touches only its Restore record.
   Restore* d = r.get();
   const int notify = notify_write_.get();
-  r->thread = std::thread([d, notify, criu = criu_] {
-    auto root = criu_restore(criu, d->criu);
-    if (root.is_ok()) {
+  r->thread = std::thread([this, d, notify, criu = criu_] {
+    if (!d->pid_files.empty()) {
+      run_container_restore(*d);
+    } else if (auto root = criu_restore(criu, d->criu); root.is_ok()) {
       d->root = *root;
     } else {
       d->status = root.status();
@@ -1085,6 +1190,13 @@ Status ProcessExecutor::finish_restore(JobId id) {
     return Status(s.code(), name + " not restored: " + s.message());
   };
   if (!r->status.is_ok()) return fail(r->status);
+  if (j.image) {
+    // The new shell runs the restored containers; runc made their cgroups.
+    Status pinned = pin_container_tasks(j.cgroup, l);
+    if (!pinned.is_ok()) return fail(pinned);
+    jobs_.emplace(id, std::move(j));
+    return Status::ok();
+  }
   const pid_t root = r->root;
   j.shell_cgroup = j.cgroup;
   // A split job's workers get their cgroups back (pin_tasks moves the tasks
@@ -1124,6 +1236,70 @@ Status ProcessExecutor::finish_restore(JobId id) {
   }
   jobs_.emplace(id, std::move(j));
   return Status::ok();
+}
+
+Status ProcessExecutor::prepare_container_restore(JobLaunch& l, const std::string& image_dir,
+                                                  Job& j, Restore& r) const {
+  const JobFiles files(j.dir);
+  // runc's state of the dumped containers came with the copy: not ours.
+  std::error_code ec;
+  fs::remove_all(files.oci_dir + "/state", ec);
+  j.shell_cgroup = j.cgroup;
+  if (hierarchy_.version() == CgroupVersion::kV2) {
+    auto shell = j.cgroup.create_child("shell", {});
+    if (!shell.is_ok()) return shell.status();
+    j.shell_cgroup = std::move(shell).value();
+  }
+  for (std::size_t w = 0; w < l.workers.size(); ++w) {
+    const int id = l.workers[w].id;
+    const std::string images = image_dir + "/worker-" + std::to_string(id);
+    if (!fs::exists(images + "/inventory.img", ec)) {
+      return not_found("no container images for worker " + std::to_string(id) + " in " + images);
+    }
+    const std::string work = restore_work_dir(files, id);
+    fs::remove_all(work, ec);
+    HPCQ_RETURN_IF_ERROR(prepare_container(l, w, j, images));
+    r.pid_files.push_back(work + "/pid");
+    r.restore_logs.push_back(work + "/restore.log");
+    j.worker_ids.push_back(id);
+  }
+  unlink(files.launch.c_str());
+  return write_new_file(files.launch, encode_launch(l), 0600, 0, 0);
+}
+
+void ProcessExecutor::run_container_restore(Restore& r) {
+  const HostCriuLock one_at_a_time;  // runc's CRIU, as ours
+  Status started = start_shell(r.job);
+  if (!started.is_ok()) {
+    r.status = started;
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + r.criu.timeout;
+  for (;;) {
+    bool all = true;
+    for (const std::string& pid_file : r.pid_files) all = all && !read_whole(pid_file).empty();
+    if (all) {
+      r.root = r.job.pid;
+      return;
+    }
+    pollfd p{r.job.pidfd, POLLIN, 0};
+    if (poll(&p, 1, 20) > 0) {
+      // The shell ended: a runc restore failed (and the shell reaped it).
+      std::string reason;
+      for (const std::string& log : r.restore_logs) {
+        if (reason.empty() && fs::exists(log)) reason = criu_failure_reason(log, "");
+      }
+      if (reason.empty()) reason = last_line(JobFiles(r.job.dir).shell_log);
+      r.status = internal_error("runc restore failed: " +
+                                (reason.empty() ? std::string("no reason given") : reason));
+      return;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      r.status = unavailable("runc restore ran past " + std::to_string(r.criu.timeout.count()) +
+                             " s");
+      return;
+    }
+  }
 }
 
 }  // namespace hpcq::agent

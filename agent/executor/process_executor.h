@@ -16,7 +16,10 @@
 //            oci_bundle.h, the worker's own launch.json, hostfile, script;
 //            owned by the job's user), and the shell runs `runc run` for each
 //            worker instead of forking tasks; runc makes the worker's cgroup.
-//            Checkpoints of image jobs are refused (not supported yet).
+//            Checkpoint: `runc checkpoint` of each container (checkpoint.h)
+//            into <image_dir>/worker-<id>; restore: a new shell whose
+//            workers run `runc restore` from those images with bundles
+//            rewritten for the new allocation.
 //   end:     the shell exits with the job's code once every task has ended;
 //            the kernel then kills whatever else is left in the namespace.
 //            reap() reports the job after the cgroups are removed.
@@ -173,6 +176,9 @@ class ProcessExecutor final : public Executor {
     CheckpointThen then = CheckpointThen::kContinue;
     std::string meta;  // hpcq-checkpoint.json, renamed into place on success
     CriuDump criu;
+    // An image job: `runc checkpoint` of each container instead (criu unused
+    // but for image_dir), into <image_dir>/worker-<id>.
+    std::vector<RuncDump> containers;
     std::chrono::steady_clock::time_point start;
     std::thread thread;
     Status status;
@@ -195,6 +201,7 @@ class ProcessExecutor final : public Executor {
     bool timed_out = false;
     bool exited = false;
     bool checkpointing = false;  // a dump is in flight (dumps_)
+    std::vector<int> worker_ids;  // an image job's containers, by worker id
     int shell_code = 0;  // the shell's exit code (128 + signal when killed)
     int shell_signal = 0;
     std::int64_t time_limit_s = 0;
@@ -206,6 +213,11 @@ class ProcessExecutor final : public Executor {
     JobLaunch launch;
     Job job;
     CriuRestore criu;
+    // An image job: a new job shell runs `runc restore` for each worker
+    // (its command); the restore is done when runc has written every
+    // worker's PID file (`pid_files`), failed when the shell ends first.
+    std::vector<std::string> pid_files;
+    std::vector<std::string> restore_logs;  // CRIU's, by worker
     std::thread thread;
     Status status;
     pid_t root = -1;
@@ -218,7 +230,17 @@ class ProcessExecutor final : public Executor {
   // Per-worker cgroups or OCI bundles (file comment); fills the workers'
   // cgroup_dirs / command / results in `launch`.
   Status prepare_workers(JobLaunch& launch, Job& job) const;
-  Status prepare_container(JobLaunch& launch, std::size_t worker, const Job& job) const;
+  // `restore_images`: the worker's `runc checkpoint` images; the bundle then
+  // gets a new config.json (the new allocation) and a `runc restore` command.
+  Status prepare_container(JobLaunch& launch, std::size_t worker, const Job& job,
+                           const std::string& restore_images = "") const;
+  std::string container_id(JobId job, int worker) const;
+  // The image job's side of begin_restore (after prepare_restore).
+  Status prepare_container_restore(JobLaunch& launch, const std::string& image_dir, Job& job,
+                                   Restore& restore) const;
+  // On the restore's thread: starts the job shell and waits for its runc
+  // restores (Restore's comment).
+  void run_container_restore(Restore& restore);
   // The restore's job directory (new launch.json, hostfile) and cgroups.
   Status prepare_restore(const JobLaunch& launch, const std::string& image_dir, Job& job);
   // Kills what is left of a job that is not to be reported, waits, removes

@@ -8,6 +8,7 @@ build tree named by HPCQ_BUILD_ROOT (set by meson), else from PATH.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -101,6 +102,56 @@ def ensure_user(name="hpcqtest"):
     if subprocess.run(["id", "-u", name], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True)
     return int(subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout)
+
+
+# A job that counts once per 100 ms into its output: checkpoint tests look
+# for a count that goes on without a gap or a restart from zero.
+COUNTER = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.1; done"
+
+
+def counts(path):
+    """The integers of a counter job's output (none yet: [])."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [int(l) for l in f.read().split()]
+
+
+def wait_until(what, condition, timeout=30):
+    """Polls `condition` until it returns something true, which it returns."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise Failure(f"{what} after {timeout}s")
+        time.sleep(0.1)
+
+
+def wait_count(path, n, timeout=30):
+    """Waits until the counter in `path` reaches `n`; returns its last value."""
+    wait_until(f"{path}: count {n}", lambda: (counts(path) or [0])[-1] >= n, timeout)
+    return counts(path)[-1]
+
+
+def check_contiguous(path):
+    c = counts(path)
+    check(c == list(range(1, len(c) + 1)), f"{path}: count not contiguous: {c[:5]}...{c[-5:]}")
+
+
+def busybox_rootfs(applets=("sh", "cat", "grep", "cut", "id", "test", "tr", "mv", "head",
+                            "echo", "sleep")):
+    """A root file system of Debian's busybox-static, for --image jobs."""
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    check(os.path.exists(busybox), "busybox (Debian's busybox-static) is not installed")
+    root = tempfile.mkdtemp(prefix="hpcq-rootfs-")
+    os.chmod(root, 0o755)
+    os.makedirs(os.path.join(root, "bin"))
+    shutil.copy(busybox, os.path.join(root, "bin", "busybox"))
+    for applet in applets:
+        os.symlink("busybox", os.path.join(root, "bin", applet))
+    return root
 
 
 def main(tests):

@@ -19,36 +19,12 @@ import hpcqtest as t
 
 t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1")
 
-COUNTER = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.1; done"
-
-
-def counts(path):
-    with open(path) as f:
-        return [int(l) for l in f.read().split()]
-
-
-def wait_count(path, n, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        c = counts(path) if os.path.exists(path) else []
-        if c and c[-1] >= n:
-            return c[-1]
-        if time.monotonic() > deadline:
-            raise t.Failure(f"{path}: count {c[-1] if c else None} after {timeout}s, want {n}")
-        time.sleep(0.1)
-
-
 def counter_job(d):
-    job = t.submit("-N", "1", "-n", "1", "-o", "count-%j.out", "--", "sh", "-c", COUNTER, cwd=d)
+    job = t.submit("-N", "1", "-n", "1", "-o", "count-%j.out", "--", "sh", "-c", t.COUNTER, cwd=d)
     s = t.wait_state(job, "RUNNING")
     out = os.path.join(d, f"count-{job}.out")
-    wait_count(out, 5)
+    t.wait_count(out, 5)
     return job, s, out
-
-
-def check_contiguous(out):
-    c = counts(out)
-    t.check(c == list(range(1, len(c) + 1)), f"{out}: count not contiguous: {c[:5]}...{c[-5:]}")
 
 
 def test_checkpoint_and_run_on():
@@ -57,15 +33,15 @@ def test_checkpoint_and_run_on():
     record = json.loads(t.hpcq("checkpoint", str(job), "--json").stdout)
     t.check(record["outcome"] == "ok" and record["image_bytes"] > 0, f"record {record}")
     t.check(os.path.isdir(os.path.join(record["image"], "part-0")), f"no images in {record}")
-    at = counts(out)[-1]
-    wait_count(out, at + 5)
+    at = t.counts(out)[-1]
+    t.wait_count(out, at + 5)
     s = t.status(job)
     t.check(s["state"] == "RUNNING" and s["requeue_count"] == 0, f"status {s}")
     t.check(len(s["checkpoints"]) == 1 and s["checkpoints"][0]["then"] == "continue",
             f"checkpoints {s['checkpoints']}")
     t.hpcq("cancel", str(job))
     t.wait_state(job, "CANCELLED")
-    check_contiguous(out)
+    t.check_contiguous(out)
 
 
 def test_migrate_to_the_other_node():
@@ -77,8 +53,8 @@ def test_migrate_to_the_other_node():
         t.hpcq("migrate", str(job))
         s = t.wait_state(job, "RUNNING")
         t.check(s["nodes"] != [first], f"restored on {s['nodes']}, the drained node")
-        at = counts(out)[-1]
-        wait_count(out, at + 5)
+        at = t.counts(out)[-1]
+        t.wait_count(out, at + 5)
         t.check(s["requeue_count"] == 1, f"requeue_count {s['requeue_count']}")
         s = t.status(job)
         t.check(s["checkpoints"][-1]["restored"] is True, f"checkpoints {s['checkpoints']}")
@@ -86,7 +62,7 @@ def test_migrate_to_the_other_node():
         t.hpcq("resume", first)
         t.run([t.HPCQ, "cancel", str(job)])
     t.wait_state(job, "CANCELLED")
-    check_contiguous(out)
+    t.check_contiguous(out)
 
 
 def test_migrate_to_a_named_node():
@@ -104,15 +80,15 @@ def test_migrate_to_a_named_node():
         t.check(record["to"] == [other], f"record {record}")
         s = t.wait_state(job, "RUNNING")
         t.check(s["nodes"] == [other], f"restored on {s['nodes']}, not on {other}")
-        at = counts(out)[-1]
-        wait_count(out, at + 5)
+        at = t.counts(out)[-1]
+        t.wait_count(out, at + 5)
         p = s["placements"]
         t.check(len(p) == 2 and p[0]["nodes"] == [first] and p[1]["nodes"] == [other]
                 and p[1]["restored_from"] == record["image"], f"placements {p}")
     finally:
         t.run([t.HPCQ, "cancel", str(job)])
     t.wait_state(job, "CANCELLED")
-    check_contiguous(out)
+    t.check_contiguous(out)
 
 
 def test_migrate_two_tasks():
@@ -161,15 +137,15 @@ def test_stop_then_release_restores():
     t.hpcq("checkpoint", str(job), "--then", "stop")
     s = t.wait_state(job, "PENDING")
     t.check(s["held"] and s["restore_from"], f"status {s}")
-    at = counts(out)[-1]
+    at = t.counts(out)[-1]
     time.sleep(0.5)
-    t.check(counts(out)[-1] == at, "a stopped job still counts")
+    t.check(t.counts(out)[-1] == at, "a stopped job still counts")
     t.hpcq("release", str(job))
     t.wait_state(job, "RUNNING")
-    wait_count(out, at + 5)
+    t.wait_count(out, at + 5)
     t.hpcq("cancel", str(job))
     t.wait_state(job, "CANCELLED")
-    check_contiguous(out)
+    t.check_contiguous(out)
 
 
 def test_dump_failure_keeps_the_job():
@@ -184,25 +160,26 @@ def test_dump_failure_keeps_the_job():
     port = listener.getsockname()[1]
     d = t.workdir()
     job = t.submit("-N", "1", "-n", "1", "-o", "count-%j.out", "--", "bash", "-c",
-                   f"exec 3<>/dev/tcp/127.0.0.1/{port}; " + COUNTER, cwd=d)
+                   f"exec 3<>/dev/tcp/127.0.0.1/{port}; " + t.COUNTER, cwd=d)
     t.wait_state(job, "RUNNING")
     out = os.path.join(d, f"count-{job}.out")
-    wait_count(out, 3)
+    t.wait_count(out, 3)
     p = t.hpcq("checkpoint", str(job), rc=1)
     t.check("checkpoint failed" in p.stderr and "the job runs on" in p.stderr, p.stderr)
-    at = counts(out)[-1]
-    wait_count(out, at + 3)
+    at = t.counts(out)[-1]
+    t.wait_count(out, at + 3)
     s = t.status(job)
     t.check(s["state"] == "RUNNING" and s["checkpoints"][-1]["outcome"] != "ok", f"status {s}")
-    # Requeue: nothing was stopped, so the job is ended and runs again from
-    # the start: once, never twice at a time.
-    p = t.hpcq("checkpoint", str(job), "--then", "requeue", rc=1)
-    t.check("requeued to run from the start" in p.stderr, p.stderr)
-    s = t.wait_state(job, "RUNNING")
-    deadline = time.monotonic() + 30
-    while t.status(job)["requeue_count"] != 1:
-        t.check(time.monotonic() < deadline, "not requeued")
-        time.sleep(0.1)
+    # Requeue and migrate: nothing was stopped, so the job runs on where it
+    # was (a preemption's victim must leave all the same, and is requeued).
+    for request in (("checkpoint", str(job), "--then", "requeue"), ("migrate", str(job))):
+        p = t.hpcq(*request, rc=1)
+        t.check("checkpoint failed" in p.stderr and "the job runs on" in p.stderr, p.stderr)
+        at = t.counts(out)[-1]
+        t.wait_count(out, at + 3)
+        s = t.status(job)
+        t.check(s["state"] == "RUNNING" and s["requeue_count"] == 0, f"status {s}")
+    t.check_contiguous(out)
     t.hpcq("cancel", str(job))
     t.wait_state(job, "CANCELLED")
     listener.close()
@@ -213,7 +190,7 @@ def test_stopped_job_is_restored_after_a_leader_restart():
     job, _, out = counter_job(d)
     t.hpcq("checkpoint", str(job), "--then", "stop")
     t.wait_state(job, "PENDING")
-    at = counts(out)[-1]
+    at = t.counts(out)[-1]
     pid = int(subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
                              capture_output=True, text=True).stdout.split()[0])
     cmdline = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
@@ -228,10 +205,10 @@ def test_stopped_job_is_restored_after_a_leader_restart():
     t.check(s["held"] and s["restore_from"], f"after the restart: {s}")
     t.hpcq("release", str(job))
     t.wait_state(job, "RUNNING", timeout=30)
-    wait_count(out, at + 5)
+    t.wait_count(out, at + 5)
     t.hpcq("cancel", str(job))
     t.wait_state(job, "CANCELLED")
-    check_contiguous(out)
+    t.check_contiguous(out)
 
 
 def test_bad_requests():

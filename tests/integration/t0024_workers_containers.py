@@ -12,10 +12,7 @@ job with --image runs each worker in an OCI container (runc) of a busybox
 root file system, as the submitting user. Two concurrent jobs never share a
 core."""
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
@@ -119,22 +116,9 @@ def test_process_workers_get_their_own_cgroups():
     t.check(all(o["uid"] == "0" and o["debian"] == "yes" for o in out.values()), f"{out[0]}")
 
 
-def busybox_rootfs():
-    busybox = shutil.which("busybox") or "/bin/busybox"
-    t.check(os.path.exists(busybox), "busybox (Debian's busybox-static) is not installed")
-    root = tempfile.mkdtemp(prefix="hpcq-rootfs-")
-    os.chmod(root, 0o755)
-    os.makedirs(os.path.join(root, "bin"))
-    shutil.copy(busybox, os.path.join(root, "bin", "busybox"))
-    for applet in ("sh", "cat", "grep", "cut", "id", "test", "tr", "mv", "head", "echo",
-                   "sleep"):
-        os.symlink("busybox", os.path.join(root, "bin", applet))
-    return root
-
-
 def test_image_job_runs_each_worker_in_a_container():
     uid = t.ensure_user()
-    root = busybox_rootfs()
+    root = t.busybox_rootfs()
     d = t.workdir()
     s, out = run_split_job(d, extra=("--image", root), user="hpcqtest")
     check_workers(s, out, "oci")

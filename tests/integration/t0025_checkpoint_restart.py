@@ -23,27 +23,6 @@ import hpcqtest as t
 
 t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1")
 
-COUNTER = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.1; done"
-
-
-def counts(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [int(l) for l in f.read().split()]
-
-
-def wait_until(what, condition, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise t.Failure(f"{what} after {timeout}s")
-        time.sleep(0.1)
-
-
 def node_names():
     return sorted(n["name"] for n in json.loads(t.hpcq("nodes", "--json").stdout))
 
@@ -122,7 +101,7 @@ def stop_restarted():
 def restart_agent(cmdline, name):
     log = open(os.path.join(t.cluster_dir(), "logs", f"agent-restarted-{name}.log"), "a")
     RESTARTED.append(subprocess.Popen(cmdline, stdout=log, stderr=log))
-    wait_until(f"{name} up again", lambda: node_state(name) == "up")
+    t.wait_until(f"{name} up again", lambda: node_state(name) == "up")
 
 
 def counter_on(d, node, *extra):
@@ -131,19 +110,19 @@ def counter_on(d, node, *extra):
     t.hpcq("drain", other, "--reason", "placing a test job")
     try:
         job = t.submit("-N", "1", "-n", "1", "-o", "count-%j.out", *extra, "--",
-                       "sh", "-c", COUNTER, cwd=d)
+                       "sh", "-c", t.COUNTER, cwd=d)
         s = t.wait_state(job, "RUNNING")
         t.check(s["nodes"] == [node], f"job {job} on {s['nodes']}, wanted {node}")
     finally:
         t.hpcq("resume", other)
     out = os.path.join(d, f"count-{job}.out")
-    wait_until(f"{out} counting", lambda: len(counts(out)) >= 5)
+    t.wait_until(f"{out} counting", lambda: len(t.counts(out)) >= 5)
     return job, out
 
 
 def check_resumed_not_restarted(out, before_kill):
     """The count went on from a checkpoint: at most one step back, never to 1."""
-    c = counts(out)
+    c = t.counts(out)
     drops = [i for i in range(1, len(c)) if c[i] != c[i - 1] + 1]
     t.check(len(drops) <= 1, f"{out}: more than one break: {drops} in {c}")
     if drops:
@@ -156,7 +135,7 @@ def test_periodic_checkpoints_are_pruned_and_placements_shown():
     d = t.workdir()
     node = node_names()[0]
     job, out = counter_on(d, node, "--checkpoint-interval", "1s")
-    s = wait_until("three periodic checkpoints", lambda: (
+    s = t.wait_until("three periodic checkpoints", lambda: (
         lambda s: s if len([c for c in s["checkpoints"] if c["outcome"] == "ok"]) >= 3 else None)(
             t.status(job)))
     good = [c for c in s["checkpoints"] if c["outcome"] == "ok"]
@@ -177,16 +156,16 @@ def test_node_loss_restarts_from_the_last_checkpoint():
     d = t.workdir()
     first, second = node_names()
     job, out = counter_on(d, first, "--checkpoint-interval", "1s")
-    wait_until("a periodic checkpoint", lambda: any(
+    t.wait_until("a periodic checkpoint", lambda: any(
         c["outcome"] == "ok" for c in t.status(job)["checkpoints"]))
     time.sleep(0.5)
     cmdline = kill_node(1)
     try:
-        before_kill = counts(out)[-1]
-        wait_until(f"{first} down", lambda: node_state(first) == "down", timeout=20)
+        before_kill = t.counts(out)[-1]
+        t.wait_until(f"{first} down", lambda: node_state(first) == "down", timeout=20)
         s = t.wait_state(job, "RUNNING", timeout=30)
         t.check(s["nodes"] == [second] and s["requeue_count"] == 1, f"status {s}")
-        wait_until("counting again", lambda: counts(out)[-1] > before_kill + 5)
+        t.wait_until("counting again", lambda: t.counts(out)[-1] > before_kill + 5)
         s = t.status(job)
         p = s["placements"]
         t.check(len(p) == 2 and p[0]["nodes"] == [first] and "restarting from checkpoint"
@@ -207,14 +186,14 @@ def test_target_dies_during_restore():
         record = json.loads(t.hpcq("checkpoint", str(job), "--then", "requeue", "--json").stdout)
         cmdline = kill_node(2)  # the only node it can be restored on, at once
         try:
-            at = counts(out)[-1]
-            wait_until(f"{second} down", lambda: node_state(second) == "down", timeout=20)
+            at = t.counts(out)[-1]
+            t.wait_until(f"{second} down", lambda: node_state(second) == "down", timeout=20)
             s = t.wait_state(job, "PENDING")
             t.check(s["restore_from"] == record["image"], f"status {s}")
             t.hpcq("resume", first)
             s = t.wait_state(job, "RUNNING", timeout=30)
             t.check(s["nodes"] == [first], f"status {s}")
-            wait_until("counting again", lambda: counts(out)[-1] > at + 5)
+            t.wait_until("counting again", lambda: t.counts(out)[-1] > at + 5)
             t.hpcq("cancel", str(job))
             t.wait_state(job, "CANCELLED")
             check_resumed_not_restarted(out, at)

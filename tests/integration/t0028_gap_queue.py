@@ -6,7 +6,6 @@ and requeued, the regular job starts as soon as its cores are free, and the
 gap job is restored afterwards and counts on from where it was."""
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
@@ -33,39 +32,21 @@ migratable = true
 t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
                  extra=("--config", CONFIG))
 
-COUNTER = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.1; done"
-
-
-def counts(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [int(l) for l in f.read().split()]
-
-
-def wait_until(what, condition, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise t.Failure(f"{what} after {timeout}s")
-        time.sleep(0.1)
-
-
 def test_gap_job_fills_a_hole_and_moves_out_of_the_way():
     d = t.workdir()
     first = t.submit("-N", "1", "-n", "2", "-t", "1", "--", "sleep", "3", cwd=d)
     t.wait_state(first, "RUNNING")
-    gap = t.submit("-q", "gap", "-n", "1", "-o", "gap-%j.out", "--", "sh", "-c", COUNTER, cwd=d)
+    gap = t.submit("-q", "gap", "-n", "1", "-o", "gap-%j.out", "--", "sh", "-c", t.COUNTER, cwd=d)
     t.wait_state(gap, "RUNNING")
     out = os.path.join(d, f"gap-{gap}.out")
-    wait_until("the gap job counting", lambda: len(counts(out)) >= 5)
+    t.wait_until("the gap job counting", lambda: len(t.counts(out)) >= 5)
     # Needs both nodes: promised the start when `first` ends (within the
     # save deadline), so the gap job is checkpointed out of its way now.
     wide = t.submit("-N", "2", "-n", "4", "-t", "1", "--", "sleep", "1", cwd=d)
     s = t.wait_state(gap, "PENDING", timeout=30)
     t.check(s["restore_from"] and f"preempted by job {wide}, checkpointed" in s["reason"],
             f"gap job {s}")
-    at = counts(out)[-1]
+    at = t.counts(out)[-1]
     f = t.wait_state(first, "COMPLETED", timeout=30)
     w = t.wait_state(wide, "RUNNING", timeout=30)
     # The gap job did not hold the regular job back: it started as soon as
@@ -74,13 +55,13 @@ def test_gap_job_fills_a_hole_and_moves_out_of_the_way():
             f"wide started {w['start_time'] - f['end_time']:.2f} s after the nodes freed")
     t.wait_state(wide, "COMPLETED", timeout=30)
     s = t.wait_state(gap, "RUNNING", timeout=30)
-    wait_until("the gap job counting on", lambda: counts(out)[-1] > at + 5)
+    t.wait_until("the gap job counting on", lambda: t.counts(out)[-1] > at + 5)
     s = t.status(gap)
     t.check(len(s["placements"]) == 2 and s["placements"][1]["restored_from"],
             f"placements {s['placements']}")
     t.hpcq("cancel", str(gap))
     t.wait_state(gap, "CANCELLED")
-    c = counts(out)
+    c = t.counts(out)
     t.check(c == list(range(1, len(c) + 1)), f"the gap job's count broke: {c[-5:]}")
 
 
