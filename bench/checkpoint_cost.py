@@ -7,6 +7,11 @@ then counts once per 100 ms into a file; dumps it with `criu dump` (the tree
 is killed once the images are written, as the executor's CheckpointThen::kStop),
 restores it with `criu restore`, and checks that it counts on from where it
 was (no gap, no restart). Times are wall-clock seconds of the criu command.
+Between the two the images are transferred: copied to a second directory and
+fsynced (--to DIR: a shared file system such as the configured
+checkpoint_dir on an NFS or Lustre mount; default a directory on the same
+disk, a lower bound), and the restore reads them there, as a target node
+would.
 
 How the task is held: as the process executor holds a job (process_executor.h)
 -- PID 1 of its own PID namespace, a session leader, stdio on files, the
@@ -17,13 +22,13 @@ images go to a directory on disk (--dir, default a new one under /tmp), so the
 dump time includes writing N MB into the page cache.
 
 Output: one JSON line per size on stdout:
-  {"mb": 100, "rss_mb": 108.4, "dump_s": 0.41, "restore_s": 0.29,
+  {"mb": 100, "rss_mb": 108.4, "dump_s": 0.41, "transfer_s": 0.2, "restore_s": 0.29,
    "image_mb": 101.2, "counts_on": true, "criu": "4.1.1"}
 A size whose dump or restore fails prints {"mb": N, "error": "..."} and the
 script exits 1 at the end.
 
 Usage (root, a CRIU >= 4 on PATH: .ci/install-criu):
-  sudo bench/checkpoint_cost.py [--sizes 10,100,1000] [--dir DIR] [--criu PATH]
+  sudo bench/checkpoint_cost.py [--sizes 10,100,1000] [--dir DIR] [--to DIR] [--criu PATH]
 """
 
 import argparse
@@ -114,9 +119,25 @@ def run_criu(criu, args, log):
     return seconds
 
 
-def measure(criu, version, mb, workdir):
-    images = os.path.join(workdir, f"img-{mb}")
-    os.makedirs(images)
+def transfer(source, target):
+    """Copies the images to `target` and syncs them to its disk; seconds."""
+    start = time.monotonic()
+    shutil.copytree(source, target)
+    for root, _, files in os.walk(target):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    return time.monotonic() - start
+
+
+def measure(criu, version, mb, workdir, todir):
+    dumped = os.path.join(workdir, f"img-{mb}")
+    images = os.path.join(todir, f"moved-{mb}")
+    shutil.rmtree(images, ignore_errors=True)
+    os.makedirs(dumped)
     out = os.path.join(workdir, f"count-{mb}")
     open(out, "w").close()
     unshare = subprocess.Popen(
@@ -127,10 +148,11 @@ def measure(criu, version, mb, workdir):
         task = ns_init_of(unshare.pid)
         wait_for(lambda: len(numbers(out)) >= 3, 120, f"the {mb} MB task to count")
         rss = rss_mb(task)
-        dump_s = run_criu(criu, ["dump", "--tree", str(task), "--images-dir", images,
-                                 "--work-dir", images, "--log-file", "dump.log", "-v4",
-                                 "--manage-cgroups=ignore"], os.path.join(images, "dump.log"))
+        dump_s = run_criu(criu, ["dump", "--tree", str(task), "--images-dir", dumped,
+                                 "--work-dir", dumped, "--log-file", "dump.log", "-v4",
+                                 "--manage-cgroups=ignore"], os.path.join(dumped, "dump.log"))
         unshare.wait(timeout=30)
+        transfer_s = transfer(dumped, images)
         at_dump = numbers(out)
         restore_s = run_criu(criu, ["restore", "--images-dir", images, "--work-dir", images,
                                     "--log-file", "restore.log", "-v4",
@@ -143,7 +165,8 @@ def measure(criu, version, mb, workdir):
         got = numbers(out)
         counts_on = got == list(range(1, len(got) + 1)) and got[: len(at_dump)] == at_dump
         return {"mb": mb, "rss_mb": round(rss, 1), "dump_s": round(dump_s, 3),
-                "restore_s": round(restore_s, 3), "image_mb": round(dir_mb(images), 1),
+                "transfer_s": round(transfer_s, 3), "restore_s": round(restore_s, 3),
+                "image_mb": round(dir_mb(dumped), 1),
                 "counts_on": counts_on, "criu": version}
     finally:
         if root is not None:
@@ -152,6 +175,7 @@ def measure(criu, version, mb, workdir):
         if unshare.poll() is None:
             unshare.kill()
             unshare.wait()
+        shutil.rmtree(dumped, ignore_errors=True)
         shutil.rmtree(images, ignore_errors=True)
 
 
@@ -159,6 +183,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="10,100,1000", help="MB, comma-separated")
     p.add_argument("--dir", help="where the images go (default: a new directory under /tmp)")
+    p.add_argument("--to", help="where the images are transferred to (default: --dir)")
     p.add_argument("--criu", default=shutil.which("criu") or "criu")
     args = p.parse_args()
     if os.geteuid() != 0:
@@ -173,7 +198,8 @@ def main():
     try:
         for mb in [int(s) for s in args.sizes.split(",") if s]:
             try:
-                print(json.dumps(measure(args.criu, version, mb, workdir)), flush=True)
+                print(json.dumps(measure(args.criu, version, mb, workdir, args.to or workdir)),
+                      flush=True)
             except (RuntimeError, OSError, subprocess.SubprocessError) as e:
                 failed = True
                 print(json.dumps({"mb": mb, "error": str(e)}), flush=True)
