@@ -5,8 +5,9 @@ into its output file is migrated to the other node and its count goes on
 with no gap and no restart from zero, inside a container again (its root is
 the image, it runs as the job's user -- root where the host keeps
 CAP_SYS_RESOURCE from root, as here); the same
-for a 2-task job; checkpoint --then requeue, then restored on the other
-node; checkpoint and run on."""
+for a 2-task job; a 2-node job requeued by checkpoint and restored on both
+nodes; checkpoint --then requeue, then restored on the other node;
+checkpoint and run on."""
 import json
 import os
 import sys
@@ -105,26 +106,53 @@ def test_migrate_two_tasks_in_a_container():
         d, ntasks=2,
         command="i=0; while :; do i=$((i+1)); echo $HPCQ_TASK_RANK $i; sleep 0.1; done")
 
-    def per_task():
-        tasks = {}
-        if os.path.exists(out):
-            with open(out) as f:
-                for line in f.read().splitlines():
-                    rank, n = line.split()
-                    tasks.setdefault(int(rank), []).append(int(n))
-        return tasks
-
-    t.wait_until("both tasks counting", lambda: len(per_task()) == 2 and
-                 min(c[-1] for c in per_task().values()) >= 5)
+    t.wait_until("both tasks counting", lambda: len(per_task(out)) == 2 and
+                 min(c[-1] for c in per_task(out).values()) >= 5)
     try:
         migrate_away(job, s, out)
-        before = {r: c[-1] for r, c in per_task().items()}
+        before = {r: c[-1] for r, c in per_task(out).items()}
         t.wait_until("both tasks counting on", lambda: all(
-            per_task()[r][-1] >= before[r] + 5 for r in (0, 1)))
+            per_task(out)[r][-1] >= before[r] + 5 for r in (0, 1)))
     finally:
         t.run([t.HPCQ, "cancel", str(job)])
     t.wait_state(job, "CANCELLED")
-    for rank, c in per_task().items():
+    for rank, c in per_task(out).items():
+        t.check(c == list(range(1, len(c) + 1)),
+                f"task {rank}: count not contiguous: {c[:5]}...{c[-5:]}")
+
+
+def per_task(out):
+    tasks = {}
+    if os.path.exists(out):
+        with open(out) as f:
+            for line in f.read().splitlines():
+                rank, n = line.split()
+                tasks.setdefault(int(rank), []).append(int(n))
+    return tasks
+
+
+def test_two_node_job_requeued_and_restored():
+    d = t.workdir()
+    job = t.submit("-N", "2", "-n", "2", "--image", ROOT, "-o", "count-%j.out", "--", "sh", "-c",
+                   "i=0; while :; do i=$((i+1)); echo $HPCQ_TASK_RANK $i; sleep 0.1; done",
+                   cwd=d)
+    t.wait_state(job, "RUNNING")
+    out = os.path.join(d, f"count-{job}.out")
+    t.wait_until("both nodes counting", lambda: len(per_task(out)) == 2 and
+                 min(c[-1] for c in per_task(out).values()) >= 5)
+    try:
+        record = json.loads(
+            t.hpcq("checkpoint", str(job), "--then", "requeue", "--json").stdout)
+        t.check(record["outcome"] == "ok", f"record {record}")
+        s = t.wait_state(job, "RUNNING")
+        t.check(len(s["nodes"]) == 2 and s["requeue_count"] == 1, f"status {s}")
+        before = {r: c[-1] for r, c in per_task(out).items()}
+        t.wait_until("both nodes counting on", lambda: all(
+            per_task(out)[r][-1] >= before[r] + 5 for r in (0, 1)))
+    finally:
+        t.run([t.HPCQ, "cancel", str(job)])
+    t.wait_state(job, "CANCELLED")
+    for rank, c in per_task(out).items():
         t.check(c == list(range(1, len(c) + 1)),
                 f"task {rank}: count not contiguous: {c[:5]}...{c[-5:]}")
 
@@ -169,4 +197,5 @@ def test_checkpoint_and_run_on():
 
 if __name__ == "__main__":
     t.main([test_migrate_a_container_job, test_migrate_two_tasks_in_a_container,
-            test_requeue_then_restore_elsewhere, test_checkpoint_and_run_on])
+            test_two_node_job_requeued_and_restored, test_requeue_then_restore_elsewhere,
+            test_checkpoint_and_run_on])
