@@ -1687,8 +1687,8 @@ void Leader::apply_preempt(const sched::Preempt& preempt) {
     Status begun = begin_checkpoint(entry, "requeue", nullptr);
     entry.preempted = preempt;
     if (begun.is_ok()) return;
-    spdlog::info("job {}: not checkpointed ({}): requeued to run from the start", entry.job.id,
-                 begun.message());
+    spdlog::info("job {}: not checkpointed ({}): requeued from its last good checkpoint or "
+                 "the start", entry.job.id, begun.message());
   }
   entry.preempted = preempt;
   // The whole job, on every node; its resources come back when every part
@@ -2183,7 +2183,12 @@ void Leader::all_parts_ended(JobEntry& entry, TimeUs end_time) {
   if (!entry.requeue_when_ended.empty() && !entry.cancel_requested) {
     const std::optional<sched::Preempt> preempted = entry.preempted;
     const std::string why = entry.requeue_when_ended;  // requeue_job clears it
-    requeue_job(entry, why);
+    if (preempted && preempted->mode == sched::PreemptMode::kCheckpoint) {
+      // Its dump failed: the last good checkpoint keeps what it can.
+      requeue_from_checkpoint(entry, why);
+    } else {
+      requeue_job(entry, why);
+    }
     if (preempted) entry.yields_to = preempted->for_job;
     schedule_soon();
     return;
@@ -2193,8 +2198,12 @@ void Leader::all_parts_ended(JobEntry& entry, TimeUs end_time) {
     const std::string why = "preempted by job " + std::to_string(preempt.for_job);
     if (preempt.mode == sched::PreemptMode::kCancel) {
       finish_job(entry, job::JobState::kCancelled, why, end_time);
+    } else if (preempt.mode == sched::PreemptMode::kCheckpoint) {
+      // A job that could not be checkpointed now: from its last good
+      // checkpoint, if it has one.
+      requeue_from_checkpoint(entry, why);
+      entry.yields_to = preempt.for_job;
     } else {
-      // kRequeue, or kCheckpoint for a job that could not be checkpointed.
       requeue_job(entry, why);
       entry.yields_to = preempt.for_job;
     }
@@ -2277,14 +2286,8 @@ void Leader::repeat_unconfirmed() {
 void Leader::lose_part(JobEntry& entry, Rank rank, const std::string& why) {
   entry.running_on.erase(rank);
   kill_job_parts(entry);
-  const int restart = entry.cancel_requested ? -1 : restart_checkpoint(entry);
-  if (restart >= 0) {
-    v1::CheckpointRecord& from = entry.checkpoints[static_cast<std::size_t>(restart)];
-    entry.job.spec.request.nodes = from.nodes_size();  // its images' layout
-    requeue_job(entry, why + "; restarting from checkpoint " + from.image());
-    entry.restore_from = from.image();
-    from.set_restore_pending(true);
-    persist_checkpoint(entry, static_cast<std::size_t>(restart));
+  if (!entry.cancel_requested && restart_checkpoint(entry) >= 0) {
+    requeue_from_checkpoint(entry, why);
     return;
   }
   if (entry.job.spec.requeue && !entry.cancel_requested) {
@@ -2292,6 +2295,20 @@ void Leader::lose_part(JobEntry& entry, Rank rank, const std::string& why) {
   } else {
     finish_job(entry, job::JobState::kNodeFail, why);
   }
+}
+
+void Leader::requeue_from_checkpoint(JobEntry& entry, const std::string& why) {
+  const int restart = restart_checkpoint(entry);
+  if (restart < 0) {
+    requeue_job(entry, why);
+    return;
+  }
+  v1::CheckpointRecord& from = entry.checkpoints[static_cast<std::size_t>(restart)];
+  entry.job.spec.request.nodes = from.nodes_size();  // its images' layout
+  requeue_job(entry, why + "; restarting from checkpoint " + from.image());
+  entry.restore_from = from.image();
+  from.set_restore_pending(true);
+  persist_checkpoint(entry, static_cast<std::size_t>(restart));
 }
 
 int Leader::restart_checkpoint(const JobEntry& entry) const {

@@ -263,6 +263,10 @@ class Leader {
                   TimeUs end_time = 0);
   void release_held(JobEntry& entry);
   void lose_part(JobEntry& entry, Rank rank, const std::string& why);
+  // Requeues the job to be restored from restart_checkpoint() where it has
+  // one (kept as restore_pending, so a restarted leader does the same), else
+  // to run from the start.
+  void requeue_from_checkpoint(JobEntry& entry, const std::string& why);
   void adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, bool same_agent);
   overlay::Launch make_launch(const job::Job& job) const;
   void requeue_job(JobEntry& entry, const std::string& reason);

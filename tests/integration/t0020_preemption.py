@@ -6,7 +6,9 @@ later, or cancelled (preempt_mode cancel), or checkpointed with CRIU and
 restored where it next starts, its work kept (preempt_mode checkpoint)."""
 import glob
 import os
+import socket
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -119,6 +121,45 @@ def test_checkpoint_mode_keeps_the_work():
         t.check(c == list(range(1, len(c) + 1)), f"task {rank}: its count broke: {c[-5:]}")
 
 
+def test_failed_dump_restarts_from_the_last_checkpoint():
+    # A victim whose dump fails (it now holds an established TCP connection,
+    # which CRIU does not dump) still leaves; it is requeued from its last
+    # good periodic checkpoint, not from the start.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    threading.Thread(target=lambda: [listener.accept() for _ in range(8)], daemon=True).start()
+    d = t.workdir()
+    marker = os.path.join(d, "connect")
+    counter = ("i=0; while :; do i=$((i+1)); echo $i; "
+               f"if [ -e {marker} ] && [ -z \"$c\" ]; then "
+               f"exec 3<>/dev/tcp/127.0.0.1/{listener.getsockname()[1]}; c=1; fi; "
+               "sleep 0.1; done")
+    victim = t.submit("-q", "checkpointed", "-n", "1", "--checkpoint-interval", "1s",
+                      "-o", "count-%j.out", "--", "bash", "-c", counter, cwd=d)
+    t.wait_state(victim, "RUNNING")
+    out = os.path.join(d, f"count-{victim}.out")
+    t.wait_until("a periodic checkpoint", lambda: any(
+        c["periodic"] and c["outcome"] == "ok" for c in t.status(victim)["checkpoints"]))
+    open(marker, "w").close()
+    at = t.wait_count(out, t.counts(out)[-1] + 3)
+    urgent = t.submit("-q", "high", "-N", "2", "-n", "4", "--", "sleep", "1", cwd=d)
+    t.wait_state(urgent, "RUNNING", timeout=30)
+    v = t.status(victim)
+    t.check(v["state"] == "PENDING" and "restarting from checkpoint" in v["reason"] and
+            v["restore_from"], f"victim {v}")
+    t.check(v["checkpoints"][-1]["outcome"] != "ok", f"checkpoints {v['checkpoints']}")
+    t.wait_state(urgent, "COMPLETED")
+    t.wait_state(victim, "RUNNING", timeout=30)
+    t.wait_count(out, at + 5)
+    t.hpcq("cancel", str(victim))
+    t.wait_state(victim, "CANCELLED")
+    c = t.counts(out)
+    t.check(c.count(1) == 1, f"{out}: counted from 1 again: {c}")
+    listener.close()
+
+
 t.main([test_a_whole_gang_is_requeued_for_a_higher_tier,
         test_cancel_mode_and_no_preemption_within_a_tier,
-        test_checkpoint_mode_keeps_the_work])
+        test_checkpoint_mode_keeps_the_work,
+        test_failed_dump_restarts_from_the_last_checkpoint])
