@@ -14,6 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include "lib/resource/cpu_list.h"
+
 namespace hpcq::agent {
 namespace {
 
@@ -46,19 +48,6 @@ std::string read_file(const std::string& path) {
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
-}
-
-std::string format_list(const std::vector<int>& ids) {
-  std::set<int> sorted(ids.begin(), ids.end());
-  std::string out;
-  for (auto it = sorted.begin(); it != sorted.end();) {
-    int first = *it, last = *it;
-    for (++it; it != sorted.end() && *it == last + 1; ++it) last = *it;
-    if (!out.empty()) out += ',';
-    out += std::to_string(first);
-    if (last != first) out += '-' + std::to_string(last);
-  }
-  return out;
 }
 
 // mkdir that accepts an existing directory; `created` says whether it is new.
@@ -171,9 +160,9 @@ Result<JobCgroup> JobCgroup::create_child(const std::string& name,
     const bool has_memory = std::filesystem::exists(dir + (v1 ? "/memory.limit_in_bytes"
                                                               : "/memory.max"));
     if (has_cpuset) {
-      if (!limits.cpus.empty()) s = write_file(dir + "/cpuset.cpus", format_list(limits.cpus));
+      if (!limits.cpus.empty()) s = write_file(dir + "/cpuset.cpus", resource::format_cpu_list(limits.cpus));
       if (s.is_ok() && !limits.mems.empty()) {
-        s = write_file(dir + "/cpuset.mems", format_list(limits.mems));
+        s = write_file(dir + "/cpuset.mems", resource::format_cpu_list(limits.mems));
       }
       if (s.is_ok() && v1) s = fill_v1_cpuset(dir);
     }
@@ -307,11 +296,11 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
     }
     // An empty cpuset in v2 means "the parent's": only write what is given.
     if (!limits.cpus.empty()) {
-      Status s = write_file(dir + "/cpuset.cpus", format_list(limits.cpus));
+      Status s = write_file(dir + "/cpuset.cpus", resource::format_cpu_list(limits.cpus));
       if (!s.is_ok()) return fail(s);
     }
     if (!limits.mems.empty()) {
-      Status s = write_file(dir + "/cpuset.mems", format_list(limits.mems));
+      Status s = write_file(dir + "/cpuset.mems", resource::format_cpu_list(limits.mems));
       if (!s.is_ok()) return fail(s);
     }
     if (limits.memory_bytes > 0) {
@@ -338,9 +327,9 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
     Status s;
     if (controller == "cpuset") {
       s = limits.cpus.empty() ? Status::ok()
-                              : write_file(dir + "/cpuset.cpus", format_list(limits.cpus));
+                              : write_file(dir + "/cpuset.cpus", resource::format_cpu_list(limits.cpus));
       if (s.is_ok() && !limits.mems.empty()) {
-        s = write_file(dir + "/cpuset.mems", format_list(limits.mems));
+        s = write_file(dir + "/cpuset.mems", resource::format_cpu_list(limits.mems));
       }
       if (s.is_ok()) s = fill_v1_cpuset(dir);  // whatever was not given
     } else if (controller == "memory" && limits.memory_bytes > 0) {

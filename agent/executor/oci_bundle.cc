@@ -3,25 +3,13 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
+
+#include "lib/resource/cpu_list.h"
 
 namespace hpcq::agent {
 namespace {
 
 using nlohmann::json;
-
-std::string cpu_list(const std::vector<int>& ids) {
-  std::set<int> sorted(ids.begin(), ids.end());
-  std::string out;
-  for (auto it = sorted.begin(); it != sorted.end();) {
-    int first = *it, last = *it;
-    for (++it; it != sorted.end() && *it == last + 1; ++it) last = *it;
-    if (!out.empty()) out += ',';
-    out += std::to_string(first);
-    if (last != first) out += '-' + std::to_string(last);
-  }
-  return out;
-}
 
 // The container has its own /dev, /proc and /sys: a path there (an output
 // file of /dev/null) means the container's own, never a bind of the host's.
@@ -97,8 +85,8 @@ std::string oci_config_json(const OciContainer& c) {
   json resources = {{"devices", json::array({{{"allow", false}, {"access", "rwm"}}})}};
   if (!c.cpus.empty() || !c.mems.empty()) {
     resources["cpu"] = json::object();
-    if (!c.cpus.empty()) resources["cpu"]["cpus"] = cpu_list(c.cpus);
-    if (!c.mems.empty()) resources["cpu"]["mems"] = cpu_list(c.mems);
+    if (!c.cpus.empty()) resources["cpu"]["cpus"] = resource::format_cpu_list(c.cpus);
+    if (!c.mems.empty()) resources["cpu"]["mems"] = resource::format_cpu_list(c.mems);
   }
   if (c.memory_limit_bytes > 0) resources["memory"] = {{"limit", c.memory_limit_bytes}};
   if (c.pids_limit > 0) resources["pids"] = {{"limit", c.pids_limit}};
