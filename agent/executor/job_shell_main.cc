@@ -174,69 +174,22 @@ int open_output(const std::string& path) {
   fail_task(err_fd, "exec " + args[0] + ": " + errno_text(errno));
 }
 
-// Forks task `local`; returns its pid, or -1 with `result.error` set.
-pid_t start_task(const JobLaunch& l, const JobFiles& files, size_t local,
-                 const std::map<std::string, std::string>& base_env, TaskResult& result) {
-  int err_pipe[2];
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    result.error = "pipe: " + errno_text(errno);
-    return -1;
-  }
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(err_pipe[0]);
-    run_task(l, files, local, base_env, err_pipe[1]);
-  }
-  int fork_errno = errno;
-  close(err_pipe[1]);
-  if (pid < 0) {
-    close(err_pipe[0]);
-    result.error = "fork: " + errno_text(fork_errno);
-    return -1;
-  }
-  // EOF at exec (close-on-exec), or the child's reason before it exits 127.
-  char buf[512];
-  ssize_t n;
-  while ((n = read(err_pipe[0], buf, sizeof buf)) != 0) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    result.error.append(buf, static_cast<size_t>(n));
-  }
-  close(err_pipe[0]);
-  return pid;
-}
-
-// Forks and execs a worker's command (runc), as root, with the shell's
-// stdio; returns its pid, or -1 with `error` set.
-pid_t start_worker(const WorkerSpec& worker, std::string& error) {
+// Forks; the child runs `child(err_fd)`, which execs or writes why it cannot
+// to err_fd and exits (fail_task). Returns the child's pid once it has exec'd
+// (EOF: err_fd is close-on-exec) or died, with its reason in `error`; -1 with
+// `error` set if the fork or pipe fails.
+template <typename Child>
+pid_t spawn(const Child& child, std::string& error) {
   int err_pipe[2];
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
     error = "pipe: " + errno_text(errno);
     return -1;
   }
-  std::vector<std::string> args = worker.command;
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
     close(err_pipe[0]);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    // runc finds its children by their PIDs in /proc: give it a /proc of the
-    // job's PID namespace, in a mount namespace of its own.
-    if (unshare(CLONE_NEWNS) != 0) fail_task(err_pipe[1], "unshare(CLONE_NEWNS): " + errno_text(errno));
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-      fail_task(err_pipe[1], "making / private: " + errno_text(errno));
-    }
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
-      fail_task(err_pipe[1], "mounting /proc: " + errno_text(errno));
-    }
-    execvp(argv[0], argv.data());
-    fail_task(err_pipe[1], "exec " + args[0] + ": " + errno_text(errno));
+    child(err_pipe[1]);
+    _exit(127);  // child() does not return
   }
   int fork_errno = errno;
   close(err_pipe[1]);
@@ -256,6 +209,39 @@ pid_t start_worker(const WorkerSpec& worker, std::string& error) {
   }
   close(err_pipe[0]);
   return pid;
+}
+
+// Forks task `local`; returns its pid, or -1 with `result.error` set.
+pid_t start_task(const JobLaunch& l, const JobFiles& files, size_t local,
+                 const std::map<std::string, std::string>& base_env, TaskResult& result) {
+  return spawn([&](int err_fd) { run_task(l, files, local, base_env, err_fd); }, result.error);
+}
+
+// Forks and execs a worker's command (runc), as root, with the shell's
+// stdio; returns its pid, or -1 with `error` set.
+pid_t start_worker(const WorkerSpec& worker, std::string& error) {
+  std::vector<std::string> args = worker.command;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return spawn(
+      [&](int err_fd) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+        // runc finds its children by their PIDs in /proc: give it a /proc of
+        // the job's PID namespace, in a mount namespace of its own.
+        if (unshare(CLONE_NEWNS) != 0) fail_task(err_fd, "unshare(CLONE_NEWNS): " + errno_text(errno));
+        if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+          fail_task(err_fd, "making / private: " + errno_text(errno));
+        }
+        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+          fail_task(err_fd, "mounting /proc: " + errno_text(errno));
+        }
+        execvp(argv[0], argv.data());
+        fail_task(err_fd, "exec " + args[0] + ": " + errno_text(errno));
+      },
+      error);
 }
 
 // The results of a worker's tasks once its command has ended with `code`:
