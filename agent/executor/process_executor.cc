@@ -911,6 +911,27 @@ std::vector<CheckpointOutcome> ProcessExecutor::finished_checkpoints() {
   return outcomes;
 }
 
+// An image job's shell is stopped (SIGSTOP, which a namespace's init gets
+// from its parent namespace) while `runc checkpoint` runs: runc runs in the
+// job's PID namespace, and a dump that kills the container would otherwise
+// end the shell's last worker, the shell, and with it the namespace -- runc
+// included, before it has finished.
+void ProcessExecutor::hold_shell(Job& job, bool hold) {
+  if (job.pidfd < 0) return;
+  signal_pidfd(job.pidfd, hold ? SIGSTOP : SIGCONT);
+  if (!hold) return;
+  const std::string stat = "/proc/" + std::to_string(job.pid) + "/stat";
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    const std::string text = read_whole(stat);
+    const std::size_t paren = text.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= text.size()) return;  // gone
+    const char state = text[paren + 2];
+    if (state == 'T' || state == 'Z') return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  spdlog::warn("job {}: its shell did not stop within a second", job.id);
+}
+
 Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
                                          CheckpointThen then) {
   const std::string name = "job " + std::to_string(id);
@@ -1012,6 +1033,7 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
     ssize_t ignored = write(notify, &byte, 1);
     (void)ignored;
   });
+  if (job.image) hold_shell(job, true);
   job.checkpointing = true;
   dumps_.emplace(id, std::move(dump));
   return Status::ok();
@@ -1025,7 +1047,13 @@ CheckpointOutcome ProcessExecutor::finish_dump(JobId id) {
   CheckpointOutcome outcome;
   outcome.id = id;
   auto it = jobs_.find(id);
-  if (it != jobs_.end()) it->second.checkpointing = false;
+  if (it != jobs_.end()) {
+    it->second.checkpointing = false;
+    // Released unless it is to go (a good dump of kStop): discard() kills it.
+    if (it->second.image && !(dump->status.is_ok() && dump->then == CheckpointThen::kStop)) {
+      hold_shell(it->second, false);
+    }
+  }
   std::error_code ec;
   const std::string meta_tmp = dump->meta + ".tmp";
   if (!dump->status.is_ok()) {

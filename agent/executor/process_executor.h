@@ -246,6 +246,7 @@ class ProcessExecutor final : public Executor {
   // Kills what is left of a job that is not to be reported, waits, removes
   // its cgroups and directory.
   void discard(Job& job);
+  void hold_shell(Job& job, bool hold);  // SIGSTOP/SIGCONT (checkpoint of an image job)
   Status start_shell(Job& job);
   bool poll_exit(Job& job);  // true once the shell has been waited for
   JobExit exit_of(const Job& job) const;

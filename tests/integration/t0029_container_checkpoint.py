@@ -7,17 +7,20 @@ the image, it runs as the job's user -- root where the host keeps
 CAP_SYS_RESOURCE from root, as here); the same
 for a 2-task job; a 2-node job requeued by checkpoint and restored on both
 nodes; checkpoint --then requeue, then restored on the other node;
+a container that holds a TCP connection cannot be dumped and runs on;
 checkpoint and run on."""
 import json
 import os
+import socket
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
 
 t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1")
 
-ROOT = t.busybox_rootfs()
+ROOT = t.busybox_rootfs(applets=("sh", "echo", "sleep", "nc"))
 
 
 def can_dump_other_users():
@@ -179,6 +182,29 @@ def test_requeue_then_restore_elsewhere():
     t.check_contiguous(out)
 
 
+def test_dump_failure_keeps_the_container_running():
+    # CRIU does not dump an established TCP connection (no --tcp-established):
+    # a container that holds one cannot be checkpointed, and runs on.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    threading.Thread(target=lambda: [listener.accept() for _ in range(8)], daemon=True).start()
+    d = t.workdir()
+    job, _, out = container_counter(
+        d, command=f"nc 127.0.0.1 {listener.getsockname()[1]} </dev/null & " + t.COUNTER)
+    t.wait_count(out, 5)
+    for request in (("checkpoint", str(job)), ("migrate", str(job))):
+        p = t.hpcq(*request, rc=1)
+        t.check("checkpoint failed" in p.stderr and "the job runs on" in p.stderr, p.stderr)
+        t.wait_count(out, t.counts(out)[-1] + 3)
+        s = t.status(job)
+        t.check(s["state"] == "RUNNING" and s["requeue_count"] == 0, f"status {s}")
+    t.hpcq("cancel", str(job))
+    t.wait_state(job, "CANCELLED")
+    t.check_contiguous(out)
+    listener.close()
+
+
 def test_checkpoint_and_run_on():
     d = t.workdir()
     job, _, out = container_counter(d)
@@ -198,4 +224,4 @@ def test_checkpoint_and_run_on():
 if __name__ == "__main__":
     t.main([test_migrate_a_container_job, test_migrate_two_tasks_in_a_container,
             test_two_node_job_requeued_and_restored, test_requeue_then_restore_elsewhere,
-            test_checkpoint_and_run_on])
+            test_dump_failure_keeps_the_container_running, test_checkpoint_and_run_on])
