@@ -286,8 +286,15 @@ std::string history_table(const v1::ListJobsResponse& jobs) {
                                                  "CPUTIME(s)"}};
   for (const auto& job : jobs.jobs()) {
     nlohmann::json j = job_json(job);
+    // A job that moved (migrate, requeue from a checkpoint): each node set
+    // it ran on, in order, "n1>n2".
+    std::string nodes = join(job.nodes());
+    if (job.placements_size() > 1) {
+      nodes.clear();
+      for (const auto& p : job.placements()) nodes += (nodes.empty() ? "" : ">") + join(p.nodes());
+    }
     rows.push_back({std::to_string(job.id()), job.user(), job.name(),
-                    job.spec().queue().empty() ? "default" : job.spec().queue(), join(job.nodes()),
+                    job.spec().queue().empty() ? "default" : job.spec().queue(), nodes,
                     std::to_string(j["cores"].get<int>()), time_text(job.submit_time_us()),
                     time_text(job.start_time_us()), time_text(job.end_time_us()),
                     api::state_name(job.state()), std::to_string(job.exit_code()),

@@ -476,7 +476,10 @@ std::future<v1::ListJobsResponse> Leader::list_jobs(const Caller& caller,
       if (request.ended_before_us() && job.end_time >= request.ended_before_us()) continue;
       // Like Slurm's PrivateData=jobs: users see their own jobs, admins all.
       if (!caller.is_admin() && caller.uid != job.uid) continue;
-      *response.add_jobs() = describe(job);
+      v1::Job* listed = response.add_jobs();
+      *listed = describe(job);
+      // Accounting shows every node set a job ran on (migrations, restarts).
+      for (const v1::Placement& p : entry.placements) *listed->add_placements() = p;
     }
     promise->set_value(std::move(response));
   });

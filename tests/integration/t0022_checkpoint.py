@@ -89,6 +89,12 @@ def test_migrate_to_a_named_node():
         t.run([t.HPCQ, "cancel", str(job)])
     t.wait_state(job, "CANCELLED")
     t.check_contiguous(out)
+    # Accounting shows both placements.
+    listed = [j for j in json.loads(t.hpcq("history", "--json").stdout) if j["id"] == job]
+    t.check(listed and [p["nodes"] for p in listed[0]["placements"]] == [[first], [other]],
+            f"history {listed}")
+    row = [l for l in t.hpcq("history").stdout.splitlines() if l.split()[0] == str(job)]
+    t.check(row and f"{first}>{other}" in row[0], f"history row {row}")
 
 
 def test_migrate_two_tasks():
