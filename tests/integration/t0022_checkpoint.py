@@ -5,6 +5,7 @@ checkpointed and runs on; is migrated to the other node (its first node
 drained) and its count goes on from where it was, with no gap and no restart
 from zero; is checkpointed and stopped (held), then released and restored;
 bad requests get one-line errors."""
+import atexit
 import json
 import os
 import signal
@@ -202,7 +203,9 @@ def test_stopped_job_is_restored_after_a_leader_restart():
     cmdline = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
     os.kill(pid, signal.SIGKILL)
     log = open(os.path.join(t.cluster_dir(), "logs", "hpcqd.log"), "a")
-    subprocess.Popen(cmdline, stdout=log, stderr=log)
+    leader = subprocess.Popen(cmdline, stdout=log, stderr=log)
+    # Not hpcq start's child: it would outlive the cluster.
+    atexit.register(lambda: (leader.terminate(), leader.wait()))
     deadline = time.monotonic() + 20
     while t.run([t.HPCQ, "queue"]).returncode != 0:
         t.check(time.monotonic() < deadline, "hpcqd did not restart")
