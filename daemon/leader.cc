@@ -1582,6 +1582,7 @@ void Leader::run_cycle() {
     snapshot.running.back().last_resize =
         entry.resizing || !entry.removing.empty() ? snapshot.now
                                                   : std::max(job.start_time, entry.last_resize);
+    snapshot.running.back().leaving = entry.preempted.has_value() || entry.cancel_requested;
   }
   sched::Decisions decisions = scheduler_->cycle(snapshot);
   // A Shrink only asks the application: the nodes come free once it has
@@ -1595,6 +1596,8 @@ void Leader::run_cycle() {
       start_job(it->second, std::move(start->allocation), shrink_asked);
     } else if (auto* preempt = std::get_if<sched::Preempt>(&decision)) {
       apply_preempt(*preempt);
+    } else if (auto* migrate = std::get_if<sched::Migrate>(&decision)) {
+      apply_migrate(*migrate);
     } else if (auto* shrink = std::get_if<sched::Shrink>(&decision)) {
       auto it = jobs_.find(shrink->job);
       if (it == jobs_.end()) continue;
@@ -1696,6 +1699,26 @@ void Leader::apply_preempt(const sched::Preempt& preempt) {
   entry.preempted = preempt;
   // The whole job, on every node; its resources come back when every part
   // has reported its end.
+  kill_job_parts(entry);
+}
+
+// The gap action's move to a hole that lasts: checkpointed and requeued with
+// the hole's nodes as its restore target (as `migrate --to`), where the
+// action then restores it (the job comes early in the queue's order). It
+// leaves its cores as a preempted job does: a failed dump still requeues it.
+void Leader::apply_migrate(const sched::Migrate& migrate) {
+  auto it = jobs_.find(migrate.job);
+  if (it == jobs_.end() || it->second.job.state != job::JobState::kRunning) return;
+  JobEntry& entry = it->second;
+  if (entry.preempted || entry.cancel_requested) return;
+  std::vector<std::string> to;
+  for (const auto& part : migrate.allocation.nodes) to.push_back(part.node);
+  spdlog::info("job {}: moved to a lasting hole on {}", entry.job.id, fmt::join(to, ","));
+  entry.preempted = sched::Preempt{migrate.job, 0, sched::PreemptMode::kCheckpoint};
+  Status begun = begin_checkpoint(entry, "requeue", nullptr, to);
+  if (begun.is_ok()) return;
+  spdlog::info("job {}: not checkpointed ({}): requeued from its last good checkpoint or the "
+               "start", entry.job.id, begun.message());
   kill_job_parts(entry);
 }
 

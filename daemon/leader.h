@@ -180,6 +180,7 @@ class Leader {
   // After `id` started or ended: its waiting dependents may go on.
   void wake_dependents(JobId id);
   void apply_preempt(const sched::Preempt& preempt);
+  void apply_migrate(const sched::Migrate& migrate);
   void set_schedulable_in_pool(Rank rank, bool schedulable);
   std::vector<sched::AdvanceReservation> current_reservations();
   void schedule_soon();

@@ -14,7 +14,12 @@
 // Both come from the "elastic" action (actions/elastic.h) and only for jobs
 // with a node range that are elastic; a later Start of the same cycle may use
 // what a Shrink freed, so they must be applied in order.
-// Later policies add a Checkpoint alternative.
+// Migrate: move the running job `job` (a gap job: actions/gap.h) to
+// `allocation`, idle cores that no reservation needs before its expected end
+// (a hole that lasts): checkpointed, then restored there. Where there is no
+// such hole the gap action checkpoints and requeues instead (a Preempt with
+// mode kCheckpoint, `for_job` the job that needs its cores, or 0 for a
+// Mode A save at the end of its slot).
 //
 // Plain values; not thread-safe.
 #pragma once
@@ -54,7 +59,12 @@ struct Expand {
   resource::Allocation allocation;  // the nodes added
 };
 
-using Decision = std::variant<Start, Reserve, Preempt, Shrink, Expand>;
+struct Migrate {
+  JobId job = 0;
+  resource::Allocation allocation;  // where it goes (cores idle now)
+};
+
+using Decision = std::variant<Start, Reserve, Preempt, Shrink, Expand, Migrate>;
 
 struct Decisions {
   std::vector<Decision> decisions;

@@ -82,6 +82,9 @@ struct RunningJob {
   // As submitted (PendingJob); its workers are in allocation.nodes[].workers.
   std::optional<resource::Profile> profile;
   int workers = 0;
+  // Already on its way out (preempted or migrating, being saved): its cores
+  // are not free yet, but no action decides anything more about it.
+  bool leaving = false;
 
   int nodes() const { return static_cast<int>(allocation.nodes.size()); }
 };

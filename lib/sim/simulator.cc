@@ -5,11 +5,14 @@
 #include <limits>
 #include <optional>
 #include <queue>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
+#include "lib/resource/cpu_list.h"
 #include "lib/resource/node_pool.h"
 #include "lib/resource/topology.h"
+#include "lib/sched/actions/gap.h"
 #include "lib/sched/resize.h"
 #include "lib/sim/elastic_model.h"
 
@@ -53,6 +56,8 @@ class Simulation {
         running_pos_(jobs_.size(), kNotRunning),
         started_(jobs_.size(), false),
         done_s_(jobs_.size(), 0.0),
+        saving_(jobs_.size(), false),
+        nodelist_(jobs_.size()),
         runs_(jobs_.size(), 0),
         outcome_pos_(jobs_.size(), 0),
         usage_(options.half_life_s) {}
@@ -85,6 +90,16 @@ class Simulation {
     snapshot_.usage = &usage_;
     snapshot_.site = &options_.site;
     result_.jobs.reserve(jobs_.size());
+    const auto& actions = options_.scheduler.actions;
+    if (std::find(actions.begin(), actions.end(), sched::GapAction::kName) != actions.end()) {
+      sched::ActionOptions gap_options;
+      for (const auto& [key, value] : options_.scheduler.options) {
+        if (key.rfind("gap.", 0) == 0) gap_options.emplace(key.substr(4), value);
+      }
+      auto action = sched::GapAction::create(gap_options);
+      if (!action.is_ok()) return action.status();
+      gap_ = static_cast<const sched::GapAction&>(**action).options();
+    }
     return Status::ok();
   }
 
@@ -94,20 +109,36 @@ class Simulation {
       std::int64_t now = std::numeric_limits<std::int64_t>::max();
       if (next_arrival < jobs_.size()) now = jobs_[next_arrival].submit_s;
       if (!ends_.empty()) now = std::min(now, ends_.top().time_s);
+      // A gap job's save may be due (actions/gap.h): a cycle runs then.
+      if (!wakes_.empty()) now = std::min(now, *wakes_.begin());
+      bool woke = false;
+      while (!wakes_.empty() && *wakes_.begin() <= now) {
+        wakes_.erase(wakes_.begin());
+        woke = true;
+      }
       // Ends first: the cores they free are there for this time's arrivals.
+      std::vector<std::size_t> saved;
       while (!ends_.empty() && ends_.top().time_s == now) {
         const End end = ends_.top();
         ends_.pop();
         if (end.run != runs_[end.index] || running_pos_[end.index] == kNotRunning) continue;
         HPCQ_RETURN_IF_ERROR(finish(end));
+        if (saving_[end.index]) {
+          // Its save is done: back in the queue, to be restored.
+          saving_[end.index] = false;
+          saved.push_back(end.index);
+        }
       }
+      std::sort(saved.begin(), saved.end());
+      requeue(saved);
       while (next_arrival < jobs_.size() && jobs_[next_arrival].submit_s == now) {
         arrive(next_arrival++);
       }
       // Running elastic jobs may grow into what an end freed, queue or not.
       const bool resizable = elastic_running_ > 0;
-      for (int round = 0;
-           round < kMaxPreemptRoundsPerTime && (!snapshot_.queue.empty() || resizable); ++round) {
+      for (int round = 0; round < kMaxPreemptRoundsPerTime &&
+                          (!snapshot_.queue.empty() || resizable || (woke && round == 0));
+           ++round) {
         auto preempted = cycle(now);
         if (!preempted.is_ok()) return preempted.status();
         if (!*preempted) break;
@@ -186,6 +217,22 @@ class Simulation {
         HPCQ_RETURN_IF_ERROR(apply_expand(*expand, now));
         continue;
       }
+      if (auto* migrate = std::get_if<sched::Migrate>(&decision)) {
+        // As hpcqd does it: checkpointed out, then restored on the target's
+        // nodes (the hole the gap action found) when it next starts.
+        auto it = index_.find(migrate->job);
+        if (it != index_.end() && running_pos_[it->second] != kNotRunning &&
+            !saving_[it->second]) {
+          std::vector<Rank>& to = nodelist_[it->second];
+          to.clear();
+          for (const auto& part : migrate->allocation.nodes) to.push_back(part.rank);
+          std::sort(to.begin(), to.end());
+          ++result_.migrated;
+        }
+        HPCQ_RETURN_IF_ERROR(apply_preempt(
+            sched::Preempt{migrate->job, 0, sched::PreemptMode::kCheckpoint}, now, &requeued));
+        continue;
+      }
       auto* start = std::get_if<sched::Start>(&decision);
       if (start == nullptr) continue;  // Reserve: a promise, nothing to apply
       auto it = index_.find(start->job);
@@ -201,6 +248,7 @@ class Simulation {
       }
       const SimJob& job = jobs_[index];
       started_[index] = true;
+      nodelist_[index].clear();  // a migration's target binds its restore only
       std::int64_t end_s = now + job.runtime_s;
       if (done_s_[index] > 0 || gap_job(job)) {
         // A checkpointed job's rest (papers/004's model), in a container
@@ -239,6 +287,7 @@ class Simulation {
       result_.jobs.push_back({job.id, job.user, job.submit_s, now, end_s, size, false, job.queue});
       if (on_event_) on_event_({now, job.id, true, &snapshot_.running.back().allocation});
     }
+    if (gap_) plan_wakes(decisions, now);
     if (result_.jobs.size() == first_started) {
       requeue(requeued);
       return take_preempted();
@@ -292,10 +341,22 @@ class Simulation {
                             ", which is not running");
     }
     const std::size_t index = it->second;
-    HPCQ_RETURN_IF_ERROR(finish({now, preempt.job, index, runs_[index]}));
-    ++runs_[index];  // its pending end is stale now
+    if (saving_[index]) return Status::ok();  // on its way out already
+    const bool save = preempt.mode == sched::PreemptMode::kCheckpoint && options_.checkpoint_s > 0;
+    if (save) {
+      // The dump takes checkpoint_s, the job's cores held meanwhile: its
+      // run ends then (the End loop requeues it).
+      saving_[index] = true;
+      sched::RunningJob& running = snapshot_.running[running_pos_[index]];
+      running.leaving = true;
+      running.end_estimate = (now + options_.checkpoint_s) * kUsPerSecond;
+      ends_.push({now + options_.checkpoint_s, preempt.job, index, ++runs_[index]});
+    } else {
+      HPCQ_RETURN_IF_ERROR(finish({now, preempt.job, index, runs_[index]}));
+      ++runs_[index];  // its pending end is stale now
+      ++preempted_now_;
+    }
     ++result_.preempted;
-    ++preempted_now_;
     JobOutcome& outcome = result_.jobs[outcome_pos_[index]];
     const SimJob& job = jobs_[index];
     const double ran = static_cast<double>(std::max<std::int64_t>(0, now - outcome.start_s));
@@ -315,8 +376,35 @@ class Simulation {
     }
     outcome.start_s = -1;  // erased at the end: the job's run is the next one
     started_[index] = false;
-    requeued->push_back(index);
+    if (!save) requeued->push_back(index);
     return Status::ok();
+  }
+
+  // The next times a cycle must run for the gap action: a reservation's
+  // start minus the save deadline, while gap jobs run (the earliest after
+  // now; the cycle then plans the next), and Mode A's slot ends.
+  void plan_wakes(const sched::Decisions& decisions, std::int64_t now) {
+    bool gap_running = false;
+    for (const sched::RunningJob& running : snapshot_.running) {
+      if (running.leaving || !options_.site.find_queue(running.queue) ||
+          !options_.site.find_queue(running.queue)->migratable) {
+        continue;
+      }
+      gap_running = true;
+      if (gap_->mode_a) {
+        const std::int64_t slot_end = running.start_time / kUsPerSecond + gap_->slot_s;
+        if (slot_end > now) wakes_.insert(slot_end);
+      }
+    }
+    if (!gap_running) return;
+    std::int64_t earliest = std::numeric_limits<std::int64_t>::max();
+    for (const sched::Decision& decision : decisions.decisions) {
+      const auto* reserve = std::get_if<sched::Reserve>(&decision);
+      if (reserve == nullptr) continue;
+      const std::int64_t due = reserve->time / kUsPerSecond - gap_->save_deadline_s;
+      if (due > now) earliest = std::min(earliest, due);
+    }
+    if (earliest != std::numeric_limits<std::int64_t>::max()) wakes_.insert(earliest);
   }
 
   // Puts preempted jobs back in the queue at their (submit, id) place.
@@ -328,6 +416,7 @@ class Simulation {
       const auto offset = pos - queue_index_.begin();
       queue_index_.insert(pos, index);
       snapshot_.queue.insert(snapshot_.queue.begin() + offset, pending_of(job));
+      snapshot_.queue[static_cast<std::size_t>(offset)].nodelist = nodelist_[index];
     }
   }
 
@@ -479,6 +568,10 @@ class Simulation {
   std::vector<std::size_t> running_index_;        // position in snapshot_.running -> index
   std::vector<bool> started_;                     // by index
   std::vector<double> done_s_;                    // by index: work kept by checkpoints (s)
+  std::vector<bool> saving_;                      // by index: being checkpointed out
+  std::vector<std::vector<Rank>> nodelist_;       // by index: a migration's target nodes
+  std::set<std::int64_t> wakes_;                  // times a cycle must run (the gap action)
+  std::optional<sched::GapOptions> gap_;          // the "gap" action's options, if configured
   std::vector<std::uint32_t> runs_;               // by index: starts and resizes (End.run)
   std::vector<std::optional<ElasticRun>> model_;  // by index: a job on whole nodes' run
   std::size_t elastic_running_ = 0;               // running jobs the scheduler may resize
@@ -492,19 +585,6 @@ class Simulation {
   SimResult result_;
 };
 
-void append_ranges(std::string& out, const std::vector<int>& cores) {
-  std::vector<int> sorted = cores;
-  std::sort(sorted.begin(), sorted.end());
-  for (std::size_t i = 0; i < sorted.size();) {
-    std::size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    if (i > 0) out += ',';
-    out += std::to_string(sorted[i]);
-    if (j > i) out += '-' + std::to_string(sorted[j]);
-    i = j + 1;
-  }
-}
-
 }  // namespace
 
 std::string format_event(const SimEvent& event) {
@@ -515,8 +595,7 @@ std::string format_event(const SimEvent& event) {
     for (const resource::NodeAllocation& node : event.allocation->nodes) {
       if (!first) out += ' ';
       first = false;
-      out += node.node + ':';
-      append_ranges(out, node.cores);
+      out += node.node + ':' + resource::format_cpu_list(node.cores);
     }
   }
   return out;

@@ -158,8 +158,12 @@ struct SimOptions {
   // = true); empty: none. Every snapshot points at it.
   sched::SitePolicy site = {};
   // A job preempted by checkpoint (PreemptMode::kCheckpoint, the "gap"
-  // action's evictions) keeps the work it did; its next run takes what is
-  // left plus checkpoint_s (dump and restore: the paper's t, in seconds).
+  // action's evictions and moves) keeps the work it did. Its dump takes
+  // checkpoint_s, during which it keeps its cores (a reserved job waits for
+  // them; RunningJob::leaving), and its next run takes what is left plus
+  // checkpoint_s for the restore: 2 x checkpoint_s is the paper's t, in
+  // seconds. A Migrate is such a save whose restore is bound to the nodes
+  // of the hole the action found.
   // Gap jobs run in containers at efficiency container_efficiency (the
   // paper's c): their work takes 1/c as long.
   std::int64_t checkpoint_s = 0;
@@ -201,6 +205,7 @@ struct SimResult {
   std::size_t shrinks = 0;       // Shrink decisions applied
   std::size_t expands = 0;       // Expand decisions applied
   std::size_t checkpointed = 0;  // preemptions by checkpoint (work kept)
+  std::size_t migrated = 0;      // of those, moves to a hole that lasts (Migrate)
   // Cores x seconds of runs cut short by a preemption (their outcomes are
   // not in `jobs`): busy time all the same. Of it, what a requeue or cancel
   // lost (a checkpoint keeps it, less its own cost).

@@ -1,33 +1,52 @@
 // Action "gap": a migratable gap queue that fills the holes backfilling
-// leaves (Polyakov & Dubenskaya, papers/004, Mode B).
+// leaves (Polyakov & Dubenskaya, papers/004).
 //
 // Gap jobs are the jobs of queues with migratable = true. With this action
 // configured (after "backfill": actions = ["allocate", "backfill", "gap"])
 // the other actions leave them alone (Session::separate_gap_jobs), and
 // backfill plans as if their cores were free now. Each cycle this action:
+//   0. Mode A (mode = "a"): every gap job that has run a whole slot (slot_s)
+//      is saved: Preempt{job, 0, kCheckpoint} -- dumped, requeued, restored
+//      in whatever hole comes next; step 1 applies as well.
 //   1. evicts: for every job that backfill reserved (Reserve{job, T}) with
 //      T <= now + save_deadline_s, the gap jobs holding cores that job
-//      needs at T are stopped -- Preempt{gap job, reserved job, kCheckpoint}
-//      (evict = "checkpoint", default: dumped and requeued, restored where
-//      it next starts, which is how it migrates to another hole) or
-//      kRequeue (evict = "requeue": killed, its work lost). The cores it
-//      needs are found by placing it on the pool as it will be at T: the
-//      gap jobs gone and the regular jobs that end by T gone;
+//      needs at T leave them. The cores it needs are found by placing it on
+//      the pool as it will be at T: the gap jobs gone, the regular jobs
+//      that end by T gone, and the cores of the earlier reservations that
+//      still hold at T taken (reservations in time order: backfill's own
+//      plan, approximately). Mode B (the default) moves such a job to a hole
+//      that lasts -- idle cores that no reservation of this cycle needs
+//      before its expected end -- with Migrate{job, cores} (migrate = true,
+//      the default); where there is none, or with evict = "requeue", it is
+//      stopped: Preempt{job, reserved job, kCheckpoint} (evict =
+//      "checkpoint", the default: dumped and requeued, restored where it
+//      next starts) or kRequeue (killed, its work lost);
 //   2. starts gap jobs, in job order, in any cores idle now -- including
 //      cores promised to a reserved job -- except where a job reserved
 //      within the save deadline will need them (it would be evicted again
-//      at once). A gap job that does not fit does not stop the ones behind
-//      it.
-// So a regular job starts at its reserved time or as soon as the gap jobs
-// in its way have been saved: the save deadline must cover a checkpoint
-// (bench/checkpoint_cost.py) for it never to start later because of them.
+//      at once) or where a migration of this cycle goes. A gap job that does
+//      not fit does not stop the ones behind it.
+// Running jobs that are leaving already (RunningJob::leaving: being saved)
+// get no decision. So a regular job starts at its reserved time or as soon
+// as the gap jobs in its way have been saved: the save deadline must cover
+// a checkpoint (bench/checkpoint_cost.py, bench/migrate_cost.py), and a
+// cycle must run by the reserved time minus the deadline (hpcqd cycles
+// often; the simulator wakes then), for it never to start later because of
+// them. A reservation that moves earlier (a job ended before its limit) can
+// still find gap jobs in its way: it waits for their save (the paper's
+// Mode B risk, bounded by the checkpoint time; bench/gap_paper.py measures
+// the delays).
 //
-// Options: save_deadline_s = S >= 0 (default 60), evict = checkpoint |
-// requeue (default checkpoint).
+// Options: save_deadline_s = S >= 0 (default 60); evict = checkpoint |
+// requeue (default checkpoint); migrate = true | false (default true);
+// mode = a | b (default b); slot_s = seconds > 0 (mode A's slot, default
+// 3600, the one-hour slot of the paper's estimate).
 //
 // Cost per cycle (R running, N nodes, V reserved jobs within the deadline,
-// G gap jobs queued): O(R + V * (N + R)) for evictions (a pool copy and a
-// placement per reserved job) and one O(N) placement per gap job.
+// M migrations, W reservations before a migrating job's end, G gap jobs
+// queued): O(R + V * (N + R)) for evictions (a pool copy and a placement per
+// reserved job), O(W * (N + R)) more for the first migration's hole, and one
+// O(N) placement per gap job.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +62,9 @@ namespace hpcq::sched {
 struct GapOptions {
   std::int64_t save_deadline_s = 60;
   PreemptMode evict = PreemptMode::kCheckpoint;
+  bool migrate = true;
+  bool mode_a = false;
+  std::int64_t slot_s = 3600;
 };
 
 class GapAction final : public Action {
@@ -55,6 +77,7 @@ class GapAction final : public Action {
   std::string_view name() const override { return kName; }
   void on_session_open(Session& session) override { session.separate_gap_jobs(); }
   void execute(Session& session) override;
+  const GapOptions& options() const { return options_; }
 
  private:
   GapOptions options_;

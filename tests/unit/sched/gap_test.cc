@@ -1,4 +1,4 @@
-// Action "gap": the migratable gap queue (papers/004, Mode B).
+// Action "gap": the migratable gap queue (papers/004, Modes A and B).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -93,7 +93,31 @@ std::vector<Preempt> evictions(const Decisions& d) {
   return out;
 }
 
+std::vector<Migrate> moves(const Decisions& d) {
+  std::vector<Migrate> out;
+  for (const Decision& x : d.decisions) {
+    if (const Migrate* m = std::get_if<Migrate>(&x)) out.push_back(*m);
+  }
+  return out;
+}
+
 const std::vector<std::string> kActions = {"allocate", "backfill", "gap"};
+
+// Two nodes of 4 cores: node 1 busy until `frees`, node 2 running gap jobs
+// 200 (cores 0-1) and 201 (cores 2-3) with two hours to go.
+struct TwoNodes {
+  explicit TwoNodes(TimeUs frees, int nodes = 2) : pool(make_pool(nodes)), policy(site()) {
+    snap.now = kNow;
+    snap.pool = &pool;
+    snap.site = &policy;
+    snap.running.push_back(running(pool, 100, 1, {0, 1, 2, 3}, "batch", frees));
+    snap.running.push_back(running(pool, 200, 2, {0, 1}, "gap", kNow + 7200 * kUsPerSecond));
+    snap.running.push_back(running(pool, 201, 2, {2, 3}, "gap", kNow + 7200 * kUsPerSecond));
+  }
+  resource::NodePool pool;
+  SitePolicy policy;
+  Snapshot snap;
+};
 
 TEST(GapTest, GapJobsTakeCoresPromisedToAReservedJob) {
   // Node 1 busy for an hour; the 8-core job at the head waits for it and is
@@ -131,16 +155,9 @@ TEST(GapTest, GapJobsInTheWayOfACloseReservationAreCheckpointed) {
   // Node 1 frees in 30 s (within the 60 s save deadline); node 2 runs two
   // gap jobs. The head needs both nodes: backfill counts the gap cores free
   // from now, so it is promised the start in 30 s, and the gap jobs on its
-  // cores are evicted now, by checkpoint.
-  resource::NodePool pool = make_pool(2);
-  SitePolicy s = site();
-  Snapshot snap;
-  snap.now = kNow;
-  snap.pool = &pool;
-  snap.site = &s;
-  snap.running.push_back(running(pool, 100, 1, {0, 1, 2, 3}, "batch", kNow + 30 * kUsPerSecond));
-  snap.running.push_back(running(pool, 200, 2, {0, 1}, "gap", kNow + 7200 * kUsPerSecond));
-  snap.running.push_back(running(pool, 201, 2, {2, 3}, "gap", kNow + 7200 * kUsPerSecond));
+  // cores are evicted now, by checkpoint (there is no other hole).
+  TwoNodes t(kNow + 30 * kUsPerSecond);
+  Snapshot& snap = t.snap;
   snap.queue = {pending(1, 8)};
   const Decisions d = run(snap, kActions);
   const std::vector<Preempt> e = evictions(d);
@@ -177,10 +194,85 @@ TEST(GapTest, OnlyTheGapJobsInTheWayGo) {
   EXPECT_EQ(e[0].job, 200u);
 }
 
+TEST(GapTest, AGapJobInTheWayMovesToAHoleThatLasts) {
+  // The head asks for two whole nodes: nodes 1 and 2 once node 1 frees in
+  // 30 s. Node 3 has two idle cores that no reservation needs: one of the
+  // gap jobs in the head's way moves there (Migrate); the other has nowhere
+  // to go and is checkpointed. No new gap job starts where the move goes.
+  TwoNodes t(kNow + 30 * kUsPerSecond, 3);
+  Snapshot& snap = t.snap;
+  snap.running.push_back(running(t.pool, 101, 3, {0, 1}, "batch", kNow + 9000 * kUsPerSecond));
+  PendingJob head = pending(1, 8);
+  head.request.nodes = 2;
+  snap.queue = {head, pending(2, 1, "gap", 7200)};
+  const Decisions d = run(snap, kActions);
+  const std::vector<Migrate> m = moves(d);
+  ASSERT_EQ(m.size(), 1u);
+  ASSERT_EQ(m[0].allocation.nodes.size(), 1u);
+  EXPECT_EQ(m[0].allocation.nodes[0].rank, 3u);
+  EXPECT_EQ(m[0].allocation.nodes[0].cores, (std::vector<int>{2, 3}));
+  const std::vector<Preempt> e = evictions(d);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].job, m[0].job);
+  EXPECT_EQ(e[0].for_job, 1u);
+  EXPECT_TRUE(started(d).empty());
+  // gap.migrate = false: both checkpointed and requeued.
+  const Decisions off = run(snap, kActions, {{"gap.migrate", "false"}});
+  EXPECT_TRUE(moves(off).empty());
+  EXPECT_EQ(evictions(off).size(), 2u);
+}
+
+TEST(GapTest, AHoleThatEndsBeforeTheJobIsNoHole) {
+  // As above, but the second job is promised node 3 in an hour (job 101
+  // ends then; it needs a whole node), before the gap jobs' two hours are
+  // up: they would be evicted there again, so both are checkpointed.
+  TwoNodes t(kNow + 30 * kUsPerSecond, 3);
+  Snapshot& snap = t.snap;
+  snap.running.push_back(running(t.pool, 101, 3, {0, 1}, "batch", kNow + 3600 * kUsPerSecond));
+  PendingJob head = pending(1, 8);
+  head.request.nodes = 2;
+  PendingJob second = pending(2, 4);
+  second.request.nodes = 1;
+  snap.queue = {head, second};
+  const Decisions d =
+      run(snap, kActions, {{"backfill.reservation_depth", "0"}});
+  EXPECT_TRUE(moves(d).empty());
+  EXPECT_EQ(evictions(d).size(), 2u);
+}
+
+TEST(GapTest, ModeASavesEveryGapJobAtTheEndOfItsSlot) {
+  // Job 200 started a slot ago, 201 just now: only 200 is saved, for nobody
+  // in particular; nothing else is in the way.
+  TwoNodes t(kNow + 7200 * kUsPerSecond);
+  Snapshot& snap = t.snap;
+  snap.running[1].start_time = kNow - 600 * kUsPerSecond;
+  snap.running[2].start_time = kNow - 60 * kUsPerSecond;
+  const std::vector<Preempt> e =
+      evictions(run(snap, kActions, {{"gap.mode", "a"}, {"gap.slot_s", "600"}}));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].job, 200u);
+  EXPECT_EQ(e[0].for_job, 0u);
+  EXPECT_EQ(e[0].mode, PreemptMode::kCheckpoint);
+  // Mode B leaves both running.
+  EXPECT_TRUE(evictions(run(snap, kActions)).empty());
+}
+
+TEST(GapTest, JobsOnTheirWayOutGetNoDecision) {
+  TwoNodes t(kNow + 30 * kUsPerSecond);
+  Snapshot& snap = t.snap;
+  snap.running[1].leaving = true;
+  snap.running[2].leaving = true;
+  snap.queue = {pending(1, 8)};
+  const Decisions d = run(snap, kActions);
+  EXPECT_TRUE(evictions(d).empty());
+  EXPECT_TRUE(moves(d).empty());
+}
+
 TEST(GapTest, BadOptionsAreRefused) {
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
            {"gap.save_deadline_s", "-1"}, {"gap.save_deadline_s", "soon"},
-           {"gap.evict", "kill"}, {"gap.mode", "a"}}) {
+           {"gap.evict", "kill"}, {"gap.mode", "c"}, {"gap.slot_s", "0"},
+           {"gap.migrate", "yes"}, {"gap.slots", "1"}}) {
     auto s = Scheduler::create({kActions, {"fcfs"}, {{key, value}}});
     EXPECT_FALSE(s.is_ok()) << key << "=" << value;
   }

@@ -445,5 +445,69 @@ TEST(SimGap, CheckpointedGapJobKeepsItsWorkAndPaysItsCost) {
   EXPECT_EQ(runs[2], (std::pair<std::int64_t, std::int64_t>{0, 2000}));
 }
 
+SimOptions gap_options() {
+  SimOptions options;
+  options.cluster.nodes = 1;
+  options.cluster.cores_per_node = 4;
+  options.scheduler = *policy_config("gap");
+  options.scheduler.options["gap.save_deadline_s"] = "60";
+  sched::QueueConfig regular;
+  regular.name = "regular";
+  sched::QueueConfig gap;
+  gap.name = "gap";
+  gap.migratable = true;
+  options.site.queues = {regular, gap};
+  options.site.default_queue = "regular";
+  options.checkpoint_s = 20;
+  return options;
+}
+
+std::map<JobId, std::pair<std::int64_t, std::int64_t>> runs_of(const SimResult& r) {
+  std::map<JobId, std::pair<std::int64_t, std::int64_t>> runs;
+  for (const JobOutcome& o : r.jobs) runs[o.id] = {o.start_s, o.end_s};
+  return runs;
+}
+
+// A save takes checkpoint_s, the gap job's cores held meanwhile. Job 3 is
+// promised 1000 (job 1's limit): the simulator wakes at 1000 - 60, the gap
+// job is saved by 960 and job 3 starts at 1000, not later. When job 1 ends
+// early (at 500), job 3 may start at once but waits for the save: 520.
+TEST(SimGap, SavesTakeTheirTimeAndRunByTheDeadline) {
+  SimOptions options = gap_options();
+  std::vector<SimJob> jobs = {
+      {1, 1, 0, 1000, 1000, 2, 0},
+      {2, 1, 0, 5000, 5000, 2, 0, "gap"},
+      {3, 1, 10, 10, 10, 4, 0},
+  };
+  auto r = simulate(jobs, options, nullptr);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r->checkpointed, 1u);
+  EXPECT_EQ(runs_of(*r)[3].first, 1000);
+  // Saved at 940 after 940 s of work; back at 1010 (job 3 done) for the
+  // rest plus a restore: 4060 + 20.
+  EXPECT_EQ(runs_of(*r)[2], (std::pair<std::int64_t, std::int64_t>{1010, 5090}));
+
+  jobs[0].runtime_s = 500;  // ends half-way through its limit
+  r = simulate(jobs, options, nullptr);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(runs_of(*r)[3].first, 520);
+}
+
+// Mode A: saved at the end of every slot (100 s), whatever else happens:
+// 0..100 (+10 s saving), 110..210 (90 s of work after a 10 s restore, +10),
+// 220..290 (the last 60 s after a restore).
+TEST(SimGap, ModeASavesAtEverySlotEnd) {
+  SimOptions options = gap_options();
+  options.checkpoint_s = 10;
+  options.scheduler.options["gap.mode"] = "a";
+  options.scheduler.options["gap.slot_s"] = "100";
+  std::vector<SimJob> jobs = {{2, 1, 0, 250, 250, 2, 0, "gap"}};
+  auto r = simulate(jobs, options, nullptr);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r->checkpointed, 2u);
+  EXPECT_DOUBLE_EQ(r->lost_core_seconds, 0);
+  EXPECT_EQ(runs_of(*r)[2], (std::pair<std::int64_t, std::int64_t>{220, 290}));
+}
+
 }  // namespace
 }  // namespace hpcq::sim
