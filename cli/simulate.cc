@@ -167,6 +167,10 @@ void print_table(const Options& o, const sim::Cluster& cluster, const sim::SwfTr
   std::printf("bsld         mean(10 s) %.2f, p95(60 s) %.2f\n", m.mean_bsld_10, m.p95_bsld_60);
   std::printf("backfilled   %zu\n", m.backfilled);
   std::printf("preempted    %zu\n", result.preempted);
+  if (result.checkpointed > 0) {
+    std::printf("checkpointed %zu (%zu of them moved to a hole that lasts)\n", result.checkpointed,
+                result.migrated);
+  }
   if (result.shrinks + result.expands > 0) {
     std::printf("resized      %zu shrinks, %zu expands\n", result.shrinks, result.expands);
   }
@@ -237,6 +241,7 @@ void print_json(const Options& o, const sim::Cluster& cluster, const sim::SwfTra
       {"backfilled", m.backfilled},
       {"preempted", result.preempted},
       {"checkpointed", result.checkpointed},
+      {"migrated", result.migrated},
       {"preempted_core_seconds", result.preempted_core_seconds},
       {"lost_core_seconds", result.lost_core_seconds},
       {"gap_queue", o.gap_queue},
@@ -310,7 +315,8 @@ int run_simulate(const std::vector<std::string>& args) {
                  "the trace's queue (e.g. q9: SWF queue 9) is a migratable gap queue (papers/004; "
                  "with --policy gap)");
   app.add_option("--checkpoint-cost", o.checkpoint_cost_s,
-                 "seconds a checkpoint-and-restore adds to a preempted job's next run")
+                 "seconds a checkpoint takes (the job keeps its cores meanwhile), and again its "
+                 "restore (added to its next run)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--container-efficiency", o.container_efficiency,
                  "gap jobs' speed in containers relative to native, in (0, 1]")
