@@ -57,7 +57,6 @@ import math
 import os
 import random
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -116,11 +115,13 @@ def gap_jobs(rng, span_s, slots, offered):
 
 
 def write_swf(path, jobs):
-    jobs = sorted(jobs, key=lambda j: j[0])
+    """Job i of the list gets id i + 1 (lines in submit order): a regular job
+    has the same id with the gap stream appended to the list and without."""
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i][0], i))
     with open(path, "w") as f:
         f.write("; hpcq bench/gap_paper.py synthetic workload\n")
-        for i, j in enumerate(jobs, 1):
-            f.write(swf_line(i, *j) + "\n")
+        for i in order:
+            f.write(swf_line(i + 1, *jobs[i]) + "\n")
 
 
 def read_swf(path):
@@ -141,13 +142,16 @@ def read_swf(path):
     return jobs
 
 
-def simulate(hpcq, swf, cores, args, gap):
+def simulate(hpcq, swf, cores, args, gap, mode="b"):
     cmd = [hpcq, "simulate", swf, "--cores", str(cores), "--json", "--skip-impossible",
            "--policy", "gap" if gap else "conservative", "--events", swf + ".events"]
     if gap:
         cmd += ["--gap-queue", f"q{GAP_QUEUE}", "--checkpoint-cost", str(args.checkpoint_s),
                 "--container-efficiency", str(args.efficiency),
-                "--option", f"gap.save_deadline_s={args.deadline_s}"]
+                "--option", f"gap.save_deadline_s={args.deadline_s}",
+                "--option", f"gap.mode={mode}", "--option", f"gap.slot_s={args.slot_s}",
+                "--option", f"gap.migrate={'false' if args.no_migrate else 'true'}",
+                "--option", f"gap.late={args.late}"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -188,6 +192,16 @@ def busy(events_path, queue_of, window_s):
     return regular, gap
 
 
+def first_starts(events_path):
+    starts = {}
+    with open(events_path) as f:
+        for line in f:
+            v = line.split()
+            if v[2] == "start":
+                starts.setdefault(int(v[1]), int(v[0]))
+    return starts
+
+
 def queues_of(swf):
     q = {}
     with open(swf) as f:
@@ -203,7 +217,7 @@ def regular_wait(report):
     return q["mean_wait_s"] if q else report["mean_wait_s"]
 
 
-def one(hpcq, regular, cores, args, rng, work):
+def one(hpcq, regular, cores, args, rng, work, mode):
     # The load is measured over the arrival window (the paper's 180 days),
     # not the drain after the last arrival.
     window = max(j[0] for j in regular) + 1
@@ -215,17 +229,28 @@ def one(hpcq, regular, cores, args, rng, work):
     gap = gap_jobs(rng, window, cores, args.gap_offered)
     gap_swf = os.path.join(work, "gap.swf")
     write_swf(gap_swf, regular + gap)
-    withgap = simulate(hpcq, gap_swf, cores, args, gap=True)
+    withgap = simulate(hpcq, gap_swf, cores, args, gap=True, mode=mode)
     reg_busy2, gap_busy = busy(gap_swf + ".events", queues_of(gap_swf), window)
+    # Each regular job's start with the gap queue against its start without
+    # (same ids in both files).
+    before, after = first_starts(base_swf + ".events"), first_starts(gap_swf + ".events")
+    delays = [after[j] - before[j] for j in before if j in after]
+    later = [d for d in delays if d > 0]
     return {
         "load": reg_busy / capacity,
         "load_with_gap": (reg_busy2 + gap_busy) / capacity,
         "wait_s": regular_wait(base),
         "wait_with_gap_s": regular_wait(withgap),
         "checkpointed": withgap.get("checkpointed", 0),
+        "migrated": withgap.get("migrated", 0),
         "lost_core_seconds": withgap.get("lost_core_seconds", 0.0),
         "gap_jobs": len(gap),
         "jobs": len(regular),
+        "started_later": len(later),
+        "started_earlier": sum(1 for d in delays if d < 0),
+        "mean_delay_s": sum(later) / len(delays) if delays else 0.0,
+        "max_delay_s": max(later, default=0),
+        "later_than_deadline": sum(1 for d in later if d > args.deadline_s),
         "elapsed_s": base["elapsed_s"] + withgap["elapsed_s"],
     }
 
@@ -238,28 +263,36 @@ def main():
     ap.add_argument("--ps", default="0.1,0.5,0.9")
     ap.add_argument("--offered", type=float, default=0.95)
     ap.add_argument("--gap-offered", type=float, default=0.15)
-    ap.add_argument("--checkpoint-s", type=int, default=60)
+    ap.add_argument("--checkpoint-s", type=int, default=30)
+    ap.add_argument("--mode", choices=("a", "b", "both"), default="b")
+    ap.add_argument("--slot-s", type=int, default=3600)
+    ap.add_argument("--no-migrate", action="store_true")
+    ap.add_argument("--late", choices=("save", "kill"), default="save")
     ap.add_argument("--efficiency", type=float, default=0.998)
     ap.add_argument("--deadline-s", type=int, default=600)
     ap.add_argument("--trace")
     ap.add_argument("--cores", type=int, default=512)
     args = ap.parse_args()
     hpcq = os.path.join(os.path.abspath(args.build), "cli", "hpcq")
-    t = args.checkpoint_s / 3600.0  # of a one-hour slot
+    t = 2 * args.checkpoint_s / 3600.0  # a save and a restore, of a one-hour slot
     bound_c = args.efficiency
     rows = []
     with tempfile.TemporaryDirectory(prefix="hpcq-gap-") as work:
         settings = [("trace", None)] if args.trace else [("p", float(p)) for p in args.ps.split(",")]
-        for kind, p in settings:
+        modes = ("b", "a") if args.mode == "both" else (args.mode,)
+        for (kind, p), mode in [(s, m) for s in settings for m in modes]:
             runs = []
             for seed in range(args.seeds if not args.trace else 1):
                 rng = random.Random(seed * 1000 + int((p or 0) * 100))
                 regular = (read_swf(args.trace) if args.trace
                            else regular_jobs(rng, args.days, args.cores, args.offered, p))
-                runs.append(one(hpcq, regular, args.cores, args, rng, work))
+                runs.append(one(hpcq, regular, args.cores, args, rng, work, mode))
             mean = {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
+            mean["max_delay_s"] = max(r["max_delay_s"] for r in runs)
             row = {"source": os.path.basename(args.trace) if args.trace else "lomonosov-like",
-                   "p": p, "days": args.days, "seeds": len(runs), "cores": args.cores,
+                   "p": p, "mode": mode, "migrate": not args.no_migrate, "late": args.late,
+                   "slot_s": args.slot_s, "days": args.days, "seeds": len(runs),
+                   "cores": args.cores,
                    "offered": args.offered, "gap_offered": args.gap_offered,
                    "checkpoint_s": args.checkpoint_s, "c": args.efficiency,
                    "deadline_s": args.deadline_s, **mean,
@@ -270,13 +303,15 @@ def main():
             rows.append(row)
             with open(os.path.join(ROOT, "bench", "results", "gap_paper.jsonl"), "a") as f:
                 f.write(json.dumps(row) + "\n")
-    print(f"{'p':>5} {'load':>6} {'+gap':>6} {'gain':>6} {'ceil':>6} {'wait s':>8} "
-          f"{'+gap s':>8} {'ckpts':>6} {'lost':>5} {'jobs':>6} {'gapjobs':>7}")
+    print(f"{'p':>5} {'mode':>4} {'load':>6} {'+gap':>6} {'gain':>6} {'ceil':>6} {'wait s':>8} "
+          f"{'+gap s':>8} {'ckpts':>6} {'moves':>6} {'lost':>5} {'later':>6} {'maxdel':>6} "
+          f"{'>dl':>4} {'jobs':>6} {'gapjobs':>7}")
     for r in rows:
-        print(f"{str(r['p']):>5} {r['load']:6.3f} {r['load_with_gap']:6.3f} {r['gain']:6.3f} "
-              f"{r['ceiling']:6.3f} {r['wait_s']:8.0f} {r['wait_with_gap_s']:8.0f} "
-              f"{r['checkpointed']:6.0f} {r['lost_core_seconds']:5.0f} {r['jobs']:6.0f} "
-              f"{r['gap_jobs']:7.0f}")
+        print(f"{str(r['p']):>5} {r['mode']:>4} {r['load']:6.3f} {r['load_with_gap']:6.3f} "
+              f"{r['gain']:6.3f} {r['ceiling']:6.3f} {r['wait_s']:8.0f} "
+              f"{r['wait_with_gap_s']:8.0f} {r['checkpointed']:6.0f} {r['migrated']:6.0f} "
+              f"{r['lost_core_seconds']:5.0f} {r['started_later']:6.0f} {r['max_delay_s']:6.0f} "
+              f"{r['later_than_deadline']:4.0f} {r['jobs']:6.0f} {r['gap_jobs']:7.0f}")
 
 
 if __name__ == "__main__":

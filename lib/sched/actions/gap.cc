@@ -127,6 +127,7 @@ void GapAction::execute(Session& session) {
   std::sort(reserves.begin(), reserves.end(),
             [](const Reserve& a, const Reserve& b) { return a.time < b.time; });
   std::vector<std::pair<const RunningJob*, JobId>> evict;  // gap job, for whom
+  std::set<JobId> late;  // in the way of a start too close for a save
   std::vector<Promise> promised;  // in time order
   std::size_t planned = 0;        // reserves[0, planned) are in `promised`
   auto plan_until = [&](TimeUs until) {
@@ -145,6 +146,7 @@ void GapAction::execute(Session& session) {
       if (leaving.count(gap->id) || !overlaps(p.cores, session.allocation_of(*gap))) continue;
       leaving.insert(gap->id);
       evict.emplace_back(gap, p.job);
+      if (p.time < horizon) late.insert(gap->id);
     }
   }
   const bool migrating =
@@ -156,6 +158,14 @@ void GapAction::execute(Session& session) {
     plan_until(latest);
   }
   for (const auto& [gap, for_job] : evict) {
+    if (options_.kill_late && late.count(gap->id)) {
+      // The reserved start came closer than the save deadline (a job ended
+      // before its limit): a save could delay it, so the gap job is killed
+      // and loses what it did since its last save (papers/004's Mode B
+      // risk; Mode A bounds the loss to a slot).
+      session.add_decision(Preempt{gap->id, for_job, PreemptMode::kRequeue});
+      continue;
+    }
     if (migrating) {
       // A hole that lasts: idle now, needed by no reservation before the
       // job's end, and not where another move of this cycle goes.
@@ -235,6 +245,12 @@ Result<std::unique_ptr<Action>> GapAction::create(const ActionOptions& options) 
                                 "' is not true or false");
       }
       parsed.migrate = value == "true";
+    } else if (name == "late") {
+      if (value != "save" && value != "kill") {
+        return invalid_argument("scheduler option 'gap.late': '" + value +
+                                "' is not save or kill");
+      }
+      parsed.kill_late = value == "kill";
     } else if (name == "mode") {
       if (value != "a" && value != "b") {
         return invalid_argument("scheduler option 'gap.mode': '" + value + "' is not a or b");
@@ -242,7 +258,7 @@ Result<std::unique_ptr<Action>> GapAction::create(const ActionOptions& options) 
       parsed.mode_a = value == "a";
     } else {
       return invalid_argument("unknown scheduler option 'gap." + name +
-                              "' (known: save_deadline_s, evict, migrate, mode, slot_s)");
+                              "' (known: save_deadline_s, evict, migrate, late, mode, slot_s)");
     }
   }
   return std::unique_ptr<Action>(std::make_unique<GapAction>(parsed));

@@ -33,12 +33,16 @@
 // cycle must run by the reserved time minus the deadline (hpcqd cycles
 // often; the simulator wakes then), for it never to start later because of
 // them. A reservation that moves earlier (a job ended before its limit) can
-// still find gap jobs in its way: it waits for their save (the paper's
-// Mode B risk, bounded by the checkpoint time; bench/gap_paper.py measures
-// the delays).
+// still find gap jobs in its way, closer than the deadline: with late =
+// save (the default) it waits for their save (bounded by the checkpoint
+// time); with late = kill they are killed at once (Preempt kRequeue: the
+// work since their last save is lost, the paper's Mode B risk; Mode A
+// bounds it to a slot) and it is never delayed. bench/gap_paper.py
+// measures both.
 //
 // Options: save_deadline_s = S >= 0 (default 60); evict = checkpoint |
 // requeue (default checkpoint); migrate = true | false (default true);
+// late = save | kill (default save);
 // mode = a | b (default b); slot_s = seconds > 0 (mode A's slot, default
 // 3600, the one-hour slot of the paper's estimate).
 //
@@ -63,6 +67,7 @@ struct GapOptions {
   std::int64_t save_deadline_s = 60;
   PreemptMode evict = PreemptMode::kCheckpoint;
   bool migrate = true;
+  bool kill_late = false;
   bool mode_a = false;
   std::int64_t slot_s = 3600;
 };

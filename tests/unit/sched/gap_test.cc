@@ -166,6 +166,11 @@ TEST(GapTest, GapJobsInTheWayOfACloseReservationAreCheckpointed) {
     EXPECT_EQ(p.for_job, 1u);
     EXPECT_EQ(p.mode, PreemptMode::kCheckpoint);
   }
+  // gap.late = kill: the start (30 s away) is closer than the deadline, a
+  // save might delay it: the gap jobs are killed instead.
+  for (const Preempt& p : evictions(run(snap, kActions, {{"gap.late", "kill"}}))) {
+    EXPECT_EQ(p.mode, PreemptMode::kRequeue);
+  }
   // With the reservation farther than the deadline, nothing is evicted yet.
   snap.running[0].end_estimate = kNow + 600 * kUsPerSecond;
   EXPECT_TRUE(evictions(run(snap, kActions)).empty());
@@ -272,7 +277,7 @@ TEST(GapTest, BadOptionsAreRefused) {
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
            {"gap.save_deadline_s", "-1"}, {"gap.save_deadline_s", "soon"},
            {"gap.evict", "kill"}, {"gap.mode", "c"}, {"gap.slot_s", "0"},
-           {"gap.migrate", "yes"}, {"gap.slots", "1"}}) {
+           {"gap.migrate", "yes"}, {"gap.late", "later"}, {"gap.slots", "1"}}) {
     auto s = Scheduler::create({kActions, {"fcfs"}, {{key, value}}});
     EXPECT_FALSE(s.is_ok()) << key << "=" << value;
   }

@@ -491,6 +491,14 @@ TEST(SimGap, SavesTakeTheirTimeAndRunByTheDeadline) {
   r = simulate(jobs, options, nullptr);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_EQ(runs_of(*r)[3].first, 520);
+  EXPECT_DOUBLE_EQ(r->lost_core_seconds, 0);
+
+  // gap.late = kill: job 3 starts at 500; the gap job loses its 500 s.
+  options.scheduler.options["gap.late"] = "kill";
+  r = simulate(jobs, options, nullptr);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(runs_of(*r)[3].first, 500);
+  EXPECT_DOUBLE_EQ(r->lost_core_seconds, 1000);  // 500 s on 2 cores
 }
 
 // Mode A: saved at the end of every slot (100 s), whatever else happens:
