@@ -249,6 +249,15 @@ class Simulation {
       const SimJob& job = jobs_[index];
       started_[index] = true;
       nodelist_[index].clear();  // a migration's target binds its restore only
+      if (auto due = due_since_.find(job.id); due != due_since_.end()) {
+        const std::int64_t waited = now - due->second;
+        if (waited > 0) {
+          ++result_.due_waits;
+          result_.due_wait_max_s = std::max(result_.due_wait_max_s, waited);
+          result_.due_wait_total_s += waited;
+        }
+        due_since_.erase(due);
+      }
       std::int64_t end_s = now + job.runtime_s;
       if (done_s_[index] > 0 || gap_job(job)) {
         // A checkpointed job's rest (papers/004's model), in a container
@@ -287,7 +296,18 @@ class Simulation {
       result_.jobs.push_back({job.id, job.user, job.submit_s, now, end_s, size, false, job.queue});
       if (on_event_) on_event_({now, job.id, true, &snapshot_.running.back().allocation});
     }
-    if (gap_) plan_wakes(decisions, now);
+    if (gap_) {
+      plan_wakes(decisions, now);
+      for (const sched::Decision& decision : decisions.decisions) {
+        const auto* reserve = std::get_if<sched::Reserve>(&decision);
+        // Promised now or the next second (a running job past its limit
+        // is expected to end in a second): due, held back only by cores
+        // that are not free yet.
+        if (reserve != nullptr && reserve->time <= (now + 1) * kUsPerSecond) {
+          due_since_.emplace(reserve->job, now);  // the first time only
+        }
+      }
+    }
     if (result_.jobs.size() == first_started) {
       requeue(requeued);
       return take_preempted();
@@ -571,6 +591,7 @@ class Simulation {
   std::vector<bool> saving_;                      // by index: being checkpointed out
   std::vector<std::vector<Rank>> nodelist_;       // by index: a migration's target nodes
   std::set<std::int64_t> wakes_;                  // times a cycle must run (the gap action)
+  std::unordered_map<JobId, std::int64_t> due_since_;  // promised now, not started yet: since
   std::optional<sched::GapOptions> gap_;          // the "gap" action's options, if configured
   std::vector<std::uint32_t> runs_;               // by index: starts and resizes (End.run)
   std::vector<std::optional<ElasticRun>> model_;  // by index: a job on whole nodes' run

@@ -9,18 +9,6 @@
 namespace hpcq::sched {
 namespace {
 
-bool overlaps(const resource::Allocation& a, const resource::Allocation& b) {
-  for (const resource::NodeAllocation& x : a.nodes) {
-    for (const resource::NodeAllocation& y : b.nodes) {
-      if (x.rank != y.rank) continue;
-      for (int core : x.cores) {
-        if (std::find(y.cores.begin(), y.cores.end(), core) != y.cores.end()) return true;
-      }
-    }
-  }
-  return false;
-}
-
 // The pending job a running one would be, to place it somewhere else.
 PendingJob as_pending(const RunningJob& job) {
   PendingJob p;
@@ -74,16 +62,28 @@ struct Promise {
 std::optional<Promise> promise_of(Session& session, const PendingJob& job, TimeUs t,
                                   const std::vector<Promise>& earlier) {
   const Snapshot& snapshot = session.snapshot();
-  resource::NodePool at = session.pool();
+  // Where it fits with every gap job staying, if it does (no one need
+  // leave); else with them gone.
+  resource::NodePool kept = session.pool();
   for (const RunningJob& running : snapshot.running) {
-    if (session.is_gap_queue(running.queue) || running.end_estimate <= t) {
-      (void)at.release(session.allocation_of(running));
+    if (!session.is_gap_queue(running.queue) && running.end_estimate <= t) {
+      (void)kept.release(session.allocation_of(running));
     }
   }
   for (const Promise& p : earlier) {
-    if (p.time <= t && t < p.end) mask(at, p.cores);
+    if (p.time <= t && t < p.end) mask(kept, p.cores);
   }
-  std::optional<resource::Allocation> cores = session.place_on(job, at);
+  std::optional<resource::Allocation> cores = session.place_on(job, kept);
+  if (!cores) {
+    resource::NodePool at = kept;
+    for (const RunningJob& running : snapshot.running) {
+      if (session.is_gap_queue(running.queue)) (void)at.release(session.allocation_of(running));
+    }
+    for (const Promise& p : earlier) {
+      if (p.time <= t && t < p.end) mask(at, p.cores);
+    }
+    cores = session.place_on(job, at);
+  }
   if (!cores) return std::nullopt;
   const TimeUs end = job.time_limit_s > 0 ? t + job.time_limit_s * kUsPerSecond
                                           : std::numeric_limits<TimeUs>::max();
@@ -112,11 +112,12 @@ void GapAction::execute(Session& session) {
     }
   }
 
-  // 1. Evictions for the reservations that are close. `taken`: the cores
-  // those jobs take at their reserved times, and where migrations go; no gap
-  // job may start there now (it would be evicted at once, and again, every
-  // cycle).
-  std::vector<resource::Allocation> taken;
+  // 1. Evictions for the reservations that are close, counted per node:
+  // the cores their jobs take there (`need`) against the cores free there
+  // by the deadline if no gap job left (`supply`: free now, the regular
+  // jobs' that end by then, and those of jobs already leaving). Where need
+  // exceeds supply the youngest gap jobs there leave until it does not;
+  // cores are counted, not named, as backfill's own reservations are.
   std::unordered_map<JobId, const PendingJob*> queued;
   for (const PendingJob* job : session.ordered_queue()) queued.emplace(job->id, job);
   // Copied: adding decisions below moves the list.
@@ -126,8 +127,6 @@ void GapAction::execute(Session& session) {
   }
   std::sort(reserves.begin(), reserves.end(),
             [](const Reserve& a, const Reserve& b) { return a.time < b.time; });
-  std::vector<std::pair<const RunningJob*, JobId>> evict;  // gap job, for whom
-  std::set<JobId> late;  // in the way of a start too close for a save
   std::vector<Promise> promised;  // in time order
   std::size_t planned = 0;        // reserves[0, planned) are in `promised`
   auto plan_until = [&](TimeUs until) {
@@ -140,15 +139,59 @@ void GapAction::execute(Session& session) {
     }
   };
   plan_until(horizon);
+  // Youngest first: the least work to save.
+  std::vector<const RunningJob*> candidates;
+  for (const RunningJob* gap : gap_running) {
+    if (!leaving.count(gap->id)) candidates.push_back(gap);
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const RunningJob* a, const RunningJob* b) {
+    return a->start_time != b->start_time ? a->start_time > b->start_time : a->id > b->id;
+  });
+  std::vector<std::pair<const RunningJob*, JobId>> evict;  // gap job, for whom
+  std::unordered_map<Rank, int> used;   // cores earlier promises take, by node
+  std::unordered_map<Rank, int> freed;  // cores of the gap jobs that leave, by node
+  std::unordered_map<Rank, int> slack;  // cores a new gap job may take, where promised
+  TimeUs earliest_due = std::numeric_limits<TimeUs>::max();
   for (const Promise& p : promised) {
-    taken.push_back(p.cores);
-    for (const RunningJob* gap : gap_running) {
-      if (leaving.count(gap->id) || !overlaps(p.cores, session.allocation_of(*gap))) continue;
-      leaving.insert(gap->id);
-      evict.emplace_back(gap, p.job);
-      if (p.time < horizon) late.insert(gap->id);
+    earliest_due = std::min(earliest_due, p.time);
+    for (const resource::NodeAllocation& part : p.cores.nodes) {
+      const Rank rank = part.rank;
+      const int cores = static_cast<int>(part.cores.size());
+      const resource::NodeState* node = session.pool().find(rank);
+      // Free on the node at the promise's time if no gap job left: free
+      // now, the regular jobs' that end by then, those already leaving.
+      int avail = (node != nullptr ? node->free_cores() : 0) + freed[rank] - used[rank];
+      for (const RunningJob& running : snapshot.running) {
+        const bool gap = session.is_gap_queue(running.queue) && !running.leaving;
+        if (gap || (!running.leaving && running.end_estimate > p.time)) continue;
+        for (const resource::NodeAllocation& on : session.allocation_of(running).nodes) {
+          if (on.rank == rank) avail += static_cast<int>(on.cores.size());
+        }
+      }
+      for (const RunningJob* gap : candidates) {
+        if (avail >= cores) break;
+        if (leaving.count(gap->id)) continue;
+        int here = 0;
+        for (const resource::NodeAllocation& on : session.allocation_of(*gap).nodes) {
+          if (on.rank == rank) here = static_cast<int>(on.cores.size());
+        }
+        if (here == 0) continue;
+        leaving.insert(gap->id);
+        evict.emplace_back(gap, p.job);
+        for (const resource::NodeAllocation& on : session.allocation_of(*gap).nodes) {
+          freed[on.rank] += static_cast<int>(on.cores.size());
+        }
+        avail += here;
+      }
+      used[rank] += cores;
+      const auto it = slack.find(rank);
+      slack[rank] = std::min(it == slack.end() ? avail - cores : it->second, avail - cores);
     }
   }
+  // A due start closer than the deadline (a job ended before its limit):
+  // a save could delay it.
+  const bool late = earliest_due < horizon;
+
   const bool migrating =
       options_.migrate && !options_.mode_a && options_.evict == PreemptMode::kCheckpoint;
   if (migrating && !evict.empty()) {
@@ -157,28 +200,42 @@ void GapAction::execute(Session& session) {
     for (const auto& [gap, for_job] : evict) latest = std::max(latest, gap->end_estimate);
     plan_until(latest);
   }
+  std::unordered_map<Rank, int> moved_in;  // cores this cycle's moves take, by node
   for (const auto& [gap, for_job] : evict) {
-    if (options_.kill_late && late.count(gap->id)) {
-      // The reserved start came closer than the save deadline (a job ended
-      // before its limit): a save could delay it, so the gap job is killed
-      // and loses what it did since its last save (papers/004's Mode B
-      // risk; Mode A bounds the loss to a slot).
+    if (options_.kill_late && late) {
+      // A save could delay the reserved start: the gap job is killed and
+      // loses what it did since its last save (papers/004's Mode B risk;
+      // Mode A bounds the loss to a slot).
       session.add_decision(Preempt{gap->id, for_job, PreemptMode::kRequeue});
       continue;
     }
     if (migrating) {
-      // A hole that lasts: idle now, needed by no reservation before the
-      // job's end, and not where another move of this cycle goes.
-      resource::NodePool holes = session.pool();
-      for (const Promise& p : promised) {
-        if (p.time < gap->end_estimate) mask(holes, p.cores);
+      // A hole that lasts: on a node whose idle cores, less those any
+      // reservation before the job's end takes there, still hold it.
+      std::unordered_map<Rank, int> lasting;
+      for (const resource::NodeState& node : session.pool().nodes()) {
+        lasting[node.rank()] = node.free_cores() - moved_in[node.rank()];
       }
-      for (const resource::Allocation& t : taken) mask(holes, t);
+      for (const Promise& p : promised) {
+        if (p.time >= gap->end_estimate) continue;
+        for (const resource::NodeAllocation& part : p.cores.nodes) {
+          lasting[part.rank] -= static_cast<int>(part.cores.size());
+        }
+      }
+      const resource::Allocation& now_on = session.allocation_of(*gap);
+      const int per_node = now_on.total_cores() / std::max<int>(1, now_on.nodes.size());
       session.set_gap_phase(true);  // a gap job is placed only in the gap phase
-      std::optional<resource::Allocation> hole = session.place_on(as_pending(*gap), holes);
+      std::optional<resource::Allocation> hole = session.place_on(
+          as_pending(*gap), session.pool(),
+          [&](const resource::NodeState& node) { return lasting[node.rank()] >= per_node; });
       session.set_gap_phase(false);
       if (hole) {
-        taken.push_back(*hole);
+        for (const resource::NodeAllocation& part : hole->nodes) {
+          moved_in[part.rank] += static_cast<int>(part.cores.size());
+          if (auto it = slack.find(part.rank); it != slack.end()) {
+            it->second -= static_cast<int>(part.cores.size());
+          }
+        }
         session.add_decision(Migrate{gap->id, std::move(*hole)});
         continue;
       }
@@ -186,15 +243,32 @@ void GapAction::execute(Session& session) {
     session.add_decision(Preempt{gap->id, for_job, options_.evict});
   }
 
-  // 2. Gap jobs into whatever is idle now.
+  // 2. Gap jobs into whatever is idle now, but not into the cores a start
+  // within the deadline counts on (they would be evicted at once), nor
+  // where this cycle's moves go.
   session.set_gap_phase(true);
   for (const PendingJob* job : session.ordered_queue()) {
     if (!session.job_ready(*job)) continue;  // not a gap job, or held
-    std::optional<resource::Allocation> allocation = session.place(*job);
+    std::optional<resource::Allocation> allocation =
+        session.place_on(*job, session.pool(), [&](const resource::NodeState& node) {
+          const auto it = slack.find(node.rank());
+          return (it == slack.end() || it->second > 0) &&
+                 node.free_cores() - moved_in[node.rank()] > 0;
+        });
     if (!allocation) continue;
-    if (std::any_of(taken.begin(), taken.end(),
-                    [&](const resource::Allocation& n) { return overlaps(n, *allocation); })) {
-      continue;
+    bool fits = true;
+    for (const resource::NodeAllocation& part : allocation->nodes) {
+      const int cores = static_cast<int>(part.cores.size());
+      const resource::NodeState* node = session.pool().find(part.rank);
+      const auto it = slack.find(part.rank);
+      fits = fits && (it == slack.end() || it->second >= cores) &&
+             node->free_cores() - moved_in[part.rank] >= cores;
+    }
+    if (!fits) continue;
+    for (const resource::NodeAllocation& part : allocation->nodes) {
+      if (auto it = slack.find(part.rank); it != slack.end()) {
+        it->second -= static_cast<int>(part.cores.size());
+      }
     }
     Statement statement = session.statement();
     if (!statement.allocate(*job, std::move(*allocation)).is_ok()) break;

@@ -183,7 +183,8 @@ TEST(GapTest, GapJobsInTheWayOfACloseReservationAreCheckpointed) {
 
 TEST(GapTest, OnlyTheGapJobsInTheWayGo) {
   // The head needs 6 cores when node 1 frees: all of node 1 and two of
-  // node 2. Of the two gap jobs on node 2 one is enough to move.
+  // node 2. Of the two gap jobs on node 2 one is enough to move: the
+  // youngest (both started at 0: then the higher id).
   resource::NodePool pool = make_pool(2);
   SitePolicy s = site();
   Snapshot snap;
@@ -196,7 +197,7 @@ TEST(GapTest, OnlyTheGapJobsInTheWayGo) {
   snap.queue = {pending(1, 6)};
   const std::vector<Preempt> e = evictions(run(snap, kActions));
   ASSERT_EQ(e.size(), 1u);
-  EXPECT_EQ(e[0].job, 200u);
+  EXPECT_EQ(e[0].job, 201u);
 }
 
 TEST(GapTest, AGapJobInTheWayMovesToAHoleThatLasts) {
