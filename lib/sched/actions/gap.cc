@@ -150,7 +150,7 @@ void GapAction::execute(Session& session) {
   std::vector<std::pair<const RunningJob*, JobId>> evict;  // gap job, for whom
   std::unordered_map<Rank, int> used;   // cores earlier promises take, by node
   std::unordered_map<Rank, int> freed;  // cores of the gap jobs that leave, by node
-  std::unordered_map<Rank, int> slack;  // cores a new gap job may take, where promised
+  std::unordered_map<Rank, int> slack;  // free cores a new gap job may take, where promised
   TimeUs earliest_due = std::numeric_limits<TimeUs>::max();
   for (const Promise& p : promised) {
     earliest_due = std::min(earliest_due, p.time);
@@ -184,8 +184,11 @@ void GapAction::execute(Session& session) {
         avail += here;
       }
       used[rank] += cores;
-      const auto it = slack.find(rank);
-      slack[rank] = std::min(it == slack.end() ? avail - cores : it->second, avail - cores);
+      // A new gap job may take only what the node has free now beyond all
+      // the promised cores: cores that free later (saves, ends) may come
+      // late, and a promise must not lose its free ones to a gap job.
+      if (!slack.count(rank)) slack[rank] = node != nullptr ? node->free_cores() : 0;
+      slack[rank] -= cores;
     }
   }
   // A due start closer than the deadline (a job ended before its limit):
