@@ -144,6 +144,8 @@ nlohmann::json job_json(const v1::Job& job) {
   j["profile"] = job.spec().profile();
   j["requested_workers"] = job.spec().workers();
   j["image"] = job.spec().image();
+  j["nodelist"] = std::vector<std::string>(job.spec().nodelist().begin(),
+                                           job.spec().nodelist().end());
   j["time_limit_s"] = job.spec().time_limit_s();
   j["queue"] = job.queue();
   j["cwd"] = job.spec().cwd();

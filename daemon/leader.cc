@@ -1072,6 +1072,10 @@ Status Leader::checkpointable(const JobEntry& entry, const std::string& then) co
 
 std::vector<Rank> Leader::ranks_of(
     const google::protobuf::RepeatedPtrField<std::string>& names) const {
+  return ranks_of(std::vector<std::string>(names.begin(), names.end()));
+}
+
+std::vector<Rank> Leader::ranks_of(const std::vector<std::string>& names) const {
   std::vector<Rank> ranks;
   for (const auto& [rank, node] : nodes_) {
     if (std::find(names.begin(), names.end(), node.name) != names.end()) ranks.push_back(rank);
@@ -1216,10 +1220,16 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
   // tasks on each (checked before the dump), any placement fits the images.
   job.spec.request.nodes = record.nodes_size();
   const std::optional<sched::Preempt> preempted = entry.preempted;
-  requeue_job(entry, preempted ? "preempted by job " + std::to_string(preempted->for_job) +
-                                     ", checkpointed"
-                 : stop ? "checkpointed and stopped"
-                        : "checkpointed");
+  std::string why = stop ? "checkpointed and stopped" : "checkpointed";
+  if (preempted && preempted->for_job != 0) {
+    why = "preempted by job " + std::to_string(preempted->for_job) + ", checkpointed";
+  } else if (preempted) {
+    // The gap action's own saves: a move to a hole, or Mode A's slot end.
+    std::string to;
+    for (const std::string& node : record.to()) to += (to.empty() ? "" : ",") + node;
+    why = to.empty() ? "checkpointed at the end of its slot" : "checkpointed to move to " + to;
+  }
+  requeue_job(entry, why);
   if (preempted) entry.yields_to = preempted->for_job;
   entry.restore_from = record.image();
   entry.restore_to = ranks_of(record.to());
@@ -1552,7 +1562,11 @@ void Leader::run_cycle() {
       ++more;
     }
     snapshot.queue.push_back(pending_of(job));
-    if (!entry.restore_from.empty()) snapshot.queue.back().nodelist = entry.restore_to;
+    if (!entry.restore_from.empty()) {
+      snapshot.queue.back().nodelist = entry.restore_to;
+    } else if (!job.spec.nodelist.empty()) {
+      snapshot.queue.back().nodelist = ranks_of(job.spec.nodelist);
+    }
     if (decision_log_) shown.push_back(id);
     return snapshot.queue.size() < depth;
   };
@@ -1714,8 +1728,8 @@ void Leader::apply_migrate(const sched::Migrate& migrate) {
   std::vector<std::string> to;
   for (const auto& part : migrate.allocation.nodes) to.push_back(part.node);
   spdlog::info("job {}: moved to a lasting hole on {}", entry.job.id, fmt::join(to, ","));
-  entry.preempted = sched::Preempt{migrate.job, 0, sched::PreemptMode::kCheckpoint};
   Status begun = begin_checkpoint(entry, "requeue", nullptr, to);
+  entry.preempted = sched::Preempt{migrate.job, 0, sched::PreemptMode::kCheckpoint};
   if (begun.is_ok()) return;
   spdlog::info("job {}: not checkpointed ({}): requeued from its last good checkpoint or the "
                "start", entry.job.id, begun.message());

@@ -215,6 +215,7 @@ class Leader {
                           const std::vector<std::string>& to = {}, bool periodic = false);
   // The ranks of `names` (checkpoint records' "to"), ascending; unknown names skipped.
   std::vector<Rank> ranks_of(const google::protobuf::RepeatedPtrField<std::string>& names) const;
+  std::vector<Rank> ranks_of(const std::vector<std::string>& names) const;
   void checkpoint_due_jobs();
   void prune_periodic_checkpoints(JobEntry& entry);
   // The checkpoint a job that lost a node restarts from: the image its run

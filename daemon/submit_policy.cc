@@ -101,6 +101,12 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool 
     return invalid_argument("--queue: unknown queue '" + spec.queue +
                             "' (this cluster has no queues configured)");
   }
+  for (const std::string& node : spec.nodelist) {
+    if (std::none_of(config.ranks.begin(), config.ranks.end(),
+                     [&](const RankConfig& r) { return r.name == node; })) {
+      return invalid_argument("--nodelist: unknown node '" + node + "'");
+    }
+  }
   HPCQ_RETURN_IF_ERROR(apply_time_limit(config, queue, spec));
   HPCQ_RETURN_IF_ERROR(apply_account(site, uid, spec));
   if (!spec.qos.empty() &&

@@ -38,6 +38,7 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_checkpoint_interval_s(spec.checkpoint_interval_s);
   p.set_workers(spec.workers);
   p.set_max_nodes(spec.max_nodes);
+  for (const auto& n : spec.nodelist) p.add_nodelist(n);
   p.set_elastic(spec.elastic);
   return p;
 }
@@ -92,6 +93,7 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.workers = p.workers();
   spec.max_nodes = p.max_nodes();
   spec.elastic = p.elastic();
+  spec.nodelist.assign(p.nodelist().begin(), p.nodelist().end());
   return spec;
 }
 

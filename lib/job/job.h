@@ -94,6 +94,9 @@ struct JobSpec {
   // runs on) and, when a node of it is lost, restarts it from its last good
   // checkpoint instead of failing or rerunning it. 0: never.
   std::int64_t checkpoint_interval_s = 0;
+  // -w/--nodelist: the only nodes the job may run on (names, as Slurm's -w,
+  // but a set to choose from, not nodes it must all have); empty: any.
+  std::vector<std::string> nodelist;
   // -N MIN-MAX (hpcq issue 7): request.nodes is MIN and max_nodes MAX; 0
   // when no range was given (a range MIN-MIN is stored as no range). Each
   // node runs request.ntasks / request.nodes tasks whatever the size.

@@ -27,7 +27,7 @@ constexpr const char* kUsage =
     "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-    "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] [--json] "
+    "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] [-w NODE[,NODE...]] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
 // ---- words of a directive line ----
@@ -247,6 +247,7 @@ struct Given {
   std::optional<int> workers;
   std::optional<std::string> image;
   std::optional<std::int64_t> checkpoint_interval;
+  std::optional<std::vector<std::string>> nodelist;
   bool json = false;
   bool wait = false;
 
@@ -285,6 +286,7 @@ struct Given {
     take(workers, later.workers);
     take(image, later.image);
     take(checkpoint_interval, later.checkpoint_interval);
+    take(nodelist, later.nodelist);
     json = json || later.json;
     wait = wait || later.wait;
   }
@@ -309,7 +311,7 @@ constexpr OptionName kValueOptions[] = {
     {0, "--gpus-per-node"}, {0, "--gpus-per-task"}, {0, "--mem-per-cpu"},
     {'m', "--distribution"}, {0, "--cpu-bind"}, {0, "--numa-policy"},
     {0, "--profile"}, {0, "--workers"}, {0, "--image"},
-    {0, "--checkpoint-interval"},
+    {0, "--checkpoint-interval"}, {'w', "--nodelist"},
 };
 
 const OptionName* find_value_option(std::string_view word) {
@@ -377,7 +379,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   std::string nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
   std::string account, qos, priority, dependency, array;
   std::string gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
-  std::string profile, workers, image, checkpoint_interval;
+  std::string profile, workers, image, checkpoint_interval, nodelist;
   bool requeue = false;
   bool elastic = false;
   bool oversubscribe = false;
@@ -412,6 +414,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   CLI::Option* o_workers = add("--workers", workers);
   CLI::Option* o_image = add("--image", image);
   CLI::Option* o_checkpoint_interval = add("--checkpoint-interval", checkpoint_interval);
+  CLI::Option* o_nodelist = add("-w,--nodelist", nodelist);
   CLI::Option* o_oversubscribe = app.add_flag("--oversubscribe,!--exclusive", oversubscribe)
                                      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   CLI::Option* o_elastic = app.add_flag("--elastic,!--no-elastic", elastic)
@@ -572,6 +575,22 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
     if (image.empty()) return invalid_argument("--image: want a directory, got ''");
     g.image = image;
   }
+  if (o_nodelist->count() > 0) {
+    std::vector<std::string> names;
+    std::size_t at = 0;
+    while (at <= nodelist.size()) {
+      std::size_t comma = nodelist.find(',', at);
+      if (comma == std::string::npos) comma = nodelist.size();
+      const std::string name = nodelist.substr(at, comma - at);
+      if (name.empty() || name.find_first_of(" \t") != std::string::npos) {
+        return invalid_argument("--nodelist: bad node list " + quote(nodelist) +
+                                " (want NAME[,NAME...])");
+      }
+      names.push_back(name);
+      at = comma + 1;
+    }
+    g.nodelist = std::move(names);
+  }
   g.json = json;
   g.wait = wait;
   return parsed;
@@ -668,6 +687,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.workers = given.workers.value_or(0);
   if (given.image) spec.image = resolve_dir(ctx.cwd, *given.image);
   spec.checkpoint_interval_s = given.checkpoint_interval.value_or(0);
+  spec.nodelist = given.nodelist.value_or(std::vector<std::string>{});
   spec.max_nodes = given.max_nodes.value_or(0);
   spec.elastic = given.elastic.value_or(false);
   spec.time_limit_s = given.time.value_or(0);

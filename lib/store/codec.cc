@@ -262,6 +262,7 @@ std::string encode_spec(const job::JobSpec& spec) {
   if (spec.workers != 0) doc["workers"] = spec.workers;
   if (spec.max_nodes != 0) doc["max_nodes"] = spec.max_nodes;
   if (spec.elastic) doc["elastic"] = true;
+  if (!spec.nodelist.empty()) doc["nodelist"] = spec.nodelist;
   return dump(doc);
 }
 
@@ -302,6 +303,7 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "workers", spec.workers));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "max_nodes", spec.max_nodes));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "elastic", spec.elastic));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "nodelist", spec.nodelist));
   return spec;
 }
 

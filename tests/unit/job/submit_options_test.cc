@@ -170,6 +170,9 @@ TEST_F(Submit, PlacementOptions) {
   o = parse({"--image", "/srv/img", "prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
   EXPECT_EQ(o->spec.image, "/srv/img");
+  o = parse({"-w", "n1,n3", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.nodelist, (std::vector<std::string>{"n1", "n3"}));
 
   o = parse({"prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
@@ -492,8 +495,9 @@ INSTANTIATE_TEST_SUITE_P(
             "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
             "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
             "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-            "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] [--json] "
+            "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] [-w NODE[,NODE...]] [--json] "
             "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
+        BadArgs{{"-w", "n1,,n2", "true"}, "--nodelist: bad node list 'n1,,n2' (want NAME[,NAME...])"},
         BadArgs{{"--profile", "gpu", "true"},
                 "--profile: unknown profile 'gpu' (want cpu, memory or network)"},
         BadArgs{{"-n", "2", "--profile", "cpu", "--workers", "3", "true"},
