@@ -9,6 +9,7 @@ app that declines keeps its nodes and the rigid job waits. `hpcq resize` works
 for the owner and is refused for another user and outside the range. Every
 node takes one whole-node task (-c 16 on 16-core nodes), so a job that needs
 nodes can only get them by a shrink."""
+import atexit
 import os
 import signal
 import subprocess
@@ -262,6 +263,8 @@ def test_resize_records_survive_a_leader_restart():
         os.kill(pid, signal.SIGKILL)
         log = open(os.path.join(t.cluster_dir(), "logs", "hpcqd.log"), "a")
         leader = subprocess.Popen(cmdline, stdout=log, stderr=log)
+        # Not hpcq start's child: it would outlive the cluster.
+        atexit.register(lambda: (leader.terminate(), leader.wait()))
         wait_for("the restarted leader", lambda: t.run([t.HPCQ, "queue"]).returncode == 0)
         s = t.status(job)
         t.check(s["state"] == "RUNNING", f"after the restart the job is {s['state']}: {s['reason']}")
