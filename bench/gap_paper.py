@@ -151,7 +151,8 @@ def simulate(hpcq, swf, cores, args, gap, mode="b"):
                 "--option", f"gap.save_deadline_s={args.deadline_s}",
                 "--option", f"gap.mode={mode}", "--option", f"gap.slot_s={args.slot_s}",
                 "--option", f"gap.migrate={'false' if args.no_migrate else 'true'}",
-                "--option", f"gap.late={args.late}"]
+                "--option", f"gap.late={args.late}",
+                "--option", f"gap.save_s={args.checkpoint_s}"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 

@@ -303,6 +303,10 @@ Result<std::unique_ptr<Action>> GapAction::create(const ActionOptions& options) 
       auto s = seconds_option(name, value, 0);
       if (!s.is_ok()) return s.status();
       parsed.save_deadline_s = *s;
+    } else if (name == "save_s") {
+      auto s = seconds_option(name, value, 0);
+      if (!s.is_ok()) return s.status();
+      parsed.save_s = *s;
     } else if (name == "slot_s") {
       auto s = seconds_option(name, value, 1);
       if (!s.is_ok()) return s.status();
@@ -335,7 +339,7 @@ Result<std::unique_ptr<Action>> GapAction::create(const ActionOptions& options) 
       parsed.mode_a = value == "a";
     } else {
       return invalid_argument("unknown scheduler option 'gap." + name +
-                              "' (known: save_deadline_s, evict, migrate, late, mode, slot_s)");
+                              "' (known: save_deadline_s, save_s, evict, migrate, late, mode, slot_s)");
     }
   }
   return std::unique_ptr<Action>(std::make_unique<GapAction>(parsed));

@@ -40,7 +40,10 @@
 // bounds it to a slot) and it is never delayed. bench/gap_paper.py
 // measures both.
 //
-// Options: save_deadline_s = S >= 0 (default 60); evict = checkpoint |
+// Options: save_deadline_s = S >= 0 (default 60); save_s = seconds >= 0
+// (default 0: the time a save takes; backfill counts a gap job's cores free
+// from now + save_s, so a job promised them does not wait for a save it
+// was not planned for; at most save_deadline_s); evict = checkpoint |
 // requeue (default checkpoint); migrate = true | false (default true);
 // late = save | kill (default save);
 // mode = a | b (default b); slot_s = seconds > 0 (mode A's slot, default
@@ -65,6 +68,7 @@ namespace hpcq::sched {
 
 struct GapOptions {
   std::int64_t save_deadline_s = 60;
+  std::int64_t save_s = 0;
   PreemptMode evict = PreemptMode::kCheckpoint;
   bool migrate = true;
   bool kill_late = false;
@@ -80,7 +84,9 @@ class GapAction final : public Action {
   explicit GapAction(GapOptions options) : options_(options) {}
 
   std::string_view name() const override { return kName; }
-  void on_session_open(Session& session) override { session.separate_gap_jobs(); }
+  void on_session_open(Session& session) override {
+    session.separate_gap_jobs(options_.save_s * kUsPerSecond);
+  }
   void execute(Session& session) override;
   const GapOptions& options() const { return options_; }
 

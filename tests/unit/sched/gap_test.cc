@@ -263,6 +263,22 @@ TEST(GapTest, ModeASavesEveryGapJobAtTheEndOfItsSlot) {
   EXPECT_TRUE(evictions(run(snap, kActions)).empty());
 }
 
+TEST(GapTest, APromiseOnGapCoresComesAfterTheirSave) {
+  // The head needs both nodes; node 1 frees in 30 s, node 2's gap jobs once
+  // saved: with gap.save_s = 100 it is promised 100 s from now, not 30.
+  TwoNodes t(kNow + 30 * kUsPerSecond);
+  Snapshot& snap = t.snap;
+  snap.queue = {pending(1, 8)};
+  auto promised_at = [&](std::map<std::string, std::string> options) {
+    for (const Decision& x : run(snap, kActions, std::move(options)).decisions) {
+      if (const Reserve* r = std::get_if<Reserve>(&x)) return r->time - kNow;
+    }
+    return TimeUs{-1};
+  };
+  EXPECT_EQ(promised_at({}), 30 * kUsPerSecond);
+  EXPECT_EQ(promised_at({{"gap.save_s", "100"}}), 100 * kUsPerSecond);
+}
+
 TEST(GapTest, JobsOnTheirWayOutGetNoDecision) {
   TwoNodes t(kNow + 30 * kUsPerSecond);
   Snapshot& snap = t.snap;
@@ -278,7 +294,8 @@ TEST(GapTest, BadOptionsAreRefused) {
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
            {"gap.save_deadline_s", "-1"}, {"gap.save_deadline_s", "soon"},
            {"gap.evict", "kill"}, {"gap.mode", "c"}, {"gap.slot_s", "0"},
-           {"gap.migrate", "yes"}, {"gap.late", "later"}, {"gap.slots", "1"}}) {
+           {"gap.migrate", "yes"}, {"gap.late", "later"}, {"gap.save_s", "-5"},
+           {"gap.slots", "1"}}) {
     auto s = Scheduler::create({kActions, {"fcfs"}, {{key, value}}});
     EXPECT_FALSE(s.is_ok()) << key << "=" << value;
   }
