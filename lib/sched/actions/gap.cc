@@ -6,23 +6,15 @@
 #include <set>
 #include <unordered_map>
 
+#include "lib/sched/actions/preempt.h"
+
 namespace hpcq::sched {
 namespace {
 
-// The pending job a running one would be, to place it somewhere else.
-PendingJob as_pending(const RunningJob& job) {
-  PendingJob p;
-  p.id = job.id;
-  p.uid = job.uid;
-  p.submit_time = job.submit_time;
-  p.request = job.request;
-  p.time_limit_s = job.time_limit_s;
-  p.queue = job.queue;
-  p.account = job.account;
-  p.qos = job.qos;
-  p.priority = job.priority;
-  p.max_nodes = job.max_nodes;
-  p.elastic = job.elastic;
+// The pending job a running one would be, to place it somewhere else:
+// preempt.h's, with the shape the "granularity" plugin gives it.
+PendingJob moving(const RunningJob& job) {
+  PendingJob p = as_pending(job);
   p.profile = job.profile;
   p.workers = job.workers;
   return p;
@@ -229,7 +221,7 @@ void GapAction::execute(Session& session) {
       const int per_node = now_on.total_cores() / std::max<int>(1, now_on.nodes.size());
       session.set_gap_phase(true);  // a gap job is placed only in the gap phase
       std::optional<resource::Allocation> hole = session.place_on(
-          as_pending(*gap), session.pool(),
+          moving(*gap), session.pool(),
           [&](const resource::NodeState& node) { return lasting[node.rank()] >= per_node; });
       session.set_gap_phase(false);
       if (hole) {

@@ -394,16 +394,12 @@ TEST(PolicyTest, TableMapsNamesToConfigs) {
 namespace hpcq::sim {
 namespace {
 
-// papers/004: one node of 4 cores. Job 1 (regular) runs 0..100 on 2 cores;
-// job 2 (gap, 1000 s of work) fills the other 2 at 0; job 3 (regular, 4
-// cores) arrives at 50 and is promised 100: within the 60 s save deadline,
-// so job 2 is checkpointed at 50 with 50 s done. Job 3 runs 100..110; job 2
-// restarts at 110 with 950 s left + 20 s of checkpoint cost: ends 1080.
-TEST(SimGap, CheckpointedGapJobKeepsItsWorkAndPaysItsCost) {
+SimOptions gap_options() {
   SimOptions options;
   options.cluster.nodes = 1;
   options.cluster.cores_per_node = 4;
   options.scheduler = *policy_config("gap");
+  options.scheduler.options["gap.save_deadline_s"] = "60";
   sched::QueueConfig regular;
   regular.name = "regular";
   sched::QueueConfig gap;
@@ -412,6 +408,22 @@ TEST(SimGap, CheckpointedGapJobKeepsItsWorkAndPaysItsCost) {
   options.site.queues = {regular, gap};
   options.site.default_queue = "regular";
   options.checkpoint_s = 20;
+  return options;
+}
+
+std::map<JobId, std::pair<std::int64_t, std::int64_t>> runs_of(const SimResult& r) {
+  std::map<JobId, std::pair<std::int64_t, std::int64_t>> runs;
+  for (const JobOutcome& o : r.jobs) runs[o.id] = {o.start_s, o.end_s};
+  return runs;
+}
+
+// papers/004: one node of 4 cores. Job 1 (regular) runs 0..100 on 2 cores;
+// job 2 (gap, 1000 s of work) fills the other 2 at 0; job 3 (regular, 4
+// cores) arrives at 50 and is promised 100: within the 60 s save deadline,
+// so job 2 is checkpointed at 50 with 50 s done. Job 3 runs 100..110; job 2
+// restarts at 110 with 950 s left + 20 s of checkpoint cost: ends 1080.
+TEST(SimGap, CheckpointedGapJobKeepsItsWorkAndPaysItsCost) {
+  SimOptions options = gap_options();
   std::vector<SimJob> jobs = {
       {1, 1, 0, 100, 100, 2, 0},
       {2, 1, 0, 1000, 1000, 2, 0, "gap"},
@@ -443,29 +455,6 @@ TEST(SimGap, CheckpointedGapJobKeepsItsWorkAndPaysItsCost) {
   ASSERT_TRUE(r.is_ok());
   for (const JobOutcome& o : r->jobs) runs[o.id] = {o.start_s, o.end_s};
   EXPECT_EQ(runs[2], (std::pair<std::int64_t, std::int64_t>{0, 2000}));
-}
-
-SimOptions gap_options() {
-  SimOptions options;
-  options.cluster.nodes = 1;
-  options.cluster.cores_per_node = 4;
-  options.scheduler = *policy_config("gap");
-  options.scheduler.options["gap.save_deadline_s"] = "60";
-  sched::QueueConfig regular;
-  regular.name = "regular";
-  sched::QueueConfig gap;
-  gap.name = "gap";
-  gap.migratable = true;
-  options.site.queues = {regular, gap};
-  options.site.default_queue = "regular";
-  options.checkpoint_s = 20;
-  return options;
-}
-
-std::map<JobId, std::pair<std::int64_t, std::int64_t>> runs_of(const SimResult& r) {
-  std::map<JobId, std::pair<std::int64_t, std::int64_t>> runs;
-  for (const JobOutcome& o : r.jobs) runs[o.id] = {o.start_s, o.end_s};
-  return runs;
 }
 
 // A save takes checkpoint_s, the gap job's cores held meanwhile. Job 3 is
