@@ -31,9 +31,13 @@ def can_dump_other_users():
     return (int(bounding, 16) >> 24) & 1 == 1
 
 
-def container_counter(d, ntasks=1, command=t.COUNTER, user=None):
-    job = t.submit("-N", "1", "-n", str(ntasks), "--image", ROOT, "-o", "count-%j.out", "--",
-                   "sh", "-c", command, cwd=d, user=user)
+# Each task counts on its own line: "RANK N".
+RANK_COUNTER = "i=0; while :; do i=$((i+1)); echo $HPCQ_TASK_RANK $i; sleep 0.1; done"
+
+
+def container_counter(d, ntasks=1, command=t.COUNTER, user=None, nodes=1):
+    job = t.submit("-N", str(nodes), "-n", str(ntasks), "--image", ROOT, "-o", "count-%j.out",
+                   "--", "sh", "-c", command, cwd=d, user=user)
     s = t.wait_state(job, "RUNNING", user=user)
     return job, s, os.path.join(d, f"count-{job}.out")
 
@@ -94,34 +98,14 @@ def test_migrate_a_container_job():
     try:
         migrate_away(job, s, out)
         at = t.counts(out)[-1]
-        t.wait_count(out, at + 5)
+        after = t.wait_count(out, at + 5)
         check_in_container(job, uid)
     finally:
         t.run([t.HPCQ, "cancel", str(job)])
     t.wait_state(job, "CANCELLED")
     t.check_contiguous(out)
-    t.check(t.counts(out)[-1] > 10, f"{out}: only {t.counts(out)[-1]}")
-
-
-def test_migrate_two_tasks_in_a_container():
-    d = t.workdir()
-    job, s, out = container_counter(
-        d, ntasks=2,
-        command="i=0; while :; do i=$((i+1)); echo $HPCQ_TASK_RANK $i; sleep 0.1; done")
-
-    t.wait_until("both tasks counting", lambda: len(per_task(out)) == 2 and
-                 min(c[-1] for c in per_task(out).values()) >= 5)
-    try:
-        migrate_away(job, s, out)
-        before = {r: c[-1] for r, c in per_task(out).items()}
-        t.wait_until("both tasks counting on", lambda: all(
-            per_task(out)[r][-1] >= before[r] + 5 for r in (0, 1)))
-    finally:
-        t.run([t.HPCQ, "cancel", str(job)])
-    t.wait_state(job, "CANCELLED")
-    for rank, c in per_task(out).items():
-        t.check(c == list(range(1, len(c) + 1)),
-                f"task {rank}: count not contiguous: {c[:5]}...{c[-5:]}")
+    # Still there after the cancel: counted on past the migration.
+    t.check(t.counts(out)[-1] >= after >= at + 5, f"{out}: only {t.counts(out)[-1]}")
 
 
 def per_task(out):
@@ -134,15 +118,37 @@ def per_task(out):
     return tasks
 
 
+def wait_both_count(out, what, past=None):
+    """Until tasks 0 and 1 have each counted 5 past `past` (rank -> count; none: 0)."""
+    past = past or {0: 0, 1: 0}
+    t.wait_until(what, lambda: len(per_task(out)) == 2 and all(
+        per_task(out)[r][-1] >= past[r] + 5 for r in (0, 1)))
+
+
+def check_tasks_contiguous(out):
+    for rank, c in per_task(out).items():
+        t.check(c == list(range(1, len(c) + 1)),
+                f"task {rank}: count not contiguous: {c[:5]}...{c[-5:]}")
+
+
+def test_migrate_two_tasks_in_a_container():
+    d = t.workdir()
+    job, s, out = container_counter(d, ntasks=2, command=RANK_COUNTER)
+    wait_both_count(out, "both tasks counting")
+    try:
+        migrate_away(job, s, out)
+        before = {r: c[-1] for r, c in per_task(out).items()}
+        wait_both_count(out, "both tasks counting on", before)
+    finally:
+        t.run([t.HPCQ, "cancel", str(job)])
+    t.wait_state(job, "CANCELLED")
+    check_tasks_contiguous(out)
+
+
 def test_two_node_job_requeued_and_restored():
     d = t.workdir()
-    job = t.submit("-N", "2", "-n", "2", "--image", ROOT, "-o", "count-%j.out", "--", "sh", "-c",
-                   "i=0; while :; do i=$((i+1)); echo $HPCQ_TASK_RANK $i; sleep 0.1; done",
-                   cwd=d)
-    t.wait_state(job, "RUNNING")
-    out = os.path.join(d, f"count-{job}.out")
-    t.wait_until("both nodes counting", lambda: len(per_task(out)) == 2 and
-                 min(c[-1] for c in per_task(out).values()) >= 5)
+    job, _, out = container_counter(d, ntasks=2, nodes=2, command=RANK_COUNTER)
+    wait_both_count(out, "both nodes counting")
     try:
         record = json.loads(
             t.hpcq("checkpoint", str(job), "--then", "requeue", "--json").stdout)
@@ -150,14 +156,11 @@ def test_two_node_job_requeued_and_restored():
         s = t.wait_state(job, "RUNNING")
         t.check(len(s["nodes"]) == 2 and s["requeue_count"] == 1, f"status {s}")
         before = {r: c[-1] for r, c in per_task(out).items()}
-        t.wait_until("both nodes counting on", lambda: all(
-            per_task(out)[r][-1] >= before[r] + 5 for r in (0, 1)))
+        wait_both_count(out, "both nodes counting on", before)
     finally:
         t.run([t.HPCQ, "cancel", str(job)])
     t.wait_state(job, "CANCELLED")
-    for rank, c in per_task(out).items():
-        t.check(c == list(range(1, len(c) + 1)),
-                f"task {rank}: count not contiguous: {c[:5]}...{c[-5:]}")
+    check_tasks_contiguous(out)
 
 
 def test_requeue_then_restore_elsewhere():
