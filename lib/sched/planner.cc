@@ -123,9 +123,9 @@ void Planner::settle() const {
   fresh_.clear();
 }
 
-void Planner::add_release(const resource::Allocation& allocation, TimeUs end) {
+void Planner::add_release(const resource::Allocation& allocation, TimeUs end, TimeUs grace) {
   if (end == kForever) return;
-  if (end <= now_) end = add_time(now_, kOverdueGrace);
+  if (end <= now_) end = add_time(now_, grace);
   for (const resource::NodeAllocation& part : allocation.nodes) {
     Node* node = find(part.rank);
     if (node == nullptr) continue;  // a node removed since: nothing to give back

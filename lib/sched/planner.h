@@ -124,9 +124,12 @@ class Planner {
   // that is to start now.
   std::int64_t free_cores_now() const { return free_now_; }
 
-  // The allocation, in use now, is given back at `end` (at now +
-  // kOverdueGrace when end <= now; never when end is kForever).
-  void add_release(const resource::Allocation& allocation, TimeUs end);
+  // The allocation, in use now, is given back at `end` (at now + `grace`
+  // when end <= now; never when end is kForever). A grace of 0 is for
+  // resources that are certain to be given back now (a gap job's cores:
+  // it is made to leave).
+  void add_release(const resource::Allocation& allocation, TimeUs end,
+                   TimeUs grace = kOverdueGrace);
   // A job started now on `allocation`: taken now, given back at `end`.
   void start(const resource::Allocation& allocation, TimeUs end);
   // Holds the shares over [start, end); start >= now. The caller checks that

@@ -49,10 +49,13 @@ class Walk {
       // A gap job's cores are free once it has been saved, from now: it
       // leaves before they are needed (actions/gap.h).
       const bool gap = session_.gap_jobs_separate() && session_.is_gap_queue(job.queue);
-      planner_.add_release(
-          session_.allocation_of(job),
-          gap ? std::min(job.end_estimate, session_.now() + session_.gap_save())
-              : job.end_estimate);
+      if (gap) {
+        planner_.add_release(session_.allocation_of(job),
+                             std::min(job.end_estimate, session_.now() + session_.gap_save()),
+                             /*grace=*/0);
+      } else {
+        planner_.add_release(session_.allocation_of(job), job.end_estimate);
+      }
     }
     // Jobs that earlier actions started this cycle run until now + their limit.
     std::map<JobId, const resource::Allocation*> taken;

@@ -139,6 +139,22 @@ void GapAction::execute(Session& session) {
   std::sort(candidates.begin(), candidates.end(), [](const RunningJob* a, const RunningJob* b) {
     return a->start_time != b->start_time ? a->start_time > b->start_time : a->id > b->id;
   });
+  // By node: when the cores of the jobs that are not gap jobs free (jobs
+  // already leaving: now), and the gap jobs there, youngest first.
+  std::unordered_map<Rank, std::vector<std::pair<TimeUs, int>>> frees_by;
+  std::unordered_map<Rank, std::vector<std::pair<const RunningJob*, int>>> gap_on;
+  for (const RunningJob& running : snapshot.running) {
+    if (session.is_gap_queue(running.queue) && !running.leaving) continue;
+    const TimeUs at = running.leaving ? std::numeric_limits<TimeUs>::min() : running.end_estimate;
+    for (const resource::NodeAllocation& on : session.allocation_of(running).nodes) {
+      frees_by[on.rank].emplace_back(at, static_cast<int>(on.cores.size()));
+    }
+  }
+  for (const RunningJob* gap : candidates) {
+    for (const resource::NodeAllocation& on : session.allocation_of(*gap).nodes) {
+      gap_on[on.rank].emplace_back(gap, static_cast<int>(on.cores.size()));
+    }
+  }
   std::vector<std::pair<const RunningJob*, JobId>> evict;  // gap job, for whom
   std::unordered_map<Rank, int> used;   // cores earlier promises take, by node
   std::unordered_map<Rank, int> freed;  // cores of the gap jobs that leave, by node
@@ -153,21 +169,12 @@ void GapAction::execute(Session& session) {
       // Free on the node at the promise's time if no gap job left: free
       // now, the regular jobs' that end by then, those already leaving.
       int avail = (node != nullptr ? node->free_cores() : 0) + freed[rank] - used[rank];
-      for (const RunningJob& running : snapshot.running) {
-        const bool gap = session.is_gap_queue(running.queue) && !running.leaving;
-        if (gap || (!running.leaving && running.end_estimate > p.time)) continue;
-        for (const resource::NodeAllocation& on : session.allocation_of(running).nodes) {
-          if (on.rank == rank) avail += static_cast<int>(on.cores.size());
-        }
+      for (const auto& [at, n] : frees_by[rank]) {
+        if (at <= p.time) avail += n;
       }
-      for (const RunningJob* gap : candidates) {
+      for (const auto& [gap, here] : gap_on[rank]) {
         if (avail >= cores) break;
         if (leaving.count(gap->id)) continue;
-        int here = 0;
-        for (const resource::NodeAllocation& on : session.allocation_of(*gap).nodes) {
-          if (on.rank == rank) here = static_cast<int>(on.cores.size());
-        }
-        if (here == 0) continue;
         leaving.insert(gap->id);
         evict.emplace_back(gap, p.job);
         for (const resource::NodeAllocation& on : session.allocation_of(*gap).nodes) {
@@ -241,8 +248,19 @@ void GapAction::execute(Session& session) {
   // 2. Gap jobs into whatever is idle now, but not into the cores a start
   // within the deadline counts on (they would be evicted at once), nor
   // where this cycle's moves go.
+  // The cores open to them: once none is left (the gap queue usually
+  // outgrows the holes) the rest of the queue is not tried.
+  auto open_on = [&](const resource::NodeState& node) {
+    int open = node.free_cores() - moved_in[node.rank()];
+    if (const auto it = slack.find(node.rank()); it != slack.end()) open = std::min(open, it->second);
+    return std::max(open, 0);
+  };
+  long room = 0;
+  for (const resource::NodeState& node : session.pool().nodes()) room += open_on(node);
   session.set_gap_phase(true);
   for (const PendingJob* job : session.ordered_queue()) {
+    if (room <= 0) break;
+    if (static_cast<long>(job->request.ntasks) * job->request.cpus_per_task > room) continue;
     if (!session.job_ready(*job)) continue;  // not a gap job, or held
     std::optional<resource::Allocation> allocation =
         session.place_on(*job, session.pool(), [&](const resource::NodeState& node) {
@@ -264,6 +282,7 @@ void GapAction::execute(Session& session) {
       if (auto it = slack.find(part.rank); it != slack.end()) {
         it->second -= static_cast<int>(part.cores.size());
       }
+      room -= static_cast<long>(part.cores.size());
     }
     Statement statement = session.statement();
     if (!statement.allocate(*job, std::move(*allocation)).is_ok()) break;

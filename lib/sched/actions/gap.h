@@ -53,7 +53,8 @@
 // M migrations, W reservations before a migrating job's end, G gap jobs
 // queued): O(R + V * (N + R)) for evictions (a pool copy and a placement per
 // reserved job), O(W * (N + R)) more for the first migration's hole, and one
-// O(N) placement per gap job.
+// O(N) placement per gap job tried while cores are open to them (the queue
+// is not walked past the point where none is).
 #pragma once
 
 #include <cstdint>

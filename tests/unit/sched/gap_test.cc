@@ -279,6 +279,24 @@ TEST(GapTest, APromiseOnGapCoresComesAfterTheirSave) {
   EXPECT_EQ(promised_at({{"gap.save_s", "100"}}), 100 * kUsPerSecond);
 }
 
+TEST(GapTest, AJobThatFitsInGapCoresNowIsPromisedNowAndTheyAllGo) {
+  // Node 1's job ends in 1 s; node 2 runs two gap jobs. A 4-core job fits
+  // on node 2 once both gap jobs have gone: with no save to wait for
+  // (gap.save_s = 0) it is promised now -- not in 1 s, where node 1's end
+  // would let it start with neither gap job gone while, in the meantime,
+  // the job waits for no reason (as it would not without the gap queue).
+  TwoNodes t(kNow + 1 * kUsPerSecond);
+  Snapshot& snap = t.snap;
+  snap.queue = {pending(1, 4)};
+  const Decisions d = run(snap, kActions, {{"gap.migrate", "false"}});
+  bool promised_now = false;
+  for (const Decision& x : d.decisions) {
+    if (const Reserve* r = std::get_if<Reserve>(&x)) promised_now = r->job == 1 && r->time == kNow;
+  }
+  EXPECT_TRUE(promised_now);
+  EXPECT_EQ(evictions(d).size(), 2u);
+}
+
 TEST(GapTest, JobsOnTheirWayOutGetNoDecision) {
   TwoNodes t(kNow + 30 * kUsPerSecond);
   Snapshot& snap = t.snap;
