@@ -45,13 +45,14 @@ generator: the same gap stream is added to it.
 Usage: bench/gap_paper.py [--build build] [--days 30] [--seeds 3]
        [--ps 0.1,0.5,0.9] [--offered 0.95] [--gap-offered 0.15]
        [--checkpoint-s 60] [--efficiency 0.998] [--deadline-s 600]
-       [--trace FILE --cores N]
+       [--trace FILE --cores N] [--jobs N]
 Defaults keep a run to a few minutes on a 2-core VM; the paper's own
 setting is --days 180 --seeds 10 (about an hour here).
 Results: one JSON line per p appended to bench/results/gap_paper.jsonl and
 a table on stdout.
 """
 import argparse
+import concurrent.futures
 import json
 import math
 import os
@@ -152,7 +153,9 @@ def simulate(hpcq, swf, cores, args, gap, mode="b"):
                 "--option", f"gap.mode={mode}", "--option", f"gap.slot_s={args.slot_s}",
                 "--option", f"gap.migrate={'false' if args.no_migrate else 'true'}",
                 "--option", f"gap.late={args.late}",
-                "--option", f"gap.save_s={args.checkpoint_s}"]
+                # A gap job in the way of a start leaves at once when late
+                # ones are killed; else the start waits for its save.
+                "--option", f"gap.save_s={0 if args.late == 'kill' else args.checkpoint_s}"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -218,7 +221,14 @@ def regular_wait(report):
     return q["mean_wait_s"] if q else report["mean_wait_s"]
 
 
-def one(hpcq, regular, cores, args, rng, work, mode):
+def one(hpcq, cores, args, work, mode, p, seed):
+    """One seed: the baseline and the run with the gap queue, in their own
+    directory (seeds run in parallel, --jobs)."""
+    rng = random.Random(seed * 1000 + int((p or 0) * 100))
+    regular = (read_swf(args.trace) if args.trace
+               else regular_jobs(rng, args.days, cores, args.offered, p))
+    work = os.path.join(work, f"{mode}-{p}-{seed}")
+    os.makedirs(work)
     # The load is measured over the arrival window (the paper's 180 days),
     # not the drain after the last arrival.
     window = max(j[0] for j in regular) + 1
@@ -278,6 +288,8 @@ def main():
     ap.add_argument("--deadline-s", type=int, default=600)
     ap.add_argument("--trace")
     ap.add_argument("--cores", type=int, default=512)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count(),
+                    help="seeds simulated at once (default: one per CPU)")
     args = ap.parse_args()
     hpcq = os.path.join(os.path.abspath(args.build), "cli", "hpcq")
     t = 2 * args.checkpoint_s / 3600.0  # a save and a restore, of a one-hour slot
@@ -287,12 +299,10 @@ def main():
         settings = [("trace", None)] if args.trace else [("p", float(p)) for p in args.ps.split(",")]
         modes = ("b", "a") if args.mode == "both" else (args.mode,)
         for (kind, p), mode in [(s, m) for s in settings for m in modes]:
-            runs = []
-            for seed in range(args.seeds if not args.trace else 1):
-                rng = random.Random(seed * 1000 + int((p or 0) * 100))
-                regular = (read_swf(args.trace) if args.trace
-                           else regular_jobs(rng, args.days, args.cores, args.offered, p))
-                runs.append(one(hpcq, regular, args.cores, args, rng, work, mode))
+            seeds = range(args.seeds if not args.trace else 1)
+            with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                runs = list(pool.map(one, *zip(*[(hpcq, args.cores, args, work, mode, p, seed)
+                                                 for seed in seeds])))
             mean = {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
             mean["max_delay_s"] = max(r["max_delay_s"] for r in runs)
             mean["due_wait_max_s"] = max(r["due_wait_max_s"] for r in runs)

@@ -1597,6 +1597,9 @@ void Leader::run_cycle() {
         entry.resizing || !entry.removing.empty() ? snapshot.now
                                                   : std::max(job.start_time, entry.last_resize);
     snapshot.running.back().leaving = entry.preempted.has_value() || entry.cancel_requested;
+    if (entry.preempted && entry.checkpointing) {
+      snapshot.running.back().moving_to = ranks_of(entry.checkpointing->record.to());
+    }
   }
   sched::Decisions decisions = scheduler_->cycle(snapshot);
   // A Shrink only asks the application: the nodes come free once it has

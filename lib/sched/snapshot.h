@@ -85,6 +85,9 @@ struct RunningJob {
   // Already on its way out (preempted or migrating, being saved): its cores
   // are not free yet, but no action decides anything more about it.
   bool leaving = false;
+  // Leaving to be restored on these nodes (a move to a hole, Migrate): the
+  // cores it will take there are not open to other gap jobs meanwhile.
+  std::vector<Rank> moving_to;
 
   int nodes() const { return static_cast<int>(allocation.nodes.size()); }
 };

@@ -231,6 +231,10 @@ class Simulation {
         }
         HPCQ_RETURN_IF_ERROR(apply_preempt(
             sched::Preempt{migrate->job, 0, sched::PreemptMode::kCheckpoint}, now, &requeued));
+        if (it != index_.end() && saving_[it->second]) {
+          // Its hole stays its own while it is saved.
+          snapshot_.running[running_pos_[it->second]].moving_to = nodelist_[it->second];
+        }
         continue;
       }
       auto* start = std::get_if<sched::Start>(&decision);

@@ -202,7 +202,15 @@ void GapAction::execute(Session& session) {
     for (const auto& [gap, for_job] : evict) latest = std::max(latest, gap->end_estimate);
     plan_until(latest);
   }
-  std::unordered_map<Rank, int> moved_in;  // cores this cycle's moves take, by node
+  // Cores moves take, by node: this cycle's, and those of the jobs moving
+  // already (being saved), whose holes nothing else may take meanwhile.
+  std::unordered_map<Rank, int> moved_in;
+  for (const RunningJob& running : snapshot.running) {
+    if (!running.leaving || running.moving_to.empty()) continue;
+    const int per_node = session.allocation_of(running).total_cores() /
+                         std::max<int>(1, static_cast<int>(running.moving_to.size()));
+    for (Rank rank : running.moving_to) moved_in[rank] += per_node;
+  }
   for (const auto& [gap, for_job] : evict) {
     if (options_.kill_late && late) {
       // A save could delay the reserved start: the gap job is killed and

@@ -222,6 +222,16 @@ TEST(GapTest, AGapJobInTheWayMovesToAHoleThatLasts) {
   EXPECT_NE(e[0].job, m[0].job);
   EXPECT_EQ(e[0].for_job, 1u);
   EXPECT_TRUE(started(d).empty());
+  // While they are saved, the hole stays the moving job's: the queued gap
+  // job does not start there (without the hold it would).
+  Snapshot saving = snap;
+  for (RunningJob& r : saving.running) {
+    if (r.id == m[0].job || r.id == e[0].job) r.leaving = true;
+    if (r.id == m[0].job) r.moving_to = {3};
+  }
+  EXPECT_TRUE(started(run(saving, kActions)).empty());
+  for (RunningJob& r : saving.running) r.moving_to.clear();
+  EXPECT_EQ(started(run(saving, kActions)), std::vector<JobId>{2});
   // gap.migrate = false: both checkpointed and requeued.
   const Decisions off = run(snap, kActions, {{"gap.migrate", "false"}});
   EXPECT_TRUE(moves(off).empty());
