@@ -242,9 +242,6 @@ void print_json(const Options& o, const sim::Cluster& cluster, const sim::SwfTra
       {"preempted", result.preempted},
       {"checkpointed", result.checkpointed},
       {"migrated", result.migrated},
-      {"due_waits", result.due_waits},
-      {"due_wait_max_s", result.due_wait_max_s},
-      {"due_wait_total_s", result.due_wait_total_s},
       {"preempted_core_seconds", result.preempted_core_seconds},
       {"lost_core_seconds", result.lost_core_seconds},
       {"gap_queue", o.gap_queue},
@@ -318,8 +315,8 @@ int run_simulate(const std::vector<std::string>& args) {
                  "the trace's queue (e.g. q9: SWF queue 9) is a migratable gap queue (papers/004; "
                  "with --policy gap)");
   app.add_option("--checkpoint-cost", o.checkpoint_cost_s,
-                 "seconds a checkpoint takes (the job keeps its cores meanwhile), and again its "
-                 "restore (added to its next run)")
+                 "seconds a checkpoint takes (its cores are free at once: the job is frozen for "
+                 "the dump), and again its restore (added to its next run)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--container-efficiency", o.container_efficiency,
                  "gap jobs' speed in containers relative to native, in (0, 1]")

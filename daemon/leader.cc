@@ -86,12 +86,19 @@ int severity(job::JobState state) {
 // One node's slice of an allocation, for the pool (adoption and release go
 // node by node after a leader restart).
 resource::Allocation part_on(const resource::Allocation& allocation, Rank rank) {
-  resource::Allocation part;
-  part.cpus_per_task = allocation.cpus_per_task;
+  resource::Allocation part = allocation;  // its layout fields, `shared` above all
+  part.nodes.clear();
   for (const auto& a : allocation.nodes) {
     if (a.rank == rank) part.nodes.push_back(a);
   }
   return part;
+}
+
+// Without its cores: what the pool still holds of a job that has handed
+// them over (JobEntry::cores_handed_over).
+resource::Allocation without_cores(resource::Allocation allocation) {
+  for (resource::NodeAllocation& part : allocation.nodes) part.cores.clear();
+  return allocation;
 }
 
 // What the scheduler needs to know of a job (pending or running).
@@ -1588,7 +1595,9 @@ void Leader::run_cycle() {
     // A job without a limit (0 after submit) is expected to run for ever.
     TimeUs end = job.spec.time_limit_s > 0 ? job.start_time + job.spec.time_limit_s * kUsPerSecond
                                            : std::numeric_limits<TimeUs>::max();
-    snapshot.running.push_back(sched::running_from(pending_of(job), job.allocation, job.start_time, end));
+    snapshot.running.push_back(sched::running_from(
+        pending_of(job), jobs_.at(id).cores_handed_over ? without_cores(job.allocation) : job.allocation,
+        job.start_time, end));
     // The rescale gap counts from the last resize's outcome; a job with a
     // resize in flight (or parts still being taken away) is not resized
     // again, which a gap starting now says to the "elastic" action.
@@ -1697,6 +1706,28 @@ void Leader::persist_usage() {
   });
 }
 
+// A job being dumped to leave its nodes (a preemption by checkpoint, a move)
+// runs on none of its cores: CRIU freezes its tasks before it dumps them.
+// So its cores go back to the pool at once and the job it leaves for starts
+// without waiting for the dump (papers/004: a regular job never waits for a
+// gap job's save); its memory and GPUs stay taken until its parts end. A
+// dump that fails lets the tasks run on until they are killed (they are
+// requeued from their last good checkpoint): briefly, the cores are shared.
+void Leader::hand_over_cores(JobEntry& entry) {
+  if (entry.cores_handed_over) return;
+  for (Rank rank : entry.held_on) {
+    resource::Allocation cores = part_on(entry.job.allocation, rank);
+    for (resource::NodeAllocation& part : cores.nodes) {
+      part.memory_bytes = 0;
+      part.gpus.clear();
+    }
+    Status released = pool_.release(cores);
+    if (!released.is_ok()) spdlog::error("job {}: hand over: {}", entry.job.id, released.message());
+  }
+  entry.cores_handed_over = true;
+  schedule_soon();  // the job they were freed for starts in the next cycle
+}
+
 void Leader::apply_preempt(const sched::Preempt& preempt) {
   auto it = jobs_.find(preempt.job);
   if (it == jobs_.end() || it->second.job.state != job::JobState::kRunning) return;
@@ -1709,7 +1740,10 @@ void Leader::apply_preempt(const sched::Preempt& preempt) {
     // (finish_checkpoint); a failed dump kills and requeues it as kRequeue.
     Status begun = begin_checkpoint(entry, "requeue", nullptr);
     entry.preempted = preempt;
-    if (begun.is_ok()) return;
+    if (begun.is_ok()) {
+      hand_over_cores(entry);
+      return;
+    }
     spdlog::info("job {}: not checkpointed ({}): requeued from its last good checkpoint or "
                  "the start", entry.job.id, begun.message());
   }
@@ -1733,7 +1767,10 @@ void Leader::apply_migrate(const sched::Migrate& migrate) {
   spdlog::info("job {}: moved to a lasting hole on {}", entry.job.id, fmt::join(to, ","));
   Status begun = begin_checkpoint(entry, "requeue", nullptr, to);
   entry.preempted = sched::Preempt{migrate.job, 0, sched::PreemptMode::kCheckpoint};
-  if (begun.is_ok()) return;
+  if (begun.is_ok()) {
+    hand_over_cores(entry);
+    return;
+  }
   spdlog::info("job {}: not checkpointed ({}): requeued from its last good checkpoint or the "
                "start", entry.job.id, begun.message());
   kill_job_parts(entry);
@@ -2392,10 +2429,13 @@ void Leader::persist_placement(const JobEntry& entry, std::size_t index) {
 
 void Leader::release_held(JobEntry& entry) {
   for (Rank rank : entry.held_on) {
-    Status released = pool_.release(part_on(entry.job.allocation, rank));
+    resource::Allocation part = part_on(entry.job.allocation, rank);
+    if (entry.cores_handed_over) part = without_cores(std::move(part));
+    Status released = pool_.release(part);
     if (!released.is_ok()) spdlog::error("job {}: release: {}", entry.job.id, released.message());
   }
   entry.held_on.clear();
+  entry.cores_handed_over = false;
   for (const auto& [rank, part] : entry.removing) {
     Status released = pool_.release(part);
     if (!released.is_ok()) spdlog::error("job {}: release: {}", entry.job.id, released.message());

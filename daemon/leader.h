@@ -114,6 +114,9 @@ class Leader {
     // Set when the scheduler preempts the job: once its parts have ended it
     // is requeued or cancelled, per the mode, never left running twice.
     std::optional<sched::Preempt> preempted;
+    // Being dumped to leave (preempted by checkpoint, or moving): its cores
+    // are back in the pool already, its memory and GPUs not (hand_over_cores).
+    bool cores_handed_over = false;
     // After a preemption: the victim waits until the job it made room for has
     // started (or left the queue), so that it does not take the room back.
     JobId yields_to = 0;
@@ -264,6 +267,7 @@ class Leader {
   void finish_job(JobEntry& entry, job::JobState state, const std::string& reason,
                   TimeUs end_time = 0);
   void release_held(JobEntry& entry);
+  void hand_over_cores(JobEntry& entry);
   void lose_part(JobEntry& entry, Rank rank, const std::string& why);
   // Requeues the job to be restored from restart_checkpoint() where it has
   // one (kept as restore_pending, so a restarted leader does the same), else

@@ -176,14 +176,8 @@ class Session {
   // backfill counts their cores free from now (they leave, checkpointed,
   // before a reservation needs them). Without the action they are ordinary
   // jobs.
-  // `save`: how long a gap job takes to leave (its save); planners count
-  // its cores free from now + save.
-  void separate_gap_jobs(TimeUs save = 0) {
-    gap_separate_ = true;
-    gap_save_ = save;
-  }
+  void separate_gap_jobs() { gap_separate_ = true; }
   bool gap_jobs_separate() const { return gap_separate_; }
-  TimeUs gap_save() const { return gap_save_; }
   void set_gap_phase(bool on) { gap_phase_ = on; }
   bool is_gap_queue(const std::string& queue) const;
 
@@ -238,7 +232,6 @@ class Session {
   const Snapshot& snapshot_;
   bool nodelists_ = false;  // a queued job has a node list
   bool gap_separate_ = false;
-  TimeUs gap_save_ = 0;
   bool gap_phase_ = false;
   std::vector<Hook<JobOrderFn>> job_order_;
   std::vector<Hook<PredicateFn>> predicates_;

@@ -253,15 +253,6 @@ class Simulation {
       const SimJob& job = jobs_[index];
       started_[index] = true;
       nodelist_[index].clear();  // a migration's target binds its restore only
-      if (auto due = due_since_.find(job.id); due != due_since_.end()) {
-        const std::int64_t waited = now - due->second;
-        if (waited > 0) {
-          ++result_.due_waits;
-          result_.due_wait_max_s = std::max(result_.due_wait_max_s, waited);
-          result_.due_wait_total_s += waited;
-        }
-        due_since_.erase(due);
-      }
       std::int64_t end_s = now + job.runtime_s;
       if (done_s_[index] > 0 || gap_job(job)) {
         // A checkpointed job's rest (papers/004's model), in a container
@@ -300,18 +291,7 @@ class Simulation {
       result_.jobs.push_back({job.id, job.user, job.submit_s, now, end_s, size, false, job.queue});
       if (on_event_) on_event_({now, job.id, true, &snapshot_.running.back().allocation});
     }
-    if (gap_) {
-      plan_wakes(decisions, now);
-      for (const sched::Decision& decision : decisions.decisions) {
-        const auto* reserve = std::get_if<sched::Reserve>(&decision);
-        // Promised now or the next second (a running job past its limit
-        // is expected to end in a second): due, held back only by cores
-        // that are not free yet.
-        if (reserve != nullptr && reserve->time <= (now + 1) * kUsPerSecond) {
-          due_since_.emplace(reserve->job, now);  // the first time only
-        }
-      }
-    }
+    if (gap_) plan_wakes(decisions, now);
     if (result_.jobs.size() == first_started) {
       requeue(requeued);
       return take_preempted();
@@ -368,13 +348,20 @@ class Simulation {
     if (saving_[index]) return Status::ok();  // on its way out already
     const bool save = preempt.mode == sched::PreemptMode::kCheckpoint && options_.checkpoint_s > 0;
     if (save) {
-      // The dump takes checkpoint_s, the job's cores held meanwhile: its
-      // run ends then (the End loop requeues it).
+      // Frozen for its dump, it gives its cores back at once, as hpcqd
+      // hands them over (leader.cc, hand_over_cores); the dump takes
+      // checkpoint_s, then the End loop queues it again.
       saving_[index] = true;
       sched::RunningJob& running = snapshot_.running[running_pos_[index]];
+      charge(index, running, now);
+      running.last_resize = now * kUsPerSecond;
+      HPCQ_RETURN_IF_ERROR(pool_.release(running.allocation));
+      if (on_event_) on_event_({now, preempt.job, false, &running.allocation});
+      for (resource::NodeAllocation& part : running.allocation.nodes) part.cores.clear();
       running.leaving = true;
       running.end_estimate = (now + options_.checkpoint_s) * kUsPerSecond;
       ends_.push({now + options_.checkpoint_s, preempt.job, index, ++runs_[index]});
+      ++preempted_now_;  // its cores are free for another cycle now
     } else {
       HPCQ_RETURN_IF_ERROR(finish({now, preempt.job, index, runs_[index]}));
       ++runs_[index];  // its pending end is stale now
@@ -567,7 +554,8 @@ class Simulation {
     if (!released.is_ok()) {
       return internal_error("job " + std::to_string(end.id) + " end: " + released.message());
     }
-    if (on_event_) on_event_({end.time_s, end.id, false, &running.allocation});
+    // A saved job's run ended when it handed its cores over (apply_preempt).
+    if (on_event_ && !saving_[end.index]) on_event_({end.time_s, end.id, false, &running.allocation});
     charge(end.index, running, end.time_s);
     if (elastic(jobs_[end.index])) --elastic_running_;
     // Swap-remove: running jobs are a set to the scheduler.
@@ -595,7 +583,6 @@ class Simulation {
   std::vector<bool> saving_;                      // by index: being checkpointed out
   std::vector<std::vector<Rank>> nodelist_;       // by index: a migration's target nodes
   std::set<std::int64_t> wakes_;                  // times a cycle must run (the gap action)
-  std::unordered_map<JobId, std::int64_t> due_since_;  // promised now, not started yet: since
   std::optional<sched::GapOptions> gap_;          // the "gap" action's options, if configured
   std::vector<std::uint32_t> runs_;               // by index: starts and resizes (End.run)
   std::vector<std::optional<ElasticRun>> model_;  // by index: a job on whole nodes' run

@@ -211,13 +211,6 @@ struct SimResult {
   // lost (a checkpoint keeps it, less its own cost).
   double preempted_core_seconds = 0;
   double lost_core_seconds = 0;
-  // Jobs that were due to start (backfill promised them the current time or
-  // the next second) but waited for cores still held -- by gap jobs being saved or killed
-  // (actions/gap.h): how many, and the longest and total wait. What a gap
-  // queue costs regular jobs directly; 0 without one.
-  std::size_t due_waits = 0;
-  std::int64_t due_wait_max_s = 0;
-  std::int64_t due_wait_total_s = 0;
   // Every (user, account)'s usage as charged, for reports (decay it to a
   // time with UsageLedger::restore() and usage()).
   std::vector<sched::UsageEntry> usage;

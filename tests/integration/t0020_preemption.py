@@ -103,8 +103,10 @@ def test_checkpoint_mode_keeps_the_work():
         time.sleep(0.1)
     urgent = t.submit("-q", "high", "-N", "2", "-n", "4", "--", "sleep", "1", cwd=d)
     t.wait_state(urgent, "RUNNING", timeout=30)
-    g = t.status(gang)
-    t.check(g["state"] == "PENDING" and g["restore_from"] and
+    # It starts as the victim's dump begins (the frozen victim hands its
+    # cores over); the victim is requeued once the dump is done.
+    g = t.wait_state(gang, "PENDING", timeout=30)
+    t.check(g["restore_from"] and
             f"preempted by job {urgent}, checkpointed" in g["reason"], f"victim {g}")
     t.check(g["checkpoints"][-1]["then"] == "requeue" and g["checkpoints"][-1]["outcome"] == "ok",
             f"checkpoints {g['checkpoints']}")
@@ -145,8 +147,8 @@ def test_failed_dump_restarts_from_the_last_checkpoint():
     at = t.wait_count(out, t.counts(out)[-1] + 3)
     urgent = t.submit("-q", "high", "-N", "2", "-n", "4", "--", "sleep", "1", cwd=d)
     t.wait_state(urgent, "RUNNING", timeout=30)
-    v = t.status(victim)
-    t.check(v["state"] == "PENDING" and "restarting from checkpoint" in v["reason"] and
+    v = t.wait_state(victim, "PENDING", timeout=30)
+    t.check("restarting from checkpoint" in v["reason"] and
             v["restore_from"], f"victim {v}")
     t.check(v["checkpoints"][-1]["outcome"] != "ok", f"checkpoints {v['checkpoints']}")
     t.wait_state(urgent, "COMPLETED")

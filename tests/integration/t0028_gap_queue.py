@@ -2,8 +2,9 @@
 """The migratable gap queue in hpcqd (papers/004, Mode B), with real CRIU:
 a gap job runs in cores a waiting regular job is promised; when that job's
 reserved start comes within the save deadline the gap job is checkpointed
-and requeued, the regular job starts as soon as its cores are free, and the
-gap job is restored afterwards and counts on from where it was."""
+and requeued -- its cores handed over as the dump begins, so the regular job
+does not wait for the dump -- and the gap job is restored afterwards and
+counts on from where it was."""
 import os
 import sys
 
@@ -65,6 +66,35 @@ def test_gap_job_fills_a_hole_and_moves_out_of_the_way():
     t.check(c == list(range(1, len(c) + 1)), f"the gap job's count broke: {c[-5:]}")
 
 
+def test_regular_job_does_not_wait_for_the_dump():
+    # The gap job holds 400 MB, so its dump takes a while (a few tenths of a second
+    # here, 0.3 s); a job that needs its core now starts as the dump begins, on
+    # the core the frozen gap job hands over, not once the dump is done.
+    d = t.workdir()
+    gap = t.submit("-q", "gap", "-n", "1", "-o", "gap-%j.out", "--", "sh", "-c",
+                   "x=$(head -c 419430400 /dev/zero | tr '\\0' x); " + t.COUNTER, cwd=d)
+    t.wait_state(gap, "RUNNING")
+    out = os.path.join(d, f"gap-{gap}.out")
+    t.wait_until("the gap job counting", lambda: len(t.counts(out)) >= 3)
+    wide = t.submit("-N", "2", "-n", "4", "-t", "1", "--", "sleep", "1", cwd=d)
+    w = t.wait_state(wide, "RUNNING", timeout=30)
+    s = t.wait_state(gap, "PENDING", timeout=30)
+    ckpt = s["checkpoints"][-1]
+    t.check(ckpt["outcome"] == "ok" and ckpt["dump_seconds"] >= 0.1, f"checkpoint {ckpt}")
+    run = s["placements"][0]
+    t.check(w["start_time"] < run["end"],
+            f"the regular job started at {w['start_time']}, after the gap job's dump ended "
+            f"({run['end']}; the dump took {ckpt['dump_seconds']} s)")
+    t.wait_state(wide, "COMPLETED", timeout=30)
+    t.wait_state(gap, "RUNNING", timeout=30)
+    at = t.counts(out)[-1]
+    t.wait_until("the gap job counting on", lambda: t.counts(out)[-1] > at + 3)
+    t.hpcq("cancel", str(gap))
+    t.wait_state(gap, "CANCELLED")
+    c = t.counts(out)
+    t.check(c == list(range(1, len(c) + 1)), f"the gap job's count broke: {c[-5:]}")
+
+
 def test_regular_jobs_still_run_in_order():
     d = t.workdir()
     jobs = [t.submit("-n", "1", "--", "true", cwd=d) for _ in range(3)]
@@ -72,4 +102,6 @@ def test_regular_jobs_still_run_in_order():
         t.wait_state(j, "COMPLETED")
 
 
-t.main([test_gap_job_fills_a_hole_and_moves_out_of_the_way, test_regular_jobs_still_run_in_order])
+t.main([test_gap_job_fills_a_hole_and_moves_out_of_the_way,
+        test_regular_job_does_not_wait_for_the_dump,
+        test_regular_jobs_still_run_in_order])

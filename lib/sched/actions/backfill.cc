@@ -46,13 +46,11 @@ class Walk {
     }
     // As resized by an earlier action ("elastic") this cycle: what it holds now.
     for (const RunningJob& job : snapshot.running) {
-      // A gap job's cores are free once it has been saved, from now: it
-      // leaves before they are needed (actions/gap.h).
+      // A gap job's cores are free from now: it gives them back the moment
+      // it is made to leave (actions/gap.h).
       const bool gap = session_.gap_jobs_separate() && session_.is_gap_queue(job.queue);
       if (gap) {
-        planner_.add_release(session_.allocation_of(job),
-                             std::min(job.end_estimate, session_.now() + session_.gap_save()),
-                             /*grace=*/0);
+        planner_.add_release(session_.allocation_of(job), session_.now(), /*grace=*/0);
       } else {
         planner_.add_release(session_.allocation_of(job), job.end_estimate);
       }

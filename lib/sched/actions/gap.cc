@@ -159,9 +159,7 @@ void GapAction::execute(Session& session) {
   std::unordered_map<Rank, int> used;   // cores earlier promises take, by node
   std::unordered_map<Rank, int> freed;  // cores of the gap jobs that leave, by node
   std::unordered_map<Rank, int> slack;  // free cores a new gap job may take, where promised
-  TimeUs earliest_due = std::numeric_limits<TimeUs>::max();
   for (const Promise& p : promised) {
-    earliest_due = std::min(earliest_due, p.time);
     for (const resource::NodeAllocation& part : p.cores.nodes) {
       const Rank rank = part.rank;
       const int cores = static_cast<int>(part.cores.size());
@@ -190,10 +188,6 @@ void GapAction::execute(Session& session) {
       slack[rank] -= cores;
     }
   }
-  // A due start closer than the deadline (a job ended before its limit):
-  // a save could delay it.
-  const bool late = earliest_due < horizon;
-
   const bool migrating =
       options_.migrate && !options_.mode_a && options_.evict == PreemptMode::kCheckpoint;
   if (migrating && !evict.empty()) {
@@ -207,18 +201,12 @@ void GapAction::execute(Session& session) {
   std::unordered_map<Rank, int> moved_in;
   for (const RunningJob& running : snapshot.running) {
     if (!running.leaving || running.moving_to.empty()) continue;
-    const int per_node = session.allocation_of(running).total_cores() /
+    // Its cores, handed over for the dump, are in its request only.
+    const int per_node = running.request.ntasks * running.request.cpus_per_task /
                          std::max<int>(1, static_cast<int>(running.moving_to.size()));
     for (Rank rank : running.moving_to) moved_in[rank] += per_node;
   }
   for (const auto& [gap, for_job] : evict) {
-    if (options_.kill_late && late) {
-      // A save could delay the reserved start: the gap job is killed and
-      // loses what it did since its last save (papers/004's Mode B risk;
-      // Mode A bounds the loss to a slot).
-      session.add_decision(Preempt{gap->id, for_job, PreemptMode::kRequeue});
-      continue;
-    }
     if (migrating) {
       // A hole that lasts: on a node whose idle cores, less those any
       // reservation before the job's end takes there, still hold it.
@@ -322,10 +310,6 @@ Result<std::unique_ptr<Action>> GapAction::create(const ActionOptions& options) 
       auto s = seconds_option(name, value, 0);
       if (!s.is_ok()) return s.status();
       parsed.save_deadline_s = *s;
-    } else if (name == "save_s") {
-      auto s = seconds_option(name, value, 0);
-      if (!s.is_ok()) return s.status();
-      parsed.save_s = *s;
     } else if (name == "slot_s") {
       auto s = seconds_option(name, value, 1);
       if (!s.is_ok()) return s.status();
@@ -345,12 +329,6 @@ Result<std::unique_ptr<Action>> GapAction::create(const ActionOptions& options) 
                                 "' is not true or false");
       }
       parsed.migrate = value == "true";
-    } else if (name == "late") {
-      if (value != "save" && value != "kill") {
-        return invalid_argument("scheduler option 'gap.late': '" + value +
-                                "' is not save or kill");
-      }
-      parsed.kill_late = value == "kill";
     } else if (name == "mode") {
       if (value != "a" && value != "b") {
         return invalid_argument("scheduler option 'gap.mode': '" + value + "' is not a or b");
@@ -358,7 +336,7 @@ Result<std::unique_ptr<Action>> GapAction::create(const ActionOptions& options) 
       parsed.mode_a = value == "a";
     } else {
       return invalid_argument("unknown scheduler option 'gap." + name +
-                              "' (known: save_deadline_s, save_s, evict, migrate, late, mode, slot_s)");
+                              "' (known: save_deadline_s, evict, migrate, mode, slot_s)");
     }
   }
   return std::unique_ptr<Action>(std::make_unique<GapAction>(parsed));

@@ -27,25 +27,19 @@
 //      at once) or where a migration of this cycle goes. A gap job that does
 //      not fit does not stop the ones behind it.
 // Running jobs that are leaving already (RunningJob::leaving: being saved)
-// get no decision. So a regular job starts at its reserved time or as soon
-// as the gap jobs in its way have been saved: the save deadline must cover
-// a checkpoint (bench/checkpoint_cost.py, bench/migrate_cost.py), and a
-// cycle must run by the reserved time minus the deadline (hpcqd cycles
-// often; the simulator wakes then), for it never to start later because of
-// them. A reservation that moves earlier (a job ended before its limit) can
-// still find gap jobs in its way, closer than the deadline: with late =
-// save (the default) it waits for their save (bounded by the checkpoint
-// time); with late = kill they are killed at once (Preempt kRequeue: the
-// work since their last save is lost, the paper's Mode B risk; Mode A
-// bounds it to a slot) and it is never delayed. bench/gap_paper.py
-// measures both.
+// get no decision. A gap job being saved gives its cores back at once (CRIU
+// freezes it before the dump; hpcqd's hand_over_cores, and the simulator as
+// well): its memory stays taken until the dump ends, but the job it leaves
+// for starts without waiting for it. So a regular job starts at its
+// reserved time, whether its start was planned beyond the save deadline
+// (the gap jobs left then) or moved closer (a job ended before its limit:
+// they leave at once) -- papers/004's Mode B risk, a regular job delayed or
+// a gap job's work lost, does not arise. The deadline still spares the
+// dump's I/O from the regular job's start, and keeps new gap jobs out of
+// cores needed soon. bench/gap_paper.py measures it job by job.
 //
-// Options: save_deadline_s = S >= 0 (default 60); save_s = seconds >= 0
-// (default 0: the time a save takes; backfill counts a gap job's cores free
-// from now + save_s, so a job promised them does not wait for a save it
-// was not planned for; at most save_deadline_s); evict = checkpoint |
+// Options: save_deadline_s = S >= 0 (default 60); evict = checkpoint |
 // requeue (default checkpoint); migrate = true | false (default true);
-// late = save | kill (default save);
 // mode = a | b (default b); slot_s = seconds > 0 (mode A's slot, default
 // 3600, the one-hour slot of the paper's estimate).
 //
@@ -69,10 +63,8 @@ namespace hpcq::sched {
 
 struct GapOptions {
   std::int64_t save_deadline_s = 60;
-  std::int64_t save_s = 0;
   PreemptMode evict = PreemptMode::kCheckpoint;
   bool migrate = true;
-  bool kill_late = false;
   bool mode_a = false;
   std::int64_t slot_s = 3600;
 };
@@ -86,7 +78,7 @@ class GapAction final : public Action {
 
   std::string_view name() const override { return kName; }
   void on_session_open(Session& session) override {
-    session.separate_gap_jobs(options_.save_s * kUsPerSecond);
+    session.separate_gap_jobs();
   }
   void execute(Session& session) override;
   const GapOptions& options() const { return options_; }
