@@ -148,6 +148,8 @@ def read_swf(path):
 def simulate(hpcq, swf, cores, args, gap, mode="b"):
     cmd = [hpcq, "simulate", swf, "--cores", str(cores), "--json", "--skip-impossible",
            "--policy", "gap" if gap else "conservative", "--events", swf + ".events"]
+    if args.kill_at_limit:
+        cmd.append("--kill-at-limit")
     if gap:
         cmd += ["--gap-queue", f"q{GAP_QUEUE}", "--checkpoint-cost", str(args.checkpoint_s),
                 "--container-efficiency", str(args.efficiency),
@@ -279,6 +281,8 @@ def main():
     ap.add_argument("--efficiency", type=float, default=0.998)
     ap.add_argument("--deadline-s", type=int, default=600)
     ap.add_argument("--trace")
+    ap.add_argument("--kill-at-limit", action="store_true",
+                    help="end a trace's jobs at their requested time (see above)")
     ap.add_argument("--cores", type=int, default=512)
     ap.add_argument("--jobs", type=int, default=os.cpu_count(),
                     help="seeds simulated at once (default: one per CPU)")
@@ -303,7 +307,7 @@ def main():
                    "cores": args.cores,
                    "offered": args.offered, "gap_offered": args.gap_offered,
                    "checkpoint_s": args.checkpoint_s, "c": args.efficiency,
-                   "deadline_s": args.deadline_s, **mean,
+                   "deadline_s": args.deadline_s, "kill_at_limit": args.kill_at_limit, **mean,
                    "gain": mean["load_with_gap"] - mean["load"],
                    "ceiling": (1 - mean["load"]) * (1 - t) * bound_c,
                    "bound_from_90": 0.1 * (1 - t) * bound_c,

@@ -99,6 +99,12 @@ constexpr TimeUs kOverdueGrace = kUsPerSecond;
 // a + b, saturating at kForever (durations are never negative here).
 constexpr TimeUs add_time(TimeUs a, TimeUs b) { return a > kForever - b ? kForever : a + b; }
 
+// When a running job estimated to end at `end` is counted to give its cores
+// back: at `end`, or at now + kOverdueGrace once that has passed (see above).
+constexpr TimeUs expected_end(TimeUs end, TimeUs now) {
+  return end <= now ? add_time(now, kOverdueGrace) : end;
+}
+
 // Part of one node: cores and memory held or free.
 struct NodeShare {
   Rank rank = 0;

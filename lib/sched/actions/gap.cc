@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "lib/sched/actions/preempt.h"
+#include "lib/sched/planner.h"
 
 namespace hpcq::sched {
 namespace {
@@ -48,7 +49,9 @@ struct Promise {
 };
 
 // What a reserved job needs at its time T: its placement on the pool as it
-// will be then -- without gap jobs, without the regular jobs that end by T,
+// will be then -- without gap jobs, without the regular jobs that end by T
+// (one past its estimate still runs: it ends by T only from now + 1 s, as
+// backfill counts it),
 // and without the cores of the earlier promises that still hold at T (taken
 // in time order, this follows backfill's own plan).
 std::optional<Promise> promise_of(Session& session, const PendingJob& job, TimeUs t,
@@ -58,7 +61,8 @@ std::optional<Promise> promise_of(Session& session, const PendingJob& job, TimeU
   // leave); else with them gone.
   resource::NodePool kept = session.pool();
   for (const RunningJob& running : snapshot.running) {
-    if (!session.is_gap_queue(running.queue) && running.end_estimate <= t) {
+    if (!session.is_gap_queue(running.queue) &&
+        expected_end(running.end_estimate, session.now()) <= t) {
       (void)kept.release(session.allocation_of(running));
     }
   }
@@ -145,7 +149,8 @@ void GapAction::execute(Session& session) {
   std::unordered_map<Rank, std::vector<std::pair<const RunningJob*, int>>> gap_on;
   for (const RunningJob& running : snapshot.running) {
     if (session.is_gap_queue(running.queue) && !running.leaving) continue;
-    const TimeUs at = running.leaving ? std::numeric_limits<TimeUs>::min() : running.end_estimate;
+    const TimeUs at = running.leaving ? std::numeric_limits<TimeUs>::min()
+                                      : expected_end(running.end_estimate, now);
     for (const resource::NodeAllocation& on : session.allocation_of(running).nodes) {
       frees_by[on.rank].emplace_back(at, static_cast<int>(on.cores.size()));
     }
@@ -193,7 +198,9 @@ void GapAction::execute(Session& session) {
   if (migrating && !evict.empty()) {
     // The promises up to the latest end of a job that moves.
     TimeUs latest = 0;
-    for (const auto& [gap, for_job] : evict) latest = std::max(latest, gap->end_estimate);
+    for (const auto& [gap, for_job] : evict) {
+      latest = std::max(latest, expected_end(gap->end_estimate, now));
+    }
     plan_until(latest);
   }
   // Cores moves take, by node: this cycle's, and those of the jobs moving
@@ -215,7 +222,7 @@ void GapAction::execute(Session& session) {
         lasting[node.rank()] = node.free_cores() - moved_in[node.rank()];
       }
       for (const Promise& p : promised) {
-        if (p.time >= gap->end_estimate) continue;
+        if (p.time >= expected_end(gap->end_estimate, now)) continue;
         for (const resource::NodeAllocation& part : p.cores.nodes) {
           lasting[part.rank] -= static_cast<int>(part.cores.size());
         }

@@ -287,6 +287,25 @@ TEST(GapTest, AJobThatFitsInGapCoresNowIsPromisedNowAndTheyAllGo) {
   EXPECT_EQ(evictions(d).size(), 2u);
 }
 
+TEST(GapTest, AJobPastItsEndEstimateStillHoldsItsCores) {
+  // Node 1's job should have ended 100 s ago and still runs (traces have
+  // such jobs); node 2 runs two gap jobs. Backfill counts it as ending in
+  // 1 s and the gap cores as free now, so the 4-core head is promised now,
+  // on node 2: the gap jobs there must go now. Counting the late job's
+  // cores as free already would promise node 1 instead, evict nothing, and
+  // leave the head waiting for the late job as well as for the gap jobs.
+  TwoNodes t(kNow - 100 * kUsPerSecond);
+  Snapshot& snap = t.snap;
+  snap.queue = {pending(1, 4)};
+  const Decisions d = run(snap, kActions, {{"gap.migrate", "false"}});
+  bool promised_now = false;
+  for (const Decision& x : d.decisions) {
+    if (const Reserve* r = std::get_if<Reserve>(&x)) promised_now = r->job == 1 && r->time == kNow;
+  }
+  EXPECT_TRUE(promised_now);
+  EXPECT_EQ(evictions(d).size(), 2u);
+}
+
 TEST(GapTest, JobsOnTheirWayOutGetNoDecision) {
   TwoNodes t(kNow + 30 * kUsPerSecond);
   Snapshot& snap = t.snap;
