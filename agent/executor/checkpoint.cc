@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -340,6 +341,158 @@ Result<CriuInfo> probe_criu(const std::string& binary) {
                                             : why));
   }
   return info;
+}
+
+namespace {
+
+constexpr char kTrialCache[] = "/tmp/.hpcq-criu-trial";
+
+// What the trial's answer depends on: the boot (the kernel) and the binary.
+std::string trial_key(const CriuInfo& criu) {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  boot >> boot_id;
+  struct stat st {};
+  if (stat(criu.binary.c_str(), &st) != 0) return "";
+  return boot_id + " " + criu.binary + " " + std::to_string(st.st_size) + " " +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
+// Starts `sleep 600` in a session of its own, stdio on /dev/null and no
+// other descriptor; returns once it has exec'd (so that what CRIU dumps is
+// the sleep, not a copy of us).
+Result<pid_t> start_trial_sleep() {
+  const std::string sleep = find_program("sleep");
+  if (sleep.empty()) return internal_error("no 'sleep' in PATH for the trial dump");
+  std::string arg0 = "sleep", arg1 = "600";
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  char* envp[] = {nullptr};
+  int exec_pipe[2];
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
+  Fd exec_read(exec_pipe[0]), exec_write(exec_pipe[1]);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) {
+      if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int null = open("/dev/null", O_RDWR);
+    if (setsid() < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) {
+      _exit(127);
+    }
+    // Everything else goes, but the pipe that tells the parent we exec'd.
+    const auto keep = static_cast<unsigned>(exec_write.get());
+    if (keep > 3) syscall(SYS_close_range, 3U, keep - 1, 0U);
+    syscall(SYS_close_range, keep + 1, ~0U, 0U);
+    execve(sleep.c_str(), argv, envp);
+    _exit(127);
+  }
+  const int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return internal_error("fork: " + errno_text(fork_errno));
+  exec_write.reset();
+  char byte;
+  ssize_t n;
+  do {
+    n = read(exec_read.get(), &byte, 1);  // EOF: exec'd (or died)
+  } while (n < 0 && errno == EINTR);
+  return pid;
+}
+
+Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout) {
+  char tmpl[] = "/tmp/hpcq-criu-trial-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return internal_error("mkdtemp: " + errno_text(errno));
+  const std::string dir = tmpl;
+  auto sleeper = start_trial_sleep();
+  if (!sleeper.is_ok()) {
+    std::filesystem::remove_all(dir);
+    return sleeper.status();
+  }
+  // Without --leave-running: a dump that works kills the sleep itself.
+  auto run = run_criu(criu,
+                      {"dump", "--tree", std::to_string(*sleeper), "--images-dir", dir,
+                       "--work-dir", dir, "--log-file", "dump.log", "-v4",
+                       "--manage-cgroups=ignore"},
+                      {}, timeout);
+  kill(*sleeper, SIGKILL);
+  while (waitpid(*sleeper, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  Status verdict = Status::ok();
+  if (!run.is_ok()) {
+    verdict = run.status();
+  } else if (run->timed_out || run->exit_code != 0) {
+    struct utsname host {};
+    uname(&host);
+    const std::string what = "CRIU " + criu.version + " cannot dump a process on this kernel (" +
+                             host.release + "; `criu check` passes): ";
+    verdict = failed_precondition(
+        what + (run->timed_out ? "a trial dump of a sleep hung for " +
+                                     std::to_string(timeout.count()) + " s"
+                               : "a trial dump of a sleep failed: " +
+                                     criu_failure_reason(dir + "/dump.log",
+                                                         last_nonempty_line(run->output))));
+  }
+  std::filesystem::remove_all(dir);
+  return verdict;
+}
+
+}  // namespace
+
+Status criu_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout) {
+  // One trial at a time on the host: the others wait, then read its answer.
+  static std::mutex in_process;
+  const std::lock_guard<std::mutex> one_here(in_process);
+  Fd lock(open("/tmp/.hpcq-criu-trial.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (lock.get() >= 0) {
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;
+    while (fcntl(lock.get(), F_SETLKW, &whole) != 0 && errno == EINTR) {
+    }
+  }
+  // One line per binary: "<key>\t<ok or the reason>".
+  const std::string key = trial_key(criu);
+  std::vector<std::string> others;
+  if (!key.empty()) {
+    std::ifstream cached(kTrialCache);
+    std::string line;
+    while (std::getline(cached, line)) {
+      const size_t tab = line.find('\t');
+      if (tab == std::string::npos) continue;
+      if (line.compare(0, tab, key) == 0) {
+        const std::string answer = line.substr(tab + 1);
+        return answer == "ok" ? Status::ok() : failed_precondition(answer);
+      }
+      // Kept while its binary is there and the host has not rebooted.
+      std::istringstream fields(line.substr(0, tab));
+      std::string boot_id, binary;
+      fields >> boot_id >> binary;
+      if (key.compare(0, boot_id.size() + 1, boot_id + " ") == 0 &&
+          access(binary.c_str(), X_OK) == 0) {
+        others.push_back(line);
+      }
+    }
+  }
+  Status verdict = run_trial_dump(criu, timeout);
+  // Only a verdict on CRIU itself is kept, not a failure to set the trial up.
+  if (!key.empty() && (verdict.is_ok() || verdict.code() == Code::kFailedPrecondition)) {
+    const std::string tmp = std::string(kTrialCache) + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      for (const std::string& line : others) out << line << "\n";
+      out << key << "\t" << (verdict.is_ok() ? "ok" : verdict.message()) << "\n";
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, kTrialCache, ec);
+  }
+  return verdict;
 }
 
 Status criu_dump(const CriuInfo& criu, const CriuDump& dump) {

@@ -44,6 +44,18 @@ struct CriuInfo {
 // runs jobs; its checkpoints fail with this reason.
 Result<CriuInfo> probe_criu(const std::string& binary);
 
+// Whether CRIU can dump a process on this host, tried for real: `criu check`
+// passes on kernels where every dump hangs (CRIU 4.1.1 in a 6.18 PVM guest:
+// the task leaves the parasite without the syscall stop CRIU waits for), so
+// a `sleep` of our own is dumped, within `timeout`. The answer depends on
+// the kernel and the binary only: it is kept for this boot in
+// /tmp/.hpcq-criu-trial (keyed by boot id and the binary's path, size and
+// mtime; delete it to try again), so that agents starting on one host wait
+// for a hanging dump once, not each. kFailedPrecondition with the reason
+// when the dump fails or hangs.
+Status criu_trial_dump(const CriuInfo& criu,
+                       std::chrono::seconds timeout = std::chrono::seconds(15));
+
 struct CriuDump {
   pid_t root = -1;            // host PID of the tree's root (the job shell)
   std::string image_dir;      // must exist; images and dump.log go here

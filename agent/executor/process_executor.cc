@@ -874,6 +874,9 @@ Status ProcessExecutor::checkpoint_capability() {
   if (!criu_probed_) {
     auto info = probe_criu(config_.criu_path);
     if (info.is_ok()) {
+      if (Status works = criu_trial_dump(*info); !works.is_ok()) info = works;
+    }
+    if (info.is_ok()) {
       criu_ = std::move(info).value();
       criu_status_ = Status::ok();
       spdlog::info("executor {}: checkpoint-capable (CRIU {} at {})", config_.instance,

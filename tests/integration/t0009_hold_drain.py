@@ -69,6 +69,7 @@ def test_drain_and_resume():
     t.check(t.wait_state(job, "COMPLETED")["nodes"] == ["node1"], "node1 gets work again")
 
 
+@t.needs_checkpoint
 def test_nodes_report_checkpoint_capability():
     # CRIU is installed with the project (.ci/install-criu): each agent ran
     # `criu check` at start and said so in its Hello.

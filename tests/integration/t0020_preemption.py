@@ -90,6 +90,7 @@ def counts(path):
     return tasks
 
 
+@t.needs_checkpoint
 def test_checkpoint_mode_keeps_the_work():
     d = t.workdir()
     gang = t.submit("-q", "checkpointed", "-N", "2", "-n", "4", "-o", "count-%j.out", "--",
@@ -123,6 +124,7 @@ def test_checkpoint_mode_keeps_the_work():
         t.check(c == list(range(1, len(c) + 1)), f"task {rank}: its count broke: {c[-5:]}")
 
 
+@t.needs_checkpoint
 def test_failed_dump_restarts_from_the_last_checkpoint():
     # A victim whose dump fails (it now holds an established TCP connection,
     # which CRIU does not dump) still leaves; it is requeued from its last

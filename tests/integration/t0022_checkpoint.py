@@ -28,6 +28,7 @@ def counter_job(d):
     return job, s, out
 
 
+@t.needs_checkpoint
 def test_checkpoint_and_run_on():
     d = t.workdir()
     job, _, out = counter_job(d)
@@ -45,6 +46,7 @@ def test_checkpoint_and_run_on():
     t.check_contiguous(out)
 
 
+@t.needs_checkpoint
 def test_migrate_to_the_other_node():
     d = t.workdir()
     job, s, out = counter_job(d)
@@ -66,6 +68,7 @@ def test_migrate_to_the_other_node():
     t.check_contiguous(out)
 
 
+@t.needs_checkpoint
 def test_migrate_to_a_named_node():
     d = t.workdir()
     job, s, out = counter_job(d)
@@ -98,6 +101,7 @@ def test_migrate_to_a_named_node():
     t.check(row and f"{first}>{other}" in row[0], f"history row {row}")
 
 
+@t.needs_checkpoint
 def test_migrate_two_tasks():
     d = t.workdir()
     job = t.submit("-N", "1", "-n", "2", "-o", "count-%j.out", "--", "sh", "-c",
@@ -138,6 +142,7 @@ def test_migrate_two_tasks():
         t.check(c == list(range(1, len(c) + 1)), f"task {rank}: not contiguous: {c[-5:]}")
 
 
+@t.needs_checkpoint
 def test_stop_then_release_restores():
     d = t.workdir()
     job, _, out = counter_job(d)
@@ -155,6 +160,7 @@ def test_stop_then_release_restores():
     t.check_contiguous(out)
 
 
+@t.needs_checkpoint
 def test_dump_failure_keeps_the_job():
     # CRIU does not dump an established TCP connection (no --tcp-established):
     # a job that holds one cannot be checkpointed.
@@ -192,6 +198,7 @@ def test_dump_failure_keeps_the_job():
     listener.close()
 
 
+@t.needs_checkpoint
 def test_stopped_job_is_restored_after_a_leader_restart():
     d = t.workdir()
     job, _, out = counter_job(d)

@@ -131,6 +131,7 @@ def check_resumed_not_restarted(out, before_kill):
     t.check(c[-1] > before_kill, f"{out}: no progress after the restart ({c[-1]})")
 
 
+@t.needs_checkpoint
 def test_periodic_checkpoints_are_pruned_and_placements_shown():
     d = t.workdir()
     node = node_names()[0]
@@ -152,6 +153,7 @@ def test_periodic_checkpoints_are_pruned_and_placements_shown():
             p[0]["outcome"].startswith("CANCELLED"), f"placements {p}")
 
 
+@t.needs_checkpoint
 def test_node_loss_restarts_from_the_last_checkpoint():
     d = t.workdir()
     first, second = node_names()
@@ -177,6 +179,7 @@ def test_node_loss_restarts_from_the_last_checkpoint():
         restart_agent(cmdline, first)
 
 
+@t.needs_checkpoint
 def test_target_dies_during_restore():
     d = t.workdir()
     first, second = node_names()

@@ -33,6 +33,7 @@ migratable = true
 t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
                  extra=("--config", CONFIG))
 
+@t.needs_checkpoint
 def test_gap_job_fills_a_hole_and_moves_out_of_the_way():
     d = t.workdir()
     first = t.submit("-N", "1", "-n", "2", "-t", "1", "--", "sleep", "3", cwd=d)
@@ -66,6 +67,7 @@ def test_gap_job_fills_a_hole_and_moves_out_of_the_way():
     t.check(c == list(range(1, len(c) + 1)), f"the gap job's count broke: {c[-5:]}")
 
 
+@t.needs_checkpoint
 def test_regular_job_does_not_wait_for_the_dump():
     # The gap job holds 400 MB, so its dump takes a while (a few tenths of a second
     # here, 0.3 s); a job that needs its core now starts as the dump begins, on

@@ -88,6 +88,7 @@ def migrate_away(job, s, out):
     return s
 
 
+@t.needs_checkpoint
 def test_migrate_a_container_job():
     user = "hpcqtest" if can_dump_other_users() else None
     uid = t.ensure_user() if user else 0
@@ -131,6 +132,7 @@ def check_tasks_contiguous(out):
                 f"task {rank}: count not contiguous: {c[:5]}...{c[-5:]}")
 
 
+@t.needs_checkpoint
 def test_migrate_two_tasks_in_a_container():
     d = t.workdir()
     job, s, out = container_counter(d, ntasks=2, command=RANK_COUNTER)
@@ -145,6 +147,7 @@ def test_migrate_two_tasks_in_a_container():
     check_tasks_contiguous(out)
 
 
+@t.needs_checkpoint
 def test_two_node_job_requeued_and_restored():
     d = t.workdir()
     job, _, out = container_counter(d, ntasks=2, nodes=2, command=RANK_COUNTER)
@@ -163,6 +166,7 @@ def test_two_node_job_requeued_and_restored():
     check_tasks_contiguous(out)
 
 
+@t.needs_checkpoint
 def test_requeue_then_restore_elsewhere():
     d = t.workdir()
     job, s, out = container_counter(d)
@@ -185,6 +189,7 @@ def test_requeue_then_restore_elsewhere():
     t.check_contiguous(out)
 
 
+@t.needs_checkpoint
 def test_dump_failure_keeps_the_container_running():
     # CRIU does not dump an established TCP connection (no --tcp-established):
     # a container that holds one cannot be checkpointed, and runs on.
@@ -208,6 +213,7 @@ def test_dump_failure_keeps_the_container_running():
     listener.close()
 
 
+@t.needs_checkpoint
 def test_checkpoint_and_run_on():
     d = t.workdir()
     job, _, out = container_counter(d)

@@ -35,6 +35,7 @@ t.within_cluster(agents=3, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
                  extra=("--config", CONFIG))
 
 
+@t.needs_checkpoint
 def test_gap_job_moves_to_a_lasting_hole():
     d = t.workdir()
     nodes = sorted(n["name"] for n in json.loads(t.hpcq("nodes", "--json").stdout))
