@@ -84,6 +84,19 @@ std::set<pid_t> own_children() {
   return pids;
 }
 
+// In a child after fork(): default dispositions and an empty mask, so that
+// no handler of the parent runs in it (async-signal-safe).
+void default_signals() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
 struct CriuRun {
   int exit_code = -1;  // 128 + signal when killed
   bool timed_out = false;
@@ -130,14 +143,7 @@ Result<CriuRun> run_tool(const std::string& binary, const std::vector<std::strin
   pthread_sigmask(SIG_SETMASK, &all, &old);
   pid_t pid = fork();
   if (pid == 0) {
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; ++sig) {
-      if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
+    default_signals();
     // Our copy of the write end must go, or a parent that dies before the
     // go byte would leave us blocked here for ever (holding whatever we
     // inherited, the host's CRIU lock included) instead of reading EOF.
@@ -375,14 +381,7 @@ Result<pid_t> start_trial_sleep() {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t pid = fork();
   if (pid == 0) {
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; ++sig) {
-      if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
+    default_signals();
     const int null = open("/dev/null", O_RDWR);
     if (setsid() < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) {
       _exit(127);
