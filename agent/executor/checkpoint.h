@@ -52,7 +52,8 @@ Result<CriuInfo> probe_criu(const std::string& binary);
 // /tmp/.hpcq-criu-trial (keyed by boot id and the binary's path, size and
 // mtime; delete it to try again), so that agents starting on one host wait
 // for a hanging dump once, not each. kFailedPrecondition with the reason
-// when the dump fails or hangs.
+// when the dump fails or hangs: a hang says "cannot dump a process on this
+// kernel" (tests skip on that), a failure gives CRIU's reason (tests fail).
 Status criu_trial_dump(const CriuInfo& criu,
                        std::chrono::seconds timeout = std::chrono::seconds(15));
 
