@@ -34,7 +34,10 @@ def job_pids(job_id):
 def test_running_jobs_survive_a_leader_kill9():
     d = t.workdir()
     long_job = t.submit("-N", "2", "-n", "2", "--", "sleep", "300", cwd=d)
-    short_job = t.submit("-o", "short.out", "--", "sh", "-c", "sleep 2; echo done; exit 4", cwd=d)
+    # It ends once told to (the file "go"), after the kill: a fixed sleep
+    # could run out before the kill on a loaded machine.
+    short_job = t.submit("-o", "short.out", "--", "sh", "-c",
+                         f"while [ ! -e {d}/go ]; do sleep 0.05; done; echo done; exit 4", cwd=d)
     t.wait_state(long_job, "RUNNING")
     t.wait_state(short_job, "RUNNING")
     before = job_pids(long_job)
@@ -45,6 +48,7 @@ def test_running_jobs_survive_a_leader_kill9():
     cmdline = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
     os.kill(pid, signal.SIGKILL)
     killed_at = time.time()
+    open(os.path.join(d, "go"), "w").close()
     # While the leader is away the short job ends on its agent.
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and "done" not in open(os.path.join(d, "short.out")).read():
