@@ -42,12 +42,17 @@ c = 0.998 here; bench/checkpoint_cost.py: dump + restore of a serial job
 well under 1 s; --checkpoint-s default 30 is deliberately pessimistic).
 
 Also --trace FILE (an SWF trace from ../shared/traces) instead of the
-generator: the same gap stream is added to it.
+generator: the same gap stream is added to it. Real traces have jobs that
+run past their requested time; conservative backfilling counts such a job
+as ending 1 s after each cycle, so its choices depend on when cycles run,
+and the gap run has more cycles: some regular jobs then start earlier and
+some later for that reason alone. --kill-at-limit ends every job at its
+requested time (in both runs), which leaves only what the gap queue does.
 
 Usage: bench/gap_paper.py [--build build] [--days 30] [--seeds 3]
        [--ps 0.1,0.5,0.9] [--offered 0.95] [--gap-offered 0.15]
        [--checkpoint-s 30] [--efficiency 0.998] [--deadline-s 600]
-       [--trace FILE --cores N] [--jobs N]
+       [--trace FILE --cores N [--kill-at-limit]] [--jobs N]
 Defaults keep a run to a few minutes on a 2-core VM; the paper's own
 setting is --days 180 --seeds 10.
 Results: one JSON line per p appended to bench/results/gap_paper.jsonl and
