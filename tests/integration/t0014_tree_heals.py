@@ -52,7 +52,7 @@ def test_interior_agent_dies_and_returns():
     os.kill(pid, signal.SIGKILL)
     # Past node_down_after_ms (5 s): node1 is down, the others never were.
     time.sleep(6)
-    now = wait_states({"node1": "down", "node2": "up", "node3": "up"})
+    wait_states({"node1": "down", "node2": "up", "node3": "up"})
     t.check(t.status(on["node2"])["state"] == "RUNNING", "node2's job goes on")
     s = t.wait_state(on["node3"], "COMPLETED", timeout=20)
     t.check(s["exit_code"] == 0, f"node3's job {s}")
