@@ -50,7 +50,7 @@ some later for that reason alone. --kill-at-limit ends every job at its
 requested time (in both runs), which leaves only what the gap queue does.
 
 Usage: bench/gap_paper.py [--build build] [--days 30] [--seeds 3]
-       [--ps 0.1,0.5,0.9] [--offered 0.95] [--gap-offered 0.15]
+       [--first-seed 0] [--ps 0.1,0.5,0.9] [--offered 0.95] [--gap-offered 0.15]
        [--checkpoint-s 30] [--efficiency 0.998] [--deadline-s 600]
        [--trace FILE --cores N [--kill-at-limit]] [--jobs N]
 Defaults keep a run to a few minutes on a 2-core VM; the paper's own
@@ -276,6 +276,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--days", type=float, default=30)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds first-seed .. first-seed + seeds - 1: a long run in parts, "
+                         "whose rows combine as means weighted by seeds")
     ap.add_argument("--ps", default="0.1,0.5,0.9")
     ap.add_argument("--offered", type=float, default=0.95)
     ap.add_argument("--gap-offered", type=float, default=0.15)
@@ -300,7 +303,8 @@ def main():
         settings = [("trace", None)] if args.trace else [("p", float(p)) for p in args.ps.split(",")]
         modes = ("b", "a") if args.mode == "both" else (args.mode,)
         for (kind, p), mode in [(s, m) for s in settings for m in modes]:
-            seeds = range(args.seeds if not args.trace else 1)
+            seeds = (range(args.first_seed, args.first_seed + args.seeds) if not args.trace
+                     else range(1))
             with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
                 runs = list(pool.map(one, *zip(*[(hpcq, args.cores, args, work, mode, p, seed)
                                                  for seed in seeds])))
@@ -309,6 +313,7 @@ def main():
             row = {"source": os.path.basename(args.trace) if args.trace else "lomonosov-like",
                    "p": p, "mode": mode, "migrate": not args.no_migrate,
                    "slot_s": args.slot_s, "days": args.days, "seeds": len(runs),
+                   "first_seed": args.first_seed if not args.trace else 0,
                    "cores": args.cores,
                    "offered": args.offered, "gap_offered": args.gap_offered,
                    "checkpoint_s": args.checkpoint_s, "c": args.efficiency,
