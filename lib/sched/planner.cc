@@ -125,7 +125,7 @@ void Planner::settle() const {
 
 void Planner::add_release(const resource::Allocation& allocation, TimeUs end, TimeUs grace) {
   if (end == kForever) return;
-  if (end <= now_) end = add_time(now_, grace);
+  end = expected_end(end, now_, grace);
   for (const resource::NodeAllocation& part : allocation.nodes) {
     Node* node = find(part.rank);
     if (node == nullptr) continue;  // a node removed since: nothing to give back

@@ -100,9 +100,9 @@ constexpr TimeUs kOverdueGrace = kUsPerSecond;
 constexpr TimeUs add_time(TimeUs a, TimeUs b) { return a > kForever - b ? kForever : a + b; }
 
 // When a running job estimated to end at `end` is counted to give its cores
-// back: at `end`, or at now + kOverdueGrace once that has passed (see above).
-constexpr TimeUs expected_end(TimeUs end, TimeUs now) {
-  return end <= now ? add_time(now, kOverdueGrace) : end;
+// back: at `end`, or at now + `grace` once that has passed (see above).
+constexpr TimeUs expected_end(TimeUs end, TimeUs now, TimeUs grace = kOverdueGrace) {
+  return end <= now ? add_time(now, grace) : end;
 }
 
 // Part of one node: cores and memory held or free.

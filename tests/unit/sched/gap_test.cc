@@ -101,6 +101,15 @@ std::vector<Migrate> moves(const Decisions& d) {
   return out;
 }
 
+// Whether the decisions promise `job` a start at `time`.
+bool promised(const Decisions& d, JobId job, TimeUs time) {
+  for (const Decision& x : d.decisions) {
+    const Reserve* r = std::get_if<Reserve>(&x);
+    if (r != nullptr && r->job == job) return r->time == time;
+  }
+  return false;
+}
+
 const std::vector<std::string> kActions = {"allocate", "backfill", "gap"};
 
 // Two nodes of 4 cores: node 1 busy until `frees`, node 2 running gap jobs
@@ -279,11 +288,7 @@ TEST(GapTest, AJobThatFitsInGapCoresNowIsPromisedNowAndTheyAllGo) {
   Snapshot& snap = t.snap;
   snap.queue = {pending(1, 4)};
   const Decisions d = run(snap, kActions, {{"gap.migrate", "false"}});
-  bool promised_now = false;
-  for (const Decision& x : d.decisions) {
-    if (const Reserve* r = std::get_if<Reserve>(&x)) promised_now = r->job == 1 && r->time == kNow;
-  }
-  EXPECT_TRUE(promised_now);
+  EXPECT_TRUE(promised(d, 1, kNow));
   EXPECT_EQ(evictions(d).size(), 2u);
 }
 
@@ -298,11 +303,7 @@ TEST(GapTest, AJobPastItsEndEstimateStillHoldsItsCores) {
   Snapshot& snap = t.snap;
   snap.queue = {pending(1, 4)};
   const Decisions d = run(snap, kActions, {{"gap.migrate", "false"}});
-  bool promised_now = false;
-  for (const Decision& x : d.decisions) {
-    if (const Reserve* r = std::get_if<Reserve>(&x)) promised_now = r->job == 1 && r->time == kNow;
-  }
-  EXPECT_TRUE(promised_now);
+  EXPECT_TRUE(promised(d, 1, kNow));
   EXPECT_EQ(evictions(d).size(), 2u);
 }
 
