@@ -84,6 +84,20 @@ std::set<pid_t> own_children() {
   return pids;
 }
 
+// A descriptor of `path` holding a POSIX record lock on the whole file,
+// waited for; -1 if the file cannot be opened. The lock goes with the
+// descriptor (or the process), never to a child (see HostCriuLock).
+int lock_host_file(const char* path) {
+  const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  struct flock whole {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;
+  while (fcntl(fd, F_SETLKW, &whole) != 0 && errno == EINTR) {
+  }
+  return fd;
+}
+
 // In a child after fork(): default dispositions and an empty mask, so that
 // no handler of the parent runs in it (async-signal-safe).
 void default_signals() {
@@ -267,15 +281,8 @@ std::mutex& host_criu_mutex() {
 }  // namespace
 
 HostCriuLock::HostCriuLock()
-    : in_process_(host_criu_mutex()),
-      fd_(open("/tmp/.hpcq-criu.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
-  if (fd_ < 0) return;  // no lock: CRIU may then fail on a clash, and says so
-  struct flock whole {};
-  whole.l_type = F_WRLCK;
-  whole.l_whence = SEEK_SET;
-  while (fcntl(fd_, F_SETLKW, &whole) != 0 && errno == EINTR) {
-  }
-}
+    // No lock (-1): CRIU may then fail on a clash, and says so.
+    : in_process_(host_criu_mutex()), fd_(lock_host_file("/tmp/.hpcq-criu.lock")) {}
 
 HostCriuLock::~HostCriuLock() {
   if (fd_ >= 0) close(fd_);
@@ -433,8 +440,8 @@ Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout) {
     // What this kernel does (a dump that works takes well under a second).
     struct utsname host {};
     uname(&host);
-    verdict = failed_precondition("CRIU " + criu.version +
-                                  " cannot dump a process on this kernel (" + host.release +
+    verdict = failed_precondition("CRIU " + criu.version + " " + kKernelCannotDump + " (" +
+                                  host.release +
                                   "; `criu check` passes): a trial dump of a sleep hung for " +
                                   std::to_string(timeout.count()) + " s");
   } else if (run->exit_code != 0) {
@@ -452,14 +459,7 @@ Status criu_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout) {
   // One trial at a time on the host: the others wait, then read its answer.
   static std::mutex in_process;
   const std::lock_guard<std::mutex> one_here(in_process);
-  Fd lock(open("/tmp/.hpcq-criu-trial.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (lock.get() >= 0) {
-    struct flock whole {};
-    whole.l_type = F_WRLCK;
-    whole.l_whence = SEEK_SET;
-    while (fcntl(lock.get(), F_SETLKW, &whole) != 0 && errno == EINTR) {
-    }
-  }
+  const Fd lock(lock_host_file("/tmp/.hpcq-criu-trial.lock"));
   // One line per binary: "<key>\t<ok or the reason>".
   const std::string key = trial_key(criu);
   std::vector<std::string> others;

@@ -53,7 +53,9 @@ Result<CriuInfo> probe_criu(const std::string& binary);
 // mtime; delete it to try again), so that agents starting on one host wait
 // for a hanging dump once, not each. kFailedPrecondition with the reason
 // when the dump fails or hangs: a hang says "cannot dump a process on this
-// kernel" (tests skip on that), a failure gives CRIU's reason (tests fail).
+// kernel" (kKernelCannotDump: tests skip on that), a failure gives CRIU's
+// reason (tests fail).
+inline constexpr char kKernelCannotDump[] = "cannot dump a process on this kernel";
 Status criu_trial_dump(const CriuInfo& criu,
                        std::chrono::seconds timeout = std::chrono::seconds(15));
 
