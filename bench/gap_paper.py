@@ -52,11 +52,14 @@ requested time (in both runs), which leaves only what the gap queue does.
 Usage: bench/gap_paper.py [--build build] [--days 30] [--seeds 3]
        [--first-seed 0] [--ps 0.1,0.5,0.9] [--offered 0.95] [--gap-offered 0.15]
        [--checkpoint-s 30] [--efficiency 0.998] [--deadline-s 600]
-       [--trace FILE --cores N [--kill-at-limit]] [--jobs N]
+       [--trace FILE --cores N [--kill-at-limit]] [--jobs N] [--merge]
 Defaults keep a run to a few minutes on a 2-core VM; the paper's own
 setting is --days 180 --seeds 10.
 Results: one JSON line per p appended to bench/results/gap_paper.jsonl and
-a table on stdout.
+a table on stdout. A long run can go in parts (--first-seed 0 --seeds 3,
+then --first-seed 3 --seeds 7); the same command with --merge and the whole
+range (--seeds 10) then simulates nothing: it combines the parts' rows into
+one per p (means weighted by seeds) and appends it.
 """
 import argparse
 import concurrent.futures
@@ -73,6 +76,14 @@ ROUND_MIN = [1, 2, 5, 10, 20, 30, 60, 120, 180, 360, 480, 720,
              1440, 2160, 2880, 4320, 7200, 10080, 14400, 21600]
 GAP_QUEUE = 9
 REGULAR_QUEUE = 1
+# What one seed measures (one()); a row holds their means over its seeds.
+RUN_KEYS = ("load", "load_with_gap", "wait_s", "wait_with_gap_s", "checkpointed", "migrated",
+            "lost_core_seconds", "gap_jobs", "jobs", "started_later", "started_earlier",
+            "mean_delay_s", "max_delay_s", "later_than_deadline", "elapsed_s")
+# What makes two rows the same experiment (apart from p and their seeds).
+SETTING_KEYS = ("source", "mode", "migrate", "slot_s", "days", "cores", "offered",
+                "gap_offered", "checkpoint_s", "c", "deadline_s", "kill_at_limit")
+RESULTS = os.path.join(ROOT, "bench", "results", "gap_paper.jsonl")
 
 
 def lognormal(rng, mean, sd):
@@ -271,6 +282,91 @@ def one(hpcq, cores, args, work, mode, p, seed):
     }
 
 
+def combine(parts):
+    """Runs or rows of one setting as one: means weighted by seeds, except
+    the largest delay, which is the largest."""
+    n = sum(w for w, _ in parts)
+    mean = {k: sum(w * r[k] for w, r in parts) / n for k in RUN_KEYS}
+    mean["max_delay_s"] = max(r["max_delay_s"] for _, r in parts)
+    return mean
+
+
+def summary_row(args, p, mode, mean, seeds, per_seed):
+    t = 2 * args.checkpoint_s / 3600.0  # a save and a restore, of a one-hour slot
+    return {"source": os.path.basename(args.trace) if args.trace else "lomonosov-like",
+            "p": p, "mode": mode, "migrate": not args.no_migrate,
+            "slot_s": args.slot_s, "days": args.days, "seeds": len(seeds),
+            "first_seed": seeds[0], "cores": args.cores,
+            "offered": args.offered, "gap_offered": args.gap_offered,
+            "checkpoint_s": args.checkpoint_s, "c": args.efficiency,
+            "deadline_s": args.deadline_s, "kill_at_limit": args.kill_at_limit, **mean,
+            "gain": mean["load_with_gap"] - mean["load"],
+            "ceiling": (1 - mean["load"]) * (1 - t) * args.efficiency,
+            "bound_from_90": 0.1 * (1 - t) * args.efficiency,
+            "per_seed": per_seed,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def merged(args, settings, modes):
+    """--merge: the rows of earlier runs in parts (--first-seed) that together
+    hold exactly seeds first-seed .. first-seed + seeds - 1 of this setting,
+    newest first, as one row per p and mode."""
+    want = list(range(args.first_seed, args.first_seed + args.seeds))
+    with open(RESULTS) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    out = []
+    for (_, p), mode in [(s, m) for s in settings for m in modes]:
+        key = summary_row(args, p, mode, {k: 0.0 for k in RUN_KEYS}, want, [])
+        parts, have = [], set()
+        for r in reversed(rows):
+            first = r.get("first_seed", 0)  # rows from before --first-seed began at 0
+            seeds = set(range(first, first + r["seeds"]))
+            if (r.get("merged") or r["p"] != p
+                    or any(r.get(k) != key[k] for k in SETTING_KEYS)
+                    or not seeds <= set(want) or seeds & have):
+                continue
+            parts.append(r)
+            have |= seeds
+        if have != set(want):
+            raise SystemExit(f"gap_paper.py: p={p} mode {mode}: {RESULTS} holds seeds "
+                             f"{sorted(have)} of this setting, not {want[0]}..{want[-1]}")
+        parts.sort(key=lambda r: r.get("first_seed", 0))
+        row = summary_row(args, p, mode, combine([(r["seeds"], r) for r in parts]), want,
+                          [s for r in parts for s in r.get("per_seed", [])])
+        row["merged"] = [r["time"] for r in parts]
+        out.append(row)
+    return out
+
+
+def seed_loads(per_seed):
+    """The spread of the baseline load over the seeds whose loads the row
+    keeps (rows from before per_seed keep none)."""
+    loads = [s["load"] for s in per_seed]
+    return f"{min(loads):.3f}-{max(loads):.3f} ({len(loads)})" if loads else "-"
+
+
+def simulated(args, hpcq, settings, modes):
+    """Each setting's seeds, a row per p and mode, appended to the results as
+    each is done."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="hpcq-gap-") as work:
+        for (_, p), mode in [(s, m) for s in settings for m in modes]:
+            seeds = (list(range(args.first_seed, args.first_seed + args.seeds))
+                     if not args.trace else [0])
+            with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                runs = list(pool.map(one, *zip(*[(hpcq, args.cores, args, work, mode, p, seed)
+                                                 for seed in seeds])))
+            # The paper's baseline load varies from seed to seed ("often close
+            # to 90%, as low as 70%"): keep each seed's, not only the mean.
+            per_seed = [{"seed": seed, "load": r["load"], "load_with_gap": r["load_with_gap"],
+                         "wait_s": r["wait_s"]} for seed, r in zip(seeds, runs)]
+            row = summary_row(args, p, mode, combine([(1, r) for r in runs]), seeds, per_seed)
+            rows.append(row)
+            with open(RESULTS, "a") as f:
+                f.write(json.dumps(row) + "\n")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -294,40 +390,23 @@ def main():
     ap.add_argument("--cores", type=int, default=512)
     ap.add_argument("--jobs", type=int, default=os.cpu_count(),
                     help="seeds simulated at once (default: one per CPU)")
+    ap.add_argument("--merge", action="store_true",
+                    help="simulate nothing: combine the rows of this setting that earlier "
+                         "runs in parts (--first-seed) appended to the results, and append "
+                         "the combined rows")
     args = ap.parse_args()
     hpcq = os.path.join(os.path.abspath(args.build), "cli", "hpcq")
-    t = 2 * args.checkpoint_s / 3600.0  # a save and a restore, of a one-hour slot
-    bound_c = args.efficiency
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="hpcq-gap-") as work:
-        settings = [("trace", None)] if args.trace else [("p", float(p)) for p in args.ps.split(",")]
-        modes = ("b", "a") if args.mode == "both" else (args.mode,)
-        for (kind, p), mode in [(s, m) for s in settings for m in modes]:
-            seeds = (range(args.first_seed, args.first_seed + args.seeds) if not args.trace
-                     else range(1))
-            with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                runs = list(pool.map(one, *zip(*[(hpcq, args.cores, args, work, mode, p, seed)
-                                                 for seed in seeds])))
-            mean = {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
-            mean["max_delay_s"] = max(r["max_delay_s"] for r in runs)
-            row = {"source": os.path.basename(args.trace) if args.trace else "lomonosov-like",
-                   "p": p, "mode": mode, "migrate": not args.no_migrate,
-                   "slot_s": args.slot_s, "days": args.days, "seeds": len(runs),
-                   "first_seed": args.first_seed if not args.trace else 0,
-                   "cores": args.cores,
-                   "offered": args.offered, "gap_offered": args.gap_offered,
-                   "checkpoint_s": args.checkpoint_s, "c": args.efficiency,
-                   "deadline_s": args.deadline_s, "kill_at_limit": args.kill_at_limit, **mean,
-                   "gain": mean["load_with_gap"] - mean["load"],
-                   "ceiling": (1 - mean["load"]) * (1 - t) * bound_c,
-                   "bound_from_90": 0.1 * (1 - t) * bound_c,
-                   "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-            rows.append(row)
-            with open(os.path.join(ROOT, "bench", "results", "gap_paper.jsonl"), "a") as f:
-                f.write(json.dumps(row) + "\n")
+    settings = [("trace", None)] if args.trace else [("p", float(p)) for p in args.ps.split(",")]
+    modes = ("b", "a") if args.mode == "both" else (args.mode,)
+    if args.merge:
+        rows = merged(args, settings, modes)
+        with open(RESULTS, "a") as f:
+            f.writelines(json.dumps(row) + "\n" for row in rows)
+    else:
+        rows = simulated(args, hpcq, settings, modes)
     print(f"{'p':>5} {'mode':>4} {'load':>6} {'+gap':>6} {'gain':>6} {'ceil':>6} {'wait s':>8} "
           f"{'+gap s':>8} {'ckpts':>6} {'moves':>6} {'lost':>5} {'later':>6} {'earlier':>7} {'maxdel':>6} "
-          f"{'>dl':>4} {'jobs':>6} {'gapjobs':>7}")
+          f"{'>dl':>4} {'jobs':>6} {'gapjobs':>7}  seeds' loads")
     for r in rows:
         print(f"{str(r['p']):>5} {r['mode']:>4} {r['load']:6.3f} {r['load_with_gap']:6.3f} "
               f"{r['gain']:6.3f} {r['ceiling']:6.3f} {r['wait_s']:8.0f} "
@@ -335,7 +414,7 @@ def main():
               f"{r['lost_core_seconds']:5.0f} {r['started_later']:6.0f} {r['started_earlier']:7.0f} "
               f"{r['max_delay_s']:6.0f} "
               f"{r['later_than_deadline']:4.0f} "
-              f"{r['jobs']:6.0f} {r['gap_jobs']:7.0f}")
+              f"{r['jobs']:6.0f} {r['gap_jobs']:7.0f}  {seed_loads(r['per_seed'])}")
 
 
 if __name__ == "__main__":
