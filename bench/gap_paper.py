@@ -80,9 +80,6 @@ REGULAR_QUEUE = 1
 RUN_KEYS = ("load", "load_with_gap", "wait_s", "wait_with_gap_s", "checkpointed", "migrated",
             "lost_core_seconds", "gap_jobs", "jobs", "started_later", "started_earlier",
             "mean_delay_s", "max_delay_s", "later_than_deadline", "elapsed_s")
-# What makes two rows the same experiment (apart from p and their seeds).
-SETTING_KEYS = ("source", "mode", "migrate", "slot_s", "days", "cores", "offered",
-                "gap_offered", "checkpoint_s", "c", "deadline_s", "kill_at_limit")
 RESULTS = os.path.join(ROOT, "bench", "results", "gap_paper.jsonl")
 
 
@@ -282,6 +279,11 @@ def one(hpcq, cores, args, work, mode, p, seed):
     }
 
 
+def append_result(row):
+    with open(RESULTS, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
 def combine(parts):
     """Runs or rows of one setting as one: means weighted by seeds, except
     the largest delay, which is the largest."""
@@ -291,15 +293,23 @@ def combine(parts):
     return mean
 
 
+def seed_range(args):
+    return list(range(args.first_seed, args.first_seed + args.seeds)) if not args.trace else [0]
+
+
+def setting(args, mode):
+    """What makes two rows the same experiment, apart from p and their seeds."""
+    return {"source": os.path.basename(args.trace) if args.trace else "lomonosov-like",
+            "mode": mode, "migrate": not args.no_migrate, "slot_s": args.slot_s,
+            "days": args.days, "cores": args.cores, "offered": args.offered,
+            "gap_offered": args.gap_offered, "checkpoint_s": args.checkpoint_s,
+            "c": args.efficiency, "deadline_s": args.deadline_s,
+            "kill_at_limit": args.kill_at_limit}
+
+
 def summary_row(args, p, mode, mean, seeds, per_seed):
     t = 2 * args.checkpoint_s / 3600.0  # a save and a restore, of a one-hour slot
-    return {"source": os.path.basename(args.trace) if args.trace else "lomonosov-like",
-            "p": p, "mode": mode, "migrate": not args.no_migrate,
-            "slot_s": args.slot_s, "days": args.days, "seeds": len(seeds),
-            "first_seed": seeds[0], "cores": args.cores,
-            "offered": args.offered, "gap_offered": args.gap_offered,
-            "checkpoint_s": args.checkpoint_s, "c": args.efficiency,
-            "deadline_s": args.deadline_s, "kill_at_limit": args.kill_at_limit, **mean,
+    return {"p": p, **setting(args, mode), "seeds": len(seeds), "first_seed": seeds[0], **mean,
             "gain": mean["load_with_gap"] - mean["load"],
             "ceiling": (1 - mean["load"]) * (1 - t) * args.efficiency,
             "bound_from_90": 0.1 * (1 - t) * args.efficiency,
@@ -311,18 +321,18 @@ def merged(args, settings, modes):
     """--merge: the rows of earlier runs in parts (--first-seed) that together
     hold exactly seeds first-seed .. first-seed + seeds - 1 of this setting,
     newest first, as one row per p and mode."""
-    want = list(range(args.first_seed, args.first_seed + args.seeds))
+    want = seed_range(args)
     with open(RESULTS) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     out = []
     for (_, p), mode in [(s, m) for s in settings for m in modes]:
-        key = summary_row(args, p, mode, {k: 0.0 for k in RUN_KEYS}, want, [])
+        same = setting(args, mode)
         parts, have = [], set()
         for r in reversed(rows):
             first = r.get("first_seed", 0)  # rows from before --first-seed began at 0
             seeds = set(range(first, first + r["seeds"]))
             if (r.get("merged") or r["p"] != p
-                    or any(r.get(k) != key[k] for k in SETTING_KEYS)
+                    or any(r.get(k) != v for k, v in same.items())
                     or not seeds <= set(want) or seeds & have):
                 continue
             parts.append(r)
@@ -335,6 +345,8 @@ def merged(args, settings, modes):
                           [s for r in parts for s in r.get("per_seed", [])])
         row["merged"] = [r["time"] for r in parts]
         out.append(row)
+    for row in out:  # all or none: a missing seed for one p appends nothing
+        append_result(row)
     return out
 
 
@@ -351,8 +363,7 @@ def simulated(args, hpcq, settings, modes):
     rows = []
     with tempfile.TemporaryDirectory(prefix="hpcq-gap-") as work:
         for (_, p), mode in [(s, m) for s in settings for m in modes]:
-            seeds = (list(range(args.first_seed, args.first_seed + args.seeds))
-                     if not args.trace else [0])
+            seeds = seed_range(args)
             with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
                 runs = list(pool.map(one, *zip(*[(hpcq, args.cores, args, work, mode, p, seed)
                                                  for seed in seeds])))
@@ -361,9 +372,8 @@ def simulated(args, hpcq, settings, modes):
             per_seed = [{"seed": seed, "load": r["load"], "load_with_gap": r["load_with_gap"],
                          "wait_s": r["wait_s"]} for seed, r in zip(seeds, runs)]
             row = summary_row(args, p, mode, combine([(1, r) for r in runs]), seeds, per_seed)
+            append_result(row)  # as each is done: a long run keeps what it has
             rows.append(row)
-            with open(RESULTS, "a") as f:
-                f.write(json.dumps(row) + "\n")
     return rows
 
 
@@ -398,12 +408,7 @@ def main():
     hpcq = os.path.join(os.path.abspath(args.build), "cli", "hpcq")
     settings = [("trace", None)] if args.trace else [("p", float(p)) for p in args.ps.split(",")]
     modes = ("b", "a") if args.mode == "both" else (args.mode,)
-    if args.merge:
-        rows = merged(args, settings, modes)
-        with open(RESULTS, "a") as f:
-            f.writelines(json.dumps(row) + "\n" for row in rows)
-    else:
-        rows = simulated(args, hpcq, settings, modes)
+    rows = merged(args, settings, modes) if args.merge else simulated(args, hpcq, settings, modes)
     print(f"{'p':>5} {'mode':>4} {'load':>6} {'+gap':>6} {'gain':>6} {'ceil':>6} {'wait s':>8} "
           f"{'+gap s':>8} {'ckpts':>6} {'moves':>6} {'lost':>5} {'later':>6} {'earlier':>7} {'maxdel':>6} "
           f"{'>dl':>4} {'jobs':>6} {'gapjobs':>7}  seeds' loads")
