@@ -230,9 +230,11 @@ def test_node_down_shrinks_instead_of_failing():
     pid = agent_pid(victim["rank"])
     os.kill(pid, signal.SIGSTOP)  # silent: declared down after node_down_after_ms
     try:
-        s = wait_for("the shrink off the dead node",
-                     lambda: (lambda s: s if victim["node"] not in s["nodes"] else None)(
-                         t.status(job)), timeout=30)
+        # The allocation shrinks as the node is declared down; the record
+        # comes once the app has answered.
+        s = wait_for("the shrink off the dead node and its record",
+                     lambda: (lambda s: s if victim["node"] not in s["nodes"] and s["resizes"]
+                              else None)(t.status(job)), timeout=30)
         t.check(s["state"] == "RUNNING" and len(s["nodes"]) == 3, f"after node down {s}")
         last = s["resizes"][-1]
         t.check((last["kind"], last["by"]) == ("shrink", "node_down"), f"record {last}")
