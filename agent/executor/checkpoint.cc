@@ -148,7 +148,8 @@ Result<CriuRun> run_tool(const std::string& binary, const std::vector<std::strin
   for (std::string& s : strings) argv.push_back(s.data());
   argv.push_back(nullptr);
   std::string path_env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  char* envp[] = {path_env.data(), nullptr};
+  std::string criu_env = kCriuEnvironment;  // runc passes it on to its criu
+  char* envp[] = {path_env.data(), criu_env.data(), nullptr};
 
   // No handler of the caller may run in the child; the child restores
   // default dispositions and an empty mask before exec.
@@ -360,7 +361,8 @@ namespace {
 
 constexpr char kTrialCache[] = "/tmp/.hpcq-criu-trial";
 
-// What the trial's answer depends on: the boot (the kernel) and the binary.
+// What the trial's answer depends on: the boot (the kernel), the binary and
+// the environment it runs with.
 std::string trial_key(const CriuInfo& criu) {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string boot_id;
@@ -368,7 +370,8 @@ std::string trial_key(const CriuInfo& criu) {
   struct stat st {};
   if (stat(criu.binary.c_str(), &st) != 0) return "";
   return boot_id + " " + criu.binary + " " + std::to_string(st.st_size) + " " +
-         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " +
+         kCriuEnvironment;
 }
 
 // Starts `sleep 600` in a session of its own, stdio on /dev/null and no

@@ -44,13 +44,22 @@ struct CriuInfo {
 // runs jobs; its checkpoints fail with this reason.
 Result<CriuInfo> probe_criu(const std::string& binary);
 
+// The environment every CRIU runs with (directly, or under runc). CRIU_FAULT
+// 130 is CRIU's own switch (FI_NO_BREAKPOINTS) for stopping a task leaving
+// its parasite or restorer by stepping to its sigreturn syscall instead of
+// with a hardware breakpoint: some virtualised kernels never deliver the
+// breakpoint's trap (a 6.18 PVM guest here; Xen guests before, where CRIU
+// had breakpoints off by default for years), and every dump hangs there
+// while `criu check` passes. Stepping works on every kernel; the breakpoint
+// only saves a few syscall stops per task.
+inline constexpr char kCriuEnvironment[] = "CRIU_FAULT=130";
+
 // Whether CRIU can dump a process on this host, tried for real: `criu check`
-// passes on kernels where every dump hangs (CRIU 4.1.1 in a 6.18 PVM guest:
-// the task leaves the parasite without the syscall stop CRIU waits for), so
-// a `sleep` of our own is dumped, within `timeout`. The answer depends on
-// the kernel and the binary only: it is kept for this boot in
-// /tmp/.hpcq-criu-trial (keyed by boot id and the binary's path, size and
-// mtime; delete it to try again), so that agents starting on one host wait
+// passes on kernels where every dump hangs (with hardware breakpoints, see
+// kCriuEnvironment), so a `sleep` of our own is dumped, within `timeout`. The answer depends on
+// the kernel, the binary and its environment only: it is kept for this boot
+// in /tmp/.hpcq-criu-trial (keyed by boot id, the binary's path, size and
+// mtime, and kCriuEnvironment; delete it to try again), so that agents starting on one host wait
 // for a hanging dump once, not each. kFailedPrecondition with the reason
 // when the dump fails or hangs: a hang says "cannot dump a process on this
 // kernel" (kKernelCannotDump: tests skip on that), a failure gives CRIU's

@@ -423,8 +423,10 @@ Status ProcessExecutor::start_shell(Job& job) {
   // Everything the child needs is built before clone: it may not allocate.
   std::string shell = config_.job_shell_path, dir = job.dir;
   std::string path_env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  // For the CRIU of a `runc restore` the shell runs (its tasks get their own).
+  std::string criu_env = kCriuEnvironment;
   char* argv[] = {shell.data(), dir.data(), nullptr};
-  char* envp[] = {path_env.data(), nullptr};
+  char* envp[] = {path_env.data(), criu_env.data(), nullptr};
 
   // No agent signal handler may run in the child (it would act on the
   // agent's copied state); the shell resets the mask it inherits.
