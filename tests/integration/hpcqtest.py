@@ -109,6 +109,21 @@ def ensure_user(name="hpcqtest"):
 COUNTER = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.1; done"
 
 
+class Gate:
+    """A job command that runs until the test opens the gate (a file in `d`
+    appears): a job that holds its nodes exactly as long as the test needs
+    to see what it caused, however long a loaded machine takes to get
+    there (a `sleep 1` can end before a dump it waits for does)."""
+
+    def __init__(self, d, name="gate"):
+        self.path = os.path.join(d, name)
+        self.command = ("sh", "-c", f"while [ ! -e {self.path} ]; do sleep 0.05; done")
+
+    def open(self):
+        with open(self.path, "w"):
+            pass
+
+
 def counts(path):
     """The integers of a counter job's output (none yet: [])."""
     if not os.path.exists(path):

@@ -52,12 +52,14 @@ def test_a_whole_gang_is_requeued_for_a_higher_tier():
     gang = t.submit("-N", "2", "-n", "4", "--", "sleep", "300", cwd=d)
     s = t.wait_state(gang, "RUNNING")
     t.check(sorted(s["nodes"]) == ["node1", "node2"], f"gang on {s['nodes']}")
-    urgent = t.submit("-q", "high", "-n", "1", "--", "sleep", "1", cwd=d)
+    gate = t.Gate(d)
+    urgent = t.submit("-q", "high", "-n", "1", "--", *gate.command, cwd=d)
     s = t.wait_state(urgent, "RUNNING", timeout=30)
     g = t.status(gang)
     t.check(g["state"] == "PENDING" and g["requeue_count"] == 1 and
             f"preempted by job {urgent}" in g["reason"], f"victim {g}")
     t.check(not job_cgroups(gang), f"the gang still runs somewhere: {job_cgroups(gang)}")
+    gate.open()
     t.wait_state(urgent, "COMPLETED")
     s = t.wait_state(gang, "RUNNING", timeout=30)  # it runs again once there is room
     t.check(s["requeue_count"] == 1, f"{s}")
@@ -102,7 +104,8 @@ def test_checkpoint_mode_keeps_the_work():
     while len(counts(out)) < 4 or min(c[-1] for c in counts(out).values()) < 5:
         t.check(time.monotonic() < deadline, f"the gang does not count: {counts(out)}")
         time.sleep(0.1)
-    urgent = t.submit("-q", "high", "-N", "2", "-n", "4", "--", "sleep", "1", cwd=d)
+    gate = t.Gate(d)
+    urgent = t.submit("-q", "high", "-N", "2", "-n", "4", "--", *gate.command, cwd=d)
     t.wait_state(urgent, "RUNNING", timeout=30)
     # It starts as the victim's dump begins (the frozen victim hands its
     # cores over); the victim is requeued once the dump is done.
@@ -112,6 +115,7 @@ def test_checkpoint_mode_keeps_the_work():
     t.check(g["checkpoints"][-1]["then"] == "requeue" and g["checkpoints"][-1]["outcome"] == "ok",
             f"checkpoints {g['checkpoints']}")
     at = {r: c[-1] for r, c in counts(out).items()}
+    gate.open()
     t.wait_state(urgent, "COMPLETED")
     t.wait_state(gang, "RUNNING", timeout=30)
     deadline = time.monotonic() + 30
@@ -147,12 +151,14 @@ def test_failed_dump_restarts_from_the_last_checkpoint():
         c["periodic"] and c["outcome"] == "ok" for c in t.status(victim)["checkpoints"]))
     open(marker, "w").close()
     at = t.wait_count(out, t.counts(out)[-1] + 3)
-    urgent = t.submit("-q", "high", "-N", "2", "-n", "4", "--", "sleep", "1", cwd=d)
+    gate = t.Gate(d)
+    urgent = t.submit("-q", "high", "-N", "2", "-n", "4", "--", *gate.command, cwd=d)
     t.wait_state(urgent, "RUNNING", timeout=30)
     v = t.wait_state(victim, "PENDING", timeout=30)
     t.check("restarting from checkpoint" in v["reason"] and
             v["restore_from"], f"victim {v}")
     t.check(v["checkpoints"][-1]["outcome"] != "ok", f"checkpoints {v['checkpoints']}")
+    gate.open()
     t.wait_state(urgent, "COMPLETED")
     t.wait_state(victim, "RUNNING", timeout=30)
     t.wait_count(out, at + 5)

@@ -44,13 +44,15 @@ def test_gap_job_fills_a_hole_and_moves_out_of_the_way():
     t.wait_until("the gap job counting", lambda: len(t.counts(out)) >= 5)
     # Needs both nodes: promised the start when `first` ends (within the
     # save deadline), so the gap job is checkpointed out of its way now.
-    wide = t.submit("-N", "2", "-n", "4", "-t", "1", "--", "sleep", "1", cwd=d)
+    gate = t.Gate(d)
+    wide = t.submit("-N", "2", "-n", "4", "-t", "1", "--", *gate.command, cwd=d)
     s = t.wait_state(gap, "PENDING", timeout=30)
     t.check(s["restore_from"] and f"preempted by job {wide}, checkpointed" in s["reason"],
             f"gap job {s}")
     at = t.counts(out)[-1]
     f = t.wait_state(first, "COMPLETED", timeout=30)
     w = t.wait_state(wide, "RUNNING", timeout=30)
+    gate.open()
     t.wait_state(wide, "COMPLETED", timeout=30)
     s = t.wait_state(gap, "RUNNING", timeout=30)
     t.wait_until("the gap job counting on", lambda: t.counts(out)[-1] > at + 5)
@@ -78,7 +80,8 @@ def test_regular_job_does_not_wait_for_the_dump():
     t.wait_state(gap, "RUNNING")
     out = os.path.join(d, f"gap-{gap}.out")
     t.wait_until("the gap job counting", lambda: len(t.counts(out)) >= 3)
-    wide = t.submit("-N", "2", "-n", "4", "-t", "1", "--", "sleep", "1", cwd=d)
+    gate = t.Gate(d)
+    wide = t.submit("-N", "2", "-n", "4", "-t", "1", "--", *gate.command, cwd=d)
     w = t.wait_state(wide, "RUNNING", timeout=30)
     s = t.wait_state(gap, "PENDING", timeout=30)
     ckpt = s["checkpoints"][-1]
@@ -87,6 +90,7 @@ def test_regular_job_does_not_wait_for_the_dump():
     t.check(w["start_time"] < run["end"],
             f"the regular job started at {w['start_time']}, after the gap job's dump ended "
             f"({run['end']}; the dump took {ckpt['dump_seconds']} s)")
+    gate.open()
     t.wait_state(wide, "COMPLETED", timeout=30)
     t.wait_state(gap, "RUNNING", timeout=30)
     at = t.counts(out)[-1]
