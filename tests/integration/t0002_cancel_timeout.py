@@ -19,13 +19,15 @@ def job_cgroups(job_id):
         glob.glob(f"/sys/fs/cgroup/hpcq/*/job-{job_id}")
 
 
-def pids_of(job_id, path, deadline=30):
+def pids_of(job_id, path, nodes, deadline=30):
     """The job's processes as the host sees them (the job prints its own pids,
     but those are numbers inside its PID namespace): read from its cgroups
-    once the job reports that its whole tree is up."""
+    once the job reports that its whole tree is up on each of its `nodes`
+    (before, a node's cgroups may still hold the short-lived processes that
+    compute the line)."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
-        if os.path.exists(path) and "pids " in open(path).read():
+        if os.path.exists(path) and open(path).read().count("pids ") == nodes:
             pids = set()
             for d in job_cgroups(job_id):
                 with open(os.path.join(d, "cgroup.procs")) as f:
@@ -47,7 +49,7 @@ def test_cancel_kills_tree_and_removes_cgroups():
     d = t.workdir()
     job_id = t.submit("-N", "2", "-n", "2", "-o", "cancel.out", "--", "bash", "-c", TREE, cwd=d)
     t.wait_state(job_id, "RUNNING")
-    pids = pids_of(job_id, os.path.join(d, "cancel.out"))
+    pids = pids_of(job_id, os.path.join(d, "cancel.out"), nodes=2)
     # Per node: the job shell, bash and its two sleeps; the file has both nodes' lines.
     t.check(len(pids) >= 4 and all(alive(p) for p in pids), f"tree {pids}")
     t.check(job_cgroups(job_id), "the job has cgroups while it runs")
@@ -74,7 +76,7 @@ def test_cancel_pending_job():
 def test_time_limit_ends_job_timeout():
     d = t.workdir()
     job_id = t.submit("-t", "0:02", "-o", "timeout.out", "--", "bash", "-c", TREE, cwd=d)
-    pids = pids_of(job_id, os.path.join(d, "timeout.out"))
+    pids = pids_of(job_id, os.path.join(d, "timeout.out"), nodes=1)
     t.check(len(pids) >= 4, f"tree {pids}")
     s = t.wait_state(job_id, ["TIMEOUT", "FAILED", "COMPLETED", "CANCELLED", "NODE_FAIL"], timeout=60)
     t.check(s["state"] == "TIMEOUT", f"state {s['state']}")

@@ -53,10 +53,13 @@ def test_running_jobs_survive_a_leader_kill9():
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and "done" not in open(os.path.join(d, "short.out")).read():
         time.sleep(0.05)
-    # Its end is with the agent once the agent has reaped it (its cgroups gone).
-    while time.monotonic() < deadline and glob.glob(f"/sys/fs/cgroup/pids/hpcq/*/job-{short_job}"):
+    # Its end is with the agent once the agent has reported it, into the
+    # journal it keeps until the leader acknowledges it (the agent reaps it
+    # and removes its cgroups first, and stamps the end's time after).
+    journal = f"{t.cluster_dir()}/agents/rank-*/ends/*-{short_job}.pb"
+    while time.monotonic() < deadline and not glob.glob(journal):
         time.sleep(0.05)
-    t.check(not glob.glob(f"/sys/fs/cgroup/pids/hpcq/*/job-{short_job}"), "the short job did not end")
+    t.check(glob.glob(journal), "the short job did not end")
     log = open(os.path.join(t.cluster_dir(), "logs", "hpcqd.log"), "a")
     leader = subprocess.Popen(cmdline, stdout=log, stderr=log)
     restarted_at = time.time()
