@@ -167,6 +167,9 @@ void Agent::send_hello() {
   for (const overlay::JobUpdate& update : unacknowledged_->entries()) {
     *hello->add_finished() = update;
   }
+  for (const overlay::CheckpointDone& done : checkpoints_answered_) {
+    *hello->add_checkpoints_done() = done;
+  }
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::debug("hello: {}", s.message());
 }
@@ -351,6 +354,7 @@ void Agent::on_checkpoint(const overlay::Checkpoint& request) {
   overlay::CheckpointDone* done = envelope.mutable_checkpoint_done();
   done->set_job_id(request.job_id());
   done->set_attempt(request.attempt());
+  done->set_image_dir(request.image_dir());
   auto it = attempts_.find(request.job_id());
   if (it == attempts_.end() || it->second != request.attempt()) {
     done->set_reason("the job does not run here");
@@ -375,6 +379,10 @@ void Agent::send_checkpoint_done(const overlay::Checkpoint& request, overlay::En
   const overlay::CheckpointDone& done = envelope.checkpoint_done();
   spdlog::info("job {}: checkpoint into {}: {}", request.job_id(), request.image_dir(),
                done.ok() ? "done" : done.reason());
+  // Far more than a node answers while a leader restarts.
+  constexpr std::size_t kAnswersKept = 256;
+  checkpoints_answered_.push_back(done);
+  if (checkpoints_answered_.size() > kAnswersKept) checkpoints_answered_.pop_front();
   Status sent = overlay_->send(std::move(envelope));
   if (!sent.is_ok()) spdlog::warn("job {}: checkpoint answer: {}", request.job_id(), sent.message());
 }
@@ -388,6 +396,7 @@ void Agent::on_checkpoints_done() {
     overlay::CheckpointDone* done = envelope.mutable_checkpoint_done();
     done->set_job_id(outcome.id);
     done->set_attempt(request->second.attempt());
+    done->set_image_dir(request->second.image_dir());
     if (!outcome.status.is_ok()) {
       done->set_reason(outcome.status.message());
     } else {

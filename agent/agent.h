@@ -84,6 +84,10 @@ class Agent {
   std::uint64_t incarnation_ = 0;  // random per start: tells the leader a retry from a restart
   std::map<JobId, std::uint32_t> attempts_;  // running jobs: attempt being run
   std::map<JobId, overlay::Checkpoint> checkpoints_in_flight_;  // dumps not yet answered
+  // The latest answers sent, oldest first, repeated in every Hello: a leader
+  // that restarted meanwhile may have missed one (a stopped part is neither
+  // running nor reported ended, so nothing else would tell it).
+  std::deque<overlay::CheckpointDone> checkpoints_answered_;
   // Restores CRIU is running: what to report when it is done.
   struct RestoreInFlight {
     std::uint32_t attempt = 0;

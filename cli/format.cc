@@ -79,7 +79,9 @@ nlohmann::json checkpoint_json(const v1::CheckpointRecord& r) {
           {"restore_pending", r.restore_pending()},
           {"periodic", r.periodic()},
           {"pruned", r.pruned()},
-          {"to", std::vector<std::string>(r.to().begin(), r.to().end())}};
+          {"to", std::vector<std::string>(r.to().begin(), r.to().end())},
+          {"preempted", r.preempted()},
+          {"preempted_for", r.preempted_for()}};
 }
 
 nlohmann::json resize_json(const v1::ResizeRecord& r) {

@@ -245,6 +245,7 @@ Status Leader::start() {
               [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
     std::sort(entry.placements.begin(), entry.placements.end(),
               [](const auto& a, const auto& b) { return a.start_us() < b.start_us(); });
+    resume_checkpoint_in_flight(entry, now());
     // A pending job whose last checkpoint took it off its nodes and has not
     // been restored yet, or that waits to restart from a checkpoint after a
     // node loss, is restored where it next starts.
@@ -572,6 +573,45 @@ std::future<Status> Leader::hold(const Caller& caller, JobId id, bool held) {
 // order they were taken.
 void Leader::persist_checkpoint(const JobEntry& entry, std::size_t index) {
   persist_job_record(entry.job.id, "checkpoint", index + 1, entry.checkpoints[index]);
+}
+
+void Leader::persist_checkpoint_in_flight(const JobEntry& entry) {
+  persist_job_record(entry.job.id, "checkpoint", entry.checkpoints.size() + 1,
+                     entry.checkpointing->record);
+}
+
+// A record without an outcome was in flight when the leader stopped. If it
+// was to take a running job off its nodes (stop, requeue), the job waits
+// again for every node's answer: the agents repeat theirs in their Hello,
+// and the deadline kills and requeues it as for a node that never answers;
+// a job that left its nodes for another job is adopted without its cores.
+// One that was to leave the job running is not waited for: the job runs on
+// either way, and the record says its outcome is unknown (as it says on
+// every load: the stored record keeps no outcome).
+void Leader::resume_checkpoint_in_flight(JobEntry& entry, TimeUs now) {
+  const job::Job& job = entry.job;
+  const bool resumes = job.state == job::JobState::kRunning && !entry.checkpoints.empty() &&
+                       entry.checkpoints.back().outcome().empty() &&
+                       entry.checkpoints.back().then() != "continue";
+  for (std::size_t i = 0; i + (resumes ? 1 : 0) < entry.checkpoints.size(); ++i) {
+    v1::CheckpointRecord& record = entry.checkpoints[i];
+    if (record.outcome().empty()) record.set_outcome("unknown: the leader restarted during it");
+  }
+  if (!resumes) return;
+  v1::CheckpointRecord record = std::move(entry.checkpoints.back());
+  entry.checkpoints.pop_back();
+  JobEntry::Checkpointing op;
+  op.record = std::move(record);
+  op.deadline = now + kCheckpointTimeoutUs;
+  for (const auto& part : job.allocation.nodes) op.waiting.insert(part.rank);
+  if (op.record.preempted()) {
+    entry.preempted = sched::Preempt{job.id, op.record.preempted_for(),
+                                     sched::PreemptMode::kCheckpoint};
+    entry.cores_handed_over = true;
+  }
+  spdlog::info("job {}: waiting again for its checkpoint ({}) into {}", job.id, op.record.then(),
+               op.record.image());
+  entry.checkpointing = std::move(op);
 }
 
 // A job's record "<job>/<number>" of `kind` (load_job_records reads them).
@@ -1126,6 +1166,7 @@ Status Leader::begin_checkpoint(
     spdlog::info("job {}: checkpoint ({}) into {}", id, then, op.record.image());
     entry.checkpointing = std::move(op);
   }
+  persist_checkpoint_in_flight(entry);
   return Status::ok();
 }
 
@@ -1150,8 +1191,11 @@ void Leader::on_checkpoint_done(Rank rank, const overlay::CheckpointDone& done) 
   auto it = jobs_.find(done.job_id());
   if (it == jobs_.end()) return;
   JobEntry& entry = it->second;
+  // An answer repeated in a Hello may be of an earlier checkpoint: each has
+  // its own directory.
   if (!entry.checkpointing || entry.job.state != job::JobState::kRunning ||
       done.attempt() != static_cast<uint32_t>(entry.job.requeue_count) ||
+      done.image_dir().rfind(entry.checkpointing->record.image() + "/", 0) != 0 ||
       !entry.checkpointing->waiting.erase(rank)) {
     return;
   }
@@ -1715,6 +1759,14 @@ void Leader::persist_usage() {
 // requeued from their last good checkpoint): briefly, the cores are shared.
 void Leader::hand_over_cores(JobEntry& entry) {
   if (entry.cores_handed_over) return;
+  if (entry.checkpointing) {
+    // So that a leader restarted before the dump's answers adopts the job
+    // without its cores (the job it left for has them).
+    v1::CheckpointRecord& record = entry.checkpointing->record;
+    record.set_preempted(true);
+    record.set_preempted_for(entry.preempted ? entry.preempted->for_job : 0);
+    persist_checkpoint_in_flight(entry);
+  }
   for (Rank rank : entry.held_on) {
     resource::Allocation cores = part_on(entry.job.allocation, rank);
     for (resource::NodeAllocation& part : cores.nodes) {
@@ -2095,6 +2147,10 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, b
   const Rank rank = node.rank;
   // Ends that happened while the leader was away (or whose report was lost).
   for (const overlay::JobUpdate& update : hello.finished()) on_job_update(rank, update);
+  // Dumps answered while the leader was away: a part they stopped is gone.
+  for (const overlay::CheckpointDone& done : hello.checkpoints_done()) {
+    on_checkpoint_done(rank, done);
+  }
   std::set<JobId> reported;
   for (const overlay::RunningJob& r : hello.running()) {
     auto it = jobs_.find(r.job_id());
@@ -2114,7 +2170,9 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, b
     reported.insert(r.job_id());
     JobEntry& entry = it->second;
     if (entry.held_on.count(rank)) continue;
-    Status taken = pool_.allocate(part_on(entry.job.allocation, rank));
+    resource::Allocation part = part_on(entry.job.allocation, rank);
+    if (entry.cores_handed_over) part = without_cores(std::move(part));
+    Status taken = pool_.allocate(part);
     if (!taken.is_ok()) {
       spdlog::error("job {}: cannot adopt its part on {}: {}", r.job_id(), node.name, taken.message());
       continue;

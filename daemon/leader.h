@@ -201,6 +201,11 @@ class Leader {
   void finish_checkpoint(JobEntry& entry, bool timed_out);
   std::string checkpoint_root() const;
   void persist_checkpoint(const JobEntry& entry, std::size_t index);
+  // The checkpoint in flight, under the number its finished record will
+  // have, with no outcome yet: a leader restarted before the answers came
+  // waits for them again (resume_checkpoint_in_flight).
+  void persist_checkpoint_in_flight(const JobEntry& entry);
+  static void resume_checkpoint_in_flight(JobEntry& entry, TimeUs now);
   void persist_job_record(JobId id, const char* kind, std::size_t number,
                           const google::protobuf::Message& record);
   // A job's records of one kind ("checkpoint", "placement", "resize"), kept

@@ -6,9 +6,11 @@ so the test body runs with HPCQ_SOCKET pointing at a private leader and the
 cluster is torn down afterwards whatever happens. Binaries come from the
 build tree named by HPCQ_BUILD_ROOT (set by meson), else from PATH.
 """
+import atexit
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -107,6 +109,29 @@ def ensure_user(name="hpcqtest"):
 # A job that counts once per 100 ms into its output: checkpoint tests look
 # for a count that goes on without a gap or a restart from zero.
 COUNTER = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.1; done"
+
+
+def kill_leader():
+    """kill -9 of this cluster's hpcqd; returns its command line for
+    restart_leader()."""
+    pids = subprocess.run(["pgrep", "-f", f"hpcqd --config {cluster_dir()}/hpcq.toml"],
+                          capture_output=True, text=True).stdout.split()
+    check(len(pids) == 1, f"hpcqd pids {pids}")
+    with open(f"/proc/{pids[0]}/cmdline") as f:
+        cmdline = f.read().split("\0")[:-1]
+    os.kill(int(pids[0]), signal.SIGKILL)
+    return cmdline
+
+
+def restart_leader(cmdline):
+    """Starts hpcqd again (logging where it did) and waits until it answers."""
+    log = open(os.path.join(cluster_dir(), "logs", "hpcqd.log"), "a")
+    leader = subprocess.Popen(cmdline, stdout=log, stderr=log)
+    # Not hpcq start's child: it would outlive the cluster.
+    atexit.register(lambda: (leader.terminate(), leader.wait()))
+    wait_until("hpcqd answering after its restart", lambda: run([HPCQ, "queue"]).returncode == 0,
+               timeout=20)
+    return leader
 
 
 class Gate:

@@ -169,7 +169,70 @@ def test_failed_dump_restarts_from_the_last_checkpoint():
     listener.close()
 
 
+# Counts like t.COUNTER, holding ~1 GB, so that its dump takes a while.
+HOG_COUNTER = """import time
+hog = b"x" * 1_000_000_000
+i = 0
+while True:
+    i += 1
+    print(i, flush=True)
+    time.sleep(0.1)
+"""
+
+
+def leader_restart_during_the_victims_dump(answered_while_away):
+    """The leader is killed as the victim's dump begins, and started again
+    either at once (the dump's answer comes to the new leader, which adopts
+    the victim without the cores it handed over) or once the agent has
+    answered into the void (the victim's part is gone from its node, dumped
+    and stopped, and not reported ended: the agent repeats its answer in its
+    Hello). Either way the victim is requeued from that dump and restored,
+    not lost with its part."""
+    d = t.workdir()
+    victim = t.submit("-q", "checkpointed", "-n", "1", "-o", "count-%j.out", "--",
+                      "python3", "-c", HOG_COUNTER, cwd=d)
+    rank = t.wait_state(victim, "RUNNING")["allocation"][0]["rank"]
+    out = os.path.join(d, f"count-{victim}.out")
+    t.wait_count(out, 3)
+    logs = os.path.join(t.cluster_dir(), "logs")
+    gate = t.Gate(d)
+    urgent = t.submit("-q", "high", "-N", "2", "-n", "4", "--", *gate.command, cwd=d)
+    with open(os.path.join(logs, "hpcqd.log")) as f:
+        t.wait_until("the victim's dump", lambda: f"job {victim}: checkpoint (requeue)" in f.read())
+    leader = t.kill_leader()
+    if answered_while_away:
+        with open(os.path.join(logs, f"agent-{rank}.log")) as f:
+            t.wait_until("the agent's answer", lambda: f"job {victim}: checkpoint into" in f.read())
+    t.restart_leader(leader)
+    v = t.wait_state(victim, "PENDING", timeout=30)
+    t.check(f"preempted by job {urgent}, checkpointed" in v["reason"] and v["restore_from"],
+            f"victim {v}")
+    t.check(v["checkpoints"][-1]["outcome"] == "ok" and v["checkpoints"][-1]["preempted_for"] == urgent,
+            f"checkpoints {v['checkpoints']}")
+    t.wait_state(urgent, "RUNNING", timeout=30)
+    at = t.counts(out)[-1]
+    gate.open()
+    t.wait_state(urgent, "COMPLETED")
+    t.wait_state(victim, "RUNNING", timeout=30)
+    t.wait_count(out, at + 5)
+    t.hpcq("cancel", str(victim))
+    t.wait_state(victim, "CANCELLED")
+    t.check_contiguous(out)
+
+
+@t.needs_checkpoint
+def test_leader_restart_during_the_victims_dump():
+    leader_restart_during_the_victims_dump(answered_while_away=False)
+
+
+@t.needs_checkpoint
+def test_leader_restart_after_the_victims_dump_was_answered():
+    leader_restart_during_the_victims_dump(answered_while_away=True)
+
+
 t.main([test_a_whole_gang_is_requeued_for_a_higher_tier,
         test_cancel_mode_and_no_preemption_within_a_tier,
         test_checkpoint_mode_keeps_the_work,
-        test_failed_dump_restarts_from_the_last_checkpoint])
+        test_failed_dump_restarts_from_the_last_checkpoint,
+        test_leader_restart_during_the_victims_dump,
+        test_leader_restart_after_the_victims_dump_was_answered])

@@ -5,12 +5,9 @@ checkpointed and runs on; is migrated to the other node (its first node
 drained) and its count goes on from where it was, with no gap and no restart
 from zero; is checkpointed and stopped (held), then released and restored;
 bad requests get one-line errors."""
-import atexit
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -205,18 +202,7 @@ def test_stopped_job_is_restored_after_a_leader_restart():
     t.hpcq("checkpoint", str(job), "--then", "stop")
     t.wait_state(job, "PENDING")
     at = t.counts(out)[-1]
-    pid = int(subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
-                             capture_output=True, text=True).stdout.split()[0])
-    cmdline = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
-    os.kill(pid, signal.SIGKILL)
-    log = open(os.path.join(t.cluster_dir(), "logs", "hpcqd.log"), "a")
-    leader = subprocess.Popen(cmdline, stdout=log, stderr=log)
-    # Not hpcq start's child: it would outlive the cluster.
-    atexit.register(lambda: (leader.terminate(), leader.wait()))
-    deadline = time.monotonic() + 20
-    while t.run([t.HPCQ, "queue"]).returncode != 0:
-        t.check(time.monotonic() < deadline, "hpcqd did not restart")
-        time.sleep(0.05)
+    t.restart_leader(t.kill_leader())
     s = t.status(job)
     t.check(s["held"] and s["restore_from"], f"after the restart: {s}")
     t.hpcq("release", str(job))

@@ -9,7 +9,6 @@ app that declines keeps its nodes and the rigid job waits. `hpcq resize` works
 for the owner and is refused for another user and outside the range. Every
 node takes one whole-node task (-c 16 on 16-core nodes), so a job that needs
 nodes can only get them by a shrink."""
-import atexit
 import os
 import signal
 import subprocess
@@ -245,29 +244,14 @@ def test_node_down_shrinks_instead_of_failing():
         finish(job)
 
 
-def leader_pid():
-    out = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
-                         capture_output=True, text=True).stdout.split()
-    t.check(len(out) == 1, f"hpcqd pids {out}")
-    return int(out[0])
-
-
 def test_resize_records_survive_a_leader_restart():
     d = t.workdir()
     job, out = start_app(d)
-    leader = None
     try:
         p = resize(job, 3)
         t.check(p.returncode == 0, p.stdout + p.stderr)
         before = t.status(job)["resizes"]
-        pid = leader_pid()
-        cmdline = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
-        os.kill(pid, signal.SIGKILL)
-        log = open(os.path.join(t.cluster_dir(), "logs", "hpcqd.log"), "a")
-        leader = subprocess.Popen(cmdline, stdout=log, stderr=log)
-        # Not hpcq start's child: it would outlive the cluster.
-        atexit.register(lambda: (leader.terminate(), leader.wait()))
-        wait_for("the restarted leader", lambda: t.run([t.HPCQ, "queue"]).returncode == 0)
+        t.restart_leader(t.kill_leader())
         s = t.status(job)
         t.check(s["state"] == "RUNNING", f"after the restart the job is {s['state']}: {s['reason']}")
         t.check(s["resizes"][:len(before)] == before, f"records {s['resizes']} vs {before}")
