@@ -180,6 +180,11 @@ while True:
 """
 
 
+def logged(log, text):
+    with open(os.path.join(t.cluster_dir(), "logs", log)) as f:
+        return text in f.read()
+
+
 def leader_restart_during_the_victims_dump(answered_while_away):
     """The leader is killed as the victim's dump begins, and started again
     either at once (the dump's answer comes to the new leader, which adopts
@@ -194,15 +199,13 @@ def leader_restart_during_the_victims_dump(answered_while_away):
     rank = t.wait_state(victim, "RUNNING")["allocation"][0]["rank"]
     out = os.path.join(d, f"count-{victim}.out")
     t.wait_count(out, 3)
-    logs = os.path.join(t.cluster_dir(), "logs")
     gate = t.Gate(d)
     urgent = t.submit("-q", "high", "-N", "2", "-n", "4", "--", *gate.command, cwd=d)
-    with open(os.path.join(logs, "hpcqd.log")) as f:
-        t.wait_until("the victim's dump", lambda: f"job {victim}: checkpoint (requeue)" in f.read())
+    t.wait_until("the victim's dump", lambda: logged("hpcqd.log", f"job {victim}: checkpoint (requeue)"))
     leader = t.kill_leader()
     if answered_while_away:
-        with open(os.path.join(logs, f"agent-{rank}.log")) as f:
-            t.wait_until("the agent's answer", lambda: f"job {victim}: checkpoint into" in f.read())
+        t.wait_until("the agent's answer",
+                     lambda: logged(f"agent-{rank}.log", f"job {victim}: checkpoint into"))
     t.restart_leader(leader)
     v = t.wait_state(victim, "PENDING", timeout=30)
     t.check(f"preempted by job {urgent}, checkpointed" in v["reason"] and v["restore_from"],
