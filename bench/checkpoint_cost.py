@@ -16,10 +16,10 @@ would.
 How the task is held: as the process executor holds a job (process_executor.h)
 -- PID 1 of its own PID namespace, a session leader, stdio on files, the
 host's mount namespace -- through `unshare --pid --fork setsid`, and with the
-same criu flags as agent/executor/checkpoint.cc (-v4 logs,
---manage-cgroups=ignore; restore --restore-detached --restore-sibling). The
-images go to a directory on disk (--dir, default a new one under /tmp), so the
-dump time includes writing N MB into the page cache.
+same criu flags and environment as agent/executor/checkpoint.cc (-v4 logs,
+--manage-cgroups=ignore; restore --restore-detached --restore-sibling;
+CRIU_FAULT=130). The images go to a directory on disk (--dir, default a new
+one under /tmp), so the dump time includes writing N MB into the page cache.
 
 Output: one JSON line per size on stdout:
   {"mb": 100, "rss_mb": 108.4, "dump_s": 0.41, "transfer_s": 0.2, "restore_s": 0.29,
@@ -110,9 +110,16 @@ def first_error(log):
     return "see " + log
 
 
+# As the agent runs CRIU (kCriuEnvironment in agent/executor/checkpoint.h):
+# hardware breakpoints off, or dumps hang in some virtual machines.
+CRIU_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "CRIU_FAULT": "130"}
+
+
 def run_criu(criu, args, log):
     start = time.monotonic()
-    r = subprocess.run([criu] + args, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    r = subprocess.run([criu] + args, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       env=CRIU_ENV)
     seconds = time.monotonic() - start
     if r.returncode != 0:
         raise RuntimeError(f"criu {args[0]} failed: {first_error(log)}")
