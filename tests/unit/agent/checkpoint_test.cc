@@ -279,6 +279,51 @@ TEST(CriuTrialDumpTest, ADumpThatHangsOrFailsMeansTheNodeCannotCheckpoint) {
   fs::remove_all(dir);
 }
 
+// criu_dump() with stand-ins for criu that fail the first `failures` times
+// with `error` in their log (no root needed): a seize that timed out is
+// tried again, up to 3 times in all; any other failure is not.
+TEST(CriuDumpTest, OnlyASeizeTimeoutIsTriedAgain) {
+  char tmpl[] = "/tmp/hpcq-criu-dump-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  int stand_ins = 0;
+  auto attempts_until = [&](int failures, const std::string& error) {
+    const std::string images = dir + "/images-" + std::to_string(++stand_ins);
+    fs::create_directories(images);
+    const std::string path = images + "/criu";
+    std::ofstream(path) << "#!/bin/sh\n"
+                        << "while [ $# -gt 0 ]; do [ \"$1\" = --work-dir ] && dir=$2; shift; done\n"
+                        << "n=$(($(cat \"$dir/attempts\" 2>/dev/null || echo 0) + 1))\n"
+                        << "echo $n > \"$dir/attempts\"\n"
+                        << "[ $n -gt " << failures << " ] && exit 0\n"
+                        << "echo '(00.100000) Error (criu/cr-dump.c:1467): " << error
+                        << "' > \"$dir/dump.log\"\n"
+                        << "exit 1\n";
+    fs::permissions(path, fs::perms::owner_all);
+    CriuDump dump;
+    dump.root = 1;
+    dump.image_dir = images;
+    dump.timeout = std::chrono::seconds(10);
+    Status s = criu_dump(CriuInfo{path, "4.1.1"}, dump);
+    int attempts = 0;
+    std::ifstream(images + "/attempts") >> attempts;
+    return std::make_pair(s, attempts);
+  };
+  const std::string timeout = "Timeout reached. Try to interrupt: 0";
+  auto [once, tries] = attempts_until(1, timeout);
+  EXPECT_TRUE(once.is_ok()) << once.to_string();
+  EXPECT_EQ(tries, 2);
+  auto [always, all_tries] = attempts_until(5, timeout);
+  EXPECT_EQ(always.code(), Code::kInternal);
+  EXPECT_NE(always.message().find(timeout), std::string::npos) << always.message();
+  EXPECT_EQ(all_tries, 3);
+  auto [other, other_tries] = attempts_until(1, "Unable to dump a task");
+  EXPECT_EQ(other.code(), Code::kInternal);
+  EXPECT_NE(other.message().find("Unable to dump a task"), std::string::npos) << other.message();
+  EXPECT_EQ(other_tries, 1);
+  fs::remove_all(dir);
+}
+
 TEST_F(CheckpointTest, NodeIsCheckpointCapable) {
   SKIP_UNLESS_DUMPS();
   EXPECT_TRUE(a_->checkpoint_capability().is_ok()) << a_->checkpoint_capability().to_string();
