@@ -5,7 +5,6 @@ ended while the leader was away is recorded with its real end and exit code,
 and nothing runs twice."""
 import glob
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,13 +13,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
 
 t.within_cluster(agents=2, fanout=2)
-
-
-def leader_pid():
-    out = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
-                         capture_output=True, text=True).stdout.split()
-    t.check(len(out) == 1, f"hpcqd pids {out}")
-    return int(out[0])
 
 
 def job_pids(job_id):
@@ -44,9 +36,7 @@ def test_running_jobs_survive_a_leader_kill9():
     t.check(before, "the long job has processes")
 
     t.hpcq("drain", "node2", "--reason", "maintenance")
-    pid = leader_pid()
-    cmdline = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
-    os.kill(pid, signal.SIGKILL)
+    cmdline = t.kill_leader()
     killed_at = time.time()
     open(os.path.join(d, "go"), "w").close()
     # While the leader is away the short job ends on its agent.

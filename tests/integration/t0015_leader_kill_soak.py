@@ -17,13 +17,6 @@ t.within_cluster(agents=3, fanout=2, topology="pack:1 numa:1 core:2 pu:1")
 KILLS = 20
 
 
-def leader_pid():
-    out = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
-                         capture_output=True, text=True).stdout.split()
-    t.check(len(out) == 1, f"hpcqd pids {out}")
-    return int(out[0])
-
-
 def wait_answering(timeout=20):
     deadline = time.monotonic() + timeout
     while subprocess.run([t.HPCQ, "nodes"], capture_output=True).returncode != 0:
@@ -49,9 +42,7 @@ def test_twenty_leader_kills():
                 if p.returncode == 0:
                     acknowledged.append(int(p.stdout))
             time.sleep(rng.uniform(0.1, 0.8))
-            pid = leader_pid()
-            cmdline = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
-            os.kill(pid, signal.SIGKILL)
+            cmdline = t.kill_leader()
             if leader is not None:
                 leader.wait()
             time.sleep(rng.uniform(0, 0.5))

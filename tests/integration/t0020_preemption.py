@@ -128,6 +128,17 @@ def test_checkpoint_mode_keeps_the_work():
         t.check(c == list(range(1, len(c) + 1)), f"task {rank}: its count broke: {c[-5:]}")
 
 
+def comes_back_and_counts_on(gate, urgent, victim, out, at):
+    """Lets the job the victim left for end; the victim starts again and
+    counts on past `at` (its output: one count a line); then it is cancelled."""
+    gate.open()
+    t.wait_state(urgent, "COMPLETED")
+    t.wait_state(victim, "RUNNING", timeout=30)
+    t.wait_count(out, at + 5)
+    t.hpcq("cancel", str(victim))
+    t.wait_state(victim, "CANCELLED")
+
+
 @t.needs_checkpoint
 def test_failed_dump_restarts_from_the_last_checkpoint():
     # A victim whose dump fails (it now holds an established TCP connection,
@@ -158,12 +169,7 @@ def test_failed_dump_restarts_from_the_last_checkpoint():
     t.check("restarting from checkpoint" in v["reason"] and
             v["restore_from"], f"victim {v}")
     t.check(v["checkpoints"][-1]["outcome"] != "ok", f"checkpoints {v['checkpoints']}")
-    gate.open()
-    t.wait_state(urgent, "COMPLETED")
-    t.wait_state(victim, "RUNNING", timeout=30)
-    t.wait_count(out, at + 5)
-    t.hpcq("cancel", str(victim))
-    t.wait_state(victim, "CANCELLED")
+    comes_back_and_counts_on(gate, urgent, victim, out, at)
     c = t.counts(out)
     t.check(c.count(1) == 1, f"{out}: counted from 1 again: {c}")
     listener.close()
@@ -214,12 +220,7 @@ def leader_restart_during_the_victims_dump(answered_while_away):
             f"checkpoints {v['checkpoints']}")
     t.wait_state(urgent, "RUNNING", timeout=30)
     at = t.counts(out)[-1]
-    gate.open()
-    t.wait_state(urgent, "COMPLETED")
-    t.wait_state(victim, "RUNNING", timeout=30)
-    t.wait_count(out, at + 5)
-    t.hpcq("cancel", str(victim))
-    t.wait_state(victim, "CANCELLED")
+    comes_back_and_counts_on(gate, urgent, victim, out, at)
     t.check_contiguous(out)
 
 
