@@ -56,11 +56,12 @@ inline constexpr char kCriuEnvironment[] = "CRIU_FAULT=130";
 
 // Whether CRIU can dump a process on this host, tried for real: `criu check`
 // passes on kernels where every dump hangs (with hardware breakpoints, see
-// kCriuEnvironment), so a `sleep` of our own is dumped, within `timeout`. The answer depends on
-// the kernel, the binary and its environment only: it is kept for this boot
-// in /tmp/.hpcq-criu-trial (keyed by boot id, the binary's path, size and
-// mtime, and kCriuEnvironment; delete it to try again), so that agents starting on one host wait
-// for a hanging dump once, not each. kFailedPrecondition with the reason
+// kCriuEnvironment), so a `sleep` of our own is dumped, within `timeout`.
+// The answer depends on the kernel, the binary and its environment only: it
+// is kept for this boot in /tmp/.hpcq-criu-trial (keyed by boot id, the
+// binary's path, size and mtime, and kCriuEnvironment; delete it to try
+// again), so that agents starting on one host wait for a hanging dump once,
+// not each. kFailedPrecondition with the reason
 // when the dump fails or hangs: a hang says "cannot dump a process on this
 // kernel" (kKernelCannotDump: tests skip on that), a failure gives CRIU's
 // reason (tests fail).
