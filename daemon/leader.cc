@@ -12,6 +12,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "daemon/state_dir.h"
 #include "daemon/submit_policy.h"
 #include "daemon/usage_record.h"
 #include "lib/api/job_proto.h"
@@ -171,9 +172,7 @@ Result<std::unique_ptr<Leader>> Leader::create(const ClusterConfig& config) {
 }
 
 Status Leader::start() {
-  std::error_code ec;
-  std::filesystem::create_directories(config_.state_dir, ec);
-  if (ec) return internal_error("state dir " + config_.state_dir + ": " + ec.message());
+  HPCQ_RETURN_IF_ERROR(prepare_state_dir(config_.state_dir));
 
   auto scheduler =
       sched::Scheduler::create({config_.actions, config_.plugins, config_.scheduler_options});

@@ -1,9 +1,14 @@
 #include "lib/store/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cassert>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <string_view>
 #include <utility>
@@ -235,6 +240,23 @@ std::span<const Migration> Store::migrations() { return kMigrations; }
 int Store::current_schema_version() { return std::end(kMigrations)[-1].version; }
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
+  // The store holds jobs' environments (tokens among them): readable by its
+  // owner only, whatever the umask. SQLite gives its -wal and -shm files the
+  // database's mode; files of an older, laxer version are tightened.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Status(Code::kInternal, "store " + path + ": open: " + std::strerror(errno));
+  const bool tightened = fchmod(fd, 0600) == 0;
+  const int chmod_errno = errno;
+  close(fd);
+  if (!tightened) {
+    return Status(Code::kInternal, "store " + path + ": chmod 600: " + std::strerror(chmod_errno));
+  }
+  for (const char* suffix : {"-wal", "-shm"}) {
+    const std::string side = path + suffix;
+    if (chmod(side.c_str(), 0600) != 0 && errno != ENOENT) {
+      return Status(Code::kInternal, "store " + side + ": chmod 600: " + std::strerror(errno));
+    }
+  }
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);

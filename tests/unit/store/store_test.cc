@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <string>
 #include <vector>
@@ -212,12 +213,45 @@ TEST(Store, DatabaseNewerThanTheCodeIsRefused) {
       << msg;
 }
 
-TEST(Store, OpenErrorNamesTheFileAndSqlitesReason) {
+TEST(Store, OpenErrorNamesTheFileAndTheReason) {
   TempDir dir;
   const std::string path = dir.file("no/such/dir/hpcq.db");
   auto store = Store::open(path);
   ASSERT_FALSE(store.is_ok());
-  EXPECT_EQ(store.status().message(), "store " + path + ": open: unable to open database file");
+  EXPECT_EQ(store.status().message(), "store " + path + ": open: No such file or directory");
+}
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// The store holds jobs' environments (API tokens among them): no other user
+// may read it, whatever the umask of whoever started the daemon.
+TEST(Store, FilesAreTheOwnersOnlyWhateverTheUmask) {
+  TempDir dir;
+  const std::string path = dir.file("hpcq.db");
+  const mode_t old_umask = umask(0);
+  {
+    auto store = open_ok(path);
+    ASSERT_NE(store, nullptr);
+    WriteBatch batch;
+    batch.insert_job(sample_job(1));
+    ASSERT_TRUE(store->write(batch).is_ok());
+    EXPECT_EQ(mode_of(path), 0600u);
+    EXPECT_EQ(mode_of(path + "-wal"), 0600u);
+  }
+  umask(old_umask);
+}
+
+TEST(Store, AnOlderLaxDatabaseIsTightened) {
+  TempDir dir;
+  const std::string path = dir.file("hpcq.db");
+  { ASSERT_NE(open_ok(path), nullptr); }
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  { ASSERT_NE(open_ok(path), nullptr); }
+  EXPECT_EQ(mode_of(path), 0600u);
 }
 
 TEST(Store, JobRoundTripsThroughInsertUpdateAndReopen) {
