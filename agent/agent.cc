@@ -1,10 +1,13 @@
 #include "agent/agent.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -431,9 +434,11 @@ void Agent::on_resize(const overlay::Resize& request) {
       [this, request](overlay::ResizeDone::Outcome outcome, const std::string& reason,
                       double seconds) { answer_resize(request, outcome, reason, seconds); },
       request.forced());
-  if (config_.resize_signal != 0) {
-    Status signalled = executor_->signal(id, config_.resize_signal);
-    if (!signalled.is_ok()) spdlog::warn("job {}: resize signal: {}", id, signalled.message());
+  // Only the process that opened the resize socket asked for notices: a
+  // signal sent to the others could kill them (SIGUSR1's default action).
+  const pid_t application = files->second->application_pid();
+  if (config_.resize_signal != 0 && application > 0 && kill(application, config_.resize_signal) != 0) {
+    spdlog::warn("job {}: resize signal to {}: {}", id, application, strerror(errno));
   }
 }
 

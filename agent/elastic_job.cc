@@ -160,6 +160,11 @@ void ElasticJob::on_accept() {
   if (fd < 0) return;  // EAGAIN, or a client that left already
   drop_client();       // the newest connection is the application's
   client_fd_ = fd;
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.pid > 0) {
+    client_pid_ = peer.pid;  // in our PID namespace: the kernel translates it
+  }
   input_.clear();
   loop_.watch_fd(client_fd_, [this] { on_client_readable(); });
   send_notice();
@@ -170,6 +175,7 @@ void ElasticJob::drop_client() {
   loop_.unwatch_fd(client_fd_);
   close(client_fd_);
   client_fd_ = -1;
+  client_pid_ = -1;
   input_.clear();
 }
 

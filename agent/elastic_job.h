@@ -13,8 +13,9 @@
 // list, never half of one) and writes one line to the connected application:
 //   "shrink <nodes> <nodelist file>\n"  or  "expand <nodes> <nodelist file>\n"
 // The application answers with a line "ack" or "decline". The agent also
-// signals the job (Agent; [agent] resize_signal), so an application that is
-// not reading the socket learns to. An application that connects while a
+// signals the process that connected (Agent; [agent] resize_signal), so an
+// application that is not reading the socket learns to; a job that never
+// connected gets no signal (it did not ask for notices). An application that connects while a
 // notice is outstanding gets it at once; a later connection replaces an
 // earlier one. Without an answer within the timeout the outcome is
 // TIMED_OUT. After DECLINED, TIMED_OUT of a shrink, or DECLINED of an
@@ -62,6 +63,9 @@ class ElasticJob {
   const std::string& nodelist_path() const { return nodelist_; }
   const std::string& hostfile_path() const { return hostfile_; }
   const std::string& socket_path() const { return socket_; }
+  // The process connected to the socket (in the agent's PID namespace), or
+  // -1: the one that asked for notices, and so the only one to signal.
+  pid_t application_pid() const { return client_pid_; }
 
   // Starts a notice (see the file comment). A notice still outstanding is
   // answered FAILED first (the leader asks one at a time, so that is stale).
@@ -89,6 +93,7 @@ class ElasticJob {
   std::string nodelist_, hostfile_, socket_;
   int listen_fd_ = -1;
   int client_fd_ = -1;
+  pid_t client_pid_ = -1;
   std::string input_;  // the client's bytes not yet split into lines
   NodeAllocs current_;  // what the files say
   // The outstanding notice, if any.

@@ -72,18 +72,6 @@ std::string user_name_of(uid_t uid) {
   return std::to_string(uid);
 }
 
-// Which end wins when a job's nodes report different ends: the most severe.
-int severity(job::JobState state) {
-  switch (state) {
-    case job::JobState::kCompleted: return 0;
-    case job::JobState::kFailed: return 1;
-    case job::JobState::kNodeFail: return 2;
-    case job::JobState::kTimeout: return 3;
-    case job::JobState::kCancelled: return 4;
-    default: return 0;
-  }
-}
-
 // One node's slice of an allocation, for the pool (adoption and release go
 // node by node after a leader restart).
 resource::Allocation part_on(const resource::Allocation& allocation, Rank rank) {
@@ -2304,10 +2292,17 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
     entry.requeue_when_ended = nodes_.at(rank).name + ": " + update.reason() +
                                "; running it from the start";
   }
-  entry.job.exit_code = std::max(entry.job.exit_code, update.exit_code());
-  if (severity(end) > severity(entry.outcome)) {
-    entry.outcome = end;
-    entry.outcome_reason = update.reason().empty() ? "" : nodes_.at(rank).name + ": " + update.reason();
+  // The first part to end otherwise than completed decides the job's end:
+  // its state, exit code and node. The parts killed because of it then
+  // report CANCELLED, which is not the job's end.
+  if (entry.outcome == job::JobState::kCompleted) {
+    entry.job.exit_code = std::max(entry.job.exit_code, update.exit_code());
+    if (end != job::JobState::kCompleted) {
+      entry.outcome = end;
+      entry.job.exit_code = update.exit_code();
+      entry.outcome_reason =
+          update.reason().empty() ? "" : nodes_.at(rank).name + ": " + update.reason();
+    }
   }
   // One failed part fails the job: the other nodes' tasks are killed rather
   // than left to wait for peers that are gone.

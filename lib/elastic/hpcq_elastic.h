@@ -8,8 +8,9 @@
 //   HPCQ_HOSTFILE       the same as a hostfile ("host slots=N")
 //   HPCQ_RESIZE_SOCKET  where the node's agent tells of resizes
 // When the scheduler (or `hpcq resize`) resizes the job, the agent rewrites
-// both files (atomically), signals the tasks (SIGUSR1 unless the site's
-// [agent] resize_signal says otherwise) and writes one line on the socket:
+// both files (atomically), signals the process that opened the channel
+// (SIGUSR1 unless the site's [agent] resize_signal says otherwise; a job
+// that never opened one gets no signal) and writes one line on the socket:
 //   "shrink <n> <nodelist file>"   the job is asked to give up its last nodes:
 //                                  the file lists the n nodes it would keep;
 //                                  after "ack" the others are taken (their

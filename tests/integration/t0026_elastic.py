@@ -287,6 +287,32 @@ def test_an_app_that_never_answers_times_out():
         finish(job)
 
 
+def test_a_program_that_never_connected_gets_no_signal():
+    """A resize notice signals only the process that opened the resize
+    socket: a plain `sleep` (SIGUSR1 would kill it) runs on, and its
+    expansion, unanswered, times out and keeps the new node."""
+    d = t.workdir()
+    gate = t.Gate(d)
+    holder = t.submit("-N", "3", *WHOLE_NODE, "--", *gate.command, cwd=d)
+    t.wait_state(holder, "RUNNING", timeout=30)
+    job = t.submit("-N", "1-2", "--elastic", *WHOLE_NODE, "-t", "10:00", "--", "sleep", "300",
+                   cwd=d)
+    try:
+        s = t.wait_state(job, "RUNNING", timeout=30)
+        t.check(len(s["nodes"]) == 1, f"started on {s['nodes']} beside a 3-node job")
+        gate.open()
+        t.wait_state(holder, "COMPLETED", timeout=30)
+        p = resize(job, 2)
+        t.check(p.returncode == 1 and '"outcome":"timed_out"' in p.stdout,
+                f"{p.returncode} {p.stdout} {p.stderr}")
+        s = t.status(job)
+        t.check(s["state"] == "RUNNING" and len(s["nodes"]) == 2,
+                f"after an unanswered expansion: {s['state']} {s['nodes']} {s['reason']}")
+    finally:
+        gate.open()
+        finish(job)
+
+
 def test_range_errors_and_moldable():
     p = t.hpcq("submit", "-N", "4-2", "--", "true", rc=None)
     t.check(p.returncode != 0 and "MIN > MAX" in p.stderr, p.stderr)
@@ -311,4 +337,4 @@ t.main([test_shrink_for_a_rigid_job_then_expand, test_decline_is_honoured, test_
         test_a_declined_expansion_gives_the_nodes_back,
         test_drain_shrinks_an_elastic_job_off_the_node, test_node_down_shrinks_instead_of_failing,
         test_resize_records_survive_a_leader_restart, test_an_app_that_never_answers_times_out,
-        test_range_errors_and_moldable])
+        test_a_program_that_never_connected_gets_no_signal, test_range_errors_and_moldable])
