@@ -571,6 +571,10 @@ Result<pid_t> criu_restore(const CriuInfo& criu, const CriuRestore& restore) {
                                          "restore.log",
                                          "-v4",
                                          "--manage-cgroups=ignore",
+                                         // The job's mount namespace (its own
+                                         // /proc) is rebuilt on the node's root.
+                                         "--root",
+                                         "/",
                                          "--restore-detached",
                                          "--restore-sibling",
                                          "--pidfile",

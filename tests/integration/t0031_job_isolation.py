@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""What a job sees of the node and of other users, and how a job whose task
+fails ends (issue 20's serious items): a job has its own /proc, showing its
+own processes and no others; a multi-node job whose task fails ends FAILED
+with that task's code and node, not CANCELLED; the leader's state directory
+and database are its owner's alone, and hpcqd refuses a state directory that
+other users can enter."""
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+t.within_cluster(agents=2, fanout=2)
+
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
+
+
+def output_of(job, path):
+    s = t.wait_state(job, ENDED)
+    with open(path) as f:
+        return s, f.read()
+
+
+def test_a_job_sees_its_own_processes_only():
+    d = t.workdir()
+    # Another job's process, which the second job must not see.
+    other = t.submit("--", "sleep", "4242", cwd=d)
+    t.wait_state(other, "RUNNING")
+    try:
+        script = ("echo pid=$$; echo comm=$(cat /proc/$$/comm); "
+                  "sleep 4343 & echo pgrep=$(pgrep -x sleep); kill $!; wait $!; "
+                  "echo others=$(pgrep -x sleep || echo none); "
+                  "echo self=$(readlink /proc/self); echo ps=$(ps -eo comm= | sort | tr '\\n' ,)")
+        out = os.path.join(d, "proc.out")
+        job = t.submit("-o", out, "--", "bash", "-c", script, cwd=d)
+        s, text = output_of(job, out)
+        t.check(s["state"] == "COMPLETED", f"job {s['state']}: {s['reason']}\n{text}")
+        lines = dict(l.split("=", 1) for l in text.splitlines() if "=" in l)
+        pid = int(lines["pid"])
+        t.check(pid < 10, f"bash is pid {pid} in the job's namespace: {text}")
+        t.check(lines["comm"] == "bash", f"/proc/$$ is not the job's bash: {text}")
+        t.check(lines["pgrep"].strip().isdigit(), f"pgrep did not find the job's sleep: {text}")
+        t.check(lines["others"] == "none", f"the job sees another job's process: {text}")
+        t.check(lines["self"].isdigit() and int(lines["self"]) < 100, f"/proc/self: {text}")
+        seen = set(filter(None, lines["ps"].split(",")))
+        t.check("kthreadd" not in seen and "hpcqd" not in seen and "hpcq-agent" not in seen,
+                f"ps shows the host's processes: {seen}")
+        t.check({"bash", "ps"} <= seen, f"ps does not show the job's processes: {seen}")
+    finally:
+        t.hpcq("cancel", str(other), rc=None)
+        t.wait_state(other, ENDED)
+
+
+def test_a_failed_task_fails_a_multi_node_job():
+    d = t.workdir()
+    job = t.submit("-N", "2", "-n", "2", "-o", "/dev/null", "--", "bash", "-c",
+                   "[ $HPCQ_TASK_RANK = 1 ] && exit 3; sleep 60", cwd=d)
+    s = t.wait_state(job, ENDED, timeout=90)
+    t.check(s["state"] == "FAILED", f"state {s['state']}: {s['reason']}")
+    t.check(s["exit_code"] == 3, f"exit code {s['exit_code']}, expected the task's 3")
+    failed_node = s["nodes"][1]  # rank 1 runs on the job's second node
+    t.check(s["reason"].startswith(failed_node + ":"), f"reason {s['reason']!r}")
+
+
+def test_the_leaders_state_is_private():
+    state = os.path.join(t.cluster_dir(), "leader")
+    t.check(os.stat(state).st_mode & 0o777 == 0o700, f"{state}: {oct(os.stat(state).st_mode)}")
+    db = os.path.join(state, "hpcq.db")
+    for path in (db, db + "-wal"):
+        mode = os.stat(path).st_mode & 0o777
+        t.check(mode == 0o600, f"{path}: mode {oct(mode)}")
+    t.ensure_user()
+    p = t.run(["cat", db], user="hpcqtest")
+    t.check(p.returncode != 0, "another user can read the leader's database")
+
+
+def test_hpcqd_refuses_a_state_dir_others_can_enter():
+    d = tempfile.mkdtemp(prefix="hpcq-t0031-")
+    state = os.path.join(d, "state")
+    os.mkdir(state)
+    os.chmod(state, 0o755)
+    key = os.path.join(d, "leader.key")
+    public = t.hpcq("keygen", key).stdout.strip()
+    config = os.path.join(d, "hpcq.toml")
+    with open(config, "w") as f:
+        f.write(f'[leader]\nstate_dir = "{state}"\nsocket = "{d}/hpcqd.sock"\n'
+                f'secret_key = "{key}"\n\n[[rank]]\nname = "leader"\n'
+                f'endpoint = "tcp://127.0.0.1:1"\npublic_key = "{public}"\n')
+    p = subprocess.run([t.HPCQD, "--config", config], capture_output=True, text=True, timeout=60)
+    t.check(p.returncode != 0, f"hpcqd started on a 0755 state dir: {p.stderr}")
+    t.check(f"state dir {state} is open to other users (mode 0755)" in p.stderr, p.stderr)
+    t.check(not os.path.exists(os.path.join(state, "hpcq.db")), "it wrote a database there")
+
+
+t.main([test_a_job_sees_its_own_processes_only, test_a_failed_task_fails_a_multi_node_job,
+        test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter])
