@@ -108,6 +108,7 @@ Status Agent::start() {
     ec_config.container_shell_path =
         (std::filesystem::path(options_.job_shell).parent_path() / "hpcq-container-shell").string();
     ec_config.kill_grace = config_.kill_grace_s * kUsPerSecond;
+    ec_config.pids_per_core = config_.pids_per_core;
     auto executor = ProcessExecutor::create(ec_config);
     if (!executor.is_ok()) return executor.status();
     executor_ = std::move(executor).value();

@@ -307,6 +307,10 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
       Status s = write_file(dir + "/memory.max", std::to_string(limits.memory_bytes));
       if (!s.is_ok()) return fail(s);
     }
+    if (limits.pids_max > 0) {
+      Status s = write_file(dir + "/pids.max", std::to_string(limits.pids_max));
+      if (!s.is_ok()) return fail(s);
+    }
     return JobCgroup(CgroupVersion::kV2, {dir});
   }
 
@@ -334,6 +338,8 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
       if (s.is_ok()) s = fill_v1_cpuset(dir);  // whatever was not given
     } else if (controller == "memory" && limits.memory_bytes > 0) {
       s = write_file(dir + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes));
+    } else if (controller == "pids" && limits.pids_max > 0) {
+      s = write_file(dir + "/pids.max", std::to_string(limits.pids_max));
     }
     if (!s.is_ok()) return fail(s);
     dirs.push_back(dir);

@@ -34,6 +34,7 @@ struct CgroupLimits {
   std::vector<int> cpus;           // cpuset.cpus; empty: all of the parent's
   std::vector<int> mems;           // cpuset.mems; empty: all of the parent's
   std::uint64_t memory_bytes = 0;  // memory.limit_in_bytes / memory.max; 0: none
+  std::int64_t pids_max = 0;       // pids.max; 0: none
 };
 
 class JobCgroup {

@@ -202,6 +202,11 @@ Result<std::unique_ptr<ProcessExecutor>> ProcessExecutor::create(ExecutorConfig 
       new ProcessExecutor(std::move(config), std::move(hierarchy).value(), notify));
 }
 
+CgroupLimits ProcessExecutor::job_limits(const JobLaunch& l) const {
+  const auto cores = static_cast<std::int64_t>(std::max<std::size_t>(1, l.host_cpus.size()));
+  return {l.host_cpus, l.host_mems, l.memory_limit_bytes, config_.pids_per_core * cores};
+}
+
 Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& dir) const {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // a crashed agent's leftovers
@@ -383,8 +388,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
     std::filesystem::remove_all(j.dir, ec);
     return Status(s.code(), job + ": " + s.message());
   }
-  auto cgroup = hierarchy_.create_job(config_.instance, l.id,
-                                      {l.host_cpus, l.host_mems, l.memory_limit_bytes});
+  auto cgroup = hierarchy_.create_job(config_.instance, l.id, job_limits(l));
   if (!cgroup.is_ok()) {
     std::filesystem::remove_all(j.dir, ec);
     return Status(cgroup.status().code(), job + ": " + cgroup.status().message());
@@ -1111,7 +1115,7 @@ Status ProcessExecutor::prepare_restore(const JobLaunch& l, const std::string& i
     HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, l.hostfile, 0644, 0, 0));
   }
   auto cgroup =
-      hierarchy_.create_job(config_.instance, l.id, {l.host_cpus, l.host_mems, l.memory_limit_bytes});
+      hierarchy_.create_job(config_.instance, l.id, job_limits(l));
   if (!cgroup.is_ok()) return cgroup.status();
   job.cgroup = std::move(cgroup).value();
   return Status::ok();

@@ -88,6 +88,7 @@ struct ExecutorConfig {
   std::string container_shell_path;  // path of hpcq-container-shell (image jobs)
   std::string runc_path = "runc";    // from PATH unless absolute
   std::int64_t container_pids_limit = 32768;  // pids.max of each container
+  std::int64_t pids_per_core = 1024;          // pids.max of a job: this many per host CPU; 0: none
   TimeUs kill_grace = 5 * kUsPerSecond;        // time limit: from SIGTERM to SIGKILL
   std::string cgroup_root = "/sys/fs/cgroup";  // see CgroupHierarchy::detect
   std::string criu_path;                       // empty: "criu" from PATH (see probe_criu)
@@ -227,6 +228,8 @@ class ProcessExecutor final : public Executor {
   ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy, int notify[2]);
   Status validate(const JobLaunch& launch) const;
   Status prepare_job_dir(const JobLaunch& launch, const std::string& dir) const;
+  // The job cgroup's limits: its cpuset, memory and pids.max.
+  CgroupLimits job_limits(const JobLaunch& launch) const;
   // Per-worker cgroups or OCI bundles (file comment); fills the workers'
   // cgroup_dirs / command / results in `launch`.
   Status prepare_workers(JobLaunch& launch, Job& job) const;

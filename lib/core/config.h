@@ -84,6 +84,9 @@ struct ClusterConfig {
   std::string agent_secret_key = "/etc/hpcq/keys/agent.key";
   std::string job_shell = "";  // empty: installed libexec path
   int kill_grace_s = 5;
+  // pids.max of a process job's cgroup on a node: this many per core the job
+  // has there (threads count too); 0: no limit. Contains a fork bomb.
+  std::int64_t pids_per_core = 1024;
   // The signal an elastic job's tasks on its first node get with a resize
   // notice: "SIGUSR1" (default), "SIGUSR2", "SIGHUP" or "SIGINT" (with or
   // without "SIG"), or "none" (0) for a job that only watches its resize

@@ -331,6 +331,20 @@ TEST_F(ProcessExecutorTest, MemoryLimitIsWrittenToTheCgroup) {
   EXPECT_EQ(e->kind, ExitKind::kCancelled);
 }
 
+// A fork bomb stops at the job's pids.max: pids_per_core per CPU of the job.
+TEST_F(ProcessExecutorTest, PidsLimitScalesWithTheJobsCpus) {
+  JobLaunch l = job(12, {"sleep", "1000"});
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  std::string limit;
+  for (const std::string& dir : executor_->cgroup_dirs(12)) {
+    if (fs::exists(dir + "/pids.max")) limit = read_file(dir + "/pids.max");
+  }
+  EXPECT_EQ(limit, std::to_string(config_.pids_per_core * static_cast<std::int64_t>(cpus_.size())) +
+                       "\n");
+  ASSERT_TRUE(executor_->cancel(12).is_ok());
+  ASSERT_TRUE(wait_exit(12).has_value());
+}
+
 TEST_F(ProcessExecutorTest, BadCwdFailsWithAReason) {
   JobLaunch l = job(12, {"true"});
   l.cwd = "/nonexistent/dir";
