@@ -2,6 +2,7 @@
 // Human tables by default, --json everywhere; exit 0 on success, 2 on bad
 // input, 1 on any other error, always with a one-line reason on stderr.
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ctime>
@@ -52,6 +53,9 @@ int cmd_submit(const std::vector<std::string>& args) {
   job::SubmitContext ctx;
   std::error_code ec;
   ctx.cwd = std::filesystem::current_path(ec).string();
+  const mode_t mask = umask(0);  // reading it means setting it: put it back
+  umask(mask);
+  ctx.umask = mask;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     auto eq = kv.find('=');

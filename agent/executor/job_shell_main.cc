@@ -86,6 +86,18 @@ std::map<std::string, std::string> base_environment(const JobLaunch& l, const Jo
   _exit(kCannotStart);
 }
 
+mode_t job_umask(const std::map<std::string, std::string>& env) {
+  constexpr mode_t kDefault = 022;
+  auto it = env.find("HPCQ_UMASK");
+  if (it == env.end() || it->second.empty() || it->second.size() > 4) return kDefault;
+  mode_t mask = 0;
+  for (char c : it->second) {
+    if (c < '0' || c > '7') return kDefault;
+    mask = static_cast<mode_t>(mask * 8 + static_cast<mode_t>(c - '0'));
+  }
+  return mask & 0777;
+}
+
 int open_output(const std::string& path) {
   return open(path.empty() ? "/dev/null" : path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
 }
@@ -136,6 +148,10 @@ int open_output(const std::string& path) {
       fail_task(err_fd, "setuid " + std::to_string(l.uid) + ": " + errno_text(errno));
   }
 #endif
+
+  // The submitter's umask (hpcq submit sets HPCQ_UMASK), for the output
+  // files too; else the usual 022.
+  umask(job_umask(base_env));
 
   // Opened as the user: a job cannot write where its user may not.
   int out = open_output(l.stdout_path);

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <climits>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <optional>
@@ -622,6 +623,13 @@ std::map<std::string, std::string> job_environment(const std::optional<Export>& 
       env[name] = it->second;
     }
     // A named variable the submitter does not have is simply not set, as in Slurm.
+  }
+  // Whatever --export says, as Slurm's SLURM_UMASK: the tasks create files
+  // with the submitter's umask (the job shell applies it).
+  if (ctx.umask) {
+    char text[8];
+    std::snprintf(text, sizeof text, "%04o", *ctx.umask & 0777U);
+    env["HPCQ_UMASK"] = text;
   }
   return env;
 }

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ namespace hpcq::job {
 struct SubmitContext {
   std::string cwd;                                 // the submit directory (absolute)
   std::map<std::string, std::string> environment;  // the submitter's environment
+  std::optional<unsigned> umask;                   // the submitter's, carried as HPCQ_UMASK
   // Reads a file named on the command line (relative to the submit
   // directory); any error means "not a file", so the word is a command.
   std::function<Result<std::string>(const std::string& path)> read_file;

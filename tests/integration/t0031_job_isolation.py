@@ -2,7 +2,8 @@
 """What a job sees of the node and of other users, and how a job whose task
 fails ends (issue 20's serious items): a job has its own /proc, showing its
 own processes and no others; a multi-node job whose task fails ends FAILED
-with that task's code and node, not CANCELLED; the leader's state directory
+with that task's code and node, not CANCELLED; tasks create files with the
+submitter's umask; the leader's state directory
 and database are its owner's alone, and hpcqd refuses a state directory that
 other users can enter."""
 import os
@@ -65,6 +66,17 @@ def test_a_failed_task_fails_a_multi_node_job():
     t.check(s["reason"].startswith(failed_node + ":"), f"reason {s['reason']!r}")
 
 
+def test_the_submitters_umask_goes_with_the_job():
+    d = t.workdir()
+    p = t.run(["sh", "-c", f"umask 077; exec {t.HPCQ} submit -o umask.out -- touch made"], cwd=d,
+              check_rc=0)
+    s = t.wait_state(int(p.stdout.strip()), ENDED)
+    t.check(s["state"] == "COMPLETED", f"job {s['state']}: {s['reason']}")
+    for name in ("made", "umask.out"):
+        mode = os.stat(os.path.join(d, name)).st_mode & 0o777
+        t.check(mode == 0o600, f"{name}: mode {oct(mode)} under umask 077")
+
+
 def test_the_leaders_state_is_private():
     state = os.path.join(t.cluster_dir(), "leader")
     t.check(os.stat(state).st_mode & 0o777 == 0o700, f"{state}: {oct(os.stat(state).st_mode)}")
@@ -96,4 +108,4 @@ def test_hpcqd_refuses_a_state_dir_others_can_enter():
 
 
 t.main([test_a_job_sees_its_own_processes_only, test_a_failed_task_fails_a_multi_node_job,
-        test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter])
+        test_the_submitters_umask_goes_with_the_job, test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter])

@@ -298,6 +298,18 @@ TEST_F(Submit, ExportForms) {
   EXPECT_EQ(ok({"--export=X=1,ALL", "true"}).spec.env.at("X"), "1");
 }
 
+// The submitter's umask goes with the job whatever --export says (Slurm's
+// SLURM_UMASK); without one known, nothing is set.
+TEST_F(Submit, TheSubmittersUmaskIsCarriedAsHpcqUmask) {
+  EXPECT_EQ(ok({"true"}).spec.env.count("HPCQ_UMASK"), 0u);
+  ctx_.umask = 077;
+  EXPECT_EQ(ok({"true"}).spec.env.at("HPCQ_UMASK"), "0077");
+  EXPECT_EQ(ok({"--export=NONE", "true"}).spec.env,
+            (std::map<std::string, std::string>{{"HPCQ_UMASK", "0077"}}));
+  ctx_.umask = 02;
+  EXPECT_EQ(ok({"true"}).spec.env.at("HPCQ_UMASK"), "0002");
+}
+
 TEST_F(Submit, ScriptDirectivesThenCommandLineOverrides) {
   files_["job.sh"] =
       "#!/bin/bash\n"
