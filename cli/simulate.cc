@@ -388,9 +388,9 @@ int run_simulate(const std::vector<std::string>& args) {
   options.checkpoint_s = o.checkpoint_cost_s;
   options.container_efficiency = o.container_efficiency;
   if (!o.gap_queue.empty()) {
-    sched::QueueConfig regular;
+    QueueConfig regular;
     regular.name = "regular";
-    sched::QueueConfig gap;
+    QueueConfig gap;
     gap.name = o.gap_queue;
     gap.migratable = true;
     options.site.queues = {regular, gap};

@@ -593,7 +593,7 @@ void Leader::resume_checkpoint_in_flight(JobEntry& entry, TimeUs now) {
   for (const auto& part : job.allocation.nodes) op.waiting.insert(part.rank);
   if (op.record.preempted()) {
     entry.preempted = sched::Preempt{job.id, op.record.preempted_for(),
-                                     sched::PreemptMode::kCheckpoint};
+                                     PreemptMode::kCheckpoint};
     entry.cores_handed_over = true;
   }
   spdlog::info("job {}: waiting again for its checkpoint ({}) into {}", job.id, op.record.then(),
@@ -1773,8 +1773,8 @@ void Leader::apply_preempt(const sched::Preempt& preempt) {
   JobEntry& entry = it->second;
   if (entry.preempted || entry.cancel_requested) return;
   spdlog::info("job {}: preempted ({}) for job {}", entry.job.id,
-               sched::preempt_mode_name(preempt.mode), preempt.for_job);
-  if (preempt.mode == sched::PreemptMode::kCheckpoint) {
+               preempt_mode_name(preempt.mode), preempt.for_job);
+  if (preempt.mode == PreemptMode::kCheckpoint) {
     // Its work is kept: dumped, requeued and restored where it next starts
     // (finish_checkpoint); a failed dump kills and requeues it as kRequeue.
     Status begun = begin_checkpoint(entry, "requeue", nullptr);
@@ -1805,7 +1805,7 @@ void Leader::apply_migrate(const sched::Migrate& migrate) {
   for (const auto& part : migrate.allocation.nodes) to.push_back(part.node);
   spdlog::info("job {}: moved to a lasting hole on {}", entry.job.id, fmt::join(to, ","));
   Status begun = begin_checkpoint(entry, "requeue", nullptr, to);
-  entry.preempted = sched::Preempt{migrate.job, 0, sched::PreemptMode::kCheckpoint};
+  entry.preempted = sched::Preempt{migrate.job, 0, PreemptMode::kCheckpoint};
   if (begun.is_ok()) {
     hand_over_cores(entry);
     return;
@@ -2315,7 +2315,7 @@ void Leader::all_parts_ended(JobEntry& entry, TimeUs end_time) {
   if (!entry.requeue_when_ended.empty() && !entry.cancel_requested) {
     const std::optional<sched::Preempt> preempted = entry.preempted;
     const std::string why = entry.requeue_when_ended;  // requeue_job clears it
-    if (preempted && preempted->mode == sched::PreemptMode::kCheckpoint) {
+    if (preempted && preempted->mode == PreemptMode::kCheckpoint) {
       // Its dump failed: the last good checkpoint keeps what it can.
       requeue_from_checkpoint(entry, why);
     } else {
@@ -2328,9 +2328,9 @@ void Leader::all_parts_ended(JobEntry& entry, TimeUs end_time) {
   if (entry.preempted && !entry.cancel_requested) {
     const sched::Preempt preempt = *entry.preempted;
     const std::string why = "preempted by job " + std::to_string(preempt.for_job);
-    if (preempt.mode == sched::PreemptMode::kCancel) {
+    if (preempt.mode == PreemptMode::kCancel) {
       finish_job(entry, job::JobState::kCancelled, why, end_time);
-    } else if (preempt.mode == sched::PreemptMode::kCheckpoint) {
+    } else if (preempt.mode == PreemptMode::kCheckpoint) {
       // A job that could not be checkpointed now: from its last good
       // checkpoint, if it has one.
       requeue_from_checkpoint(entry, why);

@@ -16,7 +16,7 @@ std::string names_of(const std::vector<T>& items, NameOf name_of) {
   return out;
 }
 
-const sched::QueueConfig* find_queue(const sched::SitePolicy& site, const std::string& name) {
+const QueueConfig* find_queue(const SitePolicy& site, const std::string& name) {
   if (site.queues.empty()) return nullptr;
   const std::string& wanted =
       !name.empty() ? name : (!site.default_queue.empty() ? site.default_queue : site.queues[0].name);
@@ -26,7 +26,7 @@ const sched::QueueConfig* find_queue(const sched::SitePolicy& site, const std::s
   return nullptr;
 }
 
-Status apply_time_limit(const ClusterConfig& config, const sched::QueueConfig* queue,
+Status apply_time_limit(const ClusterConfig& config, const QueueConfig* queue,
                         job::JobSpec& spec) {
   const std::int64_t queue_max = queue != nullptr ? queue->limits.max_time_limit_s : 0;
   const std::int64_t leader_max = config.max_time_limit_s;
@@ -52,8 +52,8 @@ Status apply_time_limit(const ClusterConfig& config, const sched::QueueConfig* q
   return Status::ok();
 }
 
-Status apply_account(const sched::SitePolicy& site, std::uint32_t uid, job::JobSpec& spec) {
-  std::vector<const sched::UserShare*> associations;
+Status apply_account(const SitePolicy& site, std::uint32_t uid, job::JobSpec& spec) {
+  std::vector<const UserShare*> associations;
   for (const auto& u : site.users) {
     if (u.uid == uid) associations.push_back(&u);
   }
@@ -66,7 +66,7 @@ Status apply_account(const sched::SitePolicy& site, std::uint32_t uid, job::JobS
   const bool known =
       spec.account == "root" ||
       std::any_of(site.accounts.begin(), site.accounts.end(),
-                  [&](const sched::AccountConfig& a) { return a.name == spec.account; });
+                  [&](const AccountConfig& a) { return a.name == spec.account; });
   if (!known) {
     return invalid_argument("--account: unknown account '" + spec.account + "'" +
                             (site.accounts.empty()
@@ -78,7 +78,7 @@ Status apply_account(const sched::SitePolicy& site, std::uint32_t uid, job::JobS
   }
   if (!associations.empty() &&
       std::none_of(associations.begin(), associations.end(),
-                   [&](const sched::UserShare* u) { return u->account == spec.account; })) {
+                   [&](const UserShare* u) { return u->account == spec.account; })) {
     return invalid_argument("--account: user " + std::to_string(uid) +
                             " is not associated with account '" + spec.account + "'");
   }
@@ -89,8 +89,8 @@ Status apply_account(const sched::SitePolicy& site, std::uint32_t uid, job::JobS
 
 Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool is_admin,
                            job::JobSpec& spec) {
-  const sched::SitePolicy& site = config.site;
-  const sched::QueueConfig* queue = find_queue(site, spec.queue);
+  const SitePolicy& site = config.site;
+  const QueueConfig* queue = find_queue(site, spec.queue);
   if (!site.queues.empty()) {
     if (queue == nullptr) {
       return invalid_argument("--queue: unknown queue '" + spec.queue + "' (known: " +
@@ -111,7 +111,7 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool 
   HPCQ_RETURN_IF_ERROR(apply_account(site, uid, spec));
   if (!spec.qos.empty() &&
       std::none_of(site.qos.begin(), site.qos.end(),
-                   [&](const sched::QosConfig& q) { return q.name == spec.qos; })) {
+                   [&](const QosConfig& q) { return q.name == spec.qos; })) {
     return invalid_argument("--qos: unknown qos '" + spec.qos + "'" +
                             (site.qos.empty()
                                  ? " (no QOS levels are configured)"

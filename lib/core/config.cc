@@ -147,7 +147,7 @@ Status get_non_negative(const Table& t, const std::string& section, const std::s
   return Status::ok();
 }
 
-Status read_queue(const Table& t, sched::QueueConfig& q, bool& is_default) {
+Status read_queue(const Table& t, QueueConfig& q, bool& is_default) {
   HPCQ_RETURN_IF_ERROR(check_keys(
       t, "queue",
       {"name", "default", "weight", "priority", "priority_tier", "preempt_mode", "migratable",
@@ -166,13 +166,13 @@ Status read_queue(const Table& t, sched::QueueConfig& q, bool& is_default) {
   std::string mode = "off";
   HPCQ_RETURN_IF_ERROR(get(t, section, "preempt_mode", mode));
   if (mode == "off") {
-    q.preempt_mode = sched::PreemptMode::kOff;
+    q.preempt_mode = PreemptMode::kOff;
   } else if (mode == "requeue") {
-    q.preempt_mode = sched::PreemptMode::kRequeue;
+    q.preempt_mode = PreemptMode::kRequeue;
   } else if (mode == "cancel") {
-    q.preempt_mode = sched::PreemptMode::kCancel;
+    q.preempt_mode = PreemptMode::kCancel;
   } else if (mode == "checkpoint") {
-    q.preempt_mode = sched::PreemptMode::kCheckpoint;
+    q.preempt_mode = PreemptMode::kCheckpoint;
   } else {
     return invalid_argument(where(t.at("preempt_mode")) + ": '" + section +
                             ".preempt_mode' must be off, requeue, cancel or checkpoint");
@@ -205,12 +205,12 @@ Result<std::uint32_t> uid_of(const Table& t, const std::string& name) {
   return static_cast<std::uint32_t>(pw.pw_uid);
 }
 
-Status read_site(const Table& root, sched::SitePolicy& site) {
+Status read_site(const Table& root, SitePolicy& site) {
   auto queues = tables_of(root, "queue");
   if (!queues.is_ok()) return queues.status();
   std::set<std::string> names;
   for (const Table* t : *queues) {
-    sched::QueueConfig q;
+    QueueConfig q;
     bool is_default = false;
     HPCQ_RETURN_IF_ERROR(read_queue(*t, q, is_default));
     if (!names.insert(q.name).second) {
@@ -231,7 +231,7 @@ Status read_site(const Table& root, sched::SitePolicy& site) {
   std::set<std::string> qos_names;
   for (const Table* t : *qos) {
     HPCQ_RETURN_IF_ERROR(check_keys(*t, "qos", {"name", "priority", "preempt"}));
-    sched::QosConfig q;
+    QosConfig q;
     HPCQ_RETURN_IF_ERROR(get(*t, "qos", "name", q.name));
     if (q.name.empty()) return invalid_argument(where(*t) + ": [[qos]] needs a name");
     HPCQ_RETURN_IF_ERROR(get(*t, "qos " + q.name, "priority", q.priority));
@@ -255,7 +255,7 @@ Status read_site(const Table& root, sched::SitePolicy& site) {
   std::set<std::string> account_names = {"root"};
   for (const Table* t : *accounts) {
     HPCQ_RETURN_IF_ERROR(check_keys(*t, "account", {"name", "parent", "shares"}));
-    sched::AccountConfig a;
+    AccountConfig a;
     HPCQ_RETURN_IF_ERROR(get(*t, "account", "name", a.name));
     if (a.name.empty() || a.name == "root") {
       return invalid_argument(where(*t) + ": [[account]] needs a name other than 'root'");
@@ -281,7 +281,7 @@ Status read_site(const Table& root, sched::SitePolicy& site) {
   if (!users.is_ok()) return users.status();
   for (const Table* t : *users) {
     HPCQ_RETURN_IF_ERROR(check_keys(*t, "user", {"name", "uid", "account", "shares"}));
-    sched::UserShare u;
+    UserShare u;
     std::string user_name;
     std::int64_t uid = -1;
     HPCQ_RETURN_IF_ERROR(get(*t, "user", "name", user_name));

@@ -14,7 +14,7 @@
 #include "lib/core/status.h"
 // Plain data only (no functions of lib/sched are called here): the site's
 // queues, QOS and accounts are parsed straight into the scheduler's type.
-#include "lib/sched/site_policy.h"
+#include "lib/core/site_policy.h"
 
 namespace hpcq {
 
@@ -78,7 +78,7 @@ struct ClusterConfig {
   // lines, replayable with `hpcq simulate --replay`); empty: not recorded.
   std::string decision_log;
   // [[queue]], [[qos]], [[account]], [[user]]
-  sched::SitePolicy site;
+  SitePolicy site;
   // [agent]
   std::string agent_state_dir = "/var/lib/hpcq/agent";
   std::string agent_secret_key = "/etc/hpcq/keys/agent.key";

@@ -29,7 +29,7 @@
 
 #include "lib/core/ids.h"
 #include "lib/resource/allocation.h"
-#include "lib/sched/site_policy.h"
+#include "lib/core/site_policy.h"
 
 namespace hpcq::sched {
 

@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "lib/core/ids.h"
-#include "lib/sched/site_policy.h"
+#include "lib/core/site_policy.h"
 #include "lib/sched/snapshot.h"
 #include "lib/sched/usage.h"
 

@@ -20,7 +20,7 @@
 #include "lib/resource/allocation.h"
 #include "lib/resource/granularity.h"
 #include "lib/resource/node_pool.h"
-#include "lib/sched/site_policy.h"
+#include "lib/core/site_policy.h"
 
 namespace hpcq::sched {
 

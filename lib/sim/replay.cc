@@ -14,7 +14,7 @@
 #include "lib/resource/node_pool.h"
 #include "lib/resource/topology.h"
 #include "lib/sched/scheduler.h"
-#include "lib/sched/site_policy.h"
+#include "lib/core/site_policy.h"
 #include "lib/sched/snapshot.h"
 #include "lib/sched/usage.h"
 
@@ -486,7 +486,7 @@ class Replayer {
   std::optional<sched::Scheduler> scheduler_;
   int queue_depth_ = 0;
   resource::NodePool pool_;
-  sched::SitePolicy site_;    // what a config without queues, QOS or accounts gives
+  SitePolicy site_;    // what a config without queues, QOS or accounts gives
   sched::UsageLedger usage_;  // approximate: see the header
   std::map<JobId, sched::PendingJob> pending_;
   std::set<std::pair<TimeUs, JobId>> order_;  // pending, in (submit_time, id) order

@@ -230,7 +230,7 @@ class Simulation {
           ++result_.migrated;
         }
         HPCQ_RETURN_IF_ERROR(apply_preempt(
-            sched::Preempt{migrate->job, 0, sched::PreemptMode::kCheckpoint}, now, &requeued));
+            sched::Preempt{migrate->job, 0, PreemptMode::kCheckpoint}, now, &requeued));
         if (it != index_.end() && saving_[it->second]) {
           // Its hole stays its own while it is saved.
           snapshot_.running[running_pos_[it->second]].moving_to = nodelist_[it->second];
@@ -322,7 +322,7 @@ class Simulation {
   }
 
   bool gap_job(const SimJob& job) const {
-    const sched::QueueConfig* q = options_.site.find_queue(job.queue);
+    const QueueConfig* q = options_.site.find_queue(job.queue);
     return q != nullptr && q->migratable;
   }
 
@@ -346,7 +346,7 @@ class Simulation {
     }
     const std::size_t index = it->second;
     if (saving_[index]) return Status::ok();  // on its way out already
-    const bool save = preempt.mode == sched::PreemptMode::kCheckpoint && options_.checkpoint_s > 0;
+    const bool save = preempt.mode == PreemptMode::kCheckpoint && options_.checkpoint_s > 0;
     if (save) {
       // Frozen for its dump, it gives its cores back at once, as hpcqd
       // hands them over (leader.cc, hand_over_cores); the dump takes
@@ -372,7 +372,7 @@ class Simulation {
     const SimJob& job = jobs_[index];
     const double ran = static_cast<double>(std::max<std::int64_t>(0, now - outcome.start_s));
     result_.preempted_core_seconds += ran * outcome.size;
-    if (preempt.mode == sched::PreemptMode::kCheckpoint) {
+    if (preempt.mode == PreemptMode::kCheckpoint) {
       // The work of this run is kept, less the restore it began with.
       const double c = gap_job(job) ? options_.container_efficiency : 1.0;
       const double restore = done_s_[index] > 0 ? static_cast<double>(options_.checkpoint_s) : 0;
@@ -381,7 +381,7 @@ class Simulation {
     } else {
       result_.lost_core_seconds += ran * outcome.size;
     }
-    if (preempt.mode == sched::PreemptMode::kCancel) {
+    if (preempt.mode == PreemptMode::kCancel) {
       outcome.end_s = now;
       return Status::ok();
     }

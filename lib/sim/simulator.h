@@ -156,7 +156,7 @@ struct SimOptions {
       runtime = {};
   // The site's queues (the gap queue of papers/004: a queue with migratable
   // = true); empty: none. Every snapshot points at it.
-  sched::SitePolicy site = {};
+  SitePolicy site = {};
   // A job preempted by checkpoint (PreemptMode::kCheckpoint, the "gap"
   // action's evictions and moves) keeps the work it did. Its dump takes
   // checkpoint_s, during which it keeps its cores (a reserved job waits for

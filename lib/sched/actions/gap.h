@@ -57,7 +57,7 @@
 
 #include "lib/core/status.h"
 #include "lib/sched/action.h"
-#include "lib/sched/site_policy.h"
+#include "lib/core/site_policy.h"
 
 namespace hpcq::sched {
 

@@ -85,7 +85,7 @@ TEST(ConfigTest, SitePolicyAndSchedulerOptions) {
   EXPECT_EQ(c->site.default_queue, "batch");
   EXPECT_EQ(c->site.queues[0].limits.max_cores_per_user, 8);
   EXPECT_EQ(c->site.queues[0].limits.max_time_limit_s, 7200);
-  EXPECT_EQ(c->site.queues[1].preempt_mode, sched::PreemptMode::kRequeue);
+  EXPECT_EQ(c->site.queues[1].preempt_mode, PreemptMode::kRequeue);
   EXPECT_EQ(c->site.queues[1].priority_tier, 2);
   EXPECT_DOUBLE_EQ(c->site.queues[1].weight, 3.5);
   ASSERT_EQ(c->site.qos.size(), 2u);

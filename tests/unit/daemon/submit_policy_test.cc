@@ -10,10 +10,10 @@ namespace {
 ClusterConfig site_config() {
   ClusterConfig c;
   c.default_time_limit_s = 3600;
-  sched::QueueConfig batch;
+  QueueConfig batch;
   batch.name = "batch";
   batch.limits.max_time_limit_s = 7200;
-  sched::QueueConfig debug;
+  QueueConfig debug;
   debug.name = "debug";
   debug.default_time_limit_s = 600;
   debug.limits.max_time_limit_s = 1800;

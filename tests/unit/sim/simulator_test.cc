@@ -235,7 +235,7 @@ TEST(SimulatorTest, BadInputIsRejected) {
 // A stand-in for a preemption action: while job 1 runs and job 2 waits, it
 // preempts job 1 for job 2; otherwise the "sjf" scheduler decides (job 2's
 // shorter request puts it first once job 1 is back in the queue).
-std::function<sched::Decisions(const sched::Snapshot&)> fake_preemptor(sched::PreemptMode mode) {
+std::function<sched::Decisions(const sched::Snapshot&)> fake_preemptor(PreemptMode mode) {
   auto sjf = std::make_shared<sched::Scheduler>(
       std::move(sched::Scheduler::create({{"allocate"}, {"sjf"}})).value());
   return [sjf, mode](const sched::Snapshot& snapshot) {
@@ -254,7 +254,7 @@ std::vector<SimJob> preempt_trace() {
 
 TEST(SimulatorTest, RequeuedVictimLosesItsWorkAndRunsAgain) {
   SimOptions options = fcfs_on(1, 4);
-  options.decide = fake_preemptor(sched::PreemptMode::kRequeue);
+  options.decide = fake_preemptor(PreemptMode::kRequeue);
   SimResult result;
   const std::vector<std::string> events = run_events(preempt_trace(), options, &result);
   const std::vector<std::string> expected = {
@@ -277,7 +277,7 @@ TEST(SimulatorTest, RequeuedVictimLosesItsWorkAndRunsAgain) {
 
 TEST(SimulatorTest, CancelledVictimEndsWhereItWasStopped) {
   SimOptions options = fcfs_on(1, 4);
-  options.decide = fake_preemptor(sched::PreemptMode::kCancel);
+  options.decide = fake_preemptor(PreemptMode::kCancel);
   SimResult result;
   const std::vector<std::string> events = run_events(preempt_trace(), options, &result);
   const std::vector<std::string> expected = {"0 1 start n0:0-3", "10 1 end n0:0-3",
@@ -292,7 +292,7 @@ TEST(SimulatorTest, CancelledVictimEndsWhereItWasStopped) {
 TEST(SimulatorTest, PreemptingAJobThatIsNotRunningIsABug) {
   SimOptions options = fcfs_on(1, 4);
   options.decide = [](const sched::Snapshot&) {
-    return sched::Decisions{{sched::Preempt{7, 1, sched::PreemptMode::kRequeue}}};
+    return sched::Decisions{{sched::Preempt{7, 1, PreemptMode::kRequeue}}};
   };
   auto r = simulate(preempt_trace(), options);
   ASSERT_FALSE(r.is_ok());
@@ -346,7 +346,7 @@ TEST(SimulatorTest, APreemptedRunIsChargedToo) {
   // 40 + 400 core-s, no decay.
   SimOptions options = fcfs_on(1, 4);
   options.half_life_s = 0;
-  options.decide = fake_preemptor(sched::PreemptMode::kRequeue);
+  options.decide = fake_preemptor(PreemptMode::kRequeue);
   auto r = simulate(preempt_trace(), options);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   ASSERT_EQ(r->usage.size(), 1u);  // both jobs are user 0
@@ -400,9 +400,9 @@ SimOptions gap_options() {
   options.cluster.cores_per_node = 4;
   options.scheduler = *policy_config("gap");
   options.scheduler.options["gap.save_deadline_s"] = "60";
-  sched::QueueConfig regular;
+  QueueConfig regular;
   regular.name = "regular";
-  sched::QueueConfig gap;
+  QueueConfig gap;
   gap.name = "gap";
   gap.migratable = true;
   options.site.queues = {regular, gap};

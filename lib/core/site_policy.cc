@@ -1,6 +1,6 @@
-#include "lib/sched/site_policy.h"
+#include "lib/core/site_policy.h"
 
-namespace hpcq::sched {
+namespace hpcq {
 
 const char* preempt_mode_name(PreemptMode mode) {
   switch (mode) {
@@ -29,4 +29,4 @@ const QosConfig* SitePolicy::find_qos(const std::string& name) const {
   return nullptr;
 }
 
-}  // namespace hpcq::sched
+}  // namespace hpcq

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace hpcq::sched {
+namespace hpcq {
 
 // What happens to a job of this queue when a preemptor needs its resources
 // (Slurm's PreemptMode): kOff never preempted; kRequeue killed and put back
@@ -90,4 +90,4 @@ struct SitePolicy {
   const QosConfig* find_qos(const std::string& name) const;
 };
 
-}  // namespace hpcq::sched
+}  // namespace hpcq
