@@ -16,6 +16,7 @@
 #include "agent/launch_message.h"
 #include "agent/executor/test_executor.h"
 #include "lib/core/clock.h"
+#include "lib/job/job_env.h"
 #include "lib/resource/hwloc_import.h"
 #include "lib/overlay/messages.h"
 
@@ -296,9 +297,8 @@ void Agent::on_launch(const overlay::Launch& launch) {
       report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why, launch.part());
       return;
     }
-    job.env["HPCQ_NODELIST_FILE"] = (*files)->nodelist_path();
-    job.env["HPCQ_HOSTFILE"] = (*files)->hostfile_path();
-    job.env["HPCQ_RESIZE_SOCKET"] = (*files)->socket_path();
+    job::add_elastic_environment(job.env, (*files)->nodelist_path(), (*files)->hostfile_path(),
+                                 (*files)->socket_path());
     elastic_[id] = std::move(files).value();
   }
 

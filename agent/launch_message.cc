@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "lib/job/job_env.h"
 #include "lib/resource/allocator.h"
 #include "lib/resource/cpu_list.h"
 #include "lib/resource/placement_names.h"
@@ -14,15 +15,6 @@ namespace {
 // agent build billions of tasks.
 constexpr int kMaxTasksPerNode = 1 << 16;
 constexpr int kMaxNodesPerJob = 100'000;
-
-std::string join(const std::vector<int>& ids) {
-  std::string out;
-  for (int id : ids) {
-    if (!out.empty()) out += ',';
-    out += std::to_string(id);
-  }
-  return out;
-}
 
 // The MPI hostfile: "HOST slots=N" per worker of a split job, in worker id
 // order (papers/000, Algorithm 2), else per node.
@@ -180,8 +172,7 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   job.argv.assign(launch.argv().begin(), launch.argv().end());
   job.script = launch.script();
   for (const auto& [k, v] : launch.env()) job.env[k] = v;
-  job.env["HPCQ_NODEID"] = std::to_string(node_index);
-  job.env["HPCQ_NODENAME"] = node_name;
+  job::add_node_environment(job.env, node_index, node_name);
   job.cwd = launch.cwd();
   job.stdout_path = launch.stdout_path();
   job.stderr_path = launch.stderr_path();
@@ -241,11 +232,7 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
       task.host_cpus = host.host_topology ? placed.cpus : host.cpus_of(placed.cores);
     }
     const std::vector<int>& gpus = allocation.gpus_per_task > 0 ? placed.gpus : node_gpus;
-    if (!gpus.empty()) {
-      task.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-      task.env["CUDA_VISIBLE_DEVICES"] = join(gpus);
-      task.env["HPCQ_GPUS"] = join(gpus);
-    }
+    job::add_gpu_environment(task.env, gpus);
     job.tasks.push_back(std::move(task));
   }
   job.host_cpus = host.cpus_of(cores);

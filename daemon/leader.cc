@@ -17,6 +17,7 @@
 #include "daemon/usage_record.h"
 #include "lib/api/job_proto.h"
 #include "lib/core/clock.h"
+#include "lib/job/job_env.h"
 #include "lib/overlay/messages.h"
 #include "lib/overlay/tree.h"
 #include "lib/resource/allocator.h"
@@ -1898,7 +1899,6 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation, bool af
   entry.removing.clear();
 
   overlay::Launch launch = make_launch(job);
-  std::string nodelist = launch.env().at("HPCQ_NODELIST");
   entry.restoring = !entry.restore_from.empty();
   entry.restored_image = entry.restore_from;
   entry.requeue_when_ended.clear();
@@ -1932,24 +1932,11 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation, bool af
     if (!s.is_ok()) spdlog::error("job {}: store update failed: {}", id, s.message());
     loop_.post([this, id, attempt] { send_launches(id, attempt); });
   });
-  spdlog::info("job {}: started on {}", job.id, nodelist);
+  spdlog::info("job {}: started on {}", job.id, job::nodelist(job.allocation));
 }
-
-namespace {
-int env_ntasks(const job::Job& job) {
-  int ntasks = 0;
-  for (const auto& part : job.allocation.nodes) ntasks += part.ntasks;
-  return ntasks > 0 ? ntasks : job.spec.request.ntasks;
-}
-}  // namespace
 
 // The Launch message of a job's current attempt (every node gets the same).
 overlay::Launch Leader::make_launch(const job::Job& job) const {
-  std::string nodelist;
-  for (const auto& a : job.allocation.nodes) {
-    if (!nodelist.empty()) nodelist += ",";
-    nodelist += a.node;
-  }
   overlay::Launch launch;
   launch.set_job_id(job.id);
   launch.set_uid(job.uid);
@@ -1957,26 +1944,7 @@ overlay::Launch Leader::make_launch(const job::Job& job) const {
   launch.set_user(job.user);
   for (const auto& a : job.spec.argv) launch.add_argv(a);
   launch.set_script(job.spec.script);
-  auto& env = *launch.mutable_env();
-  for (const auto& [k, v] : job.spec.env) env[k] = v;
-  env["HPCQ_JOB_ID"] = std::to_string(job.id);
-  env["HPCQ_JOB_NAME"] = job.spec.name;
-  env["HPCQ_NODELIST"] = nodelist;
-  env["HPCQ_NNODES"] = std::to_string(job.allocation.nodes.size());
-  // A range job's task count is its size's (request_at), not the minimum's.
-  env["HPCQ_NTASKS"] = std::to_string(env_ntasks(job));
-  // The node's agent says where its hostfile is (an elastic job's first
-  // node: one it rewrites on resizes); a value inherited from the
-  // submitter's own job must not hide it.
-  env.erase("HPCQ_HOSTFILE");
-  env["HPCQ_CPUS_PER_TASK"] = std::to_string(job.spec.request.cpus_per_task);
-  env["HPCQ_SUBMIT_DIR"] = job.spec.cwd;
-  if (!job.spec.queue.empty()) env["HPCQ_QUEUE"] = job.spec.queue;
-  if (!job.spec.account.empty()) env["HPCQ_ACCOUNT"] = job.spec.account;
-  if (job.spec.array_job_id != 0) {
-    env["HPCQ_ARRAY_JOB_ID"] = std::to_string(job.spec.array_job_id);
-    env["HPCQ_ARRAY_TASK_ID"] = std::to_string(job.spec.array_task_id);
-  }
+  for (const auto& [k, v] : job::launch_environment(job)) (*launch.mutable_env())[k] = v;
   launch.set_cwd(job.spec.cwd);
   launch.set_stdout_path(job::expand_output_path(job.spec.output, job.id, job.spec.cwd,
                                                  job.spec.array_job_id, job.spec.array_task_id));
@@ -1990,7 +1958,7 @@ overlay::Launch Leader::make_launch(const job::Job& job) const {
   launch.set_distribution(resource::distribution_name(job.allocation.node_distribution));
   launch.set_cpu_bind(resource::cpu_bind_name(job.allocation.cpu_bind));
   launch.set_time_limit_s(job.spec.time_limit_s);
-  launch.set_ntasks(env_ntasks(job));
+  launch.set_ntasks(job::task_count(job));
   launch.set_attempt(static_cast<uint32_t>(job.requeue_count));
   launch.set_elastic(job.spec.elastic && job.spec.max_nodes > 0);
   return launch;

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "agent/executor/job_launch.h"
+#include "lib/job/job_env.h"
 
 extern char** environ;
 
@@ -72,7 +73,7 @@ std::map<std::string, std::string> base_environment(const JobLaunch& l, const Jo
 #endif
   // An elastic job's first node names its own hostfile, one the agent
   // rewrites on resizes (agent/elastic_job.h).
-  env.emplace("HPCQ_HOSTFILE", files.hostfile);
+  job::add_shell_environment(env, files.hostfile);
   return env;
 }
 
@@ -167,9 +168,7 @@ int open_output(const std::string& path) {
   if (chdir(cwd.c_str()) != 0) fail_task(err_fd, "chdir " + cwd + ": " + errno_text(errno));
 
   std::map<std::string, std::string> env = base_env;
-  env["HPCQ_TASK_RANK"] = std::to_string(task.rank);
-  env["HPCQ_LOCAL_TASK"] = std::to_string(local);
-  env["HPCQ_CPUS"] = task.logical_cpus;
+  job::add_task_environment(env, task.rank, static_cast<int>(local), task.logical_cpus);
   for (const auto& [k, v] : task.env) env[k] = v;
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);

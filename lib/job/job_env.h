@@ -1,0 +1,50 @@
+// The job environment contract: every HPCQ_* variable a task sees is set
+// here, in layers, each added where its facts are known. man/hpcq.1 (JOB
+// ENVIRONMENT) documents them for users.
+//
+//   launch_environment     hpcqd, from the job and its allocation, over the
+//                          submitter's environment (which brings HPCQ_UMASK
+//                          from hpcq submit): HPCQ_JOB_ID, _JOB_NAME,
+//                          _NODELIST, _NNODES, _NTASKS, _CPUS_PER_TASK,
+//                          _SUBMIT_DIR, _QUEUE, _ACCOUNT, _ARRAY_JOB_ID,
+//                          _ARRAY_TASK_ID
+//   add_node_environment   the agent: HPCQ_NODEID, _NODENAME
+//   add_elastic_environment  the agent, on an elastic job's first node:
+//                          HPCQ_NODELIST_FILE, _HOSTFILE, _RESIZE_SOCKET
+//   add_gpu_environment    the agent, per task with GPUs: HPCQ_GPUS,
+//                          CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER
+//   add_shell_environment  the job shell: HPCQ_HOSTFILE where the agent set
+//                          none (the job directory's hostfile)
+//   add_task_environment   the job shell, per task: HPCQ_TASK_RANK,
+//                          _LOCAL_TASK, _CPUS
+//
+// Plain functions of their arguments. The job shells compile this file in
+// (they link no library).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lib/job/job.h"
+
+namespace hpcq::job {
+
+using Environment = std::map<std::string, std::string>;
+
+// The job's nodes, comma-separated, in allocation order (HPCQ_NODELIST).
+std::string nodelist(const resource::Allocation& allocation);
+// The tasks of the job's allocation (a range job's size, not its minimum's),
+// or the request's before it has one (HPCQ_NTASKS).
+int task_count(const Job& job);
+
+Environment launch_environment(const Job& job);
+void add_node_environment(Environment& env, int node_index, const std::string& node_name);
+void add_elastic_environment(Environment& env, const std::string& nodelist_file,
+                             const std::string& hostfile, const std::string& resize_socket);
+void add_gpu_environment(Environment& env, const std::vector<int>& gpus);
+void add_shell_environment(Environment& env, const std::string& hostfile);
+void add_task_environment(Environment& env, int rank, int local_task,
+                          const std::string& logical_cpus);
+
+}  // namespace hpcq::job
