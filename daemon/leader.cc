@@ -405,20 +405,28 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
   return future;
 }
 
+bool Leader::may_see(const Caller& caller, const job::Job& job) {
+  return caller.is_admin() || caller.uid == job.uid;
+}
+
+Result<Leader::JobEntry*> Leader::find_for(const Caller& caller, JobId id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return not_found("no job " + std::to_string(id));
+  // The same neutral answer on every path: whose job it is is not ours to say.
+  if (!may_see(caller, it->second.job)) {
+    return permission_denied("job " + std::to_string(id) + " belongs to another user");
+  }
+  return &it->second;
+}
+
 std::future<Status> Leader::cancel(const Caller& caller, JobId id) {
-  auto promise = std::make_shared<std::promise<Status>>();
-  auto future = promise->get_future();
-  loop_.post([this, caller, id, promise] {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) return promise->set_value(not_found("no job " + std::to_string(id)));
-    JobEntry& entry = it->second;
-    if (!caller.is_admin() && caller.uid != entry.job.uid) {
-      return promise->set_value(permission_denied("job " + std::to_string(id) +
-                                                  " belongs to user " + entry.job.user));
-    }
+  return ask([this, caller, id]() -> Status {
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return found.status();
+    JobEntry& entry = **found;
     if (job::is_terminal(entry.job.state)) {
-      return promise->set_value(failed_precondition("job " + std::to_string(id) + " already ended (" +
-                                                    job::state_name(entry.job.state) + ")"));
+      return failed_precondition("job " + std::to_string(id) + " already ended (" +
+                                 job::state_name(entry.job.state) + ")");
     }
     if (entry.job.state == job::JobState::kPending) {
       dequeue(entry.job);
@@ -429,36 +437,27 @@ std::future<Status> Leader::cancel(const Caller& caller, JobId id) {
       entry.outcome_reason = "cancelled by " + user_name_of(caller.uid);
       kill_job_parts(entry);
     }
-    promise->set_value(Status::ok());
+    return Status::ok();
   });
-  return future;
 }
 
 std::future<Result<v1::Job>> Leader::get_job(const Caller& caller, JobId id) {
-  auto promise = std::make_shared<std::promise<Result<v1::Job>>>();
-  auto future = promise->get_future();
-  loop_.post([this, caller, id, promise] {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) return promise->set_value(not_found("no job " + std::to_string(id)));
-    if (!caller.is_admin() && caller.uid != it->second.job.uid) {
-      return promise->set_value(permission_denied("job " + std::to_string(id) +
-                                                  " belongs to another user"));
-    }
-    v1::Job described = describe(it->second.job);
-    for (const v1::CheckpointRecord& r : it->second.checkpoints) *described.add_checkpoints() = r;
-    for (const v1::ResizeRecord& r : it->second.resizes) *described.add_resizes() = r;
-    described.set_restore_from(it->second.restore_from);
-    for (const v1::Placement& p : it->second.placements) *described.add_placements() = p;
-    promise->set_value(std::move(described));
+  return ask([this, caller, id]() -> Result<v1::Job> {
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return found.status();
+    const JobEntry& entry = **found;
+    v1::Job described = describe(entry.job);
+    for (const v1::CheckpointRecord& r : entry.checkpoints) *described.add_checkpoints() = r;
+    for (const v1::ResizeRecord& r : entry.resizes) *described.add_resizes() = r;
+    described.set_restore_from(entry.restore_from);
+    for (const v1::Placement& p : entry.placements) *described.add_placements() = p;
+    return described;
   });
-  return future;
 }
 
 std::future<v1::ListJobsResponse> Leader::list_jobs(const Caller& caller,
                                                     v1::ListJobsRequest request) {
-  auto promise = std::make_shared<std::promise<v1::ListJobsResponse>>();
-  auto future = promise->get_future();
-  loop_.post([this, caller, request, promise] {
+  return ask([this, caller, request]() -> v1::ListJobsResponse {
     v1::ListJobsResponse response;
     const std::set<int> states(request.states().begin(), request.states().end());
     for (const auto& [id, entry] : jobs_) {
@@ -471,21 +470,18 @@ std::future<v1::ListJobsResponse> Leader::list_jobs(const Caller& caller,
       if (request.ended_after_us() && job.end_time < request.ended_after_us()) continue;
       if (request.ended_before_us() && job.end_time >= request.ended_before_us()) continue;
       // Like Slurm's PrivateData=jobs: users see their own jobs, admins all.
-      if (!caller.is_admin() && caller.uid != job.uid) continue;
+      if (!may_see(caller, job)) continue;
       v1::Job* listed = response.add_jobs();
       *listed = describe(job);
       // Accounting shows every node set a job ran on (migrations, restarts).
       for (const v1::Placement& p : entry.placements) *listed->add_placements() = p;
     }
-    promise->set_value(std::move(response));
+    return response;
   });
-  return future;
 }
 
 std::future<v1::ListNodesResponse> Leader::list_nodes() {
-  auto promise = std::make_shared<std::promise<v1::ListNodesResponse>>();
-  auto future = promise->get_future();
-  loop_.post([this, promise] {
+  return ask([this]() -> v1::ListNodesResponse {
     v1::ListNodesResponse response;
     std::map<Rank, int> running;
     for (JobId id : running_) {
@@ -519,42 +515,35 @@ std::future<v1::ListNodesResponse> Leader::list_nodes() {
       n->set_free_gpus(pooled ? pooled->free_gpus() : 0);
       n->set_running_jobs(running[rank]);
     }
-    promise->set_value(std::move(response));
+    return response;
   });
-  return future;
 }
 
 std::future<Status> Leader::hold(const Caller& caller, JobId id, bool held) {
-  auto promise = std::make_shared<std::promise<Status>>();
-  auto future = promise->get_future();
-  loop_.post([this, caller, id, held, promise] {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) return promise->set_value(not_found("no job " + std::to_string(id)));
-    job::Job& job = it->second.job;
-    if (!caller.is_admin() && caller.uid != job.uid) {
-      return promise->set_value(permission_denied("job " + std::to_string(id) +
-                                                  " belongs to user " + job.user));
-    }
+  return ask([this, caller, id, held]() -> Status {
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return found.status();
+    JobEntry& entry = **found;
+    job::Job& job = entry.job;
     if (job.state != job::JobState::kPending) {
-      return promise->set_value(failed_precondition(
+      return failed_precondition(
           "job " + std::to_string(id) + " is " + job::state_name(job.state) +
-          ": only pending jobs can be " + (held ? "held" : "released")));
+          ": only pending jobs can be " + (held ? "held" : "released"));
     }
-    if (job.held == held) return promise->set_value(Status::ok());
+    if (job.held == held) return Status::ok();
     job.held = held;
     if (held) {
       dequeue(job);
       job.reason = "held by " + user_name_of(caller.uid);
     } else {
       job.reason.clear();
-      make_ready(it->second);
+      make_ready(entry);
       schedule_soon();
     }
     persist(job, held ? "hold" : "release", "{}");
     publish(job);
-    promise->set_value(Status::ok());
+    return Status::ok();
   });
-  return future;
 }
 
 // Checkpoint records are kept under "<job>/<n>", n counting from 1 in the
@@ -620,14 +609,11 @@ std::future<Result<v1::ResizeRecord>> Leader::resize(const Caller& caller, JobId
   auto promise = std::make_shared<std::promise<Result<v1::ResizeRecord>>>();
   auto future = promise->get_future();
   loop_.post([this, caller, id, nodes, promise] {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) return promise->set_value(not_found("no job " + std::to_string(id)));
-    JobEntry& entry = it->second;
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return promise->set_value(found.status());
+    JobEntry& entry = **found;
     const job::Job& job = entry.job;
     const std::string name = "job " + std::to_string(id);
-    if (!caller.is_admin() && caller.uid != job.uid) {
-      return promise->set_value(permission_denied(name + " belongs to user " + job.user));
-    }
     if (!job.spec.elastic || job.spec.max_nodes == 0) {
       return promise->set_value(failed_precondition(
           name + " is not elastic (submit it with -N MIN-MAX --elastic)"));
@@ -1030,14 +1016,11 @@ std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& calle
   auto promise = std::make_shared<std::promise<Result<v1::CheckpointRecord>>>();
   auto future = promise->get_future();
   loop_.post([this, caller, id, then = std::move(then), to = std::move(to), promise] {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) return promise->set_value(not_found("no job " + std::to_string(id)));
-    JobEntry& entry = it->second;
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return promise->set_value(found.status());
+    JobEntry& entry = **found;
     const job::Job& job = entry.job;
     const std::string name = "job " + std::to_string(id);
-    if (!caller.is_admin() && caller.uid != job.uid) {
-      return promise->set_value(permission_denied(name + " belongs to user " + job.user));
-    }
     if (then != "continue" && then != "requeue" && then != "stop") {
       return promise->set_value(
           invalid_argument("--then: '" + then + "' is not continue, requeue or stop"));
@@ -1414,17 +1397,14 @@ std::future<Status> Leader::delete_reservation(const Caller& caller, std::string
 }
 
 std::future<v1::ListReservationsResponse> Leader::list_reservations() {
-  auto promise = std::make_shared<std::promise<v1::ListReservationsResponse>>();
-  auto future = promise->get_future();
-  loop_.post([this, promise] {
+  return ask([this]() -> v1::ListReservationsResponse {
     v1::ListReservationsResponse response;
     const TimeUs t = now();
     for (const auto& [name, r] : reservations_) {
       if (r.end > t) *response.add_reservations() = to_proto(r);
     }
-    promise->set_value(std::move(response));
+    return response;
   });
-  return future;
 }
 
 // ---- the loop thread ----
@@ -1464,20 +1444,25 @@ Leader::Dependencies Leader::check_dependencies(const job::Job& job, std::string
     const bool ended = job::is_terminal(target.state);
     const std::string name =
         std::string(job::dependency_type_name(d.type)) + ":" + std::to_string(d.job);
+    // Another user's job: that it can never be met, not how it ended.
+    const bool own = target.uid == job.uid;
+    const std::string never = own ? " (job " + std::to_string(d.job) + " ended " +
+                                        job::state_name(target.state) + ")"
+                                  : " (can never be met)";
     bool met = false;
     switch (d.type) {
       case job::DependencyType::kAfter: met = target.state != job::JobState::kPending || ended; break;
       case job::DependencyType::kAfterAny: met = ended; break;
       case job::DependencyType::kAfterOk:
         if (ended && target.state != job::JobState::kCompleted) {
-          why = name + " (job " + std::to_string(d.job) + " ended " + job::state_name(target.state) + ")";
+          why = name + never;
           return Dependencies::kNever;
         }
         met = ended;
         break;
       case job::DependencyType::kAfterNotOk:
         if (target.state == job::JobState::kCompleted) {
-          why = name + " (job " + std::to_string(d.job) + " COMPLETED)";
+          why = name + never;
           return Dependencies::kNever;
         }
         met = ended;

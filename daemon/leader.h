@@ -177,6 +177,21 @@ class Leader {
   // A pending, unheld job: into the queue, or waiting on its dependencies,
   // or cancelled when they can never be met.
   void make_ready(JobEntry& entry);
+  // Runs `fn` on the loop thread and answers with what it returns: how a
+  // request that answers at once reaches the state the loop owns.
+  template <typename Fn>
+  auto ask(Fn fn) -> std::future<decltype(fn())> {
+    auto promise = std::make_shared<std::promise<decltype(fn())>>();
+    auto future = promise->get_future();
+    loop_.post([promise, fn = std::move(fn)]() mutable { promise->set_value(fn()); });
+    return future;
+  }
+  // Whether `caller` may see and act on `job`: its owner or an admin (like
+  // Slurm's PrivateData=jobs).
+  static bool may_see(const Caller& caller, const job::Job& job);
+  // The job `id` if `caller` may act on it; else kNotFound, or
+  // kPermissionDenied saying the same neutral thing on every path.
+  Result<JobEntry*> find_for(const Caller& caller, JobId id);
   void enqueue(const job::Job& job);
   void dequeue(const job::Job& job);
   Dependencies check_dependencies(const job::Job& job, std::string& why) const;

@@ -46,7 +46,7 @@ def test_other_user_cannot_touch_job():
     root_job = t.submit("--", "sleep", "300", cwd=d)
     t.wait_state(root_job, "RUNNING")
     p = t.hpcq("cancel", str(root_job), user="hpcqtest", rc=1)
-    t.check("belongs to user root" in p.stderr, f"cancel message: {p.stderr}")
+    t.check("belongs to another user" in p.stderr, f"cancel message: {p.stderr}")
     p = t.hpcq("status", str(root_job), user="hpcqtest", rc=1)
     t.check("another user" in p.stderr, f"status message: {p.stderr}")
     queue = json.loads(t.hpcq("queue", "--json", user="hpcqtest").stdout)

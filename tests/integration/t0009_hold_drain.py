@@ -29,7 +29,7 @@ def test_hold_and_release():
     s = t.status(job)
     t.check(s["held"] and s["state"] == "PENDING" and "held" in s["reason"], f"held job {s}")
     p = t.hpcq("release", str(job), user="hpcqtest", rc=1)
-    t.check("belongs to user root" in p.stderr, p.stderr)
+    t.check("belongs to another user" in p.stderr, p.stderr)
     t.hpcq("cancel", str(blockers[0]))
     t.wait_state(blockers[0], "CANCELLED")
     # Cores are free: a job submitted after the held one starts and ends, so

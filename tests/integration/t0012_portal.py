@@ -125,7 +125,7 @@ def test_admin_group():
     d = t.workdir()
     job = t.submit("--", "sleep", "300", cwd=d)
     p = t.hpcq("cancel", str(job), user="hpcqother", rc=1)
-    t.check("belongs to user root" in p.stderr, p.stderr)
+    t.check("belongs to another user" in p.stderr, p.stderr)
     t.hpcq("cancel", str(job), user="hpcqadmin")
     t.wait_state(job, "CANCELLED")
     t.hpcq("drain", "node1", user="hpcqadmin")

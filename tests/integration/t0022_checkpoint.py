@@ -231,7 +231,7 @@ def test_bad_requests():
     p = t.hpcq("checkpoint", str(pending), rc=1)
     t.check("only running jobs can be checkpointed" in p.stderr, p.stderr)
     p = t.hpcq("checkpoint", str(blocker), user="hpcqtest", rc=1)
-    t.check("belongs to user root" in p.stderr, p.stderr)
+    t.check("belongs to another user" in p.stderr, p.stderr)
     p = t.hpcq("checkpoint", str(blocker), "--then", "later", rc=2)
     t.check(p.stderr.count("\n") == 1, p.stderr)
     p = t.hpcq("checkpoint", "999999", rc=1)

@@ -165,7 +165,7 @@ def test_hpcq_resize():
         t.check("resize shrink 3 acknowledged" in lines_of(out), f"app output {lines_of(out)}")
         t.ensure_user()
         p = t.hpcq("resize", str(job), "--nodes", "2", user="hpcqtest", rc=None)
-        t.check(p.returncode != 0 and "belongs to user" in p.stderr, f"{p.returncode} {p.stderr}")
+        t.check(p.returncode != 0 and "belongs to another user" in p.stderr, f"{p.returncode} {p.stderr}")
         p = t.hpcq("resize", str(job), "--nodes", "5", rc=None)
         t.check(p.returncode != 0 and "outside" in p.stderr, f"{p.returncode} {p.stderr}")
         t.check(len(t.status(job)["nodes"]) in (3, 4), "a refused resize changed the job")

@@ -77,6 +77,23 @@ def test_the_submitters_umask_goes_with_the_job():
         t.check(mode == 0o600, f"{name}: mode {oct(mode)} under umask 077")
 
 
+def test_another_users_job_is_not_described():
+    """A user learns nothing of another user's job from hpcq's answers: the
+    same neutral line on every path, and a dependency on it says that it can
+    never be met, not how that job ended."""
+    t.ensure_user()
+    d = t.workdir()
+    root_job = t.submit("-o", "/dev/null", "--", "false", cwd=d)
+    t.wait_state(root_job, "FAILED")
+    for verb in ("cancel", "hold", "status"):
+        p = t.hpcq(verb, str(root_job), user="hpcqtest", rc=1)
+        t.check(p.stderr.strip().endswith(f"job {root_job} belongs to another user"),
+                f"{verb}: {p.stderr}")
+    mine = t.submit("-d", f"afterok:{root_job}", "--", "true", user="hpcqtest", cwd=d)
+    s = t.wait_state(mine, ENDED, user="hpcqtest")
+    t.check("can never be met" in s["reason"] and "FAILED" not in s["reason"], s["reason"])
+
+
 def test_the_leaders_state_is_private():
     state = os.path.join(t.cluster_dir(), "leader")
     t.check(os.stat(state).st_mode & 0o777 == 0o700, f"{state}: {oct(os.stat(state).st_mode)}")
@@ -108,4 +125,5 @@ def test_hpcqd_refuses_a_state_dir_others_can_enter():
 
 
 t.main([test_a_job_sees_its_own_processes_only, test_a_failed_task_fails_a_multi_node_job,
-        test_the_submitters_umask_goes_with_the_job, test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter])
+        test_the_submitters_umask_goes_with_the_job, test_another_users_job_is_not_described,
+        test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter])
