@@ -11,19 +11,19 @@
 #include <cstring>
 #include <filesystem>
 
+#include "agent/executor/posix.h"
+
 namespace hpcq::agent {
 namespace {
-
-std::string errno_text() { return std::strerror(errno); }
 
 // Written aside, then renamed over `path`: a reader sees the old or the new
 // file, never a part of one.
 Status replace_file(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".new";
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return internal_error("create " + tmp + ": " + errno_text());
+  if (fd < 0) return internal_error("create " + tmp + ": " + errno_text(errno));
   if (fchmod(fd, 0644) != 0) {
-    const std::string why = errno_text();
+    const std::string why = errno_text(errno);
     close(fd);
     return internal_error("chmod " + tmp + ": " + why);
   }
@@ -32,15 +32,15 @@ Status replace_file(const std::string& path, const std::string& content) {
     const ssize_t n = write(fd, content.data() + done, content.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const std::string why = errno_text();
+      const std::string why = errno_text(errno);
       close(fd);
       return internal_error("write " + tmp + ": " + why);
     }
     done += static_cast<std::size_t>(n);
   }
-  if (close(fd) != 0) return internal_error("close " + tmp + ": " + errno_text());
+  if (close(fd) != 0) return internal_error("close " + tmp + ": " + errno_text(errno));
   if (rename(tmp.c_str(), path.c_str()) != 0) {
-    return internal_error("rename " + tmp + ": " + errno_text());
+    return internal_error("rename " + tmp + ": " + errno_text(errno));
   }
   return Status::ok();
 }
@@ -77,7 +77,7 @@ Result<std::unique_ptr<ElasticJob>> ElasticJob::create(overlay::EventLoop& loop,
                                                         const NodeAllocs& allocation) {
   std::unique_ptr<ElasticJob> job(new ElasticJob(loop, std::move(dir)));
   if (mkdir(job->dir_.c_str(), 0755) != 0 || chmod(job->dir_.c_str(), 0755) != 0) {
-    return internal_error("mkdir " + job->dir_ + ": " + errno_text());
+    return internal_error("mkdir " + job->dir_ + ": " + errno_text(errno));
   }
   HPCQ_RETURN_IF_ERROR(job->write_files(allocation));
   sockaddr_un address{};
@@ -87,11 +87,11 @@ Result<std::unique_ptr<ElasticJob>> ElasticJob::create(overlay::EventLoop& loop,
   }
   std::memcpy(address.sun_path, job->socket_.c_str(), job->socket_.size() + 1);
   job->listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (job->listen_fd_ < 0) return internal_error("socket: " + errno_text());
+  if (job->listen_fd_ < 0) return internal_error("socket: " + errno_text(errno));
   if (bind(job->listen_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
       chown(job->socket_.c_str(), uid, gid) != 0 || chmod(job->socket_.c_str(), 0600) != 0 ||
       listen(job->listen_fd_, 4) != 0) {
-    return internal_error("resize socket " + job->socket_ + ": " + errno_text());
+    return internal_error("resize socket " + job->socket_ + ": " + errno_text(errno));
   }
   ElasticJob* self = job.get();
   loop.watch_fd(job->listen_fd_, [self] { self->on_accept(); });
@@ -151,7 +151,7 @@ void ElasticJob::send_notice() {
   const ssize_t n = send(client_fd_, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n != static_cast<ssize_t>(line.size())) {
     spdlog::warn("elastic {}: resize notice not written whole: {}", dir_,
-                 n < 0 ? errno_text() : "short write");
+                 n < 0 ? errno_text(errno) : "short write");
   }
 }
 

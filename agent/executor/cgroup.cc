@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "agent/executor/posix.h"
 #include "lib/resource/cpu_list.h"
 
 namespace hpcq::agent {
@@ -22,7 +23,6 @@ namespace {
 constexpr long kCgroup2SuperMagic = 0x63677270;  // linux/magic.h CGROUP2_SUPER_MAGIC
 const char* const kV1Controllers[] = {"cpuset", "memory", "pids", "freezer"};
 
-std::string errno_text(int err) { return strerror(err); }
 
 // Cgroup files take one write(2) per value; a short or failed write is an error.
 Status write_file(const std::string& path, const std::string& value) {

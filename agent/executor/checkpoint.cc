@@ -25,29 +25,10 @@
 #include <set>
 #include <sstream>
 
+#include "agent/executor/posix.h"
+
 namespace hpcq::agent {
 namespace {
-
-std::string errno_text(int err) { return strerror(err); }
-
-// Raw system calls: glibc 2.36's <sys/pidfd.h> lacks extern "C" (unusable from C++).
-int open_pidfd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0U)); }
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 std::string read_fd(int fd) {
   std::string out;

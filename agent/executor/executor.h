@@ -41,13 +41,13 @@ struct CheckpointResult {
 
 struct CheckpointOutcome {
   JobId id = 0;
-  Status status;            // as checkpoint() would return it
+  Status status;            // OK, or why the dump failed (the job still runs)
   CheckpointResult result;  // when status is OK
 };
 
 struct RestoreOutcome {
   JobId id = 0;
-  Status status;  // as restore() would return it; OK: the job runs here
+  Status status;  // OK: the job runs here; else nothing of it does
 };
 
 class Executor {
@@ -78,33 +78,28 @@ class Executor {
   // The first call does the check (tens of ms); later calls repeat its answer.
   // The agent calls it at start and reports the node's capability.
   virtual Status checkpoint_capability() = 0;
-  // Writes the images of the running job `id` into `image_dir` (created; it
-  // must not hold a checkpoint already), then continues or stops the job.
-  // Blocks while CRIU works. On error the job still runs here, untouched.
-  // kNotFound: no such job here; kFailedPrecondition: not capable, or the job
-  // has already ended; kAlreadyExists: image_dir holds a checkpoint.
-  virtual Result<CheckpointResult> checkpoint(JobId id, const std::string& image_dir,
-                                              CheckpointThen then) = 0;
-  // The same without blocking: CRIU runs on a thread of the executor while
-  // the caller's loop goes on (heartbeats, other jobs); errors found before
-  // CRIU starts are returned here. The outcome comes from
-  // finished_checkpoints() once one of wait_fds() becomes readable. While it
-  // runs, the job is not reaped, not timed out, and cancel() refuses it
-  // (kFailedPrecondition: ask again later).
+  // Begins writing the images of the running job `id` into `image_dir`
+  // (created; it must not hold a checkpoint already); the job then continues
+  // or stops. CRIU runs on a thread of the executor while the caller's loop
+  // goes on (heartbeats, other jobs); errors found before CRIU starts are
+  // returned here: kNotFound, no such job here; kFailedPrecondition, not
+  // capable or the job has already ended; kAlreadyExists, image_dir holds a
+  // checkpoint. The outcome comes from finished_checkpoints() once one of
+  // wait_fds() becomes readable; on error the job still runs here,
+  // untouched. While it runs, the job is not reaped, not timed out, and
+  // cancel() refuses it (kFailedPrecondition: ask again later).
   virtual Status begin_checkpoint(JobId id, const std::string& image_dir,
                                   CheckpointThen then) = 0;
   // Non-blocking: the checkpoints that have ended since the last call.
   virtual std::vector<CheckpointOutcome> finished_checkpoints() = 0;
-  // Restores the job from `image_dir` (written by checkpoint() here or on
-  // another node) onto `launch`'s allocation (its cpuset, memory limit and
-  // per-task CPUs; launch.id must be the checkpointed job); it then runs as a
-  // launched job: reap() reports its end, and its time limit counts from
-  // `now`. Blocks while CRIU works. On error nothing of the job runs here.
-  // kNotFound: no checkpoint there; kAlreadyExists: the job is running here.
-  virtual Status restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) = 0;
-  // The same without blocking (as begin_checkpoint): the outcome comes from
-  // finished_restores(); until then the job is not running() here and a
-  // second restore of it is refused (kAlreadyExists).
+  // Begins restoring the job from `image_dir` (written by a checkpoint here
+  // or on another node) onto `launch`'s allocation (its cpuset, memory limit
+  // and per-task CPUs; launch.id must be the checkpointed job), without
+  // blocking, as begin_checkpoint: kNotFound, no checkpoint there;
+  // kAlreadyExists, the job is running or being restored here. The outcome
+  // comes from finished_restores(); on error nothing of the job runs here.
+  // Restored, it runs as a launched job: reap() reports its end, and its time
+  // limit counts from `now`.
   virtual Status begin_restore(const JobLaunch& launch, const std::string& image_dir,
                                TimeUs now) = 0;
   virtual std::vector<RestoreOutcome> finished_restores() = 0;

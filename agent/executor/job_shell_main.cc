@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "agent/executor/job_launch.h"
+#include "agent/executor/posix.h"
 #include "lib/job/job_env.h"
 
 extern char** environ;
@@ -56,8 +57,6 @@ constexpr int kReadyFd = 3;
 const int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
 
 void ignore_signal(int) {}
-
-std::string errno_text(int err) { return strerror(err); }
 
 // The environment every task shares; the per-task variables come on top.
 std::map<std::string, std::string> base_environment(const JobLaunch& l, const JobFiles& files) {

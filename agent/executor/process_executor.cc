@@ -24,7 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/executor/freeze_and_pin.h"
 #include "agent/executor/oci_bundle.h"
+#include "agent/executor/posix.h"
 
 namespace hpcq::agent {
 namespace {
@@ -50,68 +52,9 @@ struct CloneArgs {
   std::uint64_t tls = 0;
 };
 
-std::string errno_text(int err) { return strerror(err); }
-
-// Raw system calls: glibc 2.36's <sys/pidfd.h> lacks extern "C" (unusable from C++).
-int open_pidfd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0U)); }
-int signal_pidfd(int pidfd, int sig) {
-  return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0U));
-}
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
-
-Status write_new_file(const std::string& path, const std::string& content, mode_t mode, uid_t uid,
-                      gid_t gid) {
-  Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
-  if (fd.get() < 0) return internal_error("create " + path + ": " + errno_text(errno));
-  // The mode passed to open is filtered by the umask; the files' modes are part
-  // of the contract (the script is the user's and only theirs).
-  if (fchmod(fd.get(), mode) != 0 || fchown(fd.get(), uid, gid) != 0) {
-    return internal_error("chmod/chown " + path + ": " + errno_text(errno));
-  }
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = write(fd.get(), content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return internal_error("write " + path + ": " + errno_text(errno));
-    done += static_cast<size_t>(n);
-  }
-  return Status::ok();
-}
-
-std::string last_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return last;
-}
-
 // Where `runc restore` of a worker works: CRIU's restore.log, runc's PID file.
 std::string restore_work_dir(const JobFiles& files, int worker) {
   return files.oci_dir + "/restore-" + std::to_string(worker);
-}
-
-std::string read_whole(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // clone3 hands back the pidfd atomically; clone + pidfd_open is the fallback
@@ -686,194 +629,6 @@ namespace fs = std::filesystem;
 constexpr char kCheckpointMeta[] = "hpcq-checkpoint.json";
 constexpr char kJobDirCopy[] = "job-dir";
 
-// The directory whose freezer holds the job: v1 freezer.state, v2 cgroup.freeze.
-std::string freezer_dir(const JobCgroup& cgroup) {
-  for (const std::string& dir : cgroup.dirs()) {
-    if (access((dir + "/freezer.state").c_str(), F_OK) == 0 ||
-        access((dir + "/cgroup.freeze").c_str(), F_OK) == 0) {
-      return dir;
-    }
-  }
-  return "";
-}
-
-bool write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  out.flush();
-  return static_cast<bool>(out);
-}
-
-// Freezes (or thaws) the cgroup and waits until the kernel says it is done.
-Status set_frozen(const std::string& dir, bool frozen) {
-  const bool v1 = access((dir + "/freezer.state").c_str(), F_OK) == 0;
-  const std::string file = dir + (v1 ? "/freezer.state" : "/cgroup.freeze");
-  if (!write_text(file, v1 ? (frozen ? "FROZEN" : "THAWED") : (frozen ? "1" : "0"))) {
-    return internal_error("write " + file + ": " + errno_text(errno));
-  }
-  if (!frozen) return Status::ok();
-  // A loaded machine (or a tree CRIU has just restored) can take seconds to
-  // freeze; v1 may also stay FREEZING until FROZEN is written again, as runc
-  // does.
-  for (int attempt = 1; attempt <= 5000; ++attempt) {
-    std::string state = read_whole(v1 ? file : dir + "/cgroup.events");
-    if (v1 ? state.rfind("FROZEN", 0) == 0 : state.find("frozen 1") != std::string::npos) {
-      return Status::ok();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    if (v1 && attempt % 50 == 0) (void)write_text(file, "FROZEN");
-  }
-  return internal_error(dir + " did not freeze within 10 seconds");
-}
-
-// Copies a job directory: regular files and directories, with their modes and
-// owners (CRIU refuses to reopen a file whose owner or mode changed under a
-// task, and the script is the user's alone).
-Status copy_job_dir(const std::string& from, const std::string& to) {
-  std::error_code ec;
-  fs::create_directories(to, ec);
-  if (ec) return internal_error("create " + to + ": " + ec.message());
-  struct stat st {};
-  if (stat(from.c_str(), &st) != 0) return internal_error("stat " + from + ": " + errno_text(errno));
-  if (chmod(to.c_str(), st.st_mode & 07777) != 0 || chown(to.c_str(), st.st_uid, st.st_gid) != 0) {
-    return internal_error("chmod/chown " + to + ": " + errno_text(errno));
-  }
-  for (const auto& entry : fs::directory_iterator(from, ec)) {
-    const std::string src = entry.path().string();
-    const std::string dst = to + "/" + entry.path().filename().string();
-    if (lstat(src.c_str(), &st) != 0) return internal_error("stat " + src + ": " + errno_text(errno));
-    if (S_ISDIR(st.st_mode)) {
-      HPCQ_RETURN_IF_ERROR(copy_job_dir(src, dst));
-      continue;
-    }
-    if (!S_ISREG(st.st_mode)) continue;
-    fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
-    if (ec) return internal_error("copy " + src + " to " + dst + ": " + ec.message());
-    if (chmod(dst.c_str(), st.st_mode & 07777) != 0 ||
-        chown(dst.c_str(), st.st_uid, st.st_gid) != 0) {
-      return internal_error("chmod/chown " + dst + ": " + errno_text(errno));
-    }
-  }
-  if (ec) return internal_error("read " + from + ": " + ec.message());
-  return Status::ok();
-}
-
-std::uint64_t tree_bytes(const std::string& dir) {
-  std::uint64_t bytes = 0;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
-    if (it->is_regular_file(ec)) bytes += it->file_size(ec);
-  }
-  return bytes;
-}
-
-pid_t parent_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("PPid:", 0) == 0) return static_cast<pid_t>(std::atoi(line.c_str() + 5));
-  }
-  return -1;
-}
-
-// HPCQ_LOCAL_TASK from the environment `pid` was exec'd with; -1 if none.
-int local_task_of(pid_t pid) {
-  const std::string env = read_whole("/proc/" + std::to_string(pid) + "/environ");
-  static const std::string kKey = "HPCQ_LOCAL_TASK=";
-  size_t at = 0;
-  while (at < env.size()) {
-    size_t end = env.find('\0', at);
-    if (end == std::string::npos) end = env.size();
-    if (env.compare(at, kKey.size(), kKey) == 0) {
-      return std::atoi(env.c_str() + at + kKey.size());
-    }
-    at = end + 1;
-  }
-  return -1;
-}
-
-// The task that host process `pid` belongs to: that of its ancestor just
-// below the shell (orphans are the shell's children themselves); null for the
-// shell and for anything that names no task.
-const TaskSpec* task_of(pid_t pid, pid_t shell, const JobLaunch& l) {
-  pid_t p = pid;
-  for (int depth = 0; p > 1 && p != shell && depth < 4096; ++depth) {
-    pid_t parent = parent_of(p);
-    if (parent == shell) {
-      int local = local_task_of(p);
-      if (local >= 0 && static_cast<size_t>(local) < l.tasks.size()) {
-        return &l.tasks[static_cast<size_t>(local)];
-      }
-      break;
-    }
-    p = parent;
-  }
-  return nullptr;
-}
-
-// Pins every thread of `pid` to `cpus` (none: left as it is).
-Status pin_threads(pid_t pid, const std::vector<int>& cpus) {
-  if (cpus.empty()) return Status::ok();
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : cpus) CPU_SET(static_cast<size_t>(c), &set);
-  std::error_code ec;
-  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    pid_t tid = static_cast<pid_t>(std::atoi(task.path().filename().c_str()));
-    if (sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH) {
-      return internal_error("sched_setaffinity of thread " + std::to_string(tid) + ": " +
-                            errno_text(errno));
-    }
-  }
-  return Status::ok();
-}
-
-// Moves every process of the job's cgroups into its task's worker cgroup (a
-// split job) and pins every thread to its task's CPUs.
-Status pin_tasks(const JobCgroup& cgroup, pid_t shell, const JobLaunch& l) {
-  for (pid_t pid : cgroup.pids()) {
-    const TaskSpec* task = task_of(pid, shell, l);
-    if (task != nullptr) {
-      const WorkerSpec& worker = l.workers[static_cast<size_t>(task->worker)];
-      HPCQ_RETURN_IF_ERROR(JobCgroup(cgroup.version(), worker.cgroup_dirs).add_process(pid));
-    }
-    HPCQ_RETURN_IF_ERROR(pin_threads(
-        pid, task != nullptr && !task->host_cpus.empty() ? task->host_cpus : l.host_cpus));
-  }
-  return Status::ok();
-}
-
-// The same for a restored container: the processes of each worker's cgroup
-// (runc made it, below the job's) go to their task's CPUs; a process's task
-// is found below the container's init as below the shell above (the shell
-// inside numbers the worker's tasks from 0, in the launch's order).
-Status pin_container_tasks(const JobCgroup& job_cgroup, const JobLaunch& l) {
-  for (std::size_t w = 0; w < l.workers.size(); ++w) {
-    std::vector<std::string> dirs;
-    for (const std::string& dir : job_cgroup.dirs()) {
-      dirs.push_back(dir + "/worker-" + std::to_string(l.workers[w].id));
-    }
-    const std::vector<pid_t> pids = JobCgroup(job_cgroup.version(), dirs).pids();
-    const std::set<pid_t> in_container(pids.begin(), pids.end());
-    pid_t init = -1;
-    for (pid_t pid : pids) {
-      if (!in_container.count(parent_of(pid))) init = pid;
-    }
-    JobLaunch inner;
-    for (const TaskSpec& t : l.tasks) {
-      if (t.worker == static_cast<int>(w)) inner.tasks.push_back(t);
-    }
-    for (pid_t pid : pids) {
-      const TaskSpec* task = init > 0 ? task_of(pid, init, inner) : nullptr;
-      HPCQ_RETURN_IF_ERROR(pin_threads(pid, task != nullptr && !task->host_cpus.empty()
-                                                ? task->host_cpus
-                                                : l.workers[w].host_cpus));
-    }
-  }
-  return Status::ok();
-}
-
 }  // namespace
 
 Status ProcessExecutor::checkpoint_capability() {
@@ -894,17 +649,6 @@ Status ProcessExecutor::checkpoint_capability() {
     criu_probed_ = true;
   }
   return criu_status_;
-}
-
-Result<CheckpointResult> ProcessExecutor::checkpoint(JobId id, const std::string& image_dir,
-                                                     CheckpointThen then) {
-  HPCQ_RETURN_IF_ERROR(begin_checkpoint(id, image_dir, then));
-  Dump& dump = *dumps_.at(id);
-  pollfd p{notify_read_.get(), POLLIN, 0};
-  while (!dump.done.load()) poll(&p, 1, 100);
-  CheckpointOutcome outcome = finish_dump(id);
-  if (!outcome.status.is_ok()) return outcome.status;
-  return outcome.result;
 }
 
 std::vector<CheckpointOutcome> ProcessExecutor::finished_checkpoints() {
@@ -1119,14 +863,6 @@ Status ProcessExecutor::prepare_restore(const JobLaunch& l, const std::string& i
   if (!cgroup.is_ok()) return cgroup.status();
   job.cgroup = std::move(cgroup).value();
   return Status::ok();
-}
-
-Status ProcessExecutor::restore(const JobLaunch& given, const std::string& image_dir, TimeUs now) {
-  HPCQ_RETURN_IF_ERROR(begin_restore(given, image_dir, now));
-  Restore& r = *restores_.at(given.id);
-  pollfd p{notify_read_.get(), POLLIN, 0};
-  while (!r.done.load()) poll(&p, 1, 100);
-  return finish_restore(given.id);
 }
 
 std::vector<RestoreOutcome> ProcessExecutor::finished_restores() {

@@ -75,6 +75,7 @@
 #include "agent/executor/checkpoint.h"
 #include "agent/executor/executor.h"
 #include "agent/executor/job_launch.h"
+#include "agent/executor/posix.h"
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
 
@@ -146,29 +147,11 @@ class ProcessExecutor final : public Executor {
   Status checkpoint_capability() override;
   // See executor.h and the file comment. Errors name the job and, for CRIU's
   // failures, the first error of its log and the log's path.
-  Result<CheckpointResult> checkpoint(JobId id, const std::string& image_dir,
-                                      CheckpointThen then) override;
-  Status restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) override;
   Status begin_checkpoint(JobId id, const std::string& image_dir, CheckpointThen then) override;
   std::vector<CheckpointOutcome> finished_checkpoints() override;
   Status begin_restore(const JobLaunch& launch, const std::string& image_dir,
                        TimeUs now) override;
   std::vector<RestoreOutcome> finished_restores() override;
-
-  // A pipe end owned by the executor (closed with it).
-  class OwnedFd {
-   public:
-    explicit OwnedFd(int fd) : fd_(fd) {}
-    ~OwnedFd() {
-      if (fd_ >= 0) close(fd_);
-    }
-    OwnedFd(const OwnedFd&) = delete;
-    OwnedFd& operator=(const OwnedFd&) = delete;
-    int get() const { return fd_; }
-
-   private:
-    int fd_;
-  };
 
  private:
   // A dump in flight: CRIU runs on `thread`, which sets status, seconds and
@@ -257,7 +240,7 @@ class ProcessExecutor final : public Executor {
   const ExecutorConfig config_;
   const CgroupHierarchy hierarchy_;
   std::map<JobId, Job> jobs_;
-  OwnedFd notify_read_, notify_write_;  // dumps' "done" pipe (non-blocking)
+  Fd notify_read_, notify_write_;  // dumps' "done" pipe (non-blocking)
   std::map<JobId, std::unique_ptr<Dump>> dumps_;
   std::map<JobId, std::unique_ptr<Restore>> restores_;
   bool criu_probed_ = false;

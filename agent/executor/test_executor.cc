@@ -107,17 +107,8 @@ Status TestExecutor::checkpoint_capability() {
   return failed_precondition("the test executor cannot checkpoint: it runs no processes");
 }
 
-Result<CheckpointResult> TestExecutor::checkpoint(JobId id, const std::string&, CheckpointThen) {
+Status TestExecutor::begin_checkpoint(JobId id, const std::string&, CheckpointThen) {
   if (!jobs_.count(id)) return not_found("job " + std::to_string(id) + " is not running here");
-  return checkpoint_capability();
-}
-
-Status TestExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
-                                      CheckpointThen then) {
-  return checkpoint(id, image_dir, then).status();
-}
-
-Status TestExecutor::restore(const JobLaunch&, const std::string&, TimeUs) {
   return checkpoint_capability();
 }
 

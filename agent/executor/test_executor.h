@@ -29,18 +29,14 @@ class TestExecutor final : public Executor {
   Status signal(JobId id, int signo) override;
   void shutdown() override { jobs_.clear(); }
 
-  // No processes, nothing to dump: all three answer kFailedPrecondition
+  // No processes, nothing to dump: these answer kFailedPrecondition
   // ("the test executor cannot checkpoint: it runs no processes"), so that
   // an agent run with --executor test reports itself not checkpoint-capable.
   Status checkpoint_capability() override;
-  Result<CheckpointResult> checkpoint(JobId id, const std::string& image_dir,
-                                      CheckpointThen then) override;
-  Status restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) override;
   Status begin_checkpoint(JobId id, const std::string& image_dir, CheckpointThen then) override;
   std::vector<CheckpointOutcome> finished_checkpoints() override { return {}; }
-  Status begin_restore(const JobLaunch& launch, const std::string& image_dir,
-                       TimeUs now) override {
-    return restore(launch, image_dir, now);
+  Status begin_restore(const JobLaunch&, const std::string&, TimeUs) override {
+    return checkpoint_capability();
   }
   std::vector<RestoreOutcome> finished_restores() override { return {}; }
 

@@ -26,6 +26,7 @@
 
 #include "agent/executor/checkpoint.h"
 #include "agent/executor/process_executor.h"
+#include "tests/unit/agent/executor_fixture.h"
 
 #ifndef HPCQ_JOB_SHELL
 #error "HPCQ_JOB_SHELL must name the hpcq-job-shell binary"
@@ -37,29 +38,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-TimeUs now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  sched_getaffinity(0, sizeof set, &set);
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
+using namespace fixture;  // now_us, read_file, allowed_cpus, checkpoint_and_wait, ...
 
 // task -> its numbers, in file order.
 std::map<int, std::vector<int>> counts(const std::string& path) {
@@ -339,7 +318,7 @@ TEST_F(CheckpointTest, WithoutCriuJobsRunButCheckpointsFailWithTheReason) {
   JobLaunch l = counter(10, 1, {cpus_[0]});
   ASSERT_TRUE(e->launch(l, now_us()).is_ok());
   ASSERT_TRUE(wait_count(l.stdout_path, 1, 2));
-  auto r = e->checkpoint(10, tmp_ + "/img-nocriu", CheckpointThen::kStop);
+  auto r = checkpoint_and_wait(*e, 10, tmp_ + "/img-nocriu", CheckpointThen::kStop);
   EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
   EXPECT_NE(r.status().message().find("job 10"), std::string::npos) << r.status().message();
   // Untouched: it counts on.
@@ -354,7 +333,7 @@ TEST_F(CheckpointTest, DumpAndContinueKeepsCounting) {
   ASSERT_TRUE(a_->launch(l, now_us()).is_ok());
   ASSERT_TRUE(wait_count(l.stdout_path, 1, 5));
   const std::string images = tmp_ + "/img-1";
-  auto r = a_->checkpoint(1, images, CheckpointThen::kContinue);
+  auto r = checkpoint_and_wait(*a_, 1, images, CheckpointThen::kContinue);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_FALSE(r->stopped);
   EXPECT_EQ(r->image_dir, images);
@@ -368,7 +347,7 @@ TEST_F(CheckpointTest, DumpAndContinueKeepsCounting) {
   ASSERT_TRUE(wait_count(l.stdout_path, 1, at_dump + 5));
   EXPECT_EQ(consecutive(counts(l.stdout_path)[0]), "");
   // A second checkpoint into the same directory would clobber the first.
-  EXPECT_EQ(a_->checkpoint(1, images, CheckpointThen::kContinue).status().code(),
+  EXPECT_EQ(checkpoint_and_wait(*a_, 1, images, CheckpointThen::kContinue).status().code(),
             Code::kAlreadyExists);
 
   ASSERT_TRUE(a_->cancel(1).is_ok());
@@ -438,7 +417,7 @@ TEST_F(CheckpointTest, StoppedJobIsRestoredByAnotherExecutorOnNewCoresAndCountsO
   ASSERT_TRUE(wait_count(l.stdout_path, 2, 5));
   const std::vector<std::string> old_cgroups = a_->cgroup_dirs(2);
   const std::string images = tmp_ + "/img-2";
-  auto r = a_->checkpoint(2, images, CheckpointThen::kStop);
+  auto r = checkpoint_and_wait(*a_, 2, images, CheckpointThen::kStop);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_TRUE(r->stopped);
   // Gone from A, silently: no exit is reported for a job that moves.
@@ -454,7 +433,7 @@ TEST_F(CheckpointTest, StoppedJobIsRestoredByAnotherExecutorOnNewCoresAndCountsO
   moved.tasks[0].host_cpus = {c1};
   moved.tasks[1].host_cpus = {c0};
   moved.hostfile = "node1 slots=2\n";
-  Status s = b_->restore(moved, images, now_us());
+  Status s = restore_and_wait(*b_, moved, images, now_us());
   ASSERT_TRUE(s.is_ok()) << s.to_string() << "\n" << read_file(images + "/restore.log");
   EXPECT_EQ(b_->running(), std::vector<JobId>{2});
   EXPECT_FALSE(b_->wait_fds().empty());
@@ -490,7 +469,7 @@ TEST_F(CheckpointTest, StoppedJobIsRestoredByAnotherExecutorOnNewCoresAndCountsO
 
 TEST_F(CheckpointTest, CheckpointOfAnUnknownJobFails) {
   SKIP_UNLESS_DUMPS();
-  auto r = a_->checkpoint(99, tmp_ + "/img-99", CheckpointThen::kStop);
+  auto r = checkpoint_and_wait(*a_, 99, tmp_ + "/img-99", CheckpointThen::kStop);
   EXPECT_EQ(r.status().code(), Code::kNotFound);
   EXPECT_NE(r.status().message().find("job 99"), std::string::npos);
   EXPECT_FALSE(fs::exists(tmp_ + "/img-99/hpcq-checkpoint.json"));
@@ -499,7 +478,7 @@ TEST_F(CheckpointTest, CheckpointOfAnUnknownJobFails) {
 TEST_F(CheckpointTest, RestoreFromAMissingDirFailsAndLeavesNothing) {
   SKIP_UNLESS_DUMPS();
   const auto children = own_children();
-  Status s = b_->restore(counter(3, 1, {cpus_[0]}), tmp_ + "/no-such-dir", now_us());
+  Status s = restore_and_wait(*b_, counter(3, 1, {cpus_[0]}), tmp_ + "/no-such-dir", now_us());
   EXPECT_EQ(s.code(), Code::kNotFound);
   EXPECT_NE(s.message().find("not restored"), std::string::npos) << s.message();
   EXPECT_TRUE(b_->running().empty());
@@ -513,7 +492,7 @@ TEST_F(CheckpointTest, FailedRestoresLeaveNothingRunningAndAGoodOneStillWorks) {
   ASSERT_TRUE(a_->launch(l, now_us()).is_ok());
   ASSERT_TRUE(wait_count(l.stdout_path, 1, 3));
   const std::string images = tmp_ + "/img-4";
-  auto r = a_->checkpoint(4, images, CheckpointThen::kStop);
+  auto r = checkpoint_and_wait(*a_, 4, images, CheckpointThen::kStop);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   const std::string dumped_out = read_file(l.stdout_path);
   const auto children = own_children();
@@ -524,7 +503,7 @@ TEST_F(CheckpointTest, FailedRestoresLeaveNothingRunningAndAGoodOneStillWorks) {
   const std::string shell_log = images + "/job-dir/shell.log";
   const std::string log_at_dump = read_file(shell_log);
   { std::ofstream(shell_log, std::ios::app) << "written after the dump\n"; }
-  Status s = b_->restore(l, images, now_us());
+  Status s = restore_and_wait(*b_, l, images, now_us());
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("job 4 not restored"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("size"), std::string::npos) << s.message();
@@ -548,7 +527,7 @@ TEST_F(CheckpointTest, FailedRestoresLeaveNothingRunningAndAGoodOneStillWorks) {
     }
   }
   ASSERT_TRUE(cut);
-  s = b_->restore(l, bad, now_us());
+  s = restore_and_wait(*b_, l, bad, now_us());
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("job 4 not restored"), std::string::npos) << s.message();
   EXPECT_TRUE(b_->running().empty());
@@ -556,13 +535,13 @@ TEST_F(CheckpointTest, FailedRestoresLeaveNothingRunningAndAGoodOneStillWorks) {
   EXPECT_FALSE(fs::exists(job_dir));
 
   // The intact images still restore, and the job counts on.
-  s = b_->restore(l, images, now_us());
+  s = restore_and_wait(*b_, l, images, now_us());
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   const int dumped = last_count(l.stdout_path, 0);
   ASSERT_TRUE(wait_count(l.stdout_path, 1, dumped + 3));
   EXPECT_EQ(consecutive(counts(l.stdout_path)[0]), "") << read_file(l.stdout_path);
   // Restoring it twice is refused: it would run twice.
-  EXPECT_EQ(b_->restore(l, images, now_us()).code(), Code::kAlreadyExists);
+  EXPECT_EQ(restore_and_wait(*b_, l, images, now_us()).code(), Code::kAlreadyExists);
   ASSERT_TRUE(b_->cancel(4).is_ok());
   ASSERT_TRUE(wait_exit(*b_, 4).has_value());
 }

@@ -2,6 +2,7 @@
 // cgroup file system; waits on wait_fds()/reap() with generous deadlines and
 // asserts nothing about how long things take.
 #include "agent/executor/process_executor.h"
+#include "tests/unit/agent/executor_fixture.h"
 
 #include <errno.h>
 #include <gtest/gtest.h>
@@ -30,29 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-TimeUs now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  sched_getaffinity(0, sizeof set, &set);
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
+using namespace fixture;  // now_us, read_file, allowed_cpus, checkpoint_and_wait, ...
 
 class ProcessExecutorTest : public ::testing::Test {
  protected:

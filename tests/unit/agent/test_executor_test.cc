@@ -75,12 +75,12 @@ TEST(TestExecutorTest, RefusesCheckpointAndRestoreWithAReason) {
   Status capable = (*e)->checkpoint_capability();
   EXPECT_EQ(capable.code(), Code::kFailedPrecondition);
   EXPECT_NE(capable.message().find("runs no processes"), std::string::npos);
-  EXPECT_EQ((*e)->checkpoint(1, "/tmp/x", CheckpointThen::kStop).status().code(), Code::kNotFound);
+  EXPECT_EQ((*e)->begin_checkpoint(1, "/tmp/x", CheckpointThen::kStop).code(), Code::kNotFound);
   ASSERT_TRUE((*e)->launch(launch_of(1, "100"), wall_clock_now()).is_ok());
-  auto r = (*e)->checkpoint(1, "/tmp/x", CheckpointThen::kStop);
-  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ((*e)->begin_checkpoint(1, "/tmp/x", CheckpointThen::kStop).code(),
+            Code::kFailedPrecondition);
   EXPECT_EQ((*e)->running(), std::vector<JobId>{1});  // still running: nothing happened to it
-  EXPECT_EQ((*e)->restore(launch_of(2, "1"), "/tmp/x", wall_clock_now()).code(),
+  EXPECT_EQ((*e)->begin_restore(launch_of(2, "1"), "/tmp/x", wall_clock_now()).code(),
             Code::kFailedPrecondition);
   EXPECT_EQ((*e)->running(), std::vector<JobId>{1});
 }

@@ -1,0 +1,112 @@
+#include "agent/executor/posix.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace hpcq::agent {
+
+namespace fs = std::filesystem;
+
+void Fd::reset() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+std::string errno_text(int err) { return strerror(err); }
+
+int open_pidfd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0U)); }
+
+int signal_pidfd(int pidfd, int sig) {
+  return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0U));
+}
+
+Status write_new_file(const std::string& path, const std::string& content, mode_t mode, uid_t uid,
+                      gid_t gid) {
+  Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+  if (fd.get() < 0) return internal_error("create " + path + ": " + errno_text(errno));
+  // The mode passed to open is filtered by the umask; the files' modes are part
+  // of the contract (the script is the user's and only theirs).
+  if (fchmod(fd.get(), mode) != 0 || fchown(fd.get(), uid, gid) != 0) {
+    return internal_error("chmod/chown " + path + ": " + errno_text(errno));
+  }
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = write(fd.get(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return internal_error("write " + path + ": " + errno_text(errno));
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+bool write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+Status copy_job_dir(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  if (ec) return internal_error("create " + to + ": " + ec.message());
+  struct stat st {};
+  if (stat(from.c_str(), &st) != 0) return internal_error("stat " + from + ": " + errno_text(errno));
+  if (chmod(to.c_str(), st.st_mode & 07777) != 0 || chown(to.c_str(), st.st_uid, st.st_gid) != 0) {
+    return internal_error("chmod/chown " + to + ": " + errno_text(errno));
+  }
+  for (const auto& entry : fs::directory_iterator(from, ec)) {
+    const std::string src = entry.path().string();
+    const std::string dst = to + "/" + entry.path().filename().string();
+    if (lstat(src.c_str(), &st) != 0) return internal_error("stat " + src + ": " + errno_text(errno));
+    if (S_ISDIR(st.st_mode)) {
+      HPCQ_RETURN_IF_ERROR(copy_job_dir(src, dst));
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) continue;
+    fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
+    if (ec) return internal_error("copy " + src + " to " + dst + ": " + ec.message());
+    if (chmod(dst.c_str(), st.st_mode & 07777) != 0 ||
+        chown(dst.c_str(), st.st_uid, st.st_gid) != 0) {
+      return internal_error("chmod/chown " + dst + ": " + errno_text(errno));
+    }
+  }
+  if (ec) return internal_error("read " + from + ": " + ec.message());
+  return Status::ok();
+}
+
+std::uint64_t tree_bytes(const std::string& dir) {
+  std::uint64_t bytes = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (it->is_regular_file(ec)) bytes += it->file_size(ec);
+  }
+  return bytes;
+}
+
+}  // namespace hpcq::agent

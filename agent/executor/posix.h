@@ -1,0 +1,58 @@
+// Small POSIX helpers the executor, the CRIU runner, the cgroup code and the
+// agent share: an owned file descriptor, errno as text, pidfds, and whole-file
+// reads and writes. Thread-safe (they keep no state).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "lib/core/status.h"
+
+namespace hpcq::agent {
+
+// A file descriptor closed with its owner (or by reset()).
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void reset();
+
+ private:
+  int fd_;
+};
+
+std::string errno_text(int err);
+
+// Raw system calls: glibc 2.36's <sys/pidfd.h> lacks extern "C" (unusable
+// from C++). -1 with errno set on failure.
+int open_pidfd(pid_t pid);
+int signal_pidfd(int pidfd, int sig);
+
+// Creates `path` (it must not exist) with exactly `mode` (not filtered by the
+// umask), owned by uid:gid, holding `content`. Errors name the path.
+Status write_new_file(const std::string& path, const std::string& content, mode_t mode, uid_t uid,
+                      gid_t gid);
+
+// Writes `text` over the file, creating it; false (errno set) on failure.
+bool write_text(const std::string& path, const std::string& text);
+
+// The file's contents; empty if it cannot be read.
+std::string read_whole(const std::string& path);
+
+// The file's last line that is not empty; empty if none.
+std::string last_line(const std::string& path);
+
+// Copies a directory tree's directories and regular files with their modes
+// and owners (CRIU refuses to reopen a file whose owner or mode changed under
+// a task, and a job's script is its user's alone). Errors name the path.
+Status copy_job_dir(const std::string& from, const std::string& to);
+
+// The bytes of the regular files below `dir`.
+std::uint64_t tree_bytes(const std::string& dir);
+
+}  // namespace hpcq::agent
