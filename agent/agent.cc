@@ -7,18 +7,18 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
 #include "agent/executor/process_executor.h"
-#include "agent/launch_message.h"
 #include "agent/executor/test_executor.h"
+#include "agent/launch_message.h"
 #include "lib/core/clock.h"
 #include "lib/job/job_env.h"
-#include "lib/resource/hwloc_import.h"
 #include "lib/overlay/messages.h"
+#include "lib/resource/hwloc_import.h"
 
 namespace hpcq::agent {
 namespace {
@@ -121,9 +121,8 @@ Status Agent::start() {
   auto keys = overlay::read_key_file(options_.secret_key, /*require_secret=*/true);
   if (!keys.is_ok()) return keys.status();
   auto oc = overlay::OverlayConfig::from_cluster(config_, rank, *keys);
-  auto overlay = overlay::Overlay::create(oc, loop_, [this](overlay::Envelope&& e) {
-    on_message(std::move(e));
-  });
+  auto overlay = overlay::Overlay::create(
+      oc, loop_, [this](overlay::Envelope&& e) { on_message(std::move(e)); });
   if (!overlay.is_ok()) return overlay.status();
   overlay_ = std::move(overlay).value();
   // After a detour around a lost parent (or back), announce ourselves on the
@@ -222,25 +221,17 @@ void Agent::on_message(overlay::Envelope&& envelope) {
         welcomed_ = true;
       }
       break;
-    case overlay::Envelope::kLaunch:
-      on_launch(envelope.launch());
-      break;
-    case overlay::Envelope::kKill:
-      on_kill(envelope.kill());
-      break;
-    case overlay::Envelope::kCheckpoint:
-      on_checkpoint(envelope.checkpoint());
-      break;
-    case overlay::Envelope::kResize:
-      on_resize(envelope.resize());
-      break;
+    case overlay::Envelope::kLaunch: on_launch(envelope.launch()); break;
+    case overlay::Envelope::kKill: on_kill(envelope.kill()); break;
+    case overlay::Envelope::kCheckpoint: on_checkpoint(envelope.checkpoint()); break;
+    case overlay::Envelope::kResize: on_resize(envelope.resize()); break;
     case overlay::Envelope::kJobUpdateAck: {
       unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt());
       break;
     }
     default:
-      spdlog::warn("agent: unexpected message {} from rank {}", static_cast<int>(envelope.body_case()),
-                   envelope.src());
+      spdlog::warn("agent: unexpected message {} from rank {}",
+                   static_cast<int>(envelope.body_case()), envelope.src());
   }
 }
 
@@ -388,7 +379,8 @@ void Agent::send_checkpoint_done(const overlay::Checkpoint& request, overlay::En
   checkpoints_answered_.push_back(done);
   if (checkpoints_answered_.size() > kAnswersKept) checkpoints_answered_.pop_front();
   Status sent = overlay_->send(std::move(envelope));
-  if (!sent.is_ok()) spdlog::warn("job {}: checkpoint answer: {}", request.job_id(), sent.message());
+  if (!sent.is_ok())
+    spdlog::warn("job {}: checkpoint answer: {}", request.job_id(), sent.message());
 }
 
 void Agent::on_checkpoints_done() {
@@ -438,7 +430,8 @@ void Agent::on_resize(const overlay::Resize& request) {
   // Only the process that opened the resize socket asked for notices: a
   // signal sent to the others could kill them (SIGUSR1's default action).
   const pid_t application = files->second->application_pid();
-  if (config_.resize_signal != 0 && application > 0 && kill(application, config_.resize_signal) != 0) {
+  if (config_.resize_signal != 0 && application > 0 &&
+      kill(application, config_.resize_signal) != 0) {
     spdlog::warn("job {}: resize signal to {}: {}", id, application, strerror(errno));
   }
 }

@@ -33,8 +33,8 @@ struct AgentOptions {
   Rank rank = 0;
   std::string state_dir;
   std::string secret_key;
-  std::string topology;   // overrides the rank's topology in the config
-  std::string job_shell;  // path of hpcq-job-shell
+  std::string topology;              // overrides the rank's topology in the config
+  std::string job_shell;             // path of hpcq-job-shell
   std::string executor = "process";  // or "test" (executor.h)
 };
 
@@ -82,7 +82,7 @@ class Agent {
   std::unique_ptr<overlay::Overlay> overlay_;
   bool welcomed_ = false;
   std::uint64_t incarnation_ = 0;  // random per start: tells the leader a retry from a restart
-  std::map<JobId, std::uint32_t> attempts_;  // running jobs: attempt being run
+  std::map<JobId, std::uint32_t> attempts_;                     // running jobs: attempt being run
   std::map<JobId, overlay::Checkpoint> checkpoints_in_flight_;  // dumps not yet answered
   // The latest answers sent, oldest first, repeated in every Hello: a leader
   // that restarted meanwhile may have missed one (a stopped part is neither
@@ -95,14 +95,14 @@ class Agent {
     std::string image_dir;
   };
   std::map<JobId, RestoreInFlight> restores_in_flight_;
-  std::map<JobId, std::uint32_t> parts_;     // running jobs: Launch.part being run
+  std::map<JobId, std::uint32_t> parts_;  // running jobs: Launch.part being run
   // Elastic jobs whose first node this is: their files and resize socket.
   std::map<JobId, std::unique_ptr<ElasticJob>> elastic_;
   // Ends reported but not yet acknowledged by the leader, on disk too;
   // repeated in every Hello so that they survive a leader restart, a
   // partition, and a restart of this agent.
   std::unique_ptr<EndJournal> unacknowledged_;
-  Status checkpoint_;  // the executor's checkpoint_capability() at start
+  Status checkpoint_;                    // the executor's checkpoint_capability() at start
   std::map<JobId, TimeUs> end_sent_at_;  // when each unacknowledged end was last sent
   // (job, attempt) of the parts that ended here lately, oldest first: the
   // leader repeats a Launch it has no confirmation of, and a repeat that

@@ -73,8 +73,8 @@ ElasticJob::ElasticJob(overlay::EventLoop& loop, std::string dir)
 }
 
 Result<std::unique_ptr<ElasticJob>> ElasticJob::create(overlay::EventLoop& loop, std::string dir,
-                                                        uid_t uid, gid_t gid,
-                                                        const NodeAllocs& allocation) {
+                                                       uid_t uid, gid_t gid,
+                                                       const NodeAllocs& allocation) {
   std::unique_ptr<ElasticJob> job(new ElasticJob(loop, std::move(dir)));
   if (mkdir(job->dir_.c_str(), 0755) != 0 || chmod(job->dir_.c_str(), 0755) != 0) {
     return internal_error("mkdir " + job->dir_ + ": " + errno_text(errno));
@@ -211,10 +211,10 @@ void ElasticJob::on_client_readable() {
 void ElasticJob::finish(overlay::ResizeDone::Outcome outcome, const std::string& reason) {
   std::unique_ptr<Notice> notice = std::move(notice_);
   if (notice->timer != 0) loop_.cancel_timer(notice->timer);
-  const bool undo = !notice->forced && (outcome == overlay::ResizeDone::DECLINED ||
-                    outcome == overlay::ResizeDone::FAILED ||
-                    (outcome == overlay::ResizeDone::TIMED_OUT &&
-                     notice->kind == overlay::Resize::SHRINK));
+  const bool undo =
+      !notice->forced &&
+      (outcome == overlay::ResizeDone::DECLINED || outcome == overlay::ResizeDone::FAILED ||
+       (outcome == overlay::ResizeDone::TIMED_OUT && notice->kind == overlay::Resize::SHRINK));
   if (undo) {
     Status restored = write_files(notice->before);
     if (!restored.is_ok()) spdlog::error("elastic {}: {}", dir_, restored.message());

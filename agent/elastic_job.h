@@ -94,7 +94,7 @@ class ElasticJob {
   int listen_fd_ = -1;
   int client_fd_ = -1;
   pid_t client_pid_ = -1;
-  std::string input_;  // the client's bytes not yet split into lines
+  std::string input_;   // the client's bytes not yet split into lines
   NodeAllocs current_;  // what the files say
   // The outstanding notice, if any.
   struct Notice {

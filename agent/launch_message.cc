@@ -194,8 +194,8 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
     // Memory in proportion to the worker's cores (papers/000, Algorithm 2).
     if (!cores.empty()) {
       worker.memory_limit_bytes = static_cast<std::uint64_t>(
-          static_cast<long double>(mine->memory_bytes()) * static_cast<long double>(w.cores_size()) /
-          static_cast<long double>(cores.size()));
+          static_cast<long double>(mine->memory_bytes()) *
+          static_cast<long double>(w.cores_size()) / static_cast<long double>(cores.size()));
     }
     job.workers.push_back(std::move(worker));
   }

@@ -24,7 +24,7 @@ namespace hpcq::agent {
 
 struct HostMapping {
   const resource::NodeTopology* topology = nullptr;  // this node's logical topology
-  bool host_topology = false;  // the logical topology is the host's own
+  bool host_topology = false;                        // the logical topology is the host's own
   int host_cpus = 1;
   int host_numa = 1;
 

@@ -9,8 +9,8 @@
 
 #include <CLI/CLI.hpp>
 #include <climits>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
   app.add_option("-c,--config", config_path, "cluster configuration (hpcq.toml)");
   app.add_option("-r,--rank", rank,
                  "this agent's rank in the config (1..N); default: the rank named as this host");
-  app.add_option("--state-dir", options.state_dir, "job directories (default: agent.state_dir/rank-R)");
+  app.add_option("--state-dir", options.state_dir,
+                 "job directories (default: agent.state_dir/rank-R)");
   app.add_option("--secret-key", options.secret_key, "CURVE key file (default: agent.secret_key)");
   app.add_option("--topology", options.topology,
                  "host, synthetic:STRING (e.g. 'pack:2 numa:2 core:4 pu:1') or xml:PATH");
@@ -88,7 +89,8 @@ int main(int argc, char** argv) {
   }
   options.rank = rank;
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e [rank " + std::to_string(rank) + "] %^%l%$ %v");
-  if (options.state_dir.empty()) options.state_dir = config->agent_state_dir + "/rank-" + std::to_string(rank);
+  if (options.state_dir.empty())
+    options.state_dir = config->agent_state_dir + "/rank-" + std::to_string(rank);
   if (options.secret_key.empty()) options.secret_key = config->agent_secret_key;
   if (options.job_shell.empty()) {
     options.job_shell = config->job_shell.empty() ? default_job_shell() : config->job_shell;

@@ -44,8 +44,14 @@ std::vector<ResourceRequest> queue() {
     switch (pick(0, 4)) {
       case 0: r.ntasks = 1; break;
       case 1: r.ntasks = pick(2, 32); break;
-      case 2: r.ntasks = pick(1, 4); r.cpus_per_task = pick(2, 16); break;
-      case 3: r.nodes = pick(1, 4); r.ntasks = r.nodes * pick(8, 64); break;
+      case 2:
+        r.ntasks = pick(1, 4);
+        r.cpus_per_task = pick(2, 16);
+        break;
+      case 3:
+        r.nodes = pick(1, 4);
+        r.ntasks = r.nodes * pick(8, 64);
+        break;
       default: r.ntasks = pick(64, 512); break;
     }
     jobs.push_back(r);

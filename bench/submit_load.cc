@@ -15,8 +15,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <mutex>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
   app.add_option("--prefix", prefix, "job name prefix (names are PREFIX-I)");
   app.add_option("--output", output, "job output file");
   app.add_flag("--print-acks", print_acks, "print 'ack ID NAME' per acknowledged job");
-  app.add_flag("--wait", wait, "after submitting, wait until every job has ended (end-to-end rate)");
+  app.add_flag("--wait", wait,
+               "after submitting, wait until every job has ended (end-to-end rate)");
   CLI11_PARSE(app, argc, argv);
 
   std::mutex ids_mutex;
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
   // that no event is missed however long the run (the daemon's feed keeps the
   // last 100k events only).
   std::mutex ended_mutex;
-  std::map<std::uint64_t, hpcq::v1::JobState> ended;  // guarded by ended_mutex
+  std::map<std::uint64_t, hpcq::v1::JobState> ended;             // guarded by ended_mutex
   std::vector<std::chrono::steady_clock::time_point> end_times;  // guarded by ended_mutex
   bool watch_error = false;
   std::string watch_message;
@@ -147,7 +148,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "watch failed: %s\n", watch_message.c_str());
       return 1;
     }
-    for (std::uint64_t id : ids) completed += ended.count(id) && ended.at(id) == hpcq::v1::COMPLETED;
+    for (std::uint64_t id : ids)
+      completed += ended.count(id) && ended.at(id) == hpcq::v1::COMPLETED;
     // When the 10th and 90th percentile of the ends were seen, from the end
     // of submission: the rate between them is the steady one, without the
     // fixed latency of the first start and the last report.
@@ -162,12 +164,12 @@ int main(int argc, char** argv) {
       end_p90_s = at(0.9);
     }
   }
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("{\"jobs\":%d,\"clients\":%d,\"acked\":%d,\"failed\":%d,\"submit_seconds\":%.3f,"
-              "\"submit_per_second\":%.1f,\"completed\":%d,\"seconds\":%.3f,\"per_second\":%.1f,"
-              "\"end_p10_s\":%.3f,\"end_p90_s\":%.3f}\n",
-              jobs, clients, acked.load(), failed.load(), submit_seconds, acked.load() / submit_seconds,
-              completed, seconds, acked.load() / seconds, end_p10_s, end_p90_s);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "{\"jobs\":%d,\"clients\":%d,\"acked\":%d,\"failed\":%d,\"submit_seconds\":%.3f,"
+      "\"submit_per_second\":%.1f,\"completed\":%d,\"seconds\":%.3f,\"per_second\":%.1f,"
+      "\"end_p10_s\":%.3f,\"end_p90_s\":%.3f}\n",
+      jobs, clients, acked.load(), failed.load(), submit_seconds, acked.load() / submit_seconds,
+      completed, seconds, acked.load() / seconds, end_p10_s, end_p90_s);
   return failed.load() == 0 ? 0 : 1;
 }

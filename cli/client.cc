@@ -12,7 +12,8 @@ std::string socket_path() {
 std::unique_ptr<v1::Hpcq::Stub> connect(const std::string& socket) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
-  auto channel = grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args);
+  auto channel =
+      grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args);
   return v1::Hpcq::NewStub(channel);
 }
 
@@ -25,7 +26,8 @@ Status from_grpc(const grpc::Status& status, const std::string& socket) {
       if (status.error_message().find("could not be stored") != std::string::npos) {
         return unavailable(status.error_message());
       }
-      return unavailable("hpcqd is not reachable at " + socket + " (" + status.error_message() + ")");
+      return unavailable("hpcqd is not reachable at " + socket + " (" + status.error_message() +
+                         ")");
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
       return Status(Code::kResourceExhausted, status.error_message());
     case grpc::StatusCode::ALREADY_EXISTS:

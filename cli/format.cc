@@ -146,8 +146,8 @@ nlohmann::json job_json(const v1::Job& job) {
   j["profile"] = job.spec().profile();
   j["requested_workers"] = job.spec().workers();
   j["image"] = job.spec().image();
-  j["nodelist"] = std::vector<std::string>(job.spec().nodelist().begin(),
-                                           job.spec().nodelist().end());
+  j["nodelist"] =
+      std::vector<std::string>(job.spec().nodelist().begin(), job.spec().nodelist().end());
   j["time_limit_s"] = job.spec().time_limit_s();
   j["queue"] = job.queue();
   j["cwd"] = job.spec().cwd();
@@ -198,13 +198,20 @@ nlohmann::json job_json(const v1::Job& job) {
 }
 
 nlohmann::json node_json(const v1::Node& node) {
-  return {{"name", node.name()},         {"rank", node.rank()},
-          {"state", node.state()},       {"cores", node.cores()},
-          {"numa", node.numa()},         {"free_cores", node.free_cores()},
-          {"packages", node.packages()}, {"memory_bytes", node.memory_bytes()},
-          {"gpus", node.gpus()},         {"free_gpus", node.free_gpus()},
-          {"topology", node.topology()}, {"host_cpus", node.host_cpus()},
-          {"running_jobs", node.running_jobs()}, {"reason", node.reason()},
+  return {{"name", node.name()},
+          {"rank", node.rank()},
+          {"state", node.state()},
+          {"cores", node.cores()},
+          {"numa", node.numa()},
+          {"free_cores", node.free_cores()},
+          {"packages", node.packages()},
+          {"memory_bytes", node.memory_bytes()},
+          {"gpus", node.gpus()},
+          {"free_gpus", node.free_gpus()},
+          {"topology", node.topology()},
+          {"host_cpus", node.host_cpus()},
+          {"running_jobs", node.running_jobs()},
+          {"reason", node.reason()},
           {"checkpoint", node.checkpoint_capable()},
           {"checkpoint_reason", node.checkpoint_reason()}};
 }
@@ -213,7 +220,10 @@ std::string queue_table(const v1::ListJobsResponse& jobs) {
   std::vector<std::vector<std::string>> rows = {
       {"JOBID", "QUEUE", "USER", "NAME", "STATE", "TIME", "NODES", "TASKS", "NODELIST(REASON)"}};
   for (const auto& job : jobs.jobs()) {
-    std::string where = job.nodes_size() ? join(job.nodes()) : "(" + (job.reason().empty() ? std::string("Priority") : job.reason()) + ")";
+    std::string where =
+        job.nodes_size()
+            ? join(job.nodes())
+            : "(" + (job.reason().empty() ? std::string("Priority") : job.reason()) + ")";
     // An array task shows as ARRAYID_INDEX, as squeue does, after its own id.
     std::string id = std::to_string(job.id());
     if (job.array_job_id() != 0) {
@@ -221,8 +231,8 @@ std::string queue_table(const v1::ListJobsResponse& jobs) {
             ")";
     }
     rows.push_back({id, job.queue().empty() ? "-" : job.queue(), job.user(), job.name(),
-                    api::state_name(job.state()),
-                    elapsed(job), std::to_string(job.nodes_size() ? job.nodes_size() : job.spec().nodes()),
+                    api::state_name(job.state()), elapsed(job),
+                    std::to_string(job.nodes_size() ? job.nodes_size() : job.spec().nodes()),
                     std::to_string(job.spec().ntasks()), where});
   }
   return table(rows);

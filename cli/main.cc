@@ -135,8 +135,8 @@ int cmd_wait(const std::vector<std::string>& ids, bool json) {
                      last.exit_code(), last.reason().empty() ? "" : ": ", last.reason().c_str());
       }
     }
-    out.push_back({{"id", *id}, {"state", api::state_name(last.state())},
-                   {"exit_code", last.exit_code()}});
+    out.push_back(
+        {{"id", *id}, {"state", api::state_name(last.state())}, {"exit_code", last.exit_code()}});
   }
   if (json) std::cout << out.dump() << "\n";
   return all_completed ? 0 : 1;
@@ -188,7 +188,10 @@ int cmd_checkpoint(const std::string& text, const std::string& then, const std::
   } else {
     std::cout << "job " << *id << ": checkpointed into " << record.image() << " ("
               << record.image_bytes() << " bytes, dump " << record.dump_seconds() << " s)"
-              << (then == "continue" ? "" : then == "stop" ? ", held" : ", requeued") << "\n";
+              << (then == "continue" ? ""
+                  : then == "stop"   ? ", held"
+                                     : ", requeued")
+              << "\n";
   }
   return 0;
 }
@@ -398,8 +401,8 @@ int cmd_reserve_list(bool json) {
   auto stub = connect(socket);
   grpc::ClientContext ctx;
   v1::ListReservationsResponse response;
-  Status s = from_grpc(stub->ListReservations(&ctx, v1::ListReservationsRequest{}, &response),
-                       socket);
+  Status s =
+      from_grpc(stub->ListReservations(&ctx, v1::ListReservationsRequest{}, &response), socket);
   if (!s.is_ok()) return fail(s);
   if (json) {
     nlohmann::json out = nlohmann::json::array();
@@ -530,9 +533,12 @@ int main(int argc, char** argv) {
   HistoryFilter history_filter;
   auto* history = app.add_subcommand("history", "ended jobs, like sacct");
   history->add_option("-u,--user", history_filter.user, "only this user's jobs");
-  history->add_option("-s,--state", history_filter.states, "only these states (COMPLETED, FAILED, ...)")
+  history
+      ->add_option("-s,--state", history_filter.states,
+                   "only these states (COMPLETED, FAILED, ...)")
       ->delimiter(',');
-  history->add_option("-S,--since", history_filter.since, "ended at or after YYYY-MM-DD[THH:MM[:SS]]");
+  history->add_option("-S,--since", history_filter.since,
+                      "ended at or after YYYY-MM-DD[THH:MM[:SS]]");
   history->add_option("-E,--until", history_filter.until, "ended before YYYY-MM-DD[THH:MM[:SS]]");
   history->add_flag("--json", json, "machine-readable output");
   std::string key_path;
@@ -541,7 +547,8 @@ int main(int argc, char** argv) {
   keygen->add_option("file", key_path, "key file to write (mode 0600)")->required();
   keygen->add_flag("--force", force, "replace an existing file");
   ReserveOptions reserve_options;
-  auto* reserve = app.add_subcommand("reserve", "advance reservations of nodes (create/delete: root)");
+  auto* reserve =
+      app.add_subcommand("reserve", "advance reservations of nodes (create/delete: root)");
   reserve->require_subcommand(1);
   auto* reserve_create = reserve->add_subcommand("create", "reserve nodes for users or accounts");
   reserve_create->add_option("name", reserve_options.name, "reservation name")->required();
@@ -550,7 +557,8 @@ int main(int argc, char** argv) {
       ->required();
   reserve_create->add_option("--start", reserve_options.start,
                              "now, now+DURATION, or YYYY-MM-DD[THH:MM[:SS]] (default now)");
-  reserve_create->add_option("--duration", reserve_options.duration, "how long (e.g. 2h, 1-00:00:00)")
+  reserve_create
+      ->add_option("--duration", reserve_options.duration, "how long (e.g. 2h, 1-00:00:00)")
       ->required();
   reserve_create->add_option("--users", reserve_options.users, "who may use it (names or uids)")
       ->delimiter(',');
@@ -570,8 +578,9 @@ int main(int argc, char** argv) {
   start->add_option("--fanout", start_options.fanout, "tree fan-out")->capture_default_str();
   start->add_flag("--keep", start_options.keep, "keep the cluster's directory and logs");
   start->add_option("--log-level", start_options.log_level, "log level of the daemons");
-  start->add_option("--executor", start_options.executor,
-                    "the agents' executor: process, or test (runs nothing; for benchmarks)")
+  start
+      ->add_option("--executor", start_options.executor,
+                   "the agents' executor: process, or test (runs nothing; for benchmarks)")
       ->check(CLI::IsMember({"process", "test"}));
   start->add_option("--config", start_options.config_extra,
                     "a TOML file of [scheduler], [[queue]], [[account]]... sections to add");
@@ -588,10 +597,9 @@ int main(int argc, char** argv) {
       words.erase(dashes, words.end());
     }
   }
-  const std::set<std::string> commands = {"submit", "cancel",  "status", "wait",  "queue",
-                                          "nodes",  "keygen",  "start",  "hold",  "release",
-                                          "drain",  "resume",  "history", "reserve",
-                                          "checkpoint", "migrate", "resize"};
+  const std::set<std::string> commands = {
+      "submit",  "cancel", "status", "wait",    "queue",   "nodes",      "keygen",  "start", "hold",
+      "release", "drain",  "resume", "history", "reserve", "checkpoint", "migrate", "resize"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -615,8 +623,8 @@ int main(int argc, char** argv) {
   if (*keygen) return cmd_keygen(key_path, force);
   if (*history) return cmd_history(history_filter, json);
   if (*hold) {
-    return for_each_id<hpcq::v1::HoldRequest, hpcq::v1::HoldResponse>(
-        ids, &hpcq::v1::Hpcq::Stub::Hold);
+    return for_each_id<hpcq::v1::HoldRequest, hpcq::v1::HoldResponse>(ids,
+                                                                      &hpcq::v1::Hpcq::Stub::Hold);
   }
   if (*release) {
     return for_each_id<hpcq::v1::ReleaseRequest, hpcq::v1::ReleaseResponse>(

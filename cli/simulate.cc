@@ -52,10 +52,10 @@ struct Options {
   bool skip_impossible = false;
   bool kill_at_limit = false;
   std::string half_life = "7d";
-  std::int64_t half_life_s = 0;  // parsed
+  std::int64_t half_life_s = 0;                // parsed
   std::vector<std::string> scheduler_options;  // --option KEY=VALUE
   std::string replay;
-  std::string jobs_file;  // --jobs: a job set instead of a trace
+  std::string jobs_file;                       // --jobs: a job set instead of a trace
   std::optional<sim::WeightedTimes> weighted;  // --jobs: paper 001's priority-weighted means
   std::string mpi_model;  // --mpi-model: pinned | unpinned (lib/sim/granularity_model.h)
   std::string gap_queue;  // --gap-queue: this queue is migratable (papers/004)
@@ -97,7 +97,8 @@ Status add_options(const std::vector<std::string>& options, sched::SchedulerConf
   for (const std::string& option : options) {
     const std::size_t eq = option.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return invalid_argument("--option '" + option + "' is not KEY=VALUE (e.g. wfp3.wait=rlscheduler)");
+      return invalid_argument("--option '" + option +
+                              "' is not KEY=VALUE (e.g. wfp3.wait=rlscheduler)");
     }
     config.options[option.substr(0, eq)] = option.substr(eq + 1);
   }
@@ -118,7 +119,8 @@ Result<sim::Cluster> cluster_of(const Options& o) {
         continue;
       }
       auto topology = resource::discover_topology(group.topology);
-      if (!topology.is_ok()) return invalid_argument(group.where + ": " + topology.status().message());
+      if (!topology.is_ok())
+        return invalid_argument(group.where + ": " + topology.status().message());
       c.groups.push_back({group.count, std::move(topology).value()});
     }
     return c;
@@ -130,12 +132,13 @@ Result<sim::Cluster> cluster_of(const Options& o) {
   } else if (o.cores) {
     c.nodes = o.nodes.value_or(1);
     if (c.nodes >= 1 && *o.cores % c.nodes != 0) {
-      return invalid_argument("--cores " + std::to_string(*o.cores) + " does not split evenly over " +
-                              std::to_string(c.nodes) + " nodes");
+      return invalid_argument("--cores " + std::to_string(*o.cores) +
+                              " does not split evenly over " + std::to_string(c.nodes) + " nodes");
     }
     c.cores_per_node = c.nodes >= 1 ? *o.cores / c.nodes : 0;
   } else {
-    return invalid_argument("the cluster size is missing: --cores N (or --nodes K --cores-per-node C)");
+    return invalid_argument(
+        "the cluster size is missing: --cores N (or --nodes K --cores-per-node C)");
   }
   if (c.nodes < 1 || c.cores_per_node < 1) {
     return invalid_argument("the cluster needs at least one node and one core per node");
@@ -150,8 +153,8 @@ struct FileCloser {
 
 void print_table(const Options& o, const sim::Cluster& cluster, const sim::SwfTrace& trace,
                  const sim::SimResult& result, const sim::Metrics& m, double elapsed_s) {
-  std::printf("trace        %s (%zu rows, %zu dropped, %zu skipped)\n", o.trace.c_str(),
-              trace.rows, trace.dropped, result.skipped);
+  std::printf("trace        %s (%zu rows, %zu dropped, %zu skipped)\n", o.trace.c_str(), trace.rows,
+              trace.dropped, result.skipped);
   if (cluster.groups.empty()) {
     std::printf("cluster      %d x %d cores\n", cluster.nodes, cluster.cores_per_node);
   } else {
@@ -177,12 +180,11 @@ void print_table(const Options& o, const sim::Cluster& cluster, const sim::SwfTr
   std::printf("elapsed      %.3f s (%zu cycles)\n", elapsed_s, result.cycles);
   std::vector<const sim::UserMetrics*> users;
   for (const auto& u : m.users) users.push_back(&u);
-  std::stable_sort(users.begin(), users.end(), [](const auto* a, const auto* b) {
-    return a->core_seconds > b->core_seconds;
-  });
+  std::stable_sort(users.begin(), users.end(),
+                   [](const auto* a, const auto* b) { return a->core_seconds > b->core_seconds; });
   if (users.size() > kTopUsers) users.resize(kTopUsers);
-  std::printf("\n%-10s %8s %14s %7s %12s %10s   (top %zu of %zu users by core-seconds)\n",
-              "USER", "JOBS", "CORE_SECONDS", "SHARE", "MEAN_WAIT_S", "MEAN_BSLD", users.size(),
+  std::printf("\n%-10s %8s %14s %7s %12s %10s   (top %zu of %zu users by core-seconds)\n", "USER",
+              "JOBS", "CORE_SECONDS", "SHARE", "MEAN_WAIT_S", "MEAN_BSLD", users.size(),
               m.users.size());
   for (const auto* u : users) {
     std::printf("%-10lld %8zu %14.0f %6.1f%% %12.0f %10.2f\n", static_cast<long long>(u->user),
@@ -426,7 +428,8 @@ int run_simulate(const std::vector<std::string>& args) {
   }
   if (events) {
     std::FILE* f = events.release();
-    if (std::ferror(f) != 0 || std::fclose(f) != 0) return fail(kExitFailure, "cannot write " + o.events);
+    if (std::ferror(f) != 0 || std::fclose(f) != 0)
+      return fail(kExitFailure, "cannot write " + o.events);
   }
 
   const sim::Metrics metrics = sim::compute_metrics(result->jobs, cluster->total_cores());

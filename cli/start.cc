@@ -32,8 +32,8 @@ std::string find_program(const std::string& name, const std::string& build_subdi
   if (n > 0) {
     buf[n] = '\0';
     fs::path dir = fs::path(buf).parent_path();
-    for (const fs::path& p : {dir.parent_path() / build_subdir / name, dir / name,
-                              dir.parent_path() / "sbin" / name}) {
+    for (const fs::path& p :
+         {dir.parent_path() / build_subdir / name, dir / name, dir.parent_path() / "sbin" / name}) {
       if (access(p.c_str(), X_OK) == 0) return p;
     }
   }
@@ -129,8 +129,8 @@ int run_start(const StartOptions& options) {
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (!mkdtemp(buf.data())) {
-    std::fprintf(stderr, "hpcq start: cannot create a directory in %s: %s\n",
-                 tmp ? tmp : "/tmp", std::strerror(errno));
+    std::fprintf(stderr, "hpcq start: cannot create a directory in %s: %s\n", tmp ? tmp : "/tmp",
+                 std::strerror(errno));
     return 1;
   }
   const fs::path dir = buf.data();
@@ -190,15 +190,15 @@ int run_start(const StartOptions& options) {
   const std::string config_path = dir / "hpcq.toml";
   const std::string socket = dir / "hpcqd.sock";
   std::vector<pid_t> agents;
-  pid_t leader = spawn({find_program("hpcqd", "daemon"), "--config", config_path, "--log-level",
-                        options.log_level},
-                       dir / "logs" / "hpcqd.log", {});
+  pid_t leader = spawn(
+      {find_program("hpcqd", "daemon"), "--config", config_path, "--log-level", options.log_level},
+      dir / "logs" / "hpcqd.log", {});
   for (int r = 1; r < size; ++r) {
-    agents.push_back(spawn({find_program("hpcq-agent", "agent"), "--config", config_path, "--rank",
-                            std::to_string(r), "--secret-key",
-                            dir / "keys" / ("rank-" + std::to_string(r) + ".key"), "--log-level",
-                            options.log_level, "--executor", options.executor},
-                           dir / "logs" / ("agent-" + std::to_string(r) + ".log"), {}));
+    agents.push_back(spawn(
+        {find_program("hpcq-agent", "agent"), "--config", config_path, "--rank", std::to_string(r),
+         "--secret-key", dir / "keys" / ("rank-" + std::to_string(r) + ".key"), "--log-level",
+         options.log_level, "--executor", options.executor},
+        dir / "logs" / ("agent-" + std::to_string(r) + ".log"), {}));
   }
 
   auto teardown = [&](int code) {

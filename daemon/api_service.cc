@@ -130,7 +130,8 @@ grpc::Status ApiService::Drain(grpc::ServerContext* context, const v1::DrainRequ
                                v1::DrainResponse*) {
   auto caller = authenticate(context);
   if (!caller.is_ok()) return to_grpc(caller.status());
-  return to_grpc(leader_.drain(*caller, request->node(), /*drained=*/true, request->reason()).get());
+  return to_grpc(
+      leader_.drain(*caller, request->node(), /*drained=*/true, request->reason()).get());
 }
 
 grpc::Status ApiService::Resume(grpc::ServerContext* context, const v1::ResumeRequest* request,
@@ -167,7 +168,8 @@ grpc::Status ApiService::ListReservations(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ApiService::WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,
+grpc::Status ApiService::WatchJobs(grpc::ServerContext* context,
+                                   const v1::WatchJobsRequest* request,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
   auto caller_found = authenticate(context);
   if (!caller_found.is_ok()) return to_grpc(caller_found.status());
@@ -196,7 +198,8 @@ grpc::Status ApiService::WatchJobs(grpc::ServerContext* context, const v1::Watch
       return {grpc::StatusCode::OUT_OF_RANGE,
               "events after seq " + std::to_string(after) +
                   " are gone (the reader fell behind, or hpcqd restarted); re-read the jobs and "
-                  "resume with after_seq " + std::to_string(batch.oldest - 1)};
+                  "resume with after_seq " +
+                  std::to_string(batch.oldest - 1)};
     }
     for (const auto& event : batch.events) {
       if (!writer->Write(event)) return grpc::Status::OK;

@@ -59,8 +59,7 @@ std::string sha256_hex(std::string_view text) {
   return out;
 }
 
-Authenticator::Authenticator(const ClusterConfig& config, const PeerCredentials& local,
-                             Clock clock)
+Authenticator::Authenticator(const ClusterConfig& config, const PeerCredentials& local, Clock clock)
     : local_(local), clock_(std::move(clock)) {
   admin_users_.insert(config.admin_users.begin(), config.admin_users.end());
   for (const std::string& name : config.admin_groups) {
@@ -125,7 +124,8 @@ Result<Caller> Authenticator::remote(std::optional<std::string_view> authorizati
   if (portal == nullptr) return Status(Code::kUnauthenticated, "unknown token");
   const std::int64_t now = clock_();
   const double rate = portal->config.rate_per_s;
-  portal->tokens = std::min(2 * rate, portal->tokens + rate * static_cast<double>(now - portal->last_us) / 1e6);
+  portal->tokens =
+      std::min(2 * rate, portal->tokens + rate * static_cast<double>(now - portal->last_us) / 1e6);
   portal->last_us = now;
   if (portal->tokens < 1) {
     return Status(Code::kResourceExhausted,

@@ -3,10 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 namespace hpcq::daemon {
 namespace {
@@ -100,7 +100,8 @@ void DecisionLog::node(TimeUs t, Rank rank, const std::string& name, bool schedu
 }
 
 void DecisionLog::node_state(TimeUs t, Rank rank, bool schedulable) {
-  write(json{{"t", t}, {"type", "node_state"}, {"rank", rank}, {"schedulable", schedulable}}.dump());
+  write(
+      json{{"t", t}, {"type", "node_state"}, {"rank", rank}, {"schedulable", schedulable}}.dump());
 }
 
 void DecisionLog::node_gone(TimeUs t, Rank rank) {

@@ -53,8 +53,8 @@ class JobEvents {
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   std::deque<Entry> entries_;  // guarded by mutex_; ascending seq
-  std::uint64_t next_seq_;      // guarded by mutex_
-  bool closed_ = false;         // guarded by mutex_
+  std::uint64_t next_seq_;     // guarded by mutex_
+  bool closed_ = false;        // guarded by mutex_
 };
 
 }  // namespace hpcq::daemon

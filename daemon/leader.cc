@@ -4,8 +4,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -170,9 +170,10 @@ Status Leader::start() {
   frees_resources_ = std::any_of(config_.actions.begin(), config_.actions.end(), [](const auto& a) {
     return a == "preempt" || a == "reclaim" || a == "elastic";
   });
-  elastic_action_ = std::find(config_.actions.begin(), config_.actions.end(), "elastic") !=
-                    config_.actions.end();
-  if (std::find(config_.plugins.begin(), config_.plugins.end(), "priority") != config_.plugins.end()) {
+  elastic_action_ =
+      std::find(config_.actions.begin(), config_.actions.end(), "elastic") != config_.actions.end();
+  if (std::find(config_.plugins.begin(), config_.plugins.end(), "priority") !=
+      config_.plugins.end()) {
     sched::PluginOptions options;
     for (const auto& [key, value] : config_.scheduler_options) {
       if (key.starts_with("priority.")) options[key.substr(9)] = value;
@@ -226,8 +227,10 @@ Status Leader::start() {
     if (!entries.is_ok()) return invalid_argument("store: usage: " + entries.status().message());
     usage_.restore(*entries);
   }
-  HPCQ_RETURN_IF_ERROR(load_job_records<v1::CheckpointRecord>(**store, "checkpoint", jobs_, &JobEntry::checkpoints));
-  HPCQ_RETURN_IF_ERROR(load_job_records<v1::Placement>(**store, "placement", jobs_, &JobEntry::placements));
+  HPCQ_RETURN_IF_ERROR(
+      load_job_records<v1::CheckpointRecord>(**store, "checkpoint", jobs_, &JobEntry::checkpoints));
+  HPCQ_RETURN_IF_ERROR(
+      load_job_records<v1::Placement>(**store, "placement", jobs_, &JobEntry::placements));
   for (auto& [id, entry] : jobs_) {
     std::sort(entry.checkpoints.begin(), entry.checkpoints.end(),
               [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
@@ -254,7 +257,8 @@ Status Leader::start() {
     }
   }
   // Resize records are kept as checkpoint records are: "<job>/<n>".
-  HPCQ_RETURN_IF_ERROR(load_job_records<v1::ResizeRecord>(**store, "resize", jobs_, &JobEntry::resizes));
+  HPCQ_RETURN_IF_ERROR(
+      load_job_records<v1::ResizeRecord>(**store, "resize", jobs_, &JobEntry::resizes));
   for (auto& [id, entry] : jobs_) {
     std::sort(entry.resizes.begin(), entry.resizes.end(),
               [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
@@ -269,7 +273,8 @@ Status Leader::start() {
   if (!stored_reservations.is_ok()) return stored_reservations.status();
   for (const auto& [name, value] : *stored_reservations) {
     auto r = decode_reservation(value);
-    if (!r.is_ok()) return invalid_argument("store: reservation " + name + ": " + r.status().message());
+    if (!r.is_ok())
+      return invalid_argument("store: reservation " + name + ": " + r.status().message());
     reservations_.emplace(name, std::move(r).value());
   }
   spdlog::info("store: {} jobs loaded ({} pending, {} running), next job id {}", jobs_.size(),
@@ -295,9 +300,8 @@ Status Leader::start() {
                             config_.source);
   }
   auto oc = overlay::OverlayConfig::from_cluster(config_, 0, *keys);
-  auto overlay = overlay::Overlay::create(oc, loop_, [this](overlay::Envelope&& e) {
-    on_message(std::move(e));
-  });
+  auto overlay = overlay::Overlay::create(
+      oc, loop_, [this](overlay::Envelope&& e) { on_message(std::move(e)); });
   if (!overlay.is_ok()) return overlay.status();
   overlay_ = std::move(overlay).value();
 
@@ -387,20 +391,20 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
     }
     // The answer goes out only after the commit, and after the loop has the
     // jobs, so that a status call right after the answer finds them.
-    committer_->submit(std::move(batch), [this, promise, made = std::move(made), first,
-                                          count](Status s) mutable {
-      if (!s.is_ok()) {
-        spdlog::error("job {}: not stored: {}", first, s.message());
-        // The store's code: kResourceExhausted for a full disk, kUnavailable
-        // for a busy database.
-        promise->set_value(Status(s.code(), "the job could not be stored: " + s.message()));
-        return;
-      }
-      loop_.post([this, promise, made = std::move(made), first, count]() mutable {
-        for (job::Job& task : made) admit(std::move(task));
-        promise->set_value(SubmitResult{first, static_cast<std::uint32_t>(count)});
-      });
-    });
+    committer_->submit(
+        std::move(batch), [this, promise, made = std::move(made), first, count](Status s) mutable {
+          if (!s.is_ok()) {
+            spdlog::error("job {}: not stored: {}", first, s.message());
+            // The store's code: kResourceExhausted for a full disk, kUnavailable
+            // for a busy database.
+            promise->set_value(Status(s.code(), "the job could not be stored: " + s.message()));
+            return;
+          }
+          loop_.post([this, promise, made = std::move(made), first, count]() mutable {
+            for (job::Job& task : made) admit(std::move(task));
+            promise->set_value(SubmitResult{first, static_cast<std::uint32_t>(count)});
+          });
+        });
   });
   return future;
 }
@@ -526,9 +530,8 @@ std::future<Status> Leader::hold(const Caller& caller, JobId id, bool held) {
     JobEntry& entry = **found;
     job::Job& job = entry.job;
     if (job.state != job::JobState::kPending) {
-      return failed_precondition(
-          "job " + std::to_string(id) + " is " + job::state_name(job.state) +
-          ": only pending jobs can be " + (held ? "held" : "released"));
+      return failed_precondition("job " + std::to_string(id) + " is " + job::state_name(job.state) +
+                                 ": only pending jobs can be " + (held ? "held" : "released"));
     }
     if (job.held == held) return Status::ok();
     job.held = held;
@@ -582,8 +585,7 @@ void Leader::resume_checkpoint_in_flight(JobEntry& entry, TimeUs now) {
   op.deadline = now + kCheckpointTimeoutUs;
   for (const auto& part : job.allocation.nodes) op.waiting.insert(part.rank);
   if (op.record.preempted()) {
-    entry.preempted = sched::Preempt{job.id, op.record.preempted_for(),
-                                     PreemptMode::kCheckpoint};
+    entry.preempted = sched::Preempt{job.id, op.record.preempted_for(), PreemptMode::kCheckpoint};
     entry.cores_handed_over = true;
   }
   spdlog::info("job {}: waiting again for its checkpoint ({}) into {}", job.id, op.record.then(),
@@ -615,8 +617,8 @@ std::future<Result<v1::ResizeRecord>> Leader::resize(const Caller& caller, JobId
     const job::Job& job = entry.job;
     const std::string name = "job " + std::to_string(id);
     if (!job.spec.elastic || job.spec.max_nodes == 0) {
-      return promise->set_value(failed_precondition(
-          name + " is not elastic (submit it with -N MIN-MAX --elastic)"));
+      return promise->set_value(
+          failed_precondition(name + " is not elastic (submit it with -N MIN-MAX --elastic)"));
     }
     const int lo = job.spec.request.nodes;
     const int hi = job.spec.max_nodes;
@@ -626,8 +628,8 @@ std::future<Result<v1::ResizeRecord>> Leader::resize(const Caller& caller, JobId
                                                  std::to_string(lo) + "-" + std::to_string(hi)));
     }
     if (job.state != job::JobState::kRunning) {
-      return promise->set_value(failed_precondition(
-          name + " is " + job::state_name(job.state) + ": only running jobs can be resized"));
+      return promise->set_value(failed_precondition(name + " is " + job::state_name(job.state) +
+                                                    ": only running jobs can be resized"));
     }
     const int current = static_cast<int>(job.allocation.nodes.size());
     if (nodes == current) {
@@ -1027,13 +1029,15 @@ std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& calle
     }
     if (!to.empty()) {
       if (then == "continue") {
-        return promise->set_value(invalid_argument("--to: only when the job leaves its nodes "
-                                                   "(migrate, or --then requeue|stop)"));
+        return promise->set_value(
+            invalid_argument("--to: only when the job leaves its nodes "
+                             "(migrate, or --then requeue|stop)"));
       }
       for (const std::string& node : to) {
         const bool known = std::any_of(nodes_.begin(), nodes_.end(),
                                        [&](const auto& n) { return n.second.name == node; });
-        if (!known) return promise->set_value(invalid_argument("--to: unknown node '" + node + "'"));
+        if (!known)
+          return promise->set_value(invalid_argument("--to: unknown node '" + node + "'"));
       }
       const std::set<std::string> distinct(to.begin(), to.end());
       const std::size_t needed = job.allocation.nodes.size();
@@ -1061,10 +1065,10 @@ Status Leader::checkpointable(const JobEntry& entry, const std::string& then) co
   // count only when the tasks divide evenly over them.
   const int nodes = static_cast<int>(job.allocation.nodes.size());
   if (then != "continue" && job.spec.request.ntasks % nodes != 0) {
-    return failed_precondition(
-        name + " runs " + std::to_string(job.spec.request.ntasks) + " tasks on " +
-        std::to_string(nodes) + " nodes, unevenly, so a restore could not lay them out the same "
-        "way; only --then continue");
+    return failed_precondition(name + " runs " + std::to_string(job.spec.request.ntasks) +
+                               " tasks on " + std::to_string(nodes) +
+                               " nodes, unevenly, so a restore could not lay them out the same "
+                               "way; only --then continue");
   }
   if (entry.checkpointing) return failed_precondition(name + " is being checkpointed already");
   if (entry.resizing || !entry.removing.empty()) {
@@ -1102,10 +1106,9 @@ std::vector<Rank> Leader::ranks_of(const std::vector<std::string>& names) const 
   return ranks;
 }
 
-Status Leader::begin_checkpoint(
-    JobEntry& entry, const std::string& then,
-    std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise,
-    const std::vector<std::string>& to, bool periodic) {
+Status Leader::begin_checkpoint(JobEntry& entry, const std::string& then,
+                                std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise,
+                                const std::vector<std::string>& to, bool periodic) {
   HPCQ_RETURN_IF_ERROR(checkpointable(entry, then));
   const job::Job& job = entry.job;
   const JobId id = job.id;
@@ -1132,7 +1135,8 @@ Status Leader::begin_checkpoint(
       c->set_image_dir(op.record.image() + "/part-" + std::to_string(i));
       c->set_stop(then != "continue");
       Status sent = overlay_->send(std::move(envelope));
-      if (!sent.is_ok()) spdlog::warn("job {}: checkpoint to {}: {}", id, part.node, sent.message());
+      if (!sent.is_ok())
+        spdlog::warn("job {}: checkpoint to {}: {}", id, part.node, sent.message());
     }
     spdlog::info("job {}: checkpoint ({}) into {}", id, then, op.record.image());
     entry.checkpointing = std::move(op);
@@ -1204,10 +1208,10 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
                  record.outcome());
     if (ok && record.periodic()) prune_periodic_checkpoints(entry);
     if (!op.promise) return;
-    op.promise->set_value(ok ? Result<v1::CheckpointRecord>(record)
-                             : Result<v1::CheckpointRecord>(failed_precondition(
-                                   name + ": checkpoint failed (" + record.outcome() +
-                                   "); the job runs on")));
+    op.promise->set_value(
+        ok ? Result<v1::CheckpointRecord>(record)
+           : Result<v1::CheckpointRecord>(failed_precondition(
+                 name + ": checkpoint failed (" + record.outcome() + "); the job runs on")));
     return;
   }
   if (!ok && op.promise && !timed_out && entry.running_on.size() == job.allocation.nodes.size()) {
@@ -1216,8 +1220,8 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
     // A preemption's victim (no promise) must leave all the same: below.
     spdlog::info("{}: checkpoint ({}) {}: it runs on", name, record.then(), record.outcome());
     if (op.promise) {
-      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" +
-                                                record.outcome() + "); the job runs on"));
+      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome() +
+                                                "); the job runs on"));
     }
     return;
   }
@@ -1231,8 +1235,7 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
       kill_job_parts(entry);
     }
     if (op.promise) {
-      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" +
-                                                record.outcome() +
+      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome() +
                                                 "); the job is requeued to run from the start"));
     }
     return;
@@ -1301,7 +1304,8 @@ std::future<Status> Leader::drain(const Caller& caller, const std::string& name,
     if (it == nodes_.end()) return promise->set_value(not_found("no node '" + name + "'"));
     NodeEntry& node = it->second;
     node.drained = drained;
-    node.reason = drained ? (reason.empty() ? "drained by " + user_name_of(caller.uid) : reason) : "";
+    node.reason =
+        drained ? (reason.empty() ? "drained by " + user_name_of(caller.uid) : reason) : "";
     if (node.in_pool) set_schedulable_in_pool(node.rank, schedulable(node));
     persist_node(node);
     spdlog::info("node {}: {}{}", name, drained ? "drained" : "resumed",
@@ -1342,38 +1346,39 @@ std::future<Result<v1::Reservation>> Leader::create_reservation(const Caller& ca
     // judged by the running jobs' time limits.
     for (JobId id : running_) {
       const job::Job& job = jobs_.at(id).job;
-      const bool admitted = std::find(r.uids.begin(), r.uids.end(), job.uid) != r.uids.end() ||
-                            std::find(r.accounts.begin(), r.accounts.end(), job.spec.account) !=
-                                r.accounts.end();
+      const bool admitted =
+          std::find(r.uids.begin(), r.uids.end(), job.uid) != r.uids.end() ||
+          std::find(r.accounts.begin(), r.accounts.end(), job.spec.account) != r.accounts.end();
       const TimeUs end = job.spec.time_limit_s > 0
                              ? job.start_time + job.spec.time_limit_s * kUsPerSecond
                              : std::numeric_limits<TimeUs>::max();
       if (admitted || end <= r.start) continue;
       for (const auto& part : job.allocation.nodes) {
         if (std::find(r.nodes.begin(), r.nodes.end(), part.node) != r.nodes.end()) {
-          return promise->set_value(failed_precondition(
-              "node " + part.node + " is busy during the reservation (job " +
-              std::to_string(id) + " may run until its time limit)"));
+          return promise->set_value(
+              failed_precondition("node " + part.node + " is busy during the reservation (job " +
+                                  std::to_string(id) + " may run until its time limit)"));
         }
       }
     }
     store::WriteBatch batch;
     batch.put_record("reservation", r.name, encode_reservation(r));
     v1::Reservation answer = to_proto(r);
-    committer_->submit(std::move(batch), [this, r = std::move(r), answer, promise](Status s) mutable {
-      if (!s.is_ok()) {
-        return promise->set_value(
-            Status(s.code(), "the reservation could not be stored: " + s.message()));
-      }
-      loop_.post([this, r = std::move(r), answer, promise]() mutable {
-        spdlog::info("reservation {}: {} nodes for [{}, {}) us", r.name, r.nodes.size(), r.start,
-                     r.end);
-        const std::string name = r.name;
-        reservations_.emplace(name, std::move(r));
-        schedule_soon();
-        promise->set_value(answer);
-      });
-    });
+    committer_->submit(
+        std::move(batch), [this, r = std::move(r), answer, promise](Status s) mutable {
+          if (!s.is_ok()) {
+            return promise->set_value(
+                Status(s.code(), "the reservation could not be stored: " + s.message()));
+          }
+          loop_.post([this, r = std::move(r), answer, promise]() mutable {
+            spdlog::info("reservation {}: {} nodes for [{}, {}) us", r.name, r.nodes.size(),
+                         r.start, r.end);
+            const std::string name = r.name;
+            reservations_.emplace(name, std::move(r));
+            schedule_soon();
+            promise->set_value(answer);
+          });
+        });
   });
   return future;
 }
@@ -1446,12 +1451,14 @@ Leader::Dependencies Leader::check_dependencies(const job::Job& job, std::string
         std::string(job::dependency_type_name(d.type)) + ":" + std::to_string(d.job);
     // Another user's job: that it can never be met, not how it ended.
     const bool own = target.uid == job.uid;
-    const std::string never = own ? " (job " + std::to_string(d.job) + " ended " +
-                                        job::state_name(target.state) + ")"
-                                  : " (can never be met)";
+    const std::string never =
+        own ? " (job " + std::to_string(d.job) + " ended " + job::state_name(target.state) + ")"
+            : " (can never be met)";
     bool met = false;
     switch (d.type) {
-      case job::DependencyType::kAfter: met = target.state != job::JobState::kPending || ended; break;
+      case job::DependencyType::kAfter:
+        met = target.state != job::JobState::kPending || ended;
+        break;
       case job::DependencyType::kAfterAny: met = ended; break;
       case job::DependencyType::kAfterOk:
         if (ended && target.state != job::JobState::kCompleted) {
@@ -1549,8 +1556,9 @@ void Leader::run_cycle() {
   // Nothing can start while no node has a free core: a queue of 100k jobs
   // behind a full or drained cluster then costs nothing per submission.
   // Actions that free resources (preempt, reclaim) still have work to do.
-  bool room = std::any_of(pool_.nodes().begin(), pool_.nodes().end(),
-                          [](const resource::NodeState& n) { return n.schedulable() && n.free_cores() > 0; });
+  bool room = std::any_of(
+      pool_.nodes().begin(), pool_.nodes().end(),
+      [](const resource::NodeState& n) { return n.schedulable() && n.free_cores() > 0; });
   if (!room && !frees_resources_) return;
   sched::Snapshot snapshot;
   snapshot.now = now();
@@ -1613,15 +1621,16 @@ void Leader::run_cycle() {
     TimeUs end = job.spec.time_limit_s > 0 ? job.start_time + job.spec.time_limit_s * kUsPerSecond
                                            : std::numeric_limits<TimeUs>::max();
     snapshot.running.push_back(sched::running_from(
-        pending_of(job), jobs_.at(id).cores_handed_over ? without_cores(job.allocation) : job.allocation,
+        pending_of(job),
+        jobs_.at(id).cores_handed_over ? without_cores(job.allocation) : job.allocation,
         job.start_time, end));
     // The rescale gap counts from the last resize's outcome; a job with a
     // resize in flight (or parts still being taken away) is not resized
     // again, which a gap starting now says to the "elastic" action.
     const JobEntry& entry = jobs_.at(id);
-    snapshot.running.back().last_resize =
-        entry.resizing || !entry.removing.empty() ? snapshot.now
-                                                  : std::max(job.start_time, entry.last_resize);
+    snapshot.running.back().last_resize = entry.resizing || !entry.removing.empty()
+                                              ? snapshot.now
+                                              : std::max(job.start_time, entry.last_resize);
     snapshot.running.back().leaving = entry.preempted.has_value() || entry.cancel_requested;
     if (entry.preempted && entry.checkpointing) {
       snapshot.running.back().moving_to = ranks_of(entry.checkpointing->record.to());
@@ -1758,8 +1767,8 @@ void Leader::apply_preempt(const sched::Preempt& preempt) {
   if (it == jobs_.end() || it->second.job.state != job::JobState::kRunning) return;
   JobEntry& entry = it->second;
   if (entry.preempted || entry.cancel_requested) return;
-  spdlog::info("job {}: preempted ({}) for job {}", entry.job.id,
-               preempt_mode_name(preempt.mode), preempt.for_job);
+  spdlog::info("job {}: preempted ({}) for job {}", entry.job.id, preempt_mode_name(preempt.mode),
+               preempt.for_job);
   if (preempt.mode == PreemptMode::kCheckpoint) {
     // Its work is kept: dumped, requeued and restored where it next starts
     // (finish_checkpoint); a failed dump kills and requeues it as kRequeue.
@@ -1769,8 +1778,10 @@ void Leader::apply_preempt(const sched::Preempt& preempt) {
       hand_over_cores(entry);
       return;
     }
-    spdlog::info("job {}: not checkpointed ({}): requeued from its last good checkpoint or "
-                 "the start", entry.job.id, begun.message());
+    spdlog::info(
+        "job {}: not checkpointed ({}): requeued from its last good checkpoint or "
+        "the start",
+        entry.job.id, begun.message());
   }
   entry.preempted = preempt;
   // The whole job, on every node; its resources come back when every part
@@ -1796,8 +1807,10 @@ void Leader::apply_migrate(const sched::Migrate& migrate) {
     hand_over_cores(entry);
     return;
   }
-  spdlog::info("job {}: not checkpointed ({}): requeued from its last good checkpoint or the "
-               "start", entry.job.id, begun.message());
+  spdlog::info(
+      "job {}: not checkpointed ({}): requeued from its last good checkpoint or the "
+      "start",
+      entry.job.id, begun.message());
   kill_job_parts(entry);
 }
 
@@ -1933,9 +1946,9 @@ overlay::Launch Leader::make_launch(const job::Job& job) const {
   launch.set_cwd(job.spec.cwd);
   launch.set_stdout_path(job::expand_output_path(job.spec.output, job.id, job.spec.cwd,
                                                  job.spec.array_job_id, job.spec.array_task_id));
-  launch.set_stderr_path(job::expand_output_path(
-      job.spec.error.empty() ? job.spec.output : job.spec.error, job.id, job.spec.cwd,
-      job.spec.array_job_id, job.spec.array_task_id));
+  launch.set_stderr_path(
+      job::expand_output_path(job.spec.error.empty() ? job.spec.output : job.spec.error, job.id,
+                              job.spec.cwd, job.spec.array_job_id, job.spec.array_task_id));
   fill_node_allocs(job.allocation, launch.mutable_allocation());
   launch.set_image(job.spec.image);
   launch.set_cpus_per_task(job.allocation.cpus_per_task);
@@ -1987,9 +2000,7 @@ void Leader::on_message(overlay::Envelope&& envelope) {
     return;
   }
   switch (envelope.body_case()) {
-    case overlay::Envelope::kHello:
-      on_hello(rank, envelope.hello());
-      break;
+    case overlay::Envelope::kHello: on_hello(rank, envelope.hello()); break;
     case overlay::Envelope::kResizeDone:
       heard_from(node->second);
       on_resize_done(rank, envelope.resize_done());
@@ -2114,7 +2125,8 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, b
     if (entry.cores_handed_over) part = without_cores(std::move(part));
     Status taken = pool_.allocate(part);
     if (!taken.is_ok()) {
-      spdlog::error("job {}: cannot adopt its part on {}: {}", r.job_id(), node.name, taken.message());
+      spdlog::error("job {}: cannot adopt its part on {}: {}", r.job_id(), node.name,
+                    taken.message());
       continue;
     }
     entry.held_on.insert(rank);
@@ -2132,7 +2144,8 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, b
       Status taken = pool_.allocate(part_on(entry.job.allocation, rank));
       if (taken.is_ok()) {
         entry.held_on.insert(rank);
-        if (!entry.launch) entry.launch = std::make_shared<const overlay::Launch>(make_launch(entry.job));
+        if (!entry.launch)
+          entry.launch = std::make_shared<const overlay::Launch>(make_launch(entry.job));
         entry.launched = true;
         overlay::Envelope envelope;
         envelope.set_dst(rank);
@@ -2180,8 +2193,8 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
       !entry.running_on.count(rank)) {
     return;  // stale: from an earlier attempt, or the job already ended
   }
-  if (auto part = entry.part_of.find(rank); part != entry.part_of.end() &&
-                                            update.part() != part->second) {
+  if (auto part = entry.part_of.find(rank);
+      part != entry.part_of.end() && update.part() != part->second) {
     return;  // stale: from a part an earlier resize took off this node
   }
   if (auto removed = entry.removing.find(rank); removed != entry.removing.end()) {
@@ -2216,8 +2229,8 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
     entry.job.allocation = entry.resizing->before;
     persist(entry.job, "expand_failed", "{}");
     finish_resize(entry, "failed",
-                  nodes_.at(rank).name + ": " + (update.reason().empty() ? "part ended at start"
-                                                                          : update.reason()),
+                  nodes_.at(rank).name + ": " +
+                      (update.reason().empty() ? "part ended at start" : update.reason()),
                   0);
     handle_job_update(rank, update);  // now a removed part's end
     return;
@@ -2242,8 +2255,8 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
   if (entry.restoring && end == job::JobState::kFailed &&
       update.reason().rfind(overlay::kRestoreFailedReason, 0) == 0) {
     // Never lost: the checkpoint could not be restored, so run it afresh.
-    entry.requeue_when_ended = nodes_.at(rank).name + ": " + update.reason() +
-                               "; running it from the start";
+    entry.requeue_when_ended =
+        nodes_.at(rank).name + ": " + update.reason() + "; running it from the start";
   }
   // The first part to end otherwise than completed decides the job's end:
   // its state, exit code and node. The parts killed because of it then
@@ -2313,7 +2326,8 @@ void Leader::send_kill(JobEntry& entry, Rank rank) {
   kill.mutable_kill()->set_job_id(entry.job.id);
   kill.mutable_kill()->set_attempt(static_cast<uint32_t>(entry.job.requeue_count));
   Status sent = overlay_->send(std::move(kill));
-  if (!sent.is_ok()) spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
+  if (!sent.is_ok())
+    spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
 }
 
 void Leader::repeat_unconfirmed() {
@@ -2464,8 +2478,8 @@ void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string&
   const bool was_running = job.state == job::JobState::kRunning;
   if (was_running) {
     release_held(entry);
-    close_placement(entry, std::string(job::state_name(state)) +
-                               (reason.empty() ? "" : ": " + reason));
+    close_placement(entry,
+                    std::string(job::state_name(state)) + (reason.empty() ? "" : ": " + reason));
   }
   job.state = state;
   job.end_time = end_time > 0 ? end_time : now();
@@ -2533,7 +2547,8 @@ void Leader::check_heartbeats() {
                    config_.node_down_after_ms);
       continue;
     }
-    bool watched = node.state == NodeState::kUp || (node.state == NodeState::kUnknown && node.awaited);
+    bool watched =
+        node.state == NodeState::kUp || (node.state == NodeState::kUnknown && node.awaited);
     if (!watched) continue;
     if (node.last_seen < down_limit) {
       node_down(node, "no heartbeat for " + std::to_string(config_.node_down_after_ms) + " ms");

@@ -70,7 +70,7 @@ class Leader {
   std::future<Status> drain(const Caller& caller, const std::string& node, bool drained,
                             const std::string& reason);
   std::future<Result<v1::Reservation>> create_reservation(const Caller& caller,
-                                                         v1::Reservation request);
+                                                          v1::Reservation request);
   std::future<Status> delete_reservation(const Caller& caller, std::string name);
   std::future<v1::ListReservationsResponse> list_reservations();
   JobEvents& events() { return events_; }
@@ -89,15 +89,15 @@ class Leader {
     // After a leader restart: a node that ran jobs is awaited; if it does not
     // say Hello within node_down_after_ms it is declared down like a silent node.
     bool awaited = false;
-    bool drained = false;     // hpcq drain: no new work until hpcq resume
+    bool drained = false;       // hpcq drain: no new work until hpcq resume
     bool unresponsive = false;  // up, but silent for node_unresponsive_after_ms: no new work
-    std::string reason;       // why it is drained or down
+    std::string reason;         // why it is drained or down
     bool checkpoint_capable = false;
     std::string checkpoint_reason;
   };
   struct JobEntry {
     job::Job job;
-    std::set<Rank> running_on;   // nodes that have not reported the end yet
+    std::set<Rank> running_on;                          // nodes that have not reported the end yet
     job::JobState outcome = job::JobState::kCompleted;  // worst end reported so far
     std::string outcome_reason;
     bool cancel_requested = false;
@@ -106,7 +106,7 @@ class Leader {
     // end), since the overlay may drop them while the tree heals.
     std::shared_ptr<const overlay::Launch> launch;
     std::set<Rank> started_on;
-    TimeUs sent_at = 0;  // the last Launch or Kill sent
+    TimeUs sent_at = 0;     // the last Launch or Kill sent
     bool launched = false;  // the Launch went out (after the start's commit)
     // Nodes whose part of the allocation is taken in the pool. All of them
     // once started; after a leader restart, each as its agent confirms it.
@@ -132,8 +132,8 @@ class Leader {
     // Pending: the next start restores this checkpoint (its directory):
     // the last one, if it took the job off its nodes and was not restored.
     std::string restore_from;
-    bool restoring = false;  // this attempt was started from restore_from
-    std::string restored_image;  // ... and this was its image
+    bool restoring = false;        // this attempt was started from restore_from
+    std::string restored_image;    // ... and this was its image
     std::vector<Rank> restore_to;  // the restore's nodes (migrate --to), ascending; empty: any
     // Every run of the job, oldest first; the last is open while it runs.
     std::vector<v1::Placement> placements;
@@ -150,7 +150,7 @@ class Leader {
       std::set<Rank> added;         // expand: launched, awaiting STARTED before the notice
       bool notified = false;        // the Resize went to the first node
       bool forced = false;          // a node died: the allocation shrank already; tell only
-      TimeUs deadline = 0;          // past it, the outcome is timed_out (or failed before the notice)
+      TimeUs deadline = 0;  // past it, the outcome is timed_out (or failed before the notice)
       std::shared_ptr<std::promise<Result<v1::ResizeRecord>>> promise;  // hpcq resize
     };
     std::optional<Resizing> resizing;

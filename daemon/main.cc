@@ -32,7 +32,8 @@ hpcq::Result<std::string> read_pem(const std::string& path, bool secret) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return hpcq::not_found(path + ": cannot read");
   if (secret && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    return hpcq::invalid_argument(path + ": a private key must not be readable by others (chmod 600)");
+    return hpcq::invalid_argument(path +
+                                  ": a private key must not be readable by others (chmod 600)");
   }
   std::ifstream in(path);
   std::stringstream text;
@@ -54,8 +55,7 @@ hpcq::Status add_tcp_listener(const hpcq::ClusterConfig& config, grpc::ServerBui
     auto ca = read_pem(config.api_tls_client_ca, false);
     if (!ca.is_ok()) return ca.status();
     options.pem_root_certs = *ca;
-    options.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   builder.AddListeningPort(config.api_listen, grpc::SslServerCredentials(options), port);
   return hpcq::Status::ok();
@@ -144,7 +144,7 @@ int run(const std::string& config_path, const std::string& socket_override) {
   (*leader)->events().close();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (signal_thread.joinable()) {
-    union sigval v{};
+    union sigval v {};
     sigqueue(getpid(), SIGTERM, v);  // wake the signal thread if the loop stopped on its own
     signal_thread.join();
   }

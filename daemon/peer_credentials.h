@@ -31,8 +31,8 @@ struct Caller {
   uid_t uid = 0;
   gid_t gid = 0;
   pid_t pid = 0;
-  bool admin = false;        // an admin user or group of hpcq.toml ([api] admin_*)
-  std::string portal;        // the portal's name, for calls over TCP
+  bool admin = false;  // an admin user or group of hpcq.toml ([api] admin_*)
+  std::string portal;  // the portal's name, for calls over TCP
   bool is_admin() const { return uid == 0 || admin; }
 };
 

@@ -16,8 +16,8 @@ constexpr std::size_t kMaxNameLength = 64;
 bool good_name(const std::string& name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -55,7 +55,8 @@ Result<Reservation> reservation_from_request(
   }
   r.start = request.start_us();
   r.end = request.end_us();
-  if (r.end <= r.start) return invalid_argument("--duration: the reservation must end after it starts");
+  if (r.end <= r.start)
+    return invalid_argument("--duration: the reservation must end after it starts");
   if (r.end <= now) return invalid_argument("--start: the reservation would already be over");
   for (const std::string& user : request.users()) {
     auto uid = resolve_user(user);
@@ -85,7 +86,7 @@ v1::Reservation to_proto(const Reservation& r) {
 }
 
 std::string encode_reservation(const Reservation& r) {
-  return json{{"name", r.name},   {"nodes", r.nodes}, {"start", r.start}, {"end", r.end},
+  return json{{"name", r.name},   {"nodes", r.nodes}, {"start", r.start},      {"end", r.end},
               {"users", r.users}, {"uids", r.uids},   {"accounts", r.accounts}}
       .dump();
 }

@@ -19,15 +19,15 @@ std::string names_of(const std::vector<T>& items, NameOf name_of) {
 const QueueConfig* find_queue(const SitePolicy& site, const std::string& name) {
   if (site.queues.empty()) return nullptr;
   const std::string& wanted =
-      !name.empty() ? name : (!site.default_queue.empty() ? site.default_queue : site.queues[0].name);
+      !name.empty() ? name
+                    : (!site.default_queue.empty() ? site.default_queue : site.queues[0].name);
   for (const auto& q : site.queues) {
     if (q.name == wanted) return &q;
   }
   return nullptr;
 }
 
-Status apply_time_limit(const ClusterConfig& config, const QueueConfig* queue,
-                        job::JobSpec& spec) {
+Status apply_time_limit(const ClusterConfig& config, const QueueConfig* queue, job::JobSpec& spec) {
   const std::int64_t queue_max = queue != nullptr ? queue->limits.max_time_limit_s : 0;
   const std::int64_t leader_max = config.max_time_limit_s;
   // The tighter of the two maxima that are set (0: none).
@@ -63,18 +63,15 @@ Status apply_account(const SitePolicy& site, std::uint32_t uid, job::JobSpec& sp
     if (!associations.empty()) spec.account = associations.front()->account;
     return Status::ok();
   }
-  const bool known =
-      spec.account == "root" ||
-      std::any_of(site.accounts.begin(), site.accounts.end(),
-                  [&](const AccountConfig& a) { return a.name == spec.account; });
+  const bool known = spec.account == "root" ||
+                     std::any_of(site.accounts.begin(), site.accounts.end(),
+                                 [&](const AccountConfig& a) { return a.name == spec.account; });
   if (!known) {
-    return invalid_argument("--account: unknown account '" + spec.account + "'" +
-                            (site.accounts.empty()
-                                 ? " (no accounts are configured)"
-                                 : " (known: " +
-                                       names_of(site.accounts,
-                                                [](const auto& a) { return a.name; }) +
-                                       ")"));
+    return invalid_argument(
+        "--account: unknown account '" + spec.account + "'" +
+        (site.accounts.empty()
+             ? " (no accounts are configured)"
+             : " (known: " + names_of(site.accounts, [](const auto& a) { return a.name; }) + ")"));
   }
   if (!associations.empty() &&
       std::none_of(associations.begin(), associations.end(),
@@ -109,15 +106,13 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool 
   }
   HPCQ_RETURN_IF_ERROR(apply_time_limit(config, queue, spec));
   HPCQ_RETURN_IF_ERROR(apply_account(site, uid, spec));
-  if (!spec.qos.empty() &&
-      std::none_of(site.qos.begin(), site.qos.end(),
-                   [&](const QosConfig& q) { return q.name == spec.qos; })) {
+  if (!spec.qos.empty() && std::none_of(site.qos.begin(), site.qos.end(),
+                                        [&](const QosConfig& q) { return q.name == spec.qos; })) {
     return invalid_argument("--qos: unknown qos '" + spec.qos + "'" +
-                            (site.qos.empty()
-                                 ? " (no QOS levels are configured)"
-                                 : " (known: " +
-                                       names_of(site.qos, [](const auto& q) { return q.name; }) +
-                                       ")"));
+                            (site.qos.empty() ? " (no QOS levels are configured)"
+                                              : " (known: " + names_of(site.qos, [](const auto& q) {
+                                                  return q.name;
+                                                }) + ")"));
   }
   if (spec.priority > 0 && !is_admin) {
     return permission_denied("--priority: only an admin may raise a job's priority (" +

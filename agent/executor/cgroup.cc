@@ -23,7 +23,6 @@ namespace {
 constexpr long kCgroup2SuperMagic = 0x63677270;  // linux/magic.h CGROUP2_SUPER_MAGIC
 const char* const kV1Controllers[] = {"cpuset", "memory", "pids", "freezer"};
 
-
 // Cgroup files take one write(2) per value; a short or failed write is an error.
 Status write_file(const std::string& path, const std::string& value) {
   int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -157,10 +156,11 @@ Result<JobCgroup> JobCgroup::create_child(const std::string& name,
     if (created) made.push_back(dir);
     const bool v1 = version_ == CgroupVersion::kV1;
     const bool has_cpuset = !v1 || std::filesystem::exists(dir + "/cpuset.cpus");
-    const bool has_memory = std::filesystem::exists(dir + (v1 ? "/memory.limit_in_bytes"
-                                                              : "/memory.max"));
+    const bool has_memory =
+        std::filesystem::exists(dir + (v1 ? "/memory.limit_in_bytes" : "/memory.max"));
     if (has_cpuset) {
-      if (!limits.cpus.empty()) s = write_file(dir + "/cpuset.cpus", resource::format_cpu_list(limits.cpus));
+      if (!limits.cpus.empty())
+        s = write_file(dir + "/cpuset.cpus", resource::format_cpu_list(limits.cpus));
       if (s.is_ok() && !limits.mems.empty()) {
         s = write_file(dir + "/cpuset.mems", resource::format_cpu_list(limits.mems));
       }
@@ -330,8 +330,9 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
     }
     Status s;
     if (controller == "cpuset") {
-      s = limits.cpus.empty() ? Status::ok()
-                              : write_file(dir + "/cpuset.cpus", resource::format_cpu_list(limits.cpus));
+      s = limits.cpus.empty()
+              ? Status::ok()
+              : write_file(dir + "/cpuset.cpus", resource::format_cpu_list(limits.cpus));
       if (s.is_ok() && !limits.mems.empty()) {
         s = write_file(dir + "/cpuset.mems", resource::format_cpu_list(limits.mems));
       }

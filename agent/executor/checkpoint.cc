@@ -165,7 +165,8 @@ Result<CriuRun> run_tool(const std::string& binary, const std::vector<std::strin
       }
       // Killed with us (our time limit).
       prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+      if (unshare(CLONE_NEWNS) != 0 ||
+          mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
           mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
         static const char kNs[] = "cannot mount the job's /proc\n";
         ssize_t ignored = write(2, kNs, sizeof kNs - 1);
@@ -231,7 +232,8 @@ Result<CriuRun> run_tool(const std::string& binary, const std::vector<std::strin
 }
 
 Result<CriuRun> run_criu(const CriuInfo& criu, const std::vector<std::string>& args,
-                         const std::vector<std::string>& cgroup_dirs, std::chrono::seconds timeout) {
+                         const std::vector<std::string>& cgroup_dirs,
+                         std::chrono::seconds timeout) {
   return run_tool(criu.binary, args, cgroup_dirs, timeout);
 }
 
@@ -330,8 +332,8 @@ Result<CriuInfo> probe_criu(const std::string& binary) {
     return failed_precondition("no '" + name + "' in PATH (install it with .ci/install-criu)");
   }
   if (access(info.binary.c_str(), X_OK) != 0) {
-    return failed_precondition("CRIU '" + info.binary + "' is not executable: " +
-                               errno_text(errno));
+    return failed_precondition("CRIU '" + info.binary +
+                               "' is not executable: " + errno_text(errno));
   }
   auto version = run_criu(info, {"--version"}, {}, std::chrono::seconds(30));
   if (!version.is_ok()) return version.status();
@@ -355,9 +357,9 @@ Result<CriuInfo> probe_criu(const std::string& binary) {
   if (!check.is_ok()) return check.status();
   if (check->exit_code != 0) {
     std::string why = last_nonempty_line(check->output);
-    return failed_precondition("'" + info.binary + " check' failed: " +
-                               (why.empty() ? "exit code " + std::to_string(check->exit_code)
-                                            : why));
+    return failed_precondition(
+        "'" + info.binary +
+        " check' failed: " + (why.empty() ? "exit code " + std::to_string(check->exit_code) : why));
   }
   return info;
 }
@@ -433,11 +435,11 @@ Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout) {
     return sleeper.status();
   }
   // Without --leave-running: a dump that works kills the sleep itself.
-  auto run = run_criu(criu,
-                      {"dump", "--tree", std::to_string(*sleeper), "--images-dir", dir,
-                       "--work-dir", dir, "--log-file", "dump.log", "-v4",
-                       "--manage-cgroups=ignore"},
-                      {}, timeout);
+  auto run =
+      run_criu(criu,
+               {"dump", "--tree", std::to_string(*sleeper), "--images-dir", dir, "--work-dir", dir,
+                "--log-file", "dump.log", "-v4", "--manage-cgroups=ignore"},
+               {}, timeout);
   kill(*sleeper, SIGKILL);
   while (waitpid(*sleeper, nullptr, 0) < 0 && errno == EINTR) {
   }
@@ -448,10 +450,10 @@ Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout) {
     // What this kernel does (a dump that works takes well under a second).
     struct utsname host {};
     uname(&host);
-    verdict = failed_precondition("CRIU " + criu.version + " " + kKernelCannotDump + " (" +
-                                  host.release +
-                                  "; `criu check` passes): a trial dump of a sleep hung for " +
-                                  std::to_string(timeout.count()) + " s");
+    verdict =
+        failed_precondition("CRIU " + criu.version + " " + kKernelCannotDump + " (" + host.release +
+                            "; `criu check` passes): a trial dump of a sleep hung for " +
+                            std::to_string(timeout.count()) + " s");
   } else if (run->exit_code != 0) {
     verdict = failed_precondition(
         "CRIU " + criu.version + " failed a trial dump of a sleep: " +
@@ -538,28 +540,17 @@ Status criu_dump(const CriuInfo& criu, const CriuDump& dump) {
 Result<pid_t> criu_restore(const CriuInfo& criu, const CriuRestore& restore) {
   struct stat st {};
   if (stat((restore.image_dir + "/inventory.img").c_str(), &st) != 0) {
-    return not_found("no CRIU images in " + restore.image_dir + " (inventory.img: " +
-                     errno_text(errno) + ")");
+    return not_found("no CRIU images in " + restore.image_dir +
+                     " (inventory.img: " + errno_text(errno) + ")");
   }
   const std::string pidfile = restore.image_dir + "/restore.pid";
   unlink(pidfile.c_str());
-  const std::vector<std::string> args = {"restore",
-                                         "--images-dir",
-                                         restore.image_dir,
-                                         "--work-dir",
-                                         restore.image_dir,
-                                         "--log-file",
-                                         "restore.log",
-                                         "-v4",
-                                         "--manage-cgroups=ignore",
-                                         // The job's mount namespace (its own
-                                         // /proc) is rebuilt on the node's root.
-                                         "--root",
-                                         "/",
-                                         "--restore-detached",
-                                         "--restore-sibling",
-                                         "--pidfile",
-                                         "restore.pid"};
+  const std::vector<std::string> args = {
+      "restore", "--images-dir", restore.image_dir, "--work-dir", restore.image_dir, "--log-file",
+      "restore.log", "-v4", "--manage-cgroups=ignore",
+      // The job's mount namespace (its own
+      // /proc) is rebuilt on the node's root.
+      "--root", "/", "--restore-detached", "--restore-sibling", "--pidfile", "restore.pid"};
   // The restored root becomes our child (CLONE_PARENT); if the restore then
   // fails it is left to us to kill and reap. Our children before the run
   // tell it apart from any other.
@@ -593,9 +584,9 @@ Result<pid_t> criu_restore(const CriuInfo& criu, const CriuRestore& restore) {
 }
 
 Status runc_dump(const CriuInfo& criu, const RuncDump& dump) {
-  std::vector<std::string> args = {"--criu",       criu.binary, "--root",      dump.state_root,
-                                   "checkpoint",   "--image-path", dump.image_dir, "--work-path",
-                                   dump.image_dir};
+  std::vector<std::string> args = {"--criu",        criu.binary,   "--root",
+                                   dump.state_root, "checkpoint",  "--image-path",
+                                   dump.image_dir,  "--work-path", dump.image_dir};
   if (dump.leave_running) args.push_back("--leave-running");
   args.push_back(dump.container);
   const std::string log = dump.image_dir + "/dump.log";

@@ -124,11 +124,11 @@ class HostCriuLock {
 // `runc run` there, with that namespace's /proc), so runc checkpoint runs
 // in that namespace too, with a /proc of its own.
 struct RuncDump {
-  std::string runc;          // runc binary, absolute
-  std::string state_root;    // runc --root
-  std::string container;     // container id
-  pid_t namespace_of = -1;   // a host PID in the job's PID namespace (its shell)
-  std::string image_dir;     // must exist; images and dump.log go here
+  std::string runc;           // runc binary, absolute
+  std::string state_root;     // runc --root
+  std::string container;      // container id
+  pid_t namespace_of = -1;    // a host PID in the job's PID namespace (its shell)
+  std::string image_dir;      // must exist; images and dump.log go here
   bool leave_running = true;  // false: CRIU kills the container once dumped
   std::chrono::seconds timeout{600};
 };

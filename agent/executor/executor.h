@@ -34,8 +34,8 @@ struct CheckpointOutcome;
 
 struct CheckpointResult {
   std::string image_dir;
-  bool stopped = false;          // then == kStop: the job no longer runs here
-  double dump_seconds = 0;       // wall time of `criu dump` (freeze, write, resume/kill)
+  bool stopped = false;           // then == kStop: the job no longer runs here
+  double dump_seconds = 0;        // wall time of `criu dump` (freeze, write, resume/kill)
   std::uint64_t image_bytes = 0;  // size of the images
 };
 
@@ -88,8 +88,7 @@ class Executor {
   // wait_fds() becomes readable; on error the job still runs here,
   // untouched. While it runs, the job is not reaped, not timed out, and
   // cancel() refuses it (kFailedPrecondition: ask again later).
-  virtual Status begin_checkpoint(JobId id, const std::string& image_dir,
-                                  CheckpointThen then) = 0;
+  virtual Status begin_checkpoint(JobId id, const std::string& image_dir, CheckpointThen then) = 0;
   // Non-blocking: the checkpoints that have ended since the last call.
   virtual std::vector<CheckpointOutcome> finished_checkpoints() = 0;
   // Begins restoring the job from `image_dir` (written by a checkpoint here

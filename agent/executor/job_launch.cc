@@ -11,14 +11,10 @@ using nlohmann::json;
 
 const char* exit_kind_name(ExitKind kind) {
   switch (kind) {
-    case ExitKind::kCompleted:
-      return "completed";
-    case ExitKind::kFailed:
-      return "failed";
-    case ExitKind::kCancelled:
-      return "cancelled";
-    case ExitKind::kTimeout:
-      return "timeout";
+    case ExitKind::kCompleted: return "completed";
+    case ExitKind::kFailed: return "failed";
+    case ExitKind::kCancelled: return "cancelled";
+    case ExitKind::kTimeout: return "timeout";
   }
   return "unknown";
 }

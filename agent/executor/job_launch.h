@@ -24,19 +24,19 @@
 namespace hpcq::agent {
 
 struct TaskSpec {
-  int rank = 0;                // global task rank (HPCQ_TASK_RANK)
-  std::vector<int> host_cpus;  // host CPU ids this task is bound to (sched_setaffinity)
-  std::string logical_cpus;    // e.g. "4-5": exported as HPCQ_CPUS
+  int rank = 0;                            // global task rank (HPCQ_TASK_RANK)
+  std::vector<int> host_cpus;              // host CPU ids this task is bound to (sched_setaffinity)
+  std::string logical_cpus;                // e.g. "4-5": exported as HPCQ_CPUS
   std::map<std::string, std::string> env;  // this task's own (CUDA_VISIBLE_DEVICES, ...)
-  int worker = 0;              // index in JobLaunch::workers
+  int worker = 0;                          // index in JobLaunch::workers
 };
 
 // One worker (container) of the job on this node: its tasks share a cgroup
 // (and, for an image job, one OCI container) with these limits. A job that
 // the scheduler did not split has one worker per node, the node's whole part.
 struct WorkerSpec {
-  int id = 0;     // the worker's id within the job (the scheduler's)
-  int group = 0;  // its task group
+  int id = 0;                             // the worker's id within the job (the scheduler's)
+  int group = 0;                          // its task group
   std::vector<int> host_cpus, host_mems;  // cpuset.cpus / cpuset.mems
   std::uint64_t memory_limit_bytes = 0;   // 0: no limit of its own
   // Filled by the executor: the directories of the worker's own cgroup (one

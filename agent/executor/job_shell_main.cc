@@ -487,7 +487,8 @@ int main(int argc, char** argv) {
 #ifdef HPCQ_CONTAINER_SHELL
   const bool usage_ok = argc == 2;  // runc gives the container its own /proc
 #else
-  const bool usage_ok = argc == 2 || (argc == 3 && std::string(argv[2]) == hpcq::agent::kOwnProcFlag);
+  const bool usage_ok =
+      argc == 2 || (argc == 3 && std::string(argv[2]) == hpcq::agent::kOwnProcFlag);
 #endif
   if (!usage_ok) {
     fprintf(stderr, "usage: hpcq-job-shell JOB_DIR (started by hpcq-agent)\n");

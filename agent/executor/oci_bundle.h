@@ -23,16 +23,16 @@ namespace hpcq::agent {
 inline constexpr const char* kContainerShell = "/.hpcq/shell";
 
 struct OciContainer {
-  std::string rootfs;                 // absolute
-  std::vector<std::string> args;      // the container's init and its arguments
-  std::vector<std::string> env;       // "K=V"
+  std::string rootfs;             // absolute
+  std::vector<std::string> args;  // the container's init and its arguments
+  std::vector<std::string> env;   // "K=V"
   std::uint32_t uid = 0, gid = 0;
   std::vector<std::uint32_t> additional_gids;
-  std::string cgroups_path;           // e.g. "/hpcq/rank-1/job-5/worker-0"
-  std::vector<int> cpus, mems;        // host ids
-  std::uint64_t memory_limit_bytes = 0;  // 0: none
-  std::int64_t pids_limit = 0;           // 0: none
-  std::string shell_binary;           // host path, bound read-only at kContainerShell
+  std::string cgroups_path;                  // e.g. "/hpcq/rank-1/job-5/worker-0"
+  std::vector<int> cpus, mems;               // host ids
+  std::uint64_t memory_limit_bytes = 0;      // 0: none
+  std::int64_t pids_limit = 0;               // 0: none
+  std::string shell_binary;                  // host path, bound read-only at kContainerShell
   std::vector<std::string> read_only_dirs;   // bound at the same path, read-only
   std::vector<std::string> writable_dirs;    // bound at the same path, read-write
   std::vector<std::string> read_only_files;  // e.g. /etc/hosts (bound where it exists)

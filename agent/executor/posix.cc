@@ -75,14 +75,16 @@ Status copy_job_dir(const std::string& from, const std::string& to) {
   fs::create_directories(to, ec);
   if (ec) return internal_error("create " + to + ": " + ec.message());
   struct stat st {};
-  if (stat(from.c_str(), &st) != 0) return internal_error("stat " + from + ": " + errno_text(errno));
+  if (stat(from.c_str(), &st) != 0)
+    return internal_error("stat " + from + ": " + errno_text(errno));
   if (chmod(to.c_str(), st.st_mode & 07777) != 0 || chown(to.c_str(), st.st_uid, st.st_gid) != 0) {
     return internal_error("chmod/chown " + to + ": " + errno_text(errno));
   }
   for (const auto& entry : fs::directory_iterator(from, ec)) {
     const std::string src = entry.path().string();
     const std::string dst = to + "/" + entry.path().filename().string();
-    if (lstat(src.c_str(), &st) != 0) return internal_error("stat " + src + ": " + errno_text(errno));
+    if (lstat(src.c_str(), &st) != 0)
+      return internal_error("stat " + src + ": " + errno_text(errno));
     if (S_ISDIR(st.st_mode)) {
       HPCQ_RETURN_IF_ERROR(copy_job_dir(src, dst));
       continue;

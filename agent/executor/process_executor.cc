@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <pwd.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -140,7 +140,8 @@ Result<std::unique_ptr<ProcessExecutor>> ProcessExecutor::create(ExecutorConfig 
   std::filesystem::permissions(jobs, std::filesystem::perms(0755), ec);
   if (ec) return internal_error("chmod " + jobs + ": " + ec.message());
   int notify[2];
-  if (pipe2(notify, O_CLOEXEC | O_NONBLOCK) != 0) return internal_error("pipe: " + errno_text(errno));
+  if (pipe2(notify, O_CLOEXEC | O_NONBLOCK) != 0)
+    return internal_error("pipe: " + errno_text(errno));
   return std::unique_ptr<ProcessExecutor>(
       new ProcessExecutor(std::move(config), std::move(hierarchy).value(), notify));
 }
@@ -178,9 +179,9 @@ Status ProcessExecutor::prepare_workers(JobLaunch& l, Job& j) const {
     if (!l.image.empty()) {
       HPCQ_RETURN_IF_ERROR(prepare_container(l, w, j));
     } else if (own_cgroups) {
-      auto child = j.cgroup.create_child("worker-" + std::to_string(worker.id),
-                                         {worker.host_cpus, worker.host_mems,
-                                          worker.memory_limit_bytes});
+      auto child =
+          j.cgroup.create_child("worker-" + std::to_string(worker.id),
+                                {worker.host_cpus, worker.host_mems, worker.memory_limit_bytes});
       if (!child.is_ok()) return child.status();
       worker.cgroup_dirs = child->dirs();
     }
@@ -280,19 +281,18 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
   worker.results = inside.results;
   const std::string id = container_id(l.id, worker.id);
   if (restore_images.empty()) {
-    worker.command = {config_.runc_path, "--root", files.oci_dir + "/state", "run", "--bundle",
-                      dir, id};
+    worker.command = {
+        config_.runc_path, "--root", files.oci_dir + "/state", "run", "--bundle", dir, id};
     return Status::ok();
   }
   const std::string work = restore_work_dir(files, worker.id);
   if (mkdir(work.c_str(), 0700) != 0) {
     return internal_error("create " + work + ": " + errno_text(errno));
   }
-  worker.command = {config_.runc_path, "--criu",      criu_.binary, "--root",
-                    files.oci_dir + "/state",         "restore",    "--image-path",
-                    restore_images,                   "--work-path", work,
-                    "--pid-file",                     work + "/pid", "--bundle",
-                    dir,                              id};
+  worker.command = {
+      config_.runc_path, "--criu",       criu_.binary,   "--root",      files.oci_dir + "/state",
+      "restore",         "--image-path", restore_images, "--work-path", work,
+      "--pid-file",      work + "/pid",  "--bundle",     dir,           id};
   return Status::ok();
 }
 
@@ -518,8 +518,8 @@ Status ProcessExecutor::signal(JobId id, int signo) {
   Job& job = it->second;
   if (poll_exit(job)) return failed_precondition("job " + std::to_string(id) + " already ended");
   if (signal_pidfd(job.pidfd, signo) != 0) {
-    return internal_error("job " + std::to_string(id) + ": signal " + std::to_string(signo) +
-                          ": " + errno_text(errno));
+    return internal_error("job " + std::to_string(id) + ": signal " + std::to_string(signo) + ": " +
+                          errno_text(errno));
   }
   return Status::ok();
 }
@@ -843,8 +843,9 @@ Status ProcessExecutor::prepare_restore(const JobLaunch& l, const std::string& i
     const std::string stale = job.dir + ".stale";
     fs::remove_all(stale, ec);
     fs::rename(job.dir, stale, ec);
-    if (ec) return internal_error("moving the stale job directory " + job.dir + " aside: " +
-                                  ec.message());
+    if (ec)
+      return internal_error("moving the stale job directory " + job.dir +
+                            " aside: " + ec.message());
     spdlog::warn("job {}: a stale job directory was in the way of the restore: removed", job.id);
     fs::remove_all(stale, ec);
   }
@@ -858,8 +859,7 @@ Status ProcessExecutor::prepare_restore(const JobLaunch& l, const std::string& i
     unlink(files.hostfile.c_str());
     HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, l.hostfile, 0644, 0, 0));
   }
-  auto cgroup =
-      hierarchy_.create_job(config_.instance, l.id, job_limits(l));
+  auto cgroup = hierarchy_.create_job(config_.instance, l.id, job_limits(l));
   if (!cgroup.is_ok()) return cgroup.status();
   job.cgroup = std::move(cgroup).value();
   return Status::ok();
@@ -977,9 +977,9 @@ Status ProcessExecutor::finish_restore(JobId id) {
   // cannot take children: the restore fails and the job starts again.
   for (WorkerSpec& worker : l.workers) {
     if (l.workers.size() < 2) break;
-    auto child = j.cgroup.create_child("worker-" + std::to_string(worker.id),
-                                       {worker.host_cpus, worker.host_mems,
-                                        worker.memory_limit_bytes});
+    auto child =
+        j.cgroup.create_child("worker-" + std::to_string(worker.id),
+                              {worker.host_cpus, worker.host_mems, worker.memory_limit_bytes});
     if (!child.is_ok()) {
       kill(root, SIGKILL);
       waitpid(root, nullptr, 0);
@@ -1068,8 +1068,8 @@ void ProcessExecutor::run_container_restore(Restore& r) {
       return;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      r.status = unavailable("runc restore ran past " + std::to_string(r.criu.timeout.count()) +
-                             " s");
+      r.status =
+          unavailable("runc restore ran past " + std::to_string(r.criu.timeout.count()) + " s");
       return;
     }
   }

@@ -34,15 +34,14 @@
 //            reaps the shell, removes the cgroups and job dir and forgets the
 //            job (reap() does not report it).
 //   restore: (begin_restore: CRIU on a thread, as dumps; the rest on the
-//            caller's thread in finished_restores) the job directory comes back at the path it had (the shell and
-//            the tasks hold files there by path; every node has the same
-//            state dir in a real cluster) with the new launch.json/hostfile;
-//            new cgroups with the new cpuset and memory limit; `criu restore`
-//            runs inside them, so the tree is born there, as a child of this
-//            process (--restore-sibling); then, frozen, every thread of every
-//            task is pinned (sched_setaffinity) to its new task's CPUs (a
-//            process belongs to the task whose HPCQ_LOCAL_TASK its ancestor
-//            below the shell has). From there on it is like a launched job.
+//            caller's thread in finished_restores) the job directory comes back at the path it had
+//            (the shell and the tasks hold files there by path; every node has the same state dir
+//            in a real cluster) with the new launch.json/hostfile; new cgroups with the new cpuset
+//            and memory limit; `criu restore` runs inside them, so the tree is born there, as a
+//            child of this process (--restore-sibling); then, frozen, every thread of every task is
+//            pinned (sched_setaffinity) to its new task's CPUs (a process belongs to the task whose
+//            HPCQ_LOCAL_TASK its ancestor below the shell has). From there on it is like a launched
+//            job.
 // A PID namespace whose init is a session leader is what CRIU needs to
 // checkpoint the whole job (DESIGN.md, "Executors"); the shell holds no pipe
 // or socket once its tasks have started.
@@ -66,9 +65,9 @@
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <thread>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/executor/cgroup.h"
@@ -86,10 +85,10 @@ struct ExecutorConfig {
   std::string state_dir;       // job dirs under <state_dir>/jobs/<id>/; job users must be able
                                // to traverse it (their script and hostfile live there)
   std::string job_shell_path;  // path of hpcq-job-shell
-  std::string container_shell_path;  // path of hpcq-container-shell (image jobs)
-  std::string runc_path = "runc";    // from PATH unless absolute
-  std::int64_t container_pids_limit = 32768;  // pids.max of each container
-  std::int64_t pids_per_core = 1024;          // pids.max of a job: this many per host CPU; 0: none
+  std::string container_shell_path;            // path of hpcq-container-shell (image jobs)
+  std::string runc_path = "runc";              // from PATH unless absolute
+  std::int64_t container_pids_limit = 32768;   // pids.max of each container
+  std::int64_t pids_per_core = 1024;           // pids.max of a job: this many per host CPU; 0: none
   TimeUs kill_grace = 5 * kUsPerSecond;        // time limit: from SIGTERM to SIGKILL
   std::string cgroup_root = "/sys/fs/cgroup";  // see CgroupHierarchy::detect
   std::string criu_path;                       // empty: "criu" from PATH (see probe_criu)
@@ -149,8 +148,7 @@ class ProcessExecutor final : public Executor {
   // failures, the first error of its log and the log's path.
   Status begin_checkpoint(JobId id, const std::string& image_dir, CheckpointThen then) override;
   std::vector<CheckpointOutcome> finished_checkpoints() override;
-  Status begin_restore(const JobLaunch& launch, const std::string& image_dir,
-                       TimeUs now) override;
+  Status begin_restore(const JobLaunch& launch, const std::string& image_dir, TimeUs now) override;
   std::vector<RestoreOutcome> finished_restores() override;
 
  private:
@@ -178,15 +176,15 @@ class ProcessExecutor final : public Executor {
     JobCgroup cgroup;
     JobCgroup shell_cgroup;  // where the shell goes: the job's, or its "shell" leaf
     bool image = false;      // runs in OCI containers
-    TimeUs deadline = 0;   // 0: no time limit
-    TimeUs term_sent = 0;  // when SIGTERM went out for the time limit
+    TimeUs deadline = 0;     // 0: no time limit
+    TimeUs term_sent = 0;    // when SIGTERM went out for the time limit
     bool kill_sent = false;
     bool cancelled = false;
     bool timed_out = false;
     bool exited = false;
-    bool checkpointing = false;  // a dump is in flight (dumps_)
+    bool checkpointing = false;   // a dump is in flight (dumps_)
     std::vector<int> worker_ids;  // an image job's containers, by worker id
-    int shell_code = 0;  // the shell's exit code (128 + signal when killed)
+    int shell_code = 0;           // the shell's exit code (128 + signal when killed)
     int shell_signal = 0;
     std::int64_t time_limit_s = 0;
   };

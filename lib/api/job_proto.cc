@@ -146,8 +146,8 @@ v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_
     a->set_ntasks(node.ntasks);
     a->set_first_task(node.first_task);
   }
-  p.set_stdout(job::expand_output_path(job.spec.output, job.id, job.spec.cwd,
-                                       job.spec.array_job_id, job.spec.array_task_id));
+  p.set_stdout(job::expand_output_path(job.spec.output, job.id, job.spec.cwd, job.spec.array_job_id,
+                                       job.spec.array_task_id));
   p.set_stderr(job::expand_output_path(job.spec.error.empty() ? job.spec.output : job.spec.error,
                                        job.id, job.spec.cwd, job.spec.array_job_id,
                                        job.spec.array_task_id));

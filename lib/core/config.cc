@@ -23,7 +23,8 @@ std::string where(const Table& v) {
 }
 
 // Throws nothing: every failure becomes a Status naming file:line and key.
-Status check_keys(const Table& table, const std::string& section, const std::set<std::string>& known) {
+Status check_keys(const Table& table, const std::string& section,
+                  const std::set<std::string>& known) {
   for (const auto& [key, value] : table.as_table()) {
     if (!known.count(key)) {
       return invalid_argument(where(value) + ": unknown key '" +
@@ -178,7 +179,8 @@ Status read_queue(const Table& t, QueueConfig& q, bool& is_default) {
                             ".preempt_mode' must be off, requeue, cancel or checkpoint");
   }
   HPCQ_RETURN_IF_ERROR(get(t, section, "migratable", q.migratable));
-  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "default_time_limit_s", q.default_time_limit_s));
+  HPCQ_RETURN_IF_ERROR(
+      get_non_negative(t, section, "default_time_limit_s", q.default_time_limit_s));
   auto& l = q.limits;
   HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_time_limit_s", l.max_time_limit_s));
   HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_running_jobs", l.max_running_jobs));
@@ -218,8 +220,8 @@ Status read_site(const Table& root, SitePolicy& site) {
     }
     if (is_default) {
       if (!site.default_queue.empty()) {
-        return invalid_argument(where(*t) + ": queues '" + site.default_queue + "' and '" +
-                                q.name + "' are both the default");
+        return invalid_argument(where(*t) + ": queues '" + site.default_queue + "' and '" + q.name +
+                                "' are both the default");
       }
       site.default_queue = q.name;
     }
@@ -315,9 +317,9 @@ Status read_api(const Table& root, ClusterConfig& c) {
   if (root.contains("api")) {
     const Table& t = root.at("api");
     if (!t.is_table()) return invalid_argument(where(t) + ": [api] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(
-        t, "api", {"listen", "tls_cert", "tls_key", "tls_client_ca", "max_message_bytes",
-                   "admin_users", "admin_groups"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(t, "api",
+                                    {"listen", "tls_cert", "tls_key", "tls_client_ca",
+                                     "max_message_bytes", "admin_users", "admin_groups"}));
     HPCQ_RETURN_IF_ERROR(get(t, "api", "admin_users", c.admin_users));
     HPCQ_RETURN_IF_ERROR(get(t, "api", "admin_groups", c.admin_groups));
     HPCQ_RETURN_IF_ERROR(get(t, "api", "listen", c.api_listen));
@@ -326,7 +328,8 @@ Status read_api(const Table& root, ClusterConfig& c) {
     HPCQ_RETURN_IF_ERROR(get(t, "api", "tls_client_ca", c.api_tls_client_ca));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "api", "max_message_bytes", c.api_max_message_bytes));
     if (!c.api_listen.empty() && (c.api_tls_cert.empty() || c.api_tls_key.empty())) {
-      return invalid_argument(where(t) + ": [api] listen needs tls_cert and tls_key (no plain TCP)");
+      return invalid_argument(where(t) +
+                              ": [api] listen needs tls_cert and tls_key (no plain TCP)");
     }
   }
   auto portals = tables_of(root, "portal");
@@ -344,8 +347,9 @@ Status read_api(const Table& root, ClusterConfig& c) {
     const bool hex = p.token_sha256.size() == 64 &&
                      p.token_sha256.find_first_not_of("0123456789abcdef") == std::string::npos;
     if (!hex) {
-      return invalid_argument(where(*t) + ": '" + section +
-                              ".token_sha256' must be 64 lowercase hex digits (printf %s TOKEN | sha256sum)");
+      return invalid_argument(
+          where(*t) + ": '" + section +
+          ".token_sha256' must be 64 lowercase hex digits (printf %s TOKEN | sha256sum)");
     }
     if (p.users.empty()) {
       return invalid_argument(where(*t) + ": '" + section + ".users' names nobody");
@@ -368,20 +372,21 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   ClusterConfig c;
   c.source = name;
   if (!root.is_table()) return invalid_argument(name + ": not a TOML table");
-  HPCQ_RETURN_IF_ERROR(check_keys(
-      root, "", {"overlay", "leader", "scheduler", "sched", "agent", "rank", "queue", "qos", "account",
-                 "user", "api", "portal"}));
+  HPCQ_RETURN_IF_ERROR(check_keys(root, "",
+                                  {"overlay", "leader", "scheduler", "sched", "agent", "rank",
+                                   "queue", "qos", "account", "user", "api", "portal"}));
 
   if (root.contains("overlay")) {
     const Table& t = root.at("overlay");
     if (!t.is_table()) return invalid_argument(where(t) + ": [overlay] must be a table");
-    HPCQ_RETURN_IF_ERROR(
-        check_keys(t, "overlay", {"fanout", "heartbeat_interval_ms", "node_unresponsive_after_ms",
-                                  "node_down_after_ms"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(
+        t, "overlay",
+        {"fanout", "heartbeat_interval_ms", "node_unresponsive_after_ms", "node_down_after_ms"}));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "overlay", "fanout", c.fanout));
-    HPCQ_RETURN_IF_ERROR(get_positive(t, "overlay", "heartbeat_interval_ms", c.heartbeat_interval_ms));
-    HPCQ_RETURN_IF_ERROR(get_positive(t, "overlay", "node_unresponsive_after_ms",
-                                      c.node_unresponsive_after_ms));
+    HPCQ_RETURN_IF_ERROR(
+        get_positive(t, "overlay", "heartbeat_interval_ms", c.heartbeat_interval_ms));
+    HPCQ_RETURN_IF_ERROR(
+        get_positive(t, "overlay", "node_unresponsive_after_ms", c.node_unresponsive_after_ms));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "overlay", "node_down_after_ms", c.node_down_after_ms));
     if (c.node_unresponsive_after_ms <= c.heartbeat_interval_ms ||
         c.node_down_after_ms <= c.node_unresponsive_after_ms) {
@@ -393,9 +398,9 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("leader")) {
     const Table& t = root.at("leader");
     if (!t.is_table()) return invalid_argument(where(t) + ": [leader] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(t, "leader", {"state_dir", "socket", "secret_key",
-                                                  "default_time_limit_s", "max_time_limit_s",
-                                                  "checkpoint_dir", "resize_timeout_ms"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(t, "leader",
+                                    {"state_dir", "socket", "secret_key", "default_time_limit_s",
+                                     "max_time_limit_s", "checkpoint_dir", "resize_timeout_ms"}));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "leader", "resize_timeout_ms", c.resize_timeout_ms));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "state_dir", c.state_dir));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "checkpoint_dir", c.checkpoint_dir));
@@ -410,9 +415,9 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("scheduler")) {
     const Table& t = root.at("scheduler");
     if (!t.is_table()) return invalid_argument(where(t) + ": [scheduler] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(t, "scheduler",
-                                    {"actions", "plugins", "queue_depth", "options",
-                                     "usage_half_life_s", "decision_log"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(
+        t, "scheduler",
+        {"actions", "plugins", "queue_depth", "options", "usage_half_life_s", "decision_log"}));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "scheduler", "queue_depth", c.queue_depth));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "actions", c.actions));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "plugins", c.plugins));
@@ -448,9 +453,9 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("agent")) {
     const Table& t = root.at("agent");
     if (!t.is_table()) return invalid_argument(where(t) + ": [agent] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(t, "agent", {"state_dir", "secret_key", "job_shell",
-                                                 "kill_grace_s", "resize_signal",
-                                                 "pids_per_core"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(t, "agent",
+                                    {"state_dir", "secret_key", "job_shell", "kill_grace_s",
+                                     "resize_signal", "pids_per_core"}));
     if (t.contains("resize_signal")) {
       std::string name;
       HPCQ_RETURN_IF_ERROR(get(t, "agent", "resize_signal", name));
@@ -470,9 +475,11 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   }
   HPCQ_RETURN_IF_ERROR(read_site(root, c.site));
   HPCQ_RETURN_IF_ERROR(read_api(root, c));
-  if (!root.contains("rank")) return invalid_argument(name + ": no [[rank]] entries (rank 0 is the leader)");
+  if (!root.contains("rank"))
+    return invalid_argument(name + ": no [[rank]] entries (rank 0 is the leader)");
   const Table& ranks = root.at("rank");
-  if (!ranks.is_array()) return invalid_argument(where(ranks) + ": 'rank' must be an array of tables ([[rank]])");
+  if (!ranks.is_array())
+    return invalid_argument(where(ranks) + ": 'rank' must be an array of tables ([[rank]])");
   std::set<std::string> names, endpoints;
   for (const Table& r : ranks.as_array()) {
     if (!r.is_table()) return invalid_argument(where(r) + ": each [[rank]] must be a table");
@@ -485,7 +492,8 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "topology", rc.topology));
     const std::string rank_name = "rank " + std::to_string(c.ranks.size());
     if (rc.name.empty()) return invalid_argument(where(r) + ": " + rank_name + " has no name");
-    if (rc.endpoint.empty()) return invalid_argument(where(r) + ": " + rank_name + " has no endpoint");
+    if (rc.endpoint.empty())
+      return invalid_argument(where(r) + ": " + rank_name + " has no endpoint");
     if (rc.public_key.size() != 40) {
       return invalid_argument(where(r) + ": " + rank_name + " needs a 40-character Z85 public_key");
     }
@@ -497,7 +505,8 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     }
     c.ranks.push_back(std::move(rc));
   }
-  if (c.ranks.empty()) return invalid_argument(name + ": no [[rank]] entries (rank 0 is the leader)");
+  if (c.ranks.empty())
+    return invalid_argument(name + ": no [[rank]] entries (rank 0 is the leader)");
   return c;
 }
 
@@ -509,7 +518,11 @@ Status check_utf8(const std::string& text, const std::string& name) {
   for (std::size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c == '\n') ++line;
-    std::size_t extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : 4;
+    std::size_t extra = c < 0x80           ? 0
+                        : (c >> 5) == 0x6  ? 1
+                        : (c >> 4) == 0xe  ? 2
+                        : (c >> 3) == 0x1e ? 3
+                                           : 4;
     bool valid = extra < 4 && i + extra < text.size() && !(c >= 0x80 && c < 0xc2) && c <= 0xf4;
     for (std::size_t k = 1; valid && k <= extra; ++k) {
       valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
@@ -521,7 +534,6 @@ Status check_utf8(const std::string& text, const std::string& name) {
   }
   return Status::ok();
 }
-
 
 // Nodes of a simulated cluster ([[nodes]] groups, in rank order).
 Result<SimClusterConfig> sim_cluster_from_toml(const Table& root, const std::string& name) {

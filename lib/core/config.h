@@ -32,7 +32,7 @@ struct PortalConfig {
   std::string name;
   std::string token_sha256;  // 64 lowercase hex digits
   std::vector<std::string> users;
-  double rate_per_s = 20;    // sustained; bursts up to twice this
+  double rate_per_s = 20;  // sustained; bursts up to twice this
 };
 
 struct ClusterConfig {
@@ -59,16 +59,17 @@ struct ClusterConfig {
   // and the same gRPC service over TCP with TLS, for portals.
   std::vector<std::string> admin_users;
   std::vector<std::string> admin_groups;
-  std::string api_listen;           // "HOST:PORT"; empty: the unix socket only
-  std::string api_tls_cert;         // PEM server certificate (chain)
-  std::string api_tls_key;          // PEM private key; must not be readable by others
-  std::string api_tls_client_ca;    // set: mutual TLS, clients need a certificate it signed
+  std::string api_listen;         // "HOST:PORT"; empty: the unix socket only
+  std::string api_tls_cert;       // PEM server certificate (chain)
+  std::string api_tls_key;        // PEM private key; must not be readable by others
+  std::string api_tls_client_ca;  // set: mutual TLS, clients need a certificate it signed
   int api_max_message_bytes = 4 << 20;
   std::vector<PortalConfig> portals;  // [[portal]]
   // [scheduler]
   std::vector<std::string> actions = {"allocate"};
   std::vector<std::string> plugins = {"fcfs"};
-  int queue_depth = 1000;  // pending jobs, in order, one cycle considers (Slurm's default_queue_depth)
+  int queue_depth =
+      1000;  // pending jobs, in order, one cycle considers (Slurm's default_queue_depth)
   // [scheduler.options]: "<action or plugin>.<option>" -> value (also written
   // as sub-tables: [scheduler.options.backfill] reservation_depth = 1).
   std::map<std::string, std::string> scheduler_options;

@@ -14,15 +14,15 @@ namespace hpcq {
 
 enum class Code {
   kOk = 0,
-  kInvalidArgument,    // the caller's input is malformed (exit 2 in the CLI)
-  kNotFound,           // no such job, node, file
+  kInvalidArgument,  // the caller's input is malformed (exit 2 in the CLI)
+  kNotFound,         // no such job, node, file
   kAlreadyExists,
-  kPermissionDenied,   // the caller may not act on this object
-  kFailedPrecondition, // the object is in the wrong state for the request
-  kUnavailable,        // a peer (daemon, agent) cannot be reached; retryable
-  kResourceExhausted,  // a limit was hit (request rate, message size); retry later
-  kUnauthenticated,    // who is calling is not known (missing or wrong token)
-  kInternal,           // a bug or an unexpected system error
+  kPermissionDenied,    // the caller may not act on this object
+  kFailedPrecondition,  // the object is in the wrong state for the request
+  kUnavailable,         // a peer (daemon, agent) cannot be reached; retryable
+  kResourceExhausted,   // a limit was hit (request rate, message size); retry later
+  kUnauthenticated,     // who is calling is not known (missing or wrong token)
+  kInternal,            // a bug or an unexpected system error
 };
 
 const char* code_name(Code code);
@@ -61,7 +61,7 @@ inline Status internal_error(std::string msg) { return {Code::kInternal, std::mo
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool is_ok() const { return std::holds_alternative<T>(v_); }
@@ -85,8 +85,8 @@ class [[nodiscard]] Result {
 }  // namespace hpcq
 
 // Returns the Status of `expr` from the enclosing function if it is not OK.
-#define HPCQ_RETURN_IF_ERROR(expr)              \
-  do {                                          \
-    ::hpcq::Status hpcq_status_ = (expr);       \
+#define HPCQ_RETURN_IF_ERROR(expr)                  \
+  do {                                              \
+    ::hpcq::Status hpcq_status_ = (expr);           \
     if (!hpcq_status_.is_ok()) return hpcq_status_; \
   } while (0)

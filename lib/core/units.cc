@@ -151,21 +151,11 @@ Result<std::int64_t> parse_duration_s(std::string_view text) {
   std::optional<std::int64_t> seconds;
   if (!text.empty()) {
     switch (lower(text.back())) {
-      case 's':
-        seconds = parse_flux_duration(text.substr(0, text.size() - 1), 1);
-        break;
-      case 'm':
-        seconds = parse_flux_duration(text.substr(0, text.size() - 1), kMinute);
-        break;
-      case 'h':
-        seconds = parse_flux_duration(text.substr(0, text.size() - 1), kHour);
-        break;
-      case 'd':
-        seconds = parse_flux_duration(text.substr(0, text.size() - 1), kDay);
-        break;
-      default:
-        seconds = parse_slurm_duration(text);
-        break;
+      case 's': seconds = parse_flux_duration(text.substr(0, text.size() - 1), 1); break;
+      case 'm': seconds = parse_flux_duration(text.substr(0, text.size() - 1), kMinute); break;
+      case 'h': seconds = parse_flux_duration(text.substr(0, text.size() - 1), kHour); break;
+      case 'd': seconds = parse_flux_duration(text.substr(0, text.size() - 1), kDay); break;
+      default: seconds = parse_slurm_duration(text); break;
     }
   }
   if (!seconds) return invalid_argument("bad duration " + quote(text));

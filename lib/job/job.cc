@@ -156,7 +156,8 @@ Status validate(const JobSpec& spec) {
                             " s, got " + std::to_string(spec.checkpoint_interval_s));
   }
   if (spec.workers > 0 && spec.profile.empty()) {
-    return invalid_argument("--workers: give --profile too (workers are how a profiled job is cut)");
+    return invalid_argument(
+        "--workers: give --profile too (workers are how a profiled job is cut)");
   }
   if ((spec.time_limit_s < 0 && spec.time_limit_s != JobSpec::kUnlimited) ||
       spec.time_limit_s > kMaxTimeLimitS) {
@@ -259,7 +260,8 @@ Result<std::vector<Dependency>> parse_dependencies(std::string_view text) {
       return invalid_argument("--dependency: " + quote(std::string(clause)) + " names no job");
     }
     for (std::size_t i = 1; i < parts.size(); ++i) {
-      const auto id = parse_number<JobId>(parts[i], JobId{std::numeric_limits<std::int64_t>::max()});
+      const auto id =
+          parse_number<JobId>(parts[i], JobId{std::numeric_limits<std::int64_t>::max()});
       if (!id || *id == 0) {
         return invalid_argument("--dependency: bad job id " + quote(std::string(parts[i])));
       }

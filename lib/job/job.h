@@ -62,25 +62,25 @@ inline constexpr int kMaxArraySize = 10'001;  // tasks per array
 Result<ArraySpec> parse_array(std::string_view text);
 
 struct JobSpec {
-  std::string name;                // -J; default: the command's basename
-  std::vector<std::string> argv;   // the command run by every task
-  std::string script;              // the batch script's text when submitted as a script
+  std::string name;               // -J; default: the command's basename
+  std::vector<std::string> argv;  // the command run by every task
+  std::string script;             // the batch script's text when submitted as a script
   resource::ResourceRequest request;
-  std::int64_t time_limit_s = 0;   // -t; 0: the queue's default; kUnlimited: the queue's maximum
+  std::int64_t time_limit_s = 0;  // -t; 0: the queue's default; kUnlimited: the queue's maximum
   static constexpr std::int64_t kUnlimited = -1;  // -t UNLIMITED, as Slurm's: the most allowed
-  std::string output;              // -o; %j expands to the job id; default hpcq-%j.out
-  std::string error;               // -e; default: same file as output
-  std::string queue;               // -q; empty: the default queue
-  std::string cwd;                 // -D; default: the submit directory
+  std::string output;                      // -o; %j expands to the job id; default hpcq-%j.out
+  std::string error;                       // -e; default: same file as output
+  std::string queue;                       // -q; empty: the default queue
+  std::string cwd;                         // -D; default: the submit directory
   std::map<std::string, std::string> env;  // the environment the tasks get
-  bool requeue = false;            // --requeue: requeue (not fail) on node failure
-  std::string account;             // -A; empty: the user's default account
-  std::string qos;                 // --qos
+  bool requeue = false;                    // --requeue: requeue (not fail) on node failure
+  std::string account;                     // -A; empty: the user's default account
+  std::string qos;                         // --qos
   // --priority: added to the scheduler's priority; above 0 for admins only,
   // so a user can only lower (nice) their own jobs.
   std::int32_t priority = 0;
   std::vector<Dependency> dependencies;  // -d/--dependency
-  std::string array;               // -a/--array as given ("0-99%10"); the leader expands it
+  std::string array;                     // -a/--array as given ("0-99%10"); the leader expands it
   // --profile cpu|memory|network (papers/000): with the scheduler's
   // "granularity" plugin, how many nodes and workers the ranks are cut
   // into; empty: none. --workers: the user's worker count (0: the policy's).
@@ -105,9 +105,9 @@ struct JobSpec {
   int max_nodes = 0;
   bool elastic = false;
   // Set by the leader on each task of an expanded array; 0/-1 otherwise.
-  JobId array_job_id = 0;          // the array's first job id (Slurm's %A)
-  int array_task_id = -1;          // this task's index (%a)
-  int array_max_running = 0;       // the array's throttle (%MAX)
+  JobId array_job_id = 0;     // the array's first job id (Slurm's %A)
+  int array_task_id = -1;     // this task's index (%a)
+  int array_max_running = 0;  // the array's throttle (%MAX)
 };
 
 // Checks the spec for internal consistency; the message names the option.
@@ -120,14 +120,14 @@ struct Job {
   std::string user;
   JobSpec spec;
   JobState state = JobState::kPending;
-  int exit_code = 0;    // the highest task exit code; 128+N for a signal
-  std::string reason;   // why it ended, or why it is pending (one line)
+  int exit_code = 0;   // the highest task exit code; 128+N for a signal
+  std::string reason;  // why it ended, or why it is pending (one line)
   resource::Allocation allocation;
   TimeUs submit_time = 0;
   TimeUs start_time = 0;
   TimeUs end_time = 0;
   int requeue_count = 0;
-  bool held = false;    // pending but not eligible until released (hpcq hold/release)
+  bool held = false;  // pending but not eligible until released (hpcq hold/release)
 };
 
 // Output path with %j replaced by the id, %A by the array's job id (the id

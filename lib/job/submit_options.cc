@@ -28,7 +28,8 @@ constexpr const char* kUsage =
     "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-    "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] [-w NODE[,NODE...]] [--json] "
+    "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] [-w "
+    "NODE[,NODE...]] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
 // ---- words of a directive line ----
@@ -305,14 +306,33 @@ struct OptionName {
   const char* long_name;
 };
 constexpr OptionName kValueOptions[] = {
-    {'N', "--nodes"}, {'n', "--ntasks"},   {'c', "--cpus-per-task"}, {0, "--mem"},
-    {'t', "--time"},  {'J', "--job-name"}, {'o', "--output"},        {'e', "--error"},
-    {'q', "--queue"}, {'D', "--chdir"},    {0, "--export"},          {'A', "--account"},
-    {0, "--qos"},     {0, "--priority"},   {'d', "--dependency"},    {'a', "--array"},
-    {0, "--gpus-per-node"}, {0, "--gpus-per-task"}, {0, "--mem-per-cpu"},
-    {'m', "--distribution"}, {0, "--cpu-bind"}, {0, "--numa-policy"},
-    {0, "--profile"}, {0, "--workers"}, {0, "--image"},
-    {0, "--checkpoint-interval"}, {'w', "--nodelist"},
+    {'N', "--nodes"},
+    {'n', "--ntasks"},
+    {'c', "--cpus-per-task"},
+    {0, "--mem"},
+    {'t', "--time"},
+    {'J', "--job-name"},
+    {'o', "--output"},
+    {'e', "--error"},
+    {'q', "--queue"},
+    {'D', "--chdir"},
+    {0, "--export"},
+    {'A', "--account"},
+    {0, "--qos"},
+    {0, "--priority"},
+    {'d', "--dependency"},
+    {'a', "--array"},
+    {0, "--gpus-per-node"},
+    {0, "--gpus-per-task"},
+    {0, "--mem-per-cpu"},
+    {'m', "--distribution"},
+    {0, "--cpu-bind"},
+    {0, "--numa-policy"},
+    {0, "--profile"},
+    {0, "--workers"},
+    {0, "--image"},
+    {0, "--checkpoint-interval"},
+    {'w', "--nodelist"},
 };
 
 const OptionName* find_value_option(std::string_view word) {

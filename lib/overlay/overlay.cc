@@ -93,8 +93,8 @@ Result<std::unique_ptr<Overlay>> Overlay::create(OverlayConfig config, EventLoop
       self->upstream_ = parent;
     }
   } catch (const zmq::error_t& e) {
-    return unavailable("overlay rank " + std::to_string(cfg.rank) + " (" +
-                       cfg.endpoints[cfg.rank] + "): " + e.what());
+    return unavailable("overlay rank " + std::to_string(cfg.rank) + " (" + cfg.endpoints[cfg.rank] +
+                       "): " + e.what());
   }
   Overlay* raw = self.get();
   self->loop_ = &loop;
@@ -164,11 +164,12 @@ void Overlay::detour_to(Rank ancestor) {
   // If that one does not answer either, go one level higher after a while.
   if (ancestor != 0) {
     const std::uint64_t generation = lost_generation_;
-    loop_->run_after(std::chrono::milliseconds(config_.heal_after_ms), [this, generation, ancestor] {
-      if (generation != lost_generation_ || parent_connected_ || upstream_ != ancestor) return;
-      if (detour_answered_) return;
-      detour_to(parent_of(ancestor, config_.fanout));
-    });
+    loop_->run_after(
+        std::chrono::milliseconds(config_.heal_after_ms), [this, generation, ancestor] {
+          if (generation != lost_generation_ || parent_connected_ || upstream_ != ancestor) return;
+          if (detour_answered_) return;
+          detour_to(parent_of(ancestor, config_.fanout));
+        });
   }
   detour_answered_ = false;
 }

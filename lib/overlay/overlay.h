@@ -44,7 +44,7 @@ namespace hpcq::overlay {
 struct OverlayConfig {
   Rank rank = 0;
   int fanout = 16;
-  std::vector<std::string> endpoints;  // by rank: where that rank's ROUTER binds
+  std::vector<std::string> endpoints;    // by rank: where that rank's ROUTER binds
   std::vector<std::string> public_keys;  // by rank: Z85 public key
   CurveKeyPair own_keys;
   int heal_after_ms = 2000;  // how long the parent may be gone before a detour

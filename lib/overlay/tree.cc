@@ -2,7 +2,9 @@
 
 namespace hpcq::overlay {
 
-Rank parent_of(Rank rank, int fanout) { return rank == 0 ? 0 : (rank - 1) / static_cast<Rank>(fanout); }
+Rank parent_of(Rank rank, int fanout) {
+  return rank == 0 ? 0 : (rank - 1) / static_cast<Rank>(fanout);
+}
 
 std::vector<Rank> children_of(Rank rank, int fanout, int size) {
   std::vector<Rank> children;

@@ -62,8 +62,10 @@ void ZapAuthenticator::serve(zmq::socket_t socket) {
         ++refused_;
         // A refused peer retries every few hundred ms: log each key once.
         if (logged.insert(z85).second) {
-          spdlog::warn("overlay: refused connection from {}: CURVE public key {} is not in the "
-                       "allow-list", address, z85);
+          spdlog::warn(
+              "overlay: refused connection from {}: CURVE public key {} is not in the "
+              "allow-list",
+              address, z85);
         }
       }
     } else {

@@ -45,7 +45,7 @@ struct ResourceRequest {
   int ntasks = 1;
   int cpus_per_task = 1;
   std::uint64_t mem_per_node_bytes = 0;  // 0: no memory request (no limit)
-  int gpus_per_node = 0;  // --gpus-per-node
+  int gpus_per_node = 0;                 // --gpus-per-node
   int gpus_per_task = 0;  // --gpus-per-task (a node then needs ntasks-on-node times this)
   // --mem-per-cpu: a node needs this times the cores it gives. Exclusive with
   // mem_per_node_bytes (check_request refuses both).
@@ -76,9 +76,9 @@ struct NodeAllocation {
   std::vector<int> cores;  // logical core ids, ntasks * cpus_per_task of them
   std::vector<int> numa;   // NUMA domains of those cores, ascending, unique
   std::uint64_t memory_bytes = 0;
-  std::vector<int> gpus;   // GPU indices on the node (hwloc's order)
+  std::vector<int> gpus;  // GPU indices on the node (hwloc's order)
   int ntasks = 0;
-  int first_task = 0;      // global rank of this node's first task
+  int first_task = 0;  // global rank of this node's first task
   // The job's workers on this node (the "granularity" plugin); empty when
   // the job is not split into workers. Informational: cores, ntasks and the
   // task layout above keep their meaning.

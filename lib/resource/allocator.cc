@@ -189,8 +189,8 @@ NodeAllocation place_on_node(const NodeState& node, int tasks, const ResourceReq
     for (std::size_t d = 0; d < ndomains; ++d) {
       raw[d] = static_cast<int>(cores[d].size());
       whole[d] = raw[d] / cpt;
-      local[d] = gpt > 0 ? std::min(whole[d], static_cast<int>(gpus.by_domain[d].size()) / gpt)
-                         : whole[d];
+      local[d] =
+          gpt > 0 ? std::min(whole[d], static_cast<int>(gpus.by_domain[d].size()) / gpt) : whole[d];
     }
     // gpus_per_node: GPUs from the fewest domains; cores near them when they fit.
     if (request.gpus_per_node > 0) {
@@ -427,8 +427,8 @@ int task_capacity(const ResourceRequest& request, const NodeState& node) {
   if (request.numa_policy == NumaPolicy::kSingleNumaNode) {
     const int ndomains = static_cast<int>(node.topology().numa.size());
     for (int d = 0; d < ndomains; ++d) {
-      const int avail = request.oversubscribe ? node.shareable_cores_in_numa(d)
-                                              : node.free_cores_in_numa(d);
+      const int avail =
+          request.oversubscribe ? node.shareable_cores_in_numa(d) : node.free_cores_in_numa(d);
       int here = avail / cpt;
       if (gpt > 0) here = std::min(here, node.free_gpus_in_numa(d) / gpt);
       cap += here;
@@ -440,8 +440,8 @@ int task_capacity(const ResourceRequest& request, const NodeState& node) {
   }
   if (request.mem_per_cpu_bytes > 0) {
     const std::uint64_t per_task = request.mem_per_cpu_bytes * static_cast<std::uint64_t>(cpt);
-    cap = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(cap),
-                                                   node.free_memory() / per_task));
+    cap = static_cast<int>(
+        std::min<std::uint64_t>(static_cast<std::uint64_t>(cap), node.free_memory() / per_task));
   }
   return cap;
 }
@@ -492,7 +492,8 @@ std::optional<Allocation> find_in(const ResourceRequest& request, std::size_t nc
   out.node_distribution = request.node_distribution;
   out.cpu_bind = request.cpu_bind;
   out.nodes.reserve(picks.size());
-  for (const Pick& pick : picks) out.nodes.push_back(place_on_node(node(pick.candidate), pick.tasks, request));
+  for (const Pick& pick : picks)
+    out.nodes.push_back(place_on_node(node(pick.candidate), pick.tasks, request));
   int first = 0;
   for (std::size_t i = 0; i < out.nodes.size(); ++i) {
     if (request.node_distribution == Distribution::kCyclic) {
@@ -510,8 +511,7 @@ std::optional<Allocation> find_in(const ResourceRequest& request, std::size_t nc
 std::optional<Allocation> find_allocation(const ResourceRequest& request,
                                           std::span<const NodeState* const> candidates) {
   return find_in(
-      request, candidates.size(),
-      [&](std::size_t i) -> const NodeState& { return *candidates[i]; },
+      request, candidates.size(), [&](std::size_t i) -> const NodeState& { return *candidates[i]; },
       [](std::size_t i, std::int64_t) { return i; });
 }
 
@@ -525,8 +525,7 @@ std::optional<Allocation> find_allocation(const ResourceRequest& request, const 
   }
   // Fewer free cores in the whole pool than the tasks need: no node set
   // holds them (a node holds at most free / cpus_per_task tasks).
-  if (static_cast<std::int64_t>(request.ntasks) * request.cpus_per_task >
-      pool.total_free_cores()) {
+  if (static_cast<std::int64_t>(request.ntasks) * request.cpus_per_task > pool.total_free_cores()) {
     return std::nullopt;
   }
   return find_in(request, nodes.size(), node, [&](std::size_t i, std::int64_t cores) {
@@ -581,7 +580,8 @@ std::vector<TaskPlacement> task_layout(const Allocation& allocation, std::size_t
     task.numa.erase(std::unique(task.numa.begin(), task.numa.end()), task.numa.end());
     std::sort(task.cpus.begin(), task.cpus.end());
     for (std::size_t k = j * gpt; k < (j + 1) * gpt && k < part.gpus.size(); ++k) {
-      if (part.gpus[k] >= 0 && part.gpus[k] < topology.num_gpus()) task.gpus.push_back(part.gpus[k]);
+      if (part.gpus[k] >= 0 && part.gpus[k] < topology.num_gpus())
+        task.gpus.push_back(part.gpus[k]);
     }
     out.push_back(std::move(task));
   }

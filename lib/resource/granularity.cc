@@ -6,12 +6,9 @@ namespace hpcq::resource {
 
 std::string_view profile_name(Profile profile) {
   switch (profile) {
-    case Profile::kCpu:
-      return "cpu";
-    case Profile::kMemory:
-      return "memory";
-    case Profile::kNetwork:
-      return "network";
+    case Profile::kCpu: return "cpu";
+    case Profile::kMemory: return "memory";
+    case Profile::kNetwork: return "network";
   }
   return "cpu";
 }
@@ -25,12 +22,9 @@ std::optional<Profile> parse_profile(std::string_view word) {
 
 std::string_view policy_name(GranularityPolicy policy) {
   switch (policy) {
-    case GranularityPolicy::kScale:
-      return "scale";
-    case GranularityPolicy::kGranularity:
-      return "granularity";
-    case GranularityPolicy::kNone:
-      return "none";
+    case GranularityPolicy::kScale: return "scale";
+    case GranularityPolicy::kGranularity: return "granularity";
+    case GranularityPolicy::kNone: return "none";
   }
   return "none";
 }
@@ -46,19 +40,19 @@ std::optional<GranularityPolicy> parse_policy(std::string_view word) {
 Result<Granularity> choose_granularity(const GranularityRequest& request) {
   if (request.ranks < 1 || request.nodes_available < 1 || request.cores_per_node < 1 ||
       request.user_workers < 0) {
-    return invalid_argument("granularity needs ranks, nodes and cores per node >= 1 and workers "
-                            ">= 0 (ranks " + std::to_string(request.ranks) + ", nodes " +
-                            std::to_string(request.nodes_available) + ", cores per node " +
-                            std::to_string(request.cores_per_node) + ", workers " +
-                            std::to_string(request.user_workers) + ")");
+    return invalid_argument(
+        "granularity needs ranks, nodes and cores per node >= 1 and workers "
+        ">= 0 (ranks " +
+        std::to_string(request.ranks) + ", nodes " + std::to_string(request.nodes_available) +
+        ", cores per node " + std::to_string(request.cores_per_node) + ", workers " +
+        std::to_string(request.user_workers) + ")");
   }
   const int nt = request.ranks;
   const int needed = (nt + request.cores_per_node - 1) / request.cores_per_node;
   if (needed > request.nodes_available) {
     return failed_precondition(std::to_string(nt) + " ranks need " + std::to_string(needed) +
-                               " nodes of " + std::to_string(request.cores_per_node) +
-                               " cores; " + std::to_string(request.nodes_available) +
-                               " available");
+                               " nodes of " + std::to_string(request.cores_per_node) + " cores; " +
+                               std::to_string(request.nodes_available) + " available");
   }
   const bool network = request.profile == Profile::kNetwork;
   Granularity g;

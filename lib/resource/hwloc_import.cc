@@ -53,7 +53,8 @@ void read_gpus(hwloc_topology_t topo, const std::vector<hwloc_obj_t>& numa, Node
     std::string coproc_name;
     for (hwloc_obj_t child = pci->io_first_child; child != nullptr; child = child->next_sibling) {
       if (!is_gpu_osdev(child) || child->name == nullptr) continue;
-      std::string& slot = child->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC ? coproc_name : gpu_name;
+      std::string& slot =
+          child->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC ? coproc_name : gpu_name;
       if (slot.empty()) slot = child->name;
     }
     if (gpu_name.empty() && coproc_name.empty()) continue;

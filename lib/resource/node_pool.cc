@@ -53,8 +53,7 @@ Status check_topology(const NodeTopology& topo) {
     }
     if (gpu.numa < -1 || gpu.numa >= static_cast<int>(topo.numa.size())) {
       return invalid_argument("GPU " + std::to_string(i) + " names NUMA domain " +
-                              std::to_string(gpu.numa) + " of " +
-                              std::to_string(topo.numa.size()));
+                              std::to_string(gpu.numa) + " of " + std::to_string(topo.numa.size()));
     }
   }
   return Status::ok();
@@ -344,8 +343,8 @@ Status NodePool::check(const Allocation& allocation, bool taking) const {
     auto s =
         std::find_if(seen.begin(), seen.end(), [&](const Seen& e) { return e.rank == part.rank; });
     if (s == seen.end()) {
-      seen.push_back({part.rank, Words(node->taken_.size(), 0),
-                      Words(node->gpu_used_.size(), 0), 0});
+      seen.push_back(
+          {part.rank, Words(node->taken_.size(), 0), Words(node->gpu_used_.size(), 0), 0});
       s = seen.end() - 1;
     }
     for (int core : part.cores) {
@@ -452,10 +451,11 @@ Status NodePool::release(const Allocation& allocation) {
 
 std::vector<int> spec_cores(const NodeTopology& topology, int count) {
   // Per package, its cores from the highest id down.
-  std::vector<std::vector<int>> by_package(static_cast<std::size_t>(std::max(1, topology.packages)));
+  std::vector<std::vector<int>> by_package(
+      static_cast<std::size_t>(std::max(1, topology.packages)));
   for (auto it = topology.cores.rbegin(); it != topology.cores.rend(); ++it) {
-    const auto p = std::min(static_cast<std::size_t>(std::max(0, it->package)),
-                            by_package.size() - 1);
+    const auto p =
+        std::min(static_cast<std::size_t>(std::max(0, it->package)), by_package.size() - 1);
     by_package[p].push_back(it->id);
   }
   std::vector<int> out;

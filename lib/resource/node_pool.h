@@ -81,7 +81,8 @@ class NodeState {
   // not take. Valid while this NodeState is neither changed nor destroyed.
   std::span<const std::uint64_t> numa_mask(int numa) const;
   std::span<const std::uint64_t> blocked(bool shared) const {
-    return shared ? std::span<const std::uint64_t>(closed_) : std::span<const std::uint64_t>(taken_);
+    return shared ? std::span<const std::uint64_t>(closed_)
+                  : std::span<const std::uint64_t>(taken_);
   }
 
  private:
@@ -91,9 +92,9 @@ class NodeState {
   struct Static {
     std::string name;
     NodeTopology topology;
-    std::size_t words = 0;                      // words per core bitset
-    std::vector<std::uint64_t> numa_masks;      // ndomains * words
-    std::vector<int> gpus_per_numa;             // total GPUs by domain
+    std::size_t words = 0;                  // words per core bitset
+    std::vector<std::uint64_t> numa_masks;  // ndomains * words
+    std::vector<int> gpus_per_numa;         // total GPUs by domain
   };
 
   Rank rank_ = 0;

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "lib/core/ids.h"
-#include "lib/resource/allocation.h"
 #include "lib/core/site_policy.h"
+#include "lib/resource/allocation.h"
 
 namespace hpcq::sched {
 

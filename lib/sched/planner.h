@@ -247,8 +247,8 @@ class Planner {
   mutable std::vector<Event> events_;
   mutable std::vector<Event> fresh_;
   mutable std::vector<std::size_t> unsettled_;  // indexes of nodes with unsettled changes
-  std::vector<std::size_t> reserved_;     // indexes of nodes with reserved == true
-  std::vector<std::size_t> block_nodes_;  // indexes of nodes with blocks
+  std::vector<std::size_t> reserved_;           // indexes of nodes with reserved == true
+  std::vector<std::size_t> block_nodes_;        // indexes of nodes with blocks
 };
 
 }  // namespace hpcq::sched

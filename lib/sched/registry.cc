@@ -11,10 +11,10 @@
 #include "lib/sched/plugins/fairshare.h"
 #include "lib/sched/plugins/fcfs.h"
 #include "lib/sched/plugins/granularity.h"
-#include "lib/sched/plugins/limits.h"
-#include "lib/sched/plugins/proportion.h"
 #include "lib/sched/plugins/heuristics.h"
+#include "lib/sched/plugins/limits.h"
 #include "lib/sched/plugins/priority.h"
+#include "lib/sched/plugins/proportion.h"
 
 namespace hpcq::sched {
 namespace {

@@ -190,8 +190,7 @@ resource::NodePool& Session::working() {
   return *working_;
 }
 
-std::vector<const resource::NodeState*> Session::candidates_any_time(
-    const PendingJob& job) const {
+std::vector<const resource::NodeState*> Session::candidates_any_time(const PendingJob& job) const {
   return candidates_in(job, pool(), {}, false);
 }
 

@@ -78,12 +78,12 @@ using PlacedFn = std::function<void(const PendingJob& job, resource::Allocation&
 // One queue's proportional share this cycle, in cores (filled by the
 // "proportion" plugin, read by "reclaim" and the plugin's own hooks).
 struct QueueShare {
-  std::string queue;      // the queue's name in the SitePolicy
+  std::string queue;  // the queue's name in the SitePolicy
   double weight = 0;
-  double deserved = 0;    // water-filled share, capped by `request`
-  double allocated = 0;   // running at the snapshot + started this cycle
-  double request = 0;     // running + pending at the snapshot
-  double pending = 0;     // pending and not started this cycle
+  double deserved = 0;   // water-filled share, capped by `request`
+  double allocated = 0;  // running at the snapshot + started this cycle
+  double request = 0;    // running + pending at the snapshot
+  double pending = 0;    // pending and not started this cycle
 };
 
 class Statement;
@@ -162,8 +162,8 @@ class Session {
   // predicate, job-ready or allocatable hook, a held job, an advance
   // reservation, a job bound to a node list, or separated gap jobs exist.
   bool has_predicates() const {
-    return !predicates_.empty() || !job_ready_.empty() || !allocatable_.empty() ||
-           !held_.empty() || !reserved_.empty() || nodelists_ || gap_separate_;
+    return !predicates_.empty() || !job_ready_.empty() || !allocatable_.empty() || !held_.empty() ||
+           !reserved_.empty() || nodelists_ || gap_separate_;
   }
   // Whether the job would fit if nothing were running (predicates, job-ready
   // and allocatable hooks honoured; reservations not, as they end): false

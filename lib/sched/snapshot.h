@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "lib/core/ids.h"
+#include "lib/core/site_policy.h"
 #include "lib/resource/allocation.h"
 #include "lib/resource/granularity.h"
 #include "lib/resource/node_pool.h"
-#include "lib/core/site_policy.h"
 
 namespace hpcq::sched {
 
@@ -32,7 +32,7 @@ struct PendingJob {
   TimeUs submit_time = 0;
   resource::ResourceRequest request;
   std::int64_t time_limit_s = 0;
-  std::string queue;  // empty: the default queue
+  std::string queue;    // empty: the default queue
   std::string account;  // fair-share account; empty: the user's association, else "root"
   std::string qos;      // empty: none
   // Set by users (--priority, as for elastic jobs) or admins (Slurm's

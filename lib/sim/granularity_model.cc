@@ -17,16 +17,11 @@ constexpr MpiClass kClasses[] = {MpiClass::kDgemm, MpiClass::kStream, MpiClass::
 
 std::string_view mpi_class_name(MpiClass c) {
   switch (c) {
-    case MpiClass::kDgemm:
-      return "dgemm";
-    case MpiClass::kStream:
-      return "stream";
-    case MpiClass::kFft:
-      return "fft";
-    case MpiClass::kRrb:
-      return "rrb";
-    case MpiClass::kMinife:
-      return "minife";
+    case MpiClass::kDgemm: return "dgemm";
+    case MpiClass::kStream: return "stream";
+    case MpiClass::kFft: return "fft";
+    case MpiClass::kRrb: return "rrb";
+    case MpiClass::kMinife: return "minife";
   }
   return "dgemm";
 }
@@ -40,30 +35,22 @@ std::optional<MpiClass> parse_mpi_class(std::string_view word) {
 
 resource::Profile class_profile(MpiClass c) {
   switch (c) {
-    case MpiClass::kStream:
-      return resource::Profile::kMemory;
+    case MpiClass::kStream: return resource::Profile::kMemory;
     case MpiClass::kFft:
-    case MpiClass::kRrb:
-      return resource::Profile::kNetwork;
+    case MpiClass::kRrb: return resource::Profile::kNetwork;
     case MpiClass::kDgemm:
-    case MpiClass::kMinife:
-      return resource::Profile::kCpu;
+    case MpiClass::kMinife: return resource::Profile::kCpu;
   }
   return resource::Profile::kCpu;
 }
 
 double class_memory_weight(MpiClass c) {
   switch (c) {
-    case MpiClass::kStream:
-      return 1.0;
-    case MpiClass::kMinife:
-      return 0.5;
-    case MpiClass::kFft:
-      return 0.2;
-    case MpiClass::kDgemm:
-      return 0.1;
-    case MpiClass::kRrb:
-      return 0.0;
+    case MpiClass::kStream: return 1.0;
+    case MpiClass::kMinife: return 0.5;
+    case MpiClass::kFft: return 0.2;
+    case MpiClass::kDgemm: return 0.1;
+    case MpiClass::kRrb: return 0.0;
   }
   return 0.0;
 }

@@ -12,9 +12,10 @@ namespace {
 using Json = nlohmann::json;
 
 const std::set<std::string, std::less<>> kKeys = {
-    "id",      "submit_s", "runtime_s",      "requested_s",     "min_nodes", "max_nodes",
-    "elastic", "priority", "cores_per_node", "serial_fraction", "user",      "queue",
-    "ranks",   "profile",  "workers",        "class"};
+    "id",        "submit_s", "runtime_s", "requested_s",    "min_nodes",
+    "max_nodes", "elastic",  "priority",  "cores_per_node", "serial_fraction",
+    "user",      "queue",    "ranks",     "profile",        "workers",
+    "class"};
 
 // Reads an integer field into `out`; absent leaves it. An error names it.
 Status get_int(const Json& entry, const char* key, bool required, std::int64_t* out,

@@ -62,7 +62,7 @@ struct Metrics {
   double mean_bsld_10 = 0;
   double p95_bsld_60 = 0;
   std::size_t backfilled = 0;
-  std::size_t preempted = 0;  // preemptions (SimResult.preempted; set by the caller)
+  std::size_t preempted = 0;         // preemptions (SimResult.preempted; set by the caller)
   std::vector<UserMetrics> users;    // by user id
   std::vector<QueueMetrics> queues;  // by queue name
 };

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "lib/core/ids.h"
+#include "lib/core/site_policy.h"
 #include "lib/resource/allocation.h"
 #include "lib/resource/node_pool.h"
 #include "lib/resource/topology.h"
 #include "lib/sched/scheduler.h"
-#include "lib/core/site_policy.h"
 #include "lib/sched/snapshot.h"
 #include "lib/sched/usage.h"
 
@@ -38,7 +38,8 @@ Status get(const json& o, std::string_view field, std::int64_t& out) {
   const json* v = member(o, field);
   if (v == nullptr || !v->is_number_integer()) return missing(field, "an integer");
   if (v->is_number_unsigned() &&
-      v->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      v->get<std::uint64_t>() >
+          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
     return missing(field, "an integer that fits 64 bits");
   }
   out = v->get<std::int64_t>();
@@ -146,7 +147,8 @@ Result<resource::NodeTopology> parse_topology(const json& line) {
   HPCQ_RETURN_IF_ERROR(get_object(line, "topology", t));
   resource::NodeTopology topology;
   HPCQ_RETURN_IF_ERROR(nested("topology", get(*t, "packages", topology.packages)));
-  HPCQ_RETURN_IF_ERROR(nested("topology", get_nonnegative(*t, "memory_bytes", topology.memory_bytes)));
+  HPCQ_RETURN_IF_ERROR(
+      nested("topology", get_nonnegative(*t, "memory_bytes", topology.memory_bytes)));
   const json* numa = nullptr;
   HPCQ_RETURN_IF_ERROR(nested("topology", get_objects(*t, "numa", numa)));
   for (const json& d : *numa) {
@@ -207,7 +209,8 @@ Result<resource::Allocation> parse_allocation(const json& line) {
     HPCQ_RETURN_IF_ERROR(nested("allocation[]", get_rank(n, "rank", part.rank)));
     HPCQ_RETURN_IF_ERROR(nested("allocation[]", get(n, "cores", part.cores)));
     HPCQ_RETURN_IF_ERROR(nested("allocation[]", get(n, "numa", part.numa)));
-    HPCQ_RETURN_IF_ERROR(nested("allocation[]", get_nonnegative(n, "memory_bytes", part.memory_bytes)));
+    HPCQ_RETURN_IF_ERROR(
+        nested("allocation[]", get_nonnegative(n, "memory_bytes", part.memory_bytes)));
     HPCQ_RETURN_IF_ERROR(nested("allocation[]", get(n, "gpus", part.gpus)));
     HPCQ_RETURN_IF_ERROR(nested("allocation[]", get(n, "ntasks", part.ntasks)));
     HPCQ_RETURN_IF_ERROR(nested("allocation[]", get(n, "first_task", part.first_task)));
@@ -231,8 +234,8 @@ std::string describe(const resource::Allocation& a) {
   std::string s;
   for (const resource::NodeAllocation& n : a.nodes) {
     if (!s.empty()) s += ' ';
-    s += "rank " + std::to_string(n.rank) + " cores [" + join(n.cores) + "] numa [" +
-         join(n.numa) + "]";
+    s += "rank " + std::to_string(n.rank) + " cores [" + join(n.cores) + "] numa [" + join(n.numa) +
+         "]";
     if (n.memory_bytes != 0) s += " mem " + std::to_string(n.memory_bytes);
     if (!n.gpus.empty()) s += " gpus [" + join(n.gpus) + "]";
     s += " tasks " + std::to_string(n.ntasks) + "@" + std::to_string(n.first_task);
@@ -464,8 +467,8 @@ class Replayer {
     in_cycle_ = false;
     if (next_ < decided_.size() && result_.identical) {
       differ(cycle_line_, "the replay also starts job " + std::to_string(decided_[next_].job) +
-                              " on " + describe(decided_[next_].allocation) +
-                              "; the log started " + std::to_string(next_) + " jobs in this cycle");
+                              " on " + describe(decided_[next_].allocation) + "; the log started " +
+                              std::to_string(next_) + " jobs in this cycle");
       return false;
     }
     return true;
@@ -486,7 +489,7 @@ class Replayer {
   std::optional<sched::Scheduler> scheduler_;
   int queue_depth_ = 0;
   resource::NodePool pool_;
-  SitePolicy site_;    // what a config without queues, QOS or accounts gives
+  SitePolicy site_;           // what a config without queues, QOS or accounts gives
   sched::UsageLedger usage_;  // approximate: see the header
   std::map<JobId, sched::PendingJob> pending_;
   std::set<std::pair<TimeUs, JobId>> order_;  // pending, in (submit_time, id) order
@@ -502,8 +505,8 @@ class Replayer {
 }  // namespace
 
 std::string format_replay(const ReplayResult& r) {
-  std::string s = "replayed " + std::to_string(r.cycles) + " cycles, " + std::to_string(r.starts) +
-                  " starts: ";
+  std::string s =
+      "replayed " + std::to_string(r.cycles) + " cycles, " + std::to_string(r.starts) + " starts: ";
   if (!r.identical) return s + "line " + std::to_string(r.difference_line) + ": " + r.difference;
   s += "identical";
   if (r.restart_line > 0) {

@@ -27,7 +27,6 @@ std::string job_name(const SimJob& job) {
   return s;
 }
 
-
 // Cycles at one time while each preempts something: the freed cores are
 // used by the next cycle at the same time (decision.h: the Start comes in a
 // later cycle). Bounded so that a policy that keeps preempting cannot spin.
@@ -40,9 +39,7 @@ struct End {
   JobId id;
   std::size_t index;
   std::uint32_t run;
-  bool operator>(const End& o) const {
-    return time_s != o.time_s ? time_s > o.time_s : id > o.id;
-  }
+  bool operator>(const End& o) const { return time_s != o.time_s ? time_s > o.time_s : id > o.id; }
 };
 
 class Simulation {
@@ -221,8 +218,7 @@ class Simulation {
         // As hpcqd does it: checkpointed out, then restored on the target's
         // nodes (the hole the gap action found) when it next starts.
         auto it = index_.find(migrate->job);
-        if (it != index_.end() && running_pos_[it->second] != kNotRunning &&
-            !saving_[it->second]) {
+        if (it != index_.end() && running_pos_[it->second] != kNotRunning && !saving_[it->second]) {
           std::vector<Rank>& to = nodelist_[it->second];
           to.clear();
           for (const auto& part : migrate->allocation.nodes) to.push_back(part.rank);
@@ -263,8 +259,8 @@ class Simulation {
                 (done_s_[index] > 0 ? options_.checkpoint_s : 0);
       }
       if (options_.runtime && job.min_nodes < 1) {
-        std::int64_t runs = std::max<std::int64_t>(
-            0, options_.runtime(job, start->allocation, snapshot_.running));
+        std::int64_t runs =
+            std::max<std::int64_t>(0, options_.runtime(job, start->allocation, snapshot_.running));
         if (options_.kill_at_limit) {
           runs = std::min(runs, std::max<std::int64_t>(job.requested_s, 1));
         }
@@ -487,7 +483,8 @@ class Simulation {
     running.last_resize = now * kUsPerSecond;
     ElasticRun& model = *model_[index];
     model.resize(running.nodes(), now);
-    running.end_estimate = (now + scaled_limit_s(job, running.nodes(), model.left())) * kUsPerSecond;
+    running.end_estimate =
+        (now + scaled_limit_s(job, running.nodes(), model.left())) * kUsPerSecond;
     const std::int64_t end_s = model.end_s();
     ends_.push({end_s, job.id, index, ++runs_[index]});  // the old end is stale now
     result_.jobs[outcome_pos_[index]].end_s = end_s;
@@ -555,7 +552,8 @@ class Simulation {
       return internal_error("job " + std::to_string(end.id) + " end: " + released.message());
     }
     // A saved job's run ended when it handed its cores over (apply_preempt).
-    if (on_event_ && !saving_[end.index]) on_event_({end.time_s, end.id, false, &running.allocation});
+    if (on_event_ && !saving_[end.index])
+      on_event_({end.time_s, end.id, false, &running.allocation});
     charge(end.index, running, end.time_s);
     if (elastic(jobs_[end.index])) --elastic_running_;
     // Swap-remove: running jobs are a set to the scheduler.

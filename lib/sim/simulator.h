@@ -120,7 +120,7 @@ struct SimJob {
   int min_nodes = 0;
   int max_nodes = 0;
   bool elastic = false;
-  std::int32_t priority = 0;     // PendingJob.priority
+  std::int32_t priority = 0;      // PendingJob.priority
   double serial_fraction = 0.05;  // kDefaultSerialFraction
   // An MPI job of papers/000 (PendingJob.profile, .workers): `size` ranks
   // of one core; mpi_class names its benchmark for the runtime model of
@@ -189,7 +189,7 @@ struct JobOutcome {
 struct SimEvent {
   std::int64_t time_s = 0;
   JobId job = 0;
-  bool start = true;  // false: end
+  bool start = true;                                 // false: end
   const resource::Allocation* allocation = nullptr;  // valid during the callback only
 };
 

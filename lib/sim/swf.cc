@@ -12,12 +12,24 @@ namespace {
 
 constexpr int kFields = 18;
 
-constexpr std::array<std::string_view, kFields> kFieldNames = {
-    "job number",         "submit time",        "wait time",          "run time",
-    "allocated processors", "average CPU time", "used memory",        "requested processors",
-    "requested time",     "requested memory",   "status",             "user id",
-    "group id",           "executable number",  "queue number",       "partition number",
-    "preceding job number", "think time after preceding job"};
+constexpr std::array<std::string_view, kFields> kFieldNames = {"job number",
+                                                               "submit time",
+                                                               "wait time",
+                                                               "run time",
+                                                               "allocated processors",
+                                                               "average CPU time",
+                                                               "used memory",
+                                                               "requested processors",
+                                                               "requested time",
+                                                               "requested memory",
+                                                               "status",
+                                                               "user id",
+                                                               "group id",
+                                                               "executable number",
+                                                               "queue number",
+                                                               "partition number",
+                                                               "preceding job number",
+                                                               "think time after preceding job"};
 
 // Fields the standard defines as averages (seconds of CPU, kilobytes): these
 // may carry a fraction ("142.00" in CTC-SP2); every other field is a count,
@@ -103,12 +115,14 @@ Result<SwfTrace> parse_swf(std::string_view text, std::string_view name) {
       while (i < line.size() && is_space(line[i])) ++i;
     }
     if (count != kFields) {
-      return invalid_argument(where(name, line_no) + std::to_string(count) +
-                              " fields, SWF has " + std::to_string(kFields));
+      return invalid_argument(where(name, line_no) + std::to_string(count) + " fields, SWF has " +
+                              std::to_string(kFields));
     }
     ++trace.rows;
 
-    const auto field = [&](int n) { return static_cast<std::int64_t>(v[static_cast<std::size_t>(n - 1)]); };
+    const auto field = [&](int n) {
+      return static_cast<std::int64_t>(v[static_cast<std::size_t>(n - 1)]);
+    };
     if (field(1) == -1 || field(2) == -1 || field(4) == -1 || field(5) == -1) {
       ++trace.dropped;
       continue;

@@ -36,21 +36,21 @@ namespace hpcq::sim {
 
 // One job as the simulator uses it; times in seconds.
 struct SwfJob {
-  std::int64_t id = 0;         // field 1
-  std::int64_t submit_s = 0;   // field 2
-  std::int64_t runtime_s = 0;  // field 4
-  int size = 0;                // processors: field 8, else field 5
+  std::int64_t id = 0;           // field 1
+  std::int64_t submit_s = 0;     // field 2
+  std::int64_t runtime_s = 0;    // field 4
+  int size = 0;                  // processors: field 8, else field 5
   std::int64_t requested_s = 0;  // field 9, else the runtime
-  std::int64_t user = -1;      // field 12 (-1: unknown)
-  std::int64_t queue = -1;     // field 15 (-1: unknown)
-  std::int64_t partition = -1;  // field 16 (-1: unknown)
-  int line = 0;                // 1-based line in the file, for messages
+  std::int64_t user = -1;        // field 12 (-1: unknown)
+  std::int64_t queue = -1;       // field 15 (-1: unknown)
+  std::int64_t partition = -1;   // field 16 (-1: unknown)
+  int line = 0;                  // 1-based line in the file, for messages
 };
 
 struct SwfTrace {
-  std::vector<SwfJob> jobs;  // in file order
-  std::size_t rows = 0;      // data lines read
-  std::size_t dropped = 0;   // rows that did not become jobs (see above)
+  std::vector<SwfJob> jobs;         // in file order
+  std::size_t rows = 0;             // data lines read
+  std::size_t dropped = 0;          // rows that did not become jobs (see above)
   std::vector<std::string> header;  // the ';' lines, without the ';'
 };
 

@@ -140,13 +140,14 @@ Status read_value(const json& v, const std::string& where, resource::ResourceReq
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "gpus_per_node", out.gpus_per_node));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "gpus_per_task", out.gpus_per_task));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "mem_per_cpu_bytes", out.mem_per_cpu_bytes));
-  HPCQ_RETURN_IF_ERROR(read_placement(v, where, out.node_distribution, out.core_distribution,
-                                      out.cpu_bind));
+  HPCQ_RETURN_IF_ERROR(
+      read_placement(v, where, out.node_distribution, out.core_distribution, out.cpu_bind));
   std::string numa_policy;
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "numa_policy", numa_policy));
   if (!numa_policy.empty()) {
     auto policy = resource::parse_numa_policy(numa_policy);
-    if (!policy.is_ok()) return invalid_argument(where + ".numa_policy: " + policy.status().message());
+    if (!policy.is_ok())
+      return invalid_argument(where + ".numa_policy: " + policy.status().message());
     out.numa_policy = *policy;
   }
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "oversubscribe", out.oversubscribe));
@@ -323,7 +324,8 @@ std::string encode_allocation(const resource::Allocation& allocation) {
     if (!n.workers.empty()) {
       json workers = json::array();
       for (const resource::WorkerPlacement& w : n.workers) {
-        workers.push_back({{"id", w.id}, {"group", w.group}, {"ranks", w.ranks}, {"cores", w.cores}});
+        workers.push_back(
+            {{"id", w.id}, {"group", w.group}, {"ranks", w.ranks}, {"cores", w.cores}});
       }
       nodes.back()["workers"] = std::move(workers);
     }

@@ -134,14 +134,10 @@ constexpr const char* kStatementSql[] = {
 Code code_of(int rc) {
   switch (rc & 0xff) {
     case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return Code::kUnavailable;
-    case SQLITE_FULL:
-      return Code::kResourceExhausted;
-    case SQLITE_CONSTRAINT:
-      return Code::kFailedPrecondition;
-    default:
-      return Code::kInternal;
+    case SQLITE_LOCKED: return Code::kUnavailable;
+    case SQLITE_FULL: return Code::kResourceExhausted;
+    case SQLITE_CONSTRAINT: return Code::kFailedPrecondition;
+    default: return Code::kInternal;
   }
 }
 
@@ -627,7 +623,8 @@ Result<std::vector<std::pair<std::string, std::string>>> Store::load_records(
   sqlite3_stmt* s = use.get();
   int rc = use.bind_rc();
   if (rc != SQLITE_OK) return error("load " + kind, rc);
-  while ((rc = use.step()) == SQLITE_ROW) records.emplace_back(column_text(s, 0), column_text(s, 1));
+  while ((rc = use.step()) == SQLITE_ROW)
+    records.emplace_back(column_text(s, 0), column_text(s, 1));
   if (rc != SQLITE_DONE) return error("load " + kind, rc);
   return records;
 }

@@ -51,14 +51,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   hpcq::overlay::Envelope envelope;
   if (!envelope.ParseFromArray(data, static_cast<int>(size))) return 0;
   switch (envelope.body_case()) {
-    case hpcq::overlay::Envelope::kHello:
-      leader_takes_hello(envelope.hello());
-      break;
+    case hpcq::overlay::Envelope::kHello: leader_takes_hello(envelope.hello()); break;
     case hpcq::overlay::Envelope::kLaunch:
       agent_takes_launch(envelope.launch(), envelope.dst());
       break;
-    default:
-      break;
+    default: break;
   }
   return 0;
 }

@@ -183,9 +183,8 @@ class Walk {
   bool reserve(const PendingJob& job) {
     if (!session_.fits_when_idle(job)) return false;  // waiting cannot help it
     const TimeUs duration = limit_us(job);
-    std::optional<Slot> slot =
-        planner_.earliest(session_.request_of(job), duration, session_.candidates_any_time(job),
-                          admitted(job));
+    std::optional<Slot> slot = planner_.earliest(session_.request_of(job), duration,
+                                                 session_.candidates_any_time(job), admitted(job));
     if (!slot) return false;
     planner_.reserve(slot->nodes, slot->start, add_time(slot->start, duration));
     session_.add_decision(Reserve{job.id, slot->start});

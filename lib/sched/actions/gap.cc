@@ -161,7 +161,7 @@ void GapAction::execute(Session& session) {
     }
   }
   std::vector<std::pair<const RunningJob*, JobId>> evict;  // gap job, for whom
-  std::unordered_map<Rank, int> used;   // cores earlier promises take, by node
+  std::unordered_map<Rank, int> used;                      // cores earlier promises take, by node
   std::unordered_map<Rank, int> freed;  // cores of the gap jobs that leave, by node
   std::unordered_map<Rank, int> slack;  // free cores a new gap job may take, where promised
   for (const Promise& p : promised) {
@@ -255,7 +255,8 @@ void GapAction::execute(Session& session) {
   // outgrows the holes) the rest of the queue is not tried.
   auto open_on = [&](const resource::NodeState& node) {
     int open = node.free_cores() - moved_in[node.rank()];
-    if (const auto it = slack.find(node.rank()); it != slack.end()) open = std::min(open, it->second);
+    if (const auto it = slack.find(node.rank()); it != slack.end())
+      open = std::min(open, it->second);
     return std::max(open, 0);
   };
   long room = 0;

@@ -55,9 +55,9 @@
 #include <memory>
 #include <string_view>
 
+#include "lib/core/site_policy.h"
 #include "lib/core/status.h"
 #include "lib/sched/action.h"
-#include "lib/core/site_policy.h"
 
 namespace hpcq::sched {
 
@@ -77,9 +77,7 @@ class GapAction final : public Action {
   explicit GapAction(GapOptions options) : options_(options) {}
 
   std::string_view name() const override { return kName; }
-  void on_session_open(Session& session) override {
-    session.separate_gap_jobs();
-  }
+  void on_session_open(Session& session) override { session.separate_gap_jobs(); }
   void execute(Session& session) override;
   const GapOptions& options() const { return options_; }
 

@@ -105,8 +105,7 @@ void UnicepPlugin::on_session_open(Session& session) {
 }
 
 void F1Plugin::on_session_open(Session& session) {
-  add_score_order(session, kName,
-                  [](const PendingJob& job, TimeUs) { return f1_score(job); });
+  add_score_order(session, kName, [](const PendingJob& job, TimeUs) { return f1_score(job); });
 }
 
 }  // namespace hpcq::sched

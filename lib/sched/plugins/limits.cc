@@ -17,8 +17,8 @@ bool over(std::int64_t limit, std::int64_t value) { return limit > 0 && value > 
 
 }  // namespace
 
-void LimitsPlugin::add(Counters& counters, const std::string& queue, std::uint32_t uid,
-                       Usage usage, int sign) {
+void LimitsPlugin::add(Counters& counters, const std::string& queue, std::uint32_t uid, Usage usage,
+                       int sign) {
   for (Usage* u : {&counters.queue[queue], &counters.user[{queue, uid}]}) {
     u->jobs += sign;
     u->cores += sign * usage.cores;
@@ -27,10 +27,10 @@ void LimitsPlugin::add(Counters& counters, const std::string& queue, std::uint32
 }
 
 bool LimitsPlugin::fits(const QueueConfig& config, const PendingJob& job, std::int64_t cores,
-                        std::int64_t nodes, const Counters& counters,
-                        const Counters* extra) const {
+                        std::int64_t nodes, const Counters& counters, const Counters* extra) const {
   const QueueLimits& l = config.limits;
-  const std::int64_t limit_s = job.time_limit_s <= 0 ? std::numeric_limits<std::int64_t>::max() : job.time_limit_s;
+  const std::int64_t limit_s =
+      job.time_limit_s <= 0 ? std::numeric_limits<std::int64_t>::max() : job.time_limit_s;
   if (over(l.max_time_limit_s, limit_s)) return false;
   Usage q;
   Usage u;
@@ -71,32 +71,27 @@ void LimitsPlugin::on_session_open(Session& session) {
     const QueueConfig* q = site_->find_queue(job.queue);
     return q != nullptr && fits(*q, job, cores_asked(job), nodes_asked(job), running_, nullptr);
   });
-  session.add_allocatable(plugin,
-                          [this](const PendingJob& job, const resource::Allocation& allocation) {
-                            const QueueConfig* q = site_->find_queue(job.queue);
-                            return q != nullptr &&
-                                   fits(*q, job, allocation.total_cores(),
-                                        static_cast<std::int64_t>(allocation.nodes.size()),
-                                        running_, nullptr);
-                          });
-  session.add_on_allocate(plugin,
-                          [this](const PendingJob& job, const resource::Allocation& allocation) {
-                            const QueueConfig* q = site_->find_queue(job.queue);
-                            if (q == nullptr) return;
-                            add(running_, q->name, job.uid,
-                                {1, allocation.total_cores(),
-                                 static_cast<std::int64_t>(allocation.nodes.size())},
-                                +1);
-                          });
-  session.add_on_deallocate(plugin,
-                            [this](const PendingJob& job, const resource::Allocation& allocation) {
-                              const QueueConfig* q = site_->find_queue(job.queue);
-                              if (q == nullptr) return;
-                              add(running_, q->name, job.uid,
-                                  {1, allocation.total_cores(),
-                                   static_cast<std::int64_t>(allocation.nodes.size())},
-                                  -1);
-                            });
+  session.add_allocatable(
+      plugin, [this](const PendingJob& job, const resource::Allocation& allocation) {
+        const QueueConfig* q = site_->find_queue(job.queue);
+        return q != nullptr &&
+               fits(*q, job, allocation.total_cores(),
+                    static_cast<std::int64_t>(allocation.nodes.size()), running_, nullptr);
+      });
+  session.add_on_allocate(
+      plugin, [this](const PendingJob& job, const resource::Allocation& allocation) {
+        const QueueConfig* q = site_->find_queue(job.queue);
+        if (q == nullptr) return;
+        add(running_, q->name, job.uid,
+            {1, allocation.total_cores(), static_cast<std::int64_t>(allocation.nodes.size())}, +1);
+      });
+  session.add_on_deallocate(
+      plugin, [this](const PendingJob& job, const resource::Allocation& allocation) {
+        const QueueConfig* q = site_->find_queue(job.queue);
+        if (q == nullptr) return;
+        add(running_, q->name, job.uid,
+            {1, allocation.total_cores(), static_cast<std::int64_t>(allocation.nodes.size())}, -1);
+      });
   session.add_job_enqueueable(plugin, [this](const PendingJob& job) {
     const QueueConfig* q = site_->find_queue(job.queue);
     return q != nullptr && fits(*q, job, cores_asked(job), nodes_asked(job), running_, &admitted_);

@@ -46,8 +46,7 @@ bool parse_duration(const std::string& value, std::int64_t& out) {
       unit = 24 * 3600;
       digits.pop_back();
       break;
-    default:
-      break;
+    default: break;
   }
   std::int64_t n = 0;
   const char* last = digits.data() + digits.size();

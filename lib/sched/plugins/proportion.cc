@@ -52,8 +52,8 @@ void fill_deserved(std::vector<QueueShare>& shares, double total) {
   }
 }
 
-bool ProportionPlugin::within_share(const Session& session, const std::string& queue,
-                                    double cores, double extra) const {
+bool ProportionPlugin::within_share(const Session& session, const std::string& queue, double cores,
+                                    double extra) const {
   const QueueShare* mine = session.queue_share(queue);
   if (mine == nullptr) return false;
   if (mine->allocated + extra + cores <= mine->deserved + kEpsilon) return true;
@@ -97,37 +97,37 @@ void ProportionPlugin::on_session_open(Session& session) {
   session.set_queue_shares(std::move(shares));
 
   const std::string plugin(kName);
-  session.add_job_order(plugin, [site, order = std::move(order)](const PendingJob& a,
-                                                                 const PendingJob& b) {
-    const QueueConfig* qa = site->find_queue(a.queue);
-    const QueueConfig* qb = site->find_queue(b.queue);
-    if (qa == qb || qa == nullptr || qb == nullptr) return 0;
-    const double sa = order.at(qa->name);
-    const double sb = order.at(qb->name);
-    if (sa == sb) return 0;
-    return sa < sb ? -1 : 1;
-  });
+  session.add_job_order(plugin,
+                        [site, order = std::move(order)](const PendingJob& a, const PendingJob& b) {
+                          const QueueConfig* qa = site->find_queue(a.queue);
+                          const QueueConfig* qb = site->find_queue(b.queue);
+                          if (qa == qb || qa == nullptr || qb == nullptr) return 0;
+                          const double sa = order.at(qa->name);
+                          const double sb = order.at(qb->name);
+                          if (sa == sb) return 0;
+                          return sa < sb ? -1 : 1;
+                        });
   Session* s = &session;
   session.add_job_ready(plugin, [this, s, site](const PendingJob& job) {
     const QueueConfig* q = site->find_queue(job.queue);
     return q != nullptr && within_share(*s, q->name, cores_asked(job), 0);
   });
-  session.add_on_allocate(plugin, [s, site](const PendingJob& job,
-                                            const resource::Allocation& allocation) {
-    const QueueConfig* q = site->find_queue(job.queue);
-    if (q == nullptr) return;
-    QueueShare* share = s->queue_share(q->name);
-    share->allocated += allocation.total_cores();
-    share->pending -= cores_asked(job);
-  });
-  session.add_on_deallocate(plugin, [s, site](const PendingJob& job,
-                                              const resource::Allocation& allocation) {
-    const QueueConfig* q = site->find_queue(job.queue);
-    if (q == nullptr) return;
-    QueueShare* share = s->queue_share(q->name);
-    share->allocated -= allocation.total_cores();
-    share->pending += cores_asked(job);
-  });
+  session.add_on_allocate(plugin,
+                          [s, site](const PendingJob& job, const resource::Allocation& allocation) {
+                            const QueueConfig* q = site->find_queue(job.queue);
+                            if (q == nullptr) return;
+                            QueueShare* share = s->queue_share(q->name);
+                            share->allocated += allocation.total_cores();
+                            share->pending -= cores_asked(job);
+                          });
+  session.add_on_deallocate(
+      plugin, [s, site](const PendingJob& job, const resource::Allocation& allocation) {
+        const QueueConfig* q = site->find_queue(job.queue);
+        if (q == nullptr) return;
+        QueueShare* share = s->queue_share(q->name);
+        share->allocated -= allocation.total_cores();
+        share->pending += cores_asked(job);
+      });
   session.add_job_enqueueable(plugin, [this, s, site](const PendingJob& job) {
     const QueueConfig* q = site->find_queue(job.queue);
     if (q == nullptr) return false;

@@ -103,8 +103,8 @@ TEST_F(CgroupTest, WorkerChildrenHaveTheirOwnLimitsAndGoWithTheJob) {
   }
   const std::string memory_file =
       hierarchy_.version() == CgroupVersion::kV1 ? "/memory.limit_in_bytes" : "/memory.max";
-  const std::string memory_dir = hierarchy_.version() == CgroupVersion::kV1 ? w->dirs()[1]
-                                                                            : w->dirs()[0];
+  const std::string memory_dir =
+      hierarchy_.version() == CgroupVersion::kV1 ? w->dirs()[1] : w->dirs()[0];
   EXPECT_EQ(read_trimmed(memory_dir + memory_file), std::to_string(16 << 20));
   EXPECT_EQ(read_trimmed(w->dirs()[0] + "/cpuset.cpus"), "0");
 

@@ -116,8 +116,7 @@ class CheckpointTest : public ::testing::Test {
     // Installed and checked, but on some kernels no dump finishes: the
     // tests that dump skip there (SKIP_UNLESS_DUMPS), saying why.
     dumps_ = criu_trial_dump(*criu);
-    if (!dumps_.is_ok() &&
-        dumps_.message().find(kKernelCannotDump) == std::string::npos) {
+    if (!dumps_.is_ok() && dumps_.message().find(kKernelCannotDump) == std::string::npos) {
       FAIL() << dumps_.message();  // not the kernel: CRIU or the trial is broken
     }
     char tmpl[] = "/tmp/hpcq-checkpoint-test-XXXXXX";
@@ -241,8 +240,7 @@ TEST(CriuTrialDumpTest, ADumpThatHangsOrFailsMeansTheNodeCannotCheckpoint) {
   auto start = std::chrono::steady_clock::now();
   Status verdict = criu_trial_dump(hangs, std::chrono::seconds(1));
   EXPECT_EQ(verdict.code(), Code::kFailedPrecondition);
-  EXPECT_NE(verdict.message().find(kKernelCannotDump), std::string::npos)
-      << verdict.message();
+  EXPECT_NE(verdict.message().find(kKernelCannotDump), std::string::npos) << verdict.message();
   EXPECT_NE(verdict.message().find("hung for 1 s"), std::string::npos) << verdict.message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
   start = std::chrono::steady_clock::now();
@@ -366,7 +364,7 @@ TEST_F(CheckpointTest, BeginCheckpointAndBeginRestoreReturnBeforeCriuIsDone) {
   // it, its outcome would be here already.
   EXPECT_TRUE(a_->finished_checkpoints().empty());
   EXPECT_EQ(a_->begin_checkpoint(3, tmp_ + "/img-3b", CheckpointThen::kContinue).code(),
-            Code::kFailedPrecondition);  // one at a time
+            Code::kFailedPrecondition);                        // one at a time
   EXPECT_EQ(a_->cancel(3).code(), Code::kFailedPrecondition);  // later
   std::vector<CheckpointOutcome> outcomes;
   const auto deadline = Clock::now() + std::chrono::seconds(30);

@@ -105,8 +105,8 @@ overlay::Launch gpu_launch() {
 }
 
 TEST(LaunchMessage, EachTaskSeesItsOwnGpu) {
-  auto topo = resource::discover_topology(std::string("xml:") + HPCQ_RESOURCE_TEST_DIR +
-                                          "/gpu_node.xml");
+  auto topo =
+      resource::discover_topology(std::string("xml:") + HPCQ_RESOURCE_TEST_DIR + "/gpu_node.xml");
   ASSERT_TRUE(topo.is_ok()) << topo.status().message();
   const HostMapping host{&*topo, true, 32, 4};
   auto job = job_launch_from_message(gpu_launch(), 1, "g1", host);

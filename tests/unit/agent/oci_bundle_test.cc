@@ -21,8 +21,9 @@ OciContainer sample() {
   c.memory_limit_bytes = 1 << 30;
   c.pids_limit = 512;
   c.shell_binary = "/usr/libexec/hpcq/hpcq-container-shell";
-  c.writable_dirs = {"/home/alice/run/out", "/home/alice/run", "/state/jobs/5/oci/worker-1", "/",
-                     "/dev", "/proc/self"};
+  c.writable_dirs = {
+      "/home/alice/run/out", "/home/alice/run", "/state/jobs/5/oci/worker-1", "/", "/dev",
+      "/proc/self"};
   c.read_only_dirs = {"/home/alice/run"};
   c.read_only_files = {"/etc/hosts"};
   return c;
@@ -58,7 +59,8 @@ TEST(OciBundle, BindsEachDirectoryOnceParentsFirstNeverTheRootNorKernelFileSyste
     if (m["type"] != "bind") continue;
     binds.push_back(m["destination"]);
     if (m["destination"] == "/home/alice/run") {
-      run_writable = std::find(m["options"].begin(), m["options"].end(), "rw") != m["options"].end();
+      run_writable =
+          std::find(m["options"].begin(), m["options"].end(), "rw") != m["options"].end();
     }
   }
   EXPECT_EQ(binds, (std::vector<std::string>{"/home/alice/run", "/home/alice/run/out",

@@ -117,10 +117,11 @@ class ProcessExecutorTest : public ::testing::Test {
 };
 
 TEST_F(ProcessExecutorTest, TwoTasksSeeTheirRankCpusAndHostfile) {
-  JobLaunch l = job(1, {"sh", "-c",
-                        "echo rank=$HPCQ_TASK_RANK local=$HPCQ_LOCAL_TASK cpus=$HPCQ_CPUS "
-                        "job=$HPCQ_JOB_ID allowed=$(grep Cpus_allowed_list /proc/self/status | "
-                        "cut -f2) hostfile=$(cat $HPCQ_HOSTFILE) pwd=$(pwd) var=$HPCQ_TEST_TASK_VAR"});
+  JobLaunch l =
+      job(1, {"sh", "-c",
+              "echo rank=$HPCQ_TASK_RANK local=$HPCQ_LOCAL_TASK cpus=$HPCQ_CPUS "
+              "job=$HPCQ_JOB_ID allowed=$(grep Cpus_allowed_list /proc/self/status | "
+              "cut -f2) hostfile=$(cat $HPCQ_HOSTFILE) pwd=$(pwd) var=$HPCQ_TEST_TASK_VAR"});
   const int second = cpus_.size() > 1 ? cpus_[1] : cpus_[0];
   l.tasks = {{10, {cpus_[0]}, "4", {{"HPCQ_TEST_TASK_VAR", "ten"}}}, {11, {second}, "5", {}}};
   l.hostfile = "node0 slots=2";
@@ -318,8 +319,8 @@ TEST_F(ProcessExecutorTest, PidsLimitScalesWithTheJobsCpus) {
   for (const std::string& dir : executor_->cgroup_dirs(12)) {
     if (fs::exists(dir + "/pids.max")) limit = read_file(dir + "/pids.max");
   }
-  EXPECT_EQ(limit, std::to_string(config_.pids_per_core * static_cast<std::int64_t>(cpus_.size())) +
-                       "\n");
+  EXPECT_EQ(limit,
+            std::to_string(config_.pids_per_core * static_cast<std::int64_t>(cpus_.size())) + "\n");
   ASSERT_TRUE(executor_->cancel(12).is_ok());
   ASSERT_TRUE(wait_exit(12).has_value());
 }

@@ -28,12 +28,15 @@ TEST(ConfigTest, DefaultsAndRanks) {
 }
 
 TEST(ConfigTest, SchedGranularityTableTurnsOnThePlugin) {
-  auto c = parse_config(std::string("[sched.granularity]\npolicy = \"scale\"\n") + kRank0, "t.toml");
+  auto c =
+      parse_config(std::string("[sched.granularity]\npolicy = \"scale\"\n") + kRank0, "t.toml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->scheduler_options.at("granularity.policy"), "scale");
   EXPECT_EQ(c->plugins, (std::vector<std::string>{"fcfs", "granularity"}));
   c = parse_config(std::string("[scheduler]\nplugins = [\"fcfs\", \"granularity\"]\n"
-                               "[sched.granularity]\npolicy = \"none\"\n") + kRank0, "t.toml");
+                               "[sched.granularity]\npolicy = \"none\"\n") +
+                       kRank0,
+                   "t.toml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->plugins, (std::vector<std::string>{"fcfs", "granularity"}));
   c = parse_config(std::string("[sched.granularity]\nshape = 1\n") + kRank0, "t.toml");
@@ -47,7 +50,8 @@ TEST(ConfigTest, ResizeKeys) {
   EXPECT_EQ(defaults->resize_timeout_ms, 30000);
   EXPECT_EQ(defaults->resize_signal, SIGUSR1);
   auto c = parse_config(std::string("[leader]\nresize_timeout_ms = 500\n"
-                                    "[agent]\nresize_signal = \"USR2\"\n") + kRank0,
+                                    "[agent]\nresize_signal = \"USR2\"\n") +
+                            kRank0,
                         "t.toml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->resize_timeout_ms, 500);
@@ -118,8 +122,7 @@ TEST(ConfigTest, BadSitePolicy) {
       {"[api]\nport = 1\n", "unknown key 'api.port'"},
       {"[[portal]]\nname = \"p\"\ntoken_sha256 = \"abc\"\nusers = [\"a\"]\n",
        "must be 64 lowercase hex digits"},
-      {"[[portal]]\nname = \"p\"\ntoken_sha256 = \"" + std::string(64, 'a') +
-           "\"\nusers = []\n",
+      {"[[portal]]\nname = \"p\"\ntoken_sha256 = \"" + std::string(64, 'a') + "\"\nusers = []\n",
        "'portal p.users' names nobody"},
   };
   for (const auto& [text, expected] : cases) {
@@ -141,7 +144,8 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
       {"[leader]\nstate_dirr = \"/x\"\n", "t.toml:2: unknown key 'leader.state_dirr'"},
       {"[overlay]\nfanout = \"wide\"\n", "t.toml:2: bad value for 'overlay.fanout'"},
       {"[overlay]\nfanout = 0\n", "t.toml:2: 'overlay.fanout' must be a positive integer"},
-      {"[overlay]\nheartbeat_interval_ms = 500\nnode_down_after_ms = 100\n", "heartbeat_interval_ms <"},
+      {"[overlay]\nheartbeat_interval_ms = 500\nnode_down_after_ms = 100\n",
+       "heartbeat_interval_ms <"},
       {"[overlay]\nnode_unresponsive_after_ms = 20000\n", "< node_down_after_ms"},
       {"bogus = 1\n", "t.toml:1: unknown key 'bogus'"},
       {"[leader\n", "t.toml:1: "},

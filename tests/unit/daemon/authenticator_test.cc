@@ -53,8 +53,7 @@ TEST(Authenticator, PortalTokenUsersAndRate) {
   EXPECT_EQ(caller->portal, "gw");
   EXPECT_EQ(auth.authenticate(peer, "Bearer tok", "bin").status().message(),
             "portal 'gw' may not act for user 'bin'");
-  EXPECT_EQ(auth.authenticate(peer, "Bearer tok", "root").status().code(),
-            Code::kPermissionDenied);
+  EXPECT_EQ(auth.authenticate(peer, "Bearer tok", "root").status().code(), Code::kPermissionDenied);
   // The bucket holds 2 x 2 calls; the fifth in the same instant is refused.
   now_us += 10'000'000;
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(auth.authenticate(peer, "Bearer tok", "daemon").is_ok());

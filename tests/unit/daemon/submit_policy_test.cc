@@ -57,8 +57,10 @@ TEST(SubmitPolicy, RefusalsNameTheOption) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {[](job::JobSpec& s) { s.queue = "gpu"; }, 1000, "--queue: unknown queue 'gpu' (known: batch, debug)"},
-      {[](job::JobSpec& s) { s.time_limit_s = 7201; }, 1000, "--time: 7201 s exceeds the limit of 7200 s of queue 'batch'"},
+      {[](job::JobSpec& s) { s.queue = "gpu"; }, 1000,
+       "--queue: unknown queue 'gpu' (known: batch, debug)"},
+      {[](job::JobSpec& s) { s.time_limit_s = 7201; }, 1000,
+       "--time: 7201 s exceeds the limit of 7200 s of queue 'batch'"},
       {[](job::JobSpec& s) { s.account = "bio"; }, 1000, "--account: unknown account 'bio'"},
       {[](job::JobSpec& s) { s.account = "chem"; }, 0, ""},  // no associations: any account
       {[](job::JobSpec& s) { s.qos = "low"; }, 1000, "--qos: unknown qos 'low' (known: high)"},

@@ -108,7 +108,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"absurd memory",
                 [](JobSpec& s) { s.request.mem_per_node_bytes = (std::uint64_t{1} << 60) + 1; },
                 "--mem"},
-        BadCase{"negative time", [](JobSpec& s) { s.time_limit_s = -2; }, "--time"},  // -1 is kUnlimited
+        BadCase{"negative time", [](JobSpec& s) { s.time_limit_s = -2; },
+                "--time"},  // -1 is kUnlimited
         BadCase{"time beyond ten years",
                 [](JobSpec& s) { s.time_limit_s = std::int64_t{366} * 24 * 3600 * 10 + 1; },
                 "--time"},
@@ -187,8 +188,8 @@ TEST(Array, RangesStepsListsAndThrottle) {
 }
 
 TEST(Array, BadInputIsRejected) {
-  for (const char* bad : {"", "%3", "1-", "-3", "3-1", "a", "0-9%0", "0-9%x", "0-9:0",
-                          "0-2000000", "0-20000", "1,,2"}) {
+  for (const char* bad : {"", "%3", "1-", "-3", "3-1", "a", "0-9%0", "0-9%x", "0-9:0", "0-2000000",
+                          "0-20000", "1,,2"}) {
     auto a = parse_array(bad);
     ASSERT_FALSE(a.is_ok()) << bad;
     EXPECT_EQ(a.status().message().rfind("--array: ", 0), 0u) << a.status().message();

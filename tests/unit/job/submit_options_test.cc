@@ -135,9 +135,9 @@ TEST_F(Submit, SchedulingOptions) {
 }
 
 TEST_F(Submit, PlacementOptions) {
-  auto o = parse({"-n", "4", "--gpus-per-task=1", "--mem-per-cpu", "2G", "-m", "cyclic:cyclic",
-                  "--cpu-bind=threads", "--numa-policy", "single-numa-node", "--oversubscribe",
-                  "prog"});
+  auto o =
+      parse({"-n", "4", "--gpus-per-task=1", "--mem-per-cpu", "2G", "-m", "cyclic:cyclic",
+             "--cpu-bind=threads", "--numa-policy", "single-numa-node", "--oversubscribe", "prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
   const resource::ResourceRequest& r = o->spec.request;
   EXPECT_EQ(r.gpus_per_task, 1);
@@ -499,17 +499,18 @@ INSTANTIATE_TEST_SUITE_P(
                 "--export: bad list 'NONE,A=1' (ALL, NONE, or [ALL,]VAR[=value],...)"},
         BadArgs{{"--export", "=1", "true"}, "--export: bad variable name in '=1'"},
         BadArgs{{"--requeue=maybe", "true"}, "--requeue: bad value 'maybe'"},
-        BadArgs{
-            {"--help"},
-            "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
-            "[--mem SIZE] [-t TIME] "
-            "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
-            "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
-            "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
-            "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-            "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] [-w NODE[,NODE...]] [--json] "
-            "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
-        BadArgs{{"-w", "n1,,n2", "true"}, "--nodelist: bad node list 'n1,,n2' (want NAME[,NAME...])"},
+        BadArgs{{"--help"},
+                "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
+                "[--mem SIZE] [-t TIME] "
+                "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
+                "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
+                "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
+                "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
+                "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
+                "TIME] [-w NODE[,NODE...]] [--json] "
+                "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
+        BadArgs{{"-w", "n1,,n2", "true"},
+                "--nodelist: bad node list 'n1,,n2' (want NAME[,NAME...])"},
         BadArgs{{"--profile", "gpu", "true"},
                 "--profile: unknown profile 'gpu' (want cpu, memory or network)"},
         BadArgs{{"-n", "2", "--profile", "cpu", "--workers", "3", "true"},

@@ -52,14 +52,12 @@ TEST(Granularity, Algorithm1) {
 }
 
 TEST(Granularity, Errors) {
-  EXPECT_EQ(choose_granularity({0, Profile::kCpu, GranularityPolicy::kScale, 4, 32, 0})
-                .status()
-                .code(),
-            Code::kInvalidArgument);
-  EXPECT_EQ(choose_granularity({16, Profile::kCpu, GranularityPolicy::kScale, 4, 32, -1})
-                .status()
-                .code(),
-            Code::kInvalidArgument);
+  EXPECT_EQ(
+      choose_granularity({0, Profile::kCpu, GranularityPolicy::kScale, 4, 32, 0}).status().code(),
+      Code::kInvalidArgument);
+  EXPECT_EQ(
+      choose_granularity({16, Profile::kCpu, GranularityPolicy::kScale, 4, 32, -1}).status().code(),
+      Code::kInvalidArgument);
   auto too_big = choose_granularity({200, Profile::kCpu, GranularityPolicy::kScale, 4, 32, 0});
   ASSERT_FALSE(too_big.is_ok());
   EXPECT_EQ(too_big.status().code(), Code::kFailedPrecondition);

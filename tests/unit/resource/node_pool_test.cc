@@ -201,7 +201,7 @@ TEST(NodePoolShared, OversubscribedCoresCountSharers) {
   EXPECT_EQ(node.free_cores(), 2);
   EXPECT_EQ(node.shareable_cores(), 2);
   EXPECT_EQ(node.shareable_cores_in_numa(0), 0);
-  EXPECT_EQ(pool.allocate(shared).code(), Code::kFailedPrecondition);  // a fifth sharer
+  EXPECT_EQ(pool.allocate(shared).code(), Code::kFailedPrecondition);    // a fifth sharer
   EXPECT_EQ(pool.allocate({{part}}).code(), Code::kFailedPrecondition);  // exclusive on shared
   // Exclusive cores cannot be shared.
   NodeAllocation excl = part;

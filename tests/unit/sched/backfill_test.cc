@@ -221,8 +221,9 @@ TEST(Backfill, RestrictedBackfillsOnlyBeforeThePromise) {
   EXPECT_EQ(cycle(easy(6, {job(2, 2, 5000)})), (std::vector<Out>{reserve(1, 100)}));
   // A job that ends by the shadow time still passes.
   EXPECT_EQ(cycle(easy(6, {job(2, 2, 100)})), (std::vector<Out>{reserve(1, 100), start(2, {1})}));
-  EXPECT_FALSE(Scheduler::create({{"allocate", "backfill"}, {"fcfs"}, {{"backfill.restricted", "yes"}}})
-                   .is_ok());
+  EXPECT_FALSE(
+      Scheduler::create({{"allocate", "backfill"}, {"fcfs"}, {{"backfill.restricted", "yes"}}})
+          .is_ok());
 }
 
 TEST(Backfill, JobsStartedThisCycleCountUntilTheirLimit) {

@@ -28,7 +28,7 @@ inline resource::NodePool make_pool(int nodes) {
 }
 
 inline PendingJob pending(JobId id, int ntasks, std::string queue = "", std::uint32_t uid = 1,
-                   std::int64_t time_limit_s = 3600) {
+                          std::int64_t time_limit_s = 3600) {
   PendingJob j;
   j.id = id;
   j.uid = uid;
@@ -41,8 +41,8 @@ inline PendingJob pending(JobId id, int ntasks, std::string queue = "", std::uin
 
 // A running job on `cores` of each of `ranks`, taken from `pool`.
 inline RunningJob running(resource::NodePool& pool, JobId id, std::vector<Rank> ranks,
-                   std::vector<int> cores, std::string queue, TimeUs start,
-                   std::uint32_t uid = 1) {
+                          std::vector<int> cores, std::string queue, TimeUs start,
+                          std::uint32_t uid = 1) {
   RunningJob r;
   r.id = id;
   r.uid = uid;
@@ -86,7 +86,8 @@ inline std::vector<std::pair<JobId, JobId>> preempted(const Decisions& d) {
 }
 
 inline Decisions run(const Snapshot& snap, std::vector<std::string> actions,
-              std::vector<std::string> plugins, std::map<std::string, std::string> options = {}) {
+                     std::vector<std::string> plugins,
+                     std::map<std::string, std::string> options = {}) {
   auto s = Scheduler::create({std::move(actions), std::move(plugins), std::move(options)});
   EXPECT_TRUE(s.is_ok()) << s.status().message();
   return s->cycle(snap);

@@ -254,8 +254,7 @@ TEST(GapTest, AHoleThatEndsBeforeTheJobIsNoHole) {
   PendingJob second = pending(2, 4);
   second.request.nodes = 1;
   snap.queue = {head, second};
-  const Decisions d =
-      run(snap, kActions, {{"backfill.reservation_depth", "0"}});
+  const Decisions d = run(snap, kActions, {{"backfill.reservation_depth", "0"}});
   EXPECT_TRUE(moves(d).empty());
   EXPECT_EQ(evictions(d).size(), 2u);
 }
@@ -319,11 +318,16 @@ TEST(GapTest, JobsOnTheirWayOutGetNoDecision) {
 }
 
 TEST(GapTest, BadOptionsAreRefused) {
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"gap.save_deadline_s", "-1"}, {"gap.save_deadline_s", "soon"},
-           {"gap.evict", "kill"}, {"gap.mode", "c"}, {"gap.slot_s", "0"},
-           {"gap.migrate", "yes"}, {"gap.late", "kill"}, {"gap.save_s", "30"},
-           {"gap.slots", "1"}}) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"gap.save_deadline_s", "-1"},
+                                                        {"gap.save_deadline_s", "soon"},
+                                                        {"gap.evict", "kill"},
+                                                        {"gap.mode", "c"},
+                                                        {"gap.slot_s", "0"},
+                                                        {"gap.migrate", "yes"},
+                                                        {"gap.late", "kill"},
+                                                        {"gap.save_s", "30"},
+                                                        {"gap.slots", "1"}}) {
     auto s = Scheduler::create({kActions, {"fcfs"}, {{key, value}}});
     EXPECT_FALSE(s.is_ok()) << key << "=" << value;
   }

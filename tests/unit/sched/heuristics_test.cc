@@ -38,9 +38,9 @@ std::vector<JobId> order(Plugin& plugin, std::vector<PendingJob> queue, std::int
 
 TEST(Heuristics, SjfOrdersByRequestThenSubmitThenId) {
   SjfPlugin sjf;
-  EXPECT_EQ(order(sjf, {job(1, 0, 4, 300), job(2, 5, 1, 100), job(3, 1, 8, 100), job(4, 1, 1, 100)},
-                  10),
-            (std::vector<JobId>{3, 4, 2, 1}));
+  EXPECT_EQ(
+      order(sjf, {job(1, 0, 4, 300), job(2, 5, 1, 100), job(3, 1, 8, 100), job(4, 1, 1, 100)}, 10),
+      (std::vector<JobId>{3, 4, 2, 1}));
   // No limit counts as the longest request.
   EXPECT_EQ(order(sjf, {job(1, 0, 1, 0), job(2, 5, 1, 1000000)}, 10), (std::vector<JobId>{2, 1}));
 }
@@ -51,9 +51,10 @@ TEST(Heuristics, Wfp3ScoreIsTheirFormula) {
   // The larger (wait/req)^3 * procs goes first: job 2 waited as long with a
   // shorter request; job 3 has the same ratio as job 1 but more processors.
   Wfp3Plugin wfp3;
-  EXPECT_EQ(order(wfp3, {job(1, 0, 4, 100), job(2, 0, 4, 50), job(3, 0, 8, 100), job(4, 90, 64, 100)},
-                  100),
-            (std::vector<JobId>{2, 3, 1, 4}));
+  EXPECT_EQ(
+      order(wfp3, {job(1, 0, 4, 100), job(2, 0, 4, 50), job(3, 0, 8, 100), job(4, 90, 64, 100)},
+            100),
+      (std::vector<JobId>{2, 3, 1, 4}));
 }
 
 TEST(Heuristics, Wfp3ReordersAsTimePasses) {
@@ -73,8 +74,7 @@ TEST(Heuristics, UnicepScoreIsTheirFormula) {
   UnicepPlugin unicep;
   EXPECT_EQ(order(unicep, {job(1, 0, 4, 10), job(2, 50, 1, 1000)}, 100),
             (std::vector<JobId>{2, 1}));
-  EXPECT_EQ(order(unicep, {job(1, 0, 16, 100), job(2, 0, 4, 10)}, 100),
-            (std::vector<JobId>{2, 1}));
+  EXPECT_EQ(order(unicep, {job(1, 0, 16, 100), job(2, 0, 4, 10)}, 100), (std::vector<JobId>{2, 1}));
 }
 
 TEST(Heuristics, F1ScoreIsTheirFormula) {
@@ -116,7 +116,8 @@ TEST(Heuristics, RlSchedulerWaitIsMinusOneMinusSubmit) {
   EXPECT_EQ(order(**wfp3, q, 5000), (std::vector<JobId>{1, 2}));
   // "now" is the default and may be given.
   EXPECT_TRUE(Wfp3Plugin::create({{"wait", "now"}}).is_ok());
-  EXPECT_TRUE(Scheduler::create({{"allocate"}, {"unicep"}, {{"unicep.wait", "rlscheduler"}}}).is_ok());
+  EXPECT_TRUE(
+      Scheduler::create({{"allocate"}, {"unicep"}, {{"unicep.wait", "rlscheduler"}}}).is_ok());
 }
 
 TEST(Heuristics, WaitOptionRejectsBadValuesAndUnknownOptions) {

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "lib/resource/hwloc_import.h"
-#include "lib/sched/scheduler.h"
-#include "lib/sched/session.h"
 #include "lib/sched/actions/enqueue.h"
 #include "lib/sched/plugins/limits.h"
+#include "lib/sched/scheduler.h"
+#include "lib/sched/session.h"
 #include "tests/unit/sched/fixtures.h"
 
 namespace hpcq::sched {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "lib/resource/hwloc_import.h"
+#include "lib/sched/actions/preempt.h"
 #include "lib/sched/scheduler.h"
 #include "lib/sched/session.h"
-#include "lib/sched/actions/preempt.h"
 #include "tests/unit/sched/fixtures.h"
 
 namespace hpcq::sched {
@@ -215,8 +215,8 @@ TEST(PreemptTest, ReservationsStillApply) {
   EXPECT_EQ(preempted(run(snap, {"preempt"}, {"fcfs"})), (Pairs{{100, 1}}));
   // n1 is reserved for somebody else from in ten minutes: the job could not
   // run there even with the victim gone.
-  snap.reservations.push_back({"maint", {1}, snap.now + 600 * kUsPerSecond,
-                               snap.now + 7200 * kUsPerSecond, {99}, {}});
+  snap.reservations.push_back(
+      {"maint", {1}, snap.now + 600 * kUsPerSecond, snap.now + 7200 * kUsPerSecond, {99}, {}});
   EXPECT_TRUE(preempted(run(snap, {"preempt"}, {"fcfs"})).empty());
 }
 

@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include <algorithm>
 #include "lib/resource/hwloc_import.h"
 #include "lib/sched/scheduler.h"
 #include "lib/sched/session.h"
-#include <algorithm>
 
 #include "lib/sched/plugins/proportion.h"
 #include "tests/unit/sched/fixtures.h"
@@ -33,8 +33,10 @@ SitePolicy two_queues(double weight_a = 1, double weight_b = 1) {
 }
 
 TEST(ProportionTest, WaterFillingCapsAtRequestAndRedistributes) {
-  std::vector<QueueShare> shares = {{"x", 1, 0, 0, 2, 0}, {"y", 1, 0, 0, 100, 0},
-                                    {"z", 2, 0, 0, 100, 0}, {"idle", 5, 0, 0, 0, 0}};
+  std::vector<QueueShare> shares = {{"x", 1, 0, 0, 2, 0},
+                                    {"y", 1, 0, 0, 100, 0},
+                                    {"z", 2, 0, 0, 100, 0},
+                                    {"idle", 5, 0, 0, 0, 0}};
   fill_deserved(shares, 12);
   EXPECT_DOUBLE_EQ(shares[0].deserved, 2);  // capped by its request
   // The idle queue's weight claims nothing; x's surplus goes 1:2 to y and z.

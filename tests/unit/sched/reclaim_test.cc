@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "lib/resource/hwloc_import.h"
+#include "lib/sched/actions/reclaim.h"
 #include "lib/sched/scheduler.h"
 #include "lib/sched/session.h"
-#include "lib/sched/actions/reclaim.h"
 #include "tests/unit/sched/fixtures.h"
 
 namespace hpcq::sched {

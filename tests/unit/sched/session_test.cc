@@ -163,12 +163,10 @@ TEST_F(SessionTest, EveryActionSkipsAJobThatIsNotReady) {
 TEST_F(SessionTest, AllocationHooksSeeAppliedAndUndonePlacements) {
   Session session(snap_);
   int cores = 0;
-  session.add_on_allocate("count", [&](const PendingJob&, const resource::Allocation& a) {
-    cores += a.total_cores();
-  });
-  session.add_on_deallocate("count", [&](const PendingJob&, const resource::Allocation& a) {
-    cores -= a.total_cores();
-  });
+  session.add_on_allocate(
+      "count", [&](const PendingJob&, const resource::Allocation& a) { cores += a.total_cores(); });
+  session.add_on_deallocate(
+      "count", [&](const PendingJob&, const resource::Allocation& a) { cores -= a.total_cores(); });
   // At most one node per job.
   session.add_allocatable("one-node", [](const PendingJob&, const resource::Allocation& a) {
     return a.nodes.size() <= 1;

@@ -19,8 +19,8 @@ TEST(MetricsTest, PercentileIsNumpyLinear) {
 
 TEST(MetricsTest, BoundedSlowdownUsesTheThreshold) {
   EXPECT_DOUBLE_EQ(bounded_slowdown(90, 10, 60), 100.0 / 60);  // short job: over tau
-  EXPECT_DOUBLE_EQ(bounded_slowdown(100, 200, 60), 1.5);        // long job: over its run
-  EXPECT_DOUBLE_EQ(bounded_slowdown(0, 30, 60), 0.5);           // unclamped
+  EXPECT_DOUBLE_EQ(bounded_slowdown(100, 200, 60), 1.5);       // long job: over its run
+  EXPECT_DOUBLE_EQ(bounded_slowdown(0, 30, 60), 0.5);          // unclamped
 }
 
 TEST(MetricsTest, BackfilledCountAndEmpty) {

@@ -24,8 +24,8 @@ std::string queue(int id, std::int64_t submit, int ntasks, int limit_s) {
          R"(,"uid":1000,"submit_time":)" + std::to_string(submit) +
          R"(,"request":{"nodes":0,"ntasks":)" + std::to_string(ntasks) +
          R"(,"cpus_per_task":1,"mem_per_node_bytes":0,"gpus_per_node":0,"gpus_per_task":0},)"
-         R"("time_limit_s":)" + std::to_string(limit_s) +
-         R"(,"queue":"","account":"","qos":"","priority":0})";
+         R"("time_limit_s":)" +
+         std::to_string(limit_s) + R"(,"queue":"","account":"","qos":"","priority":0})";
 }
 
 std::string start(int id, std::int64_t t, std::int64_t end, const std::string& cores, int ntasks) {
@@ -46,20 +46,20 @@ constexpr std::int64_t kS = 1'000'000;
 // Jobs 1 and 2 (2 cores each) start at once; job 3 (4 cores) waits for both.
 std::vector<std::string> good_log() {
   return {
-      kConfig,                                // 1
-      kNode,                                  // 2
-      queue(1, 10 * kS, 2, 60),               // 3
-      queue(2, 11 * kS, 2, 60),               // 4
-      queue(3, 12 * kS, 4, 60),               // 5
-      cycle(20 * kS),                         // 6
-      start(1, 20 * kS, 80 * kS, "0,1", 2),   // 7
-      start(2, 20 * kS, 80 * kS, "2,3", 2),   // 8
-      end(1, 30 * kS),                        // 9
-      cycle(30 * kS),                         // 10: job 3 still does not fit
-      end(2, 40 * kS),                        // 11
-      cycle(40 * kS),                         // 12
+      kConfig,                                    // 1
+      kNode,                                      // 2
+      queue(1, 10 * kS, 2, 60),                   // 3
+      queue(2, 11 * kS, 2, 60),                   // 4
+      queue(3, 12 * kS, 4, 60),                   // 5
+      cycle(20 * kS),                             // 6
+      start(1, 20 * kS, 80 * kS, "0,1", 2),       // 7
+      start(2, 20 * kS, 80 * kS, "2,3", 2),       // 8
+      end(1, 30 * kS),                            // 9
+      cycle(30 * kS),                             // 10: job 3 still does not fit
+      end(2, 40 * kS),                            // 11
+      cycle(40 * kS),                             // 12
       start(3, 40 * kS, 100 * kS, "0,1,2,3", 4),  // 13
-      end(3, 50 * kS),                        // 14
+      end(3, 50 * kS),                            // 14
   };
 }
 
@@ -144,7 +144,7 @@ TEST(Replay, TheCycleQueueListIsWhatTheCycleSees) {
 
 TEST(Replay, StopsAtARestart) {
   std::vector<std::string> log = good_log();
-  log.insert(log.begin() + 9, kConfig);  // line 10: the daemon restarted
+  log.insert(log.begin() + 9, kConfig);               // line 10: the daemon restarted
   log.push_back(start(3, 60 * kS, 90 * kS, "9", 1));  // nonsense after it is not read
   auto r = run(log);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
@@ -156,14 +156,18 @@ TEST(Replay, StopsAtARestart) {
 
 TEST(Replay, DrainedAndGoneNodesAreFollowed) {
   std::vector<std::string> log = {
-      kConfig, kNode, queue(1, 10 * kS, 2, 60),
+      kConfig,
+      kNode,
+      queue(1, 10 * kS, 2, 60),
       R"({"t":15,"type":"node_state","rank":1,"schedulable":false})",
       cycle(20 * kS),  // nothing: the node is drained
       R"({"t":25,"type":"node_state","rank":1,"schedulable":true})",
-      cycle(30 * kS), start(1, 30 * kS, 90 * kS, "0,1", 2),
+      cycle(30 * kS),
+      start(1, 30 * kS, 90 * kS, "0,1", 2),
       R"({"t":35,"type":"node_gone","rank":1})",
       end(1, 40 * kS),  // its part went with the node: nothing to release
-      queue(2, 41 * kS, 1, 60), R"({"t":42,"type":"dequeue","job":2})"};
+      queue(2, 41 * kS, 1, 60),
+      R"({"t":42,"type":"dequeue","job":2})"};
   auto r = run(log);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_TRUE(r->identical) << format_replay(*r);

@@ -54,8 +54,8 @@ TEST(SimulatorTest, FcfsHandTrace) {
   SimResult result;
   const std::vector<std::string> events = run_events(hand_trace(), fcfs_on(1, 4), &result);
   const std::vector<std::string> expected = {
-      "0 1 start n0:0-1", "10 1 end n0:0-1",  "10 2 start n0:0-2", "10 3 start n0:3",
-      "12 3 end n0:3",    "15 2 end n0:0-2",  "15 4 start n0:0-3", "19 4 end n0:0-3",
+      "0 1 start n0:0-1", "10 1 end n0:0-1", "10 2 start n0:0-2", "10 3 start n0:3",
+      "12 3 end n0:3",    "15 2 end n0:0-2", "15 4 start n0:0-3", "19 4 end n0:0-3",
   };
   EXPECT_EQ(events, expected);
 
@@ -137,7 +137,7 @@ TEST(SimulatorTest, EasyBackfillsThroughTheSameScheduler) {
   SimResult result;
   const std::vector<std::string> events = run_events(hand_trace(), easy, &result);
   const std::vector<std::string> expected = {
-      "0 1 start n0:0-1", "1 3 start n0:2",   "3 3 end n0:2",     "10 1 end n0:0-1",
+      "0 1 start n0:0-1",  "1 3 start n0:2",  "3 3 end n0:2",      "10 1 end n0:0-1",
       "10 2 start n0:0-2", "15 2 end n0:0-2", "15 4 start n0:0-3", "19 4 end n0:0-3",
   };
   EXPECT_EQ(events, expected);
@@ -176,8 +176,7 @@ std::vector<SimJob> random_trace(int n) {
     t += static_cast<std::int64_t>(next(4));  // many equal submit times
     const auto run = static_cast<std::int64_t>(next(500));
     jobs.push_back({static_cast<JobId>(n - i), static_cast<std::int64_t>(next(5)), t, run,
-                    run + static_cast<std::int64_t>(next(300)), 1 + static_cast<int>(next(64)),
-                    0});
+                    run + static_cast<std::int64_t>(next(300)), 1 + static_cast<int>(next(64)), 0});
   }
   return jobs;
 }
@@ -258,8 +257,8 @@ TEST(SimulatorTest, RequeuedVictimLosesItsWorkAndRunsAgain) {
   SimResult result;
   const std::vector<std::string> events = run_events(preempt_trace(), options, &result);
   const std::vector<std::string> expected = {
-      "0 1 start n0:0-3",  "10 1 end n0:0-3",  "10 2 start n0:0-3",
-      "15 2 end n0:0-3",   "15 1 start n0:0-3", "115 1 end n0:0-3",
+      "0 1 start n0:0-3", "10 1 end n0:0-3",   "10 2 start n0:0-3",
+      "15 2 end n0:0-3",  "15 1 start n0:0-3", "115 1 end n0:0-3",
   };
   EXPECT_EQ(events, expected);
   EXPECT_EQ(result.preempted, 1u);
@@ -303,9 +302,8 @@ TEST(SimulatorTest, PreemptingAJobThatIsNotRunningIsABug) {
 TEST(SimulatorTest, HeuristicPoliciesReorderTheQueue) {
   // One 4-core node kept busy by job 1 until 10; jobs 2 (long) and 3
   // (short) wait. FCFS runs 2 first, SJF runs 3 first.
-  const std::vector<SimJob> jobs = {{1, 0, 0, 10, 10, 4, 0},
-                                    {2, 0, 1, 50, 50, 4, 0},
-                                    {3, 0, 2, 5, 5, 4, 0}};
+  const std::vector<SimJob> jobs = {
+      {1, 0, 0, 10, 10, 4, 0}, {2, 0, 1, 50, 50, 4, 0}, {3, 0, 2, 5, 5, 4, 0}};
   SimOptions sjf = fcfs_on(1, 4);
   sjf.scheduler = *policy_config("sjf");
   const std::vector<std::string> events = run_events(jobs, sjf);
@@ -358,9 +356,8 @@ TEST(SimulatorTest, MultifactorFavoursTheUserWhoUsedLess) {
   // first) and user 2's job 3 wait. FCFS (and EASY) run job 2 first;
   // multifactor's fair-share factor (user 1 used everything: 2^-2 against
   // user 2's 1) puts job 3 first.
-  const std::vector<SimJob> jobs = {{1, 1, 0, 1000, 1000, 4, 0},
-                                    {2, 1, 10, 10, 10, 4, 0},
-                                    {3, 2, 20, 10, 10, 4, 0}};
+  const std::vector<SimJob> jobs = {
+      {1, 1, 0, 1000, 1000, 4, 0}, {2, 1, 10, 10, 10, 4, 0}, {3, 2, 20, 10, 10, 4, 0}};
   SimOptions multifactor = fcfs_on(1, 4);
   multifactor.scheduler = *policy_config("multifactor");
   EXPECT_EQ(run_events(jobs, multifactor)[2], "1000 3 start n0:0-3");

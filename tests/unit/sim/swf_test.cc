@@ -58,11 +58,12 @@ TEST(SwfTest, ParsesJobsWithBlockAHandling) {
 }
 
 TEST(SwfTest, QueueNameFromQueueAndPartition) {
-  auto trace = parse_swf("1 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 3 4 -1 -1\n"
-                         "2 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 -1 4 -1 -1\n"
-                         "3 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 -1 -1 -1 -1\n"
-                         "4 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 0 -1 -1 -1\n",
-                         "q.swf");
+  auto trace = parse_swf(
+      "1 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 3 4 -1 -1\n"
+      "2 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 -1 4 -1 -1\n"
+      "3 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 -1 -1 -1 -1\n"
+      "4 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 0 -1 -1 -1\n",
+      "q.swf");
   ASSERT_TRUE(trace.is_ok()) << trace.status().message();
   ASSERT_EQ(trace->jobs.size(), 4u);
   EXPECT_EQ(trace->jobs[0].partition, 4);
