@@ -362,6 +362,9 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
   job.state = job::JobState::kPending;
   loop_.post([this, promise, job = std::move(job), indices = std::move(indices),
               max_running]() mutable {
+    if (Status fits = check_fits(node_shapes(), job.spec); !fits.is_ok()) {
+      return promise->set_value(fits);
+    }
     for (const job::Dependency& d : job.spec.dependencies) {
       if (!jobs_.count(d.job)) {
         return promise->set_value(
@@ -407,6 +410,19 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
         });
   });
   return future;
+}
+
+std::vector<std::optional<NodeShape>> Leader::node_shapes() const {
+  std::vector<std::optional<NodeShape>> shapes;
+  for (const auto& [rank, node] : nodes_) {
+    if (node.topology.num_cores() == 0) {
+      shapes.push_back(std::nullopt);  // not heard from yet: could be anything
+    } else {
+      shapes.push_back(NodeShape{node.topology.num_cores(), node.topology.memory_bytes,
+                                 node.topology.num_gpus()});
+    }
+  }
+  return shapes;
 }
 
 bool Leader::may_see(const Caller& caller, const job::Job& job) {

@@ -22,6 +22,7 @@
 #include "daemon/job_events.h"
 #include "daemon/peer_credentials.h"
 #include "daemon/reservations.h"
+#include "daemon/submit_policy.h"
 #include "lib/core/clock.h"
 #include "lib/core/config.h"
 #include "lib/job/job.h"
@@ -186,6 +187,8 @@ class Leader {
     loop_.post([promise, fn = std::move(fn)]() mutable { promise->set_value(fn()); });
     return future;
   }
+  // Every configured node's shape, for check_fits (daemon/submit_policy.h).
+  std::vector<std::optional<NodeShape>> node_shapes() const;
   // Whether `caller` may see and act on `job`: its owner or an admin (like
   // Slurm's PrivateData=jobs).
   static bool may_see(const Caller& caller, const job::Job& job);

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/core/units.h"
 
 namespace hpcq::daemon {
 namespace {
@@ -82,7 +86,87 @@ Status apply_account(const SitePolicy& site, std::uint32_t uid, job::JobSpec& sp
   return Status::ok();
 }
 
+Status check_queue_limits(const QueueConfig* queue, const job::JobSpec& spec) {
+  if (queue == nullptr) return Status::ok();
+  const QueueLimits& l = queue->limits;
+  const std::int64_t nodes = spec.request.nodes;
+  const std::int64_t cores =
+      static_cast<std::int64_t>(spec.request.ntasks) * spec.request.cpus_per_task;
+  const std::string of = " of queue '" + queue->name + "'";
+  for (const auto& [limit, per_user] :
+       {std::pair{l.max_nodes, false}, std::pair{l.max_nodes_per_user, true}}) {
+    if (limit > 0 && nodes > limit) {
+      return invalid_argument("--nodes: " + std::to_string(nodes) + " nodes exceed the limit" + of +
+                              " (" + std::to_string(limit) + (per_user ? " per user)" : ")"));
+    }
+  }
+  for (const auto& [limit, per_user] :
+       {std::pair{l.max_cores, false}, std::pair{l.max_cores_per_user, true}}) {
+    if (limit > 0 && cores > limit) {
+      return invalid_argument("--ntasks: " + std::to_string(cores) + " cores exceed the limit" +
+                              of + " (" + std::to_string(limit) + (per_user ? " per user)" : ")"));
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+Status check_fits(const std::vector<std::optional<NodeShape>>& nodes, const job::JobSpec& spec) {
+  if (nodes.empty() ||
+      std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return !n.has_value(); })) {
+    return Status::ok();
+  }
+  const resource::ResourceRequest& r = spec.request;
+  int most_cores = 0, most_gpus = 0;
+  std::uint64_t most_memory = 0;
+  std::vector<std::int64_t> tasks_on;  // whole tasks each node can hold
+  for (const auto& n : nodes) {
+    most_cores = std::max(most_cores, n->cores);
+    most_gpus = std::max(most_gpus, n->gpus);
+    most_memory = std::max(most_memory, n->memory_bytes);
+    tasks_on.push_back(r.cpus_per_task > 0 ? n->cores / r.cpus_per_task : 0);
+  }
+  const std::string largest = "the largest node has ";
+  if (r.cpus_per_task > most_cores) {
+    return invalid_argument("--cpus-per-task: " + std::to_string(r.cpus_per_task) +
+                            " cores for one task, " + largest + std::to_string(most_cores));
+  }
+  if (r.mem_per_node_bytes > most_memory) {
+    return invalid_argument("--mem: " + format_memory(r.mem_per_node_bytes) + ", " + largest +
+                            format_memory(most_memory));
+  }
+  const std::uint64_t task_memory =
+      r.mem_per_cpu_bytes * static_cast<std::uint64_t>(r.cpus_per_task);
+  if (task_memory > most_memory) {
+    return invalid_argument("--mem-per-cpu: " + format_memory(task_memory) + " for one task, " +
+                            largest + format_memory(most_memory));
+  }
+  const int gpus = std::max(r.gpus_per_node, r.gpus_per_task);
+  if (gpus > most_gpus) {
+    return invalid_argument(
+        std::string(r.gpus_per_node >= r.gpus_per_task ? "--gpus-per-node: "
+                                                       : "--gpus-per-task: ") +
+        std::to_string(gpus) + " GPUs, " +
+        (most_gpus == 0 ? std::string("no node has GPUs") : largest + std::to_string(most_gpus)));
+  }
+  if (r.oversubscribe) return Status::ok();  // shared cores: no count rules it out
+  // The most tasks it could get: on its -N largest nodes, or on all.
+  std::sort(tasks_on.rbegin(), tasks_on.rend());
+  const std::size_t using_nodes =
+      r.nodes > 0 ? std::min<std::size_t>(tasks_on.size(), static_cast<std::size_t>(r.nodes))
+                  : tasks_on.size();
+  std::int64_t room = 0;
+  for (std::size_t i = 0; i < using_nodes; ++i) room += tasks_on[i];
+  if (r.ntasks > room) {
+    return invalid_argument(
+        "--ntasks: " + std::to_string(r.ntasks) + " tasks of " + std::to_string(r.cpus_per_task) +
+        " cores do not fit on " +
+        (r.nodes > 0 ? "the " + std::to_string(using_nodes) + " largest nodes" : "the cluster") +
+        " (room for " + std::to_string(room) + ")");
+  }
+  return Status::ok();
+}
 
 Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool is_admin,
                            job::JobSpec& spec) {
@@ -104,6 +188,12 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool 
       return invalid_argument("--nodelist: unknown node '" + node + "'");
     }
   }
+  const std::int64_t configured = std::max<std::int64_t>(0, std::ssize(config.ranks) - 1);
+  if (spec.request.nodes > configured) {
+    return invalid_argument("--nodes: " + std::to_string(spec.request.nodes) +
+                            " nodes, the cluster has " + std::to_string(configured));
+  }
+  HPCQ_RETURN_IF_ERROR(check_queue_limits(queue, spec));
   HPCQ_RETURN_IF_ERROR(apply_time_limit(config, queue, spec));
   HPCQ_RETURN_IF_ERROR(apply_account(site, uid, spec));
   if (!spec.qos.empty() && std::none_of(site.qos.begin(), site.qos.end(),

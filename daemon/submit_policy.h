@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "lib/core/config.h"
 #include "lib/core/status.h"
@@ -19,8 +21,26 @@
 namespace hpcq::daemon {
 
 // `is_admin`: the caller may raise priorities. Changes `spec` in place:
-// queue and account resolved, time limit filled in.
+// queue and account resolved, time limit filled in. Also refuses a job that
+// asks for more nodes than the cluster has configured, or more nodes or
+// cores than its queue allows (in all, or per user).
 Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool is_admin,
                            job::JobSpec& spec);
+
+// A configured node as hpcqd knows it; nullopt while its shape is unknown
+// (it has not said Hello since hpcqd started).
+struct NodeShape {
+  int cores = 0;
+  std::uint64_t memory_bytes = 0;
+  int gpus = 0;
+};
+
+// Refuses, naming the limit, a request that no set of the configured nodes
+// could ever hold (Slurm: "Requested node configuration is not available"):
+// a task wider than the largest node, more memory or GPUs than any node has,
+// more tasks than the cluster (or its -N largest nodes) can hold. A node of
+// unknown shape could be anything: with one, only what the known nodes rule
+// out for certain is refused (nothing). kInvalidArgument naming the option.
+Status check_fits(const std::vector<std::optional<NodeShape>>& nodes, const job::JobSpec& spec);
 
 }  // namespace hpcq::daemon

@@ -201,6 +201,8 @@ Result<NodeCount> parse_node_count(const std::string& text) {
   if (dash == std::string::npos) {
     auto n = parse_count("--nodes", text);
     if (!n.is_ok()) return n.status();
+    // 0 inside means "as few as the tasks fit on": said, it is a mistake.
+    if (*n < 1) return invalid_argument("--nodes: must be at least 1, got " + quote(text));
     return NodeCount{*n, 0};
   }
   auto low = parse_count("--nodes", text.substr(0, dash));

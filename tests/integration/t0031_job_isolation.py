@@ -94,6 +94,22 @@ def test_another_users_job_is_not_described():
     t.check("can never be met" in s["reason"] and "FAILED" not in s["reason"], s["reason"])
 
 
+def test_impossible_requests_are_refused_at_submit():
+    """Two 16-core nodes without GPUs: what they could never hold is refused
+    with one line naming the limit, instead of pending for ever."""
+    for args, says in ((("-N", "3"), "the cluster has 2"),
+                       (("-n", "1000"), "room for 32"),
+                       (("-c", "64"), "the largest node has 16"),
+                       (("--mem", "99999T"), "--mem: "),
+                       (("--gpus-per-task", "1"), "no node has GPUs"),
+                       (("-N", "0"), "must be at least 1")):
+        p = t.hpcq("submit", *args, "--", "true", rc=None)
+        t.check(p.returncode == 2 and says in p.stderr and p.stderr.count("\n") == 1,
+                f"{args}: exit {p.returncode}: {p.stderr!r}")
+    job = t.submit("-n", "32", "-o", "/dev/null", "--", "true")
+    t.check(t.wait_state(job, ENDED)["state"] == "COMPLETED", "a job that just fits runs")
+
+
 def test_the_leaders_state_is_private():
     state = os.path.join(t.cluster_dir(), "leader")
     t.check(os.stat(state).st_mode & 0o777 == 0o700, f"{state}: {oct(os.stat(state).st_mode)}")
@@ -126,4 +142,5 @@ def test_hpcqd_refuses_a_state_dir_others_can_enter():
 
 t.main([test_a_job_sees_its_own_processes_only, test_a_failed_task_fails_a_multi_node_job,
         test_the_submitters_umask_goes_with_the_job, test_another_users_job_is_not_described,
+        test_impossible_requests_are_refused_at_submit,
         test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter])

@@ -106,5 +106,84 @@ TEST(SubmitPolicy, NoQueuesConfigured) {
             "--time: 121 s exceeds the limit of 120 s");
 }
 
+// Requests no configured node set could ever hold are refused at submit, with
+// the limit named (they waited for ever, "(Priority)"), unless a node whose
+// shape is not known yet could hold them.
+ClusterConfig four_nodes() {
+  ClusterConfig c = site_config();
+  c.ranks.resize(5);  // the leader and four nodes
+  return c;
+}
+
+std::string refusal(const ClusterConfig& config, job::JobSpec s) {
+  Status st = apply_submit_policy(config, 1000, false, s);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.message();
+  return st.message();
+}
+
+TEST(SubmitPolicy, MoreNodesThanConfiguredOrAQueueAllows) {
+  job::JobSpec s = spec();
+  s.request.nodes = 99;
+  s.request.ntasks = 99;
+  EXPECT_EQ(refusal(four_nodes(), s), "--nodes: 99 nodes, the cluster has 4");
+  s.request.nodes = 4;
+  s.request.ntasks = 4;
+  job::JobSpec ok = s;
+  EXPECT_TRUE(apply_submit_policy(four_nodes(), 1000, false, ok).is_ok());
+  ClusterConfig limited = four_nodes();
+  limited.site.queues[0].limits.max_nodes = 2;
+  EXPECT_EQ(refusal(limited, s), "--nodes: 4 nodes exceed the limit of queue 'batch' (2)");
+  limited.site.queues[0].limits.max_nodes = 0;
+  limited.site.queues[0].limits.max_cores_per_user = 3;
+  EXPECT_EQ(refusal(limited, s),
+            "--ntasks: 4 cores exceed the limit of queue 'batch' (3 per user)");
+}
+
+std::vector<std::optional<NodeShape>> shapes(int nodes, int cores, std::uint64_t memory,
+                                             int gpus = 0) {
+  return std::vector<std::optional<NodeShape>>(static_cast<std::size_t>(nodes),
+                                               NodeShape{cores, memory, gpus});
+}
+
+TEST(CheckFits, WhatNoNodeCouldHoldIsRefusedNamingTheLimit) {
+  const auto cluster = shapes(4, 16, 64ULL << 30);
+  job::JobSpec s = spec();
+  EXPECT_TRUE(check_fits(cluster, s).is_ok());
+  s.request.ntasks = 1000;
+  EXPECT_EQ(check_fits(cluster, s).message(),
+            "--ntasks: 1000 tasks of 1 cores do not fit on the cluster (room for 64)");
+  s.request.ntasks = 64;
+  EXPECT_TRUE(check_fits(cluster, s).is_ok());
+  s.request.nodes = 2;
+  EXPECT_EQ(check_fits(cluster, s).message(),
+            "--ntasks: 64 tasks of 1 cores do not fit on the 2 largest nodes (room for 32)");
+  s = spec();
+  s.request.cpus_per_task = 4096;
+  EXPECT_EQ(check_fits(cluster, s).message(),
+            "--cpus-per-task: 4096 cores for one task, the largest node has 16");
+  s = spec();
+  s.request.mem_per_node_bytes = 1ULL << 50;
+  EXPECT_NE(check_fits(cluster, s).message().find("--mem: "), std::string::npos);
+  s = spec();
+  s.request.gpus_per_task = 1;
+  EXPECT_EQ(check_fits(cluster, s).message(), "--gpus-per-task: 1 GPUs, no node has GPUs");
+  EXPECT_TRUE(check_fits(shapes(1, 16, 1ULL << 30, 2), s).is_ok());
+}
+
+TEST(CheckFits, ANodeOfUnknownShapeCouldHoldAnything) {
+  auto cluster = shapes(3, 4, 1ULL << 30);
+  cluster.push_back(std::nullopt);  // configured, never said Hello
+  job::JobSpec s = spec();
+  s.request.cpus_per_task = 64;
+  EXPECT_TRUE(check_fits(cluster, s).is_ok());
+}
+
+TEST(CheckFits, OversubscribedTasksAreNotCounted) {
+  job::JobSpec s = spec();
+  s.request.ntasks = 100;
+  s.request.oversubscribe = true;
+  EXPECT_TRUE(check_fits(shapes(1, 4, 1ULL << 30), s).is_ok());
+}
+
 }  // namespace
 }  // namespace hpcq::daemon

@@ -201,7 +201,11 @@ TEST_F(Submit, NtasksDefaultsToNodes) {
   EXPECT_EQ(ok({"-N", "3", "true"}).spec.request.ntasks, 3);
   EXPECT_EQ(ok({"-N", "3", "-n", "7", "true"}).spec.request.ntasks, 7);
   EXPECT_EQ(ok({"-n", "7", "true"}).spec.request.nodes, 0);
-  EXPECT_EQ(ok({"-N", "0", "true"}).spec.request.ntasks, 1);
+}
+
+// -N 0 ran on one node: an explicit 0 is a mistake, not "as few as fit".
+TEST_F(Submit, ExplicitZeroNodesIsRefused) {
+  EXPECT_EQ(error({"-N", "0", "true"}), "--nodes: must be at least 1, got '0'");
 }
 
 TEST_F(Submit, NodeRanges) {
