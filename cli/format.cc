@@ -1,7 +1,11 @@
 #include "cli/format.h"
 
+#include <locale.h>
+#include <wchar.h>
+
 #include <cstdio>
 #include <ctime>
+#include <cwchar>
 #include <sstream>
 
 #include "lib/api/job_proto.h"
@@ -48,17 +52,44 @@ std::string elapsed(const v1::Job& job) {
   return buf;
 }
 
+// The columns `text` takes on a terminal: UTF-8 decoded, each character as
+// wide as wcwidth says (CJK: 2); a byte that is not UTF-8 counts 1.
+size_t display_width(const std::string& text) {
+  static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(0));
+  const locale_t previous = utf8 ? uselocale(utf8) : static_cast<locale_t>(0);
+  size_t width = 0;
+  std::mbstate_t state{};
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (p < end) {
+    wchar_t c = 0;
+    const size_t n =
+        utf8 ? std::mbrtowc(&c, p, static_cast<size_t>(end - p), &state) : static_cast<size_t>(-1);
+    if (n == static_cast<size_t>(-1) || n == static_cast<size_t>(-2) || n == 0) {
+      state = std::mbstate_t{};
+      ++width;
+      ++p;
+      continue;
+    }
+    const int w = wcwidth(c);
+    width += w < 0 ? 1 : static_cast<size_t>(w);
+    p += n;
+  }
+  if (utf8) uselocale(previous);
+  return width;
+}
+
 std::string table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width;
   for (const auto& row : rows) {
     width.resize(std::max(width.size(), row.size()));
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], display_width(row[i]));
   }
   std::ostringstream out;
   for (const auto& row : rows) {
     for (size_t i = 0; i < row.size(); ++i) {
       out << row[i];
-      if (i + 1 < row.size()) out << std::string(width[i] - row[i].size() + 2, ' ');
+      if (i + 1 < row.size()) out << std::string(width[i] - display_width(row[i]) + 2, ' ');
     }
     out << '\n';
   }
@@ -308,7 +339,7 @@ std::string history_table(const v1::ListJobsResponse& jobs) {
       for (const auto& p : job.placements()) nodes += (nodes.empty() ? "" : ">") + join(p.nodes());
     }
     rows.push_back({std::to_string(job.id()), job.user(), job.name(),
-                    job.spec().queue().empty() ? "default" : job.spec().queue(), nodes,
+                    job.spec().queue().empty() ? "-" : job.spec().queue(), nodes,
                     std::to_string(j["cores"].get<int>()), time_text(job.submit_time_us()),
                     time_text(job.start_time_us()), time_text(job.end_time_us()),
                     api::state_name(job.state()), std::to_string(job.exit_code()),

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 
+#include "lib/core/units.h"
+
 namespace hpcq::sim {
 namespace {
 
@@ -108,8 +110,8 @@ Result<SwfTrace> parse_swf(std::string_view text, std::string_view name) {
       ++count;
       if (count <= kFields && !parse_value(token, count, &v[static_cast<std::size_t>(count - 1)])) {
         return invalid_argument(where(name, line_no) + "field " + std::to_string(count) + " (" +
-                                std::string(swf_field_name(count)) + "): bad value '" +
-                                std::string(token) + "'");
+                                std::string(swf_field_name(count)) + "): bad value " +
+                                quote(token));
       }
       i = j;
       while (i < line.size() && is_space(line[i])) ++i;

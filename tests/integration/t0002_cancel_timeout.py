@@ -66,11 +66,18 @@ def test_cancel_kills_tree_and_removes_cgroups():
 
 def test_cancel_pending_job():
     d = t.workdir()
-    # 2 nodes x 16 cores: a 64-task job waits forever.
-    job_id = t.submit("-n", "64", "--", "true", cwd=d)
-    t.check(t.status(job_id)["state"] == "PENDING", "pending")
-    t.hpcq("cancel", str(job_id))
-    t.check(t.status(job_id)["state"] == "CANCELLED", "cancelled while pending")
+    # 2 nodes x 16 cores, all taken: a second whole-cluster job waits.
+    gate = t.Gate(d)
+    holder = t.submit("-n", "32", "--", *gate.command, cwd=d)
+    t.wait_state(holder, "RUNNING")
+    try:
+        job_id = t.submit("-n", "32", "--", "true", cwd=d)
+        t.check(t.status(job_id)["state"] == "PENDING", "pending")
+        t.hpcq("cancel", str(job_id))
+        t.check(t.status(job_id)["state"] == "CANCELLED", "cancelled while pending")
+    finally:
+        gate.open()
+        t.wait_state(holder, "COMPLETED")
 
 
 def test_time_limit_ends_job_timeout():

@@ -110,6 +110,25 @@ def test_impossible_requests_are_refused_at_submit():
     t.check(t.wait_state(job, ENDED)["state"] == "COMPLETED", "a job that just fits runs")
 
 
+def test_queue_aligns_names_that_are_not_ascii():
+    d = t.workdir()
+    gate = t.Gate(d)
+    jobs = [t.submit("-J", name, "--", *gate.command, cwd=d) for name in ("plain", "héllo wörld")]
+    try:
+        for j in jobs:
+            t.wait_state(j, "RUNNING")
+        lines = t.hpcq("queue").stdout.splitlines()
+        header = lines[0]
+        column = header.index("STATE")  # characters, as a terminal shows them
+        rows = [l for l in lines[1:] if any(l.startswith(str(j)) for j in jobs)]
+        t.check(len(rows) == 2 and all(l[column:].startswith("RUNNING") for l in rows),
+                "\n".join(lines))
+    finally:
+        gate.open()
+        for j in jobs:
+            t.wait_state(j, ENDED)
+
+
 def test_the_leaders_state_is_private():
     state = os.path.join(t.cluster_dir(), "leader")
     t.check(os.stat(state).st_mode & 0o777 == 0o700, f"{state}: {oct(os.stat(state).st_mode)}")
@@ -142,5 +161,5 @@ def test_hpcqd_refuses_a_state_dir_others_can_enter():
 
 t.main([test_a_job_sees_its_own_processes_only, test_a_failed_task_fails_a_multi_node_job,
         test_the_submitters_umask_goes_with_the_job, test_another_users_job_is_not_described,
-        test_impossible_requests_are_refused_at_submit,
+        test_impossible_requests_are_refused_at_submit, test_queue_aligns_names_that_are_not_ascii,
         test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter])

@@ -88,6 +88,9 @@ TEST(SwfTest, MalformedLinesNameFileLineAndField) {
        "t.swf:1: field 2 (submit time): bad value '0.5'"},
       {"1 0 5 10 4 -1 -1 -1 20 -1 1 7 1 1 1 -1 -1 1e400\n",
        "t.swf:1: field 18 (think time after preceding job): bad value '1e400'"},
+      // A binary line is shown escaped, not echoed raw to the terminal.
+      {"1 0 5 \x1b[2J\xff 4 -1 -1 -1 20 -1 1 7 1 1 1 -1 -1 -1\n",
+       "t.swf:1: field 4 (run time): bad value '\\x1b[2J\\xff'"},
   };
   for (const auto& c : cases) {
     auto trace = parse_swf(c.text, "t.swf");
