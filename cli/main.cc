@@ -49,6 +49,66 @@ Result<JobId> parse_job_id(const std::string& text) {
   return id;
 }
 
+// The elements of array `array` the caller may see, in index order; empty
+// if `array` is no array's id.
+Result<std::vector<v1::Job>> array_elements(v1::Hpcq::Stub& stub, const std::string& socket,
+                                            JobId array) {
+  v1::ListJobsRequest request;
+  request.set_all(true);
+  request.set_array_job_id(array);
+  v1::ListJobsResponse response;
+  grpc::ClientContext ctx;
+  HPCQ_RETURN_IF_ERROR(from_grpc(stub.ListJobs(&ctx, request, &response), socket));
+  std::vector<v1::Job> elements(response.jobs().begin(), response.jobs().end());
+  std::sort(elements.begin(), elements.end(), [](const v1::Job& a, const v1::Job& b) {
+    return a.array_task_id() < b.array_task_id();
+  });
+  return elements;
+}
+
+// A job id as users write it: N, or ARRAY_INDEX, an array's element as
+// queue shows it (Slurm's 18_1). With `whole_arrays` an array's own id
+// stands for all its elements (cancel, hold, release, wait: as scancel
+// does); else for the job with that id, its first element.
+Result<std::vector<JobId>> resolve_job_ids(v1::Hpcq::Stub& stub, const std::string& socket,
+                                           const std::string& text, bool whole_arrays) {
+  const std::size_t underscore = text.find('_');
+  if (underscore != std::string::npos) {
+    auto array = parse_job_id(text.substr(0, underscore));
+    auto index = parse_job_id("1" + text.substr(underscore + 1));  // digits only; 0 allowed
+    if (!array.is_ok() || !index.is_ok() || underscore + 1 == text.size()) {
+      return invalid_argument("'" + text + "' is not a job id (want N or ARRAY_INDEX)");
+    }
+    const std::string digits = text.substr(underscore + 1);
+    auto elements = array_elements(stub, socket, *array);
+    if (!elements.is_ok()) return elements.status();
+    for (const v1::Job& job : *elements) {
+      if (std::to_string(job.array_task_id()) == digits) return std::vector<JobId>{job.id()};
+    }
+    return not_found("no job " + text);
+  }
+  auto id = parse_job_id(text);
+  if (!id.is_ok()) return id.status();
+  if (whole_arrays) {
+    auto elements = array_elements(stub, socket, *id);
+    if (!elements.is_ok()) return elements.status();
+    if (!elements->empty()) {
+      std::vector<JobId> ids;
+      for (const v1::Job& job : *elements) ids.push_back(job.id());
+      return ids;
+    }
+  }
+  return std::vector<JobId>{*id};
+}
+
+// The one job `text` names (ARRAY_INDEX accepted).
+Result<JobId> resolve_job_id(v1::Hpcq::Stub& stub, const std::string& socket,
+                             const std::string& text) {
+  auto ids = resolve_job_ids(stub, socket, text, /*whole_arrays=*/false);
+  if (!ids.is_ok()) return ids.status();
+  return ids->front();
+}
+
 int cmd_submit(const std::vector<std::string>& args) {
   job::SubmitContext ctx;
   std::error_code ec;
@@ -115,12 +175,16 @@ int cmd_wait(const std::vector<std::string>& ids, bool json) {
   auto stub = connect(socket);
   bool all_completed = true;
   nlohmann::json out = nlohmann::json::array();
+  std::vector<JobId> jobs;
   for (const auto& text : ids) {
-    auto id = parse_job_id(text);
-    if (!id.is_ok()) return fail(id.status());
+    auto resolved = resolve_job_ids(*stub, socket, text, /*whole_arrays=*/true);
+    if (!resolved.is_ok()) return fail(resolved.status());
+    jobs.insert(jobs.end(), resolved->begin(), resolved->end());
+  }
+  for (JobId id : jobs) {
     grpc::ClientContext ctx;
     v1::WatchJobsRequest request;
-    request.set_id(*id);
+    request.set_id(id);
     auto reader = stub->WatchJobs(&ctx, request);
     v1::JobEvent event;
     v1::JobEvent last;
@@ -131,12 +195,12 @@ int cmd_wait(const std::vector<std::string>& ids, bool json) {
       all_completed = false;
       if (!json) {
         std::fprintf(stderr, "hpcq: job %llu ended %s (exit code %d)%s%s\n",
-                     static_cast<unsigned long long>(*id), api::state_name(last.state()),
+                     static_cast<unsigned long long>(id), api::state_name(last.state()),
                      last.exit_code(), last.reason().empty() ? "" : ": ", last.reason().c_str());
       }
     }
     out.push_back(
-        {{"id", *id}, {"state", api::state_name(last.state())}, {"exit_code", last.exit_code()}});
+        {{"id", id}, {"state", api::state_name(last.state())}, {"exit_code", last.exit_code()}});
   }
   if (json) std::cout << out.dump() << "\n";
   return all_completed ? 0 : 1;
@@ -150,14 +214,22 @@ int for_each_id(const std::vector<std::string>& ids, Call call) {
   auto stub = connect(socket);
   int code = 0;
   for (const auto& text : ids) {
-    auto id = parse_job_id(text);
-    if (!id.is_ok()) return fail(id.status());
-    Request request;
-    request.set_id(*id);
-    Response response;
-    grpc::ClientContext ctx;
-    Status s = from_grpc((stub.get()->*call)(&ctx, request, &response), socket);
-    if (!s.is_ok()) code = std::max(code, fail(s));
+    auto resolved = resolve_job_ids(*stub, socket, text, /*whole_arrays=*/true);
+    if (!resolved.is_ok()) {
+      code = std::max(code, fail(resolved.status()));
+      continue;
+    }
+    for (JobId id : *resolved) {
+      Request request;
+      request.set_id(id);
+      Response response;
+      grpc::ClientContext ctx;
+      Status s = from_grpc((stub.get()->*call)(&ctx, request, &response), socket);
+      // An array's element that ended already is not an error of the array's cancel.
+      if (!s.is_ok() && !(resolved->size() > 1 && s.code() == Code::kFailedPrecondition)) {
+        code = std::max(code, fail(s));
+      }
+    }
   }
   return code;
 }
@@ -165,10 +237,10 @@ int for_each_id(const std::vector<std::string>& ids, Call call) {
 // hpcq checkpoint / migrate: one job; the record on success.
 int cmd_checkpoint(const std::string& text, const std::string& then, const std::string& to,
                    bool json) {
-  auto id = parse_job_id(text);
-  if (!id.is_ok()) return fail(id.status());
   const std::string socket = socket_path();
   auto stub = connect(socket);
+  auto id = resolve_job_id(*stub, socket, text);
+  if (!id.is_ok()) return fail(id.status());
   v1::CheckpointRequest request;
   request.set_id(*id);
   request.set_then(then);
@@ -199,11 +271,11 @@ int cmd_checkpoint(const std::string& text, const std::string& then, const std::
 // hpcq resize JOB --nodes N: waits for the application's answer (or the
 // timeout); exit 0 only when it acknowledged.
 int cmd_resize(const std::string& text, int nodes, bool json) {
-  auto id = parse_job_id(text);
-  if (!id.is_ok()) return fail(id.status());
   if (nodes < 1) return fail(invalid_argument("--nodes: must be at least 1"));
   const std::string socket = socket_path();
   auto stub = connect(socket);
+  auto id = resolve_job_id(*stub, socket, text);
+  if (!id.is_ok()) return fail(id.status());
   v1::ResizeRequest request;
   request.set_id(*id);
   request.set_nodes(nodes);
@@ -226,18 +298,20 @@ int cmd_status(const std::vector<std::string>& ids, bool json) {
   auto stub = connect(socket);
   nlohmann::json out = nlohmann::json::array();
   for (const auto& text : ids) {
-    auto id = parse_job_id(text);
-    if (!id.is_ok()) return fail(id.status());
-    v1::GetJobRequest request;
-    request.set_id(*id);
-    v1::Job job;
-    grpc::ClientContext ctx;
-    Status s = from_grpc(stub->GetJob(&ctx, request, &job), socket);
-    if (!s.is_ok()) return fail(s);
-    if (json) {
-      out.push_back(job_json(job));
-    } else {
-      std::cout << status_text(job);
+    auto resolved = resolve_job_ids(*stub, socket, text, /*whole_arrays=*/false);
+    if (!resolved.is_ok()) return fail(resolved.status());
+    for (JobId id : *resolved) {
+      v1::GetJobRequest request;
+      request.set_id(id);
+      v1::Job job;
+      grpc::ClientContext ctx;
+      Status s = from_grpc(stub->GetJob(&ctx, request, &job), socket);
+      if (!s.is_ok()) return fail(s);
+      if (json) {
+        out.push_back(job_json(job));
+      } else {
+        std::cout << status_text(job);
+      }
     }
   }
   // One job: the object itself; several: an array.

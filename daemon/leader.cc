@@ -486,6 +486,7 @@ std::future<v1::ListJobsResponse> Leader::list_jobs(const Caller& caller,
       if (!request.all() && !request.ended_only() && ended) continue;
       if (request.ended_only() && !ended) continue;
       if (request.has_uid() && job.uid != request.uid()) continue;
+      if (request.array_job_id() != 0 && job.spec.array_job_id != request.array_job_id()) continue;
       if (!states.empty() && !states.count(api::to_proto(job.state))) continue;
       if (request.ended_after_us() && job.end_time < request.ended_after_us()) continue;
       if (request.ended_before_us() && job.end_time >= request.ended_before_us()) continue;
@@ -1603,10 +1604,15 @@ void Leader::run_cycle() {
     if (job.spec.array_max_running > 0) {
       const auto running = array_running_.find(job.spec.array_job_id);
       int& more = array_shown[job.spec.array_job_id];
+      // What queue shows for it (Slurm's JobArrayTaskLimit); not stored.
+      const std::string throttled =
+          "array throttle: at most " + std::to_string(job.spec.array_max_running) + " running";
       if ((running != array_running_.end() ? running->second : 0) + more >=
           job.spec.array_max_running) {
+        entry.job.reason = throttled;
         return true;
       }
+      if (job.reason == throttled) entry.job.reason.clear();
       ++more;
     }
     snapshot.queue.push_back(pending_of(job));

@@ -5,6 +5,7 @@ and advance reservations honoured by the scheduler, on a real cluster with a
 configured hpcq.toml."""
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -121,6 +122,43 @@ def test_array_with_throttle():
     t.check("--array: range '5-1' runs backwards" in p.stderr, p.stderr)
 
 
+def test_an_array_is_one_job_to_wait_on_and_cancel():
+    """`wait ID` and `cancel ID` act on every element of array ID (as
+    scancel does), `ID_N` is an element wherever a job id is (`status ID` is
+    the job ID, the first element), and a throttled element says why it
+    waits."""
+    d = t.workdir()
+    gate = t.Gate(d)
+    made = json.loads(t.hpcq("submit", "--json", "--array=0-2", "-o", "/dev/null", "--",
+                             *gate.command, cwd=d).stdout)
+    first = made["id"]
+    s = t.status(f"{first}_2")
+    t.check(s["id"] == first + 2 and s["array_task_id"] == 2, f"{first}_2 is {s}")
+    p = t.hpcq("status", f"{first}_7", rc=None)
+    t.check(p.returncode != 0 and f"no job {first}_7" in p.stderr, p.stderr)
+    for i in made["ids"]:
+        t.wait_state(i, "RUNNING")
+    waiter = subprocess.Popen([t.HPCQ, "wait", str(first)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    t.hpcq("cancel", f"{first}_1")
+    t.wait_state(first + 1, "CANCELLED")
+    t.check(t.status(first)["state"] == "RUNNING" and t.status(first + 2)["state"] == "RUNNING",
+            "cancelling one element touched the others")
+    gate.open()
+    t.wait_state(first + 2, "COMPLETED")
+    out, err = waiter.communicate(timeout=60)
+    # Waited for all three: one was cancelled, so not all completed.
+    t.check(waiter.returncode == 1 and f"job {first + 1} ended CANCELLED" in err, err)
+
+    throttled = json.loads(t.hpcq("submit", "--json", "--array=0-2%1", "--", "sleep", "300",
+                                  cwd=d).stdout)
+    t.wait_until("the throttle as the reason", lambda: "array throttle: at most 1 running"
+                 in t.status(throttled["ids"][2])["reason"])
+    t.hpcq("cancel", str(throttled["id"]))
+    for i in throttled["ids"]:
+        t.wait_state(i, "CANCELLED")
+
+
 def test_reservations():
     d = t.workdir()
     p = t.hpcq("reserve", "create", "maint", "--nodes", "node1", "--duration", "1h",
@@ -165,4 +203,5 @@ def test_reservations():
     t.hpcq("reserve", "delete", "later", rc=1)
 
 
-t.main([test_queues_at_submit, test_dependencies, test_array_with_throttle, test_reservations])
+t.main([test_queues_at_submit, test_dependencies, test_array_with_throttle,
+        test_an_array_is_one_job_to_wait_on_and_cancel, test_reservations])
