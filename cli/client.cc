@@ -1,5 +1,6 @@
 #include "cli/client.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace hpcq::cli {
@@ -28,8 +29,19 @@ Status from_grpc(const grpc::Status& status, const std::string& socket) {
       }
       return unavailable("hpcqd is not reachable at " + socket + " (" + status.error_message() +
                          ")");
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: {
+      // gRPC's own refusal of a request over the leader's limit reads
+      // "Received message larger than max (SIZE vs. LIMIT)": the user's
+      // request is too large, which is bad input.
+      unsigned long long size = 0, limit = 0;
+      if (std::sscanf(status.error_message().c_str(),
+                      "Received message larger than max (%llu vs. %llu)", &size, &limit) == 2) {
+        return invalid_argument("the request is " + std::to_string(size) +
+                                " bytes, over hpcqd's limit of " + std::to_string(limit) +
+                                " ([api] max_message_bytes in hpcq.toml)");
+      }
       return Status(Code::kResourceExhausted, status.error_message());
+    }
     case grpc::StatusCode::ALREADY_EXISTS:
       return Status(Code::kAlreadyExists, status.error_message());
     case grpc::StatusCode::UNAUTHENTICATED:

@@ -129,6 +129,17 @@ def test_queue_aligns_names_that_are_not_ascii():
             t.wait_state(j, ENDED)
 
 
+def test_a_submission_over_the_limit_is_refused_in_one_line():
+    d = t.workdir()
+    script = os.path.join(d, "big.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n" + ("# padding\n" * ((5 << 20) // 10)) + "true\n")
+    p = t.hpcq("submit", script, rc=None, cwd=d)
+    t.check(p.returncode == 2 and p.stderr.count("\n") == 1 and
+            "over hpcqd's limit of 4194304 ([api] max_message_bytes" in p.stderr,
+            f"exit {p.returncode}: {p.stderr!r}")
+
+
 def test_the_leaders_state_is_private():
     state = os.path.join(t.cluster_dir(), "leader")
     t.check(os.stat(state).st_mode & 0o777 == 0o700, f"{state}: {oct(os.stat(state).st_mode)}")
@@ -162,4 +173,5 @@ def test_hpcqd_refuses_a_state_dir_others_can_enter():
 t.main([test_a_job_sees_its_own_processes_only, test_a_failed_task_fails_a_multi_node_job,
         test_the_submitters_umask_goes_with_the_job, test_another_users_job_is_not_described,
         test_impossible_requests_are_refused_at_submit, test_queue_aligns_names_that_are_not_ascii,
+        test_a_submission_over_the_limit_is_refused_in_one_line,
         test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter])
