@@ -123,6 +123,31 @@ Status JobCgroup::add_process(pid_t pid) const {
   return Status::ok();
 }
 
+int JobCgroup::oom_kills() const {
+  // v2's memory.events counts the subtree; v1 counts each cgroup alone.
+  const char* file = version_ == CgroupVersion::kV2 ? "memory.events" : "memory.oom_control";
+  int kills = 0;
+  auto count_in = [&](const std::string& dir) {
+    std::istringstream in(read_file(dir + "/" + file));
+    std::string key;
+    long long value = 0;
+    while (in >> key >> value) {
+      if (key == "oom_kill") kills += static_cast<int>(value);
+    }
+  };
+  for (const std::string& dir : dirs_) {
+    if (!std::filesystem::exists(dir + "/" + file)) continue;
+    count_in(dir);
+    if (version_ == CgroupVersion::kV2) continue;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->is_directory(ec)) count_in(it->path().string());
+    }
+  }
+  return kills;
+}
+
 std::vector<pid_t> JobCgroup::pids() const {
   std::set<pid_t> all;
   for (const std::string& dir : dirs_) {

@@ -54,6 +54,11 @@ class JobCgroup {
   // PIDs), ascending, unique.
   std::vector<pid_t> pids() const;
 
+  // How many processes the kernel's OOM killer has killed in this cgroup and
+  // its children (v1 memory.oom_control, v2 memory.events: "oom_kill N");
+  // 0 where the kernel does not count them.
+  int oom_kills() const;
+
   // A child cgroup `name` (a worker's) in every directory with these limits
   // (they must lie within this cgroup's). v2: the controllers are enabled
   // for this cgroup's children, so from then on it may hold no process of

@@ -482,10 +482,18 @@ JobExit ProcessExecutor::exit_of(const Job& job) const {
     return e;
   }
   e.kind = ExitKind::kFailed;
+  // Named, not just "killed by signal 9" (Slurm: OUT_OF_MEMORY).
+  const std::string oom = job.oom_kills > 0 ? "out of memory: the kernel killed " +
+                                                  std::to_string(job.oom_kills) +
+                                                  " process(es) at the job's memory limit; "
+                                            : "";
   auto results = decode_results(read_whole(files.results));
   if (results.is_ok()) {
     e.reason = describe_results(*results);
-    if (!e.reason.empty()) return e;
+    if (!e.reason.empty()) {
+      e.reason = oom + e.reason;
+      return e;
+    }
   }
   if (job.shell_signal != 0) {
     e.reason = "job shell killed by signal " + std::to_string(job.shell_signal);
@@ -553,6 +561,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
       close(job.pidfd);  // readable for good now; cleanup retries ride on later calls
       job.pidfd = -1;
     }
+    if (job.oom_kills < 0) job.oom_kills = job.cgroup.oom_kills();  // before the cgroup goes
     Status s = job.cgroup.remove();
     if (!s.is_ok()) {
       if (s.code() != Code::kFailedPrecondition) spdlog::warn("job {}: {}", job.id, s.message());

@@ -186,6 +186,7 @@ class ProcessExecutor final : public Executor {
     std::vector<int> worker_ids;  // an image job's containers, by worker id
     int shell_code = 0;           // the shell's exit code (128 + signal when killed)
     int shell_signal = 0;
+    int oom_kills = -1;  // read from the cgroup once the shell has ended (-1: not yet)
     std::int64_t time_limit_s = 0;
   };
 

@@ -140,6 +140,14 @@ def test_a_submission_over_the_limit_is_refused_in_one_line():
             f"exit {p.returncode}: {p.stderr!r}")
 
 
+def test_a_memory_limit_kill_is_named():
+    job = t.submit("--mem", "32M", "-o", "/dev/null", "--", "dd", "if=/dev/zero", "of=/dev/null",
+                   "bs=256M", "count=1")
+    s = t.wait_state(job, ENDED)
+    t.check(s["state"] == "FAILED" and s["exit_code"] == 137 and "out of memory" in s["reason"],
+            f"{s['state']} {s['exit_code']}: {s['reason']}")
+
+
 def test_the_leaders_state_is_private():
     state = os.path.join(t.cluster_dir(), "leader")
     t.check(os.stat(state).st_mode & 0o777 == 0o700, f"{state}: {oct(os.stat(state).st_mode)}")
@@ -173,5 +181,5 @@ def test_hpcqd_refuses_a_state_dir_others_can_enter():
 t.main([test_a_job_sees_its_own_processes_only, test_a_failed_task_fails_a_multi_node_job,
         test_the_submitters_umask_goes_with_the_job, test_another_users_job_is_not_described,
         test_impossible_requests_are_refused_at_submit, test_queue_aligns_names_that_are_not_ascii,
-        test_a_submission_over_the_limit_is_refused_in_one_line,
+        test_a_submission_over_the_limit_is_refused_in_one_line, test_a_memory_limit_kill_is_named,
         test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter])

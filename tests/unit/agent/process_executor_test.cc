@@ -311,6 +311,20 @@ TEST_F(ProcessExecutorTest, MemoryLimitIsWrittenToTheCgroup) {
   EXPECT_EQ(e->kind, ExitKind::kCancelled);
 }
 
+// A task the kernel kills at the job's memory limit is named so, not only
+// "killed by signal 9".
+TEST_F(ProcessExecutorTest, AMemoryLimitKillIsNamed) {
+  JobLaunch l = job(13, {"dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1"});
+  l.memory_limit_bytes = 32ULL << 20;
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(13);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kFailed);
+  EXPECT_EQ(e->exit_code, 137);
+  EXPECT_EQ(e->reason.rfind("out of memory: the kernel killed ", 0), 0u) << e->reason;
+  EXPECT_NE(e->reason.find("signal 9"), std::string::npos) << e->reason;
+}
+
 // A fork bomb stops at the job's pids.max: pids_per_core per CPU of the job.
 TEST_F(ProcessExecutorTest, PidsLimitScalesWithTheJobsCpus) {
   JobLaunch l = job(12, {"sleep", "1000"});
