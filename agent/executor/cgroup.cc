@@ -408,6 +408,9 @@ int CgroupHierarchy::remove_stale(const std::string& instance) const {
 
 void CgroupHierarchy::remove_instance_dirs(const std::string& instance) const {
   for (const std::string& dir : instance_dirs(instance)) rmdir(dir.c_str());
+  // runc made the instance's directory in the controllers hpcq does not use
+  // (blkio, cpu, devices, ...) for image jobs' containers.
+  for (const std::string& mount : v1_other_mounts_) rmdir((mount + "/hpcq/" + instance).c_str());
 }
 
 }  // namespace hpcq::agent

@@ -110,8 +110,9 @@ class CgroupHierarchy {
   // a requeued copy. Returns how many directories remain.
   int remove_stale(const std::string& instance) const;
 
-  // Removes <...>/hpcq/<instance> where it is empty (best effort: the shared
-  // <...>/hpcq stays, another instance may be creating its directory in it).
+  // Removes <...>/hpcq/<instance> where it is empty, in every v1 controller
+  // (runc's of image jobs too) (best effort: the shared <...>/hpcq stays,
+  // another instance may be creating its directory in it).
   void remove_instance_dirs(const std::string& instance) const;
 
  private:

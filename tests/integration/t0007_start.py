@@ -13,14 +13,31 @@ import hpcqtest as t
 INNER = """
 set -e
 id=$(hpcq submit -N 2 -n 2 -- sleep 300)
-while [ "$(hpcq status $id --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" != RUNNING ]; do sleep 0.05; done
+img=$(hpcq submit -N 2 -n 2 --image "$ROOTFS" -- sleep 300)
+for j in $id $img; do
+  while [ "$(hpcq status $j --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" != RUNNING ]; do sleep 0.05; done
+done
 dirname "$HPCQ_SOCKET"
 exit 7
 """
 
 
+def instance_prefix(cluster_dir):
+    """The start of the cgroup instance names of the cluster's agents, made
+    as agent.cc's cgroup_instance_name makes them from their state dirs."""
+    name = ""
+    for c in cluster_dir:
+        if c == "/":
+            if name and not name.endswith("-"):
+                name += "-"
+        else:
+            name += c if c.isalnum() or c in "_." else "_"
+    return name.rstrip("-") + "-agents-"
+
+
 def test_exit_status_and_clean_teardown():
-    env = dict(os.environ, PATH=os.path.dirname(t.HPCQ) + ":" + os.environ["PATH"])
+    env = dict(os.environ, PATH=os.path.dirname(t.HPCQ) + ":" + os.environ["PATH"],
+               ROOTFS=t.busybox_rootfs())
     p = subprocess.run([t.HPCQ, "start", "--agents", "2", "--", "bash", "-c", INNER],
                        capture_output=True, text=True, env=env, timeout=120)
     t.check(p.returncode == 7, f"exit {p.returncode}, expected the command's 7: {p.stderr}")
@@ -29,9 +46,10 @@ def test_exit_status_and_clean_teardown():
     t.check(not os.path.exists(d), f"{d} left behind")
     left = subprocess.run(["pgrep", "-f", d], capture_output=True, text=True).stdout.split()
     t.check(not left, f"processes left: {left}")
-    name = d.strip("/").replace("/", "-")
+    # Every v1 controller (runc's of the image job too), or the v2 tree.
+    prefix = instance_prefix(d)
     cgroups = [c for c in glob.glob("/sys/fs/cgroup/*/hpcq/*") + glob.glob("/sys/fs/cgroup/hpcq/*")
-               if os.path.basename(c).startswith(name)]
+               if os.path.basename(c).startswith(prefix)]
     t.check(not cgroups, f"cgroups left: {cgroups}")
 
 
