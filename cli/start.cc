@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -15,9 +17,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "cli/client.h"
+#include "lib/core/config.h"
 #include "lib/overlay/curve_keys.h"
 
 namespace hpcq::cli {
@@ -113,6 +117,25 @@ void print_log_tail(const fs::path& path) {
   for (size_t i = from; i < lines.size(); ++i) std::fprintf(stderr, "%s\n", lines[i].c_str());
 }
 
+// `message`, an error about the generated file `generated` whose lines
+// first..first+count-1 are the user's --config file `user`, as an error
+// about that file: "hpcq.toml:18: x" becomes "site.toml:1: x".
+std::string as_users_error(const std::string& message, const std::string& generated, int first,
+                           int count, const std::string& user) {
+  if (message.rfind(generated + ":", 0) != 0) return message;
+  const std::size_t at = generated.size() + 1;
+  std::size_t end = at;
+  while (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) ++end;
+  if (end == at) return message;
+  const int line = std::atoi(message.c_str() + at);
+  if (line < first || line >= first + count) return message;
+  return user + ":" + std::to_string(line - first + 1) + message.substr(end);
+}
+
+int count_lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
 }  // namespace
 
 int run_start(const StartOptions& options) {
@@ -123,6 +146,25 @@ int run_start(const StartOptions& options) {
   if (options.fanout < 1) {
     std::fprintf(stderr, "hpcq start: --fanout must be >= 1\n");
     return 2;
+  }
+  // Refused before anything is made: a cluster that comes up and then fails
+  // every job helps no one.
+  if (options.executor == "process" && geteuid() != 0) {
+    std::fprintf(stderr,
+                 "hpcq start: must run as root: its agents run jobs as their users, in "
+                 "cgroups (or use --executor test, which runs nothing)\n");
+    return 2;
+  }
+  std::string extra_text;
+  if (!options.config_extra.empty()) {
+    std::ifstream extra(options.config_extra);
+    std::stringstream read;
+    read << extra.rdbuf();
+    if (!extra) {
+      std::fprintf(stderr, "hpcq start: --config %s: cannot read\n", options.config_extra.c_str());
+      return 2;
+    }
+    extra_text = read.str();
   }
   const char* tmp = std::getenv("TMPDIR");
   std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/hpcq-start-XXXXXX";
@@ -140,9 +182,15 @@ int run_start(const StartOptions& options) {
   fs::create_directories(dir / "keys");
   fs::create_directories(dir / "logs");
 
+  // Whatever fails from here on leaves nothing behind.
+  auto give_up = [&](int code) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    return code;
+  };
   const int size = options.agents + 1;
   std::vector<int> probes;  // closed once every rank has a port
-  std::ofstream config(dir / "hpcq.toml");
+  std::ostringstream config;
   config << "# written by hpcq start\n"
          << "[overlay]\nfanout = " << options.fanout
          << "\nheartbeat_interval_ms = 500\nnode_unresponsive_after_ms = 1500\n"
@@ -151,32 +199,27 @@ int run_start(const StartOptions& options) {
          << "socket = \"" << (dir / "hpcqd.sock").string() << "\"\n"
          << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n\n"
          << "[agent]\nstate_dir = \"" << (dir / "agents").string() << "\"\nkill_grace_s = 2\n\n";
-  if (!options.config_extra.empty()) {
-    // The site's own sections ([scheduler], [[queue]], ...), checked with
-    // the rest when hpcqd loads the file.
-    std::ifstream extra(options.config_extra);
-    if (!extra) {
-      std::fprintf(stderr, "hpcq start: --config %s: cannot read\n", options.config_extra.c_str());
-      return 2;
-    }
-    config << "# from " << options.config_extra << "\n" << extra.rdbuf() << "\n\n";
-  }
+  // The site's own sections ([scheduler], [[queue]], ...), checked with the
+  // rest below.
+  if (!extra_text.empty()) config << "# from " << options.config_extra << "\n";
+  const int extra_first = count_lines(config.str()) + 1;
+  config << extra_text << "\n\n";
   for (int r = 0; r < size; ++r) {
     auto keys = overlay::generate_key_pair();
     if (!keys.is_ok()) {
       std::fprintf(stderr, "hpcq start: %s\n", keys.status().message().c_str());
-      return 1;
+      return give_up(1);
     }
     std::string key_path = dir / "keys" / ("rank-" + std::to_string(r) + ".key");
     Status written = overlay::write_key_file(key_path, *keys);
     if (!written.is_ok()) {
       std::fprintf(stderr, "hpcq start: %s\n", written.message().c_str());
-      return 1;
+      return give_up(1);
     }
     int port = free_tcp_port(probes);
     if (port < 0) {
       std::fprintf(stderr, "hpcq start: no free TCP port on 127.0.0.1\n");
-      return 1;
+      return give_up(1);
     }
     config << "[[rank]]\nname = \"" << (r == 0 ? std::string("leader") : "node" + std::to_string(r))
            << "\"\nendpoint = \"tcp://127.0.0.1:" << port << "\"\npublic_key = \""
@@ -184,10 +227,29 @@ int run_start(const StartOptions& options) {
     if (r > 0) config << "topology = \"" << options.topology << "\"\n";
     config << "\n";
   }
-  config.close();
+  const std::string config_path = dir / "hpcq.toml";
+  // Checked here, so that a mistake in --config is one line about that file
+  // (not hpcqd's log about the generated one).
+  auto checked = parse_config(config.str(), config_path);
+  if (!checked.is_ok()) {
+    for (int fd : probes) close(fd);
+    std::fprintf(stderr, "hpcq start: %s\n",
+                 as_users_error(checked.status().message(), config_path, extra_first,
+                                count_lines(extra_text) + 1, options.config_extra)
+                     .c_str());
+    return give_up(2);
+  }
+  {
+    std::ofstream out(config_path);
+    out << config.str();
+    if (!out.flush()) {
+      for (int fd : probes) close(fd);
+      std::fprintf(stderr, "hpcq start: cannot write %s\n", config_path.c_str());
+      return give_up(1);
+    }
+  }
   for (int fd : probes) close(fd);
 
-  const std::string config_path = dir / "hpcq.toml";
   const std::string socket = dir / "hpcqd.sock";
   std::vector<pid_t> agents;
   pid_t leader = spawn(

@@ -64,4 +64,26 @@ def test_bad_arguments():
     t.check(p.returncode == 2 and "--agents" in p.stderr, p.stderr)
 
 
-t.main([test_exit_status_and_clean_teardown, test_command_gets_the_socket, test_bad_arguments])
+def start_dirs():
+    return set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "hpcq-start-*")))
+
+
+def test_a_start_that_cannot_work_says_why_and_leaves_nothing():
+    d = t.workdir()
+    bad = os.path.join(d, "site.toml")
+    with open(bad, "w") as f:
+        f.write('[scheduler]\nactions = ["allocate"]\nbogus = 1\n')
+    before = start_dirs()
+    for args, says in (((bad,), f"{bad}:3: unknown key 'scheduler.bogus'"),
+                       ((os.path.join(d, "missing.toml"),), "missing.toml: cannot read")):
+        p = t.run([t.HPCQ, "start", "--config", *args, "--", "true"])
+        t.check(p.returncode == 2 and p.stderr.count("\n") == 1 and says in p.stderr,
+                f"exit {p.returncode}: {p.stderr!r}")
+    t.ensure_user()
+    p = t.run([t.HPCQ, "start", "--", "true"], user="hpcqtest")
+    t.check(p.returncode == 2 and "must run as root" in p.stderr, f"{p.returncode} {p.stderr}")
+    t.check(start_dirs() == before, f"left behind: {start_dirs() - before}")
+
+
+t.main([test_exit_status_and_clean_teardown, test_command_gets_the_socket, test_bad_arguments,
+        test_a_start_that_cannot_work_says_why_and_leaves_nothing])
