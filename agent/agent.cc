@@ -133,6 +133,7 @@ Status Agent::start() {
   // A node without a working CRIU still runs jobs; it says so in its Hello.
   checkpoint_ = executor_->checkpoint_capability();
   if (!checkpoint_.is_ok()) spdlog::info("agent: cannot checkpoint: {}", checkpoint_.message());
+  checkpoint_others_ = executor_->checkpoint_of_other_users();
   incarnation_ = (static_cast<std::uint64_t>(random()) << 32) | random();
   send_hello();
   loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
@@ -161,6 +162,8 @@ void Agent::send_hello() {
   hello->set_incarnation(incarnation_);
   hello->set_checkpoint_capable(checkpoint_.is_ok());
   hello->set_checkpoint_reason(checkpoint_.message());
+  hello->set_checkpoint_other_users(checkpoint_others_.is_ok());
+  hello->set_checkpoint_other_users_reason(checkpoint_others_.message());
   hello->set_host_cpus(host_cpus_);
   hello->set_host_numa(host_numa_);
   for (const auto& [id, attempt] : attempts_) {

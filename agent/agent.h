@@ -103,6 +103,7 @@ class Agent {
   // partition, and a restart of this agent.
   std::unique_ptr<EndJournal> unacknowledged_;
   Status checkpoint_;                    // the executor's checkpoint_capability() at start
+  Status checkpoint_others_;             // its checkpoint_of_other_users() at start
   std::map<JobId, TimeUs> end_sent_at_;  // when each unacknowledged end was last sent
   // (job, attempt) of the parts that ended here lately, oldest first: the
   // leader repeats a Launch it has no confirmation of, and a repeat that

@@ -244,7 +244,9 @@ nlohmann::json node_json(const v1::Node& node) {
           {"running_jobs", node.running_jobs()},
           {"reason", node.reason()},
           {"checkpoint", node.checkpoint_capable()},
-          {"checkpoint_reason", node.checkpoint_reason()}};
+          {"checkpoint_reason", node.checkpoint_reason()},
+          {"checkpoint_other_users", node.checkpoint_other_users()},
+          {"checkpoint_other_users_reason", node.checkpoint_other_users_reason()}};
 }
 
 std::string queue_table(const v1::ListJobsResponse& jobs) {

@@ -524,6 +524,8 @@ std::future<v1::ListNodesResponse> Leader::list_nodes() {
       n->set_reason(node.reason);
       n->set_checkpoint_capable(node.checkpoint_capable);
       n->set_checkpoint_reason(node.checkpoint_reason);
+      n->set_checkpoint_other_users(node.checkpoint_other_users);
+      n->set_checkpoint_other_users_reason(node.checkpoint_other_users_reason);
       n->set_cores(node.topology.num_cores());
       n->set_numa(static_cast<int>(node.topology.numa.size()));
       n->set_packages(node.topology.packages);
@@ -1104,6 +1106,11 @@ Status Leader::checkpointable(const JobEntry& entry, const std::string& then) co
       return failed_precondition(
           "node " + node.name + " cannot checkpoint: " +
           (node.checkpoint_reason.empty() ? "no working CRIU" : node.checkpoint_reason));
+    }
+    if (job.uid != 0 && !node.checkpoint_other_users) {
+      return failed_precondition("node " + node.name + " cannot checkpoint " + name + " (of uid " +
+                                 std::to_string(job.uid) +
+                                 "): " + node.checkpoint_other_users_reason);
     }
   }
   return Status::ok();
@@ -2092,6 +2099,8 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
   node.host_cpus = std::max(1, hello.host_cpus());
   node.checkpoint_capable = hello.checkpoint_capable();
   node.checkpoint_reason = hello.checkpoint_reason();
+  node.checkpoint_other_users = hello.checkpoint_other_users();
+  node.checkpoint_other_users_reason = hello.checkpoint_other_users_reason();
   node.state = NodeState::kUp;
   node.unresponsive = false;
   node.last_seen = now();

@@ -95,6 +95,8 @@ class Leader {
     std::string reason;         // why it is drained or down
     bool checkpoint_capable = false;
     std::string checkpoint_reason;
+    bool checkpoint_other_users = false;  // and of users other than root
+    std::string checkpoint_other_users_reason;
   };
   struct JobEntry {
     job::Job job;

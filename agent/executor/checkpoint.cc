@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -384,7 +385,7 @@ std::string trial_key(const CriuInfo& criu) {
 // Starts `sleep 600` in a session of its own, stdio on /dev/null and no
 // other descriptor; returns once it has exec'd (so that what CRIU dumps is
 // the sleep, not a copy of us).
-Result<pid_t> start_trial_sleep() {
+Result<pid_t> start_trial_sleep(uid_t uid) {
   const std::string sleep = find_program("sleep");
   if (sleep.empty()) return internal_error("no 'sleep' in PATH for the trial dump");
   std::string arg0 = "sleep", arg1 = "600";
@@ -401,6 +402,10 @@ Result<pid_t> start_trial_sleep() {
     default_signals();
     const int null = open("/dev/null", O_RDWR);
     if (setsid() < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) {
+      _exit(127);
+    }
+    // As a job of `uid` runs (its own group; no supplementary ones).
+    if (uid != 0 && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) {
       _exit(127);
     }
     // Everything else goes, but the pipe that tells the parent we exec'd.
@@ -425,11 +430,11 @@ Result<pid_t> start_trial_sleep() {
   return pid;
 }
 
-Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout) {
+Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout, uid_t uid) {
   char tmpl[] = "/tmp/hpcq-criu-trial-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return internal_error("mkdtemp: " + errno_text(errno));
   const std::string dir = tmpl;
-  auto sleeper = start_trial_sleep();
+  auto sleeper = start_trial_sleep(uid);
   if (!sleeper.is_ok()) {
     std::filesystem::remove_all(dir);
     return sleeper.status();
@@ -456,7 +461,8 @@ Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout) {
                             std::to_string(timeout.count()) + " s");
   } else if (run->exit_code != 0) {
     verdict = failed_precondition(
-        "CRIU " + criu.version + " failed a trial dump of a sleep: " +
+        "CRIU " + criu.version + " failed a trial dump of a sleep" +
+        (uid != 0 ? " of uid " + std::to_string(uid) : std::string()) + ": " +
         criu_failure_reason(dir + "/dump.log", last_nonempty_line(run->output)));
   }
   std::filesystem::remove_all(dir);
@@ -465,13 +471,14 @@ Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout) {
 
 }  // namespace
 
-Status criu_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout) {
+Status criu_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout, uid_t as_user) {
   // One trial at a time on the host: the others wait, then read its answer.
   static std::mutex in_process;
   const std::lock_guard<std::mutex> one_here(in_process);
   const Fd lock(lock_host_file("/tmp/.hpcq-criu-trial.lock"));
   // One line per binary: "<key>\t<ok or the reason>".
-  const std::string key = trial_key(criu);
+  std::string key = trial_key(criu);
+  if (!key.empty() && as_user != 0) key += " uid=" + std::to_string(as_user);
   std::vector<std::string> others;
   if (!key.empty()) {
     std::ifstream cached(kTrialCache);
@@ -493,7 +500,7 @@ Status criu_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout) {
       }
     }
   }
-  Status verdict = run_trial_dump(criu, timeout);
+  Status verdict = run_trial_dump(criu, timeout, as_user);
   // Only a verdict on CRIU itself is kept, not a failure to set the trial up.
   if (!key.empty() && (verdict.is_ok() || verdict.code() == Code::kFailedPrecondition)) {
     const std::string tmp = std::string(kTrialCache) + ".tmp";

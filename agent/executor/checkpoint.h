@@ -65,9 +65,12 @@ inline constexpr char kCriuEnvironment[] = "CRIU_FAULT=130";
 // when the dump fails or hangs: a hang says "cannot dump a process on this
 // kernel" (kKernelCannotDump: tests skip on that), a failure gives CRIU's
 // reason (tests fail).
+// With `as_user` the sleep runs as that uid, as a user's job does: CRIU (as
+// root) may still be unable to dump it (without CAP_SYS_RESOURCE it cannot
+// read another user's rlimits).
 inline constexpr char kKernelCannotDump[] = "cannot dump a process on this kernel";
 Status criu_trial_dump(const CriuInfo& criu,
-                       std::chrono::seconds timeout = std::chrono::seconds(15));
+                       std::chrono::seconds timeout = std::chrono::seconds(15), uid_t as_user = 0);
 
 struct CriuDump {
   pid_t root = -1;            // host PID of the tree's root (the job shell)

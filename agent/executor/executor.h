@@ -78,6 +78,11 @@ class Executor {
   // The first call does the check (tens of ms); later calls repeat its answer.
   // The agent calls it at start and reports the node's capability.
   virtual Status checkpoint_capability() = 0;
+  // Whether it can also checkpoint a job of a user other than its own (a
+  // trial dump of an unprivileged process; CRIU without CAP_SYS_RESOURCE
+  // cannot): OK, or kFailedPrecondition with the reason. Done once, after
+  // checkpoint_capability(), whose failure it repeats.
+  virtual Status checkpoint_of_other_users() = 0;
   // Begins writing the images of the running job `id` into `image_dir`
   // (created; it must not hold a checkpoint already); the job then continues
   // or stops. CRIU runs on a thread of the executor while the caller's loop

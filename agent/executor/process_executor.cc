@@ -324,6 +324,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.dir = config_.state_dir + "/jobs/" + std::to_string(l.id);
   j.image = !l.image.empty();
   j.time_limit_s = l.time_limit_s;
+  j.uid = l.uid;
   j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
   std::error_code ec;
   Status s = prepare_job_dir(l, j.dir);
@@ -694,6 +695,22 @@ void ProcessExecutor::hold_shell(Job& job, bool hold) {
   spdlog::warn("job {}: its shell did not stop within a second", job.id);
 }
 
+Status ProcessExecutor::checkpoint_of_other_users() {
+  Status capable = checkpoint_capability();
+  if (!capable.is_ok()) return capable;
+  if (!other_users_status_) {
+    // nobody's uid: a user with no rights of its own, as a job's user is.
+    constexpr uid_t kUnprivileged = 65534;
+    Status works = criu_trial_dump(criu_, std::chrono::seconds(15), kUnprivileged);
+    other_users_status_ =
+        works.is_ok()
+            ? Status::ok()
+            : failed_precondition("this node can checkpoint only root's jobs: " + works.message());
+    if (!works.is_ok()) spdlog::warn("executor {}: {}", config_.instance, works.message());
+  }
+  return *other_users_status_;
+}
+
 Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
                                          CheckpointThen then) {
   const std::string name = "job " + std::to_string(id);
@@ -704,7 +721,7 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   if (poll_exit(job) || job.cancelled || job.timed_out) {
     return failed_precondition(name + " is ending: nothing to checkpoint");
   }
-  Status capable = checkpoint_capability();
+  Status capable = job.uid == 0 ? checkpoint_capability() : checkpoint_of_other_users();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
   if (image_dir.empty() || image_dir[0] != '/') {
     return invalid_argument(name + ": image dir '" + image_dir + "' is not an absolute path");
@@ -925,6 +942,7 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
   j.id = l.id;
   j.dir = meta["job_dir"].get<std::string>();
   j.time_limit_s = l.time_limit_s;
+  j.uid = l.uid;
   j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
   j.image = containers;
   auto r = std::make_unique<Restore>();

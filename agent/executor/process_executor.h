@@ -66,6 +66,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -144,6 +145,7 @@ class ProcessExecutor final : public Executor {
 
   // Runs probe_criu(config.criu_path) on the first call.
   Status checkpoint_capability() override;
+  Status checkpoint_of_other_users() override;
   // See executor.h and the file comment. Errors name the job and, for CRIU's
   // failures, the first error of its log and the log's path.
   Status begin_checkpoint(JobId id, const std::string& image_dir, CheckpointThen then) override;
@@ -188,6 +190,7 @@ class ProcessExecutor final : public Executor {
     int shell_signal = 0;
     int oom_kills = -1;  // read from the cgroup once the shell has ended (-1: not yet)
     std::int64_t time_limit_s = 0;
+    uid_t uid = 0;  // the job's user (another user's job may not be checkpointable)
   };
 
   // A restore in flight: the job's directory and cgroups are ready, CRIU
@@ -243,7 +246,8 @@ class ProcessExecutor final : public Executor {
   std::map<JobId, std::unique_ptr<Dump>> dumps_;
   std::map<JobId, std::unique_ptr<Restore>> restores_;
   bool criu_probed_ = false;
-  Status criu_status_;  // the probe's answer
+  Status criu_status_;                        // the probe's answer
+  std::optional<Status> other_users_status_;  // the unprivileged trial's, once made
   CriuInfo criu_;
 };
 

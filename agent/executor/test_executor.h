@@ -33,6 +33,7 @@ class TestExecutor final : public Executor {
   // ("the test executor cannot checkpoint: it runs no processes"), so that
   // an agent run with --executor test reports itself not checkpoint-capable.
   Status checkpoint_capability() override;
+  Status checkpoint_of_other_users() override { return checkpoint_capability(); }
   Status begin_checkpoint(JobId id, const std::string& image_dir, CheckpointThen then) override;
   std::vector<CheckpointOutcome> finished_checkpoints() override { return {}; }
   Status begin_restore(const JobLaunch&, const std::string&, TimeUs) override {

@@ -213,6 +213,36 @@ def test_stopped_job_is_restored_after_a_leader_restart():
     t.check_contiguous(out)
 
 
+@t.needs_checkpoint
+def test_another_users_job_where_only_roots_can_be_dumped():
+    """`nodes` says whether a node can checkpoint every user's jobs or only
+    root's (a trial dump of an unprivileged process); a job it cannot dump is
+    refused with that reason before any dump, and runs on."""
+    nodes = json.loads(t.hpcq("nodes", "--json").stdout)
+    t.check(all(n["checkpoint"] for n in nodes), f"{nodes}")
+    others = {n["checkpoint_other_users"] for n in nodes}
+    t.check(len(others) == 1, f"the nodes of one host disagree: {nodes}")
+    t.ensure_user()
+    d = t.workdir()
+    out = os.path.join(d, "user.out")
+    job = t.submit("-o", out, "--", "sh", "-c", t.COUNTER, user="hpcqtest", cwd=d)
+    t.wait_state(job, "RUNNING", user="hpcqtest")
+    t.wait_count(out, 3)
+    p = t.hpcq("checkpoint", str(job), "--json", user="hpcqtest", rc=None)
+    if others == {True}:
+        t.check(p.returncode == 0 and json.loads(p.stdout)["outcome"] == "ok", p.stdout + p.stderr)
+    else:
+        reason = nodes[0]["checkpoint_other_users_reason"]
+        t.check("only root's jobs" in reason, f"reason {reason!r}")
+        t.check(p.returncode == 1 and f"(of uid" in p.stderr and "only root's jobs" in p.stderr,
+                f"{p.returncode} {p.stderr}")
+        t.check(not t.status(job, user="hpcqtest")["checkpoints"], "a refused checkpoint recorded")
+    at = t.counts(out)[-1]
+    t.wait_count(out, at + 3)
+    t.hpcq("cancel", str(job), user="hpcqtest")
+    t.wait_state(job, "CANCELLED", user="hpcqtest")
+
+
 def test_bad_requests():
     t.ensure_user("hpcqtest")
     d = t.workdir()
@@ -244,4 +274,5 @@ def test_bad_requests():
 t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node, test_migrate_to_a_named_node,
         test_migrate_two_tasks,
         test_stop_then_release_restores, test_dump_failure_keeps_the_job,
-        test_stopped_job_is_restored_after_a_leader_restart, test_bad_requests])
+        test_stopped_job_is_restored_after_a_leader_restart,
+        test_another_users_job_where_only_roots_can_be_dumped, test_bad_requests])

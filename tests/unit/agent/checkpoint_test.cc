@@ -465,6 +465,35 @@ TEST_F(CheckpointTest, StoppedJobIsRestoredByAnotherExecutorOnNewCoresAndCountsO
   for (const std::string& d : new_cgroups) EXPECT_FALSE(fs::exists(d)) << d;
 }
 
+// Another user's job is checkpointed only where a trial dump of an
+// unprivileged process works (CRIU without CAP_SYS_RESOURCE cannot read its
+// rlimits); elsewhere it is refused before CRIU starts, saying so, and the
+// job counts on untouched.
+TEST_F(CheckpointTest, AnotherUsersJobOnlyWhereTheUnprivilegedTrialWorks) {
+  SKIP_UNLESS_DUMPS();
+  JobLaunch l = counter(11, 1, {cpus_[0]});
+  l.user = "nobody";
+  l.uid = 65534;
+  l.gid = 65534;
+  ASSERT_TRUE(a_->launch(l, now_us()).is_ok());
+  ASSERT_TRUE(wait_count(l.stdout_path, 1, 2));
+  const Status others = a_->checkpoint_of_other_users();
+  EXPECT_EQ(others.is_ok(), has_cap_sys_resource()) << others.message();
+  const std::string images = tmp_ + "/img-11";
+  auto r = checkpoint_and_wait(*a_, 11, images, CheckpointThen::kContinue);
+  if (others.is_ok()) {
+    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+  } else {
+    EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
+    EXPECT_NE(r.status().message().find("can checkpoint only root's jobs"), std::string::npos)
+        << r.status().message();
+    EXPECT_FALSE(fs::exists(images + "/inventory.img"));
+  }
+  const int before = last_count(l.stdout_path, 0);
+  EXPECT_TRUE(wait_count(l.stdout_path, 1, before + 2)) << "it no longer counts";
+  ASSERT_TRUE(a_->cancel(11).is_ok());
+}
+
 TEST_F(CheckpointTest, CheckpointOfAnUnknownJobFails) {
   SKIP_UNLESS_DUMPS();
   auto r = checkpoint_and_wait(*a_, 99, tmp_ + "/img-99", CheckpointThen::kStop);
