@@ -9,6 +9,7 @@
 #include "lib/resource/hwloc_import.h"
 #include "lib/sched/resize.h"
 #include "lib/sched/scheduler.h"
+#include "tests/unit/sched/fixtures.h"
 
 namespace hpcq::sched {
 namespace {
@@ -17,15 +18,7 @@ constexpr TimeUs kNow = 1000 * kUsPerSecond;
 
 // `nodes` nodes of 2 cores (ranks 1..nodes); range jobs here run 2 tasks on
 // each of their nodes, so a node is the unit they grow and shrink by.
-resource::NodePool make_pool(int nodes) {
-  resource::NodePool pool;
-  auto t = resource::discover_topology("core:2 pu:1");
-  EXPECT_TRUE(t.is_ok());
-  for (int r = 1; r <= nodes; ++r) {
-    EXPECT_TRUE(pool.add_node(static_cast<Rank>(r), "n" + std::to_string(r), *t).is_ok());
-  }
-  return pool;
-}
+resource::NodePool make_pool(int nodes) { return fixture::make_pool(nodes, "core:2 pu:1"); }
 
 // A pending job of min_nodes..max_nodes nodes (2 tasks each); max_nodes ==
 // min_nodes: rigid.

@@ -16,10 +16,11 @@
 
 namespace hpcq::sched::fixture {
 
-// A pool of `nodes` nodes of 4 cores (ranks 1..nodes).
-inline resource::NodePool make_pool(int nodes) {
+// A pool of `nodes` nodes of `topology` (hwloc synthetic; 4 cores unless
+// said), ranks 1..nodes, named n1..nN.
+inline resource::NodePool make_pool(int nodes, const char* topology = "core:4 pu:1") {
   resource::NodePool pool;
-  auto t = resource::discover_topology("core:4 pu:1");
+  auto t = resource::discover_topology(topology);
   EXPECT_TRUE(t.is_ok());
   for (int r = 1; r <= nodes; ++r) {
     EXPECT_TRUE(pool.add_node(static_cast<Rank>(r), "n" + std::to_string(r), *t).is_ok());

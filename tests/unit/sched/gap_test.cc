@@ -8,21 +8,14 @@
 
 #include "lib/resource/hwloc_import.h"
 #include "lib/sched/scheduler.h"
+#include "tests/unit/sched/fixtures.h"
 
 namespace hpcq::sched {
 namespace {
 
 constexpr TimeUs kNow = 1000 * kUsPerSecond;
 
-resource::NodePool make_pool(int nodes) {
-  resource::NodePool pool;
-  auto t = resource::discover_topology("core:4 pu:1");
-  EXPECT_TRUE(t.is_ok());
-  for (int r = 1; r <= nodes; ++r) {
-    EXPECT_TRUE(pool.add_node(static_cast<Rank>(r), "n" + std::to_string(r), *t).is_ok());
-  }
-  return pool;
-}
+using fixture::make_pool;
 
 PendingJob pending(JobId id, int ntasks, std::string queue = "", std::int64_t limit_s = 3600) {
   PendingJob j;
