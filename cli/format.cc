@@ -315,13 +315,19 @@ std::string status_text(const v1::Job& job) {
 }
 
 std::string nodes_table(const v1::ListNodesResponse& nodes) {
-  std::vector<std::vector<std::string>> rows = {
-      {"NODE", "RANK", "STATE", "CORES", "FREE", "NUMA", "GPUS", "JOBS", "TOPOLOGY", "REASON"}};
+  std::vector<std::vector<std::string>> rows = {{"NODE", "RANK", "STATE", "CORES", "FREE", "NUMA",
+                                                 "GPUS", "JOBS", "CHECKPOINT", "TOPOLOGY",
+                                                 "REASON"}};
   for (const auto& n : nodes.nodes()) {
+    // Whose jobs CRIU can dump there (--json has the reasons).
+    const char* checkpoint = !n.checkpoint_capable()      ? "no"
+                             : n.checkpoint_other_users() ? "all"
+                                                          : "root-only";
     rows.push_back({n.name(), std::to_string(n.rank()), n.state(), std::to_string(n.cores()),
                     std::to_string(n.free_cores()), std::to_string(n.numa()),
                     std::to_string(n.free_gpus()) + "/" + std::to_string(n.gpus()),
-                    std::to_string(n.running_jobs()), n.topology().empty() ? "-" : n.topology(),
+                    std::to_string(n.running_jobs()), checkpoint,
+                    n.topology().empty() ? "-" : n.topology(),
                     n.reason().empty() ? "-" : n.reason()});
   }
   return table(rows);

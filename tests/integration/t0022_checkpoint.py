@@ -222,6 +222,8 @@ def test_another_users_job_where_only_roots_can_be_dumped():
     t.check(all(n["checkpoint"] for n in nodes), f"{nodes}")
     others = {n["checkpoint_other_users"] for n in nodes}
     t.check(len(others) == 1, f"the nodes of one host disagree: {nodes}")
+    table = t.hpcq("nodes").stdout
+    t.check("CHECKPOINT" in table and ("all" if others == {True} else "root-only") in table, table)
     t.ensure_user()
     d = t.workdir()
     out = os.path.join(d, "user.out")
