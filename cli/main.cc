@@ -236,7 +236,7 @@ int for_each_id(const std::vector<std::string>& ids, Call call) {
 
 // hpcq checkpoint / migrate: one job; the record on success.
 int cmd_checkpoint(const std::string& text, const std::string& then, const std::string& to,
-                   bool json) {
+                   bool json, bool elsewhere = false) {
   const std::string socket = socket_path();
   auto stub = connect(socket);
   auto id = resolve_job_id(*stub, socket, text);
@@ -244,6 +244,7 @@ int cmd_checkpoint(const std::string& text, const std::string& then, const std::
   v1::CheckpointRequest request;
   request.set_id(*id);
   request.set_then(then);
+  request.set_elsewhere(elsewhere);
   if (!to.empty()) {
     std::stringstream names(to);
     for (std::string node; std::getline(names, node, ',');) {
@@ -585,8 +586,9 @@ int main(int argc, char** argv) {
   checkpoint->add_flag("--json", json, "machine-readable output");
   checkpoint->add_option("--to", checkpoint_to,
                          "requeue/stop: restore only on these nodes (comma-separated names)");
-  auto* migrate = app.add_subcommand(
-      "migrate", "checkpoint a running job and restore it where the scheduler next starts it");
+  auto* migrate = app.add_subcommand("migrate",
+                                     "checkpoint a running job and restore it on other nodes "
+                                     "(--to: these; else any that fit now)");
   migrate->add_option("job", checkpoint_job, "job id")->required();
   migrate->add_option("--to", checkpoint_to, "restore only on these nodes (comma-separated names)");
   migrate->add_flag("--json", json, "machine-readable output");
@@ -705,7 +707,10 @@ int main(int argc, char** argv) {
         ids, &hpcq::v1::Hpcq::Stub::Release);
   }
   if (*checkpoint) return cmd_checkpoint(checkpoint_job, then, checkpoint_to, json);
-  if (*migrate) return cmd_checkpoint(checkpoint_job, "requeue", checkpoint_to, json);
+  // Without --to, a migration goes to other nodes that can take the job now.
+  if (*migrate) {
+    return cmd_checkpoint(checkpoint_job, "requeue", checkpoint_to, json, checkpoint_to.empty());
+  }
   if (*resize) return cmd_resize(resize_job, resize_nodes, json);
   if (*drain) return cmd_drain(node_names, /*drain=*/true, reason);
   if (*resume) return cmd_drain(node_names, /*drain=*/false, "");

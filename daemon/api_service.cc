@@ -102,7 +102,7 @@ grpc::Status ApiService::Checkpoint(grpc::ServerContext* context,
   auto record = leader_
                     .checkpoint(*caller, request->id(),
                                 request->then().empty() ? "continue" : request->then(),
-                                {request->to().begin(), request->to().end()})
+                                {request->to().begin(), request->to().end()}, request->elsewhere())
                     .get();
   if (!record.is_ok()) return to_grpc(record.status());
   *response = std::move(record).value();

@@ -1031,12 +1031,50 @@ std::string Leader::checkpoint_root() const {
                                         : config_.checkpoint_dir;
 }
 
+Result<std::vector<std::string>> Leader::other_nodes_for(const JobEntry& entry) const {
+  const job::Job& job = entry.job;
+  std::set<Rank> own;
+  for (const auto& part : job.allocation.nodes) own.insert(part.rank);
+  std::vector<std::string> picked;
+  // Each node of the job is restored whole on one other node: it needs as
+  // many free cores and GPUs as that part holds.
+  std::vector<const resource::NodeAllocation*> parts;
+  for (const auto& part : job.allocation.nodes) parts.push_back(&part);
+  std::set<Rank> taken;
+  for (const resource::NodeAllocation* part : parts) {
+    for (const auto& [rank, node] : nodes_) {
+      if (own.count(rank) || taken.count(rank) || node.state != NodeState::kUp || node.drained ||
+          node.unresponsive || !node.in_pool || !node.checkpoint_capable) {
+        continue;
+      }
+      const resource::NodeState* pooled = pool_.find(rank);
+      if (pooled == nullptr || pooled->free_cores() < static_cast<int>(part->cores.size()) ||
+          pooled->free_gpus() < static_cast<int>(part->gpus.size())) {
+        continue;
+      }
+      taken.insert(rank);
+      picked.push_back(node.name);
+      break;
+    }
+  }
+  if (picked.size() < parts.size()) {
+    return failed_precondition("job " + std::to_string(job.id) + " stays where it is: it needs " +
+                               std::to_string(parts.size()) + " other node(s) with " +
+                               std::to_string(parts.front()->cores.size()) + " free cores, and " +
+                               std::to_string(picked.size()) +
+                               " can take it now (--to names nodes to wait for)");
+  }
+  return picked;
+}
+
 std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& caller, JobId id,
                                                              std::string then,
-                                                             std::vector<std::string> to) {
+                                                             std::vector<std::string> to,
+                                                             bool elsewhere) {
   auto promise = std::make_shared<std::promise<Result<v1::CheckpointRecord>>>();
   auto future = promise->get_future();
-  loop_.post([this, caller, id, then = std::move(then), to = std::move(to), promise] {
+  loop_.post([this, caller, id, then = std::move(then), to = std::move(to), elsewhere,
+              promise]() mutable {
     auto found = find_for(caller, id);
     if (!found.is_ok()) return promise->set_value(found.status());
     JobEntry& entry = **found;
@@ -1045,6 +1083,16 @@ std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& calle
     if (then != "continue" && then != "requeue" && then != "stop") {
       return promise->set_value(
           invalid_argument("--then: '" + then + "' is not continue, requeue or stop"));
+    }
+    if (elsewhere) {
+      if (then == "continue" || !to.empty()) {
+        return promise->set_value(
+            invalid_argument("elsewhere: only for a job that leaves its nodes, without --to"));
+      }
+      if (Status ok = checkpointable(entry, then); !ok.is_ok()) return promise->set_value(ok);
+      auto others = other_nodes_for(entry);
+      if (!others.is_ok()) return promise->set_value(others.status());
+      to = std::move(others).value();
     }
     if (!to.empty()) {
       if (then == "continue") {

@@ -60,10 +60,12 @@ class Leader {
   std::future<v1::ListNodesResponse> list_nodes();
   std::future<Status> hold(const Caller& caller, JobId id, bool held);
   // then: "continue", "requeue" or "stop" (v1::CheckpointRequest); to: the
-  // node names the restore may use (requeue/stop only; empty: any).
+  // node names the restore may use (requeue/stop only; empty: any);
+  // elsewhere: `to` becomes other nodes that can take it now (hpcq migrate).
   std::future<Result<v1::CheckpointRecord>> checkpoint(const Caller& caller, JobId id,
                                                        std::string then,
-                                                       std::vector<std::string> to = {});
+                                                       std::vector<std::string> to = {},
+                                                       bool elsewhere = false);
   // hpcq resize: a running elastic job to `nodes` nodes within its range
   // (owner or admin); answered with the record once the application has
   // answered or the resize timed out (overlay.proto, message Resize).
@@ -189,6 +191,10 @@ class Leader {
     loop_.post([promise, fn = std::move(fn)]() mutable { promise->set_value(fn()); });
     return future;
   }
+  // Nodes other than the job's own, up and free enough now to take each of
+  // its parts (a migration without --to); kFailedPrecondition saying what
+  // it needs when there are not enough.
+  Result<std::vector<std::string>> other_nodes_for(const JobEntry& entry) const;
   // Every configured node's shape, for check_fits (daemon/submit_policy.h).
   std::vector<std::optional<NodeShape>> node_shapes() const;
   // Whether `caller` may see and act on `job`: its owner or an admin (like

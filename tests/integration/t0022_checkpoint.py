@@ -66,6 +66,35 @@ def test_migrate_to_the_other_node():
 
 
 @t.needs_checkpoint
+def test_migrate_goes_elsewhere_or_stays_saying_why():
+    """Without --to a migration moves the job off its node, to one that can
+    take it now (it restored on the node it left); with none free it is
+    refused, saying what it needs, and the job runs on where it was."""
+    d = t.workdir()
+    job, s, out = counter_job(d)
+    first = s["nodes"][0]
+    t.hpcq("migrate", str(job))
+    s = t.wait_state(job, "RUNNING")
+    t.check(s["nodes"] != [first] and s["requeue_count"] == 1, f"restored on {s['nodes']}")
+    t.wait_count(out, t.counts(out)[-1] + 3)
+    here = s["nodes"][0]
+    gate = t.Gate(d)
+    blocker = t.submit("-N", "1", "-c", "2", "--", *gate.command, cwd=d)
+    try:
+        t.check(t.wait_state(blocker, "RUNNING")["nodes"] == [first], "the blocker's node")
+        p = t.hpcq("migrate", str(job), rc=None)
+        t.check(p.returncode == 1 and "stays where it is" in p.stderr, f"{p.returncode} {p.stderr}")
+        s = t.status(job)
+        t.check(s["state"] == "RUNNING" and s["nodes"] == [here], f"after a refused move: {s}")
+        t.wait_count(out, t.counts(out)[-1] + 3)
+    finally:
+        gate.open()
+        t.run([t.HPCQ, "cancel", str(job)])
+    t.wait_state(job, "CANCELLED")
+    t.check_contiguous(out)
+
+
+@t.needs_checkpoint
 def test_migrate_to_a_named_node():
     d = t.workdir()
     job, s, out = counter_job(d)
@@ -273,7 +302,8 @@ def test_bad_requests():
         t.hpcq("cancel", str(j))
 
 
-t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node, test_migrate_to_a_named_node,
+t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node,
+        test_migrate_goes_elsewhere_or_stays_saying_why, test_migrate_to_a_named_node,
         test_migrate_two_tasks,
         test_stop_then_release_restores, test_dump_failure_keeps_the_job,
         test_stopped_job_is_restored_after_a_leader_restart,
