@@ -99,9 +99,15 @@ grpc::Status ApiService::Checkpoint(grpc::ServerContext* context,
                                     v1::CheckpointRecord* response) {
   auto caller = authenticate(context);
   if (!caller.is_ok()) return to_grpc(caller.status());
+  // The API's word, typed at the edge; none means "continue".
+  const auto then = request->then().empty() ? std::optional(job::CheckpointThen::kContinue)
+                                            : job::parse_checkpoint_then(request->then());
+  if (!then) {
+    return to_grpc(
+        invalid_argument("--then: '" + request->then() + "' is not continue, requeue or stop"));
+  }
   auto record = leader_
-                    .checkpoint(*caller, request->id(),
-                                request->then().empty() ? "continue" : request->then(),
+                    .checkpoint(*caller, request->id(), *then,
                                 {request->to().begin(), request->to().end()}, request->elsewhere())
                     .get();
   if (!record.is_ok()) return to_grpc(record.status());

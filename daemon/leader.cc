@@ -73,6 +73,12 @@ std::string user_name_of(uid_t uid) {
   return std::to_string(uid);
 }
 
+// A stored record's `then` (written only by begin_checkpoint, so one of the
+// three words).
+job::CheckpointThen then_of(const v1::CheckpointRecord& record) {
+  return job::parse_checkpoint_then(record.then()).value_or(job::CheckpointThen::kContinue);
+}
+
 // One node's slice of an allocation, for the pool (adoption and release go
 // node by node after a leader restart).
 resource::Allocation part_on(const resource::Allocation& allocation, Rank rank) {
@@ -242,7 +248,8 @@ Status Leader::start() {
     // node loss, is restored where it next starts.
     if (entry.job.state == job::JobState::kPending && !entry.checkpoints.empty()) {
       const v1::CheckpointRecord& last = entry.checkpoints.back();
-      if (last.then() != "continue" && last.outcome() == "ok" && !last.restored()) {
+      if (then_of(last) != job::CheckpointThen::kContinue && last.outcome() == "ok" &&
+          !last.restored()) {
         entry.restore_from = last.image();
         entry.restore_to = ranks_of(last.to());
       }
@@ -591,7 +598,7 @@ void Leader::resume_checkpoint_in_flight(JobEntry& entry, TimeUs now) {
   const job::Job& job = entry.job;
   const bool resumes = job.state == job::JobState::kRunning && !entry.checkpoints.empty() &&
                        entry.checkpoints.back().outcome().empty() &&
-                       entry.checkpoints.back().then() != "continue";
+                       then_of(entry.checkpoints.back()) != job::CheckpointThen::kContinue;
   for (std::size_t i = 0; i + (resumes ? 1 : 0) < entry.checkpoints.size(); ++i) {
     v1::CheckpointRecord& record = entry.checkpoints[i];
     if (record.outcome().empty()) record.set_outcome("unknown: the leader restarted during it");
@@ -1068,24 +1075,19 @@ Result<std::vector<std::string>> Leader::other_nodes_for(const JobEntry& entry) 
 }
 
 std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& caller, JobId id,
-                                                             std::string then,
+                                                             job::CheckpointThen then,
                                                              std::vector<std::string> to,
                                                              bool elsewhere) {
   auto promise = std::make_shared<std::promise<Result<v1::CheckpointRecord>>>();
   auto future = promise->get_future();
-  loop_.post([this, caller, id, then = std::move(then), to = std::move(to), elsewhere,
-              promise]() mutable {
+  loop_.post([this, caller, id, then, to = std::move(to), elsewhere, promise]() mutable {
     auto found = find_for(caller, id);
     if (!found.is_ok()) return promise->set_value(found.status());
     JobEntry& entry = **found;
     const job::Job& job = entry.job;
     const std::string name = "job " + std::to_string(id);
-    if (then != "continue" && then != "requeue" && then != "stop") {
-      return promise->set_value(
-          invalid_argument("--then: '" + then + "' is not continue, requeue or stop"));
-    }
     if (elsewhere) {
-      if (then == "continue" || !to.empty()) {
+      if (then == job::CheckpointThen::kContinue || !to.empty()) {
         return promise->set_value(
             invalid_argument("elsewhere: only for a job that leaves its nodes, without --to"));
       }
@@ -1095,7 +1097,7 @@ std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& calle
       to = std::move(others).value();
     }
     if (!to.empty()) {
-      if (then == "continue") {
+      if (then == job::CheckpointThen::kContinue) {
         return promise->set_value(
             invalid_argument("--to: only when the job leaves its nodes "
                              "(migrate, or --then requeue|stop)"));
@@ -1120,7 +1122,7 @@ std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& calle
   return future;
 }
 
-Status Leader::checkpointable(const JobEntry& entry, const std::string& then) const {
+Status Leader::checkpointable(const JobEntry& entry, job::CheckpointThen then) const {
   const job::Job& job = entry.job;
   const std::string name = "job " + std::to_string(job.id);
   if (job.state != job::JobState::kRunning) {
@@ -1131,7 +1133,7 @@ Status Leader::checkpointable(const JobEntry& entry, const std::string& then) co
   // it asks for as many nodes as the dump, which gives every node the same
   // count only when the tasks divide evenly over them.
   const int nodes = static_cast<int>(job.allocation.nodes.size());
-  if (then != "continue" && job.spec.request.ntasks % nodes != 0) {
+  if (then != job::CheckpointThen::kContinue && job.spec.request.ntasks % nodes != 0) {
     return failed_precondition(name + " runs " + std::to_string(job.spec.request.ntasks) +
                                " tasks on " + std::to_string(nodes) +
                                " nodes, unevenly, so a restore could not lay them out the same "
@@ -1178,7 +1180,7 @@ std::vector<Rank> Leader::ranks_of(const std::vector<std::string>& names) const 
   return ranks;
 }
 
-Status Leader::begin_checkpoint(JobEntry& entry, const std::string& then,
+Status Leader::begin_checkpoint(JobEntry& entry, job::CheckpointThen then,
                                 std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise,
                                 const std::vector<std::string>& to, bool periodic) {
   HPCQ_RETURN_IF_ERROR(checkpointable(entry, then));
@@ -1190,7 +1192,7 @@ Status Leader::begin_checkpoint(JobEntry& entry, const std::string& then,
     op.record.set_periodic(periodic);
     for (const std::string& node : to) op.record.add_to(node);
     op.record.set_time_us(now());
-    op.record.set_then(then);
+    op.record.set_then(job::checkpoint_then_name(then));
     op.record.set_image(checkpoint_root() + "/job-" + std::to_string(id) + "/" +
                         std::to_string(entry.checkpoints.size() + 1) + "-" +
                         std::to_string(job.requeue_count));
@@ -1205,12 +1207,13 @@ Status Leader::begin_checkpoint(JobEntry& entry, const std::string& then,
       c->set_job_id(id);
       c->set_attempt(static_cast<uint32_t>(job.requeue_count));
       c->set_image_dir(op.record.image() + "/part-" + std::to_string(i));
-      c->set_stop(then != "continue");
+      c->set_stop(then != job::CheckpointThen::kContinue);
       Status sent = overlay_->send(std::move(envelope));
       if (!sent.is_ok())
         spdlog::warn("job {}: checkpoint to {}: {}", id, part.node, sent.message());
     }
-    spdlog::info("job {}: checkpoint ({}) into {}", id, then, op.record.image());
+    spdlog::info("job {}: checkpoint ({}) into {}", id, job::checkpoint_then_name(then),
+                 op.record.image());
     entry.checkpointing = std::move(op);
   }
   persist_checkpoint_in_flight(entry);
@@ -1228,8 +1231,9 @@ void Leader::checkpoint_due_jobs() {
     TimeUs last = job.start_time;
     for (const v1::CheckpointRecord& r : entry.checkpoints) last = std::max(last, r.time_us());
     if (t - last < job.spec.checkpoint_interval_s * kUsPerSecond) continue;
-    if (!checkpointable(entry, "continue").is_ok()) continue;  // tried again next tick
-    Status s = begin_checkpoint(entry, "continue", nullptr, {}, /*periodic=*/true);
+    if (!checkpointable(entry, job::CheckpointThen::kContinue).is_ok()) continue;  // next tick
+    Status s =
+        begin_checkpoint(entry, job::CheckpointThen::kContinue, nullptr, {}, /*periodic=*/true);
     if (!s.is_ok()) spdlog::warn("job {}: periodic checkpoint: {}", id, s.message());
   }
 }
@@ -1275,7 +1279,7 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
   entry.checkpoints.push_back(record);
   persist_checkpoint(entry, entry.checkpoints.size() - 1);
   const std::string name = "job " + std::to_string(job.id);
-  if (record.then() == "continue") {
+  if (then_of(record) == job::CheckpointThen::kContinue) {
     spdlog::info("{}: {}checkpoint {}", name, record.periodic() ? "periodic " : "",
                  record.outcome());
     if (ok && record.periodic()) prune_periodic_checkpoints(entry);
@@ -1312,7 +1316,7 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
     }
     return;
   }
-  const bool stop = record.then() == "stop";
+  const bool stop = then_of(record) == job::CheckpointThen::kStop;
   // The restore asks for as many nodes as the dump ran on; with as many
   // tasks on each (checked before the dump), any placement fits the images.
   job.spec.request.nodes = record.nodes_size();
@@ -1849,7 +1853,8 @@ void Leader::apply_preempt(const sched::Preempt& preempt) {
   if (preempt.mode == PreemptMode::kCheckpoint) {
     // Its work is kept: dumped, requeued and restored where it next starts
     // (finish_checkpoint); a failed dump kills and requeues it as kRequeue.
-    Status begun = begin_checkpoint(entry, "requeue", nullptr);
+    // A preemption by checkpoint (sched::PreemptMode::kCheckpoint) requeues.
+    Status begun = begin_checkpoint(entry, job::CheckpointThen::kRequeue, nullptr);
     entry.preempted = preempt;
     if (begun.is_ok()) {
       hand_over_cores(entry);
@@ -1878,7 +1883,7 @@ void Leader::apply_migrate(const sched::Migrate& migrate) {
   std::vector<std::string> to;
   for (const auto& part : migrate.allocation.nodes) to.push_back(part.node);
   spdlog::info("job {}: moved to a lasting hole on {}", entry.job.id, fmt::join(to, ","));
-  Status begun = begin_checkpoint(entry, "requeue", nullptr, to);
+  Status begun = begin_checkpoint(entry, job::CheckpointThen::kRequeue, nullptr, to);
   entry.preempted = sched::Preempt{migrate.job, 0, PreemptMode::kCheckpoint};
   if (begun.is_ok()) {
     hand_over_cores(entry);

@@ -26,6 +26,7 @@
 #include "lib/core/clock.h"
 #include "lib/core/config.h"
 #include "lib/job/job.h"
+#include "lib/job/records.h"
 #include "lib/overlay/event_loop.h"
 #include "lib/overlay/overlay.h"
 #include "lib/resource/node_pool.h"
@@ -59,11 +60,10 @@ class Leader {
   std::future<v1::ListJobsResponse> list_jobs(const Caller& caller, v1::ListJobsRequest request);
   std::future<v1::ListNodesResponse> list_nodes();
   std::future<Status> hold(const Caller& caller, JobId id, bool held);
-  // then: "continue", "requeue" or "stop" (v1::CheckpointRequest); to: the
-  // node names the restore may use (requeue/stop only; empty: any);
+  // to: the node names the restore may use (requeue/stop only; empty: any);
   // elsewhere: `to` becomes other nodes that can take it now (hpcq migrate).
   std::future<Result<v1::CheckpointRecord>> checkpoint(const Caller& caller, JobId id,
-                                                       std::string then,
+                                                       job::CheckpointThen then,
                                                        std::vector<std::string> to = {},
                                                        bool elsewhere = false);
   // hpcq resize: a running elastic job to `nodes` nodes within its range
@@ -240,11 +240,11 @@ class Leader {
   static Status load_job_records(store::Store& store, const char* kind, Jobs& jobs,
                                  std::vector<Record> Entry::*list);
   // Whether the job can be checkpointed now (then: continue|requeue|stop).
-  Status checkpointable(const JobEntry& entry, const std::string& then) const;
+  Status checkpointable(const JobEntry& entry, job::CheckpointThen then) const;
   // Sends the Checkpoint to every node of the job; `promise` (null for a
   // periodic or preemption checkpoint) gets the record once every node has
   // answered.
-  Status begin_checkpoint(JobEntry& entry, const std::string& then,
+  Status begin_checkpoint(JobEntry& entry, job::CheckpointThen then,
                           std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise,
                           const std::vector<std::string>& to = {}, bool periodic = false);
   // The ranks of `names` (checkpoint records' "to"), ascending; unknown names skipped.
