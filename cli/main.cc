@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -75,11 +76,12 @@ Result<std::vector<JobId>> resolve_job_ids(v1::Hpcq::Stub& stub, const std::stri
   const std::size_t underscore = text.find('_');
   if (underscore != std::string::npos) {
     auto array = parse_job_id(text.substr(0, underscore));
-    auto index = parse_job_id("1" + text.substr(underscore + 1));  // digits only; 0 allowed
-    if (!array.is_ok() || !index.is_ok() || underscore + 1 == text.size()) {
+    const std::string digits = text.substr(underscore + 1);
+    if (!array.is_ok() || digits.empty() ||
+        !std::all_of(digits.begin(), digits.end(),
+                     [](unsigned char c) { return std::isdigit(c); })) {
       return invalid_argument("'" + text + "' is not a job id (want N or ARRAY_INDEX)");
     }
-    const std::string digits = text.substr(underscore + 1);
     auto elements = array_elements(stub, socket, *array);
     if (!elements.is_ok()) return elements.status();
     for (const v1::Job& job : *elements) {
@@ -89,7 +91,16 @@ Result<std::vector<JobId>> resolve_job_ids(v1::Hpcq::Stub& stub, const std::stri
   }
   auto id = parse_job_id(text);
   if (!id.is_ok()) return id.status();
-  if (whole_arrays) {
+  // Only an array's own id lists its elements (a list walks every job the
+  // leader has): a plain job is one lookup. A job the caller may not see is
+  // left for the command to report.
+  v1::GetJobRequest request;
+  request.set_id(*id);
+  v1::Job job;
+  grpc::ClientContext ctx;
+  const bool array_head =
+      whole_arrays && stub.GetJob(&ctx, request, &job).ok() && job.array_job_id() == *id;
+  if (array_head) {
     auto elements = array_elements(stub, socket, *id);
     if (!elements.is_ok()) return elements.status();
     if (!elements->empty()) {

@@ -325,6 +325,7 @@ Status Leader::start() {
     node.last_seen = now();
     nodes_.emplace(r, std::move(node));
   }
+  node_shapes_.assign(nodes_.size(), std::nullopt);  // not heard from yet: could be anything
   started_at_ = now();
   loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
     check_heartbeats();
@@ -369,7 +370,7 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
   job.state = job::JobState::kPending;
   loop_.post([this, promise, job = std::move(job), indices = std::move(indices),
               max_running]() mutable {
-    if (Status fits = check_fits(node_shapes(), job.spec); !fits.is_ok()) {
+    if (Status fits = check_fits(node_shapes_, job.spec); !fits.is_ok()) {
       return promise->set_value(fits);
     }
     for (const job::Dependency& d : job.spec.dependencies) {
@@ -417,19 +418,6 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
         });
   });
   return future;
-}
-
-std::vector<std::optional<NodeShape>> Leader::node_shapes() const {
-  std::vector<std::optional<NodeShape>> shapes;
-  for (const auto& [rank, node] : nodes_) {
-    if (node.topology.num_cores() == 0) {
-      shapes.push_back(std::nullopt);  // not heard from yet: could be anything
-    } else {
-      shapes.push_back(NodeShape{node.topology.num_cores(), node.topology.memory_bytes,
-                                 node.topology.num_gpus()});
-    }
-  }
-  return shapes;
 }
 
 bool Leader::may_see(const Caller& caller, const job::Job& job) {
@@ -1045,18 +1033,16 @@ Result<std::vector<std::string>> Leader::other_nodes_for(const JobEntry& entry) 
   std::vector<std::string> picked;
   // Each node of the job is restored whole on one other node: it needs as
   // many free cores and GPUs as that part holds.
-  std::vector<const resource::NodeAllocation*> parts;
-  for (const auto& part : job.allocation.nodes) parts.push_back(&part);
   std::set<Rank> taken;
-  for (const resource::NodeAllocation* part : parts) {
+  for (const resource::NodeAllocation& part : job.allocation.nodes) {
     for (const auto& [rank, node] : nodes_) {
       if (own.count(rank) || taken.count(rank) || node.state != NodeState::kUp || node.drained ||
           node.unresponsive || !node.in_pool || !node.checkpoint_capable) {
         continue;
       }
       const resource::NodeState* pooled = pool_.find(rank);
-      if (pooled == nullptr || pooled->free_cores() < static_cast<int>(part->cores.size()) ||
-          pooled->free_gpus() < static_cast<int>(part->gpus.size())) {
+      if (pooled == nullptr || pooled->free_cores() < static_cast<int>(part.cores.size()) ||
+          pooled->free_gpus() < static_cast<int>(part.gpus.size())) {
         continue;
       }
       taken.insert(rank);
@@ -1064,12 +1050,12 @@ Result<std::vector<std::string>> Leader::other_nodes_for(const JobEntry& entry) 
       break;
     }
   }
-  if (picked.size() < parts.size()) {
-    return failed_precondition("job " + std::to_string(job.id) + " stays where it is: it needs " +
-                               std::to_string(parts.size()) + " other node(s) with " +
-                               std::to_string(parts.front()->cores.size()) + " free cores, and " +
-                               std::to_string(picked.size()) +
-                               " can take it now (--to names nodes to wait for)");
+  if (picked.size() < job.allocation.nodes.size()) {
+    return failed_precondition(
+        "job " + std::to_string(job.id) + " stays where it is: it needs " +
+        std::to_string(job.allocation.nodes.size()) + " other node(s) with " +
+        std::to_string(job.allocation.nodes.front().cores.size()) + " free cores, and " +
+        std::to_string(picked.size()) + " can take it now (--to names nodes to wait for)");
   }
   return picked;
 }
@@ -1664,14 +1650,16 @@ void Leader::run_cycle() {
       const auto running = array_running_.find(job.spec.array_job_id);
       int& more = array_shown[job.spec.array_job_id];
       // What queue shows for it (Slurm's JobArrayTaskLimit); not stored.
-      const std::string throttled =
-          "array throttle: at most " + std::to_string(job.spec.array_max_running) + " running";
+      constexpr std::string_view kThrottled = "array throttle: ";
       if ((running != array_running_.end() ? running->second : 0) + more >=
           job.spec.array_max_running) {
-        entry.job.reason = throttled;
+        if (!job.reason.starts_with(kThrottled)) {
+          entry.job.reason = std::string(kThrottled) + "at most " +
+                             std::to_string(job.spec.array_max_running) + " running";
+        }
         return true;
       }
-      if (job.reason == throttled) entry.job.reason.clear();
+      if (job.reason.starts_with(kThrottled)) entry.job.reason.clear();
       ++more;
     }
     snapshot.queue.push_back(pending_of(job));
@@ -2149,6 +2137,8 @@ void Leader::on_hello(Rank rank, const overlay::Hello& hello) {
     if (decision_log_) decision_log_->node_gone(now(), rank);
   }
   node.topology = std::move(topo);
+  node_shapes_.at(rank - 1) =
+      NodeShape{node.topology.num_cores(), node.topology.memory_bytes, node.topology.num_gpus()};
   node.host_cpus = std::max(1, hello.host_cpus());
   node.checkpoint_capable = hello.checkpoint_capable();
   node.checkpoint_reason = hello.checkpoint_reason();

@@ -195,8 +195,6 @@ class Leader {
   // its parts (a migration without --to); kFailedPrecondition saying what
   // it needs when there are not enough.
   Result<std::vector<std::string>> other_nodes_for(const JobEntry& entry) const;
-  // Every configured node's shape, for check_fits (daemon/submit_policy.h).
-  std::vector<std::optional<NodeShape>> node_shapes() const;
   // Whether `caller` may see and act on `job`: its owner or an admin (like
   // Slurm's PrivateData=jobs).
   static bool may_see(const Caller& caller, const job::Job& job);
@@ -335,6 +333,9 @@ class Leader {
   JobEvents events_{100000, static_cast<std::uint64_t>(wall_clock_now())};
 
   std::map<Rank, NodeEntry> nodes_;
+  // Every configured node's shape by rank - 1, for check_fits
+  // (daemon/submit_policy.h): kept as Hellos arrive, not rebuilt per submit.
+  std::vector<std::optional<NodeShape>> node_shapes_;
   std::map<JobId, JobEntry> jobs_;
   std::set<std::pair<TimeUs, JobId>> pending_;  // FCFS order: submit time, then id
   std::set<JobId> running_;  // so that a cycle costs O(running), not O(every job ever)

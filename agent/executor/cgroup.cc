@@ -37,13 +37,6 @@ Status write_file(const std::string& path, const std::string& value) {
   return Status::ok();
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
@@ -65,8 +58,8 @@ Status make_dir(const std::string& path, bool* created) {
 Status fill_v1_cpuset(const std::string& dir) {
   const std::string parent = std::filesystem::path(dir).parent_path();
   for (const char* file : {"cpuset.cpus", "cpuset.mems"}) {
-    if (!trim(read_file(dir + "/" + file)).empty()) continue;
-    std::string value = trim(read_file(parent + "/" + file));
+    if (!trim(read_whole(dir + "/" + file)).empty()) continue;
+    std::string value = trim(read_whole(parent + "/" + file));
     HPCQ_RETURN_IF_ERROR(write_file(dir + "/" + file, value));
   }
   return Status::ok();
@@ -74,7 +67,7 @@ Status fill_v1_cpuset(const std::string& dir) {
 
 std::vector<pid_t> read_procs(const std::string& dir) {
   std::vector<pid_t> pids;
-  std::istringstream in(read_file(dir + "/cgroup.procs"));
+  std::istringstream in(read_whole(dir + "/cgroup.procs"));
   long pid = 0;
   while (in >> pid) pids.push_back(static_cast<pid_t>(pid));
   return pids;
@@ -96,10 +89,10 @@ std::vector<std::string> cgroup_tree(const std::string& dir) {
 // `required` must be available; the others are enabled when they are.
 Status enable_v2_controllers(const std::string& dir, const std::vector<std::string>& wanted,
                              const std::set<std::string>& required) {
-  std::istringstream available_in(read_file(dir + "/cgroup.controllers"));
+  std::istringstream available_in(read_whole(dir + "/cgroup.controllers"));
   std::set<std::string> available;
   for (std::string c; available_in >> c;) available.insert(c);
-  std::istringstream enabled_in(read_file(dir + "/cgroup.subtree_control"));
+  std::istringstream enabled_in(read_whole(dir + "/cgroup.subtree_control"));
   std::set<std::string> enabled;
   for (std::string c; enabled_in >> c;) enabled.insert(c);
   for (const std::string& c : wanted) {
@@ -128,7 +121,7 @@ int JobCgroup::oom_kills() const {
   const char* file = version_ == CgroupVersion::kV2 ? "memory.events" : "memory.oom_control";
   int kills = 0;
   auto count_in = [&](const std::string& dir) {
-    std::istringstream in(read_file(dir + "/" + file));
+    std::istringstream in(read_whole(dir + "/" + file));
     std::string key;
     long long value = 0;
     while (in >> key >> value) {

@@ -552,12 +552,23 @@ Result<pid_t> criu_restore(const CriuInfo& criu, const CriuRestore& restore) {
   }
   const std::string pidfile = restore.image_dir + "/restore.pid";
   unlink(pidfile.c_str());
-  const std::vector<std::string> args = {
-      "restore", "--images-dir", restore.image_dir, "--work-dir", restore.image_dir, "--log-file",
-      "restore.log", "-v4", "--manage-cgroups=ignore",
-      // The job's mount namespace (its own
-      // /proc) is rebuilt on the node's root.
-      "--root", "/", "--restore-detached", "--restore-sibling", "--pidfile", "restore.pid"};
+  // --root /: the job's mount namespace (its own /proc) is rebuilt on the
+  // node's root.
+  const std::vector<std::string> args = {"restore",
+                                         "--images-dir",
+                                         restore.image_dir,
+                                         "--work-dir",
+                                         restore.image_dir,
+                                         "--log-file",
+                                         "restore.log",
+                                         "-v4",
+                                         "--manage-cgroups=ignore",
+                                         "--root",
+                                         "/",
+                                         "--restore-detached",
+                                         "--restore-sibling",
+                                         "--pidfile",
+                                         "restore.pid"};
   // The restored root becomes our child (CLONE_PARENT); if the restore then
   // fails it is left to us to kill and reap. Our children before the run
   // tell it apart from any other.
