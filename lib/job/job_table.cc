@@ -1,0 +1,314 @@
+#include "lib/job/job_table.h"
+
+#include <algorithm>
+
+namespace hpcq::job {
+
+int JobTableCore::array_running(JobId array_job_id) const {
+  auto it = array_running_.find(array_job_id);
+  return it == array_running_.end() ? 0 : it->second;
+}
+
+Effects JobTableCore::admit(JobRecord& record, TimeUs now) {
+  Effects effects{{Effect::Kind::kPublished, record.job.id}};
+  if (!record.job.held) make_ready(record, now, effects);
+  effects.push_back({Effect::Kind::kSchedule});
+  return effects;
+}
+
+void JobTableCore::load(JobRecord& record) {
+  const Job& job = record.job;
+  if (job.state == JobState::kPending && !job.held) loaded_pending_.push_back(job.id);
+  if (job.state != JobState::kRunning) return;
+  if (job.spec.array_job_id != 0) ++array_running_[job.spec.array_job_id];
+  running_.insert(job.id);
+  for (const auto& part : job.allocation.nodes) record.running_on.insert(part.rank);
+}
+
+Effects JobTableCore::ready_loaded(TimeUs now) {
+  Effects effects;
+  for (JobId id : loaded_pending_) {
+    JobRecord* loaded = record(id);
+    // Cancelled meanwhile as a dependent of one loaded before it.
+    if (loaded != nullptr && loaded->job.state == JobState::kPending) {
+      make_ready(*loaded, now, effects);
+    }
+  }
+  loaded_pending_.clear();
+  return effects;
+}
+
+Result<Effects> JobTableCore::hold(JobRecord& record, bool held, const std::string& by,
+                                   TimeUs now) {
+  Job& job = record.job;
+  if (job.state != JobState::kPending) {
+    return failed_precondition("job " + std::to_string(job.id) + " is " + state_name(job.state) +
+                               ": only pending jobs can be " + (held ? "held" : "released"));
+  }
+  Effects effects;
+  if (job.held == held) return effects;
+  job.held = held;
+  if (held) {
+    dequeue(job, effects);
+    job.reason = "held by " + by;
+  } else {
+    job.reason.clear();
+    make_ready(record, now, effects);
+    effects.push_back({Effect::Kind::kSchedule});
+  }
+  effects.push_back({Effect::Kind::kStored, job.id, held ? "hold" : "release"});
+  return effects;
+}
+
+Result<Effects> JobTableCore::cancel(JobRecord& record, const std::string& by, TimeUs now) {
+  const Job& job = record.job;
+  if (is_terminal(job.state)) {
+    return failed_precondition("job " + std::to_string(job.id) + " already ended (" +
+                               state_name(job.state) + ")");
+  }
+  Effects effects;
+  if (job.state == JobState::kPending) {
+    dequeue(job, effects);
+    finish_into(record, JobState::kCancelled, "cancelled by " + by, now, now, effects);
+    effects.push_back({Effect::Kind::kSchedule});
+  } else {
+    record.cancel_requested = true;
+    record.outcome_reason = "cancelled by " + by;
+    effects.push_back({Effect::Kind::kKillParts, job.id});
+  }
+  return effects;
+}
+
+Effects JobTableCore::start(JobRecord& record, resource::Allocation allocation, TimeUs now) {
+  Job& job = record.job;
+  pending_.erase({job.submit_time, job.id});
+  waiting_.erase(job.id);
+  running_.insert(job.id);
+  if (job.spec.array_job_id != 0) ++array_running_[job.spec.array_job_id];
+  job.state = JobState::kRunning;
+  job.start_time = now;
+  job.allocation = std::move(allocation);
+  job.reason.clear();
+  record.outcome = JobState::kCompleted;
+  record.outcome_reason.clear();
+  record.cancel_requested = false;
+  record.preempted.reset();
+  record.requeue_when_ended.clear();
+  record.running_on.clear();
+  for (const auto& part : job.allocation.nodes) record.running_on.insert(part.rank);
+  Effects effects{{Effect::Kind::kPublished, job.id}};
+  wake_dependents(job.id, now, effects);  // --dependency=after
+  return effects;
+}
+
+Effects JobTableCore::part_ended(JobRecord& record, Rank rank, JobState end, int exit_code,
+                                 const std::string& reason) {
+  Effects effects;
+  record.running_on.erase(rank);
+  // The parts killed because of the first failure then report CANCELLED,
+  // which is not the job's end.
+  if (record.outcome == JobState::kCompleted) {
+    record.job.exit_code = std::max(record.job.exit_code, exit_code);
+    if (end != JobState::kCompleted) {
+      record.outcome = end;
+      record.job.exit_code = exit_code;
+      // A cancelled job's parts end killed: the reason is who cancelled it.
+      if (!record.cancel_requested) record.outcome_reason = reason;
+    }
+  }
+  // One failed part fails the job: the other nodes' tasks are killed rather
+  // than left to wait for peers that are gone.
+  if (end != JobState::kCompleted && !record.running_on.empty()) {
+    effects.push_back({Effect::Kind::kKillParts, record.job.id});
+  }
+  return effects;
+}
+
+AfterRun JobTableCore::after_run(const JobRecord& record) {
+  using Kind = AfterRun::Kind;
+  const std::optional<Preemption>& preempted = record.preempted;
+  if (!record.requeue_when_ended.empty() && !record.cancel_requested) {
+    // A dump that failed half-way: the last good checkpoint keeps what it can.
+    const bool dumped = preempted && preempted->mode == PreemptMode::kCheckpoint;
+    return {dumped ? Kind::kRequeueFromCheckpoint : Kind::kRequeue, JobState::kPending,
+            record.requeue_when_ended, preempted ? preempted->for_job : 0};
+  }
+  if (preempted && !record.cancel_requested) {
+    const std::string why = "preempted by job " + std::to_string(preempted->for_job);
+    switch (preempted->mode) {
+      case PreemptMode::kCancel: return {Kind::kFinish, JobState::kCancelled, why, 0};
+      case PreemptMode::kCheckpoint:
+        // One that could not be checkpointed now: from its last good one.
+        return {Kind::kRequeueFromCheckpoint, JobState::kPending, why, preempted->for_job};
+      case PreemptMode::kOff:
+      case PreemptMode::kRequeue:
+        return {Kind::kRequeue, JobState::kPending, why, preempted->for_job};
+    }
+  }
+  return {Kind::kFinish, record.cancel_requested ? JobState::kCancelled : record.outcome,
+          record.outcome_reason, 0};
+}
+
+AfterRun JobTableCore::after_node_lost(const JobRecord& record, const std::string& why,
+                                       bool has_restart_checkpoint) {
+  using Kind = AfterRun::Kind;
+  if (!record.cancel_requested && has_restart_checkpoint) {
+    return {Kind::kRequeueFromCheckpoint, JobState::kPending, why, 0};
+  }
+  if (record.job.spec.requeue && !record.cancel_requested) {
+    return {Kind::kRequeue, JobState::kPending, why, 0};
+  }
+  return {Kind::kFinish, JobState::kNodeFail, why, 0};
+}
+
+Effects JobTableCore::finish(JobRecord& record, JobState state, const std::string& reason,
+                             TimeUs end_time, TimeUs now) {
+  Effects effects;
+  finish_into(record, state, reason, end_time, now, effects);
+  return effects;
+}
+
+void JobTableCore::finish_into(JobRecord& record, JobState state, const std::string& reason,
+                               TimeUs end_time, TimeUs now, Effects& effects) {
+  Job& job = record.job;
+  leave_running(job, effects);
+  job.state = state;
+  job.end_time = end_time;
+  job.reason = reason;
+  if (state == JobState::kTimeout && job.reason.empty()) job.reason = "time limit reached";
+  record.running_on.clear();
+  effects.push_back({Effect::Kind::kStored, job.id, state_name(state)});
+  wake_dependents(job.id, now, effects);
+}
+
+Effects JobTableCore::requeue(JobRecord& record, const std::string& reason) {
+  Effects effects;
+  Job& job = record.job;
+  leave_running(job, effects);
+  job.state = JobState::kPending;
+  job.allocation = {};
+  job.start_time = 0;
+  job.exit_code = 0;
+  job.requeue_count++;
+  job.reason = "requeued: " + reason;
+  record.running_on.clear();
+  record.preempted.reset();
+  record.requeue_when_ended.clear();
+  enqueue(job, effects);
+  effects.push_back({Effect::Kind::kStored, job.id, "requeue"});
+  return effects;
+}
+
+void JobTableCore::enqueue(const Job& job, Effects& effects) {
+  if (pending_.insert({job.submit_time, job.id}).second) {
+    effects.push_back({Effect::Kind::kQueued, job.id});
+  }
+}
+
+void JobTableCore::dequeue(const Job& job, Effects& effects) {
+  waiting_.erase(job.id);
+  if (pending_.erase({job.submit_time, job.id}) > 0) {
+    effects.push_back({Effect::Kind::kDequeued, job.id});
+  }
+}
+
+void JobTableCore::leave_running(const Job& job, Effects& effects) {
+  if (running_.erase(job.id) == 0) return;
+  const JobId array = job.spec.array_job_id;
+  if (array != 0 && --array_running_[array] <= 0) array_running_.erase(array);
+  effects.push_back({Effect::Kind::kRunEnded, job.id});
+}
+
+JobTableCore::Dependencies JobTableCore::check_dependencies(const Job& job,
+                                                            std::string& why) const {
+  Dependencies verdict = Dependencies::kSatisfied;
+  for (const Dependency& d : job.spec.dependencies) {
+    const std::string name =
+        std::string(dependency_type_name(d.type)) + ":" + std::to_string(d.job);
+    const JobRecord* target_record = record(d.job);
+    // Checked at submit; a job the store no longer has can never start or end.
+    if (target_record == nullptr) {
+      why = name + ": no such job";
+      return Dependencies::kNever;
+    }
+    const Job& target = target_record->job;
+    const bool ended = is_terminal(target.state);
+    // Another user's job: that it can never be met, not how it ended.
+    const std::string never = target.uid == job.uid ? " (job " + std::to_string(d.job) + " ended " +
+                                                          state_name(target.state) + ")"
+                                                    : " (can never be met)";
+    bool met = false;
+    switch (d.type) {
+      case DependencyType::kAfter: met = target.state != JobState::kPending || ended; break;
+      case DependencyType::kAfterAny: met = ended; break;
+      case DependencyType::kAfterOk:
+        if (ended && target.state != JobState::kCompleted) {
+          why = name + never;
+          return Dependencies::kNever;
+        }
+        met = ended;
+        break;
+      case DependencyType::kAfterNotOk:
+        if (target.state == JobState::kCompleted) {
+          why = name + never;
+          return Dependencies::kNever;
+        }
+        met = ended;
+        break;
+    }
+    if (!met && verdict == Dependencies::kSatisfied) {
+      verdict = Dependencies::kWaiting;
+      why = name;
+    }
+  }
+  return verdict;
+}
+
+void JobTableCore::make_ready(JobRecord& record, TimeUs now, Effects& effects) {
+  Job& job = record.job;
+  std::string why;
+  switch (check_dependencies(job, why)) {
+    case Dependencies::kSatisfied:
+      if (waiting_.erase(job.id) > 0 && job.reason.starts_with("dependency")) {
+        job.reason.clear();
+        effects.push_back({Effect::Kind::kPublished, job.id});
+      }
+      enqueue(job, effects);
+      return;
+    case Dependencies::kWaiting:
+      waiting_.insert(job.id);
+      for (const Dependency& d : job.spec.dependencies) dependents_[d.job].insert(job.id);
+      if (job.reason != "dependency " + why) {
+        job.reason = "dependency " + why;
+        effects.push_back({Effect::Kind::kPublished, job.id});
+      }
+      return;
+    case Dependencies::kNever:
+      // As Flux, and Slurm with kill_invalid_depend: a job whose dependency
+      // can never be met is cancelled rather than left pending for ever.
+      dequeue(job, effects);
+      finish_into(record, JobState::kCancelled, "dependency never satisfied: " + why, now, now,
+                  effects);
+      return;
+  }
+}
+
+void JobTableCore::wake_dependents(JobId id, TimeUs now, Effects& effects) {
+  auto it = dependents_.find(id);
+  if (it == dependents_.end()) return;
+  const std::set<JobId> waiting = std::move(it->second);
+  dependents_.erase(it);
+  bool woke = false;
+  for (JobId w : waiting) {
+    if (!waiting_.count(w)) continue;  // already released, held or ended
+    JobRecord* dependent = record(w);
+    if (dependent == nullptr || dependent->job.state != JobState::kPending || dependent->job.held) {
+      continue;
+    }
+    make_ready(*dependent, now, effects);
+    woke = true;
+  }
+  if (woke) effects.push_back({Effect::Kind::kSchedule});
+}
+
+}  // namespace hpcq::job

@@ -1,0 +1,199 @@
+// The job table: every job's state and the queue, changed only here.
+//
+// Pure, like lib/sched: no I/O, no clock, no threads. A caller (hpcqd's
+// leader) applies an event or a decision with the time it happened and gets
+// back the effects to carry out, in order: what to store and publish, which
+// jobs entered or left the queue, whose parts to kill, that a cycle is due.
+// The model is flux-core's job-manager (one place changes a job, the rest
+// reacts to its events) and leveldb's VersionSet (state plus edits).
+//
+// What the table owns: a job's state, reason, exit code, times, allocation
+// and requeue count; the FCFS queue (submit time, then id); the running set;
+// dependencies (--dependency) and the jobs that wait on them; an array's
+// running tasks. What it does not own: resources (the caller's NodePool),
+// the protocol state of a run in flight (launches, checkpoints, resizes:
+// the daemon's), and the wire.
+//
+// A run ends in two steps: each part's end is applied (part_ended), and once
+// none runs, after_run() says what becomes of the job (finish, requeue, or
+// requeue from a checkpoint), which the caller carries out with finish() or
+// requeue() after releasing the run's resources.
+//
+// The table is a template over the entry type so that the daemon can keep
+// its own per-job fields next to the table's (Entry derives from JobRecord);
+// the logic is in JobTableCore, on JobRecord only.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/core/ids.h"
+#include "lib/core/site_policy.h"
+#include "lib/core/status.h"
+#include "lib/job/job.h"
+
+namespace hpcq::job {
+
+// A running job being stopped for another (a scheduler's Preempt, or a
+// move: for_job 0); once its parts have ended it is requeued or cancelled as
+// `mode` says, never left running twice.
+struct Preemption {
+  JobId for_job = 0;
+  PreemptMode mode = PreemptMode::kRequeue;
+  bool operator==(const Preemption&) const = default;
+};
+
+// The table's part of one job.
+struct JobRecord {
+  Job job;
+  std::set<Rank> running_on;                // nodes that have not reported their part's end
+  JobState outcome = JobState::kCompleted;  // decided by the first part not completed
+  std::string outcome_reason;
+  bool cancel_requested = false;
+  std::optional<Preemption> preempted;
+  // After a preemption: the victim waits until the job it made room for has
+  // started (or left the queue), so that it does not take the room back.
+  JobId yields_to = 0;
+  // Once every part has ended, requeue the job with this reason (a
+  // checkpoint that failed half-way; a restore that failed).
+  std::string requeue_when_ended;
+};
+
+// What a change asks the caller to do, in order.
+struct Effect {
+  enum class Kind {
+    kStored,     // store the job with event `event` and publish it
+    kPublished,  // publish the job (its reason changed; not stored)
+    kQueued,     // entered the queue
+    kDequeued,   // left the queue without starting (held, cancelled)
+    kRunEnded,   // left the running set (the decision log's "end")
+    kKillParts,  // kill the parts still running
+    kSchedule,   // a scheduling cycle is due
+  };
+  Kind kind;
+  JobId job = 0;
+  std::string event = {};  // kStored: "submit", "COMPLETED", "requeue", "hold", ...
+  bool operator==(const Effect&) const = default;
+};
+using Effects = std::vector<Effect>;
+
+// What becomes of a job once none of its parts runs.
+struct AfterRun {
+  enum class Kind { kFinish, kRequeue, kRequeueFromCheckpoint };
+  Kind kind = Kind::kFinish;
+  JobState state = JobState::kCompleted;  // kFinish
+  std::string reason;
+  JobId yields_to = 0;  // a requeued victim of a preemption waits for this job
+  bool operator==(const AfterRun&) const = default;
+};
+
+class JobTableCore {
+ public:
+  virtual ~JobTableCore() = default;
+
+  // Pending jobs in FCFS order: (submit time, id).
+  const std::set<std::pair<TimeUs, JobId>>& pending() const { return pending_; }
+  const std::set<JobId>& running() const { return running_; }
+  // The running tasks of the array whose first job id is `array_job_id`.
+  int array_running(JobId array_job_id) const;
+
+  // A new pending job (the store has it): published, then queued, or left
+  // waiting on its dependencies, or cancelled when they can never be met.
+  Effects admit(JobRecord& record, TimeUs now);
+  // Recovery: a job as the store had it. Running jobs count as running on
+  // every node of their allocation until the nodes say otherwise. Call
+  // ready_loaded() once every job is loaded.
+  void load(JobRecord& record);
+  Effects ready_loaded(TimeUs now);
+
+  // hpcq hold / release (pending jobs only); `by` names who did it.
+  Result<Effects> hold(JobRecord& record, bool held, const std::string& by, TimeUs now);
+  // hpcq cancel: a pending job ends CANCELLED now; a running one has its
+  // parts killed and ends CANCELLED once they have ended.
+  Result<Effects> cancel(JobRecord& record, const std::string& by, TimeUs now);
+
+  // A Start decision the caller's pool accepted: the job runs on every node
+  // of `allocation` from `now`. Jobs waiting for it to start (after:) go on.
+  Effects start(JobRecord& record, resource::Allocation allocation, TimeUs now);
+  // One part's end (`reason` names its node). The first part that did not
+  // complete decides the job's state, exit code and reason; the other parts
+  // are then killed. When none runs any more, ask after_run().
+  Effects part_ended(JobRecord& record, Rank rank, JobState end, int exit_code,
+                     const std::string& reason);
+  // Every part has ended: what the cancel, the preemption, a failed
+  // checkpoint or the parts' outcome make of the job.
+  static AfterRun after_run(const JobRecord& record);
+  // A node of the running job is lost (down, or not found after a leader
+  // restart): from a checkpoint where it has one to restart from, else
+  // requeued (--requeue) or ended NODE_FAIL. The other parts are killed.
+  static AfterRun after_node_lost(const JobRecord& record, const std::string& why,
+                                  bool has_restart_checkpoint);
+
+  // The job ends in `state` at `end_time` (the caller has released its
+  // run's resources). Dependents that were waiting on it go on, or are
+  // cancelled when it ended in a way they can never accept.
+  Effects finish(JobRecord& record, JobState state, const std::string& reason, TimeUs end_time,
+                 TimeUs now);
+  // Back to the queue at its submit time's place, to run again (its run's
+  // resources released by the caller).
+  Effects requeue(JobRecord& record, const std::string& reason);
+
+ protected:
+  virtual JobRecord* record(JobId id) = 0;
+  virtual const JobRecord* record(JobId id) const = 0;
+
+ private:
+  enum class Dependencies { kSatisfied, kWaiting, kNever };
+  Dependencies check_dependencies(const Job& job, std::string& why) const;
+  void make_ready(JobRecord& record, TimeUs now, Effects& effects);
+  void wake_dependents(JobId id, TimeUs now, Effects& effects);
+  void enqueue(const Job& job, Effects& effects);
+  void dequeue(const Job& job, Effects& effects);
+  void leave_running(const Job& job, Effects& effects);
+  void finish_into(JobRecord& record, JobState state, const std::string& reason, TimeUs end_time,
+                   TimeUs now, Effects& effects);
+
+  std::set<std::pair<TimeUs, JobId>> pending_;
+  std::set<JobId> running_;  // so that a cycle costs O(running), not O(every job ever)
+  std::set<JobId> waiting_;  // pending, but held back by --dependency
+  std::map<JobId, std::set<JobId>> dependents_;  // job -> waiting jobs that name it
+  std::map<JobId, int> array_running_;           // array job id -> its running tasks
+  std::vector<JobId> loaded_pending_;            // load() to ready_loaded()
+};
+
+// Entry: JobRecord plus the caller's own fields.
+template <typename Entry = JobRecord>
+class JobTable final : public JobTableCore {
+ public:
+  // A job the table does not have yet; its entry, to be admitted or loaded.
+  Entry& insert(Job job) {
+    const JobId id = job.id;
+    Entry entry;
+    entry.job = std::move(job);
+    return jobs_.insert_or_assign(id, std::move(entry)).first->second;
+  }
+  Entry* find(JobId id) {
+    auto it = jobs_.find(id);
+    return it == jobs_.end() ? nullptr : &it->second;
+  }
+  const Entry* find(JobId id) const {
+    auto it = jobs_.find(id);
+    return it == jobs_.end() ? nullptr : &it->second;
+  }
+  Entry& at(JobId id) { return jobs_.at(id); }
+  const Entry& at(JobId id) const { return jobs_.at(id); }
+  std::map<JobId, Entry>& jobs() { return jobs_; }
+  const std::map<JobId, Entry>& jobs() const { return jobs_; }
+
+ private:
+  JobRecord* record(JobId id) override { return find(id); }
+  const JobRecord* record(JobId id) const override { return find(id); }
+
+  std::map<JobId, Entry> jobs_;
+};
+
+}  // namespace hpcq::job

@@ -1,0 +1,408 @@
+// The job table's transitions as scenarios: events in, states and effects
+// out. Each step applies one event and checks the effects it returned and
+// the state of the jobs it names.
+#include "lib/job/job_table.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hpcq::job {
+namespace {
+
+using Kind = Effect::Kind;
+
+class JobTableTest : public ::testing::Test {
+ protected:
+  // A pending job submitted at `id` seconds, on `nodes` nodes.
+  JobRecord& submit(JobId id, std::vector<Dependency> deps = {}, bool requeue = false) {
+    Job job;
+    job.id = id;
+    job.uid = 1000;
+    job.submit_time = static_cast<TimeUs>(id) * kUsPerSecond;
+    job.spec.dependencies = std::move(deps);
+    job.spec.requeue = requeue;
+    JobRecord& record = table.insert(std::move(job));
+    last = table.admit(record, now);
+    return record;
+  }
+  static resource::Allocation on(std::vector<Rank> ranks) {
+    resource::Allocation allocation;
+    for (Rank r : ranks) {
+      resource::NodeAllocation part;
+      part.rank = r;
+      part.node = "n" + std::to_string(r);
+      part.cores = {0};
+      allocation.nodes.push_back(part);
+    }
+    return allocation;
+  }
+  JobRecord& at(JobId id) { return table.at(id); }
+  JobState state(JobId id) { return table.at(id).job.state; }
+  std::vector<JobId> queue() const {
+    std::vector<JobId> ids;
+    for (const auto& [t, id] : table.pending()) ids.push_back(id);
+    return ids;
+  }
+  // Ends every part of `id` with `end`, then carries out after_run() as the
+  // daemon does.
+  Effects end_all(JobId id, JobState end, int exit_code = 0) {
+    JobRecord& record = at(id);
+    Effects effects;
+    const std::set<Rank> parts = record.running_on;
+    for (Rank r : parts) {
+      Effects e = table.part_ended(record, r, end, exit_code, "n" + std::to_string(r) + ": end");
+      effects.insert(effects.end(), e.begin(), e.end());
+    }
+    return carry_out(record, JobTableCore::after_run(record));
+  }
+  Effects carry_out(JobRecord& record, const AfterRun& after) {
+    if (after.kind == AfterRun::Kind::kFinish) {
+      return table.finish(record, after.state, after.reason, now, now);
+    }
+    Effects effects = table.requeue(record, after.reason);
+    record.yields_to = after.yields_to;
+    return effects;
+  }
+
+  JobTable<> table;
+  TimeUs now = 100 * kUsPerSecond;
+  Effects last;
+};
+
+TEST_F(JobTableTest, SubmitPublishesQueuesAndAsksForACycle) {
+  submit(1);
+  EXPECT_EQ(last, (Effects{{Kind::kPublished, 1}, {Kind::kQueued, 1}, {Kind::kSchedule}}));
+  EXPECT_EQ(state(1), JobState::kPending);
+  submit(3);
+  submit(2);
+  EXPECT_EQ(queue(), (std::vector<JobId>{1, 2, 3}));  // FCFS: submit time, then id
+}
+
+TEST_F(JobTableTest, HoldLeavesTheQueueAndReleaseComesBack) {
+  submit(1);
+  auto held = table.hold(at(1), true, "alice", now);
+  ASSERT_TRUE(held.is_ok());
+  EXPECT_EQ(*held, (Effects{{Kind::kDequeued, 1}, {Kind::kStored, 1, "hold"}}));
+  EXPECT_TRUE(at(1).job.held);
+  EXPECT_EQ(at(1).job.reason, "held by alice");
+  EXPECT_TRUE(queue().empty());
+  auto again = table.hold(at(1), true, "alice", now);
+  EXPECT_TRUE(again->empty());  // already held: nothing to do
+  auto released = table.hold(at(1), false, "alice", now);
+  EXPECT_EQ(*released,
+            (Effects{{Kind::kQueued, 1}, {Kind::kSchedule}, {Kind::kStored, 1, "release"}}));
+  EXPECT_EQ(at(1).job.reason, "");
+  EXPECT_EQ(queue(), (std::vector<JobId>{1}));
+}
+
+TEST_F(JobTableTest, OnlyPendingJobsAreHeld) {
+  submit(1);
+  table.start(at(1), on({1}), now);
+  auto held = table.hold(at(1), true, "alice", now);
+  ASSERT_FALSE(held.is_ok());
+  EXPECT_EQ(held.status().message(), "job 1 is RUNNING: only pending jobs can be held");
+}
+
+TEST_F(JobTableTest, StartRunsOnEveryNodeOfTheAllocation) {
+  submit(1);
+  Effects started = table.start(at(1), on({1, 2}), now);
+  EXPECT_EQ(started, (Effects{{Kind::kPublished, 1}}));
+  EXPECT_EQ(state(1), JobState::kRunning);
+  EXPECT_EQ(at(1).job.start_time, now);
+  EXPECT_EQ(at(1).running_on, (std::set<Rank>{1, 2}));
+  EXPECT_TRUE(queue().empty());
+  EXPECT_EQ(table.running(), (std::set<JobId>{1}));
+}
+
+TEST_F(JobTableTest, EveryPartCompletedCompletesTheJob) {
+  submit(1);
+  table.start(at(1), on({1, 2}), now);
+  Effects first = table.part_ended(at(1), 1, JobState::kCompleted, 0, "");
+  EXPECT_TRUE(first.empty());
+  EXPECT_EQ(at(1).running_on, (std::set<Rank>{2}));
+  Effects ended = end_all(1, JobState::kCompleted);
+  EXPECT_EQ(ended, (Effects{{Kind::kRunEnded, 1}, {Kind::kStored, 1, "COMPLETED"}}));
+  EXPECT_EQ(state(1), JobState::kCompleted);
+  EXPECT_EQ(at(1).job.end_time, now);
+  EXPECT_TRUE(table.running().empty());
+}
+
+TEST_F(JobTableTest, TheFirstPartThatFailsDecidesAndTheOthersAreKilled) {
+  submit(1);
+  table.start(at(1), on({1, 2, 3}), now);
+  EXPECT_EQ(table.part_ended(at(1), 2, JobState::kFailed, 3, "n2: exit 3"),
+            (Effects{{Kind::kKillParts, 1}}));
+  // The killed parts report CANCELLED: not the job's end.
+  table.part_ended(at(1), 1, JobState::kCancelled, 137, "n1: killed");
+  table.part_ended(at(1), 3, JobState::kCancelled, 137, "n3: killed");
+  EXPECT_TRUE(at(1).running_on.empty());
+  AfterRun after = JobTableCore::after_run(at(1));
+  EXPECT_EQ(after, (AfterRun{AfterRun::Kind::kFinish, JobState::kFailed, "n2: exit 3", 0}));
+  carry_out(at(1), after);
+  EXPECT_EQ(state(1), JobState::kFailed);
+  EXPECT_EQ(at(1).job.exit_code, 3);
+}
+
+TEST_F(JobTableTest, CompletedPartsKeepTheHighestExitCode) {
+  submit(1);
+  table.start(at(1), on({1, 2}), now);
+  table.part_ended(at(1), 1, JobState::kCompleted, 0, "");
+  table.part_ended(at(1), 2, JobState::kCompleted, 0, "");
+  EXPECT_EQ(JobTableCore::after_run(at(1)).state, JobState::kCompleted);
+}
+
+TEST_F(JobTableTest, TimeoutWithoutAReasonSaysWhy) {
+  submit(1);
+  table.start(at(1), on({1}), now);
+  end_all(1, JobState::kTimeout, 137);
+  EXPECT_EQ(state(1), JobState::kTimeout);
+  EXPECT_EQ(at(1).job.reason, "n1: end");
+  submit(2);
+  table.start(at(2), on({1}), now);
+  table.finish(at(2), JobState::kTimeout, "", now, now);
+  EXPECT_EQ(at(2).job.reason, "time limit reached");
+}
+
+TEST_F(JobTableTest, CancelOfAPendingJobEndsItNow) {
+  submit(1);
+  auto cancelled = table.cancel(at(1), "alice", now);
+  ASSERT_TRUE(cancelled.is_ok());
+  EXPECT_EQ(*cancelled,
+            (Effects{{Kind::kDequeued, 1}, {Kind::kStored, 1, "CANCELLED"}, {Kind::kSchedule}}));
+  EXPECT_EQ(state(1), JobState::kCancelled);
+  EXPECT_EQ(at(1).job.reason, "cancelled by alice");
+  auto twice = table.cancel(at(1), "alice", now);
+  ASSERT_FALSE(twice.is_ok());
+  EXPECT_EQ(twice.status().message(), "job 1 already ended (CANCELLED)");
+}
+
+TEST_F(JobTableTest, CancelOfARunningJobKillsItThenEndsItCancelled) {
+  submit(1);
+  table.start(at(1), on({1, 2}), now);
+  auto cancelled = table.cancel(at(1), "alice", now);
+  EXPECT_EQ(*cancelled, (Effects{{Kind::kKillParts, 1}}));
+  EXPECT_EQ(state(1), JobState::kRunning);  // until its parts have ended
+  end_all(1, JobState::kCancelled, 143);
+  EXPECT_EQ(state(1), JobState::kCancelled);
+  EXPECT_EQ(at(1).job.reason, "cancelled by alice");
+}
+
+TEST_F(JobTableTest, RequeueGoesBackToItsPlaceInTheQueue) {
+  submit(1);
+  submit(2);
+  table.start(at(1), on({1}), now);
+  Effects requeued = table.requeue(at(1), "node n1 down");
+  EXPECT_EQ(requeued,
+            (Effects{{Kind::kRunEnded, 1}, {Kind::kQueued, 1}, {Kind::kStored, 1, "requeue"}}));
+  EXPECT_EQ(state(1), JobState::kPending);
+  EXPECT_EQ(at(1).job.requeue_count, 1);
+  EXPECT_EQ(at(1).job.reason, "requeued: node n1 down");
+  EXPECT_EQ(at(1).job.start_time, 0);
+  EXPECT_TRUE(at(1).job.allocation.nodes.empty());
+  EXPECT_EQ(queue(), (std::vector<JobId>{1, 2}));
+}
+
+// What a run's end becomes, for each way it can be stopped.
+struct AfterRunCase {
+  const char* name;
+  std::function<void(JobRecord&)> setup;
+  AfterRun expected;
+};
+
+TEST_F(JobTableTest, AfterRunForEachWayARunStops) {
+  using K = AfterRun::Kind;
+  const std::vector<AfterRunCase> cases = {
+      {"completed", [](JobRecord&) {}, {K::kFinish, JobState::kCompleted, "", 0}},
+      {"failed",
+       [](JobRecord& r) {
+         r.outcome = JobState::kFailed;
+         r.outcome_reason = "n1: exit 1";
+       },
+       {K::kFinish, JobState::kFailed, "n1: exit 1", 0}},
+      {"cancelled wins over a failure",
+       [](JobRecord& r) {
+         r.outcome = JobState::kFailed;
+         r.cancel_requested = true;
+         r.outcome_reason = "cancelled by bob";
+       },
+       {K::kFinish, JobState::kCancelled, "cancelled by bob", 0}},
+      {"preempted to requeue",
+       [](JobRecord& r) {
+         r.preempted = Preemption{9, PreemptMode::kRequeue};
+       },
+       {K::kRequeue, JobState::kPending, "preempted by job 9", 9}},
+      {"preempted to cancel",
+       [](JobRecord& r) {
+         r.preempted = Preemption{9, PreemptMode::kCancel};
+       },
+       {K::kFinish, JobState::kCancelled, "preempted by job 9", 0}},
+      {"preempted by checkpoint, not dumped",
+       [](JobRecord& r) {
+         r.preempted = Preemption{9, PreemptMode::kCheckpoint};
+       },
+       {K::kRequeueFromCheckpoint, JobState::kPending, "preempted by job 9", 9}},
+      {"a cancel wins over a preemption",
+       [](JobRecord& r) {
+         r.preempted = Preemption{9, PreemptMode::kRequeue};
+         r.cancel_requested = true;
+         r.outcome_reason = "cancelled by bob";
+       },
+       {K::kFinish, JobState::kCancelled, "cancelled by bob", 0}},
+      {"checkpoint failed half-way",
+       [](JobRecord& r) { r.requeue_when_ended = "checkpoint failed (timed_out)"; },
+       {K::kRequeue, JobState::kPending, "checkpoint failed (timed_out)", 0}},
+      {"a preempting dump failed half-way",
+       [](JobRecord& r) {
+         r.preempted = Preemption{9, PreemptMode::kCheckpoint};
+         r.requeue_when_ended = "checkpoint failed (failed)";
+       },
+       {K::kRequeueFromCheckpoint, JobState::kPending, "checkpoint failed (failed)", 9}},
+      {"a restore failed: run it afresh",
+       [](JobRecord& r) { r.requeue_when_ended = "n1: restore failed; running it from the start"; },
+       {K::kRequeue, JobState::kPending, "n1: restore failed; running it from the start", 0}},
+  };
+  for (const AfterRunCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    JobRecord record;
+    record.job.state = JobState::kRunning;
+    c.setup(record);
+    EXPECT_EQ(JobTableCore::after_run(record), c.expected);
+  }
+}
+
+TEST_F(JobTableTest, AfterANodeIsLost) {
+  using K = AfterRun::Kind;
+  JobRecord plain;
+  EXPECT_EQ(JobTableCore::after_node_lost(plain, "node n1 down", false),
+            (AfterRun{K::kFinish, JobState::kNodeFail, "node n1 down", 0}));
+  JobRecord requeueable;
+  requeueable.job.spec.requeue = true;
+  EXPECT_EQ(JobTableCore::after_node_lost(requeueable, "node n1 down", false),
+            (AfterRun{K::kRequeue, JobState::kPending, "node n1 down", 0}));
+  EXPECT_EQ(JobTableCore::after_node_lost(plain, "node n1 down", true),
+            (AfterRun{K::kRequeueFromCheckpoint, JobState::kPending, "node n1 down", 0}));
+  JobRecord cancelled;
+  cancelled.job.spec.requeue = true;
+  cancelled.cancel_requested = true;
+  EXPECT_EQ(JobTableCore::after_node_lost(cancelled, "node n1 down", true).kind, K::kFinish);
+}
+
+TEST_F(JobTableTest, APreemptedVictimIsRequeuedAndYields) {
+  submit(1);
+  submit(2);
+  table.start(at(1), on({1}), now);
+  at(1).preempted = Preemption{2, PreemptMode::kRequeue};
+  end_all(1, JobState::kCancelled, 143);
+  EXPECT_EQ(state(1), JobState::kPending);
+  EXPECT_EQ(at(1).yields_to, 2);
+  EXPECT_EQ(at(1).job.reason, "requeued: preempted by job 2");
+  EXPECT_FALSE(at(1).preempted.has_value());
+}
+
+TEST_F(JobTableTest, AfterOkWaitsThenGoesOn) {
+  submit(1);
+  submit(2, {{DependencyType::kAfterOk, 1}});
+  EXPECT_EQ(last, (Effects{{Kind::kPublished, 2}, {Kind::kPublished, 2}, {Kind::kSchedule}}));
+  EXPECT_EQ(at(2).job.reason, "dependency afterok:1");
+  EXPECT_EQ(queue(), (std::vector<JobId>{1}));
+  table.start(at(1), on({1}), now);
+  Effects ended = end_all(1, JobState::kCompleted);
+  EXPECT_EQ(ended, (Effects{{Kind::kRunEnded, 1},
+                            {Kind::kStored, 1, "COMPLETED"},
+                            {Kind::kPublished, 2},
+                            {Kind::kQueued, 2},
+                            {Kind::kSchedule}}));
+  EXPECT_EQ(at(2).job.reason, "");
+  EXPECT_EQ(queue(), (std::vector<JobId>{2}));
+}
+
+TEST_F(JobTableTest, AfterOkOnAFailureCanNeverBeMet) {
+  submit(1);
+  submit(2, {{DependencyType::kAfterOk, 1}});
+  table.start(at(1), on({1}), now);
+  end_all(1, JobState::kFailed, 1);
+  EXPECT_EQ(state(2), JobState::kCancelled);
+  EXPECT_EQ(at(2).job.reason, "dependency never satisfied: afterok:1 (job 1 ended FAILED)");
+}
+
+TEST_F(JobTableTest, AfterGoesOnAtTheStart) {
+  submit(1);
+  submit(2, {{DependencyType::kAfter, 1}});
+  Effects started = table.start(at(1), on({1}), now);
+  EXPECT_EQ(
+      started,
+      (Effects{
+          {Kind::kPublished, 1}, {Kind::kPublished, 2}, {Kind::kQueued, 2}, {Kind::kSchedule}}));
+}
+
+TEST_F(JobTableTest, AfterNotOkOnAnotherUsersJobSaysOnlyThatItCannotBeMet) {
+  submit(1);
+  at(1).job.uid = 2000;
+  table.start(at(1), on({1}), now);
+  end_all(1, JobState::kCompleted);
+  submit(2, {{DependencyType::kAfterNotOk, 1}});
+  EXPECT_EQ(state(2), JobState::kCancelled);
+  EXPECT_EQ(at(2).job.reason, "dependency never satisfied: afternotok:1 (can never be met)");
+}
+
+TEST_F(JobTableTest, ADependencyOnAnUnknownJobIsNeverMet) {
+  submit(2, {{DependencyType::kAfterAny, 7}});
+  EXPECT_EQ(state(2), JobState::kCancelled);
+  EXPECT_EQ(at(2).job.reason, "dependency never satisfied: afterany:7: no such job");
+}
+
+TEST_F(JobTableTest, AHeldDependentIsNotWoken) {
+  submit(1);
+  submit(2, {{DependencyType::kAfterAny, 1}});
+  ASSERT_TRUE(table.hold(at(2), true, "alice", now).is_ok());
+  table.start(at(1), on({1}), now);
+  end_all(1, JobState::kCompleted);
+  EXPECT_TRUE(queue().empty());
+  ASSERT_TRUE(table.hold(at(2), false, "alice", now).is_ok());
+  EXPECT_EQ(queue(), (std::vector<JobId>{2}));
+}
+
+TEST_F(JobTableTest, ArrayTasksCountWhileTheyRun) {
+  for (JobId id : {1, 2}) {
+    Job job;
+    job.id = id;
+    job.spec.array_job_id = 1;
+    table.admit(table.insert(job), now);
+  }
+  table.start(at(1), on({1}), now);
+  table.start(at(2), on({2}), now);
+  EXPECT_EQ(table.array_running(1), 2);
+  end_all(1, JobState::kCompleted);
+  EXPECT_EQ(table.array_running(1), 1);
+  table.requeue(at(2), "node n2 down");
+  EXPECT_EQ(table.array_running(1), 0);
+}
+
+TEST_F(JobTableTest, RecoveryAdoptsRunningJobsAndReadiesPendingOnes) {
+  Job running;
+  running.id = 1;
+  running.state = JobState::kRunning;
+  running.allocation = on({1, 3});
+  Job pending;
+  pending.id = 2;
+  pending.spec.dependencies = {{DependencyType::kAfterOk, 1}};
+  Job held;
+  held.id = 3;
+  held.held = true;
+  table.load(table.insert(running));
+  table.load(table.insert(pending));
+  table.load(table.insert(held));
+  EXPECT_EQ(table.ready_loaded(now), (Effects{{Kind::kPublished, 2}}));
+  EXPECT_EQ(at(1).running_on, (std::set<Rank>{1, 3}));
+  EXPECT_EQ(table.running(), (std::set<JobId>{1}));
+  EXPECT_TRUE(queue().empty());  // 2 waits on 1; 3 is held
+  end_all(1, JobState::kCompleted);
+  EXPECT_EQ(queue(), (std::vector<JobId>{2}));
+}
+
+}  // namespace
+}  // namespace hpcq::job
