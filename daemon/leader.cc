@@ -210,22 +210,13 @@ Status Leader::start() {
                           config_.queue_depth);
   }
   for (job::Job& job : *jobs) {
-    JobEntry entry;
-    entry.job = job;
-    if (job.state == job::JobState::kRunning) {
-      if (job.spec.array_job_id != 0) ++array_running_[job.spec.array_job_id];
-      running_.insert(job.id);
-      for (const auto& part : job.allocation.nodes) {
-        entry.running_on.insert(part.rank);
-        awaited.insert(part.rank);
-      }
-    }
-    jobs_.emplace(job.id, std::move(entry));
+    JobEntry& entry = table_.insert(std::move(job));
+    table_.load(entry);
+    awaited.insert(entry.running_on.begin(), entry.running_on.end());
   }
-  // Once every job is known, so that dependencies can be judged.
-  for (auto& [id, entry] : jobs_) {
-    if (entry.job.state == job::JobState::kPending && !entry.job.held) make_ready(entry);
-  }
+  // Once every job is known, so that dependencies can be judged; carried out
+  // once the store's writer runs.
+  const job::Effects ready = table_.ready_loaded(now());
   auto stored_usage = (*store)->load_records("usage");
   if (!stored_usage.is_ok()) return stored_usage.status();
   for (const auto& [key, value] : *stored_usage) {
@@ -233,11 +224,11 @@ Status Leader::start() {
     if (!entries.is_ok()) return invalid_argument("store: usage: " + entries.status().message());
     usage_.restore(*entries);
   }
+  HPCQ_RETURN_IF_ERROR(load_job_records<v1::CheckpointRecord>(**store, "checkpoint", table_.jobs(),
+                                                              &JobEntry::checkpoints));
   HPCQ_RETURN_IF_ERROR(
-      load_job_records<v1::CheckpointRecord>(**store, "checkpoint", jobs_, &JobEntry::checkpoints));
-  HPCQ_RETURN_IF_ERROR(
-      load_job_records<v1::Placement>(**store, "placement", jobs_, &JobEntry::placements));
-  for (auto& [id, entry] : jobs_) {
+      load_job_records<v1::Placement>(**store, "placement", table_.jobs(), &JobEntry::placements));
+  for (auto& [id, entry] : table_.jobs()) {
     std::sort(entry.checkpoints.begin(), entry.checkpoints.end(),
               [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
     std::sort(entry.placements.begin(), entry.placements.end(),
@@ -265,8 +256,8 @@ Status Leader::start() {
   }
   // Resize records are kept as checkpoint records are: "<job>/<n>".
   HPCQ_RETURN_IF_ERROR(
-      load_job_records<v1::ResizeRecord>(**store, "resize", jobs_, &JobEntry::resizes));
-  for (auto& [id, entry] : jobs_) {
+      load_job_records<v1::ResizeRecord>(**store, "resize", table_.jobs(), &JobEntry::resizes));
+  for (auto& [id, entry] : table_.jobs()) {
     std::sort(entry.resizes.begin(), entry.resizes.end(),
               [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
     if (!entry.resizes.empty()) {
@@ -284,8 +275,9 @@ Status Leader::start() {
       return invalid_argument("store: reservation " + name + ": " + r.status().message());
     reservations_.emplace(name, std::move(r).value());
   }
-  spdlog::info("store: {} jobs loaded ({} pending, {} running), next job id {}", jobs_.size(),
-               pending_.size(), running_.size(), next_job_id_);
+  spdlog::info("store: {} jobs loaded ({} pending, {} running), next job id {}",
+               table_.jobs().size(), table_.pending().size(), table_.running().size(),
+               next_job_id_);
   auto stored_nodes = (*store)->load_nodes();
   if (!stored_nodes.is_ok()) return stored_nodes.status();
   std::set<Rank> drained;
@@ -298,6 +290,7 @@ Status Leader::start() {
     }
   }
   committer_ = std::make_unique<store::GroupCommitter>(std::move(store).value());
+  apply(ready);
 
   if (config_.ranks.empty()) return invalid_argument("config: no ranks");
   auto keys = overlay::read_key_file(config_.secret_key, /*require_secret=*/true);
@@ -333,7 +326,7 @@ Status Leader::start() {
     checkpoint_due_jobs();
     // Resizes wait out their rescale gap with no event to wake a cycle:
     // look again every heartbeat while the "elastic" action may have work.
-    if (elastic_action_ && !running_.empty()) schedule_soon();
+    if (elastic_action_ && !table_.running().empty()) schedule_soon();
   });
   // Usage is advisory (it orders the queue): written every 10 s rather than
   // with every job end, so a crash forgets at most the last 10 s of it.
@@ -374,7 +367,7 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
       return promise->set_value(fits);
     }
     for (const job::Dependency& d : job.spec.dependencies) {
-      if (!jobs_.count(d.job)) {
+      if (!table_.jobs().count(d.job)) {
         return promise->set_value(
             invalid_argument("--dependency: no job " + std::to_string(d.job)));
       }
@@ -425,8 +418,8 @@ bool Leader::may_see(const Caller& caller, const job::Job& job) {
 }
 
 Result<Leader::JobEntry*> Leader::find_for(const Caller& caller, JobId id) {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return not_found("no job " + std::to_string(id));
+  auto it = table_.jobs().find(id);
+  if (it == table_.jobs().end()) return not_found("no job " + std::to_string(id));
   // The same neutral answer on every path: whose job it is is not ours to say.
   if (!may_see(caller, it->second.job)) {
     return permission_denied("job " + std::to_string(id) + " belongs to another user");
@@ -438,20 +431,9 @@ std::future<Status> Leader::cancel(const Caller& caller, JobId id) {
   return ask([this, caller, id]() -> Status {
     auto found = find_for(caller, id);
     if (!found.is_ok()) return found.status();
-    JobEntry& entry = **found;
-    if (job::is_terminal(entry.job.state)) {
-      return failed_precondition("job " + std::to_string(id) + " already ended (" +
-                                 job::state_name(entry.job.state) + ")");
-    }
-    if (entry.job.state == job::JobState::kPending) {
-      dequeue(entry.job);
-      finish_job(entry, job::JobState::kCancelled, "cancelled by " + user_name_of(caller.uid));
-      schedule_soon();
-    } else {
-      entry.cancel_requested = true;
-      entry.outcome_reason = "cancelled by " + user_name_of(caller.uid);
-      kill_job_parts(entry);
-    }
+    auto cancelled = table_.cancel(**found, user_name_of(caller.uid), now());
+    if (!cancelled.is_ok()) return cancelled.status();
+    apply(*cancelled);
     return Status::ok();
   });
 }
@@ -475,7 +457,7 @@ std::future<v1::ListJobsResponse> Leader::list_jobs(const Caller& caller,
   return ask([this, caller, request]() -> v1::ListJobsResponse {
     v1::ListJobsResponse response;
     const std::set<int> states(request.states().begin(), request.states().end());
-    for (const auto& [id, entry] : jobs_) {
+    for (const auto& [id, entry] : table_.jobs()) {
       const job::Job& job = entry.job;
       const bool ended = job::is_terminal(job.state);
       if (!request.all() && !request.ended_only() && ended) continue;
@@ -500,8 +482,8 @@ std::future<v1::ListNodesResponse> Leader::list_nodes() {
   return ask([this]() -> v1::ListNodesResponse {
     v1::ListNodesResponse response;
     std::map<Rank, int> running;
-    for (JobId id : running_) {
-      for (const auto& a : jobs_.at(id).job.allocation.nodes) running[a.rank]++;
+    for (JobId id : table_.running()) {
+      for (const auto& a : table_.jobs().at(id).job.allocation.nodes) running[a.rank]++;
     }
     for (const auto& [rank, node] : nodes_) {
       v1::Node* n = response.add_nodes();
@@ -541,24 +523,9 @@ std::future<Status> Leader::hold(const Caller& caller, JobId id, bool held) {
   return ask([this, caller, id, held]() -> Status {
     auto found = find_for(caller, id);
     if (!found.is_ok()) return found.status();
-    JobEntry& entry = **found;
-    job::Job& job = entry.job;
-    if (job.state != job::JobState::kPending) {
-      return failed_precondition("job " + std::to_string(id) + " is " + job::state_name(job.state) +
-                                 ": only pending jobs can be " + (held ? "held" : "released"));
-    }
-    if (job.held == held) return Status::ok();
-    job.held = held;
-    if (held) {
-      dequeue(job);
-      job.reason = "held by " + user_name_of(caller.uid);
-    } else {
-      job.reason.clear();
-      make_ready(entry);
-      schedule_soon();
-    }
-    persist(job, held ? "hold" : "release", "{}");
-    publish(job);
+    auto changed = table_.hold(**found, held, "held by " + user_name_of(caller.uid), now());
+    if (!changed.is_ok()) return changed.status();
+    apply(*changed);
     return Status::ok();
   });
 }
@@ -599,7 +566,7 @@ void Leader::resume_checkpoint_in_flight(JobEntry& entry, TimeUs now) {
   op.deadline = now + kCheckpointTimeoutUs;
   for (const auto& part : job.allocation.nodes) op.waiting.insert(part.rank);
   if (op.record.preempted()) {
-    entry.preempted = sched::Preempt{job.id, op.record.preempted_for(), PreemptMode::kCheckpoint};
+    entry.preempted = job::Preemption{op.record.preempted_for(), PreemptMode::kCheckpoint};
     entry.cores_handed_over = true;
   }
   spdlog::info("job {}: waiting again for its checkpoint ({}) into {}", job.id, op.record.then(),
@@ -793,8 +760,8 @@ Status Leader::begin_expand(JobEntry& entry, resource::Allocation added, const s
   committer_->submit(std::move(batch), [this, id, seq](Status s) {
     if (!s.is_ok()) spdlog::error("job {}: store update failed: {}", id, s.message());
     loop_.post([this, id, seq] {
-      auto it = jobs_.find(id);
-      if (it == jobs_.end()) return;
+      auto it = table_.jobs().find(id);
+      if (it == table_.jobs().end()) return;
       JobEntry& e = it->second;
       if (!e.resizing || e.resizing->seq != seq || !e.launch) return;
       e.sent_at = now();
@@ -832,8 +799,8 @@ void Leader::send_resize_notice(JobEntry& entry) {
 }
 
 void Leader::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
-  auto it = jobs_.find(done.job_id());
-  if (it == jobs_.end()) return;
+  auto it = table_.jobs().find(done.job_id());
+  if (it == table_.jobs().end()) return;
   JobEntry& entry = it->second;
   if (!entry.resizing || !entry.resizing->notified || entry.resizing->seq != done.seq() ||
       done.attempt() != static_cast<std::uint32_t>(entry.job.requeue_count) ||
@@ -932,8 +899,8 @@ void Leader::send_part_kill(JobEntry& entry, Rank rank) {
 // shrink off it; a job that declines keeps running there, as a rigid job
 // does on a drained node.
 void Leader::shrink_off(Rank rank, const std::string& by) {
-  for (JobId id : running_) {
-    JobEntry& entry = jobs_.at(id);
+  for (JobId id : table_.running()) {
+    JobEntry& entry = table_.jobs().at(id);
     const job::Job& job = entry.job;
     if (!job.spec.elastic || job.spec.max_nodes == 0 || !entry.held_on.count(rank)) continue;
     Status asked = begin_shrink(entry, {rank}, by, nullptr);
@@ -998,12 +965,12 @@ void Leader::charge_segment(JobEntry& entry) {
 void Leader::check_resize_deadlines() {
   const TimeUs t = now();
   std::vector<JobId> overdue;
-  for (JobId id : running_) {
-    const JobEntry& entry = jobs_.at(id);
+  for (JobId id : table_.running()) {
+    const JobEntry& entry = table_.jobs().at(id);
     if (entry.resizing && t > entry.resizing->deadline) overdue.push_back(id);
   }
   for (JobId id : overdue) {
-    JobEntry& entry = jobs_.at(id);
+    JobEntry& entry = table_.jobs().at(id);
     JobEntry::Resizing& r = *entry.resizing;
     if (!r.notified) {
       // The added nodes never all started their parts: undo the expansion.
@@ -1210,8 +1177,8 @@ Status Leader::begin_checkpoint(JobEntry& entry, job::CheckpointThen then,
 // its start) is older than its interval is checkpointed now, and runs on.
 void Leader::checkpoint_due_jobs() {
   const TimeUs t = now();
-  for (JobId id : running_) {
-    JobEntry& entry = jobs_.at(id);
+  for (JobId id : table_.running()) {
+    JobEntry& entry = table_.jobs().at(id);
     const job::Job& job = entry.job;
     if (job.spec.checkpoint_interval_s <= 0 || entry.checkpointing) continue;
     TimeUs last = job.start_time;
@@ -1225,8 +1192,8 @@ void Leader::checkpoint_due_jobs() {
 }
 
 void Leader::on_checkpoint_done(Rank rank, const overlay::CheckpointDone& done) {
-  auto it = jobs_.find(done.job_id());
-  if (it == jobs_.end()) return;
+  auto it = table_.jobs().find(done.job_id());
+  if (it == table_.jobs().end()) return;
   JobEntry& entry = it->second;
   // An answer repeated in a Hello may be of an earlier checkpoint: each has
   // its own directory.
@@ -1306,7 +1273,7 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
   // The restore asks for as many nodes as the dump ran on; with as many
   // tasks on each (checked before the dump), any placement fits the images.
   job.spec.request.nodes = record.nodes_size();
-  const std::optional<sched::Preempt> preempted = entry.preempted;
+  const std::optional<job::Preemption> preempted = entry.preempted;
   std::string why = stop ? "checkpointed and stopped" : "checkpointed";
   if (preempted && preempted->for_job != 0) {
     why = "preempted by job " + std::to_string(preempted->for_job) + ", checkpointed";
@@ -1321,11 +1288,8 @@ void Leader::finish_checkpoint(JobEntry& entry, bool timed_out) {
   entry.restore_from = record.image();
   entry.restore_to = ranks_of(record.to());
   if (stop) {
-    job.held = true;
-    dequeue(job);
-    job.reason = "checkpointed; held until released";
-    persist(job, "hold", "{}");
-    publish(job);
+    auto held = table_.hold(entry, true, "checkpointed; held until released", now());
+    if (held.is_ok()) apply(*held);  // requeued: pending
   }
   schedule_soon();
   if (op.promise) op.promise->set_value(record);
@@ -1406,8 +1370,8 @@ std::future<Result<v1::Reservation>> Leader::create_reservation(const Caller& ca
     }
     // As Slurm: the nodes must be free of other users' jobs by the start,
     // judged by the running jobs' time limits.
-    for (JobId id : running_) {
-      const job::Job& job = jobs_.at(id).job;
+    for (JobId id : table_.running()) {
+      const job::Job& job = table_.jobs().at(id).job;
       const bool admitted =
           std::find(r.uids.begin(), r.uids.end(), job.uid) != r.uids.end() ||
           std::find(r.accounts.begin(), r.accounts.end(), job.spec.account) != r.accounts.end();
@@ -1476,117 +1440,48 @@ std::future<v1::ListReservationsResponse> Leader::list_reservations() {
 
 // ---- the loop thread ----
 
-void Leader::admit(job::Job job) {
-  JobId id = job.id;
-  JobEntry entry;
-  entry.job = std::move(job);
-  auto [it, inserted] = jobs_.emplace(id, std::move(entry));
-  publish(it->second.job);
-  make_ready(it->second);
+void Leader::admit(job::Job job) { apply(table_.admit(table_.insert(std::move(job)), now())); }
+
+void Leader::apply(const job::Effects& effects) {
+  using Kind = job::Effect::Kind;
+  for (const job::Effect& effect : effects) {
+    switch (effect.kind) {
+      case Kind::kStored: {
+        const job::Job& job = table_.at(effect.job).job;
+        persist(job, effect.event, "{}");
+        publish(job);
+        spdlog::info("job {}: {} (exit code {}){}", job.id, effect.event, job.exit_code,
+                     job.reason.empty() ? "" : ": " + job.reason);
+        break;
+      }
+      case Kind::kPublished: publish(table_.at(effect.job).job); break;
+      case Kind::kQueued:
+        if (decision_log_) decision_log_->queue(now(), table_.at(effect.job).job);
+        break;
+      case Kind::kDequeued:
+        if (decision_log_) decision_log_->dequeue(now(), effect.job);
+        break;
+      case Kind::kRunEnded:
+        if (decision_log_) decision_log_->end(now(), effect.job);
+        break;
+      case Kind::kKillParts: kill_job_parts(table_.at(effect.job)); break;
+      case Kind::kSchedule: schedule_soon(); break;
+    }
+  }
+}
+
+void Leader::carry_out(JobEntry& entry, const job::AfterRun& after, TimeUs end_time) {
+  switch (after.kind) {
+    case job::AfterRun::Kind::kFinish:
+      finish_job(entry, after.state, after.reason, end_time);
+      break;
+    case job::AfterRun::Kind::kRequeue: requeue_job(entry, after.reason); break;
+    case job::AfterRun::Kind::kRequeueFromCheckpoint:
+      requeue_from_checkpoint(entry, after.reason);
+      break;
+  }
+  if (after.yields_to != 0) entry.yields_to = after.yields_to;
   schedule_soon();
-}
-
-void Leader::enqueue(const job::Job& job) {
-  if (!pending_.insert({job.submit_time, job.id}).second) return;
-  if (decision_log_) decision_log_->queue(now(), job);
-}
-
-void Leader::dequeue(const job::Job& job) {
-  waiting_.erase(job.id);
-  if (pending_.erase({job.submit_time, job.id}) == 0) return;
-  if (decision_log_) decision_log_->dequeue(now(), job.id);
-}
-
-Leader::Dependencies Leader::check_dependencies(const job::Job& job, std::string& why) const {
-  Dependencies verdict = Dependencies::kSatisfied;
-  for (const job::Dependency& d : job.spec.dependencies) {
-    auto it = jobs_.find(d.job);
-    // Checked at submit; a job the store no longer has can never start or end.
-    if (it == jobs_.end()) {
-      why = std::string(job::dependency_type_name(d.type)) + ":" + std::to_string(d.job) +
-            ": no such job";
-      return Dependencies::kNever;
-    }
-    const job::Job& target = it->second.job;
-    const bool ended = job::is_terminal(target.state);
-    const std::string name =
-        std::string(job::dependency_type_name(d.type)) + ":" + std::to_string(d.job);
-    // Another user's job: that it can never be met, not how it ended.
-    const bool own = target.uid == job.uid;
-    const std::string never =
-        own ? " (job " + std::to_string(d.job) + " ended " + job::state_name(target.state) + ")"
-            : " (can never be met)";
-    bool met = false;
-    switch (d.type) {
-      case job::DependencyType::kAfter:
-        met = target.state != job::JobState::kPending || ended;
-        break;
-      case job::DependencyType::kAfterAny: met = ended; break;
-      case job::DependencyType::kAfterOk:
-        if (ended && target.state != job::JobState::kCompleted) {
-          why = name + never;
-          return Dependencies::kNever;
-        }
-        met = ended;
-        break;
-      case job::DependencyType::kAfterNotOk:
-        if (target.state == job::JobState::kCompleted) {
-          why = name + never;
-          return Dependencies::kNever;
-        }
-        met = ended;
-        break;
-    }
-    if (!met && verdict == Dependencies::kSatisfied) {
-      verdict = Dependencies::kWaiting;
-      why = name;
-    }
-  }
-  return verdict;
-}
-
-void Leader::make_ready(JobEntry& entry) {
-  job::Job& job = entry.job;
-  std::string why;
-  switch (check_dependencies(job, why)) {
-    case Dependencies::kSatisfied:
-      if (waiting_.erase(job.id) > 0 && job.reason.starts_with("dependency")) {
-        job.reason.clear();
-        publish(job);
-      }
-      enqueue(job);
-      return;
-    case Dependencies::kWaiting:
-      waiting_.insert(job.id);
-      for (const job::Dependency& d : job.spec.dependencies) dependents_[d.job].insert(job.id);
-      if (job.reason != "dependency " + why) {
-        job.reason = "dependency " + why;
-        publish(job);
-      }
-      return;
-    case Dependencies::kNever:
-      // As Flux, and Slurm with kill_invalid_depend: a job whose dependency
-      // can never be met is cancelled rather than left pending for ever.
-      dequeue(job);
-      finish_job(entry, job::JobState::kCancelled, "dependency never satisfied: " + why);
-      return;
-  }
-}
-
-void Leader::wake_dependents(JobId id) {
-  auto it = dependents_.find(id);
-  if (it == dependents_.end()) return;
-  const std::set<JobId> waiting = std::move(it->second);
-  dependents_.erase(it);
-  bool woke = false;
-  for (JobId w : waiting) {
-    if (!waiting_.count(w)) continue;  // already released, held or ended
-    JobEntry& entry = jobs_.at(w);
-    if (entry.job.state != job::JobState::kPending || entry.job.held) continue;
-    make_ready(entry);
-    woke = true;
-  }
-  if (woke) schedule_soon();
 }
 
 void Leader::schedule_soon() {
@@ -1604,8 +1499,8 @@ void Leader::schedule_soon() {
 // "elastic" action has work even with an empty queue.
 bool Leader::may_expand() const {
   if (!elastic_action_) return false;
-  for (JobId id : running_) {
-    const job::Job& job = jobs_.at(id).job;
+  for (JobId id : table_.running()) {
+    const job::Job& job = table_.jobs().at(id).job;
     if (job.spec.elastic && static_cast<int>(job.allocation.nodes.size()) < job.spec.max_nodes) {
       return true;
     }
@@ -1614,7 +1509,7 @@ bool Leader::may_expand() const {
 }
 
 void Leader::run_cycle() {
-  if (pending_.empty() && !may_expand()) return;
+  if (table_.pending().empty() && !may_expand()) return;
   // Nothing can start while no node has a free core: a queue of 100k jobs
   // behind a full or drained cluster then costs nothing per submission.
   // Actions that free resources (preempt, reclaim) still have work to do.
@@ -1636,23 +1531,21 @@ void Leader::run_cycle() {
   const auto depth = static_cast<std::size_t>(config_.queue_depth);
   // Whether to look further: false once the snapshot's queue is full.
   auto consider = [&](JobId id) {
-    JobEntry& entry = jobs_.at(id);
+    JobEntry& entry = table_.jobs().at(id);
     const job::Job& job = entry.job;
     if (entry.yields_to != 0) {
-      auto preemptor = jobs_.find(entry.yields_to);
-      if (preemptor != jobs_.end() && preemptor->second.job.state == job::JobState::kPending &&
-          !preemptor->second.job.held) {
+      auto preemptor = table_.jobs().find(entry.yields_to);
+      if (preemptor != table_.jobs().end() &&
+          preemptor->second.job.state == job::JobState::kPending && !preemptor->second.job.held) {
         return true;
       }
       entry.yields_to = 0;
     }
     if (job.spec.array_max_running > 0) {
-      const auto running = array_running_.find(job.spec.array_job_id);
       int& more = array_shown[job.spec.array_job_id];
       // What queue shows for it (Slurm's JobArrayTaskLimit); not stored.
       constexpr std::string_view kThrottled = "array throttle: ";
-      if ((running != array_running_.end() ? running->second : 0) + more >=
-          job.spec.array_max_running) {
+      if (table_.array_running(job.spec.array_job_id) + more >= job.spec.array_max_running) {
         if (!job.reason.starts_with(kThrottled)) {
           entry.job.reason = std::string(kThrottled) + "at most " +
                              std::to_string(job.spec.array_max_running) + " running";
@@ -1674,29 +1567,29 @@ void Leader::run_cycle() {
   // In queue order the walk stops after queue_depth jobs, so a cycle costs
   // the same with 1k or 100k queued; only an order by priority must look
   // at every pending job.
-  if (priority_weights_ && pending_.size() > depth) {
+  if (priority_weights_ && table_.pending().size() > depth) {
     for (JobId id : priority_window(snapshot)) {
       if (!consider(id)) break;
     }
   } else {
-    for (const auto& [submit_time, id] : pending_) {
+    for (const auto& [submit_time, id] : table_.pending()) {
       if (!consider(id)) break;
     }
   }
   if (decision_log_) decision_log_->cycle(snapshot.now, shown);
-  for (JobId id : running_) {
-    const job::Job& job = jobs_.at(id).job;
+  for (JobId id : table_.running()) {
+    const job::Job& job = table_.jobs().at(id).job;
     // A job without a limit (0 after submit) is expected to run for ever.
     TimeUs end = job.spec.time_limit_s > 0 ? job.start_time + job.spec.time_limit_s * kUsPerSecond
                                            : std::numeric_limits<TimeUs>::max();
     snapshot.running.push_back(sched::running_from(
         pending_of(job),
-        jobs_.at(id).cores_handed_over ? without_cores(job.allocation) : job.allocation,
+        table_.jobs().at(id).cores_handed_over ? without_cores(job.allocation) : job.allocation,
         job.start_time, end));
     // The rescale gap counts from the last resize's outcome; a job with a
     // resize in flight (or parts still being taken away) is not resized
     // again, which a gap starting now says to the "elastic" action.
-    const JobEntry& entry = jobs_.at(id);
+    const JobEntry& entry = table_.jobs().at(id);
     snapshot.running.back().last_resize = entry.resizing || !entry.removing.empty()
                                               ? snapshot.now
                                               : std::max(job.start_time, entry.last_resize);
@@ -1712,16 +1605,16 @@ void Leader::run_cycle() {
   bool shrink_asked = false;
   for (auto& decision : decisions.decisions) {
     if (auto* start = std::get_if<sched::Start>(&decision)) {
-      auto it = jobs_.find(start->job);
-      if (it == jobs_.end() || it->second.job.state != job::JobState::kPending) continue;
+      auto it = table_.jobs().find(start->job);
+      if (it == table_.jobs().end() || it->second.job.state != job::JobState::kPending) continue;
       start_job(it->second, std::move(start->allocation), shrink_asked);
     } else if (auto* preempt = std::get_if<sched::Preempt>(&decision)) {
       apply_preempt(*preempt);
     } else if (auto* migrate = std::get_if<sched::Migrate>(&decision)) {
       apply_migrate(*migrate);
     } else if (auto* shrink = std::get_if<sched::Shrink>(&decision)) {
-      auto it = jobs_.find(shrink->job);
-      if (it == jobs_.end()) continue;
+      auto it = table_.jobs().find(shrink->job);
+      if (it == table_.jobs().end()) continue;
       Status asked = begin_shrink(it->second, shrink->nodes, "scheduler", nullptr);
       if (!asked.is_ok()) {
         spdlog::info("job {}: shrink not asked: {}", shrink->job, asked.message());
@@ -1729,8 +1622,8 @@ void Leader::run_cycle() {
         shrink_asked = true;
       }
     } else if (auto* expand = std::get_if<sched::Expand>(&decision)) {
-      auto it = jobs_.find(expand->job);
-      if (it == jobs_.end()) continue;
+      auto it = table_.jobs().find(expand->job);
+      if (it == table_.jobs().end()) continue;
       Status asked = begin_expand(it->second, std::move(expand->allocation), "scheduler", nullptr);
       if (!asked.is_ok()) spdlog::info("job {}: expand not done: {}", expand->job, asked.message());
     }
@@ -1740,8 +1633,8 @@ void Leader::run_cycle() {
 
 std::vector<JobId> Leader::priority_window(const sched::Snapshot& snapshot) {
   std::vector<JobId> ids;
-  ids.reserve(pending_.size());
-  for (const auto& [submit_time, id] : pending_) ids.push_back(id);
+  ids.reserve(table_.pending().size());
+  for (const auto& [submit_time, id] : table_.pending()) ids.push_back(id);
   // Some slack over queue_depth: array tasks beyond their throttle are
   // skipped after this.
   const std::size_t depth = std::min(ids.size(), static_cast<std::size_t>(config_.queue_depth) * 2);
@@ -1751,7 +1644,7 @@ std::vector<JobId> Leader::priority_window(const sched::Snapshot& snapshot) {
   pending.reserve(ids.size());
   std::vector<sched::FairShareTree::Key> seen;
   for (JobId id : ids) {
-    pending.push_back(pending_of(jobs_.at(id).job));
+    pending.push_back(pending_of(table_.jobs().at(id).job));
     seen.emplace_back(pending.back().uid, pending.back().account);
   }
   const sched::FairShareTree tree =
@@ -1832,8 +1725,8 @@ void Leader::hand_over_cores(JobEntry& entry) {
 }
 
 void Leader::apply_preempt(const sched::Preempt& preempt) {
-  auto it = jobs_.find(preempt.job);
-  if (it == jobs_.end() || it->second.job.state != job::JobState::kRunning) return;
+  auto it = table_.jobs().find(preempt.job);
+  if (it == table_.jobs().end() || it->second.job.state != job::JobState::kRunning) return;
   JobEntry& entry = it->second;
   if (entry.preempted || entry.cancel_requested) return;
   spdlog::info("job {}: preempted ({}) for job {}", entry.job.id, preempt_mode_name(preempt.mode),
@@ -1843,7 +1736,7 @@ void Leader::apply_preempt(const sched::Preempt& preempt) {
     // (finish_checkpoint); a failed dump kills and requeues it as kRequeue.
     // A preemption by checkpoint (sched::PreemptMode::kCheckpoint) requeues.
     Status begun = begin_checkpoint(entry, job::CheckpointThen::kRequeue, nullptr);
-    entry.preempted = preempt;
+    entry.preempted = job::Preemption{preempt.for_job, preempt.mode};
     if (begun.is_ok()) {
       hand_over_cores(entry);
       return;
@@ -1853,7 +1746,7 @@ void Leader::apply_preempt(const sched::Preempt& preempt) {
         "the start",
         entry.job.id, begun.message());
   }
-  entry.preempted = preempt;
+  entry.preempted = job::Preemption{preempt.for_job, preempt.mode};
   // The whole job, on every node; its resources come back when every part
   // has reported its end.
   kill_job_parts(entry);
@@ -1864,15 +1757,15 @@ void Leader::apply_preempt(const sched::Preempt& preempt) {
 // action then restores it (the job comes early in the queue's order). It
 // leaves its cores as a preempted job does: a failed dump still requeues it.
 void Leader::apply_migrate(const sched::Migrate& migrate) {
-  auto it = jobs_.find(migrate.job);
-  if (it == jobs_.end() || it->second.job.state != job::JobState::kRunning) return;
+  auto it = table_.jobs().find(migrate.job);
+  if (it == table_.jobs().end() || it->second.job.state != job::JobState::kRunning) return;
   JobEntry& entry = it->second;
   if (entry.preempted || entry.cancel_requested) return;
   std::vector<std::string> to;
   for (const auto& part : migrate.allocation.nodes) to.push_back(part.node);
   spdlog::info("job {}: moved to a lasting hole on {}", entry.job.id, fmt::join(to, ","));
   Status begun = begin_checkpoint(entry, job::CheckpointThen::kRequeue, nullptr, to);
-  entry.preempted = sched::Preempt{migrate.job, 0, PreemptMode::kCheckpoint};
+  entry.preempted = job::Preemption{0, PreemptMode::kCheckpoint};
   if (begun.is_ok()) {
     hand_over_cores(entry);
     return;
@@ -1936,27 +1829,16 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation, bool af
     spdlog::error("job {}: scheduler decision refused: {}", job.id, taken.message());
     return;
   }
-  pending_.erase({job.submit_time, job.id});
-  running_.insert(job.id);
-  if (job.spec.array_job_id != 0) ++array_running_[job.spec.array_job_id];
-  job.state = job::JobState::kRunning;
-  job.start_time = now();
-  entry.preempted.reset();
+  const TimeUs started = now();
   if (decision_log_) {
-    const TimeUs end = job.spec.time_limit_s > 0
-                           ? job.start_time + job.spec.time_limit_s * kUsPerSecond
-                           : std::numeric_limits<TimeUs>::max();
-    decision_log_->start(job.start_time, job.id, end, allocation);
+    const TimeUs end = job.spec.time_limit_s > 0 ? started + job.spec.time_limit_s * kUsPerSecond
+                                                 : std::numeric_limits<TimeUs>::max();
+    decision_log_->start(started, job.id, end, allocation);
   }
-  job.allocation = std::move(allocation);
-  job.reason.clear();
-  entry.outcome = job::JobState::kCompleted;
-  entry.outcome_reason.clear();
-  entry.cancel_requested = false;
+  const job::Effects effects = table_.start(entry, std::move(allocation), started);
   entry.kill_sent = false;
   entry.launched = false;
   entry.started_on.clear();
-  entry.running_on.clear();
   entry.held_on.clear();
   for (const auto& a : job.allocation.nodes) entry.held_on.insert(a.rank);
   entry.resizing.reset();
@@ -1969,7 +1851,6 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation, bool af
   overlay::Launch launch = make_launch(job);
   entry.restoring = !entry.restore_from.empty();
   entry.restored_image = entry.restore_from;
-  entry.requeue_when_ended.clear();
   if (entry.restoring) {
     // Restored, not started: once. A failed restore runs it from the start.
     launch.set_restore_from(entry.restore_from);
@@ -1984,10 +1865,8 @@ void Leader::start_job(JobEntry& entry, resource::Allocation allocation, bool af
   entry.restore_to.clear();
   open_placement(entry);
 
-  publish(job);
-  wake_dependents(job.id);  // --dependency=after
+  apply(effects);  // published; --dependency=after goes on
   entry.launch = std::make_shared<const overlay::Launch>(launch);
-  for (const auto& a : job.allocation.nodes) entry.running_on.insert(a.rank);
   // The Launch goes out only once the start is committed: a job an agent
   // runs is then RUNNING in the store, so a restarted leader adopts it and
   // never schedules it a second time.
@@ -2033,8 +1912,8 @@ overlay::Launch Leader::make_launch(const job::Job& job) const {
 }
 
 void Leader::send_launches(JobId id, int attempt) {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return;
+  auto it = table_.jobs().find(id);
+  if (it == table_.jobs().end()) return;
   JobEntry& entry = it->second;
   if (entry.job.state != job::JobState::kRunning || entry.job.requeue_count != attempt ||
       !entry.launch) {
@@ -2178,8 +2057,8 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, b
   }
   std::set<JobId> reported;
   for (const overlay::RunningJob& r : hello.running()) {
-    auto it = jobs_.find(r.job_id());
-    bool expected = it != jobs_.end() && it->second.job.state == job::JobState::kRunning &&
+    auto it = table_.jobs().find(r.job_id());
+    bool expected = it != table_.jobs().end() && it->second.job.state == job::JobState::kRunning &&
                     r.attempt() == static_cast<uint32_t>(it->second.job.requeue_count) &&
                     it->second.running_on.count(rank);
     if (!expected) {
@@ -2209,9 +2088,9 @@ void Leader::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, b
   }
   // Jobs the leader expected on this node that its agent neither runs nor
   // reported ended: lost (the agent restarted, or the launch never arrived).
-  const std::vector<JobId> running(running_.begin(), running_.end());
+  const std::vector<JobId> running(table_.running().begin(), table_.running().end());
   for (JobId id : running) {
-    JobEntry& entry = jobs_.at(id);
+    JobEntry& entry = table_.jobs().at(id);
     if (!entry.running_on.count(rank) || reported.count(id)) continue;
     if (same_agent && !entry.kill_sent) {
       // Never arrived: launched now, and repeated until confirmed.
@@ -2259,8 +2138,8 @@ void Leader::ack_after_commit(Rank rank, JobId job, std::uint32_t attempt) {
 }
 
 void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
-  auto it = jobs_.find(update.job_id());
-  if (it == jobs_.end()) return;
+  auto it = table_.jobs().find(update.job_id());
+  if (it == table_.jobs().end()) return;
   JobEntry& entry = it->second;
   if (entry.job.state != job::JobState::kRunning ||
       update.attempt() != static_cast<uint32_t>(entry.job.requeue_count) ||
@@ -2325,66 +2204,21 @@ void Leader::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
     case overlay::JobUpdate::TIMEOUT: end = job::JobState::kTimeout; break;
     default: return;
   }
-  entry.running_on.erase(rank);
   if (entry.restoring && end == job::JobState::kFailed &&
       update.reason().rfind(overlay::kRestoreFailedReason, 0) == 0) {
     // Never lost: the checkpoint could not be restored, so run it afresh.
     entry.requeue_when_ended =
         nodes_.at(rank).name + ": " + update.reason() + "; running it from the start";
   }
-  // The first part to end otherwise than completed decides the job's end:
-  // its state, exit code and node. The parts killed because of it then
-  // report CANCELLED, which is not the job's end.
-  if (entry.outcome == job::JobState::kCompleted) {
-    entry.job.exit_code = std::max(entry.job.exit_code, update.exit_code());
-    if (end != job::JobState::kCompleted) {
-      entry.outcome = end;
-      entry.job.exit_code = update.exit_code();
-      entry.outcome_reason =
-          update.reason().empty() ? "" : nodes_.at(rank).name + ": " + update.reason();
-    }
-  }
-  // One failed part fails the job: the other nodes' tasks are killed rather
-  // than left to wait for peers that are gone.
-  if (end != job::JobState::kCompleted && !entry.running_on.empty()) kill_job_parts(entry);
+  const std::string reason =
+      update.reason().empty() ? "" : nodes_.at(rank).name + ": " + update.reason();
+  apply(table_.part_ended(entry, rank, end, update.exit_code(), reason));
   if (!entry.running_on.empty()) return;
   all_parts_ended(entry, update.time_us());
 }
 
 void Leader::all_parts_ended(JobEntry& entry, TimeUs end_time) {
-  if (!entry.requeue_when_ended.empty() && !entry.cancel_requested) {
-    const std::optional<sched::Preempt> preempted = entry.preempted;
-    const std::string why = entry.requeue_when_ended;  // requeue_job clears it
-    if (preempted && preempted->mode == PreemptMode::kCheckpoint) {
-      // Its dump failed: the last good checkpoint keeps what it can.
-      requeue_from_checkpoint(entry, why);
-    } else {
-      requeue_job(entry, why);
-    }
-    if (preempted) entry.yields_to = preempted->for_job;
-    schedule_soon();
-    return;
-  }
-  if (entry.preempted && !entry.cancel_requested) {
-    const sched::Preempt preempt = *entry.preempted;
-    const std::string why = "preempted by job " + std::to_string(preempt.for_job);
-    if (preempt.mode == PreemptMode::kCancel) {
-      finish_job(entry, job::JobState::kCancelled, why, end_time);
-    } else if (preempt.mode == PreemptMode::kCheckpoint) {
-      // A job that could not be checkpointed now: from its last good
-      // checkpoint, if it has one.
-      requeue_from_checkpoint(entry, why);
-      entry.yields_to = preempt.for_job;
-    } else {
-      requeue_job(entry, why);
-      entry.yields_to = preempt.for_job;
-    }
-    schedule_soon();
-    return;
-  }
-  job::JobState final_state = entry.cancel_requested ? job::JobState::kCancelled : entry.outcome;
-  finish_job(entry, final_state, entry.outcome_reason, end_time);
-  schedule_soon();
+  carry_out(entry, job::JobTableCore::after_run(entry), end_time);
 }
 
 void Leader::kill_job_parts(JobEntry& entry) {
@@ -2407,12 +2241,12 @@ void Leader::send_kill(JobEntry& entry, Rank rank) {
 void Leader::repeat_unconfirmed() {
   const TimeUs t = now();
   std::vector<JobId> overdue;
-  for (JobId id : running_) {
-    const JobEntry& entry = jobs_.at(id);
+  for (JobId id : table_.running()) {
+    const JobEntry& entry = table_.jobs().at(id);
     if (entry.checkpointing && t > entry.checkpointing->deadline) overdue.push_back(id);
   }
   for (JobId id : overdue) {
-    JobEntry& entry = jobs_.at(id);
+    JobEntry& entry = table_.jobs().at(id);
     // A node that did not answer may have stopped its part or not: it is
     // told to kill it and no longer waited for.
     for (Rank rank : entry.checkpointing->waiting) {
@@ -2423,8 +2257,8 @@ void Leader::repeat_unconfirmed() {
   }
   check_resize_deadlines();
   const TimeUs after = 2 * static_cast<TimeUs>(config_.heartbeat_interval_ms) * 1000;
-  for (JobId id : running_) {
-    JobEntry& entry = jobs_.at(id);
+  for (JobId id : table_.running()) {
+    JobEntry& entry = table_.jobs().at(id);
     // Parts taken away by a resize: told again until each reports its end.
     for (const auto& [rank, part] : entry.removing) send_part_kill(entry, rank);
     if (t - entry.sent_at < after) continue;
@@ -2459,15 +2293,8 @@ void Leader::repeat_unconfirmed() {
 void Leader::lose_part(JobEntry& entry, Rank rank, const std::string& why) {
   entry.running_on.erase(rank);
   kill_job_parts(entry);
-  if (!entry.cancel_requested && restart_checkpoint(entry) >= 0) {
-    requeue_from_checkpoint(entry, why);
-    return;
-  }
-  if (entry.job.spec.requeue && !entry.cancel_requested) {
-    requeue_job(entry, why);
-  } else {
-    finish_job(entry, job::JobState::kNodeFail, why);
-  }
+  carry_out(entry, job::JobTableCore::after_node_lost(entry, why, restart_checkpoint(entry) >= 0),
+            0);
 }
 
 void Leader::requeue_from_checkpoint(JobEntry& entry, const std::string& why) {
@@ -2537,57 +2364,30 @@ void Leader::release_held(JobEntry& entry) {
   entry.part_of.clear();
   if (entry.resizing) finish_resize(entry, "failed", "the job ended", 0);
   entry.launch.reset();
-  if (running_.erase(entry.job.id) > 0) {
-    if (entry.job.spec.array_job_id != 0 && --array_running_[entry.job.spec.array_job_id] <= 0) {
-      array_running_.erase(entry.job.spec.array_job_id);
-    }
-    if (decision_log_) decision_log_->end(now(), entry.job.id);
-  }
+}
+
+void Leader::end_run(JobEntry& entry, const std::string& outcome, TimeUs end_time) {
+  release_held(entry);
+  close_placement(entry, outcome);
+  charge_usage(entry.job, entry.usage_from, end_time);
 }
 
 // end_time: when the job ended on its last node (the agent's clock), or 0 for now.
 void Leader::finish_job(JobEntry& entry, job::JobState state, const std::string& reason,
                         TimeUs end_time) {
-  job::Job& job = entry.job;
-  const bool was_running = job.state == job::JobState::kRunning;
-  if (was_running) {
-    release_held(entry);
-    close_placement(entry,
-                    std::string(job::state_name(state)) + (reason.empty() ? "" : ": " + reason));
+  const TimeUs end = end_time > 0 ? end_time : now();
+  if (entry.job.state == job::JobState::kRunning) {
+    end_run(entry, std::string(job::state_name(state)) + (reason.empty() ? "" : ": " + reason),
+            end);
   }
-  job.state = state;
-  job.end_time = end_time > 0 ? end_time : now();
-  if (was_running) charge_usage(job, entry.usage_from, job.end_time);
-  job.reason = reason;
-  if (state == job::JobState::kTimeout && job.reason.empty()) job.reason = "time limit reached";
-  entry.running_on.clear();
-  persist(job, job::state_name(state), "{}");
-  publish(job);
-  spdlog::info("job {}: {} (exit code {}){}", job.id, job::state_name(state), job.exit_code,
-               reason.empty() ? "" : ": " + reason);
-  wake_dependents(job.id);
+  apply(table_.finish(entry, state, reason, end, now()));
 }
 
 void Leader::requeue_job(JobEntry& entry, const std::string& reason) {
-  job::Job& job = entry.job;
-  release_held(entry);
-  close_placement(entry, "requeued: " + reason);
-  charge_usage(job, entry.usage_from, now());  // the work it did counts, though it is lost
-  job.state = job::JobState::kPending;
-  job.allocation = {};
-  job.start_time = 0;
-  job.exit_code = 0;
-  job.requeue_count++;
-  job.reason = "requeued: " + reason;
-  entry.running_on.clear();
-  entry.preempted.reset();
-  entry.requeue_when_ended.clear();
+  end_run(entry, "requeued: " + reason, now());  // the work it did counts, though it is lost
   entry.restoring = false;
   entry.restored_image.clear();
-  enqueue(job);
-  persist(job, "requeue", "{}");
-  publish(job);
-  spdlog::info("job {}: requeued ({})", job.id, reason);
+  apply(table_.requeue(entry, reason));
 }
 
 bool Leader::schedulable(const NodeEntry& node) const {
@@ -2641,10 +2441,10 @@ void Leader::node_down(NodeEntry& node, const std::string& reason) {
   node.state = NodeState::kDown;
   node.unresponsive = false;
   set_schedulable_in_pool(node.rank, false);
-  // Copied: finish_job and requeue_job take jobs out of running_.
-  const std::vector<JobId> running(running_.begin(), running_.end());
+  // Copied: finish_job and requeue_job take jobs out of table_.running().
+  const std::vector<JobId> running(table_.running().begin(), table_.running().end());
   for (JobId id : running) {
-    JobEntry& entry = jobs_.at(id);
+    JobEntry& entry = table_.jobs().at(id);
     if (!entry.running_on.count(node.rank)) continue;
     if (entry.resizing && !entry.resizing->notified && entry.resizing->added.count(node.rank)) {
       // An expansion onto this node had not been told to the app yet: it

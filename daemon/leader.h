@@ -26,6 +26,7 @@
 #include "lib/core/clock.h"
 #include "lib/core/config.h"
 #include "lib/job/job.h"
+#include "lib/job/job_table.h"
 #include "lib/job/records.h"
 #include "lib/overlay/event_loop.h"
 #include "lib/overlay/overlay.h"
@@ -100,12 +101,9 @@ class Leader {
     bool checkpoint_other_users = false;  // and of users other than root
     std::string checkpoint_other_users_reason;
   };
-  struct JobEntry {
-    job::Job job;
-    std::set<Rank> running_on;                          // nodes that have not reported the end yet
-    job::JobState outcome = job::JobState::kCompleted;  // worst end reported so far
-    std::string outcome_reason;
-    bool cancel_requested = false;
+  // The table's record of a job (lib/job/job_table.h) plus the daemon's
+  // state of its run in flight.
+  struct JobEntry : job::JobRecord {
     bool kill_sent = false;
     // Launch and Kill are repeated until each node confirms (STARTED, or the
     // end), since the overlay may drop them while the tree heals.
@@ -116,15 +114,9 @@ class Leader {
     // Nodes whose part of the allocation is taken in the pool. All of them
     // once started; after a leader restart, each as its agent confirms it.
     std::set<Rank> held_on;
-    // Set when the scheduler preempts the job: once its parts have ended it
-    // is requeued or cancelled, per the mode, never left running twice.
-    std::optional<sched::Preempt> preempted;
     // Being dumped to leave (preempted by checkpoint, or moving): its cores
     // are back in the pool already, its memory and GPUs not (hand_over_cores).
     bool cores_handed_over = false;
-    // After a preemption: the victim waits until the job it made room for has
-    // started (or left the queue), so that it does not take the room back.
-    JobId yields_to = 0;
     // A checkpoint in flight (hpcq checkpoint): the nodes yet to answer.
     struct Checkpointing {
       std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise;
@@ -142,9 +134,6 @@ class Leader {
     std::vector<Rank> restore_to;  // the restore's nodes (migrate --to), ascending; empty: any
     // Every run of the job, oldest first; the last is open while it runs.
     std::vector<v1::Placement> placements;
-    // Once every part has ended, requeue the job with this reason (a
-    // checkpoint that failed half-way: the parts it stopped are gone).
-    std::string requeue_when_ended;
     // Elastic resizes (hpcq issue 7; the protocol is in overlay.proto,
     // message Resize). At most one in flight per job.
     struct Resizing {
@@ -172,16 +161,19 @@ class Leader {
     // Fair-share: charged up to here (the start, then each resize).
     TimeUs usage_from = 0;
   };
-  enum class Dependencies { kSatisfied, kWaiting, kNever };
 
   explicit Leader(const ClusterConfig& config);
   Status start();
 
   // Loop thread only, below.
   void admit(job::Job job);
-  // A pending, unheld job: into the queue, or waiting on its dependencies,
-  // or cancelled when they can never be met.
-  void make_ready(JobEntry& entry);
+  // Carries out what a change of the job table asks for, in order.
+  void apply(const job::Effects& effects);
+  // What the table decided for a job none of whose parts runs any more.
+  void carry_out(JobEntry& entry, const job::AfterRun& after, TimeUs end_time);
+  // The run's resources, placement and usage end (before the table ends or
+  // requeues the job): `outcome` is the placement's.
+  void end_run(JobEntry& entry, const std::string& outcome, TimeUs end_time);
   // Runs `fn` on the loop thread and answers with what it returns: how a
   // request that answers at once reaches the state the loop owns.
   template <typename Fn>
@@ -201,11 +193,6 @@ class Leader {
   // The job `id` if `caller` may act on it; else kNotFound, or
   // kPermissionDenied saying the same neutral thing on every path.
   Result<JobEntry*> find_for(const Caller& caller, JobId id);
-  void enqueue(const job::Job& job);
-  void dequeue(const job::Job& job);
-  Dependencies check_dependencies(const job::Job& job, std::string& why) const;
-  // After `id` started or ended: its waiting dependents may go on.
-  void wake_dependents(JobId id);
   void apply_preempt(const sched::Preempt& preempt);
   void apply_migrate(const sched::Migrate& migrate);
   void set_schedulable_in_pool(Rank rank, bool schedulable);
@@ -336,12 +323,7 @@ class Leader {
   // Every configured node's shape by rank - 1, for check_fits
   // (daemon/submit_policy.h): kept as Hellos arrive, not rebuilt per submit.
   std::vector<std::optional<NodeShape>> node_shapes_;
-  std::map<JobId, JobEntry> jobs_;
-  std::set<std::pair<TimeUs, JobId>> pending_;  // FCFS order: submit time, then id
-  std::set<JobId> running_;  // so that a cycle costs O(running), not O(every job ever)
-  std::set<JobId> waiting_;  // pending, but held back by --dependency
-  std::map<JobId, std::set<JobId>> dependents_;  // job -> waiting jobs that name it
-  std::map<JobId, int> array_running_;           // array job id -> its running tasks
+  job::JobTable<JobEntry> table_;
   std::map<std::string, Reservation> reservations_;
   std::unique_ptr<DecisionLog> decision_log_;
   sched::UsageLedger usage_;

@@ -38,7 +38,7 @@ Effects JobTableCore::ready_loaded(TimeUs now) {
   return effects;
 }
 
-Result<Effects> JobTableCore::hold(JobRecord& record, bool held, const std::string& by,
+Result<Effects> JobTableCore::hold(JobRecord& record, bool held, const std::string& reason,
                                    TimeUs now) {
   Job& job = record.job;
   if (job.state != JobState::kPending) {
@@ -50,7 +50,7 @@ Result<Effects> JobTableCore::hold(JobRecord& record, bool held, const std::stri
   job.held = held;
   if (held) {
     dequeue(job, effects);
-    job.reason = "held by " + by;
+    job.reason = reason;
   } else {
     job.reason.clear();
     make_ready(record, now, effects);

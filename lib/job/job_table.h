@@ -110,8 +110,9 @@ class JobTableCore {
   void load(JobRecord& record);
   Effects ready_loaded(TimeUs now);
 
-  // hpcq hold / release (pending jobs only); `by` names who did it.
-  Result<Effects> hold(JobRecord& record, bool held, const std::string& by, TimeUs now);
+  // hpcq hold / release (pending jobs only); `reason`: why it is held
+  // ("held by alice").
+  Result<Effects> hold(JobRecord& record, bool held, const std::string& reason, TimeUs now);
   // hpcq cancel: a pending job ends CANCELLED now; a running one has its
   // parts killed and ends CANCELLED once they have ended.
   Result<Effects> cancel(JobRecord& record, const std::string& by, TimeUs now);

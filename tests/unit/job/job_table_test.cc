@@ -84,13 +84,13 @@ TEST_F(JobTableTest, SubmitPublishesQueuesAndAsksForACycle) {
 
 TEST_F(JobTableTest, HoldLeavesTheQueueAndReleaseComesBack) {
   submit(1);
-  auto held = table.hold(at(1), true, "alice", now);
+  auto held = table.hold(at(1), true, "held by alice", now);
   ASSERT_TRUE(held.is_ok());
   EXPECT_EQ(*held, (Effects{{Kind::kDequeued, 1}, {Kind::kStored, 1, "hold"}}));
   EXPECT_TRUE(at(1).job.held);
   EXPECT_EQ(at(1).job.reason, "held by alice");
   EXPECT_TRUE(queue().empty());
-  auto again = table.hold(at(1), true, "alice", now);
+  auto again = table.hold(at(1), true, "held by alice", now);
   EXPECT_TRUE(again->empty());  // already held: nothing to do
   auto released = table.hold(at(1), false, "alice", now);
   EXPECT_EQ(*released,
@@ -102,7 +102,7 @@ TEST_F(JobTableTest, HoldLeavesTheQueueAndReleaseComesBack) {
 TEST_F(JobTableTest, OnlyPendingJobsAreHeld) {
   submit(1);
   table.start(at(1), on({1}), now);
-  auto held = table.hold(at(1), true, "alice", now);
+  auto held = table.hold(at(1), true, "held by alice", now);
   ASSERT_FALSE(held.is_ok());
   EXPECT_EQ(held.status().message(), "job 1 is RUNNING: only pending jobs can be held");
 }
@@ -358,7 +358,7 @@ TEST_F(JobTableTest, ADependencyOnAnUnknownJobIsNeverMet) {
 TEST_F(JobTableTest, AHeldDependentIsNotWoken) {
   submit(1);
   submit(2, {{DependencyType::kAfterAny, 1}});
-  ASSERT_TRUE(table.hold(at(2), true, "alice", now).is_ok());
+  ASSERT_TRUE(table.hold(at(2), true, "held by alice", now).is_ok());
   table.start(at(1), on({1}), now);
   end_all(1, JobState::kCompleted);
   EXPECT_TRUE(queue().empty());
