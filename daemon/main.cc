@@ -61,6 +61,46 @@ hpcq::Status add_tcp_listener(const hpcq::ClusterConfig& config, grpc::ServerBui
   return hpcq::Status::ok();
 }
 
+// The gRPC server of `service` (the local socket's, and the TLS listener
+// for portals when [api] listen is set); null after saying why, with the
+// exit code in `exit_code`.
+std::unique_ptr<grpc::Server> build_server(const hpcq::ClusterConfig& config,
+                                           hpcq::daemon::ApiService& service, int* exit_code) {
+  // The standard health service and server reflection, so that grpcurl-like
+  // tools and portal frameworks work without our .proto.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(config.api_max_message_bytes);
+  builder.SetMaxSendMessageSize(64 << 20);
+  int tcp_port = 0;
+  if (!config.api_listen.empty()) {
+    hpcq::Status added = add_tcp_listener(config, builder, &tcp_port);
+    if (!added.is_ok()) {
+      std::fprintf(stderr, "hpcqd: [api]: %s\n", added.message().c_str());
+      *exit_code = 2;
+      return nullptr;
+    }
+  }
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) {
+    std::fprintf(stderr, "hpcqd: cannot start the gRPC server\n");
+    *exit_code = 1;
+    return nullptr;
+  }
+  if (!config.api_listen.empty()) {
+    if (tcp_port == 0) {
+      std::fprintf(stderr, "hpcqd: [api] listen %s: cannot bind\n", config.api_listen.c_str());
+      *exit_code = 1;
+      return nullptr;
+    }
+    spdlog::info("api: TLS on {} (port {}), {} portal(s){}", config.api_listen, tcp_port,
+                 config.portals.size(), config.api_tls_client_ca.empty() ? "" : ", mutual TLS");
+  }
+  return server;
+}
+
 int run(const std::string& config_path, const std::string& socket_override) {
   auto config = hpcq::load_config(config_path);
   if (!config.is_ok()) {
@@ -90,35 +130,9 @@ int run(const std::string& config_path, const std::string& socket_override) {
         .count();
   });
   hpcq::daemon::ApiService service(**leader, authenticator);
-  // The standard health service and server reflection, so that grpcurl-like
-  // tools and portal frameworks work without our .proto.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(config->api_max_message_bytes);
-  builder.SetMaxSendMessageSize(64 << 20);
-  int tcp_port = 0;
-  if (!config->api_listen.empty()) {
-    hpcq::Status added = add_tcp_listener(*config, builder, &tcp_port);
-    if (!added.is_ok()) {
-      std::fprintf(stderr, "hpcqd: [api]: %s\n", added.message().c_str());
-      return 2;
-    }
-  }
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server) {
-    std::fprintf(stderr, "hpcqd: cannot start the gRPC server\n");
-    return 1;
-  }
-  if (!config->api_listen.empty()) {
-    if (tcp_port == 0) {
-      std::fprintf(stderr, "hpcqd: [api] listen %s: cannot bind\n", config->api_listen.c_str());
-      return 1;
-    }
-    spdlog::info("api: TLS on {} (port {}), {} portal(s){}", config->api_listen, tcp_port,
-                 config->portals.size(), config->api_tls_client_ca.empty() ? "" : ", mutual TLS");
-  }
+  int failed = 0;
+  std::unique_ptr<grpc::Server> server = build_server(*config, service, &failed);
+  if (!server) return failed;
   hpcq::daemon::UnixAcceptor acceptor;
   hpcq::Status listening = acceptor.start(config->socket, server.get(), &credentials);
   if (!listening.is_ok()) {

@@ -1,0 +1,409 @@
+#include "daemon/checkpoints.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+namespace hpcq::daemon {
+namespace {
+
+// A checkpoint a node has not answered by then is given up (the part is
+// told to end, and the job requeued to run from the start).
+constexpr TimeUs kCheckpointTimeoutUs = 300 * kUsPerSecond;
+
+}  // namespace
+
+job::CheckpointThen then_of(const v1::CheckpointRecord& record) {
+  return job::parse_checkpoint_then(record.then()).value_or(job::CheckpointThen::kContinue);
+}
+
+void Checkpoints::request(JobEntry& entry, job::CheckpointThen then, std::vector<std::string> to,
+                          bool elsewhere, CheckpointPromise promise) {
+  const JobId id = entry.job.id;
+  const job::Job& job = entry.job;
+  const std::string name = "job " + std::to_string(id);
+  if (elsewhere) {
+    if (then == job::CheckpointThen::kContinue || !to.empty()) {
+      return promise->set_value(
+          invalid_argument("elsewhere: only for a job that leaves its nodes, without --to"));
+    }
+    if (Status ok = checkpointable(entry, then); !ok.is_ok()) return promise->set_value(ok);
+    auto others = other_nodes_for(entry);
+    if (!others.is_ok()) return promise->set_value(others.status());
+    to = std::move(others).value();
+  }
+  if (!to.empty()) {
+    if (then == job::CheckpointThen::kContinue) {
+      return promise->set_value(
+          invalid_argument("--to: only when the job leaves its nodes "
+                           "(migrate, or --then requeue|stop)"));
+    }
+    for (const std::string& node : to) {
+      const bool known = std::any_of(ctx_.nodes.begin(), ctx_.nodes.end(),
+                                     [&](const auto& n) { return n.second.name == node; });
+      if (!known) return promise->set_value(invalid_argument("--to: unknown node '" + node + "'"));
+    }
+    const std::set<std::string> distinct(to.begin(), to.end());
+    const std::size_t needed = job.allocation.nodes.size();
+    if (distinct.size() < needed) {
+      return promise->set_value(invalid_argument(
+          "--to: " + name + " runs on " + std::to_string(needed) +
+          " nodes and is restored on as many; " + std::to_string(distinct.size()) + " given"));
+    }
+  }
+  Status started = begin_checkpoint(entry, then, promise, to);
+  if (!started.is_ok()) promise->set_value(started);
+}
+
+std::string Checkpoints::checkpoint_root() const {
+  return ctx_.config.checkpoint_dir.empty() ? ctx_.config.state_dir + "/checkpoints"
+                                            : ctx_.config.checkpoint_dir;
+}
+
+Result<std::vector<std::string>> Checkpoints::other_nodes_for(const JobEntry& entry) const {
+  const job::Job& job = entry.job;
+  std::set<Rank> own;
+  for (const auto& part : job.allocation.nodes) own.insert(part.rank);
+  std::vector<std::string> picked;
+  // Each node of the job is restored whole on one other node: it needs as
+  // many free cores and GPUs as that part holds.
+  std::set<Rank> taken;
+  for (const resource::NodeAllocation& part : job.allocation.nodes) {
+    for (const auto& [rank, node] : ctx_.nodes) {
+      if (own.count(rank) || taken.count(rank) || node.state != NodeState::kUp || node.drained ||
+          node.unresponsive || !node.in_pool || !node.checkpoint_capable) {
+        continue;
+      }
+      const resource::NodeState* pooled = ctx_.pool.find(rank);
+      if (pooled == nullptr || pooled->free_cores() < static_cast<int>(part.cores.size()) ||
+          pooled->free_gpus() < static_cast<int>(part.gpus.size())) {
+        continue;
+      }
+      taken.insert(rank);
+      picked.push_back(node.name);
+      break;
+    }
+  }
+  if (picked.size() < job.allocation.nodes.size()) {
+    return failed_precondition(
+        "job " + std::to_string(job.id) + " stays where it is: it needs " +
+        std::to_string(job.allocation.nodes.size()) + " other node(s) with " +
+        std::to_string(job.allocation.nodes.front().cores.size()) + " free cores, and " +
+        std::to_string(picked.size()) + " can take it now (--to names nodes to wait for)");
+  }
+  return picked;
+}
+
+Status Checkpoints::checkpointable(const JobEntry& entry, job::CheckpointThen then) const {
+  const job::Job& job = entry.job;
+  const std::string name = "job " + std::to_string(job.id);
+  if (job.state != job::JobState::kRunning) {
+    return failed_precondition(name + " is " + job::state_name(job.state) +
+                               ": only running jobs can be checkpointed");
+  }
+  // A restore needs each node's part to hold as many tasks as its image:
+  // it asks for as many nodes as the dump, which gives every node the same
+  // count only when the tasks divide evenly over them.
+  const int nodes = static_cast<int>(job.allocation.nodes.size());
+  if (then != job::CheckpointThen::kContinue && job.spec.request.ntasks % nodes != 0) {
+    return failed_precondition(name + " runs " + std::to_string(job.spec.request.ntasks) +
+                               " tasks on " + std::to_string(nodes) +
+                               " nodes, unevenly, so a restore could not lay them out the same "
+                               "way; only --then continue");
+  }
+  if (entry.checkpointing) return failed_precondition(name + " is being checkpointed already");
+  if (entry.resizing || !entry.removing.empty()) {
+    return failed_precondition(name + " is being resized");
+  }
+  if (entry.kill_sent || entry.cancel_requested || entry.preempted ||
+      !entry.requeue_when_ended.empty()) {
+    return failed_precondition(name + " is ending");
+  }
+  if (!entry.launched || entry.started_on != entry.running_on) {
+    return failed_precondition(name + " has not started on all of its nodes yet");
+  }
+  for (Rank rank : entry.running_on) {
+    const NodeEntry& node = ctx_.nodes.at(rank);
+    if (!node.checkpoint_capable) {
+      return failed_precondition(
+          "node " + node.name + " cannot checkpoint: " +
+          (node.checkpoint_reason.empty() ? "no working CRIU" : node.checkpoint_reason));
+    }
+    if (job.uid != 0 && !node.checkpoint_other_users) {
+      return failed_precondition("node " + node.name + " cannot checkpoint " + name + " (of uid " +
+                                 std::to_string(job.uid) +
+                                 "): " + node.checkpoint_other_users_reason);
+    }
+  }
+  return Status::ok();
+}
+
+Status Checkpoints::begin_checkpoint(
+    JobEntry& entry, job::CheckpointThen then,
+    std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise,
+    const std::vector<std::string>& to, bool periodic) {
+  HPCQ_RETURN_IF_ERROR(checkpointable(entry, then));
+  const job::Job& job = entry.job;
+  const JobId id = job.id;
+  {
+    JobEntry::Checkpointing op;
+    op.promise = std::move(promise);
+    op.record.set_periodic(periodic);
+    for (const std::string& node : to) op.record.add_to(node);
+    op.record.set_time_us(ctx_.now());
+    op.record.set_then(job::checkpoint_then_name(then));
+    op.record.set_image(checkpoint_root() + "/job-" + std::to_string(id) + "/" +
+                        std::to_string(entry.checkpoints.size() + 1) + "-" +
+                        std::to_string(job.requeue_count));
+    op.deadline = ctx_.now() + kCheckpointTimeoutUs;
+    for (std::size_t i = 0; i < job.allocation.nodes.size(); ++i) {
+      const resource::NodeAllocation& part = job.allocation.nodes[i];
+      op.record.add_nodes(part.node);
+      op.waiting.insert(part.rank);
+      overlay::Envelope envelope;
+      envelope.set_dst(part.rank);
+      overlay::Checkpoint* c = envelope.mutable_checkpoint();
+      c->set_job_id(id);
+      c->set_attempt(static_cast<uint32_t>(job.requeue_count));
+      c->set_image_dir(op.record.image() + "/part-" + std::to_string(i));
+      c->set_stop(then != job::CheckpointThen::kContinue);
+      Status sent = ctx_.overlay->send(std::move(envelope));
+      if (!sent.is_ok())
+        spdlog::warn("job {}: checkpoint to {}: {}", id, part.node, sent.message());
+    }
+    spdlog::info("job {}: checkpoint ({}) into {}", id, job::checkpoint_then_name(then),
+                 op.record.image());
+    entry.checkpointing = std::move(op);
+  }
+  actions_.persist_checkpoint_in_flight(entry);
+  return Status::ok();
+}
+
+// --checkpoint-interval: a running job whose last checkpoint of this run (or
+// its start) is older than its interval is checkpointed now, and runs on.
+void Checkpoints::checkpoint_due_jobs() {
+  const TimeUs t = ctx_.now();
+  for (JobId id : ctx_.table.running()) {
+    JobEntry& entry = ctx_.table.jobs().at(id);
+    const job::Job& job = entry.job;
+    if (job.spec.checkpoint_interval_s <= 0 || entry.checkpointing) continue;
+    TimeUs last = job.start_time;
+    for (const v1::CheckpointRecord& r : entry.checkpoints) last = std::max(last, r.time_us());
+    if (t - last < job.spec.checkpoint_interval_s * kUsPerSecond) continue;
+    if (!checkpointable(entry, job::CheckpointThen::kContinue).is_ok()) continue;  // next tick
+    Status s =
+        begin_checkpoint(entry, job::CheckpointThen::kContinue, nullptr, {}, /*periodic=*/true);
+    if (!s.is_ok()) spdlog::warn("job {}: periodic checkpoint: {}", id, s.message());
+  }
+}
+
+void Checkpoints::on_checkpoint_done(Rank rank, const overlay::CheckpointDone& done) {
+  auto it = ctx_.table.jobs().find(done.job_id());
+  if (it == ctx_.table.jobs().end()) return;
+  JobEntry& entry = it->second;
+  // An answer repeated in a Hello may be of an earlier checkpoint: each has
+  // its own directory.
+  if (!entry.checkpointing || entry.job.state != job::JobState::kRunning ||
+      done.attempt() != static_cast<uint32_t>(entry.job.requeue_count) ||
+      done.image_dir().rfind(entry.checkpointing->record.image() + "/", 0) != 0 ||
+      !entry.checkpointing->waiting.erase(rank)) {
+    return;
+  }
+  v1::CheckpointRecord& record = entry.checkpointing->record;
+  if (!done.ok()) {
+    const std::string why = ctx_.nodes.at(rank).name + ": " + done.reason();
+    record.set_outcome(record.outcome().empty() ? why : record.outcome() + "; " + why);
+  } else {
+    record.set_image_bytes(record.image_bytes() + done.image_bytes());
+    record.set_dump_seconds(std::max(record.dump_seconds(), done.dump_seconds()));
+  }
+  // A stopped part is gone from its node, silently: no end will be reported.
+  if (done.stopped()) entry.running_on.erase(rank);
+  if (entry.checkpointing->waiting.empty()) finish_checkpoint(entry, /*timed_out=*/false);
+}
+
+void Checkpoints::finish_checkpoint(JobEntry& entry, bool timed_out) {
+  JobEntry::Checkpointing op = std::move(*entry.checkpointing);
+  entry.checkpointing.reset();
+  job::Job& job = entry.job;
+  v1::CheckpointRecord& record = op.record;
+  if (timed_out) {
+    std::string late;
+    for (Rank rank : op.waiting) late += (late.empty() ? "" : ",") + ctx_.nodes.at(rank).name;
+    record.set_outcome((record.outcome().empty() ? "" : record.outcome() + "; ") + late +
+                       ": no answer");
+  }
+  const bool ok = record.outcome().empty();
+  if (ok) record.set_outcome("ok");
+  entry.checkpoints.push_back(record);
+  actions_.persist_checkpoint(entry, entry.checkpoints.size() - 1);
+  const std::string name = "job " + std::to_string(job.id);
+  if (then_of(record) == job::CheckpointThen::kContinue) {
+    spdlog::info("{}: {}checkpoint {}", name, record.periodic() ? "periodic " : "",
+                 record.outcome());
+    if (ok && record.periodic()) prune_periodic_checkpoints(entry);
+    if (!op.promise) return;
+    op.promise->set_value(
+        ok ? Result<v1::CheckpointRecord>(record)
+           : Result<v1::CheckpointRecord>(failed_precondition(
+                 name + ": checkpoint failed (" + record.outcome() + "); the job runs on")));
+    return;
+  }
+  if (!ok && op.promise && !timed_out && entry.running_on.size() == job.allocation.nodes.size()) {
+    // Asked for by a user (checkpoint --then, migrate) and no part was
+    // stopped (a failed dump resumes its part): the job runs on where it was.
+    // A preemption's victim (no promise) must leave all the same: below.
+    spdlog::info("{}: checkpoint ({}) {}: it runs on", name, record.then(), record.outcome());
+    if (op.promise) {
+      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome() +
+                                                "); the job runs on"));
+    }
+    return;
+  }
+  if (!ok) {
+    // The parts that were stopped are gone; the others still run: end
+    // them, then run the job again from the start. Never lost, never twice.
+    entry.requeue_when_ended = "checkpoint failed (" + record.outcome() + ")";
+    if (entry.running_on.empty()) {
+      actions_.all_parts_ended(entry, ctx_.now());
+    } else {
+      actions_.kill_job_parts(entry);
+    }
+    if (op.promise) {
+      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome() +
+                                                "); the job is requeued to run from the start"));
+    }
+    return;
+  }
+  const bool stop = then_of(record) == job::CheckpointThen::kStop;
+  // The restore asks for as many nodes as the dump ran on; with as many
+  // tasks on each (checked before the dump), any placement fits the images.
+  job.spec.request.nodes = record.nodes_size();
+  const std::optional<job::Preemption> preempted = entry.preempted;
+  std::string why = stop ? "checkpointed and stopped" : "checkpointed";
+  if (preempted && preempted->for_job != 0) {
+    why = "preempted by job " + std::to_string(preempted->for_job) + ", checkpointed";
+  } else if (preempted) {
+    // The gap action's own saves: a move to a hole, or Mode A's slot end.
+    std::string to;
+    for (const std::string& node : record.to()) to += (to.empty() ? "" : ",") + node;
+    why = to.empty() ? "checkpointed at the end of its slot" : "checkpointed to move to " + to;
+  }
+  actions_.requeue_job(entry, why);
+  if (preempted) entry.yields_to = preempted->for_job;
+  entry.restore_from = record.image();
+  entry.restore_to = ranks_of(ctx_.nodes, {record.to().begin(), record.to().end()});
+  if (stop) {
+    auto held = ctx_.table.hold(entry, true, "checkpointed; held until released", ctx_.now());
+    if (held.is_ok()) actions_.apply(*held);  // requeued: pending
+  }
+  actions_.schedule_soon();
+  if (op.promise) op.promise->set_value(record);
+}
+
+// A good periodic checkpoint replaces the earlier periodic ones: their
+// images go (the records stay, marked pruned), unless a restore needs them.
+void Checkpoints::prune_periodic_checkpoints(JobEntry& entry) {
+  const std::string& newest = entry.checkpoints.back().image();
+  for (std::size_t i = 0; i + 1 < entry.checkpoints.size(); ++i) {
+    v1::CheckpointRecord& r = entry.checkpoints[i];
+    if (!r.periodic() || r.pruned() || r.restore_pending() || r.image() == newest ||
+        r.image() == entry.restored_image || r.image() == entry.restore_from) {
+      continue;
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(r.image(), ec);
+    if (ec) {
+      spdlog::warn("job {}: removing {}: {}", entry.job.id, r.image(), ec.message());
+      continue;
+    }
+    r.set_pruned(true);
+    actions_.persist_checkpoint(entry, i);
+  }
+}
+
+// A record without an outcome was in flight when the leader stopped. If it
+// was to take a running job off its nodes (stop, requeue), the job waits
+// again for every node's answer: the agents repeat theirs in their Hello,
+// and the deadline kills and requeues it as for a node that never answers;
+// a job that left its nodes for another job is adopted without its cores.
+// One that was to leave the job running is not waited for: the job runs on
+// either way, and the record says its outcome is unknown (as it says on
+// every load: the stored record keeps no outcome).
+void Checkpoints::resume_in_flight(JobEntry& entry, TimeUs now) {
+  const job::Job& job = entry.job;
+  const bool resumes = job.state == job::JobState::kRunning && !entry.checkpoints.empty() &&
+                       entry.checkpoints.back().outcome().empty() &&
+                       then_of(entry.checkpoints.back()) != job::CheckpointThen::kContinue;
+  for (std::size_t i = 0; i + (resumes ? 1 : 0) < entry.checkpoints.size(); ++i) {
+    v1::CheckpointRecord& record = entry.checkpoints[i];
+    if (record.outcome().empty()) record.set_outcome("unknown: the leader restarted during it");
+  }
+  if (!resumes) return;
+  v1::CheckpointRecord record = std::move(entry.checkpoints.back());
+  entry.checkpoints.pop_back();
+  JobEntry::Checkpointing op;
+  op.record = std::move(record);
+  op.deadline = now + kCheckpointTimeoutUs;
+  for (const auto& part : job.allocation.nodes) op.waiting.insert(part.rank);
+  if (op.record.preempted()) {
+    entry.preempted = job::Preemption{op.record.preempted_for(), PreemptMode::kCheckpoint};
+    entry.cores_handed_over = true;
+  }
+  spdlog::info("job {}: waiting again for its checkpoint ({}) into {}", job.id, op.record.then(),
+               op.record.image());
+  entry.checkpointing = std::move(op);
+}
+
+// A job being dumped to leave its nodes (a preemption by checkpoint, a move)
+// runs on none of its cores: CRIU freezes its tasks before it dumps them.
+// So its cores go back to the pool at once and the job it leaves for starts
+// without waiting for the dump (papers/004: a regular job never waits for a
+// gap job's save); its memory and GPUs stay taken until its parts end. A
+// dump that fails lets the tasks run on until they are killed (they are
+// requeued from their last good checkpoint): briefly, the cores are shared.
+void Checkpoints::hand_over_cores(JobEntry& entry) {
+  if (entry.cores_handed_over) return;
+  if (entry.checkpointing) {
+    // So that a leader restarted before the dump's answers adopts the job
+    // without its cores (the job it left for has them).
+    v1::CheckpointRecord& record = entry.checkpointing->record;
+    record.set_preempted(true);
+    record.set_preempted_for(entry.preempted ? entry.preempted->for_job : 0);
+    actions_.persist_checkpoint_in_flight(entry);
+  }
+  for (Rank rank : entry.held_on) {
+    resource::Allocation cores = part_on(entry.job.allocation, rank);
+    for (resource::NodeAllocation& part : cores.nodes) {
+      part.memory_bytes = 0;
+      part.gpus.clear();
+    }
+    Status released = ctx_.pool.release(cores);
+    if (!released.is_ok()) spdlog::error("job {}: hand over: {}", entry.job.id, released.message());
+  }
+  entry.cores_handed_over = true;
+  actions_.schedule_soon();  // the job they were freed for starts in the next cycle
+}
+
+void Checkpoints::check_deadlines() {
+  const TimeUs t = ctx_.now();
+  std::vector<JobId> overdue;
+  for (JobId id : ctx_.table.running()) {
+    const JobEntry& entry = ctx_.table.at(id);
+    if (entry.checkpointing && t > entry.checkpointing->deadline) overdue.push_back(id);
+  }
+  for (JobId id : overdue) {
+    JobEntry& entry = ctx_.table.at(id);
+    // A node that did not answer may have stopped its part or not: it is
+    // told to kill it and no longer waited for.
+    for (Rank rank : entry.checkpointing->waiting) {
+      actions_.send_kill(entry, rank);
+      entry.running_on.erase(rank);
+    }
+    finish_checkpoint(entry, /*timed_out=*/true);
+  }
+}
+
+}  // namespace hpcq::daemon

@@ -1,0 +1,93 @@
+// What hpcqd keeps of one job: the job table's record (lib/job/job_table.h)
+// plus the protocol state of its run in flight (launches and kills, the
+// pool's parts, a checkpoint, a resize) and its records (checkpoints,
+// placements, resizes). The rooms of daemon/ share it through the table.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lib/core/ids.h"
+#include "lib/core/status.h"
+#include "lib/job/job_table.h"
+#include "lib/resource/allocation.h"
+#include "proto/hpcq.pb.h"
+#include "proto/overlay.pb.h"
+
+namespace hpcq::daemon {
+
+struct JobEntry : job::JobRecord {
+  bool kill_sent = false;
+  // Launch and Kill are repeated until each node confirms (STARTED, or the
+  // end), since the overlay may drop them while the tree heals.
+  std::shared_ptr<const overlay::Launch> launch;
+  std::set<Rank> started_on;
+  TimeUs sent_at = 0;     // the last Launch or Kill sent
+  bool launched = false;  // the Launch went out (after the start's commit)
+  // Nodes whose part of the allocation is taken in the pool. All of them
+  // once started; after a leader restart, each as its agent confirms it.
+  std::set<Rank> held_on;
+  // Being dumped to leave (preempted by checkpoint, or moving): its cores
+  // are back in the pool already, its memory and GPUs not (hand_over_cores).
+  bool cores_handed_over = false;
+  // A checkpoint in flight (hpcq checkpoint): the nodes yet to answer.
+  struct Checkpointing {
+    std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise;
+    v1::CheckpointRecord record;
+    std::set<Rank> waiting;
+    TimeUs deadline = 0;
+  };
+  std::optional<Checkpointing> checkpointing;
+  std::vector<v1::CheckpointRecord> checkpoints;  // done, oldest first
+  // Pending: the next start restores this checkpoint (its directory):
+  // the last one, if it took the job off its nodes and was not restored.
+  std::string restore_from;
+  bool restoring = false;        // this attempt was started from restore_from
+  std::string restored_image;    // ... and this was its image
+  std::vector<Rank> restore_to;  // the restore's nodes (migrate --to), ascending; empty: any
+  // Every run of the job, oldest first; the last is open while it runs.
+  std::vector<v1::Placement> placements;
+  // Elastic resizes (hpcq issue 7; the protocol is in overlay.proto,
+  // message Resize). At most one in flight per job.
+  struct Resizing {
+    std::uint32_t seq = 0;
+    v1::ResizeRecord record;      // time, from, to, kind, by
+    resource::Allocation before;  // the allocation when it was asked
+    resource::Allocation after;   // the allocation asked for
+    std::set<Rank> added;         // expand: launched, awaiting STARTED before the notice
+    bool notified = false;        // the Resize went to the first node
+    bool forced = false;          // a node died: the allocation shrank already; tell only
+    TimeUs deadline = 0;          // past it, the outcome is timed_out (or failed before the notice)
+    std::shared_ptr<std::promise<Result<v1::ResizeRecord>>> promise;  // hpcq resize
+  };
+  std::optional<Resizing> resizing;
+  std::uint32_t resize_seq = 0;  // resizes asked for so far (this attempt)
+  TimeUs last_resize = 0;        // the last resize's outcome: the rescale gap counts from it
+  std::vector<v1::ResizeRecord> resizes;  // done, oldest first
+  // Launch.part of each node's current part (absent: 0, or unknown after
+  // a leader restart; then any part is taken as the current one).
+  std::map<Rank, std::uint32_t> part_of;
+  // Parts taken away (an acknowledged shrink, a declined expansion):
+  // killed; their cores return to the pool as each reports its end, which
+  // neither ends nor fails the job. Still in running_on until then.
+  std::map<Rank, resource::Allocation> removing;  // the part, as part_on() gives it
+  // Fair-share: charged up to here (the start, then each resize).
+  TimeUs usage_from = 0;
+};
+
+using JobTable = job::JobTable<JobEntry>;
+
+// One node's slice of an allocation, for the pool (adoption and release go
+// node by node after a leader restart).
+resource::Allocation part_on(const resource::Allocation& allocation, Rank rank);
+// Without its cores: what the pool still holds of a job that has handed
+// them over (JobEntry::cores_handed_over).
+resource::Allocation without_cores(resource::Allocation allocation);
+
+}  // namespace hpcq::daemon

@@ -1,0 +1,69 @@
+#include "daemon/job_reports.h"
+
+#include "lib/overlay/messages.h"
+
+namespace hpcq::daemon {
+
+void JobReports::on_job_update(Rank rank, const overlay::JobUpdate& update) {
+  // Recorded (or stale): either way the agent may forget it, but only once
+  // whatever this update changed is committed. Batches commit in order, so an
+  // empty one submitted after the job's record completes after it: an
+  // acknowledged end is never lost.
+  handle_job_update(rank, update);
+  if (update.kind() != overlay::JobUpdate::STARTED) {
+    ack_after_commit(rank, update.job_id(), update.attempt());
+  }
+}
+
+void JobReports::ack_after_commit(Rank rank, JobId job, std::uint32_t attempt) {
+  ctx_.committer->submit(store::WriteBatch{}, [this, rank, job, attempt](Status) {
+    ctx_.loop.post([this, rank, job, attempt] {
+      overlay::Envelope ack;
+      ack.set_dst(rank);
+      ack.mutable_job_update_ack()->set_job_id(job);
+      ack.mutable_job_update_ack()->set_attempt(attempt);
+      (void)ctx_.overlay->send(std::move(ack));
+    });
+  });
+}
+
+void JobReports::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
+  auto it = ctx_.table.jobs().find(update.job_id());
+  if (it == ctx_.table.jobs().end()) return;
+  JobEntry& entry = it->second;
+  if (entry.job.state != job::JobState::kRunning ||
+      update.attempt() != static_cast<uint32_t>(entry.job.requeue_count) ||
+      !entry.running_on.count(rank)) {
+    return;  // stale: from an earlier attempt, or the job already ended
+  }
+  if (auto part = entry.part_of.find(rank);
+      part != entry.part_of.end() && update.part() != part->second) {
+    return;  // stale: from a part an earlier resize took off this node
+  }
+  if (resizes_.on_part_update(entry, rank, update)) return;
+  job::JobState end;
+  switch (update.kind()) {
+    case overlay::JobUpdate::STARTED:
+      entry.started_on.insert(rank);
+      resizes_.on_part_started(entry);
+      return;
+    case overlay::JobUpdate::COMPLETED: end = job::JobState::kCompleted; break;
+    case overlay::JobUpdate::FAILED: end = job::JobState::kFailed; break;
+    case overlay::JobUpdate::CANCELLED: end = job::JobState::kCancelled; break;
+    case overlay::JobUpdate::TIMEOUT: end = job::JobState::kTimeout; break;
+    default: return;
+  }
+  if (entry.restoring && end == job::JobState::kFailed &&
+      update.reason().rfind(overlay::kRestoreFailedReason, 0) == 0) {
+    // Never lost: the checkpoint could not be restored, so run it afresh.
+    entry.requeue_when_ended =
+        ctx_.nodes.at(rank).name + ": " + update.reason() + "; running it from the start";
+  }
+  const std::string reason =
+      update.reason().empty() ? "" : ctx_.nodes.at(rank).name + ": " + update.reason();
+  actions_.apply(ctx_.table.part_ended(entry, rank, end, update.exit_code(), reason));
+  if (!entry.running_on.empty()) return;
+  actions_.all_parts_ended(entry, update.time_us());
+}
+
+}  // namespace hpcq::daemon

@@ -1,0 +1,35 @@
+// What agents report of the jobs' parts (overlay JobUpdate): a part
+// STARTED, or ended COMPLETED, FAILED, CANCELLED or TIMEOUT. Stale reports
+// (an earlier attempt, a part a resize took away) are told apart here; the
+// rest go to the job table, and once no part runs the job ends or is
+// requeued. Every report is acknowledged to its agent only after what it
+// changed is committed, so an acknowledged end is never lost.
+#pragma once
+
+#include <cstdint>
+
+#include "daemon/context.h"
+#include "daemon/job_actions.h"
+#include "daemon/resizes.h"
+
+namespace hpcq::daemon {
+
+class JobReports {
+ public:
+  JobReports(Context& ctx, JobActions& actions, Resizes& resizes)
+      : ctx_(ctx), actions_(actions), resizes_(resizes) {}
+  JobReports(const JobReports&) = delete;
+  JobReports& operator=(const JobReports&) = delete;
+
+  void on_job_update(Rank rank, const overlay::JobUpdate& update);
+
+ private:
+  void handle_job_update(Rank rank, const overlay::JobUpdate& update);
+  void ack_after_commit(Rank rank, JobId job, std::uint32_t attempt);
+
+  Context& ctx_;
+  JobActions& actions_;
+  Resizes& resizes_;
+};
+
+}  // namespace hpcq::daemon

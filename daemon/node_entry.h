@@ -1,0 +1,46 @@
+// What hpcqd knows of one node: its state as the leader sees it (up, down,
+// drained, unresponsive), its topology and what it can checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lib/core/ids.h"
+#include "lib/resource/topology.h"
+
+namespace hpcq::daemon {
+
+enum class NodeState { kUnknown, kUp, kDown };
+
+struct NodeEntry {
+  Rank rank = 0;
+  std::string name;
+  NodeState state = NodeState::kUnknown;
+  resource::NodeTopology topology;
+  int host_cpus = 1;
+  TimeUs last_seen = 0;
+  bool in_pool = false;
+  std::uint64_t incarnation = 0;
+  // After a leader restart: a node that ran jobs is awaited; if it does not
+  // say Hello within node_down_after_ms it is declared down like a silent node.
+  bool awaited = false;
+  bool drained = false;       // hpcq drain: no new work until hpcq resume
+  bool unresponsive = false;  // up, but silent for node_unresponsive_after_ms: no new work
+  std::string reason;         // why it is drained or down
+  bool checkpoint_capable = false;
+  std::string checkpoint_reason;
+  bool checkpoint_other_users = false;  // and of users other than root
+  std::string checkpoint_other_users_reason;
+};
+
+using NodeMap = std::map<Rank, NodeEntry>;
+
+// Whether new work may go to the node.
+bool schedulable(const NodeEntry& node);
+// The ranks of the nodes named `names` (checkpoint records' "to", -w),
+// ascending; unknown names skipped.
+std::vector<Rank> ranks_of(const NodeMap& nodes, const std::vector<std::string>& names);
+
+}  // namespace hpcq::daemon

@@ -1,0 +1,287 @@
+#include "daemon/node_monitor.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "lib/overlay/messages.h"
+#include "lib/store/store.h"
+
+namespace hpcq::daemon {
+
+v1::ListNodesResponse NodeMonitor::list_nodes() const {
+  v1::ListNodesResponse response;
+  std::map<Rank, int> running;
+  for (JobId id : ctx_.table.running()) {
+    for (const auto& a : ctx_.table.jobs().at(id).job.allocation.nodes) running[a.rank]++;
+  }
+  for (const auto& [rank, node] : ctx_.nodes) {
+    v1::Node* n = response.add_nodes();
+    n->set_name(node.name);
+    n->set_rank(rank);
+    std::string state = node.state == NodeState::kUp     ? "up"
+                        : node.state == NodeState::kDown ? "down"
+                                                         : "unknown";
+    if (node.state == NodeState::kUp && node.unresponsive) {
+      state = "unresponsive";
+    } else if (node.drained && node.state == NodeState::kUp) {
+      state = running[rank] > 0 ? "draining" : "drained";
+    }
+    n->set_state(state);
+    n->set_reason(node.reason);
+    n->set_checkpoint_capable(node.checkpoint_capable);
+    n->set_checkpoint_reason(node.checkpoint_reason);
+    n->set_checkpoint_other_users(node.checkpoint_other_users);
+    n->set_checkpoint_other_users_reason(node.checkpoint_other_users_reason);
+    n->set_cores(node.topology.num_cores());
+    n->set_numa(static_cast<int>(node.topology.numa.size()));
+    n->set_packages(node.topology.packages);
+    n->set_memory_bytes(node.topology.memory_bytes);
+    n->set_topology(node.topology.source);
+    n->set_host_cpus(node.host_cpus);
+    n->set_free_cores(node.in_pool ? ctx_.pool.free_cores(rank) : 0);
+    n->set_gpus(node.topology.num_gpus());
+    const resource::NodeState* pooled = node.in_pool ? ctx_.pool.find(rank) : nullptr;
+    n->set_free_gpus(pooled ? pooled->free_gpus() : 0);
+    n->set_running_jobs(running[rank]);
+  }
+  return response;
+}
+
+Status NodeMonitor::drain(const std::string& name, bool drained, const std::string& reason,
+                          const std::string& by) {
+  auto it = std::find_if(ctx_.nodes.begin(), ctx_.nodes.end(),
+                         [&](const auto& n) { return n.second.name == name; });
+  if (it == ctx_.nodes.end()) return not_found("no node '" + name + "'");
+  NodeEntry& node = it->second;
+  node.drained = drained;
+  node.reason = drained ? (reason.empty() ? "drained by " + by : reason) : "";
+  if (node.in_pool) set_schedulable_in_pool(node.rank, schedulable(node));
+  persist_node(node);
+  spdlog::info("node {}: {}{}", name, drained ? "drained" : "resumed",
+               drained ? " (" + node.reason + ")" : "");
+  if (drained) resizes_.shrink_off(node.rank, "drain");
+  if (!drained) actions_.schedule_soon();
+  return Status::ok();
+}
+
+void NodeMonitor::set_schedulable_in_pool(Rank rank, bool schedulable) {
+  const resource::NodeState* node = ctx_.pool.find(rank);
+  if (node == nullptr) return;
+  const bool changed = node->schedulable() != schedulable;
+  ctx_.pool.set_schedulable(rank, schedulable);
+  if (changed && ctx_.decision_log) ctx_.decision_log->node_state(ctx_.now(), rank, schedulable);
+}
+
+void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
+  NodeEntry& node = ctx_.nodes.at(rank);
+  if (hello.name() != node.name) {
+    spdlog::warn("overlay: rank {} says it is '{}' but the config names it '{}'; refused", rank,
+                 hello.name(), node.name);
+    return;
+  }
+  overlay::Envelope welcome;
+  welcome.set_dst(rank);
+  welcome.mutable_welcome()->set_heartbeat_interval_ms(ctx_.config.heartbeat_interval_ms);
+  if (node.state == NodeState::kUp && node.incarnation == hello.incarnation()) {
+    // A retried Hello (the agent had not yet seen our Welcome): nothing changed.
+    heard_from(node);
+    (void)ctx_.overlay->send(std::move(welcome));
+    return;
+  }
+  if (node.state == NodeState::kUp) {
+    // The agent restarted while the leader still counted on it. The ends its
+    // journal kept are real and recorded first; what else it ran is gone
+    // with it.
+    for (const overlay::JobUpdate& update : hello.finished()) reports_.on_job_update(rank, update);
+    node_down(node, "its agent restarted");
+  }
+  // The same agent process as before a leader restart: what it does not
+  // know of never reached it (a Launch lost in flight), rather than died.
+  const bool same_agent = node.state == NodeState::kUnknown && node.incarnation != 0 &&
+                          node.incarnation == hello.incarnation();
+  node.incarnation = hello.incarnation();
+  resource::NodeTopology topo = overlay::topology_from_message(hello.topology());
+  if (node.in_pool) {
+    // A node that comes back after being declared down: its jobs were
+    // already ended or requeued, and nothing of the pool is in use there.
+    ctx_.pool.remove_node(rank);
+    node.in_pool = false;
+    if (ctx_.decision_log) ctx_.decision_log->node_gone(ctx_.now(), rank);
+  }
+  node.topology = std::move(topo);
+  ctx_.node_shapes.at(rank - 1) =
+      NodeShape{node.topology.num_cores(), node.topology.memory_bytes, node.topology.num_gpus()};
+  node.host_cpus = std::max(1, hello.host_cpus());
+  node.checkpoint_capable = hello.checkpoint_capable();
+  node.checkpoint_reason = hello.checkpoint_reason();
+  node.checkpoint_other_users = hello.checkpoint_other_users();
+  node.checkpoint_other_users_reason = hello.checkpoint_other_users_reason();
+  node.state = NodeState::kUp;
+  node.unresponsive = false;
+  node.last_seen = ctx_.now();
+  // Schedulable while the jobs it still runs are adopted (the pool gives no
+  // cores on an unschedulable node), then as its drain says.
+  Status added = ctx_.pool.add_node(rank, node.name, node.topology, /*schedulable=*/true);
+  if (!added.is_ok()) {
+    spdlog::error("node {}: {}", node.name, added.message());
+    node.state = NodeState::kDown;
+    return;
+  }
+  node.in_pool = true;
+  node.awaited = false;
+  if (ctx_.decision_log) ctx_.decision_log->node(ctx_.now(), rank, node.name, true, node.topology);
+  if (!node.drained) node.reason.clear();
+  adopt_reported_jobs(node, hello, same_agent);
+  set_schedulable_in_pool(rank, schedulable(node));
+  (void)ctx_.overlay->send(std::move(welcome));
+  persist_node(node);
+  spdlog::info("node {} (rank {}) is up: {} cores, {} NUMA domains ({})", node.name, rank,
+               node.topology.num_cores(), node.topology.numa.size(), node.topology.source);
+  actions_.schedule_soon();
+}
+
+void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello,
+                                      bool same_agent) {
+  const Rank rank = node.rank;
+  // Ends that happened while the leader was away (or whose report was lost).
+  for (const overlay::JobUpdate& update : hello.finished()) reports_.on_job_update(rank, update);
+  // Dumps answered while the leader was away: a part they stopped is gone.
+  for (const overlay::CheckpointDone& done : hello.checkpoints_done()) {
+    checkpoints_.on_checkpoint_done(rank, done);
+  }
+  std::set<JobId> reported;
+  for (const overlay::RunningJob& r : hello.running()) {
+    auto it = ctx_.table.jobs().find(r.job_id());
+    bool expected = it != ctx_.table.jobs().end() &&
+                    it->second.job.state == job::JobState::kRunning &&
+                    r.attempt() == static_cast<uint32_t>(it->second.job.requeue_count) &&
+                    it->second.running_on.count(rank);
+    if (!expected) {
+      // Not ours to run any more (cancelled, requeued, failed elsewhere):
+      // killed, so that no job ever runs twice.
+      overlay::Envelope kill;
+      kill.set_dst(rank);
+      kill.mutable_kill()->set_job_id(r.job_id());
+      kill.mutable_kill()->set_attempt(r.attempt());
+      (void)ctx_.overlay->send(std::move(kill));
+      continue;
+    }
+    reported.insert(r.job_id());
+    JobEntry& entry = it->second;
+    if (entry.held_on.count(rank)) continue;
+    resource::Allocation part = part_on(entry.job.allocation, rank);
+    if (entry.cores_handed_over) part = without_cores(std::move(part));
+    Status taken = ctx_.pool.allocate(part);
+    if (!taken.is_ok()) {
+      spdlog::error("job {}: cannot adopt its part on {}: {}", r.job_id(), node.name,
+                    taken.message());
+      continue;
+    }
+    entry.held_on.insert(rank);
+    entry.started_on.insert(rank);
+    spdlog::info("job {}: adopted on {} (still running)", r.job_id(), node.name);
+  }
+  // Jobs the leader expected on this node that its agent neither runs nor
+  // reported ended: lost (the agent restarted, or the launch never arrived).
+  const std::vector<JobId> running(ctx_.table.running().begin(), ctx_.table.running().end());
+  for (JobId id : running) {
+    JobEntry& entry = ctx_.table.jobs().at(id);
+    if (!entry.running_on.count(rank) || reported.count(id)) continue;
+    if (same_agent && !entry.kill_sent) {
+      // Never arrived: launched now, and repeated until confirmed.
+      Status taken = ctx_.pool.allocate(part_on(entry.job.allocation, rank));
+      if (taken.is_ok()) {
+        entry.held_on.insert(rank);
+        if (!entry.launch)
+          entry.launch = std::make_shared<const overlay::Launch>(actions_.make_launch(entry.job));
+        entry.launched = true;
+        overlay::Envelope envelope;
+        envelope.set_dst(rank);
+        *envelope.mutable_launch() = *entry.launch;
+        (void)ctx_.overlay->send(std::move(envelope));
+        entry.sent_at = ctx_.now();
+        spdlog::info("job {}: its launch never reached {}; launched again", id, node.name);
+        continue;
+      }
+    }
+    if (resizes_.lose_elastic_part(entry, rank, node.name)) continue;
+    actions_.lose_part(entry, rank, "its part on " + node.name + " was lost");
+  }
+}
+
+void NodeMonitor::heard_from(NodeEntry& node) {
+  node.last_seen = ctx_.now();
+  if (!node.unresponsive) return;
+  node.unresponsive = false;
+  set_schedulable_in_pool(node.rank, schedulable(node));
+  spdlog::info("node {} (rank {}) is responsive again", node.name, node.rank);
+  actions_.schedule_soon();
+}
+
+// Two-level liveness, as Flux's: a short silence only stops new work (the
+// node may be busy or its network slow); a long one declares the node down
+// and handles its jobs.
+void NodeMonitor::check_heartbeats() {
+  const TimeUs t = ctx_.now();
+  const TimeUs down_limit = t - static_cast<TimeUs>(ctx_.config.node_down_after_ms) * 1000;
+  const TimeUs quiet_limit = t - static_cast<TimeUs>(ctx_.config.node_unresponsive_after_ms) * 1000;
+  for (auto& [rank, node] : ctx_.nodes) {
+    if (node.state == NodeState::kUnknown && !node.awaited && started_at_ < down_limit) {
+      // Configured but absent since the leader started: down, as Flux
+      // counts a rank that never joined (DESIGN.md: "a node configured but
+      // absent is simply down"). Its Hello brings it up whenever it comes.
+      node.state = NodeState::kDown;
+      if (!node.drained) node.reason = "has not joined";
+      spdlog::warn("node {} (rank {}) is down: it has not joined in {} ms", node.name, rank,
+                   ctx_.config.node_down_after_ms);
+      continue;
+    }
+    bool watched =
+        node.state == NodeState::kUp || (node.state == NodeState::kUnknown && node.awaited);
+    if (!watched) continue;
+    if (node.last_seen < down_limit) {
+      node_down(node, "no heartbeat for " + std::to_string(ctx_.config.node_down_after_ms) + " ms");
+    } else if (node.state == NodeState::kUp && !node.unresponsive && node.last_seen < quiet_limit) {
+      node.unresponsive = true;
+      set_schedulable_in_pool(rank, false);
+      spdlog::warn("node {} (rank {}) is unresponsive: no heartbeat for {} ms", node.name, rank,
+                   ctx_.config.node_unresponsive_after_ms);
+    }
+  }
+}
+
+void NodeMonitor::node_down(NodeEntry& node, const std::string& reason) {
+  if (node.state == NodeState::kDown) return;
+  spdlog::warn("node {} (rank {}) is down: {}", node.name, node.rank, reason);
+  node.state = NodeState::kDown;
+  node.unresponsive = false;
+  set_schedulable_in_pool(node.rank, false);
+  // Copied: finish_job and requeue_job take jobs out of ctx_.table.running().
+  const std::vector<JobId> running(ctx_.table.running().begin(), ctx_.table.running().end());
+  for (JobId id : running) {
+    JobEntry& entry = ctx_.table.jobs().at(id);
+    if (!entry.running_on.count(node.rank)) continue;
+    if (resizes_.on_node_lost(entry, node)) continue;
+    actions_.lose_part(entry, node.rank, "node " + node.name + " failed (" + reason + ")");
+  }
+  if (!node.drained) node.reason = reason;
+  persist_node(node);
+  actions_.schedule_soon();
+}
+
+void NodeMonitor::persist_node(const NodeEntry& node) {
+  // A drain outlives restarts of the node and of the leader.
+  std::string state = node.drained ? "drain" : node.state == NodeState::kUp ? "up" : "down";
+  store::WriteBatch batch;
+  // The agent's incarnation: after a leader restart, the same value in its
+  // Hello means the agent did not restart meanwhile.
+  batch.upsert_node(node.rank, node.name, state,
+                    "{\"incarnation\":" + std::to_string(node.incarnation) + "}", ctx_.now());
+  ctx_.committer->submit(std::move(batch), [rank = node.rank](Status s) {
+    if (!s.is_ok()) spdlog::error("node rank {}: store update failed: {}", rank, s.message());
+  });
+}
+
+}  // namespace hpcq::daemon

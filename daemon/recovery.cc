@@ -1,0 +1,164 @@
+#include "daemon/recovery.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "daemon/checkpoints.h"
+#include "daemon/usage_record.h"
+#include "lib/store/codec.h"
+
+namespace hpcq::daemon {
+namespace {
+
+// A job's records of one kind ("checkpoint", "placement", "resize"), kept
+// under "<job>/<n>" as protobuf JSON: appended to `list` of each known job,
+// in key order (callers sort by time).
+template <typename Record, typename Jobs, typename Entry>
+Status load_job_records(store::Store& store, const char* kind, Jobs& jobs,
+                        std::vector<Record> Entry::*list) {
+  auto stored = store.load_records(kind);
+  if (!stored.is_ok()) return stored.status();
+  for (const auto& [key, value] : *stored) {
+    Record record;
+    auto it = jobs.find(std::strtoull(key.c_str(), nullptr, 10));
+    if (it == jobs.end() || !google::protobuf::util::JsonStringToMessage(value, &record).ok()) {
+      spdlog::warn("store: {} record {} ignored", kind, key);
+      continue;
+    }
+    (it->second.*list).push_back(std::move(record));
+  }
+  return Status::ok();
+}
+
+// The configured nodes, each with its state as the store kept it: a drain
+// outlives restarts, and the agent's incarnation tells a restarted agent
+// from the same one.
+Status load_nodes(Context& ctx, store::Store& store) {
+  if (ctx.config.ranks.empty()) return invalid_argument("config: no ranks");
+  auto stored_nodes = store.load_nodes();
+  if (!stored_nodes.is_ok()) return stored_nodes.status();
+  for (Rank r = 1; r < ctx.config.ranks.size(); ++r) {
+    NodeEntry node;
+    node.rank = r;
+    node.name = ctx.config.ranks[r].name;
+    node.last_seen = ctx.now();
+    ctx.nodes.emplace(r, std::move(node));
+  }
+  for (const auto& n : *stored_nodes) {
+    auto node = ctx.nodes.find(n.rank);
+    if (node == ctx.nodes.end()) continue;
+    if (n.state == "drain") {
+      node->second.drained = true;
+      node->second.reason = "drained before the leader restarted";
+    }
+    const std::string key = "\"incarnation\":";
+    if (const auto at = n.topology_json.find(key); at != std::string::npos) {
+      node->second.incarnation =
+          std::strtoull(n.topology_json.c_str() + at + key.size(), nullptr, 10);
+    }
+  }
+  ctx.node_shapes.assign(ctx.nodes.size(), std::nullopt);  // not heard from yet: could be anything
+  return Status::ok();
+}
+
+// Each job's checkpoint, placement and resize records ("<job>/<n>"), and
+// what they say of its next start or its run.
+Status load_job_history(Context& ctx, store::Store& store) {
+  HPCQ_RETURN_IF_ERROR(load_job_records<v1::CheckpointRecord>(
+      store, "checkpoint", ctx.table.jobs(), &JobEntry::checkpoints));
+  HPCQ_RETURN_IF_ERROR(
+      load_job_records<v1::Placement>(store, "placement", ctx.table.jobs(), &JobEntry::placements));
+  for (auto& [id, entry] : ctx.table.jobs()) {
+    std::sort(entry.checkpoints.begin(), entry.checkpoints.end(),
+              [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
+    std::sort(entry.placements.begin(), entry.placements.end(),
+              [](const auto& a, const auto& b) { return a.start_us() < b.start_us(); });
+    Checkpoints::resume_in_flight(entry, ctx.now());
+    // A pending job whose last checkpoint took it off its nodes and has not
+    // been restored yet, or that waits to restart from a checkpoint after a
+    // node loss, is restored where it next starts.
+    if (entry.job.state == job::JobState::kPending && !entry.checkpoints.empty()) {
+      const v1::CheckpointRecord& last = entry.checkpoints.back();
+      if (then_of(last) != job::CheckpointThen::kContinue && last.outcome() == "ok" &&
+          !last.restored()) {
+        entry.restore_from = last.image();
+        entry.restore_to = ranks_of(ctx.nodes, {last.to().begin(), last.to().end()});
+      }
+      for (const v1::CheckpointRecord& r : entry.checkpoints) {
+        if (r.restore_pending()) entry.restore_from = r.image();
+      }
+    }
+    if (entry.job.state == job::JobState::kRunning && !entry.placements.empty() &&
+        entry.placements.back().end_us() == 0) {
+      entry.restored_image = entry.placements.back().restored_from();
+      entry.restoring = !entry.restored_image.empty();
+    }
+  }
+  // Resize records are kept as checkpoint records are: "<job>/<n>".
+  HPCQ_RETURN_IF_ERROR(
+      load_job_records<v1::ResizeRecord>(store, "resize", ctx.table.jobs(), &JobEntry::resizes));
+  for (auto& [id, entry] : ctx.table.jobs()) {
+    std::sort(entry.resizes.begin(), entry.resizes.end(),
+              [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
+    if (!entry.resizes.empty()) {
+      entry.last_resize = entry.resizes.back().answered_us();
+      // The segments before it were charged then (the ledger is saved
+      // every 10 s, so at most those seconds are lost or counted twice).
+      entry.usage_from = entry.last_resize;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<Recovered> recover(Context& ctx) {
+  auto opened = store::Store::open(ctx.config.state_dir + "/hpcq.db");
+  if (!opened.is_ok()) return opened.status();
+  Recovered out;
+  out.store = std::move(opened).value();
+  store::Store* store = out.store.get();
+  HPCQ_RETURN_IF_ERROR(load_nodes(ctx, *store));
+  auto jobs = store->load_jobs();
+  if (!jobs.is_ok()) return jobs.status();
+  auto max_id = store->max_job_id();
+  if (!max_id.is_ok()) return max_id.status();
+  out.next_job_id = *max_id + 1;
+  for (job::Job& job : *jobs) {
+    JobEntry& entry = ctx.table.insert(std::move(job));
+    ctx.table.load(entry);
+    for (Rank rank : entry.running_on) {
+      if (auto node = ctx.nodes.find(rank); node != ctx.nodes.end()) node->second.awaited = true;
+    }
+  }
+  // Once every job is known, so that dependencies can be judged; carried out
+  // once the store's writer runs.
+  out.ready = ctx.table.ready_loaded(ctx.now());
+  auto stored_usage = store->load_records("usage");
+  if (!stored_usage.is_ok()) return stored_usage.status();
+  for (const auto& [key, value] : *stored_usage) {
+    auto entries = decode_usage(value);
+    if (!entries.is_ok()) return invalid_argument("store: usage: " + entries.status().message());
+    ctx.usage.restore(*entries);
+  }
+  HPCQ_RETURN_IF_ERROR(load_job_history(ctx, *store));
+  auto stored_reservations = store->load_records("reservation");
+  if (!stored_reservations.is_ok()) return stored_reservations.status();
+  for (const auto& [name, value] : *stored_reservations) {
+    auto r = decode_reservation(value);
+    if (!r.is_ok())
+      return invalid_argument("store: reservation " + name + ": " + r.status().message());
+    ctx.reservations.emplace(name, std::move(r).value());
+  }
+  spdlog::info("store: {} jobs loaded ({} pending, {} running), next job id {}",
+               ctx.table.jobs().size(), ctx.table.pending().size(), ctx.table.running().size(),
+               out.next_job_id);
+  return out;
+}
+
+}  // namespace hpcq::daemon

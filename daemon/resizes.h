@@ -1,0 +1,78 @@
+// Elastic resizes (hpcq issue 7; the protocol is in overlay.proto, message
+// Resize): asked by hpcq resize or the scheduler's "elastic" action, told to
+// the application through its first node, and finished when it answers or
+// times out. A node lost under an elastic job shrinks it instead of ending
+// it. Owns JobEntry::resizing, removing and part_of.
+#pragma once
+
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/context.h"
+#include "daemon/job_actions.h"
+
+namespace hpcq::daemon {
+
+using ResizePromise = std::shared_ptr<std::promise<Result<v1::ResizeRecord>>>;
+
+class Resizes {
+ public:
+  Resizes(Context& ctx, JobActions& actions) : ctx_(ctx), actions_(actions) {}
+  Resizes(const Resizes&) = delete;
+  Resizes& operator=(const Resizes&) = delete;
+
+  // hpcq resize: the running elastic job to `nodes` nodes within its range;
+  // `promise` gets the record once the application has answered or the
+  // resize timed out, or the error at once.
+  void request(JobEntry& entry, int nodes, ResizePromise promise);
+  // Why the job cannot start a resize now; empty when it can.
+  std::string blocked(const JobEntry& entry) const;
+  // Each returns an error (and changes nothing) when the job cannot be
+  // resized now. `by`: "scheduler" or "user".
+  Status begin_shrink(JobEntry& entry, const std::vector<Rank>& ranks, const std::string& by,
+                      ResizePromise promise);
+  Status begin_expand(JobEntry& entry, resource::Allocation added, const std::string& by,
+                      ResizePromise promise);
+  void on_resize_done(Rank rank, const overlay::ResizeDone& done);
+  // A part's report, before the job's own handling: true when it was a
+  // resize's (a part taken away has ended, or an added part failed to
+  // start). A part STARTED on an added node may complete an expansion.
+  bool on_part_update(JobEntry& entry, Rank rank, const overlay::JobUpdate& update);
+  void on_part_started(JobEntry& entry);
+  // Node `node` of the running job is down: an expansion onto it fails; a
+  // part taken away or an elastic job that can do without it is handled
+  // here (true); otherwise the job loses the part as a rigid one (false).
+  bool on_node_lost(JobEntry& entry, const NodeEntry& node);
+  // An elastic job above its minimum whose part on a dead node is gone goes
+  // on without it (see the definition); false when this does not apply.
+  bool lose_elastic_part(JobEntry& entry, Rank rank, const std::string& node_name);
+  // Asks every elastic job that runs on `rank` (and could do without it) to
+  // shrink off it; a job that declines keeps running there, as a rigid job
+  // does on a drained node.
+  void shrink_off(Rank rank, const std::string& by);
+  // The job's run ended: a resize in flight fails.
+  void on_run_end(JobEntry& entry);
+  // Every heartbeat: resizes past their deadline; parts taken away told
+  // again until each reports its end.
+  void check_deadlines();
+
+ private:
+  void send_resize_notice(JobEntry& entry);
+  // The outcome is known: record it (store too), answer hpcq resize.
+  void finish_resize(JobEntry& entry, const std::string& outcome, const std::string& reason,
+                     double answer_seconds);
+  // An expansion that did not take: its parts are taken away, the job goes
+  // on as it was.
+  void undo_expansion(JobEntry& entry, const char* event);
+  // Kills the job's parts on `ranks` (taken from its current allocation)
+  // without ending the job; see JobEntry::removing.
+  void take_parts_away(JobEntry& entry, const std::vector<Rank>& ranks);
+  void send_part_kill(JobEntry& entry, Rank rank);
+
+  Context& ctx_;
+  JobActions& actions_;
+};
+
+}  // namespace hpcq::daemon

@@ -1,0 +1,66 @@
+// The scheduling driver: a cycle builds the scheduler's snapshot (the
+// queue's first queue_depth jobs, or the best by priority; the running
+// jobs; reservations) from the job table and the pool, runs lib/sched, and
+// carries out its decisions: starts (launched once committed), preemptions,
+// moves, shrinks and expansions. Owns the scheduler and its options.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "daemon/checkpoints.h"
+#include "daemon/context.h"
+#include "daemon/job_actions.h"
+#include "daemon/resizes.h"
+#include "lib/sched/plugins/priority.h"
+#include "lib/sched/scheduler.h"
+
+namespace hpcq::daemon {
+
+class SchedDriver {
+ public:
+  SchedDriver(Context& ctx, JobActions& actions, Checkpoints& checkpoints, Resizes& resizes)
+      : ctx_(ctx), actions_(actions), checkpoints_(checkpoints), resizes_(resizes) {}
+  SchedDriver(const SchedDriver&) = delete;
+  SchedDriver& operator=(const SchedDriver&) = delete;
+
+  // The scheduler of the configuration's actions, plugins and options.
+  Status configure();
+  void run_cycle();
+  // Resizes wait out their rescale gap with no event to wake a cycle: the
+  // leader asks for one every heartbeat while this says there may be work.
+  bool wants_periodic_cycle() const;
+
+ private:
+  // The first queue_depth pending jobs the scheduler may start (as Slurm's
+  // default_queue_depth), in queue order or the best by priority.
+  void fill_queue(sched::Snapshot& snapshot);
+  void fill_running(sched::Snapshot& snapshot);
+  void apply_decisions(sched::Decisions& decisions);
+  // Whether a running elastic job is below its maximum and could grow.
+  bool may_expand() const;
+  // With the multifactor "priority" plugin, the pending jobs a cycle looks
+  // at, best first: twice queue_depth of the highest priority (as Slurm
+  // sorts by priority first). O(pending). Without it a cycle walks the queue
+  // in (submit time, id) order and stops after queue_depth.
+  std::vector<JobId> priority_window(const sched::Snapshot& snapshot);
+  std::vector<sched::AdvanceReservation> current_reservations();
+  void apply_preempt(const sched::Preempt& preempt);
+  void apply_migrate(const sched::Migrate& migrate);
+  // after_shrink: a Shrink of this cycle only asked for its nodes, so the
+  // allocation may not be free yet; the job then waits (no error).
+  void start_job(JobEntry& entry, resource::Allocation allocation, bool after_shrink = false);
+
+  Context& ctx_;
+  JobActions& actions_;
+  Checkpoints& checkpoints_;
+  Resizes& resizes_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  // Set when the "priority" plugin is configured: its weights rank the queue.
+  std::optional<sched::MultifactorWeights> priority_weights_;
+  bool frees_resources_ = false;  // a configured action may preempt or shrink: cycle even when full
+  bool elastic_action_ = false;   // the "elastic" action is configured
+};
+
+}  // namespace hpcq::daemon
