@@ -12,9 +12,9 @@
 #include "daemon/state_dir.h"
 #include "daemon/submit_policy.h"
 #include "lib/api/job_proto.h"
-#include "lib/resource/allocator.h"
 #include "lib/overlay/messages.h"
 #include "lib/overlay/tree.h"
+#include "lib/resource/allocator.h"
 #include "lib/store/codec.h"
 #include "lib/store/store.h"
 

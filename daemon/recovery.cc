@@ -69,8 +69,8 @@ Status load_nodes(Context& ctx, store::Store& store) {
 // Each job's checkpoint, placement and resize records ("<job>/<n>"), and
 // what they say of its next start or its run.
 Status load_job_history(Context& ctx, store::Store& store) {
-  HPCQ_RETURN_IF_ERROR(load_job_records<v1::CheckpointRecord>(
-      store, "checkpoint", ctx.table.jobs(), &JobEntry::checkpoints));
+  HPCQ_RETURN_IF_ERROR(load_job_records<v1::CheckpointRecord>(store, "checkpoint", ctx.table.jobs(),
+                                                              &JobEntry::checkpoints));
   HPCQ_RETURN_IF_ERROR(
       load_job_records<v1::Placement>(store, "placement", ctx.table.jobs(), &JobEntry::placements));
   for (auto& [id, entry] : ctx.table.jobs()) {
