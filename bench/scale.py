@@ -67,6 +67,8 @@ def main():
     ap.add_argument("--queued", default="1000,10000,100000")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--label", default="",
+                    help="kept in each result line: what was measured (e.g. a commit)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     env = dict(os.environ, PATH=f"{build}/cli:{build}/bench:" + os.environ["PATH"])
@@ -83,6 +85,8 @@ def main():
             sys.exit(f"scale run with {q} queued failed:\n{out.stderr[-3000:]}")
         r = json.loads(out.stdout.strip().splitlines()[-1])
         r["when"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        if a.label:
+            r["label"] = a.label
         print(json.dumps(r), flush=True)
         results.append(r)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)

@@ -129,12 +129,16 @@ def main():
     ap.add_argument("--submit-jobs", type=int, default=5000)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--skip-slurm", action="store_true")
+    ap.add_argument("--label", default="",
+                    help="kept in each result line: what was measured (e.g. a commit)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     results = []
 
     def record(name, value):
         value = dict(value, measurement=name, when=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        if a.label:
+            value["label"] = a.label
         print(json.dumps(value), flush=True)
         results.append(value)
 
