@@ -185,6 +185,9 @@ class JobTable final : public JobTableCore {
     auto it = jobs_.find(id);
     return it == jobs_.end() ? nullptr : &it->second;
   }
+  // Forgets an ended job (for a caller that keeps no history: the
+  // simulator). Only a job in a terminal state that no pending job names.
+  void erase(JobId id) { jobs_.erase(id); }
   Entry& at(JobId id) { return jobs_.at(id); }
   const Entry& at(JobId id) const { return jobs_.at(id); }
   std::map<JobId, Entry>& jobs() { return jobs_; }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "lib/job/job_table.h"
 #include "lib/resource/cpu_list.h"
 #include "lib/resource/node_pool.h"
 #include "lib/resource/topology.h"
@@ -51,7 +52,7 @@ class Simulation {
         scheduler_(std::move(scheduler)),
         on_event_(on_event),
         running_pos_(jobs_.size(), kNotRunning),
-        started_(jobs_.size(), false),
+        records_(jobs_.size(), nullptr),
         done_s_(jobs_.size(), 0.0),
         saving_(jobs_.size(), false),
         nodelist_(jobs_.size()),
@@ -119,11 +120,17 @@ class Simulation {
         const End end = ends_.top();
         ends_.pop();
         if (end.run != runs_[end.index] || running_pos_[end.index] == kNotRunning) continue;
-        HPCQ_RETURN_IF_ERROR(finish(end));
+        HPCQ_RETURN_IF_ERROR(end_run(end));
+        job::JobRecord& record = *records_[end.index];
         if (saving_[end.index]) {
           // Its save is done: back in the queue, to be restored.
           saving_[end.index] = false;
+          (void)table_.requeue(record, job::JobTableCore::after_run(record).reason);
           saved.push_back(end.index);
+        } else {
+          const TimeUs at = end.time_s * kUsPerSecond;
+          (void)table_.finish(record, job::JobState::kCompleted, "", at, at);
+          forget(end.index);
         }
       }
       std::sort(saved.begin(), saved.end());
@@ -187,6 +194,12 @@ class Simulation {
 
   void arrive(std::size_t index) {
     sched::PendingJob pending = pending_of(jobs_[index]);
+    job::Job job;
+    job.id = pending.id;
+    job.uid = pending.uid;
+    job.submit_time = pending.submit_time;
+    records_[index] = &table_.insert(std::move(job));
+    (void)table_.admit(*records_[index], pending.submit_time);  // effects: the daemon's
     // Arrivals come in (submit, id) order and all arrivals of one time are
     // queued before its cycle, so appending keeps the queue in that order.
     snapshot_.queue.push_back(std::move(pending));
@@ -236,7 +249,7 @@ class Simulation {
       auto* start = std::get_if<sched::Start>(&decision);
       if (start == nullptr) continue;  // Reserve: a promise, nothing to apply
       auto it = index_.find(start->job);
-      if (it == index_.end() || started_[it->second]) {
+      if (it == index_.end() || !queued(it->second)) {
         return internal_error("scheduler started job " + std::to_string(start->job) +
                               ", which is not queued");
       }
@@ -247,7 +260,7 @@ class Simulation {
                               " refused: " + taken.message());
       }
       const SimJob& job = jobs_[index];
-      started_[index] = true;
+      (void)table_.start(*records_[index], start->allocation, now * kUsPerSecond);
       nodelist_[index].clear();  // a migration's target binds its restore only
       std::int64_t end_s = now + job.runtime_s;
       if (done_s_[index] > 0 || gap_job(job)) {
@@ -295,7 +308,7 @@ class Simulation {
     // One pass keeps the queue and its index list in step, in order.
     std::size_t kept = 0;
     for (std::size_t i = 0; i < snapshot_.queue.size(); ++i) {
-      if (started_[queue_index_[i]]) continue;
+      if (!queued(queue_index_[i])) continue;
       if (kept != i) {
         snapshot_.queue[kept] = std::move(snapshot_.queue[i]);
         queue_index_[kept] = queue_index_[i];
@@ -329,10 +342,11 @@ class Simulation {
   }
 
   // Stops a running job at once: its cores are free for the next cycle.
-  // Requeue and checkpoint put it back in the queue with its original submit
-  // time; requeue loses the work it did, checkpoint keeps it (its next run
-  // does the rest, plus SimOptions::checkpoint_s); cancel ends it here, and
-  // its outcome records the run that was cut short.
+  // What becomes of it is the job table's after_run(), as in hpcqd: requeue
+  // and checkpoint put it back in the queue with its original submit time;
+  // requeue loses the work it did, checkpoint keeps it (its next run does
+  // the rest, plus SimOptions::checkpoint_s); cancel ends it here, and its
+  // outcome records the run that was cut short.
   Status apply_preempt(const sched::Preempt& preempt, std::int64_t now,
                        std::vector<std::size_t>* requeued) {
     auto it = index_.find(preempt.job);
@@ -342,10 +356,14 @@ class Simulation {
     }
     const std::size_t index = it->second;
     if (saving_[index]) return Status::ok();  // on its way out already
-    const bool save = preempt.mode == PreemptMode::kCheckpoint && options_.checkpoint_s > 0;
+    job::JobRecord& record = *records_[index];
+    record.preempted = job::Preemption{preempt.for_job, preempt.mode};
+    const job::AfterRun after = job::JobTableCore::after_run(record);
+    const bool keeps_work = after.kind == job::AfterRun::Kind::kRequeueFromCheckpoint;
+    const bool save = keeps_work && options_.checkpoint_s > 0;
     if (save) {
       // Frozen for its dump, it gives its cores back at once, as hpcqd
-      // hands them over (leader.cc, hand_over_cores); the dump takes
+      // hands them over (Checkpoints::hand_over_cores); the dump takes
       // checkpoint_s, then the End loop queues it again.
       saving_[index] = true;
       sched::RunningJob& running = snapshot_.running[running_pos_[index]];
@@ -359,7 +377,7 @@ class Simulation {
       ends_.push({now + options_.checkpoint_s, preempt.job, index, ++runs_[index]});
       ++preempted_now_;  // its cores are free for another cycle now
     } else {
-      HPCQ_RETURN_IF_ERROR(finish({now, preempt.job, index, runs_[index]}));
+      HPCQ_RETURN_IF_ERROR(end_run({now, preempt.job, index, runs_[index]}));
       ++runs_[index];  // its pending end is stale now
       ++preempted_now_;
     }
@@ -368,7 +386,7 @@ class Simulation {
     const SimJob& job = jobs_[index];
     const double ran = static_cast<double>(std::max<std::int64_t>(0, now - outcome.start_s));
     result_.preempted_core_seconds += ran * outcome.size;
-    if (preempt.mode == PreemptMode::kCheckpoint) {
+    if (keeps_work) {
       // The work of this run is kept, less the restore it began with.
       const double c = gap_job(job) ? options_.container_efficiency : 1.0;
       const double restore = done_s_[index] > 0 ? static_cast<double>(options_.checkpoint_s) : 0;
@@ -377,14 +395,30 @@ class Simulation {
     } else {
       result_.lost_core_seconds += ran * outcome.size;
     }
-    if (preempt.mode == PreemptMode::kCancel) {
+    if (after.kind == job::AfterRun::Kind::kFinish) {
       outcome.end_s = now;
+      (void)table_.finish(record, after.state, after.reason, now * kUsPerSecond,
+                          now * kUsPerSecond);
+      forget(index);
       return Status::ok();
     }
     outcome.start_s = -1;  // erased at the end: the job's run is the next one
-    started_[index] = false;
-    if (!save) requeued->push_back(index);
+    if (!save) {
+      (void)table_.requeue(record, after.reason);
+      requeued->push_back(index);
+    }
     return Status::ok();
+  }
+
+  // Whether the job waits in the queue (arrived, not running, not ended).
+  bool queued(std::size_t index) const {
+    return records_[index] != nullptr && records_[index]->job.state == job::JobState::kPending;
+  }
+
+  // An ended job leaves the table: the simulation keeps no history there.
+  void forget(std::size_t index) {
+    table_.erase(jobs_[index].id);
+    records_[index] = nullptr;
   }
 
   // The next times a cycle must run for the gap action: a reservation's
@@ -544,7 +578,9 @@ class Simulation {
   }
 
  private:
-  Status finish(const End& end) {
+  // The run's resources and usage end (the job table's transition is the
+  // caller's: an end, a requeue, a save).
+  Status end_run(const End& end) {
     const std::size_t pos = running_pos_[end.index];
     sched::RunningJob& running = snapshot_.running[pos];
     Status released = pool_.release(running.allocation);
@@ -576,7 +612,8 @@ class Simulation {
   std::unordered_map<JobId, std::size_t> index_;  // job id -> index in jobs_
   std::vector<std::size_t> running_pos_;          // index -> position in snapshot_.running
   std::vector<std::size_t> running_index_;        // position in snapshot_.running -> index
-  std::vector<bool> started_;                     // by index
+  job::JobTable<> table_;                         // the jobs queued or running: their states
+  std::vector<job::JobRecord*> records_;          // by index: its entry in table_, or null
   std::vector<double> done_s_;                    // by index: work kept by checkpoints (s)
   std::vector<bool> saving_;                      // by index: being checkpointed out
   std::vector<std::vector<Rank>> nodelist_;       // by index: a migration's target nodes

@@ -20,11 +20,15 @@
 // kill_at_limit: then it runs min(runtime, requested time), and that is also
 // what kExact tells the scheduler.
 //
+// The jobs' states (queued, running, ended) are kept in a job::JobTable, the
+// one hpcqd drives (lib/job/job_table.h): arrivals are admitted, starts,
+// ends and requeues are its transitions, and what a preemption makes of a
+// job is its after_run(), as in the daemon. Ended jobs leave the table.
+//
 // Preempt decisions are applied as they come: the victim's cores are
-// released at once (an "end" event at that time), its work is lost, and it
-// is queued again with its original submit time (mode requeue or
-// checkpoint: the simulator keeps no checkpoint image, so it restarts from
-// the beginning) or ends there (cancel: its outcome is the run cut short).
+// released at once (an "end" event at that time) and it is queued again
+// with its original submit time (requeue: its work is lost; checkpoint:
+// kept, below) or ends there (cancel: its outcome is the run cut short).
 // A cycle that preempted is followed by another at the same time, so the
 // freed cores are used at once (at most 64 such rounds per time). A
 // requeued job's outcome is its last run.
