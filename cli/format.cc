@@ -28,7 +28,8 @@ std::string time_text(std::int64_t us) {
   return buf;
 }
 
-std::string join(const google::protobuf::RepeatedPtrField<std::string>& items) {
+template <typename Items>
+std::string join(const Items& items) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : ",") + s;
   return out.empty() ? "-" : out;
@@ -128,6 +129,10 @@ nlohmann::json resize_json(const v1::ResizeRecord& r) {
           {"nodes", std::vector<std::string>(r.nodes().begin(), r.nodes().end())}};
 }
 
+std::string json_text(const nlohmann::json& value, int indent) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 nlohmann::json job_json(const v1::Job& job) {
   nlohmann::json j;
   j["id"] = job.id();
@@ -181,10 +186,10 @@ nlohmann::json job_json(const v1::Job& job) {
       std::vector<std::string>(job.spec().nodelist().begin(), job.spec().nodelist().end());
   j["time_limit_s"] = job.spec().time_limit_s();
   j["queue"] = job.queue();
-  j["cwd"] = job.spec().cwd();
-  j["command"] = std::vector<std::string>(job.spec().argv().begin(), job.spec().argv().end());
-  j["stdout"] = job.stdout();
-  j["stderr"] = job.stderr();
+  j["cwd"] = api::cwd_of(job.spec());
+  j["command"] = api::argv_of(job.spec());
+  j["stdout"] = job.stdout_bytes().empty() ? job.stdout() : job.stdout_bytes();
+  j["stderr"] = job.stderr_bytes().empty() ? job.stderr() : job.stderr_bytes();
   j["submit_time"] = time_json(job.submit_time_us());
   j["start_time"] = time_json(job.start_time_us());
   j["end_time"] = time_json(job.end_time_us());
@@ -307,10 +312,10 @@ std::string status_text(const v1::Job& job) {
     }
     out << "\n";
   }
-  out << "   Command=" << join(job.spec().argv()) << "\n"
-      << "   WorkDir=" << job.spec().cwd() << "\n"
-      << "   StdOut=" << job.stdout() << "\n"
-      << "   StdErr=" << job.stderr() << "\n";
+  out << "   Command=" << join(api::argv_of(job.spec())) << "\n"
+      << "   WorkDir=" << api::cwd_of(job.spec()) << "\n"
+      << "   StdOut=" << (job.stdout_bytes().empty() ? job.stdout() : job.stdout_bytes()) << "\n"
+      << "   StdErr=" << (job.stderr_bytes().empty() ? job.stderr() : job.stderr_bytes()) << "\n";
   return out.str();
 }
 

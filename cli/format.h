@@ -15,6 +15,9 @@ nlohmann::json checkpoint_json(const v1::CheckpointRecord& record);
 // A resize of an elastic job (hpcq resize, status --json "resizes").
 nlohmann::json resize_json(const v1::ResizeRecord& record);
 nlohmann::json job_json(const v1::Job& job);
+// --json output: bytes that are not UTF-8 (a job's command, its paths)
+// shown as U+FFFD rather than failing the command.
+std::string json_text(const nlohmann::json& value, int indent = -1);
 nlohmann::json node_json(const v1::Node& node);
 
 std::string queue_table(const v1::ListJobsResponse& jobs);

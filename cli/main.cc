@@ -22,6 +22,7 @@
 #include "cli/simulate.h"
 #include "cli/start.h"
 #include "lib/api/job_proto.h"
+#include "lib/core/bytes.h"
 #include "lib/core/units.h"
 #include "lib/job/submit_options.h"
 #include "lib/overlay/curve_keys.h"
@@ -130,7 +131,15 @@ int cmd_submit(const std::vector<std::string>& args) {
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     auto eq = kv.find('=');
-    if (eq != std::string::npos) ctx.environment[kv.substr(0, eq)] = kv.substr(eq + 1);
+    if (eq == std::string::npos) continue;
+    // The API carries the values as bytes but the names as text.
+    if (!hpcq::is_utf8(kv.substr(0, eq))) {
+      std::fprintf(stderr,
+                   "hpcq: warning: an environment variable whose name is not UTF-8 "
+                   "is not passed to the job\n");
+      continue;
+    }
+    ctx.environment[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   ctx.read_file = [](const std::string& path) -> Result<std::string> {
     std::ifstream in(path);
@@ -157,7 +166,7 @@ int cmd_submit(const std::vector<std::string>& args) {
       out["ids"] = nlohmann::json::array();
       for (std::uint32_t i = 0; i < count; ++i) out["ids"].push_back(response.id() + i);
     }
-    std::cout << out.dump() << "\n";
+    std::cout << json_text(out) << "\n";
   } else {
     // An array's tasks have consecutive ids from this one.
     std::cout << response.id() << "\n";
@@ -213,7 +222,7 @@ int cmd_wait(const std::vector<std::string>& ids, bool json) {
     out.push_back(
         {{"id", id}, {"state", api::state_name(last.state())}, {"exit_code", last.exit_code()}});
   }
-  if (json) std::cout << out.dump() << "\n";
+  if (json) std::cout << json_text(out) << "\n";
   return all_completed ? 0 : 1;
 }
 
@@ -268,7 +277,7 @@ int cmd_checkpoint(const std::string& text, const std::string& then, const std::
   Status s = from_grpc(stub->Checkpoint(&ctx, request, &record), socket);
   if (!s.is_ok()) return fail(s);
   if (json) {
-    std::cout << checkpoint_json(record).dump() << "\n";
+    std::cout << json_text(checkpoint_json(record)) << "\n";
   } else {
     std::cout << "job " << *id << ": checkpointed into " << record.image() << " ("
               << record.image_bytes() << " bytes, dump " << record.dump_seconds() << " s)"
@@ -296,7 +305,7 @@ int cmd_resize(const std::string& text, int nodes, bool json) {
   Status s = from_grpc(stub->Resize(&ctx, request, &record), socket);
   if (!s.is_ok()) return fail(s);
   if (json) {
-    std::cout << resize_json(record).dump() << "\n";
+    std::cout << json_text(resize_json(record)) << "\n";
   } else {
     std::cout << "job " << *id << ": " << record.kind() << " " << record.from() << " -> "
               << record.to() << " nodes: " << record.outcome()
@@ -327,7 +336,7 @@ int cmd_status(const std::vector<std::string>& ids, bool json) {
     }
   }
   // One job: the object itself; several: an array.
-  if (json) std::cout << (out.size() == 1 ? out[0] : out).dump(2) << "\n";
+  if (json) std::cout << json_text(out.size() == 1 ? out[0] : out, 2) << "\n";
   return 0;
 }
 
@@ -342,7 +351,7 @@ int list_jobs(const v1::ListJobsRequest& request, bool json,
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& job : response.jobs()) out.push_back(job_json(job));
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out, 2) << "\n";
   } else {
     std::cout << table(response);
   }
@@ -364,7 +373,7 @@ int cmd_nodes(bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& n : response.nodes()) out.push_back(node_json(n));
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out, 2) << "\n";
   } else {
     std::cout << nodes_table(response);
   }
@@ -464,7 +473,7 @@ int cmd_reserve_create(const ReserveOptions& o, bool json) {
   Status s = from_grpc(stub->CreateReservation(&ctx, request, &made), socket);
   if (!s.is_ok()) return fail(s);
   if (json) {
-    std::cout << reservation_json(made).dump() << "\n";
+    std::cout << json_text(reservation_json(made)) << "\n";
   } else {
     std::cout << made.name() << "\n";
   }
@@ -493,7 +502,7 @@ int cmd_reserve_list(bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : response.reservations()) out.push_back(reservation_json(r));
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out, 2) << "\n";
   } else {
     std::cout << reservations_table(response);
   }

@@ -52,6 +52,8 @@ struct Context {
   std::unique_ptr<DecisionLog> decision_log;  // null unless configured
   sched::UsageLedger usage;
   bool usage_dirty = false;  // changed since it was last stored
+  // Jobs submitted with the same environment share one copy of it.
+  job::EnvironmentPool environments;
 };
 
 }  // namespace hpcq::daemon

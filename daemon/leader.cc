@@ -132,6 +132,9 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
             invalid_argument("--dependency: no job " + std::to_string(d.job)));
       }
     }
+    // One copy of an environment for every job submitted with it (an
+    // array's tasks share the job's).
+    job.spec.env = ctx_.environments.intern(job.spec.env);
     // An array is one submission: its tasks are stored in one transaction
     // and answered together.
     std::vector<job::Job> made;

@@ -130,6 +130,7 @@ Result<Recovered> recover(Context& ctx) {
   if (!max_id.is_ok()) return max_id.status();
   out.next_job_id = *max_id + 1;
   for (job::Job& job : *jobs) {
+    job.spec.env = ctx.environments.intern(job.spec.env);
     JobEntry& entry = ctx.table.insert(std::move(job));
     ctx.table.load(entry);
     for (Rank rank : entry.running_on) {

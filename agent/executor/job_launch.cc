@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "lib/core/json_bytes.h"
+
 namespace hpcq::agent {
 
 using nlohmann::json;
@@ -45,7 +47,7 @@ std::string encode_launch(const JobLaunch& l) {
                      {"worker", t.worker},
                      {"host_cpus", t.host_cpus},
                      {"logical_cpus", t.logical_cpus}});
-    if (!t.env.empty()) tasks.back()["env"] = t.env;
+    if (!t.env.empty()) tasks.back()["env"] = bytes_to_json(t.env);
   }
   json workers = json::array();
   for (const WorkerSpec& w : l.workers) {
@@ -62,12 +64,12 @@ std::string encode_launch(const JobLaunch& l) {
             {"uid", l.uid},
             {"gid", l.gid},
             {"user", l.user},
-            {"argv", l.argv},
-            {"script", l.script},
-            {"env", l.env},
-            {"cwd", l.cwd},
-            {"stdout_path", l.stdout_path},
-            {"stderr_path", l.stderr_path},
+            {"argv", bytes_to_json(l.argv)},
+            {"script", bytes_to_json(l.script)},
+            {"env", bytes_to_json(l.env)},
+            {"cwd", bytes_to_json(l.cwd)},
+            {"stdout_path", bytes_to_json(l.stdout_path)},
+            {"stderr_path", bytes_to_json(l.stderr_path)},
             {"hostfile", l.hostfile},
             {"tasks", tasks},
             {"workers", workers},
@@ -76,7 +78,7 @@ std::string encode_launch(const JobLaunch& l) {
             {"host_mems", l.host_mems},
             {"memory_limit_bytes", l.memory_limit_bytes},
             {"time_limit_s", l.time_limit_s}};
-  // Replace, not throw, on invalid UTF-8: argv and env are user bytes.
+  // User bytes went in as bytes_to_json; replace, not throw, on the rest.
   return j.dump(1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -90,12 +92,12 @@ Result<JobLaunch> decode_launch(std::string_view text) {
     l.uid = j.at("uid").get<std::uint32_t>();
     l.gid = j.at("gid").get<std::uint32_t>();
     l.user = j.at("user").get<std::string>();
-    l.argv = j.at("argv").get<std::vector<std::string>>();
-    l.script = j.at("script").get<std::string>();
-    l.env = j.at("env").get<std::map<std::string, std::string>>();
-    l.cwd = j.at("cwd").get<std::string>();
-    l.stdout_path = j.at("stdout_path").get<std::string>();
-    l.stderr_path = j.at("stderr_path").get<std::string>();
+    if (!bytes_from_json(j.at("argv"), l.argv) || !bytes_from_json(j.at("script"), l.script) ||
+        !bytes_from_json(j.at("env"), l.env) || !bytes_from_json(j.at("cwd"), l.cwd) ||
+        !bytes_from_json(j.at("stdout_path"), l.stdout_path) ||
+        !bytes_from_json(j.at("stderr_path"), l.stderr_path)) {
+      return invalid_argument("launch.json: a command, path or environment is malformed");
+    }
     l.hostfile = j.at("hostfile").get<std::string>();
     for (const json& t : j.at("tasks")) {
       TaskSpec task;
@@ -103,7 +105,9 @@ Result<JobLaunch> decode_launch(std::string_view text) {
       task.worker = t.at("worker").get<int>();
       task.host_cpus = t.at("host_cpus").get<std::vector<int>>();
       task.logical_cpus = t.at("logical_cpus").get<std::string>();
-      if (t.contains("env")) task.env = t.at("env").get<std::map<std::string, std::string>>();
+      if (t.contains("env") && !bytes_from_json(t.at("env"), task.env)) {
+        return invalid_argument("launch.json: a task's environment is malformed");
+      }
       l.tasks.push_back(std::move(task));
     }
     for (const json& w : j.at("workers")) {

@@ -1,24 +1,52 @@
 #include "lib/api/job_proto.h"
 
+#include <algorithm>
+
+#include "lib/core/bytes.h"
 #include "lib/resource/placement_names.h"
 
 namespace hpcq::api {
+namespace {
+
+// Text in the string field; what is not UTF-8 in its *_bytes twin
+// (hpcq.proto, JobSpec).
+void set_bytes(const std::string& value, std::string* text, std::string* twin) {
+  *(is_utf8(value) ? text : twin) = value;
+}
+
+// A string field, or its *_bytes twin when that is set.
+const std::string& bytes_of(const std::string& text, const std::string& twin) {
+  return twin.empty() ? text : twin;
+}
+
+}  // namespace
+
+std::vector<std::string> argv_of(const v1::JobSpec& p) {
+  return p.argv_bytes_size() > 0
+             ? std::vector<std::string>(p.argv_bytes().begin(), p.argv_bytes().end())
+             : std::vector<std::string>(p.argv().begin(), p.argv().end());
+}
+
+std::string cwd_of(const v1::JobSpec& p) { return bytes_of(p.cwd(), p.cwd_bytes()); }
 
 v1::JobSpec to_proto(const job::JobSpec& spec) {
   v1::JobSpec p;
   p.set_name(spec.name);
-  for (const auto& a : spec.argv) p.add_argv(a);
-  p.set_script(spec.script);
+  const bool argv_text = std::all_of(spec.argv.begin(), spec.argv.end(),
+                                     [](const std::string& a) { return is_utf8(a); });
+  for (const auto& a : spec.argv) argv_text ? p.add_argv(a) : p.add_argv_bytes(a);
+  set_bytes(spec.script, p.mutable_script(), p.mutable_script_bytes());
   p.set_nodes(spec.request.nodes);
   p.set_ntasks(spec.request.ntasks);
   p.set_cpus_per_task(spec.request.cpus_per_task);
   p.set_mem_per_node_bytes(spec.request.mem_per_node_bytes);
   p.set_time_limit_s(spec.time_limit_s);
-  p.set_output(spec.output);
-  p.set_error(spec.error);
+  set_bytes(spec.output, p.mutable_output(), p.mutable_output_bytes());
+  set_bytes(spec.error, p.mutable_error(), p.mutable_error_bytes());
   p.set_queue(spec.queue);
-  p.set_cwd(spec.cwd);
-  for (const auto& [k, v] : spec.env) (*p.mutable_env())[k] = v;
+  set_bytes(spec.cwd, p.mutable_cwd(), p.mutable_cwd_bytes());
+  for (const auto& [k, v] : spec.env)
+    (*(is_utf8(v) ? p.mutable_env() : p.mutable_env_bytes()))[k] = v;
   p.set_requeue(spec.requeue);
   p.set_account(spec.account);
   p.set_qos(spec.qos);
@@ -46,18 +74,20 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
 Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   job::JobSpec spec;
   spec.name = p.name();
-  spec.argv.assign(p.argv().begin(), p.argv().end());
-  spec.script = p.script();
+  spec.argv = argv_of(p);
+  spec.script = bytes_of(p.script(), p.script_bytes());
   spec.request.nodes = p.nodes();
   spec.request.ntasks = p.ntasks();
   spec.request.cpus_per_task = p.cpus_per_task();
   spec.request.mem_per_node_bytes = p.mem_per_node_bytes();
   spec.time_limit_s = p.time_limit_s();
-  spec.output = p.output();
-  spec.error = p.error();
+  spec.output = bytes_of(p.output(), p.output_bytes());
+  spec.error = bytes_of(p.error(), p.error_bytes());
   spec.queue = p.queue();
-  spec.cwd = p.cwd();
-  for (const auto& [k, v] : p.env()) spec.env[k] = v;
+  spec.cwd = cwd_of(p);
+  job::SharedEnvironment::Map env(p.env().begin(), p.env().end());
+  for (const auto& [k, v] : p.env_bytes()) env[k] = v;
+  spec.env = std::move(env);
   spec.requeue = p.requeue();
   spec.account = p.account();
   spec.qos = p.qos();
@@ -146,11 +176,13 @@ v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_
     a->set_ntasks(node.ntasks);
     a->set_first_task(node.first_task);
   }
-  p.set_stdout(job::expand_output_path(job.spec.output, job.id, job.spec.cwd, job.spec.array_job_id,
-                                       job.spec.array_task_id));
-  p.set_stderr(job::expand_output_path(job.spec.error.empty() ? job.spec.output : job.spec.error,
-                                       job.id, job.spec.cwd, job.spec.array_job_id,
-                                       job.spec.array_task_id));
+  set_bytes(job::expand_output_path(job.spec.output, job.id, job.spec.cwd, job.spec.array_job_id,
+                                    job.spec.array_task_id),
+            p.mutable_stdout(), p.mutable_stdout_bytes());
+  set_bytes(
+      job::expand_output_path(job.spec.error.empty() ? job.spec.output : job.spec.error, job.id,
+                              job.spec.cwd, job.spec.array_job_id, job.spec.array_task_id),
+      p.mutable_stderr(), p.mutable_stderr_bytes());
   p.set_submit_time_us(job.submit_time);
   p.set_start_time_us(job.start_time);
   p.set_end_time_us(job.end_time);

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "lib/job/job.h"
 #include "proto/hpcq.pb.h"
@@ -14,6 +16,10 @@ v1::JobSpec to_proto(const job::JobSpec& spec);
 // kInvalidArgument for a field that does not parse (--dependency); the
 // spec is validated by the caller (job::validate).
 Result<job::JobSpec> from_proto(const v1::JobSpec& spec);
+// A spec's command and working directory, from their *_bytes twins where
+// set (hpcq.proto, JobSpec).
+std::vector<std::string> argv_of(const v1::JobSpec& spec);
+std::string cwd_of(const v1::JobSpec& spec);
 v1::JobState to_proto(job::JobState state);
 
 // host_cpus_of(rank, core) maps a logical core of a node to the host CPU it

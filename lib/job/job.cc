@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "lib/core/bytes.h"
 #include "lib/core/units.h"
 #include "lib/resource/granularity.h"
 
@@ -60,6 +61,60 @@ Status check_text(const char* option, const std::string& value) {
 
 }  // namespace
 
+SharedEnvironment::SharedEnvironment(Map vars)
+    : vars_(vars.empty() ? nullptr : std::make_shared<const Map>(std::move(vars))) {}
+
+void SharedEnvironment::set(const std::string& name, std::string value) {
+  Map copy = vars();
+  copy[name] = std::move(value);
+  vars_ = std::make_shared<const Map>(std::move(copy));
+}
+
+namespace {
+
+std::size_t hash_of(const SharedEnvironment::Map& vars) {
+  std::size_t h = vars.size();
+  const std::hash<std::string> hash;
+  for (const auto& [name, value] : vars) {
+    h = h * 1099511628211ULL ^ hash(name);
+    h = h * 1099511628211ULL ^ hash(value);
+  }
+  return h;
+}
+
+}  // namespace
+
+SharedEnvironment EnvironmentPool::intern(const SharedEnvironment& env) {
+  if (!env.vars_) return env;
+  if (++interned_ >= 4096) {
+    // Environments no job uses any more: forgotten now and then.
+    interned_ = 0;
+    for (auto it = by_hash_.begin(); it != by_hash_.end();) {
+      std::erase_if(it->second, [](const auto& weak) { return weak.expired(); });
+      it = it->second.empty() ? by_hash_.erase(it) : std::next(it);
+    }
+  }
+  auto& bucket = by_hash_[hash_of(*env.vars_)];
+  for (const auto& weak : bucket) {
+    if (auto known = weak.lock(); known && *known == *env.vars_) {
+      SharedEnvironment shared;
+      shared.vars_ = std::move(known);
+      return shared;
+    }
+  }
+  std::erase_if(bucket, [](const auto& weak) { return weak.expired(); });
+  bucket.push_back(env.vars_);
+  return env;
+}
+
+std::size_t EnvironmentPool::distinct() const {
+  std::size_t n = 0;
+  for (const auto& [hash, bucket] : by_hash_) {
+    for (const auto& weak : bucket) n += weak.expired() ? 0 : 1;
+  }
+  return n;
+}
+
 const char* state_name(JobState state) {
   for (const auto& [s, name] : kStateNames) {
     if (s == state) return name;
@@ -78,7 +133,41 @@ bool is_terminal(JobState state) {
   return state != JobState::kPending && state != JobState::kRunning;
 }
 
+namespace {
+
+// Names are text: they reach the API's string fields, JSON and logs.
+// Commands, scripts, paths and the environment's values are bytes.
+Status check_names_utf8(const JobSpec& spec) {
+  const std::pair<const char*, const std::string*> names[] = {
+      {"-J/--job-name", &spec.name}, {"-q/--queue", &spec.queue},  {"-A/--account", &spec.account},
+      {"--qos", &spec.qos},          {"--profile", &spec.profile}, {"--image", &spec.image},
+      {"--array", &spec.array}};
+  for (const auto& [option, value] : names) {
+    if (!is_utf8(*value)) return invalid_argument(std::string(option) + ": not valid UTF-8");
+  }
+  for (const std::string& node : spec.nodelist) {
+    if (!is_utf8(node)) return invalid_argument("-w/--nodelist: a node name is not valid UTF-8");
+  }
+  for (const auto& [name, value] : spec.env) {
+    if (!is_utf8(name)) {
+      return invalid_argument("the environment: a variable's name is not valid UTF-8");
+    }
+  }
+  if (!spec.image.empty()) {
+    // runc takes the command in config.json, which is JSON text.
+    for (const std::string& arg : spec.argv) {
+      if (!is_utf8(arg)) {
+        return invalid_argument("--image: a container's command must be valid UTF-8");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status validate(const JobSpec& spec) {
+  HPCQ_RETURN_IF_ERROR(check_names_utf8(spec));
   const auto& r = spec.request;
   if (r.ntasks < 1 || r.ntasks > kMaxTasks) {
     return invalid_argument("--ntasks: must be 1.." + std::to_string(kMaxTasks) + ", got " +

@@ -6,10 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "lib/core/ids.h"
@@ -61,6 +64,58 @@ inline constexpr int kMaxArrayIndex = 999'999;
 inline constexpr int kMaxArraySize = 10'001;  // tasks per array
 Result<ArraySpec> parse_array(std::string_view text);
 
+// The environment a job's tasks get (names are text, values bytes), held
+// once and shared by its copies: an array's tasks, and in hpcqd every job
+// submitted with the same environment (EnvironmentPool). Immutable: assign
+// a new one to change it.
+class SharedEnvironment {
+ public:
+  using Map = std::map<std::string, std::string>;
+  SharedEnvironment() = default;
+  SharedEnvironment(Map vars);  // NOLINT(google-explicit-constructor): a map is one
+  SharedEnvironment(std::initializer_list<Map::value_type> vars) : SharedEnvironment(Map(vars)) {}
+
+  const Map& vars() const {
+    static const Map kEmpty;  // inline: the job shells link job_env.cc without job.cc
+    return vars_ ? *vars_ : kEmpty;
+  }
+  Map::const_iterator begin() const { return vars().begin(); }
+  Map::const_iterator end() const { return vars().end(); }
+  Map::const_iterator find(const std::string& name) const { return vars().find(name); }
+  std::size_t size() const { return vars().size(); }
+  bool empty() const { return vars().empty(); }
+  std::size_t count(const std::string& name) const { return vars().count(name); }
+  const std::string& at(const std::string& name) const { return vars().at(name); }
+  // Sets one variable in a copy of its own (the others sharing the old one
+  // keep it).
+  void set(const std::string& name, std::string value);
+  // Whether both hold the very same map (not just equal ones).
+  bool shares_with(const SharedEnvironment& other) const { return vars_ == other.vars_; }
+
+  friend bool operator==(const SharedEnvironment& a, const SharedEnvironment& b) {
+    return a.vars_ == b.vars_ || a.vars() == b.vars();
+  }
+  friend bool operator==(const SharedEnvironment& a, const Map& b) { return a.vars() == b; }
+
+ private:
+  friend class EnvironmentPool;
+  std::shared_ptr<const Map> vars_;
+};
+
+// Hands out one copy of each distinct environment still in use, so that a
+// queue of jobs submitted from the same shell holds it once (hpcqd). Not
+// thread-safe: one owner (the leader's loop).
+class EnvironmentPool {
+ public:
+  SharedEnvironment intern(const SharedEnvironment& env);
+  std::size_t distinct() const;  // environments in use that the pool knows
+
+ private:
+  std::unordered_map<std::size_t, std::vector<std::weak_ptr<const SharedEnvironment::Map>>>
+      by_hash_;
+  std::size_t interned_ = 0;  // since the last sweep of expired entries
+};
+
 struct JobSpec {
   std::string name;               // -J; default: the command's basename
   std::vector<std::string> argv;  // the command run by every task
@@ -68,14 +123,14 @@ struct JobSpec {
   resource::ResourceRequest request;
   std::int64_t time_limit_s = 0;  // -t; 0: the queue's default; kUnlimited: the queue's maximum
   static constexpr std::int64_t kUnlimited = -1;  // -t UNLIMITED, as Slurm's: the most allowed
-  std::string output;                      // -o; %j expands to the job id; default hpcq-%j.out
-  std::string error;                       // -e; default: same file as output
-  std::string queue;                       // -q; empty: the default queue
-  std::string cwd;                         // -D; default: the submit directory
-  std::map<std::string, std::string> env;  // the environment the tasks get
-  bool requeue = false;                    // --requeue: requeue (not fail) on node failure
-  std::string account;                     // -A; empty: the user's default account
-  std::string qos;                         // --qos
+  std::string output;     // -o; %j expands to the job id; default hpcq-%j.out
+  std::string error;      // -e; default: same file as output
+  std::string queue;      // -q; empty: the default queue
+  std::string cwd;        // -D; default: the submit directory
+  SharedEnvironment env;  // the environment the tasks get
+  bool requeue = false;   // --requeue: requeue (not fail) on node failure
+  std::string account;    // -A; empty: the user's default account
+  std::string qos;        // --qos
   // --priority: added to the scheduler's priority; above 0 for admins only,
   // so a user can only lower (nice) their own jobs.
   std::int32_t priority = 0;

@@ -5,10 +5,12 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include "lib/core/json_bytes.h"
 
 #include "lib/resource/placement_names.h"
 
@@ -92,24 +94,52 @@ Status read_value(const json& v, const std::string& where, std::vector<T>& out) 
   return Status::ok();
 }
 
-Status read_value(const json& v, const std::string& where,
-                  std::map<std::string, std::string>& out) {
-  if (!v.is_object()) return invalid_argument(where + ": must be an object");
-  out.clear();
-  for (const auto& [key, value] : v.items()) {
-    std::string s;
-    HPCQ_RETURN_IF_ERROR(read_value(value, where + "." + key, s));
-    out.emplace(key, std::move(s));
-  }
-  return Status::ok();
-}
-
 // An absent field keeps the default `out` already holds (see the header).
 template <typename T>
 Status read_field(const json& obj, const std::string& where, const char* key, T& out) {
   auto it = obj.find(key);
   if (it == obj.end()) return Status::ok();
   return read_value(*it, where + "." + key, out);
+}
+
+// User bytes (lib/core/json_bytes.h): a string, or {"base64": ...} for
+// bytes that are not UTF-8. Messages name the element, as read_value's do.
+Status read_bytes(const json& v, const std::string& where, std::string& out) {
+  if (!bytes_from_json(v, out)) {
+    return invalid_argument(where + ": must be a string (or {\"base64\": ...})");
+  }
+  return Status::ok();
+}
+
+Status read_bytes(const json& v, const std::string& where, std::vector<std::string>& out) {
+  if (!v.is_array()) return invalid_argument(where + ": must be an array");
+  out.clear();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::string item;
+    HPCQ_RETURN_IF_ERROR(read_bytes(v[i], where + "[" + std::to_string(i) + "]", item));
+    out.push_back(std::move(item));
+  }
+  return Status::ok();
+}
+
+Status read_bytes(const json& v, const std::string& where,
+                  std::map<std::string, std::string>& out) {
+  if (!v.is_object()) return invalid_argument(where + ": must be an object");
+  out.clear();
+  for (const auto& [key, value] : v.items()) {
+    std::string item;
+    HPCQ_RETURN_IF_ERROR(read_bytes(value, where + "." + key, item));
+    out.emplace(key, std::move(item));
+  }
+  return Status::ok();
+}
+
+// Absent: left as it is.
+template <typename T>
+Status read_bytes_field(const json& obj, const std::string& where, const char* key, T& out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return Status::ok();
+  return read_bytes(*it, where + "." + key, out);
 }
 
 // "distribution" and "cpu_bind" as the words placement_names.h spells; absent:
@@ -185,9 +215,9 @@ Result<json> parse_object(std::string_view text, const std::string& where) {
   return doc;
 }
 
-// Column text must stay valid UTF-8 JSON whatever bytes a user put in a
-// name or the environment: invalid sequences become U+FFFD instead of making
-// dump() throw.
+// Column text must stay valid UTF-8 JSON: user bytes are written by
+// bytes_to_json; anything else that is not UTF-8 (a name from an older
+// client) becomes U+FFFD instead of making dump() throw.
 std::string dump(const json& doc) {
   return doc.dump(/*indent=*/-1, /*indent_char=*/' ', /*ensure_ascii=*/false,
                   json::error_handler_t::replace);
@@ -214,19 +244,19 @@ Result<job::JobState> decode_state(std::string_view name) {
 std::string encode_spec(const job::JobSpec& spec) {
   json doc = {
       {"name", spec.name},
-      {"argv", spec.argv},
-      {"script", spec.script},
+      {"argv", bytes_to_json(spec.argv)},
+      {"script", bytes_to_json(spec.script)},
       {"request",
        {{"nodes", spec.request.nodes},
         {"ntasks", spec.request.ntasks},
         {"cpus_per_task", spec.request.cpus_per_task},
         {"mem_per_node_bytes", spec.request.mem_per_node_bytes}}},
       {"time_limit_s", spec.time_limit_s},
-      {"output", spec.output},
-      {"error", spec.error},
+      {"output", bytes_to_json(spec.output)},
+      {"error", bytes_to_json(spec.error)},
       {"queue", spec.queue},
-      {"cwd", spec.cwd},
-      {"env", spec.env},
+      {"cwd", bytes_to_json(spec.cwd)},
+      {"env", bytes_to_json(spec.env.vars())},
       {"requeue", spec.requeue},
   };
   // Newer fields are written only when set, so the rows of jobs that do not
@@ -274,15 +304,17 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   const json& v = *doc;
   job::JobSpec spec;
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "name", spec.name));
-  HPCQ_RETURN_IF_ERROR(read_field(v, where, "argv", spec.argv));
-  HPCQ_RETURN_IF_ERROR(read_field(v, where, "script", spec.script));
+  HPCQ_RETURN_IF_ERROR(read_bytes_field(v, where, "argv", spec.argv));
+  HPCQ_RETURN_IF_ERROR(read_bytes_field(v, where, "script", spec.script));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "request", spec.request));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "time_limit_s", spec.time_limit_s));
-  HPCQ_RETURN_IF_ERROR(read_field(v, where, "output", spec.output));
-  HPCQ_RETURN_IF_ERROR(read_field(v, where, "error", spec.error));
+  HPCQ_RETURN_IF_ERROR(read_bytes_field(v, where, "output", spec.output));
+  HPCQ_RETURN_IF_ERROR(read_bytes_field(v, where, "error", spec.error));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "queue", spec.queue));
-  HPCQ_RETURN_IF_ERROR(read_field(v, where, "cwd", spec.cwd));
-  HPCQ_RETURN_IF_ERROR(read_field(v, where, "env", spec.env));
+  HPCQ_RETURN_IF_ERROR(read_bytes_field(v, where, "cwd", spec.cwd));
+  job::SharedEnvironment::Map env;
+  HPCQ_RETURN_IF_ERROR(read_bytes_field(v, where, "env", env));
+  spec.env = std::move(env);
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "requeue", spec.requeue));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "account", spec.account));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "qos", spec.qos));

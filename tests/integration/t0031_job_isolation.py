@@ -178,8 +178,32 @@ def test_hpcqd_refuses_a_state_dir_others_can_enter():
     t.check(not os.path.exists(os.path.join(state, "hpcq.db")), "it wrote a database there")
 
 
+def test_commands_and_paths_are_bytes_names_are_text():
+    # Python passes "\udcXX" to the command as the byte 0xXX.
+    d = t.workdir()
+    out = os.path.join(d, "caf\udce9.out")
+    script = os.path.join(d, "latin1.sh")
+    with open(script, "wb") as f:
+        f.write(b"#!/bin/sh\n# \xe9t\xe9\nprintf '%s|' \"$@\"\nprintf '%s' \"$LATIN1\"\n")
+    os.chmod(script, 0o755)
+    env = dict(os.environ, LATIN1="caf\udce9")
+    p = t.run([t.HPCQ, "submit", "-o", out, script, "caf\udce9", "\udcff"], check_rc=0, cwd=d,
+              env=env)
+    job = int(p.stdout.strip())
+    s = t.wait_state(job, ENDED)
+    t.check(s["state"] == "COMPLETED", f"job {job}: {s['state']} {s.get('reason')}")
+    with open(out, "rb") as f:
+        data = f.read()
+    t.check(data == b"caf\xe9|\xff|caf\xe9", f"the job printed {data!r}")
+    t.hpcq("status", str(job), "--json")  # shown, with U+FFFD for what is not UTF-8
+    p = t.hpcq("submit", "-J", "x\udcff", "--", "true", rc=None)
+    t.check(p.returncode != 0 and p.stderr.count("\n") == 1 and
+            "-J/--job-name: not valid UTF-8" in p.stderr, f"exit {p.returncode}: {p.stderr!r}")
+
+
 t.main([test_a_job_sees_its_own_processes_only, test_a_failed_task_fails_a_multi_node_job,
         test_the_submitters_umask_goes_with_the_job, test_another_users_job_is_not_described,
         test_impossible_requests_are_refused_at_submit, test_queue_aligns_names_that_are_not_ascii,
         test_a_submission_over_the_limit_is_refused_in_one_line, test_a_memory_limit_kill_is_named,
-        test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter])
+        test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter,
+        test_commands_and_paths_are_bytes_names_are_text])

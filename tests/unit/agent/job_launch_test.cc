@@ -5,6 +5,27 @@
 namespace hpcq::agent {
 namespace {
 
+TEST(JobLaunchTest, BytesThatAreNotUtf8RoundTrip) {
+  JobLaunch l;
+  l.argv = {"/bin/echo", "caf\xe9"};
+  l.script = "# \xff\n";
+  l.env = {{"X", "\xe9"}};
+  l.cwd = "/tmp/\xe9";
+  l.stdout_path = "/tmp/o\xff";
+  l.stderr_path = "/tmp/e\xff";
+  l.tasks = {{0, {0}, "0", {{"Y", "\xfe"}}, 0}};
+  l.workers = {{0, 0, {0}, {0}, 0, {}, {}, ""}};
+  auto back = decode_launch(encode_launch(l));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->argv, l.argv);
+  EXPECT_EQ(back->script, l.script);
+  EXPECT_EQ(back->env, l.env);
+  EXPECT_EQ(back->cwd, l.cwd);
+  EXPECT_EQ(back->stdout_path, l.stdout_path);
+  EXPECT_EQ(back->stderr_path, l.stderr_path);
+  EXPECT_EQ(back->tasks.at(0).env, l.tasks.at(0).env);
+}
+
 TEST(JobLaunchTest, LaunchRoundTrips) {
   JobLaunch l;
   l.id = 42;

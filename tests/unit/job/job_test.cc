@@ -57,6 +57,47 @@ TEST(Validate, AcceptsAGoodSpec) {
   EXPECT_TRUE(s.is_ok()) << s.message();
 }
 
+// hpcqd holds one copy of each environment its queued jobs use (issue 20,
+// item 17): equal environments share, different ones do not, and one no
+// job uses is forgotten.
+TEST(EnvironmentPool, EqualEnvironmentsShareOneCopy) {
+  EnvironmentPool pool;
+  SharedEnvironment a = pool.intern(SharedEnvironment{{"PATH", "/usr/bin"}, {"HOME", "/h"}});
+  SharedEnvironment b = pool.intern(SharedEnvironment{{"HOME", "/h"}, {"PATH", "/usr/bin"}});
+  SharedEnvironment c = pool.intern(SharedEnvironment{{"PATH", "/bin"}});
+  EXPECT_TRUE(a.shares_with(b));
+  EXPECT_FALSE(a.shares_with(c));
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(pool.distinct(), 2u);
+  c = SharedEnvironment{};
+  EXPECT_EQ(pool.distinct(), 1u);
+  SharedEnvironment copy = a;  // a job's copies (array tasks) share too
+  EXPECT_TRUE(copy.shares_with(a));
+  EXPECT_TRUE(pool.intern(SharedEnvironment{}).empty());
+}
+
+// Bytes where Unix has bytes; names are text (issue 20, item 12).
+TEST(Validate, CommandsAndPathsAreBytesNamesAreText) {
+  JobSpec bytes = good_spec();
+  bytes.argv = {"/bin/echo", "caf\xe9"};
+  bytes.script = "# \xff\n";
+  bytes.cwd = "/home/\xe9";
+  bytes.env.set("LATIN1", "caf\xe9");
+  Status s = validate(bytes);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+
+  JobSpec name = good_spec();
+  name.name = "x\xff";
+  EXPECT_EQ(validate(name).message(), "-J/--job-name: not valid UTF-8");
+  JobSpec env = good_spec();
+  env.env.set("caf\xe9", "1");
+  EXPECT_EQ(validate(env).message(), "the environment: a variable's name is not valid UTF-8");
+  JobSpec image = good_spec();
+  image.image = "/images/busybox";
+  image.argv = {"echo", "\xff"};
+  EXPECT_EQ(validate(image).message(), "--image: a container's command must be valid UTF-8");
+}
+
 TEST(Validate, AcceptsTheBounds) {
   JobSpec spec = good_spec();
   spec.request.nodes = 0;
@@ -125,9 +166,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"control in queue", [](JobSpec& s) { s.queue = "q\t"; }, "--queue"},
         BadCase{"relative cwd", [](JobSpec& s) { s.cwd = "home/u"; }, "--chdir"},
         BadCase{"control in cwd", [](JobSpec& s) { s.cwd = "/a\nb"; }, "--chdir"},
-        BadCase{"empty env name", [](JobSpec& s) { s.env[""] = "x"; }, "--export"},
-        BadCase{"'=' in env name", [](JobSpec& s) { s.env["A=B"] = "x"; }, "--export"},
-        BadCase{"NUL in env value", [](JobSpec& s) { s.env["A"] = std::string("x\0y", 3); },
+        BadCase{"empty env name", [](JobSpec& s) { s.env.set("", "x"); }, "--export"},
+        BadCase{"'=' in env name", [](JobSpec& s) { s.env.set("A=B", "x"); }, "--export"},
+        BadCase{"NUL in env value", [](JobSpec& s) { s.env.set("A", std::string("x\0y", 3)); },
                 "--export"}));
 
 struct PathCase {

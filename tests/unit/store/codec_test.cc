@@ -71,6 +71,28 @@ TEST(Codec, SpecRoundTrip) {
   expect_same(empty, *back_empty);
 }
 
+// Commands, scripts, paths and environment values are bytes (issue 20,
+// item 12): stored exactly, not replaced by U+FFFD.
+TEST(Codec, SpecKeepsBytesThatAreNotUtf8) {
+  job::JobSpec spec;
+  spec.argv = {"/bin/echo", "caf\xe9", "\xff\xfe"};
+  spec.script = "#!/bin/sh\n# \xe9t\xe9\necho hi\n";
+  spec.cwd = "/home/\xe9";
+  spec.output = "/tmp/out-\xff";
+  spec.env = {{"LATIN1", "caf\xe9"}, {"TEXT", "caf\xc3\xa9"}};
+  auto back = decode_spec(encode_spec(spec));
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->argv, spec.argv);
+  EXPECT_EQ(back->script, spec.script);
+  EXPECT_EQ(back->cwd, spec.cwd);
+  EXPECT_EQ(back->output, spec.output);
+  EXPECT_EQ(back->env, spec.env);
+  // What is UTF-8 stays a plain string in the column.
+  EXPECT_NE(encode_spec(spec).find("\"TEXT\":\"caf\xc3\xa9\""), std::string::npos);
+  EXPECT_EQ(decode_spec(R"({"argv":[{"base64":"!"}]})").status().message(),
+            "spec.argv[0]: must be a string (or {\"base64\": ...})");
+}
+
 TEST(Codec, NodeRangeRoundTrip) {
   job::JobSpec spec;
   spec.argv = {"app"};
