@@ -18,21 +18,14 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
-import tempfile
+import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+sys.path.insert(0, HERE)
+from throughput import standalone_leader  # noqa: E402  (a leader with no agents)
 
 
 def rss_kb(pid):
@@ -43,29 +36,8 @@ def rss_kb(pid):
     raise SystemExit(f"no VmRSS for pid {pid}")
 
 
-def leader(build):
-    d = tempfile.mkdtemp(prefix="hpcq-mem-")
-    key = os.path.join(d, "leader.key")
-    public = subprocess.run([f"{build}/cli/hpcq", "keygen", key], check=True,
-                            capture_output=True, text=True).stdout.strip()
-    with open(os.path.join(d, "hpcq.toml"), "w") as f:
-        f.write(f'[leader]\nstate_dir = "{d}/state"\nsocket = "{d}/hpcqd.sock"\n'
-                f'secret_key = "{key}"\n\n[[rank]]\nname = "leader"\n'
-                f'endpoint = "tcp://127.0.0.1:{free_port()}"\npublic_key = "{public}"\n')
-    log = open(os.path.join(d, "hpcqd.log"), "w")
-    p = subprocess.Popen([f"{build}/daemon/hpcqd", "--config", f"{d}/hpcq.toml",
-                          "--log-level", "warn"], stdout=log, stderr=log)
-    env = dict(os.environ, HPCQ_SOCKET=f"{d}/hpcqd.sock")
-    for _ in range(400):
-        if subprocess.run([f"{build}/cli/hpcq", "queue"], env=env,
-                          capture_output=True).returncode == 0:
-            return p, env, d
-        time.sleep(0.05)
-    raise SystemExit("hpcqd did not start")
-
-
 def measure(build, jobs, array_size):
-    p, env, d = leader(build)
+    p, env, d = standalone_leader(build)
     try:
         time.sleep(1)
         before = rss_kb(p.pid)

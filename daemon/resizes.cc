@@ -113,15 +113,7 @@ Status Resizes::begin_shrink(JobEntry& entry, const std::vector<Rank>& ranks, co
   if (static_cast<int>(after->nodes.size()) < job.spec.request.nodes) {
     return invalid_argument(name + ": a shrink below the range's minimum");
   }
-  JobEntry::Resizing r;
-  r.seq = ++entry.resize_seq;
-  r.before = job.allocation;
-  r.after = std::move(after).value();
-  r.record.set_time_us(ctx_.now());
-  r.record.set_from(static_cast<int>(r.before.nodes.size()));
-  r.record.set_to(static_cast<int>(r.after.nodes.size()));
-  r.record.set_kind("shrink");
-  r.record.set_by(by);
+  JobEntry::Resizing r = resizing_to(entry, std::move(after).value(), "shrink", by);
   r.promise = std::move(promise);
   entry.resizing = std::move(r);
   spdlog::info("job {}: shrink {} -> {} nodes asked ({})", job.id, entry.resizing->record.from(),
@@ -151,15 +143,7 @@ Status Resizes::begin_expand(JobEntry& entry, resource::Allocation added, const 
   }
   Status taken = ctx_.pool.allocate(added);
   if (!taken.is_ok()) return Status(taken.code(), name + ": " + taken.message());
-  JobEntry::Resizing r;
-  r.seq = ++entry.resize_seq;
-  r.before = job.allocation;
-  r.after = std::move(after).value();
-  r.record.set_time_us(ctx_.now());
-  r.record.set_from(static_cast<int>(r.before.nodes.size()));
-  r.record.set_to(static_cast<int>(r.after.nodes.size()));
-  r.record.set_kind("expand");
-  r.record.set_by(by);
+  JobEntry::Resizing r = resizing_to(entry, std::move(after).value(), "expand", by);
   r.promise = std::move(promise);
   // Covers the new parts' start as well; the notice sets its own.
   r.deadline =
@@ -359,16 +343,8 @@ bool Resizes::lose_elastic_part(JobEntry& entry, Rank rank, const std::string& n
   entry.running_on.erase(rank);
   entry.started_on.erase(rank);
   entry.part_of.erase(rank);
-  JobEntry::Resizing r;
-  r.seq = ++entry.resize_seq;
-  r.before = job.allocation;
-  r.after = std::move(after).value();
+  JobEntry::Resizing r = resizing_to(entry, std::move(after).value(), "shrink", "node_down");
   r.forced = true;
-  r.record.set_time_us(ctx_.now());
-  r.record.set_from(static_cast<int>(r.before.nodes.size()));
-  r.record.set_to(static_cast<int>(r.after.nodes.size()));
-  r.record.set_kind("shrink");
-  r.record.set_by("node_down");
   actions_.charge_segment(entry);
   job.allocation = r.after;
   actions_.persist(job, "shrink", "{}");
@@ -404,6 +380,20 @@ void Resizes::check_deadlines() {
     JobEntry& entry = ctx_.table.at(id);
     for (const auto& [rank, part] : entry.removing) send_part_kill(entry, rank);
   }
+}
+
+JobEntry::Resizing Resizes::resizing_to(JobEntry& entry, resource::Allocation after,
+                                        const char* kind, const std::string& by) const {
+  JobEntry::Resizing r;
+  r.seq = ++entry.resize_seq;
+  r.before = entry.job.allocation;
+  r.after = std::move(after);
+  r.record.set_time_us(ctx_.now());
+  r.record.set_from(static_cast<int>(r.before.nodes.size()));
+  r.record.set_to(static_cast<int>(r.after.nodes.size()));
+  r.record.set_kind(kind);
+  r.record.set_by(by);
+  return r;
 }
 
 void Resizes::undo_expansion(JobEntry& entry, const char* event) {

@@ -59,6 +59,10 @@ class Resizes {
   void check_deadlines();
 
  private:
+  // A resize of the job's current allocation to `after`, numbered and
+  // recorded (time, from, to, kind, by).
+  JobEntry::Resizing resizing_to(JobEntry& entry, resource::Allocation after, const char* kind,
+                                 const std::string& by) const;
   void send_resize_notice(JobEntry& entry);
   // The outcome is known: record it (store too), answer hpcq resize.
   void finish_resize(JobEntry& entry, const std::string& outcome, const std::string& reason,
