@@ -294,7 +294,7 @@ void Checkpoints::finish_checkpoint(JobEntry& entry, bool timed_out) {
   actions_.requeue_job(entry, why);
   if (preempted) entry.yields_to = preempted->for_job;
   entry.restore_from = record.image();
-  entry.restore_to = ranks_of(ctx_.nodes, {record.to().begin(), record.to().end()});
+  entry.restore_to = ranks_of(ctx_.nodes, record.to());
   if (stop) {
     auto held = ctx_.table.hold(entry, true, "checkpointed; held until released", ctx_.now());
     if (held.is_ok()) actions_.apply(*held);  // requeued: pending

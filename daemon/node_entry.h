@@ -2,6 +2,7 @@
 // drained, unresponsive), its topology and what it can checkpoint.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -39,8 +40,15 @@ using NodeMap = std::map<Rank, NodeEntry>;
 
 // Whether new work may go to the node.
 bool schedulable(const NodeEntry& node);
-// The ranks of the nodes named `names` (checkpoint records' "to", -w),
-// ascending; unknown names skipped.
-std::vector<Rank> ranks_of(const NodeMap& nodes, const std::vector<std::string>& names);
+// The ranks of the nodes named `names` (a vector, or a checkpoint record's
+// repeated "to"), ascending; unknown names skipped.
+template <typename Names>
+std::vector<Rank> ranks_of(const NodeMap& nodes, const Names& names) {
+  std::vector<Rank> ranks;
+  for (const auto& [rank, node] : nodes) {
+    if (std::find(names.begin(), names.end(), node.name) != names.end()) ranks.push_back(rank);
+  }
+  return ranks;  // ascending: the map's order
+}
 
 }  // namespace hpcq::daemon

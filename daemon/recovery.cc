@@ -87,7 +87,7 @@ Status load_job_history(Context& ctx, store::Store& store) {
       if (then_of(last) != job::CheckpointThen::kContinue && last.outcome() == "ok" &&
           !last.restored()) {
         entry.restore_from = last.image();
-        entry.restore_to = ranks_of(ctx.nodes, {last.to().begin(), last.to().end()});
+        entry.restore_to = ranks_of(ctx.nodes, last.to());
       }
       for (const v1::CheckpointRecord& r : entry.checkpoints) {
         if (r.restore_pending()) entry.restore_from = r.image();

@@ -157,26 +157,23 @@ void SchedDriver::fill_queue(sched::Snapshot& snapshot) {
 
 void SchedDriver::fill_running(sched::Snapshot& snapshot) {
   for (JobId id : ctx_.table.running()) {
-    const job::Job& job = ctx_.table.jobs().at(id).job;
+    const JobEntry& entry = ctx_.table.at(id);
+    const job::Job& job = entry.job;
     // A job without a limit (0 after submit) is expected to run for ever.
     TimeUs end = job.spec.time_limit_s > 0 ? job.start_time + job.spec.time_limit_s * kUsPerSecond
                                            : std::numeric_limits<TimeUs>::max();
     snapshot.running.push_back(sched::running_from(
-        pending_of(job),
-        ctx_.table.jobs().at(id).cores_handed_over ? without_cores(job.allocation) : job.allocation,
+        pending_of(job), entry.cores_handed_over ? without_cores(job.allocation) : job.allocation,
         job.start_time, end));
     // The rescale gap counts from the last resize's outcome; a job with a
     // resize in flight (or parts still being taken away) is not resized
     // again, which a gap starting now says to the "elastic" action.
-    const JobEntry& entry = ctx_.table.jobs().at(id);
     snapshot.running.back().last_resize = entry.resizing || !entry.removing.empty()
                                               ? snapshot.now
                                               : std::max(job.start_time, entry.last_resize);
     snapshot.running.back().leaving = entry.preempted.has_value() || entry.cancel_requested;
     if (entry.preempted && entry.checkpointing) {
-      snapshot.running.back().moving_to = ranks_of(
-          ctx_.nodes,
-          {entry.checkpointing->record.to().begin(), entry.checkpointing->record.to().end()});
+      snapshot.running.back().moving_to = ranks_of(ctx_.nodes, entry.checkpointing->record.to());
     }
   }
 }
@@ -253,32 +250,44 @@ std::vector<JobId> SchedDriver::priority_window(const sched::Snapshot& snapshot)
   return window;
 }
 
+JobEntry* SchedDriver::stoppable(JobId id) {
+  JobEntry* entry = ctx_.table.find(id);
+  if (entry == nullptr || entry->job.state != job::JobState::kRunning || entry->preempted ||
+      entry->cancel_requested) {
+    return nullptr;
+  }
+  return entry;
+}
+
+void SchedDriver::leave_by_checkpoint(JobEntry& entry, job::Preemption preemption,
+                                      const std::vector<std::string>& to) {
+  Status begun = checkpoints_.begin_checkpoint(entry, job::CheckpointThen::kRequeue, nullptr, to);
+  entry.preempted = preemption;
+  if (begun.is_ok()) {
+    checkpoints_.hand_over_cores(entry);
+    return;
+  }
+  spdlog::info("job {}: not checkpointed ({}): requeued from its last good checkpoint or the start",
+               entry.job.id, begun.message());
+  actions_.kill_job_parts(entry);
+}
+
 void SchedDriver::apply_preempt(const sched::Preempt& preempt) {
-  auto it = ctx_.table.jobs().find(preempt.job);
-  if (it == ctx_.table.jobs().end() || it->second.job.state != job::JobState::kRunning) return;
-  JobEntry& entry = it->second;
-  if (entry.preempted || entry.cancel_requested) return;
-  spdlog::info("job {}: preempted ({}) for job {}", entry.job.id, preempt_mode_name(preempt.mode),
+  JobEntry* entry = stoppable(preempt.job);
+  if (entry == nullptr) return;
+  spdlog::info("job {}: preempted ({}) for job {}", entry->job.id, preempt_mode_name(preempt.mode),
                preempt.for_job);
+  const job::Preemption preemption{preempt.for_job, preempt.mode};
   if (preempt.mode == PreemptMode::kCheckpoint) {
     // Its work is kept: dumped, requeued and restored where it next starts
-    // (finish_checkpoint); a failed dump kills and requeues it as kRequeue.
-    // A preemption by checkpoint (sched::PreemptMode::kCheckpoint) requeues.
-    Status begun = checkpoints_.begin_checkpoint(entry, job::CheckpointThen::kRequeue, nullptr);
-    entry.preempted = job::Preemption{preempt.for_job, preempt.mode};
-    if (begun.is_ok()) {
-      checkpoints_.hand_over_cores(entry);
-      return;
-    }
-    spdlog::info(
-        "job {}: not checkpointed ({}): requeued from its last good checkpoint or "
-        "the start",
-        entry.job.id, begun.message());
+    // (finish_checkpoint).
+    leave_by_checkpoint(*entry, preemption, {});
+    return;
   }
-  entry.preempted = job::Preemption{preempt.for_job, preempt.mode};
+  entry->preempted = preemption;
   // The whole job, on every node; its resources come back when every part
   // has reported its end.
-  actions_.kill_job_parts(entry);
+  actions_.kill_job_parts(*entry);
 }
 
 // The gap action's move to a hole that lasts: checkpointed and requeued with
@@ -286,24 +295,12 @@ void SchedDriver::apply_preempt(const sched::Preempt& preempt) {
 // action then restores it (the job comes early in the queue's order). It
 // leaves its cores as a preempted job does: a failed dump still requeues it.
 void SchedDriver::apply_migrate(const sched::Migrate& migrate) {
-  auto it = ctx_.table.jobs().find(migrate.job);
-  if (it == ctx_.table.jobs().end() || it->second.job.state != job::JobState::kRunning) return;
-  JobEntry& entry = it->second;
-  if (entry.preempted || entry.cancel_requested) return;
+  JobEntry* entry = stoppable(migrate.job);
+  if (entry == nullptr) return;
   std::vector<std::string> to;
   for (const auto& part : migrate.allocation.nodes) to.push_back(part.node);
-  spdlog::info("job {}: moved to a lasting hole on {}", entry.job.id, fmt::join(to, ","));
-  Status begun = checkpoints_.begin_checkpoint(entry, job::CheckpointThen::kRequeue, nullptr, to);
-  entry.preempted = job::Preemption{0, PreemptMode::kCheckpoint};
-  if (begun.is_ok()) {
-    checkpoints_.hand_over_cores(entry);
-    return;
-  }
-  spdlog::info(
-      "job {}: not checkpointed ({}): requeued from its last good checkpoint or the "
-      "start",
-      entry.job.id, begun.message());
-  actions_.kill_job_parts(entry);
+  spdlog::info("job {}: moved to a lasting hole on {}", entry->job.id, fmt::join(to, ","));
+  leave_by_checkpoint(*entry, job::Preemption{0, PreemptMode::kCheckpoint}, to);
 }
 
 std::vector<sched::AdvanceReservation> SchedDriver::current_reservations() {

@@ -46,6 +46,14 @@ class SchedDriver {
   // in (submit time, id) order and stops after queue_depth.
   std::vector<JobId> priority_window(const sched::Snapshot& snapshot);
   std::vector<sched::AdvanceReservation> current_reservations();
+  // The running job `id` if it is not on its way out already; else null.
+  JobEntry* stoppable(JobId id);
+  // Dumped to be requeued and restored where it next starts (`to`: its
+  // restore nodes; empty: any), its cores handed over at once. A dump that
+  // cannot begin kills it: it is requeued from its last good checkpoint or
+  // the start (JobTableCore::after_run).
+  void leave_by_checkpoint(JobEntry& entry, job::Preemption preemption,
+                           const std::vector<std::string>& to);
   void apply_preempt(const sched::Preempt& preempt);
   void apply_migrate(const sched::Migrate& migrate);
   // after_shrink: a Shrink of this cycle only asked for its nodes, so the
