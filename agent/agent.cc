@@ -228,6 +228,7 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kKill: on_kill(envelope.kill()); break;
     case overlay::Envelope::kCheckpoint: on_checkpoint(envelope.checkpoint()); break;
     case overlay::Envelope::kResize: on_resize(envelope.resize()); break;
+    case overlay::Envelope::kSignal: on_signal(envelope.signal()); break;
     case overlay::Envelope::kJobUpdateAck: {
       unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt());
       break;
@@ -493,7 +494,10 @@ void Agent::on_restores_done() {
 void Agent::on_job_exits() {
   on_checkpoints_done();
   on_restores_done();
-  for (const JobExit& exit : executor_->reap()) {
+  const std::vector<JobExit> exits = executor_->reap();
+  // Output before ends: the leader closes a job's output at its end.
+  send_output(executor_->take_output());
+  for (const JobExit& exit : exits) {
     overlay::JobUpdate::Kind kind = overlay::JobUpdate::COMPLETED;
     switch (exit.kind) {
       case ExitKind::kCompleted: kind = overlay::JobUpdate::COMPLETED; break;
@@ -507,6 +511,30 @@ void Agent::on_job_exits() {
     forget(exit.id);
   }
   sync_wait_fds();
+}
+
+void Agent::send_output(std::vector<TaskOutput> chunks) {
+  for (TaskOutput& chunk : chunks) {
+    overlay::Envelope envelope;
+    envelope.set_dst(0);
+    overlay::Output* output = envelope.mutable_output();
+    output->set_job_id(chunk.id);
+    auto attempt = attempts_.find(chunk.id);
+    output->set_attempt(attempt == attempts_.end() ? 0 : attempt->second);
+    output->set_rank(static_cast<std::uint32_t>(chunk.rank));
+    output->set_stream(chunk.is_stderr ? overlay::Output::STDERR : overlay::Output::STDOUT);
+    output->set_data(std::move(chunk.data));
+    Status s = overlay_->send(std::move(envelope));
+    if (!s.is_ok()) spdlog::debug("job {}: output: {}", chunk.id, s.message());
+  }
+}
+
+void Agent::on_signal(const overlay::Signal& request) {
+  auto attempt = attempts_.find(request.job_id());
+  if (attempt == attempts_.end() || attempt->second != request.attempt()) return;  // stale
+  Status s = executor_->signal(request.job_id(), request.signo());
+  if (!s.is_ok())
+    spdlog::info("job {}: signal {}: {}", request.job_id(), request.signo(), s.message());
 }
 
 void Agent::sync_wait_fds() {

@@ -59,6 +59,9 @@ class Agent {
   void on_restores_done();     // the executor's finished restores: reported
   void send_checkpoint_done(const overlay::Checkpoint& request, overlay::Envelope envelope);
   void on_resize(const overlay::Resize& request);
+  void on_signal(const overlay::Signal& request);
+  // Forwarded output (hpcq run) to the leader, one Output message per chunk.
+  void send_output(std::vector<TaskOutput> chunks);
   void answer_resize(const overlay::Resize& request, overlay::ResizeDone::Outcome outcome,
                      const std::string& reason, double answer_seconds);
   // The job's part ended or left this node: forget it (its elastic files too).

@@ -246,6 +246,20 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
     job.workers.front().memory_limit_bytes = job.memory_limit_bytes;
   }
   job.time_limit_s = launch.time_limit_s();
+  job.forward_output = launch.forward_output();
+  job.batch = launch.batch();
+  if (job.batch) {
+    // The script runs once, as task 0 on the first node, on all of the
+    // node's part; the other nodes hold theirs for the job's steps.
+    job.tasks.resize(node_index == 0 && !job.tasks.empty() ? 1 : 0);
+    if (!job.tasks.empty()) {
+      TaskSpec& script = job.tasks.front();
+      script.rank = 0;
+      script.worker = 0;
+      script.logical_cpus = resource::format_cpu_list(cores);
+      if (allocation.cpu_bind != resource::CpuBind::kNone) script.host_cpus = job.host_cpus;
+    }
+  }
   return job;
 }
 

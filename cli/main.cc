@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,6 +20,7 @@
 
 #include "cli/client.h"
 #include "cli/format.h"
+#include "cli/run.h"
 #include "cli/simulate.h"
 #include "cli/start.h"
 #include "lib/api/job_proto.h"
@@ -121,7 +123,20 @@ Result<JobId> resolve_job_id(v1::Hpcq::Stub& stub, const std::string& socket,
   return ids->front();
 }
 
-int cmd_submit(const std::vector<std::string>& args) {
+// hpcq submit, batch and run: they differ in how the command runs
+// (job::SubmitKind), and run then follows the job's output to its end.
+int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
+  if (kind == job::SubmitKind::kRun) {
+    if (const char* inside = std::getenv("HPCQ_JOB_ID"); inside && *inside) {
+      std::fprintf(stderr,
+                   "hpcq: run: inside job %s (HPCQ_JOB_ID is set), hpcq run would launch a step "
+                   "of it, and job steps are not supported yet; unset HPCQ_JOB_ID to run a job "
+                   "of its own\n",
+                   inside);
+      return 1;
+    }
+    block_interrupts();  // before any gRPC thread exists: they inherit it
+  }
   job::SubmitContext ctx;
   std::error_code ec;
   ctx.cwd = std::filesystem::current_path(ec).string();
@@ -148,7 +163,7 @@ int cmd_submit(const std::vector<std::string>& args) {
     text << in.rdbuf();
     return text.str();
   };
-  auto options = job::parse_submit_args(args, ctx);
+  auto options = job::parse_submit_args(args, ctx, kind);
   if (!options.is_ok()) return fail(options.status());
   const std::string socket = socket_path();
   auto stub = connect(socket);
@@ -159,6 +174,12 @@ int cmd_submit(const std::vector<std::string>& args) {
   Status s = from_grpc(stub->Submit(&context, request, &response), socket);
   if (!s.is_ok()) return fail(s);
   const std::uint32_t count = std::max<std::uint32_t>(response.count(), 1);
+  if (kind == job::SubmitKind::kRun) {
+    FollowOptions follow;
+    follow.label = options->label;
+    follow.interrupts = true;
+    return follow_job(*stub, socket, response.id(), follow);
+  }
   if (options->json) {
     nlohmann::json out{{"id", response.id()}};
     if (!options->spec.array.empty()) {
@@ -187,6 +208,33 @@ int cmd_submit(const std::vector<std::string>& args) {
     all_completed = all_completed && last == v1::COMPLETED;
   }
   return all_completed ? 0 : 1;
+}
+
+int cmd_attach(const std::string& text, const FollowOptions& options) {
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  auto id = resolve_job_id(*stub, socket, text);
+  if (!id.is_ok()) return fail(id.status());
+  return follow_job(*stub, socket, *id, options);
+}
+
+int cmd_signal(const std::string& text, const std::string& name) {
+  auto signo = job::parse_signal(name);
+  if (!signo.is_ok()) return fail(signo.status());
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  auto ids = resolve_job_ids(*stub, socket, text, /*whole_arrays=*/true);
+  if (!ids.is_ok()) return fail(ids.status());
+  for (JobId id : *ids) {
+    v1::SignalRequest request;
+    request.set_id(id);
+    request.set_signal(*signo);
+    v1::SignalResponse response;
+    grpc::ClientContext ctx;
+    Status s = from_grpc(stub->Signal(&ctx, request, &response), socket);
+    if (!s.is_ok()) return fail(s);
+  }
+  return 0;
 }
 
 // Blocks until every job has ended; 0 only if all COMPLETED (like flux job wait).
@@ -562,7 +610,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   // submit has its own parser (lib/job/submit_options), shared with script directives.
   if (!args.empty() && args[0] == "submit") {
-    return cmd_submit(std::vector<std::string>(args.begin() + 1, args.end()));
+    return cmd_submit(std::vector<std::string>(args.begin() + 1, args.end()),
+                      hpcq::job::SubmitKind::kSubmit);
+  }
+  if (!args.empty() && (args[0] == "batch" || args[0] == "run")) {
+    return cmd_submit(
+        std::vector<std::string>(args.begin() + 1, args.end()),
+        args[0] == "batch" ? hpcq::job::SubmitKind::kBatch : hpcq::job::SubmitKind::kRun);
   }
   // simulate needs no daemon and parses its own options (cli/simulate.cc).
   if (!args.empty() && args[0] == "simulate") {
@@ -575,7 +629,27 @@ int main(int argc, char** argv) {
   std::vector<std::string> ids;
 
   app.add_subcommand("submit", "submit a job: hpcq submit [options] COMMAND|SCRIPT [ARGS...]");
+  app.add_subcommand("batch",
+                     "submit a batch script that runs once, on the job's first node: "
+                     "hpcq batch [options] SCRIPT [ARGS...]");
+  app.add_subcommand("run",
+                     "run a command in every task and show its output as it comes: "
+                     "hpcq run [options] [--] COMMAND [ARGS...]");
   app.add_subcommand("simulate", "run an SWF trace through the scheduler: hpcq simulate --help");
+  std::string attach_job;
+  FollowOptions attach_options;
+  bool attach_all = false;
+  auto* attach = app.add_subcommand(
+      "attach", "show a running hpcq run job's output from now on (--all: from its start)");
+  attach->add_option("job", attach_job, "job id")->required();
+  attach->add_flag("--all", attach_all, "from the start of the output hpcqd holds");
+  attach->add_flag("-l,--label", attach_options.label, "prefix each line with its task rank");
+  std::string signal_job, signal_name;
+  auto* signal_cmd = app.add_subcommand("signal", "send a signal to every task of a running job");
+  signal_cmd->add_option("job", signal_job, "job id")->required();
+  signal_cmd
+      ->add_option("signal", signal_name, "HUP INT QUIT KILL USR1 USR2 ALRM TERM CONT, or a number")
+      ->required();
   auto* cancel = app.add_subcommand("cancel", "cancel jobs");
   cancel->add_option("jobs", ids, "job ids")->required();
   cancel->add_flag("--json", json, "machine-readable output");
@@ -693,9 +767,10 @@ int main(int argc, char** argv) {
       words.erase(dashes, words.end());
     }
   }
-  const std::set<std::string> commands = {
-      "submit",  "cancel", "status", "wait",    "queue",   "nodes",      "keygen",  "start", "hold",
-      "release", "drain",  "resume", "history", "reserve", "checkpoint", "migrate", "resize"};
+  const std::set<std::string> commands = {"submit",  "cancel", "status",  "wait",    "queue",
+                                          "nodes",   "keygen", "start",   "hold",    "release",
+                                          "drain",   "resume", "history", "reserve", "checkpoint",
+                                          "migrate", "resize", "attach",  "signal"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -713,6 +788,11 @@ int main(int argc, char** argv) {
         ids, &hpcq::v1::Hpcq::Stub::Cancel);
   }
   if (*status) return cmd_status(ids, json);
+  if (*attach) {
+    attach_options.from_start = attach_all;
+    return cmd_attach(attach_job, attach_options);
+  }
+  if (*signal_cmd) return cmd_signal(signal_job, signal_name);
   if (*wait) return cmd_wait(ids, json);
   if (*queue) return cmd_queue(all, json);
   if (*nodes) return cmd_nodes(json);

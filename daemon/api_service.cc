@@ -1,6 +1,9 @@
 #include "daemon/api_service.h"
 
+#include <utility>
+
 #include "lib/api/job_proto.h"
+#include "lib/job/job.h"
 
 namespace hpcq::daemon {
 
@@ -213,6 +216,74 @@ grpc::Status ApiService::WatchJobs(grpc::ServerContext* context,
     }
     after = std::max(after, batch.scanned_to);
     if (batch.closed) return {grpc::StatusCode::UNAVAILABLE, "hpcqd is shutting down"};
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::Signal(grpc::ServerContext* context, const v1::SignalRequest* request,
+                                v1::SignalResponse*) {
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
+  auto signo = job::parse_signal(std::to_string(request->signal()));
+  if (!signo.is_ok()) return to_grpc(signo.status());
+  return to_grpc(leader_.signal(*caller_found, request->id(), *signo).get());
+}
+
+namespace {
+
+// Writes a batch of output; false once the reader has gone.
+bool write_output(const JobOutput::Batch& batch, grpc::ServerWriter<v1::OutputChunk>* writer) {
+  std::uint64_t dropped = batch.dropped;
+  if (dropped > 0 && batch.chunks.empty()) {
+    v1::OutputChunk gap;
+    gap.set_dropped_bytes(dropped);
+    return writer->Write(gap);
+  }
+  for (const JobOutput::Chunk& c : batch.chunks) {
+    v1::OutputChunk chunk;
+    chunk.set_rank(static_cast<std::uint32_t>(c.rank));
+    chunk.set_stream(c.is_stderr ? v1::OutputChunk::STDERR : v1::OutputChunk::STDOUT);
+    chunk.set_data(c.data);
+    chunk.set_dropped_bytes(std::exchange(dropped, 0));
+    if (!writer->Write(chunk)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+grpc::Status ApiService::WatchOutput(grpc::ServerContext* context,
+                                     const v1::WatchOutputRequest* request,
+                                     grpc::ServerWriter<v1::OutputChunk>* writer) {
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
+  const Caller& caller = *caller_found;
+  const JobId id = request->id();
+  Result<v1::Job> job = leader_.get_job(caller, id).get();
+  if (!job.is_ok()) return to_grpc(job.status());
+  if (!job->spec().forward_output()) {
+    return to_grpc(failed_precondition("job " + std::to_string(id) +
+                                       " writes its output to files (hpcq submit or batch); only "
+                                       "the output of hpcq run's jobs is streamed"));
+  }
+  std::uint64_t from = 0;
+  bool from_now = !request->from_start();
+  bool ended_before = job->state() >= v1::COMPLETED;
+  while (!context->IsCancelled()) {
+    // The output of a job that ended long ago may be gone: one look, then done.
+    const auto wait = ended_before ? std::chrono::milliseconds(0) : std::chrono::milliseconds(500);
+    JobOutput::Batch batch = leader_.output().read(id, from, from_now, wait);
+    from_now = false;
+    if (!write_output(batch, writer)) return grpc::Status::OK;
+    from = batch.next;
+    if (batch.ended || ended_before) return grpc::Status::OK;
+    if (batch.shut_down) return {grpc::StatusCode::UNAVAILABLE, "hpcqd is shutting down"};
+    if (batch.chunks.empty()) {
+      // Quiet: did the job end without its output being marked (a restarted hpcqd)?
+      job = leader_.get_job(caller, id).get();
+      if (!job.is_ok()) return to_grpc(job.status());
+      ended_before = job->state() >= v1::COMPLETED;
+    }
   }
   return grpc::Status::OK;
 }

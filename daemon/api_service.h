@@ -53,6 +53,10 @@ class ApiService final : public v1::Hpcq::Service {
                                 v1::ListReservationsResponse* response) override;
   grpc::Status WatchJobs(grpc::ServerContext* context, const v1::WatchJobsRequest* request,
                          grpc::ServerWriter<v1::JobEvent>* writer) override;
+  grpc::Status Signal(grpc::ServerContext* context, const v1::SignalRequest* request,
+                      v1::SignalResponse* response) override;
+  grpc::Status WatchOutput(grpc::ServerContext* context, const v1::WatchOutputRequest* request,
+                           grpc::ServerWriter<v1::OutputChunk>* writer) override;
 
  private:
   Result<Caller> authenticate(const grpc::ServerContext* context);

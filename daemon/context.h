@@ -1,6 +1,6 @@
 // What every room of hpcqd shares (flux-core's job-manager context): the
 // configuration, the loop, the job table, the nodes, the resource pool, the
-// store's writer, the overlay, the watch stream, the decision log and the
+// store's writer, the overlay, the watch stream, hpcq run's output, the decision log and the
 // fair-share ledger. The leader owns it and builds the rooms on it; each
 // room owns its own protocol's state and meets the others here.
 //
@@ -16,6 +16,7 @@
 #include "daemon/decision_log.h"
 #include "daemon/job_entry.h"
 #include "daemon/job_events.h"
+#include "daemon/job_output.h"
 #include "daemon/node_entry.h"
 #include "daemon/reservations.h"
 #include "daemon/submit_policy.h"
@@ -43,6 +44,8 @@ struct Context {
   // Event numbers start at this run's start time in microseconds: above
   // every number an earlier run handed out.
   JobEvents events{100000, static_cast<std::uint64_t>(wall_clock_now())};
+  // hpcq run's output: 8 MiB per job; the last 64 ended jobs' kept.
+  JobOutput output{8 << 20, 64};
   JobTable table;
   NodeMap nodes;
   // Every configured node's shape by rank - 1, for check_fits

@@ -149,6 +149,8 @@ overlay::Launch JobActions::make_launch(const job::Job& job) const {
   launch.set_ntasks(job::task_count(job));
   launch.set_attempt(static_cast<uint32_t>(job.requeue_count));
   launch.set_elastic(job.spec.elastic && job.spec.max_nodes > 0);
+  launch.set_batch(job.spec.batch);
+  launch.set_forward_output(job.spec.forward_output);
   return launch;
 }
 
@@ -201,6 +203,21 @@ void JobActions::send_kill(JobEntry& entry, Rank rank) {
   Status sent = ctx_.overlay->send(std::move(kill));
   if (!sent.is_ok())
     spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
+}
+
+void JobActions::send_signal(const JobEntry& entry, int signo) {
+  for (Rank rank : entry.running_on) {
+    overlay::Envelope envelope;
+    envelope.set_dst(rank);
+    overlay::Signal* signal = envelope.mutable_signal();
+    signal->set_job_id(entry.job.id);
+    signal->set_attempt(static_cast<uint32_t>(entry.job.requeue_count));
+    signal->set_signo(signo);
+    Status sent = ctx_.overlay->send(std::move(envelope));
+    if (!sent.is_ok()) {
+      spdlog::warn("job {}: signal on rank {}: {}", entry.job.id, rank, sent.message());
+    }
+  }
 }
 
 void JobActions::repeat_unconfirmed() {
@@ -354,6 +371,8 @@ void JobActions::publish(const job::Job& job) {
   event.set_exit_code(job.exit_code);
   event.set_reason(job.reason);
   ctx_.events.append(std::move(event), job.uid);
+  // Its agents sent its output before its end: readers may finish.
+  if (job.spec.forward_output && job::is_terminal(job.state)) ctx_.output.end(job.id);
 }
 
 // A job's record "<job>/<number>" of `kind` (load_job_records reads them).

@@ -65,6 +65,8 @@ class JobActions {
   void send_launches(JobId id, int attempt);
   void kill_job_parts(JobEntry& entry);
   void send_kill(JobEntry& entry, Rank rank);
+  // Sends `signo` to the job's tasks on every node it runs on (not repeated).
+  void send_signal(const JobEntry& entry, int signo);
   // Repeats the Launch or Kill messages that nodes have not confirmed.
   void repeat_unconfirmed();
 

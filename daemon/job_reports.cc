@@ -15,6 +15,20 @@ void JobReports::on_job_update(Rank rank, const overlay::JobUpdate& update) {
   }
 }
 
+void JobReports::on_output(Rank rank, overlay::Output&& output) {
+  auto it = ctx_.table.jobs().find(output.job_id());
+  if (it == ctx_.table.jobs().end()) return;
+  const JobEntry& entry = it->second;
+  // Output of an earlier attempt, or from a node the job no longer runs on.
+  if (!entry.job.spec.forward_output || entry.job.state != job::JobState::kRunning ||
+      output.attempt() != static_cast<std::uint32_t>(entry.job.requeue_count) ||
+      !entry.running_on.count(rank)) {
+    return;
+  }
+  ctx_.output.append(entry.job.id, static_cast<int>(output.rank()),
+                     output.stream() == overlay::Output::STDERR, std::move(*output.mutable_data()));
+}
+
 void JobReports::ack_after_commit(Rank rank, JobId job, std::uint32_t attempt) {
   ctx_.committer->submit(store::WriteBatch{}, [this, rank, job, attempt](Status) {
     ctx_.loop.post([this, rank, job, attempt] {

@@ -3,7 +3,8 @@
 // (an earlier attempt, a part a resize took away) are told apart here; the
 // rest go to the job table, and once no part runs the job ends or is
 // requeued. Every report is acknowledged to its agent only after what it
-// changed is committed, so an acknowledged end is never lost.
+// changed is committed, so an acknowledged end is never lost. Agents also
+// send the output of hpcq run's tasks (overlay Output), kept in ctx.output.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@ class JobReports {
   JobReports& operator=(const JobReports&) = delete;
 
   void on_job_update(Rank rank, const overlay::JobUpdate& update);
+  void on_output(Rank rank, overlay::Output&& output);
 
  private:
   void handle_job_update(Rank rank, const overlay::JobUpdate& update);

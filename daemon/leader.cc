@@ -42,6 +42,7 @@ Leader::Leader(const ClusterConfig& config) : ctx_(config) {}
 
 Leader::~Leader() {
   ctx_.events.close();
+  ctx_.output.shutdown();
   ctx_.overlay.reset();
   ctx_.committer.reset();  // drains and commits what is queued
 }
@@ -197,6 +198,20 @@ std::future<Status> Leader::cancel(const Caller& caller, JobId id) {
     auto cancelled = ctx_.table.cancel(**found, user_name_of(caller.uid), ctx_.now());
     if (!cancelled.is_ok()) return cancelled.status();
     actions_.apply(*cancelled);
+    return Status::ok();
+  });
+}
+
+std::future<Status> Leader::signal(const Caller& caller, JobId id, int signo) {
+  return ask([this, caller, id, signo]() -> Status {
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return found.status();
+    const JobEntry& entry = **found;
+    if (entry.job.state != job::JobState::kRunning) {
+      return failed_precondition("job " + std::to_string(id) + " is " +
+                                 job::state_name(entry.job.state) + ", not running");
+    }
+    actions_.send_signal(entry, signo);
     return Status::ok();
   });
 }
@@ -383,6 +398,9 @@ void Leader::on_message(overlay::Envelope&& envelope) {
       break;
     case overlay::Envelope::kCheckpointDone:
       checkpoints_.on_checkpoint_done(rank, envelope.checkpoint_done());
+      break;
+    case overlay::Envelope::kOutput:
+      reports_.on_output(rank, std::move(*envelope.mutable_output()));
       break;
     default:
       spdlog::warn("overlay: unexpected message {} from rank {}",

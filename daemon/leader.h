@@ -53,6 +53,8 @@ class Leader {
   // Any thread.
   std::future<Result<SubmitResult>> submit(const Caller& caller, job::JobSpec spec);
   std::future<Status> cancel(const Caller& caller, JobId id);
+  // Sends `signo` (checked by the caller) to every task of a running job.
+  std::future<Status> signal(const Caller& caller, JobId id, int signo);
   std::future<Result<v1::Job>> get_job(const Caller& caller, JobId id);
   std::future<v1::ListJobsResponse> list_jobs(const Caller& caller, v1::ListJobsRequest request);
   std::future<v1::ListNodesResponse> list_nodes();
@@ -74,6 +76,7 @@ class Leader {
   std::future<Status> delete_reservation(const Caller& caller, std::string name);
   std::future<v1::ListReservationsResponse> list_reservations();
   JobEvents& events() { return ctx_.events; }
+  JobOutput& output() { return ctx_.output; }
 
  private:
   explicit Leader(const ClusterConfig& config);

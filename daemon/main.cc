@@ -156,6 +156,7 @@ int run(const std::string& config_path, const std::string& socket_override) {
   // Stop taking calls first, then the loop's users, in reverse of start-up.
   acceptor.stop();
   (*leader)->events().close();
+  (*leader)->output().shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (signal_thread.joinable()) {
     union sigval v {};

@@ -45,6 +45,14 @@ struct CheckpointOutcome {
   CheckpointResult result;  // when status is OK
 };
 
+// Some output of a task of a job launched with forward_output.
+struct TaskOutput {
+  JobId id = 0;
+  int rank = 0;
+  bool is_stderr = false;
+  std::string data;
+};
+
 struct RestoreOutcome {
   JobId id = 0;
   Status status;  // OK: the job runs here; else nothing of it does
@@ -63,6 +71,10 @@ class Executor {
   virtual void check_timeouts(TimeUs now) = 0;
   // Non-blocking: the jobs that ended since the last call.
   virtual std::vector<JobExit> reap() = 0;
+  // Non-blocking: the forwarded output read since the last call, in the
+  // order written. A job's output is all read by the reap() that reports its
+  // end: take it after reap() and send it before the end.
+  virtual std::vector<TaskOutput> take_output() = 0;
   // Fds that become readable when reap() or finished_checkpoints() may have
   // something; fetch again after each reap() and begin_checkpoint().
   virtual std::vector<int> wait_fds() const = 0;

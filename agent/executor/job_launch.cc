@@ -77,7 +77,9 @@ std::string encode_launch(const JobLaunch& l) {
             {"host_cpus", l.host_cpus},
             {"host_mems", l.host_mems},
             {"memory_limit_bytes", l.memory_limit_bytes},
-            {"time_limit_s", l.time_limit_s}};
+            {"time_limit_s", l.time_limit_s},
+            {"batch", l.batch},
+            {"forward_output", l.forward_output}};
   // User bytes went in as bytes_to_json; replace, not throw, on the rest.
   return j.dump(1, ' ', false, json::error_handler_t::replace);
 }
@@ -134,6 +136,8 @@ Result<JobLaunch> decode_launch(std::string_view text) {
     l.host_mems = j.at("host_mems").get<std::vector<int>>();
     l.memory_limit_bytes = j.at("memory_limit_bytes").get<std::uint64_t>();
     l.time_limit_s = j.at("time_limit_s").get<std::int64_t>();
+    l.batch = j.value("batch", false);
+    l.forward_output = j.value("forward_output", false);
     return l;
   } catch (const json::exception& e) {
     return invalid_argument(std::string("launch.json: ") + e.what());
@@ -201,6 +205,31 @@ std::string describe_results(const ShellResults& r) {
            (name ? std::string(" (SIG") + name + ")" : std::string());
   }
   return prefix + "exited with code " + std::to_string(worst->exit_code);
+}
+
+std::string encode_output_frame(int rank, bool is_stderr, std::string_view data) {
+  std::string frame(5, '\0');
+  const auto r = static_cast<std::uint32_t>(rank);
+  for (int i = 0; i < 4; ++i) frame[static_cast<std::size_t>(i)] = static_cast<char>(r >> (8 * i));
+  frame[4] = is_stderr ? 2 : 1;
+  frame.append(data);
+  return frame;
+}
+
+Result<OutputFrame> decode_output_frame(std::string_view frame) {
+  if (frame.size() < 5 || (frame[4] != 1 && frame[4] != 2)) {
+    return invalid_argument("output frame: malformed header");
+  }
+  std::uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) {
+    r |= static_cast<std::uint32_t>(static_cast<unsigned char>(frame[static_cast<std::size_t>(i)]))
+         << (8 * i);
+  }
+  OutputFrame out;
+  out.rank = static_cast<int>(r);
+  out.is_stderr = frame[4] == 2;
+  out.data = frame.substr(5);
+  return out;
 }
 
 }  // namespace hpcq::agent

@@ -67,7 +67,28 @@ struct JobLaunch {
   std::vector<int> host_cpus, host_mems;  // cpuset.cpus / cpuset.mems of the job's cgroup
   std::uint64_t memory_limit_bytes = 0;   // 0: no limit
   std::int64_t time_limit_s = 0;          // 0: none
+  // hpcq batch: the first node runs the script as its one task; the others
+  // have no tasks and hold their part (the shell waits for SIGTERM or SIGKILL).
+  bool batch = false;
+  // hpcq run: each task's stdout and stderr are pipes the shell reads and
+  // sends, framed (encode_output_frame), on fd kOutputFd to the executor.
+  bool forward_output = false;
 };
+
+// The job shell's output channel (a SOCK_SEQPACKET socket) when the job
+// forwards its output: one frame per chunk of a task's output.
+constexpr int kOutputFd = 4;
+constexpr std::size_t kOutputFrameData = 60 * 1024;  // bytes of output per frame, at most
+
+struct OutputFrame {
+  int rank = 0;
+  bool is_stderr = false;
+  std::string data;
+};
+// A frame: the rank (4 bytes, little-endian), the stream (1 byte: 1 stdout,
+// 2 stderr), then the data.
+std::string encode_output_frame(int rank, bool is_stderr, std::string_view data);
+Result<OutputFrame> decode_output_frame(std::string_view frame);
 
 enum class ExitKind { kCompleted, kFailed, kCancelled, kTimeout };
 const char* exit_kind_name(ExitKind kind);

@@ -20,17 +20,27 @@
 // code, a task killed by signal N counting 128 + N. When it exits, the kernel
 // kills whatever the tasks left behind.
 //
-// SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to every other
-// process of the namespace (the executor's time limit sends SIGTERM here).
+// A job launched with forward_output (hpcq run) gives each task a pipe for
+// stdout and one for stderr instead of files; the shell reads them while it
+// waits and sends what comes, framed, on fd 4 (kOutputFd) to the executor.
+// A batch job's other nodes run no task: their shell holds the node's part
+// until it gets SIGTERM (or is killed).
+//
+// SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM and SIGCONT are
+// forwarded to every other process of the namespace (the executor's time
+// limit sends SIGTERM here; hpcq signal sends any of them).
 // Exit 125 with a line on stderr: the launch file could not be used.
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,7 +64,7 @@ namespace {
 constexpr int kSetupFailed = 125;
 constexpr int kCannotStart = 127;  // as a shell reports a command it cannot run
 constexpr int kReadyFd = 3;
-const int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
+const int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGCONT};
 
 void ignore_signal(int) {}
 
@@ -103,8 +113,14 @@ int open_output(const std::string& path) {
 }
 
 // The shell is single-threaded, so the child may allocate and use stdio.
+// The write ends of a forwarding task's stdout and stderr pipes; -1: files.
+struct TaskStdio {
+  int out = -1, err = -1;
+};
+
 [[noreturn]] void run_task(const JobLaunch& l, const JobFiles& files, size_t local,
-                           const std::map<std::string, std::string>& base_env, int err_fd) {
+                           const std::map<std::string, std::string>& base_env, TaskStdio stdio,
+                           int err_fd) {
   const TaskSpec& task = l.tasks[local];
   sigset_t none;
   sigemptyset(&none);
@@ -154,9 +170,14 @@ int open_output(const std::string& path) {
   umask(job_umask(base_env));
 
   // Opened as the user: a job cannot write where its user may not.
-  int out = open_output(l.stdout_path);
+  if (stdio.out >= 0) {
+    if (dup2(stdio.out, 1) < 0 || dup2(stdio.err, 2) < 0) {
+      fail_task(err_fd, "dup2 of the output pipes: " + errno_text(errno));
+    }
+  }
+  int out = stdio.out >= 0 ? 1 : open_output(l.stdout_path);
   if (out < 0) fail_task(err_fd, "open stdout " + l.stdout_path + ": " + errno_text(errno));
-  int err = l.stderr_path == l.stdout_path ? out : open_output(l.stderr_path);
+  int err = stdio.err >= 0 ? 2 : l.stderr_path == l.stdout_path ? out : open_output(l.stderr_path);
   if (err < 0) fail_task(err_fd, "open stderr " + l.stderr_path + ": " + errno_text(errno));
   dup2(out, 1);
   dup2(err, 2);
@@ -228,9 +249,96 @@ pid_t spawn(const Child& child, std::string& error) {
 
 // Forks task `local`; returns its pid, or -1 with `result.error` set.
 pid_t start_task(const JobLaunch& l, const JobFiles& files, size_t local,
-                 const std::map<std::string, std::string>& base_env, TaskResult& result) {
-  return spawn([&](int err_fd) { run_task(l, files, local, base_env, err_fd); }, result.error);
+                 const std::map<std::string, std::string>& base_env, TaskStdio stdio,
+                 TaskResult& result) {
+  return spawn([&](int err_fd) { run_task(l, files, local, base_env, stdio, err_fd); },
+               result.error);
 }
+
+// The read ends of the forwarding tasks' pipes, and the channel to the
+// executor (kOutputFd).
+class OutputPipes {
+ public:
+  // Makes task `rank`'s two pipes; fills `stdio` with the write ends.
+  bool add(int rank, TaskStdio& stdio, std::string& error) {
+    for (bool is_stderr : {false, true}) {
+      int p[2];
+      if (pipe2(p, O_CLOEXEC) != 0) {
+        error = "pipe: " + errno_text(errno);
+        return false;
+      }
+      fcntl(p[0], F_SETFL, O_NONBLOCK);
+      pipes_.push_back({p[0], rank, is_stderr});
+      (is_stderr ? stdio.err : stdio.out) = p[1];
+    }
+    return true;
+  }
+  bool empty() const { return pipes_.empty(); }
+
+  // Waits for a signal in `wait_set` (blocked; taken through `signal_fd`),
+  // forwarding output meanwhile. Returns the signal.
+  int next_signal(int signal_fd) {
+    for (;;) {
+      std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
+      for (const Pipe& p : pipes_) fds.push_back({p.fd, POLLIN, 0});
+      if (poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
+      for (size_t i = fds.size() - 1; i >= 1; --i) {
+        if (fds[i].revents != 0) forward(i - 1);
+      }
+      if (fds[0].revents & POLLIN) {
+        signalfd_siginfo info{};
+        if (read(signal_fd, &info, sizeof info) == sizeof info)
+          return static_cast<int>(info.ssi_signo);
+      }
+    }
+  }
+
+  // Once every task has ended: what is left in the pipes (a process the
+  // tasks left behind may still hold one open: not waited for).
+  void drain() {
+    for (size_t i = pipes_.size(); i-- > 0;) forward(i);
+    for (const Pipe& p : pipes_) close(p.fd);
+    pipes_.clear();
+  }
+
+ private:
+  struct Pipe {
+    int fd;
+    int rank;
+    bool is_stderr;
+  };
+  // Reads pipe `i` until it would block, sending each chunk; closes it at EOF.
+  void forward(size_t i) {
+    static char buf[kOutputFrameData];
+    for (;;) {
+      const ssize_t n = read(pipes_[i].fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n > 0) {
+        send_frame(pipes_[i], std::string_view(buf, static_cast<size_t>(n)));
+        continue;
+      }
+      if (n == 0 || errno != EAGAIN) {
+        close(pipes_[i].fd);
+        pipes_.erase(pipes_.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      return;
+    }
+  }
+  void send_frame(const Pipe& p, std::string_view data) {
+    if (channel_broken_) return;  // read on, so that the tasks do not block
+    const std::string frame = encode_output_frame(p.rank, p.is_stderr, data);
+    // Blocks while the agent is behind: the tasks then wait on their pipes.
+    while (send(kOutputFd, frame.data(), frame.size(), MSG_NOSIGNAL) < 0) {
+      if (errno == EINTR) continue;
+      // The agent went away (restarted): the output has nowhere to go.
+      fprintf(stderr, "hpcq-job-shell: output channel: %s\n", strerror(errno));
+      channel_broken_ = true;
+      return;
+    }
+  }
+  std::vector<Pipe> pipes_;
+  bool channel_broken_ = false;
+};
 
 // Forks and execs a worker's command (runc), as root, with the shell's
 // stdio; returns its pid, or -1 with `error` set.
@@ -376,6 +484,7 @@ int run(const std::string& dir) {
   sigprocmask(SIG_SETMASK, &wait_set, nullptr);
 
   fcntl(kReadyFd, F_SETFD, FD_CLOEXEC);
+  fcntl(kOutputFd, F_SETFD, FD_CLOEXEC);  // when there is one
 #ifdef HPCQ_CONTAINER_SHELL
   // runc starts the container's init as a process group leader already:
   // setsid is refused then, and nothing here needs a new session.
@@ -408,12 +517,18 @@ int run(const std::string& dir) {
   std::map<pid_t, size_t> running;  // task pid -> index in results.tasks
   std::map<pid_t, size_t> workers;  // worker command pid -> index in l.workers
   const bool containers = !l.image.empty();
+  OutputPipes output;
   for (size_t i = 0; i < l.tasks.size(); ++i) {
     TaskResult r;
     r.rank = l.tasks[i].rank;
     r.local = static_cast<int>(i);
-    if (!containers) {
-      pid_t pid = start_task(l, files, i, base_env, r);
+    TaskStdio stdio;
+    if (!containers && l.forward_output && !output.add(r.rank, stdio, r.error)) {
+      r.exit_code = kCannotStart;
+    } else if (!containers) {
+      pid_t pid = start_task(l, files, i, base_env, stdio, r);
+      if (stdio.out >= 0) close(stdio.out);
+      if (stdio.err >= 0) close(stdio.err);
       if (pid > 0) {
         running[pid] = i;
       } else {
@@ -441,11 +556,20 @@ int run(const std::string& dir) {
   (void)ignored;
   close(kReadyFd);
 
-  while (!running.empty() || !workers.empty()) {
-    siginfo_t info{};
-    int sig = sigwaitinfo(&wait_set, &info);
+  // A batch job's node without the script holds its part until SIGTERM.
+  bool holding = l.batch && l.tasks.empty();
+  const int signal_fd = output.empty() ? -1 : signalfd(-1, &wait_set, SFD_CLOEXEC);
+  while (!running.empty() || !workers.empty() || holding) {
+    int sig;
+    if (signal_fd >= 0) {
+      sig = output.next_signal(signal_fd);
+    } else {
+      siginfo_t info{};
+      sig = sigwaitinfo(&wait_set, &info);
+    }
     if (sig < 0) continue;  // EINTR
     if (sig != SIGCHLD) {
+      if (sig == SIGTERM) holding = false;
       // From init, kill(-1) reaches every process of the namespace but itself.
       kill(-1, sig);
       continue;
@@ -472,6 +596,7 @@ int run(const std::string& dir) {
       running.erase(it);
     }
   }
+  output.drain();
   results.exit_code = job_exit_code(results.tasks);
   if (!write_results(files, results)) {
     fprintf(stderr, "hpcq-job-shell: cannot write %s: %s\n", files.results.c_str(),

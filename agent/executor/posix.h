@@ -21,6 +21,15 @@ class Fd {
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
   void reset();
+  void adopt(int fd) {  // closes the one held, then holds `fd`
+    reset();
+    fd_ = fd;
+  }
+  int release() {  // the caller owns it now
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   int fd_;

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -78,8 +79,8 @@ pid_t clone_new_pid_ns(int* pidfd) {
 
 // Runs in the child of clone(), a copy of a multi-threaded process: only
 // async-signal-safe calls until execve.
-[[noreturn]] void exec_shell(int go_fd, int devnull_fd, int log_fd, int ready_fd, char* const* argv,
-                             char* const* envp) {
+[[noreturn]] void exec_shell(int go_fd, int devnull_fd, int log_fd, int ready_fd, int output_fd,
+                             char* const* argv, char* const* envp) {
   char go = 0;
   ssize_t n;
   do {
@@ -90,13 +91,15 @@ pid_t clone_new_pid_ns(int* pidfd) {
   int in = fcntl(devnull_fd, F_DUPFD, 10);
   int out = fcntl(log_fd, F_DUPFD, 10);
   int ready = fcntl(ready_fd, F_DUPFD, 10);
+  int output = output_fd < 0 ? -1 : fcntl(output_fd, F_DUPFD, 10);
   if (in < 0 || out < 0 || ready < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
-      dup2(ready, 3) < 0) {
+      dup2(ready, 3) < 0 || (output_fd >= 0 && (output < 0 || dup2(output, kOutputFd) < 0))) {
     _exit(kShellSetupFailed);
   }
   // The agent's sockets and pidfds are not the job's business.
-  if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0) {
-    for (int fd = 4; fd < 65536; ++fd) close(fd);
+  const unsigned first_closed = output_fd < 0 ? 4U : static_cast<unsigned>(kOutputFd) + 1;
+  if (syscall(SYS_close_range, first_closed, ~0U, 0U) != 0) {
+    for (int fd = static_cast<int>(first_closed); fd < 65536; ++fd) close(fd);
   }
   execve(argv[0], argv, envp);
   static const char kMsg[] = "hpcq-job-shell: execve failed\n";
@@ -299,7 +302,10 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
 Status ProcessExecutor::validate(const JobLaunch& l) const {
   const std::string job = "job " + std::to_string(l.id);
   if (jobs_.count(l.id)) return Status(Code::kAlreadyExists, job + " is already running here");
-  if (l.tasks.empty()) return invalid_argument(job + ": no tasks for this node");
+  if (l.tasks.empty() && !l.batch) return invalid_argument(job + ": no tasks for this node");
+  if (l.forward_output && !l.image.empty()) {
+    return invalid_argument(job + ": output of an --image job cannot be forwarded");
+  }
   if (l.argv.empty() && l.script.empty()) return invalid_argument(job + ": no command or script");
   if (!l.image.empty() && l.image[0] != '/') {
     return invalid_argument(job + ": image '" + l.image + "' is not an absolute path");
@@ -325,6 +331,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.image = !l.image.empty();
   j.time_limit_s = l.time_limit_s;
   j.uid = l.uid;
+  j.forward_output = l.forward_output;
   j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
   std::error_code ec;
   Status s = prepare_job_dir(l, j.dir);
@@ -367,6 +374,18 @@ Status ProcessExecutor::start_shell(Job& job) {
   Fd go_read(go_pipe[0]), go_write(go_pipe[1]);
   if (pipe2(ready_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
   Fd ready_read(ready_pipe[0]), ready_write(ready_pipe[1]);
+  // Forwarded output: the shell's end of a packet socket; ours, non-blocking,
+  // is one of wait_fds() (take_output).
+  Fd output_ours, output_theirs;
+  if (job.forward_output) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+      return internal_error("socketpair: " + errno_text(errno));
+    }
+    output_ours.adopt(pair[0]);
+    output_theirs.adopt(pair[1]);
+    fcntl(output_ours.get(), F_SETFL, O_NONBLOCK);
+  }
 
   // Everything the child needs is built before clone: it may not allocate.
   std::string shell = config_.job_shell_path, dir = job.dir;
@@ -384,13 +403,15 @@ Status ProcessExecutor::start_shell(Job& job) {
   int pidfd = -1;
   pid_t pid = clone_new_pid_ns(&pidfd);
   if (pid == 0) {
-    exec_shell(go_read.get(), devnull.get(), log.get(), ready_write.get(), argv, envp);
+    exec_shell(go_read.get(), devnull.get(), log.get(), ready_write.get(), output_theirs.get(),
+               argv, envp);
   }
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return internal_error("clone(CLONE_NEWPID): " + errno_text(clone_errno));
   go_read.reset();
   ready_write.reset();
+  output_theirs.reset();
 
   auto abandon = [&](Status s) {
     // Closing the pipe unblocks the child, which then exits at once.
@@ -409,6 +430,7 @@ Status ProcessExecutor::start_shell(Job& job) {
   if (!s.is_ok()) return abandon(s);
   job.pid = pid;
   job.pidfd = pidfd;
+  job.output_fd = output_ours.release();
   char go = 'g';
   if (write(go_write.get(), &go, 1) != 1) {
     signal_pidfd(pidfd, SIGKILL);
@@ -562,6 +584,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
       close(job.pidfd);  // readable for good now; cleanup retries ride on later calls
       job.pidfd = -1;
     }
+    read_output(job);  // all of it: the shell wrote it before it exited
     if (job.oom_kills < 0) job.oom_kills = job.cgroup.oom_kills();  // before the cgroup goes
     Status s = job.cgroup.remove();
     if (!s.is_ok()) {
@@ -583,8 +606,37 @@ std::vector<int> ProcessExecutor::wait_fds() const {
   if (!dumps_.empty() || !restores_.empty()) fds.push_back(notify_read_.get());
   for (const auto& [id, job] : jobs_) {
     if (job.pidfd >= 0) fds.push_back(job.pidfd);
+    if (job.output_fd >= 0) fds.push_back(job.output_fd);
   }
   return fds;
+}
+
+void ProcessExecutor::read_output(Job& job) {
+  if (job.output_fd < 0) return;
+  static char frame[kOutputFrameData + 64];
+  for (;;) {
+    const ssize_t n = recv(job.output_fd, frame, sizeof frame, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n > 0) {
+      auto decoded = decode_output_frame(std::string_view(frame, static_cast<size_t>(n)));
+      if (!decoded.is_ok()) {
+        spdlog::warn("job {}: {}", job.id, decoded.status().message());
+        continue;
+      }
+      output_.push_back({job.id, decoded->rank, decoded->is_stderr, std::move(decoded->data)});
+      continue;
+    }
+    if (n == 0 || errno != EAGAIN) {  // the shell has ended (or the socket failed)
+      close(job.output_fd);
+      job.output_fd = -1;
+    }
+    return;
+  }
+}
+
+std::vector<TaskOutput> ProcessExecutor::take_output() {
+  for (auto& [id, job] : jobs_) read_output(job);
+  return std::exchange(output_, {});
 }
 
 std::vector<JobId> ProcessExecutor::running() const {
@@ -599,6 +651,10 @@ std::vector<std::string> ProcessExecutor::cgroup_dirs(JobId id) const {
 }
 
 void ProcessExecutor::discard(Job& job) {
+  if (job.output_fd >= 0) {
+    close(job.output_fd);
+    job.output_fd = -1;
+  }
   if (!job.exited && job.pidfd >= 0) {
     signal_pidfd(job.pidfd, SIGKILL);
     siginfo_t info{};
@@ -720,6 +776,12 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   if (job.checkpointing) return failed_precondition(name + " is being checkpointed already");
   if (poll_exit(job) || job.cancelled || job.timed_out) {
     return failed_precondition(name + " is ending: nothing to checkpoint");
+  }
+  if (job.forward_output) {
+    // CRIU cannot take the shell's socket to this agent with it.
+    return failed_precondition(name +
+                               " sends its output to its caller (hpcq run): it cannot be "
+                               "checkpointed");
   }
   Status capable = job.uid == 0 ? checkpoint_capability() : checkpoint_of_other_users();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
@@ -943,6 +1005,7 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
   j.dir = meta["job_dir"].get<std::string>();
   j.time_limit_s = l.time_limit_s;
   j.uid = l.uid;
+  j.forward_output = l.forward_output;
   j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
   j.image = containers;
   auto r = std::make_unique<Restore>();

@@ -121,6 +121,7 @@ class ProcessExecutor final : public Executor {
   // Non-blocking. The jobs that ended since the last call and whose
   // processes and cgroups are all gone (their job directories are removed).
   std::vector<JobExit> reap() override;
+  std::vector<TaskOutput> take_output() override;
 
   // pidfds that become readable when a job's shell ends; poll them, then
   // call reap() and fetch this list again (reap() closes the fds of the jobs
@@ -191,7 +192,13 @@ class ProcessExecutor final : public Executor {
     int oom_kills = -1;  // read from the cgroup once the shell has ended (-1: not yet)
     std::int64_t time_limit_s = 0;
     uid_t uid = 0;  // the job's user (another user's job may not be checkpointable)
+    bool forward_output = false;
+    int output_fd = -1;  // forward_output: our end of the shell's output channel
   };
+  // Reads what the shell has sent on job.output_fd into output_; closes it at
+  // the shell's end.
+  void read_output(Job& job);
+  std::vector<TaskOutput> output_;  // read, not yet taken
 
   // A restore in flight: the job's directory and cgroups are ready, CRIU
   // runs on `thread`; finish_restore pins the tree and adds the job.

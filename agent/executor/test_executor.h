@@ -23,6 +23,7 @@ class TestExecutor final : public Executor {
   Status cancel(JobId id) override;
   void check_timeouts(TimeUs now) override;
   std::vector<JobExit> reap() override;
+  std::vector<TaskOutput> take_output() override { return {}; }  // no tasks, no output
   std::vector<int> wait_fds() const override { return {timer_fd_}; }
   std::vector<JobId> running() const override;
   // Nothing runs to be signalled: OK for a job it runs.

@@ -68,6 +68,8 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_max_nodes(spec.max_nodes);
   for (const auto& n : spec.nodelist) p.add_nodelist(n);
   p.set_elastic(spec.elastic);
+  p.set_batch(spec.batch);
+  p.set_forward_output(spec.forward_output);
   return p;
 }
 
@@ -123,6 +125,8 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.workers = p.workers();
   spec.max_nodes = p.max_nodes();
   spec.elastic = p.elastic();
+  spec.batch = p.batch();
+  spec.forward_output = p.forward_output();
   spec.nodelist.assign(p.nodelist().begin(), p.nodelist().end());
   return spec;
 }

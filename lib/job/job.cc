@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
+#include <csignal>
 #include <limits>
 #include <optional>
 #include <set>
@@ -133,6 +135,21 @@ bool is_terminal(JobState state) {
   return state != JobState::kPending && state != JobState::kRunning;
 }
 
+Result<int> parse_signal(std::string_view text) {
+  static const std::pair<const char*, int> kSignals[] = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+      {"USR2", SIGUSR2}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CONT", SIGCONT}};
+  std::string name(text);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (name.starts_with("SIG")) name = name.substr(3);
+  for (const auto& [known, number] : kSignals) {
+    if (name == known || name == std::to_string(number)) return number;
+  }
+  return invalid_argument("signal: " + quote(std::string(text)) +
+                          " is not one hpcq sends to tasks (HUP INT QUIT KILL USR1 USR2 ALRM TERM "
+                          "CONT, or their numbers)");
+}
+
 namespace {
 
 // Names are text: they reach the API's string fields, JSON and logs.
@@ -243,6 +260,20 @@ Status validate(const JobSpec& spec) {
   if (spec.checkpoint_interval_s < 0 || spec.checkpoint_interval_s > kMaxTimeLimitS) {
     return invalid_argument("--checkpoint-interval: must be 0.." + std::to_string(kMaxTimeLimitS) +
                             " s, got " + std::to_string(spec.checkpoint_interval_s));
+  }
+  if (spec.batch && spec.script.empty()) {
+    return invalid_argument("batch: the job needs a script (a file starting with #!)");
+  }
+  if (spec.batch && (spec.elastic || !spec.image.empty())) {
+    return invalid_argument(spec.elastic ? "batch: a batch job cannot be --elastic"
+                                         : "batch: a batch job cannot run in an --image");
+  }
+  if (spec.forward_output &&
+      (spec.batch || !spec.output.empty() || !spec.error.empty() || !spec.array.empty() ||
+       !spec.image.empty() || spec.checkpoint_interval_s > 0)) {
+    return invalid_argument(
+        "run: a job whose output goes to its caller takes no --output, --error, --array, --image "
+        "or --checkpoint-interval");
   }
   if (spec.workers > 0 && spec.profile.empty()) {
     return invalid_argument(

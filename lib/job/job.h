@@ -36,6 +36,11 @@ const char* state_name(JobState state);
 std::optional<JobState> parse_state(const std::string& name);
 bool is_terminal(JobState state);
 
+// A signal hpcq signal may send to a job's tasks, the ones the job shell
+// forwards (HUP INT QUIT USR1 USR2 ALRM TERM CONT) and KILL: a name with or
+// without "SIG" ("TERM", "SIGUSR1", any case) or a number. Errors name it.
+Result<int> parse_signal(std::string_view text);
+
 // --dependency=TYPE:ID[:ID...][,TYPE:ID...] (sbatch's form; all must hold):
 // after (the job has started), afterany (ended in any state), afterok
 // (COMPLETED), afternotok (ended in any other state).
@@ -159,6 +164,14 @@ struct JobSpec {
   // with it the running job may also be shrunk and expanded in the range.
   int max_nodes = 0;
   bool elastic = false;
+  // hpcq batch: the script runs once, as task 0 on the first node of the
+  // allocation; the other nodes hold their part for the job's steps. The
+  // job ends when the script does.
+  bool batch = false;
+  // hpcq run: the tasks' stdout and stderr go to the leader, which streams
+  // them to the caller and to `hpcq attach` (proto WatchOutput), instead of
+  // to files; output and error are then empty.
+  bool forward_output = false;
   // Set by the leader on each task of an expanded array; 0/-1 otherwise.
   JobId array_job_id = 0;     // the array's first job id (Slurm's %A)
   int array_task_id = -1;     // this task's index (%a)

@@ -105,6 +105,22 @@ Effects JobTableCore::part_ended(JobRecord& record, Rank rank, JobState end, int
                                  const std::string& reason) {
   Effects effects;
   record.running_on.erase(rank);
+  const std::vector<resource::NodeAllocation>& nodes = record.job.allocation.nodes;
+  if (record.job.spec.batch && !nodes.empty()) {
+    // The script's part decides a batch job's end; the others only hold
+    // their nodes, and are killed once it has ended.
+    const Rank script_rank = nodes.front().rank;
+    if (rank != script_rank && !record.running_on.count(script_rank)) return effects;
+    if (rank == script_rank) {
+      if (record.outcome == JobState::kCompleted) {
+        record.outcome = end;
+        record.job.exit_code = exit_code;
+        if (end != JobState::kCompleted && !record.cancel_requested) record.outcome_reason = reason;
+      }
+      if (!record.running_on.empty()) effects.push_back({Effect::Kind::kKillParts, record.job.id});
+      return effects;
+    }
+  }
   // The parts killed because of the first failure then report CANCELLED,
   // which is not the job's end.
   if (record.outcome == JobState::kCompleted) {

@@ -122,7 +122,9 @@ class JobTableCore {
   Effects start(JobRecord& record, resource::Allocation allocation, TimeUs now);
   // One part's end (`reason` names its node). The first part that did not
   // complete decides the job's state, exit code and reason; the other parts
-  // are then killed. When none runs any more, ask after_run().
+  // are then killed. A batch job's is decided by its script's part (the
+  // first node's), whose end kills the others. When none runs any more, ask
+  // after_run().
   Effects part_ended(JobRecord& record, Rank rank, JobState end, int exit_code,
                      const std::string& reason);
   // Every part has ended: what the cancel, the preemption, a failed

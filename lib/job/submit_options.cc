@@ -254,6 +254,7 @@ struct Given {
   std::optional<std::vector<std::string>> nodelist;
   bool json = false;
   bool wait = false;
+  bool label = false;
 
   // Take-last: what `later` sets wins.
   void merge(const Given& later) {
@@ -293,6 +294,7 @@ struct Given {
     take(nodelist, later.nodelist);
     json = json || later.json;
     wait = wait || later.wait;
+    label = label || later.label;
   }
 };
 
@@ -408,6 +410,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   bool oversubscribe = false;
   bool json = false;
   bool wait = false;
+  bool label = false;
   auto add = [&app](const char* names, std::string& into) {
     return app.add_option(names, into)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   };
@@ -446,6 +449,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
                                ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("--json", json)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("--wait", wait)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("-l,--label", label)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   std::vector<std::string> rest;
   try {
@@ -616,6 +620,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   }
   g.json = json;
   g.wait = wait;
+  g.label = label;
   return parsed;
 }
 
@@ -670,28 +675,39 @@ Result<std::vector<std::string>> parse_directives(const std::string& script_text
 }
 
 Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
-                                        const SubmitContext& ctx) {
+                                        const SubmitContext& ctx, SubmitKind kind) {
   auto command_line = parse_words(args, /*command_line=*/true);
   if (!command_line.is_ok()) return command_line.status();
   const std::vector<std::string>& command = command_line->command;
-  if (command.empty()) return invalid_argument("submit: no command or script given");
+  if (command.empty()) {
+    return invalid_argument(kind == SubmitKind::kBatch ? "batch: no script given"
+                            : kind == SubmitKind::kRun ? "run: no command given"
+                                                       : "submit: no command or script given");
+  }
+  if (command_line->given.label && kind != SubmitKind::kRun) {
+    return invalid_argument("--label: only hpcq run labels output lines");
+  }
 
   SubmitOptions out;
   JobSpec& spec = out.spec;
   Given given;
-  if (ctx.read_file) {
-    auto text = ctx.read_file(command.front());
-    if (text.is_ok() && text->starts_with("#!")) {
-      auto lines = directive_lines(*text, command.front());
-      if (!lines.is_ok()) return lines.status();
-      // Each line alone, so that an error names its line.
-      for (const auto& line : *lines) {
-        auto parsed = parse_words(line.words, /*command_line=*/false);
-        if (!parsed.is_ok()) return at_line(command.front(), line.line, parsed.status());
-        given.merge(parsed->given);
-      }
-      spec.script = std::move(text).value();
+  Result<std::string> text = not_found("");
+  if (ctx.read_file && kind != SubmitKind::kRun) text = ctx.read_file(command.front());
+  const bool is_script = text.is_ok() && text->starts_with("#!");
+  if (kind == SubmitKind::kBatch && !is_script) {
+    return invalid_argument("batch: " + quote(command.front()) +
+                            " is not a script (want a readable file starting with #!)");
+  }
+  if (is_script) {
+    auto lines = directive_lines(*text, command.front());
+    if (!lines.is_ok()) return lines.status();
+    // Each line alone, so that an error names its line.
+    for (const auto& line : *lines) {
+      auto parsed = parse_words(line.words, /*command_line=*/false);
+      if (!parsed.is_ok()) return at_line(command.front(), line.line, parsed.status());
+      given.merge(parsed->given);
     }
+    spec.script = std::move(text).value();
   }
   given.merge(command_line->given);
 
@@ -721,7 +737,9 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.max_nodes = given.max_nodes.value_or(0);
   spec.elastic = given.elastic.value_or(false);
   spec.time_limit_s = given.time.value_or(0);
-  spec.output = given.output.value_or(kDefaultOutput);
+  spec.batch = kind == SubmitKind::kBatch;
+  spec.forward_output = kind == SubmitKind::kRun;
+  spec.output = given.output.value_or(spec.forward_output ? "" : kDefaultOutput);
   spec.error = given.error.value_or("");
   spec.queue = given.queue.value_or("");
   spec.cwd = given.chdir ? resolve_dir(ctx.cwd, *given.chdir) : ctx.cwd;
@@ -734,6 +752,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.array = given.array.value_or("");
   out.json = given.json;
   out.wait = given.wait;
+  out.label = given.label;
   HPCQ_RETURN_IF_ERROR(validate(spec));
   return out;
 }

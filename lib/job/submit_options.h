@@ -30,10 +30,20 @@ struct SubmitContext {
   std::function<Result<std::string>(const std::string& path)> read_file;
 };
 
+// Which command the words are for: they share the options and differ in how
+// the command runs (JobSpec::batch, JobSpec::forward_output).
+enum class SubmitKind {
+  kSubmit,  // hpcq submit: every task runs COMMAND or SCRIPT
+  kBatch,   // hpcq batch: SCRIPT (required, "#!") runs once, on the first node
+  kRun,     // hpcq run: every task runs COMMAND (never read as a script); the
+            // output goes to the caller, not to files (no -o/-e)
+};
+
 struct SubmitOptions {
   JobSpec spec;
-  bool json = false;  // --json: print machine-readable output
-  bool wait = false;  // --wait: block until the job ends
+  bool json = false;   // --json: print machine-readable output
+  bool wait = false;   // --wait: block until the job ends
+  bool label = false;  // -l/--label (run only): prefix each output line with its task rank
 };
 
 // `args` are the words after "submit": `[options] [--] COMMAND [ARGS...]` or
@@ -59,7 +69,8 @@ struct SubmitOptions {
 // "hpcq-%j.out"; error empty (same file as output); --export=ALL (the whole
 // submitter environment). The result has passed validate().
 Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
-                                        const SubmitContext& ctx);
+                                        const SubmitContext& ctx,
+                                        SubmitKind kind = SubmitKind::kSubmit);
 
 // The option words of a script's directive lines: "#HPCQ -N 2" lines after
 // the shebang, up to the first line that is neither blank nor a comment (as

@@ -293,6 +293,8 @@ std::string encode_spec(const job::JobSpec& spec) {
   if (spec.workers != 0) doc["workers"] = spec.workers;
   if (spec.max_nodes != 0) doc["max_nodes"] = spec.max_nodes;
   if (spec.elastic) doc["elastic"] = true;
+  if (spec.batch) doc["batch"] = true;
+  if (spec.forward_output) doc["forward_output"] = true;
   if (!spec.nodelist.empty()) doc["nodelist"] = spec.nodelist;
   return dump(doc);
 }
@@ -336,6 +338,8 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "workers", spec.workers));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "max_nodes", spec.max_nodes));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "elastic", spec.elastic));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "batch", spec.batch));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "forward_output", spec.forward_output));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "nodelist", spec.nodelist));
   return spec;
 }

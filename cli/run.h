@@ -1,0 +1,32 @@
+// hpcq run and hpcq attach: a job's tasks' output as it comes (the job was
+// launched with forward_output; hpcqd's WatchOutput), then its exit status.
+#pragma once
+
+#include <string>
+
+#include "lib/core/ids.h"
+#include "proto/hpcq.grpc.pb.h"
+
+namespace hpcq::cli {
+
+// Blocks SIGINT in this thread and the threads it starts from now on (call it
+// before the first gRPC channel exists): follow_job takes it with sigwait.
+void block_interrupts();
+
+struct FollowOptions {
+  bool from_start = true;  // else only the output that comes from now on
+  bool label = false;      // prefix each line with "RANK: "
+  // hpcq run: Ctrl-C sends SIGINT to the tasks (or cancels the job while it
+  // is pending); a second Ctrl-C within a second cancels it. Needs
+  // block_interrupts() first.
+  bool interrupts = false;
+};
+
+// Copies the job's output to stdout and stderr until the job has ended and
+// all of it has come. Returns hpcq run's exit status: 0 when the job
+// COMPLETED, else its exit code (the highest task code, 128+N for a signal),
+// at least 1, with a line on stderr saying how it ended.
+int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
+               const FollowOptions& options);
+
+}  // namespace hpcq::cli
