@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -53,12 +54,12 @@ void take_interrupts(const std::string& socket, JobId id) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
-  auto last = std::chrono::steady_clock::time_point::min();
+  std::optional<std::chrono::steady_clock::time_point> last;
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
     const auto now = std::chrono::steady_clock::now();
-    const bool twice = now - last < std::chrono::seconds(1);
+    const bool twice = last && now - *last < std::chrono::seconds(1);
     last = now;
     Status s;
     if (!twice) {

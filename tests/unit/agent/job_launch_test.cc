@@ -83,6 +83,28 @@ TEST(JobLaunchTest, LaunchRoundTrips) {
   EXPECT_EQ(back->time_limit_s, 60);
 }
 
+TEST(JobLaunchTest, OutputFramesRoundTrip) {
+  const std::string data("line\n\0\xff", 7);
+  auto frame = decode_output_frame(encode_output_frame(70000, true, data));
+  ASSERT_TRUE(frame.is_ok()) << frame.status().message();
+  EXPECT_EQ(frame->rank, 70000);
+  EXPECT_TRUE(frame->is_stderr);
+  EXPECT_EQ(frame->data, data);
+  EXPECT_FALSE(decode_output_frame("abc").is_ok());
+  EXPECT_FALSE(decode_output_frame(std::string("\0\0\0\0\3", 5)).is_ok());
+}
+
+TEST(JobLaunchTest, BatchAndForwardedOutputRoundTrip) {
+  JobLaunch l;
+  l.id = 3;
+  l.batch = true;
+  l.forward_output = true;
+  auto back = decode_launch(encode_launch(l));
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_TRUE(back->batch);
+  EXPECT_TRUE(back->forward_output);
+}
+
 TEST(JobLaunchTest, MalformedLaunchIsAnErrorNotAnException) {
   EXPECT_EQ(decode_launch("not json").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(decode_launch("[1]").status().code(), Code::kInvalidArgument);

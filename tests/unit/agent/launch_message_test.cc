@@ -145,6 +145,30 @@ TEST(LaunchMessage, EachTaskSeesItsOwnGpu) {
   EXPECT_FALSE(job_launch_from_message(bad_bind, 1, "g1", host).is_ok());
 }
 
+// hpcq batch: the script is one task on the first node, on all of its
+// cores; the second node runs nothing and holds its part.
+TEST(LaunchMessage, ABatchScriptRunsOnceOnTheFirstNode) {
+  const resource::NodeTopology topo = synthetic("pack:1 numa:2 core:4 pu:1");
+  const HostMapping host{&topo, false, 8, 1};
+  overlay::Launch launch = two_node_launch();
+  launch.set_batch(true);
+  launch.set_forward_output(true);
+  launch.mutable_allocation(0)->set_ntasks(2);
+  launch.set_cpus_per_task(1);
+  auto first = job_launch_from_message(launch, 1, "n1", host);
+  ASSERT_TRUE(first.is_ok()) << first.status().message();
+  EXPECT_TRUE(first->batch);
+  EXPECT_TRUE(first->forward_output);
+  ASSERT_EQ(first->tasks.size(), 1u);
+  EXPECT_EQ(first->tasks[0].rank, 0);
+  EXPECT_EQ(first->tasks[0].logical_cpus, "0-1");
+  EXPECT_EQ(first->tasks[0].host_cpus, (std::vector<int>{0, 1}));
+  auto second = job_launch_from_message(launch, 2, "n2", host);
+  ASSERT_TRUE(second.is_ok()) << second.status().message();
+  EXPECT_TRUE(second->tasks.empty());
+  EXPECT_EQ(second->host_cpus, (std::vector<int>{4, 5, 6, 7}));  // its part, held
+}
+
 // --distribution=cyclic over two nodes: ranks are dealt round-robin.
 TEST(LaunchMessage, CyclicDistributionDealsRanks) {
   const resource::NodeTopology topo = synthetic("pack:1 numa:2 core:4 pu:1");

@@ -147,6 +147,34 @@ TEST_F(JobTableTest, TheFirstPartThatFailsDecidesAndTheOthersAreKilled) {
   EXPECT_EQ(at(1).job.exit_code, 3);
 }
 
+TEST_F(JobTableTest, ABatchJobEndsWithItsScriptsPart) {
+  for (JobState script_end : {JobState::kCompleted, JobState::kFailed}) {
+    const JobId id = script_end == JobState::kCompleted ? 1 : 2;
+    submit(id).job.spec.batch = true;
+    table.start(at(id), on({3, 1, 2}), now);  // the script runs on the first node, rank 3
+    const int code = script_end == JobState::kCompleted ? 0 : 7;
+    EXPECT_EQ(table.part_ended(at(id), 3, script_end, code, "n3: script"),
+              (Effects{{Kind::kKillParts, id}}));
+    // The holding parts, killed, report CANCELLED: not the job's end.
+    EXPECT_TRUE(table.part_ended(at(id), 1, JobState::kCancelled, 137, "n1: killed").empty());
+    EXPECT_TRUE(table.part_ended(at(id), 2, JobState::kCancelled, 137, "n2: killed").empty());
+    AfterRun after = JobTableCore::after_run(at(id));
+    EXPECT_EQ(after.state, script_end);
+    EXPECT_EQ(after.reason, script_end == JobState::kCompleted ? "" : "n3: script");
+    carry_out(at(id), after);
+    EXPECT_EQ(at(id).job.exit_code, code);
+  }
+}
+
+TEST_F(JobTableTest, ABatchJobsHoldingPartThatFailsFailsIt) {
+  submit(1).job.spec.batch = true;
+  table.start(at(1), on({1, 2}), now);
+  EXPECT_EQ(table.part_ended(at(1), 2, JobState::kFailed, 1, "n2: holder failed"),
+            (Effects{{Kind::kKillParts, 1}}));
+  table.part_ended(at(1), 1, JobState::kCancelled, 137, "n1: killed");
+  EXPECT_EQ(JobTableCore::after_run(at(1)).state, JobState::kFailed);
+}
+
 TEST_F(JobTableTest, CompletedPartsKeepTheHighestExitCode) {
   submit(1);
   table.start(at(1), on({1, 2}), now);

@@ -25,7 +25,7 @@ class Submit : public ::testing::Test {
     };
   }
 
-  Result<SubmitOptions> parse(const Words& args) { return parse_submit_args(args, ctx_); }
+  Result<SubmitOptions> parse(const Words& args) { return parse_submit_args(args, ctx_, kind_); }
 
   SubmitOptions ok(const Words& args) {
     auto r = parse(args);
@@ -45,6 +45,7 @@ class Submit : public ::testing::Test {
   SubmitContext ctx_;
   std::map<std::string, std::string> files_;
   int reads_ = 0;
+  SubmitKind kind_ = SubmitKind::kSubmit;
 };
 
 TEST_F(Submit, CommandWithDefaults) {
@@ -66,6 +67,39 @@ TEST_F(Submit, CommandWithDefaults) {
   EXPECT_FALSE(s.requeue);
   EXPECT_FALSE(o.json);
   EXPECT_FALSE(o.wait);
+}
+
+TEST_F(Submit, BatchNeedsAScriptAndRunsItOnce) {
+  kind_ = SubmitKind::kBatch;
+  files_["job.sh"] = "#!/bin/sh\n#HPCQ -N 2\nsrun-like\n";
+  SubmitOptions o = ok({"job.sh", "arg"});
+  EXPECT_TRUE(o.spec.batch);
+  EXPECT_FALSE(o.spec.forward_output);
+  EXPECT_EQ(o.spec.request.nodes, 2);
+  EXPECT_EQ(o.spec.output, "hpcq-%j.out");
+  EXPECT_EQ(o.spec.argv, (Words{"job.sh", "arg"}));
+  EXPECT_EQ(error({"hostname"}),
+            "batch: 'hostname' is not a script (want a readable file starting with #!)");
+  files_["plain.txt"] = "echo hi\n";
+  EXPECT_NE(error({"plain.txt"}).find("is not a script"), std::string::npos);
+  EXPECT_EQ(error({"-N", "2"}), "batch: no script given");
+}
+
+TEST_F(Submit, RunForwardsOutputAndNeverReadsAScript) {
+  kind_ = SubmitKind::kRun;
+  files_["job.sh"] = "#!/bin/sh\n#HPCQ -N 2\n";
+  SubmitOptions o = ok({"-l", "-n", "4", "job.sh"});
+  EXPECT_EQ(reads_, 0);
+  EXPECT_TRUE(o.spec.forward_output);
+  EXPECT_FALSE(o.spec.batch);
+  EXPECT_TRUE(o.spec.script.empty());  // a command, whatever the file holds
+  EXPECT_EQ(o.spec.request.nodes, 0);
+  EXPECT_EQ(o.spec.output, "");
+  EXPECT_TRUE(o.label);
+  EXPECT_NE(error({"-o", "x", "true"}).find("--output"), std::string::npos);
+  EXPECT_EQ(error({"--label"}), "run: no command given");
+  kind_ = SubmitKind::kSubmit;
+  EXPECT_EQ(error({"--label", "true"}), "--label: only hpcq run labels output lines");
 }
 
 TEST_F(Submit, EveryOptionLongAndShort) {
