@@ -188,7 +188,7 @@ void Agent::repeat_unacknowledged_ends() {
   const TimeUs now = wall_clock_now();
   const TimeUs after = 2 * static_cast<TimeUs>(config_.heartbeat_interval_ms) * 1000;
   for (const overlay::JobUpdate& update : unacknowledged_->entries()) {
-    TimeUs& sent = end_sent_at_[update.job_id()];
+    TimeUs& sent = end_sent_at_[{update.job_id(), update.step()}];
     if (sent == 0) sent = now;  // from an earlier run: sent with the Hello
     if (now - sent < after) continue;
     overlay::Envelope envelope;
@@ -199,8 +199,10 @@ void Agent::repeat_unacknowledged_ends() {
   }
   // Forget the times of ends that were acknowledged.
   if (end_sent_at_.size() > unacknowledged_->size()) {
-    std::set<JobId> pending;
-    for (const auto& update : unacknowledged_->entries()) pending.insert(update.job_id());
+    std::set<std::pair<JobId, std::uint32_t>> pending;
+    for (const auto& update : unacknowledged_->entries()) {
+      pending.emplace(update.job_id(), update.step());
+    }
     std::erase_if(end_sent_at_, [&](const auto& e) { return !pending.count(e.first); });
   }
 }
@@ -230,7 +232,8 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kResize: on_resize(envelope.resize()); break;
     case overlay::Envelope::kSignal: on_signal(envelope.signal()); break;
     case overlay::Envelope::kJobUpdateAck: {
-      unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt());
+      unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt(),
+                           envelope.job_update_ack().step());
       break;
     }
     default:
@@ -239,8 +242,37 @@ void Agent::on_message(overlay::Envelope&& envelope) {
   }
 }
 
+void Agent::on_step_launch(const overlay::Launch& launch) {
+  const JobId id = launch.job_id();
+  const std::uint32_t step = launch.step();
+  auto fail = [&](const std::string& why) {
+    spdlog::warn("job {} step {}: launch failed: {}", id, step, why);
+    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why, std::nullopt, step);
+  };
+  if (steps_.count({id, step})) {  // a repeat: the leader has not seen our STARTED yet
+    report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "", std::nullopt, step);
+    return;
+  }
+  if (finished_steps_.count({id, step})) return;
+  auto running = attempts_.find(id);
+  if (running == attempts_.end() || running->second != launch.attempt()) {
+    return fail("the job is not running on this node");
+  }
+  const HostMapping host{&topology_, host_topology_, host_cpus_, host_numa_};
+  Result<JobLaunch> translated =
+      job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host);
+  if (!translated.is_ok()) return fail(translated.status().message());
+  translated->step = step;
+  Status launched = executor_->launch(*translated, wall_clock_now());
+  if (!launched.is_ok()) return fail(launched.message());
+  steps_.emplace(id, step);
+  report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "", std::nullopt, step);
+  sync_wait_fds();
+}
+
 void Agent::on_launch(const overlay::Launch& launch) {
   const JobId id = launch.job_id();
+  if (launch.step() != 0) return on_step_launch(launch);
   if (auto running = attempts_.find(id); running != attempts_.end()) {
     auto part = parts_.find(id);
     if (running->second == launch.attempt() && part != parts_.end() &&
@@ -466,6 +498,13 @@ void Agent::on_kill(const overlay::Kill& kill) {
     auto part = parts_.find(kill.job_id());
     if (it->second != kill.attempt() || part == parts_.end() || part->second != kill.part()) return;
   }
+  if (kill.step() != 0) {
+    if (it->second != kill.attempt()) return;
+    Status s = executor_->cancel_step(kill.job_id(), kill.step());
+    if (!s.is_ok())
+      spdlog::info("job {} step {}: cancel: {}", kill.job_id(), kill.step(), s.message());
+    return;
+  }
   Status s = executor_->cancel(kill.job_id());
   if (!s.is_ok()) spdlog::warn("job {}: cancel: {}", kill.job_id(), s.message());
 }
@@ -506,9 +545,17 @@ void Agent::on_job_exits() {
       case ExitKind::kTimeout: kind = overlay::JobUpdate::TIMEOUT; break;
     }
     auto attempt = attempts_.find(exit.id);
-    report(exit.id, attempt == attempts_.end() ? 0 : attempt->second, kind, exit.exit_code,
-           exit.reason);
+    const std::uint32_t run = attempt == attempts_.end() ? 0 : attempt->second;
+    if (exit.step != 0) {
+      report(exit.id, run, kind, exit.exit_code, exit.reason, std::nullopt, exit.step);
+      steps_.erase({exit.id, exit.step});
+      finished_steps_.emplace(exit.id, exit.step);
+      continue;
+    }
+    report(exit.id, run, kind, exit.exit_code, exit.reason);
     forget(exit.id);
+    // Its steps have ended before it (reap() saw to it): forget them too.
+    std::erase_if(finished_steps_, [&](const auto& s) { return s.first == exit.id; });
   }
   sync_wait_fds();
 }
@@ -519,6 +566,7 @@ void Agent::send_output(std::vector<TaskOutput> chunks) {
     envelope.set_dst(0);
     overlay::Output* output = envelope.mutable_output();
     output->set_job_id(chunk.id);
+    output->set_step(chunk.step);
     auto attempt = attempts_.find(chunk.id);
     output->set_attempt(attempt == attempts_.end() ? 0 : attempt->second);
     output->set_rank(static_cast<std::uint32_t>(chunk.rank));
@@ -532,7 +580,9 @@ void Agent::send_output(std::vector<TaskOutput> chunks) {
 void Agent::on_signal(const overlay::Signal& request) {
   auto attempt = attempts_.find(request.job_id());
   if (attempt == attempts_.end() || attempt->second != request.attempt()) return;  // stale
-  Status s = executor_->signal(request.job_id(), request.signo());
+  Status s = request.step() != 0
+                 ? executor_->signal_step(request.job_id(), request.step(), request.signo())
+                 : executor_->signal(request.job_id(), request.signo());
   if (!s.is_ok())
     spdlog::info("job {}: signal {}: {}", request.job_id(), request.signo(), s.message());
 }
@@ -550,7 +600,8 @@ void Agent::sync_wait_fds() {
 }
 
 void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
-                   const std::string& reason, std::optional<std::uint32_t> part) {
+                   const std::string& reason, std::optional<std::uint32_t> part,
+                   std::uint32_t step) {
   overlay::Envelope envelope;
   envelope.set_dst(0);
   overlay::JobUpdate* update = envelope.mutable_job_update();
@@ -560,13 +611,14 @@ void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kin
   update->set_reason(reason);
   update->set_time_us(wall_clock_now());
   update->set_attempt(attempt);
+  update->set_step(step);
   if (part) {
     update->set_part(*part);
   } else if (auto running = parts_.find(id); running != parts_.end()) {
     update->set_part(running->second);
   }
   if (kind != overlay::JobUpdate::STARTED) {
-    end_sent_at_[id] = update->time_us();
+    end_sent_at_[{id, step}] = update->time_us();
     Status kept = unacknowledged_->add(*update);
     if (!kept.is_ok()) spdlog::error("job {}: end not saved to disk: {}", id, kept.message());
   }

@@ -71,8 +71,12 @@ class Agent {
   void on_job_exits();
   void sync_wait_fds();
   // part: the Launch.part the update is about; unset: the part running here.
+  // `step` set: about that step of the job, not the job.
   void report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
-              const std::string& reason, std::optional<std::uint32_t> part = std::nullopt);
+              const std::string& reason, std::optional<std::uint32_t> part = std::nullopt,
+              std::uint32_t step = 0);
+  // A step of a job running here (Launch.step): started in the job's cgroup.
+  void on_step_launch(const overlay::Launch& launch);
 
   const ClusterConfig config_;
   const AgentOptions options_;
@@ -105,9 +109,12 @@ class Agent {
   // repeated in every Hello so that they survive a leader restart, a
   // partition, and a restart of this agent.
   std::unique_ptr<EndJournal> unacknowledged_;
-  Status checkpoint_;                    // the executor's checkpoint_capability() at start
-  Status checkpoint_others_;             // its checkpoint_of_other_users() at start
-  std::map<JobId, TimeUs> end_sent_at_;  // when each unacknowledged end was last sent
+  Status checkpoint_;         // the executor's checkpoint_capability() at start
+  Status checkpoint_others_;  // its checkpoint_of_other_users() at start
+  // Steps running here, and those that ended (a repeated launch is ignored).
+  std::set<std::pair<JobId, std::uint32_t>> steps_, finished_steps_;
+  std::map<std::pair<JobId, std::uint32_t>, TimeUs>
+      end_sent_at_;  // when each unacknowledged end was last sent
   // (job, attempt) of the parts that ended here lately, oldest first: the
   // leader repeats a Launch it has no confirmation of, and a repeat that
   // arrives after the part already ran must not run it again.

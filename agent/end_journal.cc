@@ -71,7 +71,7 @@ Result<std::unique_ptr<EndJournal>> EndJournal::open(const std::string& dir) {
       fs::remove(entry.path(), ec);
       continue;
     }
-    auto known = journal->seq_of_job_.find(update.job_id());
+    auto known = journal->seq_of_job_.find(key_of(update));
     if (known != journal->seq_of_job_.end()) {
       if (known->second > seq) {  // an older record of the same job
         fs::remove(entry.path(), ec);
@@ -80,37 +80,38 @@ Result<std::unique_ptr<EndJournal>> EndJournal::open(const std::string& dir) {
       journal->remove(known->second);
     }
     journal->by_seq_[seq] = update;
-    journal->seq_of_job_[update.job_id()] = seq;
+    journal->seq_of_job_[key_of(update)] = seq;
     journal->next_seq_ = std::max(journal->next_seq_, seq + 1);
   }
   if (ec) return internal_error("end journal " + dir + ": " + ec.message());
   return journal;
 }
 
-std::string EndJournal::path_of(std::uint64_t seq, JobId job) const {
-  return dir_ + "/" + std::to_string(seq) + "-" + std::to_string(job) + ".pb";
+std::string EndJournal::path_of(std::uint64_t seq, const overlay::JobUpdate& update) const {
+  return dir_ + "/" + std::to_string(seq) + "-" + std::to_string(update.job_id()) +
+         (update.step() != 0 ? "." + std::to_string(update.step()) : "") + ".pb";
 }
 
 void EndJournal::remove(std::uint64_t seq) {
   auto it = by_seq_.find(seq);
   if (it == by_seq_.end()) return;
   std::error_code ec;
-  fs::remove(path_of(seq, it->second.job_id()), ec);
-  seq_of_job_.erase(it->second.job_id());
+  fs::remove(path_of(seq, it->second), ec);
+  seq_of_job_.erase(key_of(it->second));
   by_seq_.erase(it);
 }
 
 Status EndJournal::add(const overlay::JobUpdate& update) {
-  auto known = seq_of_job_.find(update.job_id());
+  auto known = seq_of_job_.find(key_of(update));
   if (known != seq_of_job_.end()) remove(known->second);
   const std::uint64_t seq = next_seq_++;
   by_seq_[seq] = update;
-  seq_of_job_[update.job_id()] = seq;
-  return write_durably(path_of(seq, update.job_id()), update.SerializeAsString());
+  seq_of_job_[key_of(update)] = seq;
+  return write_durably(path_of(seq, update), update.SerializeAsString());
 }
 
-void EndJournal::ack(JobId job, std::uint32_t attempt) {
-  auto known = seq_of_job_.find(job);
+void EndJournal::ack(JobId job, std::uint32_t attempt, std::uint32_t step) {
+  auto known = seq_of_job_.find({job, step});
   if (known == seq_of_job_.end()) return;
   if (by_seq_.at(known->second).attempt() != attempt) return;
   remove(known->second);

@@ -133,6 +133,22 @@ std::string json_text(const nlohmann::json& value, int indent) {
   return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+nlohmann::json step_json(const v1::Step& s) {
+  std::vector<std::string> argv(s.spec().argv().begin(), s.spec().argv().end());
+  return {{"id", s.id()},
+          {"command", argv},
+          {"nodes", std::vector<std::string>(s.nodes().begin(), s.nodes().end())},
+          {"ntasks", s.ntasks()},
+          {"cpus_per_task", s.cpus_per_task()},
+          {"overlap", s.spec().overlap()},
+          {"submit", time_json(s.submit_time_us())},
+          {"start", time_json(s.start_time_us())},
+          {"end", time_json(s.end_time_us())},
+          {"state", api::state_name(s.state())},
+          {"exit_code", s.exit_code()},
+          {"reason", s.reason()}};
+}
+
 nlohmann::json job_json(const v1::Job& job) {
   nlohmann::json j;
   j["id"] = job.id();
@@ -213,6 +229,9 @@ nlohmann::json job_json(const v1::Job& job) {
   j["elastic"] = job.spec().elastic();
   j["resizes"] = nlohmann::json::array();
   for (const auto& r : job.resizes()) j["resizes"].push_back(resize_json(r));
+  j["batch"] = job.spec().batch();
+  j["steps"] = nlohmann::json::array();
+  for (const auto& s : job.steps()) j["steps"].push_back(step_json(s));
   j["held"] = job.held();
   j["account"] = job.spec().account();
   j["qos"] = job.spec().qos();
@@ -316,6 +335,14 @@ std::string status_text(const v1::Job& job) {
       << "   WorkDir=" << api::cwd_of(job.spec()) << "\n"
       << "   StdOut=" << (job.stdout_bytes().empty() ? job.stdout() : job.stdout_bytes()) << "\n"
       << "   StdErr=" << (job.stderr_bytes().empty() ? job.stderr() : job.stderr_bytes()) << "\n";
+  for (const auto& s : job.steps()) {
+    out << "   Step=" << job.id() << "." << s.id() << " State=" << api::state_name(s.state())
+        << " ExitCode=" << s.exit_code() << " NumTasks=" << s.ntasks()
+        << " NodeList=" << (s.nodes_size() ? join(s.nodes()) : "-") << " Command="
+        << join(std::vector<std::string>(s.spec().argv().begin(), s.spec().argv().end()));
+    if (!s.reason().empty()) out << " Reason=\"" << s.reason() << "\"";
+    out << "\n";
+  }
   return out.str();
 }
 
@@ -338,7 +365,7 @@ std::string nodes_table(const v1::ListNodesResponse& nodes) {
   return table(rows);
 }
 
-std::string history_table(const v1::ListJobsResponse& jobs) {
+std::string history_table(const v1::ListJobsResponse& jobs, bool with_steps) {
   std::vector<std::vector<std::string>> rows = {{"JOBID", "USER", "NAME", "QUEUE", "NODES", "CORES",
                                                  "SUBMIT", "START", "END", "STATE", "EXITCODE",
                                                  "CPUTIME(s)"}};
@@ -357,6 +384,19 @@ std::string history_table(const v1::ListJobsResponse& jobs) {
                     time_text(job.start_time_us()), time_text(job.end_time_us()),
                     api::state_name(job.state()), std::to_string(job.exit_code()),
                     std::to_string(j["cpu_time_s"].get<std::int64_t>())});
+    for (const auto& s : with_steps ? job.steps() : decltype(job.steps()){}) {
+      int cores = 0;
+      for (const auto& a : s.allocation()) cores += a.cores_size();
+      const std::int64_t held_s = s.start_time_us() && s.end_time_us()
+                                      ? (s.end_time_us() - s.start_time_us()) / 1000000
+                                      : 0;
+      rows.push_back({std::to_string(job.id()) + "." + std::to_string(s.id()), job.user(),
+                      s.spec().argv_size() ? s.spec().argv(0) : "-", "", join(s.nodes()),
+                      std::to_string(cores), time_text(s.submit_time_us()),
+                      time_text(s.start_time_us()), time_text(s.end_time_us()),
+                      api::state_name(s.state()), std::to_string(s.exit_code()),
+                      std::to_string(held_s * cores)});
+    }
   }
   return table(rows);
 }

@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -115,6 +117,19 @@ Result<std::vector<JobId>> resolve_job_ids(v1::Hpcq::Stub& stub, const std::stri
   return std::vector<JobId>{*id};
 }
 
+// "JOB.STEP" (a step, as hpcq run inside a batch job made it) or "JOB":
+// the job's text and the step (0 for the job itself).
+Result<std::pair<std::string, std::uint32_t>> split_step(const std::string& text) {
+  const std::size_t dot = text.find('.');
+  if (dot == std::string::npos) return std::pair<std::string, std::uint32_t>{text, 0};
+  auto step = parse_job_id(text.substr(dot + 1));
+  if (!step.is_ok() || *step > 0xffffffffULL) {
+    return invalid_argument("'" + text + "' is not a job or step id (want JOB or JOB.STEP)");
+  }
+  return std::pair<std::string, std::uint32_t>{text.substr(0, dot),
+                                               static_cast<std::uint32_t>(*step)};
+}
+
 // The one job `text` names (ARRAY_INDEX accepted).
 Result<JobId> resolve_job_id(v1::Hpcq::Stub& stub, const std::string& socket,
                              const std::string& text) {
@@ -126,14 +141,13 @@ Result<JobId> resolve_job_id(v1::Hpcq::Stub& stub, const std::string& socket,
 // hpcq submit, batch and run: they differ in how the command runs
 // (job::SubmitKind), and run then follows the job's output to its end.
 int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
+  // Inside an allocation (a batch script sets HPCQ_JOB_ID), hpcq run is a step of it.
+  std::optional<JobId> allocation;
   if (kind == job::SubmitKind::kRun) {
     if (const char* inside = std::getenv("HPCQ_JOB_ID"); inside && *inside) {
-      std::fprintf(stderr,
-                   "hpcq: run: inside job %s (HPCQ_JOB_ID is set), hpcq run would launch a step "
-                   "of it, and job steps are not supported yet; unset HPCQ_JOB_ID to run a job "
-                   "of its own\n",
-                   inside);
-      return 1;
+      auto id = parse_job_id(inside);
+      if (!id.is_ok()) return fail(invalid_argument("HPCQ_JOB_ID: " + id.status().message()));
+      allocation = *id;
     }
     block_interrupts();  // before any gRPC thread exists: they inherit it
   }
@@ -167,6 +181,7 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   if (!options.is_ok()) return fail(options.status());
   const std::string socket = socket_path();
   auto stub = connect(socket);
+  if (allocation) return run_step(*stub, socket, *allocation, *options);
   v1::SubmitRequest request;
   *request.mutable_spec() = api::to_proto(options->spec);
   v1::SubmitResponse response;
@@ -210,24 +225,30 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   return all_completed ? 0 : 1;
 }
 
-int cmd_attach(const std::string& text, const FollowOptions& options) {
+int cmd_attach(const std::string& given, FollowOptions options) {
+  auto split = split_step(given);
+  if (!split.is_ok()) return fail(split.status());
   const std::string socket = socket_path();
   auto stub = connect(socket);
-  auto id = resolve_job_id(*stub, socket, text);
+  auto id = resolve_job_id(*stub, socket, split->first);
   if (!id.is_ok()) return fail(id.status());
+  options.step = split->second;
   return follow_job(*stub, socket, *id, options);
 }
 
-int cmd_signal(const std::string& text, const std::string& name) {
+int cmd_signal(const std::string& given, const std::string& name) {
   auto signo = job::parse_signal(name);
   if (!signo.is_ok()) return fail(signo.status());
+  auto split = split_step(given);
+  if (!split.is_ok()) return fail(split.status());
   const std::string socket = socket_path();
   auto stub = connect(socket);
-  auto ids = resolve_job_ids(*stub, socket, text, /*whole_arrays=*/true);
+  auto ids = resolve_job_ids(*stub, socket, split->first, /*whole_arrays=*/split->second == 0);
   if (!ids.is_ok()) return fail(ids.status());
   for (JobId id : *ids) {
     v1::SignalRequest request;
     request.set_id(id);
+    request.set_step(split->second);
     request.set_signal(*signo);
     v1::SignalResponse response;
     grpc::ClientContext ctx;
@@ -281,8 +302,18 @@ int for_each_id(const std::vector<std::string>& ids, Call call) {
   const std::string socket = socket_path();
   auto stub = connect(socket);
   int code = 0;
-  for (const auto& text : ids) {
-    auto resolved = resolve_job_ids(*stub, socket, text, /*whole_arrays=*/true);
+  for (const auto& given : ids) {
+    // cancel takes a step (JOB.STEP); hold and release only jobs.
+    constexpr bool kSteps = requires(Request r) { r.set_step(1u); };
+    auto split = kSteps ? split_step(given)
+                        : Result<std::pair<std::string, std::uint32_t>>(
+                              std::pair<std::string, std::uint32_t>{given, 0});
+    if (!split.is_ok()) {
+      code = std::max(code, fail(split.status()));
+      continue;
+    }
+    const auto& [text, step] = *split;
+    auto resolved = resolve_job_ids(*stub, socket, text, /*whole_arrays=*/step == 0);
     if (!resolved.is_ok()) {
       code = std::max(code, fail(resolved.status()));
       continue;
@@ -290,6 +321,7 @@ int for_each_id(const std::vector<std::string>& ids, Call call) {
     for (JobId id : *resolved) {
       Request request;
       request.set_id(id);
+      if constexpr (kSteps) request.set_step(step);
       Response response;
       grpc::ClientContext ctx;
       Status s = from_grpc((stub.get()->*call)(&ctx, request, &response), socket);
@@ -390,7 +422,7 @@ int cmd_status(const std::vector<std::string>& ids, bool json) {
 
 // queue and history: one ListJobs call, printed as a table or a JSON array.
 int list_jobs(const v1::ListJobsRequest& request, bool json,
-              std::string (*table)(const v1::ListJobsResponse&)) {
+              const std::function<std::string(const v1::ListJobsResponse&)>& table) {
   const std::string socket = socket_path();
   v1::ListJobsResponse response;
   grpc::ClientContext ctx;
@@ -457,6 +489,7 @@ struct HistoryFilter {
   std::string user;
   std::vector<std::string> states;
   std::string since, until;  // YYYY-MM-DD[THH:MM[:SS]], local time
+  bool steps = false;        // a row per step too
 };
 
 Result<std::int64_t> parse_local_time(const std::string& text, const char* option) {
@@ -585,7 +618,9 @@ int cmd_history(const HistoryFilter& filter, bool json) {
     if (!t.is_ok()) return fail(t.status());
     request.set_ended_before_us(*t);
   }
-  return list_jobs(request, json, history_table);
+  return list_jobs(request, json, [&filter](const v1::ListJobsResponse& jobs) {
+    return history_table(jobs, filter.steps);
+  });
 }
 
 // Writes a CURVE key pair (mode 0600) and prints its public key, for
@@ -703,6 +738,7 @@ int main(int argc, char** argv) {
   HistoryFilter history_filter;
   auto* history = app.add_subcommand("history", "ended jobs, like sacct");
   history->add_option("-u,--user", history_filter.user, "only this user's jobs");
+  history->add_flag("--steps", history_filter.steps, "a row per step of each job too (JOB.STEP)");
   history
       ->add_option("-s,--state", history_filter.states,
                    "only these states (COMPLETED, FAILED, ...)")

@@ -17,6 +17,9 @@
 namespace hpcq::cli {
 namespace {
 
+// How long hpcq run and attach wait for a restarting hpcqd.
+constexpr auto kReconnectFor = std::chrono::minutes(5);
+
 void write_all(int fd, std::string_view data) {
   while (!data.empty()) {
     const ssize_t n = write(fd, data.data(), data.size());
@@ -49,7 +52,9 @@ class Labeller {
 
 // Ctrl-C: SIGINT to a running job's tasks (cancel a pending one); a second
 // within a second cancels the job. Runs until the process exits.
-void take_interrupts(const std::string& socket, JobId id) {
+void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
+  const std::string what =
+      "job " + std::to_string(id) + (step ? " step " + std::to_string(step) : "");
   auto stub = connect(socket);
   sigset_t set;
   sigemptyset(&set);
@@ -66,12 +71,13 @@ void take_interrupts(const std::string& socket, JobId id) {
       v1::SignalRequest request;
       request.set_id(id);
       request.set_signal(SIGINT);
+      request.set_step(step);
       v1::SignalResponse response;
       grpc::ClientContext ctx;
       s = from_grpc(stub->Signal(&ctx, request, &response), socket);
       if (s.is_ok()) {
-        std::fprintf(stderr, "hpcq: sent SIGINT to job %llu (Ctrl-C again within 1 s cancels it)\n",
-                     static_cast<unsigned long long>(id));
+        std::fprintf(stderr, "hpcq: sent SIGINT to %s (Ctrl-C again within 1 s cancels it)\n",
+                     what.c_str());
         continue;
       }
       if (s.code() != Code::kFailedPrecondition) {  // pending: cancelled below
@@ -81,12 +87,12 @@ void take_interrupts(const std::string& socket, JobId id) {
     }
     v1::CancelRequest request;
     request.set_id(id);
+    request.set_step(step);
     v1::CancelResponse response;
     grpc::ClientContext ctx;
     s = from_grpc(stub->Cancel(&ctx, request, &response), socket);
-    std::fprintf(
-        stderr, "hpcq: %s\n",
-        s.is_ok() ? ("cancelling job " + std::to_string(id)).c_str() : s.message().c_str());
+    std::fprintf(stderr, "hpcq: %s\n",
+                 s.is_ok() ? ("cancelling " + what).c_str() : s.message().c_str());
   }
 }
 
@@ -101,30 +107,49 @@ void block_interrupts() {
 
 int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
                const FollowOptions& options) {
-  if (options.interrupts) std::thread(take_interrupts, socket, id).detach();
+  if (options.interrupts) std::thread(take_interrupts, socket, id, options.step).detach();
   v1::WatchOutputRequest request;
   request.set_id(id);
+  request.set_step(options.step);
   request.set_from_start(options.from_start);
-  grpc::ClientContext ctx;
-  auto reader = stub.WatchOutput(&ctx, request);
-  v1::OutputChunk chunk;
   Labeller labeller;
-  while (reader->Read(&chunk)) {
-    if (chunk.dropped_bytes() > 0) {
-      std::fprintf(stderr, "hpcq: %llu bytes of job %llu's output are no longer held by hpcqd\n",
-                   static_cast<unsigned long long>(chunk.dropped_bytes()),
-                   static_cast<unsigned long long>(id));
+  // hpcqd restarting (an upgrade, a crash) does not end the tasks: wait for
+  // it, then go on with what the new one holds (the output that came after
+  // it started; what came in between is lost).
+  bool lost = false;
+  std::chrono::steady_clock::time_point lost_at{};
+  for (;;) {
+    grpc::ClientContext ctx;
+    auto reader = stub.WatchOutput(&ctx, request);
+    v1::OutputChunk chunk;
+    while (reader->Read(&chunk)) {
+      lost = false;
+      if (chunk.dropped_bytes() > 0) {
+        std::fprintf(stderr, "hpcq: %llu bytes of job %llu's output are no longer held by hpcqd\n",
+                     static_cast<unsigned long long>(chunk.dropped_bytes()),
+                     static_cast<unsigned long long>(id));
+      }
+      const bool is_stderr = chunk.stream() == v1::OutputChunk::STDERR;
+      const int fd = is_stderr ? 2 : 1;
+      if (options.label) {
+        write_all(fd, labeller.label(static_cast<int>(chunk.rank()), is_stderr, chunk.data()));
+      } else {
+        write_all(fd, chunk.data());
+      }
     }
-    const bool is_stderr = chunk.stream() == v1::OutputChunk::STDERR;
-    const int fd = is_stderr ? 2 : 1;
-    if (options.label) {
-      write_all(fd, labeller.label(static_cast<int>(chunk.rank()), is_stderr, chunk.data()));
-    } else {
-      write_all(fd, chunk.data());
+    Status s = from_grpc(reader->Finish(), socket);
+    if (s.is_ok()) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (s.code() == Code::kUnavailable && (!lost || now - lost_at < kReconnectFor)) {
+      if (!lost) {
+        std::fprintf(stderr, "hpcq: %s; waiting for it\n", s.message().c_str());
+        lost = true;
+        lost_at = now;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      request.set_from_start(true);
+      continue;
     }
-  }
-  Status s = from_grpc(reader->Finish(), socket);
-  if (!s.is_ok()) {
     std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
     return exit_code_of(s);
   }
@@ -132,16 +157,62 @@ int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
   get.set_id(id);
   v1::Job job;
   grpc::ClientContext get_ctx;
-  s = from_grpc(stub.GetJob(&get_ctx, get, &job), socket);
+  Status s = from_grpc(stub.GetJob(&get_ctx, get, &job), socket);
   if (!s.is_ok()) {
     std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
     return exit_code_of(s);
   }
-  if (job.state() == v1::COMPLETED) return 0;
-  std::fprintf(stderr, "hpcq: job %llu %s%s%s\n", static_cast<unsigned long long>(id),
-               v1::JobState_Name(job.state()).c_str(), job.reason().empty() ? "" : ": ",
-               job.reason().c_str());
-  return job.exit_code() > 0 ? job.exit_code() : 1;
+  std::string what = "job " + std::to_string(id);
+  v1::JobState state = job.state();
+  int exit_code = job.exit_code();
+  std::string reason = job.reason();
+  if (options.step != 0) {
+    if (static_cast<int>(options.step) > job.steps_size()) {
+      std::fprintf(stderr, "hpcq: job %llu has no step %u\n", static_cast<unsigned long long>(id),
+                   options.step);
+      return 1;
+    }
+    const v1::Step& step = job.steps(static_cast<int>(options.step) - 1);
+    what += " step " + std::to_string(options.step);
+    state = step.state();
+    exit_code = step.exit_code();
+    reason = step.reason();
+  }
+  if (state == v1::COMPLETED) return 0;
+  std::fprintf(stderr, "hpcq: %s %s%s%s\n", what.c_str(), v1::JobState_Name(state).c_str(),
+               reason.empty() ? "" : ": ", reason.c_str());
+  return exit_code > 0 ? exit_code : 1;
+}
+
+int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
+             const job::SubmitOptions& options) {
+  v1::LaunchStepRequest request;
+  request.set_id(job);
+  v1::StepSpec& spec = *request.mutable_spec();
+  for (const std::string& a : options.spec.argv) spec.add_argv(a);
+  for (const auto& [k, v] : options.spec.env.vars()) (*spec.mutable_env())[k] = v;
+  spec.set_cwd(options.spec.cwd);
+  spec.set_nodes(options.step.nodes);
+  spec.set_ntasks(options.step.ntasks);
+  spec.set_cpus_per_task(options.step.cpus_per_task);
+  spec.set_overlap(options.step.overlap);
+  spec.set_immediate(options.immediate);
+  v1::Step step;
+  grpc::ClientContext ctx;
+  Status s = from_grpc(stub.LaunchStep(&ctx, request, &step), socket);
+  if (!s.is_ok()) {
+    std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
+    return exit_code_of(s);
+  }
+  if (step.state() == v1::PENDING) {
+    std::fprintf(stderr, "hpcq: step %llu.%u waits for cores held by the job's other steps\n",
+                 static_cast<unsigned long long>(job), step.id());
+  }
+  FollowOptions follow;
+  follow.step = step.id();
+  follow.label = options.label;
+  follow.interrupts = true;
+  return follow_job(stub, socket, job, follow);
 }
 
 }  // namespace hpcq::cli

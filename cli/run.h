@@ -5,6 +5,7 @@
 #include <string>
 
 #include "lib/core/ids.h"
+#include "lib/job/submit_options.h"
 #include "proto/hpcq.grpc.pb.h"
 
 namespace hpcq::cli {
@@ -14,6 +15,7 @@ namespace hpcq::cli {
 void block_interrupts();
 
 struct FollowOptions {
+  std::uint32_t step = 0;  // a step of the job (hpcq run inside an allocation)
   bool from_start = true;  // else only the output that comes from now on
   bool label = false;      // prefix each line with "RANK: "
   // hpcq run: Ctrl-C sends SIGINT to the tasks (or cancels the job while it
@@ -28,5 +30,10 @@ struct FollowOptions {
 // at least 1, with a line on stderr saying how it ended.
 int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
                const FollowOptions& options);
+
+// hpcq run inside an allocation (HPCQ_JOB_ID = `job`): launches the step,
+// then follows it as follow_job does. Needs block_interrupts() first.
+int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
+             const job::SubmitOptions& options);
 
 }  // namespace hpcq::cli

@@ -60,7 +60,7 @@ grpc::Status ApiService::Cancel(grpc::ServerContext* context, const v1::CancelRe
   auto caller_found = authenticate(context);
   if (!caller_found.is_ok()) return to_grpc(caller_found.status());
   const Caller& caller = *caller_found;
-  return to_grpc(leader_.cancel(caller, request->id()).get());
+  return to_grpc(leader_.cancel(caller, request->id(), request->step()).get());
 }
 
 grpc::Status ApiService::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
@@ -226,7 +226,35 @@ grpc::Status ApiService::Signal(grpc::ServerContext* context, const v1::SignalRe
   if (!caller_found.is_ok()) return to_grpc(caller_found.status());
   auto signo = job::parse_signal(std::to_string(request->signal()));
   if (!signo.is_ok()) return to_grpc(signo.status());
-  return to_grpc(leader_.signal(*caller_found, request->id(), *signo).get());
+  return to_grpc(leader_.signal(*caller_found, request->id(), request->step(), *signo).get());
+}
+
+grpc::Status ApiService::LaunchStep(grpc::ServerContext* context,
+                                    const v1::LaunchStepRequest* request, v1::Step* response) {
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
+  const v1::StepSpec& spec = request->spec();
+  job::StepRecord step;
+  step.argv.assign(spec.argv().begin(), spec.argv().end());
+  for (const auto& [k, v] : spec.env()) step.env[k] = v;
+  step.cwd = spec.cwd();
+  step.request = {spec.nodes(), spec.ntasks(), spec.cpus_per_task(), spec.overlap()};
+  if (step.argv.empty() || step.argv[0].empty()) {
+    return to_grpc(invalid_argument("run: no command given"));
+  }
+  for (const std::string& a : step.argv) {
+    if (a.find('\0') != std::string::npos) {
+      return to_grpc(invalid_argument("command: NUL byte in an argument"));
+    }
+  }
+  if (!step.cwd.empty() && step.cwd[0] != '/') {
+    return to_grpc(invalid_argument("run: the working directory must be absolute"));
+  }
+  auto launched =
+      leader_.launch_step(*caller_found, request->id(), std::move(step), spec.immediate()).get();
+  if (!launched.is_ok()) return to_grpc(launched.status());
+  *response = std::move(launched).value();
+  return grpc::Status::OK;
 }
 
 namespace {
@@ -261,18 +289,27 @@ grpc::Status ApiService::WatchOutput(grpc::ServerContext* context,
   const JobId id = request->id();
   Result<v1::Job> job = leader_.get_job(caller, id).get();
   if (!job.is_ok()) return to_grpc(job.status());
-  if (!job->spec().forward_output()) {
+  const std::uint32_t step = request->step();
+  // The state of what is watched: the job, or one of its steps.
+  auto ended = [step](const v1::Job& j) {
+    return step == 0 ? j.state() >= v1::COMPLETED
+                     : j.steps(static_cast<int>(step) - 1).state() >= v1::COMPLETED;
+  };
+  if (step != 0 && static_cast<int>(step) > job->steps_size()) {
+    return to_grpc(not_found("job " + std::to_string(id) + " has no step " + std::to_string(step)));
+  }
+  if (step == 0 && !job->spec().forward_output()) {
     return to_grpc(failed_precondition("job " + std::to_string(id) +
                                        " writes its output to files (hpcq submit or batch); only "
-                                       "the output of hpcq run's jobs is streamed"));
+                                       "the output of hpcq run and of steps is streamed"));
   }
   std::uint64_t from = 0;
   bool from_now = !request->from_start();
-  bool ended_before = job->state() >= v1::COMPLETED;
+  bool ended_before = ended(*job);
   while (!context->IsCancelled()) {
     // The output of a job that ended long ago may be gone: one look, then done.
     const auto wait = ended_before ? std::chrono::milliseconds(0) : std::chrono::milliseconds(500);
-    JobOutput::Batch batch = leader_.output().read(id, from, from_now, wait);
+    JobOutput::Batch batch = leader_.output().read(id, step, from, from_now, wait);
     from_now = false;
     if (!write_output(batch, writer)) return grpc::Status::OK;
     from = batch.next;
@@ -282,7 +319,7 @@ grpc::Status ApiService::WatchOutput(grpc::ServerContext* context,
       // Quiet: did the job end without its output being marked (a restarted hpcqd)?
       job = leader_.get_job(caller, id).get();
       if (!job.is_ok()) return to_grpc(job.status());
-      ended_before = job->state() >= v1::COMPLETED;
+      ended_before = ended(*job);
     }
   }
   return grpc::Status::OK;

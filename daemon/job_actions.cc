@@ -372,7 +372,7 @@ void JobActions::publish(const job::Job& job) {
   event.set_reason(job.reason);
   ctx_.events.append(std::move(event), job.uid);
   // Its agents sent its output before its end: readers may finish.
-  if (job.spec.forward_output && job::is_terminal(job.state)) ctx_.output.end(job.id);
+  if (job.spec.forward_output && job::is_terminal(job.state)) ctx_.output.end(job.id, 0);
 }
 
 // A job's record "<job>/<number>" of `kind` (load_job_records reads them).

@@ -16,6 +16,7 @@
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
 #include "lib/job/job_table.h"
+#include "lib/job/steps.h"
 #include "lib/resource/allocation.h"
 #include "proto/hpcq.pb.h"
 #include "proto/overlay.pb.h"
@@ -79,6 +80,11 @@ struct JobEntry : job::JobRecord {
   std::map<Rank, resource::Allocation> removing;  // the part, as part_on() gives it
   // Fair-share: charged up to here (the start, then each resize).
   TimeUs usage_from = 0;
+  // A batch job's steps (daemon/steps.h), by id - 1; and the cores its
+  // running steps hold, which the next step may not use (without --overlap).
+  std::vector<job::StepRecord> steps;
+  job::BusyCores step_cores;
+  TimeUs steps_sent_at = 0;  // the last repeat of unconfirmed step launches
 };
 
 using JobTable = job::JobTable<JobEntry>;

@@ -2,18 +2,18 @@
 
 namespace hpcq::daemon {
 
-std::shared_ptr<JobOutput::Entry> JobOutput::entry(JobId id) {
-  std::shared_ptr<Entry>& e = entries_[id];
+std::shared_ptr<JobOutput::Entry> JobOutput::entry(Key key) {
+  std::shared_ptr<Entry>& e = entries_[key];
   if (!e) e = std::make_shared<Entry>();
   return e;
 }
 
-void JobOutput::append(JobId id, int rank, bool is_stderr, std::string data) {
+void JobOutput::append(JobId id, std::uint32_t step, int rank, bool is_stderr, std::string data) {
   if (data.empty()) return;
   {
     std::lock_guard lock(mutex_);
-    Entry& e = *entry(id);  // the map holds it
-    if (e.ended) return;    // a late copy after the end: the job's output is closed
+    Entry& e = *entry({id, step});  // the map holds it
+    if (e.ended) return;            // a late copy after the end: the job's output is closed
     const std::size_t size = data.size();
     e.chunks.push_back({e.end, rank, is_stderr, std::move(data)});
     e.end += size;
@@ -27,13 +27,13 @@ void JobOutput::append(JobId id, int rank, bool is_stderr, std::string data) {
   changed_.notify_all();
 }
 
-void JobOutput::end(JobId id) {
+void JobOutput::end(JobId id, std::uint32_t step) {
   {
     std::lock_guard lock(mutex_);
-    Entry& e = *entry(id);  // the map holds it
+    Entry& e = *entry({id, step});  // the map holds it
     if (e.ended) return;
     e.ended = true;
-    ended_.push_back(id);
+    ended_.push_back({id, step});
     while (ended_.size() > ended_kept_) {
       entries_.erase(ended_.front());
       ended_.pop_front();
@@ -50,10 +50,10 @@ void JobOutput::shutdown() {
   changed_.notify_all();
 }
 
-JobOutput::Batch JobOutput::read(JobId id, std::uint64_t from, bool from_now,
+JobOutput::Batch JobOutput::read(JobId id, std::uint32_t step, std::uint64_t from, bool from_now,
                                  std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  const std::shared_ptr<Entry> held = entry(id);
+  const std::shared_ptr<Entry> held = entry({id, step});
   Entry& e = *held;
   if (from_now) from = e.end;
   changed_.wait_for(lock, timeout, [&] { return shut_down_ || e.ended || e.end > from; });

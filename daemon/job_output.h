@@ -1,5 +1,6 @@
-// The tasks' output of the jobs launched with forward_output (hpcq run),
-// behind WatchOutput (hpcq run, hpcq attach).
+// The tasks' output of the jobs launched with forward_output (hpcq run) and
+// of batch jobs' steps, behind WatchOutput (hpcq run, hpcq attach). Each
+// job's and each step's output is a stream of its own (step 0: the job's).
 //
 // The leader's loop thread appends what the agents send (Output messages) and
 // marks a job's output ended at the job's end; gRPC threads read with a
@@ -36,8 +37,8 @@ class JobOutput {
   };
 
   // Loop thread.
-  void append(JobId id, int rank, bool is_stderr, std::string data);
-  void end(JobId id);
+  void append(JobId id, std::uint32_t step, int rank, bool is_stderr, std::string data);
+  void end(JobId id, std::uint32_t step);
   void shutdown();  // wakes every reader
 
   struct Batch {
@@ -49,7 +50,8 @@ class JobOutput {
   };
   // Output from offset `from` on (`from_now`: from the end of what has come so
   // far), waiting up to `timeout` for some.
-  Batch read(JobId id, std::uint64_t from, bool from_now, std::chrono::milliseconds timeout);
+  Batch read(JobId id, std::uint32_t step, std::uint64_t from, bool from_now,
+             std::chrono::milliseconds timeout);
 
  private:
   struct Entry {
@@ -59,15 +61,16 @@ class JobOutput {
     std::size_t held = 0;     // bytes in `chunks`
     bool ended = false;
   };
-  std::shared_ptr<Entry> entry(JobId id);  // made if missing; mutex_ held
+  using Key = std::pair<JobId, std::uint32_t>;
+  std::shared_ptr<Entry> entry(Key key);  // made if missing; mutex_ held
   const std::size_t bytes_per_job_;
   const std::size_t ended_kept_;
   std::mutex mutex_;
   std::condition_variable changed_;
   // Shared: a reader waiting on an entry keeps it while an end drops it.
-  std::map<JobId, std::shared_ptr<Entry>> entries_;  // guarded by mutex_
-  std::deque<JobId> ended_;                          // guarded by mutex_; in the order they ended
-  bool shut_down_ = false;                           // guarded by mutex_
+  std::map<Key, std::shared_ptr<Entry>> entries_;  // guarded by mutex_
+  std::deque<Key> ended_;                          // guarded by mutex_; in the order they ended
+  bool shut_down_ = false;                         // guarded by mutex_
 };
 
 }  // namespace hpcq::daemon

@@ -9,33 +9,42 @@ void JobReports::on_job_update(Rank rank, const overlay::JobUpdate& update) {
   // whatever this update changed is committed. Batches commit in order, so an
   // empty one submitted after the job's record completes after it: an
   // acknowledged end is never lost.
-  handle_job_update(rank, update);
-  if (update.kind() != overlay::JobUpdate::STARTED) {
-    ack_after_commit(rank, update.job_id(), update.attempt());
+  if (update.step() != 0) {
+    steps_.on_update(rank, update);
+  } else {
+    handle_job_update(rank, update);
   }
+  if (update.kind() != overlay::JobUpdate::STARTED) ack_after_commit(rank, update);
 }
 
 void JobReports::on_output(Rank rank, overlay::Output&& output) {
   auto it = ctx_.table.jobs().find(output.job_id());
   if (it == ctx_.table.jobs().end()) return;
   const JobEntry& entry = it->second;
-  // Output of an earlier attempt, or from a node the job no longer runs on.
-  if (!entry.job.spec.forward_output || entry.job.state != job::JobState::kRunning ||
+  // Output of an earlier attempt, or from a node the job or step no longer runs on.
+  if (entry.job.state != job::JobState::kRunning ||
       output.attempt() != static_cast<std::uint32_t>(entry.job.requeue_count) ||
       !entry.running_on.count(rank)) {
     return;
   }
-  ctx_.output.append(entry.job.id, static_cast<int>(output.rank()),
+  if (output.step() != 0 ? !Steps::is_running_on(entry, output.step(), rank)
+                         : !entry.job.spec.forward_output) {
+    return;
+  }
+  ctx_.output.append(entry.job.id, output.step(), static_cast<int>(output.rank()),
                      output.stream() == overlay::Output::STDERR, std::move(*output.mutable_data()));
 }
 
-void JobReports::ack_after_commit(Rank rank, JobId job, std::uint32_t attempt) {
-  ctx_.committer->submit(store::WriteBatch{}, [this, rank, job, attempt](Status) {
-    ctx_.loop.post([this, rank, job, attempt] {
+void JobReports::ack_after_commit(Rank rank, const overlay::JobUpdate& update) {
+  const JobId job = update.job_id();
+  const std::uint32_t attempt = update.attempt(), step = update.step();
+  ctx_.committer->submit(store::WriteBatch{}, [this, rank, job, attempt, step](Status) {
+    ctx_.loop.post([this, rank, job, attempt, step] {
       overlay::Envelope ack;
       ack.set_dst(rank);
       ack.mutable_job_update_ack()->set_job_id(job);
       ack.mutable_job_update_ack()->set_attempt(attempt);
+      ack.mutable_job_update_ack()->set_step(step);
       (void)ctx_.overlay->send(std::move(ack));
     });
   });

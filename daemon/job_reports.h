@@ -12,13 +12,14 @@
 #include "daemon/context.h"
 #include "daemon/job_actions.h"
 #include "daemon/resizes.h"
+#include "daemon/steps.h"
 
 namespace hpcq::daemon {
 
 class JobReports {
  public:
-  JobReports(Context& ctx, JobActions& actions, Resizes& resizes)
-      : ctx_(ctx), actions_(actions), resizes_(resizes) {}
+  JobReports(Context& ctx, JobActions& actions, Resizes& resizes, Steps& steps)
+      : ctx_(ctx), actions_(actions), resizes_(resizes), steps_(steps) {}
   JobReports(const JobReports&) = delete;
   JobReports& operator=(const JobReports&) = delete;
 
@@ -27,11 +28,12 @@ class JobReports {
 
  private:
   void handle_job_update(Rank rank, const overlay::JobUpdate& update);
-  void ack_after_commit(Rank rank, JobId job, std::uint32_t attempt);
+  void ack_after_commit(Rank rank, const overlay::JobUpdate& update);
 
   Context& ctx_;
   JobActions& actions_;
   Resizes& resizes_;
+  Steps& steps_;
 };
 
 }  // namespace hpcq::daemon

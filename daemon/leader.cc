@@ -82,12 +82,16 @@ Status Leader::start() {
   ctx_.overlay = std::move(overlay).value();
 
   actions_.set_cycle([this] { driver_.run_cycle(); });
-  actions_.set_run_end([this](JobEntry& entry) { resizes_.on_run_end(entry); });
+  actions_.set_run_end([this](JobEntry& entry) {
+    resizes_.on_run_end(entry);
+    steps_.on_run_end(entry);
+  });
   monitor_.start_watching();
   ctx_.loop.run_every(std::chrono::milliseconds(ctx_.config.heartbeat_interval_ms), [this] {
     monitor_.check_heartbeats();
     checkpoints_.check_deadlines();
     resizes_.check_deadlines();
+    steps_.repeat_unconfirmed();
     actions_.repeat_unconfirmed();
     checkpoints_.checkpoint_due_jobs();
     if (driver_.wants_periodic_cycle()) actions_.schedule_soon();
@@ -191,10 +195,11 @@ Result<JobEntry*> Leader::find_for(const Caller& caller, JobId id) {
   return &it->second;
 }
 
-std::future<Status> Leader::cancel(const Caller& caller, JobId id) {
-  return ask([this, caller, id]() -> Status {
+std::future<Status> Leader::cancel(const Caller& caller, JobId id, job::StepId step) {
+  return ask([this, caller, id, step]() -> Status {
     auto found = find_for(caller, id);
     if (!found.is_ok()) return found.status();
+    if (step != 0) return steps_.cancel(**found, step, user_name_of(caller.uid));
     auto cancelled = ctx_.table.cancel(**found, user_name_of(caller.uid), ctx_.now());
     if (!cancelled.is_ok()) return cancelled.status();
     actions_.apply(*cancelled);
@@ -202,8 +207,8 @@ std::future<Status> Leader::cancel(const Caller& caller, JobId id) {
   });
 }
 
-std::future<Status> Leader::signal(const Caller& caller, JobId id, int signo) {
-  return ask([this, caller, id, signo]() -> Status {
+std::future<Status> Leader::signal(const Caller& caller, JobId id, job::StepId step, int signo) {
+  return ask([this, caller, id, step, signo]() -> Status {
     auto found = find_for(caller, id);
     if (!found.is_ok()) return found.status();
     const JobEntry& entry = **found;
@@ -211,8 +216,18 @@ std::future<Status> Leader::signal(const Caller& caller, JobId id, int signo) {
       return failed_precondition("job " + std::to_string(id) + " is " +
                                  job::state_name(entry.job.state) + ", not running");
     }
+    if (step != 0) return steps_.signal(entry, step, signo);
     actions_.send_signal(entry, signo);
     return Status::ok();
+  });
+}
+
+std::future<Result<v1::Step>> Leader::launch_step(const Caller& caller, JobId id,
+                                                  job::StepRecord step, bool immediate) {
+  return ask([this, caller, id, step = std::move(step), immediate]() mutable -> Result<v1::Step> {
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return found.status();
+    return steps_.launch(**found, std::move(step), immediate);
   });
 }
 
@@ -226,6 +241,7 @@ std::future<Result<v1::Job>> Leader::get_job(const Caller& caller, JobId id) {
     for (const v1::ResizeRecord& r : entry.resizes) *described.add_resizes() = r;
     described.set_restore_from(entry.restore_from);
     for (const v1::Placement& p : entry.placements) *described.add_placements() = p;
+    for (const job::StepRecord& s : entry.steps) *described.add_steps() = api::to_proto(s);
     return described;
   });
 }
@@ -251,6 +267,7 @@ std::future<v1::ListJobsResponse> Leader::list_jobs(const Caller& caller,
       *listed = describe(job);
       // Accounting shows every node set a job ran on (migrations, restarts).
       for (const v1::Placement& p : entry.placements) *listed->add_placements() = p;
+      for (const job::StepRecord& s : entry.steps) *listed->add_steps() = api::to_proto(s);
     }
     return response;
   });

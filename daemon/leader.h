@@ -29,6 +29,7 @@
 #include "daemon/peer_credentials.h"
 #include "daemon/resizes.h"
 #include "daemon/sched_driver.h"
+#include "daemon/steps.h"
 #include "lib/core/config.h"
 #include "lib/job/job.h"
 #include "lib/job/records.h"
@@ -52,9 +53,14 @@ class Leader {
 
   // Any thread.
   std::future<Result<SubmitResult>> submit(const Caller& caller, job::JobSpec spec);
-  std::future<Status> cancel(const Caller& caller, JobId id);
-  // Sends `signo` (checked by the caller) to every task of a running job.
-  std::future<Status> signal(const Caller& caller, JobId id, int signo);
+  // `step` set: only that step of the job.
+  std::future<Status> cancel(const Caller& caller, JobId id, job::StepId step = 0);
+  // Sends `signo` (checked by the caller) to every task of a running job
+  // (and of its steps), or of one step.
+  std::future<Status> signal(const Caller& caller, JobId id, job::StepId step, int signo);
+  // hpcq run inside a batch job (daemon/steps.h).
+  std::future<Result<v1::Step>> launch_step(const Caller& caller, JobId id, job::StepRecord step,
+                                            bool immediate);
   std::future<Result<v1::Job>> get_job(const Caller& caller, JobId id);
   std::future<v1::ListJobsResponse> list_jobs(const Caller& caller, v1::ListJobsRequest request);
   std::future<v1::ListNodesResponse> list_nodes();
@@ -110,7 +116,8 @@ class Leader {
   JobActions actions_{ctx_};
   Resizes resizes_{ctx_, actions_};
   Checkpoints checkpoints_{ctx_, actions_};
-  JobReports reports_{ctx_, actions_, resizes_};
+  Steps steps_{ctx_, actions_};
+  JobReports reports_{ctx_, actions_, resizes_, steps_};
   NodeMonitor monitor_{ctx_, actions_, resizes_, checkpoints_, reports_};
   SchedDriver driver_{ctx_, actions_, checkpoints_, resizes_};
   JobId next_job_id_ = 1;

@@ -9,7 +9,9 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "daemon/checkpoints.h"
+#include "daemon/steps.h"
 #include "daemon/usage_record.h"
+#include "lib/api/job_proto.h"
 #include "lib/store/codec.h"
 
 namespace hpcq::daemon {
@@ -66,6 +68,30 @@ Status load_nodes(Context& ctx, store::Store& store) {
   return Status::ok();
 }
 
+// Each job's steps ("step" records, "<job>/<step>"): a running step stays
+// running where it was (its agents report its end), a pending one waits on.
+Status load_steps(Context& ctx, store::Store& store) {
+  auto stored = store.load_records("step");
+  if (!stored.is_ok()) return stored.status();
+  for (const auto& [key, value] : *stored) {
+    v1::Step record;
+    auto it = ctx.table.jobs().find(std::strtoull(key.c_str(), nullptr, 10));
+    auto step = it == ctx.table.jobs().end() ||
+                        !google::protobuf::util::JsonStringToMessage(value, &record).ok()
+                    ? Result<job::StepRecord>(invalid_argument("unreadable"))
+                    : api::from_proto(record);
+    if (!step.is_ok() || step->id == 0) {
+      spdlog::warn("store: step record {} ignored", key);
+      continue;
+    }
+    std::vector<job::StepRecord>& steps = it->second.steps;
+    if (steps.size() < step->id) steps.resize(step->id);
+    steps[step->id - 1] = std::move(step).value();
+  }
+  for (auto& [id, entry] : ctx.table.jobs()) Steps::restore(entry);
+  return Status::ok();
+}
+
 // Each job's checkpoint, placement and resize records ("<job>/<n>"), and
 // what they say of its next start or its run.
 Status load_job_history(Context& ctx, store::Store& store) {
@@ -112,7 +138,7 @@ Status load_job_history(Context& ctx, store::Store& store) {
       entry.usage_from = entry.last_resize;
     }
   }
-  return Status::ok();
+  return load_steps(ctx, store);
 }
 
 }  // namespace

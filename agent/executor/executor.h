@@ -48,6 +48,7 @@ struct CheckpointOutcome {
 // Some output of a task of a job launched with forward_output.
 struct TaskOutput {
   JobId id = 0;
+  std::uint32_t step = 0;  // 0: the job's own tasks
   int rank = 0;
   bool is_stderr = false;
   std::string data;
@@ -65,8 +66,14 @@ class Executor {
   // Returns once the job's tasks have started (or failed to; then nothing of
   // the job is left).
   virtual Status launch(const JobLaunch& launch, TimeUs now) = 0;
-  // The job is reported kCancelled by reap(); kNotFound if it is not here.
+  // A launch with `step` set is a step of a job running here (kNotFound if
+  // it is not). The job's end ends its steps too (reaped first).
+
+  // The job and its steps are reported kCancelled by reap(); kNotFound if
+  // it is not here.
   virtual Status cancel(JobId id) = 0;
+  // Only that step of the job.
+  virtual Status cancel_step(JobId id, std::uint32_t step) = 0;
   // Ends the jobs past their time limit (reported kTimeout).
   virtual void check_timeouts(TimeUs now) = 0;
   // Non-blocking: the jobs that ended since the last call.
@@ -81,7 +88,8 @@ class Executor {
   virtual std::vector<JobId> running() const = 0;
   // Sends `signo` to the job's tasks on this node (an elastic job's resize
   // notice, agent/elastic_job.h); kNotFound if it is not here.
-  virtual Status signal(JobId id, int signo) = 0;
+  virtual Status signal(JobId id, int signo) = 0;  // the job's tasks and its steps'
+  virtual Status signal_step(JobId id, std::uint32_t step, int signo) = 0;
   // Ends every job (not reported by reap()) and cleans up.
   virtual void shutdown() = 0;
 

@@ -79,6 +79,7 @@ std::string encode_launch(const JobLaunch& l) {
             {"memory_limit_bytes", l.memory_limit_bytes},
             {"time_limit_s", l.time_limit_s},
             {"batch", l.batch},
+            {"step", l.step},
             {"forward_output", l.forward_output}};
   // User bytes went in as bytes_to_json; replace, not throw, on the rest.
   return j.dump(1, ' ', false, json::error_handler_t::replace);
@@ -137,6 +138,7 @@ Result<JobLaunch> decode_launch(std::string_view text) {
     l.memory_limit_bytes = j.at("memory_limit_bytes").get<std::uint64_t>();
     l.time_limit_s = j.at("time_limit_s").get<std::int64_t>();
     l.batch = j.value("batch", false);
+    l.step = j.value("step", std::uint32_t{0});
     l.forward_output = j.value("forward_output", false);
     return l;
   } catch (const json::exception& e) {

@@ -52,6 +52,9 @@ struct WorkerSpec {
 
 struct JobLaunch {
   JobId id = 0;
+  // Set: a step of the running job `id` (hpcq run inside an allocation): its
+  // tasks run in a cgroup under the job's, in a PID namespace of their own.
+  std::uint32_t step = 0;
   std::uint32_t uid = 0, gid = 0;
   std::string user;                        // tasks run as this user (initgroups too)
   std::vector<std::string> argv;           // command run by every task
@@ -96,8 +99,9 @@ const char* exit_kind_name(ExitKind kind);
 struct JobExit {
   JobId id = 0;
   ExitKind kind = ExitKind::kCompleted;
-  int exit_code = 0;   // 0..255; a process killed by signal N counts as 128 + N
-  std::string reason;  // one line; empty for a completed job
+  int exit_code = 0;       // 0..255; a process killed by signal N counts as 128 + N
+  std::string reason;      // one line; empty for a completed job
+  std::uint32_t step = 0;  // set: a step of job `id` ended, not the job
 };
 
 // The files of one job directory.

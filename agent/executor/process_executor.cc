@@ -172,7 +172,9 @@ Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& d
 Status ProcessExecutor::prepare_workers(JobLaunch& l, Job& j) const {
   const bool v2 = hierarchy_.version() == CgroupVersion::kV2;
   const bool own_cgroups = l.image.empty() && l.workers.size() > 1;
-  if (v2 && (own_cgroups || !l.image.empty())) {
+  // v2 allows processes only in leaves: a job that has children (workers,
+  // containers, a batch job's steps) keeps its shell in a leaf of its own.
+  if (v2 && (own_cgroups || !l.image.empty() || l.batch)) {
     auto shell = j.cgroup.create_child("shell", {});
     if (!shell.is_ok()) return shell.status();
     j.shell_cgroup = std::move(shell).value();
@@ -301,7 +303,9 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
 
 Status ProcessExecutor::validate(const JobLaunch& l) const {
   const std::string job = "job " + std::to_string(l.id);
-  if (jobs_.count(l.id)) return Status(Code::kAlreadyExists, job + " is already running here");
+  if (l.step == 0 && jobs_.count(l.id)) {
+    return Status(Code::kAlreadyExists, job + " is already running here");
+  }
   if (l.tasks.empty() && !l.batch) return invalid_argument(job + ": no tasks for this node");
   if (l.forward_output && !l.image.empty()) {
     return invalid_argument(job + ": output of an --image job cannot be forwarded");
@@ -320,6 +324,7 @@ Status ProcessExecutor::validate(const JobLaunch& l) const {
 }
 
 Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
+  if (given.step != 0) return launch_step(given);
   JobLaunch l = given;
   ensure_workers(l);
   const std::string job = "job " + std::to_string(l.id);
@@ -535,6 +540,9 @@ Status ProcessExecutor::cancel(JobId id) {
     return failed_precondition("job " + std::to_string(id) +
                                " is being checkpointed: cancel it once that is done");
   }
+  for (Job* step : steps_of(id)) {
+    if (!poll_exit(*step) && signal_pidfd(step->pidfd, SIGKILL) == 0) step->cancelled = true;
+  }
   if (poll_exit(job)) return failed_precondition("job " + std::to_string(id) + " already ended");
   if (signal_pidfd(job.pidfd, SIGKILL) != 0) {
     return internal_error("job " + std::to_string(id) + ": kill: " + errno_text(errno));
@@ -543,15 +551,90 @@ Status ProcessExecutor::cancel(JobId id) {
   return Status::ok();
 }
 
+Status ProcessExecutor::cancel_step(JobId id, std::uint32_t step) {
+  const std::string name = "job " + std::to_string(id) + " step " + std::to_string(step);
+  auto it = steps_.find({id, step});
+  if (it == steps_.end()) return not_found(name + " is not running here");
+  if (poll_exit(it->second)) return failed_precondition(name + " already ended");
+  if (signal_pidfd(it->second.pidfd, SIGKILL) != 0) {
+    return internal_error(name + ": kill: " + errno_text(errno));
+  }
+  it->second.cancelled = true;
+  return Status::ok();
+}
+
 Status ProcessExecutor::signal(JobId id, int signo) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return not_found("job " + std::to_string(id) + " is not running here");
   Job& job = it->second;
+  for (Job* step : steps_of(id)) {
+    if (!poll_exit(*step)) signal_pidfd(step->pidfd, signo);
+  }
   if (poll_exit(job)) return failed_precondition("job " + std::to_string(id) + " already ended");
   if (signal_pidfd(job.pidfd, signo) != 0) {
     return internal_error("job " + std::to_string(id) + ": signal " + std::to_string(signo) + ": " +
                           errno_text(errno));
   }
+  return Status::ok();
+}
+
+Status ProcessExecutor::signal_step(JobId id, std::uint32_t step, int signo) {
+  const std::string name = "job " + std::to_string(id) + " step " + std::to_string(step);
+  auto it = steps_.find({id, step});
+  if (it == steps_.end()) return not_found(name + " is not running here");
+  if (poll_exit(it->second)) return failed_precondition(name + " already ended");
+  if (signal_pidfd(it->second.pidfd, signo) != 0) {
+    return internal_error(name + ": signal " + std::to_string(signo) + ": " + errno_text(errno));
+  }
+  return Status::ok();
+}
+
+Status ProcessExecutor::launch_step(JobLaunch l) {
+  ensure_workers(l);
+  const std::string name = "job " + std::to_string(l.id) + " step " + std::to_string(l.step);
+  auto parent = jobs_.find(l.id);
+  if (parent == jobs_.end() || parent->second.exited) {
+    return not_found(name + ": the job is not running here");
+  }
+  if (parent->second.checkpointing) {
+    return failed_precondition(name + ": the job is being checkpointed");
+  }
+  if (steps_.count({l.id, l.step})) {
+    return Status(Code::kAlreadyExists, name + " is already running here");
+  }
+  HPCQ_RETURN_IF_ERROR(validate(l));
+  Job s;
+  s.id = l.id;
+  s.step = l.step;
+  s.uid = l.uid;
+  s.forward_output = l.forward_output;
+  const std::string steps_dir = parent->second.dir + "/steps";
+  s.dir = steps_dir + "/" + std::to_string(l.step);
+  if (mkdir(steps_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return internal_error(name + ": mkdir " + steps_dir + ": " + errno_text(errno));
+  }
+  std::error_code ec;
+  Status st = prepare_job_dir(l, s.dir);
+  if (st.is_ok()) {
+    // Its cpuset within the job's; the job's memory limit covers it.
+    auto cgroup = parent->second.cgroup.create_child("step-" + std::to_string(l.step),
+                                                     {l.host_cpus, l.host_mems, 0, 0});
+    if (cgroup.is_ok()) {
+      s.cgroup = std::move(cgroup).value();
+      s.shell_cgroup = s.cgroup;
+    }
+    st = cgroup.status();
+  }
+  if (st.is_ok()) st = write_new_file(JobFiles(s.dir).launch, encode_launch(l), 0600, 0, 0);
+  if (st.is_ok()) st = start_shell(s);
+  if (!st.is_ok()) {
+    if (!s.cgroup.dirs().empty() && !s.cgroup.remove().is_ok()) {
+      spdlog::warn("{}: cgroups not removed after a failed start", name);
+    }
+    std::filesystem::remove_all(s.dir, ec);
+    return Status(st.code(), name + ": " + st.message());
+  }
+  steps_.emplace(std::make_pair(l.id, l.step), std::move(s));
   return Status::ok();
 }
 
@@ -572,27 +655,56 @@ void ProcessExecutor::check_timeouts(TimeUs now) {
   }
 }
 
+Status ProcessExecutor::clean_up(Job& job) {
+  if (job.pidfd >= 0) {
+    close(job.pidfd);  // readable for good now; cleanup retries ride on later calls
+    job.pidfd = -1;
+  }
+  read_output(job);  // all of it: the shell wrote it before it exited
+  if (job.oom_kills < 0) job.oom_kills = job.cgroup.oom_kills();  // before the cgroup goes
+  Status s = job.cgroup.remove();
+  if (!s.is_ok()) {
+    if (s.code() != Code::kFailedPrecondition) spdlog::warn("job {}: {}", job.id, s.message());
+    return s;  // again on the next call
+  }
+  if (job.image) hierarchy_.remove_other_controllers(config_.instance, job.id);
+  return Status::ok();
+}
+
 std::vector<JobExit> ProcessExecutor::reap() {
   std::vector<JobExit> exits;
+  // Steps first: a job whose shell has ended waits for its steps to go.
+  for (auto it = steps_.begin(); it != steps_.end();) {
+    Job& step = it->second;
+    if (!poll_exit(step) || !clean_up(step).is_ok()) {
+      ++it;
+      continue;
+    }
+    exits.push_back(exit_of(step));
+    exits.back().step = step.step;
+    std::error_code ec;
+    std::filesystem::remove_all(step.dir, ec);
+    it = steps_.erase(it);
+  }
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     Job& job = it->second;
     if (job.checkpointing || !poll_exit(job)) {  // a dump's kill is not an end
       ++it;
       continue;
     }
-    if (job.pidfd >= 0) {
-      close(job.pidfd);  // readable for good now; cleanup retries ride on later calls
-      job.pidfd = -1;
+    // The job's end ends its steps (a batch script that left one running).
+    std::vector<Job*> steps = steps_of(job.id);
+    for (Job* step : steps) {
+      if (!step->cancelled && signal_pidfd(step->pidfd, SIGKILL) == 0) step->cancelled = true;
     }
-    read_output(job);  // all of it: the shell wrote it before it exited
-    if (job.oom_kills < 0) job.oom_kills = job.cgroup.oom_kills();  // before the cgroup goes
-    Status s = job.cgroup.remove();
-    if (!s.is_ok()) {
-      if (s.code() != Code::kFailedPrecondition) spdlog::warn("job {}: {}", job.id, s.message());
-      ++it;  // again on the next call
+    if (!steps.empty() || !clean_up(job).is_ok()) {
+      if (job.pidfd >= 0) {  // its steps' pidfds wake the next call
+        close(job.pidfd);
+        job.pidfd = -1;
+      }
+      ++it;
       continue;
     }
-    if (job.image) hierarchy_.remove_other_controllers(config_.instance, job.id);
     exits.push_back(exit_of(job));
     std::error_code ec;
     std::filesystem::remove_all(job.dir, ec);
@@ -601,12 +713,24 @@ std::vector<JobExit> ProcessExecutor::reap() {
   return exits;
 }
 
+std::vector<ProcessExecutor::Job*> ProcessExecutor::steps_of(JobId id) {
+  std::vector<Job*> steps;
+  for (auto it = steps_.lower_bound({id, 0}); it != steps_.end() && it->first.first == id; ++it) {
+    steps.push_back(&it->second);
+  }
+  return steps;
+}
+
 std::vector<int> ProcessExecutor::wait_fds() const {
   std::vector<int> fds;
   if (!dumps_.empty() || !restores_.empty()) fds.push_back(notify_read_.get());
   for (const auto& [id, job] : jobs_) {
     if (job.pidfd >= 0) fds.push_back(job.pidfd);
     if (job.output_fd >= 0) fds.push_back(job.output_fd);
+  }
+  for (const auto& [key, step] : steps_) {
+    if (step.pidfd >= 0) fds.push_back(step.pidfd);
+    if (step.output_fd >= 0) fds.push_back(step.output_fd);
   }
   return fds;
 }
@@ -623,7 +747,8 @@ void ProcessExecutor::read_output(Job& job) {
         spdlog::warn("job {}: {}", job.id, decoded.status().message());
         continue;
       }
-      output_.push_back({job.id, decoded->rank, decoded->is_stderr, std::move(decoded->data)});
+      output_.push_back(
+          {job.id, job.step, decoded->rank, decoded->is_stderr, std::move(decoded->data)});
       continue;
     }
     if (n == 0 || errno != EAGAIN) {  // the shell has ended (or the socket failed)
@@ -636,6 +761,7 @@ void ProcessExecutor::read_output(Job& job) {
 
 std::vector<TaskOutput> ProcessExecutor::take_output() {
   for (auto& [id, job] : jobs_) read_output(job);
+  for (auto& [key, step] : steps_) read_output(step);
   return std::exchange(output_, {});
 }
 
@@ -683,6 +809,8 @@ void ProcessExecutor::shutdown() {
   // A dump in flight is waited for (CRIU is bounded by criu_timeout_s).
   while (!dumps_.empty()) (void)finish_dump(dumps_.begin()->first);
   while (!restores_.empty()) (void)finish_restore(restores_.begin()->first);
+  for (auto& [key, step] : steps_) discard(step);
+  steps_.clear();
   for (auto& [id, job] : jobs_) discard(job);
   jobs_.clear();
   hierarchy_.remove_instance_dirs(config_.instance);
@@ -776,6 +904,9 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   if (job.checkpointing) return failed_precondition(name + " is being checkpointed already");
   if (poll_exit(job) || job.cancelled || job.timed_out) {
     return failed_precondition(name + " is ending: nothing to checkpoint");
+  }
+  if (!steps_of(id).empty()) {
+    return failed_precondition(name + " has steps running: checkpoint it between steps");
   }
   if (job.forward_output) {
     // CRIU cannot take the shell's socket to this agent with it.

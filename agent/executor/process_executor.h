@@ -113,6 +113,7 @@ class ProcessExecutor final : public Executor {
   // Kills the job's whole process tree; reap() reports it as kCancelled
   // (unless it had already ended). kNotFound if the job is not running here.
   Status cancel(JobId id) override;
+  Status cancel_step(JobId id, std::uint32_t step) override;
 
   // Jobs past their time limit get SIGTERM, and SIGKILL kill_grace later;
   // they are reported as kTimeout.
@@ -134,6 +135,7 @@ class ProcessExecutor final : public Executor {
   // To the job shell, which forwards SIGTERM, SIGINT, SIGHUP, SIGUSR1 and
   // SIGUSR2 to every task (other signals reach the shell only).
   Status signal(JobId id, int signo) override;
+  Status signal_step(JobId id, std::uint32_t step, int signo) override;
 
   // The job's cgroup directories (empty if unknown), for tests and CRIU.
   std::vector<std::string> cgroup_dirs(JobId id) const;
@@ -173,9 +175,10 @@ class ProcessExecutor final : public Executor {
   CheckpointOutcome finish_dump(JobId id);  // joins; the loop thread's half
   struct Job {
     JobId id = 0;
-    pid_t pid = -1;   // the shell, in our PID namespace
-    int pidfd = -1;   // -1 once the shell has been waited for
-    std::string dir;  // job directory
+    std::uint32_t step = 0;  // a step of job `id` (in steps_), not the job
+    pid_t pid = -1;          // the shell, in our PID namespace
+    int pidfd = -1;          // -1 once the shell has been waited for
+    std::string dir;         // job directory
     JobCgroup cgroup;
     JobCgroup shell_cgroup;  // where the shell goes: the job's, or its "shell" leaf
     bool image = false;      // runs in OCI containers
@@ -198,6 +201,17 @@ class ProcessExecutor final : public Executor {
   // Reads what the shell has sent on job.output_fd into output_; closes it at
   // the shell's end.
   void read_output(Job& job);
+  // A step of a running job: its directory under the job's, its cgroup a
+  // child of the job's, its own shell.
+  Status launch_step(JobLaunch l);
+  // The running steps of job `id`.
+  std::vector<Job*> steps_of(JobId id);
+  // Reaps what a shell's end left: output, cgroups (kFailedPrecondition
+  // while processes remain), the directory.
+  Status clean_up(Job& job);
+  // Steps by job and step id; each is a Job of its own for the shell, its
+  // cgroup and its output.
+  std::map<std::pair<JobId, std::uint32_t>, Job> steps_;
   std::vector<TaskOutput> output_;  // read, not yet taken
 
   // A restore in flight: the job's directory and cgroups are ready, CRIU

@@ -23,6 +23,9 @@ Result<std::unique_ptr<TestExecutor>> TestExecutor::create() {
 TestExecutor::~TestExecutor() { close(timer_fd_); }
 
 Status TestExecutor::launch(const JobLaunch& launch, TimeUs now) {
+  if (launch.step != 0) {
+    return failed_precondition("the test executor runs no job steps (executor = \"process\")");
+  }
   if (jobs_.count(launch.id)) {
     return failed_precondition("job " + std::to_string(launch.id) + " is already running here");
   }

@@ -24,6 +24,11 @@ class TestExecutor final : public Executor {
   void check_timeouts(TimeUs now) override;
   std::vector<JobExit> reap() override;
   std::vector<TaskOutput> take_output() override { return {}; }  // no tasks, no output
+  // It runs no steps (launch refuses them).
+  Status cancel_step(JobId id, std::uint32_t) override {
+    return not_found("job " + std::to_string(id) + " has no steps here");
+  }
+  Status signal_step(JobId id, std::uint32_t, int) override { return cancel_step(id, 0); }
   std::vector<int> wait_fds() const override { return {timer_fd_}; }
   std::vector<JobId> running() const override;
   // Nothing runs to be signalled: OK for a job it runs.

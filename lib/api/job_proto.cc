@@ -209,4 +209,82 @@ v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_
   return p;
 }
 
+v1::Step to_proto(const job::StepRecord& step) {
+  v1::Step p;
+  p.set_id(step.id);
+  v1::StepSpec& spec = *p.mutable_spec();
+  for (const std::string& a : step.argv) spec.add_argv(a);
+  for (const auto& [k, v] : step.env) (*spec.mutable_env())[k] = v;
+  spec.set_cwd(step.cwd);
+  spec.set_nodes(step.request.nodes);
+  spec.set_ntasks(step.request.ntasks);
+  spec.set_cpus_per_task(step.request.cpus_per_task);
+  spec.set_overlap(step.request.overlap);
+  int ntasks = 0;
+  for (const resource::NodeAllocation& node : step.allocation.nodes) {
+    p.add_nodes(node.node);
+    v1::NodeAllocation* a = p.add_allocation();
+    a->set_node(node.node);
+    a->set_rank(node.rank);
+    for (int c : node.cores) a->add_cores(c);
+    for (int n : node.numa) a->add_numa(n);
+    for (int g : node.gpus) a->add_gpus(g);
+    a->set_ntasks(node.ntasks);
+    a->set_first_task(node.first_task);
+    ntasks += node.ntasks;
+  }
+  p.set_ntasks(ntasks);
+  p.set_cpus_per_task(step.allocation.cpus_per_task);
+  p.set_state(to_proto(step.state));
+  p.set_exit_code(step.exit_code);
+  p.set_reason(step.reason);
+  p.set_submit_time_us(step.submit_time);
+  p.set_start_time_us(step.start_time);
+  p.set_end_time_us(step.end_time);
+  for (Rank r : step.running_on) p.add_running_on(r);
+  return p;
+}
+
+Result<job::StepRecord> from_proto(const v1::Step& p) {
+  job::StepRecord step;
+  step.id = p.id();
+  step.argv.assign(p.spec().argv().begin(), p.spec().argv().end());
+  for (const auto& [k, v] : p.spec().env()) step.env[k] = v;
+  step.cwd = p.spec().cwd();
+  step.request.nodes = p.spec().nodes();
+  step.request.ntasks = p.spec().ntasks();
+  step.request.cpus_per_task = p.spec().cpus_per_task();
+  step.request.overlap = p.spec().overlap();
+  step.allocation.cpus_per_task = p.cpus_per_task();
+  for (const v1::NodeAllocation& a : p.allocation()) {
+    resource::NodeAllocation node;
+    node.node = a.node();
+    node.rank = a.rank();
+    node.cores.assign(a.cores().begin(), a.cores().end());
+    node.numa.assign(a.numa().begin(), a.numa().end());
+    node.gpus.assign(a.gpus().begin(), a.gpus().end());
+    node.ntasks = a.ntasks();
+    node.first_task = a.first_task();
+    step.allocation.nodes.push_back(std::move(node));
+  }
+  switch (p.state()) {
+    case v1::PENDING: step.state = job::JobState::kPending; break;
+    case v1::RUNNING: step.state = job::JobState::kRunning; break;
+    case v1::COMPLETED: step.state = job::JobState::kCompleted; break;
+    case v1::FAILED: step.state = job::JobState::kFailed; break;
+    case v1::CANCELLED: step.state = job::JobState::kCancelled; break;
+    default:
+      return invalid_argument("step " + std::to_string(p.id()) + ": state " +
+                              state_name(p.state()) + " is not a step's");
+  }
+  step.exit_code = p.exit_code();
+  step.reason = p.reason();
+  step.submit_time = p.submit_time_us();
+  step.start_time = p.start_time_us();
+  step.end_time = p.end_time_us();
+  step.running_on.insert(p.running_on().begin(), p.running_on().end());
+  step.confirmed = step.running_on;  // adopted: running where it was
+  return step;
+}
+
 }  // namespace hpcq::api

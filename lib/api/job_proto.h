@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lib/job/job.h"
+#include "lib/job/steps.h"
 #include "proto/hpcq.pb.h"
 
 namespace hpcq::api {
@@ -25,6 +26,11 @@ v1::JobState to_proto(job::JobState state);
 // host_cpus_of(rank, core) maps a logical core of a node to the host CPU it
 // is pinned to (emulated nodes); may be empty when unknown.
 v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_cpu_of);
+
+// A job's step, as GetJob shows it and the store keeps it (a "step" record).
+v1::Step to_proto(const job::StepRecord& step);
+// kInvalidArgument for a record that does not make sense (an unknown state).
+Result<job::StepRecord> from_proto(const v1::Step& step);
 
 // "PENDING", ... for a proto state.
 const char* state_name(v1::JobState state);

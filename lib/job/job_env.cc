@@ -46,6 +46,24 @@ Environment launch_environment(const Job& job) {
   return env;
 }
 
+Environment step_environment(const Job& job, const StepRecord& step) {
+  Environment env = launch_environment(job);
+  for (const auto& [k, v] : step.env) env[k] = v;
+  // The caller's task's own, set again for each of the step's tasks.
+  for (const char* name : {"HPCQ_HOSTFILE", "HPCQ_TASK_RANK", "HPCQ_LOCAL_TASK", "HPCQ_CPUS",
+                           "HPCQ_NODEID", "HPCQ_NODENAME", "HPCQ_GPUS"}) {
+    env.erase(name);
+  }
+  int ntasks = 0;
+  for (const auto& node : step.allocation.nodes) ntasks += node.ntasks;
+  env["HPCQ_STEP_ID"] = std::to_string(step.id);
+  env["HPCQ_NODELIST"] = nodelist(step.allocation);
+  env["HPCQ_NNODES"] = std::to_string(step.allocation.nodes.size());
+  env["HPCQ_NTASKS"] = std::to_string(ntasks);
+  env["HPCQ_CPUS_PER_TASK"] = std::to_string(step.allocation.cpus_per_task);
+  return env;
+}
+
 void add_node_environment(Environment& env, int node_index, const std::string& node_name) {
   env["HPCQ_NODEID"] = std::to_string(node_index);
   env["HPCQ_NODENAME"] = node_name;

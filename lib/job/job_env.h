@@ -8,6 +8,9 @@
 //                          _NODELIST, _NNODES, _NTASKS, _CPUS_PER_TASK,
 //                          _SUBMIT_DIR, _QUEUE, _ACCOUNT, _ARRAY_JOB_ID,
 //                          _ARRAY_TASK_ID
+//   step_environment       hpcqd, for a step of a batch job: the job's, the
+//                          step's caller's over it, then HPCQ_STEP_ID and the
+//                          step's _NODELIST, _NNODES, _NTASKS, _CPUS_PER_TASK
 //   add_node_environment   the agent: HPCQ_NODEID, _NODENAME
 //   add_elastic_environment  the agent, on an elastic job's first node:
 //                          HPCQ_NODELIST_FILE, _HOSTFILE, _RESIZE_SOCKET
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "lib/job/job.h"
+#include "lib/job/steps.h"
 
 namespace hpcq::job {
 
@@ -39,6 +43,7 @@ std::string nodelist(const resource::Allocation& allocation);
 int task_count(const Job& job);
 
 Environment launch_environment(const Job& job);
+Environment step_environment(const Job& job, const StepRecord& step);
 void add_node_environment(Environment& env, int node_index, const std::string& node_name);
 void add_elastic_environment(Environment& env, const std::string& nodelist_file,
                              const std::string& hostfile, const std::string& resize_socket);

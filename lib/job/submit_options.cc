@@ -255,6 +255,8 @@ struct Given {
   bool json = false;
   bool wait = false;
   bool label = false;
+  bool overlap = false;
+  bool immediate = false;
 
   // Take-last: what `later` sets wins.
   void merge(const Given& later) {
@@ -295,6 +297,8 @@ struct Given {
     json = json || later.json;
     wait = wait || later.wait;
     label = label || later.label;
+    overlap = overlap || later.overlap;
+    immediate = immediate || later.immediate;
   }
 };
 
@@ -411,6 +415,8 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   bool json = false;
   bool wait = false;
   bool label = false;
+  bool overlap = false;
+  bool immediate = false;
   auto add = [&app](const char* names, std::string& into) {
     return app.add_option(names, into)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   };
@@ -450,6 +456,8 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   app.add_flag("--json", json)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("--wait", wait)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("-l,--label", label)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("--overlap", overlap)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("--immediate", immediate)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   std::vector<std::string> rest;
   try {
@@ -621,6 +629,8 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   g.json = json;
   g.wait = wait;
   g.label = label;
+  g.overlap = overlap;
+  g.immediate = immediate;
   return parsed;
 }
 
@@ -684,8 +694,13 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
                             : kind == SubmitKind::kRun ? "run: no command given"
                                                        : "submit: no command or script given");
   }
-  if (command_line->given.label && kind != SubmitKind::kRun) {
-    return invalid_argument("--label: only hpcq run labels output lines");
+  if (kind != SubmitKind::kRun) {
+    const Given& g = command_line->given;
+    if (g.label) return invalid_argument("--label: only hpcq run labels output lines");
+    if (g.overlap || g.immediate) {
+      return invalid_argument(std::string(g.overlap ? "--overlap" : "--immediate") +
+                              ": only for hpcq run (a step of an allocation)");
+    }
   }
 
   SubmitOptions out;
@@ -753,6 +768,9 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   out.json = given.json;
   out.wait = given.wait;
   out.label = given.label;
+  out.step = {given.nodes.value_or(0), given.ntasks.value_or(0), given.cpus_per_task.value_or(0),
+              given.overlap};
+  out.immediate = given.immediate;
   HPCQ_RETURN_IF_ERROR(validate(spec));
   return out;
 }

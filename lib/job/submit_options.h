@@ -18,6 +18,7 @@
 
 #include "lib/core/status.h"
 #include "lib/job/job.h"
+#include "lib/job/steps.h"
 
 namespace hpcq::job {
 
@@ -44,6 +45,10 @@ struct SubmitOptions {
   bool json = false;   // --json: print machine-readable output
   bool wait = false;   // --wait: block until the job ends
   bool label = false;  // -l/--label (run only): prefix each output line with its task rank
+  // hpcq run inside an allocation makes a step: what -N, -n and -c gave (0:
+  // not given, the step's defaults apply), --overlap; and --immediate.
+  StepRequest step;
+  bool immediate = false;
 };
 
 // `args` are the words after "submit": `[options] [--] COMMAND [ARGS...]` or

@@ -1,0 +1,99 @@
+#include "lib/job/steps.h"
+
+#include <algorithm>
+
+namespace hpcq::job {
+namespace {
+
+int job_tasks(const resource::Allocation& job) {
+  int n = 0;
+  for (const auto& node : job.nodes) n += node.ntasks;
+  return n;
+}
+
+// Greedy placement against `busy` (empty: the job's whole allocation).
+Result<resource::Allocation> place(const resource::Allocation& job, const BusyCores& busy,
+                                   int nodes, int ntasks, int cpus_per_task) {
+  resource::Allocation step;
+  step.cpus_per_task = cpus_per_task;
+  step.gpus_per_task = 0;
+  step.cpu_bind = job.cpu_bind;
+  const int base = ntasks / nodes, extra = ntasks % nodes;
+  int first_task = 0;
+  for (const resource::NodeAllocation& node : job.nodes) {
+    if (static_cast<int>(step.nodes.size()) == nodes) break;
+    const int tasks = base + (static_cast<int>(step.nodes.size()) < extra ? 1 : 0);
+    const auto held = busy.find(node.rank);
+    std::vector<int> free;
+    for (int core : node.cores) {
+      if (held == busy.end() || !held->second.count(core)) free.push_back(core);
+    }
+    const std::size_t need =
+        static_cast<std::size_t>(tasks) * static_cast<std::size_t>(cpus_per_task);
+    if (free.size() < need) continue;
+    resource::NodeAllocation part;
+    part.rank = node.rank;
+    part.node = node.node;
+    std::sort(free.begin(), free.end());
+    part.cores.assign(free.begin(), free.begin() + static_cast<std::ptrdiff_t>(need));
+    part.numa = node.numa;
+    part.gpus = node.gpus;
+    part.ntasks = tasks;
+    part.first_task = first_task;
+    first_task += tasks;
+    step.nodes.push_back(std::move(part));
+  }
+  if (static_cast<int>(step.nodes.size()) < nodes) return unavailable("");
+  return step;
+}
+
+}  // namespace
+
+Result<resource::Allocation> place_step(const resource::Allocation& job, const BusyCores& busy,
+                                        const StepRequest& request) {
+  const int job_nodes = static_cast<int>(job.nodes.size());
+  if (request.nodes < 0 || request.ntasks < 0 || request.cpus_per_task < 0) {
+    return invalid_argument("step: negative node, task or CPU count");
+  }
+  const int cpus_per_task =
+      request.cpus_per_task > 0 ? request.cpus_per_task : std::max(1, job.cpus_per_task);
+  const int ntasks = request.ntasks > 0  ? request.ntasks
+                     : request.nodes > 0 ? request.nodes
+                                         : job_tasks(job);
+  const int nodes = request.nodes > 0 ? request.nodes : std::min(ntasks, job_nodes);
+  if (nodes > job_nodes) {
+    return invalid_argument("step: asks for " + std::to_string(nodes) + " nodes; the job has " +
+                            std::to_string(job_nodes));
+  }
+  if (ntasks < nodes) {
+    return invalid_argument("step: " + std::to_string(ntasks) + " tasks cannot run on " +
+                            std::to_string(nodes) + " nodes");
+  }
+  if (!place(job, {}, nodes, ntasks, cpus_per_task).is_ok()) {
+    return invalid_argument("step: " + std::to_string(ntasks) + " tasks of " +
+                            std::to_string(cpus_per_task) + " cores on " + std::to_string(nodes) +
+                            " nodes do not fit in the job's allocation");
+  }
+  auto placed = place(job, request.overlap ? BusyCores{} : busy, nodes, ntasks, cpus_per_task);
+  if (!placed.is_ok()) return unavailable("step: the job's free cores are held by other steps");
+  return placed;
+}
+
+void hold_cores(BusyCores& busy, const StepRecord& step) {
+  if (step.request.overlap) return;
+  for (const auto& node : step.allocation.nodes) {
+    busy[node.rank].insert(node.cores.begin(), node.cores.end());
+  }
+}
+
+void release_cores(BusyCores& busy, const StepRecord& step) {
+  if (step.request.overlap) return;
+  for (const auto& node : step.allocation.nodes) {
+    auto held = busy.find(node.rank);
+    if (held == busy.end()) continue;
+    for (int core : node.cores) held->second.erase(core);
+    if (held->second.empty()) busy.erase(held);
+  }
+}
+
+}  // namespace hpcq::job
