@@ -31,6 +31,10 @@ HPCQ = binary("hpcq", "cli")
 HPCQD = binary("hpcqd", "daemon")
 AGENT = binary("hpcq-agent", "agent")
 SUBMIT_LOAD = binary("hpcq-submit-load", "bench")
+# Jobs that call hpcq (a batch script's steps) get the one under test: the
+# job's environment is the submitter's.
+if os.path.dirname(HPCQ):
+    os.environ["PATH"] = os.path.dirname(HPCQ) + os.pathsep + os.environ.get("PATH", "")
 
 
 def within_cluster(agents=4, fanout=2, topology="pack:2 numa:2 core:4 pu:1", extra=()):

@@ -187,9 +187,12 @@ def test_bad_input_is_refused_in_one_line():
                        (["submit", "--label", "--", "true"], "--label")):
         r = t.hpcq(*args, rc=2)
         t.check(what in r.stderr and r.stderr.count("\n") == 1, f"{args}: {r.stderr!r}")
-    r = t.run([t.HPCQ, "run", "--", "true"], env=dict(os.environ, HPCQ_JOB_ID="7"))
-    t.check(r.returncode == 1 and "steps are not supported yet" in r.stderr,
-            f"run inside a job: {r.returncode} {r.stderr!r}")
+    # Inside a job (HPCQ_JOB_ID) hpcq run is a step of it (t0033): of a job that exists.
+    r = t.run([t.HPCQ, "run", "--", "true"], env=dict(os.environ, HPCQ_JOB_ID="999999"))
+    t.check(r.returncode == 1 and "no job 999999" in r.stderr,
+            f"run inside a job that does not exist: {r.returncode} {r.stderr!r}")
+    r = t.run([t.HPCQ, "run", "--", "true"], env=dict(os.environ, HPCQ_JOB_ID="x"))
+    t.check(r.returncode == 2 and "HPCQ_JOB_ID" in r.stderr, f"a bad HPCQ_JOB_ID: {r.stderr!r}")
 
 
 t.main([test_run_output_comes_while_the_tasks_run, test_run_exit_status_and_streams,
