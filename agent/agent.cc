@@ -547,12 +547,12 @@ void Agent::on_job_exits() {
     auto attempt = attempts_.find(exit.id);
     const std::uint32_t run = attempt == attempts_.end() ? 0 : attempt->second;
     if (exit.step != 0) {
-      report(exit.id, run, kind, exit.exit_code, exit.reason, std::nullopt, exit.step);
+      report(exit.id, run, kind, exit.exit_code, exit.reason, std::nullopt, exit.step, &exit);
       steps_.erase({exit.id, exit.step});
       finished_steps_.emplace(exit.id, exit.step);
       continue;
     }
-    report(exit.id, run, kind, exit.exit_code, exit.reason);
+    report(exit.id, run, kind, exit.exit_code, exit.reason, std::nullopt, 0, &exit);
     forget(exit.id);
     // Its steps have ended before it (reap() saw to it): forget them too.
     std::erase_if(finished_steps_, [&](const auto& s) { return s.first == exit.id; });
@@ -600,8 +600,8 @@ void Agent::sync_wait_fds() {
 }
 
 void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
-                   const std::string& reason, std::optional<std::uint32_t> part,
-                   std::uint32_t step) {
+                   const std::string& reason, std::optional<std::uint32_t> part, std::uint32_t step,
+                   const JobExit* measured) {
   overlay::Envelope envelope;
   envelope.set_dst(0);
   overlay::JobUpdate* update = envelope.mutable_job_update();
@@ -612,6 +612,10 @@ void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kin
   update->set_time_us(wall_clock_now());
   update->set_attempt(attempt);
   update->set_step(step);
+  if (measured) {
+    update->set_cpu_time_us(measured->cpu_time_us);
+    update->set_max_memory_bytes(measured->max_memory_bytes);
+  }
   if (part) {
     update->set_part(*part);
   } else if (auto running = parts_.find(id); running != parts_.end()) {

@@ -74,7 +74,7 @@ class Agent {
   // `step` set: about that step of the job, not the job.
   void report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
               const std::string& reason, std::optional<std::uint32_t> part = std::nullopt,
-              std::uint32_t step = 0);
+              std::uint32_t step = 0, const JobExit* measured = nullptr);
   // A step of a job running here (Launch.step): started in the job's cgroup.
   void on_step_launch(const overlay::Launch& launch);
 

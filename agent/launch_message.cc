@@ -247,11 +247,14 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   }
   job.time_limit_s = launch.time_limit_s();
   job.forward_output = launch.forward_output();
+  job.warn_signal = launch.warn_signal();
+  job.warn_seconds = launch.warn_seconds();
   job.batch = launch.batch();
   if (job.batch) {
     // The script runs once, as task 0 on the first node, on all of the
-    // node's part; the other nodes hold theirs for the job's steps.
-    job.tasks.resize(node_index == 0 && !job.tasks.empty() ? 1 : 0);
+    // node's part; the other nodes (all, for hpcq alloc's job, which has no
+    // script) hold theirs for the job's steps.
+    job.tasks.resize(node_index == 0 && !job.tasks.empty() && !launch.script().empty() ? 1 : 0);
     if (!job.tasks.empty()) {
       TaskSpec& script = job.tasks.front();
       script.rank = 0;

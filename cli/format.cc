@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <cwchar>
+#include <iomanip>
 #include <sstream>
 
 #include "lib/api/job_proto.h"
@@ -97,6 +98,27 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
   return out.str();
 }
 
+// 12.34 (seconds, from microseconds).
+std::string seconds_text(std::int64_t us) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", static_cast<double>(us) / 1e6);
+  return text;
+}
+
+// 512K, 3.2M, 1.5G (binary units, as sacct prints MaxRSS).
+std::string format_bytes(std::uint64_t bytes) {
+  const char* units[] = {"", "K", "M", "G", "T"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f%s" : "%.1f%s", value, units[unit]);
+  return text;
+}
+
 }  // namespace
 
 nlohmann::json checkpoint_json(const v1::CheckpointRecord& r) {
@@ -146,7 +168,9 @@ nlohmann::json step_json(const v1::Step& s) {
           {"end", time_json(s.end_time_us())},
           {"state", api::state_name(s.state())},
           {"exit_code", s.exit_code()},
-          {"reason", s.reason()}};
+          {"reason", s.reason()},
+          {"total_cpu_s", s.cpu_time_us() / 1e6},
+          {"max_memory_bytes", s.max_memory_bytes()}};
 }
 
 nlohmann::json job_json(const v1::Job& job) {
@@ -249,6 +273,10 @@ nlohmann::json job_json(const v1::Job& job) {
                             ? (job.end_time_us() - job.start_time_us()) / 1000000
                             : 0;
   j["cpu_time_s"] = held_s * cores;
+  // Measured on the nodes (sacct's TotalCPU and MaxRSS): user + system time of
+  // its processes and steps, and its cgroup's peak memory on its largest node.
+  j["total_cpu_s"] = job.cpu_time_us() / 1e6;
+  j["max_memory_bytes"] = job.max_memory_bytes();
   return j;
 }
 
@@ -331,6 +359,10 @@ std::string status_text(const v1::Job& job) {
     }
     out << "\n";
   }
+  if (job.start_time_us() != 0) {
+    out << "   TotalCPU=" << std::fixed << std::setprecision(2) << job.cpu_time_us() / 1e6
+        << "s MaxMem=" << format_bytes(job.max_memory_bytes()) << "\n";
+  }
   out << "   Command=" << join(api::argv_of(job.spec())) << "\n"
       << "   WorkDir=" << api::cwd_of(job.spec()) << "\n"
       << "   StdOut=" << (job.stdout_bytes().empty() ? job.stdout() : job.stdout_bytes()) << "\n"
@@ -368,7 +400,7 @@ std::string nodes_table(const v1::ListNodesResponse& nodes) {
 std::string history_table(const v1::ListJobsResponse& jobs, bool with_steps) {
   std::vector<std::vector<std::string>> rows = {{"JOBID", "USER", "NAME", "QUEUE", "NODES", "CORES",
                                                  "SUBMIT", "START", "END", "STATE", "EXITCODE",
-                                                 "CPUTIME(s)"}};
+                                                 "CPUTIME(s)", "TOTALCPU(s)", "MAXMEM"}};
   for (const auto& job : jobs.jobs()) {
     nlohmann::json j = job_json(job);
     // A job that moved (migrate, requeue from a checkpoint): each node set
@@ -383,7 +415,8 @@ std::string history_table(const v1::ListJobsResponse& jobs, bool with_steps) {
                     std::to_string(j["cores"].get<int>()), time_text(job.submit_time_us()),
                     time_text(job.start_time_us()), time_text(job.end_time_us()),
                     api::state_name(job.state()), std::to_string(job.exit_code()),
-                    std::to_string(j["cpu_time_s"].get<std::int64_t>())});
+                    std::to_string(j["cpu_time_s"].get<std::int64_t>()),
+                    seconds_text(job.cpu_time_us()), format_bytes(job.max_memory_bytes())});
     for (const auto& s : with_steps ? job.steps() : decltype(job.steps()){}) {
       int cores = 0;
       for (const auto& a : s.allocation()) cores += a.cores_size();
@@ -395,7 +428,8 @@ std::string history_table(const v1::ListJobsResponse& jobs, bool with_steps) {
                       std::to_string(cores), time_text(s.submit_time_us()),
                       time_text(s.start_time_us()), time_text(s.end_time_us()),
                       api::state_name(s.state()), std::to_string(s.exit_code()),
-                      std::to_string(held_s * cores)});
+                      std::to_string(held_s * cores), seconds_text(s.cpu_time_us()),
+                      format_bytes(s.max_memory_bytes())});
     }
   }
   return table(rows);

@@ -182,6 +182,7 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   const std::string socket = socket_path();
   auto stub = connect(socket);
   if (allocation) return run_step(*stub, socket, *allocation, *options);
+  if (kind == job::SubmitKind::kAlloc) return alloc_job(*stub, socket, *options);
   v1::SubmitRequest request;
   *request.mutable_spec() = api::to_proto(options->spec);
   v1::SubmitResponse response;
@@ -648,6 +649,10 @@ int main(int argc, char** argv) {
     return cmd_submit(std::vector<std::string>(args.begin() + 1, args.end()),
                       hpcq::job::SubmitKind::kSubmit);
   }
+  if (!args.empty() && args[0] == "alloc") {
+    return cmd_submit(std::vector<std::string>(args.begin() + 1, args.end()),
+                      hpcq::job::SubmitKind::kAlloc);
+  }
   if (!args.empty() && (args[0] == "batch" || args[0] == "run")) {
     return cmd_submit(
         std::vector<std::string>(args.begin() + 1, args.end()),
@@ -670,6 +675,9 @@ int main(int argc, char** argv) {
   app.add_subcommand("run",
                      "run a command in every task and show its output as it comes: "
                      "hpcq run [options] [--] COMMAND [ARGS...]");
+  app.add_subcommand("alloc",
+                     "wait for an allocation, then run COMMAND (default: your shell) here with "
+                     "it: hpcq alloc [options] [-- COMMAND [ARGS...]]");
   app.add_subcommand("simulate", "run an SWF trace through the scheduler: hpcq simulate --help");
   std::string attach_job;
   FollowOptions attach_options;

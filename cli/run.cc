@@ -2,17 +2,23 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "cli/client.h"
+#include "lib/api/job_proto.h"
+
+extern char** environ;
 
 namespace hpcq::cli {
 namespace {
@@ -213,6 +219,141 @@ int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
   follow.label = options.label;
   follow.interrupts = true;
   return follow_job(stub, socket, job, follow);
+}
+
+namespace {
+
+// Blocks until job `id` leaves PENDING; its state then (a terminal one if it
+// never started).
+Result<v1::JobState> wait_until_started(v1::Hpcq::Stub& stub, const std::string& socket, JobId id) {
+  grpc::ClientContext ctx;
+  v1::WatchJobsRequest watch;
+  watch.set_id(id);
+  auto reader = stub.WatchJobs(&ctx, watch);
+  v1::JobEvent event;
+  v1::JobState state = v1::PENDING;
+  while (state == v1::PENDING && reader->Read(&event)) state = event.state();
+  ctx.TryCancel();
+  Status finished = from_grpc(reader->Finish(), socket);
+  if (state == v1::PENDING) {
+    return finished.is_ok() ? unavailable("job " + std::to_string(id) + " is gone") : finished;
+  }
+  return state;
+}
+
+// The job's environment for the command hpcq alloc runs where the caller is.
+std::vector<std::string> alloc_environment(const v1::Job& job) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  std::string nodes;
+  for (const std::string& n : job.nodes()) nodes += (nodes.empty() ? "" : ",") + n;
+  env["HPCQ_JOB_ID"] = std::to_string(job.id());
+  env["HPCQ_JOB_NAME"] = job.name();
+  env["HPCQ_NODELIST"] = nodes;
+  env["HPCQ_NNODES"] = std::to_string(job.nodes_size());
+  env["HPCQ_NTASKS"] = std::to_string(job.spec().ntasks());
+  env["HPCQ_CPUS_PER_TASK"] = std::to_string(job.spec().cpus_per_task());
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace
+
+int alloc_job(v1::Hpcq::Stub& stub, const std::string& socket, const job::SubmitOptions& options) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
+    return exit_code_of(s);
+  };
+  v1::SubmitRequest request;
+  *request.mutable_spec() = api::to_proto(options.spec);
+  v1::SubmitResponse response;
+  grpc::ClientContext submit_ctx;
+  Status s = from_grpc(stub.Submit(&submit_ctx, request, &response), socket);
+  if (!s.is_ok()) return fail(s);
+  const JobId id = response.id();
+  std::fprintf(stderr, "hpcq: job %llu waits for its allocation\n",
+               static_cast<unsigned long long>(id));
+  // Ctrl-C while waiting gives the allocation up.
+  signal(SIGINT, SIG_DFL);
+  auto started = wait_until_started(stub, socket, id);
+  if (!started.is_ok()) return fail(started.status());
+  v1::GetJobRequest get;
+  get.set_id(id);
+  v1::Job job;
+  grpc::ClientContext get_ctx;
+  s = from_grpc(stub.GetJob(&get_ctx, get, &job), socket);
+  if (!s.is_ok()) return fail(s);
+  if (*started != v1::RUNNING) {
+    std::fprintf(stderr, "hpcq: job %llu %s%s%s\n", static_cast<unsigned long long>(id),
+                 v1::JobState_Name(job.state()).c_str(), job.reason().empty() ? "" : ": ",
+                 job.reason().c_str());
+    return 1;
+  }
+  std::string nodes;
+  for (const std::string& n : job.nodes()) nodes += (nodes.empty() ? "" : ",") + n;
+  std::fprintf(stderr, "hpcq: job %llu has its allocation: %s\n",
+               static_cast<unsigned long long>(id), nodes.c_str());
+  std::vector<std::string> env = alloc_environment(job);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = options.spec.argv;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // The command is the terminal's now: its Ctrl-C is not ours (as salloc).
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  const pid_t child = fork();
+  if (child == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    environ = envp.data();
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "hpcq: exec %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  if (child < 0) return fail(internal_error(std::string("fork: ") + std::strerror(errno)));
+  // The job's end (time limit, cancel) hangs the command up.
+  std::thread([&stub, socket, id, child] {
+    grpc::ClientContext ctx;
+    v1::WatchJobsRequest watch;
+    watch.set_id(id);
+    auto reader = stub.WatchJobs(&ctx, watch);
+    v1::JobEvent event;
+    while (reader->Read(&event)) {
+      if (event.state() < v1::COMPLETED) continue;
+      if (kill(child, 0) == 0) {
+        std::fprintf(stderr, "\nhpcq: job %llu ended (%s%s%s)\n",
+                     static_cast<unsigned long long>(id), v1::JobState_Name(event.state()).c_str(),
+                     event.reason().empty() ? "" : ": ", event.reason().c_str());
+        kill(child, SIGHUP);
+      }
+      break;
+    }
+  }).detach();
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // Done with the allocation: its holders end on SIGTERM and it completes.
+  v1::SignalRequest release;
+  release.set_id(id);
+  release.set_signal(SIGTERM);
+  v1::SignalResponse released;
+  grpc::ClientContext release_ctx;
+  (void)stub.Signal(&release_ctx, release, &released);
+  std::fprintf(stderr, "hpcq: job %llu: allocation released\n",
+               static_cast<unsigned long long>(id));
+  return code;
 }
 
 }  // namespace hpcq::cli

@@ -31,6 +31,13 @@ struct FollowOptions {
 int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
                const FollowOptions& options);
 
+// hpcq alloc: submits the allocation job (options.spec), waits until it
+// runs, then runs its command here, where the caller is (interactive on
+// their terminal), with the job's environment; `hpcq run` inside makes steps
+// of it. The command's end ends the job (COMPLETED); the job's end (time
+// limit, cancel) hangs the command up. Returns the command's exit status.
+int alloc_job(v1::Hpcq::Stub& stub, const std::string& socket, const job::SubmitOptions& options);
+
 // hpcq run inside an allocation (HPCQ_JOB_ID = `job`): launches the step,
 // then follows it as follow_job does. Needs block_interrupts() first.
 int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,

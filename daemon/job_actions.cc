@@ -151,6 +151,8 @@ overlay::Launch JobActions::make_launch(const job::Job& job) const {
   launch.set_elastic(job.spec.elastic && job.spec.max_nodes > 0);
   launch.set_batch(job.spec.batch);
   launch.set_forward_output(job.spec.forward_output);
+  launch.set_warn_signal(job.spec.warn_signal);
+  launch.set_warn_seconds(job.spec.warn_seconds);
   return launch;
 }
 

@@ -84,6 +84,8 @@ void JobReports::handle_job_update(Rank rank, const overlay::JobUpdate& update) 
   }
   const std::string reason =
       update.reason().empty() ? "" : ctx_.nodes.at(rank).name + ": " + update.reason();
+  entry.job.cpu_time_us += update.cpu_time_us();
+  entry.job.max_memory_bytes = std::max(entry.job.max_memory_bytes, update.max_memory_bytes());
   actions_.apply(ctx_.table.part_ended(entry, rank, end, update.exit_code(), reason));
   if (!entry.running_on.empty()) return;
   actions_.all_parts_ended(entry, update.time_us());

@@ -128,6 +128,9 @@ void Steps::on_update(Rank rank, const overlay::JobUpdate& update) {
     return;
   }
   step->running_on.erase(rank);
+  step->cpu_time_us += update.cpu_time_us();
+  step->max_memory_bytes = std::max(step->max_memory_bytes, update.max_memory_bytes());
+  entry.job.cpu_time_us += update.cpu_time_us();  // a step's processes are not the job shell's
   // As a job's parts: the first part that did not complete decides, and the
   // others are killed rather than left waiting for peers that are gone.
   if (step->outcome == JobState::kCompleted) {

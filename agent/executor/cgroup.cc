@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -139,6 +140,15 @@ int JobCgroup::oom_kills() const {
     }
   }
   return kills;
+}
+
+std::uint64_t JobCgroup::memory_peak_bytes() const {
+  const char* file = version_ == CgroupVersion::kV2 ? "memory.peak" : "memory.max_usage_in_bytes";
+  for (const std::string& dir : dirs_) {
+    const std::string text = read_whole(dir + "/" + file);
+    if (!text.empty()) return std::strtoull(text.c_str(), nullptr, 10);
+  }
+  return 0;
 }
 
 std::vector<pid_t> JobCgroup::pids() const {

@@ -59,6 +59,11 @@ class JobCgroup {
   // 0 where the kernel does not count them.
   int oom_kills() const;
 
+  // The most memory the cgroup and its children have held (v1
+  // memory.max_usage_in_bytes, v2 memory.peak); 0 where the kernel does not
+  // keep it.
+  std::uint64_t memory_peak_bytes() const;
+
   // A child cgroup `name` (a worker's) in every directory with these limits
   // (they must lie within this cgroup's). v2: the controllers are enabled
   // for this cgroup's children, so from then on it may hold no process of

@@ -155,7 +155,7 @@ std::string encode_results(const ShellResults& r) {
                      {"signal", t.signal},
                      {"error", t.error}});
   }
-  json j = {{"exit_code", r.exit_code}, {"tasks", tasks}};
+  json j = {{"exit_code", r.exit_code}, {"tasks", tasks}, {"cpu_time_us", r.cpu_time_us}};
   return j.dump(1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -166,6 +166,7 @@ Result<ShellResults> decode_results(std::string_view text) {
   try {
     ShellResults r;
     r.exit_code = j.at("exit_code").get<int>();
+    r.cpu_time_us = j.value("cpu_time_us", std::int64_t{0});
     for (const json& t : j.at("tasks")) {
       TaskResult task;
       task.rank = t.at("rank").get<int>();

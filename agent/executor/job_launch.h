@@ -76,6 +76,9 @@ struct JobLaunch {
   // hpcq run: each task's stdout and stderr are pipes the shell reads and
   // sends, framed (encode_output_frame), on fd kOutputFd to the executor.
   bool forward_output = false;
+  // --signal: this signal to the tasks warn_seconds before the time limit.
+  int warn_signal = 0;
+  int warn_seconds = 0;
 };
 
 // The job shell's output channel (a SOCK_SEQPACKET socket) when the job
@@ -102,6 +105,10 @@ struct JobExit {
   int exit_code = 0;       // 0..255; a process killed by signal N counts as 128 + N
   std::string reason;      // one line; empty for a completed job
   std::uint32_t step = 0;  // set: a step of job `id` ended, not the job
+  // Measured on this node: CPU time of its processes (user + system), and
+  // the peak memory of its cgroup (with its children's: a job's steps).
+  std::int64_t cpu_time_us = 0;
+  std::uint64_t max_memory_bytes = 0;
 };
 
 // The files of one job directory.
@@ -127,6 +134,9 @@ struct TaskResult {
 
 struct ShellResults {
   int exit_code = 0;  // 0 if every task exited 0, else the highest task exit code
+  // CPU time (user + system) of every process the shell reaped: the tasks
+  // and whatever they left behind (getrusage RUSAGE_CHILDREN).
+  std::int64_t cpu_time_us = 0;
   std::vector<TaskResult> tasks;
 };
 

@@ -39,6 +39,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -598,6 +599,11 @@ int run(const std::string& dir) {
   }
   output.drain();
   results.exit_code = job_exit_code(results.tasks);
+  rusage usage{};
+  if (getrusage(RUSAGE_CHILDREN, &usage) == 0) {
+    auto us = [](const timeval& t) { return std::int64_t{t.tv_sec} * 1000000 + t.tv_usec; };
+    results.cpu_time_us = us(usage.ru_utime) + us(usage.ru_stime);
+  }
   if (!write_results(files, results)) {
     fprintf(stderr, "hpcq-job-shell: cannot write %s: %s\n", files.results.c_str(),
             strerror(errno));

@@ -338,6 +338,10 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.uid = l.uid;
   j.forward_output = l.forward_output;
   j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
+  if (j.deadline != 0 && l.warn_signal != 0) {
+    j.warn_at = std::max(now, j.deadline - l.warn_seconds * kUsPerSecond);
+    j.warn_signal = l.warn_signal;
+  }
   std::error_code ec;
   Status s = prepare_job_dir(l, j.dir);
   if (!s.is_ok()) {
@@ -532,6 +536,14 @@ JobExit ProcessExecutor::exit_of(const Job& job) const {
   return e;
 }
 
+JobExit ProcessExecutor::measured_exit_of(const Job& job) const {
+  JobExit e = exit_of(job);
+  auto results = decode_results(read_whole(JobFiles(job.dir).results));
+  if (results.is_ok()) e.cpu_time_us = results->cpu_time_us;
+  e.max_memory_bytes = job.memory_peak;
+  return e;
+}
+
 Status ProcessExecutor::cancel(JobId id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return not_found("job " + std::to_string(id) + " is not running here");
@@ -643,6 +655,12 @@ void ProcessExecutor::check_timeouts(TimeUs now) {
     if (job.exited || job.pidfd < 0 || job.deadline == 0 || job.cancelled || job.checkpointing) {
       continue;
     }
+    if (job.warn_at != 0 && now >= job.warn_at && !job.timed_out) {
+      // --signal: to the tasks (the shell forwards it) and the job's steps.
+      signal_pidfd(job.pidfd, job.warn_signal);
+      for (Job* step : steps_of(id)) signal_pidfd(step->pidfd, job.warn_signal);
+      job.warn_at = 0;
+    }
     if (!job.timed_out && now >= job.deadline) {
       // The shell forwards SIGTERM to every process of the job.
       signal_pidfd(job.pidfd, SIGTERM);
@@ -660,8 +678,11 @@ Status ProcessExecutor::clean_up(Job& job) {
     close(job.pidfd);  // readable for good now; cleanup retries ride on later calls
     job.pidfd = -1;
   }
-  read_output(job);  // all of it: the shell wrote it before it exited
-  if (job.oom_kills < 0) job.oom_kills = job.cgroup.oom_kills();  // before the cgroup goes
+  read_output(job);         // all of it: the shell wrote it before it exited
+  if (job.oom_kills < 0) {  // before the cgroup goes
+    job.oom_kills = job.cgroup.oom_kills();
+    job.memory_peak = job.cgroup.memory_peak_bytes();
+  }
   Status s = job.cgroup.remove();
   if (!s.is_ok()) {
     if (s.code() != Code::kFailedPrecondition) spdlog::warn("job {}: {}", job.id, s.message());
@@ -680,7 +701,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
       ++it;
       continue;
     }
-    exits.push_back(exit_of(step));
+    exits.push_back(measured_exit_of(step));
     exits.back().step = step.step;
     std::error_code ec;
     std::filesystem::remove_all(step.dir, ec);
@@ -705,7 +726,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
       ++it;
       continue;
     }
-    exits.push_back(exit_of(job));
+    exits.push_back(measured_exit_of(job));
     std::error_code ec;
     std::filesystem::remove_all(job.dir, ec);
     it = jobs_.erase(it);

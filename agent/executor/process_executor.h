@@ -184,6 +184,8 @@ class ProcessExecutor final : public Executor {
     bool image = false;      // runs in OCI containers
     TimeUs deadline = 0;     // 0: no time limit
     TimeUs term_sent = 0;    // when SIGTERM went out for the time limit
+    TimeUs warn_at = 0;      // --signal: when warn_signal goes out (0: never, or sent)
+    int warn_signal = 0;
     bool kill_sent = false;
     bool cancelled = false;
     bool timed_out = false;
@@ -192,7 +194,8 @@ class ProcessExecutor final : public Executor {
     std::vector<int> worker_ids;  // an image job's containers, by worker id
     int shell_code = 0;           // the shell's exit code (128 + signal when killed)
     int shell_signal = 0;
-    int oom_kills = -1;  // read from the cgroup once the shell has ended (-1: not yet)
+    int oom_kills = -1;             // read from the cgroup once the shell has ended (-1: not yet)
+    std::uint64_t memory_peak = 0;  // read with oom_kills
     std::int64_t time_limit_s = 0;
     uid_t uid = 0;  // the job's user (another user's job may not be checkpointable)
     bool forward_output = false;
@@ -209,6 +212,8 @@ class ProcessExecutor final : public Executor {
   // Reaps what a shell's end left: output, cgroups (kFailedPrecondition
   // while processes remain), the directory.
   Status clean_up(Job& job);
+  // exit_of, with the usage measured on this node.
+  JobExit measured_exit_of(const Job& job) const;
   // Steps by job and step id; each is a Job of its own for the shell, its
   // cgroup and its output.
   std::map<std::pair<JobId, std::uint32_t>, Job> steps_;

@@ -70,6 +70,8 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_elastic(spec.elastic);
   p.set_batch(spec.batch);
   p.set_forward_output(spec.forward_output);
+  p.set_warn_signal(spec.warn_signal);
+  p.set_warn_seconds(spec.warn_seconds);
   return p;
 }
 
@@ -127,6 +129,8 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.elastic = p.elastic();
   spec.batch = p.batch();
   spec.forward_output = p.forward_output();
+  spec.warn_signal = p.warn_signal();
+  spec.warn_seconds = p.warn_seconds();
   spec.nodelist.assign(p.nodelist().begin(), p.nodelist().end());
   return spec;
 }
@@ -192,6 +196,8 @@ v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_
   p.set_end_time_us(job.end_time);
   *p.mutable_spec() = to_proto(job.spec);
   p.set_requeue_count(job.requeue_count);
+  p.set_cpu_time_us(job.cpu_time_us);
+  p.set_max_memory_bytes(job.max_memory_bytes);
   p.set_held(job.held);
   p.set_array_job_id(job.spec.array_job_id);
   p.set_array_task_id(job.spec.array_task_id);
@@ -238,6 +244,8 @@ v1::Step to_proto(const job::StepRecord& step) {
   p.set_state(to_proto(step.state));
   p.set_exit_code(step.exit_code);
   p.set_reason(step.reason);
+  p.set_cpu_time_us(step.cpu_time_us);
+  p.set_max_memory_bytes(step.max_memory_bytes);
   p.set_submit_time_us(step.submit_time);
   p.set_start_time_us(step.start_time);
   p.set_end_time_us(step.end_time);
@@ -279,6 +287,8 @@ Result<job::StepRecord> from_proto(const v1::Step& p) {
   }
   step.exit_code = p.exit_code();
   step.reason = p.reason();
+  step.cpu_time_us = p.cpu_time_us();
+  step.max_memory_bytes = p.max_memory_bytes();
   step.submit_time = p.submit_time_us();
   step.start_time = p.start_time_us();
   step.end_time = p.end_time_us();

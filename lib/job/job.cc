@@ -261,8 +261,11 @@ Status validate(const JobSpec& spec) {
     return invalid_argument("--checkpoint-interval: must be 0.." + std::to_string(kMaxTimeLimitS) +
                             " s, got " + std::to_string(spec.checkpoint_interval_s));
   }
-  if (spec.batch && spec.script.empty()) {
-    return invalid_argument("batch: the job needs a script (a file starting with #!)");
+  if (spec.warn_signal != 0 &&
+      (!parse_signal(std::to_string(spec.warn_signal)).is_ok() || spec.warn_seconds < 1)) {
+    return invalid_argument("--signal: want SIG[@SECONDS], got signal " +
+                            std::to_string(spec.warn_signal) + " at " +
+                            std::to_string(spec.warn_seconds) + " s");
   }
   if (spec.batch && (spec.elastic || !spec.image.empty())) {
     return invalid_argument(spec.elastic ? "batch: a batch job cannot be --elastic"

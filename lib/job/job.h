@@ -166,12 +166,18 @@ struct JobSpec {
   bool elastic = false;
   // hpcq batch: the script runs once, as task 0 on the first node of the
   // allocation; the other nodes hold their part for the job's steps. The
-  // job ends when the script does.
+  // job ends when the script does. Without a script (hpcq alloc) no node
+  // runs anything: the job holds its allocation for steps until it is
+  // signalled (SIGTERM: it completes), cancelled or timed out.
   bool batch = false;
   // hpcq run: the tasks' stdout and stderr go to the leader, which streams
   // them to the caller and to `hpcq attach` (proto WatchOutput), instead of
   // to files; output and error are then empty.
   bool forward_output = false;
+  // --signal SIG[@SECONDS]: the tasks (and steps) get SIG this many seconds
+  // before the time limit (sbatch's --signal; default 60 s); 0: none.
+  int warn_signal = 0;
+  int warn_seconds = 0;
   // Set by the leader on each task of an expanded array; 0/-1 otherwise.
   JobId array_job_id = 0;     // the array's first job id (Slurm's %A)
   int array_task_id = -1;     // this task's index (%a)
@@ -195,6 +201,11 @@ struct Job {
   TimeUs start_time = 0;
   TimeUs end_time = 0;
   int requeue_count = 0;
+  // Measured on its nodes over its last run (sacct's TotalCPU and MaxRSS):
+  // CPU time (user + system) of its processes and its steps', and the
+  // largest peak memory of its cgroup on any one node.
+  std::int64_t cpu_time_us = 0;
+  std::uint64_t max_memory_bytes = 0;
   bool held = false;  // pending but not eligible until released (hpcq hold/release)
 };
 

@@ -89,6 +89,8 @@ Effects JobTableCore::start(JobRecord& record, resource::Allocation allocation, 
   job.start_time = now;
   job.allocation = std::move(allocation);
   job.reason.clear();
+  job.cpu_time_us = 0;
+  job.max_memory_bytes = 0;
   record.outcome = JobState::kCompleted;
   record.outcome_reason.clear();
   record.cancel_requested = false;

@@ -39,6 +39,8 @@ struct StepRecord {
   JobState state = JobState::kPending;  // then kRunning; ends kCompleted, kFailed or kCancelled
   resource::Allocation allocation;      // once placed: the step's nodes, cores and tasks
   int exit_code = 0;                    // the highest task exit code
+  std::int64_t cpu_time_us = 0;         // measured: its tasks' CPU time, all nodes
+  std::uint64_t max_memory_bytes = 0;   // measured: its cgroup's peak on any one node
   std::string reason;
   // While it runs: the first part that did not complete decides its end.
   JobState outcome = JobState::kCompleted;

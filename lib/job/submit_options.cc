@@ -28,7 +28,8 @@ constexpr const char* kUsage =
     "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-    "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] [-w "
+    "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] "
+    "[--signal SIG[@SECONDS]] [-w "
     "NODE[,NODE...]] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
@@ -251,6 +252,7 @@ struct Given {
   std::optional<int> workers;
   std::optional<std::string> image;
   std::optional<std::int64_t> checkpoint_interval;
+  std::optional<std::pair<int, int>> warn;  // --signal: signal, seconds before the limit
   std::optional<std::vector<std::string>> nodelist;
   bool json = false;
   bool wait = false;
@@ -293,6 +295,7 @@ struct Given {
     take(workers, later.workers);
     take(image, later.image);
     take(checkpoint_interval, later.checkpoint_interval);
+    take(warn, later.warn);
     take(nodelist, later.nodelist);
     json = json || later.json;
     wait = wait || later.wait;
@@ -408,7 +411,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   std::string nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
   std::string account, qos, priority, dependency, array;
   std::string gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
-  std::string profile, workers, image, checkpoint_interval, nodelist;
+  std::string profile, workers, image, checkpoint_interval, nodelist, warn;
   bool requeue = false;
   bool elastic = false;
   bool oversubscribe = false;
@@ -446,6 +449,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   CLI::Option* o_workers = add("--workers", workers);
   CLI::Option* o_image = add("--image", image);
   CLI::Option* o_checkpoint_interval = add("--checkpoint-interval", checkpoint_interval);
+  CLI::Option* o_signal = add("--signal", warn);
   CLI::Option* o_nodelist = add("-w,--nodelist", nodelist);
   CLI::Option* o_oversubscribe = app.add_flag("--oversubscribe,!--exclusive", oversubscribe)
                                      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -606,6 +610,22 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
     if (*v <= 0) return invalid_argument("--checkpoint-interval: want a positive time");
     g.checkpoint_interval = *v;
   }
+  if (o_signal->count() > 0) {
+    // SIG[@SECONDS], as sbatch's --signal (without its B: and R: flags).
+    const std::size_t at = warn.find('@');
+    auto signo = parse_signal(warn.substr(0, at));
+    if (!signo.is_ok()) return invalid_argument("--signal: " + signo.status().message());
+    int seconds = 60;
+    if (at != std::string::npos) {
+      const std::string text = warn.substr(at + 1);
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+      if (ec != std::errc{} || end != text.data() + text.size() || seconds < 1 || seconds > 65535) {
+        return invalid_argument("--signal: want SIG[@SECONDS] with 1..65535 seconds, got " +
+                                quote(warn));
+      }
+    }
+    g.warn = std::make_pair(*signo, seconds);
+  }
   if (o_image->count() > 0) {
     if (image.empty()) return invalid_argument("--image: want a directory, got ''");
     g.image = image;
@@ -689,7 +709,13 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   auto command_line = parse_words(args, /*command_line=*/true);
   if (!command_line.is_ok()) return command_line.status();
   const std::vector<std::string>& command = command_line->command;
-  if (command.empty()) {
+  std::vector<std::string> alloc_command;
+  if (kind == SubmitKind::kAlloc && command.empty()) {
+    const auto shell = ctx.environment.find("SHELL");
+    alloc_command = {shell != ctx.environment.end() && !shell->second.empty() ? shell->second
+                                                                              : "/bin/sh"};
+  }
+  if (command.empty() && alloc_command.empty()) {
     return invalid_argument(kind == SubmitKind::kBatch ? "batch: no script given"
                             : kind == SubmitKind::kRun ? "run: no command given"
                                                        : "submit: no command or script given");
@@ -707,7 +733,8 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   JobSpec& spec = out.spec;
   Given given;
   Result<std::string> text = not_found("");
-  if (ctx.read_file && kind != SubmitKind::kRun) text = ctx.read_file(command.front());
+  if (ctx.read_file && (kind == SubmitKind::kSubmit || kind == SubmitKind::kBatch))
+    text = ctx.read_file(command.front());
   const bool is_script = text.is_ok() && text->starts_with("#!");
   if (kind == SubmitKind::kBatch && !is_script) {
     return invalid_argument("batch: " + quote(command.front()) +
@@ -726,8 +753,8 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   }
   given.merge(command_line->given);
 
-  spec.argv = command;
-  spec.name = given.name && !given.name->empty() ? *given.name : basename_of(command.front());
+  spec.argv = alloc_command.empty() ? command : alloc_command;
+  spec.name = given.name && !given.name->empty() ? *given.name : basename_of(spec.argv.front());
   auto& request = spec.request;
   request.nodes = given.nodes.value_or(0);
   // sbatch: -N alone runs one task per node.
@@ -748,13 +775,16 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.workers = given.workers.value_or(0);
   if (given.image) spec.image = resolve_dir(ctx.cwd, *given.image);
   spec.checkpoint_interval_s = given.checkpoint_interval.value_or(0);
+  if (given.warn) std::tie(spec.warn_signal, spec.warn_seconds) = *given.warn;
   spec.nodelist = given.nodelist.value_or(std::vector<std::string>{});
   spec.max_nodes = given.max_nodes.value_or(0);
   spec.elastic = given.elastic.value_or(false);
   spec.time_limit_s = given.time.value_or(0);
-  spec.batch = kind == SubmitKind::kBatch;
+  spec.batch = kind == SubmitKind::kBatch || kind == SubmitKind::kAlloc;
   spec.forward_output = kind == SubmitKind::kRun;
-  spec.output = given.output.value_or(spec.forward_output ? "" : kDefaultOutput);
+  // hpcq alloc's job runs nothing of its own: no output file.
+  spec.output = given.output.value_or(
+      kind == SubmitKind::kRun || kind == SubmitKind::kAlloc ? "" : kDefaultOutput);
   spec.error = given.error.value_or("");
   spec.queue = given.queue.value_or("");
   spec.cwd = given.chdir ? resolve_dir(ctx.cwd, *given.chdir) : ctx.cwd;

@@ -38,6 +38,8 @@ enum class SubmitKind {
   kBatch,   // hpcq batch: SCRIPT (required, "#!") runs once, on the first node
   kRun,     // hpcq run: every task runs COMMAND (never read as a script); the
             // output goes to the caller, not to files (no -o/-e)
+  kAlloc,   // hpcq alloc: no task runs; COMMAND (optional: the caller runs it,
+            // default $SHELL) is kept as the job's command and name
 };
 
 struct SubmitOptions {

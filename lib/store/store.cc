@@ -83,17 +83,22 @@ CREATE TABLE records (
   PRIMARY KEY (kind, key)
 );
 )sql"},
+    // Measured usage of a job's last run (sacct's TotalCPU and MaxRSS).
+    {5, R"sql(
+ALTER TABLE jobs ADD COLUMN cpu_time_us INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN max_memory_bytes INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 constexpr const char* kStatementSql[] = {
     // kInsertJob
     "INSERT INTO jobs (id, uid, gid, user, name, state, exit_code, reason, spec, allocation,"
-    " submit_time, start_time, end_time, requeue_count, held)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    " submit_time, start_time, end_time, requeue_count, held, cpu_time_us, max_memory_bytes)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     // kUpdateJob
     "UPDATE jobs SET name = ?2, state = ?3, exit_code = ?4, reason = ?5, spec = ?6,"
-    " allocation = ?7, start_time = ?8, end_time = ?9, requeue_count = ?10, held = ?11"
-    " WHERE id = ?1",
+    " allocation = ?7, start_time = ?8, end_time = ?9, requeue_count = ?10, held = ?11,"
+    " cpu_time_us = ?12, max_memory_bytes = ?13 WHERE id = ?1",
     // kAppendEvent
     "INSERT INTO job_events (job_id, seq, time, name, detail)"
     " VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM job_events WHERE job_id = ?1),"
@@ -107,7 +112,8 @@ constexpr const char* kStatementSql[] = {
     " ON CONFLICT (key) DO UPDATE SET value = MAX(value, excluded.value)",
     // kLoadJobs
     "SELECT id, uid, gid, user, state, exit_code, reason, spec, allocation, submit_time,"
-    " start_time, end_time, requeue_count, held FROM jobs ORDER BY id",
+    " start_time, end_time, requeue_count, held, cpu_time_us, max_memory_bytes FROM jobs"
+    " ORDER BY id",
     // kMaxJobId
     "SELECT MAX(COALESCE((SELECT value FROM meta WHERE key = 'max_job_id'), 0),"
     " COALESCE((SELECT MAX(id) FROM jobs), 0))",
@@ -455,6 +461,8 @@ Status Store::apply(const WriteBatch::Op& op) {
       use.bind(13, j.end_time);
       use.bind(14, static_cast<std::int64_t>(j.requeue_count));
       use.bind(15, static_cast<std::int64_t>(j.held ? 1 : 0));
+      use.bind(16, j.cpu_time_us);
+      use.bind(17, static_cast<std::int64_t>(j.max_memory_bytes));
       if (use.bind_rc() != SQLITE_OK) return error(what, use.bind_rc());
       int rc = use.step();
       if (rc != SQLITE_DONE) return error(what, rc);
@@ -480,6 +488,8 @@ Status Store::apply(const WriteBatch::Op& op) {
     use.bind(9, j.end_time);
     use.bind(10, static_cast<std::int64_t>(j.requeue_count));
     use.bind(11, static_cast<std::int64_t>(j.held ? 1 : 0));
+    use.bind(12, j.cpu_time_us);
+    use.bind(13, static_cast<std::int64_t>(j.max_memory_bytes));
     if (use.bind_rc() != SQLITE_OK) return error(what, use.bind_rc());
     int rc = use.step();
     if (rc != SQLITE_DONE) return error(what, rc);
@@ -563,6 +573,8 @@ Result<std::vector<job::Job>> Store::load_jobs() {
     j.end_time = sqlite3_column_int64(s, 11);
     j.requeue_count = sqlite3_column_int(s, 12);
     j.held = sqlite3_column_int(s, 13) != 0;
+    j.cpu_time_us = sqlite3_column_int64(s, 14);
+    j.max_memory_bytes = static_cast<std::uint64_t>(sqlite3_column_int64(s, 15));
     jobs.push_back(std::move(j));
   }
   if (rc != SQLITE_DONE) return error("load jobs", rc);

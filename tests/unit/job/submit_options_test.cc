@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <map>
 #include <string>
 #include <vector>
@@ -100,6 +101,20 @@ TEST_F(Submit, RunForwardsOutputAndNeverReadsAScript) {
   EXPECT_EQ(error({"--label"}), "run: no command given");
   kind_ = SubmitKind::kSubmit;
   EXPECT_EQ(error({"--label", "true"}), "--label: only hpcq run labels output lines");
+}
+
+TEST_F(Submit, SignalBeforeTheTimeLimit) {
+  SubmitOptions o = ok({"--signal", "USR1@90", "-t", "10", "true"});
+  EXPECT_EQ(o.spec.warn_signal, SIGUSR1);
+  EXPECT_EQ(o.spec.warn_seconds, 90);
+  o = ok({"--signal=SIGTERM", "true"});
+  EXPECT_EQ(o.spec.warn_signal, SIGTERM);
+  EXPECT_EQ(o.spec.warn_seconds, 60);  // sbatch's default
+  EXPECT_NE(error({"--signal", "STOP", "true"}).find("--signal: signal: 'STOP'"),
+            std::string::npos);
+  EXPECT_EQ(error({"--signal", "USR1@0", "true"}),
+            "--signal: want SIG[@SECONDS] with 1..65535 seconds, got 'USR1@0'");
+  EXPECT_NE(error({"--signal", "USR1@", "true"}).find("1..65535"), std::string::npos);
 }
 
 TEST_F(Submit, EveryOptionLongAndShort) {

@@ -108,6 +108,12 @@ void expect_same_job(const job::Job& a, const job::Job& b) {
   EXPECT_EQ(a.end_time, b.end_time);
   EXPECT_EQ(a.requeue_count, b.requeue_count);
   EXPECT_EQ(a.held, b.held);
+  EXPECT_EQ(a.cpu_time_us, b.cpu_time_us);
+  EXPECT_EQ(a.max_memory_bytes, b.max_memory_bytes);
+  EXPECT_EQ(a.spec.batch, b.spec.batch);
+  EXPECT_EQ(a.spec.forward_output, b.spec.forward_output);
+  EXPECT_EQ(a.spec.warn_signal, b.spec.warn_signal);
+  EXPECT_EQ(a.spec.warn_seconds, b.spec.warn_seconds);
   EXPECT_EQ(a.spec.name, b.spec.name);
   EXPECT_EQ(a.spec.argv, b.spec.argv);
   EXPECT_EQ(a.spec.request.nodes, b.spec.request.nodes);
@@ -279,6 +285,11 @@ TEST(Store, JobRoundTripsThroughInsertUpdateAndReopen) {
     job.requeue_count = 2;
     job.held = true;
     job.spec.time_limit_s = 1200;
+    job.cpu_time_us = 1'500'000;
+    job.max_memory_bytes = 3ULL << 30;
+    job.spec.batch = true;
+    job.spec.warn_signal = 10;
+    job.spec.warn_seconds = 90;
     WriteBatch update;
     update.update_job(job);
     ASSERT_TRUE(store->write(update).is_ok());

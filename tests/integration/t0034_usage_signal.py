@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Measured usage and the time-limit warning (issue 22, items 6 and 7): a job
+that burns a known amount of CPU and memory shows them (status --json
+total_cpu_s and max_memory_bytes, history's TOTALCPU and MAXMEM), a batch
+job's steps too; --signal SIG@SECONDS warns the tasks before the limit."""
+import os
+import resource
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+t.within_cluster(agents=2, fanout=2)
+
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
+MB = 1 << 20
+
+# 1.5 s of CPU and 200 MB touched, in one process.
+BURN = ("import time\n"
+        "x = bytearray(200 << 20)\n"
+        "for i in range(0, len(x), 4096): x[i] = 1\n"
+        "t = time.process_time()\n"
+        "while time.process_time() - t < 1.5: pass\n")
+
+
+def burn_here():
+    """The CPU time (user + system) of one BURN run outside hpcq: at least
+    the 1.5 s it spins, plus what this machine takes to fault in 200 MB."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", BURN], check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def test_a_job_shows_the_cpu_and_memory_it_used():
+    d = t.workdir()
+    expected = 2 * burn_here()
+    job = t.submit("-n", "2", "-o", "/dev/null", "--", sys.executable, "-c", BURN, cwd=d)
+    s = t.wait_state(job, ENDED)
+    t.check(s["state"] == "COMPLETED", f"job {s['state']}: {s['reason']}")
+    # Two tasks: about twice what one took here.
+    t.check(3.0 <= s["total_cpu_s"] and 0.6 * expected <= s["total_cpu_s"] <= 1.6 * expected,
+            f"total_cpu_s {s['total_cpu_s']}, want about {expected:.2f}")
+    t.check(200 * MB <= s["max_memory_bytes"] < 2048 * MB,
+            f"max_memory_bytes {s['max_memory_bytes']}, want at least 200 MB")
+    history = t.hpcq("history").stdout
+    line = next(l for l in history.splitlines() if l.split()[0] == str(job))
+    t.check("TOTALCPU" in history and "M" in line.split()[-1], f"history:\n{history}")
+
+
+def test_a_batch_jobs_steps_are_measured_and_counted_in_the_job():
+    d = t.workdir()
+    script = os.path.join(d, "job.sh")
+    with open(os.path.join(d, "burn.py"), "w") as f:
+        f.write(BURN)
+    with open(script, "w") as f:
+        f.write(f"#!/bin/sh\n#HPCQ -N 2 -n 2\nhpcq run -N 1 -- {sys.executable} {d}/burn.py\n")
+    os.chmod(script, 0o755)
+    job = int(t.hpcq("batch", script, cwd=d).stdout)
+    s = t.wait_state(job, ENDED, timeout=60)
+    t.check(s["state"] == "COMPLETED", f"job {s['state']}: {s['reason']}")
+    step = s["steps"][0]
+    expected = burn_here()
+    t.check(1.5 <= step["total_cpu_s"] and 0.6 * expected <= step["total_cpu_s"] <= 1.6 * expected,
+            f"the step's total_cpu_s {step['total_cpu_s']}, want about {expected:.2f}")
+    t.check(step["max_memory_bytes"] >= 200 * MB, f"the step's memory {step['max_memory_bytes']}")
+    t.check(s["total_cpu_s"] >= step["total_cpu_s"], f"the job's {s['total_cpu_s']} < its step's")
+    t.check(s["max_memory_bytes"] >= 200 * MB, f"the job's memory {s['max_memory_bytes']}")
+
+
+def test_signal_before_the_time_limit():
+    started = time.monotonic()
+    r = t.run([t.HPCQ, "run", "-t", "00:00:20", "--signal", "USR1@15", "--", "sh", "-c",
+               'trap "echo warned; exit 0" USR1; while :; do sleep 0.1; done'])
+    took = time.monotonic() - started
+    t.check(r.returncode == 0 and r.stdout == "warned\n", f"exit {r.returncode}: {r}")
+    t.check(3 <= took < 15, f"warned after {took:.1f} s, want about 5 (20 s limit, 15 s before)")
+    r = t.hpcq("submit", "--signal", "STOP@10", "--", "true", rc=2)
+    t.check("--signal" in r.stderr and r.stderr.count("\n") == 1, r.stderr)
+    r = t.hpcq("submit", "--signal", "USR1@x", "--", "true", rc=2)
+    t.check("1..65535 seconds" in r.stderr, r.stderr)
+
+
+t.main([test_a_job_shows_the_cpu_and_memory_it_used,
+        test_a_batch_jobs_steps_are_measured_and_counted_in_the_job,
+        test_signal_before_the_time_limit])
