@@ -152,6 +152,7 @@ TEST(LaunchMessage, ABatchScriptRunsOnceOnTheFirstNode) {
   const HostMapping host{&topo, false, 8, 1};
   overlay::Launch launch = two_node_launch();
   launch.set_batch(true);
+  launch.set_script("#!/bin/sh\n");
   launch.set_forward_output(true);
   launch.mutable_allocation(0)->set_ntasks(2);
   launch.set_cpus_per_task(1);
@@ -167,6 +168,20 @@ TEST(LaunchMessage, ABatchScriptRunsOnceOnTheFirstNode) {
   ASSERT_TRUE(second.is_ok()) << second.status().message();
   EXPECT_TRUE(second->tasks.empty());
   EXPECT_EQ(second->host_cpus, (std::vector<int>{4, 5, 6, 7}));  // its part, held
+}
+
+// hpcq alloc's job (batch, no script): no node runs a task; all hold.
+TEST(LaunchMessage, AnAllocationRunsNothing) {
+  const resource::NodeTopology topo = synthetic("pack:1 numa:2 core:4 pu:1");
+  const HostMapping host{&topo, false, 8, 1};
+  overlay::Launch launch = two_node_launch();
+  launch.set_batch(true);
+  for (Rank rank : {1u, 2u}) {
+    auto part = job_launch_from_message(launch, rank, "n" + std::to_string(rank), host);
+    ASSERT_TRUE(part.is_ok()) << part.status().message();
+    EXPECT_TRUE(part->batch);
+    EXPECT_TRUE(part->tasks.empty());
+  }
 }
 
 // --distribution=cyclic over two nodes: ranks are dealt round-robin.

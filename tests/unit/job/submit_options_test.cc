@@ -560,7 +560,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
                 "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
                 "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
-                "TIME] [-w NODE[,NODE...]] [--json] "
+                "TIME] [--signal SIG[@SECONDS]] [-w NODE[,NODE...]] [--json] "
                 "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
         BadArgs{{"-w", "n1,,n2", "true"},
                 "--nodelist: bad node list 'n1,,n2' (want NAME[,NAME...])"},
