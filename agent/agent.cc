@@ -231,6 +231,7 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kCheckpoint: on_checkpoint(envelope.checkpoint()); break;
     case overlay::Envelope::kResize: on_resize(envelope.resize()); break;
     case overlay::Envelope::kSignal: on_signal(envelope.signal()); break;
+    case overlay::Envelope::kSetTimeLimit: on_set_time_limit(envelope.set_time_limit()); break;
     case overlay::Envelope::kJobUpdateAck: {
       unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt(),
                            envelope.job_update_ack().step());
@@ -585,6 +586,13 @@ void Agent::on_signal(const overlay::Signal& request) {
                  : executor_->signal(request.job_id(), request.signo());
   if (!s.is_ok())
     spdlog::info("job {}: signal {}: {}", request.job_id(), request.signo(), s.message());
+}
+
+void Agent::on_set_time_limit(const overlay::SetTimeLimit& request) {
+  auto attempt = attempts_.find(request.job_id());
+  if (attempt == attempts_.end() || attempt->second != request.attempt()) return;  // stale
+  Status s = executor_->set_time_limit(request.job_id(), request.time_limit_s());
+  if (!s.is_ok()) spdlog::info("job {}: time limit: {}", request.job_id(), s.message());
 }
 
 void Agent::sync_wait_fds() {

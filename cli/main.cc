@@ -237,6 +237,31 @@ int cmd_attach(const std::string& given, FollowOptions options) {
   return follow_job(*stub, socket, *id, options);
 }
 
+int cmd_update(const std::string& text, const std::string& time_limit, bool json) {
+  auto seconds = parse_duration_s(time_limit);
+  if (!seconds.is_ok())
+    return fail(invalid_argument("--time-limit: " + seconds.status().message()));
+  if (*seconds == 0) return fail(invalid_argument("--time-limit: want a limit, not UNLIMITED"));
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  auto id = resolve_job_id(*stub, socket, text);
+  if (!id.is_ok()) return fail(id.status());
+  v1::UpdateRequest request;
+  request.set_id(*id);
+  request.set_time_limit_s(*seconds);
+  v1::Job job;
+  grpc::ClientContext ctx;
+  Status s = from_grpc(stub->Update(&ctx, request, &job), socket);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    std::cout << json_text(job_json(job)) << "\n";
+  } else {
+    std::cout << "job " << job.id() << ": time limit " << format_duration(job.spec().time_limit_s())
+              << "\n";
+  }
+  return 0;
+}
+
 int cmd_signal(const std::string& given, const std::string& name) {
   auto signo = job::parse_signal(name);
   if (!signo.is_ok()) return fail(signo.status());
@@ -742,6 +767,15 @@ int main(int argc, char** argv) {
   drain->add_option("nodes", node_names, "node names")->required();
   drain->add_option("--reason", reason, "why (shown by hpcq nodes)");
   auto* resume = app.add_subcommand("resume", "give drained nodes work again (root)");
+  auto* requeue = app.add_subcommand(
+      "requeue", "kill running jobs and queue them again, to run from the start");
+  requeue->add_option("jobs", ids, "job ids")->required();
+  std::string update_job, update_time;
+  auto* update = app.add_subcommand(
+      "update", "change a pending or running job: --time-limit (lower it; root: either way)");
+  update->add_option("job", update_job, "job id")->required();
+  update->add_option("-t,--time-limit", update_time, "the new limit (as submit's -t)")->required();
+  update->add_flag("--json", json, "machine-readable output");
   resume->add_option("nodes", node_names, "node names")->required();
   HistoryFilter history_filter;
   auto* history = app.add_subcommand("history", "ended jobs, like sacct");
@@ -811,10 +845,10 @@ int main(int argc, char** argv) {
       words.erase(dashes, words.end());
     }
   }
-  const std::set<std::string> commands = {"submit",  "cancel", "status",  "wait",    "queue",
-                                          "nodes",   "keygen", "start",   "hold",    "release",
-                                          "drain",   "resume", "history", "reserve", "checkpoint",
-                                          "migrate", "resize", "attach",  "signal"};
+  const std::set<std::string> commands = {
+      "submit",     "cancel",  "status",  "wait",   "queue",  "nodes",   "keygen",
+      "start",      "hold",    "release", "drain",  "resume", "history", "reserve",
+      "checkpoint", "migrate", "resize",  "attach", "signal", "requeue", "update"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -837,6 +871,11 @@ int main(int argc, char** argv) {
     return cmd_attach(attach_job, attach_options);
   }
   if (*signal_cmd) return cmd_signal(signal_job, signal_name);
+  if (*requeue) {
+    return for_each_id<hpcq::v1::RequeueRequest, hpcq::v1::RequeueResponse>(
+        ids, &hpcq::v1::Hpcq::Stub::Requeue);
+  }
+  if (*update) return cmd_update(update_job, update_time, json);
   if (*wait) return cmd_wait(ids, json);
   if (*queue) return cmd_queue(all, json);
   if (*nodes) return cmd_nodes(json);

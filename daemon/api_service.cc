@@ -229,6 +229,23 @@ grpc::Status ApiService::Signal(grpc::ServerContext* context, const v1::SignalRe
   return to_grpc(leader_.signal(*caller_found, request->id(), request->step(), *signo).get());
 }
 
+grpc::Status ApiService::Requeue(grpc::ServerContext* context, const v1::RequeueRequest* request,
+                                 v1::RequeueResponse*) {
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
+  return to_grpc(leader_.requeue(*caller_found, request->id()).get());
+}
+
+grpc::Status ApiService::Update(grpc::ServerContext* context, const v1::UpdateRequest* request,
+                                v1::Job* response) {
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
+  auto updated = leader_.update(*caller_found, request->id(), request->time_limit_s()).get();
+  if (!updated.is_ok()) return to_grpc(updated.status());
+  *response = std::move(updated).value();
+  return grpc::Status::OK;
+}
+
 grpc::Status ApiService::LaunchStep(grpc::ServerContext* context,
                                     const v1::LaunchStepRequest* request, v1::Step* response) {
   auto caller_found = authenticate(context);

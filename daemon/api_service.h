@@ -55,6 +55,10 @@ class ApiService final : public v1::Hpcq::Service {
                          grpc::ServerWriter<v1::JobEvent>* writer) override;
   grpc::Status Signal(grpc::ServerContext* context, const v1::SignalRequest* request,
                       v1::SignalResponse* response) override;
+  grpc::Status Requeue(grpc::ServerContext* context, const v1::RequeueRequest* request,
+                       v1::RequeueResponse* response) override;
+  grpc::Status Update(grpc::ServerContext* context, const v1::UpdateRequest* request,
+                      v1::Job* response) override;
   grpc::Status LaunchStep(grpc::ServerContext* context, const v1::LaunchStepRequest* request,
                           v1::Step* response) override;
   grpc::Status WatchOutput(grpc::ServerContext* context, const v1::WatchOutputRequest* request,

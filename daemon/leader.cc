@@ -222,6 +222,55 @@ std::future<Status> Leader::signal(const Caller& caller, JobId id, job::StepId s
   });
 }
 
+std::future<Status> Leader::requeue(const Caller& caller, JobId id) {
+  return ask([this, caller, id]() -> Status {
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return found.status();
+    auto asked = ctx_.table.requeue_request(**found, user_name_of(caller.uid));
+    if (!asked.is_ok()) return asked.status();
+    actions_.apply(*asked);
+    return Status::ok();
+  });
+}
+
+std::future<Result<v1::Job>> Leader::update(const Caller& caller, JobId id,
+                                            std::int64_t time_limit_s) {
+  return ask([this, caller, id, time_limit_s]() -> Result<v1::Job> {
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return found.status();
+    JobEntry& entry = **found;
+    const std::string job = "job " + std::to_string(id);
+    if (job::is_terminal(entry.job.state)) {
+      return failed_precondition(job + " already ended (" + job::state_name(entry.job.state) + ")");
+    }
+    if (time_limit_s <= 0) return invalid_argument("update: nothing to change");
+    const std::int64_t now_limit = entry.job.spec.time_limit_s;
+    if (!caller.is_admin() && (now_limit <= 0 || time_limit_s > now_limit)) {
+      return permission_denied("update: only root may raise a time limit (" + job + "'s is " +
+                               (now_limit > 0 ? std::to_string(now_limit) + " s" : "unlimited") +
+                               ")");
+    }
+    job::JobSpec changed = entry.job.spec;
+    changed.time_limit_s = time_limit_s;
+    HPCQ_RETURN_IF_ERROR(job::validate(changed));
+    entry.job.spec.time_limit_s = time_limit_s;
+    actions_.persist(
+        entry.job, "update",
+        "time limit " + std::to_string(time_limit_s) + " s by " + user_name_of(caller.uid));
+    for (Rank rank : entry.running_on) {
+      overlay::Envelope envelope;
+      envelope.set_dst(rank);
+      overlay::SetTimeLimit& limit = *envelope.mutable_set_time_limit();
+      limit.set_job_id(id);
+      limit.set_attempt(static_cast<std::uint32_t>(entry.job.requeue_count));
+      limit.set_time_limit_s(time_limit_s);
+      (void)ctx_.overlay->send(std::move(envelope));
+    }
+    actions_.schedule_soon();  // backfill reads the limits
+    return describe(entry.job);
+  });
+}
+
 std::future<Result<v1::Step>> Leader::launch_step(const Caller& caller, JobId id,
                                                   job::StepRecord step, bool immediate) {
   return ask([this, caller, id, step = std::move(step), immediate]() mutable -> Result<v1::Step> {

@@ -58,6 +58,10 @@ class Leader {
   // Sends `signo` (checked by the caller) to every task of a running job
   // (and of its steps), or of one step.
   std::future<Status> signal(const Caller& caller, JobId id, job::StepId step, int signo);
+  // hpcq requeue: a running job is killed and queued again from the start.
+  std::future<Status> requeue(const Caller& caller, JobId id);
+  // hpcq update: a new time limit (> 0 s); users may only lower theirs.
+  std::future<Result<v1::Job>> update(const Caller& caller, JobId id, std::int64_t time_limit_s);
   // hpcq run inside a batch job (daemon/steps.h).
   std::future<Result<v1::Step>> launch_step(const Caller& caller, JobId id, job::StepRecord step,
                                             bool immediate);

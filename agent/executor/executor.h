@@ -90,6 +90,9 @@ class Executor {
   // notice, agent/elastic_job.h); kNotFound if it is not here.
   virtual Status signal(JobId id, int signo) = 0;  // the job's tasks and its steps'
   virtual Status signal_step(JobId id, std::uint32_t step, int signo) = 0;
+  // hpcq update --time-limit: the job's limit is now `seconds` from its
+  // launch here (0: none); a limit already past ends it at the next check.
+  virtual Status set_time_limit(JobId id, std::int64_t seconds) = 0;
   // Ends every job (not reported by reap()) and cleans up.
   virtual void shutdown() = 0;
 

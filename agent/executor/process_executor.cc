@@ -337,11 +337,10 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.time_limit_s = l.time_limit_s;
   j.uid = l.uid;
   j.forward_output = l.forward_output;
-  j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
-  if (j.deadline != 0 && l.warn_signal != 0) {
-    j.warn_at = std::max(now, j.deadline - l.warn_seconds * kUsPerSecond);
-    j.warn_signal = l.warn_signal;
-  }
+  j.launched = now;
+  j.warn_signal = l.warn_signal;
+  j.warn_seconds = l.warn_seconds;
+  set_limit(j, l.time_limit_s);
   std::error_code ec;
   Status s = prepare_job_dir(l, j.dir);
   if (!s.is_ok()) {
@@ -560,6 +559,23 @@ Status ProcessExecutor::cancel(JobId id) {
     return internal_error("job " + std::to_string(id) + ": kill: " + errno_text(errno));
   }
   job.cancelled = true;
+  return Status::ok();
+}
+
+void ProcessExecutor::set_limit(Job& job, std::int64_t seconds) {
+  job.deadline = seconds > 0 ? job.launched + seconds * kUsPerSecond : 0;
+  job.warn_at = job.deadline != 0 && job.warn_signal != 0
+                    ? std::max(job.launched, job.deadline - job.warn_seconds * kUsPerSecond)
+                    : 0;
+}
+
+Status ProcessExecutor::set_time_limit(JobId id, std::int64_t seconds) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return not_found("job " + std::to_string(id) + " is not running here");
+  Job& job = it->second;
+  job.time_limit_s = seconds;
+  // A job already past its old limit is ending: the new one does not save it.
+  if (!job.timed_out) set_limit(job, seconds);
   return Status::ok();
 }
 
@@ -1158,7 +1174,8 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
   j.time_limit_s = l.time_limit_s;
   j.uid = l.uid;
   j.forward_output = l.forward_output;
-  j.deadline = l.time_limit_s > 0 ? now + l.time_limit_s * kUsPerSecond : 0;
+  j.launched = now;
+  set_limit(j, l.time_limit_s);
   j.image = containers;
   auto r = std::make_unique<Restore>();
   Status prepared = prepare_restore(l, image_dir, j);

@@ -136,6 +136,7 @@ class ProcessExecutor final : public Executor {
   // SIGUSR2 to every task (other signals reach the shell only).
   Status signal(JobId id, int signo) override;
   Status signal_step(JobId id, std::uint32_t step, int signo) override;
+  Status set_time_limit(JobId id, std::int64_t seconds) override;
 
   // The job's cgroup directories (empty if unknown), for tests and CRIU.
   std::vector<std::string> cgroup_dirs(JobId id) const;
@@ -186,6 +187,8 @@ class ProcessExecutor final : public Executor {
     TimeUs term_sent = 0;    // when SIGTERM went out for the time limit
     TimeUs warn_at = 0;      // --signal: when warn_signal goes out (0: never, or sent)
     int warn_signal = 0;
+    int warn_seconds = 0;
+    TimeUs launched = 0;  // the time limit counts from here
     bool kill_sent = false;
     bool cancelled = false;
     bool timed_out = false;
@@ -212,6 +215,8 @@ class ProcessExecutor final : public Executor {
   // Reaps what a shell's end left: output, cgroups (kFailedPrecondition
   // while processes remain), the directory.
   Status clean_up(Job& job);
+  // The deadline and --signal warning of a limit of `seconds` (0: none).
+  static void set_limit(Job& job, std::int64_t seconds);
   // exit_of, with the usage measured on this node.
   JobExit measured_exit_of(const Job& job) const;
   // Steps by job and step id; each is a Job of its own for the shell, its

@@ -42,7 +42,16 @@ Status TestExecutor::launch(const JobLaunch& launch, TimeUs now) {
   Job job;
   job.end = now + static_cast<TimeUs>(seconds * kUsPerSecond);
   job.deadline = launch.time_limit_s > 0 ? now + launch.time_limit_s * kUsPerSecond : 0;
+  job.launched = now;
   jobs_[launch.id] = job;
+  arm();
+  return Status::ok();
+}
+
+Status TestExecutor::set_time_limit(JobId id, std::int64_t seconds) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return not_found("job " + std::to_string(id) + " is not running here");
+  it->second.deadline = seconds > 0 ? it->second.launched + seconds * kUsPerSecond : 0;
   arm();
   return Status::ok();
 }

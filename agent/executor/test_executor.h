@@ -29,6 +29,7 @@ class TestExecutor final : public Executor {
     return not_found("job " + std::to_string(id) + " has no steps here");
   }
   Status signal_step(JobId id, std::uint32_t, int) override { return cancel_step(id, 0); }
+  Status set_time_limit(JobId id, std::int64_t seconds) override;
   std::vector<int> wait_fds() const override { return {timer_fd_}; }
   std::vector<JobId> running() const override;
   // Nothing runs to be signalled: OK for a job it runs.
@@ -51,6 +52,7 @@ class TestExecutor final : public Executor {
   struct Job {
     TimeUs end = 0;       // when it completes by itself
     TimeUs deadline = 0;  // time limit; 0: none
+    TimeUs launched = 0;
     bool cancelled = false;
   };
   explicit TestExecutor(int timer_fd) : timer_fd_(timer_fd) {}

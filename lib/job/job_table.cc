@@ -79,6 +79,20 @@ Result<Effects> JobTableCore::cancel(JobRecord& record, const std::string& by, T
   return effects;
 }
 
+Result<Effects> JobTableCore::requeue_request(JobRecord& record, const std::string& by) {
+  const Job& job = record.job;
+  if (job.state != JobState::kRunning) {
+    return failed_precondition("job " + std::to_string(job.id) + " is " + state_name(job.state) +
+                               ": only running jobs can be requeued");
+  }
+  if (record.cancel_requested || !record.requeue_when_ended.empty() || record.preempted) {
+    return failed_precondition("job " + std::to_string(job.id) +
+                               " is already ending (cancelled, preempted or requeued)");
+  }
+  record.requeue_when_ended = "requeued by " + by;
+  return Effects{{Effect::Kind::kKillParts, job.id}};
+}
+
 Effects JobTableCore::start(JobRecord& record, resource::Allocation allocation, TimeUs now) {
   Job& job = record.job;
   pending_.erase({job.submit_time, job.id});

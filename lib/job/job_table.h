@@ -59,7 +59,7 @@ struct JobRecord {
   // started (or left the queue), so that it does not take the room back.
   JobId yields_to = 0;
   // Once every part has ended, requeue the job with this reason (a
-  // checkpoint that failed half-way; a restore that failed).
+  // checkpoint that failed half-way; a restore that failed; hpcq requeue).
   std::string requeue_when_ended;
 };
 
@@ -116,6 +116,9 @@ class JobTableCore {
   // hpcq cancel: a pending job ends CANCELLED now; a running one has its
   // parts killed and ends CANCELLED once they have ended.
   Result<Effects> cancel(JobRecord& record, const std::string& by, TimeUs now);
+  // hpcq requeue: a running job's parts are killed, then it is requeued to
+  // run again from the start (after_run: kRequeue). Running jobs only.
+  Result<Effects> requeue_request(JobRecord& record, const std::string& by);
 
   // A Start decision the caller's pool accepted: the job runs on every node
   // of `allocation` from `now`. Jobs waiting for it to start (after:) go on.

@@ -175,6 +175,25 @@ TEST_F(JobTableTest, ABatchJobsHoldingPartThatFailsFailsIt) {
   EXPECT_EQ(JobTableCore::after_run(at(1)).state, JobState::kFailed);
 }
 
+TEST_F(JobTableTest, RequeueOfARunningJobKillsItThenRequeuesIt) {
+  submit(1);
+  EXPECT_EQ(table.requeue_request(at(1), "alice").status().code(), Code::kFailedPrecondition);
+  table.start(at(1), on({1, 2}), now);
+  auto asked = table.requeue_request(at(1), "alice");
+  ASSERT_TRUE(asked.is_ok());
+  EXPECT_EQ(*asked, (Effects{{Kind::kKillParts, 1}}));
+  EXPECT_FALSE(table.requeue_request(at(1), "alice").is_ok());  // once
+  table.part_ended(at(1), 1, JobState::kCancelled, 137, "n1: killed");
+  table.part_ended(at(1), 2, JobState::kCancelled, 137, "n2: killed");
+  AfterRun after = JobTableCore::after_run(at(1));
+  EXPECT_EQ(after,
+            (AfterRun{AfterRun::Kind::kRequeue, JobState::kPending, "requeued by alice", 0}));
+  carry_out(at(1), after);
+  EXPECT_EQ(state(1), JobState::kPending);
+  EXPECT_EQ(at(1).job.requeue_count, 1);
+  EXPECT_EQ(queue(), (std::vector<JobId>{1}));
+}
+
 TEST_F(JobTableTest, CompletedPartsKeepTheHighestExitCode) {
   submit(1);
   table.start(at(1), on({1, 2}), now);

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Measured usage and the time-limit warning (issue 22, items 6 and 7): a job
-that burns a known amount of CPU and memory shows them (status --json
-total_cpu_s and max_memory_bytes, history's TOTALCPU and MAXMEM), a batch
-job's steps too; --signal SIG@SECONDS warns the tasks before the limit."""
+"""Measured usage and job control (issue 22, items 6 and 7): a job that burns
+a known amount of CPU and memory shows them (status --json total_cpu_s and
+max_memory_bytes, history's TOTALCPU and MAXMEM), a batch job's steps too;
+--signal SIG@SECONDS warns the tasks before the limit; hpcq requeue runs a
+job again from the start; hpcq update lowers a running job's time limit
+(a user may not raise it, root may)."""
 import os
 import resource
 import subprocess
@@ -83,6 +85,50 @@ def test_signal_before_the_time_limit():
     t.check("1..65535 seconds" in r.stderr, r.stderr)
 
 
+def test_requeue_runs_a_job_again_from_the_start():
+    d = t.workdir()
+    out = os.path.join(d, "count.out")
+    job = t.submit("-o", out, "--", "sh", "-c", t.COUNTER, cwd=d)
+    t.wait_state(job, "RUNNING")
+    t.wait_count(out, 3)
+    t.hpcq("requeue", str(job))
+    t.wait_until("the requeued run", lambda: t.status(job)["requeue_count"] == 1)
+    t.wait_state(job, "RUNNING")
+    t.wait_until("a count from 1 again", lambda: t.counts(out).count(2) == 2)
+    c = t.counts(out)
+    restart = c.index(1, 1)
+    t.check(c[:restart] == list(range(1, restart + 1)) and c[restart:restart + 2] == [1, 2],
+            f"counts: {c}")
+    r = t.hpcq("requeue", "999999", rc=1)
+    t.check("no job 999999" in r.stderr, r.stderr)
+    t.hpcq("cancel", str(job))
+    t.wait_state(job, ENDED)
+    r = t.hpcq("requeue", str(job), rc=1)
+    t.check("only running jobs" in r.stderr, r.stderr)
+
+
+def test_update_lowers_a_running_jobs_time_limit():
+    user = "hpcqtest"
+    t.ensure_user(user)
+    d = t.workdir()
+    job = t.submit("-t", "10:00", "-o", "/dev/null", "--", "sleep", "300", user=user, cwd=d)
+    t.wait_state(job, "RUNNING", user=user)
+    r = t.hpcq("update", str(job), "-t", "20:00", user=user, rc=1)
+    t.check("only root may raise" in r.stderr, f"a user raising: {r.stderr!r}")
+    t.hpcq("update", str(job), "-t", "30:00")  # root may
+    t.check(t.status(job)["time_limit_s"] == 1800, "root's raise did not hold")
+    started = time.monotonic()
+    t.hpcq("update", str(job), "-t", "00:00:02", user=user)
+    s = t.wait_state(job, ENDED, timeout=30)
+    t.check(s["state"] == "TIMEOUT", f"job {s['state']} after its limit was lowered")
+    t.check(time.monotonic() - started < 20, "the lowered limit did not end it")
+    r = t.hpcq("update", str(job), "-t", "5", rc=1)
+    t.check("already ended" in r.stderr, r.stderr)
+    r = t.hpcq("update", str(job), "-t", "soon", rc=2)
+    t.check("--time-limit" in r.stderr, r.stderr)
+
+
 t.main([test_a_job_shows_the_cpu_and_memory_it_used,
         test_a_batch_jobs_steps_are_measured_and_counted_in_the_job,
-        test_signal_before_the_time_limit])
+        test_signal_before_the_time_limit, test_requeue_runs_a_job_again_from_the_start,
+        test_update_lowers_a_running_jobs_time_limit])
