@@ -232,6 +232,7 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kResize: on_resize(envelope.resize()); break;
     case overlay::Envelope::kSignal: on_signal(envelope.signal()); break;
     case overlay::Envelope::kSetTimeLimit: on_set_time_limit(envelope.set_time_limit()); break;
+    case overlay::Envelope::kInput: on_input(envelope.input()); break;
     case overlay::Envelope::kJobUpdateAck: {
       unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt(),
                            envelope.job_update_ack().step());
@@ -593,6 +594,18 @@ void Agent::on_set_time_limit(const overlay::SetTimeLimit& request) {
   if (attempt == attempts_.end() || attempt->second != request.attempt()) return;  // stale
   Status s = executor_->set_time_limit(request.job_id(), request.time_limit_s());
   if (!s.is_ok()) spdlog::info("job {}: time limit: {}", request.job_id(), s.message());
+}
+
+void Agent::on_input(const overlay::Input& input) {
+  auto attempt = attempts_.find(input.job_id());
+  if (attempt == attempts_.end() || attempt->second != input.attempt()) return;  // stale
+  TaskInput in;
+  in.data = input.data();
+  in.eof = input.eof();
+  in.rows = input.rows();
+  in.cols = input.cols();
+  Status s = executor_->write_input(input.job_id(), input.step(), in);
+  if (!s.is_ok()) spdlog::debug("job {}: input: {}", input.job_id(), s.message());
 }
 
 void Agent::sync_wait_fds() {

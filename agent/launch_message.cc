@@ -249,6 +249,7 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   job.forward_output = launch.forward_output();
   job.warn_signal = launch.warn_signal();
   job.warn_seconds = launch.warn_seconds();
+  job.pty = launch.pty();
   job.batch = launch.batch();
   if (job.batch) {
     // The script runs once, as task 0 on the first node, on all of the

@@ -194,6 +194,8 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
     FollowOptions follow;
     follow.label = options->label;
     follow.interrupts = true;
+    follow.input = true;
+    follow.pty = options->pty;
     return follow_job(*stub, socket, response.id(), follow);
   }
   if (options->json) {

@@ -2,7 +2,9 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -102,18 +104,106 @@ void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
   }
 }
 
+// Sends one InputRequest, asking again while the job or step has not
+// started on task 0's node (or hpcqd restarts); false once it cannot go.
+bool send_input(v1::Hpcq::Stub& stub, v1::InputRequest request) {
+  const auto give_up = std::chrono::steady_clock::now() + kReconnectFor;
+  for (;;) {
+    v1::InputResponse response;
+    grpc::ClientContext ctx;
+    const grpc::Status s = stub.SendInput(&ctx, request, &response);
+    if (s.ok()) return true;
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        std::chrono::steady_clock::now() > give_up) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+bool terminal_size(v1::InputRequest& request) {
+  winsize size{};
+  if (ioctl(0, TIOCGWINSZ, &size) != 0 || size.ws_row == 0 || size.ws_col == 0) return false;
+  request.set_rows(size.ws_row);
+  request.set_cols(size.ws_col);
+  return true;
+}
+
+// Our standard input to task 0, then its end.
+void forward_input(const std::string& socket, JobId id, std::uint32_t step, bool pty) {
+  auto stub = connect(socket);
+  v1::InputRequest request;
+  request.set_id(id);
+  request.set_step(step);
+  // A terminal whose foreground we are not (hpcq run &) is not ours to read.
+  const bool ours = !isatty(0) || tcgetpgrp(0) == getpgrp();
+  if (pty && ours && terminal_size(request) && !send_input(*stub, request)) return;
+  request.clear_rows();
+  request.clear_cols();
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ours ? read(0, buf, sizeof buf) : 0;
+    if (n < 0 && errno == EINTR) continue;
+    request.set_data(n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string());
+    request.set_eof(n <= 0);
+    if (!send_input(*stub, request) || n <= 0) return;
+  }
+}
+
+// --pty: our terminal's new size (SIGWINCH) to task 0's.
+void follow_window(const std::string& socket, JobId id, std::uint32_t step) {
+  auto stub = connect(socket);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGWINCH);
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    v1::InputRequest request;
+    request.set_id(id);
+    request.set_step(step);
+    if (terminal_size(request)) (void)send_input(*stub, request);
+  }
+}
+
+// Our terminal in raw mode while task 0's is the one that interprets keys;
+// restored when it goes out of scope.
+class RawTerminal {
+ public:
+  explicit RawTerminal(bool wanted) {
+    if (!wanted || !isatty(0) || tcgetattr(0, &saved_) != 0) return;
+    termios raw = saved_;
+    cfmakeraw(&raw);
+    raw_ = tcsetattr(0, TCSANOW, &raw) == 0;
+  }
+  ~RawTerminal() {
+    if (raw_) tcsetattr(0, TCSANOW, &saved_);
+  }
+  RawTerminal(const RawTerminal&) = delete;
+  RawTerminal& operator=(const RawTerminal&) = delete;
+
+ private:
+  termios saved_{};
+  bool raw_ = false;
+};
+
 }  // namespace
 
 void block_interrupts() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGWINCH);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
                const FollowOptions& options) {
   if (options.interrupts) std::thread(take_interrupts, socket, id, options.step).detach();
+  if (options.input) std::thread(forward_input, socket, id, options.step, options.pty).detach();
+  if (options.pty) std::thread(follow_window, socket, id, options.step).detach();
+  std::optional<RawTerminal> raw;
+  raw.emplace(options.pty);
   v1::WatchOutputRequest request;
   request.set_id(id);
   request.set_step(options.step);
@@ -144,7 +234,10 @@ int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
       }
     }
     Status s = from_grpc(reader->Finish(), socket);
-    if (s.is_ok()) break;
+    if (s.is_ok()) {
+      raw.reset();  // before anything more is printed
+      break;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (s.code() == Code::kUnavailable && (!lost || now - lost_at < kReconnectFor)) {
       if (!lost) {
@@ -195,6 +288,7 @@ int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
   v1::LaunchStepRequest request;
   request.set_id(job);
   v1::StepSpec& spec = *request.mutable_spec();
+  spec.set_pty(options.pty);
   for (const std::string& a : options.spec.argv) spec.add_argv(a);
   for (const auto& [k, v] : options.spec.env.vars()) (*spec.mutable_env())[k] = v;
   spec.set_cwd(options.spec.cwd);
@@ -218,6 +312,8 @@ int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
   follow.step = step.id();
   follow.label = options.label;
   follow.interrupts = true;
+  follow.input = true;
+  follow.pty = options.pty;
   return follow_job(stub, socket, job, follow);
 }
 

@@ -10,8 +10,9 @@
 
 namespace hpcq::cli {
 
-// Blocks SIGINT in this thread and the threads it starts from now on (call it
-// before the first gRPC channel exists): follow_job takes it with sigwait.
+// Blocks SIGINT and SIGWINCH in this thread and the threads it starts from
+// now on (call it before the first gRPC channel exists): follow_job takes
+// them with sigwait.
 void block_interrupts();
 
 struct FollowOptions {
@@ -22,6 +23,11 @@ struct FollowOptions {
   // is pending); a second Ctrl-C within a second cancels it. Needs
   // block_interrupts() first.
   bool interrupts = false;
+  // hpcq run: this command's standard input goes to task 0 (not when it is
+  // a terminal of which we are in the background); with `pty`, task 0 is on
+  // a terminal: ours is put in raw mode, and its size follows ours.
+  bool input = false;
+  bool pty = false;
 };
 
 // Copies the job's output to stdout and stderr until the job has ended and

@@ -246,6 +246,19 @@ grpc::Status ApiService::Update(grpc::ServerContext* context, const v1::UpdateRe
   return grpc::Status::OK;
 }
 
+grpc::Status ApiService::SendInput(grpc::ServerContext* context, const v1::InputRequest* request,
+                                   v1::InputResponse*) {
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
+  overlay::Input input;
+  input.set_data(request->data());
+  input.set_eof(request->eof());
+  input.set_rows(request->rows());
+  input.set_cols(request->cols());
+  return to_grpc(
+      leader_.send_input(*caller_found, request->id(), request->step(), std::move(input)).get());
+}
+
 grpc::Status ApiService::LaunchStep(grpc::ServerContext* context,
                                     const v1::LaunchStepRequest* request, v1::Step* response) {
   auto caller_found = authenticate(context);
@@ -256,6 +269,7 @@ grpc::Status ApiService::LaunchStep(grpc::ServerContext* context,
   for (const auto& [k, v] : spec.env()) step.env[k] = v;
   step.cwd = spec.cwd();
   step.request = {spec.nodes(), spec.ntasks(), spec.cpus_per_task(), spec.overlap()};
+  step.pty = spec.pty();
   if (step.argv.empty() || step.argv[0].empty()) {
     return to_grpc(invalid_argument("run: no command given"));
   }

@@ -153,6 +153,7 @@ overlay::Launch JobActions::make_launch(const job::Job& job) const {
   launch.set_forward_output(job.spec.forward_output);
   launch.set_warn_signal(job.spec.warn_signal);
   launch.set_warn_seconds(job.spec.warn_seconds);
+  launch.set_pty(job.spec.pty);
   return launch;
 }
 

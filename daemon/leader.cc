@@ -222,6 +222,43 @@ std::future<Status> Leader::signal(const Caller& caller, JobId id, job::StepId s
   });
 }
 
+std::future<Status> Leader::send_input(const Caller& caller, JobId id, job::StepId step,
+                                       overlay::Input input) {
+  return ask([this, caller, id, step, input = std::move(input)]() mutable -> Status {
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return found.status();
+    const JobEntry& entry = **found;
+    const std::string job = "job " + std::to_string(id);
+    if (job::is_terminal(entry.job.state)) {
+      return failed_precondition(job + " is " + job::state_name(entry.job.state) + ", not running");
+    }
+    if (entry.job.state != job::JobState::kRunning) {
+      return unavailable(job + " has not started yet");
+    }
+    Rank rank = 0;
+    if (step != 0) {
+      auto first = steps_.first_node(entry, step);
+      if (!first.is_ok()) return first.status();
+      rank = *first;
+    } else if (!entry.job.spec.forward_output || entry.job.allocation.nodes.empty()) {
+      return failed_precondition(job + " reads no input (only hpcq run's jobs and steps do)");
+    } else {
+      rank = entry.job.allocation.nodes.front().rank;  // task 0's, block or cyclic
+      // (An adopted job, after a restart of hpcqd, runs: it has no Launch.)
+      if (entry.launch && !entry.started_on.count(rank)) {
+        return unavailable(job + " has not started yet");
+      }
+    }
+    input.set_job_id(id);
+    input.set_attempt(static_cast<std::uint32_t>(entry.job.requeue_count));
+    input.set_step(step);
+    overlay::Envelope envelope;
+    envelope.set_dst(rank);
+    *envelope.mutable_input() = std::move(input);
+    return ctx_.overlay->send(std::move(envelope));
+  });
+}
+
 std::future<Status> Leader::requeue(const Caller& caller, JobId id) {
   return ask([this, caller, id]() -> Status {
     auto found = find_for(caller, id);

@@ -62,6 +62,9 @@ class Leader {
   std::future<Status> requeue(const Caller& caller, JobId id);
   // hpcq update: a new time limit (> 0 s); users may only lower theirs.
   std::future<Result<v1::Job>> update(const Caller& caller, JobId id, std::int64_t time_limit_s);
+  // Standard input of task 0 of an hpcq run job or a step, sent to its node.
+  std::future<Status> send_input(const Caller& caller, JobId id, job::StepId step,
+                                 overlay::Input input);
   // hpcq run inside a batch job (daemon/steps.h).
   std::future<Result<v1::Step>> launch_step(const Caller& caller, JobId id, job::StepRecord step,
                                             bool immediate);

@@ -83,6 +83,7 @@ void Steps::send_launch(const JobEntry& entry, const StepRecord& step, Rank rank
   launch.set_step(step.id);
   launch.set_batch(false);
   launch.set_forward_output(true);
+  launch.set_pty(step.pty);
   launch.clear_argv();
   for (const std::string& a : step.argv) launch.add_argv(a);
   launch.clear_script();
@@ -214,6 +215,22 @@ Status Steps::signal(const JobEntry& entry, job::StepId id, int signo) {
     (void)ctx_.overlay->send(std::move(envelope));
   }
   return Status::ok();
+}
+
+Result<Rank> Steps::first_node(const JobEntry& entry, job::StepId id) const {
+  if (id == 0 || id > entry.steps.size()) {
+    return not_found("job " + std::to_string(entry.job.id) + " has no step " + std::to_string(id));
+  }
+  const StepRecord& step = entry.steps[id - 1];
+  if (job::is_terminal(step.state)) {
+    return failed_precondition(name_of(entry, step) + " is " + job::state_name(step.state) +
+                               ", not running");
+  }
+  // Until its node has it running, input would find nobody: ask again.
+  if (step.state != JobState::kRunning || !step.confirmed.count(step.allocation.nodes[0].rank)) {
+    return unavailable(name_of(entry, step) + " has not started yet");
+  }
+  return step.allocation.nodes.front().rank;
 }
 
 void Steps::on_run_end(JobEntry& entry) {

@@ -33,6 +33,9 @@ class Steps {
   static bool is_running_on(const JobEntry& entry, job::StepId id, Rank rank);
   Status cancel(JobEntry& entry, job::StepId id, const std::string& by);
   Status signal(const JobEntry& entry, job::StepId id, int signo);
+  // The node of the step's task 0 (its input goes there); kNotFound,
+  // kFailedPrecondition when it has ended, kUnavailable until it runs there.
+  Result<Rank> first_node(const JobEntry& entry, job::StepId id) const;
   // The job's run ended (it finished or was requeued): its steps end too.
   void on_run_end(JobEntry& entry);
   // Repeats the launches that nodes have not confirmed (heartbeat timer).

@@ -93,6 +93,10 @@ class Executor {
   // hpcq update --time-limit: the job's limit is now `seconds` from its
   // launch here (0: none); a limit already past ends it at the next check.
   virtual Status set_time_limit(JobId id, std::int64_t seconds) = 0;
+  // Standard input for task 0 of a forwarding job (step 0) or step, passed
+  // on in order; kNotFound if it is not here, kFailedPrecondition if it does
+  // not forward its streams.
+  virtual Status write_input(JobId id, std::uint32_t step, const TaskInput& input) = 0;
   // Ends every job (not reported by reap()) and cleans up.
   virtual void shutdown() = 0;
 

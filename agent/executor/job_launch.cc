@@ -80,7 +80,8 @@ std::string encode_launch(const JobLaunch& l) {
             {"time_limit_s", l.time_limit_s},
             {"batch", l.batch},
             {"step", l.step},
-            {"forward_output", l.forward_output}};
+            {"forward_output", l.forward_output},
+            {"pty", l.pty}};
   // User bytes went in as bytes_to_json; replace, not throw, on the rest.
   return j.dump(1, ' ', false, json::error_handler_t::replace);
 }
@@ -140,6 +141,7 @@ Result<JobLaunch> decode_launch(std::string_view text) {
     l.batch = j.value("batch", false);
     l.step = j.value("step", std::uint32_t{0});
     l.forward_output = j.value("forward_output", false);
+    l.pty = j.value("pty", false);
     return l;
   } catch (const json::exception& e) {
     return invalid_argument(std::string("launch.json: ") + e.what());
@@ -233,6 +235,43 @@ Result<OutputFrame> decode_output_frame(std::string_view frame) {
   out.is_stderr = frame[4] == 2;
   out.data = frame.substr(5);
   return out;
+}
+
+namespace {
+
+void put_u32(std::string& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out += static_cast<char>(v >> (8 * i));
+}
+
+std::uint32_t get_u32(std::string_view in) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(in[static_cast<std::size_t>(i)]))
+         << (8 * i);
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string encode_input_frame(const TaskInput& input) {
+  std::string frame(1, input.eof ? '\1' : '\0');
+  put_u32(frame, input.rows);
+  put_u32(frame, input.cols);
+  frame.append(input.data);
+  return frame;
+}
+
+Result<TaskInput> decode_input_frame(std::string_view frame) {
+  if (frame.size() < 9 || (frame[0] != 0 && frame[0] != 1)) {
+    return invalid_argument("input frame: malformed header");
+  }
+  TaskInput input;
+  input.eof = frame[0] == 1;
+  input.rows = get_u32(frame.substr(1));
+  input.cols = get_u32(frame.substr(5));
+  input.data = frame.substr(9);
+  return input;
 }
 
 }  // namespace hpcq::agent

@@ -79,6 +79,8 @@ struct JobLaunch {
   // --signal: this signal to the tasks warn_seconds before the time limit.
   int warn_signal = 0;
   int warn_seconds = 0;
+  // hpcq run --pty: task 0's stdin, stdout and stderr are a terminal.
+  bool pty = false;
 };
 
 // The job shell's output channel (a SOCK_SEQPACKET socket) when the job
@@ -95,6 +97,17 @@ struct OutputFrame {
 // 2 stderr), then the data.
 std::string encode_output_frame(int rank, bool is_stderr, std::string_view data);
 Result<OutputFrame> decode_output_frame(std::string_view frame);
+
+// What the executor sends the shell on the same socket: task 0's standard
+// input, its end, or its terminal's new size (rows and cols, both > 0).
+struct TaskInput {
+  std::string data;
+  bool eof = false;
+  std::uint32_t rows = 0, cols = 0;
+};
+// A flags byte (1: eof), rows and cols (4 bytes each, little-endian), the data.
+std::string encode_input_frame(const TaskInput& input);
+Result<TaskInput> decode_input_frame(std::string_view frame);
 
 enum class ExitKind { kCompleted, kFailed, kCancelled, kTimeout };
 const char* exit_kind_name(ExitKind kind);

@@ -34,10 +34,12 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pty.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -49,6 +51,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -114,9 +117,11 @@ int open_output(const std::string& path) {
 }
 
 // The shell is single-threaded, so the child may allocate and use stdio.
-// The write ends of a forwarding task's stdout and stderr pipes; -1: files.
+// A forwarding task's ends of its stdout and stderr pipes and (task 0) its
+// stdin; with a terminal, all three are its slave. -1: files and /dev/null.
 struct TaskStdio {
-  int out = -1, err = -1;
+  int in = -1, out = -1, err = -1;
+  bool pty = false;
 };
 
 [[noreturn]] void run_task(const JobLaunch& l, const JobFiles& files, size_t local,
@@ -135,6 +140,12 @@ struct TaskStdio {
       fail_task(err_fd, "joining the worker's cgroup " + procs + ": " + errno_text(errno));
     }
     close(fd);
+  }
+
+  // --pty: the terminal is this task's controlling terminal (job control,
+  // ^C), in a session of its own.
+  if (stdio.pty && (setsid() < 0 || ioctl(stdio.in, TIOCSCTTY, 0) != 0)) {
+    fail_task(err_fd, "taking the terminal: " + errno_text(errno));
   }
 
   const std::vector<int>& cpus = task.host_cpus.empty() ? l.host_cpus : task.host_cpus;
@@ -172,8 +183,9 @@ struct TaskStdio {
 
   // Opened as the user: a job cannot write where its user may not.
   if (stdio.out >= 0) {
-    if (dup2(stdio.out, 1) < 0 || dup2(stdio.err, 2) < 0) {
-      fail_task(err_fd, "dup2 of the output pipes: " + errno_text(errno));
+    if (dup2(stdio.out, 1) < 0 || dup2(stdio.err, 2) < 0 ||
+        (stdio.in >= 0 && dup2(stdio.in, 0) < 0)) {
+      fail_task(err_fd, "dup2 of the standard streams: " + errno_text(errno));
     }
   }
   int out = stdio.out >= 0 ? 1 : open_output(l.stdout_path);
@@ -256,12 +268,32 @@ pid_t start_task(const JobLaunch& l, const JobFiles& files, size_t local,
                result.error);
 }
 
-// The read ends of the forwarding tasks' pipes, and the channel to the
-// executor (kOutputFd).
-class OutputPipes {
+// The forwarding tasks' standard streams (hpcq run): the read ends of their
+// stdout and stderr pipes, sent to the executor in frames on kOutputFd; and
+// task 0's standard input, a pipe or (--pty) a terminal, fed from the input
+// frames that come back on the same socket.
+class TaskIo {
  public:
-  // Makes task `rank`'s two pipes; fills `stdio` with the write ends.
-  bool add(int rank, TaskStdio& stdio, std::string& error) {
+  // Makes task `rank`'s pipes (task 0 with `pty`: a terminal for all three
+  // streams); fills `stdio` with the task's ends.
+  bool add(int rank, bool pty, TaskStdio& stdio, std::string& error) {
+    if (pty && rank == 0) {
+      int master = -1, slave = -1;
+      if (openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) {
+        error = "openpty: " + errno_text(errno);
+        return false;
+      }
+      fcntl(master, F_SETFD, FD_CLOEXEC);
+      fcntl(slave, F_SETFD, FD_CLOEXEC);
+      fcntl(master, F_SETFL, O_NONBLOCK);
+      pipes_.push_back({master, rank, false});
+      input_ = dup(master);  // closed apart from the reading end: EIO there ends output
+      fcntl(input_, F_SETFD, FD_CLOEXEC);
+      pty_ = true;
+      stdio.in = stdio.out = stdio.err = slave;
+      stdio.pty = true;
+      return true;
+    }
     for (bool is_stderr : {false, true}) {
       int p[2];
       if (pipe2(p, O_CLOEXEC) != 0) {
@@ -272,24 +304,40 @@ class OutputPipes {
       pipes_.push_back({p[0], rank, is_stderr});
       (is_stderr ? stdio.err : stdio.out) = p[1];
     }
+    if (rank == 0) {
+      int p[2];
+      if (pipe2(p, O_CLOEXEC) != 0) {
+        error = "pipe: " + errno_text(errno);
+        return false;
+      }
+      fcntl(p[1], F_SETFL, O_NONBLOCK);
+      input_ = p[1];
+      stdio.in = p[0];
+    }
     return true;
   }
   bool empty() const { return pipes_.empty(); }
 
   // Waits for a signal in `wait_set` (blocked; taken through `signal_fd`),
-  // forwarding output meanwhile. Returns the signal.
+  // forwarding output and input meanwhile. Returns the signal.
   int next_signal(int signal_fd) {
     for (;;) {
       std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
+      const bool take_input = input_ >= 0 && !input_eof_ && !channel_broken_;
+      fds.push_back({take_input ? kOutputFd : -1, POLLIN, 0});
+      fds.push_back({input_ >= 0 && !pending_.empty() ? input_ : -1, POLLOUT, 0});
       for (const Pipe& p : pipes_) fds.push_back({p.fd, POLLIN, 0});
       if (poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
-      for (size_t i = fds.size() - 1; i >= 1; --i) {
-        if (fds[i].revents != 0) forward(i - 1);
+      for (size_t i = fds.size() - 1; i >= 3; --i) {
+        if (fds[i].revents != 0) forward(i - 3);
       }
+      if (fds[1].revents != 0) take_frame();
+      if (fds[2].revents != 0 || !pending_.empty() || input_eof_) feed_input();
       if (fds[0].revents & POLLIN) {
         signalfd_siginfo info{};
-        if (read(signal_fd, &info, sizeof info) == sizeof info)
+        if (read(signal_fd, &info, sizeof info) == sizeof info) {
           return static_cast<int>(info.ssi_signo);
+        }
       }
     }
   }
@@ -300,6 +348,8 @@ class OutputPipes {
     for (size_t i = pipes_.size(); i-- > 0;) forward(i);
     for (const Pipe& p : pipes_) close(p.fd);
     pipes_.clear();
+    if (input_ >= 0) close(input_);
+    input_ = -1;
   }
 
  private:
@@ -308,7 +358,8 @@ class OutputPipes {
     int rank;
     bool is_stderr;
   };
-  // Reads pipe `i` until it would block, sending each chunk; closes it at EOF.
+  // Reads pipe `i` until it would block, sending each chunk; closes it at
+  // EOF (a terminal: EIO once its last user has gone).
   void forward(size_t i) {
     static char buf[kOutputFrameData];
     for (;;) {
@@ -337,8 +388,54 @@ class OutputPipes {
       return;
     }
   }
+  // An input frame from the executor: task 0's stdin, its end, its
+  // terminal's size.
+  void take_frame() {
+    static char buf[kOutputFrameData + 64];
+    const ssize_t n = recv(kOutputFd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    auto frame = n > 0 ? decode_input_frame(std::string_view(buf, static_cast<size_t>(n)))
+                       : Result<TaskInput>(unavailable("closed"));
+    if (!frame.is_ok()) {  // the agent is gone: task 0's input has ended
+      input_eof_ = true;
+      return;
+    }
+    if (frame->rows > 0 && frame->cols > 0 && pty_) {
+      winsize size{};
+      size.ws_row = static_cast<unsigned short>(frame->rows);
+      size.ws_col = static_cast<unsigned short>(frame->cols);
+      ioctl(input_, TIOCSWINSZ, &size);
+    }
+    pending_ += frame->data;
+    if (frame->eof) {
+      input_eof_ = true;
+      if (pty_) pending_ += '\x04';  // a terminal's end of input: ^D
+    }
+  }
+  // Writes what task 0 has not read yet, as far as it takes it; closes its
+  // stdin once the end has come and all is written.
+  void feed_input() {
+    while (input_ >= 0 && !pending_.empty()) {
+      const ssize_t n = write(input_, pending_.data(), pending_.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n < 0) {  // task 0 closed its stdin: nobody reads what comes
+        pending_.clear();
+        break;
+      }
+      pending_.erase(0, static_cast<size_t>(n));
+    }
+    if (input_eof_ && pending_.empty() && input_ >= 0 && !pty_) {
+      close(input_);
+      input_ = -1;
+    }
+  }
   std::vector<Pipe> pipes_;
   bool channel_broken_ = false;
+  int input_ = -1;  // task 0's stdin: a pipe's write end, or the terminal
+  bool pty_ = false;
+  bool input_eof_ = false;
+  std::string pending_;  // input task 0 has not taken yet
 };
 
 // Forks and execs a worker's command (runc), as root, with the shell's
@@ -518,18 +615,19 @@ int run(const std::string& dir) {
   std::map<pid_t, size_t> running;  // task pid -> index in results.tasks
   std::map<pid_t, size_t> workers;  // worker command pid -> index in l.workers
   const bool containers = !l.image.empty();
-  OutputPipes output;
+  TaskIo output;
   for (size_t i = 0; i < l.tasks.size(); ++i) {
     TaskResult r;
     r.rank = l.tasks[i].rank;
     r.local = static_cast<int>(i);
     TaskStdio stdio;
-    if (!containers && l.forward_output && !output.add(r.rank, stdio, r.error)) {
+    if (!containers && l.forward_output && !output.add(r.rank, l.pty, stdio, r.error)) {
       r.exit_code = kCannotStart;
     } else if (!containers) {
       pid_t pid = start_task(l, files, i, base_env, stdio, r);
-      if (stdio.out >= 0) close(stdio.out);
-      if (stdio.err >= 0) close(stdio.err);
+      for (int fd : std::set<int>{stdio.in, stdio.out, stdio.err}) {
+        if (fd >= 0) close(fd);
+      }
       if (pid > 0) {
         running[pid] = i;
       } else {

@@ -667,6 +667,8 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
 }
 
 void ProcessExecutor::check_timeouts(TimeUs now) {
+  for (auto& [id, job] : jobs_) send_input(job);
+  for (auto& [key, step] : steps_) send_input(step);
   for (auto& [id, job] : jobs_) {
     if (job.exited || job.pidfd < 0 || job.deadline == 0 || job.cancelled || job.checkpointing) {
       continue;
@@ -793,6 +795,35 @@ void ProcessExecutor::read_output(Job& job) {
       job.output_fd = -1;
     }
     return;
+  }
+}
+
+Status ProcessExecutor::write_input(JobId id, std::uint32_t step, const TaskInput& input) {
+  Job* job = nullptr;
+  if (step == 0) {
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) job = &it->second;
+  } else if (auto it = steps_.find({id, step}); it != steps_.end()) {
+    job = &it->second;
+  }
+  const std::string name =
+      "job " + std::to_string(id) + (step ? " step " + std::to_string(step) : "");
+  if (!job || job->exited) return not_found(name + " is not running here");
+  if (job->output_fd < 0) return failed_precondition(name + " does not take input");
+  job->input.push_back(encode_input_frame(input));
+  send_input(*job);
+  return Status::ok();
+}
+
+void ProcessExecutor::send_input(Job& job) {
+  while (!job.input.empty() && job.output_fd >= 0) {
+    const std::string& frame = job.input.front();
+    if (send(job.output_fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) job.input.clear();  // the shell is gone
+      return;                                  // full: again on the next check (check_timeouts)
+    }
+    job.input.pop_front();
   }
 }
 

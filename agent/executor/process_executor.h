@@ -64,6 +64,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -137,6 +138,7 @@ class ProcessExecutor final : public Executor {
   Status signal(JobId id, int signo) override;
   Status signal_step(JobId id, std::uint32_t step, int signo) override;
   Status set_time_limit(JobId id, std::int64_t seconds) override;
+  Status write_input(JobId id, std::uint32_t step, const TaskInput& input) override;
 
   // The job's cgroup directories (empty if unknown), for tests and CRIU.
   std::vector<std::string> cgroup_dirs(JobId id) const;
@@ -202,11 +204,14 @@ class ProcessExecutor final : public Executor {
     std::int64_t time_limit_s = 0;
     uid_t uid = 0;  // the job's user (another user's job may not be checkpointable)
     bool forward_output = false;
-    int output_fd = -1;  // forward_output: our end of the shell's output channel
+    int output_fd = -1;             // forward_output: our end of the shell's output channel
+    std::deque<std::string> input;  // frames for the shell that its socket did not take yet
   };
   // Reads what the shell has sent on job.output_fd into output_; closes it at
   // the shell's end.
   void read_output(Job& job);
+  // Sends the job's queued input frames, as many as the socket takes now.
+  static void send_input(Job& job);
   // A step of a running job: its directory under the job's, its cgroup a
   // child of the job's, its own shell.
   Status launch_step(JobLaunch l);

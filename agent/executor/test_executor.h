@@ -30,6 +30,9 @@ class TestExecutor final : public Executor {
   }
   Status signal_step(JobId id, std::uint32_t, int) override { return cancel_step(id, 0); }
   Status set_time_limit(JobId id, std::int64_t seconds) override;
+  Status write_input(JobId id, std::uint32_t, const TaskInput&) override {
+    return failed_precondition("job " + std::to_string(id) + ": the test executor runs no tasks");
+  }
   std::vector<int> wait_fds() const override { return {timer_fd_}; }
   std::vector<JobId> running() const override;
   // Nothing runs to be signalled: OK for a job it runs.

@@ -72,6 +72,7 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_forward_output(spec.forward_output);
   p.set_warn_signal(spec.warn_signal);
   p.set_warn_seconds(spec.warn_seconds);
+  p.set_pty(spec.pty);
   return p;
 }
 
@@ -131,6 +132,7 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.forward_output = p.forward_output();
   spec.warn_signal = p.warn_signal();
   spec.warn_seconds = p.warn_seconds();
+  spec.pty = p.pty();
   spec.nodelist.assign(p.nodelist().begin(), p.nodelist().end());
   return spec;
 }
@@ -226,6 +228,7 @@ v1::Step to_proto(const job::StepRecord& step) {
   spec.set_ntasks(step.request.ntasks);
   spec.set_cpus_per_task(step.request.cpus_per_task);
   spec.set_overlap(step.request.overlap);
+  spec.set_pty(step.pty);
   int ntasks = 0;
   for (const resource::NodeAllocation& node : step.allocation.nodes) {
     p.add_nodes(node.node);
@@ -263,6 +266,7 @@ Result<job::StepRecord> from_proto(const v1::Step& p) {
   step.request.ntasks = p.spec().ntasks();
   step.request.cpus_per_task = p.spec().cpus_per_task();
   step.request.overlap = p.spec().overlap();
+  step.pty = p.spec().pty();
   step.allocation.cpus_per_task = p.cpus_per_task();
   for (const v1::NodeAllocation& a : p.allocation()) {
     resource::NodeAllocation node;

@@ -271,6 +271,9 @@ Status validate(const JobSpec& spec) {
     return invalid_argument(spec.elastic ? "batch: a batch job cannot be --elastic"
                                          : "batch: a batch job cannot run in an --image");
   }
+  if (spec.pty && !spec.forward_output) {
+    return invalid_argument("--pty: only hpcq run gives a task a terminal");
+  }
   if (spec.forward_output &&
       (spec.batch || !spec.output.empty() || !spec.error.empty() || !spec.array.empty() ||
        !spec.image.empty() || spec.checkpoint_interval_s > 0)) {

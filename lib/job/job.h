@@ -178,6 +178,8 @@ struct JobSpec {
   // before the time limit (sbatch's --signal; default 60 s); 0: none.
   int warn_signal = 0;
   int warn_seconds = 0;
+  // hpcq run --pty: task 0 on a terminal (forward_output too).
+  bool pty = false;
   // Set by the leader on each task of an expanded array; 0/-1 otherwise.
   JobId array_job_id = 0;     // the array's first job id (Slurm's %A)
   int array_task_id = -1;     // this task's index (%a)

@@ -48,6 +48,7 @@ struct StepRecord {
   std::set<Rank> running_on;  // nodes whose part has not reported its end
   std::set<Rank> confirmed;   // nodes whose part reported STARTED
   bool cancel_requested = false;
+  bool pty = false;  // hpcq run --pty: task 0 on a terminal
 };
 
 // The cores each node's running steps hold (without --overlap).

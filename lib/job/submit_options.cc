@@ -259,6 +259,7 @@ struct Given {
   bool label = false;
   bool overlap = false;
   bool immediate = false;
+  bool pty = false;
 
   // Take-last: what `later` sets wins.
   void merge(const Given& later) {
@@ -302,6 +303,7 @@ struct Given {
     label = label || later.label;
     overlap = overlap || later.overlap;
     immediate = immediate || later.immediate;
+    pty = pty || later.pty;
   }
 };
 
@@ -420,6 +422,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   bool label = false;
   bool overlap = false;
   bool immediate = false;
+  bool pty = false;
   auto add = [&app](const char* names, std::string& into) {
     return app.add_option(names, into)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   };
@@ -462,6 +465,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   app.add_flag("-l,--label", label)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("--overlap", overlap)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("--immediate", immediate)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("--pty", pty)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   std::vector<std::string> rest;
   try {
@@ -651,6 +655,7 @@ Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_l
   g.label = label;
   g.overlap = overlap;
   g.immediate = immediate;
+  g.pty = pty;
   return parsed;
 }
 
@@ -723,9 +728,11 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   if (kind != SubmitKind::kRun) {
     const Given& g = command_line->given;
     if (g.label) return invalid_argument("--label: only hpcq run labels output lines");
-    if (g.overlap || g.immediate) {
-      return invalid_argument(std::string(g.overlap ? "--overlap" : "--immediate") +
-                              ": only for hpcq run (a step of an allocation)");
+    if (g.overlap || g.immediate || g.pty) {
+      return invalid_argument(std::string(g.overlap ? "--overlap"
+                                          : g.pty   ? "--pty"
+                                                    : "--immediate") +
+                              ": only for hpcq run");
     }
   }
 
@@ -782,6 +789,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.time_limit_s = given.time.value_or(0);
   spec.batch = kind == SubmitKind::kBatch || kind == SubmitKind::kAlloc;
   spec.forward_output = kind == SubmitKind::kRun;
+  spec.pty = given.pty;
   // hpcq alloc's job runs nothing of its own: no output file.
   spec.output = given.output.value_or(
       kind == SubmitKind::kRun || kind == SubmitKind::kAlloc ? "" : kDefaultOutput);
@@ -801,6 +809,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   out.step = {given.nodes.value_or(0), given.ntasks.value_or(0), given.cpus_per_task.value_or(0),
               given.overlap};
   out.immediate = given.immediate;
+  out.pty = given.pty;
   HPCQ_RETURN_IF_ERROR(validate(spec));
   return out;
 }

@@ -51,6 +51,7 @@ struct SubmitOptions {
   // not given, the step's defaults apply), --overlap; and --immediate.
   StepRequest step;
   bool immediate = false;
+  bool pty = false;  // --pty (run only): task 0 on a terminal
 };
 
 // `args` are the words after "submit": `[options] [--] COMMAND [ARGS...]` or

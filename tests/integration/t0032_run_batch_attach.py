@@ -77,6 +77,13 @@ def test_run_exit_status_and_streams():
     t.check(r.returncode == 0 and r.stdout == "" and r.stderr == "", f"true: {r}")
 
 
+def test_stdin_goes_to_task_0():
+    r = t.run([t.HPCQ, "run", "-N", "2", "-n", "2", "-l", "--", "cat"], input="hello\nworld\n")
+    t.check(r.returncode == 0 and r.stdout == "0: hello\n0: world\n", f"cat: {r}")
+    r = t.run([t.HPCQ, "run", "--", "wc", "-c"], input="x" * 100000)
+    t.check(r.returncode == 0 and r.stdout.strip() == "100000", f"wc -c: {r}")
+
+
 def test_ctrl_c_once_interrupts_twice_cancels():
     p = start_run("-N", "2", "-n", "2", "--", "sh", "-c",
                   'trap "echo got INT; exit 5" INT; echo ready; while :; do sleep 0.1; done')
@@ -196,6 +203,7 @@ def test_bad_input_is_refused_in_one_line():
 
 
 t.main([test_run_output_comes_while_the_tasks_run, test_run_exit_status_and_streams,
+        test_stdin_goes_to_task_0,
         test_ctrl_c_once_interrupts_twice_cancels, test_batch_script_runs_once_on_the_first_node,
         test_attach_from_two_clients, test_signal_reaches_the_tasks,
         test_bad_input_is_refused_in_one_line])

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""hpcq alloc driven through a real pseudo-terminal (issue 22, item 3): it
-waits for its allocation, then runs the user's shell here, interactive,
-with the job's environment; commands typed into it (hpcq run makes steps of
-the allocation) print on the screen; leaving the shell ends the job
-(COMPLETED) with the shell's exit status; the time limit ends the job and
-hangs the shell up."""
+"""hpcq alloc and hpcq run --pty driven through a real pseudo-terminal
+(issue 22, item 3): alloc waits for its allocation, then runs the user's
+shell here, interactive, with the job's environment; commands typed into it
+(hpcq run makes steps of the allocation) print on the screen; leaving the
+shell ends the job (COMPLETED) with the shell's exit status; the time limit
+ends the job and hangs the shell up. run --pty gives a shell on a terminal
+of the first node: typed lines, ^C to its foreground command, its exit."""
 import os
 import pty
 import re
@@ -28,10 +29,12 @@ class Terminal:
         if self.pid == 0:
             os.execvpe(args[0], args, env)
         self.screen = ""
+        self.seen = 0  # what read_until has matched up to: the next match comes after
 
     def read_until(self, pattern, timeout=30):
+        """Waits for `pattern` in what came after the last match; returns the match."""
         deadline = time.monotonic() + timeout
-        while not re.search(pattern, self.screen):
+        while not re.compile(pattern).search(self.screen, self.seen):
             left = deadline - time.monotonic()
             t.check(left > 0, f"{pattern!r} not on the screen after {timeout}s:\n{self.screen}")
             ready, _, _ = select.select([self.fd], [], [], left)
@@ -42,7 +45,9 @@ class Terminal:
                     data = b""
                 t.check(data != b"", f"the terminal closed before {pattern!r}:\n{self.screen}")
                 self.screen += data.decode(errors="replace")
-        return re.search(pattern, self.screen)
+        match = re.compile(pattern).search(self.screen, self.seen)
+        self.seen = match.end()
+        return match
 
     def type(self, text):
         os.write(self.fd, text.encode())
@@ -73,8 +78,10 @@ def test_an_interactive_allocation():
     term.read_until(rf"id={job} nodes=node1,node2")
     t.check(t.status(job)["state"] == "RUNNING", "the allocation is not running")
     term.type("hpcq run -l -- sh -c 'echo hello from $HPCQ_NODENAME'\n")
-    term.read_until(r"0: hello from node1")
-    term.read_until(r"1: hello from node2")
+    term.read_until(r"hello from node")
+    term.read_until(r"hello from node")
+    t.check("0: hello from node1" in term.screen and "1: hello from node2" in term.screen,
+            term.screen)
     term.read_until(r"alloc\$ ")
     term.type("exit 3\n")
     t.check(term.wait() == 3, f"hpcq alloc's exit, want the shell's 3:\n{term.screen}")
@@ -99,5 +106,33 @@ def test_a_command_instead_of_a_shell():
     t.check(r.returncode == 0 and r.stdout == "2\n", f"alloc -- COMMAND: {r}")
 
 
-t.main([test_an_interactive_allocation, test_the_time_limit_ends_the_allocation,
+def test_run_pty_is_a_terminal_on_the_first_node():
+    env = dict(shell_env(), PS1="remote$ ")
+    term = Terminal([t.HPCQ, "run", "--pty", "-N", "2", "-n", "2", "--", "sh"], env)
+    term.read_until(r"remote\$ ")
+    term.type("tty; echo node=$HPCQ_NODENAME rank=$HPCQ_TASK_RANK\n")
+    term.read_until(r"/dev/pts/\d+")
+    term.read_until(r"node=node1 rank=0")
+    term.type("sleep 30\n")
+    time.sleep(0.5)
+    term.type("\x03")  # ^C: the remote terminal's, to its foreground sleep
+    term.read_until(r"remote\$ [^\n]*$", timeout=10)
+    term.type("exit 5\n")
+    t.check(term.wait() == 5, f"hpcq run --pty's exit, want the shell's 5:\n{term.screen}")
+
+
+def test_an_allocations_step_on_a_terminal():
+    term = Terminal([t.HPCQ, "alloc", "-N", "1"], shell_env())
+    term.read_until(r"alloc\$ ")
+    term.type("PS1='step$ ' hpcq run --pty -- sh\n")
+    term.read_until(r"step\$ ")
+    term.type("echo in step $HPCQ_STEP_ID; exit\n")
+    term.read_until(r"in step 1")
+    term.read_until(r"alloc\$ ")
+    term.type("exit\n")
+    t.check(term.wait() == 0, f"alloc:\n{term.screen}")
+
+
+t.main([test_an_interactive_allocation, test_run_pty_is_a_terminal_on_the_first_node,
+        test_an_allocations_step_on_a_terminal, test_the_time_limit_ends_the_allocation,
         test_a_command_instead_of_a_shell])
