@@ -233,6 +233,7 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kSignal: on_signal(envelope.signal()); break;
     case overlay::Envelope::kSetTimeLimit: on_set_time_limit(envelope.set_time_limit()); break;
     case overlay::Envelope::kInput: on_input(envelope.input()); break;
+    case overlay::Envelope::kUsageQuery: on_usage_query(envelope.usage_query()); break;
     case overlay::Envelope::kJobUpdateAck: {
       unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt(),
                            envelope.job_update_ack().step());
@@ -606,6 +607,25 @@ void Agent::on_input(const overlay::Input& input) {
   in.cols = input.cols();
   Status s = executor_->write_input(input.job_id(), input.step(), in);
   if (!s.is_ok()) spdlog::debug("job {}: input: {}", input.job_id(), s.message());
+}
+
+void Agent::on_usage_query(const overlay::UsageQuery& query) {
+  overlay::Envelope envelope;
+  envelope.set_dst(0);
+  overlay::UsageReport& report = *envelope.mutable_usage_report();
+  report.set_job_id(query.job_id());
+  report.set_query(query.query());
+  auto attempt = attempts_.find(query.job_id());
+  auto usage = attempt != attempts_.end() && attempt->second == query.attempt()
+                   ? executor_->usage(query.job_id())
+                   : Result<LiveUsage>(not_found("not here"));
+  report.set_found(usage.is_ok());
+  if (usage.is_ok()) {
+    report.set_cpu_time_us(usage->cpu_time_us);
+    report.set_memory_bytes(usage->memory_bytes);
+    report.set_max_memory_bytes(usage->max_memory_bytes);
+  }
+  (void)overlay_->send(std::move(envelope));
 }
 
 void Agent::sync_wait_fds() {

@@ -62,6 +62,7 @@ class Agent {
   void on_signal(const overlay::Signal& request);
   void on_set_time_limit(const overlay::SetTimeLimit& request);
   void on_input(const overlay::Input& input);
+  void on_usage_query(const overlay::UsageQuery& query);
   // Forwarded output (hpcq run) to the leader, one Output message per chunk.
   void send_output(std::vector<TaskOutput> chunks);
   void answer_resize(const overlay::Resize& request, overlay::ResizeDone::Outcome outcome,

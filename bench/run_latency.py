@@ -17,16 +17,16 @@ line per run to bench/results/run_latency.jsonl and prints a summary table.
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from slurm_peer import slurm_cluster
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-PEERS = os.path.join(ROOT, "..", "shared", "peers", "slurm")
 CASES = {"1_task": ["-n", "1"], "4_nodes_4_tasks": ["-N", "4", "-n", "4"]}
 
 
@@ -82,17 +82,8 @@ def inside(build, runs, launches):
 
 
 def slurm_runs(runs, launches):
-    work = tempfile.mkdtemp(prefix="hpcq-bench-slurm-")
-    peer = os.path.join(work, "slurm")
-    shutil.copytree(PEERS, peer)
-    env = dict(os.environ, SLURM_EXTRA_CONF="SchedulerParameters=batch_sched_delay=0,sched_min_interval=0")
-    sh = lambda s: subprocess.run(["bash", os.path.join(peer, s)], check=True, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    sh("install.sh")
-    sh("configure.sh")
-    sh("start.sh")
     out = []
-    try:
+    with slurm_cluster() as (env, peer):
         for r in range(runs):
             for case, args in CASES.items():
                 ms = time_launches(["srun", *args, "true"], launches, env)
@@ -100,7 +91,7 @@ def slurm_runs(runs, launches):
                                 median_ms=round(ms, 2)))
             job = subprocess.run(["sbatch", "--parsable", "-N", "4", "-n", "8", "-o", "/dev/null",
                                   "--wrap", "sleep 600"], check=True, capture_output=True,
-                                 text=True, env=env, cwd=work).stdout.strip().split(";")[0]
+                                 text=True, env=env, cwd=peer).stdout.strip().split(";")[0]
             while subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
                                  text=True, env=env).stdout.strip() != "RUNNING":
                 time.sleep(0.05)
@@ -110,9 +101,6 @@ def slurm_runs(runs, launches):
                 out.append(dict(system="slurm", where="step", case=case, run=r + 1,
                                 median_ms=round(ms, 2)))
             subprocess.run(["scancel", job], env=env)
-    finally:
-        sh("stop.sh")
-        shutil.rmtree(work, ignore_errors=True)
     return out
 
 

@@ -27,9 +27,10 @@ import sys
 import tempfile
 import time
 
+from slurm_peer import slurm_cluster
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-PEERS = os.path.join(ROOT, "..", "shared", "peers", "slurm")
 
 
 def free_port():
@@ -104,23 +105,11 @@ python3 -c "import json; n={jobs}; s=$t1-$t0; e=$t2-$t0; print(json.dumps(dict(j
 
 
 def slurm_end_to_end(jobs):
-    work = tempfile.mkdtemp(prefix="hpcq-bench-slurm-")
-    peer = os.path.join(work, "slurm")
-    shutil.copytree(PEERS, peer)
-    env = dict(os.environ, SLURM_EXTRA_CONF="SchedulerParameters=batch_sched_delay=0,sched_min_interval=0")
-    run = lambda s: subprocess.run(["bash", os.path.join(peer, s)], check=True, env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    run("install.sh")
-    run("configure.sh")
-    run("start.sh")
-    try:
+    with slurm_cluster() as (env, peer):
         out = subprocess.run([sys.executable, os.path.join(peer, "bench.py"), "--n", str(jobs),
-                              "--reps", "1", "--tag", "hpcq-bench"], check=True, capture_output=True,
-                             text=True, env=env).stdout
+                              "--reps", "1", "--tag", "hpcq-bench"], check=True,
+                             capture_output=True, text=True, env=env).stdout
         return json.loads(out.splitlines()[0])
-    finally:
-        run("stop.sh")
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def main():

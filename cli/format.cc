@@ -378,6 +378,38 @@ std::string status_text(const v1::Job& job) {
   return out.str();
 }
 
+std::string stat_table(const v1::StatResponse& stat) {
+  std::vector<std::vector<std::string>> rows = {{"NODE", "CPU(s)", "MEM", "MAXMEM"}};
+  std::int64_t cpu = 0;
+  std::uint64_t mem = 0, max_mem = 0;
+  for (const auto& n : stat.nodes()) {
+    if (!n.answered()) {
+      rows.push_back({n.node(), "(no answer)", "-", "-"});
+      continue;
+    }
+    rows.push_back({n.node(), seconds_text(n.cpu_time_us()), format_bytes(n.memory_bytes()),
+                    format_bytes(n.max_memory_bytes())});
+    cpu += n.cpu_time_us();
+    mem += n.memory_bytes();
+    max_mem = std::max(max_mem, n.max_memory_bytes());
+  }
+  rows.push_back({"(all)", seconds_text(cpu), format_bytes(mem), format_bytes(max_mem)});
+  return table(rows);
+}
+
+nlohmann::json stat_json(const v1::StatResponse& stat) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : stat.nodes()) {
+    nodes.push_back({{"node", n.node()},
+                     {"rank", n.rank()},
+                     {"answered", n.answered()},
+                     {"total_cpu_s", n.cpu_time_us() / 1e6},
+                     {"memory_bytes", n.memory_bytes()},
+                     {"max_memory_bytes", n.max_memory_bytes()}});
+  }
+  return {{"id", stat.id()}, {"nodes", nodes}};
+}
+
 std::string nodes_table(const v1::ListNodesResponse& nodes) {
   std::vector<std::vector<std::string>> rows = {{"NODE", "RANK", "STATE", "CORES", "FREE", "NUMA",
                                                  "GPUS", "JOBS", "CHECKPOINT", "TOPOLOGY",

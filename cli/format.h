@@ -23,6 +23,9 @@ nlohmann::json node_json(const v1::Node& node);
 std::string queue_table(const v1::ListJobsResponse& jobs);
 std::string status_text(const v1::Job& job);
 std::string nodes_table(const v1::ListNodesResponse& nodes);
+// hpcq stat: a running job's use of each node now, and the total.
+std::string stat_table(const v1::StatResponse& stat);
+nlohmann::json stat_json(const v1::StatResponse& stat);
 // with_steps: a row per step of each job too, "JOB.STEP" (sacct's steps).
 std::string history_table(const v1::ListJobsResponse& jobs, bool with_steps = false);
 nlohmann::json reservation_json(const v1::Reservation& reservation);

@@ -239,6 +239,21 @@ int cmd_attach(const std::string& given, FollowOptions options) {
   return follow_job(*stub, socket, *id, options);
 }
 
+int cmd_stat(const std::string& text, bool json) {
+  const std::string socket = socket_path();
+  auto stub = connect(socket);
+  auto id = resolve_job_id(*stub, socket, text);
+  if (!id.is_ok()) return fail(id.status());
+  v1::StatRequest request;
+  request.set_id(*id);
+  v1::StatResponse response;
+  grpc::ClientContext ctx;
+  Status s = from_grpc(stub->Stat(&ctx, request, &response), socket);
+  if (!s.is_ok()) return fail(s);
+  std::cout << (json ? json_text(stat_json(response)) + "\n" : stat_table(response));
+  return 0;
+}
+
 int cmd_update(const std::string& text, const std::string& time_limit, bool json) {
   auto seconds = parse_duration_s(time_limit);
   if (!seconds.is_ok())
@@ -772,6 +787,10 @@ int main(int argc, char** argv) {
   auto* requeue = app.add_subcommand(
       "requeue", "kill running jobs and queue them again, to run from the start");
   requeue->add_option("jobs", ids, "job ids")->required();
+  std::string stat_job;
+  auto* stat = app.add_subcommand("stat", "what a running job uses now on each node, like sstat");
+  stat->add_option("job", stat_job, "job id")->required();
+  stat->add_flag("--json", json, "machine-readable output");
   std::string update_job, update_time;
   auto* update = app.add_subcommand(
       "update", "change a pending or running job: --time-limit (lower it; root: either way)");
@@ -848,9 +867,9 @@ int main(int argc, char** argv) {
     }
   }
   const std::set<std::string> commands = {
-      "submit",     "cancel",  "status",  "wait",   "queue",  "nodes",   "keygen",
-      "start",      "hold",    "release", "drain",  "resume", "history", "reserve",
-      "checkpoint", "migrate", "resize",  "attach", "signal", "requeue", "update"};
+      "submit", "cancel",  "status", "wait",    "queue",   "nodes",   "keygen",     "start",
+      "hold",   "release", "drain",  "resume",  "history", "reserve", "checkpoint", "migrate",
+      "resize", "attach",  "signal", "requeue", "update",  "stat"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -878,6 +897,7 @@ int main(int argc, char** argv) {
         ids, &hpcq::v1::Hpcq::Stub::Requeue);
   }
   if (*update) return cmd_update(update_job, update_time, json);
+  if (*stat) return cmd_stat(stat_job, json);
   if (*wait) return cmd_wait(ids, json);
   if (*queue) return cmd_queue(all, json);
   if (*nodes) return cmd_nodes(json);

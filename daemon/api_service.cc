@@ -246,6 +246,16 @@ grpc::Status ApiService::Update(grpc::ServerContext* context, const v1::UpdateRe
   return grpc::Status::OK;
 }
 
+grpc::Status ApiService::Stat(grpc::ServerContext* context, const v1::StatRequest* request,
+                              v1::StatResponse* response) {
+  auto caller_found = authenticate(context);
+  if (!caller_found.is_ok()) return to_grpc(caller_found.status());
+  auto answer = leader_.stat(*caller_found, request->id()).get();
+  if (!answer.is_ok()) return to_grpc(answer.status());
+  *response = std::move(answer).value();
+  return grpc::Status::OK;
+}
+
 grpc::Status ApiService::SendInput(grpc::ServerContext* context, const v1::InputRequest* request,
                                    v1::InputResponse*) {
   auto caller_found = authenticate(context);

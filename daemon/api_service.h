@@ -59,6 +59,8 @@ class ApiService final : public v1::Hpcq::Service {
                        v1::RequeueResponse* response) override;
   grpc::Status Update(grpc::ServerContext* context, const v1::UpdateRequest* request,
                       v1::Job* response) override;
+  grpc::Status Stat(grpc::ServerContext* context, const v1::StatRequest* request,
+                    v1::StatResponse* response) override;
   grpc::Status SendInput(grpc::ServerContext* context, const v1::InputRequest* request,
                          v1::InputResponse* response) override;
   grpc::Status LaunchStep(grpc::ServerContext* context, const v1::LaunchStepRequest* request,

@@ -208,13 +208,15 @@ void JobActions::send_kill(JobEntry& entry, Rank rank) {
     spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
 }
 
-void JobActions::send_signal(const JobEntry& entry, int signo) {
-  for (Rank rank : entry.running_on) {
+void JobActions::send_signal(const JobEntry& entry, const std::set<Rank>& ranks, std::uint32_t step,
+                             int signo) {
+  for (Rank rank : ranks) {
     overlay::Envelope envelope;
     envelope.set_dst(rank);
     overlay::Signal* signal = envelope.mutable_signal();
     signal->set_job_id(entry.job.id);
     signal->set_attempt(static_cast<uint32_t>(entry.job.requeue_count));
+    signal->set_step(step);
     signal->set_signo(signo);
     Status sent = ctx_.overlay->send(std::move(envelope));
     if (!sent.is_ok()) {

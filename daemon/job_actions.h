@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <set>
 #include <string>
 
 #include <google/protobuf/message.h>
@@ -65,8 +66,10 @@ class JobActions {
   void send_launches(JobId id, int attempt);
   void kill_job_parts(JobEntry& entry);
   void send_kill(JobEntry& entry, Rank rank);
-  // Sends `signo` to the job's tasks on every node it runs on (not repeated).
-  void send_signal(const JobEntry& entry, int signo);
+  // Sends `signo` to the job's tasks (and its steps') on `ranks`, or with
+  // `step` set to that step's only (not repeated).
+  void send_signal(const JobEntry& entry, const std::set<Rank>& ranks, std::uint32_t step,
+                   int signo);
   // Repeats the Launch or Kill messages that nodes have not confirmed.
   void repeat_unconfirmed();
 

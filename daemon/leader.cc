@@ -92,6 +92,7 @@ Status Leader::start() {
     checkpoints_.check_deadlines();
     resizes_.check_deadlines();
     steps_.repeat_unconfirmed();
+    stats_.check_deadlines();
     actions_.repeat_unconfirmed();
     checkpoints_.checkpoint_due_jobs();
     if (driver_.wants_periodic_cycle()) actions_.schedule_soon();
@@ -217,9 +218,26 @@ std::future<Status> Leader::signal(const Caller& caller, JobId id, job::StepId s
                                  job::state_name(entry.job.state) + ", not running");
     }
     if (step != 0) return steps_.signal(entry, step, signo);
-    actions_.send_signal(entry, signo);
+    actions_.send_signal(entry, entry.running_on, 0, signo);
     return Status::ok();
   });
+}
+
+std::future<Result<v1::StatResponse>> Leader::stat(const Caller& caller, JobId id) {
+  auto promise = std::make_shared<JobStats::Promise>();
+  auto future = promise->get_future();
+  ctx_.loop.post([this, caller, id, promise] {
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return promise->set_value(found.status());
+    const JobEntry& entry = **found;
+    if (entry.job.state != job::JobState::kRunning) {
+      return promise->set_value(failed_precondition("job " + std::to_string(id) + " is " +
+                                                    job::state_name(entry.job.state) +
+                                                    ", not running"));
+    }
+    stats_.ask(entry, promise);
+  });
+  return future;
 }
 
 std::future<Status> Leader::send_input(const Caller& caller, JobId id, job::StepId step,
@@ -502,6 +520,7 @@ void Leader::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kCheckpointDone:
       checkpoints_.on_checkpoint_done(rank, envelope.checkpoint_done());
       break;
+    case overlay::Envelope::kUsageReport: stats_.on_report(rank, envelope.usage_report()); break;
     case overlay::Envelope::kOutput:
       reports_.on_output(rank, std::move(*envelope.mutable_output()));
       break;

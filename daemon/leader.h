@@ -25,6 +25,7 @@
 #include "daemon/context.h"
 #include "daemon/job_actions.h"
 #include "daemon/job_reports.h"
+#include "daemon/job_stats.h"
 #include "daemon/node_monitor.h"
 #include "daemon/peer_credentials.h"
 #include "daemon/resizes.h"
@@ -62,6 +63,8 @@ class Leader {
   std::future<Status> requeue(const Caller& caller, JobId id);
   // hpcq update: a new time limit (> 0 s); users may only lower theirs.
   std::future<Result<v1::Job>> update(const Caller& caller, JobId id, std::int64_t time_limit_s);
+  // hpcq stat: what a running job uses now on each node.
+  std::future<Result<v1::StatResponse>> stat(const Caller& caller, JobId id);
   // Standard input of task 0 of an hpcq run job or a step, sent to its node.
   std::future<Status> send_input(const Caller& caller, JobId id, job::StepId step,
                                  overlay::Input input);
@@ -124,6 +127,7 @@ class Leader {
   Resizes resizes_{ctx_, actions_};
   Checkpoints checkpoints_{ctx_, actions_};
   Steps steps_{ctx_, actions_};
+  JobStats stats_{ctx_};
   JobReports reports_{ctx_, actions_, resizes_, steps_};
   NodeMonitor monitor_{ctx_, actions_, resizes_, checkpoints_, reports_};
   SchedDriver driver_{ctx_, actions_, checkpoints_, resizes_};

@@ -204,16 +204,7 @@ Status Steps::signal(const JobEntry& entry, job::StepId id, int signo) {
     return failed_precondition(name_of(entry, step) + " is " + job::state_name(step.state) +
                                ", not running");
   }
-  for (Rank rank : step.running_on) {
-    overlay::Envelope envelope;
-    envelope.set_dst(rank);
-    overlay::Signal& signal = *envelope.mutable_signal();
-    signal.set_job_id(entry.job.id);
-    signal.set_attempt(static_cast<std::uint32_t>(entry.job.requeue_count));
-    signal.set_step(step.id);
-    signal.set_signo(signo);
-    (void)ctx_.overlay->send(std::move(envelope));
-  }
+  actions_.send_signal(entry, step.running_on, step.id, signo);
   return Status::ok();
 }
 

@@ -142,13 +142,28 @@ int JobCgroup::oom_kills() const {
   return kills;
 }
 
-std::uint64_t JobCgroup::memory_peak_bytes() const {
-  const char* file = version_ == CgroupVersion::kV2 ? "memory.peak" : "memory.max_usage_in_bytes";
-  for (const std::string& dir : dirs_) {
+namespace {
+
+// The first directory's value of a memory file (v1 has it in the memory
+// controller's directory only); 0 where none has it.
+std::uint64_t read_memory_file(const std::vector<std::string>& dirs, const char* file) {
+  for (const std::string& dir : dirs) {
     const std::string text = read_whole(dir + "/" + file);
     if (!text.empty()) return std::strtoull(text.c_str(), nullptr, 10);
   }
   return 0;
+}
+
+}  // namespace
+
+std::uint64_t JobCgroup::memory_peak_bytes() const {
+  return read_memory_file(
+      dirs_, version_ == CgroupVersion::kV2 ? "memory.peak" : "memory.max_usage_in_bytes");
+}
+
+std::uint64_t JobCgroup::memory_bytes() const {
+  return read_memory_file(
+      dirs_, version_ == CgroupVersion::kV2 ? "memory.current" : "memory.usage_in_bytes");
 }
 
 std::vector<pid_t> JobCgroup::pids() const {

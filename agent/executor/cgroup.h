@@ -63,6 +63,8 @@ class JobCgroup {
   // memory.max_usage_in_bytes, v2 memory.peak); 0 where the kernel does not
   // keep it.
   std::uint64_t memory_peak_bytes() const;
+  // The memory it holds now (v1 memory.usage_in_bytes, v2 memory.current).
+  std::uint64_t memory_bytes() const;
 
   // A child cgroup `name` (a worker's) in every directory with these limits
   // (they must lie within this cgroup's). v2: the controllers are enabled

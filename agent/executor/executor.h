@@ -54,6 +54,13 @@ struct TaskOutput {
   std::string data;
 };
 
+// A running job's use of this node so far.
+struct LiveUsage {
+  std::int64_t cpu_time_us = 0;  // user + system, its live processes and those they reaped
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t max_memory_bytes = 0;
+};
+
 struct RestoreOutcome {
   JobId id = 0;
   Status status;  // OK: the job runs here; else nothing of it does
@@ -97,6 +104,9 @@ class Executor {
   // on in order; kNotFound if it is not here, kFailedPrecondition if it does
   // not forward its streams.
   virtual Status write_input(JobId id, std::uint32_t step, const TaskInput& input) = 0;
+  // What the job (with its steps) uses here now (hpcq stat); kNotFound if
+  // it is not here.
+  virtual Result<LiveUsage> usage(JobId id) const = 0;
   // Ends every job (not reported by reap()) and cleans up.
   virtual void shutdown() = 0;
 

@@ -798,6 +798,32 @@ void ProcessExecutor::read_output(Job& job) {
   }
 }
 
+Result<LiveUsage> ProcessExecutor::usage(JobId id) const {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.exited) {
+    return not_found("job " + std::to_string(id) + " is not running here");
+  }
+  LiveUsage u;
+  const JobCgroup& cgroup = it->second.cgroup;
+  const long ticks = sysconf(_SC_CLK_TCK);
+  for (pid_t pid : cgroup.pids()) {  // its steps' too: their cgroups are children
+    const std::string stat = read_whole("/proc/" + std::to_string(pid) + "/stat");
+    const std::size_t close = stat.rfind(')');  // the name may hold anything
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string field;
+    std::int64_t ticks_used = 0;
+    // After the name: state is field 3; utime, stime, cutime, cstime are 14-17.
+    for (int n = 3; n <= 17 && fields >> field; ++n) {
+      if (n >= 14) ticks_used += std::strtoll(field.c_str(), nullptr, 10);
+    }
+    u.cpu_time_us += ticks > 0 ? ticks_used * 1'000'000 / ticks : 0;
+  }
+  u.memory_bytes = cgroup.memory_bytes();
+  u.max_memory_bytes = cgroup.memory_peak_bytes();
+  return u;
+}
+
 Status ProcessExecutor::write_input(JobId id, std::uint32_t step, const TaskInput& input) {
   Job* job = nullptr;
   if (step == 0) {

@@ -30,6 +30,10 @@ class TestExecutor final : public Executor {
   }
   Status signal_step(JobId id, std::uint32_t, int) override { return cancel_step(id, 0); }
   Status set_time_limit(JobId id, std::int64_t seconds) override;
+  Result<LiveUsage> usage(JobId id) const override {  // it runs no processes
+    if (!jobs_.count(id)) return not_found("job " + std::to_string(id) + " is not running here");
+    return LiveUsage{};
+  }
   Status write_input(JobId id, std::uint32_t, const TaskInput&) override {
     return failed_precondition("job " + std::to_string(id) + ": the test executor runs no tasks");
   }

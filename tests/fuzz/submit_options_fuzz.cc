@@ -1,4 +1,5 @@
-// libFuzzer target for everything a user types at `hpcq submit`: script
+// libFuzzer target for everything a user types at `hpcq submit` (and batch,
+// run, alloc): script
 // directives, command-line words, durations and memory sizes. It must never
 // crash, and what it accepts must hold up: a parsed spec passes validate(),
 // and formatted units read back to the same value.
@@ -67,9 +68,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   words.push_back(word);
-  check_result(hpcq::job::parse_submit_args(words, ctx));
+  // hpcq submit, batch, run and alloc share the words and differ in the rest.
+  using hpcq::job::SubmitKind;
+  for (SubmitKind kind :
+       {SubmitKind::kSubmit, SubmitKind::kBatch, SubmitKind::kRun, SubmitKind::kAlloc}) {
+    check_result(hpcq::job::parse_submit_args(words, ctx, kind));
+  }
   words.push_back("job.sh");
   check_result(hpcq::job::parse_submit_args(words, ctx));
+  check_result(hpcq::job::parse_submit_args(words, ctx, SubmitKind::kBatch));
 
   if (auto d = hpcq::parse_duration_s(input); d.is_ok()) {
     check(*d >= 0);

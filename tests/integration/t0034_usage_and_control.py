@@ -5,6 +5,7 @@ max_memory_bytes, history's TOTALCPU and MAXMEM), a batch job's steps too;
 --signal SIG@SECONDS warns the tasks before the limit; hpcq requeue runs a
 job again from the start; hpcq update lowers a running job's time limit
 (a user may not raise it, root may)."""
+import json
 import os
 import resource
 import subprocess
@@ -72,6 +73,29 @@ def test_a_batch_jobs_steps_are_measured_and_counted_in_the_job():
     t.check(s["max_memory_bytes"] >= 200 * MB, f"the job's memory {s['max_memory_bytes']}")
 
 
+def test_stat_shows_a_running_jobs_use_now():
+    d = t.workdir()
+    gate = t.Gate(d)
+    burn = (f"import os, time\nx = bytearray(100 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1\n"
+            f"t = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n"
+            f"while not os.path.exists({gate.path!r}): time.sleep(0.05)\n")
+    job = t.submit("-N", "2", "-n", "2", "-o", "/dev/null", "--", sys.executable, "-c", burn, cwd=d)
+    t.wait_state(job, "RUNNING")
+    def burnt():
+        nodes = json.loads(t.hpcq("stat", str(job), "--json").stdout)["nodes"]
+        return nodes if all(n["answered"] and n["total_cpu_s"] >= 1.0 for n in nodes) else None
+    nodes = t.wait_until("a second of CPU on each node", burnt)
+    t.check(sorted(n["node"] for n in nodes) == ["node1", "node2"], f"stat: {nodes}")
+    t.check(all(n["memory_bytes"] >= 100 * MB and n["max_memory_bytes"] >= n["memory_bytes"]
+                for n in nodes), f"stat's memory: {nodes}")
+    table = t.hpcq("stat", str(job)).stdout
+    t.check("node1" in table and "(all)" in table, f"stat:\n{table}")
+    gate.open()
+    t.wait_state(job, ENDED)
+    r = t.hpcq("stat", str(job), rc=1)
+    t.check("not running" in r.stderr, r.stderr)
+
+
 def test_signal_before_the_time_limit():
     started = time.monotonic()
     r = t.run([t.HPCQ, "run", "-t", "00:00:20", "--signal", "USR1@15", "--", "sh", "-c",
@@ -130,5 +154,6 @@ def test_update_lowers_a_running_jobs_time_limit():
 
 t.main([test_a_job_shows_the_cpu_and_memory_it_used,
         test_a_batch_jobs_steps_are_measured_and_counted_in_the_job,
+        test_stat_shows_a_running_jobs_use_now,
         test_signal_before_the_time_limit, test_requeue_runs_a_job_again_from_the_start,
         test_update_lowers_a_running_jobs_time_limit])
