@@ -105,19 +105,19 @@ void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
 }
 
 // Sends one InputRequest, asking again while the job or step has not
-// started on task 0's node (or hpcqd restarts); false once it cannot go.
-bool send_input(v1::Hpcq::Stub& stub, v1::InputRequest request) {
-  const auto give_up = std::chrono::steady_clock::now() + kReconnectFor;
+// started on task 0's node (or hpcqd restarts), less often the longer it
+// waits; false once it cannot go (the job ended). The process ends with the
+// job, and this thread with it.
+bool send_input(v1::Hpcq::Stub& stub, const v1::InputRequest& request) {
+  auto pause = std::chrono::milliseconds(20);
   for (;;) {
     v1::InputResponse response;
     grpc::ClientContext ctx;
     const grpc::Status s = stub.SendInput(&ctx, request, &response);
     if (s.ok()) return true;
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        std::chrono::steady_clock::now() > give_up) {
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(250));
   }
 }
 
