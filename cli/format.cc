@@ -456,7 +456,7 @@ std::string history_table(const v1::ListJobsResponse& jobs, bool with_steps) {
                                       ? (s.end_time_us() - s.start_time_us()) / 1000000
                                       : 0;
       rows.push_back({std::to_string(job.id()) + "." + std::to_string(s.id()), job.user(),
-                      s.spec().argv_size() ? s.spec().argv(0) : "-", "", join(s.nodes()),
+                      s.spec().argv_size() ? s.spec().argv(0) : "-", "-", join(s.nodes()),
                       std::to_string(cores), time_text(s.submit_time_us()),
                       time_text(s.start_time_us()), time_text(s.end_time_us()),
                       api::state_name(s.state()), std::to_string(s.exit_code()),
