@@ -163,6 +163,23 @@ const char* state_name(v1::JobState state) {
   }
 }
 
+namespace {
+
+// One node's part of a job's or a step's allocation (host CPUs and workers:
+// the job's caller adds them).
+void node_to_proto(const resource::NodeAllocation& node, v1::NodeAllocation* a) {
+  a->set_node(node.node);
+  a->set_rank(node.rank);
+  for (int c : node.cores) a->add_cores(c);
+  for (int n : node.numa) a->add_numa(n);
+  for (int g : node.gpus) a->add_gpus(g);
+  a->set_memory_bytes(node.memory_bytes);
+  a->set_ntasks(node.ntasks);
+  a->set_first_task(node.first_task);
+}
+
+}  // namespace
+
 v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_cpu_of) {
   v1::Job p;
   p.set_id(job.id);
@@ -175,16 +192,10 @@ v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_
   for (const auto& node : job.allocation.nodes) {
     p.add_nodes(node.node);
     auto* a = p.add_allocation();
-    a->set_node(node.node);
-    a->set_rank(node.rank);
-    for (int c : node.cores) {
-      a->add_cores(c);
-      if (host_cpu_of) a->add_host_cpus(host_cpu_of(node.rank, c));
+    node_to_proto(node, a);
+    if (host_cpu_of) {
+      for (int c : node.cores) a->add_host_cpus(host_cpu_of(node.rank, c));
     }
-    for (int n : node.numa) a->add_numa(n);
-    a->set_memory_bytes(node.memory_bytes);
-    a->set_ntasks(node.ntasks);
-    a->set_first_task(node.first_task);
   }
   set_bytes(job::expand_output_path(job.spec.output, job.id, job.spec.cwd, job.spec.array_job_id,
                                     job.spec.array_task_id),
@@ -205,7 +216,6 @@ v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_
   p.set_array_task_id(job.spec.array_task_id);
   for (const auto& node : job.allocation.nodes) {
     auto* a = p.mutable_allocation(static_cast<int>(&node - job.allocation.nodes.data()));
-    for (int g : node.gpus) a->add_gpus(g);
     for (const resource::WorkerPlacement& w : node.workers) {
       v1::Worker* worker = a->add_workers();
       worker->set_id(w.id);
@@ -232,14 +242,7 @@ v1::Step to_proto(const job::StepRecord& step) {
   int ntasks = 0;
   for (const resource::NodeAllocation& node : step.allocation.nodes) {
     p.add_nodes(node.node);
-    v1::NodeAllocation* a = p.add_allocation();
-    a->set_node(node.node);
-    a->set_rank(node.rank);
-    for (int c : node.cores) a->add_cores(c);
-    for (int n : node.numa) a->add_numa(n);
-    for (int g : node.gpus) a->add_gpus(g);
-    a->set_ntasks(node.ntasks);
-    a->set_first_task(node.first_task);
+    node_to_proto(node, p.add_allocation());
     ntasks += node.ntasks;
   }
   p.set_ntasks(ntasks);
