@@ -495,8 +495,13 @@ bool ProcessExecutor::poll_exit(Job& job) {
 JobExit ProcessExecutor::exit_of(const Job& job) const {
   JobExit e;
   e.id = job.id;
+  e.step = job.step;
   e.exit_code = job.shell_code;
   const JobFiles files(job.dir);
+  // The usage measured here: the shell's, and the cgroup's peak.
+  const auto results = decode_results(read_whole(files.results));
+  if (results.is_ok()) e.cpu_time_us = results->cpu_time_us;
+  e.max_memory_bytes = job.memory_peak;
   if (job.cancelled) {
     e.kind = ExitKind::kCancelled;
     e.reason = "cancelled";
@@ -518,7 +523,6 @@ JobExit ProcessExecutor::exit_of(const Job& job) const {
                                                   std::to_string(job.oom_kills) +
                                                   " process(es) at the job's memory limit; "
                                             : "";
-  auto results = decode_results(read_whole(files.results));
   if (results.is_ok()) {
     e.reason = describe_results(*results);
     if (!e.reason.empty()) {
@@ -532,14 +536,6 @@ JobExit ProcessExecutor::exit_of(const Job& job) const {
   }
   std::string line = last_line(files.shell_log);
   e.reason = line.empty() ? "job shell exited with code " + std::to_string(job.shell_code) : line;
-  return e;
-}
-
-JobExit ProcessExecutor::measured_exit_of(const Job& job) const {
-  JobExit e = exit_of(job);
-  auto results = decode_results(read_whole(JobFiles(job.dir).results));
-  if (results.is_ok()) e.cpu_time_us = results->cpu_time_us;
-  e.max_memory_bytes = job.memory_peak;
   return e;
 }
 
@@ -719,8 +715,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
       ++it;
       continue;
     }
-    exits.push_back(measured_exit_of(step));
-    exits.back().step = step.step;
+    exits.push_back(exit_of(step));
     std::error_code ec;
     std::filesystem::remove_all(step.dir, ec);
     it = steps_.erase(it);
@@ -744,7 +739,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
       ++it;
       continue;
     }
-    exits.push_back(measured_exit_of(job));
+    exits.push_back(exit_of(job));
     std::error_code ec;
     std::filesystem::remove_all(job.dir, ec);
     it = jobs_.erase(it);

@@ -223,8 +223,6 @@ class ProcessExecutor final : public Executor {
   Status clean_up(Job& job);
   // The deadline and --signal warning of a limit of `seconds` (0: none).
   static void set_limit(Job& job, std::int64_t seconds);
-  // exit_of, with the usage measured on this node.
-  JobExit measured_exit_of(const Job& job) const;
   // Steps by job and step id; each is a Job of its own for the shell, its
   // cgroup and its output.
   std::map<std::pair<JobId, std::uint32_t>, Job> steps_;
