@@ -71,15 +71,12 @@ void Steps::start(JobEntry& entry, StepRecord& step) {
   for (const auto& node : step.allocation.nodes) step.running_on.insert(node.rank);
   job::hold_cores(entry.step_cores, step);
   persist(entry, step);
-  for (Rank rank : step.running_on) send_launch(entry, step, rank);
+  send_launch(entry, step, {step.running_on.begin(), step.running_on.end()});
   entry.steps_sent_at = ctx_.now();
 }
 
-void Steps::send_launch(const JobEntry& entry, const StepRecord& step, Rank rank) {
-  overlay::Envelope envelope;
-  envelope.set_dst(rank);
-  overlay::Launch& launch = *envelope.mutable_launch();
-  launch = actions_.make_launch(entry.job);
+overlay::Launch Steps::launch_of(const JobEntry& entry, const StepRecord& step) const {
+  overlay::Launch launch = actions_.make_launch(entry.job);
   launch.set_step(step.id);
   launch.set_batch(false);
   launch.set_forward_output(true);
@@ -97,14 +94,26 @@ void Steps::send_launch(const JobEntry& entry, const StepRecord& step, Rank rank
   launch.set_cpus_per_task(step.allocation.cpus_per_task);
   launch.set_gpus_per_task(0);
   launch.set_distribution("");
-  launch.set_ntasks(0);
   int ntasks = 0;
   for (const auto& node : step.allocation.nodes) ntasks += node.ntasks;
   launch.set_ntasks(ntasks);
   launch.set_time_limit_s(0);  // the job's limit ends it
-  Status sent = ctx_.overlay->send(std::move(envelope));
-  if (!sent.is_ok())
-    spdlog::warn("{}: launch on rank {}: {}", name_of(entry, step), rank, sent.message());
+  return launch;
+}
+
+void Steps::send_launch(const JobEntry& entry, const StepRecord& step,
+                        const std::vector<Rank>& ranks) {
+  if (ranks.empty()) return;
+  const overlay::Launch launch = launch_of(entry, step);
+  for (Rank rank : ranks) {
+    overlay::Envelope envelope;
+    envelope.set_dst(rank);
+    *envelope.mutable_launch() = launch;
+    Status sent = ctx_.overlay->send(std::move(envelope));
+    if (!sent.is_ok()) {
+      spdlog::warn("{}: launch on rank {}: {}", name_of(entry, step), rank, sent.message());
+    }
+  }
 }
 
 void Steps::send_kill(const JobEntry& entry, const StepRecord& step, Rank rank) {
@@ -241,9 +250,11 @@ void Steps::repeat_unconfirmed() {
     if (entry.steps.empty() || now - entry.steps_sent_at < after) continue;
     for (const StepRecord& step : entry.steps) {
       if (step.state != JobState::kRunning || step.cancel_requested) continue;
+      std::vector<Rank> unconfirmed;
       for (Rank rank : step.running_on) {
-        if (!step.confirmed.count(rank)) send_launch(entry, step, rank);
+        if (!step.confirmed.count(rank)) unconfirmed.push_back(rank);
       }
+      send_launch(entry, step, unconfirmed);
     }
     entry.steps_sent_at = now;
   }

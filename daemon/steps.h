@@ -47,7 +47,10 @@ class Steps {
  private:
   job::StepRecord* find(JobEntry& entry, job::StepId id);
   void start(JobEntry& entry, job::StepRecord& step);
-  void send_launch(const JobEntry& entry, const job::StepRecord& step, Rank rank);
+  // The step's Launch (every node of it gets the same), sent to `ranks`.
+  overlay::Launch launch_of(const JobEntry& entry, const job::StepRecord& step) const;
+  void send_launch(const JobEntry& entry, const job::StepRecord& step,
+                   const std::vector<Rank>& ranks);
   void send_kill(const JobEntry& entry, const job::StepRecord& step, Rank rank);
   void end(JobEntry& entry, job::StepRecord& step, job::JobState state, const std::string& reason);
   void start_pending(JobEntry& entry);
