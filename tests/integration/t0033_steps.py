@@ -79,7 +79,10 @@ def test_concurrent_steps_get_disjoint_cores():
     job = batch(d, "#HPCQ -N 1 -n 4\n"
                    f"hpcq run -n 2 -- sh -c 'echo A $HPCQ_CPUS; {wait}' &\n"
                    f"hpcq run -n 2 -- sh -c 'echo B $HPCQ_CPUS; {wait}' &\n"
-                   "sleep 0.5; hpcq run -n 1 -- sh -c 'echo C $HPCQ_CPUS' &\n"
+                   # C once A and B run (their lines are in this job's file).
+                   "out=$HPCQ_SUBMIT_DIR/hpcq-$HPCQ_JOB_ID.out\n"
+                   "until grep -q '^A' $out && grep -q '^B' $out; do sleep 0.05; done\n"
+                   "hpcq run -n 1 -- sh -c 'echo C $HPCQ_CPUS' &\n"
                    "wait\n")
     wait_step(job, 1, "RUNNING")
     wait_step(job, 2, "RUNNING")

@@ -113,10 +113,18 @@ def test_run_pty_is_a_terminal_on_the_first_node():
     term.type("tty; echo node=$HPCQ_NODENAME rank=$HPCQ_TASK_RANK\n")
     term.read_until(r"/dev/pts/\d+")
     term.read_until(r"node=node1 rank=0")
-    term.type("sleep 30\n")
-    time.sleep(0.5)
-    term.type("\x03")  # ^C: the remote terminal's, to its foreground sleep
-    term.read_until(r"remote\$ [^\n]*$", timeout=10)
+    term.type("echo started; sleep 30\n")
+    term.read_until(r"\nstarted")
+    # ^C: the remote terminal's, to its foreground sleep; again until the shell
+    # is back (one that came before sleep began would not have reached it).
+    deadline = time.monotonic() + 10
+    while True:
+        term.type("\x03")
+        try:
+            term.read_until(r"remote\$ [^\n]*$", timeout=0.5)
+            break
+        except t.Failure:
+            t.check(time.monotonic() < deadline, f"^C did not end the sleep:\n{term.screen}")
     term.type("exit 5\n")
     t.check(term.wait() == 5, f"hpcq run --pty's exit, want the shell's 5:\n{term.screen}")
 
