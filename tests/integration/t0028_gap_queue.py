@@ -49,6 +49,7 @@ def test_gap_job_fills_a_hole_and_moves_out_of_the_way():
     s = t.wait_state(gap, "PENDING", timeout=30)
     t.check(s["restore_from"] and f"preempted by job {wide}, checkpointed" in s["reason"],
             f"gap job {s}")
+    handed_over = s["checkpoints"][-1]["time"]
     at = t.counts(out)[-1]
     f = t.wait_state(first, "COMPLETED", timeout=30)
     w = t.wait_state(wide, "RUNNING", timeout=30)
@@ -59,10 +60,14 @@ def test_gap_job_fills_a_hole_and_moves_out_of_the_way():
     s = t.status(gap)
     p = s["placements"]
     t.check(len(p) == 2 and p[1]["restored_from"], f"placements {p}")
-    # The gap job did not hold the regular job back: it had left its cores
-    # before `first` freed the rest, and came back only after `wide` started.
-    t.check(p[0]["end"] <= f["end_time"] and w["start_time"] <= p[1]["start"],
-            f"gap job {p}, first ended {f['end_time']}, wide started {w['start_time']}")
+    # The gap job did not hold the regular job back: it handed its cores over
+    # (its checkpoint began) before `first` freed the rest, and came back only
+    # after `wide` started. Its first placement ends when the dump is done,
+    # which may be after `first` ended (CRIU retries a slow seize), so that is
+    # not the moment to compare.
+    t.check(handed_over <= f["end_time"] and w["start_time"] <= p[1]["start"],
+            f"gap job {p}, checkpoint began {handed_over}, first ended {f['end_time']}, "
+            f"wide started {w['start_time']}")
     t.hpcq("cancel", str(gap))
     t.wait_state(gap, "CANCELLED")
     c = t.counts(out)
