@@ -348,6 +348,10 @@ void Agent::on_launch(const overlay::Launch& launch) {
     launched = Status(launched.code(),
                       std::string(overlay::kRestoreFailedReason) + ": " + launched.message());
   }
+  if (!launched.is_ok() && launched.code() == Code::kInternal && launch.restore_from().empty()) {
+    launched =
+        Status(launched.code(), std::string(overlay::kNodeErrorReason) + ": " + launched.message());
+  }
   if (!launched.is_ok()) {
     spdlog::warn("job {}: launch failed: {}", id, launched.message());
     elastic_.erase(id);

@@ -4,17 +4,19 @@
 
 namespace hpcq::daemon {
 
-void JobReports::on_job_update(Rank rank, const overlay::JobUpdate& update) {
+std::optional<std::string> JobReports::on_job_update(Rank rank, const overlay::JobUpdate& update) {
   // Recorded (or stale): either way the agent may forget it, but only once
   // whatever this update changed is committed. Batches commit in order, so an
   // empty one submitted after the job's record completes after it: an
   // acknowledged end is never lost.
+  std::optional<std::string> drain;
   if (update.step() != 0) {
     steps_.on_update(rank, update);
   } else {
-    handle_job_update(rank, update);
+    drain = handle_job_update(rank, update);
   }
   if (update.kind() != overlay::JobUpdate::STARTED) ack_after_commit(rank, update);
+  return drain;
 }
 
 void JobReports::on_output(Rank rank, overlay::Output&& output) {
@@ -50,31 +52,32 @@ void JobReports::ack_after_commit(Rank rank, const overlay::JobUpdate& update) {
   });
 }
 
-void JobReports::handle_job_update(Rank rank, const overlay::JobUpdate& update) {
+std::optional<std::string> JobReports::handle_job_update(Rank rank,
+                                                         const overlay::JobUpdate& update) {
   auto it = ctx_.table.jobs().find(update.job_id());
-  if (it == ctx_.table.jobs().end()) return;
+  if (it == ctx_.table.jobs().end()) return std::nullopt;
   JobEntry& entry = it->second;
   if (entry.job.state != job::JobState::kRunning ||
       update.attempt() != static_cast<uint32_t>(entry.job.requeue_count) ||
       !entry.running_on.count(rank)) {
-    return;  // stale: from an earlier attempt, or the job already ended
+    return std::nullopt;  // stale: from an earlier attempt, or the job already ended
   }
   if (auto part = entry.part_of.find(rank);
       part != entry.part_of.end() && update.part() != part->second) {
-    return;  // stale: from a part an earlier resize took off this node
+    return std::nullopt;  // stale: from a part an earlier resize took off this node
   }
-  if (resizes_.on_part_update(entry, rank, update)) return;
+  if (resizes_.on_part_update(entry, rank, update)) return std::nullopt;
   job::JobState end;
   switch (update.kind()) {
     case overlay::JobUpdate::STARTED:
       entry.started_on.insert(rank);
       resizes_.on_part_started(entry);
-      return;
+      return std::nullopt;
     case overlay::JobUpdate::COMPLETED: end = job::JobState::kCompleted; break;
     case overlay::JobUpdate::FAILED: end = job::JobState::kFailed; break;
     case overlay::JobUpdate::CANCELLED: end = job::JobState::kCancelled; break;
     case overlay::JobUpdate::TIMEOUT: end = job::JobState::kTimeout; break;
-    default: return;
+    default: return std::nullopt;
   }
   if (entry.restoring && end == job::JobState::kFailed &&
       update.reason().rfind(overlay::kRestoreFailedReason, 0) == 0) {
@@ -82,13 +85,20 @@ void JobReports::handle_job_update(Rank rank, const overlay::JobUpdate& update) 
     entry.requeue_when_ended =
         ctx_.nodes.at(rank).name + ": " + update.reason() + "; running it from the start";
   }
-  const std::string reason =
-      update.reason().empty() ? "" : ctx_.nodes.at(rank).name + ": " + update.reason();
+  const std::string& node = ctx_.nodes.at(rank).name;
+  std::optional<std::string> drain;
+  if (end == job::JobState::kFailed && !entry.restoring &&
+      update.reason().rfind(overlay::kNodeErrorReason, 0) == 0) {
+    // The node could not start it: run it elsewhere (the node is drained).
+    entry.requeue_when_ended = node + ": " + update.reason();
+    drain = "job " + std::to_string(entry.job.id) + ": " + update.reason();
+  }
+  const std::string reason = update.reason().empty() ? "" : node + ": " + update.reason();
   entry.job.cpu_time_us += update.cpu_time_us();
   entry.job.max_memory_bytes = std::max(entry.job.max_memory_bytes, update.max_memory_bytes());
   actions_.apply(ctx_.table.part_ended(entry, rank, end, update.exit_code(), reason));
-  if (!entry.running_on.empty()) return;
-  actions_.all_parts_ended(entry, update.time_us());
+  if (entry.running_on.empty()) actions_.all_parts_ended(entry, update.time_us());
+  return drain;
 }
 
 }  // namespace hpcq::daemon

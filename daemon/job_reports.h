@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "daemon/context.h"
 #include "daemon/job_actions.h"
@@ -23,11 +25,13 @@ class JobReports {
   JobReports(const JobReports&) = delete;
   JobReports& operator=(const JobReports&) = delete;
 
-  void on_job_update(Rank rank, const overlay::JobUpdate& update);
+  // Returns why the node should be drained: it could not start the job (the
+  // job is requeued), which says more of the node than of the job.
+  std::optional<std::string> on_job_update(Rank rank, const overlay::JobUpdate& update);
   void on_output(Rank rank, overlay::Output&& output);
 
  private:
-  void handle_job_update(Rank rank, const overlay::JobUpdate& update);
+  std::optional<std::string> handle_job_update(Rank rank, const overlay::JobUpdate& update);
   void ack_after_commit(Rank rank, const overlay::JobUpdate& update);
 
   Context& ctx_;

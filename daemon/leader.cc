@@ -515,7 +515,9 @@ void Leader::on_message(overlay::Envelope&& envelope) {
       break;
     case overlay::Envelope::kJobUpdate:
       if (node->second.state == NodeState::kUp) monitor_.heard_from(node->second);
-      reports_.on_job_update(rank, envelope.job_update());
+      if (auto why = reports_.on_job_update(rank, envelope.job_update())) {
+        (void)monitor_.drain(node->second.name, true, *why, "hpcqd");
+      }
       break;
     case overlay::Envelope::kCheckpointDone:
       checkpoints_.on_checkpoint_done(rank, envelope.checkpoint_done());

@@ -14,6 +14,10 @@ namespace hpcq::overlay {
 // How a JobUpdate FAILED reason starts when the agent could not restore a
 // job from its checkpoint (the leader then runs it afresh).
 inline constexpr std::string_view kRestoreFailedReason = "restore failed";
+// How it starts when the node itself could not start the job (a cgroup, a
+// directory or a process it could not make): not the job's failure, so the
+// leader requeues the job and drains the node, as Slurm does.
+inline constexpr std::string_view kNodeErrorReason = "node error";
 
 void topology_to_message(const resource::NodeTopology& topology, Topology* message);
 resource::NodeTopology topology_from_message(const Topology& message);
