@@ -1,0 +1,786 @@
+#!/usr/bin/env python3
+"""Regenerates every figure table in README.md and docs/benchmarks.md from
+the files under bench/results/, so that no published figure is typed by hand.
+
+Each table sits between two marker comments in its file:
+
+    <!-- figures:NAME -->
+    ...generated text...
+    <!-- /figures:NAME -->
+
+and is followed, inside the markers, by a caption that names the command
+that produced the data, the results file and the rule that picks its rows.
+The rules are written below, one function per table; none picks a line by
+its number. Where a figure is a min and median over several runs, both are
+computed here from every stored run of that kind.
+
+Usage: bench/readme_figures.py [--check | --write]
+  --check (the default): exit 1, printing one line per table whose text
+          differs from what the results give (or whose markers are missing
+          or unknown); exit 0 when all agree.
+  --write: rewrite the text between the markers.
+Standard library only; reads nothing but bench/results/*.jsonl.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "bench", "results")
+
+# What the results lines do not record, and where it comes from.
+#
+# The machine: no line names one. The project's VM was a 2-core Debian 12 VM
+# until 2026-11-24; from 2026-11-25 it is a 2-core 6.18 PVM guest (commits
+# e35e947 and bc4555b name it). Results are assigned to one or the other by
+# the date in their line.
+PVM_FROM = "2026-11-25"
+EARLIER_VM = "the earlier 2-core VM"
+PVM_GUEST = "the 2-core 6.18 PVM guest"
+# The load beside a throughput.py invocation, keyed by the time in its first
+# line: the issue "Trustworthy figures" says the first 2026-11-22 run had a
+# niced build running beside it; the second, the one with Slurm, ran on a
+# quiet machine. Every other run's load is "not recorded".
+THROUGHPUT_LOAD = {
+    "2026-11-22T19:27:43": "a niced build running beside it",
+    "2026-11-22T19:32:14": "quiet machine",
+}
+NOT_RECORDED = "load not recorded"
+# migrate_cost.jsonl's lines carry neither date nor machine: the first line for
+# each executor and size was measured on the earlier VM (commit ebda142,
+# 2026-11-24), the second on the PVM guest (commit bc4555b, 2026-11-25).
+MIGRATE_MACHINES = [f"{EARLIER_VM} (2026-11-24)", f"{PVM_GUEST} (2026-11-25)"]
+
+
+# ---------------------------------------------------------------- helpers
+
+def load(name):
+    with open(os.path.join(RESULTS, name + ".jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def machine(when):
+    return PVM_GUEST if when[:10] >= PVM_FROM else EARLIER_VM
+
+
+def num(x, d=0):
+    return f"{x:,.{d}f}"
+
+
+def pct(x, d=1):
+    return f"{100 * x:.{d}f}%"
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def min_median(values, d=0):
+    """One run: its value; several: "min / median"."""
+    if len(values) == 1:
+        return num(values[0], d)
+    return f"{num(min(values), d)} / {num(median(values), d)}"
+
+
+def span(values, d=0, unit=""):
+    lo, hi = num(min(values), d), num(max(values), d)
+    return f"{lo}{unit}" if lo == hi else f"{lo}-{hi}{unit}"
+
+
+def runs_word(n):
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def latest_by(rows, key):
+    """The last row for each key, in the order the keys first appear."""
+    out = {}
+    for r in rows:
+        out[key(r)] = r
+    return out
+
+
+# ---------------------------------------------------------------- throughput
+
+MEASUREMENTS = [  # (measurement, row title, value field, decimals)
+    ("submit_rate_1_clients", "(a) acknowledged submissions/s through gRPC, 1 client",
+     "per_second", 0),
+    ("submit_rate_8_clients", "(a) acknowledged submissions/s through gRPC, 8 clients",
+     "per_second", 0),
+    ("api_end_to_end_16_cores",
+     "(b) 2,000 `true` jobs end to end via the API (8 clients), 4 nodes x 16 cores, jobs/s",
+     "per_second", 1),
+    ("api_end_to_end_2_cores", "(b) the same, 4 nodes x 2 cores, jobs/s", "per_second", 1),
+    ("cli_end_to_end_2_cores",
+     "(c) hpcq, one `hpcq submit` per job, then `hpcq wait`, 4 nodes x 2 cores, jobs/s",
+     "per_second", 1),
+    ("slurm_cli_end_to_end_2_cores",
+     "(c) Slurm 22.05 tuned, one `sbatch` per job, 4 nodes x 2 cores, jobs/s, same invocation",
+     "e2e_jobs_per_s", 1),
+]
+
+
+def throughput_invocations():
+    """throughput.py appends its lines in a fixed order, starting with
+    submit_rate_1_clients: each such line starts an invocation."""
+    invocations = []
+    for r in load("throughput"):
+        if r["measurement"] == "submit_rate_1_clients" or not invocations:
+            invocations.append({})
+        invocations[-1][r["measurement"]] = r
+    out = []
+    for inv in invocations:
+        first = inv["submit_rate_1_clients"]
+        out.append({"when": first["when"], "label": first.get("label", ""),
+                    "load": THROUGHPUT_LOAD.get(first["when"], NOT_RECORDED), "by": inv})
+    return out
+
+
+def throughput_kinds():
+    """Invocations of one kind: the same label, day and load."""
+    kinds = {}
+    for inv in throughput_invocations():
+        kinds.setdefault((inv["when"][:10], inv["label"], inv["load"]), []).append(inv)
+    return kinds
+
+
+def kind_title(day, label, load_, n):
+    return f"{day}, {label or 'no label'}, {load_} ({runs_word(n)})"
+
+
+def ratio_cells(invs):
+    """hpcq / Slurm for each invocation that ran both (c) measurements."""
+    ratios = [inv["by"]["cli_end_to_end_2_cores"]["per_second"]
+              / inv["by"]["slurm_cli_end_to_end_2_cores"]["e2e_jobs_per_s"]
+              for inv in invs if "slurm_cli_end_to_end_2_cores" in inv["by"]]
+    return (min_median(ratios, 1) + "x") if ratios else "-"
+
+
+def fig_throughput():
+    kinds = throughput_kinds()
+    header = ["measurement"] + [kind_title(day, label, load_, len(invs))
+                                for (day, label, load_), invs in kinds.items()]
+    rows = []
+    for measurement, title, field, d in MEASUREMENTS:
+        row = [title]
+        for invs in kinds.values():
+            values = [inv["by"][measurement][field] for inv in invs if measurement in inv["by"]]
+            row.append(min_median(values, d) if values else "not run")
+        rows.append(row)
+    rows.append(["(c) hpcq / Slurm, same invocation"] + [ratio_cells(invs)
+                                                         for invs in kinds.values()])
+    notes = []
+    for (day, label, load_), invs in kinds.items():
+        times = ", ".join(inv["when"][11:16] for inv in invs)
+        slurm = [inv for inv in invs if "slurm_cli_end_to_end_2_cores" in inv["by"]]
+        extra = ""
+        if slurm:
+            reps = ", ".join(str(inv["by"]["slurm_cli_end_to_end_2_cores"].get("rep", "?"))
+                             for inv in slurm)
+            extra = f"; Slurm ran in the same invocation, once (`rep` {reps})"
+        notes.append(f"- {kind_title(day, label, load_, len(invs))}: started at {times}; "
+                     f"{machine(day)}{extra}.")
+    # A run without Slurm beside a run with it, on one day: what the issue
+    # quotes, said with its load.
+    for (day, label, load_), invs in kinds.items():
+        for other_key, others in kinds.items():
+            if other_key[0] != day or other_key == (day, label, load_):
+                continue
+            quiet = [o for o in others if "slurm_cli_end_to_end_2_cores" in o["by"]]
+            lone = [i for i in invs if "slurm_cli_end_to_end_2_cores" not in i["by"]]
+            if quiet and lone:
+                h = lone[0]["by"]["cli_end_to_end_2_cores"]["per_second"]
+                s = quiet[0]["by"]["slurm_cli_end_to_end_2_cores"]["e2e_jobs_per_s"]
+                notes.append(f"- The one-call-per-job loop with {load_} gave {num(h, 1)} "
+                             f"jobs/s, {h / s:.1f}x the Slurm figure of the run on a "
+                             f"{other_key[2]}; Slurm was not measured under that load.")
+    with_slurm = [inv for invs in kinds.values() for inv in invs
+                  if "slurm_cli_end_to_end_2_cores" in inv["by"]]
+    newest = max(inv["when"] for invs in kinds.values() for inv in invs)
+    notes.append(f"- The newest comparison with Slurm is of {with_slurm[-1]['when'][:10]} "
+                 f"(the lines carry no commit id) and was not re-run since; the newest "
+                 f"hpcq-only run is of {newest[:10]}." if with_slurm else
+                 "- No run holds a Slurm figure.")
+    return "\n".join([
+        table(header, rows), "",
+        "Each cell: the value of one run, or min / median over the runs of that column. "
+        "Command: `bench/throughput.py [--label L] [--skip-slurm]` (as root). Results: "
+        "`bench/results/throughput.jsonl`. Rows: every line; a line with "
+        "`submit_rate_1_clients` starts an invocation, and a column holds the invocations "
+        "of one day, label and load. The loads of the 2026-11-22 runs are as the issue "
+        "\"Trustworthy figures\" gives them; no line records a load.",
+        "", *notes])
+
+
+# ---------------------------------------------------------------- launch latency
+
+LAUNCH_CASES = [("outside", "1_task", "`run -n 1 true`"),
+                ("outside", "4_nodes_4_tasks", "`run -N 4 -n 4 true`"),
+                ("step", "1_task", "`run -n 1 true`, a step of a batch job"),
+                ("step", "4_nodes_4_tasks", "`run -N 4 -n 4 true`, a step")]
+
+
+def run_latency_latest():
+    rows = load("run_latency")
+    label = rows[-1].get("label", "")
+    return label, [r for r in rows if r.get("label", "") == label]
+
+
+def launch_stats(rows, system, where, case):
+    return [r["median_ms"] for r in rows
+            if r["system"] == system and r["where"] == where and r["case"] == case]
+
+
+def fig_run_latency():
+    label, rows = run_latency_latest()
+    out = []
+    for where, case, title in LAUNCH_CASES:
+        h, s = (launch_stats(rows, sys_, where, case) for sys_ in ("hpcq", "slurm"))
+        out.append([title, min_median(h, 1), min_median(s, 1) if s else "-",
+                    f"{median(h) / median(s):.2f}" if s else "-"])
+    runs = max(r["run"] for r in rows)
+    when = rows[0]["when"]
+    return "\n".join([
+        table(["launch", "hpcq (ms)", "Slurm `srun` (ms)", "hpcq / Slurm (medians)"], out), "",
+        f"Command to exit of `true`: each run's figure is the median of "
+        f"{rows[0]['launches']} launches; each cell min / median of {runs} runs. hpcq with 4 "
+        f"agents of 2 cores, Slurm 22.05 (4 x 2 CPUs) in the same session. Command: "
+        f"`bench/run_latency.py --label {label}` (as root). Results: "
+        f"`bench/results/run_latency.jsonl`, rows: the latest label in the file ({label}, "
+        f"{when[:10]}); {machine(when)}; {NOT_RECORDED}."])
+
+
+# ---------------------------------------------------------------- scale
+
+SCALE_REPEATS = 3  # scale.py's method since commit 932c07b: 3 interleaved repeats per size
+
+
+def scale_runs():
+    """Lines of one label and one day are one run of scale.py."""
+    runs = {}
+    for r in load("scale"):
+        runs.setdefault((r["when"][:10], r.get("label", "")), []).append(r)
+    return runs
+
+
+def repeats(rows):
+    """The fewest repeats of any size in one run."""
+    return min(sum(1 for r in rows if r["queued"] == q) for q in {r["queued"] for r in rows})
+
+
+def scale_full_runs():
+    """The runs made as scale.py makes them now: every size repeated."""
+    return {k: rows for k, rows in scale_runs().items() if repeats(rows) >= SCALE_REPEATS}
+
+
+def fig_scale():
+    full = scale_full_runs()
+    out, flat = [], []
+    for (day, label), rows in full.items():
+        for q in sorted({r["queued"] for r in rows}):
+            rs = [r for r in rows if r["queued"] == q]
+            col = lambda k, d: min_median([r[k] for r in rs], d)
+            out.append([f"{day}, {label or 'no label'}", f"{q:,} x {len(rs)}",
+                        col("agents_up_s", 1), col("drain_s", 2), col("jobs_per_second", 0),
+                        col("steady_jobs_per_second", 0), col("bytes_per_queued_job", 0)])
+        by = {q: [r["jobs_per_second"] for r in rows if r["queued"] == q] for q in (10000, 100000)}
+        if all(by.values()):
+            flat.append(f"{median(by[100000]) / median(by[10000]):.2f}x ({day}, "
+                        f"{label or 'no label'})")
+    left_out = [f"{day} ({label or 'no label'}, {runs_word(repeats(rows))} per size)"
+                for (day, label), rows in scale_runs().items() if (day, label) not in full]
+    machines = sorted({f"{day}: {machine(day)}" for day, _ in full})
+    notes = [
+        "Each cell: min / median over the run's repeats (`x N` in the second column). "
+        "Command: `bench/scale.py [--label L]` (as root; 256 agents, fan-out 16, "
+        f"`--executor test`; sizes interleaved, {SCALE_REPEATS} repeats). Results: "
+        "`bench/results/scale.jsonl`; rows: the lines of one day and label are one run, "
+        f"and every run with at least {SCALE_REPEATS} repeats of each size is shown. "
+        f"Machine by date ({'; '.join(machines)}); {NOT_RECORDED}.",
+        "",
+        "Median jobs/s with 100,000 queued against 10,000: " + ", ".join(flat) + "."]
+    if left_out:
+        notes += ["", "Not shown, fewer repeats than the method asks: " +
+                  ", ".join(left_out) + "."]
+    return "\n".join([table(["run", "jobs queued x repeats", "256 agents up (s)",
+                             "resume to last end (s)", "jobs/s", "jobs/s, 10-90% of ends",
+                             "leader bytes per queued job"], out), "", *notes])
+
+
+# ---------------------------------------------------------------- queue memory
+
+def fig_queue_memory():
+    rows = load("queue_memory")
+    kinds = {}
+    for r in rows:
+        kinds.setdefault((r["when"][:10], r.get("label", "")), []).append(r)
+    out = [[f"{day}, {label or 'no label'}", len(rs),
+            min_median([r["bytes_per_submitted_job"] for r in rs]),
+            min_median([r["bytes_per_array_task"] for r in rs])]
+           for (day, label), rs in kinds.items()]
+    r0 = rows[0]
+    return "\n".join([
+        table(["run", "runs", "bytes per submitted job", "bytes per array task"], out), "",
+        f"Growth of hpcqd's VmRSS divided by the jobs queued: {r0['jobs']:,} separate "
+        f"`hpcq submit` calls from a shell carrying a {r0['environment_bytes']:,}-byte "
+        f"environment, then one array of {r0['array_size']:,} tasks. Each cell: min / median. "
+        "Command: `bench/queue_memory.py --build B1 --build B2 --label L1 --label L2` (as "
+        "root). Results: `bench/results/queue_memory.jsonl`; rows: every line, grouped by day "
+        f"and label. Machine by date ({', '.join(sorted({machine(r['when']) for r in rows}))}); "
+        f"{NOT_RECORDED}."])
+
+
+# ---------------------------------------------------------------- churn
+
+def fig_churn():
+    rows = load("churn")
+    out = [[f"{r['jobs']:,}", r["agents"], r["kills"], num(r["baseline_per_second"], 1),
+            num(r["churn_per_second"], 1), f"{r['ratio']:.2f}",
+            f"{r['churn_completed']:,} of {r['churn_acked']:,}"] for r in rows]
+    return "\n".join([
+        table(["jobs", "agents", "kills of rank 1", "baseline jobs/s", "with kills jobs/s",
+               "ratio", "completed (the rest NODE_FAIL on rank 1)"], out), "",
+        "Command: `bench/churn.py --jobs N` (as root; `hpcq start --agents 16 --fanout 4`, "
+        "rank 1 killed with -9 and restarted every 10 s). Results: `bench/results/churn.jsonl`, "
+        f"every line (one run each, {', '.join(r['time'][:10] for r in rows)}); "
+        f"{', '.join(sorted({machine(r['time']) for r in rows}))}; {NOT_RECORDED}."])
+
+
+# ---------------------------------------------------------------- checkpoint and migration
+
+def migrate_by_machine():
+    seen, out = {}, []
+    for r in load("migrate_cost"):
+        k = (r["executor"], r["mb"])
+        i = seen.get(k, 0)
+        seen[k] = i + 1
+        while len(out) <= i:
+            out.append([])
+        out[i].append(r)
+    return out
+
+
+def migrate_machine(i):
+    return MIGRATE_MACHINES[i] if i < len(MIGRATE_MACHINES) else "machine not recorded"
+
+
+def fig_migrate():
+    out = []
+    for i, rows in enumerate(migrate_by_machine()):
+        for executor in ("process", "container"):
+            rs = {r["mb"]: r for r in rows if r["executor"] == executor}
+            out.append([migrate_machine(i), executor] +
+                        [f"{rs[mb]['resumed_s']:.2f} ({rs[mb]['dump_s']:.2f})" if mb in rs else "-"
+                         for mb in (10, 100, 1000)])
+    runs = sorted({r["runs"] for rows in migrate_by_machine() for r in rows})
+    return "\n".join([
+        table(["machine", "executor", "10 MB", "100 MB", "1000 MB"], out), "",
+        "Seconds from `hpcq migrate` to the job counting on at its new node (in brackets: "
+        f"the dump alone); each figure is the median of {'/'.join(map(str, runs))} runs "
+        "that migrate_cost.py keeps (it does not store the single runs, so no min is "
+        "given). Command: `bench/migrate_cost.py --sizes 10,100,1000 --runs 3` (as root, 2 "
+        "agents). Results: `bench/results/migrate_cost.jsonl`; rows: every line. The lines "
+        "name no machine: the first line of each executor and size is the earlier VM's "
+        "(commit ebda142), the second the PVM guest's (commit bc4555b)."])
+
+
+def checkpoint_rows():
+    return load("checkpoint_cost")
+
+
+def fig_checkpoint():
+    rows = checkpoint_rows()
+    runs = {}
+    out = []
+    for r in sorted(rows, key=lambda r: r["mb"]):
+        runs[r["mb"]] = runs.get(r["mb"], 0) + 1
+        out.append([f"{r['mb']:,}", runs[r["mb"]], f"{r['dump_s']:.3f}",
+                    f"{r['transfer_s']:.3f}" if "transfer_s" in r else "not timed",
+                    f"{r['restore_s']:.3f}", num(r["image_mb"], 1),
+                    "yes" if r["counts_on"] else "no"])
+    return "\n".join([
+        table(["MB held", "run", "criu dump s", "copy of the images s", "criu restore s",
+               "images MB", "counts on"], out), "",
+        "CRIU alone, one task held as the process executor holds a job; the copy goes to a "
+        "second directory on the same disk, fsynced (a lower bound for a shared file system). "
+        "Command: `bench/checkpoint_cost.py --sizes 10,100,1000` (as root); the script prints "
+        "its lines on stdout only, and these were added to `bench/results/checkpoint_cost.jsonl` "
+        "by hand. Rows: every line, in file order within a size (runs before the script timed "
+        f"the copy have none). CRIU {', '.join(sorted({r['criu'] for r in rows}))}; "
+        f"{EARLIER_VM} (commits f43a63a and da060cb, 2026-11-23/24)."])
+
+
+def fig_container():
+    r = load("container_slowdown")[-1]
+    out = [["native (processes)", num(r["native_median_s"], 3), span(r["native_s"], 3),
+            num(r["true_native_median_s"], 3)],
+           ["runc container (`--image`)", num(r["container_median_s"], 3),
+            span(r["container_s"], 3), num(r["true_container_median_s"], 3)]]
+    return "\n".join([
+        table(["how the job runs", "median s", f"range of {r['reps']} runs, s",
+               "`true` job, median s"], out), "",
+        f"c = native median / container median = {r['c']:.4f}; the start-up overhead of a "
+        f"container is {1000 * r['overhead_s']:.0f} ms. c cannot be told from 1: the two "
+        "medians differ by less than the spread of either. A CPU-bound busybox job counting "
+        f"to {r['count_to']:,}, one task on one core, native and in a container alternately. "
+        "Command: `bench/container_slowdown.py` (as root). Results: "
+        "`bench/results/container_slowdown.jsonl`, the latest line "
+        f"({r['time'][:10]}; {machine(r['time'])})."])
+
+
+# ---------------------------------------------------------------- gap queue (paper 004)
+
+def gap_rows():
+    return load("gap_paper")
+
+
+def gap_30_days():
+    """The rows `gap_paper.py --seeds 2 --mode both` writes now (lomonosov-like,
+    30 days, 2 seeds, with the kill_at_limit field), the latest per p and mode."""
+    rows = [r for r in gap_rows() if r["source"] == "lomonosov-like" and r["days"] == 30
+            and r["seeds"] == 2 and r.get("kill_at_limit") is False and not r.get("merged")]
+    return latest_by(rows, lambda r: (r["p"], r["mode"]))
+
+
+def gap_180_days():
+    """The --merge rows of `--days 180 --seeds 10 --mode b`, the latest per p."""
+    rows = [r for r in gap_rows() if r["source"] == "lomonosov-like" and r["days"] == 180
+            and r["seeds"] == 10 and r.get("merged") and r["mode"] == "b"]
+    return latest_by(rows, lambda r: r["p"])
+
+
+def wait_cell(r):
+    before, after = num(r["wait_s"]), num(r["wait_with_gap_s"])
+    return before if before == after else f"{before} -> {after}"
+
+
+def checkpoint_t():
+    """The measured t: dump, copy and restore of 1 GB (the latest checkpoint_cost
+    line of 1000 MB with a copy), over a one-hour slot."""
+    r = [r for r in checkpoint_rows() if r["mb"] == 1000 and "transfer_s" in r][-1]
+    return r["dump_s"] + r["transfer_s"] + r["restore_s"]
+
+
+def fig_gap():
+    short, long_ = gap_30_days(), gap_180_days()
+    ps = sorted({p for p, _ in short})
+    out = []
+    for p in ps:
+        b, a = short[(p, "b")], short[(p, "a")]
+        l = long_.get(p)
+        out.append([p, pct(b["load"]), pct(b["load_with_gap"]), pct(a["load_with_gap"]),
+                    wait_cell(b) if wait_cell(b) == wait_cell(a) else
+                    f"{wait_cell(b)} / {wait_cell(a)}",
+                    f"{num(b['checkpointed'])} / {num(a['checkpointed'])}"] +
+                   ([pct(l["load"]), pct(l["load_with_gap"]), wait_cell(l)] if l else
+                    ["-", "-", "-"]))
+    share = lambda rows: [r["gain"] / r["ceiling"] for r in rows]
+    seed_loads = [s["load"] for r in long_.values() for s in r.get("per_seed", [])]
+    seeds = sorted({s["seed"] for r in long_.values() for s in r.get("per_seed", [])})
+    r0 = next(iter(short.values()))
+    t_bench = 2 * r0["checkpoint_s"] / 3600
+    t_meas = checkpoint_t()
+    elapsed = [r["elapsed_s"] / 60 for r in long_.values()]
+    short_elapsed = [r["elapsed_s"] for r in short.values()]
+    return "\n".join([
+        table(["p", "load", "Mode B", "Mode A", "wait s", "checkpoints B / A",
+               "180 days: load", "Mode B", "wait s"], out), "",
+        "Load over the arrival window without the gap queue, then with it (Modes B and A); "
+        "the regular jobs' mean wait (one figure where it is the same with and without the "
+        "gap queue); checkpoints (means over the seeds). Commands: `bench/gap_paper.py "
+        f"--seeds 2 --mode both` (30 days) and `bench/gap_paper.py --days 180 --seeds 10 "
+        "--mode b`, run in two parts (`--first-seed 0 --seeds 3`, `--first-seed 3 --seeds "
+        "7`) and combined by the same command with `--merge`. Results: "
+        "`bench/results/gap_paper.jsonl`; rows: for 30 days the latest line of each p and mode "
+        "with source lomonosov-like, 30 days, 2 seeds and `kill_at_limit` false; for 180 days "
+        "the latest `--merge` line (10 seeds) of each p. Simulations: the machine does not "
+        f"change the figures. The rows' elapsed_s: {span(short_elapsed, 0)} s a seed, p and "
+        f"mode for 30 days; {span(elapsed, 1)} min a seed and p for 180 days, on one core.",
+        "",
+        f"- The gap queue gains {span([100 * x for x in share(short.values())])}% of the "
+        f"paper's ceiling (1-l)(1-t)c in 30 days and "
+        f"{span([100 * x for x in share(long_.values())])}% over 180 days "
+        f"({span([r['checkpointed'] / 1000 for r in long_.values()])} thousand checkpoints), "
+        f"with the bench's t ({r0['checkpoint_s']} s save + {r0['checkpoint_s']} s restore of "
+        "a one-hour slot).",
+        f"- Over 180 days the baseline loads of the seeds whose loads the rows keep "
+        f"({seeds[0]}-{seeds[-1]}) range over {span([100 * x for x in seed_loads], 1)}%."
+        if seed_loads else "- The 180-day rows keep no per-seed loads.",
+        f"- The ceiling from 90%, 0.1(1-t)c with c = {r0['c']}, is "
+        f"{0.1 * (1 - t_meas / 3600) * r0['c']:.4f} with the measured t ({t_meas:.2f} s for "
+        "the dump, copy and restore of 1 GB in `bench/results/checkpoint_cost.jsonl`, on "
+        f"{EARLIER_VM}) and {0.1 * (1 - t_bench) * r0['c']:.3f} with the bench's "
+        f"{r0['checkpoint_s']} + {r0['checkpoint_s']} s."])
+
+
+def trace_name(source):
+    return re.sub(r"(-\d{4}-[^/]*)?\.swf(\.gz)?$", "", source)
+
+
+def fig_gap_traces():
+    """The rows `gap_paper.py --trace T --cores N --mode both [--kill-at-limit]`
+    writes now (with the kill_at_limit field), the latest per trace, setting
+    and mode; --kill-at-limit rows only where they differ from the default."""
+    rows = [r for r in gap_rows() if r["source"] != "lomonosov-like" and "kill_at_limit" in r]
+    latest = latest_by(rows, lambda r: (r["source"], r["kill_at_limit"], r["mode"]))
+    keys = ("load", "load_with_gap", "wait_s", "wait_with_gap_s", "checkpointed",
+            "started_later", "started_earlier")
+    out, same = [], []
+    for source in dict.fromkeys(r["source"] for r in rows):
+        for kill in (False, True):
+            b, a = latest.get((source, kill, "b")), latest.get((source, kill, "a"))
+            if not (b and a):
+                continue
+            if kill:
+                d = latest.get((source, False, "b")), latest.get((source, False, "a"))
+                if all(x and all(x[k] == y[k] for k in keys) for x, y in zip(d, (b, a))):
+                    same.append(trace_name(source))
+                    continue
+            out.append([trace_name(source) + (", `--kill-at-limit`" if kill else ""),
+                        b["cores"], pct(b["load"]),
+                        f"{100 * b['load_with_gap']:.1f} / {pct(a['load_with_gap'])}",
+                        wait_cell(b), f"{num(b['checkpointed'])} / {num(a['checkpointed'])}",
+                        f"{num(b['started_later'])} / {num(b['started_earlier'])}"])
+    return "\n".join([
+        table(["trace", "cores", "load", "Mode B / A", "wait s", "checkpoints B / A",
+               "started later / earlier (Mode B)"], out), "",
+        "Command: `bench/gap_paper.py --trace ../shared/traces/T --cores N --mode both "
+        "[--kill-at-limit]`. Results: `bench/results/gap_paper.jsonl`; rows: the latest line "
+        "of each trace, mode and `kill_at_limit` among the lines that record "
+        "`kill_at_limit`; a `--kill-at-limit` row is shown only where it differs from the "
+        "default" + (f" (the same for {', '.join(same)})" if same else "") +
+        f". The rows' elapsed_s: {span([r['elapsed_s'] for r in latest.values()], 0)} s a run."])
+
+
+# ---------------------------------------------------------------- granularity (paper 000)
+
+def fig_granularity():
+    rows = load("granularity_paper")
+    out = []
+    for r in rows:
+        paper = r.get("paper", {})
+        def cell(vs_cm, vs_none, pk_cm, pk_none):
+            if r["scenario"] == "NONE":
+                return ""
+            left = "-" if r["scenario"] == "CM" else f"{r[vs_cm]:.1f}"
+            text = f"{left} \\| {r[vs_none]:.1f}"
+            if pk_cm in paper:
+                text += f" ({paper[pk_cm]} \\| {paper[pk_none]})"
+            return text
+        out.append([r["scenario"], num(r["mean_overall_response_s"]), num(r["mean_makespan_s"]),
+                    cell("response_less_than_cm_pct", "response_less_than_none_pct",
+                         "response_vs_cm", "response_vs_none"),
+                    cell("makespan_less_than_cm_pct", "makespan_less_than_none_pct",
+                         "makespan_vs_cm", "makespan_vs_none")])
+    r0 = rows[0]
+    return "\n".join([
+        table(["scenario", "overall response s", "makespan s", "response -%", "makespan -%"],
+              out), "",
+        f"Means over {r0['reps']} random job sets (seed {r0['seed']}); the -% columns are % "
+        "less than CM \\| NONE, the paper's in brackets. Base times are in assumed ratios, "
+        f"scaled (BASE_S = {r0['base_s']} s) so that CM's makespan comes near the paper's "
+        "Table III (2,529 s): CM's agreement with the paper is by construction. Command: "
+        "`bench/granularity_paper.py` (`--reps 100`). Results: "
+        "`bench/results/granularity_paper.jsonl` (rewritten by each run); rows: every line."])
+
+
+# ---------------------------------------------------------------- elastic jobs
+
+def fig_resize():
+    latest = latest_by(load("resize_overhead"), lambda r: r["kind"])
+    out = []
+    for kind in ("shrink", "expand"):
+        r = latest[kind]
+        ms = lambda k: f"{r[k]['median']:.2f} / {r[k]['p90']:.2f} ms"
+        a, b = r["nodes"].split("->")
+        out.append([f"{kind} {a} -> {b}", ms("app_ms"), ms("leader_ms"), ms("cli_ms")])
+    r = latest["shrink"]
+    it = r["app_iteration_ms"]
+    return "\n".join([
+        table(["resize", "app: notice to ack (agent's clock)", "leader: decision to outcome",
+               "`hpcq resize` wall time"], out), "",
+        f"Median / p90 over {r['resizes']} resizes of each kind; {r['agents']} agents with "
+        f"16-core emulated nodes on one {r['host_cpus']}-CPU VM; the app polls its socket once "
+        f"per iteration ({it['at_4_nodes']:g}-{it['at_2_nodes']:g} ms here). Command: "
+        "`bench/resize_overhead.py --rounds 20` (as root, after `ninja -C build`). Results: "
+        "`bench/results/resize_overhead.jsonl`; rows: the latest line of each kind; "
+        f"{EARLIER_VM} (commit b639b37, 2026-11-23)."])
+
+
+ELASTIC_COMPRESS = 30.0  # the command the table names: --compress 30
+ELASTIC_POLICIES = ("rigid-min", "rigid-max", "moldable", "elastic")
+
+
+def fig_elastic_cluster():
+    rows = load("elastic_cluster")
+    same = [r for r in rows if r["compress"] == ELASTIC_COMPRESS]
+    latest = latest_by(same, lambda r: r["policy"])
+    out = []
+    for p in ELASTIC_POLICIES:
+        r = latest[p]
+        real, sim = r["real"], r["simulated"]
+        pair = lambda k, d=0: f"{num(real[k], d)} \\| {num(sim[k], d)}"
+        out.append([p, pair("total_s"), pair("utilization_pct", 1),
+                    pair("weighted_response_s"), pair("weighted_completion_s"),
+                    f"{real['resizes']} \\| {sim['resizes']}"])
+    total = lambda p: latest[p]["real"]["total_s"]
+    off_total = max(abs(latest[p]["real"]["total_s"] / latest[p]["simulated"]["total_s"] - 1)
+                    for p in ELASTIC_POLICIES)
+    off_util = max(abs(latest[p]["real"]["utilization_pct"] -
+                       latest[p]["simulated"]["utilization_pct"]) for p in ELASTIC_POLICIES)
+    notes = [
+        f"- The real run is within {100 * off_total:.0f}% of the simulation on total time and "
+        f"{off_util:.0f} points on utilisation for every policy. Elastic's total time is "
+        + ", ".join(f"{total('elastic') / total(p):.2f}x {p}"
+                    for p in ELASTIC_POLICIES if p != "elastic") + "."]
+    for p in ELASTIC_POLICIES:
+        rs = [r for r in same if r["policy"] == p]
+        if len(rs) > 1:
+            real = lambda k, d=0: span([r["real"][k] for r in rs], d)
+            notes.append(f"- {p} ran {len(rs)} times with `--compress {ELASTIC_COMPRESS:g}` "
+                         f"(the table shows the latest): total {real('total_s')} s, utilisation "
+                         f"{real('utilization_pct', 1)}%, w. response {real('weighted_response_s')}"
+                         f" s, w. completion {real('weighted_completion_s')} s, resizes "
+                         f"{real('resizes')}.")
+    other = [r for r in rows if r["compress"] != ELASTIC_COMPRESS]
+    if other:
+        notes.append(f"- Not shown: {runs_word(len(other))} with another `--compress` (" +
+                     ", ".join(f"{r['policy']} at {r['compress']:g}" for r in other) + ").")
+    r0 = latest["elastic"]
+    return "\n".join([
+        table(["policy", "total s", "utilisation %", "w. response s", "w. completion s",
+               "resizes"], out), "",
+        f"Real \\| simulated (x {ELASTIC_COMPRESS:g}). Seed {r0['seed']}, serial fraction s = "
+        f"{r0['serial_fraction']}, submission gap {r0['submit_gap_s']} s, rescale gap "
+        f"{r0['rescale_gap_s']} s. Command: `bench/elastic_cluster.py --compress "
+        f"{ELASTIC_COMPRESS:g}` (as root; 64 one-core agents; the four policies took "
+        f"{sum(latest[p]['wall_s'] for p in ELASTIC_POLICIES) / 60:.1f} min of wall time). "
+        "Results: `bench/results/elastic_cluster.jsonl`; rows: the latest line of each policy "
+        f"with `--compress {ELASTIC_COMPRESS:g}`; {machine(r0['time'])} "
+        f"({r0['time'][:10]}); {NOT_RECORDED}.", "", *notes])
+
+
+# ---------------------------------------------------------------- README headline
+
+def fig_headline():
+    kinds = throughput_kinds()
+    (day, label, load_), invs = list(kinds.items())[-1]
+    tp = lambda m, d: min_median([i["by"][m]["per_second"] for i in invs if m in i["by"]], d)
+    latest_cond = (f"{day}, {label or 'no label'}, {runs_word(len(invs))}, "
+                   f"{machine(day)}, {load_}")
+    slurm = [i for ks in kinds.values() for i in ks
+             if "slurm_cli_end_to_end_2_cores" in i["by"]][-1]
+    h = slurm["by"]["cli_end_to_end_2_cores"]["per_second"]
+    s = slurm["by"]["slurm_cli_end_to_end_2_cores"]["e2e_jobs_per_s"]
+    rl_label, rl = run_latency_latest()
+    rh, rs = (launch_stats(rl, x, "outside", "1_task") for x in ("hpcq", "slurm"))
+    (sday, slabel), srows = list(scale_full_runs().items())[-1]
+    big = [r["jobs_per_second"] for r in srows if r["queued"] == 100000]
+    out = [
+        ["submissions acknowledged per second (8 gRPC clients; each committed to SQLite first)",
+         tp("submit_rate_8_clients", 0), "-", latest_cond],
+        ["2,000 `true` jobs end to end through the API, 4 nodes x 2 cores, jobs/s",
+         tp("api_end_to_end_2_cores", 1), "-", latest_cond],
+        ["one `hpcq submit` / `sbatch` per job, then wait, 4 nodes x 2 cores, jobs/s",
+         num(h, 1), f"{num(s, 1)} (hpcq {h / s:.1f}x)",
+         f"{slurm['when'][:10]}, 1 run each in one invocation, {machine(slurm['when'])}, "
+         f"{THROUGHPUT_LOAD.get(slurm['when'], NOT_RECORDED)}"],
+        ["`hpcq run -n 1 true` / `srun -n 1 true`, command to exit, ms",
+         min_median(rh, 1), min_median(rs, 1),
+         f"{rl[0]['when'][:10]}, {rl_label}, {runs_word(max(r['run'] for r in rl))} of "
+         f"{rl[0]['launches']}, {machine(rl[0]['when'])}"],
+        ["control plane alone: 100,000 jobs queued at once on 256 agents, jobs/s",
+         min_median(big, 0), "-",
+         f"{sday}, {slabel or 'no label'}, {runs_word(len(big))}, {machine(sday)}, "
+         f"{NOT_RECORDED}"],
+    ]
+    return "\n".join([
+        table(["figure", "hpcq", "Slurm 22.05", "runs, date, machine, load"], out), "",
+        "min / median where there are several runs; each row is the latest run of its kind "
+        "in `bench/results/` (throughput.jsonl, run_latency.jsonl, scale.jsonl). The rows "
+        "ran on different dates and machines: compare figures within a row only. Method, "
+        "command, the other runs and their conditions: [docs/benchmarks.md]"
+        "(docs/benchmarks.md)."])
+
+
+# ---------------------------------------------------------------- driver
+
+TABLES = {  # name: (file, generator)
+    "headline": ("README.md", fig_headline),
+    "throughput": ("docs/benchmarks.md", fig_throughput),
+    "run-latency": ("docs/benchmarks.md", fig_run_latency),
+    "scale": ("docs/benchmarks.md", fig_scale),
+    "queue-memory": ("docs/benchmarks.md", fig_queue_memory),
+    "churn": ("docs/benchmarks.md", fig_churn),
+    "migrate": ("docs/benchmarks.md", fig_migrate),
+    "checkpoint": ("docs/benchmarks.md", fig_checkpoint),
+    "container": ("docs/benchmarks.md", fig_container),
+    "gap": ("docs/benchmarks.md", fig_gap),
+    "gap-traces": ("docs/benchmarks.md", fig_gap_traces),
+    "granularity": ("docs/benchmarks.md", fig_granularity),
+    "resize": ("docs/benchmarks.md", fig_resize),
+    "elastic-cluster": ("docs/benchmarks.md", fig_elastic_cluster),
+}
+FILES = ("README.md", "docs/benchmarks.md")
+MARKER = re.compile(r"<!-- figures:([a-z0-9-]+) -->\n(.*?)<!-- /figures:\1 -->", re.S)
+OPENING = re.compile(r"<!-- (/?)figures:([a-z0-9-]+) -->")
+
+
+def block(name):
+    return ("\n<!-- generated by bench/readme_figures.py: edit the script, not this text -->\n\n"
+            + TABLES[name][1]() + "\n\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="the default")
+    mode.add_argument("--write", action="store_true")
+    a = ap.parse_args()
+    problems = []
+    for path in FILES:
+        full = os.path.join(ROOT, path)
+        with open(full) as f:
+            text = f.read()
+        found = [m.group(1) for m in MARKER.finditer(text)]
+        for closing, name in OPENING.findall(text):
+            if name not in TABLES:
+                problems.append(f"{path}: markers for an unknown table '{name}'")
+            elif TABLES[name][0] != path:
+                problems.append(f"{path}: table '{name}' belongs in {TABLES[name][0]}")
+            elif not closing and found.count(name) != 1:
+                problems.append(f"{path}: table '{name}': its markers are unpaired or repeated")
+        for name, (where, _) in TABLES.items():
+            if where == path and name not in found:
+                problems.append(f"{path}: table '{name}' has no markers "
+                                f"(<!-- figures:{name} --> ... <!-- /figures:{name} -->)")
+
+        def replace(m):
+            name = m.group(1)
+            if name not in TABLES or TABLES[name][0] != path:
+                return m.group(0)
+            new = block(name)
+            if m.group(2) != new and not a.write:
+                problems.append(f"{path}: table '{name}' differs from what bench/results/ gives "
+                                f"(bench/readme_figures.py --write)")
+            return f"<!-- figures:{name} -->\n{new}<!-- /figures:{name} -->"
+
+        new_text = MARKER.sub(replace, text)
+        if a.write and new_text != text:
+            with open(full, "w") as f:
+                f.write(new_text)
+    for p in dict.fromkeys(problems):
+        print(p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
