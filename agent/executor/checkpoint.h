@@ -61,10 +61,11 @@ inline constexpr char kCriuEnvironment[] = "CRIU_FAULT=130";
 // is kept for this boot in /tmp/.hpcq-criu-trial (keyed by boot id, the
 // binary's path, size and mtime, and kCriuEnvironment; delete it to try
 // again), so that agents starting on one host wait for a hanging dump once,
-// not each. kFailedPrecondition with the reason
-// when the dump fails or hangs: a hang says "cannot dump a process on this
-// kernel" (kKernelCannotDump: tests skip on that), a failure gives CRIU's
-// reason (tests fail).
+// not each; a negative answer is not kept under HPCQ_CRIU_TRIAL_CACHE=off.
+// A hang is tried once more before it counts. kFailedPrecondition with the
+// reason when the dump fails or hangs: a hang says "cannot dump a process on
+// this kernel" (kKernelCannotDump: tests skip on that), a failure gives
+// CRIU's reason (tests fail).
 // With `as_user` the sleep runs as that uid, as a user's job does: CRIU (as
 // root) may still be unable to dump it (without CAP_SYS_RESOURCE it cannot
 // read another user's rlimits).
