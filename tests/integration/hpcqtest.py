@@ -7,6 +7,7 @@ cluster is torn down afterwards whatever happens. Binaries come from the
 build tree named by HPCQ_BUILD_ROOT (set by meson), else from PATH.
 """
 import atexit
+import glob
 import json
 import os
 import shutil
@@ -49,6 +50,42 @@ def within_cluster(agents=4, fanout=2, topology="pack:2 numa:2 core:4 pu:1", ext
 def cluster_dir():
     """The directory `hpcq start` made: it holds hpcq.toml, keys/ and logs/."""
     return os.path.dirname(os.environ["HPCQ_SOCKET"])
+
+
+def cgroup_instance(state_dir):
+    """The cgroup directory name an agent with this state directory uses
+    under hpcq/ (agent.cc, cgroup_instance_name)."""
+    name = ""
+    for c in os.path.abspath(state_dir):
+        if c == "/":
+            if name and not name.endswith("-"):
+                name += "-"
+        else:
+            name += c if c.isalnum() or c in "_." else "_"
+    return name.rstrip("-")
+
+
+def job_cgroups(job_id, cluster=None):
+    """The cgroups of job `job_id` of this cluster (or of the cluster in
+    directory `cluster`) on this host, whichever its agent: every v1
+    controller's, or the v2 one. Another cluster's job of the same id (one a
+    failed test left) is not counted."""
+    prefix = cgroup_instance(os.path.join(cluster or cluster_dir(), "agents")) + "-"
+    return [d for d in glob.glob(f"/sys/fs/cgroup/*/hpcq/*/job-{job_id}") +
+            glob.glob(f"/sys/fs/cgroup/hpcq/*/job-{job_id}")
+            if os.path.basename(os.path.dirname(d)).startswith(prefix)]
+
+
+def job_pids(job_id):
+    """The host PIDs in the job's cgroups."""
+    pids = set()
+    for d in job_cgroups(job_id):
+        try:
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                pids.update(int(p) for p in f.read().split())
+        except FileNotFoundError:
+            pass  # removed meanwhile
+    return pids
 
 
 class Failure(Exception):
@@ -175,6 +212,41 @@ def wait_until(what, condition, timeout=30):
         if time.monotonic() > deadline:
             raise Failure(f"{what} after {timeout}s")
         time.sleep(0.1)
+
+
+def decision_log(name):
+    """A path for hpcqd's decision log ([scheduler] decision_log = PATH in the
+    test's config), emptied once before the cluster starts (hpcqd appends)."""
+    path = f"/tmp/hpcq-{name}-decisions.jsonl"
+    if not os.environ.get("HPCQ_TEST_INSIDE") and os.path.exists(path):
+        os.remove(path)
+    return path
+
+
+def wait_cycle_showing(log, job, timeout=30):
+    """Waits until a scheduling cycle was shown pending job `job` (its line in
+    the decision log `log`). hpcqd writes a cycle's lines out once its
+    decisions are applied, so a test that something did not happen to `job`
+    (it was not started, it preempted nothing) checks after this, not after
+    a sleep."""
+    def shown():
+        if not os.path.exists(log):
+            return False
+        with open(log) as f:
+            for line in f:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # the line being written
+                if event.get("type") == "cycle" and job in event.get("queue", []):
+                    return True
+        return False
+    wait_until(f"a scheduling cycle shown job {job}", shown, timeout)
+
+
+def leader_log():
+    with open(os.path.join(cluster_dir(), "logs", "hpcqd.log"), errors="replace") as f:
+        return f.read()
 
 
 def wait_count(path, n, timeout=30):

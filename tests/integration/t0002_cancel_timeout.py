@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """Cancel of a running job and the time limit both kill the whole process
 tree: no process of the job survives and its cgroups are removed."""
-import glob
 import os
 import sys
 import time
@@ -14,11 +13,6 @@ t.within_cluster(agents=2, fanout=2)
 TREE = "sleep 1000 & sleep 1000 & echo pids $$ $(jobs -p | tr '\\n' ' '); wait"
 
 
-def job_cgroups(job_id):
-    return glob.glob(f"/sys/fs/cgroup/*/hpcq/*/job-{job_id}") + \
-        glob.glob(f"/sys/fs/cgroup/hpcq/*/job-{job_id}")
-
-
 def pids_of(job_id, path, nodes, deadline=30):
     """The job's processes as the host sees them (the job prints its own pids,
     but those are numbers inside its PID namespace): read from its cgroups
@@ -29,7 +23,7 @@ def pids_of(job_id, path, nodes, deadline=30):
     while time.monotonic() < end:
         if os.path.exists(path) and open(path).read().count("pids ") == nodes:
             pids = set()
-            for d in job_cgroups(job_id):
+            for d in t.job_cgroups(job_id):
                 with open(os.path.join(d, "cgroup.procs")) as f:
                     pids.update(int(p) for p in f.read().split())
             return sorted(pids)
@@ -52,13 +46,13 @@ def test_cancel_kills_tree_and_removes_cgroups():
     pids = pids_of(job_id, os.path.join(d, "cancel.out"), nodes=2)
     # Per node: the job shell, bash and its two sleeps; the file has both nodes' lines.
     t.check(len(pids) >= 4 and all(alive(p) for p in pids), f"tree {pids}")
-    t.check(job_cgroups(job_id), "the job has cgroups while it runs")
+    t.check(t.job_cgroups(job_id), "the job has cgroups while it runs")
     t.hpcq("cancel", str(job_id))
     s = t.wait_state(job_id, ["CANCELLED", "FAILED", "COMPLETED", "TIMEOUT", "NODE_FAIL"])
     t.check(s["state"] == "CANCELLED", f"state {s['state']}")
     left = [p for p in pids if alive(p)]
     t.check(not left, f"processes left after cancel: {left}")
-    t.check(not job_cgroups(job_id), f"cgroups left: {job_cgroups(job_id)}")
+    t.check(not t.job_cgroups(job_id), f"cgroups left: {t.job_cgroups(job_id)}")
     # A second cancel is refused with a reason.
     p = t.hpcq("cancel", str(job_id), rc=1)
     t.check("already ended" in p.stderr, p.stderr)
@@ -88,7 +82,7 @@ def test_time_limit_ends_job_timeout():
     s = t.wait_state(job_id, ["TIMEOUT", "FAILED", "COMPLETED", "CANCELLED", "NODE_FAIL"], timeout=60)
     t.check(s["state"] == "TIMEOUT", f"state {s['state']}")
     t.check(not [p for p in pids if alive(p)], "processes left after timeout")
-    t.check(not job_cgroups(job_id), "cgroups left after timeout")
+    t.check(not t.job_cgroups(job_id), "cgroups left after timeout")
     t.hpcq("wait", str(job_id), rc=1)
 
 

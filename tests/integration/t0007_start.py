@@ -15,24 +15,18 @@ set -e
 id=$(hpcq submit -N 2 -n 2 -- sleep 300)
 img=$(hpcq submit -N 2 -n 2 --image "$ROOTFS" -- sleep 300)
 for j in $id $img; do
-  while [ "$(hpcq status $j --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" != RUNNING ]; do sleep 0.05; done
+  while :; do
+    state=$(hpcq status $j --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')
+    case $state in
+      RUNNING) break ;;
+      PENDING) sleep 0.05 ;;
+      *) echo "job $j ended $state: $(hpcq status $j)" >&2; exit 9 ;;
+    esac
+  done
 done
 dirname "$HPCQ_SOCKET"
 exit 7
 """
-
-
-def instance_prefix(cluster_dir):
-    """The start of the cgroup instance names of the cluster's agents, made
-    as agent.cc's cgroup_instance_name makes them from their state dirs."""
-    name = ""
-    for c in cluster_dir:
-        if c == "/":
-            if name and not name.endswith("-"):
-                name += "-"
-        else:
-            name += c if c.isalnum() or c in "_." else "_"
-    return name.rstrip("-") + "-agents-"
 
 
 def test_exit_status_and_clean_teardown():
@@ -47,7 +41,7 @@ def test_exit_status_and_clean_teardown():
     left = subprocess.run(["pgrep", "-f", d], capture_output=True, text=True).stdout.split()
     t.check(not left, f"processes left: {left}")
     # Every v1 controller (runc's of the image job too), or the v2 tree.
-    prefix = instance_prefix(d)
+    prefix = t.cgroup_instance(os.path.join(d, "agents")) + "-"
     cgroups = [c for c in glob.glob("/sys/fs/cgroup/*/hpcq/*") + glob.glob("/sys/fs/cgroup/hpcq/*")
                if os.path.basename(c).startswith(prefix)]
     t.check(not cgroups, f"cgroups left: {cgroups}")

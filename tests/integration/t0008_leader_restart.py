@@ -15,14 +15,6 @@ import hpcqtest as t
 t.within_cluster(agents=2, fanout=2)
 
 
-def job_pids(job_id):
-    pids = set()
-    for d in glob.glob(f"/sys/fs/cgroup/pids/hpcq/*/job-{job_id}"):
-        with open(os.path.join(d, "cgroup.procs")) as f:
-            pids.update(int(p) for p in f.read().split())
-    return pids
-
-
 def test_running_jobs_survive_a_leader_kill9():
     d = t.workdir()
     long_job = t.submit("-N", "2", "-n", "2", "--", "sleep", "300", cwd=d)
@@ -32,7 +24,7 @@ def test_running_jobs_survive_a_leader_kill9():
                          f"while [ ! -e {d}/go ]; do sleep 0.05; done; echo done; exit 4", cwd=d)
     t.wait_state(long_job, "RUNNING")
     t.wait_state(short_job, "RUNNING")
-    before = job_pids(long_job)
+    before = t.job_pids(long_job)
     t.check(before, "the long job has processes")
 
     t.hpcq("drain", "node2", "--reason", "maintenance")
@@ -64,7 +56,7 @@ def test_running_jobs_survive_a_leader_kill9():
                 f"end time {s['end_time']} not between the kill and the restart")
         s = t.status(long_job)
         t.check(s["state"] == "RUNNING", f"long job {s['state']}: {s['reason']}")
-        t.check(job_pids(long_job) == before, "the long job's processes changed")
+        t.check(t.job_pids(long_job) == before, "the long job's processes changed")
         nodes = {n["name"]: n for n in __import__("json").loads(t.hpcq("nodes", "--json").stdout)}
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not all(n["state"] in ("up", "draining") for n in nodes.values()):
@@ -76,7 +68,7 @@ def test_running_jobs_survive_a_leader_kill9():
         t.hpcq("resume", "node2")
         t.hpcq("cancel", str(long_job))
         t.wait_state(long_job, "CANCELLED")
-        t.check(not job_pids(long_job), "cancelled job still has processes")
+        t.check(not t.job_pids(long_job), "cancelled job still has processes")
         # The restarted leader schedules new work as before.
         t.hpcq("wait", str(t.submit("-N", "2", "--", "true", cwd=d)))
     finally:

@@ -7,19 +7,20 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
 
 CONFIG = "/tmp/hpcq-t0011.toml"
+DECISIONS = t.decision_log("t0011")
 if not os.environ.get("HPCQ_TEST_INSIDE"):
     t.ensure_user("hpcqtest")
     with open(CONFIG, "w") as f:
-        f.write("""
+        f.write(f"""
 [scheduler]
 actions = ["allocate", "backfill"]
 plugins = ["fcfs"]
+decision_log = "{DECISIONS}"
 
 [[queue]]
 name = "batch"
@@ -176,7 +177,7 @@ def test_reservations():
     jobs = [t.submit("-n", "1", "--", "sleep", "300", cwd=d) for _ in range(3)]
     for j in jobs[:2]:
         t.check(t.wait_state(j, "RUNNING")["nodes"] == ["node2"], "kept off the reserved node")
-    time.sleep(1)
+    t.wait_cycle_showing(DECISIONS, jobs[2])
     t.check(t.status(jobs[2])["state"] == "PENDING", "a third job waits rather than use node1")
     mine = t.submit("-n", "1", "-t", "10", "-o", "r-%j.out", "--", "true", user="hpcqtest", cwd=d)
     s = t.wait_state(mine, "COMPLETED", user="hpcqtest")
@@ -196,7 +197,7 @@ def test_reservations():
     short = t.submit("-n", "1", "-t", "30", "--", "true", cwd=d)
     t.wait_state(short, "COMPLETED")
     long = t.submit("-n", "1", "-t", "1:30:00", "--", "true", cwd=d)
-    time.sleep(1)
+    t.wait_cycle_showing(DECISIONS, long)
     t.check(t.status(long)["state"] == "PENDING", "a job that would overlap the window waits")
     t.hpcq("reserve", "delete", "later")
     t.wait_state(long, "COMPLETED")

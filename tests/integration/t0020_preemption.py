@@ -4,7 +4,6 @@ lower-tier job whose queue allows it. The whole victim is stopped on every
 node (never a part of it), then requeued (preempt_mode requeue) and run again
 later, or cancelled (preempt_mode cancel), or checkpointed with CRIU and
 restored where it next starts, its work kept (preempt_mode checkpoint)."""
-import glob
 import os
 import socket
 import sys
@@ -15,12 +14,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
 
 CONFIG = "/tmp/hpcq-t0020.toml"
+DECISIONS = t.decision_log("t0020")
 if not os.environ.get("HPCQ_TEST_INSIDE"):
     with open(CONFIG, "w") as f:
-        f.write("""
+        f.write(f"""
 [scheduler]
 actions = ["allocate", "preempt", "backfill"]
 plugins = ["fcfs"]
+decision_log = "{DECISIONS}"
 
 [[queue]]
 name = "low"
@@ -43,22 +44,21 @@ t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
                  extra=("--config", CONFIG))
 
 
-def job_cgroups(job):
-    return glob.glob(f"/sys/fs/cgroup/pids/hpcq/*/job-{job}")
-
-
 def test_a_whole_gang_is_requeued_for_a_higher_tier():
     d = t.workdir()
     gang = t.submit("-N", "2", "-n", "4", "--", "sleep", "300", cwd=d)
     s = t.wait_state(gang, "RUNNING")
     t.check(sorted(s["nodes"]) == ["node1", "node2"], f"gang on {s['nodes']}")
+    # What "runs nowhere" below looks at, seen while it runs (one per node).
+    nodes_with_cgroups = {os.path.basename(os.path.dirname(c)) for c in t.job_cgroups(gang)}
+    t.check(len(nodes_with_cgroups) == 2, f"the running gang's cgroups: {t.job_cgroups(gang)}")
     gate = t.Gate(d)
     urgent = t.submit("-q", "high", "-n", "1", "--", *gate.command, cwd=d)
     s = t.wait_state(urgent, "RUNNING", timeout=30)
     g = t.status(gang)
     t.check(g["state"] == "PENDING" and g["requeue_count"] == 1 and
             f"preempted by job {urgent}" in g["reason"], f"victim {g}")
-    t.check(not job_cgroups(gang), f"the gang still runs somewhere: {job_cgroups(gang)}")
+    t.check(not t.job_cgroups(gang), f"the gang still runs somewhere: {t.job_cgroups(gang)}")
     gate.open()
     t.wait_state(urgent, "COMPLETED")
     s = t.wait_state(gang, "RUNNING", timeout=30)  # it runs again once there is room
@@ -72,8 +72,10 @@ def test_cancel_mode_and_no_preemption_within_a_tier():
     scavenger = t.submit("-q", "scavenger", "-N", "2", "-n", "4", "--", "sleep", "300", cwd=d)
     t.wait_state(scavenger, "RUNNING")
     same_tier = t.submit("-n", "1", "--", "true", cwd=d)  # low: tier 0 like scavenger
-    time.sleep(1.5)
-    t.check(t.status(same_tier)["state"] == "PENDING", "a same-tier job preempted another")
+    t.wait_cycle_showing(DECISIONS, same_tier)
+    t.check(t.status(same_tier)["state"] == "PENDING" and
+            f"job {scavenger}: preempted" not in t.leader_log(),
+            "a same-tier job preempted another")
     urgent = t.submit("-q", "high", "-n", "1", "--", "true", cwd=d)
     s = t.wait_state(scavenger, ["CANCELLED", "PENDING", "COMPLETED"], timeout=30)
     t.check(s["state"] == "CANCELLED" and "preempted by job" in s["reason"], f"{s}")

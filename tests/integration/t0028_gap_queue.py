@@ -107,10 +107,15 @@ def test_regular_job_does_not_wait_for_the_dump():
 
 
 def test_regular_jobs_still_run_in_order():
+    # Each needs the whole cluster, so they run one at a time: in the order
+    # they came (fcfs), the gap action starting none of them early.
     d = t.workdir()
-    jobs = [t.submit("-n", "1", "--", "true", cwd=d) for _ in range(3)]
-    for j in jobs:
-        t.wait_state(j, "COMPLETED")
+    jobs = [t.submit("-N", "2", "-n", "4", "--", "sleep", "0.2", cwd=d) for _ in range(3)]
+    runs = [t.wait_state(j, "COMPLETED") for j in jobs]
+    for before, after in zip(runs, runs[1:]):
+        t.check(before["end_time"] <= after["start_time"],
+                f"job {after['id']} started at {after['start_time']}, before job {before['id']} "
+                f"ended at {before['end_time']}")
 
 
 t.main([test_gap_job_fills_a_hole_and_moves_out_of_the_way,

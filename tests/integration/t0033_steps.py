@@ -8,7 +8,6 @@ refuses to be a step of what is not an allocation."""
 import os
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t

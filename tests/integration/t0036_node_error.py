@@ -4,7 +4,6 @@ cgroup it cannot make, a directory, a process) does not fail the job: the
 job is requeued and runs elsewhere, and the node is drained with the reason,
 as Slurm drains a node on a launch failure (issue 20, item 8)."""
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -13,13 +12,6 @@ import hpcqtest as t
 t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1")
 
 CPUSET = "/sys/fs/cgroup/cpuset"
-
-
-def cgroup_instance(rank):
-    """The agent's cgroup directory name (agent.cc, cgroup_instance_name)."""
-    path = os.path.join(t.cluster_dir(), "agents", f"rank-{rank}")
-    parts = [re.sub(r"[^A-Za-z0-9_.]", "_", p) for p in os.path.abspath(path).split("/") if p]
-    return "-".join(parts)
 
 
 def write(path, value):
@@ -37,7 +29,7 @@ def test_a_node_that_cannot_start_a_job_is_drained_and_the_job_runs_elsewhere():
     # node1 cannot make the next job's cpuset: its cgroup already has a child
     # holding every CPU, so narrowing it to the job's core fails (EBUSY).
     job = busy + 1  # ids are given in order, and nothing else submits here
-    instance = os.path.join(CPUSET, "hpcq", cgroup_instance(1))
+    instance = os.path.join(CPUSET, "hpcq", t.cgroup_instance(os.path.join(t.cluster_dir(), "agents", "rank-1")))
     job_dir = os.path.join(instance, f"job-{job}")
     blocker = os.path.join(job_dir, "blocker")
     for dir_ in (instance, job_dir, blocker):
