@@ -36,6 +36,10 @@ f=$PWD/out.$HPCQ_TASK_RANK
   echo "cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2)"
   echo "mems $(grep Mems_allowed_list /proc/self/status | cut -f2)"
   echo "cgroup $(grep -E '(cpuset|^0::)' /proc/self/cgroup | head -1 | cut -d: -f3)"
+  memcg=$(grep -E '(:memory:|^0::)' /proc/self/cgroup | head -1 | cut -d: -f3)
+  echo "memcg $memcg"
+  echo "memlimit $(cat /sys/fs/cgroup/memory$memcg/memory.limit_in_bytes 2>/dev/null ||
+                   cat /sys/fs/cgroup$memcg/memory.max 2>/dev/null)"
   echo "uid $(id -u)"
   echo "debian $(test -e /etc/debian_version && echo yes || echo no)"
   echo "hostfile $(cat $HPCQ_HOSTFILE | tr '\n' ';')"
@@ -66,7 +70,7 @@ def read_outputs(d, ntasks):
 def run_split_job(d, extra=(), user=None):
     with open(os.path.join(d, "task.sh"), "w") as f:
         f.write(TASK)
-    job = t.submit("-n", "16", "--profile", "cpu", "--workers", "8", *extra, "--",
+    job = t.submit("-n", "16", "--profile", "cpu", "--workers", "8", "--mem", "400M", *extra, "--",
                    "sh", "task.sh", cwd=d, user=user)
     s = t.wait_state(job, ("COMPLETED", "FAILED"), timeout=90, user=user)
     t.check(s["state"] == "COMPLETED", f"job {job}: {s['state']} {s.get('reason')}")
@@ -83,7 +87,9 @@ def check_workers(s, out, executor):
     for w in workers:
         t.check(w["ranks"] == [w["id"], w["id"] + 8], f"worker {w}")
         t.check(w["executor"] == executor, f"worker {w}")
-        t.check(w["numa"], f"worker {w} has no NUMA domains")
+        # pack:2 numa:2 core:4: cores 4k..4k+3 are NUMA domain k.
+        t.check(sorted(w["numa"]) == sorted({c // 4 for c in w["cores"]}),
+                f"worker {w}: NUMA domains {w['numa']} are not its cores'")
     host_of = {}
     for a in s["allocation"]:
         host_of[a["node"]] = dict(zip(a["cores"], a["host_cpus"]))
@@ -113,6 +119,16 @@ def test_process_workers_get_their_own_cgroups():
     d = t.workdir()
     s, out = run_split_job(d)
     check_workers(s, out, "process")
+    # Each worker's memory limit is its node part's, in proportion to its cores.
+    part = {a["node"]: a for a in s["allocation"]}
+    for w in s["workers"]:
+        a = part[w["node"]]
+        want = a["memory_bytes"] * len(w["cores"]) // len(a["cores"])
+        for rank in w["ranks"]:
+            got = int(out[rank]["memlimit"] or -1)  # as the task read it while it ran
+            t.check(out[rank]["memcg"].endswith(f"/worker-{w['id']}") and abs(got - want) < 4096,
+                    f"rank {rank}: memory cgroup {out[rank]['memcg']} limit {got}, want {want} "
+                    f"({len(w['cores'])} of the part's {len(a['cores'])} cores)")
     t.check(all(o["uid"] == "0" and o["debian"] == "yes" for o in out.values()), f"{out[0]}")
 
 
