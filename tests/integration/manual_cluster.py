@@ -27,7 +27,7 @@ def free_port(host="127.0.0.1"):
 class Cluster:
     def __init__(self, leader_endpoint, ranks, state_dir=None, topology="pack:1 numa:1 core:2 pu:1",
                  overlay="heartbeat_interval_ms = 500\nnode_unresponsive_after_ms = 1500\n"
-                         "node_down_after_ms = 6000\n"):
+                         "node_down_after_ms = 6000\n", decision_log=False):
         self.dir = tempfile.mkdtemp(prefix="hpcq-manual-")
         os.makedirs(f"{self.dir}/keys")
         os.makedirs(f"{self.dir}/logs")
@@ -37,6 +37,8 @@ class Cluster:
         self.topology = topology
         self.overlay = overlay
         self.socket = f"{self.dir}/hpcqd.sock"
+        # hpcqd's decision log, for hpcqtest.wait_cycle_showing (None: off).
+        self.decisions = f"{self.dir}/decisions.jsonl" if decision_log else None
         self.leader = None
         self.agents = {}
 
@@ -47,6 +49,8 @@ class Cluster:
                 f"[leader]\nstate_dir = \"{self.state_dir}\"\nsocket = \"{self.socket}\"\n"
                 f"secret_key = \"{self.dir}/keys/rank-0.key\"\n\n"
                 f"[agent]\nstate_dir = \"{self.dir}/agents\"\nkill_grace_s = 2\n\n")
+        if self.decisions:
+            text += f"[scheduler]\ndecision_log = \"{self.decisions}\"\n\n"
         for r, (name, endpoint) in enumerate(zip(names, endpoints)):
             text += (f"[[rank]]\nname = \"{name}\"\nendpoint = \"{endpoint}\"\n"
                      f"public_key = \"{self.public[r]}\"\n")

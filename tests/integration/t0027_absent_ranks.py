@@ -6,7 +6,6 @@ leader started, and gets no work; when its agent starts later it joins and a
 job that needs it runs."""
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
@@ -21,7 +20,7 @@ def test_absent_rank_is_down_then_joins():
     t.check("has not joined" in node2.get("reason", ""), f"node2 {node2}")
     d = t.workdir()
     job = t.submit("-N", "2", "--", "true", cwd=d)
-    time.sleep(1)
+    t.wait_cycle_showing(CLUSTER.decisions, job)
     t.check(t.status(job)["state"] == "PENDING", "a 2-node job ran with one node up")
     CLUSTER.start_agent(2)
     CLUSTER.wait_nodes({"node1": "up", "node2": "up"}, timeout=20)
@@ -33,7 +32,8 @@ def main():
     global CLUSTER
     cluster = CLUSTER = Cluster(f"tcp://127.0.0.1:{free_port()}",
                                 [{"name": "node1", "endpoint": f"tcp://127.0.0.1:{free_port()}"},
-                                 {"name": "node2", "endpoint": f"tcp://127.0.0.1:{free_port()}"}])
+                                 {"name": "node2", "endpoint": f"tcp://127.0.0.1:{free_port()}"}],
+                                decision_log=True)
     try:
         cluster.start(agents=[1])
         t.main([test_absent_rank_is_down_then_joins])
