@@ -49,6 +49,7 @@ THROUGHPUT_LOAD = {
     "2026-11-22T19:32:14": "quiet machine",
 }
 NOT_RECORDED = "load not recorded"
+RECORDED = "load recorded"
 # migrate_cost.jsonl's lines carry neither date nor machine: the first line for
 # each executor and size was measured on the earlier VM (commit ebda142,
 # 2026-11-24), the second on the PVM guest (commit bc4555b, 2026-11-25).
@@ -139,8 +140,13 @@ def throughput_invocations():
     out = []
     for inv in invocations:
         first = inv["submit_rate_1_clients"]
+        # Lines since rounds were added record the load average each began at.
+        recorded = "load" in first
         out.append({"when": first["when"], "label": first.get("label", ""),
-                    "load": THROUGHPUT_LOAD.get(first["when"], NOT_RECORDED), "by": inv})
+                    "load": (RECORDED if recorded else
+                             THROUGHPUT_LOAD.get(first["when"], NOT_RECORDED)),
+                    "loads": [r["load"] for r in inv.values() if "load" in r],
+                    "host": first.get("host"), "commit": first.get("commit"), "by": inv})
     return out
 
 
@@ -152,8 +158,18 @@ def throughput_kinds():
     return kinds
 
 
-def kind_title(day, label, load_, n):
+def kind_title(day, label, load_, n, invs=()):
+    if load_ == RECORDED:
+        loads = [x for inv in invs for x in inv["loads"]]
+        load_ = f"load average {span(loads, 2)} as each measurement began"
     return f"{day}, {label or 'no label'}, {load_} ({runs_word(n)})"
+
+
+def invocation_machine(inv):
+    """The host a line names (recorded since rounds were added), else the
+    machine of its date."""
+    return f"host {inv['host']}, commit {inv['commit']}" if inv.get("host") else machine(
+        inv["when"])
 
 
 def ratio_cells(invs):
@@ -166,7 +182,7 @@ def ratio_cells(invs):
 
 def fig_throughput():
     kinds = throughput_kinds()
-    header = ["measurement"] + [kind_title(day, label, load_, len(invs))
+    header = ["measurement"] + [kind_title(day, label, load_, len(invs), invs)
                                 for (day, label, load_), invs in kinds.items()]
     rows = []
     for measurement, title, field, d in MEASUREMENTS:
@@ -186,8 +202,8 @@ def fig_throughput():
             reps = ", ".join(str(inv["by"]["slurm_cli_end_to_end_2_cores"].get("rep", "?"))
                              for inv in slurm)
             extra = f"; Slurm ran in the same invocation, once (`rep` {reps})"
-        notes.append(f"- {kind_title(day, label, load_, len(invs))}: started at {times}; "
-                     f"{machine(day)}{extra}.")
+        notes.append(f"- {kind_title(day, label, load_, len(invs), invs)}: started at {times}; "
+                     f"{invocation_machine(invs[0])}{extra}.")
     # A run without Slurm beside a run with it, on one day: what the issue
     # quotes, said with its load.
     for (day, label, load_), invs in kinds.items():
@@ -672,14 +688,20 @@ def fig_elastic_cluster():
 
 def fig_headline():
     kinds = throughput_kinds()
-    (day, label, load_), invs = list(kinds.items())[-1]
+
+    def conditions(key, invs):
+        title = kind_title(*key, len(invs), invs)  # day, label, load (runs)
+        return f"{title}, {invocation_machine(invs[-1])}"
+
+    key, invs = list(kinds.items())[-1]
     tp = lambda m, d: min_median([i["by"][m]["per_second"] for i in invs if m in i["by"]], d)
-    latest_cond = (f"{day}, {label or 'no label'}, {runs_word(len(invs))}, "
-                   f"{machine(day)}, {load_}")
-    slurm = [i for ks in kinds.values() for i in ks
-             if "slurm_cli_end_to_end_2_cores" in i["by"]][-1]
-    h = slurm["by"]["cli_end_to_end_2_cores"]["per_second"]
-    s = slurm["by"]["slurm_cli_end_to_end_2_cores"]["e2e_jobs_per_s"]
+    latest_cond = conditions(key, invs)
+    slurm_key, slurm_invs = [(k, [i for i in v if "slurm_cli_end_to_end_2_cores" in i["by"]])
+                             for k, v in kinds.items()
+                             if any("slurm_cli_end_to_end_2_cores" in i["by"] for i in v)][-1]
+    hs = [i["by"]["cli_end_to_end_2_cores"]["per_second"] for i in slurm_invs]
+    ss = [i["by"]["slurm_cli_end_to_end_2_cores"]["e2e_jobs_per_s"] for i in slurm_invs]
+    ratios = [h / s for h, s in zip(hs, ss)]
     rl_label, rl = run_latency_latest()
     rh, rs = (launch_stats(rl, x, "outside", "1_task") for x in ("hpcq", "slurm"))
     (sday, slabel), srows = list(scale_full_runs().items())[-1]
@@ -690,9 +712,8 @@ def fig_headline():
         ["2,000 `true` jobs end to end through the API, 4 nodes x 2 cores, jobs/s",
          tp("api_end_to_end_2_cores", 1), "-", latest_cond],
         ["one `hpcq submit` / `sbatch` per job, then wait, 4 nodes x 2 cores, jobs/s",
-         num(h, 1), f"{num(s, 1)} (hpcq {h / s:.1f}x)",
-         f"{slurm['when'][:10]}, 1 run each in one invocation, {machine(slurm['when'])}, "
-         f"{THROUGHPUT_LOAD.get(slurm['when'], NOT_RECORDED)}"],
+         min_median(hs, 1), f"{min_median(ss, 1)} (hpcq {min_median(ratios, 1)}x)",
+         conditions(slurm_key, slurm_invs) + ", hpcq and Slurm in the same invocation"],
         ["`hpcq run -n 1 true` / `srun -n 1 true`, command to exit, ms",
          min_median(rh, 1), min_median(rs, 1),
          f"{rl[0]['when'][:10]}, {rl_label}, {runs_word(max(r['run'] for r in rl))} of "

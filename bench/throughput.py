@@ -12,25 +12,46 @@
       ../shared/peers/slurm, tuned profile), run in the same session; both
       clusters have 4 nodes x 2 cores. Reports hpcq / Slurm.
 
-Usage: bench/throughput.py [--jobs 2000] [--skip-slurm] [--build build]
-Run as root on an idle machine; never two benchmarks at once. Prints one JSON
-line per measurement and a summary table; appends the JSON lines to
-bench/results/throughput.jsonl.
+Usage: bench/throughput.py [--jobs 2000] [--reps 3] [--skip-slurm] [--build build]
+Run as root on an idle machine; never two benchmarks at once. Each of the
+--reps rounds measures (a), (b) and (c) once, hpcq then Slurm, so that the two
+share the machine's state; both log at info (Slurm's peer recipe sets
+SlurmctldDebug=info). Prints one JSON line per measurement (with its round,
+the commit, the host and the load average when it began) and a summary table
+of min / median; appends the lines to bench/results/throughput.jsonl.
 """
 import argparse
 import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from contextlib import nullcontext
+
 from slurm_peer import slurm_cluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+# The level Slurm's daemons log at in the peer recipe (SlurmctldDebug=info).
+LOG_LEVEL = "info"
+
+
+def commit():
+    """The measured tree: its commit, '+' when it has uncommitted changes."""
+    git = lambda *a: subprocess.run(["git", "-C", ROOT, *a], capture_output=True,
+                                    text=True).stdout.strip()
+    return git("rev-parse", "--short", "HEAD") + ("+" if git("status", "--porcelain",
+                                                            "--untracked-files=no") else "")
+
+
+def host():
+    u = os.uname()
+    return f"{u.nodename} {u.release} {os.cpu_count()} CPUs"
 
 
 def free_port():
@@ -53,7 +74,7 @@ def standalone_leader(build):
                 f'endpoint = "tcp://127.0.0.1:{free_port()}"\npublic_key = "{public}"\n')
     log = open(os.path.join(d, "hpcqd.log"), "w")
     p = subprocess.Popen([f"{build}/daemon/hpcqd", "--config", f"{d}/hpcq.toml",
-                          "--log-level", "warn"], stdout=log, stderr=log)
+                          "--log-level", LOG_LEVEL], stdout=log, stderr=log)
     env = dict(os.environ, HPCQ_SOCKET=f"{d}/hpcqd.sock")
     for _ in range(400):
         if subprocess.run([f"{build}/cli/hpcq", "queue"], env=env,
@@ -79,7 +100,7 @@ def submit_rate(build, clients, jobs):
 def in_cluster(build, script, topology):
     """Runs a shell snippet inside `hpcq start --agents 4`; returns its last stdout line."""
     out = subprocess.run([f"{build}/cli/hpcq", "start", "--agents", "4", "--topology", topology,
-                          "--log-level", "warn", "--", "bash", "-c", script],
+                          "--log-level", LOG_LEVEL, "--", "bash", "-c", script],
                          check=True, capture_output=True, text=True,
                          env=dict(os.environ, PATH=f"{build}/cli:{build}/bench:" + os.environ["PATH"]))
     return out.stdout.strip().splitlines()[-1]
@@ -104,12 +125,12 @@ python3 -c "import json; n={jobs}; s=$t1-$t0; e=$t2-$t0; print(json.dumps(dict(j
     return json.loads(in_cluster(build, script, topology))
 
 
-def slurm_end_to_end(jobs):
-    with slurm_cluster() as (env, peer):
-        out = subprocess.run([sys.executable, os.path.join(peer, "bench.py"), "--n", str(jobs),
-                              "--reps", "1", "--tag", "hpcq-bench"], check=True,
-                             capture_output=True, text=True, env=env).stdout
-        return json.loads(out.splitlines()[0])
+def slurm_end_to_end(peer_env, jobs):
+    env, peer = peer_env
+    out = subprocess.run([sys.executable, os.path.join(peer, "bench.py"), "--n", str(jobs),
+                          "--reps", "1", "--tag", "hpcq-bench"], check=True,
+                         capture_output=True, text=True, env=env).stdout
+    return json.loads(out.splitlines()[0])
 
 
 def main():
@@ -118,48 +139,65 @@ def main():
     ap.add_argument("--submit-jobs", type=int, default=5000)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--skip-slurm", action="store_true")
+    ap.add_argument("--reps", type=int, default=3, help="rounds of every measurement")
     ap.add_argument("--label", default="",
                     help="kept in each result line: what was measured (e.g. a commit)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     results = []
 
-    def record(name, value):
-        value = dict(value, measurement=name, when=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    tree, machine = commit(), host()
+
+    def record(name, round_, measure):
+        began = dict(when=time.strftime("%Y-%m-%dT%H:%M:%S"), load=round(os.getloadavg()[0], 2))
+        value = dict(measure(), measurement=name, round=round_, commit=tree, host=machine, **began)
         if a.label:
             value["label"] = a.label
         print(json.dumps(value), flush=True)
         results.append(value)
 
-    for clients in (1, 8):
-        record(f"submit_rate_{clients}_clients", submit_rate(build, clients, a.submit_jobs))
-    record("api_end_to_end_16_cores", api_end_to_end(build, a.jobs, "pack:2 numa:2 core:4 pu:1"))
-    record("api_end_to_end_2_cores", api_end_to_end(build, a.jobs, "pack:1 numa:1 core:2 pu:1"))
-    record("cli_end_to_end_2_cores", cli_end_to_end(build, a.jobs, "pack:1 numa:1 core:2 pu:1"))
-    if not a.skip_slurm:
-        record("slurm_cli_end_to_end_2_cores", slurm_end_to_end(a.jobs))
+    two, sixteen = "pack:1 numa:1 core:2 pu:1", "pack:2 numa:2 core:4 pu:1"
+    with (slurm_cluster() if not a.skip_slurm else nullcontext()) as peer:
+        for r in range(1, a.reps + 1):
+            for clients in (1, 8):
+                record(f"submit_rate_{clients}_clients", r,
+                       lambda: submit_rate(build, clients, a.submit_jobs))
+            record("api_end_to_end_16_cores", r, lambda: api_end_to_end(build, a.jobs, sixteen))
+            record("api_end_to_end_2_cores", r, lambda: api_end_to_end(build, a.jobs, two))
+            record("cli_end_to_end_2_cores", r, lambda: cli_end_to_end(build, a.jobs, two))
+            if peer:
+                record("slurm_cli_end_to_end_2_cores", r, lambda: slurm_end_to_end(peer, a.jobs))
 
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "throughput.jsonl"), "a") as f:
         for r in results:
             f.write(json.dumps(r) + "\n")
-    by = {r["measurement"]: r for r in results}
+    def values(measurement, field):
+        return [r[field] for r in results if r["measurement"] == measurement]
+
+    def cell(measurement, field, digits=0):
+        v = values(measurement, field)
+        return f"{min(v):.{digits}f} / {statistics.median(v):.{digits}f}" if v else "-"
+
     print()
-    print("| measurement | result |")
+    print(f"| measurement ({a.reps} rounds: min / median) | result |")
     print("|---|---|")
     for clients in (1, 8):
-        r = by[f"submit_rate_{clients}_clients"]
-        print(f"| (a) acknowledged submissions/s, {clients} client(s) | {r['submit_per_second']:.0f} |")
-    r = by["api_end_to_end_16_cores"]
-    print(f"| (b) {r['jobs']} jobs end to end via API, 4 nodes x 16 cores | {r['per_second']:.0f} jobs/s |")
-    r = by["api_end_to_end_2_cores"]
-    print(f"| (b) {r['jobs']} jobs end to end via API, 4 nodes x 2 cores | {r['per_second']:.0f} jobs/s |")
-    h = by["cli_end_to_end_2_cores"]
-    print(f"| (c) hpcq, one CLI call per job, 4 x 2 cores | {h['per_second']:.1f} jobs/s |")
-    if "slurm_cli_end_to_end_2_cores" in by:
-        s = by["slurm_cli_end_to_end_2_cores"]
-        print(f"| (c) Slurm 22.05 tuned, one sbatch per job, 4 x 2 cores | {s['e2e_jobs_per_s']:.1f} jobs/s |")
-        print(f"| (c) hpcq / Slurm | {h['per_second'] / s['e2e_jobs_per_s']:.1f}x |")
+        print(f"| (a) acknowledged submissions/s, {clients} client(s) | "
+              f"{cell(f'submit_rate_{clients}_clients', 'submit_per_second')} |")
+    print(f"| (b) {a.jobs} jobs end to end via API, 4 nodes x 16 cores | "
+          f"{cell('api_end_to_end_16_cores', 'per_second')} jobs/s |")
+    print(f"| (b) {a.jobs} jobs end to end via API, 4 nodes x 2 cores | "
+          f"{cell('api_end_to_end_2_cores', 'per_second')} jobs/s |")
+    print(f"| (c) hpcq, one CLI call per job, 4 x 2 cores | "
+          f"{cell('cli_end_to_end_2_cores', 'per_second', 1)} jobs/s |")
+    slurm = values("slurm_cli_end_to_end_2_cores", "e2e_jobs_per_s")
+    if slurm:
+        print(f"| (c) Slurm 22.05 tuned, one sbatch per job, 4 x 2 cores | "
+              f"{cell('slurm_cli_end_to_end_2_cores', 'e2e_jobs_per_s', 1)} jobs/s |")
+        ratios = [h / s for h, s in zip(values("cli_end_to_end_2_cores", "per_second"), slurm)]
+        print(f"| (c) hpcq / Slurm, round by round | {min(ratios):.1f}x / "
+              f"{statistics.median(ratios):.1f}x |")
 
 
 if __name__ == "__main__":
