@@ -403,259 +403,328 @@ Status from_cli11(const CLI::ParseError& e) {
   return invalid_argument("submit: " + line);
 }
 
-// Parses one list of words: the command line (the command may follow) or one
-// directive line (options only).
-Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_line) {
-  HPCQ_RETURN_IF_ERROR(reject_empty_equals(words));
-  CLI::App app{"hpcq submit"};
-  app.set_help_flag();   // no help option: CLI11 would print and want to exit
-  app.prefix_command();  // the first non-option word and all after it are the command
-  std::string nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
-  std::string account, qos, priority, dependency, array;
-  std::string gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
-  std::string profile, workers, image, checkpoint_interval, nodelist, warn;
-  bool requeue = false;
-  bool elastic = false;
-  bool oversubscribe = false;
-  bool json = false;
-  bool wait = false;
-  bool label = false;
-  bool overlap = false;
-  bool immediate = false;
-  bool pty = false;
-  auto add = [&app](const char* names, std::string& into) {
-    return app.add_option(names, into)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+// CLI11's parser of the submit options, built once per thread and reused:
+// building ~40 options costs more than a parse, and a script parses one list
+// of words per directive line. Each option's text is bound to a Value (a
+// flag's to a Flag); parse() clears them all first.
+class WordParser {
+ public:
+  struct Value {
+    std::string text;
+    CLI::Option* option = nullptr;
+    bool given() const { return option->count() > 0; }
   };
-  CLI::Option* o_nodes = add("-N,--nodes", nodes);
-  CLI::Option* o_ntasks = add("-n,--ntasks", ntasks);
-  CLI::Option* o_cpus = add("-c,--cpus-per-task", cpus);
-  CLI::Option* o_mem = add("--mem", mem);
-  CLI::Option* o_time = add("-t,--time", time);
-  CLI::Option* o_name = add("-J,--job-name", name);
-  CLI::Option* o_output = add("-o,--output", output);
-  CLI::Option* o_error = add("-e,--error", error);
-  CLI::Option* o_queue = add("-q,--queue", queue);
-  CLI::Option* o_chdir = add("-D,--chdir", chdir);
-  CLI::Option* o_export = add("--export", export_text);
-  CLI::Option* o_account = add("-A,--account", account);
-  CLI::Option* o_qos = add("--qos", qos);
-  CLI::Option* o_priority = add("--priority", priority);
-  CLI::Option* o_dependency = add("-d,--dependency", dependency);
-  CLI::Option* o_array = add("-a,--array", array);
-  CLI::Option* o_gpus_per_node = add("--gpus-per-node", gpus_per_node);
-  CLI::Option* o_gpus_per_task = add("--gpus-per-task", gpus_per_task);
-  CLI::Option* o_mem_per_cpu = add("--mem-per-cpu", mem_per_cpu);
-  CLI::Option* o_distribution = add("-m,--distribution", distribution);
-  CLI::Option* o_cpu_bind = add("--cpu-bind", cpu_bind);
-  CLI::Option* o_numa_policy = add("--numa-policy", numa_policy);
-  CLI::Option* o_profile = add("--profile", profile);
-  CLI::Option* o_workers = add("--workers", workers);
-  CLI::Option* o_image = add("--image", image);
-  CLI::Option* o_checkpoint_interval = add("--checkpoint-interval", checkpoint_interval);
-  CLI::Option* o_signal = add("--signal", warn);
-  CLI::Option* o_nodelist = add("-w,--nodelist", nodelist);
-  CLI::Option* o_oversubscribe = app.add_flag("--oversubscribe,!--exclusive", oversubscribe)
-                                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  CLI::Option* o_elastic = app.add_flag("--elastic,!--no-elastic", elastic)
-                               ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  CLI::Option* o_requeue = app.add_flag("--requeue,!--no-requeue", requeue)
-                               ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_flag("--json", json)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_flag("--wait", wait)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_flag("-l,--label", label)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_flag("--overlap", overlap)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_flag("--immediate", immediate)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_flag("--pty", pty)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  struct Flag {
+    bool on = false;
+    CLI::Option* option = nullptr;
+    bool given() const { return option->count() > 0; }
+  };
 
-  std::vector<std::string> rest;
-  try {
-    std::vector<std::string> reversed(words.rbegin(), words.rend());  // CLI11 pops from the back
-    app.parse(reversed);
-    rest = app.remaining();
-  } catch (const CLI::ParseError& e) {
-    return from_cli11(e);
-  } catch (const std::exception& e) {
-    return invalid_argument(std::string("submit: ") + e.what());
+  WordParser() {
+    app_.set_help_flag();   // no help option: CLI11 would print and want to exit
+    app_.prefix_command();  // the first non-option word and all after it are the command
+    add("-N,--nodes", nodes);
+    add("-n,--ntasks", ntasks);
+    add("-c,--cpus-per-task", cpus);
+    add("--mem", mem);
+    add("-t,--time", time);
+    add("-J,--job-name", name);
+    add("-o,--output", output);
+    add("-e,--error", error);
+    add("-q,--queue", queue);
+    add("-D,--chdir", chdir);
+    add("--export", export_text);
+    add("-A,--account", account);
+    add("--qos", qos);
+    add("--priority", priority);
+    add("-d,--dependency", dependency);
+    add("-a,--array", array);
+    add("--gpus-per-node", gpus_per_node);
+    add("--gpus-per-task", gpus_per_task);
+    add("--mem-per-cpu", mem_per_cpu);
+    add("-m,--distribution", distribution);
+    add("--cpu-bind", cpu_bind);
+    add("--numa-policy", numa_policy);
+    add("--profile", profile);
+    add("--workers", workers);
+    add("--image", image);
+    add("--checkpoint-interval", checkpoint_interval);
+    add("--signal", warn);
+    add("-w,--nodelist", nodelist);
+    add("--oversubscribe,!--exclusive", oversubscribe);
+    add("--elastic,!--no-elastic", elastic);
+    add("--requeue,!--no-requeue", requeue);
+    add("--json", json);
+    add("--wait", wait);
+    add("-l,--label", label);
+    add("--overlap", overlap);
+    add("--immediate", immediate);
+    add("--pty", pty);
+  }
+  WordParser(const WordParser&) = delete;
+  WordParser& operator=(const WordParser&) = delete;
+
+  // The words after the options (the command, if any).
+  Result<std::vector<std::string>> parse(const std::vector<std::string>& words) {
+    for (Value* v : values_) v->text.clear();
+    for (Flag* f : flags_) f->on = false;
+    app_.clear();
+    try {
+      std::vector<std::string> reversed(words.rbegin(), words.rend());  // CLI11 pops from the back
+      app_.parse(reversed);
+      return app_.remaining();
+    } catch (const CLI::ParseError& e) {
+      return from_cli11(e);
+    } catch (const std::exception& e) {
+      return invalid_argument(std::string("submit: ") + e.what());
+    }
   }
 
-  Parsed parsed;
-  if (!rest.empty()) {
-    const std::string& first = rest.front();
-    if (first == "-h" || first == "--help") return invalid_argument(kUsage);
-    if (first.size() > 1 && first[0] == '-' && first != "--") {
-      return invalid_argument("unknown option " + quote(first.substr(0, first.find('='))));
-    }
-    if (!command_line) {
-      return invalid_argument("unexpected argument " + quote(first) +
-                              " (directives take options only)");
-    }
-    parsed.command.assign(rest.begin() + (first == "--" ? 1 : 0), rest.end());
+  Value nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
+  Value account, qos, priority, dependency, array;
+  Value gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
+  Value profile, workers, image, checkpoint_interval, warn, nodelist;
+  Flag oversubscribe, elastic, requeue, json, wait, label, overlap, immediate, pty;
+
+ private:
+  void add(const char* names, Value& v) {
+    v.option =
+        app_.add_option(names, v.text)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    values_.push_back(&v);
+  }
+  void add(const char* names, Flag& f) {
+    f.option = app_.add_flag(names, f.on)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    flags_.push_back(&f);
   }
 
-  Given& g = parsed.given;
-  auto count = [](const char* option, const CLI::Option* o, const std::string& text,
-                  std::optional<int>& into) -> Status {
-    if (o->count() == 0) return Status::ok();
-    auto v = parse_count(option, text);
-    if (!v.is_ok()) return v.status();
-    into = *v;
+  CLI::App app_{"hpcq submit"};
+  std::vector<Value*> values_;
+  std::vector<Flag*> flags_;
+};
+
+// The words after the options: a command line's command; a directive line
+// has none.
+Status take_command(const std::vector<std::string>& rest, bool command_line,
+                    std::vector<std::string>& command) {
+  if (rest.empty()) return Status::ok();
+  const std::string& first = rest.front();
+  if (first == "-h" || first == "--help") return invalid_argument(kUsage);
+  if (first.size() > 1 && first[0] == '-' && first != "--") {
+    return invalid_argument("unknown option " + quote(first.substr(0, first.find('='))));
+  }
+  if (!command_line) {
+    return invalid_argument("unexpected argument " + quote(first) +
+                            " (directives take options only)");
+  }
+  command.assign(rest.begin() + (first == "--" ? 1 : 0), rest.end());
+  return Status::ok();
+}
+
+Status count_of(const char* option, const WordParser::Value& v, std::optional<int>& into) {
+  if (!v.given()) return Status::ok();
+  auto n = parse_count(option, v.text);
+  if (!n.is_ok()) return n.status();
+  into = *n;
+  return Status::ok();
+}
+
+// 0 is a valid GPU count (no GPUs), unlike --nodes.
+Status gpu_count_of(const char* option, const WordParser::Value& v, std::optional<int>& into) {
+  if (!v.given()) return Status::ok();
+  if (v.text == "0") {
+    into = 0;
     return Status::ok();
-  };
-  if (o_nodes->count() > 0) {
-    auto n = parse_node_count(nodes);
+  }
+  return count_of(option, v, into);
+}
+
+Status memory_of(const char* option, const WordParser::Value& v,
+                 std::optional<std::uint64_t>& into) {
+  if (!v.given()) return Status::ok();
+  auto bytes = parse_memory_bytes(v.text);
+  if (!bytes.is_ok())
+    return invalid_argument(std::string(option) + ": " + bytes.status().message());
+  into = *bytes;
+  return Status::ok();
+}
+
+// What the job asks for: nodes, tasks, cores, memory, GPUs, time, workers.
+Status take_sizes(const WordParser& p, Given& g) {
+  if (p.nodes.given()) {
+    auto n = parse_node_count(p.nodes.text);
     if (!n.is_ok()) return n.status();
     g.nodes = n->nodes;
     g.max_nodes = n->max_nodes;
   }
-  if (o_ntasks->count() > 0 && ntasks.find('-', 1) != std::string::npos) {
+  if (p.ntasks.given() && p.ntasks.text.find('-', 1) != std::string::npos) {
     // Tasks follow the node count (ntasks / MIN per node), so a task range
     // would say nothing that -N MIN-MAX does not.
-    return invalid_argument("--ntasks: a task range " + quote(ntasks) +
+    return invalid_argument("--ntasks: a task range " + quote(p.ntasks.text) +
                             " is not supported; give -N MIN-MAX (each node runs ntasks/MIN tasks)");
   }
-  HPCQ_RETURN_IF_ERROR(count("--ntasks", o_ntasks, ntasks, g.ntasks));
-  if (o_elastic->count() > 0) g.elastic = elastic;
-  HPCQ_RETURN_IF_ERROR(count("--cpus-per-task", o_cpus, cpus, g.cpus_per_task));
-  if (o_mem->count() > 0) {
-    auto v = parse_memory_bytes(mem);
-    if (!v.is_ok()) return invalid_argument("--mem: " + v.status().message());
-    g.mem = *v;
-  }
-  if (o_time->count() > 0) {
-    auto v = parse_duration_s(time);
+  HPCQ_RETURN_IF_ERROR(count_of("--ntasks", p.ntasks, g.ntasks));
+  HPCQ_RETURN_IF_ERROR(count_of("--cpus-per-task", p.cpus, g.cpus_per_task));
+  HPCQ_RETURN_IF_ERROR(memory_of("--mem", p.mem, g.mem));
+  HPCQ_RETURN_IF_ERROR(memory_of("--mem-per-cpu", p.mem_per_cpu, g.mem_per_cpu));
+  HPCQ_RETURN_IF_ERROR(gpu_count_of("--gpus-per-node", p.gpus_per_node, g.gpus_per_node));
+  HPCQ_RETURN_IF_ERROR(gpu_count_of("--gpus-per-task", p.gpus_per_task, g.gpus_per_task));
+  HPCQ_RETURN_IF_ERROR(count_of("--workers", p.workers, g.workers));
+  if (p.time.given()) {
+    auto v = parse_duration_s(p.time.text);
     if (!v.is_ok()) return invalid_argument("--time: " + v.status().message());
     // parse_duration_s says 0 for UNLIMITED; in a spec 0 means "not given".
     g.time = *v == 0 ? JobSpec::kUnlimited : *v;
   }
-  if (o_name->count() > 0) g.name = name;
-  if (o_output->count() > 0) {
-    if (output.empty()) return invalid_argument("--output: empty file name");
-    g.output = output;
-  }
-  if (o_error->count() > 0) g.error = error;
-  if (o_queue->count() > 0) g.queue = queue;
-  if (o_chdir->count() > 0) {
-    if (chdir.empty()) return invalid_argument("--chdir: empty directory");
-    g.chdir = chdir;
-  }
-  if (o_export->count() > 0) {
-    auto e = parse_export(export_text);
-    if (!e.is_ok()) return e.status();
-    g.export_vars = std::move(e).value();
-  }
-  if (o_requeue->count() > 0) g.requeue = requeue;
-  if (o_account->count() > 0) g.account = account;
-  if (o_qos->count() > 0) g.qos = qos;
-  if (o_priority->count() > 0) {
-    std::int32_t value = 0;
-    const auto [end, ec] =
-        std::from_chars(priority.data(), priority.data() + priority.size(), value);
-    if (ec != std::errc{} || end != priority.data() + priority.size() || priority.empty() ||
-        value < -kMaxPriority || value > kMaxPriority) {
-      return invalid_argument("--priority: bad value " + quote(priority) + " (want an integer " +
-                              std::to_string(-kMaxPriority) + ".." + std::to_string(kMaxPriority) +
-                              ")");
-    }
-    g.priority = value;
-  }
-  if (o_dependency->count() > 0) {
-    auto deps = parse_dependencies(dependency);
-    if (!deps.is_ok()) return deps.status();
-    g.dependencies = std::move(deps).value();
-  }
-  if (o_array->count() > 0) {
-    auto parsed_array = parse_array(array);
-    if (!parsed_array.is_ok()) return parsed_array.status();
-    g.array = array;
-  }
-  if (o_gpus_per_node->count() > 0 || o_gpus_per_task->count() > 0) {
-    // 0 is a valid count here (no GPUs), unlike --nodes.
-    auto gpus = [](const char* option, const std::string& text) -> Result<int> {
-      if (text == "0") return 0;
-      return parse_count(option, text);
-    };
-    if (o_gpus_per_node->count() > 0) {
-      auto v = gpus("--gpus-per-node", gpus_per_node);
-      if (!v.is_ok()) return v.status();
-      g.gpus_per_node = *v;
-    }
-    if (o_gpus_per_task->count() > 0) {
-      auto v = gpus("--gpus-per-task", gpus_per_task);
-      if (!v.is_ok()) return v.status();
-      g.gpus_per_task = *v;
-    }
-  }
-  if (o_mem_per_cpu->count() > 0) {
-    auto v = parse_memory_bytes(mem_per_cpu);
-    if (!v.is_ok()) return invalid_argument("--mem-per-cpu: " + v.status().message());
-    g.mem_per_cpu = *v;
-  }
-  if (o_distribution->count() > 0) {
-    resource::Distribution nodes_d{}, cores_d{};
-    HPCQ_RETURN_IF_ERROR(resource::parse_distribution(distribution, nodes_d, cores_d));
-    g.distribution = std::make_pair(nodes_d, cores_d);
-  }
-  if (o_cpu_bind->count() > 0) {
-    auto v = resource::parse_cpu_bind(cpu_bind);
-    if (!v.is_ok()) return v.status();
-    g.cpu_bind = *v;
-  }
-  if (o_numa_policy->count() > 0) {
-    auto v = resource::parse_numa_policy(numa_policy);
-    if (!v.is_ok()) return v.status();
-    g.numa_policy = *v;
-  }
-  if (o_oversubscribe->count() > 0) g.oversubscribe = oversubscribe;
-  if (o_profile->count() > 0) g.profile = profile;
-  HPCQ_RETURN_IF_ERROR(count("--workers", o_workers, workers, g.workers));
-  if (o_checkpoint_interval->count() > 0) {
-    auto v = parse_duration_s(checkpoint_interval);
+  if (p.checkpoint_interval.given()) {
+    auto v = parse_duration_s(p.checkpoint_interval.text);
     if (!v.is_ok()) return invalid_argument("--checkpoint-interval: " + v.status().message());
     if (*v <= 0) return invalid_argument("--checkpoint-interval: want a positive time");
     g.checkpoint_interval = *v;
   }
-  if (o_signal->count() > 0) {
-    // SIG[@SECONDS], as sbatch's --signal (without its B: and R: flags).
-    const std::size_t at = warn.find('@');
-    auto signo = parse_signal(warn.substr(0, at));
-    if (!signo.is_ok()) return invalid_argument("--signal: " + signo.status().message());
-    int seconds = 60;
-    if (at != std::string::npos) {
-      const std::string text = warn.substr(at + 1);
-      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
-      if (ec != std::errc{} || end != text.data() + text.size() || seconds < 1 || seconds > 65535) {
-        return invalid_argument("--signal: want SIG[@SECONDS] with 1..65535 seconds, got " +
-                                quote(warn));
-      }
+  return Status::ok();
+}
+
+Result<std::int32_t> priority_of(const std::string& text) {
+  std::int32_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || text.empty() ||
+      value < -kMaxPriority || value > kMaxPriority) {
+    return invalid_argument("--priority: bad value " + quote(text) + " (want an integer " +
+                            std::to_string(-kMaxPriority) + ".." + std::to_string(kMaxPriority) +
+                            ")");
+  }
+  return value;
+}
+
+// SIG[@SECONDS], as sbatch's --signal (without its B: and R: flags).
+Result<std::pair<int, int>> warning_of(const std::string& text) {
+  const std::size_t at = text.find('@');
+  auto signo = parse_signal(text.substr(0, at));
+  if (!signo.is_ok()) return invalid_argument("--signal: " + signo.status().message());
+  int seconds = 60;
+  if (at != std::string::npos) {
+    const std::string after = text.substr(at + 1);
+    auto [end, ec] = std::from_chars(after.data(), after.data() + after.size(), seconds);
+    if (ec != std::errc{} || end != after.data() + after.size() || seconds < 1 || seconds > 65535) {
+      return invalid_argument("--signal: want SIG[@SECONDS] with 1..65535 seconds, got " +
+                              quote(text));
     }
-    g.warn = std::make_pair(*signo, seconds);
   }
-  if (o_image->count() > 0) {
-    if (image.empty()) return invalid_argument("--image: want a directory, got ''");
-    g.image = image;
-  }
-  if (o_nodelist->count() > 0) {
-    std::vector<std::string> names;
-    std::size_t at = 0;
-    while (at <= nodelist.size()) {
-      std::size_t comma = nodelist.find(',', at);
-      if (comma == std::string::npos) comma = nodelist.size();
-      const std::string name = nodelist.substr(at, comma - at);
-      if (name.empty() || name.find_first_of(" \t") != std::string::npos) {
-        return invalid_argument("--nodelist: bad node list " + quote(nodelist) +
-                                " (want NAME[,NAME...])");
-      }
-      names.push_back(name);
-      at = comma + 1;
+  return std::make_pair(*signo, seconds);
+}
+
+Result<std::vector<std::string>> node_names_of(const std::string& text) {
+  std::vector<std::string> names;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    std::size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string name = text.substr(at, comma - at);
+    if (name.empty() || name.find_first_of(" \t") != std::string::npos) {
+      return invalid_argument("--nodelist: bad node list " + quote(text) +
+                              " (want NAME[,NAME...])");
     }
-    g.nodelist = std::move(names);
+    names.push_back(name);
+    at = comma + 1;
   }
-  g.json = json;
-  g.wait = wait;
-  g.label = label;
-  g.overlap = overlap;
-  g.immediate = immediate;
-  g.pty = pty;
+  return names;
+}
+
+// Who runs it and where its files go: names, paths, queue, account, QOS,
+// priority, dependencies, array, image, environment, signal.
+Status take_names(const WordParser& p, Given& g) {
+  if (p.name.given()) g.name = p.name.text;
+  if (p.output.given()) {
+    if (p.output.text.empty()) return invalid_argument("--output: empty file name");
+    g.output = p.output.text;
+  }
+  if (p.error.given()) g.error = p.error.text;
+  if (p.queue.given()) g.queue = p.queue.text;
+  if (p.chdir.given()) {
+    if (p.chdir.text.empty()) return invalid_argument("--chdir: empty directory");
+    g.chdir = p.chdir.text;
+  }
+  if (p.export_text.given()) {
+    auto e = parse_export(p.export_text.text);
+    if (!e.is_ok()) return e.status();
+    g.export_vars = std::move(e).value();
+  }
+  if (p.account.given()) g.account = p.account.text;
+  if (p.qos.given()) g.qos = p.qos.text;
+  if (p.priority.given()) {
+    auto v = priority_of(p.priority.text);
+    if (!v.is_ok()) return v.status();
+    g.priority = *v;
+  }
+  if (p.dependency.given()) {
+    auto deps = parse_dependencies(p.dependency.text);
+    if (!deps.is_ok()) return deps.status();
+    g.dependencies = std::move(deps).value();
+  }
+  if (p.array.given()) {
+    HPCQ_RETURN_IF_ERROR(parse_array(p.array.text).status());
+    g.array = p.array.text;
+  }
+  if (p.image.given()) {
+    if (p.image.text.empty()) return invalid_argument("--image: want a directory, got ''");
+    g.image = p.image.text;
+  }
+  if (p.warn.given()) {
+    auto w = warning_of(p.warn.text);
+    if (!w.is_ok()) return w.status();
+    g.warn = *w;
+  }
+  return Status::ok();
+}
+
+// How it is placed: distribution, binding, NUMA, nodes, sharing, profile.
+Status take_placement(const WordParser& p, Given& g) {
+  if (p.distribution.given()) {
+    resource::Distribution nodes_d{}, cores_d{};
+    HPCQ_RETURN_IF_ERROR(resource::parse_distribution(p.distribution.text, nodes_d, cores_d));
+    g.distribution = std::make_pair(nodes_d, cores_d);
+  }
+  if (p.cpu_bind.given()) {
+    auto v = resource::parse_cpu_bind(p.cpu_bind.text);
+    if (!v.is_ok()) return v.status();
+    g.cpu_bind = *v;
+  }
+  if (p.numa_policy.given()) {
+    auto v = resource::parse_numa_policy(p.numa_policy.text);
+    if (!v.is_ok()) return v.status();
+    g.numa_policy = *v;
+  }
+  if (p.nodelist.given()) {
+    auto names = node_names_of(p.nodelist.text);
+    if (!names.is_ok()) return names.status();
+    g.nodelist = std::move(names).value();
+  }
+  if (p.profile.given()) g.profile = p.profile.text;
+  if (p.oversubscribe.given()) g.oversubscribe = p.oversubscribe.on;
+  if (p.elastic.given()) g.elastic = p.elastic.on;
+  if (p.requeue.given()) g.requeue = p.requeue.on;
+  return Status::ok();
+}
+
+// Parses one list of words: the command line (the command may follow) or one
+// directive line (options only).
+Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_line) {
+  HPCQ_RETURN_IF_ERROR(reject_empty_equals(words));
+  thread_local WordParser parser;
+  auto rest = parser.parse(words);
+  if (!rest.is_ok()) return rest.status();
+  Parsed parsed;
+  HPCQ_RETURN_IF_ERROR(take_command(*rest, command_line, parsed.command));
+  Given& g = parsed.given;
+  HPCQ_RETURN_IF_ERROR(take_sizes(parser, g));
+  HPCQ_RETURN_IF_ERROR(take_names(parser, g));
+  HPCQ_RETURN_IF_ERROR(take_placement(parser, g));
+  g.json = parser.json.on;
+  g.wait = parser.wait.on;
+  g.label = parser.label.on;
+  g.overlap = parser.overlap.on;
+  g.immediate = parser.immediate.on;
+  g.pty = parser.pty.on;
   return parsed;
 }
 
