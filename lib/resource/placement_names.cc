@@ -1,13 +1,15 @@
 #include "lib/resource/placement_names.h"
 
+#include "lib/core/units.h"
+
 namespace hpcq::resource {
 namespace {
 
 Result<Distribution> one_level(std::string_view word, std::string_view whole) {
   if (word == "block") return Distribution::kBlock;
   if (word == "cyclic") return Distribution::kCyclic;
-  return invalid_argument("--distribution: unknown distribution '" + std::string(whole) +
-                          "' (want block or cyclic, optionally :block or :cyclic)");
+  return invalid_argument("--distribution: unknown distribution " + quote(whole) +
+                          " (want block or cyclic, optionally :block or :cyclic)");
 }
 
 }  // namespace
@@ -50,8 +52,8 @@ Result<CpuBind> parse_cpu_bind(std::string_view text) {
   if (text == "cores") return CpuBind::kCores;
   if (text == "threads") return CpuBind::kThreads;
   if (text == "none") return CpuBind::kNone;
-  return invalid_argument("--cpu-bind: unknown binding '" + std::string(text) +
-                          "' (want cores, threads or none)");
+  return invalid_argument("--cpu-bind: unknown binding " + quote(text) +
+                          " (want cores, threads or none)");
 }
 
 const char* numa_policy_name(NumaPolicy p) {
@@ -67,8 +69,8 @@ Result<NumaPolicy> parse_numa_policy(std::string_view text) {
   if (text == "best-effort") return NumaPolicy::kBestEffort;
   if (text == "single-numa-node") return NumaPolicy::kSingleNumaNode;
   if (text == "none") return NumaPolicy::kNone;
-  return invalid_argument("--numa-policy: unknown policy '" + std::string(text) +
-                          "' (want best-effort, single-numa-node or none)");
+  return invalid_argument("--numa-policy: unknown policy " + quote(text) +
+                          " (want best-effort, single-numa-node or none)");
 }
 
 }  // namespace hpcq::resource

@@ -536,6 +536,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadArgs{{"-N", "3", "-n", "2", "true"},
                 "--nodes: 3 nodes for 2 tasks (every node runs at least one task)"},
         BadArgs{{"-N", "many", "true"}, "--nodes: bad count 'many'"},
+        // Found by the fuzzer: a value holding a newline is shown escaped.
+        BadArgs{{"-m", "a\nb", "true"},
+                "--distribution: unknown distribution 'a\\x0ab' "
+                "(want block or cyclic, optionally :block or :cyclic)"},
+        BadArgs{{"--cpu-bind", "a\nb", "true"},
+                "--cpu-bind: unknown binding 'a\\x0ab' (want cores, threads or none)"},
+        BadArgs{{"--numa-policy", "a\nb", "true"},
+                "--numa-policy: unknown policy 'a\\x0ab' "
+                "(want best-effort, single-numa-node or none)"},
         BadArgs{{"-N", "99999999999", "true"}, "--nodes: bad count '99999999999'"},
         BadArgs{{"-c", "x", "true"}, "--cpus-per-task: bad count 'x'"},
         BadArgs{{"-c", "0", "true"}, "--cpus-per-task: must be 1..4096, got 0"},
