@@ -19,16 +19,6 @@ nlohmann::json time_json(std::int64_t us) {
   return static_cast<double>(us) / 1e6;
 }
 
-std::string time_text(std::int64_t us) {
-  if (us == 0) return "-";
-  std::time_t t = static_cast<std::time_t>(us / 1000000);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  return buf;
-}
-
 template <typename Items>
 std::string join(const Items& items) {
   std::string out;
@@ -120,6 +110,16 @@ std::string format_bytes(std::uint64_t bytes) {
 }
 
 }  // namespace
+
+std::string time_text(std::int64_t us) {
+  if (us == 0) return "-";
+  std::time_t t = static_cast<std::time_t>(us / 1000000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return buf;
+}
 
 nlohmann::json checkpoint_json(const v1::CheckpointRecord& r) {
   return {{"time", r.time_us() / 1e6},
@@ -231,6 +231,7 @@ nlohmann::json job_json(const v1::Job& job) {
   j["stdout"] = job.stdout_bytes().empty() ? job.stdout() : job.stdout_bytes();
   j["stderr"] = job.stderr_bytes().empty() ? job.stderr() : job.stderr_bytes();
   j["submit_time"] = time_json(job.submit_time_us());
+  j["begin_time"] = time_json(job.spec().begin_time_us());
   j["start_time"] = time_json(job.start_time_us());
   j["end_time"] = time_json(job.end_time_us());
   j["requeue_count"] = job.requeue_count();
@@ -330,6 +331,7 @@ std::string status_text(const v1::Job& job) {
       << " ExitCode=" << job.exit_code();
   if (!job.reason().empty()) out << " Reason=\"" << job.reason() << "\"";
   out << "\n   SubmitTime=" << time_text(job.submit_time_us())
+      << " BeginTime=" << time_text(job.spec().begin_time_us())
       << " StartTime=" << time_text(job.start_time_us())
       << " EndTime=" << time_text(job.end_time_us()) << " RunTime=" << elapsed(job) << "\n"
       << "   NumNodes=" << job.nodes_size() << " NumTasks=" << job.spec().ntasks()

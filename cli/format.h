@@ -22,6 +22,8 @@ nlohmann::json node_json(const v1::Node& node);
 
 std::string queue_table(const v1::ListJobsResponse& jobs);
 std::string status_text(const v1::Job& job);
+// A local time, YYYY-MM-DDTHH:MM:SS, of microseconds since the epoch; "-" for 0.
+std::string time_text(std::int64_t us);
 std::string nodes_table(const v1::ListNodesResponse& nodes);
 // hpcq stat: a running job's use of each node now, and the total.
 std::string stat_table(const v1::StatResponse& stat);

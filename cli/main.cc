@@ -157,6 +157,7 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   const mode_t mask = umask(0);  // reading it means setting it: put it back
   umask(mask);
   ctx.umask = mask;
+  ctx.now_us = static_cast<std::int64_t>(std::time(nullptr)) * 1000000;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     auto eq = kv.find('=');
@@ -254,28 +255,43 @@ int cmd_stat(const std::string& text, bool json) {
   return 0;
 }
 
-int cmd_update(const std::string& text, const std::string& time_limit, bool json) {
-  auto seconds = parse_duration_s(time_limit);
-  if (!seconds.is_ok())
-    return fail(invalid_argument("--time-limit: " + seconds.status().message()));
-  if (*seconds == 0) return fail(invalid_argument("--time-limit: want a limit, not UNLIMITED"));
+int cmd_update(const std::string& text, const std::string& time_limit, const std::string& begin,
+               bool json) {
+  v1::UpdateRequest request;
+  if (time_limit.empty() && begin.empty()) {
+    return fail(invalid_argument("update: give --time-limit or --begin"));
+  }
+  if (!time_limit.empty()) {
+    auto seconds = parse_duration_s(time_limit);
+    if (!seconds.is_ok())
+      return fail(invalid_argument("--time-limit: " + seconds.status().message()));
+    if (*seconds == 0) return fail(invalid_argument("--time-limit: want a limit, not UNLIMITED"));
+    request.set_time_limit_s(*seconds);
+  }
+  if (!begin.empty()) {
+    auto when =
+        parse_when(begin, "--begin", static_cast<std::int64_t>(std::time(nullptr)) * 1000000);
+    if (!when.is_ok()) return fail(when.status());
+    request.set_begin_time_us(std::max<std::int64_t>(*when, 1));
+  }
   const std::string socket = socket_path();
   auto stub = connect(socket);
   auto id = resolve_job_id(*stub, socket, text);
   if (!id.is_ok()) return fail(id.status());
-  v1::UpdateRequest request;
   request.set_id(*id);
-  request.set_time_limit_s(*seconds);
   v1::Job job;
   grpc::ClientContext ctx;
   Status s = from_grpc(stub->Update(&ctx, request, &job), socket);
   if (!s.is_ok()) return fail(s);
   if (json) {
     std::cout << json_text(job_json(job)) << "\n";
-  } else {
-    std::cout << "job " << job.id() << ": time limit " << format_duration(job.spec().time_limit_s())
-              << "\n";
+    return 0;
   }
+  std::cout << "job " << job.id() << ":";
+  if (!time_limit.empty())
+    std::cout << " time limit " << format_duration(job.spec().time_limit_s());
+  if (!begin.empty()) std::cout << " begin " << time_text(job.spec().begin_time_us());
+  std::cout << "\n";
   return 0;
 }
 
@@ -535,39 +551,6 @@ struct HistoryFilter {
   bool steps = false;        // a row per step too
 };
 
-Result<std::int64_t> parse_local_time(const std::string& text, const char* option) {
-  std::tm tm{};
-  const char* end = nullptr;
-  for (const char* format : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"}) {
-    tm = {};
-    end = strptime(text.c_str(), format, &tm);
-    if (end && *end == '\0') break;
-    end = nullptr;
-  }
-  if (!end) {
-    return invalid_argument(std::string(option) + ": bad time '" + text +
-                            "' (YYYY-MM-DD[THH:MM[:SS]])");
-  }
-  tm.tm_isdst = -1;
-  return static_cast<std::int64_t>(std::mktime(&tm)) * 1000000;
-}
-
-// "now", "now+DURATION" or "+DURATION" (see parse_duration_s), or a local
-// time YYYY-MM-DD[THH:MM[:SS]].
-Result<std::int64_t> parse_start_time(const std::string& text) {
-  const auto now_us = static_cast<std::int64_t>(std::time(nullptr)) * 1000000;
-  if (text == "now") return now_us;
-  std::string offset;
-  if (text.starts_with("now+")) offset = text.substr(4);
-  if (text.starts_with("+")) offset = text.substr(1);
-  if (!offset.empty()) {
-    auto s = parse_duration_s(offset);
-    if (!s.is_ok() || *s <= 0) return invalid_argument("--start: bad offset '" + offset + "'");
-    return now_us + *s * 1000000;
-  }
-  return parse_local_time(text, "--start");
-}
-
 struct ReserveOptions {
   std::string name;
   std::vector<std::string> nodes, users, accounts;
@@ -576,7 +559,8 @@ struct ReserveOptions {
 };
 
 int cmd_reserve_create(const ReserveOptions& o, bool json) {
-  auto start = parse_start_time(o.start);
+  auto start =
+      parse_when(o.start, "--start", static_cast<std::int64_t>(std::time(nullptr)) * 1000000);
   if (!start.is_ok()) return fail(start.status());
   auto duration = parse_duration_s(o.duration);
   if (!duration.is_ok() || *duration <= 0) {
@@ -791,11 +775,13 @@ int main(int argc, char** argv) {
   auto* stat = app.add_subcommand("stat", "what a running job uses now on each node, like sstat");
   stat->add_option("job", stat_job, "job id")->required();
   stat->add_flag("--json", json, "machine-readable output");
-  std::string update_job, update_time;
+  std::string update_job, update_time, update_begin;
   auto* update = app.add_subcommand(
-      "update", "change a pending or running job: --time-limit (lower it; root: either way)");
+      "update", "change a job: --time-limit (lower it; root: either way), a pending job's --begin");
   update->add_option("job", update_job, "job id")->required();
-  update->add_option("-t,--time-limit", update_time, "the new limit (as submit's -t)")->required();
+  update->add_option("-t,--time-limit", update_time, "the new limit (as submit's -t)");
+  update->add_option("--begin", update_begin,
+                     "not before WHEN: now, now+DURATION or YYYY-MM-DD[THH:MM[:SS]]");
   update->add_flag("--json", json, "machine-readable output");
   resume->add_option("nodes", node_names, "node names")->required();
   HistoryFilter history_filter;
@@ -896,7 +882,7 @@ int main(int argc, char** argv) {
     return for_each_id<hpcq::v1::RequeueRequest, hpcq::v1::RequeueResponse>(
         ids, &hpcq::v1::Hpcq::Stub::Requeue);
   }
-  if (*update) return cmd_update(update_job, update_time, json);
+  if (*update) return cmd_update(update_job, update_time, update_begin, json);
   if (*stat) return cmd_stat(stat_job, json);
   if (*wait) return cmd_wait(ids, json);
   if (*queue) return cmd_queue(all, json);

@@ -240,7 +240,10 @@ grpc::Status ApiService::Update(grpc::ServerContext* context, const v1::UpdateRe
                                 v1::Job* response) {
   auto caller_found = authenticate(context);
   if (!caller_found.is_ok()) return to_grpc(caller_found.status());
-  auto updated = leader_.update(*caller_found, request->id(), request->time_limit_s()).get();
+  auto updated =
+      leader_
+          .update(*caller_found, request->id(), request->time_limit_s(), request->begin_time_us())
+          .get();
   if (!updated.is_ok()) return to_grpc(updated.status());
   *response = std::move(updated).value();
   return grpc::Status::OK;

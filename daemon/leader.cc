@@ -95,6 +95,7 @@ Status Leader::start() {
     stats_.check_deadlines();
     actions_.repeat_unconfirmed();
     checkpoints_.checkpoint_due_jobs();
+    actions_.apply(ctx_.table.release_due(ctx_.now()));  // --begin times that have come
     if (driver_.wants_periodic_cycle()) actions_.schedule_soon();
   });
   ctx_.loop.run_every(std::chrono::seconds(10), [this] { actions_.persist_usage(); });
@@ -289,8 +290,8 @@ std::future<Status> Leader::requeue(const Caller& caller, JobId id) {
 }
 
 std::future<Result<v1::Job>> Leader::update(const Caller& caller, JobId id,
-                                            std::int64_t time_limit_s) {
-  return ask([this, caller, id, time_limit_s]() -> Result<v1::Job> {
+                                            std::int64_t time_limit_s, std::int64_t begin_time_us) {
+  return ask([this, caller, id, time_limit_s, begin_time_us]() -> Result<v1::Job> {
     auto found = find_for(caller, id);
     if (!found.is_ok()) return found.status();
     JobEntry& entry = **found;
@@ -298,32 +299,44 @@ std::future<Result<v1::Job>> Leader::update(const Caller& caller, JobId id,
     if (job::is_terminal(entry.job.state)) {
       return failed_precondition(job + " already ended (" + job::state_name(entry.job.state) + ")");
     }
-    if (time_limit_s <= 0) return invalid_argument("update: nothing to change");
-    const std::int64_t now_limit = entry.job.spec.time_limit_s;
-    if (!caller.is_admin() && (now_limit <= 0 || time_limit_s > now_limit)) {
-      return permission_denied("update: only root may raise a time limit (" + job + "'s is " +
-                               (now_limit > 0 ? std::to_string(now_limit) + " s" : "unlimited") +
-                               ")");
+    if (time_limit_s <= 0 && begin_time_us <= 0)
+      return invalid_argument("update: nothing to change");
+    if (begin_time_us > 0) {
+      auto changed = ctx_.table.set_begin(entry, begin_time_us, ctx_.now());
+      if (!changed.is_ok()) return changed.status();
+      actions_.apply(*changed);
     }
-    job::JobSpec changed = entry.job.spec;
-    changed.time_limit_s = time_limit_s;
-    HPCQ_RETURN_IF_ERROR(job::validate(changed));
-    entry.job.spec.time_limit_s = time_limit_s;
-    actions_.persist(
-        entry.job, "update",
-        "time limit " + std::to_string(time_limit_s) + " s by " + user_name_of(caller.uid));
-    for (Rank rank : entry.running_on) {
-      overlay::Envelope envelope;
-      envelope.set_dst(rank);
-      overlay::SetTimeLimit& limit = *envelope.mutable_set_time_limit();
-      limit.set_job_id(id);
-      limit.set_attempt(static_cast<std::uint32_t>(entry.job.requeue_count));
-      limit.set_time_limit_s(time_limit_s);
-      (void)ctx_.overlay->send(std::move(envelope));
-    }
-    actions_.schedule_soon();  // backfill reads the limits
+    if (time_limit_s > 0) HPCQ_RETURN_IF_ERROR(update_time_limit(caller, entry, time_limit_s));
     return describe(entry.job);
   });
+}
+
+Status Leader::update_time_limit(const Caller& caller, JobEntry& entry, std::int64_t time_limit_s) {
+  const std::string job = "job " + std::to_string(entry.job.id);
+  const std::int64_t now_limit = entry.job.spec.time_limit_s;
+  if (!caller.is_admin() && (now_limit <= 0 || time_limit_s > now_limit)) {
+    return permission_denied("update: only root may raise a time limit (" + job + "'s is " +
+                             (now_limit > 0 ? std::to_string(now_limit) + " s" : "unlimited") +
+                             ")");
+  }
+  job::JobSpec changed = entry.job.spec;
+  changed.time_limit_s = time_limit_s;
+  HPCQ_RETURN_IF_ERROR(job::validate(changed));
+  entry.job.spec.time_limit_s = time_limit_s;
+  actions_.persist(
+      entry.job, "update",
+      "time limit " + std::to_string(time_limit_s) + " s by " + user_name_of(caller.uid));
+  for (Rank rank : entry.running_on) {
+    overlay::Envelope envelope;
+    envelope.set_dst(rank);
+    overlay::SetTimeLimit& limit = *envelope.mutable_set_time_limit();
+    limit.set_job_id(entry.job.id);
+    limit.set_attempt(static_cast<std::uint32_t>(entry.job.requeue_count));
+    limit.set_time_limit_s(time_limit_s);
+    (void)ctx_.overlay->send(std::move(envelope));
+  }
+  actions_.schedule_soon();  // backfill reads the limits
+  return Status::ok();
 }
 
 std::future<Result<v1::Step>> Leader::launch_step(const Caller& caller, JobId id,

@@ -62,7 +62,10 @@ class Leader {
   // hpcq requeue: a running job is killed and queued again from the start.
   std::future<Status> requeue(const Caller& caller, JobId id);
   // hpcq update: a new time limit (> 0 s); users may only lower theirs.
-  std::future<Result<v1::Job>> update(const Caller& caller, JobId id, std::int64_t time_limit_s);
+  // hpcq update: a time limit (> 0) and a pending job's begin time (> 0);
+  // 0: unchanged.
+  std::future<Result<v1::Job>> update(const Caller& caller, JobId id, std::int64_t time_limit_s,
+                                      std::int64_t begin_time_us);
   // hpcq stat: what a running job uses now on each node.
   std::future<Result<v1::StatResponse>> stat(const Caller& caller, JobId id);
   // Standard input of task 0 of an hpcq run job or a step, sent to its node.
@@ -119,6 +122,8 @@ class Leader {
   void on_message(overlay::Envelope&& envelope);
   int host_cpu_of(Rank rank, int core) const;
   v1::Job describe(const job::Job& job) const;
+  // hpcq update --time-limit: users may only lower it; running parts are told.
+  Status update_time_limit(const Caller& caller, JobEntry& entry, std::int64_t time_limit_s);
 
   // The rooms, built in this order on the context they share (see
   // docs/ARCHITECTURE.md): each includes only the ones below it.

@@ -64,6 +64,7 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_profile(spec.profile);
   p.set_image(spec.image);
   p.set_checkpoint_interval_s(spec.checkpoint_interval_s);
+  p.set_begin_time_us(spec.begin_time_us);
   p.set_workers(spec.workers);
   p.set_max_nodes(spec.max_nodes);
   for (const auto& n : spec.nodelist) p.add_nodelist(n);
@@ -125,6 +126,7 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.profile = p.profile();
   spec.image = p.image();
   spec.checkpoint_interval_s = p.checkpoint_interval_s();
+  spec.begin_time_us = p.begin_time_us();
   spec.workers = p.workers();
   spec.max_nodes = p.max_nodes();
   spec.elastic = p.elastic();

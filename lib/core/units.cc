@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdio>
+#include <ctime>
 #include <optional>
 
 namespace hpcq {
@@ -236,6 +237,46 @@ std::string format_memory(std::uint64_t bytes) {
     if (bytes % size == 0) return std::to_string(bytes / size) + unit.letter;
   }
   return std::to_string(bytes) + "B";
+}
+
+Result<std::int64_t> parse_local_time(const std::string& text, const char* option) {
+  std::tm tm{};
+  const char* end = nullptr;
+  for (const char* format : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"}) {
+    tm = {};
+    end = strptime(text.c_str(), format, &tm);
+    if (end && *end == '\0') break;
+    end = nullptr;
+  }
+  if (!end) {
+    return invalid_argument(std::string(option) + ": bad time " + quote(text) +
+                            " (want now, now+DURATION or YYYY-MM-DD[THH:MM[:SS]])");
+  }
+  tm.tm_isdst = -1;
+  const std::time_t t = std::mktime(&tm);
+  if (t == static_cast<std::time_t>(-1)) {
+    return invalid_argument(std::string(option) + ": no such local time " + quote(text));
+  }
+  return static_cast<std::int64_t>(t) * 1000000;
+}
+
+Result<std::int64_t> parse_when(const std::string& text, const char* option, std::int64_t now_us) {
+  if (text == "now") return now_us;
+  std::string_view offset;
+  if (text.starts_with("now+")) offset = std::string_view(text).substr(4);
+  if (text.starts_with("+")) offset = std::string_view(text).substr(1);
+  if (!offset.empty()) {
+    // A bare count is seconds, as Slurm's now+COUNT; else a duration as -t.
+    const bool digits = offset.find_first_not_of("0123456789") == std::string_view::npos;
+    auto s = digits && offset.size() < 10 ? Result<std::int64_t>(std::stoll(std::string(offset)))
+                                          : parse_duration_s(offset);
+    if (!s.is_ok() || *s <= 0) {
+      return invalid_argument(std::string(option) + ": bad offset " + quote(offset) +
+                              " (want a positive duration, e.g. now+90 or now+1:00:00)");
+    }
+    return now_us + *s * 1000000;
+  }
+  return parse_local_time(text, option);
 }
 
 }  // namespace hpcq

@@ -40,6 +40,15 @@ Result<std::uint64_t> parse_memory_bytes(std::string_view text);
 // through parse_memory_bytes.
 std::string format_memory(std::uint64_t bytes);
 
+// Microseconds since the epoch of a local time YYYY-MM-DD[THH:MM[:SS]]
+// (the system's time zone). Errors name `option`.
+Result<std::int64_t> parse_local_time(const std::string& text, const char* option);
+
+// A moment as Slurm's --begin and --start take it: "now", "now+SECONDS",
+// "now+DURATION" or "+DURATION" (parse_duration_s: "30m", "1:30:00", "2-0"),
+// or a local time (parse_local_time); `now_us` is now, read by the caller.
+Result<std::int64_t> parse_when(const std::string& text, const char* option, std::int64_t now_us);
+
 // 'text' for an error message: control and non-ASCII bytes escaped as \xNN
 // (so the message stays one printable line) and long text cut with "...".
 std::string quote(std::string_view text);

@@ -257,6 +257,9 @@ Status validate(const JobSpec& spec) {
   if (!spec.image.empty() && (spec.image[0] != '/' || spec.image.find('\n') != std::string::npos)) {
     return invalid_argument("--image: want a directory path, got " + quote(spec.image));
   }
+  if (spec.begin_time_us < 0) {
+    return invalid_argument("--begin: before 1970 (" + std::to_string(spec.begin_time_us) + ")");
+  }
   if (spec.checkpoint_interval_s < 0 || spec.checkpoint_interval_s > kMaxTimeLimitS) {
     return invalid_argument("--checkpoint-interval: must be 0.." + std::to_string(kMaxTimeLimitS) +
                             " s, got " + std::to_string(spec.checkpoint_interval_s));

@@ -154,6 +154,9 @@ struct JobSpec {
   // runs on) and, when a node of it is lost, restarts it from its last good
   // checkpoint instead of failing or rerunning it. 0: never.
   std::int64_t checkpoint_interval_s = 0;
+  // --begin: not eligible to start before this (µs since the epoch), as
+  // sbatch --begin; 0: at once.
+  std::int64_t begin_time_us = 0;
   // -w/--nodelist: the only nodes the job may run on (names, as Slurm's -w,
   // but a set to choose from, not nodes it must all have); empty: any.
   std::vector<std::string> nodelist;

@@ -60,6 +60,38 @@ Result<Effects> JobTableCore::hold(JobRecord& record, bool held, const std::stri
   return effects;
 }
 
+Effects JobTableCore::release_due(TimeUs now) {
+  Effects effects;
+  while (!deferred_.empty() && deferred_.begin()->first <= now) {
+    const JobId id = deferred_.begin()->second;
+    deferred_.erase(deferred_.begin());
+    JobRecord* due = record(id);
+    if (due == nullptr || due->job.state != JobState::kPending || due->job.held) continue;
+    if (due->job.reason == kBeginReason) due->job.reason.clear();
+    effects.push_back({Effect::Kind::kPublished, id});
+    make_ready(*due, now, effects);
+  }
+  if (!effects.empty()) effects.push_back({Effect::Kind::kSchedule});
+  return effects;
+}
+
+Result<Effects> JobTableCore::set_begin(JobRecord& record, TimeUs begin_us, TimeUs now) {
+  Job& job = record.job;
+  if (job.state != JobState::kPending) {
+    return failed_precondition("job " + std::to_string(job.id) + " is " + state_name(job.state) +
+                               ": only a pending job's begin time can change");
+  }
+  if (begin_us < 0) return invalid_argument("--begin: before 1970");
+  Effects effects;
+  dequeue(job, effects);
+  job.spec.begin_time_us = begin_us;
+  if (job.reason == kBeginReason) job.reason.clear();
+  if (!job.held) make_ready(record, now, effects);
+  effects.push_back({Effect::Kind::kStored, job.id, "update"});
+  effects.push_back({Effect::Kind::kSchedule});
+  return effects;
+}
+
 Result<Effects> JobTableCore::cancel(JobRecord& record, const std::string& by, TimeUs now) {
   const Job& job = record.job;
   if (is_terminal(job.state)) {
@@ -239,6 +271,7 @@ void JobTableCore::enqueue(const Job& job, Effects& effects) {
 
 void JobTableCore::dequeue(const Job& job, Effects& effects) {
   waiting_.erase(job.id);
+  deferred_.erase({job.spec.begin_time_us, job.id});
   if (pending_.erase({job.submit_time, job.id}) > 0) {
     effects.push_back({Effect::Kind::kDequeued, job.id});
   }
@@ -298,6 +331,14 @@ JobTableCore::Dependencies JobTableCore::check_dependencies(const Job& job,
 
 void JobTableCore::make_ready(JobRecord& record, TimeUs now, Effects& effects) {
   Job& job = record.job;
+  if (job.spec.begin_time_us > now) {
+    deferred_.insert({job.spec.begin_time_us, job.id});
+    if (job.reason != kBeginReason) {
+      job.reason = kBeginReason;
+      effects.push_back({Effect::Kind::kPublished, job.id});
+    }
+    return;
+  }
   std::string why;
   switch (check_dependencies(job, why)) {
     case Dependencies::kSatisfied:

@@ -64,6 +64,10 @@ struct JobRecord {
 };
 
 // What a change asks the caller to do, in order.
+// The reason a pending job with a --begin time still to come shows (as
+// Slurm's "BeginTime").
+inline constexpr char kBeginReason[] = "begin time not reached";
+
 struct Effect {
   enum class Kind {
     kStored,     // store the job with event `event` and publish it
@@ -113,6 +117,12 @@ class JobTableCore {
   // hpcq hold / release (pending jobs only); `reason`: why it is held
   // ("held by alice").
   Result<Effects> hold(JobRecord& record, bool held, const std::string& reason, TimeUs now);
+  // --begin: pending jobs whose begin time has come are queued (call it
+  // every few seconds; it costs nothing while none is due).
+  Effects release_due(TimeUs now);
+  // hpcq update --begin of a pending job: queued now if `begin_us` has come
+  // (0: at once), else kept back until it has.
+  Result<Effects> set_begin(JobRecord& record, TimeUs begin_us, TimeUs now);
   // hpcq cancel: a pending job ends CANCELLED now; a running one has its
   // parts killed and ends CANCELLED once they have ended.
   Result<Effects> cancel(JobRecord& record, const std::string& by, TimeUs now);
@@ -166,6 +176,7 @@ class JobTableCore {
   std::set<std::pair<TimeUs, JobId>> pending_;
   std::set<JobId> running_;  // so that a cycle costs O(running), not O(every job ever)
   std::set<JobId> waiting_;  // pending, but held back by --dependency
+  std::set<std::pair<TimeUs, JobId>> deferred_;  // pending, held back by --begin, by time
   std::map<JobId, std::set<JobId>> dependents_;  // job -> waiting jobs that name it
   std::map<JobId, int> array_running_;           // array job id -> its running tasks
   std::vector<JobId> loaded_pending_;            // load() to ready_loaded()

@@ -252,6 +252,7 @@ struct Given {
   std::optional<int> workers;
   std::optional<std::string> image;
   std::optional<std::int64_t> checkpoint_interval;
+  std::optional<std::string> begin;         // as given: "now" is read when the job is made
   std::optional<std::pair<int, int>> warn;  // --signal: signal, seconds before the limit
   std::optional<std::vector<std::string>> nodelist;
   bool json = false;
@@ -296,6 +297,7 @@ struct Given {
     take(workers, later.workers);
     take(image, later.image);
     take(checkpoint_interval, later.checkpoint_interval);
+    take(begin, later.begin);
     take(warn, later.warn);
     take(nodelist, later.nodelist);
     json = json || later.json;
@@ -449,6 +451,7 @@ class WordParser {
     add("--workers", workers);
     add("--image", image);
     add("--checkpoint-interval", checkpoint_interval);
+    add("--begin", begin);
     add("--signal", warn);
     add("-w,--nodelist", nodelist);
     add("--oversubscribe,!--exclusive", oversubscribe);
@@ -483,7 +486,7 @@ class WordParser {
   Value nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
   Value account, qos, priority, dependency, array;
   Value gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
-  Value profile, workers, image, checkpoint_interval, warn, nodelist;
+  Value profile, workers, image, checkpoint_interval, begin, warn, nodelist;
   Flag oversubscribe, elastic, requeue, json, wait, label, overlap, immediate, pty;
 
  private:
@@ -669,6 +672,10 @@ Status take_names(const WordParser& p, Given& g) {
     if (p.image.text.empty()) return invalid_argument("--image: want a directory, got ''");
     g.image = p.image.text;
   }
+  if (p.begin.given()) {
+    HPCQ_RETURN_IF_ERROR(parse_when(p.begin.text, "--begin", 0).status());
+    g.begin = p.begin.text;
+  }
   if (p.warn.given()) {
     auto w = warning_of(p.warn.text);
     if (!w.is_ok()) return w.status();
@@ -851,6 +858,11 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.workers = given.workers.value_or(0);
   if (given.image) spec.image = resolve_dir(ctx.cwd, *given.image);
   spec.checkpoint_interval_s = given.checkpoint_interval.value_or(0);
+  if (given.begin) {
+    auto when = parse_when(*given.begin, "--begin", ctx.now_us);
+    if (!when.is_ok()) return when.status();
+    spec.begin_time_us = *when;
+  }
   if (given.warn) std::tie(spec.warn_signal, spec.warn_seconds) = *given.warn;
   spec.nodelist = given.nodelist.value_or(std::vector<std::string>{});
   spec.max_nodes = given.max_nodes.value_or(0);

@@ -26,6 +26,7 @@ struct SubmitContext {
   std::string cwd;                                 // the submit directory (absolute)
   std::map<std::string, std::string> environment;  // the submitter's environment
   std::optional<unsigned> umask;                   // the submitter's, carried as HPCQ_UMASK
+  std::int64_t now_us = 0;                         // now, for --begin now+DURATION
   // Reads a file named on the command line (relative to the submit
   // directory); any error means "not a file", so the word is a command.
   std::function<Result<std::string>(const std::string& path)> read_file;

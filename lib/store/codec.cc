@@ -290,6 +290,7 @@ std::string encode_spec(const job::JobSpec& spec) {
   if (!spec.profile.empty()) doc["profile"] = spec.profile;
   if (!spec.image.empty()) doc["image"] = spec.image;
   if (spec.checkpoint_interval_s != 0) doc["checkpoint_interval_s"] = spec.checkpoint_interval_s;
+  if (spec.begin_time_us != 0) doc["begin_time_us"] = spec.begin_time_us;
   if (spec.workers != 0) doc["workers"] = spec.workers;
   if (spec.max_nodes != 0) doc["max_nodes"] = spec.max_nodes;
   if (spec.elastic) doc["elastic"] = true;
@@ -340,6 +341,7 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "profile", spec.profile));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "image", spec.image));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "checkpoint_interval_s", spec.checkpoint_interval_s));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "begin_time_us", spec.begin_time_us));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "workers", spec.workers));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "max_nodes", spec.max_nodes));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "elastic", spec.elastic));

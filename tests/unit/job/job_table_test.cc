@@ -99,6 +99,59 @@ TEST_F(JobTableTest, HoldLeavesTheQueueAndReleaseComesBack) {
   EXPECT_EQ(queue(), (std::vector<JobId>{1}));
 }
 
+// --begin: kept out of the queue, with its reason, until release_due() sees
+// its time come; held, cancelled or moved meanwhile, it is not queued then.
+TEST_F(JobTableTest, ABeginTimeKeepsAJobBackUntilItComes) {
+  Job job;
+  job.id = 1;
+  job.submit_time = kUsPerSecond;
+  job.spec.begin_time_us = now + 60 * kUsPerSecond;
+  last = table.admit(table.insert(std::move(job)), now);
+  EXPECT_EQ(last, (Effects{{Kind::kPublished, 1}, {Kind::kPublished, 1}, {Kind::kSchedule}}));
+  EXPECT_EQ(at(1).job.reason, kBeginReason);
+  EXPECT_TRUE(queue().empty());
+  EXPECT_TRUE(table.release_due(now + 59 * kUsPerSecond).empty());
+  EXPECT_EQ(table.release_due(now + 60 * kUsPerSecond),
+            (Effects{{Kind::kPublished, 1}, {Kind::kQueued, 1}, {Kind::kSchedule}}));
+  EXPECT_EQ(at(1).job.reason, "");
+  EXPECT_EQ(queue(), (std::vector<JobId>{1}));
+  EXPECT_TRUE(table.release_due(now + 61 * kUsPerSecond).empty());  // once
+}
+
+TEST_F(JobTableTest, ABeginTimeMovesAndHeldOrCancelledJobsStayOut) {
+  submit(1);
+  auto later = table.set_begin(at(1), now + 10 * kUsPerSecond, now);
+  ASSERT_TRUE(later.is_ok());
+  EXPECT_EQ(*later, (Effects{{Kind::kDequeued, 1},
+                             {Kind::kPublished, 1},
+                             {Kind::kStored, 1, "update"},
+                             {Kind::kSchedule}}));
+  EXPECT_TRUE(queue().empty());
+  auto sooner = table.set_begin(at(1), now, now);  // now: queued at once
+  ASSERT_TRUE(sooner.is_ok());
+  EXPECT_EQ(queue(), (std::vector<JobId>{1}));
+  EXPECT_EQ(at(1).job.reason, "");
+  EXPECT_TRUE(table.release_due(now + 20 * kUsPerSecond).empty());  // not deferred twice
+
+  submit(2);
+  ASSERT_TRUE(table.set_begin(at(2), now + 10 * kUsPerSecond, now).is_ok());
+  ASSERT_TRUE(table.hold(at(2), true, "held by alice", now).is_ok());
+  submit(3);
+  ASSERT_TRUE(table.set_begin(at(3), now + 10 * kUsPerSecond, now).is_ok());
+  ASSERT_TRUE(table.cancel(at(3), "alice", now).is_ok());
+  EXPECT_TRUE(table.release_due(now + 20 * kUsPerSecond).empty());
+  EXPECT_EQ(queue(), (std::vector<JobId>{1}));
+  // Released after its time: queued at once.
+  ASSERT_TRUE(table.hold(at(2), false, "alice", now + 20 * kUsPerSecond).is_ok());
+  EXPECT_EQ(queue(), (std::vector<JobId>{1, 2}));
+
+  table.start(at(1), on({1}), now);
+  auto running = table.set_begin(at(1), now, now);
+  ASSERT_FALSE(running.is_ok());
+  EXPECT_EQ(running.status().message(),
+            "job 1 is RUNNING: only a pending job's begin time can change");
+}
+
 TEST_F(JobTableTest, OnlyPendingJobsAreHeld) {
   submit(1);
   table.start(at(1), on({1}), now);

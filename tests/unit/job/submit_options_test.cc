@@ -117,6 +117,22 @@ TEST_F(Submit, SignalBeforeTheTimeLimit) {
   EXPECT_NE(error({"--signal", "USR1@", "true"}).find("1..65535"), std::string::npos);
 }
 
+TEST_F(Submit, BeginTimeIsReadAgainstTheSubmittersNow) {
+  ctx_.now_us = 1'000 * kUsPerSecond;
+  EXPECT_EQ(ok({"true"}).spec.begin_time_us, 0);
+  EXPECT_EQ(ok({"--begin", "now+90", "true"}).spec.begin_time_us, 1'090 * kUsPerSecond);
+  EXPECT_EQ(ok({"--begin=+1:00:00", "true"}).spec.begin_time_us, 4'600 * kUsPerSecond);
+  EXPECT_EQ(ok({"--begin=now+2m", "true"}).spec.begin_time_us, 1'120 * kUsPerSecond);
+  EXPECT_EQ(ok({"--begin", "now", "true"}).spec.begin_time_us, 1'000 * kUsPerSecond);
+  files_["job.sh"] = "#!/bin/sh\n#HPCQ --begin now+60\ntrue\n";
+  EXPECT_EQ(ok({"job.sh"}).spec.begin_time_us, 1'060 * kUsPerSecond);
+  EXPECT_EQ(error({"--begin", "soon", "true"}),
+            "--begin: bad time 'soon' (want now, now+DURATION or YYYY-MM-DD[THH:MM[:SS]])");
+  EXPECT_EQ(error({"--begin", "now+0", "true"}),
+            "--begin: bad offset '0' (want a positive duration, e.g. now+90 or now+1:00:00)");
+  EXPECT_GT(ok({"--begin", "2030-01-02T03:04", "true"}).spec.begin_time_us, 0);
+}
+
 TEST_F(Submit, EveryOptionLongAndShort) {
   const Words short_form = {"-N",     "2",        "-n",       "8",       "-c",        "4",
                             "--mem",  "4G",       "-t",       "1:00:00", "-J",        "big",
