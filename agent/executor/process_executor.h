@@ -56,6 +56,9 @@
 // Errors: kInvalidArgument for a malformed launch, kAlreadyExists for a job
 // that is already running here, kNotFound for an unknown job, and the
 // cgroup/system errors of cgroup.h.
+// Code: process_executor_launch.cc (a job's start), process_executor.cc (a
+// running job and its steps: signals, limits, output, input, ends) and
+// process_executor_checkpoint.cc (dumps and restores).
 #pragma once
 
 #include <sys/types.h>
@@ -161,6 +164,8 @@ class ProcessExecutor final : public Executor {
   std::vector<RestoreOutcome> finished_restores() override;
 
  private:
+  // Where `runc restore` of a worker works: CRIU's restore.log, runc's PID file.
+  static std::string restore_work_dir(const JobFiles& files, int worker);
   // A dump in flight: CRIU runs on `thread`, which sets status, seconds and
   // then done, and writes a byte to the notify pipe.
   struct Dump {

@@ -1,0 +1,508 @@
+// ProcessExecutor, checkpoint and restore: CRIU (or runc) dumps on a thread
+// of their own, finished on the caller's; restores likewise (see
+// process_executor.h and checkpoint.h).
+#include "agent/executor/process_executor.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/executor/freeze_and_pin.h"
+#include "agent/executor/oci_bundle.h"
+#include "agent/executor/posix.h"
+
+namespace hpcq::agent {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kCheckpointMeta[] = "hpcq-checkpoint.json";
+constexpr char kJobDirCopy[] = "job-dir";
+
+}  // namespace
+
+Status ProcessExecutor::checkpoint_capability() {
+  if (!criu_probed_) {
+    auto info = probe_criu(config_.criu_path);
+    if (info.is_ok()) {
+      if (Status works = criu_trial_dump(*info); !works.is_ok()) info = works;
+    }
+    if (info.is_ok()) {
+      criu_ = std::move(info).value();
+      criu_status_ = Status::ok();
+      spdlog::info("executor {}: checkpoint-capable (CRIU {} at {})", config_.instance,
+                   criu_.version, criu_.binary);
+    } else {
+      criu_status_ = failed_precondition("this node cannot checkpoint: " + info.status().message());
+      spdlog::warn("executor {}: {}", config_.instance, criu_status_.message());
+    }
+    criu_probed_ = true;
+  }
+  return criu_status_;
+}
+
+std::vector<CheckpointOutcome> ProcessExecutor::finished_checkpoints() {
+  char buf[64];
+  while (read(notify_read_.get(), buf, sizeof buf) > 0) {
+  }
+  std::vector<JobId> done;
+  for (const auto& [id, dump] : dumps_) {
+    if (dump->done.load()) done.push_back(id);
+  }
+  std::vector<CheckpointOutcome> outcomes;
+  for (JobId id : done) outcomes.push_back(finish_dump(id));
+  return outcomes;
+}
+
+// An image job's shell is stopped (SIGSTOP, which a namespace's init gets
+// from its parent namespace) while `runc checkpoint` runs: runc runs in the
+// job's PID namespace, and a dump that kills the container would otherwise
+// end the shell's last worker, the shell, and with it the namespace -- runc
+// included, before it has finished.
+void ProcessExecutor::hold_shell(Job& job, bool hold) {
+  if (job.pidfd < 0) return;
+  signal_pidfd(job.pidfd, hold ? SIGSTOP : SIGCONT);
+  if (!hold) return;
+  const std::string stat = "/proc/" + std::to_string(job.pid) + "/stat";
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    const std::string text = read_whole(stat);
+    const std::size_t paren = text.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= text.size()) return;  // gone
+    const char state = text[paren + 2];
+    if (state == 'T' || state == 'Z') return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  spdlog::warn("job {}: its shell did not stop within a second", job.id);
+}
+
+Status ProcessExecutor::checkpoint_of_other_users() {
+  Status capable = checkpoint_capability();
+  if (!capable.is_ok()) return capable;
+  if (!other_users_status_) {
+    // nobody's uid: a user with no rights of its own, as a job's user is.
+    constexpr uid_t kUnprivileged = 65534;
+    Status works = criu_trial_dump(criu_, std::chrono::seconds(15), kUnprivileged);
+    other_users_status_ =
+        works.is_ok()
+            ? Status::ok()
+            : failed_precondition("this node can checkpoint only root's jobs: " + works.message());
+    if (!works.is_ok()) spdlog::warn("executor {}: {}", config_.instance, works.message());
+  }
+  return *other_users_status_;
+}
+
+Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
+                                         CheckpointThen then) {
+  const std::string name = "job " + std::to_string(id);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return not_found(name + " is not running here");
+  Job& job = it->second;
+  if (job.checkpointing) return failed_precondition(name + " is being checkpointed already");
+  if (poll_exit(job) || job.cancelled || job.timed_out) {
+    return failed_precondition(name + " is ending: nothing to checkpoint");
+  }
+  if (!steps_of(id).empty()) {
+    return failed_precondition(name + " has steps running: checkpoint it between steps");
+  }
+  if (job.forward_output) {
+    // CRIU cannot take the shell's socket to this agent with it.
+    return failed_precondition(name +
+                               " sends its output to its caller (hpcq run): it cannot be "
+                               "checkpointed");
+  }
+  Status capable = job.uid == 0 ? checkpoint_capability() : checkpoint_of_other_users();
+  if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
+  if (image_dir.empty() || image_dir[0] != '/') {
+    return invalid_argument(name + ": image dir '" + image_dir + "' is not an absolute path");
+  }
+  std::error_code ec;
+  fs::create_directories(image_dir, ec);
+  if (ec) return internal_error(name + ": create " + image_dir + ": " + ec.message());
+  const std::string meta = image_dir + "/" + kCheckpointMeta;
+  if (fs::exists(meta, ec) || fs::exists(image_dir + "/inventory.img", ec)) {
+    return Status(Code::kAlreadyExists, name + ": " + image_dir + " already holds a checkpoint");
+  }
+  // Images hold the job's memory: for root's eyes only.
+  chmod(image_dir.c_str(), 0700);
+  // The job dir is copied before the dump: once CRIU has killed the tree
+  // (kStop) nothing may fail any more. The shell writes to its log only when
+  // a task cannot start and at its end, so the copy matches the dump.
+  const std::string copy = image_dir + "/" + kJobDirCopy;
+  fs::remove_all(copy, ec);
+  Status s = copy_job_dir(job.dir, copy);
+  if (!s.is_ok()) {
+    fs::remove_all(copy, ec);
+    return Status(s.code(), name + ": " + s.message());
+  }
+  nlohmann::json m = {{"job", id},
+                      {"job_dir", job.dir},
+                      {"then", then == CheckpointThen::kStop ? "stop" : "continue"},
+                      {"criu_version", criu_.version},
+                      {"executor", job.image ? "oci" : "process"},
+                      {"workers", job.worker_ids}};
+  const std::string meta_tmp = meta + ".tmp";
+  if (!write_text(meta_tmp, m.dump(2) + "\n")) {
+    fs::remove_all(copy, ec);
+    return internal_error(name + ": write " + meta_tmp + ": " + errno_text(errno));
+  }
+
+  auto dump = std::make_unique<Dump>();
+  dump->then = then;
+  dump->meta = meta;
+  dump->criu.root = job.pid;
+  dump->criu.image_dir = image_dir;
+  dump->criu.leave_running = then == CheckpointThen::kContinue;
+  dump->criu.freeze_cgroup = job.image ? "" : freezer_dir(job.cgroup);
+  dump->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
+  if (job.image) {
+    const std::string runc = find_program(config_.runc_path);
+    if (runc.empty()) {
+      fs::remove_all(copy, ec);
+      fs::remove(meta_tmp, ec);
+      return failed_precondition(name + ": no '" + config_.runc_path + "' in PATH");
+    }
+    for (int worker : job.worker_ids) {
+      RuncDump c;
+      c.runc = runc;
+      c.state_root = JobFiles(job.dir).oci_dir + "/state";
+      c.container = container_id(id, worker);
+      c.namespace_of = job.pid;
+      c.image_dir = image_dir + "/worker-" + std::to_string(worker);
+      // Several containers are all dumped before any stops: a failure
+      // half-way must leave the job running.
+      c.leave_running = then == CheckpointThen::kContinue || job.worker_ids.size() > 1;
+      c.timeout = dump->criu.timeout;
+      fs::create_directories(c.image_dir, ec);
+      if (ec) {
+        fs::remove_all(copy, ec);
+        fs::remove(meta_tmp, ec);
+        return internal_error(name + ": create " + c.image_dir + ": " + ec.message());
+      }
+      dump->containers.push_back(std::move(c));
+    }
+  }
+  dump->start = std::chrono::steady_clock::now();
+  // The thread touches only its Dump (and the notify pipe): everything else
+  // stays with the loop thread, which finishes the dump (finish_dump).
+  Dump* d = dump.get();
+  const int notify = notify_write_.get();
+  dump->thread = std::thread([d, notify, criu = criu_] {
+    if (d->containers.empty()) {
+      d->status = criu_dump(criu, d->criu);
+    } else {
+      for (const RuncDump& container : d->containers) {
+        d->status = runc_dump(criu, container);
+        if (!d->status.is_ok()) break;
+      }
+    }
+    d->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - d->start).count();
+    d->done.store(true);
+    const char byte = 'd';
+    ssize_t ignored = write(notify, &byte, 1);
+    (void)ignored;
+  });
+  if (job.image) hold_shell(job, true);
+  job.checkpointing = true;
+  dumps_.emplace(id, std::move(dump));
+  return Status::ok();
+}
+
+CheckpointOutcome ProcessExecutor::finish_dump(JobId id) {
+  auto node = dumps_.extract(id);
+  std::unique_ptr<Dump> dump = std::move(node.mapped());
+  dump->thread.join();
+  const std::string name = "job " + std::to_string(id);
+  CheckpointOutcome outcome;
+  outcome.id = id;
+  auto it = jobs_.find(id);
+  if (it != jobs_.end()) {
+    it->second.checkpointing = false;
+    // Released unless it is to go (a good dump of kStop): discard() kills it.
+    if (it->second.image && !(dump->status.is_ok() && dump->then == CheckpointThen::kStop)) {
+      hold_shell(it->second, false);
+    }
+  }
+  std::error_code ec;
+  const std::string meta_tmp = dump->meta + ".tmp";
+  if (!dump->status.is_ok()) {
+    // CRIU resumes the tree when it fails, but not when it was killed.
+    if (!dump->criu.freeze_cgroup.empty() && !set_frozen(dump->criu.freeze_cgroup, false).is_ok()) {
+      spdlog::warn("{}: could not thaw {} after a failed dump", name, dump->criu.freeze_cgroup);
+    }
+    fs::remove(meta_tmp, ec);
+    outcome.status = Status(dump->status.code(),
+                            name + " not checkpointed (it runs on): " + dump->status.message());
+    return outcome;
+  }
+  fs::rename(meta_tmp, dump->meta, ec);
+  if (ec) spdlog::warn("{}: rename {}: {}", name, meta_tmp, ec.message());
+  outcome.result.image_dir = dump->criu.image_dir;
+  outcome.result.dump_seconds = dump->seconds;
+  outcome.result.image_bytes = tree_bytes(dump->criu.image_dir);
+  if (dump->then == CheckpointThen::kStop && it != jobs_.end()) {
+    // CRIU has killed the tree; the job is the restorer's now.
+    discard(it->second);
+    jobs_.erase(it);
+    outcome.result.stopped = true;
+  }
+  return outcome;
+}
+
+Status ProcessExecutor::prepare_restore(const JobLaunch& l, const std::string& image_dir,
+                                        Job& job) {
+  std::error_code ec;
+  if (fs::exists(job.dir, ec)) {
+    // Not a job of ours (restore() checked): what a lost run left behind
+    // (a dead node's directory where nodes share the path, a crashed
+    // agent's). The leader restores a job only once its last run is gone.
+    const std::string stale = job.dir + ".stale";
+    fs::remove_all(stale, ec);
+    fs::rename(job.dir, stale, ec);
+    if (ec)
+      return internal_error("moving the stale job directory " + job.dir +
+                            " aside: " + ec.message());
+    spdlog::warn("job {}: a stale job directory was in the way of the restore: removed", job.id);
+    fs::remove_all(stale, ec);
+  }
+  HPCQ_RETURN_IF_ERROR(copy_job_dir(image_dir + "/" + kJobDirCopy, job.dir));
+  // The shell read launch.json at its start and no longer holds it: it now
+  // records the new allocation. Tasks may re-read the hostfile.
+  const JobFiles files(job.dir);
+  unlink(files.launch.c_str());
+  HPCQ_RETURN_IF_ERROR(write_new_file(files.launch, encode_launch(l), 0600, 0, 0));
+  if (!l.hostfile.empty()) {
+    unlink(files.hostfile.c_str());
+    HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, l.hostfile, 0644, 0, 0));
+  }
+  auto cgroup = hierarchy_.create_job(config_.instance, l.id, job_limits(l));
+  if (!cgroup.is_ok()) return cgroup.status();
+  job.cgroup = std::move(cgroup).value();
+  return Status::ok();
+}
+
+std::vector<RestoreOutcome> ProcessExecutor::finished_restores() {
+  char buf[64];
+  while (read(notify_read_.get(), buf, sizeof buf) > 0) {
+  }
+  std::vector<JobId> done;
+  for (const auto& [id, r] : restores_) {
+    if (r->done.load()) done.push_back(id);
+  }
+  std::vector<RestoreOutcome> outcomes;
+  for (JobId id : done) outcomes.push_back({id, finish_restore(id)});
+  return outcomes;
+}
+
+Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string& image_dir,
+                                      TimeUs now) {
+  JobLaunch l = given;
+  ensure_workers(l);
+  const std::string name = "job " + std::to_string(l.id);
+  HPCQ_RETURN_IF_ERROR(validate(l));
+  if (restores_.count(l.id)) {
+    return Status(Code::kAlreadyExists, name + " is being restored here already");
+  }
+  Status capable = checkpoint_capability();
+  if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
+  const std::string meta_path = image_dir + "/" + kCheckpointMeta;
+  const std::string meta_text = read_whole(meta_path);
+  if (meta_text.empty()) {
+    return not_found(name + " not restored: no checkpoint in " + image_dir + " (no " +
+                     kCheckpointMeta + ")");
+  }
+  nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
+  if (meta.is_discarded() || !meta.is_object() || !meta.contains("job") ||
+      !meta["job"].is_number_unsigned() || !meta.contains("job_dir") ||
+      !meta["job_dir"].is_string()) {
+    return invalid_argument(name + " not restored: " + meta_path + " is malformed");
+  }
+  if (meta["job"].get<JobId>() != l.id) {
+    return invalid_argument(name + " not restored: " + image_dir + " holds job " +
+                            std::to_string(meta["job"].get<JobId>()));
+  }
+  const bool containers = meta.value("executor", "process") == "oci";
+  if (containers != !l.image.empty()) {
+    return invalid_argument(name + " not restored: " + image_dir + " holds a " +
+                            (containers ? "container" : "process") + " checkpoint, the job " +
+                            (l.image.empty() ? "has no image" : "has an image"));
+  }
+
+  Job j;
+  j.id = l.id;
+  j.dir = meta["job_dir"].get<std::string>();
+  j.time_limit_s = l.time_limit_s;
+  j.uid = l.uid;
+  j.forward_output = l.forward_output;
+  j.launched = now;
+  set_limit(j, l.time_limit_s);
+  j.image = containers;
+  auto r = std::make_unique<Restore>();
+  Status prepared = prepare_restore(l, image_dir, j);
+  if (prepared.is_ok() && containers) prepared = prepare_container_restore(l, image_dir, j, *r);
+  if (!prepared.is_ok()) {
+    discard(j);  // nothing of it may be left
+    return Status(prepared.code(), name + " not restored: " + prepared.message());
+  }
+  r->criu.image_dir = image_dir;
+  r->criu.cgroup_dirs = j.cgroup.dirs();
+  r->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
+  r->launch = std::move(l);
+  r->job = std::move(j);
+  // As for dumps: the thread touches only its Restore record.
+  Restore* d = r.get();
+  const int notify = notify_write_.get();
+  r->thread = std::thread([this, d, notify, criu = criu_] {
+    if (!d->pid_files.empty()) {
+      run_container_restore(*d);
+    } else if (auto root = criu_restore(criu, d->criu); root.is_ok()) {
+      d->root = *root;
+    } else {
+      d->status = root.status();
+    }
+    d->done.store(true);
+    const char byte = 'r';
+    ssize_t ignored = write(notify, &byte, 1);
+    (void)ignored;
+  });
+  restores_.emplace(given.id, std::move(r));
+  return Status::ok();
+}
+
+Status ProcessExecutor::finish_restore(JobId id) {
+  auto node = restores_.extract(id);
+  std::unique_ptr<Restore> r = std::move(node.mapped());
+  r->thread.join();
+  JobLaunch& l = r->launch;
+  Job& j = r->job;
+  const std::string name = "job " + std::to_string(id);
+  auto fail = [&](const Status& s) {
+    // Nothing of the job may run on: kill what is in its new cgroups.
+    discard(j);
+    return Status(s.code(), name + " not restored: " + s.message());
+  };
+  if (!r->status.is_ok()) return fail(r->status);
+  if (j.image) {
+    // The new shell runs the restored containers; runc made their cgroups.
+    Status pinned = pin_container_tasks(j.cgroup, l);
+    if (!pinned.is_ok()) return fail(pinned);
+    jobs_.emplace(id, std::move(j));
+    return Status::ok();
+  }
+  const pid_t root = r->root;
+  j.shell_cgroup = j.cgroup;
+  // A split job's workers get their cgroups back (pin_tasks moves the tasks
+  // in). On v2 the restored tree already sits in the job's cgroup, which then
+  // cannot take children: the restore fails and the job starts again.
+  for (WorkerSpec& worker : l.workers) {
+    if (l.workers.size() < 2) break;
+    auto child =
+        j.cgroup.create_child("worker-" + std::to_string(worker.id),
+                              {worker.host_cpus, worker.host_mems, worker.memory_limit_bytes});
+    if (!child.is_ok()) {
+      kill(root, SIGKILL);
+      waitpid(root, nullptr, 0);
+      return fail(child.status());
+    }
+    worker.cgroup_dirs = child->dirs();
+  }
+  j.pid = root;
+  j.pidfd = open_pidfd(j.pid);
+  if (j.pidfd < 0) {
+    Status s = internal_error("pidfd_open of the restored shell " + std::to_string(j.pid) + ": " +
+                              errno_text(errno));
+    kill(j.pid, SIGKILL);
+    return fail(s);
+  }
+  // The tree is frozen while it is pinned, so that no process forks past it.
+  const std::string freezer = freezer_dir(j.cgroup);
+  Status s = freezer.empty() ? Status::ok() : set_frozen(freezer, true);
+  if (s.is_ok()) s = pin_tasks(j.cgroup, j.pid, l);
+  if (!freezer.empty()) {
+    Status thawed = set_frozen(freezer, false);
+    if (s.is_ok()) s = thawed;
+  }
+  if (!s.is_ok()) {
+    // A frozen tree would not die (v1): it was thawed above.
+    return fail(s);
+  }
+  jobs_.emplace(id, std::move(j));
+  return Status::ok();
+}
+
+Status ProcessExecutor::prepare_container_restore(JobLaunch& l, const std::string& image_dir,
+                                                  Job& j, Restore& r) const {
+  const JobFiles files(j.dir);
+  // runc's state of the dumped containers came with the copy: not ours.
+  std::error_code ec;
+  fs::remove_all(files.oci_dir + "/state", ec);
+  j.shell_cgroup = j.cgroup;
+  if (hierarchy_.version() == CgroupVersion::kV2) {
+    auto shell = j.cgroup.create_child("shell", {});
+    if (!shell.is_ok()) return shell.status();
+    j.shell_cgroup = std::move(shell).value();
+  }
+  for (std::size_t w = 0; w < l.workers.size(); ++w) {
+    const int id = l.workers[w].id;
+    const std::string images = image_dir + "/worker-" + std::to_string(id);
+    if (!fs::exists(images + "/inventory.img", ec)) {
+      return not_found("no container images for worker " + std::to_string(id) + " in " + images);
+    }
+    const std::string work = restore_work_dir(files, id);
+    fs::remove_all(work, ec);
+    HPCQ_RETURN_IF_ERROR(prepare_container(l, w, j, images));
+    r.pid_files.push_back(work + "/pid");
+    r.restore_logs.push_back(work + "/restore.log");
+    j.worker_ids.push_back(id);
+  }
+  unlink(files.launch.c_str());
+  return write_new_file(files.launch, encode_launch(l), 0600, 0, 0);
+}
+
+void ProcessExecutor::run_container_restore(Restore& r) {
+  const HostCriuLock one_at_a_time;  // runc's CRIU, as ours
+  Status started = start_shell(r.job);
+  if (!started.is_ok()) {
+    r.status = started;
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + r.criu.timeout;
+  for (;;) {
+    bool all = true;
+    for (const std::string& pid_file : r.pid_files) all = all && !read_whole(pid_file).empty();
+    if (all) {
+      r.root = r.job.pid;
+      return;
+    }
+    pollfd p{r.job.pidfd, POLLIN, 0};
+    if (poll(&p, 1, 20) > 0) {
+      // The shell ended: a runc restore failed (and the shell reaped it).
+      std::string reason;
+      for (const std::string& log : r.restore_logs) {
+        if (reason.empty() && fs::exists(log)) reason = criu_failure_reason(log, "");
+      }
+      if (reason.empty()) reason = last_line(JobFiles(r.job.dir).shell_log);
+      r.status = internal_error("runc restore failed: " +
+                                (reason.empty() ? std::string("no reason given") : reason));
+      return;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      r.status =
+          unavailable("runc restore ran past " + std::to_string(r.criu.timeout.count()) + " s");
+      return;
+    }
+  }
+}
+
+}  // namespace hpcq::agent

@@ -1,0 +1,428 @@
+// ProcessExecutor, starting a job: its directory, cgroups and workers (OCI
+// bundles for image jobs), and the job shell cloned into a new PID namespace
+// (see process_executor.h).
+#include "agent/executor/process_executor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/executor/oci_bundle.h"
+#include "agent/executor/posix.h"
+
+namespace hpcq::agent {
+namespace {
+
+// How long launch() waits for the shell to say its tasks are started. Only a
+// wedged machine takes this long; the job is then left to end on its own.
+constexpr int kReadyTimeoutMs = 10'000;
+
+// The shell's exit code when it could not even read its launch file; it then
+// leaves no results.json and its log explains.
+constexpr int kShellSetupFailed = 125;
+
+// struct clone_args, version 0 (linux/sched.h; not included because its
+// CLONE_* macros collide with glibc's <sched.h>).
+struct CloneArgs {
+  std::uint64_t flags = 0;
+  std::uint64_t pidfd = 0;
+  std::uint64_t child_tid = 0;
+  std::uint64_t parent_tid = 0;
+  std::uint64_t exit_signal = 0;
+  std::uint64_t stack = 0;
+  std::uint64_t stack_size = 0;
+  std::uint64_t tls = 0;
+};
+
+// clone3 hands back the pidfd atomically; clone + pidfd_open is the fallback
+// where seccomp filters refuse clone3 with ENOSYS (container runtimes do).
+// The open is safe there: the child cannot exit (and its PID be reused) before
+// we release it through the pipe, and only we can reap it.
+pid_t clone_new_pid_ns(int* pidfd) {
+  int fd = -1;
+  CloneArgs args;
+  args.flags = CLONE_NEWPID | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<std::uintptr_t>(&fd);
+  args.exit_signal = SIGCHLD;
+  long pid = syscall(SYS_clone3, &args, sizeof args);
+  if (pid < 0 && errno == ENOSYS) {
+    pid = syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+    if (pid > 0) fd = open_pidfd(static_cast<pid_t>(pid));
+  }
+  *pidfd = fd;
+  return static_cast<pid_t>(pid);
+}
+
+// Runs in the child of clone(), a copy of a multi-threaded process: only
+// async-signal-safe calls until execve.
+[[noreturn]] void exec_shell(int go_fd, int devnull_fd, int log_fd, int ready_fd, int output_fd,
+                             char* const* argv, char* const* envp) {
+  char go = 0;
+  ssize_t n;
+  do {
+    n = read(go_fd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) _exit(kShellSetupFailed);  // the parent gave up on us
+  // Lift every fd above 0..3 first so that the dup2s cannot clobber each other.
+  int in = fcntl(devnull_fd, F_DUPFD, 10);
+  int out = fcntl(log_fd, F_DUPFD, 10);
+  int ready = fcntl(ready_fd, F_DUPFD, 10);
+  int output = output_fd < 0 ? -1 : fcntl(output_fd, F_DUPFD, 10);
+  if (in < 0 || out < 0 || ready < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
+      dup2(ready, 3) < 0 || (output_fd >= 0 && (output < 0 || dup2(output, kOutputFd) < 0))) {
+    _exit(kShellSetupFailed);
+  }
+  // The agent's sockets and pidfds are not the job's business.
+  const unsigned first_closed = output_fd < 0 ? 4U : static_cast<unsigned>(kOutputFd) + 1;
+  if (syscall(SYS_close_range, first_closed, ~0U, 0U) != 0) {
+    for (int fd = static_cast<int>(first_closed); fd < 65536; ++fd) close(fd);
+  }
+  execve(argv[0], argv, envp);
+  static const char kMsg[] = "hpcq-job-shell: execve failed\n";
+  ssize_t ignored = write(2, kMsg, sizeof kMsg - 1);
+  (void)ignored;
+  _exit(kShellSetupFailed);
+}
+
+}  // namespace
+
+std::string ProcessExecutor::restore_work_dir(const JobFiles& files, int worker) {
+  return files.oci_dir + "/restore-" + std::to_string(worker);
+}
+
+CgroupLimits ProcessExecutor::job_limits(const JobLaunch& l) const {
+  const auto cores = static_cast<std::int64_t>(std::max<std::size_t>(1, l.host_cpus.size()));
+  return {l.host_cpus, l.host_mems, l.memory_limit_bytes, config_.pids_per_core * cores};
+}
+
+Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& dir) const {
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);  // a crashed agent's leftovers
+  if (mkdir(dir.c_str(), 0755) != 0)
+    return internal_error("mkdir " + dir + ": " + errno_text(errno));
+  if (chmod(dir.c_str(), 0755) != 0)
+    return internal_error("chmod " + dir + ": " + errno_text(errno));
+  const JobFiles files(dir);
+  HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, l.hostfile, 0644, 0, 0));
+  if (!l.script.empty()) {
+    HPCQ_RETURN_IF_ERROR(write_new_file(files.script, l.script, 0700, l.uid, l.gid));
+  }
+  return Status::ok();
+}
+
+Status ProcessExecutor::prepare_workers(JobLaunch& l, Job& j) const {
+  const bool v2 = hierarchy_.version() == CgroupVersion::kV2;
+  const bool own_cgroups = l.image.empty() && l.workers.size() > 1;
+  // v2 allows processes only in leaves: a job that has children (workers,
+  // containers, a batch job's steps) keeps its shell in a leaf of its own.
+  if (v2 && (own_cgroups || !l.image.empty() || l.batch)) {
+    auto shell = j.cgroup.create_child("shell", {});
+    if (!shell.is_ok()) return shell.status();
+    j.shell_cgroup = std::move(shell).value();
+  }
+  for (std::size_t w = 0; w < l.workers.size(); ++w) {
+    WorkerSpec& worker = l.workers[w];
+    if (!l.image.empty()) {
+      HPCQ_RETURN_IF_ERROR(prepare_container(l, w, j));
+    } else if (own_cgroups) {
+      auto child =
+          j.cgroup.create_child("worker-" + std::to_string(worker.id),
+                                {worker.host_cpus, worker.host_mems, worker.memory_limit_bytes});
+      if (!child.is_ok()) return child.status();
+      worker.cgroup_dirs = child->dirs();
+    }
+  }
+  return Status::ok();
+}
+
+std::string ProcessExecutor::container_id(JobId job, int worker) const {
+  return "hpcq-" + config_.instance + "-" + std::to_string(job) + "-" + std::to_string(worker);
+}
+
+Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job& j,
+                                          const std::string& restore_images) const {
+  WorkerSpec& worker = l.workers[w];
+  // The image: a bundle (config.json names its root) or a root file system.
+  std::string rootfs = l.image;
+  const std::string bundle_config = read_whole(l.image + "/config.json");
+  if (!bundle_config.empty()) {
+    nlohmann::json c = nlohmann::json::parse(bundle_config, nullptr, false);
+    if (c.is_discarded() || !c.contains("root") || !c["root"].contains("path") ||
+        !c["root"]["path"].is_string()) {
+      return invalid_argument("image " + l.image + ": config.json has no root.path");
+    }
+    const std::string path = c["root"]["path"].get<std::string>();
+    rootfs = !path.empty() && path[0] == '/' ? path : l.image + "/" + path;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(rootfs, ec)) {
+    return invalid_argument("image " + l.image + ": " + rootfs + " is not a directory");
+  }
+
+  const JobFiles files(j.dir);
+  if (mkdir(files.oci_dir.c_str(), 0711) != 0 && errno != EEXIST) {
+    return internal_error("mkdir " + files.oci_dir + ": " + errno_text(errno));
+  }
+  const std::string dir = files.oci_dir + "/worker-" + std::to_string(worker.id);
+  const JobFiles inside(dir);
+  if (!restore_images.empty()) {
+    // The bundle came back with the job directory; the shell inside read
+    // its files at its start, only the container's config is new.
+    unlink((dir + "/config.json").c_str());
+  } else if (mkdir(dir.c_str(), 0700) != 0 || chown(dir.c_str(), l.uid, l.gid) != 0) {
+    return internal_error("create " + dir + ": " + errno_text(errno));
+  }
+  // What the shell inside reads: this worker's tasks only, run as they are.
+  JobLaunch inner = l;
+  inner.image.clear();
+  inner.tasks.clear();
+  for (const TaskSpec& t : l.tasks) {
+    if (t.worker != static_cast<int>(w)) continue;
+    inner.tasks.push_back(t);
+    inner.tasks.back().worker = 0;
+  }
+  inner.workers = {worker};
+  if (passwd* pw = getpwuid(l.uid)) inner.env.emplace("HOME", pw->pw_dir);
+  if (restore_images.empty()) {
+    HPCQ_RETURN_IF_ERROR(write_new_file(inside.launch, encode_launch(inner), 0600, l.uid, l.gid));
+    HPCQ_RETURN_IF_ERROR(write_new_file(inside.hostfile, l.hostfile, 0644, l.uid, l.gid));
+    if (!l.script.empty()) {
+      HPCQ_RETURN_IF_ERROR(write_new_file(inside.script, l.script, 0700, l.uid, l.gid));
+    }
+  }
+
+  OciContainer c;
+  c.rootfs = rootfs;
+  c.args = {kContainerShell, dir};
+  c.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  c.uid = l.uid;
+  c.gid = l.gid;
+  if (!l.user.empty()) {
+    int n = 64;
+    std::vector<gid_t> groups(static_cast<std::size_t>(n));
+    if (getgrouplist(l.user.c_str(), l.gid, groups.data(), &n) < 0) {
+      groups.resize(static_cast<std::size_t>(n));
+      getgrouplist(l.user.c_str(), l.gid, groups.data(), &n);
+    }
+    groups.resize(static_cast<std::size_t>(std::max(n, 0)));
+    for (gid_t g : groups) {
+      if (g != l.gid) c.additional_gids.push_back(g);
+    }
+  }
+  c.cgroups_path =
+      CgroupHierarchy::job_path(config_.instance, l.id) + "/worker-" + std::to_string(worker.id);
+  c.cpus = worker.host_cpus;
+  c.mems = worker.host_mems;
+  c.memory_limit_bytes = worker.memory_limit_bytes;
+  c.pids_limit = config_.container_pids_limit;
+  c.shell_binary = config_.container_shell_path;
+  c.writable_dirs = {dir};
+  if (!l.cwd.empty()) c.writable_dirs.push_back(l.cwd);
+  for (const std::string* out : {&l.stdout_path, &l.stderr_path}) {
+    if (!out->empty()) c.writable_dirs.push_back(std::filesystem::path(*out).parent_path());
+  }
+  if (std::filesystem::exists("/etc/hosts", ec)) c.read_only_files.push_back("/etc/hosts");
+  HPCQ_RETURN_IF_ERROR(write_new_file(dir + "/config.json", oci_config_json(c), 0600, 0, 0));
+
+  worker.results = inside.results;
+  const std::string id = container_id(l.id, worker.id);
+  if (restore_images.empty()) {
+    worker.command = {
+        config_.runc_path, "--root", files.oci_dir + "/state", "run", "--bundle", dir, id};
+    return Status::ok();
+  }
+  const std::string work = restore_work_dir(files, worker.id);
+  if (mkdir(work.c_str(), 0700) != 0) {
+    return internal_error("create " + work + ": " + errno_text(errno));
+  }
+  worker.command = {
+      config_.runc_path, "--criu",       criu_.binary,   "--root",      files.oci_dir + "/state",
+      "restore",         "--image-path", restore_images, "--work-path", work,
+      "--pid-file",      work + "/pid",  "--bundle",     dir,           id};
+  return Status::ok();
+}
+
+Status ProcessExecutor::validate(const JobLaunch& l) const {
+  const std::string job = "job " + std::to_string(l.id);
+  if (l.step == 0 && jobs_.count(l.id)) {
+    return Status(Code::kAlreadyExists, job + " is already running here");
+  }
+  if (l.tasks.empty() && !l.batch) return invalid_argument(job + ": no tasks for this node");
+  if (l.forward_output && !l.image.empty()) {
+    return invalid_argument(job + ": output of an --image job cannot be forwarded");
+  }
+  if (l.argv.empty() && l.script.empty()) return invalid_argument(job + ": no command or script");
+  if (!l.image.empty() && l.image[0] != '/') {
+    return invalid_argument(job + ": image '" + l.image + "' is not an absolute path");
+  }
+  for (const std::string* path : {&l.stdout_path, &l.stderr_path, &l.cwd}) {
+    if (!path->empty() && (*path)[0] != '/') {
+      return invalid_argument(job + ": path '" + *path + "' is not absolute");
+    }
+  }
+  if (l.time_limit_s < 0) return invalid_argument(job + ": negative time limit");
+  return Status::ok();
+}
+
+Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
+  if (given.step != 0) return launch_step(given);
+  JobLaunch l = given;
+  ensure_workers(l);
+  const std::string job = "job " + std::to_string(l.id);
+  HPCQ_RETURN_IF_ERROR(validate(l));
+
+  Job j;
+  j.id = l.id;
+  j.dir = config_.state_dir + "/jobs/" + std::to_string(l.id);
+  j.image = !l.image.empty();
+  j.time_limit_s = l.time_limit_s;
+  j.uid = l.uid;
+  j.forward_output = l.forward_output;
+  j.launched = now;
+  j.warn_signal = l.warn_signal;
+  j.warn_seconds = l.warn_seconds;
+  set_limit(j, l.time_limit_s);
+  std::error_code ec;
+  Status s = prepare_job_dir(l, j.dir);
+  if (!s.is_ok()) {
+    std::filesystem::remove_all(j.dir, ec);
+    return Status(s.code(), job + ": " + s.message());
+  }
+  auto cgroup = hierarchy_.create_job(config_.instance, l.id, job_limits(l));
+  if (!cgroup.is_ok()) {
+    std::filesystem::remove_all(j.dir, ec);
+    return Status(cgroup.status().code(), job + ": " + cgroup.status().message());
+  }
+  j.cgroup = std::move(cgroup).value();
+  j.shell_cgroup = j.cgroup;
+  s = prepare_workers(l, j);
+  if (j.image) {
+    for (const WorkerSpec& worker : l.workers) j.worker_ids.push_back(worker.id);
+  }
+  if (s.is_ok()) s = write_new_file(JobFiles(j.dir).launch, encode_launch(l), 0600, 0, 0);
+  if (s.is_ok()) s = start_shell(j);
+  if (!s.is_ok()) {
+    if (!j.cgroup.remove().is_ok()) {
+      spdlog::warn("{}: cgroups not removed after a failed start", job);
+    }
+    std::filesystem::remove_all(j.dir, ec);
+    return Status(s.code(), job + ": " + s.message());
+  }
+  jobs_.emplace(l.id, std::move(j));
+  return Status::ok();
+}
+
+Status ProcessExecutor::start_shell(Job& job) {
+  const JobFiles files(job.dir);
+  Fd log(open(files.shell_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (log.get() < 0) return internal_error("create " + files.shell_log + ": " + errno_text(errno));
+  Fd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (devnull.get() < 0) return internal_error("open /dev/null: " + errno_text(errno));
+  int go_pipe[2], ready_pipe[2];
+  if (pipe2(go_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
+  Fd go_read(go_pipe[0]), go_write(go_pipe[1]);
+  if (pipe2(ready_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
+  Fd ready_read(ready_pipe[0]), ready_write(ready_pipe[1]);
+  // Forwarded output: the shell's end of a packet socket; ours, non-blocking,
+  // is one of wait_fds() (take_output).
+  Fd output_ours, output_theirs;
+  if (job.forward_output) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+      return internal_error("socketpair: " + errno_text(errno));
+    }
+    output_ours.adopt(pair[0]);
+    output_theirs.adopt(pair[1]);
+    fcntl(output_ours.get(), F_SETFL, O_NONBLOCK);
+  }
+
+  // Everything the child needs is built before clone: it may not allocate.
+  std::string shell = config_.job_shell_path, dir = job.dir;
+  std::string path_env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  // For the CRIU of a `runc restore` the shell runs (its tasks get their own).
+  std::string criu_env = kCriuEnvironment;
+  char* argv[] = {shell.data(), dir.data(), nullptr};
+  char* envp[] = {path_env.data(), criu_env.data(), nullptr};
+
+  // No agent signal handler may run in the child (it would act on the
+  // agent's copied state); the shell resets the mask it inherits.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int pidfd = -1;
+  pid_t pid = clone_new_pid_ns(&pidfd);
+  if (pid == 0) {
+    exec_shell(go_read.get(), devnull.get(), log.get(), ready_write.get(), output_theirs.get(),
+               argv, envp);
+  }
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return internal_error("clone(CLONE_NEWPID): " + errno_text(clone_errno));
+  go_read.reset();
+  ready_write.reset();
+  output_theirs.reset();
+
+  auto abandon = [&](Status s) {
+    // Closing the pipe unblocks the child, which then exits at once.
+    go_write.reset();
+    siginfo_t info{};
+    if (pidfd >= 0) {
+      waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED);
+      close(pidfd);
+    } else {
+      waitpid(pid, nullptr, 0);
+    }
+    return s;
+  };
+  if (pidfd < 0) return abandon(internal_error("pidfd_open: " + errno_text(errno)));
+  Status s = job.shell_cgroup.add_process(pid);
+  if (!s.is_ok()) return abandon(s);
+  job.pid = pid;
+  job.pidfd = pidfd;
+  job.output_fd = output_ours.release();
+  char go = 'g';
+  if (write(go_write.get(), &go, 1) != 1) {
+    signal_pidfd(pidfd, SIGKILL);
+  }
+  go_write.reset();
+
+  // The shell writes one byte once every task is forked, then closes; EOF
+  // alone means it ended early, which reap() will report.
+  pollfd p{ready_read.get(), POLLIN, 0};
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kReadyTimeoutMs);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      spdlog::warn("job {}: the job shell did not report its tasks started within {} ms", job.id,
+                   kReadyTimeoutMs);
+      break;
+    }
+    int r = poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[16];
+    ssize_t n = read(ready_read.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    break;  // the byte, or EOF
+  }
+  return Status::ok();
+}
+
+}  // namespace hpcq::agent
