@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -157,7 +158,9 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   const mode_t mask = umask(0);  // reading it means setting it: put it back
   umask(mask);
   ctx.umask = mask;
-  ctx.now_us = static_cast<std::int64_t>(std::time(nullptr)) * 1000000;
+  ctx.now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     auto eq = kv.find('=');
