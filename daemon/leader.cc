@@ -299,14 +299,20 @@ std::future<Result<v1::Job>> Leader::update(const Caller& caller, JobId id,
     if (job::is_terminal(entry.job.state)) {
       return failed_precondition(job + " already ended (" + job::state_name(entry.job.state) + ")");
     }
-    if (time_limit_s <= 0 && begin_time_us <= 0)
+    if (time_limit_s <= 0 && begin_time_us <= 0) {
       return invalid_argument("update: nothing to change");
+    }
+    // All or nothing: what can refuse is checked before anything changes.
+    if (begin_time_us > 0 && entry.job.state != job::JobState::kPending) {
+      return failed_precondition(job + " is " + job::state_name(entry.job.state) +
+                                 ": only a pending job's begin time can change");
+    }
+    if (time_limit_s > 0) HPCQ_RETURN_IF_ERROR(update_time_limit(caller, entry, time_limit_s));
     if (begin_time_us > 0) {
       auto changed = ctx_.table.set_begin(entry, begin_time_us, ctx_.now());
       if (!changed.is_ok()) return changed.status();
       actions_.apply(*changed);
     }
-    if (time_limit_s > 0) HPCQ_RETURN_IF_ERROR(update_time_limit(caller, entry, time_limit_s));
     return describe(entry.job);
   });
 }
