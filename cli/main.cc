@@ -42,6 +42,13 @@ int fail(const Status& status) {
   return exit_code_of(status);
 }
 
+// Now, for --begin and --start: microseconds since the epoch.
+std::int64_t wall_clock_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 Result<JobId> parse_job_id(const std::string& text) {
   JobId id = 0;
   size_t used = 0;
@@ -158,9 +165,7 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   const mode_t mask = umask(0);  // reading it means setting it: put it back
   umask(mask);
   ctx.umask = mask;
-  ctx.now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                   std::chrono::system_clock::now().time_since_epoch())
-                   .count();
+  ctx.now_us = wall_clock_us();
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     auto eq = kv.find('=');
@@ -272,10 +277,9 @@ int cmd_update(const std::string& text, const std::string& time_limit, const std
     request.set_time_limit_s(*seconds);
   }
   if (!begin.empty()) {
-    auto when =
-        parse_when(begin, "--begin", static_cast<std::int64_t>(std::time(nullptr)) * 1000000);
+    auto when = parse_when(begin, "--begin");
     if (!when.is_ok()) return fail(when.status());
-    request.set_begin_time_us(std::max<std::int64_t>(*when, 1));
+    request.set_begin_time_us(std::max<std::int64_t>(when->at(wall_clock_us()), 1));
   }
   const std::string socket = socket_path();
   auto stub = connect(socket);
@@ -562,8 +566,7 @@ struct ReserveOptions {
 };
 
 int cmd_reserve_create(const ReserveOptions& o, bool json) {
-  auto start =
-      parse_when(o.start, "--start", static_cast<std::int64_t>(std::time(nullptr)) * 1000000);
+  auto start = parse_when(o.start, "--start");
   if (!start.is_ok()) return fail(start.status());
   auto duration = parse_duration_s(o.duration);
   if (!duration.is_ok() || *duration <= 0) {
@@ -575,8 +578,9 @@ int cmd_reserve_create(const ReserveOptions& o, bool json) {
   for (const auto& n : o.nodes) r.add_nodes(n);
   for (const auto& u : o.users) r.add_users(u);
   for (const auto& a : o.accounts) r.add_accounts(a);
-  r.set_start_us(*start);
-  r.set_end_us(*start + *duration * 1000000);
+  const std::int64_t start_us = start->at(wall_clock_us());
+  r.set_start_us(start_us);
+  r.set_end_us(start_us + *duration * 1000000);
   const std::string socket = socket_path();
   auto stub = connect(socket);
   grpc::ClientContext ctx;

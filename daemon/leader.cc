@@ -302,22 +302,21 @@ std::future<Result<v1::Job>> Leader::update(const Caller& caller, JobId id,
     if (time_limit_s <= 0 && begin_time_us <= 0) {
       return invalid_argument("update: nothing to change");
     }
-    // All or nothing: what can refuse is checked before anything changes.
-    if (begin_time_us > 0 && entry.job.state != job::JobState::kPending) {
-      return failed_precondition(job + " is " + job::state_name(entry.job.state) +
-                                 ": only a pending job's begin time can change");
-    }
-    if (time_limit_s > 0) HPCQ_RETURN_IF_ERROR(update_time_limit(caller, entry, time_limit_s));
+    // All or nothing: the time limit is checked before the begin time
+    // changes, which the table refuses for a job that is not pending.
+    if (time_limit_s > 0) HPCQ_RETURN_IF_ERROR(check_time_limit(caller, entry, time_limit_s));
     if (begin_time_us > 0) {
       auto changed = ctx_.table.set_begin(entry, begin_time_us, ctx_.now());
       if (!changed.is_ok()) return changed.status();
       actions_.apply(*changed);
     }
+    if (time_limit_s > 0) set_time_limit(caller, entry, time_limit_s);
     return describe(entry.job);
   });
 }
 
-Status Leader::update_time_limit(const Caller& caller, JobEntry& entry, std::int64_t time_limit_s) {
+Status Leader::check_time_limit(const Caller& caller, const JobEntry& entry,
+                                std::int64_t time_limit_s) const {
   const std::string job = "job " + std::to_string(entry.job.id);
   const std::int64_t now_limit = entry.job.spec.time_limit_s;
   if (!caller.is_admin() && (now_limit <= 0 || time_limit_s > now_limit)) {
@@ -327,7 +326,10 @@ Status Leader::update_time_limit(const Caller& caller, JobEntry& entry, std::int
   }
   job::JobSpec changed = entry.job.spec;
   changed.time_limit_s = time_limit_s;
-  HPCQ_RETURN_IF_ERROR(job::validate(changed));
+  return job::validate(changed);
+}
+
+void Leader::set_time_limit(const Caller& caller, JobEntry& entry, std::int64_t time_limit_s) {
   entry.job.spec.time_limit_s = time_limit_s;
   actions_.persist(
       entry.job, "update",
@@ -342,7 +344,6 @@ Status Leader::update_time_limit(const Caller& caller, JobEntry& entry, std::int
     (void)ctx_.overlay->send(std::move(envelope));
   }
   actions_.schedule_soon();  // backfill reads the limits
-  return Status::ok();
 }
 
 std::future<Result<v1::Step>> Leader::launch_step(const Caller& caller, JobId id,

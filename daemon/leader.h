@@ -122,8 +122,11 @@ class Leader {
   void on_message(overlay::Envelope&& envelope);
   int host_cpu_of(Rank rank, int core) const;
   v1::Job describe(const job::Job& job) const;
-  // hpcq update --time-limit: users may only lower it; running parts are told.
-  Status update_time_limit(const Caller& caller, JobEntry& entry, std::int64_t time_limit_s);
+  // hpcq update --time-limit: users may only lower it (checked first, so
+  // that an update changes all it asks or nothing); running parts are told.
+  Status check_time_limit(const Caller& caller, const JobEntry& entry,
+                          std::int64_t time_limit_s) const;
+  void set_time_limit(const Caller& caller, JobEntry& entry, std::int64_t time_limit_s);
 
   // The rooms, built in this order on the context they share (see
   // docs/ARCHITECTURE.md): each includes only the ones below it.

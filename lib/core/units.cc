@@ -260,8 +260,8 @@ Result<std::int64_t> parse_local_time(const std::string& text, const char* optio
   return static_cast<std::int64_t>(t) * 1000000;
 }
 
-Result<std::int64_t> parse_when(const std::string& text, const char* option, std::int64_t now_us) {
-  if (text == "now") return now_us;
+Result<When> parse_when(const std::string& text, const char* option) {
+  if (text == "now") return When{0, true};
   std::string_view offset;
   if (text.starts_with("now+")) offset = std::string_view(text).substr(4);
   if (text.starts_with("+")) offset = std::string_view(text).substr(1);
@@ -274,9 +274,11 @@ Result<std::int64_t> parse_when(const std::string& text, const char* option, std
       return invalid_argument(std::string(option) + ": bad offset " + quote(offset) +
                               " (want a positive duration, e.g. now+90 or now+1:00:00)");
     }
-    return now_us + *s * 1000000;
+    return When{*s * 1000000, true};
   }
-  return parse_local_time(text, option);
+  auto at = parse_local_time(text, option);
+  if (!at.is_ok()) return at.status();
+  return When{*at, false};
 }
 
 }  // namespace hpcq

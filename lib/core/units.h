@@ -46,8 +46,15 @@ Result<std::int64_t> parse_local_time(const std::string& text, const char* optio
 
 // A moment as Slurm's --begin and --start take it: "now", "now+SECONDS",
 // "now+DURATION" or "+DURATION" (parse_duration_s: "30m", "1:30:00", "2-0"),
-// or a local time (parse_local_time); `now_us` is now, read by the caller.
-Result<std::int64_t> parse_when(const std::string& text, const char* option, std::int64_t now_us);
+// or a local time (parse_local_time). A relative one is resolved against the
+// now the caller reads, which may be later than the parse (a script's
+// directives are read before the job is made).
+struct When {
+  std::int64_t us = 0;  // since the epoch, or after now when relative
+  bool relative = false;
+  std::int64_t at(std::int64_t now_us) const { return relative ? now_us + us : us; }
+};
+Result<When> parse_when(const std::string& text, const char* option);
 
 // 'text' for an error message: control and non-ASCII bytes escaped as \xNN
 // (so the message stays one printable line) and long text cut with "...".

@@ -252,7 +252,7 @@ struct Given {
   std::optional<int> workers;
   std::optional<std::string> image;
   std::optional<std::int64_t> checkpoint_interval;
-  std::optional<std::string> begin;         // as given: "now" is read when the job is made
+  std::optional<When> begin;                // a relative one is resolved when the job is made
   std::optional<std::pair<int, int>> warn;  // --signal: signal, seconds before the limit
   std::optional<std::vector<std::string>> nodelist;
   bool json = false;
@@ -673,8 +673,9 @@ Status take_names(const WordParser& p, Given& g) {
     g.image = p.image.text;
   }
   if (p.begin.given()) {
-    HPCQ_RETURN_IF_ERROR(parse_when(p.begin.text, "--begin", 0).status());
-    g.begin = p.begin.text;
+    auto when = parse_when(p.begin.text, "--begin");
+    if (!when.is_ok()) return when.status();
+    g.begin = *when;
   }
   if (p.warn.given()) {
     auto w = warning_of(p.warn.text);
@@ -858,11 +859,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.workers = given.workers.value_or(0);
   if (given.image) spec.image = resolve_dir(ctx.cwd, *given.image);
   spec.checkpoint_interval_s = given.checkpoint_interval.value_or(0);
-  if (given.begin) {
-    auto when = parse_when(*given.begin, "--begin", ctx.now_us);
-    if (!when.is_ok()) return when.status();
-    spec.begin_time_us = *when;
-  }
+  if (given.begin) spec.begin_time_us = given.begin->at(ctx.now_us);
   if (given.warn) std::tie(spec.warn_signal, spec.warn_seconds) = *given.warn;
   spec.nodelist = given.nodelist.value_or(std::vector<std::string>{});
   spec.max_nodes = given.max_nodes.value_or(0);
