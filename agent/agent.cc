@@ -234,6 +234,7 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kSetTimeLimit: on_set_time_limit(envelope.set_time_limit()); break;
     case overlay::Envelope::kInput: on_input(envelope.input()); break;
     case overlay::Envelope::kUsageQuery: on_usage_query(envelope.usage_query()); break;
+    case overlay::Envelope::kPmiFenceDone: on_fence_done(envelope.pmi_fence_done()); break;
     case overlay::Envelope::kJobUpdateAck: {
       unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt(),
                            envelope.job_update_ack().step());
@@ -543,6 +544,7 @@ void Agent::on_job_exits() {
   const std::vector<JobExit> exits = executor_->reap();
   // Output before ends: the leader closes a job's output at its end.
   send_output(executor_->take_output());
+  send_fences(executor_->take_fences());
   for (const JobExit& exit : exits) {
     overlay::JobUpdate::Kind kind = overlay::JobUpdate::COMPLETED;
     switch (exit.kind) {
@@ -582,6 +584,30 @@ void Agent::send_output(std::vector<TaskOutput> chunks) {
     Status s = overlay_->send(std::move(envelope));
     if (!s.is_ok()) spdlog::debug("job {}: output: {}", chunk.id, s.message());
   }
+}
+
+void Agent::send_fences(std::vector<PmiFence> fences) {
+  for (PmiFence& fence : fences) {
+    overlay::Envelope envelope;
+    envelope.set_dst(0);
+    overlay::PmiFence& out = *envelope.mutable_pmi_fence();
+    out.set_job_id(fence.id);
+    out.set_step(fence.step);
+    auto attempt = attempts_.find(fence.id);
+    out.set_attempt(attempt == attempts_.end() ? 0 : attempt->second);
+    out.set_seq(fence.seq);
+    out.set_nodes(static_cast<std::uint32_t>(fence.nodes));
+    out.set_kvs(std::move(fence.data));
+    Status s = overlay_->send(std::move(envelope));
+    if (!s.is_ok()) spdlog::warn("job {}: PMI fence: {}", fence.id, s.message());
+  }
+}
+
+void Agent::on_fence_done(const overlay::PmiFenceDone& done) {
+  auto attempt = attempts_.find(done.job_id());
+  if (attempt == attempts_.end() || attempt->second != done.attempt()) return;  // stale
+  Status s = executor_->fence_done(done.job_id(), done.step(), done.seq(), false, done.kvs());
+  if (!s.is_ok()) spdlog::info("job {}: PMI fence {}: {}", done.job_id(), done.seq(), s.message());
 }
 
 void Agent::on_signal(const overlay::Signal& request) {

@@ -65,6 +65,9 @@ class Agent {
   void on_usage_query(const overlay::UsageQuery& query);
   // Forwarded output (hpcq run) to the leader, one Output message per chunk.
   void send_output(std::vector<TaskOutput> chunks);
+  // PMI fences of MPI worlds across nodes: to the leader, and their outcome back.
+  void send_fences(std::vector<PmiFence> fences);
+  void on_fence_done(const overlay::PmiFenceDone& done);
   void answer_resize(const overlay::Resize& request, overlay::ResizeDone::Outcome outcome,
                      const std::string& reason, double answer_seconds);
   // The job's part ended or left this node: forget it (its elastic files too).

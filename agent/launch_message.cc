@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "agent/executor/pmi.h"
 #include "lib/job/job_env.h"
 #include "lib/resource/allocator.h"
 #include "lib/resource/cpu_list.h"
@@ -34,6 +35,34 @@ std::string hostfile_of(const overlay::Launch& launch) {
   std::string text;
   for (const auto& line : lines) text += line.second;
   return text;
+}
+
+// The PMI world of a job's (or step's) tasks: all of its ranks, on all of
+// its nodes.
+JobLaunch::PmiWorld pmi_world_of(const overlay::Launch& launch,
+                                 const resource::Allocation& allocation) {
+  JobLaunch::PmiWorld world;
+  world.kvsname = "hpcq_" + std::to_string(launch.job_id()) + "_" + std::to_string(launch.step());
+  world.nodes = launch.allocation_size();
+  world.size = launch.ntasks();
+  std::vector<int> node_of_rank(static_cast<std::size_t>(std::max(0, world.size)), -1);
+  for (int i = 0; i < launch.allocation_size(); ++i) {
+    const overlay::NodeAlloc& a = launch.allocation(i);
+    std::vector<int> ranks;
+    for (const overlay::Worker& w : a.workers()) {
+      ranks.insert(ranks.end(), w.ranks().begin(), w.ranks().end());
+    }
+    if (a.workers_size() == 0)
+      ranks = resource::task_ranks(allocation, static_cast<std::size_t>(i));
+    for (int r : ranks) {
+      if (r >= 0 && r < world.size) node_of_rank[static_cast<std::size_t>(r)] = i;
+    }
+  }
+  // A mapping that misses a rank would mislead MPI: none then.
+  const bool complete =
+      std::find(node_of_rank.begin(), node_of_rank.end(), -1) == node_of_rank.end();
+  if (complete) world.process_mapping = pmi::process_mapping(node_of_rank);
+  return world;
 }
 
 }  // namespace
@@ -251,6 +280,9 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   job.warn_seconds = launch.warn_seconds();
   job.pty = launch.pty();
   job.batch = launch.batch();
+  if (launch.mpi() == "pmi1" && !job.batch && launch.image().empty()) {
+    job.pmi = pmi_world_of(launch, allocation);
+  }
   if (job.batch) {
     // The script runs once, as task 0 on the first node, on all of the
     // node's part; the other nodes (all, for hpcq alloc's job, which has no

@@ -289,6 +289,7 @@ int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
   request.set_id(job);
   v1::StepSpec& spec = *request.mutable_spec();
   spec.set_pty(options.pty);
+  spec.set_mpi(options.spec.mpi);
   for (const std::string& a : options.spec.argv) spec.add_argv(a);
   for (const auto& [k, v] : options.spec.env.vars()) (*spec.mutable_env())[k] = v;
   spec.set_cwd(options.spec.cwd);

@@ -283,8 +283,12 @@ grpc::Status ApiService::LaunchStep(grpc::ServerContext* context,
   step.cwd = spec.cwd();
   step.request = {spec.nodes(), spec.ntasks(), spec.cpus_per_task(), spec.overlap()};
   step.pty = spec.pty();
+  step.mpi = spec.mpi();
   if (step.argv.empty() || step.argv[0].empty()) {
     return to_grpc(invalid_argument("run: no command given"));
+  }
+  if (!step.mpi.empty()) {
+    if (Status s = job::check_mpi(step.mpi, "--mpi"); !s.is_ok()) return to_grpc(s);
   }
   for (const std::string& a : step.argv) {
     if (a.find('\0') != std::string::npos) {

@@ -154,6 +154,7 @@ overlay::Launch JobActions::make_launch(const job::Job& job) const {
   launch.set_warn_signal(job.spec.warn_signal);
   launch.set_warn_seconds(job.spec.warn_seconds);
   launch.set_pty(job.spec.pty);
+  launch.set_mpi(job.spec.mpi.empty() ? ctx_.config.mpi : job.spec.mpi);
   return launch;
 }
 

@@ -93,6 +93,7 @@ Status Leader::start() {
     resizes_.check_deadlines();
     steps_.repeat_unconfirmed();
     stats_.check_deadlines();
+    pmi_.drop_ended();
     actions_.repeat_unconfirmed();
     checkpoints_.checkpoint_due_jobs();
     actions_.apply(ctx_.table.release_due(ctx_.now()));  // --begin times that have come
@@ -543,6 +544,7 @@ void Leader::on_message(overlay::Envelope&& envelope) {
       checkpoints_.on_checkpoint_done(rank, envelope.checkpoint_done());
       break;
     case overlay::Envelope::kUsageReport: stats_.on_report(rank, envelope.usage_report()); break;
+    case overlay::Envelope::kPmiFence: pmi_.on_fence(rank, envelope.pmi_fence()); break;
     case overlay::Envelope::kOutput:
       reports_.on_output(rank, std::move(*envelope.mutable_output()));
       break;

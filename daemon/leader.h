@@ -28,6 +28,7 @@
 #include "daemon/job_stats.h"
 #include "daemon/node_monitor.h"
 #include "daemon/peer_credentials.h"
+#include "daemon/pmi_exchange.h"
 #include "daemon/resizes.h"
 #include "daemon/sched_driver.h"
 #include "daemon/steps.h"
@@ -136,6 +137,7 @@ class Leader {
   Checkpoints checkpoints_{ctx_, actions_};
   Steps steps_{ctx_, actions_};
   JobStats stats_{ctx_};
+  PmiExchange pmi_{ctx_};
   JobReports reports_{ctx_, actions_, resizes_, steps_};
   NodeMonitor monitor_{ctx_, actions_, resizes_, checkpoints_, reports_};
   SchedDriver driver_{ctx_, actions_, checkpoints_, resizes_};

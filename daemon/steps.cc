@@ -81,6 +81,7 @@ overlay::Launch Steps::launch_of(const JobEntry& entry, const StepRecord& step) 
   launch.set_batch(false);
   launch.set_forward_output(true);
   launch.set_pty(step.pty);
+  if (!step.mpi.empty()) launch.set_mpi(step.mpi);
   launch.clear_argv();
   for (const std::string& a : step.argv) launch.add_argv(a);
   launch.clear_script();

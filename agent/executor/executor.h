@@ -54,6 +54,16 @@ struct TaskOutput {
   std::string data;
 };
 
+// This node's contribution to a PMI fence of a job's (or step's) MPI world
+// that spans nodes (pmi.h): the keys its tasks put since the last fence.
+struct PmiFence {
+  JobId id = 0;
+  std::uint32_t step = 0;
+  std::uint32_t seq = 0;  // the world's fence count, from 0
+  int nodes = 0;          // the world's nodes: how many contributions make the fence
+  std::string data;       // pmi::encode_kvs
+};
+
 // A running job's use of this node so far.
 struct LiveUsage {
   std::int64_t cpu_time_us = 0;  // user + system, its live processes and those they reaped
@@ -89,6 +99,14 @@ class Executor {
   // order written. A job's output is all read by the reap() that reports its
   // end: take it after reap() and send it before the end.
   virtual std::vector<TaskOutput> take_output() = 0;
+  // Non-blocking: the PMI fences this node's tasks have entered since the
+  // last call (read by take_output: call it after).
+  virtual std::vector<PmiFence> take_fences() = 0;
+  // The outcome of fence `seq` of the job's (or step's) world: every node's
+  // keys, or that it failed (a node's ranks ended). kNotFound if it is not
+  // here, kFailedPrecondition if it has no such world.
+  virtual Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq, bool failed,
+                            const std::string& data) = 0;
   // Fds that become readable when reap() or finished_checkpoints() may have
   // something; fetch again after each reap() and begin_checkpoint().
   virtual std::vector<int> wait_fds() const = 0;

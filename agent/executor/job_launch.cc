@@ -82,6 +82,12 @@ std::string encode_launch(const JobLaunch& l) {
             {"step", l.step},
             {"forward_output", l.forward_output},
             {"pty", l.pty}};
+  if (!l.pmi.kvsname.empty()) {
+    j["pmi"] = {{"kvsname", l.pmi.kvsname},
+                {"size", l.pmi.size},
+                {"nodes", l.pmi.nodes},
+                {"process_mapping", l.pmi.process_mapping}};
+  }
   // User bytes went in as bytes_to_json; replace, not throw, on the rest.
   return j.dump(1, ' ', false, json::error_handler_t::replace);
 }
@@ -142,6 +148,16 @@ Result<JobLaunch> decode_launch(std::string_view text) {
     l.step = j.value("step", std::uint32_t{0});
     l.forward_output = j.value("forward_output", false);
     l.pty = j.value("pty", false);
+    if (j.contains("pmi")) {
+      const json& p = j.at("pmi");
+      l.pmi.kvsname = p.at("kvsname").get<std::string>();
+      l.pmi.size = p.at("size").get<int>();
+      l.pmi.nodes = p.at("nodes").get<int>();
+      l.pmi.process_mapping = p.at("process_mapping").get<std::string>();
+      if (l.pmi.kvsname.empty() || l.pmi.size < 1 || l.pmi.nodes < 1) {
+        return invalid_argument("launch.json: a PMI world without name, size or nodes");
+      }
+    }
     return l;
   } catch (const json::exception& e) {
     return invalid_argument(std::string("launch.json: ") + e.what());
@@ -155,7 +171,8 @@ std::string encode_results(const ShellResults& r) {
                      {"local", t.local},
                      {"exit_code", t.exit_code},
                      {"signal", t.signal},
-                     {"error", t.error}});
+                     {"error", t.error},
+                     {"ended_by_shell", t.ended_by_shell}});
   }
   json j = {{"exit_code", r.exit_code}, {"tasks", tasks}, {"cpu_time_us", r.cpu_time_us}};
   return j.dump(1, ' ', false, json::error_handler_t::replace);
@@ -176,6 +193,7 @@ Result<ShellResults> decode_results(std::string_view text) {
       task.exit_code = t.at("exit_code").get<int>();
       task.signal = t.at("signal").get<int>();
       task.error = t.at("error").get<std::string>();
+      task.ended_by_shell = t.value("ended_by_shell", false);
       r.tasks.push_back(std::move(task));
     }
     return r;
@@ -186,7 +204,9 @@ Result<ShellResults> decode_results(std::string_view text) {
 
 int job_exit_code(const std::vector<TaskResult>& tasks) {
   int code = 0;
-  for (const TaskResult& t : tasks) code = std::max(code, t.exit_code);
+  for (const TaskResult& t : tasks) {
+    if (!t.ended_by_shell) code = std::max(code, t.exit_code);
+  }
   return code;
 }
 
@@ -195,6 +215,7 @@ std::string describe_results(const ShellResults& r) {
   // it wins; otherwise the task with the job's (highest) code, lowest rank first.
   const TaskResult* worst = nullptr;
   for (const TaskResult& t : r.tasks) {
+    if (t.ended_by_shell) continue;
     if (!t.error.empty()) {
       worst = &t;
       break;
@@ -221,7 +242,46 @@ std::string encode_output_frame(int rank, bool is_stderr, std::string_view data)
   return frame;
 }
 
+std::vector<FenceFrame> split_fence(std::uint32_t seq, bool failed, std::string_view data) {
+  std::vector<FenceFrame> frames;
+  do {
+    const std::string_view chunk = data.substr(0, kOutputFrameData);
+    data.remove_prefix(chunk.size());
+    frames.push_back({seq, data.empty(), failed, std::string(chunk)});
+  } while (!data.empty());
+  return frames;
+}
+
+namespace {
+
+constexpr char kFenceStream = 3;
+constexpr char kFenceLast = 1, kFenceFailed = 2;  // flags of a fence frame from the shell
+constexpr char kInputEof = 1, kInputFence = 4, kInputFenceLast = 8, kInputFenceFailed = 16;
+
+}  // namespace
+
+std::string encode_output_frame(const FenceFrame& fence) {
+  std::string frame = encode_output_frame(static_cast<int>(fence.seq), false, "");
+  frame[4] = kFenceStream;
+  frame += static_cast<char>((fence.last ? kFenceLast : 0) | (fence.failed ? kFenceFailed : 0));
+  frame.append(fence.data);
+  return frame;
+}
+
 Result<OutputFrame> decode_output_frame(std::string_view frame) {
+  if (frame.size() >= 6 && frame[4] == kFenceStream) {
+    OutputFrame out;
+    FenceFrame& fence = out.fence.emplace();
+    for (int i = 0; i < 4; ++i) {
+      fence.seq |=
+          static_cast<std::uint32_t>(static_cast<unsigned char>(frame[static_cast<std::size_t>(i)]))
+          << (8 * i);
+    }
+    fence.last = (frame[5] & kFenceLast) != 0;
+    fence.failed = (frame[5] & kFenceFailed) != 0;
+    fence.data = frame.substr(6);
+    return out;
+  }
   if (frame.size() < 5 || (frame[4] != 1 && frame[4] != 2)) {
     return invalid_argument("output frame: malformed header");
   }
@@ -254,8 +314,17 @@ std::uint32_t get_u32(std::string_view in) {
 
 }  // namespace
 
+std::string encode_input_frame(const FenceFrame& fence) {
+  std::string frame(1, static_cast<char>(kInputFence | (fence.last ? kInputFenceLast : 0) |
+                                         (fence.failed ? kInputFenceFailed : 0)));
+  put_u32(frame, fence.seq);
+  put_u32(frame, 0);
+  frame.append(fence.data);
+  return frame;
+}
+
 std::string encode_input_frame(const TaskInput& input) {
-  std::string frame(1, input.eof ? '\1' : '\0');
+  std::string frame(1, input.eof ? kInputEof : '\0');
   put_u32(frame, input.rows);
   put_u32(frame, input.cols);
   frame.append(input.data);
@@ -263,7 +332,16 @@ std::string encode_input_frame(const TaskInput& input) {
 }
 
 Result<TaskInput> decode_input_frame(std::string_view frame) {
-  if (frame.size() < 9 || (frame[0] != 0 && frame[0] != 1)) {
+  if (frame.size() >= 9 && (frame[0] & kInputFence) != 0) {
+    TaskInput input;
+    FenceFrame& fence = input.fence.emplace();
+    fence.seq = get_u32(frame.substr(1));
+    fence.last = (frame[0] & kInputFenceLast) != 0;
+    fence.failed = (frame[0] & kInputFenceFailed) != 0;
+    fence.data = frame.substr(9);
+    return input;
+  }
+  if (frame.size() < 9 || (frame[0] != 0 && frame[0] != kInputEof)) {
     return invalid_argument("input frame: malformed header");
   }
   TaskInput input;

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,32 +82,65 @@ struct JobLaunch {
   int warn_seconds = 0;
   // hpcq run --pty: task 0's stdin, stdout and stderr are a terminal.
   bool pty = false;
+  // --mpi pmi1: the shell serves PMI-1 (pmi.h) to each task, on a socket
+  // named by PMI_FD, in this world. Empty kvsname: no PMI. A world of more
+  // than one node exchanges its keys over the channel (kOutputFd); one of
+  // a single node needs no channel (and can be checkpointed).
+  struct PmiWorld {
+    std::string kvsname;
+    int size = 0;                 // PMI_SIZE
+    int nodes = 0;                // nodes with ranks of the world
+    std::string process_mapping;  // PMI_process_mapping; empty: not given
+  } pmi;
+  // Whether the shell and the executor talk on kOutputFd.
+  bool has_channel() const { return forward_output || (!pmi.kvsname.empty() && pmi.nodes > 1); }
 };
 
-// The job shell's output channel (a SOCK_SEQPACKET socket) when the job
-// forwards its output: one frame per chunk of a task's output.
+// The job shell's channel to the executor (a SOCK_SEQPACKET socket) when the
+// job forwards its output or serves PMI (JobLaunch::has_channel): one frame
+// per chunk of a task's output, input for task 0, or a PMI fence's data.
 constexpr int kOutputFd = 4;
-constexpr std::size_t kOutputFrameData = 60 * 1024;  // bytes of output per frame, at most
+constexpr std::size_t kOutputFrameData = 60 * 1024;  // bytes of data per frame, at most
+
+// A chunk of a PMI fence's data (pmi.h): from the shell, the node's
+// contribution to fence `seq`; to it, the merged keys of every node, or that
+// the fence failed. The data of a fence is split over frames; `last` marks
+// its final one.
+struct FenceFrame {
+  std::uint32_t seq = 0;
+  bool last = true;
+  bool failed = false;
+  std::string data;
+};
+// A fence's data as frames of at most kOutputFrameData bytes each.
+std::vector<FenceFrame> split_fence(std::uint32_t seq, bool failed, std::string_view data);
 
 struct OutputFrame {
   int rank = 0;
   bool is_stderr = false;
   std::string data;
+  std::optional<FenceFrame> fence;  // set: not output but a fence's chunk
 };
 // A frame: the rank (4 bytes, little-endian), the stream (1 byte: 1 stdout,
-// 2 stderr), then the data.
+// 2 stderr), then the data. A fence frame: its seq (4 bytes), 3, a flags
+// byte (1: last, 2: failed), then the data.
 std::string encode_output_frame(int rank, bool is_stderr, std::string_view data);
+std::string encode_output_frame(const FenceFrame& fence);
 Result<OutputFrame> decode_output_frame(std::string_view frame);
 
 // What the executor sends the shell on the same socket: task 0's standard
-// input, its end, or its terminal's new size (rows and cols, both > 0).
+// input, its end, or its terminal's new size (rows and cols, both > 0); or a
+// fence's outcome.
 struct TaskInput {
   std::string data;
   bool eof = false;
   std::uint32_t rows = 0, cols = 0;
+  std::optional<FenceFrame> fence;  // set: not input but a fence's chunk
 };
-// A flags byte (1: eof), rows and cols (4 bytes each, little-endian), the data.
+// A flags byte (1: eof), rows and cols (4 bytes each, little-endian), the
+// data. A fence frame: flags 4 (| 8: last, | 16: failed), its seq, 0, data.
 std::string encode_input_frame(const TaskInput& input);
+std::string encode_input_frame(const FenceFrame& fence);
 Result<TaskInput> decode_input_frame(std::string_view frame);
 
 enum class ExitKind { kCompleted, kFailed, kCancelled, kTimeout };
@@ -143,6 +177,9 @@ struct TaskResult {
   int exit_code = 0;  // 128 + signal when killed
   int signal = 0;     // 0 when it exited
   std::string error;  // why it could not be started (then exit_code is 127)
+  // Ended by the shell because another rank of its MPI world failed: it
+  // neither decides the job's code nor names its failure.
+  bool ended_by_shell = false;
 };
 
 struct ShellResults {

@@ -51,12 +51,14 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "agent/executor/job_launch.h"
+#include "agent/executor/pmi.h"
 #include "agent/executor/posix.h"
 #include "lib/job/job_env.h"
 
@@ -122,6 +124,7 @@ int open_output(const std::string& path) {
 struct TaskStdio {
   int in = -1, out = -1, err = -1;
   bool pty = false;
+  int pmi = -1;  // the task's end of its PMI socket (PMI_FD)
 };
 
 [[noreturn]] void run_task(const JobLaunch& l, const JobFiles& files, size_t local,
@@ -203,6 +206,13 @@ struct TaskStdio {
   std::map<std::string, std::string> env = base_env;
   job::add_task_environment(env, task.rank, static_cast<int>(local), task.logical_cpus);
   for (const auto& [k, v] : task.env) env[k] = v;
+  if (stdio.pmi >= 0) {
+    // The one descriptor the task keeps: created close-on-exec like the rest.
+    if (fcntl(stdio.pmi, F_SETFD, 0) != 0) fail_task(err_fd, "PMI socket: " + errno_text(errno));
+    env["PMI_FD"] = std::to_string(stdio.pmi);
+    env["PMI_RANK"] = std::to_string(task.rank);
+    env["PMI_SIZE"] = std::to_string(l.pmi.size);
+  }
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp;
@@ -268,6 +278,162 @@ pid_t start_task(const JobLaunch& l, const JobFiles& files, size_t local,
                result.error);
 }
 
+// Sends one frame to the executor on kOutputFd. Blocks while the agent is
+// behind. Once the channel has failed (the agent restarted) nothing is sent
+// and `broken` stays set.
+void send_on_channel(const std::string& frame, bool& broken) {
+  while (!broken && send(kOutputFd, frame.data(), frame.size(), MSG_NOSIGNAL) < 0) {
+    if (errno == EINTR) continue;
+    fprintf(stderr, "hpcq-job-shell: channel to the agent: %s\n", strerror(errno));
+    broken = true;
+  }
+}
+
+// The tasks' PMI sockets (pmi.h): each task's lines go to the server, its
+// answers come back, and a fence of a world on several nodes leaves on the
+// channel and its outcome comes back from it (TaskIo reads the channel).
+class PmiClients {
+ public:
+  explicit PmiClients(const JobLaunch& l) : server_(world_of(l), ranks_of(l)) {
+    fds_.assign(l.tasks.size(), -1);
+    buffers_.resize(l.tasks.size());
+  }
+
+  // Makes task `local`'s socket; `stdio.pmi` is the task's end.
+  bool add(std::size_t local, TaskStdio& stdio, std::string& error) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      error = "PMI socketpair: " + errno_text(errno);
+      return false;
+    }
+    fds_[local] = pair[0];
+    stdio.pmi = pair[1];
+    return true;
+  }
+
+  void poll_fds(std::vector<pollfd>& fds) const {
+    for (int fd : fds_) fds.push_back({fd, POLLIN, 0});
+  }
+
+  // Client `local`'s socket is readable: its complete lines are served.
+  void on_readable(std::size_t local, bool& channel_broken) {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = recv(fds_[local], buf, sizeof buf, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) break;
+      if (n <= 0) {  // closed: the task is gone or closed PMI
+        close_client(local);
+        std::vector<pmi::Reply> replies;
+        broken_ = server_.on_client_gone(local, replies) || broken_;
+        send(replies);
+        break;
+      }
+      std::string& pending = buffers_[local];
+      pending.append(buf, static_cast<std::size_t>(n));
+      std::size_t end;
+      while ((end = pending.find('\n')) != std::string::npos) {
+        const std::string line = pending.substr(0, end);
+        pending.erase(0, end + 1);
+        send(server_.on_line(local, line));
+        // PMI_Abort: the whole world ends now, whether or not the caller
+        // exits (the shell names it once the tasks are reaped).
+        if (server_.abort() && !abort_sent_) {
+          abort_sent_ = true;
+          kill(-1, SIGKILL);
+        }
+      }
+      if (pending.size() > pmi::kLineMax) {
+        fprintf(stderr, "hpcq-job-shell: task %zu: PMI line too long\n", local);
+        pending.clear();
+      }
+    }
+    if (server_.fence_pending()) {
+      const std::uint32_t seq = server_.fence_seq();
+      for (const FenceFrame& f : split_fence(seq, false, server_.take_fence())) {
+        send_on_channel(encode_output_frame(f), channel_broken);
+      }
+      if (channel_broken) send(server_.fence_failed());
+    }
+  }
+
+  // A chunk of a fence's outcome from the executor.
+  void on_fence_frame(const FenceFrame& frame) {
+    fence_data_ += frame.data;
+    if (!frame.last) return;
+    const std::string data = std::exchange(fence_data_, {});
+    if (frame.failed) {
+      send(server_.fence_failed());
+      return;
+    }
+    auto kvs = pmi::decode_kvs(data);
+    if (!kvs.is_ok()) {
+      fprintf(stderr, "hpcq-job-shell: %s\n", kvs.status().message().c_str());
+      send(server_.fence_failed());
+      return;
+    }
+    send(server_.fence_done(frame.seq, *kvs));
+  }
+
+  // Task `local` has ended: its socket closes; true when its MPI world
+  // cannot go on without it (it began PMI and did not finalize).
+  bool task_ended(std::size_t local) {
+    close_client(local);
+    std::vector<pmi::Reply> replies;
+    broken_ = server_.on_client_gone(local, replies) || broken_;
+    send(replies);
+    return broken_;
+  }
+  // The channel is gone: no fence can complete.
+  void channel_lost() { send(server_.fence_failed()); }
+
+  bool in_use() const { return server_.in_use(); }
+  const std::optional<pmi::Server::Abort>& abort() const { return server_.abort(); }
+  std::size_t size() const { return fds_.size(); }
+
+ private:
+  static pmi::World world_of(const JobLaunch& l) {
+    pmi::World world;
+    world.kvsname = l.pmi.kvsname;
+    world.size = l.pmi.size;
+    world.nodes = l.pmi.nodes;
+    if (!l.pmi.process_mapping.empty()) {
+      world.preset["PMI_process_mapping"] = l.pmi.process_mapping;
+    }
+    return world;
+  }
+  static std::vector<int> ranks_of(const JobLaunch& l) {
+    std::vector<int> ranks;
+    for (const TaskSpec& t : l.tasks) ranks.push_back(t.rank);
+    return ranks;
+  }
+  void close_client(std::size_t local) {
+    if (fds_[local] >= 0) close(fds_[local]);
+    fds_[local] = -1;
+  }
+  // Answers; a client that cannot take its answer is gone, and its end
+  // will show as such at the next read.
+  void send(const std::vector<pmi::Reply>& replies) {
+    for (const pmi::Reply& r : replies) {
+      if (fds_[r.client] < 0) continue;
+      std::string_view rest = r.line;
+      while (!rest.empty()) {
+        const ssize_t n = ::send(fds_[r.client], rest.data(), rest.size(), MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        rest.remove_prefix(static_cast<std::size_t>(n));
+      }
+    }
+  }
+
+  pmi::Server server_;
+  std::vector<int> fds_;  // the shell's end of each task's socket; -1 once closed
+  std::vector<std::string> buffers_;
+  std::string fence_data_;  // chunks of the fence outcome coming in
+  bool broken_ = false;
+  bool abort_sent_ = false;
+};
+
 // The forwarding tasks' standard streams (hpcq run): the read ends of their
 // stdout and stderr pipes, sent to the executor in frames on kOutputFd; and
 // task 0's standard input, a pipe or (--pty) a terminal, fed from the input
@@ -317,19 +483,29 @@ class TaskIo {
     return true;
   }
   bool empty() const { return pipes_.empty(); }
+  // The PMI sockets to serve in the same loop, and whose fences' outcomes
+  // come on the channel.
+  void serve_pmi(PmiClients* pmi) { pmi_ = pmi; }
 
   // Waits for a signal in `wait_set` (blocked; taken through `signal_fd`),
-  // forwarding output and input meanwhile. Returns the signal.
+  // forwarding output and input and serving PMI meanwhile. Returns the signal.
   int next_signal(int signal_fd) {
     for (;;) {
       std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
-      const bool take_input = input_ >= 0 && !input_eof_ && !channel_broken_;
-      fds.push_back({take_input ? kOutputFd : -1, POLLIN, 0});
+      const bool take_input = input_ >= 0 && !input_eof_;
+      const bool read_channel = (take_input || pmi_) && !channel_closed_ && !channel_broken_;
+      fds.push_back({read_channel ? kOutputFd : -1, POLLIN, 0});
       fds.push_back({input_ >= 0 && !pending_.empty() ? input_ : -1, POLLOUT, 0});
+      const std::size_t first_pipe = fds.size();
       for (const Pipe& p : pipes_) fds.push_back({p.fd, POLLIN, 0});
+      const std::size_t first_pmi = fds.size();
+      if (pmi_) pmi_->poll_fds(fds);
       if (poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
-      for (size_t i = fds.size() - 1; i >= 3; --i) {
-        if (fds[i].revents != 0) forward(i - 3);
+      for (std::size_t i = first_pmi; i < fds.size(); ++i) {
+        if (fds[i].revents != 0) pmi_->on_readable(i - first_pmi, channel_broken_);
+      }
+      for (std::size_t i = first_pmi; i-- > first_pipe;) {
+        if (fds[i].revents != 0) forward(i - first_pipe);
       }
       if (fds[1].revents != 0) take_frame();
       if (fds[2].revents != 0 || !pending_.empty() || input_eof_) feed_input();
@@ -377,16 +553,10 @@ class TaskIo {
     }
   }
   void send_frame(const Pipe& p, std::string_view data) {
-    if (channel_broken_) return;  // read on, so that the tasks do not block
-    const std::string frame = encode_output_frame(p.rank, p.is_stderr, data);
     // Blocks while the agent is behind: the tasks then wait on their pipes.
-    while (send(kOutputFd, frame.data(), frame.size(), MSG_NOSIGNAL) < 0) {
-      if (errno == EINTR) continue;
-      // The agent went away (restarted): the output has nowhere to go.
-      fprintf(stderr, "hpcq-job-shell: output channel: %s\n", strerror(errno));
-      channel_broken_ = true;
-      return;
-    }
+    // Once the agent has gone (restarted), the output has nowhere to go: it
+    // is read on, so that the tasks do not block.
+    send_on_channel(encode_output_frame(p.rank, p.is_stderr, data), channel_broken_);
   }
   // An input frame from the executor: task 0's stdin, its end, its
   // terminal's size.
@@ -394,10 +564,18 @@ class TaskIo {
     static char buf[kOutputFrameData + 64];
     const ssize_t n = recv(kOutputFd, buf, sizeof buf, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    auto frame = n > 0 ? decode_input_frame(std::string_view(buf, static_cast<size_t>(n)))
-                       : Result<TaskInput>(unavailable("closed"));
-    if (!frame.is_ok()) {  // the agent is gone: task 0's input has ended
-      input_eof_ = true;
+    if (n <= 0) {  // the agent is gone: task 0's input has ended, no fence completes
+      channel_closed_ = input_eof_ = true;
+      if (pmi_) pmi_->channel_lost();
+      return;
+    }
+    auto frame = decode_input_frame(std::string_view(buf, static_cast<size_t>(n)));
+    if (!frame.is_ok()) {
+      fprintf(stderr, "hpcq-job-shell: %s\n", frame.status().message().c_str());
+      return;
+    }
+    if (frame->fence) {
+      if (pmi_) pmi_->on_fence_frame(*frame->fence);
       return;
     }
     if (frame->rows > 0 && frame->cols > 0 && pty_) {
@@ -431,7 +609,9 @@ class TaskIo {
     }
   }
   std::vector<Pipe> pipes_;
-  bool channel_broken_ = false;
+  bool channel_broken_ = false;  // a send failed
+  bool channel_closed_ = false;  // the executor closed its end
+  PmiClients* pmi_ = nullptr;
   int input_ = -1;  // task 0's stdin: a pipe's write end, or the terminal
   bool pty_ = false;
   bool input_eof_ = false;
@@ -616,6 +796,15 @@ int run(const std::string& dir) {
   std::map<pid_t, size_t> workers;  // worker command pid -> index in l.workers
   const bool containers = !l.image.empty();
   TaskIo output;
+  // An MPI world (--mpi pmi1): PMI for every task; one task that fails ends
+  // the node's others, so that none waits forever on a rank that is gone.
+  std::optional<PmiClients> pmi;
+  if (!containers && !l.pmi.kvsname.empty() && !l.tasks.empty()) {
+    pmi.emplace(l);
+    output.serve_pmi(&*pmi);
+  }
+  bool world_ended = false;
+  std::optional<size_t> culprit;  // the task whose end or abort ended the world
   for (size_t i = 0; i < l.tasks.size(); ++i) {
     TaskResult r;
     r.rank = l.tasks[i].rank;
@@ -623,9 +812,11 @@ int run(const std::string& dir) {
     TaskStdio stdio;
     if (!containers && l.forward_output && !output.add(r.rank, l.pty, stdio, r.error)) {
       r.exit_code = kCannotStart;
+    } else if (pmi && !pmi->add(i, stdio, r.error)) {
+      r.exit_code = kCannotStart;
     } else if (!containers) {
       pid_t pid = start_task(l, files, i, base_env, stdio, r);
-      for (int fd : std::set<int>{stdio.in, stdio.out, stdio.err}) {
+      for (int fd : std::set<int>{stdio.in, stdio.out, stdio.err, stdio.pmi}) {
         if (fd >= 0) close(fd);
       }
       if (pid > 0) {
@@ -634,7 +825,20 @@ int run(const std::string& dir) {
         r.exit_code = kCannotStart;
       }
     }
+    if (pmi && r.exit_code == kCannotStart && !culprit) culprit = i;
     results.tasks.push_back(std::move(r));
+  }
+  // Ends every other process of the namespace: a rank of the world has
+  // failed, left without finalizing, or aborted.
+  auto end_world = [&](size_t why) {
+    if (world_ended) return;
+    world_ended = true;
+    culprit = why;
+    kill(-1, SIGKILL);
+  };
+  if (culprit) {
+    world_ended = false;
+    end_world(*culprit);
   }
   for (size_t w = 0; containers && w < l.workers.size(); ++w) {
     std::string error;
@@ -657,7 +861,7 @@ int run(const std::string& dir) {
 
   // A batch job's node without the script holds its part until SIGTERM.
   bool holding = l.batch && l.tasks.empty();
-  const int signal_fd = output.empty() ? -1 : signalfd(-1, &wait_set, SFD_CLOEXEC);
+  const int signal_fd = output.empty() && !pmi ? -1 : signalfd(-1, &wait_set, SFD_CLOEXEC);
   while (!running.empty() || !workers.empty() || holding) {
     int sig;
     if (signal_fd >= 0) {
@@ -685,7 +889,8 @@ int run(const std::string& dir) {
       }
       auto it = running.find(pid);
       if (it == running.end()) continue;  // an orphan we inherited
-      TaskResult& r = results.tasks[it->second];
+      const size_t local = it->second;
+      TaskResult& r = results.tasks[local];
       if (WIFEXITED(status)) {
         r.exit_code = WEXITSTATUS(status);
       } else if (WIFSIGNALED(status)) {
@@ -693,10 +898,35 @@ int run(const std::string& dir) {
         r.exit_code = 128 + r.signal;
       }
       running.erase(it);
+      if (!pmi) continue;
+      if (world_ended) {
+        r.ended_by_shell = local != culprit;
+        continue;
+      }
+      const bool left_unfinished = pmi->task_ended(local);
+      if (const auto& abort = pmi->abort()) {
+        for (size_t t = 0; t < results.tasks.size(); ++t) {
+          if (results.tasks[t].rank != abort->rank) continue;
+          results.tasks[t].error =
+              "called MPI_Abort (PMI abort) with code " + std::to_string(abort->code);
+          end_world(t);
+        }
+        r.ended_by_shell = local != culprit;
+      } else if (pmi->in_use() && (r.exit_code != 0 || left_unfinished)) {
+        if (r.exit_code == 0) {
+          r.error = "exited before MPI_Finalize (PMI finalize): its MPI world cannot go on";
+        }
+        end_world(local);
+      }
     }
   }
   output.drain();
   results.exit_code = job_exit_code(results.tasks);
+  if (pmi && pmi->abort()) {
+    results.exit_code = pmi->abort()->code;
+  } else if (world_ended && results.exit_code == 0) {
+    results.exit_code = 1;  // a rank left the world early: a failure, whatever its code
+  }
   rusage usage{};
   if (getrusage(RUSAGE_CHILDREN, &usage) == 0) {
     auto us = [](const timeval& t) { return std::int64_t{t.tv_sec} * 1000000 + t.tv_usec; };

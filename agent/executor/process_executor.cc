@@ -222,7 +222,8 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
   s.id = l.id;
   s.step = l.step;
   s.uid = l.uid;
-  s.forward_output = l.forward_output;
+  s.channel = l.has_channel();
+  s.pmi_nodes = l.pmi.nodes;
   const std::string steps_dir = parent->second.dir + "/steps";
   s.dir = steps_dir + "/" + std::to_string(l.step);
   if (mkdir(steps_dir.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -372,6 +373,14 @@ void ProcessExecutor::read_output(Job& job) {
         spdlog::warn("job {}: {}", job.id, decoded.status().message());
         continue;
       }
+      if (decoded->fence) {
+        job.fence_data += decoded->fence->data;
+        if (decoded->fence->last) {
+          fences_.push_back({job.id, job.step, decoded->fence->seq, job.pmi_nodes,
+                             std::exchange(job.fence_data, {})});
+        }
+        continue;
+      }
       output_.push_back(
           {job.id, job.step, decoded->rank, decoded->is_stderr, std::move(decoded->data)});
       continue;
@@ -410,14 +419,33 @@ Result<LiveUsage> ProcessExecutor::usage(JobId id) const {
   return u;
 }
 
-Status ProcessExecutor::write_input(JobId id, std::uint32_t step, const TaskInput& input) {
-  Job* job = nullptr;
+ProcessExecutor::Job* ProcessExecutor::find(JobId id, std::uint32_t step) {
   if (step == 0) {
     auto it = jobs_.find(id);
-    if (it != jobs_.end()) job = &it->second;
-  } else if (auto it = steps_.find({id, step}); it != steps_.end()) {
-    job = &it->second;
+    return it == jobs_.end() ? nullptr : &it->second;
   }
+  auto it = steps_.find({id, step});
+  return it == steps_.end() ? nullptr : &it->second;
+}
+
+Status ProcessExecutor::fence_done(JobId id, std::uint32_t step, std::uint32_t seq, bool failed,
+                                   const std::string& data) {
+  Job* job = find(id, step);
+  const std::string name =
+      "job " + std::to_string(id) + (step ? " step " + std::to_string(step) : "");
+  if (!job || job->exited) return not_found(name + " is not running here");
+  if (job->output_fd < 0) return failed_precondition(name + " has no MPI world across nodes");
+  for (const FenceFrame& frame : split_fence(seq, failed, data)) {
+    job->input.push_back(encode_input_frame(frame));
+  }
+  send_input(*job);
+  return Status::ok();
+}
+
+std::vector<PmiFence> ProcessExecutor::take_fences() { return std::exchange(fences_, {}); }
+
+Status ProcessExecutor::write_input(JobId id, std::uint32_t step, const TaskInput& input) {
+  Job* job = find(id, step);
   const std::string name =
       "job " + std::to_string(id) + (step ? " step " + std::to_string(step) : "");
   if (!job || job->exited) return not_found(name + " is not running here");

@@ -127,6 +127,9 @@ class ProcessExecutor final : public Executor {
   // processes and cgroups are all gone (their job directories are removed).
   std::vector<JobExit> reap() override;
   std::vector<TaskOutput> take_output() override;
+  std::vector<PmiFence> take_fences() override;
+  Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq, bool failed,
+                    const std::string& data) override;
 
   // pidfds that become readable when a job's shell ends; poll them, then
   // call reap() and fetch this list again (reap() closes the fds of the jobs
@@ -208,10 +211,12 @@ class ProcessExecutor final : public Executor {
     int oom_kills = -1;             // read from the cgroup once the shell has ended (-1: not yet)
     std::uint64_t memory_peak = 0;  // read with oom_kills
     std::int64_t time_limit_s = 0;
-    uid_t uid = 0;  // the job's user (another user's job may not be checkpointable)
-    bool forward_output = false;
-    int output_fd = -1;             // forward_output: our end of the shell's output channel
+    uid_t uid = 0;                  // the job's user (another user's job may not be checkpointable)
+    bool channel = false;           // JobLaunch::has_channel
+    int pmi_nodes = 0;              // JobLaunch::pmi.nodes
+    int output_fd = -1;             // channel: our end of it
     std::deque<std::string> input;  // frames for the shell that its socket did not take yet
+    std::string fence_data;         // a PMI fence's chunks from the shell, until its last
   };
   // Reads what the shell has sent on job.output_fd into output_; closes it at
   // the shell's end.
@@ -232,6 +237,9 @@ class ProcessExecutor final : public Executor {
   // cgroup and its output.
   std::map<std::pair<JobId, std::uint32_t>, Job> steps_;
   std::vector<TaskOutput> output_;  // read, not yet taken
+  std::vector<PmiFence> fences_;    // read, not yet taken
+  // The running job, or its running step (step != 0); nullptr if neither.
+  Job* find(JobId id, std::uint32_t step);
 
   // A restore in flight: the job's directory and cgroups are ready, CRIU
   // runs on `thread`; finish_restore pins the tree and adds the job.

@@ -116,11 +116,11 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   if (!steps_of(id).empty()) {
     return failed_precondition(name + " has steps running: checkpoint it between steps");
   }
-  if (job.forward_output) {
+  if (job.channel) {
     // CRIU cannot take the shell's socket to this agent with it.
     return failed_precondition(name +
-                               " sends its output to its caller (hpcq run): it cannot be "
-                               "checkpointed");
+                               " talks with its node's agent (hpcq run's output, or an MPI "
+                               "world across nodes): it cannot be checkpointed");
   }
   Status capable = job.uid == 0 ? checkpoint_capability() : checkpoint_of_other_users();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
@@ -344,7 +344,7 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
   j.dir = meta["job_dir"].get<std::string>();
   j.time_limit_s = l.time_limit_s;
   j.uid = l.uid;
-  j.forward_output = l.forward_output;
+  j.channel = l.has_channel();
   j.launched = now;
   set_limit(j, l.time_limit_s);
   j.image = containers;

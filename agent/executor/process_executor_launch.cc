@@ -293,7 +293,8 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.image = !l.image.empty();
   j.time_limit_s = l.time_limit_s;
   j.uid = l.uid;
-  j.forward_output = l.forward_output;
+  j.channel = l.has_channel();
+  j.pmi_nodes = l.pmi.nodes;
   j.launched = now;
   j.warn_signal = l.warn_signal;
   j.warn_seconds = l.warn_seconds;
@@ -342,7 +343,7 @@ Status ProcessExecutor::start_shell(Job& job) {
   // Forwarded output: the shell's end of a packet socket; ours, non-blocking,
   // is one of wait_fds() (take_output).
   Fd output_ours, output_theirs;
-  if (job.forward_output) {
+  if (job.channel) {
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
       return internal_error("socketpair: " + errno_text(errno));

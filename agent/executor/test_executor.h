@@ -24,6 +24,10 @@ class TestExecutor final : public Executor {
   void check_timeouts(TimeUs now) override;
   std::vector<JobExit> reap() override;
   std::vector<TaskOutput> take_output() override { return {}; }  // no tasks, no output
+  std::vector<PmiFence> take_fences() override { return {}; }
+  Status fence_done(JobId id, std::uint32_t, std::uint32_t, bool, const std::string&) override {
+    return not_found("job " + std::to_string(id) + " runs no tasks here");
+  }
   // It runs no steps (launch refuses them).
   Status cancel_step(JobId id, std::uint32_t) override {
     return not_found("job " + std::to_string(id) + " has no steps here");

@@ -74,6 +74,7 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_warn_signal(spec.warn_signal);
   p.set_warn_seconds(spec.warn_seconds);
   p.set_pty(spec.pty);
+  p.set_mpi(spec.mpi);
   return p;
 }
 
@@ -135,6 +136,7 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.warn_signal = p.warn_signal();
   spec.warn_seconds = p.warn_seconds();
   spec.pty = p.pty();
+  spec.mpi = p.mpi();
   spec.nodelist.assign(p.nodelist().begin(), p.nodelist().end());
   return spec;
 }
@@ -241,6 +243,7 @@ v1::Step to_proto(const job::StepRecord& step) {
   spec.set_cpus_per_task(step.request.cpus_per_task);
   spec.set_overlap(step.request.overlap);
   spec.set_pty(step.pty);
+  spec.set_mpi(step.mpi);
   int ntasks = 0;
   for (const resource::NodeAllocation& node : step.allocation.nodes) {
     p.add_nodes(node.node);
@@ -272,6 +275,7 @@ Result<job::StepRecord> from_proto(const v1::Step& p) {
   step.request.cpus_per_task = p.spec().cpus_per_task();
   step.request.overlap = p.spec().overlap();
   step.pty = p.spec().pty();
+  step.mpi = p.spec().mpi();
   step.allocation.cpus_per_task = p.cpus_per_task();
   for (const v1::NodeAllocation& a : p.allocation()) {
     resource::NodeAllocation node;

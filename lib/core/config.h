@@ -55,6 +55,9 @@ struct ClusterConfig {
   // (hpcq issue 7); past it a shrink counts as declined and an expansion
   // keeps its nodes (outcome "timed_out").
   int resize_timeout_ms = 30000;
+  // The process-management interface a job's tasks get when the job does
+  // not choose (--mpi): "pmi1" or "none".
+  std::string mpi = "pmi1";
   // [api]: users and groups (besides root) who may act on every job and node,
   // and the same gRPC service over TCP with TLS, for portals.
   std::vector<std::string> admin_users;

@@ -183,8 +183,18 @@ Status check_names_utf8(const JobSpec& spec) {
 
 }  // namespace
 
+Status check_mpi(const std::string& mpi, const std::string& option) {
+  if (mpi == "pmi1" || mpi == "none") return Status::ok();
+  if (mpi == "pmix" || mpi == "pmi2") {
+    return invalid_argument(option + " " + mpi + ": not served yet; hpcq serves pmi1 (MPICH and " +
+                            "its kin) or none");
+  }
+  return invalid_argument(option + ": want pmi1 or none, got '" + mpi + "'");
+}
+
 Status validate(const JobSpec& spec) {
   HPCQ_RETURN_IF_ERROR(check_names_utf8(spec));
+  if (!spec.mpi.empty()) HPCQ_RETURN_IF_ERROR(check_mpi(spec.mpi, "--mpi"));
   const auto& r = spec.request;
   if (r.ntasks < 1 || r.ntasks > kMaxTasks) {
     return invalid_argument("--ntasks: must be 1.." + std::to_string(kMaxTasks) + ", got " +

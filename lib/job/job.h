@@ -183,6 +183,9 @@ struct JobSpec {
   int warn_seconds = 0;
   // hpcq run --pty: task 0 on a terminal (forward_output too).
   bool pty = false;
+  // --mpi: "pmi1" or "none"; empty: the site's default (hpcq.toml's
+  // leader.mpi).
+  std::string mpi;
   // Set by the leader on each task of an expanded array; 0/-1 otherwise.
   JobId array_job_id = 0;     // the array's first job id (Slurm's %A)
   int array_task_id = -1;     // this task's index (%a)
@@ -191,6 +194,8 @@ struct JobSpec {
 
 // Checks the spec for internal consistency; the message names the option.
 Status validate(const JobSpec& spec);
+// --mpi's value: "pmi1" or "none" (the interfaces hpcq serves).
+Status check_mpi(const std::string& mpi, const std::string& option);
 
 struct Job {
   JobId id = 0;

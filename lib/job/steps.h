@@ -49,6 +49,7 @@ struct StepRecord {
   std::set<Rank> confirmed;   // nodes whose part reported STARTED
   bool cancel_requested = false;
   bool pty = false;  // hpcq run --pty: task 0 on a terminal
+  std::string mpi;   // --mpi; empty: the job's
 };
 
 // The cores each node's running steps hold (without --overlap).

@@ -29,7 +29,7 @@ constexpr const char* kUsage =
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
     "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] "
-    "[--signal SIG[@SECONDS]] [-w "
+    "[--signal SIG[@SECONDS]] [--mpi pmi1|none] [-w "
     "NODE[,NODE...]] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
@@ -255,6 +255,7 @@ struct Given {
   std::optional<When> begin;                // a relative one is resolved when the job is made
   std::optional<std::pair<int, int>> warn;  // --signal: signal, seconds before the limit
   std::optional<std::vector<std::string>> nodelist;
+  std::optional<std::string> mpi;
   bool json = false;
   bool wait = false;
   bool label = false;
@@ -300,6 +301,7 @@ struct Given {
     take(begin, later.begin);
     take(warn, later.warn);
     take(nodelist, later.nodelist);
+    take(mpi, later.mpi);
     json = json || later.json;
     wait = wait || later.wait;
     label = label || later.label;
@@ -348,6 +350,7 @@ constexpr OptionName kValueOptions[] = {
     {0, "--image"},
     {0, "--checkpoint-interval"},
     {'w', "--nodelist"},
+    {0, "--mpi"},
 };
 
 const OptionName* find_value_option(std::string_view word) {
@@ -454,6 +457,7 @@ class WordParser {
     add("--begin", begin);
     add("--signal", warn);
     add("-w,--nodelist", nodelist);
+    add("--mpi", mpi);
     add("--oversubscribe,!--exclusive", oversubscribe);
     add("--elastic,!--no-elastic", elastic);
     add("--requeue,!--no-requeue", requeue);
@@ -486,7 +490,7 @@ class WordParser {
   Value nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
   Value account, qos, priority, dependency, array;
   Value gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
-  Value profile, workers, image, checkpoint_interval, begin, warn, nodelist;
+  Value profile, workers, image, checkpoint_interval, begin, warn, nodelist, mpi;
   Flag oversubscribe, elastic, requeue, json, wait, label, overlap, immediate, pty;
 
  private:
@@ -671,6 +675,10 @@ Status take_names(const WordParser& p, Given& g) {
   if (p.image.given()) {
     if (p.image.text.empty()) return invalid_argument("--image: want a directory, got ''");
     g.image = p.image.text;
+  }
+  if (p.mpi.given()) {
+    HPCQ_RETURN_IF_ERROR(check_mpi(p.mpi.text, "--mpi"));
+    g.mpi = p.mpi.text;
   }
   if (p.begin.given()) {
     auto when = parse_when(p.begin.text, "--begin");
@@ -862,6 +870,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   if (given.begin) spec.begin_time_us = given.begin->at(ctx.now_us);
   if (given.warn) std::tie(spec.warn_signal, spec.warn_seconds) = *given.warn;
   spec.nodelist = given.nodelist.value_or(std::vector<std::string>{});
+  spec.mpi = given.mpi.value_or("");
   spec.max_nodes = given.max_nodes.value_or(0);
   spec.elastic = given.elastic.value_or(false);
   spec.time_limit_s = given.time.value_or(0);

@@ -297,6 +297,7 @@ std::string encode_spec(const job::JobSpec& spec) {
   if (spec.batch) doc["batch"] = true;
   if (spec.forward_output) doc["forward_output"] = true;
   if (spec.pty) doc["pty"] = true;
+  if (!spec.mpi.empty()) doc["mpi"] = spec.mpi;
   if (spec.warn_signal != 0) {
     doc["warn_signal"] = spec.warn_signal;
     doc["warn_seconds"] = spec.warn_seconds;
@@ -348,6 +349,7 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "batch", spec.batch));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "forward_output", spec.forward_output));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "pty", spec.pty));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "mpi", spec.mpi));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "warn_signal", spec.warn_signal));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "warn_seconds", spec.warn_seconds));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "nodelist", spec.nodelist));

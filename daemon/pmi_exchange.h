@@ -1,0 +1,45 @@
+// The PMI key exchange of MPI worlds that span nodes (--mpi pmi1): each
+// node's job shell gathers its ranks' keys at a fence, its agent sends them
+// here (overlay PmiFence); once every node of the world has, the merged keys
+// go back to each (PmiFenceDone). One combine and one broadcast per fence,
+// as Flux's and Slurm's PMI servers do over their trees.
+//
+// A fence that cannot complete (a node's ranks have failed) is not answered:
+// the failed part ends the job (or step) and its other parts are killed.
+// Contributions of runs that have ended are dropped at the heartbeat.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "daemon/context.h"
+
+namespace hpcq::daemon {
+
+class PmiExchange {
+ public:
+  explicit PmiExchange(Context& ctx) : ctx_(ctx) {}
+  PmiExchange(const PmiExchange&) = delete;
+  PmiExchange& operator=(const PmiExchange&) = delete;
+
+  void on_fence(Rank rank, const overlay::PmiFence& fence);
+  // Drops the fences of runs that no longer run (heartbeat timer).
+  void drop_ended();
+
+ private:
+  // job, attempt, step, seq
+  using Key = std::tuple<JobId, std::uint32_t, std::uint32_t, std::uint32_t>;
+  struct Fence {
+    std::uint32_t nodes = 0;
+    std::set<Rank> from;
+    std::string kvs;  // every contribution so far, concatenated (key=value lines)
+  };
+  bool runs(JobId id, std::uint32_t attempt, std::uint32_t step, Rank rank) const;
+
+  Context& ctx_;
+  std::map<Key, Fence> fences_;
+};
+
+}  // namespace hpcq::daemon
