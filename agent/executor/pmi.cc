@@ -137,6 +137,8 @@ std::vector<Reply> Server::on_line(std::size_t client, std::string_view line) {
     const std::string key = value_or(words, "key"), value = value_or(words, "value");
     if (key.empty() || key.size() > kKeyMax || value.size() > kValueMax) {
       reply("cmd=put_result rc=-1 msg=key_or_value_too_long");
+    } else if (key.find('=') != std::string::npos) {
+      reply("cmd=put_result rc=-1 msg=a_key_holds_no_equals_sign");
     } else {
       kvs_[key] = value;
       pending_[key] = value;

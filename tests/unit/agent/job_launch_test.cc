@@ -94,6 +94,46 @@ TEST(JobLaunchTest, OutputFramesRoundTrip) {
   EXPECT_FALSE(decode_output_frame(std::string("\0\0\0\0\3", 5)).is_ok());
 }
 
+TEST(JobLaunchTest, FenceFramesRoundTripBothWaysInChunks) {
+  const std::string data(kOutputFrameData + 10, 'k');
+  const auto frames = split_fence(7, false, data);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_FALSE(frames[0].last);
+  EXPECT_TRUE(frames[1].last);
+  auto up = decode_output_frame(encode_output_frame(frames[1]));
+  ASSERT_TRUE(up.is_ok() && up->fence) << up.status().message();
+  EXPECT_EQ(up->fence->seq, 7u);
+  EXPECT_TRUE(up->fence->last);
+  EXPECT_EQ(up->fence->data, std::string(10, 'k'));
+  auto down = decode_input_frame(encode_input_frame(FenceFrame{9, true, true, "why"}));
+  ASSERT_TRUE(down.is_ok() && down->fence) << down.status().message();
+  EXPECT_EQ(down->fence->seq, 9u);
+  EXPECT_TRUE(down->fence->failed);
+  EXPECT_EQ(down->fence->data, "why");
+  auto input = decode_input_frame(encode_input_frame(TaskInput{"abc", true, 0, 0, {}}));
+  ASSERT_TRUE(input.is_ok());
+  EXPECT_FALSE(input->fence);
+  EXPECT_EQ(input->data, "abc");
+  EXPECT_EQ(split_fence(1, false, "").size(), 1u);  // an empty contribution is one frame
+}
+
+TEST(JobLaunchTest, PmiWorldRoundTripsAndNeedsAChannelOnlyAcrossNodes) {
+  JobLaunch l;
+  l.id = 4;
+  l.pmi = {"hpcq_4_0", 8, 2, "(vector,(0,2,4))"};
+  EXPECT_TRUE(l.has_channel());
+  auto back = decode_launch(encode_launch(l));
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->pmi.kvsname, "hpcq_4_0");
+  EXPECT_EQ(back->pmi.size, 8);
+  EXPECT_EQ(back->pmi.nodes, 2);
+  EXPECT_EQ(back->pmi.process_mapping, "(vector,(0,2,4))");
+  l.pmi.nodes = 1;
+  EXPECT_FALSE(l.has_channel());  // a one-node world fences in the shell
+  JobLaunch none;
+  EXPECT_TRUE(decode_launch(encode_launch(none))->pmi.kvsname.empty());
+}
+
 TEST(JobLaunchTest, BatchAndForwardedOutputRoundTrip) {
   JobLaunch l;
   l.id = 3;
@@ -163,6 +203,14 @@ TEST(JobLaunchTest, ReasonNamesTheDecidingTask) {
   start_failure.tasks = {{0, 0, 200, 0, ""},
                          {1, 1, 127, 0, "chdir /nope: No such file or directory"}};
   EXPECT_EQ(describe_results(start_failure), "task 1: chdir /nope: No such file or directory");
+
+  // The ranks the shell ended after another failed neither decide the code
+  // nor name the failure.
+  ShellResults world;
+  world.tasks = {{0, 0, 137, 9, ""}, {1, 1, 5, 0, ""}};
+  world.tasks[0].ended_by_shell = true;
+  EXPECT_EQ(job_exit_code(world.tasks), 5);
+  EXPECT_EQ(describe_results(world), "task 1: exited with code 5");
 }
 
 TEST(JobLaunchTest, JobFilesLiveInTheJobDirectory) {

@@ -117,6 +117,8 @@ TEST(Pmi, WhatHpcqDoesNotServeIsAnsweredWithAnError) {
   EXPECT_EQ(server.on_line(0, "cmd=frobnicate x y")[0].line,
             "cmd=frobnicate_result rc=-1 msg=unknown_command\n");
   EXPECT_EQ(server.on_line(0, "")[0].line, "cmd=unknown_result rc=-1 msg=unknown_command\n");
+  EXPECT_EQ(server.on_line(0, "cmd=put kvsname=x key==k value=v")[0].line,
+            "cmd=put_result rc=-1 msg=a_key_holds_no_equals_sign\n");
   std::string long_value(kValueMax + 1, 'v');
   EXPECT_EQ(server.on_line(0, "cmd=put kvsname=x key=k value=" + long_value)[0].line,
             "cmd=put_result rc=-1 msg=key_or_value_too_long\n");

@@ -49,6 +49,15 @@ class Submit : public ::testing::Test {
   SubmitKind kind_ = SubmitKind::kSubmit;
 };
 
+TEST_F(Submit, MpiIsTheSitesUnlessGivenAndADirectiveSetsIt) {
+  EXPECT_EQ(ok({"./app"}).spec.mpi, "");  // the site's default (hpcq.toml, leader.mpi)
+  EXPECT_EQ(ok({"--mpi", "none", "./app"}).spec.mpi, "none");
+  EXPECT_EQ(ok({"--mpi=pmi1", "./app"}).spec.mpi, "pmi1");
+  files_["job.sh"] = "#!/bin/sh\n#HPCQ --mpi none\n./app\n";
+  EXPECT_EQ(ok({"job.sh"}).spec.mpi, "none");
+  EXPECT_EQ(ok({"--mpi", "pmi1", "job.sh"}).spec.mpi, "pmi1");  // the command line wins
+}
+
 TEST_F(Submit, CommandWithDefaults) {
   SubmitOptions o = ok({"hostname"});
   const JobSpec& s = o.spec;
@@ -585,8 +594,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
                 "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
                 "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
-                "TIME] [--signal SIG[@SECONDS]] [-w NODE[,NODE...]] [--json] "
+                "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|none] [-w NODE[,NODE...]] [--json] "
                 "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
+        BadArgs{{"--mpi", "openmpi", "true"}, "--mpi: want pmi1 or none, got 'openmpi'"},
+        BadArgs{{"--mpi", "pmix", "true"},
+                "--mpi pmix: not served yet; hpcq serves pmi1 (MPICH and its kin) or none"},
         BadArgs{{"-w", "n1,,n2", "true"},
                 "--nodelist: bad node list 'n1,,n2' (want NAME[,NAME...])"},
         BadArgs{{"--profile", "gpu", "true"},
