@@ -3,6 +3,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "lib/core/bytes.h"
+
+extern char** environ;
+
 namespace hpcq::cli {
 
 std::string socket_path() {
@@ -57,6 +61,37 @@ Status from_grpc(const grpc::Status& status, const std::string& socket) {
 int exit_code_of(const Status& status) {
   if (status.is_ok()) return 0;
   return status.code() == Code::kInvalidArgument ? 2 : 1;
+}
+
+Result<JobId> parse_job_id(const std::string& text) {
+  JobId id = 0;
+  size_t used = 0;
+  try {
+    id = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || id == 0 || text.empty() || text[0] == '-') {
+    return invalid_argument("'" + text + "' is not a job id");
+  }
+  return id;
+}
+
+std::map<std::string, std::string> caller_environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    if (!hpcq::is_utf8(kv.substr(0, eq))) {
+      std::fprintf(stderr,
+                   "hpcq: warning: an environment variable whose name is not UTF-8 "
+                   "is not passed to the job\n");
+      continue;
+    }
+    env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
 }
 
 }  // namespace hpcq::cli

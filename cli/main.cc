@@ -23,6 +23,7 @@
 
 #include "cli/client.h"
 #include "cli/format.h"
+#include "cli/rsh.h"
 #include "cli/run.h"
 #include "cli/simulate.h"
 #include "cli/start.h"
@@ -47,20 +48,6 @@ std::int64_t wall_clock_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-Result<JobId> parse_job_id(const std::string& text) {
-  JobId id = 0;
-  size_t used = 0;
-  try {
-    id = std::stoull(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || id == 0 || text.empty() || text[0] == '-') {
-    return invalid_argument("'" + text + "' is not a job id");
-  }
-  return id;
 }
 
 // The elements of array `array` the caller may see, in index order; empty
@@ -166,19 +153,7 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   umask(mask);
   ctx.umask = mask;
   ctx.now_us = wall_clock_us();
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    // The API carries the values as bytes but the names as text.
-    if (!hpcq::is_utf8(kv.substr(0, eq))) {
-      std::fprintf(stderr,
-                   "hpcq: warning: an environment variable whose name is not UTF-8 "
-                   "is not passed to the job\n");
-      continue;
-    }
-    ctx.environment[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  ctx.environment = caller_environment();
   ctx.read_file = [](const std::string& path) -> Result<std::string> {
     std::ifstream in(path);
     if (!in) return not_found("cannot read " + path);
@@ -690,6 +665,11 @@ int main(int argc, char** argv) {
     return cmd_submit(
         std::vector<std::string>(args.begin() + 1, args.end()),
         args[0] == "batch" ? hpcq::job::SubmitKind::kBatch : hpcq::job::SubmitKind::kRun);
+  }
+  // hpcq-rsh (a link to hpcq) and hpcq rsh: ssh's words, not ours (cli/rsh.h).
+  if (std::filesystem::path(argv[0]).filename() == "hpcq-rsh") return run_rsh(args);
+  if (!args.empty() && args[0] == "rsh") {
+    return run_rsh(std::vector<std::string>(args.begin() + 1, args.end()));
   }
   // simulate needs no daemon and parses its own options (cli/simulate.cc).
   if (!args.empty() && args[0] == "simulate") {

@@ -284,7 +284,7 @@ int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
 }
 
 int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
-             const job::SubmitOptions& options) {
+             const job::SubmitOptions& options, bool quiet) {
   v1::LaunchStepRequest request;
   request.set_id(job);
   v1::StepSpec& spec = *request.mutable_spec();
@@ -297,6 +297,8 @@ int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
   spec.set_ntasks(options.step.ntasks);
   spec.set_cpus_per_task(options.step.cpus_per_task);
   spec.set_overlap(options.step.overlap);
+  for (const std::string& node : options.spec.nodelist) spec.add_nodelist(node);
+  spec.set_whole(options.step.whole);
   spec.set_immediate(options.immediate);
   v1::Step step;
   grpc::ClientContext ctx;
@@ -305,7 +307,7 @@ int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
     std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
     return exit_code_of(s);
   }
-  if (step.state() == v1::PENDING) {
+  if (step.state() == v1::PENDING && !quiet) {
     std::fprintf(stderr, "hpcq: step %llu.%u waits for cores held by the job's other steps\n",
                  static_cast<unsigned long long>(job), step.id());
   }

@@ -46,7 +46,9 @@ int alloc_job(v1::Hpcq::Stub& stub, const std::string& socket, const job::Submit
 
 // hpcq run inside an allocation (HPCQ_JOB_ID = `job`): launches the step,
 // then follows it as follow_job does. Needs block_interrupts() first.
+// `quiet`: no line about a step that waits for cores (hpcq-rsh's callers
+// read stderr as the remote command's).
 int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
-             const job::SubmitOptions& options);
+             const job::SubmitOptions& options, bool quiet = false);
 
 }  // namespace hpcq::cli

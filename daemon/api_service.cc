@@ -281,7 +281,12 @@ grpc::Status ApiService::LaunchStep(grpc::ServerContext* context,
   step.argv.assign(spec.argv().begin(), spec.argv().end());
   for (const auto& [k, v] : spec.env()) step.env[k] = v;
   step.cwd = spec.cwd();
-  step.request = {spec.nodes(), spec.ntasks(), spec.cpus_per_task(), spec.overlap()};
+  step.request = {spec.nodes(),
+                  spec.ntasks(),
+                  spec.cpus_per_task(),
+                  spec.overlap(),
+                  {spec.nodelist().begin(), spec.nodelist().end()},
+                  spec.whole()};
   step.pty = spec.pty();
   step.mpi = spec.mpi();
   if (step.argv.empty() || step.argv[0].empty()) {

@@ -26,9 +26,27 @@ JobFiles::JobFiles(std::string d)
       launch(dir + "/launch.json"),
       script(dir + "/script"),
       hostfile(dir + "/hostfile"),
+      hostfile_mpich(dir + "/hostfile.mpich"),
+      tmpdir(dir + "/tmp"),
       results(dir + "/results.json"),
       shell_log(dir + "/shell.log"),
       oci_dir(dir + "/oci") {}
+
+std::string mpich_hostfile(std::string_view hostfile) {
+  std::string text;
+  while (!hostfile.empty()) {
+    const std::size_t end = std::min(hostfile.find('\n'), hostfile.size());
+    std::string_view line = hostfile.substr(0, end);
+    hostfile.remove_prefix(std::min(end + 1, hostfile.size()));
+    const std::size_t slots = line.find(" slots=");
+    if (line.empty()) continue;
+    text += slots == std::string_view::npos
+                ? std::string(line)
+                : std::string(line.substr(0, slots)) + ":" + std::string(line.substr(slots + 7));
+    text += "\n";
+  }
+  return text;
+}
 
 void ensure_workers(JobLaunch& l) {
   if (!l.workers.empty()) return;
@@ -71,6 +89,7 @@ std::string encode_launch(const JobLaunch& l) {
             {"stdout_path", bytes_to_json(l.stdout_path)},
             {"stderr_path", bytes_to_json(l.stderr_path)},
             {"hostfile", l.hostfile},
+            {"tmpdir", l.tmpdir},
             {"tasks", tasks},
             {"workers", workers},
             {"image", l.image},
@@ -109,6 +128,7 @@ Result<JobLaunch> decode_launch(std::string_view text) {
       return invalid_argument("launch.json: a command, path or environment is malformed");
     }
     l.hostfile = j.at("hostfile").get<std::string>();
+    l.tmpdir = j.value("tmpdir", std::string());
     for (const json& t : j.at("tasks")) {
       TaskSpec task;
       task.rank = t.at("rank").get<int>();

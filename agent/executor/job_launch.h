@@ -63,8 +63,13 @@ struct JobLaunch {
                                            // owned by uid) and run with argv[1..] as arguments
   std::map<std::string, std::string> env;  // job-wide environment (HPCQ_JOB_ID, ...)
   std::string cwd;
-  std::string stdout_path, stderr_path;   // absolute; empty: /dev/null
-  std::string hostfile;                   // content of the file HPCQ_HOSTFILE names
+  std::string stdout_path, stderr_path;  // absolute; empty: /dev/null
+  std::string hostfile;                  // content of the file HPCQ_HOSTFILE names
+  // TMPDIR: the job's own directory on this node, shared by its steps and
+  // removed with the job, as Flux's shell gives one (each emulated node
+  // gets its own, so that MPI's per-host files do not meet); empty: the
+  // caller's TMPDIR is left as it is (an --image job).
+  std::string tmpdir;
   std::vector<TaskSpec> tasks;            // this node's tasks, grouped by worker
   std::vector<WorkerSpec> workers;        // at least one (TaskSpec::worker indexes it)
   std::string image;                      // non-empty: OCI rootfs or bundle (runc)
@@ -162,12 +167,14 @@ struct JobExit {
 struct JobFiles {
   explicit JobFiles(std::string dir);
   std::string dir;
-  std::string launch;     // launch.json: the JobLaunch, root-only
-  std::string script;     // the batch script, when there is one
-  std::string hostfile;   // HPCQ_HOSTFILE
-  std::string results;    // results.json, written by the shell at its end
-  std::string shell_log;  // the shell's own stdout/stderr
-  std::string oci_dir;    // OCI bundles (one per worker) and runc's state
+  std::string launch;          // launch.json: the JobLaunch, root-only
+  std::string script;          // the batch script, when there is one
+  std::string hostfile;        // HPCQ_HOSTFILE
+  std::string hostfile_mpich;  // HPCQ_HOSTFILE_MPICH
+  std::string tmpdir;          // TMPDIR (JobLaunch::tmpdir), the user's
+  std::string results;         // results.json, written by the shell at its end
+  std::string shell_log;       // the shell's own stdout/stderr
+  std::string oci_dir;         // OCI bundles (one per worker) and runc's state
 };
 
 // How one task ended, as the shell saw it.
@@ -189,6 +196,10 @@ struct ShellResults {
   std::int64_t cpu_time_us = 0;
   std::vector<TaskResult> tasks;
 };
+
+// MPICH hydra's form ("NODE:N" lines) of a hostfile of "NODE slots=N"
+// lines (Open MPI's, JobLaunch::hostfile): hydra refuses "slots=".
+std::string mpich_hostfile(std::string_view hostfile);
 
 // A launch built without workers (tests, older callers) gets one: the node's
 // whole part, in the job's cgroup. Then every task names a worker.

@@ -88,7 +88,10 @@ std::map<std::string, std::string> base_environment(const JobLaunch& l, const Jo
 #endif
   // An elastic job's first node names its own hostfile, one the agent
   // rewrites on resizes (agent/elastic_job.h).
-  job::add_shell_environment(env, files.hostfile);
+  job::add_shell_environment(env, files.hostfile, files.hostfile_mpich);
+  // Over the caller's: a step's caller (hpcq-rsh's MPI launcher) ran on
+  // another node, with that node's.
+  if (!l.tmpdir.empty()) env["TMPDIR"] = l.tmpdir;
   return env;
 }
 

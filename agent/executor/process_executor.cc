@@ -241,6 +241,7 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
     }
     st = cgroup.status();
   }
+  if (!parent->second.image) l.tmpdir = JobFiles(parent->second.dir).tmpdir;  // the job's
   if (st.is_ok()) st = write_new_file(JobFiles(s.dir).launch, encode_launch(l), 0600, 0, 0);
   if (st.is_ok()) st = start_shell(s);
   if (!st.is_ok()) {

@@ -120,8 +120,15 @@ Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& d
     return internal_error("chmod " + dir + ": " + errno_text(errno));
   const JobFiles files(dir);
   HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, l.hostfile, 0644, 0, 0));
+  HPCQ_RETURN_IF_ERROR(
+      write_new_file(files.hostfile_mpich, mpich_hostfile(l.hostfile), 0644, 0, 0));
   if (!l.script.empty()) {
     HPCQ_RETURN_IF_ERROR(write_new_file(files.script, l.script, 0700, l.uid, l.gid));
+  }
+  if (l.step == 0 && l.image.empty()) {  // TMPDIR, the user's own
+    if (mkdir(files.tmpdir.c_str(), 0700) != 0 || chown(files.tmpdir.c_str(), l.uid, l.gid) != 0) {
+      return internal_error("making " + files.tmpdir + ": " + errno_text(errno));
+    }
   }
   return Status::ok();
 }
@@ -202,6 +209,8 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
   if (restore_images.empty()) {
     HPCQ_RETURN_IF_ERROR(write_new_file(inside.launch, encode_launch(inner), 0600, l.uid, l.gid));
     HPCQ_RETURN_IF_ERROR(write_new_file(inside.hostfile, l.hostfile, 0644, l.uid, l.gid));
+    HPCQ_RETURN_IF_ERROR(
+        write_new_file(inside.hostfile_mpich, mpich_hostfile(l.hostfile), 0644, l.uid, l.gid));
     if (!l.script.empty()) {
       HPCQ_RETURN_IF_ERROR(write_new_file(inside.script, l.script, 0700, l.uid, l.gid));
     }
@@ -316,6 +325,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   if (j.image) {
     for (const WorkerSpec& worker : l.workers) j.worker_ids.push_back(worker.id);
   }
+  if (l.image.empty()) l.tmpdir = JobFiles(j.dir).tmpdir;
   if (s.is_ok()) s = write_new_file(JobFiles(j.dir).launch, encode_launch(l), 0600, 0, 0);
   if (s.is_ok()) s = start_shell(j);
   if (!s.is_ok()) {

@@ -242,6 +242,8 @@ v1::Step to_proto(const job::StepRecord& step) {
   spec.set_ntasks(step.request.ntasks);
   spec.set_cpus_per_task(step.request.cpus_per_task);
   spec.set_overlap(step.request.overlap);
+  for (const auto& n : step.request.nodelist) spec.add_nodelist(n);
+  spec.set_whole(step.request.whole);
   spec.set_pty(step.pty);
   spec.set_mpi(step.mpi);
   int ntasks = 0;
@@ -274,6 +276,8 @@ Result<job::StepRecord> from_proto(const v1::Step& p) {
   step.request.ntasks = p.spec().ntasks();
   step.request.cpus_per_task = p.spec().cpus_per_task();
   step.request.overlap = p.spec().overlap();
+  step.request.nodelist.assign(p.spec().nodelist().begin(), p.spec().nodelist().end());
+  step.request.whole = p.spec().whole();
   step.pty = p.spec().pty();
   step.mpi = p.spec().mpi();
   step.allocation.cpus_per_task = p.cpus_per_task();

@@ -84,8 +84,10 @@ void add_gpu_environment(Environment& env, const std::vector<int>& gpus) {
   env["HPCQ_GPUS"] = join(gpus);
 }
 
-void add_shell_environment(Environment& env, const std::string& hostfile) {
+void add_shell_environment(Environment& env, const std::string& hostfile,
+                           const std::string& hostfile_mpich) {
   env.emplace("HPCQ_HOSTFILE", hostfile);
+  env.emplace("HPCQ_HOSTFILE_MPICH", hostfile_mpich);
 }
 
 void add_task_environment(Environment& env, int rank, int local_task,

@@ -17,7 +17,8 @@
 //   add_gpu_environment    the agent, per task with GPUs: HPCQ_GPUS,
 //                          CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER
 //   add_shell_environment  the job shell: HPCQ_HOSTFILE where the agent set
-//                          none (the job directory's hostfile)
+//                          none (the job directory's hostfile: Open MPI's
+//                          "NODE slots=N"), HPCQ_HOSTFILE_MPICH ("NODE:N")
 //   add_task_environment   the job shell, per task: HPCQ_TASK_RANK,
 //                          _LOCAL_TASK, _CPUS
 //
@@ -48,7 +49,8 @@ void add_node_environment(Environment& env, int node_index, const std::string& n
 void add_elastic_environment(Environment& env, const std::string& nodelist_file,
                              const std::string& hostfile, const std::string& resize_socket);
 void add_gpu_environment(Environment& env, const std::vector<int>& gpus);
-void add_shell_environment(Environment& env, const std::string& hostfile);
+void add_shell_environment(Environment& env, const std::string& hostfile,
+                           const std::string& hostfile_mpich);
 void add_task_environment(Environment& env, int rank, int local_task,
                           const std::string& logical_cpus);
 

@@ -13,7 +13,7 @@ int job_tasks(const resource::Allocation& job) {
 
 // Greedy placement against `busy` (empty: the job's whole allocation).
 Result<resource::Allocation> place(const resource::Allocation& job, const BusyCores& busy,
-                                   int nodes, int ntasks, int cpus_per_task) {
+                                   int nodes, int ntasks, int cpus_per_task, bool whole) {
   resource::Allocation step;
   step.cpus_per_task = cpus_per_task;
   step.gpus_per_task = 0;
@@ -29,8 +29,13 @@ Result<resource::Allocation> place(const resource::Allocation& job, const BusyCo
       if (held == busy.end() || !held->second.count(core)) free.push_back(core);
     }
     const std::size_t need =
-        static_cast<std::size_t>(tasks) * static_cast<std::size_t>(cpus_per_task);
+        whole ? std::max(free.size(), static_cast<std::size_t>(tasks))
+              : static_cast<std::size_t>(tasks) * static_cast<std::size_t>(cpus_per_task);
     if (free.size() < need) continue;
+    if (whole) {
+      const int each = static_cast<int>(need) / tasks;
+      step.cpus_per_task = step.nodes.empty() ? each : std::min(step.cpus_per_task, each);
+    }
     resource::NodeAllocation part;
     part.rank = node.rank;
     part.node = node.node;
@@ -51,10 +56,38 @@ Result<resource::Allocation> place(const resource::Allocation& job, const BusyCo
 
 Result<resource::Allocation> place_step(const resource::Allocation& job, const BusyCores& busy,
                                         const StepRequest& request) {
-  const int job_nodes = static_cast<int>(job.nodes.size());
   if (request.nodes < 0 || request.ntasks < 0 || request.cpus_per_task < 0) {
     return invalid_argument("step: negative node, task or CPU count");
   }
+  if (!request.nodelist.empty()) {
+    // Only the named nodes, each of which must be the job's.
+    resource::Allocation named = job;
+    named.nodes.clear();
+    std::string names;
+    for (const resource::NodeAllocation& node : job.nodes) {
+      names += (names.empty() ? "" : ",") + node.node;
+      if (std::find(request.nodelist.begin(), request.nodelist.end(), node.node) !=
+          request.nodelist.end()) {
+        named.nodes.push_back(node);
+      }
+    }
+    for (const std::string& name : request.nodelist) {
+      if (std::none_of(job.nodes.begin(), job.nodes.end(),
+                       [&](const auto& node) { return node.node == name; })) {
+        return invalid_argument("step: node '" + name + "' is not one of the job's (" + names +
+                                ")");
+      }
+    }
+    if (request.nodes > 0 && request.nodes != static_cast<int>(named.nodes.size())) {
+      return invalid_argument("step: -N " + std::to_string(request.nodes) + " with " +
+                              std::to_string(named.nodes.size()) + " nodes named by -w");
+    }
+    StepRequest on_named = request;
+    on_named.nodelist.clear();
+    on_named.nodes = static_cast<int>(named.nodes.size());
+    return place_step(named, busy, on_named);
+  }
+  const int job_nodes = static_cast<int>(job.nodes.size());
   const int cpus_per_task =
       request.cpus_per_task > 0 ? request.cpus_per_task : std::max(1, job.cpus_per_task);
   const int ntasks = request.ntasks > 0  ? request.ntasks
@@ -69,12 +102,13 @@ Result<resource::Allocation> place_step(const resource::Allocation& job, const B
     return invalid_argument("step: " + std::to_string(ntasks) + " tasks cannot run on " +
                             std::to_string(nodes) + " nodes");
   }
-  if (!place(job, {}, nodes, ntasks, cpus_per_task).is_ok()) {
+  if (!place(job, {}, nodes, ntasks, cpus_per_task, request.whole).is_ok()) {
     return invalid_argument("step: " + std::to_string(ntasks) + " tasks of " +
                             std::to_string(cpus_per_task) + " cores on " + std::to_string(nodes) +
                             " nodes do not fit in the job's allocation");
   }
-  auto placed = place(job, request.overlap ? BusyCores{} : busy, nodes, ntasks, cpus_per_task);
+  auto placed =
+      place(job, request.overlap ? BusyCores{} : busy, nodes, ntasks, cpus_per_task, request.whole);
   if (!placed.is_ok()) return unavailable("step: the job's free cores are held by other steps");
   return placed;
 }

@@ -28,6 +28,12 @@ struct StepRequest {
   int ntasks = 0;         // 0: one per node with nodes, else the job's task count
   int cpus_per_task = 0;  // 0: the job's
   bool overlap = false;   // may share cores with other steps
+  // -w: exactly these of the job's nodes, in the job's order; empty: the
+  // first that fit.
+  std::vector<std::string> nodelist;
+  // Each node's task(s) get all of the job's cores there that no other step
+  // holds (hpcq-rsh: an MPI launcher's daemon, whose ranks share them).
+  bool whole = false;
 };
 
 struct StepRecord {

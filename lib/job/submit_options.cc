@@ -893,8 +893,10 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   out.json = given.json;
   out.wait = given.wait;
   out.label = given.label;
-  out.step = {given.nodes.value_or(0), given.ntasks.value_or(0), given.cpus_per_task.value_or(0),
-              given.overlap};
+  out.step.nodes = given.nodes.value_or(0);
+  out.step.ntasks = given.ntasks.value_or(0);
+  out.step.cpus_per_task = given.cpus_per_task.value_or(0);
+  out.step.overlap = given.overlap;
   out.immediate = given.immediate;
   out.pty = given.pty;
   HPCQ_RETURN_IF_ERROR(validate(spec));

@@ -29,6 +29,7 @@ def binary(name, subdir):
 
 
 HPCQ = binary("hpcq", "cli")
+HPCQ_RSH = os.path.join(os.path.dirname(HPCQ), "hpcq-rsh")  # a link to hpcq
 HPCQD = binary("hpcqd", "daemon")
 AGENT = binary("hpcq-agent", "agent")
 SUBMIT_LOAD = binary("hpcq-submit-load", "bench")

@@ -2,8 +2,10 @@
 """MPI across nodes (issue 23): MPICH programs started by hpcq form one
 world over the job's nodes through the job shells' PMI-1 servers, whose
 fences the agents and the leader carry; a failing rank, MPI_Abort and a
-cancel end every rank on every node. Compiled here with Debian's MPICH
-(mpicc.mpich), on 4 emulated nodes of 4 cores."""
+cancel end every rank on every node. Inside a batch job, Open MPI's mpirun
+and MPICH's mpiexec start their daemons through hpcq-rsh instead of ssh.
+Compiled here with Debian's MPICH (mpicc.mpich) and Open MPI
+(mpicc.openmpi), on 4 emulated nodes of 4 cores."""
 import collections
 import os
 import re
@@ -21,16 +23,34 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e
 _built = {}
 
 
-def mpich_program():
-    """mpi_ring.c built with MPICH, in a directory every job can read."""
-    if "mpich" not in _built:
-        if shutil.which("mpicc.mpich") is None:
-            raise t.Skip("needs MPICH (Debian's mpich and libmpich-dev: mpicc.mpich)")
+def program(mpi="mpich"):
+    """mpi_ring.c built with `mpi` (mpich or openmpi), in a directory every
+    job can read."""
+    if mpi not in _built:
+        compiler = f"mpicc.{mpi}"
+        if shutil.which(compiler) is None:
+            raise t.Skip(f"needs {compiler} (Debian's {'mpich and libmpich-dev' if mpi == 'mpich' else 'openmpi-bin and libopenmpi-dev'})")
         d = t.workdir()
-        program = os.path.join(d, "mpi_ring")
-        subprocess.run(["mpicc.mpich", "-O2", "-o", program, SOURCE], check=True)
-        _built["mpich"] = (d, program)
-    return _built["mpich"]
+        path = os.path.join(d, f"mpi_ring_{mpi}")
+        subprocess.run([compiler, "-O2", "-o", path, SOURCE], check=True)
+        _built[mpi] = (d, path)
+    return _built[mpi]
+
+
+def mpich_program():
+    return program("mpich")
+
+
+def batch(d, script):
+    """Runs `script` as a 2-node, 4-task batch job; returns its status and output."""
+    path = os.path.join(d, "job.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n#HPCQ -N 2 -n 4 -t 5:00\n" + script)
+    os.chmod(path, 0o755)
+    job = int(t.hpcq("batch", "-o", "out-%j", path, cwd=d).stdout.strip())
+    s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=180)
+    with open(os.path.join(d, f"out-{job}")) as f:
+        return s, f.read()
 
 
 def ranks_of(text):
@@ -99,6 +119,63 @@ def test_cancel_ends_every_rank_on_every_node():
     t.wait_until("no rank left", lambda: not t.job_pids(job), timeout=15)
 
 
+def test_open_mpi_mpirun_starts_its_daemons_through_hpcq_rsh():
+    d, app = program("openmpi")
+    # The emulated nodes share one host name, so Open MPI would pair ranks of
+    # different nodes over shared memory: TCP between all ranks here.
+    s, out = batch(d, "mpirun --allow-run-as-root --mca plm_rsh_agent hpcq-rsh --mca pml ob1 "
+                      f"--mca btl self,tcp --hostfile \"$HPCQ_HOSTFILE\" {app}\n")
+    t.check(s["state"] == "COMPLETED", f"job {s}\n{out}")
+    t.check("world 4 sum 6 expected 6 ring ok" in out, f"output:\n{out}")
+    ranks = ranks_of(out)
+    t.check(sorted(node for node, _ in ranks.values()) == ["node1", "node1", "node2", "node2"],
+            f"ranks {ranks}")
+    daemons = [x for x in s["steps"] if "orted" in " ".join(x["command"])]
+    t.check(sorted(x["nodes"][0] for x in daemons) == ["node1", "node2"], f"steps {s['steps']}")
+
+
+def test_mpich_mpiexec_starts_its_proxies_through_hpcq_rsh():
+    d, app = mpich_program()
+    s, out = batch(d, "mpiexec.mpich -launcher ssh -launcher-exec hpcq-rsh "
+                      f"-f \"$HPCQ_HOSTFILE_MPICH\" -n 4 {app}\n")
+    t.check(s["state"] == "COMPLETED", f"job {s}\n{out}")
+    t.check("world 4 sum 6 expected 6 ring ok" in out, f"output:\n{out}")
+    proxies = [x for x in s["steps"] if "hydra_pmi_proxy" in " ".join(x["command"])]
+    t.check(sorted(x["nodes"][0] for x in proxies) == ["node1", "node2"], f"steps {s['steps']}")
+
+
+def test_hpcq_rsh_runs_only_on_the_callers_own_job_and_ends_with_it():
+    d = t.workdir()
+    p = t.run([t.HPCQ_RSH, "node1", "true"], env={k: v for k, v in os.environ.items()
+                                                if k != "HPCQ_JOB_ID"})
+    t.check(p.returncode == 2 and "not inside a job" in p.stderr, f"outside: {p.stderr}")
+    s, out = batch(d, "hpcq-rsh node9 true; echo rc=$?\n"
+                      "hpcq-rsh -x -o BatchMode=yes node2 'echo on $HPCQ_NODENAME'; echo rc=$?\n")
+    t.check("not one of the job's (node1,node2)" in out and "rc=2" in out, f"output:\n{out}")
+    t.check("on node2\nrc=0" in out, f"output:\n{out}")
+    # Another user may not start processes in this job.
+    t.ensure_user()
+    job = t.submit("-N", "2", "-n", "2", "--", "sleep", "300", cwd=d)
+    t.wait_state(job, "RUNNING")
+    p = t.run([t.HPCQ_RSH, "node2", "true"], user="hpcqtest",
+              env=dict(os.environ, HPCQ_JOB_ID=str(job)))
+    t.check(p.returncode != 0 and "job" in p.stderr, f"another user: {p.returncode} {p.stderr}")
+    t.hpcq("cancel", str(job))
+    # A process started by hpcq-rsh ends with the job.
+    path = os.path.join(d, "hold.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n#HPCQ -N 2 -n 2\nhpcq-rsh node2 sleep 300 &\nsleep 300\n")
+    os.chmod(path, 0o755)
+    job = int(t.hpcq("batch", "-o", "out-%j", path, cwd=d).stdout.strip())
+    t.wait_until("the hpcq-rsh step running on node2", lambda: any(
+        x["state"] == "RUNNING" and x["nodes"] == ["node2"] for x in t.status(job)["steps"]))
+    t.hpcq("cancel", str(job))
+    s = t.wait_state(job, ("CANCELLED", "FAILED", "COMPLETED"))
+    t.check(s["state"] == "CANCELLED" and all(x["state"] != "RUNNING" for x in s["steps"]),
+            f"job {s}")
+    t.wait_until("no process left", lambda: not t.job_pids(job), timeout=15)
+
+
 if __name__ == "__main__":
     t.main([
         test_mpich_ranks_form_one_world_across_four_nodes,
@@ -106,4 +183,7 @@ if __name__ == "__main__":
         test_a_failing_rank_fails_the_job_naming_it_and_ends_the_others,
         test_mpi_abort_ends_the_job_with_its_code,
         test_cancel_ends_every_rank_on_every_node,
+        test_open_mpi_mpirun_starts_its_daemons_through_hpcq_rsh,
+        test_mpich_mpiexec_starts_its_proxies_through_hpcq_rsh,
+        test_hpcq_rsh_runs_only_on_the_callers_own_job_and_ends_with_it,
     ])

@@ -134,6 +134,12 @@ TEST(JobLaunchTest, PmiWorldRoundTripsAndNeedsAChannelOnlyAcrossNodes) {
   EXPECT_TRUE(decode_launch(encode_launch(none))->pmi.kvsname.empty());
 }
 
+TEST(JobLaunchTest, MpichHostfileHasNoSlotsWord) {
+  EXPECT_EQ(mpich_hostfile("node1 slots=4\nnode2 slots=2\n"), "node1:4\nnode2:2\n");
+  EXPECT_EQ(mpich_hostfile("node1 slots=1"), "node1:1\n");
+  EXPECT_EQ(mpich_hostfile(""), "");
+}
+
 TEST(JobLaunchTest, BatchAndForwardedOutputRoundTrip) {
   JobLaunch l;
   l.id = 3;

@@ -58,11 +58,12 @@ TEST(JobEnv, NodeElasticGpuShellAndTaskLayers) {
   add_node_environment(env, 1, "n2");
   EXPECT_EQ(env.at("HPCQ_NODEID"), "1");
   EXPECT_EQ(env.at("HPCQ_NODENAME"), "n2");
-  add_shell_environment(env, "/jobs/42/hostfile");
+  add_shell_environment(env, "/jobs/42/hostfile", "/jobs/42/hostfile.mpich");
   EXPECT_EQ(env.at("HPCQ_HOSTFILE"), "/jobs/42/hostfile");
+  EXPECT_EQ(env.at("HPCQ_HOSTFILE_MPICH"), "/jobs/42/hostfile.mpich");
   Environment elastic;
   add_elastic_environment(elastic, "/e/nodes", "/e/hostfile", "/e/socket");
-  add_shell_environment(elastic, "/jobs/42/hostfile");
+  add_shell_environment(elastic, "/jobs/42/hostfile", "/jobs/42/hostfile.mpich");
   EXPECT_EQ(elastic.at("HPCQ_HOSTFILE"), "/e/hostfile") << "the agent's wins";
   EXPECT_EQ(elastic.at("HPCQ_NODELIST_FILE"), "/e/nodes");
   EXPECT_EQ(elastic.at("HPCQ_RESIZE_SOCKET"), "/e/socket");

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+// The requests below name only the fields they set; GCC 12 warns about the
+// rest even though each has a default.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 namespace hpcq::job {
 namespace {
 
@@ -71,6 +75,30 @@ TEST(PlaceStep, ConcurrentStepsGetDisjointCores) {
   EXPECT_TRUE(place_step(two_nodes(), busy, {.nodes = 2, .overlap = true}).is_ok());
   release_cores(busy, holding(*first));
   EXPECT_TRUE(place_step(two_nodes(), busy, {.nodes = 1, .ntasks = 2}).is_ok());
+}
+
+TEST(PlaceStep, NamedNodesOnlyAndWholeNodesForALaunchersDaemon) {
+  auto on_n2 = place_step(two_nodes(), {}, {.nodelist = {"n2"}});
+  ASSERT_TRUE(on_n2.is_ok()) << on_n2.status().message();
+  ASSERT_EQ(on_n2->nodes.size(), 1u);
+  EXPECT_EQ(on_n2->nodes[0].node, "n2");
+  EXPECT_EQ(on_n2->nodes[0].ntasks, 1);
+  EXPECT_EQ(place_step(two_nodes(), {}, {.nodelist = {"n3"}}).status().message(),
+            "step: node 'n3' is not one of the job's (n1,n2)");
+  EXPECT_EQ(place_step(two_nodes(), {}, {.nodes = 2, .nodelist = {"n1"}}).status().message(),
+            "step: -N 2 with 1 nodes named by -w");
+  // hpcq-rsh: one task with all of the node's cores, beside other steps.
+  BusyCores busy{{2, {4, 5}}};
+  auto daemon =
+      place_step(two_nodes(), busy,
+                 {.nodes = 1, .ntasks = 1, .overlap = true, .nodelist = {"n2"}, .whole = true});
+  ASSERT_TRUE(daemon.is_ok()) << daemon.status().message();
+  EXPECT_EQ(daemon->nodes[0].cores, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(daemon->cpus_per_task, 4);
+  auto beside =
+      place_step(two_nodes(), busy, {.nodes = 1, .ntasks = 1, .nodelist = {"n2"}, .whole = true});
+  ASSERT_TRUE(beside.is_ok()) << beside.status().message();
+  EXPECT_EQ(beside->nodes[0].cores, (std::vector<int>{6, 7}));  // the cores no step holds
 }
 
 TEST(PlaceStep, WhatCanNeverFitSaysWhy) {
