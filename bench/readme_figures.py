@@ -277,6 +277,33 @@ def fig_run_latency():
         f"{when[:10]}); {machine(when)}; {NOT_RECORDED}."])
 
 
+# ---------------------------------------------------------------- MPI wire-up
+
+def fig_mpi_wireup():
+    rows = load("mpi_wireup")
+    label = rows[-1].get("label", "")
+    rows = [r for r in rows if r.get("label", "") == label]
+    out = []
+    for n in sorted({r["ranks"] for r in rows}):
+        h, s = ([r["wireup_s"] for r in rows if r["system"] == x and r["ranks"] == n]
+                for x in ("hpcq", "slurm"))
+        out.append([str(n), min_median(h, 2), min_median(s, 2) if s else "-",
+                    f"{median(h) / median(s):.2f}" if s else "-"])
+    runs = max(r["run"] for r in rows)
+    first = rows[0]
+    return "\n".join([
+        table(["ranks (4 nodes)", "hpcq, PMI-1 (s)", "Slurm `srun --mpi=pmi2` (s)",
+               "hpcq / Slurm (medians)"], out), "",
+        f"From the launch command until every rank is past MPI_Init, for an MPICH 4.0 "
+        f"program (examples/mpi/mpi_ring.c); each cell min / median of {runs} runs. hpcq with "
+        f"{first['nodes']} agents of {first['cores_per_node']} emulated cores, Slurm 22.05 "
+        f"declaring {first['cores_per_node']} CPUs per node, in the same session, on 2 host "
+        f"CPUs, ranks unbound on both. Command: `bench/mpi_wireup.py --label {label}` (as "
+        f"root). Results: `bench/results/mpi_wireup.jsonl`, rows: the latest label in the file "
+        f"({label}, {first['when'][:10]}, commit {first['commit']}); {machine(first['when'])}; "
+        f"{NOT_RECORDED}."])
+
+
 # ---------------------------------------------------------------- scale
 
 SCALE_REPEATS = 3  # scale.py's method since commit 932c07b: 3 interleaved repeats per size
@@ -741,6 +768,7 @@ TABLES = {  # name: (file, generator)
     "headline": ("README.md", fig_headline),
     "throughput": ("docs/benchmarks.md", fig_throughput),
     "run-latency": ("docs/benchmarks.md", fig_run_latency),
+    "mpi-wireup": ("docs/benchmarks.md", fig_mpi_wireup),
     "scale": ("docs/benchmarks.md", fig_scale),
     "queue-memory": ("docs/benchmarks.md", fig_queue_memory),
     "churn": ("docs/benchmarks.md", fig_churn),
