@@ -140,6 +140,7 @@ Status Agent::start() {
     if (!welcomed_) send_hello();  // the leader may not be up yet
     send_heartbeat();
     repeat_unacknowledged_ends();
+    repeat_unanswered_fences();
   });
   loop_.run_every(std::chrono::milliseconds(200), [this] {
     executor_->check_timeouts(wall_clock_now());
@@ -544,7 +545,7 @@ void Agent::on_job_exits() {
   const std::vector<JobExit> exits = executor_->reap();
   // Output before ends: the leader closes a job's output at its end.
   send_output(executor_->take_output());
-  send_fences(executor_->take_fences());
+  send_pmi_events(executor_->take_pmi_events());
   for (const JobExit& exit : exits) {
     overlay::JobUpdate::Kind kind = overlay::JobUpdate::COMPLETED;
     switch (exit.kind) {
@@ -586,26 +587,58 @@ void Agent::send_output(std::vector<TaskOutput> chunks) {
   }
 }
 
-void Agent::send_fences(std::vector<PmiFence> fences) {
-  for (PmiFence& fence : fences) {
+void Agent::send_pmi_events(std::vector<PmiEvent> events) {
+  for (PmiEvent& event : events) {
     overlay::Envelope envelope;
     envelope.set_dst(0);
-    overlay::PmiFence& out = *envelope.mutable_pmi_fence();
-    out.set_job_id(fence.id);
-    out.set_step(fence.step);
-    auto attempt = attempts_.find(fence.id);
-    out.set_attempt(attempt == attempts_.end() ? 0 : attempt->second);
-    out.set_seq(fence.seq);
-    out.set_nodes(static_cast<std::uint32_t>(fence.nodes));
-    out.set_kvs(std::move(fence.data));
+    auto attempt = attempts_.find(event.id);
+    const std::uint32_t run = attempt == attempts_.end() ? 0 : attempt->second;
+    if (event.kind == PmiEvent::Kind::kAbort) {
+      overlay::PmiAbort& out = *envelope.mutable_pmi_abort();
+      out.set_job_id(event.id);
+      out.set_attempt(run);
+      out.set_step(event.step);
+      out.set_rank(event.rank);
+      out.set_code(event.code);
+    } else {
+      overlay::PmiFence& out = *envelope.mutable_pmi_fence();
+      out.set_job_id(event.id);
+      out.set_step(event.step);
+      out.set_attempt(run);
+      out.set_seq(event.seq);
+      out.set_nodes(static_cast<std::uint32_t>(event.nodes));
+      out.set_kvs(std::move(event.data));
+      fences_[{event.id, event.step}] = {out, wall_clock_now()};
+    }
     Status s = overlay_->send(std::move(envelope));
-    if (!s.is_ok()) spdlog::warn("job {}: PMI fence: {}", fence.id, s.message());
+    if (!s.is_ok()) spdlog::warn("job {}: PMI: {}", event.id, s.message());
+  }
+}
+
+void Agent::repeat_unanswered_fences() {
+  const TimeUs now = wall_clock_now();
+  const TimeUs after = 2 * static_cast<TimeUs>(config_.heartbeat_interval_ms) * 1000;
+  std::erase_if(fences_, [&](const auto& f) {
+    const auto [id, step] = f.first;
+    auto attempt = attempts_.find(id);
+    return attempt == attempts_.end() || attempt->second != f.second.fence.attempt() ||
+           (step != 0 && !steps_.count({id, step}));
+  });
+  for (auto& [key, pending] : fences_) {
+    if (now - pending.sent_at < after) continue;
+    overlay::Envelope envelope;
+    envelope.set_dst(0);
+    *envelope.mutable_pmi_fence() = pending.fence;
+    (void)overlay_->send(std::move(envelope));
+    pending.sent_at = now;
   }
 }
 
 void Agent::on_fence_done(const overlay::PmiFenceDone& done) {
   auto attempt = attempts_.find(done.job_id());
   if (attempt == attempts_.end() || attempt->second != done.attempt()) return;  // stale
+  auto pending = fences_.find({done.job_id(), done.step()});
+  if (pending != fences_.end() && pending->second.fence.seq() == done.seq()) fences_.erase(pending);
   Status s = executor_->fence_done(done.job_id(), done.step(), done.seq(), false, done.kvs());
   if (!s.is_ok()) spdlog::info("job {}: PMI fence {}: {}", done.job_id(), done.seq(), s.message());
 }

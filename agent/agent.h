@@ -66,8 +66,9 @@ class Agent {
   // Forwarded output (hpcq run) to the leader, one Output message per chunk.
   void send_output(std::vector<TaskOutput> chunks);
   // PMI fences of MPI worlds across nodes: to the leader, and their outcome back.
-  void send_fences(std::vector<PmiFence> fences);
+  void send_pmi_events(std::vector<PmiEvent> events);
   void on_fence_done(const overlay::PmiFenceDone& done);
+  void repeat_unanswered_fences();
   void answer_resize(const overlay::Resize& request, overlay::ResizeDone::Outcome outcome,
                      const std::string& reason, double answer_seconds);
   // The job's part ended or left this node: forget it (its elastic files too).
@@ -121,6 +122,14 @@ class Agent {
   std::set<std::pair<JobId, std::uint32_t>> steps_, finished_steps_;
   std::map<std::pair<JobId, std::uint32_t>, TimeUs>
       end_sent_at_;  // when each unacknowledged end was last sent
+  // The PMI fence of each job (or step) that waits for its outcome, and when
+  // it was last sent: sent again until answered, so that an MPI world in a
+  // fence outlives a leader restart (the leader ignores a repeat).
+  struct PendingFence {
+    overlay::PmiFence fence;
+    TimeUs sent_at = 0;
+  };
+  std::map<std::pair<JobId, std::uint32_t>, PendingFence> fences_;
   // (job, attempt) of the parts that ended here lately, oldest first: the
   // leader repeats a Launch it has no confirmation of, and a repeat that
   // arrives after the part already ran must not run it again.

@@ -137,7 +137,7 @@ class Leader {
   Checkpoints checkpoints_{ctx_, actions_};
   Steps steps_{ctx_, actions_};
   JobStats stats_{ctx_};
-  PmiExchange pmi_{ctx_};
+  PmiExchange pmi_{ctx_, actions_, steps_};
   JobReports reports_{ctx_, actions_, resizes_, steps_};
   NodeMonitor monitor_{ctx_, actions_, resizes_, checkpoints_, reports_};
   SchedDriver driver_{ctx_, actions_, checkpoints_, resizes_};

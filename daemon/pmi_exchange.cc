@@ -42,6 +42,22 @@ void PmiExchange::on_fence(Rank rank, const overlay::PmiFence& fence) {
   fences_.erase(key);
 }
 
+void PmiExchange::on_abort(Rank rank, const overlay::PmiAbort& abort) {
+  if (!runs(abort.job_id(), abort.attempt(), abort.step(), rank)) return;
+  JobEntry& entry = *ctx_.table.find(abort.job_id());
+  auto node = ctx_.nodes.find(rank);
+  const std::string reason =
+      (node == ctx_.nodes.end() ? "rank " + std::to_string(rank) : node->second.name) + ": task " +
+      std::to_string(abort.rank()) + ": called MPI_Abort (PMI abort) with code " +
+      std::to_string(abort.code());
+  const int exit_code = abort.code() & 0xff;  // as the process's exit status shows it
+  if (abort.step() != 0) {
+    steps_.world_aborted(entry, abort.step(), exit_code, reason);
+  } else {
+    actions_.apply(ctx_.table.world_aborted(entry, exit_code, reason));
+  }
+}
+
 void PmiExchange::drop_ended() {
   std::erase_if(fences_, [&](const auto& item) {
     const auto& [id, attempt, step, seq] = item.first;

@@ -5,7 +5,8 @@
 // as Flux's and Slurm's PMI servers do over their trees.
 //
 // A fence that cannot complete (a node's ranks have failed) is not answered:
-// the failed part ends the job (or step) and its other parts are killed.
+// the failed part ends the job (or step) and its other parts are killed. A
+// PMI_Abort is reported here before its part ends, and decides the end.
 // Contributions of runs that have ended are dropped at the heartbeat.
 #pragma once
 
@@ -15,16 +16,21 @@
 #include <tuple>
 
 #include "daemon/context.h"
+#include "daemon/job_actions.h"
+#include "daemon/steps.h"
 
 namespace hpcq::daemon {
 
 class PmiExchange {
  public:
-  explicit PmiExchange(Context& ctx) : ctx_(ctx) {}
+  PmiExchange(Context& ctx, JobActions& actions, Steps& steps)
+      : ctx_(ctx), actions_(actions), steps_(steps) {}
   PmiExchange(const PmiExchange&) = delete;
   PmiExchange& operator=(const PmiExchange&) = delete;
 
   void on_fence(Rank rank, const overlay::PmiFence& fence);
+  // A task called PMI_Abort: it decides the job's (or step's) end.
+  void on_abort(Rank rank, const overlay::PmiAbort& abort);
   // Drops the fences of runs that no longer run (heartbeat timer).
   void drop_ended();
 
@@ -39,6 +45,8 @@ class PmiExchange {
   bool runs(JobId id, std::uint32_t attempt, std::uint32_t step, Rank rank) const;
 
   Context& ctx_;
+  JobActions& actions_;
+  Steps& steps_;
   std::map<Key, Fence> fences_;
 };
 

@@ -167,6 +167,19 @@ void Steps::on_update(Rank rank, const overlay::JobUpdate& update) {
   start_pending(entry);
 }
 
+void Steps::world_aborted(JobEntry& entry, job::StepId id, int exit_code,
+                          const std::string& reason) {
+  StepRecord* step = find(entry, id);
+  if (!step || step->state != JobState::kRunning || step->outcome != JobState::kCompleted ||
+      step->cancel_requested) {
+    return;
+  }
+  step->outcome = JobState::kFailed;
+  step->exit_code = exit_code;
+  step->reason = reason;
+  for (Rank other : step->running_on) send_kill(entry, *step, other);
+}
+
 void Steps::end(JobEntry& entry, StepRecord& step, JobState state, const std::string& reason) {
   if (step.state == JobState::kRunning) job::release_cores(entry.step_cores, step);
   step.state = state;

@@ -54,14 +54,21 @@ struct TaskOutput {
   std::string data;
 };
 
-// This node's contribution to a PMI fence of a job's (or step's) MPI world
-// that spans nodes (pmi.h): the keys its tasks put since the last fence.
-struct PmiFence {
+// What a job's (or step's) MPI world that spans nodes tells the others
+// through the leader (pmi.h): this node's contribution to a PMI fence (the
+// keys its tasks put since the last one), or that a task called PMI_Abort
+// (sent before the node's tasks are ended, so that the abort, not what it
+// makes of the other nodes' ranks, decides the job's end).
+struct PmiEvent {
+  enum class Kind { kFence, kAbort };
+  Kind kind = Kind::kFence;
   JobId id = 0;
   std::uint32_t step = 0;
-  std::uint32_t seq = 0;  // the world's fence count, from 0
-  int nodes = 0;          // the world's nodes: how many contributions make the fence
-  std::string data;       // pmi::encode_kvs
+  std::uint32_t seq = 0;  // kFence: the world's fence count, from 0
+  int nodes = 0;          // kFence: the world's nodes, how many contributions make it
+  std::string data;       // kFence: pmi::encode_kvs
+  int rank = 0;           // kAbort: the task's rank and its code
+  int code = 0;
 };
 
 // A running job's use of this node so far.
@@ -99,9 +106,9 @@ class Executor {
   // order written. A job's output is all read by the reap() that reports its
   // end: take it after reap() and send it before the end.
   virtual std::vector<TaskOutput> take_output() = 0;
-  // Non-blocking: the PMI fences this node's tasks have entered since the
-  // last call (read by take_output: call it after).
-  virtual std::vector<PmiFence> take_fences() = 0;
+  // Non-blocking: the PMI fences this node's tasks have entered, and their
+  // aborts, since the last call (read by take_output: call it after).
+  virtual std::vector<PmiEvent> take_pmi_events() = 0;
   // The outcome of fence `seq` of the job's (or step's) world: every node's
   // keys, or that it failed (a node's ranks ended). kNotFound if it is not
   // here, kFailedPrecondition if it has no such world.

@@ -275,6 +275,7 @@ std::vector<FenceFrame> split_fence(std::uint32_t seq, bool failed, std::string_
 namespace {
 
 constexpr char kFenceStream = 3;
+constexpr char kAbortStream = 4;
 constexpr char kFenceLast = 1, kFenceFailed = 2;  // flags of a fence frame from the shell
 constexpr char kInputEof = 1, kInputFence = 4, kInputFenceLast = 8, kInputFenceFailed = 16;
 
@@ -288,7 +289,31 @@ std::string encode_output_frame(const FenceFrame& fence) {
   return frame;
 }
 
+std::string encode_abort_frame(int rank, int code) {
+  std::string frame = encode_output_frame(rank, false, std::to_string(code));
+  frame[4] = kAbortStream;
+  return frame;
+}
+
 Result<OutputFrame> decode_output_frame(std::string_view frame) {
+  if (frame.size() > 5 && frame[4] == kAbortStream) {
+    int code = 0;
+    const std::string text(frame.substr(5));
+    if (text.size() > 11 || text.find_first_not_of("-0123456789") != std::string::npos) {
+      return invalid_argument("abort frame: bad code");
+    }
+    try {
+      code = std::stoi(text);
+    } catch (const std::exception&) {
+      return invalid_argument("abort frame: bad code");
+    }
+    std::string header(frame.substr(0, 4));
+    header += '\1';
+    auto rank = decode_output_frame(header);
+    if (!rank.is_ok()) return rank.status();
+    rank->abort_code = code;
+    return rank;
+  }
   if (frame.size() >= 6 && frame[4] == kFenceStream) {
     OutputFrame out;
     FenceFrame& fence = out.fence.emplace();

@@ -374,11 +374,21 @@ void ProcessExecutor::read_output(Job& job) {
         spdlog::warn("job {}: {}", job.id, decoded.status().message());
         continue;
       }
+      if (decoded->abort_code) {
+        PmiEvent abort;
+        abort.kind = PmiEvent::Kind::kAbort;
+        abort.id = job.id;
+        abort.step = job.step;
+        abort.rank = decoded->rank;
+        abort.code = *decoded->abort_code;
+        pmi_events_.push_back(std::move(abort));
+        continue;
+      }
       if (decoded->fence) {
         job.fence_data += decoded->fence->data;
         if (decoded->fence->last) {
-          fences_.push_back({job.id, job.step, decoded->fence->seq, job.pmi_nodes,
-                             std::exchange(job.fence_data, {})});
+          pmi_events_.push_back({PmiEvent::Kind::kFence, job.id, job.step, decoded->fence->seq,
+                                 job.pmi_nodes, std::exchange(job.fence_data, {}), 0, 0});
         }
         continue;
       }
@@ -443,7 +453,7 @@ Status ProcessExecutor::fence_done(JobId id, std::uint32_t step, std::uint32_t s
   return Status::ok();
 }
 
-std::vector<PmiFence> ProcessExecutor::take_fences() { return std::exchange(fences_, {}); }
+std::vector<PmiEvent> ProcessExecutor::take_pmi_events() { return std::exchange(pmi_events_, {}); }
 
 Status ProcessExecutor::write_input(JobId id, std::uint32_t step, const TaskInput& input) {
   Job* job = find(id, step);

@@ -127,7 +127,7 @@ class ProcessExecutor final : public Executor {
   // processes and cgroups are all gone (their job directories are removed).
   std::vector<JobExit> reap() override;
   std::vector<TaskOutput> take_output() override;
-  std::vector<PmiFence> take_fences() override;
+  std::vector<PmiEvent> take_pmi_events() override;
   Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq, bool failed,
                     const std::string& data) override;
 
@@ -236,8 +236,8 @@ class ProcessExecutor final : public Executor {
   // Steps by job and step id; each is a Job of its own for the shell, its
   // cgroup and its output.
   std::map<std::pair<JobId, std::uint32_t>, Job> steps_;
-  std::vector<TaskOutput> output_;  // read, not yet taken
-  std::vector<PmiFence> fences_;    // read, not yet taken
+  std::vector<TaskOutput> output_;    // read, not yet taken
+  std::vector<PmiEvent> pmi_events_;  // read, not yet taken
   // The running job, or its running step (step != 0); nullptr if neither.
   Job* find(JobId id, std::uint32_t step);
 

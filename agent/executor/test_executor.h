@@ -24,7 +24,7 @@ class TestExecutor final : public Executor {
   void check_timeouts(TimeUs now) override;
   std::vector<JobExit> reap() override;
   std::vector<TaskOutput> take_output() override { return {}; }  // no tasks, no output
-  std::vector<PmiFence> take_fences() override { return {}; }
+  std::vector<PmiEvent> take_pmi_events() override { return {}; }
   Status fence_done(JobId id, std::uint32_t, std::uint32_t, bool, const std::string&) override {
     return not_found("job " + std::to_string(id) + " runs no tasks here");
   }

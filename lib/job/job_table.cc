@@ -188,6 +188,19 @@ Effects JobTableCore::part_ended(JobRecord& record, Rank rank, JobState end, int
   return effects;
 }
 
+Effects JobTableCore::world_aborted(JobRecord& record, int exit_code, const std::string& reason) {
+  Effects effects;
+  if (record.job.state != JobState::kRunning || record.outcome != JobState::kCompleted ||
+      record.cancel_requested) {
+    return effects;
+  }
+  record.outcome = JobState::kFailed;
+  record.job.exit_code = exit_code;
+  record.outcome_reason = reason;
+  if (!record.running_on.empty()) effects.push_back({Effect::Kind::kKillParts, record.job.id});
+  return effects;
+}
+
 AfterRun JobTableCore::after_run(const JobRecord& record) {
   using Kind = AfterRun::Kind;
   const std::optional<Preemption>& preempted = record.preempted;

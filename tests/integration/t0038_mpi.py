@@ -119,6 +119,21 @@ def test_cancel_ends_every_rank_on_every_node():
     t.wait_until("no rank left", lambda: not t.job_pids(job), timeout=15)
 
 
+def test_a_world_waiting_in_a_fence_outlives_a_leader_restart():
+    d, app = mpich_program()
+    # Task 3 (on the second node) starts MPI_Init 4 s late: the others wait
+    # in MPICH's first PMI barrier while hpcqd is killed and restarted.
+    job = t.submit("-N", "2", "-n", "4", "-o", "out-%j", "--", app, "late", "3", "4", cwd=d)
+    t.wait_state(job, "RUNNING")
+    cmdline = t.kill_leader()
+    t.restart_leader(cmdline)
+    s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)
+    with open(os.path.join(d, f"out-{job}")) as f:
+        out = f.read()
+    t.check(s["state"] == "COMPLETED" and "world 4 sum 6 expected 6 ring ok" in out,
+            f"job {s}\n{out}")
+
+
 def test_open_mpi_mpirun_starts_its_daemons_through_hpcq_rsh():
     d, app = program("openmpi")
     # The emulated nodes share one host name, so Open MPI would pair ranks of
@@ -183,6 +198,7 @@ if __name__ == "__main__":
         test_a_failing_rank_fails_the_job_naming_it_and_ends_the_others,
         test_mpi_abort_ends_the_job_with_its_code,
         test_cancel_ends_every_rank_on_every_node,
+        test_a_world_waiting_in_a_fence_outlives_a_leader_restart,
         test_open_mpi_mpirun_starts_its_daemons_through_hpcq_rsh,
         test_mpich_mpiexec_starts_its_proxies_through_hpcq_rsh,
         test_hpcq_rsh_runs_only_on_the_callers_own_job_and_ends_with_it,

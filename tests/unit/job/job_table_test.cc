@@ -200,6 +200,28 @@ TEST_F(JobTableTest, TheFirstPartThatFailsDecidesAndTheOthersAreKilled) {
   EXPECT_EQ(at(1).job.exit_code, 3);
 }
 
+TEST_F(JobTableTest, AnMpiAbortDecidesBeforeThePartsItBrokeReport) {
+  submit(1);
+  table.start(at(1), on({1, 2}), now);
+  EXPECT_EQ(table.world_aborted(at(1), 9, "n2: task 2: called MPI_Abort"),
+            (Effects{{Kind::kKillParts, 1}}));
+  // The other node's rank failed on losing its peer: not the job's reason.
+  table.part_ended(at(1), 1, JobState::kFailed, 15, "n1: task 0: MPI error");
+  table.part_ended(at(1), 2, JobState::kFailed, 9, "n2: task 2: called MPI_Abort");
+  AfterRun after = JobTableCore::after_run(at(1));
+  EXPECT_EQ(after, (AfterRun{AfterRun::Kind::kFinish, JobState::kFailed,
+                             "n2: task 2: called MPI_Abort", 0}));
+  carry_out(at(1), after);
+  EXPECT_EQ(at(1).job.exit_code, 9);
+  // Too late once a part has decided, and for a job that is not running.
+  submit(2);
+  EXPECT_TRUE(table.world_aborted(at(2), 9, "x").empty());
+  table.start(at(2), on({1, 2}), now);
+  table.part_ended(at(2), 1, JobState::kFailed, 3, "n1: exit 3");
+  EXPECT_TRUE(table.world_aborted(at(2), 9, "x").empty());
+  EXPECT_EQ(at(2).job.exit_code, 3);
+}
+
 TEST_F(JobTableTest, ABatchJobEndsWithItsScriptsPart) {
   for (JobState script_end : {JobState::kCompleted, JobState::kFailed}) {
     const JobId id = script_end == JobState::kCompleted ? 1 : 2;

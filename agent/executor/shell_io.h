@@ -1,0 +1,388 @@
+// The job shell's descriptors besides its tasks' processes: its channel to
+// the executor (fd kOutputFd), the tasks' PMI sockets (PmiClients, over
+// pmi::Server) and their forwarded standard streams (TaskIo, which also
+// runs the shell's wait loop while any of them is open). Used by
+// hpcq-job-shell and hpcq-container-shell only (job_shell_main.cc), which
+// are single-threaded.
+#pragma once
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "agent/executor/job_launch.h"
+#include "agent/executor/pmi.h"
+#include "agent/executor/posix.h"
+
+namespace hpcq::agent {
+
+// A forwarding task's ends of its stdout and stderr pipes and (task 0) its
+// stdin; with a terminal, all three are its slave. -1: files and /dev/null.
+struct TaskStdio {
+  int in = -1, out = -1, err = -1;
+  bool pty = false;
+  int pmi = -1;  // the task's end of its PMI socket (PMI_FD)
+};
+
+// Sends one frame to the executor on kOutputFd. Blocks while the agent is
+// behind. Once the channel has failed (the agent restarted) nothing is sent
+// and `broken` stays set.
+inline void send_on_channel(const std::string& frame, bool& broken) {
+  while (!broken && send(kOutputFd, frame.data(), frame.size(), MSG_NOSIGNAL) < 0) {
+    if (errno == EINTR) continue;
+    fprintf(stderr, "hpcq-job-shell: channel to the agent: %s\n", strerror(errno));
+    broken = true;
+  }
+}
+
+// The tasks' PMI sockets (pmi.h): each task's lines go to the server, its
+// answers come back, and a fence of a world on several nodes leaves on the
+// channel and its outcome comes back from it (TaskIo reads the channel).
+class PmiClients {
+ public:
+  explicit PmiClients(const JobLaunch& l)
+      : server_(world_of(l), ranks_of(l)), channel_(l.has_channel()) {
+    fds_.assign(l.tasks.size(), -1);
+    buffers_.resize(l.tasks.size());
+  }
+
+  // Makes task `local`'s socket; `stdio.pmi` is the task's end.
+  bool add(std::size_t local, TaskStdio& stdio, std::string& error) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      error = "PMI socketpair: " + errno_text(errno);
+      return false;
+    }
+    fds_[local] = pair[0];
+    stdio.pmi = pair[1];
+    return true;
+  }
+
+  void poll_fds(std::vector<pollfd>& fds) const {
+    for (int fd : fds_) fds.push_back({fd, POLLIN, 0});
+  }
+
+  // Client `local`'s socket is readable: its complete lines are served.
+  void on_readable(std::size_t local, bool& channel_broken) {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = recv(fds_[local], buf, sizeof buf, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) break;
+      if (n <= 0) {  // closed: the task is gone or closed PMI
+        close_client(local);
+        std::vector<pmi::Reply> replies;
+        broken_ = server_.on_client_gone(local, replies) || broken_;
+        send(replies);
+        break;
+      }
+      std::string& pending = buffers_[local];
+      pending.append(buf, static_cast<std::size_t>(n));
+      std::size_t end;
+      while ((end = pending.find('\n')) != std::string::npos) {
+        const std::string line = pending.substr(0, end);
+        pending.erase(0, end + 1);
+        send(server_.on_line(local, line));
+        // PMI_Abort: the whole world ends now, whether or not the caller
+        // exits (the shell names it once the tasks are reaped).
+        if (server_.abort() && !abort_sent_) {
+          abort_sent_ = true;
+          // The other nodes first (before their ranks see this one gone).
+          if (channel_) {
+            send_on_channel(encode_abort_frame(server_.abort()->rank, server_.abort()->code),
+                            channel_broken);
+          }
+          kill(-1, SIGKILL);
+        }
+      }
+      if (pending.size() > pmi::kLineMax) {
+        fprintf(stderr, "hpcq-job-shell: task %zu: PMI line too long\n", local);
+        pending.clear();
+      }
+    }
+    if (server_.fence_pending()) {
+      const std::uint32_t seq = server_.fence_seq();
+      for (const FenceFrame& f : split_fence(seq, false, server_.take_fence())) {
+        send_on_channel(encode_output_frame(f), channel_broken);
+      }
+      if (channel_broken) send(server_.fence_failed());
+    }
+  }
+
+  // A chunk of a fence's outcome from the executor.
+  void on_fence_frame(const FenceFrame& frame) {
+    fence_data_ += frame.data;
+    if (!frame.last) return;
+    const std::string data = std::exchange(fence_data_, {});
+    if (frame.failed) {
+      send(server_.fence_failed());
+      return;
+    }
+    auto kvs = pmi::decode_kvs(data);
+    if (!kvs.is_ok()) {
+      fprintf(stderr, "hpcq-job-shell: %s\n", kvs.status().message().c_str());
+      send(server_.fence_failed());
+      return;
+    }
+    send(server_.fence_done(frame.seq, *kvs));
+  }
+
+  // Task `local` has ended: its socket closes; true when its MPI world
+  // cannot go on without it (it began PMI and did not finalize).
+  bool task_ended(std::size_t local) {
+    close_client(local);
+    std::vector<pmi::Reply> replies;
+    broken_ = server_.on_client_gone(local, replies) || broken_;
+    send(replies);
+    return broken_;
+  }
+  // The channel is gone: no fence can complete.
+  void channel_lost() { send(server_.fence_failed()); }
+
+  bool in_use() const { return server_.in_use(); }
+  const std::optional<pmi::Server::Abort>& abort() const { return server_.abort(); }
+  std::size_t size() const { return fds_.size(); }
+
+ private:
+  static pmi::World world_of(const JobLaunch& l) {
+    pmi::World world;
+    world.kvsname = l.pmi.kvsname;
+    world.size = l.pmi.size;
+    world.nodes = l.pmi.nodes;
+    if (!l.pmi.process_mapping.empty()) {
+      world.preset["PMI_process_mapping"] = l.pmi.process_mapping;
+    }
+    return world;
+  }
+  static std::vector<int> ranks_of(const JobLaunch& l) {
+    std::vector<int> ranks;
+    for (const TaskSpec& t : l.tasks) ranks.push_back(t.rank);
+    return ranks;
+  }
+  void close_client(std::size_t local) {
+    if (fds_[local] >= 0) close(fds_[local]);
+    fds_[local] = -1;
+  }
+  // Answers; a client that cannot take its answer is gone, and its end
+  // will show as such at the next read.
+  void send(const std::vector<pmi::Reply>& replies) {
+    for (const pmi::Reply& r : replies) {
+      if (fds_[r.client] < 0) continue;
+      std::string_view rest = r.line;
+      while (!rest.empty()) {
+        const ssize_t n = ::send(fds_[r.client], rest.data(), rest.size(), MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        rest.remove_prefix(static_cast<std::size_t>(n));
+      }
+    }
+  }
+
+  pmi::Server server_;
+  std::vector<int> fds_;  // the shell's end of each task's socket; -1 once closed
+  std::vector<std::string> buffers_;
+  std::string fence_data_;  // chunks of the fence outcome coming in
+  bool broken_ = false;
+  bool abort_sent_ = false;
+  bool channel_;  // the world spans nodes (or forwards output): fd 4 is there
+};
+
+// The forwarding tasks' standard streams (hpcq run): the read ends of their
+// stdout and stderr pipes, sent to the executor in frames on kOutputFd; and
+// task 0's standard input, a pipe or (--pty) a terminal, fed from the input
+// frames that come back on the same socket.
+class TaskIo {
+ public:
+  // Makes task `rank`'s pipes (task 0 with `pty`: a terminal for all three
+  // streams); fills `stdio` with the task's ends.
+  bool add(int rank, bool pty, TaskStdio& stdio, std::string& error) {
+    if (pty && rank == 0) {
+      int master = -1, slave = -1;
+      if (openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) {
+        error = "openpty: " + errno_text(errno);
+        return false;
+      }
+      fcntl(master, F_SETFD, FD_CLOEXEC);
+      fcntl(slave, F_SETFD, FD_CLOEXEC);
+      fcntl(master, F_SETFL, O_NONBLOCK);
+      pipes_.push_back({master, rank, false});
+      input_ = dup(master);  // closed apart from the reading end: EIO there ends output
+      fcntl(input_, F_SETFD, FD_CLOEXEC);
+      pty_ = true;
+      stdio.in = stdio.out = stdio.err = slave;
+      stdio.pty = true;
+      return true;
+    }
+    for (bool is_stderr : {false, true}) {
+      int p[2];
+      if (pipe2(p, O_CLOEXEC) != 0) {
+        error = "pipe: " + errno_text(errno);
+        return false;
+      }
+      fcntl(p[0], F_SETFL, O_NONBLOCK);
+      pipes_.push_back({p[0], rank, is_stderr});
+      (is_stderr ? stdio.err : stdio.out) = p[1];
+    }
+    if (rank == 0) {
+      int p[2];
+      if (pipe2(p, O_CLOEXEC) != 0) {
+        error = "pipe: " + errno_text(errno);
+        return false;
+      }
+      fcntl(p[1], F_SETFL, O_NONBLOCK);
+      input_ = p[1];
+      stdio.in = p[0];
+    }
+    return true;
+  }
+  bool empty() const { return pipes_.empty(); }
+  // The PMI sockets to serve in the same loop, and whose fences' outcomes
+  // come on the channel.
+  void serve_pmi(PmiClients* pmi) { pmi_ = pmi; }
+
+  // Waits for a signal in `wait_set` (blocked; taken through `signal_fd`),
+  // forwarding output and input and serving PMI meanwhile. Returns the signal.
+  int next_signal(int signal_fd) {
+    for (;;) {
+      std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
+      const bool take_input = input_ >= 0 && !input_eof_;
+      const bool read_channel = (take_input || pmi_) && !channel_closed_ && !channel_broken_;
+      fds.push_back({read_channel ? kOutputFd : -1, POLLIN, 0});
+      fds.push_back({input_ >= 0 && !pending_.empty() ? input_ : -1, POLLOUT, 0});
+      const std::size_t first_pipe = fds.size();
+      for (const Pipe& p : pipes_) fds.push_back({p.fd, POLLIN, 0});
+      const std::size_t first_pmi = fds.size();
+      if (pmi_) pmi_->poll_fds(fds);
+      if (poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
+      for (std::size_t i = first_pmi; i < fds.size(); ++i) {
+        if (fds[i].revents != 0) pmi_->on_readable(i - first_pmi, channel_broken_);
+      }
+      for (std::size_t i = first_pmi; i-- > first_pipe;) {
+        if (fds[i].revents != 0) forward(i - first_pipe);
+      }
+      if (fds[1].revents != 0) take_frame();
+      if (fds[2].revents != 0 || !pending_.empty() || input_eof_) feed_input();
+      if (fds[0].revents & POLLIN) {
+        signalfd_siginfo info{};
+        if (read(signal_fd, &info, sizeof info) == sizeof info) {
+          return static_cast<int>(info.ssi_signo);
+        }
+      }
+    }
+  }
+
+  // Once every task has ended: what is left in the pipes (a process the
+  // tasks left behind may still hold one open: not waited for).
+  void drain() {
+    for (size_t i = pipes_.size(); i-- > 0;) forward(i);
+    for (const Pipe& p : pipes_) close(p.fd);
+    pipes_.clear();
+    if (input_ >= 0) close(input_);
+    input_ = -1;
+  }
+
+ private:
+  struct Pipe {
+    int fd;
+    int rank;
+    bool is_stderr;
+  };
+  // Reads pipe `i` until it would block, sending each chunk; closes it at
+  // EOF (a terminal: EIO once its last user has gone).
+  void forward(size_t i) {
+    static char buf[kOutputFrameData];
+    for (;;) {
+      const ssize_t n = read(pipes_[i].fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n > 0) {
+        send_frame(pipes_[i], std::string_view(buf, static_cast<size_t>(n)));
+        continue;
+      }
+      if (n == 0 || errno != EAGAIN) {
+        close(pipes_[i].fd);
+        pipes_.erase(pipes_.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      return;
+    }
+  }
+  void send_frame(const Pipe& p, std::string_view data) {
+    // Blocks while the agent is behind: the tasks then wait on their pipes.
+    // Once the agent has gone (restarted), the output has nowhere to go: it
+    // is read on, so that the tasks do not block.
+    send_on_channel(encode_output_frame(p.rank, p.is_stderr, data), channel_broken_);
+  }
+  // An input frame from the executor: task 0's stdin, its end, its
+  // terminal's size.
+  void take_frame() {
+    static char buf[kOutputFrameData + 64];
+    const ssize_t n = recv(kOutputFd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {  // the agent is gone: task 0's input has ended, no fence completes
+      channel_closed_ = input_eof_ = true;
+      if (pmi_) pmi_->channel_lost();
+      return;
+    }
+    auto frame = decode_input_frame(std::string_view(buf, static_cast<size_t>(n)));
+    if (!frame.is_ok()) {
+      fprintf(stderr, "hpcq-job-shell: %s\n", frame.status().message().c_str());
+      return;
+    }
+    if (frame->fence) {
+      if (pmi_) pmi_->on_fence_frame(*frame->fence);
+      return;
+    }
+    if (frame->rows > 0 && frame->cols > 0 && pty_) {
+      winsize size{};
+      size.ws_row = static_cast<unsigned short>(frame->rows);
+      size.ws_col = static_cast<unsigned short>(frame->cols);
+      ioctl(input_, TIOCSWINSZ, &size);
+    }
+    pending_ += frame->data;
+    if (frame->eof) {
+      input_eof_ = true;
+      if (pty_) pending_ += '\x04';  // a terminal's end of input: ^D
+    }
+  }
+  // Writes what task 0 has not read yet, as far as it takes it; closes its
+  // stdin once the end has come and all is written.
+  void feed_input() {
+    while (input_ >= 0 && !pending_.empty()) {
+      const ssize_t n = write(input_, pending_.data(), pending_.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n < 0) {  // task 0 closed its stdin: nobody reads what comes
+        pending_.clear();
+        break;
+      }
+      pending_.erase(0, static_cast<size_t>(n));
+    }
+    if (input_eof_ && pending_.empty() && input_ >= 0 && !pty_) {
+      close(input_);
+      input_ = -1;
+    }
+  }
+  std::vector<Pipe> pipes_;
+  bool channel_broken_ = false;  // a send failed
+  bool channel_closed_ = false;  // the executor closed its end
+  PmiClients* pmi_ = nullptr;
+  int input_ = -1;  // task 0's stdin: a pipe's write end, or the terminal
+  bool pty_ = false;
+  bool input_eof_ = false;
+  std::string pending_;  // input task 0 has not taken yet
+};
+
+}  // namespace hpcq::agent
