@@ -593,13 +593,13 @@ void Agent::send_pmi_events(std::vector<PmiEvent> events) {
     envelope.set_dst(0);
     auto attempt = attempts_.find(event.id);
     const std::uint32_t run = attempt == attempts_.end() ? 0 : attempt->second;
-    if (event.kind == PmiEvent::Kind::kAbort) {
-      overlay::PmiAbort& out = *envelope.mutable_pmi_abort();
+    if (event.kind == PmiEvent::Kind::kFailure) {
+      overlay::PmiFailure& out = *envelope.mutable_pmi_failure();
       out.set_job_id(event.id);
       out.set_attempt(run);
       out.set_step(event.step);
-      out.set_rank(event.rank);
       out.set_code(event.code);
+      out.set_reason(std::move(event.data));
     } else {
       overlay::PmiFence& out = *envelope.mutable_pmi_fence();
       out.set_job_id(event.id);

@@ -545,7 +545,7 @@ void Leader::on_message(overlay::Envelope&& envelope) {
       break;
     case overlay::Envelope::kUsageReport: stats_.on_report(rank, envelope.usage_report()); break;
     case overlay::Envelope::kPmiFence: pmi_.on_fence(rank, envelope.pmi_fence()); break;
-    case overlay::Envelope::kPmiAbort: pmi_.on_abort(rank, envelope.pmi_abort()); break;
+    case overlay::Envelope::kPmiFailure: pmi_.on_failure(rank, envelope.pmi_failure()); break;
     case overlay::Envelope::kOutput:
       reports_.on_output(rank, std::move(*envelope.mutable_output()));
       break;

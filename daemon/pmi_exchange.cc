@@ -42,19 +42,18 @@ void PmiExchange::on_fence(Rank rank, const overlay::PmiFence& fence) {
   fences_.erase(key);
 }
 
-void PmiExchange::on_abort(Rank rank, const overlay::PmiAbort& abort) {
-  if (!runs(abort.job_id(), abort.attempt(), abort.step(), rank)) return;
-  JobEntry& entry = *ctx_.table.find(abort.job_id());
+void PmiExchange::on_failure(Rank rank, const overlay::PmiFailure& failure) {
+  if (!runs(failure.job_id(), failure.attempt(), failure.step(), rank)) return;
+  JobEntry& entry = *ctx_.table.find(failure.job_id());
   auto node = ctx_.nodes.find(rank);
   const std::string reason =
-      (node == ctx_.nodes.end() ? "rank " + std::to_string(rank) : node->second.name) + ": task " +
-      std::to_string(abort.rank()) + ": called MPI_Abort (PMI abort) with code " +
-      std::to_string(abort.code());
-  const int exit_code = abort.code() & 0xff;  // as the process's exit status shows it
-  if (abort.step() != 0) {
-    steps_.world_aborted(entry, abort.step(), exit_code, reason);
+      (node == ctx_.nodes.end() ? "rank " + std::to_string(rank) : node->second.name) + ": " +
+      failure.reason();
+  const int exit_code = failure.code() & 0xff;  // as a process's exit status shows it
+  if (failure.step() != 0) {
+    steps_.world_failed(entry, failure.step(), exit_code, reason);
   } else {
-    actions_.apply(ctx_.table.world_aborted(entry, exit_code, reason));
+    actions_.apply(ctx_.table.world_failed(entry, exit_code, reason));
   }
 }
 

@@ -6,7 +6,8 @@
 //
 // A fence that cannot complete (a node's ranks have failed) is not answered:
 // the failed part ends the job (or step) and its other parts are killed. A
-// PMI_Abort is reported here before its part ends, and decides the end.
+// task that ends its world (PMI_Abort, a failure) is reported here before
+// its part ends, and decides the end.
 // Contributions of runs that have ended are dropped at the heartbeat.
 #pragma once
 
@@ -29,8 +30,9 @@ class PmiExchange {
   PmiExchange& operator=(const PmiExchange&) = delete;
 
   void on_fence(Rank rank, const overlay::PmiFence& fence);
-  // A task called PMI_Abort: it decides the job's (or step's) end.
-  void on_abort(Rank rank, const overlay::PmiAbort& abort);
+  // A task ended its world (PMI_Abort, a failure): it decides the job's (or
+  // step's) end.
+  void on_failure(Rank rank, const overlay::PmiFailure& abort);
   // Drops the fences of runs that no longer run (heartbeat timer).
   void drop_ended();
 

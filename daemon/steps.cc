@@ -167,8 +167,8 @@ void Steps::on_update(Rank rank, const overlay::JobUpdate& update) {
   start_pending(entry);
 }
 
-void Steps::world_aborted(JobEntry& entry, job::StepId id, int exit_code,
-                          const std::string& reason) {
+void Steps::world_failed(JobEntry& entry, job::StepId id, int exit_code,
+                         const std::string& reason) {
   StepRecord* step = find(entry, id);
   if (!step || step->state != JobState::kRunning || step->outcome != JobState::kCompleted ||
       step->cancel_requested) {

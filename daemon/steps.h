@@ -29,10 +29,10 @@ class Steps {
   Result<v1::Step> launch(JobEntry& entry, job::StepRecord step, bool immediate);
   // A JobUpdate about a step (update.step() != 0) from `rank`.
   void on_update(Rank rank, const overlay::JobUpdate& update);
-  // A task of the running step's MPI world called PMI_Abort (before its
-  // part's end): unless a part has decided already, the step fails with the
-  // abort's code and reason; its other parts are killed.
-  void world_aborted(JobEntry& entry, job::StepId id, int exit_code, const std::string& reason);
+  // A task of the running step's MPI world ended it (PMI_Abort, a failure;
+  // before its part's end): unless a part has decided already, the step
+  // fails with that code and reason; its other parts are killed.
+  void world_failed(JobEntry& entry, job::StepId id, int exit_code, const std::string& reason);
   // Whether Output from `rank` for this step is current.
   static bool is_running_on(const JobEntry& entry, job::StepId id, Rank rank);
   Status cancel(JobEntry& entry, job::StepId id, const std::string& by);

@@ -56,19 +56,19 @@ struct TaskOutput {
 
 // What a job's (or step's) MPI world that spans nodes tells the others
 // through the leader (pmi.h): this node's contribution to a PMI fence (the
-// keys its tasks put since the last one), or that a task called PMI_Abort
-// (sent before the node's tasks are ended, so that the abort, not what it
-// makes of the other nodes' ranks, decides the job's end).
+// keys its tasks put since the last one), or that a task ended the world
+// (it called PMI_Abort, failed, or left without finalizing; sent before the
+// node's tasks are ended, so that it, not what its end makes of the other
+// nodes' ranks, decides the job's end).
 struct PmiEvent {
-  enum class Kind { kFence, kAbort };
+  enum class Kind { kFence, kFailure };
   Kind kind = Kind::kFence;
   JobId id = 0;
   std::uint32_t step = 0;
   std::uint32_t seq = 0;  // kFence: the world's fence count, from 0
   int nodes = 0;          // kFence: the world's nodes, how many contributions make it
-  std::string data;       // kFence: pmi::encode_kvs
-  int rank = 0;           // kAbort: the task's rank and its code
-  int code = 0;
+  std::string data;       // kFence: pmi::encode_kvs; kFailure: why, "task 3: ..."
+  int code = 0;           // kFailure: the exit code it gives the job
 };
 
 // A running job's use of this node so far.

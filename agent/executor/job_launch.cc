@@ -275,7 +275,7 @@ std::vector<FenceFrame> split_fence(std::uint32_t seq, bool failed, std::string_
 namespace {
 
 constexpr char kFenceStream = 3;
-constexpr char kAbortStream = 4;
+constexpr char kFailureStream = 4;
 constexpr char kFenceLast = 1, kFenceFailed = 2;  // flags of a fence frame from the shell
 constexpr char kInputEof = 1, kInputFence = 4, kInputFenceLast = 8, kInputFenceFailed = 16;
 
@@ -289,30 +289,30 @@ std::string encode_output_frame(const FenceFrame& fence) {
   return frame;
 }
 
-std::string encode_abort_frame(int rank, int code) {
-  std::string frame = encode_output_frame(rank, false, std::to_string(code));
-  frame[4] = kAbortStream;
+std::string encode_failure_frame(int code, std::string_view why) {
+  std::string frame = encode_output_frame(0, false, std::to_string(code) + "\n");
+  frame[4] = kFailureStream;
+  frame.append(why);
   return frame;
 }
 
 Result<OutputFrame> decode_output_frame(std::string_view frame) {
-  if (frame.size() > 5 && frame[4] == kAbortStream) {
-    int code = 0;
-    const std::string text(frame.substr(5));
-    if (text.size() > 11 || text.find_first_not_of("-0123456789") != std::string::npos) {
-      return invalid_argument("abort frame: bad code");
+  if (frame.size() > 5 && frame[4] == kFailureStream) {
+    const std::string_view rest = frame.substr(5);
+    const std::size_t newline = rest.find('\n');
+    const std::string text(rest.substr(0, newline));
+    if (newline == std::string_view::npos || text.empty() || text.size() > 11 ||
+        text.find_first_not_of("-0123456789") != std::string::npos) {
+      return invalid_argument("failure frame: bad code");
     }
+    OutputFrame out;
     try {
-      code = std::stoi(text);
+      out.failure_code = std::stoi(text);
     } catch (const std::exception&) {
-      return invalid_argument("abort frame: bad code");
+      return invalid_argument("failure frame: bad code");
     }
-    std::string header(frame.substr(0, 4));
-    header += '\1';
-    auto rank = decode_output_frame(header);
-    if (!rank.is_ok()) return rank.status();
-    rank->abort_code = code;
-    return rank;
+    out.data = rest.substr(newline + 1);
+    return out;
   }
   if (frame.size() >= 6 && frame[4] == kFenceStream) {
     OutputFrame out;

@@ -125,15 +125,17 @@ struct OutputFrame {
   bool is_stderr = false;
   std::string data;
   std::optional<FenceFrame> fence;  // set: not output but a fence's chunk
-  std::optional<int> abort_code;    // set: task `rank` called PMI_Abort with it
+  // Set: a task ended the MPI world; the job's code, and why in `data`.
+  std::optional<int> failure_code;
 };
 // A frame: the rank (4 bytes, little-endian), the stream (1 byte: 1 stdout,
 // 2 stderr), then the data. A fence frame: its seq (4 bytes), 3, a flags
 // byte (1: last, 2: failed), then the data.
 std::string encode_output_frame(int rank, bool is_stderr, std::string_view data);
 std::string encode_output_frame(const FenceFrame& fence);
-// A task's PMI_Abort: its rank (4 bytes), 4, then the code in decimal.
-std::string encode_abort_frame(int rank, int code);
+// A task that ended its MPI world: 0 (4 bytes), 4, the job's exit code in
+// decimal, a newline, then why ("task 3: exited with code 5").
+std::string encode_failure_frame(int code, std::string_view why);
 Result<OutputFrame> decode_output_frame(std::string_view frame);
 
 // What the executor sends the shell on the same socket: task 0's standard

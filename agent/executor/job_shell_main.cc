@@ -577,6 +577,9 @@ int run(const std::string& dir) {
         if (r.exit_code == 0) {
           r.error = "exited before MPI_Finalize (PMI finalize): its MPI world cannot go on";
         }
+        ShellResults alone;
+        alone.tasks = {r};
+        pmi->report_failure(r.exit_code != 0 ? r.exit_code : 1, describe_results(alone));
         end_world(local);
       }
     }

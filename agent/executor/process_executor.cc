@@ -374,21 +374,21 @@ void ProcessExecutor::read_output(Job& job) {
         spdlog::warn("job {}: {}", job.id, decoded.status().message());
         continue;
       }
-      if (decoded->abort_code) {
-        PmiEvent abort;
-        abort.kind = PmiEvent::Kind::kAbort;
-        abort.id = job.id;
-        abort.step = job.step;
-        abort.rank = decoded->rank;
-        abort.code = *decoded->abort_code;
-        pmi_events_.push_back(std::move(abort));
+      if (decoded->failure_code) {
+        PmiEvent failure;
+        failure.kind = PmiEvent::Kind::kFailure;
+        failure.id = job.id;
+        failure.step = job.step;
+        failure.code = *decoded->failure_code;
+        failure.data = std::move(decoded->data);
+        pmi_events_.push_back(std::move(failure));
         continue;
       }
       if (decoded->fence) {
         job.fence_data += decoded->fence->data;
         if (decoded->fence->last) {
           pmi_events_.push_back({PmiEvent::Kind::kFence, job.id, job.step, decoded->fence->seq,
-                                 job.pmi_nodes, std::exchange(job.fence_data, {}), 0, 0});
+                                 job.pmi_nodes, std::exchange(job.fence_data, {}), 0});
         }
         continue;
       }

@@ -101,11 +101,10 @@ class PmiClients {
         // exits (the shell names it once the tasks are reaped).
         if (server_.abort() && !abort_sent_) {
           abort_sent_ = true;
-          // The other nodes first (before their ranks see this one gone).
-          if (channel_) {
-            send_on_channel(encode_abort_frame(server_.abort()->rank, server_.abort()->code),
-                            channel_broken);
-          }
+          const auto& abort = *server_.abort();
+          report_failure(abort.code, "task " + std::to_string(abort.rank) +
+                                         ": called MPI_Abort (PMI abort) with code " +
+                                         std::to_string(abort.code));
           kill(-1, SIGKILL);
         }
       }
@@ -149,6 +148,11 @@ class PmiClients {
     broken_ = server_.on_client_gone(local, replies) || broken_;
     send(replies);
     return broken_;
+  }
+  // A task has ended the world (`why`: "task 3: exited with code 5"): the
+  // other nodes learn it, through the leader, before they see its ranks go.
+  void report_failure(int code, const std::string& why) {
+    if (channel_) send_on_channel(encode_failure_frame(code, why), failure_channel_broken_);
   }
   // The channel is gone: no fence can complete.
   void channel_lost() { send(server_.fence_failed()); }
@@ -199,6 +203,7 @@ class PmiClients {
   bool broken_ = false;
   bool abort_sent_ = false;
   bool channel_;  // the world spans nodes (or forwards output): fd 4 is there
+  bool failure_channel_broken_ = false;
 };
 
 // The forwarding tasks' standard streams (hpcq run): the read ends of their

@@ -188,7 +188,7 @@ Effects JobTableCore::part_ended(JobRecord& record, Rank rank, JobState end, int
   return effects;
 }
 
-Effects JobTableCore::world_aborted(JobRecord& record, int exit_code, const std::string& reason) {
+Effects JobTableCore::world_failed(JobRecord& record, int exit_code, const std::string& reason) {
   Effects effects;
   if (record.job.state != JobState::kRunning || record.outcome != JobState::kCompleted ||
       record.cancel_requested) {

@@ -140,11 +140,11 @@ class JobTableCore {
   // after_run().
   Effects part_ended(JobRecord& record, Rank rank, JobState end, int exit_code,
                      const std::string& reason);
-  // A task of the running job's MPI world called PMI_Abort (`reason` names
-  // it and its node), reported before its part's end: unless a part has
+  // A task of the running job's MPI world ended it (PMI_Abort, a failure;
+  // `reason` names it and its node), reported before its part's end: unless a part has
   // decided already, the job ends FAILED with `exit_code`, whatever the
   // other nodes' ranks make of it; the parts still running are killed.
-  Effects world_aborted(JobRecord& record, int exit_code, const std::string& reason);
+  Effects world_failed(JobRecord& record, int exit_code, const std::string& reason);
   // Every part has ended: what the cancel, the preemption, a failed
   // checkpoint or the parts' outcome make of the job.
   static AfterRun after_run(const JobRecord& record);

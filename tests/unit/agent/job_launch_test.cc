@@ -117,6 +117,17 @@ TEST(JobLaunchTest, FenceFramesRoundTripBothWaysInChunks) {
   EXPECT_EQ(split_fence(1, false, "").size(), 1u);  // an empty contribution is one frame
 }
 
+TEST(JobLaunchTest, FailureFramesCarryTheCodeAndWhy) {
+  auto frame = decode_output_frame(encode_failure_frame(9, "task 2: called MPI_Abort"));
+  ASSERT_TRUE(frame.is_ok() && frame->failure_code) << frame.status().message();
+  EXPECT_EQ(*frame->failure_code, 9);
+  EXPECT_EQ(frame->data, "task 2: called MPI_Abort");
+  std::string bad = encode_failure_frame(9, "x");
+  bad[5] = 'z';
+  EXPECT_FALSE(decode_output_frame(bad).is_ok());
+  EXPECT_FALSE(decode_output_frame(std::string("\0\0\0\0\4", 5)).is_ok());
+}
+
 TEST(JobLaunchTest, PmiWorldRoundTripsAndNeedsAChannelOnlyAcrossNodes) {
   JobLaunch l;
   l.id = 4;

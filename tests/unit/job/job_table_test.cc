@@ -203,7 +203,7 @@ TEST_F(JobTableTest, TheFirstPartThatFailsDecidesAndTheOthersAreKilled) {
 TEST_F(JobTableTest, AnMpiAbortDecidesBeforeThePartsItBrokeReport) {
   submit(1);
   table.start(at(1), on({1, 2}), now);
-  EXPECT_EQ(table.world_aborted(at(1), 9, "n2: task 2: called MPI_Abort"),
+  EXPECT_EQ(table.world_failed(at(1), 9, "n2: task 2: called MPI_Abort"),
             (Effects{{Kind::kKillParts, 1}}));
   // The other node's rank failed on losing its peer: not the job's reason.
   table.part_ended(at(1), 1, JobState::kFailed, 15, "n1: task 0: MPI error");
@@ -215,10 +215,10 @@ TEST_F(JobTableTest, AnMpiAbortDecidesBeforeThePartsItBrokeReport) {
   EXPECT_EQ(at(1).job.exit_code, 9);
   // Too late once a part has decided, and for a job that is not running.
   submit(2);
-  EXPECT_TRUE(table.world_aborted(at(2), 9, "x").empty());
+  EXPECT_TRUE(table.world_failed(at(2), 9, "x").empty());
   table.start(at(2), on({1, 2}), now);
   table.part_ended(at(2), 1, JobState::kFailed, 3, "n1: exit 3");
-  EXPECT_TRUE(table.world_aborted(at(2), 9, "x").empty());
+  EXPECT_TRUE(table.world_failed(at(2), 9, "x").empty());
   EXPECT_EQ(at(2).job.exit_code, 3);
 }
 
