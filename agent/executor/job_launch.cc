@@ -28,6 +28,7 @@ JobFiles::JobFiles(std::string d)
       hostfile(dir + "/hostfile"),
       hostfile_mpich(dir + "/hostfile.mpich"),
       tmpdir(dir + "/tmp"),
+      pmi_socket(dir + "/pmi.sock"),
       results(dir + "/results.json"),
       shell_log(dir + "/shell.log"),
       oci_dir(dir + "/oci") {}

@@ -89,16 +89,21 @@ struct JobLaunch {
   bool pty = false;
   // --mpi pmi1: the shell serves PMI-1 (pmi.h) to each task, on a socket
   // named by PMI_FD, in this world. Empty kvsname: no PMI. A world of more
-  // than one node exchanges its keys over the channel (kOutputFd); one of
-  // a single node needs no channel (and can be checkpointed).
+  // than one node exchanges its keys over the channel (kOutputFd): the
+  // forwarding job's, or else one the shell opens to the executor's
+  // JobFiles::pmi_socket when its tasks first need it, so that a job whose
+  // tasks do not use PMI holds no socket to the agent (and can be
+  // checkpointed).
   struct PmiWorld {
     std::string kvsname;
     int size = 0;                 // PMI_SIZE
     int nodes = 0;                // nodes with ranks of the world
     std::string process_mapping;  // PMI_process_mapping; empty: not given
   } pmi;
-  // Whether the shell and the executor talk on kOutputFd.
-  bool has_channel() const { return forward_output || (!pmi.kvsname.empty() && pmi.nodes > 1); }
+  // Whether the shell and the executor talk on kOutputFd from the start.
+  bool has_channel() const { return forward_output; }
+  // Whether the shell may open the channel later (its PMI world spans nodes).
+  bool channel_on_demand() const { return !has_channel() && !pmi.kvsname.empty() && pmi.nodes > 1; }
 };
 
 // The job shell's channel to the executor (a SOCK_SEQPACKET socket) when the
@@ -177,6 +182,7 @@ struct JobFiles {
   std::string hostfile;        // HPCQ_HOSTFILE
   std::string hostfile_mpich;  // HPCQ_HOSTFILE_MPICH
   std::string tmpdir;          // TMPDIR (JobLaunch::tmpdir), the user's
+  std::string pmi_socket;      // where the executor takes the shell's channel on demand
   std::string results;         // results.json, written by the shell at its end
   std::string shell_log;       // the shell's own stdout/stderr
   std::string oci_dir;         // OCI bundles (one per worker) and runc's state

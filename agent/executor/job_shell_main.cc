@@ -461,7 +461,15 @@ int run(const std::string& dir) {
   // the node's others, so that none waits forever on a rank that is gone.
   std::optional<PmiClients> pmi;
   if (!containers && !l.pmi.kvsname.empty() && !l.tasks.empty()) {
-    pmi.emplace(l);
+    if (l.channel_on_demand()) {
+      // Keeps kOutputFd's number for the channel the shell may open later.
+      const int placeholder = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (placeholder >= 0 && placeholder != kOutputFd) {
+        dup3(placeholder, kOutputFd, O_CLOEXEC);
+        close(placeholder);
+      }
+    }
+    pmi.emplace(l, files);
     output.serve_pmi(&*pmi);
   }
   bool world_ended = false;

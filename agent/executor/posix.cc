@@ -1,5 +1,8 @@
 #include "agent/executor/posix.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -68,6 +71,23 @@ std::string last_line(const std::string& path) {
     if (!line.empty()) last = line;
   }
   return last;
+}
+
+Result<int> listen_unix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return invalid_argument("socket path too long: " + path);
+  addr.sun_family = AF_UNIX;
+  path.copy(addr.sun_path, path.size());
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return internal_error("socket: " + errno_text(errno));
+  unlink(path.c_str());
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      chmod(path.c_str(), 0600) != 0 || listen(fd, 4) != 0) {
+    const int err = errno;
+    close(fd);
+    return internal_error("listening on " + path + ": " + errno_text(err));
+  }
+  return fd;
 }
 
 Status copy_job_dir(const std::string& from, const std::string& to) {

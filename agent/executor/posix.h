@@ -61,6 +61,10 @@ std::string last_line(const std::string& path);
 // a task, and a job's script is its user's alone). Errors name the path.
 Status copy_job_dir(const std::string& from, const std::string& to);
 
+// A listening SOCK_SEQPACKET unix socket at `path` (any file there is
+// replaced), non-blocking and close-on-exec, mode 0600: for root only.
+Result<int> listen_unix(const std::string& path);
+
 // The bytes of the regular files below `dir`.
 std::uint64_t tree_bytes(const std::string& dir);
 

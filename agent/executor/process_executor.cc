@@ -223,6 +223,7 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
   s.step = l.step;
   s.uid = l.uid;
   s.channel = l.has_channel();
+  s.channel_on_demand = l.channel_on_demand();
   s.pmi_nodes = l.pmi.nodes;
   const std::string steps_dir = parent->second.dir + "/steps";
   s.dir = steps_dir + "/" + std::to_string(l.step);
@@ -285,7 +286,11 @@ Status ProcessExecutor::clean_up(Job& job) {
     close(job.pidfd);  // readable for good now; cleanup retries ride on later calls
     job.pidfd = -1;
   }
-  read_output(job);         // all of it: the shell wrote it before it exited
+  read_output(job);              // all of it: the shell wrote it before it exited
+  if (job.pmi_listen_fd >= 0) {  // no shell will connect any more
+    close(job.pmi_listen_fd);
+    job.pmi_listen_fd = -1;
+  }
   if (job.oom_kills < 0) {  // before the cgroup goes
     job.oom_kills = job.cgroup.oom_kills();
     job.memory_peak = job.cgroup.memory_peak_bytes();
@@ -354,15 +359,26 @@ std::vector<int> ProcessExecutor::wait_fds() const {
   for (const auto& [id, job] : jobs_) {
     if (job.pidfd >= 0) fds.push_back(job.pidfd);
     if (job.output_fd >= 0) fds.push_back(job.output_fd);
+    if (job.pmi_listen_fd >= 0) fds.push_back(job.pmi_listen_fd);
   }
   for (const auto& [key, step] : steps_) {
     if (step.pidfd >= 0) fds.push_back(step.pidfd);
     if (step.output_fd >= 0) fds.push_back(step.output_fd);
+    if (step.pmi_listen_fd >= 0) fds.push_back(step.pmi_listen_fd);
   }
   return fds;
 }
 
 void ProcessExecutor::read_output(Job& job) {
+  if (job.pmi_listen_fd >= 0 && job.output_fd < 0) {
+    const int fd = accept4(job.pmi_listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {  // the shell's tasks use PMI across nodes now: the channel is open
+      job.output_fd = fd;
+      job.channel = true;
+      close(job.pmi_listen_fd);
+      job.pmi_listen_fd = -1;
+    }
+  }
   if (job.output_fd < 0) return;
   static char frame[kOutputFrameData + 64];
   for (;;) {
@@ -499,6 +515,10 @@ void ProcessExecutor::discard(Job& job) {
   if (job.output_fd >= 0) {
     close(job.output_fd);
     job.output_fd = -1;
+  }
+  if (job.pmi_listen_fd >= 0) {
+    close(job.pmi_listen_fd);
+    job.pmi_listen_fd = -1;
   }
   if (!job.exited && job.pidfd >= 0) {
     signal_pidfd(job.pidfd, SIGKILL);

@@ -211,12 +211,14 @@ class ProcessExecutor final : public Executor {
     int oom_kills = -1;             // read from the cgroup once the shell has ended (-1: not yet)
     std::uint64_t memory_peak = 0;  // read with oom_kills
     std::int64_t time_limit_s = 0;
-    uid_t uid = 0;                  // the job's user (another user's job may not be checkpointable)
-    bool channel = false;           // JobLaunch::has_channel
-    int pmi_nodes = 0;              // JobLaunch::pmi.nodes
-    int output_fd = -1;             // channel: our end of it
-    std::deque<std::string> input;  // frames for the shell that its socket did not take yet
-    std::string fence_data;         // a PMI fence's chunks from the shell, until its last
+    uid_t uid = 0;         // the job's user (another user's job may not be checkpointable)
+    bool channel = false;  // JobLaunch::has_channel, or the shell has opened it
+    bool channel_on_demand = false;  // JobLaunch::channel_on_demand
+    int pmi_nodes = 0;               // JobLaunch::pmi.nodes
+    int pmi_listen_fd = -1;          // channel_on_demand: where the shell connects
+    int output_fd = -1;              // channel: our end of it
+    std::deque<std::string> input;   // frames for the shell that its socket did not take yet
+    std::string fence_data;          // a PMI fence's chunks from the shell, until its last
   };
   // Reads what the shell has sent on job.output_fd into output_; closes it at
   // the shell's end.

@@ -303,6 +303,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.time_limit_s = l.time_limit_s;
   j.uid = l.uid;
   j.channel = l.has_channel();
+  j.channel_on_demand = l.channel_on_demand();
   j.pmi_nodes = l.pmi.nodes;
   j.launched = now;
   j.warn_signal = l.warn_signal;
@@ -407,6 +408,12 @@ Status ProcessExecutor::start_shell(Job& job) {
   job.pid = pid;
   job.pidfd = pidfd;
   job.output_fd = output_ours.release();
+  if (job.channel_on_demand) {
+    // Made after the shell: a restarted agent's leftover file is replaced.
+    Result<int> listening = listen_unix(files.pmi_socket);
+    if (!listening.is_ok()) return abandon(listening.status());
+    job.pmi_listen_fd = *listening;
+  }
   char go = 'g';
   if (write(go_write.get(), &go, 1) != 1) {
     signal_pidfd(pidfd, SIGKILL);

@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -54,8 +55,10 @@ inline void send_on_channel(const std::string& frame, bool& broken) {
 // channel and its outcome comes back from it (TaskIo reads the channel).
 class PmiClients {
  public:
-  explicit PmiClients(const JobLaunch& l)
-      : server_(world_of(l), ranks_of(l)), channel_(l.has_channel()) {
+  PmiClients(const JobLaunch& l, const JobFiles& files)
+      : server_(world_of(l), ranks_of(l)),
+        channel_(l.has_channel()),
+        socket_path_(l.channel_on_demand() ? files.pmi_socket : "") {
     fds_.assign(l.tasks.size(), -1);
     buffers_.resize(l.tasks.size());
   }
@@ -115,7 +118,12 @@ class PmiClients {
     }
     if (server_.fence_pending()) {
       const std::uint32_t seq = server_.fence_seq();
-      for (const FenceFrame& f : split_fence(seq, false, server_.take_fence())) {
+      const std::string data = server_.take_fence();
+      if (!open_channel()) {
+        send(server_.fence_failed());
+        return;
+      }
+      for (const FenceFrame& f : split_fence(seq, false, data)) {
         send_on_channel(encode_output_frame(f), channel_broken);
       }
       if (channel_broken) send(server_.fence_failed());
@@ -152,8 +160,12 @@ class PmiClients {
   // A task has ended the world (`why`: "task 3: exited with code 5"): the
   // other nodes learn it, through the leader, before they see its ranks go.
   void report_failure(int code, const std::string& why) {
-    if (channel_) send_on_channel(encode_failure_frame(code, why), failure_channel_broken_);
+    if (open_channel()) {
+      send_on_channel(encode_failure_frame(code, why), failure_channel_broken_);
+    }
   }
+  // Whether fd kOutputFd is the channel now (TaskIo reads it then).
+  bool channel_open() const { return channel_; }
   // The channel is gone: no fence can complete.
   void channel_lost() { send(server_.fence_failed()); }
 
@@ -202,7 +214,29 @@ class PmiClients {
   std::string fence_data_;  // chunks of the fence outcome coming in
   bool broken_ = false;
   bool abort_sent_ = false;
-  bool channel_;  // the world spans nodes (or forwards output): fd 4 is there
+  // Opens the channel on demand: connects to the executor's socket and puts
+  // the connection at kOutputFd (where a placeholder kept the number free).
+  bool open_channel() {
+    if (channel_ || socket_path_.empty()) return channel_;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string path = std::exchange(socket_path_, {});  // one try
+    if (path.size() >= sizeof addr.sun_path) return false;
+    path.copy(addr.sun_path, path.size());
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+        dup3(fd, kOutputFd, O_CLOEXEC) < 0) {
+      fprintf(stderr, "hpcq-job-shell: connecting to %s: %s\n", path.c_str(), strerror(errno));
+      if (fd >= 0) close(fd);
+      return false;
+    }
+    close(fd);
+    channel_ = true;
+    return true;
+  }
+
+  bool channel_;             // fd kOutputFd is the channel to the executor
+  std::string socket_path_;  // where to open it on demand; empty: not (any more)
   bool failure_channel_broken_ = false;
 };
 
@@ -265,7 +299,8 @@ class TaskIo {
     for (;;) {
       std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
       const bool take_input = input_ >= 0 && !input_eof_;
-      const bool read_channel = (take_input || pmi_) && !channel_closed_ && !channel_broken_;
+      const bool read_channel =
+          (take_input || (pmi_ && pmi_->channel_open())) && !channel_closed_ && !channel_broken_;
       fds.push_back({read_channel ? kOutputFd : -1, POLLIN, 0});
       fds.push_back({input_ >= 0 && !pending_.empty() ? input_ : -1, POLLOUT, 0});
       const std::size_t first_pipe = fds.size();
