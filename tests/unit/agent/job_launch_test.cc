@@ -128,11 +128,12 @@ TEST(JobLaunchTest, FailureFramesCarryTheCodeAndWhy) {
   EXPECT_FALSE(decode_output_frame(std::string("\0\0\0\0\4", 5)).is_ok());
 }
 
-TEST(JobLaunchTest, PmiWorldRoundTripsAndNeedsAChannelOnlyAcrossNodes) {
+TEST(JobLaunchTest, PmiWorldRoundTripsAndOpensAChannelOnlyAcrossNodes) {
   JobLaunch l;
   l.id = 4;
   l.pmi = {"hpcq_4_0", 8, 2, "(vector,(0,2,4))"};
-  EXPECT_TRUE(l.has_channel());
+  EXPECT_FALSE(l.has_channel());  // not from the start: when its tasks first fence
+  EXPECT_TRUE(l.channel_on_demand());
   auto back = decode_launch(encode_launch(l));
   ASSERT_TRUE(back.is_ok()) << back.status().message();
   EXPECT_EQ(back->pmi.kvsname, "hpcq_4_0");
@@ -140,7 +141,11 @@ TEST(JobLaunchTest, PmiWorldRoundTripsAndNeedsAChannelOnlyAcrossNodes) {
   EXPECT_EQ(back->pmi.nodes, 2);
   EXPECT_EQ(back->pmi.process_mapping, "(vector,(0,2,4))");
   l.pmi.nodes = 1;
-  EXPECT_FALSE(l.has_channel());  // a one-node world fences in the shell
+  EXPECT_FALSE(l.channel_on_demand());  // a one-node world fences in the shell
+  l.pmi.nodes = 2;
+  l.forward_output = true;
+  EXPECT_TRUE(l.has_channel());  // hpcq run's channel serves the fences too
+  EXPECT_FALSE(l.channel_on_demand());
   JobLaunch none;
   EXPECT_TRUE(decode_launch(encode_launch(none))->pmi.kvsname.empty());
 }
