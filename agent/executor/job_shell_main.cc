@@ -53,6 +53,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -581,9 +582,23 @@ int run(const std::string& dir) {
           end_world(t);
         }
         r.ended_by_shell = local != culprit;
+      } else if (auto by = pmi->broken_by(); by && *by != local) {
+        // An earlier task, gone before PMI began, broke the world: it decides.
+        ShellResults alone;
+        alone.tasks = {results.tasks[*by]};
+        if (alone.tasks[0].exit_code == 0) {
+          results.tasks[*by].error = alone.tasks[0].error =
+              "ended before MPI_Init (PMI init) while the other tasks began: its MPI world cannot "
+              "go on";
+        }
+        pmi->report_failure(std::max(1, results.tasks[*by].exit_code), describe_results(alone));
+        end_world(*by);
+        r.ended_by_shell = true;
       } else if (pmi->in_use() && (r.exit_code != 0 || left_unfinished)) {
         if (r.exit_code == 0) {
-          r.error = "exited before MPI_Finalize (PMI finalize): its MPI world cannot go on";
+          r.error =
+              "ended before MPI_Finalize (PMI finalize) while its MPI world ran: the world "
+              "cannot go on";
         }
         ShellResults alone;
         alone.tasks = {r};

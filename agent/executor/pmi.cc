@@ -123,6 +123,8 @@ std::vector<Reply> Server::on_line(std::size_t client, std::string_view line) {
     }
     in_use_ = true;
     if (phase_[client] == Phase::kNew) phase_[client] = Phase::kInitialized;
+    // A task that ended before any began is missing from this world.
+    if (!gone_early_.empty() && !broken_by_) broken_by_ = *gone_early_.begin();
     reply("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0");
   } else if (cmd == "get_maxes") {
     reply("cmd=maxes rc=0 kvsname_max=" + std::to_string(kKvsNameMax) +
@@ -229,7 +231,10 @@ bool Server::on_client_gone(std::size_t client, std::vector<Reply>& replies) {
   const Phase was = phase_[client];
   phase_[client] = Phase::kGone;
   in_multi_line_.erase(client);
-  const bool breaks = was == Phase::kInitialized || was == Phase::kInBarrier;
+  const bool breaks =
+      was == Phase::kInitialized || was == Phase::kInBarrier || (was == Phase::kNew && in_use_);
+  if (was == Phase::kNew && !in_use_) gone_early_.insert(client);
+  if (breaks && !broken_by_) broken_by_ = client;
   auto released = breaks ? fence_failed() : maybe_complete_barrier();
   replies.insert(replies.end(), released.begin(), released.end());
   return breaks;

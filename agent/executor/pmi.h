@@ -91,9 +91,12 @@ class Server {
 
   // Client `client` has gone (its task ended or closed the socket). Returns
   // true when that breaks the world: it began PMI (init) and did not
-  // finalize, so no barrier it owes can complete. The barrier's waiters get
-  // an error answer in `replies`.
+  // finalize, or it never began while others have, so no barrier it owes
+  // can complete. The barrier's waiters get an error answer in `replies`.
   bool on_client_gone(std::size_t client, std::vector<Reply>& replies);
+  // The client whose absence broke the world, once one has: one that went
+  // away unfinished, or one that went before init when another then began.
+  std::optional<std::size_t> broken_by() const { return broken_by_; }
 
   // A client called abort: its rank and code (the first one only).
   struct Abort {
@@ -120,6 +123,8 @@ class Server {
   std::uint32_t fence_seq_ = 0;
   bool in_use_ = false;
   std::set<std::size_t> in_multi_line_;  // clients inside an "mcmd" (spawn) request
+  std::set<std::size_t> gone_early_;     // clients gone before init, while none had begun
+  std::optional<std::size_t> broken_by_;
   std::optional<Abort> abort_;
 };
 

@@ -102,6 +102,12 @@ class PmiClients {
         send(server_.on_line(local, line));
         // PMI_Abort: the whole world ends now, whether or not the caller
         // exits (the shell names it once the tasks are reaped).
+        // A task that ended before PMI began, now that another has begun:
+        // the world misses it (the shell names it once the tasks are reaped).
+        if (server_.broken_by() && !server_.abort() && !abort_sent_) {
+          abort_sent_ = true;
+          kill(-1, SIGKILL);
+        }
         if (server_.abort() && !abort_sent_) {
           abort_sent_ = true;
           const auto& abort = *server_.abort();
@@ -170,6 +176,7 @@ class PmiClients {
   void channel_lost() { send(server_.fence_failed()); }
 
   bool in_use() const { return server_.in_use(); }
+  std::optional<std::size_t> broken_by() const { return server_.broken_by(); }
   const std::optional<pmi::Server::Abort>& abort() const { return server_.abort(); }
   std::size_t size() const { return fds_.size(); }
 

@@ -4,6 +4,7 @@
  * Rank 0 prints one summary line; every rank prints where it ran.
  * Build: mpicc -O2 -o mpi_ring mpi_ring.c
  * Arguments: [late RANK SECONDS] makes task RANK wait before MPI_Init;
+ *            [early RANK CODE] makes task RANK exit with CODE before it;
  *            [fail RANK CODE] makes RANK exit with CODE after MPI_Init;
  *            [abort RANK CODE] makes RANK call MPI_Abort with CODE;
  *            [sleep SECONDS] makes every rank sleep before MPI_Finalize. */
@@ -38,8 +39,9 @@ static double now_seconds(void) {
 int main(int argc, char** argv) {
   /* Before MPI_Init the rank is the launcher's: hpcq's (or PMI's) variable. */
   const char* task = getenv("HPCQ_TASK_RANK") ? getenv("HPCQ_TASK_RANK") : getenv("PMI_RANK");
-  if (argc == 4 && strcmp(argv[1], "late") == 0 && task && atoi(task) == atoi(argv[2])) {
-    sleep((unsigned)atoi(argv[3]));
+  if (argc == 4 && task && atoi(task) == atoi(argv[2])) {
+    if (strcmp(argv[1], "late") == 0) sleep((unsigned)atoi(argv[3]));
+    if (strcmp(argv[1], "early") == 0) exit(atoi(argv[3]));
   }
   const double before = now_seconds();
   MPI_Init(&argc, &argv);

@@ -86,13 +86,24 @@ TEST(Pmi, ARankGoneBeforeFinalizeBreaksTheWorldAndFailsTheBarrier) {
             std::vector<std::string>{"cmd=barrier_out rc=-1 msg=a_rank_of_the_job_has_ended\n"});
 }
 
-TEST(Pmi, ARankThatNeverUsedPmiDoesNotHoldTheBarrier) {
-  Server server(world(2, 1), {0, 1});
-  server.on_line(0, "cmd=init pmi_version=1 pmi_subversion=1");
-  EXPECT_TRUE(server.on_line(0, "cmd=barrier_in").empty());
+TEST(Pmi, ARankGoneBeforeInitBreaksAWorldThatOthersBegan) {
+  // Gone while another waits in the barrier: the world misses it.
+  Server waiting(world(2, 1), {0, 1});
+  waiting.on_line(0, "cmd=init pmi_version=1 pmi_subversion=1");
+  EXPECT_TRUE(waiting.on_line(0, "cmd=barrier_in").empty());
   std::vector<Reply> replies;
-  EXPECT_FALSE(server.on_client_gone(1, replies));
-  EXPECT_EQ(lines_to(replies, 0), std::vector<std::string>{"cmd=barrier_out rc=0\n"});
+  EXPECT_TRUE(waiting.on_client_gone(1, replies));
+  EXPECT_EQ(waiting.broken_by(), std::optional<std::size_t>(1));
+  EXPECT_EQ(lines_to(replies, 0),
+            std::vector<std::string>{"cmd=barrier_out rc=-1 msg=a_rank_of_the_job_has_ended\n"});
+  // Gone before anyone began: nothing breaks (a program that uses no PMI)...
+  Server early(world(2, 1), {0, 1});
+  replies.clear();
+  EXPECT_FALSE(early.on_client_gone(1, replies));
+  EXPECT_FALSE(early.broken_by());
+  // ...until another begins.
+  early.on_line(0, "cmd=init pmi_version=1 pmi_subversion=1");
+  EXPECT_EQ(early.broken_by(), std::optional<std::size_t>(1));
 }
 
 TEST(Pmi, AbortRecordsTheFirstRankAndCode) {
