@@ -2,7 +2,8 @@
  * MPI_Allreduce of the ranks, and a token passed once around a ring of
  * MPI_Sendrecv (rank r to r+1), so that it crosses every node boundary.
  * Rank 0 prints one summary line; every rank prints where it ran.
- * Build: mpicc -O2 -o mpi_ring mpi_ring.c
+ * Build: mpicc.mpich -O2 -o mpi_ring mpi_ring.c (MPICH: direct launch by hpcq;
+ *        mpicc.openmpi for Open MPI, run with mpirun through hpcq-rsh)
  * Arguments: [late RANK SECONDS] makes task RANK wait before MPI_Init;
  *            [early RANK CODE] makes task RANK exit with CODE before it;
  *            [fail RANK CODE] makes RANK exit with CODE after MPI_Init;
