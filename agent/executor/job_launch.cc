@@ -243,15 +243,18 @@ std::string describe_results(const ShellResults& r) {
     }
     if (t.exit_code != 0 && (!worst || t.exit_code > worst->exit_code)) worst = &t;
   }
-  if (!worst) return "";
-  std::string prefix = "task " + std::to_string(worst->rank) + ": ";
-  if (!worst->error.empty()) return prefix + worst->error;
-  if (worst->signal != 0) {
-    const char* name = sigabbrev_np(worst->signal);
-    return prefix + "killed by signal " + std::to_string(worst->signal) +
+  return worst ? describe_task(*worst) : "";
+}
+
+std::string describe_task(const TaskResult& task) {
+  std::string prefix = "task " + std::to_string(task.rank) + ": ";
+  if (!task.error.empty()) return prefix + task.error;
+  if (task.signal != 0) {
+    const char* name = sigabbrev_np(task.signal);
+    return prefix + "killed by signal " + std::to_string(task.signal) +
            (name ? std::string(" (SIG") + name + ")" : std::string());
   }
-  return prefix + "exited with code " + std::to_string(worst->exit_code);
+  return prefix + "exited with code " + std::to_string(task.exit_code);
 }
 
 std::string encode_output_frame(int rank, bool is_stderr, std::string_view data) {

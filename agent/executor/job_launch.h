@@ -229,5 +229,7 @@ int job_exit_code(const std::vector<TaskResult>& tasks);
 // "task 1: exited with code 3" or "task 0: chdir /x: No such file or directory";
 // empty when every task exited 0.
 std::string describe_results(const ShellResults& results);
+// The same line for one task: "task 3: exited with code 5".
+std::string describe_task(const TaskResult& task);
 
 }  // namespace hpcq::agent

@@ -584,14 +584,13 @@ int run(const std::string& dir) {
         r.ended_by_shell = local != culprit;
       } else if (auto by = pmi->broken_by(); by && *by != local) {
         // An earlier task, gone before PMI began, broke the world: it decides.
-        ShellResults alone;
-        alone.tasks = {results.tasks[*by]};
-        if (alone.tasks[0].exit_code == 0) {
-          results.tasks[*by].error = alone.tasks[0].error =
+        TaskResult& gone = results.tasks[*by];
+        if (gone.exit_code == 0) {
+          gone.error =
               "ended before MPI_Init (PMI init) while the other tasks began: its MPI world cannot "
               "go on";
         }
-        pmi->report_failure(std::max(1, results.tasks[*by].exit_code), describe_results(alone));
+        pmi->report_failure(std::max(1, gone.exit_code), describe_task(gone));
         end_world(*by);
         r.ended_by_shell = true;
       } else if (pmi->in_use() && (r.exit_code != 0 || left_unfinished)) {
@@ -600,9 +599,7 @@ int run(const std::string& dir) {
               "ended before MPI_Finalize (PMI finalize) while its MPI world ran: the world "
               "cannot go on";
         }
-        ShellResults alone;
-        alone.tasks = {r};
-        pmi->report_failure(r.exit_code != 0 ? r.exit_code : 1, describe_results(alone));
+        pmi->report_failure(std::max(1, r.exit_code), describe_task(r));
         end_world(local);
       }
     }

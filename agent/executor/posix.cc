@@ -73,19 +73,42 @@ std::string last_line(const std::string& path) {
   return last;
 }
 
-Result<int> listen_unix(const std::string& path) {
+namespace {
+
+Result<sockaddr_un> unix_address(const std::string& path) {
   sockaddr_un addr{};
   if (path.size() >= sizeof addr.sun_path) return invalid_argument("socket path too long: " + path);
   addr.sun_family = AF_UNIX;
   path.copy(addr.sun_path, path.size());
+  return addr;
+}
+
+}  // namespace
+
+Result<int> listen_unix(const std::string& path) {
+  auto addr = unix_address(path);
+  if (!addr.is_ok()) return addr.status();
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return internal_error("socket: " + errno_text(errno));
   unlink(path.c_str());
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0 ||
       chmod(path.c_str(), 0600) != 0 || listen(fd, 4) != 0) {
     const int err = errno;
     close(fd);
     return internal_error("listening on " + path + ": " + errno_text(err));
+  }
+  return fd;
+}
+
+Result<int> connect_unix(const std::string& path) {
+  auto addr = unix_address(path);
+  if (!addr.is_ok()) return addr.status();
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return internal_error("socket: " + errno_text(errno));
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) {
+    const int err = errno;
+    close(fd);
+    return internal_error("connecting to " + path + ": " + errno_text(err));
   }
   return fd;
 }

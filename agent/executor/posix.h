@@ -64,6 +64,8 @@ Status copy_job_dir(const std::string& from, const std::string& to);
 // A listening SOCK_SEQPACKET unix socket at `path` (any file there is
 // replaced), non-blocking and close-on-exec, mode 0600: for root only.
 Result<int> listen_unix(const std::string& path);
+// A connection to the SOCK_SEQPACKET unix socket at `path`, close-on-exec.
+Result<int> connect_unix(const std::string& path);
 
 // The bytes of the regular files below `dir`.
 std::uint64_t tree_bytes(const std::string& dir);

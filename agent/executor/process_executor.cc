@@ -19,6 +19,14 @@
 #include "agent/executor/posix.h"
 
 namespace hpcq::agent {
+namespace {
+
+// "job 12", or "job 12 step 3": how errors name what they are about.
+std::string name_of(JobId id, std::uint32_t step) {
+  return "job " + std::to_string(id) + (step ? " step " + std::to_string(step) : "");
+}
+
+}  // namespace
 
 ProcessExecutor::ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy, int notify[2])
     : config_(std::move(config)),
@@ -167,7 +175,7 @@ Status ProcessExecutor::set_time_limit(JobId id, std::int64_t seconds) {
 }
 
 Status ProcessExecutor::cancel_step(JobId id, std::uint32_t step) {
-  const std::string name = "job " + std::to_string(id) + " step " + std::to_string(step);
+  const std::string name = name_of(id, step);
   auto it = steps_.find({id, step});
   if (it == steps_.end()) return not_found(name + " is not running here");
   if (poll_exit(it->second)) return failed_precondition(name + " already ended");
@@ -194,7 +202,7 @@ Status ProcessExecutor::signal(JobId id, int signo) {
 }
 
 Status ProcessExecutor::signal_step(JobId id, std::uint32_t step, int signo) {
-  const std::string name = "job " + std::to_string(id) + " step " + std::to_string(step);
+  const std::string name = name_of(id, step);
   auto it = steps_.find({id, step});
   if (it == steps_.end()) return not_found(name + " is not running here");
   if (poll_exit(it->second)) return failed_precondition(name + " already ended");
@@ -206,7 +214,7 @@ Status ProcessExecutor::signal_step(JobId id, std::uint32_t step, int signo) {
 
 Status ProcessExecutor::launch_step(JobLaunch l) {
   ensure_workers(l);
-  const std::string name = "job " + std::to_string(l.id) + " step " + std::to_string(l.step);
+  const std::string name = name_of(l.id, l.step);
   auto parent = jobs_.find(l.id);
   if (parent == jobs_.end() || parent->second.exited) {
     return not_found(name + ": the job is not running here");
@@ -458,8 +466,7 @@ ProcessExecutor::Job* ProcessExecutor::find(JobId id, std::uint32_t step) {
 Status ProcessExecutor::fence_done(JobId id, std::uint32_t step, std::uint32_t seq, bool failed,
                                    const std::string& data) {
   Job* job = find(id, step);
-  const std::string name =
-      "job " + std::to_string(id) + (step ? " step " + std::to_string(step) : "");
+  const std::string name = name_of(id, step);
   if (!job || job->exited) return not_found(name + " is not running here");
   if (job->output_fd < 0) return failed_precondition(name + " has no MPI world across nodes");
   for (const FenceFrame& frame : split_fence(seq, failed, data)) {
@@ -473,8 +480,7 @@ std::vector<PmiEvent> ProcessExecutor::take_pmi_events() { return std::exchange(
 
 Status ProcessExecutor::write_input(JobId id, std::uint32_t step, const TaskInput& input) {
   Job* job = find(id, step);
-  const std::string name =
-      "job " + std::to_string(id) + (step ? " step " + std::to_string(step) : "");
+  const std::string name = name_of(id, step);
   if (!job || job->exited) return not_found(name + " is not running here");
   if (job->output_fd < 0) return failed_precondition(name + " does not take input");
   job->input.push_back(encode_input_frame(input));

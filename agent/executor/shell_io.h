@@ -15,7 +15,6 @@
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -87,10 +86,7 @@ class PmiClients {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EAGAIN) break;
       if (n <= 0) {  // closed: the task is gone or closed PMI
-        close_client(local);
-        std::vector<pmi::Reply> replies;
-        broken_ = server_.on_client_gone(local, replies) || broken_;
-        send(replies);
+        task_ended(local);
         break;
       }
       std::string& pending = buffers_[local];
@@ -154,14 +150,14 @@ class PmiClients {
     send(server_.fence_done(frame.seq, *kvs));
   }
 
-  // Task `local` has ended: its socket closes; true when its MPI world
-  // cannot go on without it (it began PMI and did not finalize).
+  // Task `local` has ended (or closed its socket): true when its MPI world
+  // cannot go on any more (pmi::Server::broken_by).
   bool task_ended(std::size_t local) {
     close_client(local);
     std::vector<pmi::Reply> replies;
-    broken_ = server_.on_client_gone(local, replies) || broken_;
+    server_.on_client_gone(local, replies);
     send(replies);
-    return broken_;
+    return server_.broken_by().has_value();
   }
   // A task has ended the world (`why`: "task 3: exited with code 5"): the
   // other nodes learn it, through the leader, before they see its ranks go.
@@ -219,25 +215,20 @@ class PmiClients {
   std::vector<int> fds_;  // the shell's end of each task's socket; -1 once closed
   std::vector<std::string> buffers_;
   std::string fence_data_;  // chunks of the fence outcome coming in
-  bool broken_ = false;
   bool abort_sent_ = false;
   // Opens the channel on demand: connects to the executor's socket and puts
   // the connection at kOutputFd (where a placeholder kept the number free).
   bool open_channel() {
     if (channel_ || socket_path_.empty()) return channel_;
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
     const std::string path = std::exchange(socket_path_, {});  // one try
-    if (path.size() >= sizeof addr.sun_path) return false;
-    path.copy(addr.sun_path, path.size());
-    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
-        dup3(fd, kOutputFd, O_CLOEXEC) < 0) {
-      fprintf(stderr, "hpcq-job-shell: connecting to %s: %s\n", path.c_str(), strerror(errno));
-      if (fd >= 0) close(fd);
+    Result<int> fd = connect_unix(path);
+    if (!fd.is_ok() || dup3(*fd, kOutputFd, O_CLOEXEC) < 0) {
+      fprintf(stderr, "hpcq-job-shell: %s\n",
+              fd.is_ok() ? ("dup3: " + errno_text(errno)).c_str() : fd.status().message().c_str());
+      if (fd.is_ok()) close(*fd);
       return false;
     }
-    close(fd);
+    close(*fd);
     channel_ = true;
     return true;
   }
