@@ -45,7 +45,12 @@ JobLaunch::PmiWorld pmi_world_of(const overlay::Launch& launch,
   world.kvsname = "hpcq_" + std::to_string(launch.job_id()) + "_" + std::to_string(launch.step());
   world.nodes = launch.allocation_size();
   world.size = launch.ntasks();
-  std::vector<int> node_of_rank(static_cast<std::size_t>(std::max(0, world.size)), -1);
+  // The mapping's size is bounded by the tasks the message itself lists (a
+  // corrupt ntasks must not size an allocation): a larger world gets none.
+  long long listed = 0;
+  for (const overlay::NodeAlloc& a : launch.allocation()) listed += a.ntasks();
+  if (world.size < 1 || world.size > listed) return world;
+  std::vector<int> node_of_rank(static_cast<std::size_t>(world.size), -1);
   for (int i = 0; i < launch.allocation_size(); ++i) {
     const overlay::NodeAlloc& a = launch.allocation(i);
     std::vector<int> ranks;

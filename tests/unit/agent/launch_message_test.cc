@@ -53,6 +53,28 @@ TEST(LaunchMessage, TasksGetTheirCoresAndEmulatedNodesFoldOntoTheHost) {
   EXPECT_EQ(job.value().host_mems, (std::vector<int>{0}));              // domain 1 mod 1
 }
 
+TEST(LaunchMessage, APmiWorldSpansEveryNodeAndNamesWhereEachRankRuns) {
+  const resource::NodeTopology topo = synthetic("pack:1 numa:2 core:4 pu:1");
+  const HostMapping host{&topo, false, 2, 1};
+  overlay::Launch launch = two_node_launch();
+  launch.set_mpi("pmi1");
+  launch.set_ntasks(3);
+  auto job = job_launch_from_message(launch, 2, "n2", host);
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  EXPECT_EQ(job->pmi.kvsname, "hpcq_7_0");
+  EXPECT_EQ(job->pmi.size, 3);
+  EXPECT_EQ(job->pmi.nodes, 2);
+  EXPECT_EQ(job->pmi.process_mapping, "(vector,(0,1,1),(1,1,2))");
+  // A task count beyond what the nodes list gives no mapping (and no
+  // allocation of that size).
+  launch.set_ntasks(2'000'000'000);
+  job = job_launch_from_message(launch, 2, "n2", host);
+  ASSERT_TRUE(job.is_ok()) << job.status().message();
+  EXPECT_EQ(job->pmi.process_mapping, "");
+  launch.set_mpi("none");
+  EXPECT_TRUE(job_launch_from_message(launch, 2, "n2", host)->pmi.kvsname.empty());
+}
+
 TEST(LaunchMessage, OnTheHostTopologyACoreIsItsOwnPus) {
   const resource::NodeTopology topo = synthetic("pack:1 numa:2 core:4 pu:2");
   const HostMapping host{&topo, true, 16, 2};
