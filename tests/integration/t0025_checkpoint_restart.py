@@ -40,12 +40,24 @@ def agent_cmdline(rank):
     return pid, open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
 
 
+def cgroup_hierarchies():
+    """The mount point of every cgroup hierarchy (/proc/self/mounts): each
+    v1 controller's, or the one v2 file system."""
+    points = []
+    for line in open("/proc/self/mounts"):
+        fields = line.split()
+        if fields[2] in ("cgroup", "cgroup2"):
+            points.append(fields[1])
+    return points
+
+
 def instance_cgroups(rank):
-    """The cgroup directories of the agent of `rank`'s jobs (cgroup v1 here)."""
+    """The cgroup directories of the agent of `rank`'s jobs, in every
+    hierarchy (v1 or v2)."""
     tag = os.path.basename(t.cluster_dir()).replace("-", "_")
     dirs = []
-    for controller in ("freezer", "pids"):
-        base = f"/sys/fs/cgroup/{controller}/hpcq"
+    for mount in cgroup_hierarchies():
+        base = os.path.join(mount, "hpcq")
         if not os.path.isdir(base):
             continue
         for name in os.listdir(base):
@@ -62,12 +74,14 @@ def kill_node(rank):
     for _ in range(100):
         left = False
         for d in instance_cgroups(rank):
-            if os.path.exists(os.path.join(d, "freezer.state")):
-                try:
-                    with open(os.path.join(d, "freezer.state"), "w") as f:
-                        f.write("THAWED")
-                except OSError:
-                    pass
+            # A v1 frozen task takes no SIGKILL until thawed (v2's does).
+            for name, thawed in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+                if os.path.exists(os.path.join(d, name)):
+                    try:
+                        with open(os.path.join(d, name), "w") as f:
+                            f.write(thawed)
+                    except OSError:
+                        pass
             try:
                 pids = open(os.path.join(d, "cgroup.procs")).read().split()
             except OSError:

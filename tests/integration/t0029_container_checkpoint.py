@@ -43,12 +43,27 @@ def container_counter(d, ntasks=1, command=t.COUNTER, user=None, nodes=1):
 
 
 def job_pids(job):
-    """Host PIDs of the job's processes, from its cgroups on whichever node."""
+    """Host PIDs of the job's processes on whichever node of this cluster,
+    as the kernel places them (/proc/PID/cgroup, v1 or v2): those in
+    hpcq/<this cluster's agent>/job-<job> or below (the containers' own)."""
+    instance = t.cgroup_instance(os.path.join(t.cluster_dir(), "agents")) + "-"
     pids = set()
-    for root, _, files in os.walk("/sys/fs/cgroup/pids/hpcq"):
-        if f"/job-{job}/" in root + "/" and "cgroup.procs" in files:
-            with open(os.path.join(root, "cgroup.procs")) as f:
-                pids.update(int(p) for p in f.read().split())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cgroup") as f:
+                paths = [line.rstrip("\n").split(":", 2)[2] for line in f]
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        for path in paths:
+            parts = path.split("/")
+            ours = [i for i, p in enumerate(parts[:-2])
+                    if p == "hpcq" and parts[i + 1].startswith(instance)
+                    and parts[i + 2] == f"job-{job}"]
+            if ours:
+                pids.add(int(entry))
+                break
     return pids
 
 
