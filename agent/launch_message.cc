@@ -40,8 +40,11 @@ std::string hostfile_of(const overlay::Launch& launch) {
 // The PMI world of a job's (or step's) tasks: all of its ranks, on all of
 // its nodes.
 JobLaunch::PmiWorld pmi_world_of(const overlay::Launch& launch,
-                                 const resource::Allocation& allocation) {
+                                 const resource::Allocation& allocation, int node_index) {
   JobLaunch::PmiWorld world;
+  world.api = launch.mpi();
+  world.node = node_index;
+  for (const overlay::NodeAlloc& a : launch.allocation()) world.node_names.push_back(a.node());
   world.kvsname = "hpcq_" + std::to_string(launch.job_id()) + "_" + std::to_string(launch.step());
   world.nodes = launch.allocation_size();
   world.size = launch.ntasks();
@@ -66,7 +69,10 @@ JobLaunch::PmiWorld pmi_world_of(const overlay::Launch& launch,
   // A mapping that misses a rank would mislead MPI: none then.
   const bool complete =
       std::find(node_of_rank.begin(), node_of_rank.end(), -1) == node_of_rank.end();
-  if (complete) world.process_mapping = pmi::process_mapping(node_of_rank);
+  if (complete) {
+    world.process_mapping = pmi::process_mapping(node_of_rank);
+    world.node_of_rank = std::move(node_of_rank);
+  }
   return world;
 }
 
@@ -285,8 +291,8 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   job.warn_seconds = launch.warn_seconds();
   job.pty = launch.pty();
   job.batch = launch.batch();
-  if (launch.mpi() == "pmi1" && !job.batch && launch.image().empty()) {
-    job.pmi = pmi_world_of(launch, allocation);
+  if ((launch.mpi() == "pmi1" || launch.mpi() == "pmix") && !job.batch && launch.image().empty()) {
+    job.pmi = pmi_world_of(launch, allocation, node_index);
   }
   if (job.batch) {
     // The script runs once, as task 0 on the first node, on all of the

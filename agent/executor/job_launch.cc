@@ -103,10 +103,14 @@ std::string encode_launch(const JobLaunch& l) {
             {"forward_output", l.forward_output},
             {"pty", l.pty}};
   if (!l.pmi.kvsname.empty()) {
-    j["pmi"] = {{"kvsname", l.pmi.kvsname},
+    j["pmi"] = {{"api", l.pmi.api},
+                {"kvsname", l.pmi.kvsname},
                 {"size", l.pmi.size},
                 {"nodes", l.pmi.nodes},
-                {"process_mapping", l.pmi.process_mapping}};
+                {"process_mapping", l.pmi.process_mapping},
+                {"node_names", l.pmi.node_names},
+                {"node", l.pmi.node},
+                {"node_of_rank", l.pmi.node_of_rank}};
   }
   // User bytes went in as bytes_to_json; replace, not throw, on the rest.
   return j.dump(1, ' ', false, json::error_handler_t::replace);
@@ -175,8 +179,25 @@ Result<JobLaunch> decode_launch(std::string_view text) {
       l.pmi.size = p.at("size").get<int>();
       l.pmi.nodes = p.at("nodes").get<int>();
       l.pmi.process_mapping = p.at("process_mapping").get<std::string>();
+      l.pmi.api = p.value("api", std::string("pmi1"));
+      l.pmi.node_names = p.value("node_names", std::vector<std::string>{});
+      l.pmi.node = p.value("node", 0);
+      l.pmi.node_of_rank = p.value("node_of_rank", std::vector<int>{});
       if (l.pmi.kvsname.empty() || l.pmi.size < 1 || l.pmi.nodes < 1) {
         return invalid_argument("launch.json: a PMI world without name, size or nodes");
+      }
+      if (l.pmi.api != "pmi1" && l.pmi.api != "pmix") {
+        return invalid_argument("launch.json: unknown MPI interface '" + l.pmi.api + "'");
+      }
+      const bool mapped =
+          l.pmi.node_of_rank.empty() ||
+          (l.pmi.node_of_rank.size() == static_cast<std::size_t>(l.pmi.size) &&
+           std::all_of(l.pmi.node_of_rank.begin(), l.pmi.node_of_rank.end(), [&](int n) {
+             return n >= 0 && n < static_cast<int>(l.pmi.node_names.size());
+           }));
+      if (!mapped || l.pmi.node < 0 ||
+          (!l.pmi.node_names.empty() && l.pmi.node >= static_cast<int>(l.pmi.node_names.size()))) {
+        return invalid_argument("launch.json: a PMI world whose ranks or node are off its nodes");
       }
     }
     return l;

@@ -88,17 +88,25 @@ struct JobLaunch {
   // hpcq run --pty: task 0's stdin, stdout and stderr are a terminal.
   bool pty = false;
   // --mpi pmi1: the shell serves PMI-1 (pmi.h) to each task, on a socket
-  // named by PMI_FD, in this world. Empty kvsname: no PMI. A world of more
+  // named by PMI_FD, in this world; --mpi pmix: it hosts an OpenPMIx server
+  // for them instead (pmix_world.h). Empty kvsname: neither. A world of more
   // than one node exchanges its keys over the channel (kOutputFd): the
   // forwarding job's, or else one the shell opens to the executor's
   // JobFiles::pmi_socket when its tasks first need it, so that a job whose
   // tasks do not use PMI holds no socket to the agent (and can be
   // checkpointed).
   struct PmiWorld {
-    std::string kvsname;
+    std::string api = "pmi1";     // "pmi1" or "pmix"
+    std::string kvsname;          // PMIx: the namespace
     int size = 0;                 // PMI_SIZE
     int nodes = 0;                // nodes with ranks of the world
     std::string process_mapping;  // PMI_process_mapping; empty: not given
+    // The world's layout, for PMIx's node and process maps: the nodes'
+    // names in allocation order, this node's index among them, and the node
+    // of each rank (empty where the launch did not place every rank).
+    std::vector<std::string> node_names;
+    int node = 0;
+    std::vector<int> node_of_rank;
   } pmi;
   // Whether the shell and the executor talk on kOutputFd from the start.
   bool has_channel() const { return forward_output; }

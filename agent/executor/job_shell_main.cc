@@ -24,8 +24,9 @@
 // stdout and one for stderr instead of files; the shell reads them while it
 // waits and sends what comes, framed, on fd 4 (kOutputFd) to the executor.
 // A launch with a PMI world (--mpi pmi1) gives each task a PMI socket
-// (PMI_FD) that the shell serves (pmi.h); a world across nodes fences over
-// fd 4 too. Once a task of the world fails, aborts or leaves without
+// (PMI_FD) that the shell serves (pmi.h); with --mpi pmix the shell hosts an
+// OpenPMIx server for them instead (pmix_world.h). A world across nodes
+// fences over fd 4 too. Once a task of the world fails, aborts or leaves without
 // finalizing, the shell kills the namespace's other processes and says which
 // task it was (shell_io.h has the descriptors; this file the processes).
 // A batch job's other nodes run no task: their shell holds the node's part
@@ -57,6 +58,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -67,6 +69,9 @@
 #include "agent/executor/pmi.h"
 #include "agent/executor/posix.h"
 #include "agent/executor/shell_io.h"
+#ifndef HPCQ_CONTAINER_SHELL
+#include "agent/executor/pmix_world.h"
+#endif
 #include "lib/job/job_env.h"
 
 extern char** environ;
@@ -136,6 +141,7 @@ int open_output(const std::string& path) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);  // a PMIx shell ignores it
 
   // Into the worker's own cgroup (a split job): "0" is the writer itself.
   for (const std::string& dir : l.workers[static_cast<size_t>(task.worker)].cgroup_dirs) {
@@ -208,13 +214,11 @@ int open_output(const std::string& path) {
   std::map<std::string, std::string> env = base_env;
   job::add_task_environment(env, task.rank, static_cast<int>(local), task.logical_cpus);
   for (const auto& [k, v] : task.env) env[k] = v;
-  if (stdio.pmi >= 0) {
-    // The one descriptor the task keeps: created close-on-exec like the rest.
-    if (fcntl(stdio.pmi, F_SETFD, 0) != 0) fail_task(err_fd, "PMI socket: " + errno_text(errno));
-    env["PMI_FD"] = std::to_string(stdio.pmi);
-    env["PMI_RANK"] = std::to_string(task.rank);
-    env["PMI_SIZE"] = std::to_string(l.pmi.size);
+  // The one descriptor the task keeps: created close-on-exec like the rest.
+  if (stdio.pmi >= 0 && fcntl(stdio.pmi, F_SETFD, 0) != 0) {
+    fail_task(err_fd, "PMI socket: " + errno_text(errno));
   }
+  for (const auto& [k, v] : stdio.mpi_env) env[k] = v;
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp;
@@ -458,9 +462,11 @@ int run(const std::string& dir) {
   std::map<pid_t, size_t> workers;  // worker command pid -> index in l.workers
   const bool containers = !l.image.empty();
   TaskIo output;
-  // An MPI world (--mpi pmi1): PMI for every task; one task that fails ends
-  // the node's others, so that none waits forever on a rank that is gone.
-  std::optional<PmiClients> pmi;
+  // An MPI world (--mpi pmi1 or pmix): PMI or PMIx for every task; one task
+  // that fails ends the node's others, so that none waits forever on a rank
+  // that is gone.
+  std::unique_ptr<MpiWorld> pmi;
+  std::string pmi_error;  // why the world's server could not start
   if (!containers && !l.pmi.kvsname.empty() && !l.tasks.empty()) {
     if (l.channel_on_demand()) {
       // Keeps kOutputFd's number for the channel the shell may open later.
@@ -470,8 +476,16 @@ int run(const std::string& dir) {
         close(placeholder);
       }
     }
-    pmi.emplace(l, files);
-    output.serve_pmi(&*pmi);
+    if (l.pmi.api == "pmix") {
+#ifndef HPCQ_CONTAINER_SHELL
+      pmi = start_pmix_world(l, files, pmi_error);
+#else
+      pmi_error = "PMIx is not served inside a container";
+#endif
+    } else {
+      pmi = std::make_unique<PmiClients>(l, files);
+    }
+    output.serve_pmi(pmi.get());
   }
   bool world_ended = false;
   std::optional<size_t> culprit;  // the task whose end or abort ended the world
@@ -480,7 +494,10 @@ int run(const std::string& dir) {
     r.rank = l.tasks[i].rank;
     r.local = static_cast<int>(i);
     TaskStdio stdio;
-    if (!containers && l.forward_output && !output.add(r.rank, l.pty, stdio, r.error)) {
+    if (!pmi_error.empty()) {
+      r.exit_code = kCannotStart;
+      r.error = pmi_error;
+    } else if (!containers && l.forward_output && !output.add(r.rank, l.pty, stdio, r.error)) {
       r.exit_code = kCannotStart;
     } else if (pmi && !pmi->add(i, stdio, r.error)) {
       r.exit_code = kCannotStart;

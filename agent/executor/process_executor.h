@@ -215,6 +215,7 @@ class ProcessExecutor final : public Executor {
     bool channel = false;  // JobLaunch::has_channel, or the shell has opened it
     bool channel_on_demand = false;  // JobLaunch::channel_on_demand
     int pmi_nodes = 0;               // JobLaunch::pmi.nodes
+    bool pmix_server = false;        // its shell hosts a PMIx server (--mpi pmix)
     int pmi_listen_fd = -1;          // channel_on_demand: where the shell connects
     int output_fd = -1;              // channel: our end of it
     std::deque<std::string> input;   // frames for the shell that its socket did not take yet

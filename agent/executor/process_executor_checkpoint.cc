@@ -116,6 +116,12 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   if (!steps_of(id).empty()) {
     return failed_precondition(name + " has steps running: checkpoint it between steps");
   }
+  if (job.pmix_server) {
+    // Its shell runs OpenPMIx's thread and the tasks' TCP connections to it.
+    return failed_precondition(name +
+                               " hosts a PMIx server for its Open MPI world (--mpi pmix): it "
+                               "cannot be checkpointed");
+  }
   if (job.channel) {
     // CRIU cannot take the shell's socket to this agent with it.
     return failed_precondition(name +

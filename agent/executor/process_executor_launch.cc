@@ -305,6 +305,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.channel = l.has_channel();
   j.channel_on_demand = l.channel_on_demand();
   j.pmi_nodes = l.pmi.nodes;
+  j.pmix_server = !l.pmi.kvsname.empty() && l.pmi.api == "pmix" && !l.tasks.empty();
   j.launched = now;
   j.warn_signal = l.warn_signal;
   j.warn_seconds = l.warn_seconds;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +37,8 @@ struct TaskStdio {
   int in = -1, out = -1, err = -1;
   bool pty = false;
   int pmi = -1;  // the task's end of its PMI socket (PMI_FD)
+  // What the task's MPI world adds to its environment (PMI_FD, PMIX_*).
+  std::map<std::string, std::string> mpi_env;
 };
 
 // Sends one frame to the executor on kOutputFd. Blocks while the agent is
@@ -49,173 +52,87 @@ inline void send_on_channel(const std::string& frame, bool& broken) {
   }
 }
 
-// The tasks' PMI sockets (pmi.h): each task's lines go to the server, its
-// answers come back, and a fence of a world on several nodes leaves on the
-// channel and its outcome comes back from it (TaskIo reads the channel).
-class PmiClients {
+// What the shell's loop needs of the server of a job's MPI world: PMI-1
+// (PmiClients, below) or PMIx (PmixClients, pmix_world.h). Both share the
+// channel: a world across nodes sends each fence's contribution on it to the
+// executor and gets the fence's outcome back from it (TaskIo reads the
+// channel), and a failure that ends the world leaves on it first.
+class MpiWorld {
  public:
-  PmiClients(const JobLaunch& l, const JobFiles& files)
-      : server_(world_of(l), ranks_of(l)),
-        channel_(l.has_channel()),
-        socket_path_(l.channel_on_demand() ? files.pmi_socket : "") {
-    fds_.assign(l.tasks.size(), -1);
-    buffers_.resize(l.tasks.size());
-  }
+  MpiWorld(const JobLaunch& l, const JobFiles& files)
+      : channel_(l.has_channel()), socket_path_(l.channel_on_demand() ? files.pmi_socket : "") {}
+  virtual ~MpiWorld() = default;
+  MpiWorld(const MpiWorld&) = delete;
+  MpiWorld& operator=(const MpiWorld&) = delete;
 
-  // Makes task `local`'s socket; `stdio.pmi` is the task's end.
-  bool add(std::size_t local, TaskStdio& stdio, std::string& error) {
-    int pair[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-      error = "PMI socketpair: " + errno_text(errno);
-      return false;
-    }
-    fds_[local] = pair[0];
-    stdio.pmi = pair[1];
-    return true;
-  }
-
-  void poll_fds(std::vector<pollfd>& fds) const {
-    for (int fd : fds_) fds.push_back({fd, POLLIN, 0});
-  }
-
-  // Client `local`'s socket is readable: its complete lines are served.
-  void on_readable(std::size_t local, bool& channel_broken) {
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = recv(fds_[local], buf, sizeof buf, MSG_DONTWAIT);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) break;
-      if (n <= 0) {  // closed: the task is gone or closed PMI
-        task_ended(local);
-        break;
-      }
-      std::string& pending = buffers_[local];
-      pending.append(buf, static_cast<std::size_t>(n));
-      std::size_t end;
-      while ((end = pending.find('\n')) != std::string::npos) {
-        const std::string line = pending.substr(0, end);
-        pending.erase(0, end + 1);
-        send(server_.on_line(local, line));
-        // PMI_Abort: the whole world ends now, whether or not the caller
-        // exits (the shell names it once the tasks are reaped).
-        // A task that ended before PMI began, now that another has begun:
-        // the world misses it (the shell names it once the tasks are reaped).
-        if (server_.broken_by() && !server_.abort() && !abort_sent_) {
-          abort_sent_ = true;
-          kill(-1, SIGKILL);
-        }
-        if (server_.abort() && !abort_sent_) {
-          abort_sent_ = true;
-          const auto& abort = *server_.abort();
-          report_failure(abort.code, "task " + std::to_string(abort.rank) +
-                                         ": called MPI_Abort (PMI abort) with code " +
-                                         std::to_string(abort.code));
-          kill(-1, SIGKILL);
-        }
-      }
-      if (pending.size() > pmi::kLineMax) {
-        fprintf(stderr, "hpcq-job-shell: task %zu: PMI line too long\n", local);
-        pending.clear();
-      }
-    }
-    if (server_.fence_pending()) {
-      const std::uint32_t seq = server_.fence_seq();
-      const std::string data = server_.take_fence();
-      if (!open_channel()) {
-        send(server_.fence_failed());
-        return;
-      }
-      for (const FenceFrame& f : split_fence(seq, false, data)) {
-        send_on_channel(encode_output_frame(f), channel_broken);
-      }
-      if (channel_broken) send(server_.fence_failed());
-    }
-  }
+  // Prepares task `local`'s way to the server: a descriptor it keeps
+  // (`stdio.pmi`) and its environment (`stdio.mpi_env`).
+  virtual bool add(std::size_t local, TaskStdio& stdio, std::string& error) = 0;
+  // The descriptors the loop polls for the server; the `i`th is readable.
+  virtual void poll_fds(std::vector<pollfd>& fds) const = 0;
+  virtual void on_readable(std::size_t i) = 0;
+  // Task `local` has ended: true when its world cannot go on without it (it
+  // began and did not finish, or another began after it left).
+  virtual bool task_ended(std::size_t local) = 0;
+  // Whether any task has begun (PMI init, PMIx connect).
+  virtual bool in_use() const = 0;
+  // The task whose absence broke the world, once one has.
+  virtual std::optional<std::size_t> broken_by() const = 0;
+  // The first abort a task called: its rank and code.
+  virtual std::optional<pmi::Server::Abort> abort() const = 0;
 
   // A chunk of a fence's outcome from the executor.
   void on_fence_frame(const FenceFrame& frame) {
     fence_data_ += frame.data;
     if (!frame.last) return;
-    const std::string data = std::exchange(fence_data_, {});
+    std::string data = std::exchange(fence_data_, {});
     if (frame.failed) {
-      send(server_.fence_failed());
-      return;
+      fence_failed();
+    } else {
+      fence_done(frame.seq, std::move(data));
     }
-    auto kvs = pmi::decode_kvs(data);
-    if (!kvs.is_ok()) {
-      fprintf(stderr, "hpcq-job-shell: %s\n", kvs.status().message().c_str());
-      send(server_.fence_failed());
-      return;
-    }
-    send(server_.fence_done(frame.seq, *kvs));
-  }
-
-  // Task `local` has ended (or closed its socket): true when its MPI world
-  // cannot go on any more (pmi::Server::broken_by).
-  bool task_ended(std::size_t local) {
-    close_client(local);
-    std::vector<pmi::Reply> replies;
-    server_.on_client_gone(local, replies);
-    send(replies);
-    return server_.broken_by().has_value();
   }
   // A task has ended the world (`why`: "task 3: exited with code 5"): the
   // other nodes learn it, through the leader, before they see its ranks go.
   void report_failure(int code, const std::string& why) {
-    if (open_channel()) {
-      send_on_channel(encode_failure_frame(code, why), failure_channel_broken_);
-    }
+    if (open_channel()) send_on_channel(encode_failure_frame(code, why), channel_broken_);
   }
   // Whether fd kOutputFd is the channel now (TaskIo reads it then).
   bool channel_open() const { return channel_; }
   // The channel is gone: no fence can complete.
-  void channel_lost() { send(server_.fence_failed()); }
+  void channel_lost() { fence_failed(); }
 
-  bool in_use() const { return server_.in_use(); }
-  std::optional<std::size_t> broken_by() const { return server_.broken_by(); }
-  const std::optional<pmi::Server::Abort>& abort() const { return server_.abort(); }
-  std::size_t size() const { return fds_.size(); }
+ protected:
+  // Sends this node's contribution to fence `seq`; false when it cannot go.
+  bool send_fence(std::uint32_t seq, const std::string& data) {
+    if (!open_channel()) return false;
+    for (const FenceFrame& f : split_fence(seq, false, data)) {
+      send_on_channel(encode_output_frame(f), channel_broken_);
+    }
+    return !channel_broken_;
+  }
+  // The outcome of fence `seq` (every node's contributions, concatenated),
+  // or that it cannot complete.
+  virtual void fence_done(std::uint32_t seq, std::string data) = 0;
+  virtual void fence_failed() = 0;
+  // Once a task has aborted or broken the world: says so (an abort, once)
+  // and ends every other process of the namespace.
+  void end_world_if_broken() {
+    if (ended_) return;
+    if (const auto a = abort()) {
+      ended_ = true;
+      report_failure(a->code, "task " + std::to_string(a->rank) +
+                                  ": called MPI_Abort (PMI abort) with code " +
+                                  std::to_string(a->code));
+      kill(-1, SIGKILL);
+    } else if (broken_by()) {
+      // The shell names the task once the tasks are reaped.
+      ended_ = true;
+      kill(-1, SIGKILL);
+    }
+  }
 
  private:
-  static pmi::World world_of(const JobLaunch& l) {
-    pmi::World world;
-    world.kvsname = l.pmi.kvsname;
-    world.size = l.pmi.size;
-    world.nodes = l.pmi.nodes;
-    if (!l.pmi.process_mapping.empty()) {
-      world.preset["PMI_process_mapping"] = l.pmi.process_mapping;
-    }
-    return world;
-  }
-  static std::vector<int> ranks_of(const JobLaunch& l) {
-    std::vector<int> ranks;
-    for (const TaskSpec& t : l.tasks) ranks.push_back(t.rank);
-    return ranks;
-  }
-  void close_client(std::size_t local) {
-    if (fds_[local] >= 0) close(fds_[local]);
-    fds_[local] = -1;
-  }
-  // Answers; a client that cannot take its answer is gone, and its end
-  // will show as such at the next read.
-  void send(const std::vector<pmi::Reply>& replies) {
-    for (const pmi::Reply& r : replies) {
-      if (fds_[r.client] < 0) continue;
-      std::string_view rest = r.line;
-      while (!rest.empty()) {
-        const ssize_t n = ::send(fds_[r.client], rest.data(), rest.size(), MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        rest.remove_prefix(static_cast<std::size_t>(n));
-      }
-    }
-  }
-
-  pmi::Server server_;
-  std::vector<int> fds_;  // the shell's end of each task's socket; -1 once closed
-  std::vector<std::string> buffers_;
-  std::string fence_data_;  // chunks of the fence outcome coming in
-  bool abort_sent_ = false;
   // Opens the channel on demand: connects to the executor's socket and puts
   // the connection at kOutputFd (where a placeholder kept the number free).
   bool open_channel() {
@@ -235,7 +152,133 @@ class PmiClients {
 
   bool channel_;             // fd kOutputFd is the channel to the executor
   std::string socket_path_;  // where to open it on demand; empty: not (any more)
-  bool failure_channel_broken_ = false;
+  bool channel_broken_ = false;
+  std::string fence_data_;  // chunks of the fence outcome coming in
+  bool ended_ = false;
+};
+
+// PMI-1 (pmi.h): each task's socket; its lines go to the server, its answers
+// come back.
+class PmiClients final : public MpiWorld {
+ public:
+  PmiClients(const JobLaunch& l, const JobFiles& files)
+      : MpiWorld(l, files), ranks_(ranks_of(l)), server_(world_of(l), ranks_), size_(l.pmi.size) {
+    fds_.assign(l.tasks.size(), -1);
+    buffers_.resize(l.tasks.size());
+  }
+
+  bool add(std::size_t local, TaskStdio& stdio, std::string& error) override {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      error = "PMI socketpair: " + errno_text(errno);
+      return false;
+    }
+    fds_[local] = pair[0];
+    stdio.pmi = pair[1];
+    stdio.mpi_env["PMI_FD"] = std::to_string(pair[1]);
+    stdio.mpi_env["PMI_RANK"] = std::to_string(ranks_[local]);
+    stdio.mpi_env["PMI_SIZE"] = std::to_string(size_);
+    return true;
+  }
+
+  void poll_fds(std::vector<pollfd>& fds) const override {
+    for (int fd : fds_) fds.push_back({fd, POLLIN, 0});
+  }
+
+  // Client `local`'s socket is readable: its complete lines are served.
+  void on_readable(std::size_t local) override {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = recv(fds_[local], buf, sizeof buf, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) break;
+      if (n <= 0) {  // closed: the task is gone or closed PMI
+        task_ended(local);
+        break;
+      }
+      std::string& pending = buffers_[local];
+      pending.append(buf, static_cast<std::size_t>(n));
+      std::size_t end;
+      while ((end = pending.find('\n')) != std::string::npos) {
+        const std::string line = pending.substr(0, end);
+        pending.erase(0, end + 1);
+        send(server_.on_line(local, line));
+        // PMI_Abort ends the whole world now, whether or not the caller
+        // exits; so does a task that ended before PMI began, now that
+        // another has begun.
+        end_world_if_broken();
+      }
+      if (pending.size() > pmi::kLineMax) {
+        fprintf(stderr, "hpcq-job-shell: task %zu: PMI line too long\n", local);
+        pending.clear();
+      }
+    }
+    if (server_.fence_pending()) {
+      const std::uint32_t seq = server_.fence_seq();
+      if (!send_fence(seq, server_.take_fence())) send(server_.fence_failed());
+    }
+  }
+
+  bool task_ended(std::size_t local) override {
+    if (fds_[local] >= 0) close(fds_[local]);
+    fds_[local] = -1;
+    std::vector<pmi::Reply> replies;
+    server_.on_client_gone(local, replies);
+    send(replies);
+    return server_.broken_by().has_value();
+  }
+  bool in_use() const override { return server_.in_use(); }
+  std::optional<std::size_t> broken_by() const override { return server_.broken_by(); }
+  std::optional<pmi::Server::Abort> abort() const override { return server_.abort(); }
+
+ protected:
+  void fence_done(std::uint32_t seq, std::string data) override {
+    auto kvs = pmi::decode_kvs(data);
+    if (!kvs.is_ok()) {
+      fprintf(stderr, "hpcq-job-shell: %s\n", kvs.status().message().c_str());
+      send(server_.fence_failed());
+      return;
+    }
+    send(server_.fence_done(seq, *kvs));
+  }
+  void fence_failed() override { send(server_.fence_failed()); }
+
+ private:
+  static pmi::World world_of(const JobLaunch& l) {
+    pmi::World world;
+    world.kvsname = l.pmi.kvsname;
+    world.size = l.pmi.size;
+    world.nodes = l.pmi.nodes;
+    if (!l.pmi.process_mapping.empty()) {
+      world.preset["PMI_process_mapping"] = l.pmi.process_mapping;
+    }
+    return world;
+  }
+  static std::vector<int> ranks_of(const JobLaunch& l) {
+    std::vector<int> ranks;
+    for (const TaskSpec& t : l.tasks) ranks.push_back(t.rank);
+    return ranks;
+  }
+  // Answers; a client that cannot take its answer is gone, and its end
+  // will show as such at the next read.
+  void send(const std::vector<pmi::Reply>& replies) {
+    for (const pmi::Reply& r : replies) {
+      if (fds_[r.client] < 0) continue;
+      std::string_view rest = r.line;
+      while (!rest.empty()) {
+        const ssize_t n = ::send(fds_[r.client], rest.data(), rest.size(), MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        rest.remove_prefix(static_cast<std::size_t>(n));
+      }
+    }
+  }
+
+  std::vector<int> ranks_;  // the world rank of each local task
+  pmi::Server server_;
+  int size_;
+  std::vector<int> fds_;  // the shell's end of each task's socket; -1 once closed
+  std::vector<std::string> buffers_;
 };
 
 // The forwarding tasks' standard streams (hpcq run): the read ends of their
@@ -289,7 +332,7 @@ class TaskIo {
   bool empty() const { return pipes_.empty(); }
   // The PMI sockets to serve in the same loop, and whose fences' outcomes
   // come on the channel.
-  void serve_pmi(PmiClients* pmi) { pmi_ = pmi; }
+  void serve_pmi(MpiWorld* pmi) { pmi_ = pmi; }
 
   // Waits for a signal in `wait_set` (blocked; taken through `signal_fd`),
   // forwarding output and input and serving PMI meanwhile. Returns the signal.
@@ -307,7 +350,7 @@ class TaskIo {
       if (pmi_) pmi_->poll_fds(fds);
       if (poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
       for (std::size_t i = first_pmi; i < fds.size(); ++i) {
-        if (fds[i].revents != 0) pmi_->on_readable(i - first_pmi, channel_broken_);
+        if (fds[i].revents != 0) pmi_->on_readable(i - first_pmi);
       }
       for (std::size_t i = first_pmi; i-- > first_pipe;) {
         if (fds[i].revents != 0) forward(i - first_pipe);
@@ -416,7 +459,7 @@ class TaskIo {
   std::vector<Pipe> pipes_;
   bool channel_broken_ = false;  // a send failed
   bool channel_closed_ = false;  // the executor closed its end
-  PmiClients* pmi_ = nullptr;
+  MpiWorld* pmi_ = nullptr;
   int input_ = -1;  // task 0's stdin: a pipe's write end, or the terminal
   bool pty_ = false;
   bool input_eof_ = false;

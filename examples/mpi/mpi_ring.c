@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
     printf("world %d sum %ld expected %ld ring %s init_end %.6f init_seconds %.3f\n", size, sum,
            (long)size * (size - 1) / 2, all_ok ? "ok" : "broken", last_end,
            last_end - first_start);
+    fflush(stdout);
   }
   if (argc == 3 && strcmp(argv[1], "sleep") == 0) sleep((unsigned)atoi(argv[2]));
   MPI_Finalize();

@@ -403,9 +403,9 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
                    {"state_dir", "socket", "secret_key", "default_time_limit_s", "max_time_limit_s",
                     "checkpoint_dir", "resize_timeout_ms", "mpi"}));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "mpi", c.mpi));
-    if (c.mpi != "pmi1" && c.mpi != "none") {
+    if (c.mpi != "pmi1" && c.mpi != "pmix" && c.mpi != "none") {
       return invalid_argument(where(t.at("mpi")) + ": 'leader.mpi' is '" + c.mpi +
-                              "' (want pmi1 or none)");
+                              "' (want pmi1, pmix or none)");
     }
     HPCQ_RETURN_IF_ERROR(get_positive(t, "leader", "resize_timeout_ms", c.resize_timeout_ms));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "state_dir", c.state_dir));

@@ -56,7 +56,7 @@ struct ClusterConfig {
   // keeps its nodes (outcome "timed_out").
   int resize_timeout_ms = 30000;
   // The process-management interface a job's tasks get when the job does
-  // not choose (--mpi): "pmi1" or "none".
+  // not choose (--mpi): "pmi1", "pmix" or "none".
   std::string mpi = "pmi1";
   // [api]: users and groups (besides root) who may act on every job and node,
   // and the same gRPC service over TCP with TLS, for portals.

@@ -184,12 +184,12 @@ Status check_names_utf8(const JobSpec& spec) {
 }  // namespace
 
 Status check_mpi(const std::string& mpi, const std::string& option) {
-  if (mpi == "pmi1" || mpi == "none") return Status::ok();
-  if (mpi == "pmix" || mpi == "pmi2") {
-    return invalid_argument(option + " " + mpi + ": not served yet; hpcq serves pmi1 (MPICH and " +
-                            "its kin) or none");
+  if (mpi == "pmi1" || mpi == "pmix" || mpi == "none") return Status::ok();
+  if (mpi == "pmi2") {
+    return invalid_argument(option + " pmi2: not served; hpcq serves pmi1 (MPICH and its kin), " +
+                            "pmix (Open MPI) or none");
   }
-  return invalid_argument(option + ": want pmi1 or none, got '" + mpi + "'");
+  return invalid_argument(option + ": want pmi1, pmix or none, got '" + mpi + "'");
 }
 
 Status validate(const JobSpec& spec) {

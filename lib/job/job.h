@@ -183,7 +183,7 @@ struct JobSpec {
   int warn_seconds = 0;
   // hpcq run --pty: task 0 on a terminal (forward_output too).
   bool pty = false;
-  // --mpi: "pmi1" or "none"; empty: the site's default (hpcq.toml's
+  // --mpi: "pmi1", "pmix" or "none"; empty: the site's default (hpcq.toml's
   // leader.mpi).
   std::string mpi;
   // Set by the leader on each task of an expanded array; 0/-1 otherwise.
@@ -194,7 +194,7 @@ struct JobSpec {
 
 // Checks the spec for internal consistency; the message names the option.
 Status validate(const JobSpec& spec);
-// --mpi's value: "pmi1" or "none" (the interfaces hpcq serves).
+// --mpi's value: "pmi1", "pmix" or "none" (the interfaces hpcq serves).
 Status check_mpi(const std::string& mpi, const std::string& option);
 
 struct Job {

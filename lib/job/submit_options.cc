@@ -29,7 +29,7 @@ constexpr const char* kUsage =
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
     "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] "
-    "[--signal SIG[@SECONDS]] [--mpi pmi1|none] [-w "
+    "[--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w "
     "NODE[,NODE...]] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 

@@ -159,6 +159,73 @@ def test_open_mpi_mpirun_starts_its_daemons_through_hpcq_rsh():
     t.check(sorted(x["nodes"][0] for x in daemons) == ["node1", "node2"], f"steps {s['steps']}")
 
 
+def open_mpi_on_emulated_nodes(app):
+    """`app` with Open MPI's shared-memory segments in the task's TMPDIR
+    (its job's, on its node): in /dev/shm, their names (host name, job,
+    local rank) would be the same on every emulated node of this host. And
+    its ranks yield while they wait: 16 ranks bound to cores of emulated
+    nodes share this host's 2 CPUs, and Open MPI, which cannot tell, would
+    spin and starve the others (and the agents) for tens of seconds."""
+    return ["sh", "-c", 'OMPI_MCA_btl_vader_backing_directory="$TMPDIR" '
+            'OMPI_MCA_mpi_yield_when_idle=1 exec "$0" "$@"', app]
+
+
+def test_open_mpi_direct_launch_forms_one_world_through_pmix():
+    d, app = program("openmpi")
+    job = t.submit("-N", "4", "-n", "16", "--mpi", "pmix", "-o", "out-%j", "--",
+                   *open_mpi_on_emulated_nodes(app), cwd=d)
+    s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)
+    with open(os.path.join(d, f"out-{job}")) as f:
+        out = f.read()
+    t.check(s["state"] == "COMPLETED", f"job {s}\n{out}")
+    t.check("world 16 sum 120 expected 120 ring ok" in out, f"output:\n{out}")
+    ranks = ranks_of(out)
+    t.check(sorted(ranks) == list(range(16)), f"ranks {sorted(ranks)}")
+    per_node = collections.Counter(node for node, _ in ranks.values())
+    t.check(sorted(per_node.values()) == [4, 4, 4, 4] and len(per_node) == 4, f"nodes {per_node}")
+    t.check(len({ranks[r][0] for r in range(4)}) == 1 and ranks[3][0] != ranks[4][0],
+            f"layout {ranks}")
+    # hpcq's binding kept: Open MPI does not rebind.
+    t.check(all(re.fullmatch(r"\d+", cpus) for _, cpus in ranks.values()), f"binding {ranks}")
+    # hpcq run forwards the world's output; its fences share run's channel.
+    p = t.hpcq("run", "-N", "2", "-n", "4", "--mpi", "pmix", "--", *open_mpi_on_emulated_nodes(app),
+               cwd=d)
+    t.check("world 4 sum 6 expected 6 ring ok" in p.stdout, f"stdout:\n{p.stdout}\n{p.stderr}")
+
+
+def test_open_mpi_failures_end_the_world_naming_the_rank():
+    d, app = program("openmpi")
+    job = t.submit("-N", "2", "-n", "4", "--mpi", "pmix", "-o", "out-%j", "--",
+                   *open_mpi_on_emulated_nodes(app), "abort", "2", "9", cwd=d)
+    s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)
+    t.check(s["state"] == "FAILED" and s["exit_code"] == 9, f"job {s}")
+    t.check("task 2: called MPI_Abort (PMI abort) with code 9" in s["reason"],
+            f"reason {s['reason']}")
+    t.check(not t.job_pids(job), "processes left")
+    job = t.submit("-N", "2", "-n", "4", "--mpi", "pmix", "-o", "out-%j", "--",
+                   *open_mpi_on_emulated_nodes(app), "early", "3", "5", cwd=d)
+    s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)
+    t.check(s["state"] == "FAILED" and s["exit_code"] == 5, f"job {s}")
+    t.check("task 3: exited with code 5" in s["reason"], f"reason {s['reason']}")
+    t.check(not t.job_pids(job), "processes left")
+
+
+def test_an_open_mpi_world_is_cancelled_everywhere_and_not_checkpointed():
+    d, app = program("openmpi")
+    job = t.submit("-N", "2", "-n", "4", "--mpi", "pmix", "-o", "out-%j", "--",
+                   *open_mpi_on_emulated_nodes(app), "sleep", "300", cwd=d)
+    out = os.path.join(d, f"out-{job}")
+    t.wait_until("every rank past MPI_Init", lambda: os.path.exists(out) and "world 4" in open(out).read(),
+                 timeout=60)
+    p = t.hpcq("checkpoint", str(job), rc=1)
+    t.check("hosts a PMIx server" in p.stderr and "the job runs on" in p.stderr, p.stderr)
+    t.check(t.status(job)["state"] == "RUNNING", "the job stopped")
+    t.hpcq("cancel", str(job))
+    s = t.wait_state(job, ("CANCELLED", "FAILED", "COMPLETED"))
+    t.check(s["state"] == "CANCELLED", f"job {s}")
+    t.wait_until("no rank left", lambda: not t.job_pids(job), timeout=15)
+
+
 def test_mpich_mpiexec_starts_its_proxies_through_hpcq_rsh():
     d, app = mpich_program()
     s, out = batch(d, "mpiexec.mpich -launcher ssh -launcher-exec hpcq-rsh "
@@ -210,6 +277,9 @@ if __name__ == "__main__":
         test_cancel_ends_every_rank_on_every_node_and_a_checkpoint_is_refused,
         test_a_world_waiting_in_a_fence_outlives_a_leader_restart,
         test_open_mpi_mpirun_starts_its_daemons_through_hpcq_rsh,
+        test_open_mpi_direct_launch_forms_one_world_through_pmix,
+        test_open_mpi_failures_end_the_world_naming_the_rank,
+        test_an_open_mpi_world_is_cancelled_everywhere_and_not_checkpointed,
         test_mpich_mpiexec_starts_its_proxies_through_hpcq_rsh,
         test_hpcq_rsh_runs_only_on_the_callers_own_job_and_ends_with_it,
     ])

@@ -131,7 +131,10 @@ TEST(JobLaunchTest, FailureFramesCarryTheCodeAndWhy) {
 TEST(JobLaunchTest, PmiWorldRoundTripsAndOpensAChannelOnlyAcrossNodes) {
   JobLaunch l;
   l.id = 4;
-  l.pmi = {"hpcq_4_0", 8, 2, "(vector,(0,2,4))"};
+  l.pmi.kvsname = "hpcq_4_0";
+  l.pmi.size = 8;
+  l.pmi.nodes = 2;
+  l.pmi.process_mapping = "(vector,(0,2,4))";
   EXPECT_FALSE(l.has_channel());  // not from the start: when its tasks first fence
   EXPECT_TRUE(l.channel_on_demand());
   auto back = decode_launch(encode_launch(l));
@@ -148,6 +151,36 @@ TEST(JobLaunchTest, PmiWorldRoundTripsAndOpensAChannelOnlyAcrossNodes) {
   EXPECT_FALSE(l.channel_on_demand());
   JobLaunch none;
   EXPECT_TRUE(decode_launch(encode_launch(none))->pmi.kvsname.empty());
+}
+
+TEST(JobLaunchTest, PmixWorldCarriesItsLayoutAndRefusesOneOffItsNodes) {
+  JobLaunch l;
+  l.pmi.api = "pmix";
+  l.pmi.kvsname = "hpcq_5_0";
+  l.pmi.size = 3;
+  l.pmi.nodes = 2;
+  l.pmi.node_names = {"node1", "node2"};
+  l.pmi.node = 1;
+  l.pmi.node_of_rank = {0, 0, 1};
+  auto back = decode_launch(encode_launch(l));
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->pmi.api, "pmix");
+  EXPECT_EQ(back->pmi.node_names, l.pmi.node_names);
+  EXPECT_EQ(back->pmi.node, 1);
+  EXPECT_EQ(back->pmi.node_of_rank, l.pmi.node_of_rank);
+  auto refused = [](JobLaunch bad) { return decode_launch(encode_launch(bad)).status().message(); };
+  JobLaunch off = l;
+  off.pmi.node_of_rank = {0, 2, 1};  // no third node
+  EXPECT_EQ(refused(off), "launch.json: a PMI world whose ranks or node are off its nodes");
+  off = l;
+  off.pmi.node_of_rank = {0, 1};  // a rank without a node
+  EXPECT_EQ(refused(off), "launch.json: a PMI world whose ranks or node are off its nodes");
+  off = l;
+  off.pmi.node = 2;
+  EXPECT_EQ(refused(off), "launch.json: a PMI world whose ranks or node are off its nodes");
+  off = l;
+  off.pmi.api = "pmi2";
+  EXPECT_EQ(refused(off), "launch.json: unknown MPI interface 'pmi2'");
 }
 
 TEST(JobLaunchTest, MpichHostfileHasNoSlotsWord) {

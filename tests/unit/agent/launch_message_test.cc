@@ -65,12 +65,19 @@ TEST(LaunchMessage, APmiWorldSpansEveryNodeAndNamesWhereEachRankRuns) {
   EXPECT_EQ(job->pmi.size, 3);
   EXPECT_EQ(job->pmi.nodes, 2);
   EXPECT_EQ(job->pmi.process_mapping, "(vector,(0,1,1),(1,1,2))");
+  EXPECT_EQ(job->pmi.api, "pmi1");
+  EXPECT_EQ(job->pmi.node_names, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_EQ(job->pmi.node, 1);
+  EXPECT_EQ(job->pmi.node_of_rank, (std::vector<int>{0, 1, 1}));
+  launch.set_mpi("pmix");
+  EXPECT_EQ(job_launch_from_message(launch, 2, "n2", host)->pmi.api, "pmix");
   // A task count beyond what the nodes list gives no mapping (and no
   // allocation of that size).
   launch.set_ntasks(2'000'000'000);
   job = job_launch_from_message(launch, 2, "n2", host);
   ASSERT_TRUE(job.is_ok()) << job.status().message();
   EXPECT_EQ(job->pmi.process_mapping, "");
+  EXPECT_TRUE(job->pmi.node_of_rank.empty());
   launch.set_mpi("none");
   EXPECT_TRUE(job_launch_from_message(launch, 2, "n2", host)->pmi.kvsname.empty());
 }

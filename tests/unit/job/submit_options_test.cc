@@ -53,6 +53,7 @@ TEST_F(Submit, MpiIsTheSitesUnlessGivenAndADirectiveSetsIt) {
   EXPECT_EQ(ok({"./app"}).spec.mpi, "");  // the site's default (hpcq.toml, leader.mpi)
   EXPECT_EQ(ok({"--mpi", "none", "./app"}).spec.mpi, "none");
   EXPECT_EQ(ok({"--mpi=pmi1", "./app"}).spec.mpi, "pmi1");
+  EXPECT_EQ(ok({"--mpi", "pmix", "./app"}).spec.mpi, "pmix");
   files_["job.sh"] = "#!/bin/sh\n#HPCQ --mpi none\n./app\n";
   EXPECT_EQ(ok({"job.sh"}).spec.mpi, "none");
   EXPECT_EQ(ok({"--mpi", "pmi1", "job.sh"}).spec.mpi, "pmi1");  // the command line wins
@@ -586,19 +587,21 @@ INSTANTIATE_TEST_SUITE_P(
                 "--export: bad list 'NONE,A=1' (ALL, NONE, or [ALL,]VAR[=value],...)"},
         BadArgs{{"--export", "=1", "true"}, "--export: bad variable name in '=1'"},
         BadArgs{{"--requeue=maybe", "true"}, "--requeue: bad value 'maybe'"},
-        BadArgs{{"--help"},
-                "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
-                "[--mem SIZE] [-t TIME] "
-                "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
-                "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
-                "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
-                "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-                "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
-                "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|none] [-w NODE[,NODE...]] [--json] "
-                "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
-        BadArgs{{"--mpi", "openmpi", "true"}, "--mpi: want pmi1 or none, got 'openmpi'"},
-        BadArgs{{"--mpi", "pmix", "true"},
-                "--mpi pmix: not served yet; hpcq serves pmi1 (MPICH and its kin) or none"},
+        BadArgs{
+            {"--help"},
+            "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
+            "[--mem SIZE] [-t TIME] "
+            "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
+            "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
+            "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
+            "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
+            "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
+            "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODE[,NODE...]] [--json] "
+            "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
+        BadArgs{{"--mpi", "openmpi", "true"}, "--mpi: want pmi1, pmix or none, got 'openmpi'"},
+        BadArgs{{"--mpi", "pmi2", "true"},
+                "--mpi pmi2: not served; hpcq serves pmi1 (MPICH and its kin), pmix (Open MPI) or "
+                "none"},
         BadArgs{{"-w", "n1,,n2", "true"},
                 "--nodelist: bad node list 'n1,,n2' (want NAME[,NAME...])"},
         BadArgs{{"--profile", "gpu", "true"},
