@@ -23,6 +23,14 @@ namespace {
 
 constexpr long kCgroup2SuperMagic = 0x63677270;  // linux/magic.h CGROUP2_SUPER_MAGIC
 const char* const kV1Controllers[] = {"cpuset", "memory", "pids", "freezer"};
+// v2: enabled for the children of every directory the agent makes. cpu is
+// used where the kernel has it (cpu.weight), the others where a limit needs
+// them.
+const std::vector<std::string> kV2Controllers = {"cpuset", "cpu", "memory", "pids"};
+// cpu.weight per CPU of a cgroup's cpuset: the kernel's default weight (100)
+// for each, within cpu.weight's range [1, 10000].
+constexpr std::size_t kCpuWeightPerCpu = 100;
+constexpr std::size_t kMaxCpuWeight = 10000;
 
 // Cgroup files take one write(2) per value; a short or failed write is an error.
 Status write_file(const std::string& path, const std::string& value) {
@@ -108,6 +116,15 @@ Status enable_v2_controllers(const std::string& dir, const std::vector<std::stri
   return Status::ok();
 }
 
+// A cgroup's share of the CPUs it shares with others (--oversubscribe):
+// in proportion to its cpuset (v2 cpu.weight). Nothing where the kernel has
+// no cpu controller or no cpuset was given (the default weight stays).
+Status write_v2_cpu_weight(const std::string& dir, const std::vector<int>& cpus) {
+  if (cpus.empty() || access((dir + "/cpu.weight").c_str(), F_OK) != 0) return Status::ok();
+  const std::size_t weight = std::min(kMaxCpuWeight, kCpuWeightPerCpu * cpus.size());
+  return write_file(dir + "/cpu.weight", std::to_string(weight));
+}
+
 }  // namespace
 
 Status JobCgroup::add_process(pid_t pid) const {
@@ -190,7 +207,7 @@ Result<JobCgroup> JobCgroup::create_child(const std::string& name,
       std::set<std::string> required;
       if (!limits.cpus.empty() || !limits.mems.empty()) required.insert("cpuset");
       if (limits.memory_bytes > 0) required.insert("memory");
-      Status s = enable_v2_controllers(parent, {"cpuset", "memory", "pids"}, required);
+      Status s = enable_v2_controllers(parent, kV2Controllers, required);
       if (!s.is_ok()) return fail(s);
     }
     bool created = false;
@@ -213,6 +230,7 @@ Result<JobCgroup> JobCgroup::create_child(const std::string& name,
       s = write_file(dir + (v1 ? "/memory.limit_in_bytes" : "/memory.max"),
                      std::to_string(limits.memory_bytes));
     }
+    if (s.is_ok() && !v1) s = write_v2_cpu_weight(dir, limits.cpus);
     if (!s.is_ok()) return fail(s);
     children.push_back(dir);
   }
@@ -327,10 +345,9 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
     std::set<std::string> required;
     if (!limits.cpus.empty() || !limits.mems.empty()) required.insert("cpuset");
     if (limits.memory_bytes > 0) required.insert("memory");
-    const std::vector<std::string> wanted = {"cpuset", "memory", "pids"};
     std::string dir = v2_root_;
     for (const std::string& part : {std::string("hpcq"), instance, job}) {
-      Status s = enable_v2_controllers(dir, wanted, required);
+      Status s = enable_v2_controllers(dir, kV2Controllers, required);
       if (!s.is_ok()) return fail(s);
       dir += "/" + part;
       s = make_dir(dir, &created);
@@ -354,6 +371,8 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
       Status s = write_file(dir + "/pids.max", std::to_string(limits.pids_max));
       if (!s.is_ok()) return fail(s);
     }
+    Status s = write_v2_cpu_weight(dir, limits.cpus);
+    if (!s.is_ok()) return fail(s);
     return JobCgroup(CgroupVersion::kV2, {dir});
   }
 

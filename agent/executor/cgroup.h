@@ -3,8 +3,11 @@
 // Layout (several agents share a machine when a cluster is emulated, so every
 // path names the agent's instance):
 //   v1: <mount of ctl>/hpcq/<instance>/job-<id> for ctl in cpuset, memory, pids, freezer
-//   v2: <root>/hpcq/<instance>/job-<id>, with +cpuset +memory +pids enabled in
-//       the subtree_control of <root>, <root>/hpcq and <root>/hpcq/<instance>
+//   v2: <root>/hpcq/<instance>/job-<id>, with +cpuset +cpu +memory +pids
+//       (cpu where the kernel has it) enabled in the subtree_control of
+//       <root>, <root>/hpcq and <root>/hpcq/<instance>; each cgroup given a
+//       cpuset gets cpu.weight 100 per CPU of it (what it weighs against
+//       others on shared CPUs, --oversubscribe). docs/cgroups.md.
 // CgroupHierarchy::detect finds which one the machine has; JobCgroup is one
 // job's set of directories. Nothing is removed implicitly: the executor
 // decides when (a JobCgroup's destructor leaves the directories alone).
