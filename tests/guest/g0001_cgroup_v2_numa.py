@@ -178,11 +178,12 @@ def test_batch_shell_in_a_leaf_and_steps_beside_it():
     d = t.workdir()
     with open(os.path.join(d, "batch.sh"), "w") as f:
         f.write(BATCH)
-    j = t.submit("batch.sh", cwd=d)
-    t.hpcq("wait", str(j))
+    j = int(t.hpcq("batch", "batch.sh", cwd=d).stdout)
+    t.hpcq("wait", str(j), rc=None)
     s = t.status(j)
-    t.check(s["state"] == "COMPLETED", f"job {j}: {s['state']} {s.get('reason')}")
-    text = open(os.path.join(d, f"out-{j}.txt")).read()
+    out = os.path.join(d, f"out-{j}.txt")
+    text = open(out).read() if os.path.exists(out) else ""
+    t.check(s["state"] == "COMPLETED", f"job {j}: {s['state']} {s.get('reason')}; output: {text}")
     shell = fields_of(os.path.join(d, f"out-{j}.txt"), "shell=")
     step = fields_of(os.path.join(d, f"out-{j}.txt"), "step=")
     t.check(shell and step, f"output: {text}")

@@ -2,7 +2,7 @@
 # PID 1 of the guest (tests/guest/run_guest.py packs it as /init of a busybox
 # initramfs). It builds the guest's root: the host's / over virtio-9p,
 # read-only, under a tmpfs overlay, with cgroup2 alone on /sys/fs/cgroup,
-# runs tests/guest/inside.sh there (chroot) and powers off. What comes out is
+# runs tests/guest/inside.sh there (switch_root) and powers off. What comes out is
 # what inside.sh copies to a second, writable 9p share (tag "out").
 /bin/busybox mkdir -p /proc /sys /dev /bin
 /bin/busybox --install -s /bin
@@ -48,8 +48,12 @@ if ! mount -t 9p -o trans=virtio,version=9p2000.L,cache=none out /out; then
 fi
 cp /out/config /newroot/run/guest-config
 umount /out
+# busybox stays reachable from the new root, for the power-off at the end.
+cp /bin/busybox /newroot/run/busybox
 say "root ready"
-# The config (written by run_guest.py) names the source tree and the tests.
-chroot /newroot /bin/sh -c 'set -a && . /run/guest-config && exec /bin/sh "$GUEST_SRC/tests/guest/inside.sh"'
-say "inside.sh ended with $?"
-halt_now
+# switch_root, not chroot: CRIU refuses a task whose root is not its mount
+# namespace's. The config (written by run_guest.py) names the source tree
+# and the tests; PID 1 is then that shell, which reaps orphans as it waits.
+exec switch_root /newroot /bin/sh -c 'set -a && . /run/guest-config && set +a &&
+  /bin/sh "$GUEST_SRC/tests/guest/inside.sh"; echo "guest-init: inside.sh ended with $?";
+  sync; exec /run/busybox poweroff -f'

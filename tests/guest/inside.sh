@@ -44,8 +44,12 @@ EOF
 cd "$GUEST_SRC" || exit 1
 for t in $GUEST_TESTS; do
   name=$(basename "$t" .py)
+  case "$t" in
+    *.py) run="$GUEST_PYTHON $t" ;;  # a script of the source tree
+    *) run="$GUEST_BUILD/$t" ;;       # a program of the build tree
+  esac
   start=$(date +%s)
-  timeout -s KILL "$GUEST_TEST_TIMEOUT" "$GUEST_PYTHON" "$t" > "$out/$name.log" 2>&1
+  timeout -s KILL "$GUEST_TEST_TIMEOUT" $run > "$out/$name.log" 2>&1
   rc=$?
   echo "$name $rc $(($(date +%s) - start))" >> "$out/results"
   publish

@@ -12,7 +12,10 @@ guest runs this build's binaries and the host's python3 and criu, then
 tests/guest/inside.sh runs each test script named here as one node of its own.
 Their output comes back through a second, writable 9p share.
 
-    run_guest.py --src SRC --build BUILD [--timeout S] [TEST.py ...]
+    run_guest.py --src SRC --build BUILD [--timeout S] [TEST ...]
+
+A TEST is a script of the source tree (tests/.../NAME.py, run with this
+python3) or a program of the build tree (tests/unit/agent/cgroup_test).
 
 Exit: 0 when every test passed, 1 when one failed (its log is printed),
 77 (meson's SKIP, with the reason) when qemu, the kernel or busybox is
@@ -31,10 +34,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# What CI runs in the guest: launch and pinning, cancel and time limit,
-# preemption, checkpoint and restore, workers and containers, a container
-# checkpoint, then the v2 and NUMA checks of this folder.
+# What CI runs in the guest: the agent's cgroup and executor unit tests
+# (programs of the build tree), the v2 and NUMA checks of this folder, then
+# launch and pinning, cancel and time limit, preemption, checkpoint and
+# restore, workers and containers, a container checkpoint (scripts of the
+# source tree, *.py).
 DEFAULT_TESTS = [
+    "tests/unit/agent/cgroup_test",
+    "tests/unit/agent/process_executor_test",
     "tests/guest/g0001_cgroup_v2_numa.py",
     "tests/integration/t0001_launch.py",
     "tests/integration/t0002_cancel_timeout.py",
@@ -51,6 +58,7 @@ MODULE_ORDER = "modules/order"
 PROGRAMS = ["cli/hpcq", "cli/hpcq-rsh", "daemon/hpcqd", "agent/hpcq-agent",
             "agent/executor/hpcq-job-shell", "agent/executor/hpcq-container-shell",
             "bench/hpcq-submit-load", "examples/hpcq-elastic-app"]
+
 # Developers who share a tree build under this lock (see snapshot()).
 BUILD_LOCK = "/tmp/hpcq-build.lock"
 
@@ -139,7 +147,7 @@ def qemu_command(kernel_dir, initrd, out_dir, console, memory_mb):
     ]
 
 
-def snapshot(build):
+def snapshot(build, tests):
     """A tree of hard links to the build's programs, taken while no build
     runs (under BUILD_LOCK, where it exists): the guest reads them for
     minutes through a cached 9p share, and a relink meanwhile must neither
@@ -152,7 +160,7 @@ def snapshot(build):
     try:
         if lock:
             fcntl.flock(lock, fcntl.LOCK_SH)
-        for rel in PROGRAMS:
+        for rel in PROGRAMS + [t for t in tests if not t.endswith(".py")]:
             src = os.path.join(build, rel)
             dst = os.path.join(snap, rel)
             os.makedirs(os.path.dirname(dst), exist_ok=True)
@@ -202,7 +210,7 @@ def main():
         skip(f"no hpcqd in the build tree {build}")
     python = os.path.realpath(sys.executable)
 
-    programs = snapshot(build)
+    programs = snapshot(build, tests)
     out_dir = tempfile.mkdtemp(prefix="hpcq-guest-")
     console = os.path.join(out_dir, "console.log")
     initrd = os.path.join(out_dir, "initramfs.cpio")
@@ -260,7 +268,7 @@ def main():
         if rc != 0:
             print(f"--- {name}.log (tail) ---\n{tail(os.path.join(out_dir, name + '.log'), 80)}")
     for t in tests:
-        name = os.path.basename(t)[:-3]
+        name = os.path.basename(t)[:-3] if t.endswith(".py") else os.path.basename(t)
         if name not in done:
             failed += 1
             print(f"guest: FAIL {name}: did not finish (guest {'timed out' if qemu_rc is None else 'ended'})")
