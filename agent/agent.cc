@@ -330,7 +330,7 @@ void Agent::on_launch(const overlay::Launch& launch) {
       return;
     }
     job::add_elastic_environment(job.env, (*files)->nodelist_path(), (*files)->hostfile_path(),
-                                 (*files)->socket_path());
+                                 (*files)->hostfile_mpich_path(), (*files)->socket_path());
     elastic_[id] = std::move(files).value();
   }
 

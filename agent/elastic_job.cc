@@ -1,5 +1,7 @@
 #include "agent/elastic_job.h"
 
+#include "agent/executor/job_launch.h"
+
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -69,6 +71,7 @@ ElasticJob::ElasticJob(overlay::EventLoop& loop, std::string dir)
     : loop_(loop), dir_(std::move(dir)) {
   nodelist_ = dir_ + "/nodelist";
   hostfile_ = dir_ + "/hostfile";
+  hostfile_mpich_ = dir_ + "/hostfile.mpich";
   socket_ = dir_ + "/resize.sock";
 }
 
@@ -112,6 +115,7 @@ ElasticJob::~ElasticJob() {
 Status ElasticJob::write_files(const NodeAllocs& allocation) {
   HPCQ_RETURN_IF_ERROR(replace_file(nodelist_, nodelist_text(allocation)));
   HPCQ_RETURN_IF_ERROR(replace_file(hostfile_, hostfile_text(allocation)));
+  HPCQ_RETURN_IF_ERROR(replace_file(hostfile_mpich_, mpich_hostfile(hostfile_text(allocation))));
   current_ = allocation;
   return Status::ok();
 }

@@ -3,12 +3,13 @@
 //
 // What the job sees (environment of its tasks on that node):
 //   HPCQ_NODELIST_FILE  the job's nodes, one host name per line
-//   HPCQ_HOSTFILE       the same as an Open MPI/MPICH hostfile ("host slots=N")
+//   HPCQ_HOSTFILE       the same as Open MPI's hostfile ("host slots=N")
+//   HPCQ_HOSTFILE_MPICH the same as MPICH hydra's ("host:N")
 //   HPCQ_RESIZE_SOCKET  a unix stream socket (owned by the job's user, 0600)
 // HPCQ_NODELIST (comma-separated) and HPCQ_NNODES keep their values from the
 // start, as for every job; the files are what changes.
 //
-// A resize: notify() rewrites both files to the new allocation (each written
+// A resize: notify() rewrites the files to the new allocation (each written
 // aside and renamed over the old one, so a reader sees the old or the new
 // list, never half of one) and writes one line to the connected application:
 //   "shrink <nodes> <nodelist file>\n"  or  "expand <nodes> <nodelist file>\n"
@@ -62,6 +63,7 @@ class ElasticJob {
 
   const std::string& nodelist_path() const { return nodelist_; }
   const std::string& hostfile_path() const { return hostfile_; }
+  const std::string& hostfile_mpich_path() const { return hostfile_mpich_; }
   const std::string& socket_path() const { return socket_; }
   // The process connected to the socket (in the agent's PID namespace), or
   // -1: the one that asked for notices, and so the only one to signal.
@@ -90,7 +92,7 @@ class ElasticJob {
 
   overlay::EventLoop& loop_;
   const std::string dir_;
-  std::string nodelist_, hostfile_, socket_;
+  std::string nodelist_, hostfile_, hostfile_mpich_, socket_;
   int listen_fd_ = -1;
   int client_fd_ = -1;
   pid_t client_pid_ = -1;

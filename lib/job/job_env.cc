@@ -70,9 +70,11 @@ void add_node_environment(Environment& env, int node_index, const std::string& n
 }
 
 void add_elastic_environment(Environment& env, const std::string& nodelist_file,
-                             const std::string& hostfile, const std::string& resize_socket) {
+                             const std::string& hostfile, const std::string& hostfile_mpich,
+                             const std::string& resize_socket) {
   env["HPCQ_NODELIST_FILE"] = nodelist_file;
   env["HPCQ_HOSTFILE"] = hostfile;
+  env["HPCQ_HOSTFILE_MPICH"] = hostfile_mpich;
   env["HPCQ_RESIZE_SOCKET"] = resize_socket;
 }
 

@@ -13,7 +13,8 @@
 //                          step's _NODELIST, _NNODES, _NTASKS, _CPUS_PER_TASK
 //   add_node_environment   the agent: HPCQ_NODEID, _NODENAME
 //   add_elastic_environment  the agent, on an elastic job's first node:
-//                          HPCQ_NODELIST_FILE, _HOSTFILE, _RESIZE_SOCKET
+//                          HPCQ_NODELIST_FILE, _HOSTFILE, _HOSTFILE_MPICH,
+//                          _RESIZE_SOCKET
 //   add_gpu_environment    the agent, per task with GPUs: HPCQ_GPUS,
 //                          CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER
 //   add_shell_environment  the job shell: HPCQ_HOSTFILE where the agent set
@@ -47,7 +48,8 @@ Environment launch_environment(const Job& job);
 Environment step_environment(const Job& job, const StepRecord& step);
 void add_node_environment(Environment& env, int node_index, const std::string& node_name);
 void add_elastic_environment(Environment& env, const std::string& nodelist_file,
-                             const std::string& hostfile, const std::string& resize_socket);
+                             const std::string& hostfile, const std::string& hostfile_mpich,
+                             const std::string& resize_socket);
 void add_gpu_environment(Environment& env, const std::vector<int>& gpus);
 void add_shell_environment(Environment& env, const std::string& hostfile,
                            const std::string& hostfile_mpich);

@@ -105,6 +105,7 @@ TEST_F(ElasticJobTest, FilesAndSocketAtStart) {
   create(nodes({"n1", "n2"}));
   EXPECT_EQ(read(dir() + "/nodelist"), "n1\nn2\n");
   EXPECT_EQ(read(dir() + "/hostfile"), "n1 slots=2\nn2 slots=2\n");
+  EXPECT_EQ(read(dir() + "/hostfile.mpich"), "n1:2\nn2:2\n");
   struct stat st {};
   ASSERT_EQ(stat((dir() + "/resize.sock").c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
@@ -134,6 +135,7 @@ TEST_F(ElasticJobTest, AcknowledgedShrinkKeepsTheNewList) {
   EXPECT_GE(a.seconds, 0);
   EXPECT_EQ(read(dir() + "/nodelist"), "n1\n");
   EXPECT_EQ(read(dir() + "/hostfile"), "n1 slots=2\n");
+  EXPECT_EQ(read(dir() + "/hostfile.mpich"), "n1:2\n");
 }
 
 TEST_F(ElasticJobTest, DeclinedShrinkPutsTheFilesBack) {

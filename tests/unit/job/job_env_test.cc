@@ -62,9 +62,10 @@ TEST(JobEnv, NodeElasticGpuShellAndTaskLayers) {
   EXPECT_EQ(env.at("HPCQ_HOSTFILE"), "/jobs/42/hostfile");
   EXPECT_EQ(env.at("HPCQ_HOSTFILE_MPICH"), "/jobs/42/hostfile.mpich");
   Environment elastic;
-  add_elastic_environment(elastic, "/e/nodes", "/e/hostfile", "/e/socket");
+  add_elastic_environment(elastic, "/e/nodes", "/e/hostfile", "/e/hostfile.mpich", "/e/socket");
   add_shell_environment(elastic, "/jobs/42/hostfile", "/jobs/42/hostfile.mpich");
   EXPECT_EQ(elastic.at("HPCQ_HOSTFILE"), "/e/hostfile") << "the agent's wins";
+  EXPECT_EQ(elastic.at("HPCQ_HOSTFILE_MPICH"), "/e/hostfile.mpich") << "the agent's wins";
   EXPECT_EQ(elastic.at("HPCQ_NODELIST_FILE"), "/e/nodes");
   EXPECT_EQ(elastic.at("HPCQ_RESIZE_SOCKET"), "/e/socket");
   Environment task;
