@@ -639,7 +639,7 @@ void Agent::on_fence_done(const overlay::PmiFenceDone& done) {
   if (attempt == attempts_.end() || attempt->second != done.attempt()) return;  // stale
   auto pending = fences_.find({done.job_id(), done.step()});
   if (pending != fences_.end() && pending->second.fence.seq() == done.seq()) fences_.erase(pending);
-  Status s = executor_->fence_done(done.job_id(), done.step(), done.seq(), false, done.kvs());
+  Status s = executor_->fence_done(done.job_id(), done.step(), done.seq(), done.kvs());
   if (!s.is_ok()) spdlog::info("job {}: PMI fence {}: {}", done.job_id(), done.seq(), s.message());
 }
 

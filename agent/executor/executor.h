@@ -110,9 +110,9 @@ class Executor {
   // aborts, since the last call (read by take_output: call it after).
   virtual std::vector<PmiEvent> take_pmi_events() = 0;
   // The outcome of fence `seq` of the job's (or step's) world: every node's
-  // keys, or that it failed (a node's ranks ended). kNotFound if it is not
-  // here, kFailedPrecondition if it has no such world.
-  virtual Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq, bool failed,
+  // contributions. kNotFound if it is not here, kFailedPrecondition if it
+  // has no such world.
+  virtual Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq,
                             const std::string& data) = 0;
   // Fds that become readable when reap() or finished_checkpoints() may have
   // something; fetch again after each reap() and begin_checkpoint().

@@ -287,12 +287,12 @@ std::string encode_output_frame(int rank, bool is_stderr, std::string_view data)
   return frame;
 }
 
-std::vector<FenceFrame> split_fence(std::uint32_t seq, bool failed, std::string_view data) {
+std::vector<FenceFrame> split_fence(std::uint32_t seq, std::string_view data) {
   std::vector<FenceFrame> frames;
   do {
     const std::string_view chunk = data.substr(0, kOutputFrameData);
     data.remove_prefix(chunk.size());
-    frames.push_back({seq, data.empty(), failed, std::string(chunk)});
+    frames.push_back({seq, data.empty(), std::string(chunk)});
   } while (!data.empty());
   return frames;
 }
@@ -301,15 +301,15 @@ namespace {
 
 constexpr char kFenceStream = 3;
 constexpr char kFailureStream = 4;
-constexpr char kFenceLast = 1, kFenceFailed = 2;  // flags of a fence frame from the shell
-constexpr char kInputEof = 1, kInputFence = 4, kInputFenceLast = 8, kInputFenceFailed = 16;
+constexpr char kFenceLast = 1;  // the flag of a fence frame from the shell
+constexpr char kInputEof = 1, kInputFence = 4, kInputFenceLast = 8;
 
 }  // namespace
 
 std::string encode_output_frame(const FenceFrame& fence) {
   std::string frame = encode_output_frame(static_cast<int>(fence.seq), false, "");
   frame[4] = kFenceStream;
-  frame += static_cast<char>((fence.last ? kFenceLast : 0) | (fence.failed ? kFenceFailed : 0));
+  frame += static_cast<char>(fence.last ? kFenceLast : 0);
   frame.append(fence.data);
   return frame;
 }
@@ -348,7 +348,6 @@ Result<OutputFrame> decode_output_frame(std::string_view frame) {
           << (8 * i);
     }
     fence.last = (frame[5] & kFenceLast) != 0;
-    fence.failed = (frame[5] & kFenceFailed) != 0;
     fence.data = frame.substr(6);
     return out;
   }
@@ -385,8 +384,7 @@ std::uint32_t get_u32(std::string_view in) {
 }  // namespace
 
 std::string encode_input_frame(const FenceFrame& fence) {
-  std::string frame(1, static_cast<char>(kInputFence | (fence.last ? kInputFenceLast : 0) |
-                                         (fence.failed ? kInputFenceFailed : 0)));
+  std::string frame(1, static_cast<char>(kInputFence | (fence.last ? kInputFenceLast : 0)));
   put_u32(frame, fence.seq);
   put_u32(frame, 0);
   frame.append(fence.data);
@@ -407,7 +405,6 @@ Result<TaskInput> decode_input_frame(std::string_view frame) {
     FenceFrame& fence = input.fence.emplace();
     fence.seq = get_u32(frame.substr(1));
     fence.last = (frame[0] & kInputFenceLast) != 0;
-    fence.failed = (frame[0] & kInputFenceFailed) != 0;
     fence.data = frame.substr(9);
     return input;
   }

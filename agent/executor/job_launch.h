@@ -121,17 +121,17 @@ constexpr int kOutputFd = 4;
 constexpr std::size_t kOutputFrameData = 60 * 1024;  // bytes of data per frame, at most
 
 // A chunk of a PMI fence's data (pmi.h): from the shell, the node's
-// contribution to fence `seq`; to it, the merged keys of every node, or that
-// the fence failed. The data of a fence is split over frames; `last` marks
-// its final one.
+// contribution to fence `seq`; to it, the merged contributions of every
+// node. The data of a fence is split over frames; `last` marks its final
+// one. (A world that breaks is ended by killing its parts, not by failing
+// its fence.)
 struct FenceFrame {
   std::uint32_t seq = 0;
   bool last = true;
-  bool failed = false;
   std::string data;
 };
 // A fence's data as frames of at most kOutputFrameData bytes each.
-std::vector<FenceFrame> split_fence(std::uint32_t seq, bool failed, std::string_view data);
+std::vector<FenceFrame> split_fence(std::uint32_t seq, std::string_view data);
 
 struct OutputFrame {
   int rank = 0;
@@ -143,7 +143,7 @@ struct OutputFrame {
 };
 // A frame: the rank (4 bytes, little-endian), the stream (1 byte: 1 stdout,
 // 2 stderr), then the data. A fence frame: its seq (4 bytes), 3, a flags
-// byte (1: last, 2: failed), then the data.
+// byte (1: last), then the data.
 std::string encode_output_frame(int rank, bool is_stderr, std::string_view data);
 std::string encode_output_frame(const FenceFrame& fence);
 // A task that ended its MPI world: 0 (4 bytes), 4, the job's exit code in
@@ -161,7 +161,7 @@ struct TaskInput {
   std::optional<FenceFrame> fence;  // set: not input but a fence's chunk
 };
 // A flags byte (1: eof), rows and cols (4 bytes each, little-endian), the
-// data. A fence frame: flags 4 (| 8: last, | 16: failed), its seq, 0, data.
+// data. A fence frame: flags 4 (| 8: last), its seq, 0, data.
 std::string encode_input_frame(const TaskInput& input);
 std::string encode_input_frame(const FenceFrame& fence);
 Result<TaskInput> decode_input_frame(std::string_view frame);

@@ -463,13 +463,13 @@ ProcessExecutor::Job* ProcessExecutor::find(JobId id, std::uint32_t step) {
   return it == steps_.end() ? nullptr : &it->second;
 }
 
-Status ProcessExecutor::fence_done(JobId id, std::uint32_t step, std::uint32_t seq, bool failed,
+Status ProcessExecutor::fence_done(JobId id, std::uint32_t step, std::uint32_t seq,
                                    const std::string& data) {
   Job* job = find(id, step);
   const std::string name = name_of(id, step);
   if (!job || job->exited) return not_found(name + " is not running here");
   if (job->output_fd < 0) return failed_precondition(name + " has no MPI world across nodes");
-  for (const FenceFrame& frame : split_fence(seq, failed, data)) {
+  for (const FenceFrame& frame : split_fence(seq, data)) {
     job->input.push_back(encode_input_frame(frame));
   }
   send_input(*job);

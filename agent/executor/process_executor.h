@@ -128,7 +128,7 @@ class ProcessExecutor final : public Executor {
   std::vector<JobExit> reap() override;
   std::vector<TaskOutput> take_output() override;
   std::vector<PmiEvent> take_pmi_events() override;
-  Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq, bool failed,
+  Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq,
                     const std::string& data) override;
 
   // pidfds that become readable when a job's shell ends; poll them, then

@@ -85,12 +85,7 @@ class MpiWorld {
   void on_fence_frame(const FenceFrame& frame) {
     fence_data_ += frame.data;
     if (!frame.last) return;
-    std::string data = std::exchange(fence_data_, {});
-    if (frame.failed) {
-      fence_failed();
-    } else {
-      fence_done(frame.seq, std::move(data));
-    }
+    fence_done(frame.seq, std::exchange(fence_data_, {}));
   }
   // A task has ended the world (`why`: "task 3: exited with code 5"): the
   // other nodes learn it, through the leader, before they see its ranks go.
@@ -106,14 +101,14 @@ class MpiWorld {
   // Sends this node's contribution to fence `seq`; false when it cannot go.
   bool send_fence(std::uint32_t seq, const std::string& data) {
     if (!open_channel()) return false;
-    for (const FenceFrame& f : split_fence(seq, false, data)) {
+    for (const FenceFrame& f : split_fence(seq, data)) {
       send_on_channel(encode_output_frame(f), channel_broken_);
     }
     return !channel_broken_;
   }
-  // The outcome of fence `seq` (every node's contributions, concatenated),
-  // or that it cannot complete.
+  // The outcome of fence `seq`: every node's contributions, concatenated.
   virtual void fence_done(std::uint32_t seq, std::string data) = 0;
+  // The fence in flight cannot complete (the channel is gone).
   virtual void fence_failed() = 0;
   // Once a task has aborted or broken the world: says so (an abort, once)
   // and ends every other process of the namespace.

@@ -25,7 +25,7 @@ class TestExecutor final : public Executor {
   std::vector<JobExit> reap() override;
   std::vector<TaskOutput> take_output() override { return {}; }  // no tasks, no output
   std::vector<PmiEvent> take_pmi_events() override { return {}; }
-  Status fence_done(JobId id, std::uint32_t, std::uint32_t, bool, const std::string&) override {
+  Status fence_done(JobId id, std::uint32_t, std::uint32_t, const std::string&) override {
     return not_found("job " + std::to_string(id) + " runs no tasks here");
   }
   // It runs no steps (launch refuses them).

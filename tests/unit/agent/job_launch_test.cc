@@ -96,7 +96,7 @@ TEST(JobLaunchTest, OutputFramesRoundTrip) {
 
 TEST(JobLaunchTest, FenceFramesRoundTripBothWaysInChunks) {
   const std::string data(kOutputFrameData + 10, 'k');
-  const auto frames = split_fence(7, false, data);
+  const auto frames = split_fence(7, data);
   ASSERT_EQ(frames.size(), 2u);
   EXPECT_FALSE(frames[0].last);
   EXPECT_TRUE(frames[1].last);
@@ -105,16 +105,16 @@ TEST(JobLaunchTest, FenceFramesRoundTripBothWaysInChunks) {
   EXPECT_EQ(up->fence->seq, 7u);
   EXPECT_TRUE(up->fence->last);
   EXPECT_EQ(up->fence->data, std::string(10, 'k'));
-  auto down = decode_input_frame(encode_input_frame(FenceFrame{9, true, true, "why"}));
+  auto down = decode_input_frame(encode_input_frame(FenceFrame{9, false, "keys"}));
   ASSERT_TRUE(down.is_ok() && down->fence) << down.status().message();
   EXPECT_EQ(down->fence->seq, 9u);
-  EXPECT_TRUE(down->fence->failed);
-  EXPECT_EQ(down->fence->data, "why");
+  EXPECT_FALSE(down->fence->last);
+  EXPECT_EQ(down->fence->data, "keys");
   auto input = decode_input_frame(encode_input_frame(TaskInput{"abc", true, 0, 0, {}}));
   ASSERT_TRUE(input.is_ok());
   EXPECT_FALSE(input->fence);
   EXPECT_EQ(input->data, "abc");
-  EXPECT_EQ(split_fence(1, false, "").size(), 1u);  // an empty contribution is one frame
+  EXPECT_EQ(split_fence(1, "").size(), 1u);  // an empty contribution is one frame
 }
 
 TEST(JobLaunchTest, FailureFramesCarryTheCodeAndWhy) {
