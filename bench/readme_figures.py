@@ -49,6 +49,11 @@ THROUGHPUT_LOAD = {
     "2026-11-22T19:32:14": "quiet machine",
 }
 NOT_RECORDED = "load not recorded"
+# The load beside an mpi_wireup.py invocation, keyed by the time in its lines.
+MPI_WIREUP_LOAD = {
+    "2026-11-26T13:39:48": "a guest VM (qemu TCG, the cgroup v2 tests written alongside) busy beside "
+                           "it at times, and a compiler",
+}
 RECORDED = "load recorded"
 # migrate_cost.jsonl's lines carry neither date nor machine: the first line for
 # each executor and size was measured on the earlier VM (commit ebda142,
@@ -285,23 +290,28 @@ def fig_mpi_wireup():
     rows = [r for r in rows if r.get("label", "") == label]
     out = []
     for n in sorted({r["ranks"] for r in rows}):
-        h, s = ([r["wireup_s"] for r in rows if r["system"] == x and r["ranks"] == n]
-                for x in ("hpcq", "slurm"))
-        out.append([str(n), min_median(h, 2), min_median(s, 2) if s else "-",
+        h, x, s = ([r["wireup_s"] for r in rows
+                    if r["system"] == system and r.get("pmi", "pmi1") == pmi and r["ranks"] == n]
+                   for system, pmi in (("hpcq", "pmi1"), ("hpcq", "pmix"), ("slurm", "pmi2")))
+        out.append([str(n), min_median(h, 2), min_median(x, 2) if x else "-",
+                    min_median(s, 2) if s else "-",
                     f"{median(h) / median(s):.2f}" if s else "-"])
     runs = max(r["run"] for r in rows)
     first = rows[0]
     return "\n".join([
-        table(["ranks (4 nodes)", "hpcq, PMI-1 (s)", "Slurm `srun --mpi=pmi2` (s)",
-               "hpcq / Slurm (medians)"], out), "",
-        f"From the launch command until every rank is past MPI_Init, for an MPICH 4.0 "
-        f"program (examples/mpi/mpi_ring.c); each cell min / median of {runs} runs. hpcq with "
+        table(["ranks (4 nodes)", "hpcq, PMI-1, MPICH (s)", "hpcq, PMIx, Open MPI (s)",
+               "Slurm `srun --mpi=pmi2`, MPICH (s)", "hpcq PMI-1 / Slurm (medians)"], out), "",
+        f"From the launch command until every rank is past MPI_Init, for one program "
+        f"(examples/mpi/mpi_ring.c) built with MPICH 4.0 and with Open MPI 4.1 (PMIx column: "
+        f"`--mpi pmix`, its ranks niced and told to yield while they wait and to keep shared memory in "
+        f"the job's TMPDIR, as emulated nodes need; Slurm's `--mpi=pmix` cannot run on "
+        f"slurmds sharing one host); each cell min / median of {runs} runs. hpcq with "
         f"{first['nodes']} agents of {first['cores_per_node']} emulated cores, Slurm 22.05 "
         f"declaring {first['cores_per_node']} CPUs per node, in the same session, on 2 host "
         f"CPUs, ranks unbound on both. Command: `bench/mpi_wireup.py --label {label}` (as "
         f"root). Results: `bench/results/mpi_wireup.jsonl`, rows: the latest label in the file "
         f"({label}, {first['when'][:10]}, commit {first['commit']}); {machine(first['when'])}; "
-        f"{NOT_RECORDED}."])
+        f"{MPI_WIREUP_LOAD.get(first['when'], NOT_RECORDED)}."])
 
 
 # ---------------------------------------------------------------- scale
