@@ -168,9 +168,6 @@ class PmixClients final : public MpiWorld {
       error = "PMIx server: mkdir " + dir + ": " + errno_text(errno);
       return false;
     }
-    // The hash store keeps the world's data in the server's memory: the
-    // shared-memory stores would leave files the tasks must open.
-    setenv("PMIX_MCA_gds", "hash", 1);
     g_upcalls = &upcalls_;
     pmix_server_module_t module{};
     module.client_connected = on_connected;
@@ -181,6 +178,11 @@ class PmixClients final : public MpiWorld {
     InfoList init;
     init.add_string(PMIX_SERVER_TMPDIR, dir);
     init.add_string(PMIX_SYSTEM_TMPDIR, dir);
+    // The job's user: OpenPMIx gives it its shared-memory store's files
+    // (the tasks read the world's data there, not through the socket).
+    const std::uint32_t uid = uid_, gid = gid_;
+    init.add(PMIX_USERID, &uid, PMIX_UINT32);
+    init.add(PMIX_GRPID, &gid, PMIX_UINT32);
     pmix_status_t rc = PMIx_server_init(&module, init.data(), init.size());
     if (rc != PMIX_SUCCESS) {
       error = pmix_error("init", rc);
