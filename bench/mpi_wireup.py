@@ -51,9 +51,9 @@ def build_program(mpi):
     return d, program
 
 
-# 64 Open MPI ranks on 2 CPUs took 176 s to wire up in a trial (with a
-# guest VM busy beside them), MPICH's 6.6 s: not measured past 16 until that
-# is understood.
+# 64 Open MPI ranks on 2 CPUs took 61 s to wire up in a trial (with a guest
+# VM busy beside them), MPICH's 10 s: not measured past 16 until that is
+# understood.
 PMIX_MAX_RANKS = 16
 
 # Open MPI on emulated nodes (tests/integration/t0038_mpi.py says why), and

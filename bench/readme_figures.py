@@ -285,7 +285,9 @@ def fig_run_latency():
 # ---------------------------------------------------------------- MPI wire-up
 
 def fig_mpi_wireup():
-    rows = load("mpi_wireup")
+    # Rows labelled "trial" (a few launches to check the script or one size)
+    # are kept, never published.
+    rows = [r for r in load("mpi_wireup") if r.get("label") != "trial"]
     label = rows[-1].get("label", "")
     rows = [r for r in rows if r.get("label", "") == label]
     out = []
