@@ -31,9 +31,11 @@ def test_running_jobs_survive_a_leader_kill9():
     cmdline = t.kill_leader()
     killed_at = time.time()
     open(os.path.join(d, "go"), "w").close()
-    # While the leader is away the short job ends on its agent.
+    # While the leader is away the short job ends on its agent. (RUNNING comes
+    # once its task is forked: the task may not have opened its output yet.)
+    out = os.path.join(d, "short.out")
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and "done" not in open(os.path.join(d, "short.out")).read():
+    while time.monotonic() < deadline and not (os.path.exists(out) and "done" in open(out).read()):
         time.sleep(0.05)
     # Its end is with the agent once the agent has reported it, into the
     # journal it keeps until the leader acknowledges it (the agent reaps it
