@@ -35,7 +35,10 @@ mount --move /dev /newroot/dev
 mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs tmpfs /newroot/dev/shm
-mount -t tmpfs tmpfs /newroot/tmp
+# /tmp stays the overlay's (the host's /tmp below, the guest's writes on
+# top), as on a node whose /tmp is on its root file system: CRIU dumps a
+# tmpfs inside a job's mount namespace and restores a private copy of it,
+# so a restored job would write its output where no one reads it.
 mount -t tmpfs tmpfs /newroot/run
 # The unified hierarchy alone (the kernel is booted with cgroup_no_v1=all).
 mount -t cgroup2 -o nsdelegate cgroup2 /newroot/sys/fs/cgroup || say "FAILED: mounting cgroup2"

@@ -41,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # source tree, *.py).
 DEFAULT_TESTS = [
     "tests/unit/agent/cgroup_test",
+    "tests/unit/agent/cgroup_v2_test",
     "tests/unit/agent/process_executor_test",
     "tests/guest/g0001_cgroup_v2_numa.py",
     "tests/integration/t0001_launch.py",
