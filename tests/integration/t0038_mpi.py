@@ -61,9 +61,9 @@ def ranks_of(text):
     return found
 
 
-def test_mpich_ranks_form_one_world_across_four_nodes():
-    d, program = mpich_program()
-    job = t.submit("-N", "4", "-n", "16", "-o", "out-%j", "--", program, cwd=d)
+def check_one_world_of_16_on_4_nodes(d, *args):
+    """Submits `args` as 16 tasks on 4 nodes: one world, every rank where hpcq put it."""
+    job = t.submit("-N", "4", "-n", "16", "-o", "out-%j", *args, cwd=d)
     s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)
     with open(os.path.join(d, f"out-{job}")) as f:
         out = f.read()
@@ -76,8 +76,14 @@ def test_mpich_ranks_form_one_world_across_four_nodes():
     # Block layout: ranks 0-3 on the first node, so the ring crosses nodes.
     t.check(len({ranks[r][0] for r in range(4)}) == 1 and ranks[3][0] != ranks[4][0],
             f"layout {ranks}")
-    # Each rank bound to one CPU (its core, folded onto this host's CPUs).
+    # Each rank bound to one CPU (its core, folded onto this host's CPUs):
+    # the MPI library kept hpcq's binding.
     t.check(all(re.fullmatch(r"\d+", cpus) for _, cpus in ranks.values()), f"binding {ranks}")
+
+
+def test_mpich_ranks_form_one_world_across_four_nodes():
+    d, program = mpich_program()
+    check_one_world_of_16_on_4_nodes(d, "--", program)
 
 
 def test_hpcq_run_forwards_the_output_of_an_mpi_world():
@@ -173,21 +179,7 @@ def open_mpi_on_emulated_nodes(app):
 
 def test_open_mpi_direct_launch_forms_one_world_through_pmix():
     d, app = program("openmpi")
-    job = t.submit("-N", "4", "-n", "16", "--mpi", "pmix", "-o", "out-%j", "--",
-                   *open_mpi_on_emulated_nodes(app), cwd=d)
-    s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)
-    with open(os.path.join(d, f"out-{job}")) as f:
-        out = f.read()
-    t.check(s["state"] == "COMPLETED", f"job {s}\n{out}")
-    t.check("world 16 sum 120 expected 120 ring ok" in out, f"output:\n{out}")
-    ranks = ranks_of(out)
-    t.check(sorted(ranks) == list(range(16)), f"ranks {sorted(ranks)}")
-    per_node = collections.Counter(node for node, _ in ranks.values())
-    t.check(sorted(per_node.values()) == [4, 4, 4, 4] and len(per_node) == 4, f"nodes {per_node}")
-    t.check(len({ranks[r][0] for r in range(4)}) == 1 and ranks[3][0] != ranks[4][0],
-            f"layout {ranks}")
-    # hpcq's binding kept: Open MPI does not rebind.
-    t.check(all(re.fullmatch(r"\d+", cpus) for _, cpus in ranks.values()), f"binding {ranks}")
+    check_one_world_of_16_on_4_nodes(d, "--mpi", "pmix", "--", *open_mpi_on_emulated_nodes(app))
     # hpcq run forwards the world's output; its fences share run's channel.
     p = t.hpcq("run", "-N", "2", "-n", "4", "--mpi", "pmix", "--", *open_mpi_on_emulated_nodes(app),
                cwd=d)
