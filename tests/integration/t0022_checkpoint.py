@@ -265,7 +265,7 @@ def test_another_users_job_where_only_roots_can_be_dumped():
     else:
         reason = nodes[0]["checkpoint_other_users_reason"]
         t.check("only root's jobs" in reason, f"reason {reason!r}")
-        t.check(p.returncode == 1 and f"(of uid" in p.stderr and "only root's jobs" in p.stderr,
+        t.check(p.returncode == 1 and "(of uid" in p.stderr and "only root's jobs" in p.stderr,
                 f"{p.returncode} {p.stderr}")
         t.check(not t.status(job, user="hpcqtest")["checkpoints"], "a refused checkpoint recorded")
     at = t.counts(out)[-1]
