@@ -115,24 +115,29 @@ def test_mpi_abort_ends_the_job_with_its_code():
             f"reason {s['reason']}")
 
 
-def test_cancel_ends_every_rank_on_every_node_and_a_checkpoint_is_refused():
-    d, program = mpich_program()
-    job = t.submit("-N", "2", "-n", "4", "-o", "out-%j", "--", program, "sleep", "300", cwd=d)
-    t.wait_state(job, "RUNNING")
+def check_refused_checkpoint_and_cancel(d, why, *args):
+    """Runs `args` as 4 tasks on 2 nodes that sleep after MPI_Init: a
+    checkpoint is refused naming `why` and the job runs on; a cancel then
+    ends every rank on every node."""
+    job = t.submit("-N", "2", "-n", "4", "-o", "out-%j", *args, "sleep", "300", cwd=d)
     out = os.path.join(d, f"out-{job}")
     t.wait_until("every rank past MPI_Init", lambda: os.path.exists(out) and "world 4" in open(out).read(),
                  timeout=60)
     t.check(len(t.job_pids(job)) >= 4, "the ranks are not in the job's cgroups")
-    # Its ranks have fenced across nodes: its shells hold a socket to their
-    # agents, which CRIU cannot take along. The checkpoint is refused, with
-    # why, and the job runs on.
     p = t.hpcq("checkpoint", str(job), rc=1)
-    t.check("MPI world across nodes" in p.stderr and "the job runs on" in p.stderr, p.stderr)
+    t.check(why in p.stderr and "the job runs on" in p.stderr, p.stderr)
     t.check(t.status(job)["state"] == "RUNNING", "the job stopped")
     t.hpcq("cancel", str(job))
     s = t.wait_state(job, ("CANCELLED", "FAILED", "COMPLETED"))
     t.check(s["state"] == "CANCELLED", f"job {s}")
     t.wait_until("no rank left", lambda: not t.job_pids(job), timeout=15)
+
+
+def test_cancel_ends_every_rank_on_every_node_and_a_checkpoint_is_refused():
+    d, program = mpich_program()
+    # Its ranks have fenced across nodes: its shells hold a socket to their
+    # agents, which CRIU cannot take along.
+    check_refused_checkpoint_and_cancel(d, "MPI world across nodes", "--", program)
 
 
 def test_a_world_waiting_in_a_fence_outlives_a_leader_restart():
@@ -217,18 +222,8 @@ def test_open_mpi_failures_end_the_world_naming_the_rank():
 
 def test_an_open_mpi_world_is_cancelled_everywhere_and_not_checkpointed():
     d, app = program("openmpi")
-    job = t.submit("-N", "2", "-n", "4", "--mpi", "pmix", "-o", "out-%j", "--",
-                   *open_mpi_on_emulated_nodes(app), "sleep", "300", cwd=d)
-    out = os.path.join(d, f"out-{job}")
-    t.wait_until("every rank past MPI_Init", lambda: os.path.exists(out) and "world 4" in open(out).read(),
-                 timeout=60)
-    p = t.hpcq("checkpoint", str(job), rc=1)
-    t.check("hosts a PMIx server" in p.stderr and "the job runs on" in p.stderr, p.stderr)
-    t.check(t.status(job)["state"] == "RUNNING", "the job stopped")
-    t.hpcq("cancel", str(job))
-    s = t.wait_state(job, ("CANCELLED", "FAILED", "COMPLETED"))
-    t.check(s["state"] == "CANCELLED", f"job {s}")
-    t.wait_until("no rank left", lambda: not t.job_pids(job), timeout=15)
+    check_refused_checkpoint_and_cancel(d, "hosts a PMIx server", "--mpi", "pmix", "--",
+                                        *open_mpi_on_emulated_nodes(app))
 
 
 def test_mpich_mpiexec_starts_its_proxies_through_hpcq_rsh():
