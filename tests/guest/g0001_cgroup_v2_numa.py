@@ -90,17 +90,6 @@ hpcq run -n 1 sh -c 'echo "step=$(cut -d: -f3- /proc/self/cgroup)"'
 """
 
 
-def parse_list(text):
-    out = set()
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out.update(range(int(a), int(b) + 1))
-        elif part:
-            out.add(int(part))
-    return out
-
-
 def read(path):
     with open(path) as f:
         return f.read().strip()
@@ -147,12 +136,12 @@ def test_each_job_gets_one_numa_domain():
             alloc = s["allocation"][0]
             where = fields_of(outs[j], "cpus=")
             pages = fields_of(outs[j], "pages=")
-            cpus, mems = parse_list(where["cpus"]), parse_list(where["mems"])
+            cpus, mems = t.parse_list(where["cpus"]), t.parse_list(where["mems"])
             t.check(cpus == set(alloc["host_cpus"]),
                     f"job {j}: Cpus_allowed_list {where['cpus']} != allocation {alloc['host_cpus']}")
             t.check(len(alloc["numa"]) == 1 and mems == set(alloc["numa"]),
                     f"job {j}: Mems_allowed_list {where['mems']} != allocation's NUMA {alloc['numa']}")
-            node_cpus = parse_list(read(f"/sys/devices/system/node/node{alloc['numa'][0]}/cpulist"))
+            node_cpus = t.parse_list(read(f"/sys/devices/system/node/node{alloc['numa'][0]}/cpulist"))
             t.check(cpus <= node_cpus, f"job {j}: cpus {cpus} not on NUMA node {alloc['numa']}")
             counts = {int(k): int(v) for k, v in (p.split(":") for p in pages["pages"].split(","))}
             t.check(set(counts) == mems and counts[min(mems)] >= (40 << 20) // 4096,
@@ -162,8 +151,8 @@ def test_each_job_gets_one_numa_domain():
             cg = os.path.join(CGROUP2, where["cgroup"].lstrip("/"))
             t.check(os.path.dirname(cg) == instance_dir() and os.path.basename(cg) == f"job-{j}",
                     f"job {j}: task in {cg}, not {instance_dir()}/job-{j}")
-            t.check(parse_list(read(cg + "/cpuset.cpus.effective")) == cpus, f"{cg}: cpuset.cpus")
-            t.check(parse_list(read(cg + "/cpuset.mems.effective")) == mems, f"{cg}: cpuset.mems")
+            t.check(t.parse_list(read(cg + "/cpuset.cpus.effective")) == cpus, f"{cg}: cpuset.cpus")
+            t.check(t.parse_list(read(cg + "/cpuset.mems.effective")) == mems, f"{cg}: cpuset.mems")
             t.check(read(cg + "/memory.max") == str(96 << 20), f"{cg}: memory.max {read(cg + '/memory.max')}")
             t.check(read(cg + "/pids.max") != "max", f"{cg}: pids.max is not set")
         t.check(seen_cpus == {0, 1}, f"the two jobs' cpus {seen_cpus}: not one NUMA node each")

@@ -77,6 +77,18 @@ def job_cgroups(job_id, cluster=None):
             if os.path.basename(os.path.dirname(d)).startswith(prefix)]
 
 
+def parse_list(text):
+    """The set of numbers a kernel list names ("0-3,8" as in Cpus_allowed_list)."""
+    out = set()
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.update(range(int(a), int(b) + 1))
+        elif part:
+            out.add(int(part))
+    return out
+
+
 def job_pids(job_id):
     """The host PIDs in the job's cgroups."""
     pids = set()

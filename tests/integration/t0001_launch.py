@@ -23,17 +23,6 @@ echo "rank=$HPCQ_TASK_RANK node=$HPCQ_NODENAME nnodes=$HPCQ_NNODES ntasks=$HPCQ_
 """
 
 
-def parse_list(text):
-    out = set()
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out.update(range(int(a), int(b) + 1))
-        elif part:
-            out.add(int(part))
-    return out
-
-
 def test_multinode_job_environment_and_pinning():
     d = t.workdir()
     with open(os.path.join(d, "job.sh"), "w") as f:
@@ -62,7 +51,7 @@ def test_multinode_job_environment_and_pinning():
                 f"hostfile {f['hostfile']}")
         node = f["node"]
         t.check(node in alloc, f"task {rank} ran on {node}, not in {list(alloc)}")
-        logical = parse_list(f["logical"])
+        logical = t.parse_list(f["logical"])
         t.check(len(logical) == 1, f"task {rank}: one core per task, got {logical}")
         t.check(logical <= set(alloc[node]["cores"]),
                 f"task {rank}: cores {logical} not in allocation {alloc[node]['cores']}")
@@ -70,10 +59,10 @@ def test_multinode_job_environment_and_pinning():
             t.check((node, c) not in used, f"core {c} of {node} given to tasks {used.get((node, c))} and {rank}")
             used[(node, c)] = rank
         mapped = {c % ncpus for c in logical}
-        t.check(parse_list(f["allowed"]) == mapped,
+        t.check(t.parse_list(f["allowed"]) == mapped,
                 f"task {rank}: Cpus_allowed_list {f['allowed']} != mapped allocation {mapped}")
         t.check(set(alloc[node]["host_cpus"]) >= mapped, f"status host_cpus {alloc[node]['host_cpus']}")
-        t.check(parse_list(f["mems"]) == {0}, f"task {rank}: Mems_allowed_list {f['mems']}")
+        t.check(t.parse_list(f["mems"]) == {0}, f"task {rank}: Mems_allowed_list {f['mems']}")
     # Tasks are dealt block-wise: ranks 0-1 on the first node, 2-3 on the second.
     t.check(tasks[0]["node"] == tasks[1]["node"] == s["nodes"][0], "block distribution")
     t.check(tasks[2]["node"] == tasks[3]["node"] == s["nodes"][1], "block distribution")

@@ -48,17 +48,6 @@ mv $f.tmp $f
 """
 
 
-def parse_list(text):
-    cpus = set()
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            cpus.update(range(int(a), int(b) + 1))
-        elif part:
-            cpus.add(int(part))
-    return cpus
-
-
 def read_outputs(d, ntasks):
     out = {}
     for rank in range(ntasks):
@@ -98,11 +87,11 @@ def check_workers(s, out, executor):
         allowed = {host_of[w["node"]][c] for c in w["cores"]}
         for rank in w["ranks"]:
             o = out[rank]
-            cpus = parse_list(o["cpus"])
+            cpus = t.parse_list(o["cpus"])
             # Each task is bound to its own core's CPU, inside its worker's.
             t.check(len(cpus) == 1 and cpus <= allowed,
                     f"rank {rank}: CPUs {o['cpus']}, worker {w['id']} has {sorted(allowed)}")
-            t.check(parse_list(o["mems"]) == {0}, f"rank {rank}: mems {o['mems']}")
+            t.check(t.parse_list(o["mems"]) == {0}, f"rank {rank}: mems {o['mems']}")
             t.check(o["cgroup"].endswith(f"/job-{s['id']}/worker-{w['id']}"),
                     f"rank {rank}: cgroup {o['cgroup']}, worker {w['id']}")
             lines = lines or o["hostfile"]
