@@ -16,29 +16,15 @@
 #include "agent/executor/cgroup.h"
 #include "agent/executor/freeze_and_pin.h"
 #include "lib/resource/cpu_list.h"
+#include "tests/unit/agent/executor_fixture.h"
 
 namespace hpcq::agent {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_trimmed(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
-
-pid_t start_sleeper() {
-  pid_t pid = fork();
-  if (pid == 0) {
-    pause();
-    _exit(0);
-  }
-  return pid;
-}
+using fixture::read_trimmed;
+using fixture::start_sleeper;
 
 class CgroupV2ControllersTest : public ::testing::Test {
  protected:

@@ -1,10 +1,11 @@
-// What the executor tests share: the clock and file helpers, the CPUs this
-// process may use, and waiting for a checkpoint or restore the way the
-// agent's loop does (begin_*, then poll wait_fds() for finished_*()).
+// What the executor tests share: the clock and file helpers, a process to
+// put in cgroups, the CPUs this process may use, and waiting for a checkpoint or restore the way
+// the agent's loop does (begin_*, then poll wait_fds() for finished_*()).
 #pragma once
 
 #include <poll.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -27,6 +28,23 @@ inline std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// A cgroup file's value, without its trailing newlines.
+inline std::string read_trimmed(const std::string& path) {
+  std::string s = read_file(path);
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// A child that waits until it is killed.
+inline pid_t start_sleeper() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    pause();
+    _exit(0);
+  }
+  return pid;
 }
 
 inline std::vector<int> allowed_cpus() {
