@@ -58,11 +58,27 @@ def test_cancel_kills_tree_and_removes_cgroups():
     t.check("already ended" in p.stderr, p.stderr)
 
 
-def test_cancel_pending_job():
-    d = t.workdir()
-    # 2 nodes x 16 cores, all taken: a second whole-cluster job waits.
+def gated_holder(d):
+    """A job on all 2 x 16 cores that ends once released: its id and the
+    release."""
     gate = t.Gate(d)
     holder = t.submit("-n", "32", "--", *gate.command, cwd=d)
+
+    def release():
+        gate.open()
+        t.wait_state(holder, "COMPLETED")
+    return holder, release
+
+
+# What test_cancel_pending_job holds the cluster with (the guest's g0002
+# puts one that sleeps).
+hold_cluster = gated_holder
+
+
+def test_cancel_pending_job():
+    d = t.workdir()
+    # All cores taken: a second whole-cluster job waits.
+    holder, release = hold_cluster(d)
     t.wait_state(holder, "RUNNING")
     try:
         job_id = t.submit("-n", "32", "--", "true", cwd=d)
@@ -70,8 +86,7 @@ def test_cancel_pending_job():
         t.hpcq("cancel", str(job_id))
         t.check(t.status(job_id)["state"] == "CANCELLED", "cancelled while pending")
     finally:
-        gate.open()
-        t.wait_state(holder, "COMPLETED")
+        release()
 
 
 def test_time_limit_ends_job_timeout():
@@ -86,5 +101,8 @@ def test_time_limit_ends_job_timeout():
     t.hpcq("wait", str(job_id), rc=1)
 
 
-t.main([test_cancel_kills_tree_and_removes_cgroups, test_cancel_pending_job,
-        test_time_limit_ends_job_timeout])
+TESTS = [test_cancel_kills_tree_and_removes_cgroups, test_cancel_pending_job,
+         test_time_limit_ends_job_timeout]
+
+if __name__ == "__main__":
+    t.main(TESTS)
