@@ -1,30 +1,73 @@
 #include "lib/overlay/curve_keys.h"
 
 #include <fcntl.h>
+#include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 namespace hpcq::overlay {
 
+// Z85 (ZeroMQ RFC 32): each 4 bytes, big-endian, as 5 base-85 digits. Done
+// here rather than by libzmq so that the hpcq command, which makes keys but
+// opens no socket, does not load libzmq and its dozen libraries at every start.
+namespace {
+
+constexpr std::string_view kZ85Digits =
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+
+}  // namespace
+
+std::string z85_encode(const unsigned char* data, std::size_t size) {
+  std::string out;
+  for (std::size_t i = 0; i + 4 <= size; i += 4) {
+    std::uint32_t value = (std::uint32_t{data[i]} << 24) | (std::uint32_t{data[i + 1]} << 16) |
+                          (std::uint32_t{data[i + 2]} << 8) | data[i + 3];
+    char digits[5];
+    for (int d = 4; d >= 0; --d) {
+      digits[d] = kZ85Digits[value % 85];
+      value /= 85;
+    }
+    out.append(digits, 5);
+  }
+  return out;
+}
+
+std::optional<std::string> z85_decode(std::string_view text) {
+  if (text.size() % 5 != 0) return std::nullopt;
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); i += 5) {
+    std::uint64_t value = 0;
+    for (std::size_t d = 0; d < 5; ++d) {
+      const auto digit = kZ85Digits.find(text[i + d]);
+      if (digit == std::string_view::npos) return std::nullopt;
+      value = value * 85 + digit;
+    }
+    if (value > 0xffffffffu) return std::nullopt;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      out.push_back(static_cast<char>((value >> shift) & 0xff));
+    }
+  }
+  return out;
+}
+
 bool is_valid_z85_key(const std::string& key) {
-  if (key.size() != 40) return false;
-  unsigned char raw[32];
-  return zmq_z85_decode(raw, key.c_str()) != nullptr;
+  return key.size() == 40 && z85_decode(key).has_value();
 }
 
 Result<CurveKeyPair> generate_key_pair() {
-  char pub[41];
-  char sec[41];
-  if (zmq_curve_keypair(pub, sec) != 0) {
-    return internal_error(std::string("cannot generate CURVE keys: ") + zmq_strerror(zmq_errno()));
-  }
-  return CurveKeyPair{pub, sec};
+  if (sodium_init() < 0) return internal_error("cannot generate CURVE keys: libsodium failed");
+  unsigned char pub[crypto_box_PUBLICKEYBYTES];
+  unsigned char sec[crypto_box_SECRETKEYBYTES];
+  crypto_box_keypair(pub, sec);
+  CurveKeyPair pair{z85_encode(pub, sizeof pub), z85_encode(sec, sizeof sec)};
+  sodium_memzero(sec, sizeof sec);
+  return pair;
 }
 
 Status write_key_file(const std::string& path, const CurveKeyPair& keys) {

@@ -5,7 +5,10 @@
 // first). Secret key files must not be readable by group or others: load refuses them.
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "lib/core/status.h"
 
@@ -26,5 +29,10 @@ Status write_key_file(const std::string& path, const CurveKeyPair& keys);
 Result<CurveKeyPair> read_key_file(const std::string& path, bool require_secret);
 
 bool is_valid_z85_key(const std::string& key);
+
+// Z85 text of `size` bytes (a multiple of 4), and the bytes of Z85 text
+// (nullopt unless it is Z85: a multiple of 5 digits, each group under 2^32).
+std::string z85_encode(const unsigned char* data, std::size_t size);
+std::optional<std::string> z85_decode(std::string_view text);
 
 }  // namespace hpcq::overlay

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include <atomic>
 #include <chrono>
@@ -209,6 +210,26 @@ TEST(OverlayTest, UnlistedKeyIsRefused) {
   EXPECT_GT(leader.refused(), 0);
   // Nothing from the rogue reaches the leader.
   EXPECT_FALSE(leader.next(/*tries=*/50).has_value());
+}
+
+TEST(CurveKeysTest, Z85IsZeroMqsEncoding) {
+  // The example of ZeroMQ's RFC 32.
+  const unsigned char hello[] = {0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B};
+  EXPECT_EQ(z85_encode(hello, sizeof hello), "HelloWorld");
+  EXPECT_EQ(z85_decode("HelloWorld"), std::string(reinterpret_cast<const char*>(hello), 8));
+  EXPECT_FALSE(z85_decode("HelloWorl").has_value());   // not a multiple of 5
+  EXPECT_FALSE(z85_decode("Hello~orld").has_value());  // not a digit
+  EXPECT_FALSE(z85_decode("#####").has_value());       // over 2^32
+  // A generated pair decodes as libzmq decodes it, and its public key is
+  // the one libzmq derives from its secret key.
+  CurveKeyPair keys = *generate_key_pair();
+  ASSERT_TRUE(is_valid_z85_key(keys.public_key) && is_valid_z85_key(keys.secret_key));
+  unsigned char raw[32];
+  ASSERT_NE(zmq_z85_decode(raw, keys.public_key.c_str()), nullptr);
+  EXPECT_EQ(*z85_decode(keys.public_key), std::string(reinterpret_cast<const char*>(raw), 32));
+  char derived[41];
+  ASSERT_EQ(zmq_curve_public(derived, keys.secret_key.c_str()), 0);
+  EXPECT_EQ(keys.public_key, derived);
 }
 
 TEST(CurveKeysTest, WriteReadAndPermissions) {
