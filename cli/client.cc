@@ -1,8 +1,15 @@
 #include "cli/client.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
+#include "lib/api/local_wire.h"
 #include "lib/core/bytes.h"
 
 extern char** environ;
@@ -14,48 +21,116 @@ std::string socket_path() {
   return env && *env ? env : "/run/hpcq/hpcqd.sock";
 }
 
-std::unique_ptr<v1::Hpcq::Stub> connect(const std::string& socket) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(256 << 20);
-  auto channel =
-      grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args);
-  return v1::Hpcq::NewStub(channel);
+namespace {
+
+namespace wire = api::local_wire;
+
+// The most a reply may hold (a large queue listing).
+constexpr std::size_t kMaxReplyBytes = 256 << 20;
+
+Status lost(const std::string& socket, const Status& why) {
+  return unavailable("hpcqd is not reachable at " + socket + " (" + why.message() + ")");
 }
 
-Status from_grpc(const grpc::Status& status, const std::string& socket) {
-  switch (status.error_code()) {
-    case grpc::StatusCode::OK: return Status::ok();
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      // gRPC's own transport failures; the daemon's answers say what failed.
-      if (status.error_message().find("could not be stored") != std::string::npos) {
-        return unavailable(status.error_message());
-      }
-      return unavailable("hpcqd is not reachable at " + socket + " (" + status.error_message() +
-                         ")");
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: {
-      // gRPC's own refusal of a request over the leader's limit reads
-      // "Received message larger than max (SIZE vs. LIMIT)": the user's
-      // request is too large, which is bad input.
-      unsigned long long size = 0, limit = 0;
-      if (std::sscanf(status.error_message().c_str(),
-                      "Received message larger than max (%llu vs. %llu)", &size, &limit) == 2) {
-        return invalid_argument("the request is " + std::to_string(size) +
-                                " bytes, over hpcqd's limit of " + std::to_string(limit) +
-                                " ([api] max_message_bytes in hpcq.toml)");
-      }
-      return Status(Code::kResourceExhausted, status.error_message());
-    }
-    case grpc::StatusCode::ALREADY_EXISTS:
-      return Status(Code::kAlreadyExists, status.error_message());
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return Status(Code::kUnauthenticated, status.error_message());
-    case grpc::StatusCode::INVALID_ARGUMENT: return invalid_argument(status.error_message());
-    case grpc::StatusCode::NOT_FOUND: return not_found(status.error_message());
-    case grpc::StatusCode::PERMISSION_DENIED: return permission_denied(status.error_message());
-    case grpc::StatusCode::FAILED_PRECONDITION: return failed_precondition(status.error_message());
-    default: return internal_error(status.error_message());
+// The next Reply on fd.
+Result<local::Reply> read_reply(int fd, const std::string& socket, int timeout_ms) {
+  auto frame = wire::read_frame(fd, kMaxReplyBytes, timeout_ms);
+  if (!frame.is_ok()) return lost(socket, frame.status());
+  local::Reply reply;
+  if (!reply.ParseFromString(*frame)) return internal_error("hpcqd's reply is malformed");
+  return reply;
+}
+
+}  // namespace
+
+Result<int> Client::open(std::string_view method,
+                         const google::protobuf::MessageLite& request) const {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_.size() >= sizeof addr.sun_path) {
+    return invalid_argument("socket path too long: " + socket_);
   }
+  std::memcpy(addr.sun_path, socket_.c_str(), socket_.size());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return lost(socket_, unavailable(std::strerror(errno)));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    Status why = unavailable(std::strerror(errno));
+    ::close(fd);
+    return lost(socket_, why);
+  }
+  local::Call call;
+  call.set_method(std::string(method));
+  request.SerializeToString(call.mutable_request());
+  std::string bytes(wire::kMagic);
+  const std::string body = call.SerializeAsString();
+  bytes += wire::frame_header(body.size());
+  bytes += body;
+  // A write that fails may still have an answer to read (hpcqd refused the
+  // request before reading it all): the caller reads next either way.
+  (void)wire::write_all(fd, bytes);
+  return fd;
+}
+
+Status Client::call(std::string_view method, const google::protobuf::MessageLite& request,
+                    google::protobuf::MessageLite* response, int timeout_ms) const {
+  auto fd = open(method, request);
+  if (!fd.is_ok()) return fd.status();
+  auto reply = read_reply(*fd, socket_, timeout_ms);
+  ::close(*fd);
+  if (!reply.is_ok()) return reply.status();
+  Status status = wire::reply_status(*reply);
+  if (status.is_ok() && !response->ParseFromString(reply->payload())) {
+    return internal_error("hpcqd's answer to " + std::string(method) + " is malformed");
+  }
+  return status;
+}
+
+Stream::Stream(const Client& client, std::string_view method,
+               const google::protobuf::MessageLite& request)
+    : socket_(client.socket()) {
+  auto fd = client.open(method, request);
+  if (fd.is_ok()) {
+    fd_ = *fd;
+  } else {
+    status_ = fd.status();
+    done_ = true;
+  }
+}
+
+Stream::~Stream() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool Stream::read(google::protobuf::MessageLite* message) {
+  if (done_) return false;
+  auto reply = read_reply(fd_, socket_, -1);
+  if (cancelled_) {
+    done_ = true;
+    status_ = Status::ok();
+    return false;
+  }
+  if (!reply.is_ok()) {
+    done_ = true;
+    status_ = reply.status();
+    return false;
+  }
+  if (reply->last()) {
+    done_ = true;
+    status_ = wire::reply_status(*reply);
+    return false;
+  }
+  if (!message->ParseFromString(reply->payload())) {
+    done_ = true;
+    status_ = internal_error("hpcqd's stream message is malformed");
+    return false;
+  }
+  return true;
+}
+
+void Stream::cancel() {
+  cancelled_ = true;
+  // Wakes a read() blocked in another thread; the fd stays open until then.
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 
 int exit_code_of(const Status& status) {

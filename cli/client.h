@@ -1,26 +1,70 @@
-// The hpcq command's connection to hpcqd: a gRPC channel on the unix socket
-// named by $HPCQ_SOCKET (default /run/hpcq/hpcqd.sock). The daemon knows the
-// caller from the socket, so requests carry no identity.
+// The hpcq command's calls to hpcqd: the local wire (lib/api/local_wire.h)
+// on the unix socket named by $HPCQ_SOCKET (default /run/hpcq/hpcqd.sock),
+// one connection per call. The daemon knows the caller from the socket, so
+// requests carry no identity. Not gRPC: the command would pay gRPC's start
+// and teardown on every call, several times the call's own cost.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
+#include <google/protobuf/message_lite.h>
 
+#include <atomic>
 #include <map>
-#include <memory>
 #include <string>
+#include <string_view>
 
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
-#include "proto/hpcq.grpc.pb.h"
+#include "proto/hpcq.pb.h"
 
 namespace hpcq::cli {
 
 std::string socket_path();
-std::unique_ptr<v1::Hpcq::Stub> connect(const std::string& socket);
 
-// A gRPC failure as a one-line Status ("hpcqd is not reachable at PATH" for
-// an unreachable daemon).
-Status from_grpc(const grpc::Status& status, const std::string& socket);
+// Calls to one hpcqd. Errors are one-line Statuses: hpcqd's own, or
+// kUnavailable "hpcqd is not reachable at PATH (why)".
+class Client {
+ public:
+  explicit Client(std::string socket) : socket_(std::move(socket)) {}
+  const std::string& socket() const { return socket_; }
+
+  // A unary call of `method` (its name in hpcq.proto); `response` is filled
+  // when it succeeds. timeout_ms bounds the wait for the answer (-1: none).
+  Status call(std::string_view method, const google::protobuf::MessageLite& request,
+              google::protobuf::MessageLite* response, int timeout_ms = -1) const;
+
+ private:
+  friend class Stream;
+  // A connected socket that has sent the call; kUnavailable otherwise.
+  Result<int> open(std::string_view method, const google::protobuf::MessageLite& request) const;
+
+  std::string socket_;
+};
+
+// A streaming call (WatchJobs, WatchOutput): read() until false, then
+// finish() for how it ended.
+class Stream {
+ public:
+  Stream(const Client& client, std::string_view method,
+         const google::protobuf::MessageLite& request);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // The next message; false at the end of the stream, on error or once
+  // cancelled.
+  bool read(google::protobuf::MessageLite* message);
+  // How the stream ended: ok when hpcqd ended it or it was cancelled.
+  Status finish() const { return status_; }
+  // Any thread: ends the stream (read() returns false).
+  void cancel();
+
+ private:
+  const std::string socket_;
+  int fd_ = -1;
+  bool done_ = false;
+  std::atomic<bool> cancelled_{false};
+  Status status_;
+};
 
 // Exit codes: 0 ok, 2 bad input (invalid argument), 1 anything else.
 int exit_code_of(const Status& status);

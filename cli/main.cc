@@ -52,14 +52,12 @@ std::int64_t wall_clock_us() {
 
 // The elements of array `array` the caller may see, in index order; empty
 // if `array` is no array's id.
-Result<std::vector<v1::Job>> array_elements(v1::Hpcq::Stub& stub, const std::string& socket,
-                                            JobId array) {
+Result<std::vector<v1::Job>> array_elements(const Client& client, JobId array) {
   v1::ListJobsRequest request;
   request.set_all(true);
   request.set_array_job_id(array);
   v1::ListJobsResponse response;
-  grpc::ClientContext ctx;
-  HPCQ_RETURN_IF_ERROR(from_grpc(stub.ListJobs(&ctx, request, &response), socket));
+  HPCQ_RETURN_IF_ERROR(client.call("ListJobs", request, &response));
   std::vector<v1::Job> elements(response.jobs().begin(), response.jobs().end());
   std::sort(elements.begin(), elements.end(), [](const v1::Job& a, const v1::Job& b) {
     return a.array_task_id() < b.array_task_id();
@@ -71,8 +69,8 @@ Result<std::vector<v1::Job>> array_elements(v1::Hpcq::Stub& stub, const std::str
 // queue shows it (Slurm's 18_1). With `whole_arrays` an array's own id
 // stands for all its elements (cancel, hold, release, wait: as scancel
 // does); else for the job with that id, its first element.
-Result<std::vector<JobId>> resolve_job_ids(v1::Hpcq::Stub& stub, const std::string& socket,
-                                           const std::string& text, bool whole_arrays) {
+Result<std::vector<JobId>> resolve_job_ids(const Client& client, const std::string& text,
+                                           bool whole_arrays) {
   const std::size_t underscore = text.find('_');
   if (underscore != std::string::npos) {
     auto array = parse_job_id(text.substr(0, underscore));
@@ -82,7 +80,7 @@ Result<std::vector<JobId>> resolve_job_ids(v1::Hpcq::Stub& stub, const std::stri
                      [](unsigned char c) { return std::isdigit(c); })) {
       return invalid_argument("'" + text + "' is not a job id (want N or ARRAY_INDEX)");
     }
-    auto elements = array_elements(stub, socket, *array);
+    auto elements = array_elements(client, *array);
     if (!elements.is_ok()) return elements.status();
     for (const v1::Job& job : *elements) {
       if (std::to_string(job.array_task_id()) == digits) return std::vector<JobId>{job.id()};
@@ -97,11 +95,10 @@ Result<std::vector<JobId>> resolve_job_ids(v1::Hpcq::Stub& stub, const std::stri
   v1::GetJobRequest request;
   request.set_id(*id);
   v1::Job job;
-  grpc::ClientContext ctx;
   const bool array_head =
-      whole_arrays && stub.GetJob(&ctx, request, &job).ok() && job.array_job_id() == *id;
+      whole_arrays && client.call("GetJob", request, &job).is_ok() && job.array_job_id() == *id;
   if (array_head) {
-    auto elements = array_elements(stub, socket, *id);
+    auto elements = array_elements(client, *id);
     if (!elements.is_ok()) return elements.status();
     if (!elements->empty()) {
       std::vector<JobId> ids;
@@ -126,9 +123,8 @@ Result<std::pair<std::string, std::uint32_t>> split_step(const std::string& text
 }
 
 // The one job `text` names (ARRAY_INDEX accepted).
-Result<JobId> resolve_job_id(v1::Hpcq::Stub& stub, const std::string& socket,
-                             const std::string& text) {
-  auto ids = resolve_job_ids(stub, socket, text, /*whole_arrays=*/false);
+Result<JobId> resolve_job_id(const Client& client, const std::string& text) {
+  auto ids = resolve_job_ids(client, text, /*whole_arrays=*/false);
   if (!ids.is_ok()) return ids.status();
   return ids->front();
 }
@@ -163,15 +159,13 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   };
   auto options = job::parse_submit_args(args, ctx, kind);
   if (!options.is_ok()) return fail(options.status());
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  if (allocation) return run_step(*stub, socket, *allocation, *options);
-  if (kind == job::SubmitKind::kAlloc) return alloc_job(*stub, socket, *options);
+  Client client(socket_path());
+  if (allocation) return run_step(client, *allocation, *options);
+  if (kind == job::SubmitKind::kAlloc) return alloc_job(client, *options);
   v1::SubmitRequest request;
   *request.mutable_spec() = api::to_proto(options->spec);
   v1::SubmitResponse response;
-  grpc::ClientContext context;
-  Status s = from_grpc(stub->Submit(&context, request, &response), socket);
+  Status s = client.call("Submit", request, &response);
   if (!s.is_ok()) return fail(s);
   const std::uint32_t count = std::max<std::uint32_t>(response.count(), 1);
   if (kind == job::SubmitKind::kRun) {
@@ -180,7 +174,7 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
     follow.interrupts = true;
     follow.input = true;
     follow.pty = options->pty;
-    return follow_job(*stub, socket, response.id(), follow);
+    return follow_job(client, response.id(), follow);
   }
   if (options->json) {
     nlohmann::json out{{"id", response.id()}};
@@ -198,14 +192,13 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   if (!options->wait) return 0;
   bool all_completed = true;
   for (std::uint32_t i = 0; i < count; ++i) {
-    grpc::ClientContext watch_ctx;
     v1::WatchJobsRequest watch;
     watch.set_id(response.id() + i);
-    auto reader = stub->WatchJobs(&watch_ctx, watch);
+    Stream reader(client, "WatchJobs", watch);
     v1::JobEvent event;
     v1::JobState last = v1::PENDING;
-    while (reader->Read(&event)) last = event.state();
-    s = from_grpc(reader->Finish(), socket);
+    while (reader.read(&event)) last = event.state();
+    s = reader.finish();
     if (!s.is_ok()) return fail(s);
     all_completed = all_completed && last == v1::COMPLETED;
   }
@@ -215,24 +208,21 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
 int cmd_attach(const std::string& given, FollowOptions options) {
   auto split = split_step(given);
   if (!split.is_ok()) return fail(split.status());
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  auto id = resolve_job_id(*stub, socket, split->first);
+  Client client(socket_path());
+  auto id = resolve_job_id(client, split->first);
   if (!id.is_ok()) return fail(id.status());
   options.step = split->second;
-  return follow_job(*stub, socket, *id, options);
+  return follow_job(client, *id, options);
 }
 
 int cmd_stat(const std::string& text, bool json) {
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  auto id = resolve_job_id(*stub, socket, text);
+  Client client(socket_path());
+  auto id = resolve_job_id(client, text);
   if (!id.is_ok()) return fail(id.status());
   v1::StatRequest request;
   request.set_id(*id);
   v1::StatResponse response;
-  grpc::ClientContext ctx;
-  Status s = from_grpc(stub->Stat(&ctx, request, &response), socket);
+  Status s = client.call("Stat", request, &response);
   if (!s.is_ok()) return fail(s);
   std::cout << (json ? json_text(stat_json(response)) + "\n" : stat_table(response));
   return 0;
@@ -256,14 +246,12 @@ int cmd_update(const std::string& text, const std::string& time_limit, const std
     if (!when.is_ok()) return fail(when.status());
     request.set_begin_time_us(std::max<std::int64_t>(when->at(wall_clock_us()), 1));
   }
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  auto id = resolve_job_id(*stub, socket, text);
+  Client client(socket_path());
+  auto id = resolve_job_id(client, text);
   if (!id.is_ok()) return fail(id.status());
   request.set_id(*id);
   v1::Job job;
-  grpc::ClientContext ctx;
-  Status s = from_grpc(stub->Update(&ctx, request, &job), socket);
+  Status s = client.call("Update", request, &job);
   if (!s.is_ok()) return fail(s);
   if (json) {
     std::cout << json_text(job_json(job)) << "\n";
@@ -282,9 +270,8 @@ int cmd_signal(const std::string& given, const std::string& name) {
   if (!signo.is_ok()) return fail(signo.status());
   auto split = split_step(given);
   if (!split.is_ok()) return fail(split.status());
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  auto ids = resolve_job_ids(*stub, socket, split->first, /*whole_arrays=*/split->second == 0);
+  Client client(socket_path());
+  auto ids = resolve_job_ids(client, split->first, /*whole_arrays=*/split->second == 0);
   if (!ids.is_ok()) return fail(ids.status());
   for (JobId id : *ids) {
     v1::SignalRequest request;
@@ -292,8 +279,7 @@ int cmd_signal(const std::string& given, const std::string& name) {
     request.set_step(split->second);
     request.set_signal(*signo);
     v1::SignalResponse response;
-    grpc::ClientContext ctx;
-    Status s = from_grpc(stub->Signal(&ctx, request, &response), socket);
+    Status s = client.call("Signal", request, &response);
     if (!s.is_ok()) return fail(s);
   }
   return 0;
@@ -301,25 +287,23 @@ int cmd_signal(const std::string& given, const std::string& name) {
 
 // Blocks until every job has ended; 0 only if all COMPLETED (like flux job wait).
 int cmd_wait(const std::vector<std::string>& ids, bool json) {
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
+  Client client(socket_path());
   bool all_completed = true;
   nlohmann::json out = nlohmann::json::array();
   std::vector<JobId> jobs;
   for (const auto& text : ids) {
-    auto resolved = resolve_job_ids(*stub, socket, text, /*whole_arrays=*/true);
+    auto resolved = resolve_job_ids(client, text, /*whole_arrays=*/true);
     if (!resolved.is_ok()) return fail(resolved.status());
     jobs.insert(jobs.end(), resolved->begin(), resolved->end());
   }
   for (JobId id : jobs) {
-    grpc::ClientContext ctx;
     v1::WatchJobsRequest request;
     request.set_id(id);
-    auto reader = stub->WatchJobs(&ctx, request);
+    Stream reader(client, "WatchJobs", request);
     v1::JobEvent event;
     v1::JobEvent last;
-    while (reader->Read(&event)) last = event;
-    Status s = from_grpc(reader->Finish(), socket);
+    while (reader.read(&event)) last = event;
+    Status s = reader.finish();
     if (!s.is_ok()) return fail(s);
     if (last.state() != v1::COMPLETED) {
       all_completed = false;
@@ -338,10 +322,9 @@ int cmd_wait(const std::vector<std::string>& ids, bool json) {
 
 // cancel, hold, release: one RPC per job id; each failure prints its one-line
 // error and the exit status is the worst.
-template <typename Request, typename Response, typename Call>
-int for_each_id(const std::vector<std::string>& ids, Call call) {
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
+template <typename Request, typename Response>
+int for_each_id(const std::vector<std::string>& ids, const char* method) {
+  Client client(socket_path());
   int code = 0;
   for (const auto& given : ids) {
     // cancel takes a step (JOB.STEP); hold and release only jobs.
@@ -354,7 +337,7 @@ int for_each_id(const std::vector<std::string>& ids, Call call) {
       continue;
     }
     const auto& [text, step] = *split;
-    auto resolved = resolve_job_ids(*stub, socket, text, /*whole_arrays=*/step == 0);
+    auto resolved = resolve_job_ids(client, text, /*whole_arrays=*/step == 0);
     if (!resolved.is_ok()) {
       code = std::max(code, fail(resolved.status()));
       continue;
@@ -364,8 +347,7 @@ int for_each_id(const std::vector<std::string>& ids, Call call) {
       request.set_id(id);
       if constexpr (kSteps) request.set_step(step);
       Response response;
-      grpc::ClientContext ctx;
-      Status s = from_grpc((stub.get()->*call)(&ctx, request, &response), socket);
+      Status s = client.call(method, request, &response);
       // An array's element that ended already is not an error of the array's cancel.
       if (!s.is_ok() && !(resolved->size() > 1 && s.code() == Code::kFailedPrecondition)) {
         code = std::max(code, fail(s));
@@ -378,9 +360,8 @@ int for_each_id(const std::vector<std::string>& ids, Call call) {
 // hpcq checkpoint / migrate: one job; the record on success.
 int cmd_checkpoint(const std::string& text, const std::string& then, const std::string& to,
                    bool json, bool elsewhere = false) {
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  auto id = resolve_job_id(*stub, socket, text);
+  Client client(socket_path());
+  auto id = resolve_job_id(client, text);
   if (!id.is_ok()) return fail(id.status());
   v1::CheckpointRequest request;
   request.set_id(*id);
@@ -394,8 +375,7 @@ int cmd_checkpoint(const std::string& text, const std::string& then, const std::
     }
   }
   v1::CheckpointRecord record;
-  grpc::ClientContext ctx;
-  Status s = from_grpc(stub->Checkpoint(&ctx, request, &record), socket);
+  Status s = client.call("Checkpoint", request, &record);
   if (!s.is_ok()) return fail(s);
   if (json) {
     std::cout << json_text(checkpoint_json(record)) << "\n";
@@ -414,16 +394,14 @@ int cmd_checkpoint(const std::string& text, const std::string& then, const std::
 // timeout); exit 0 only when it acknowledged.
 int cmd_resize(const std::string& text, int nodes, bool json) {
   if (nodes < 1) return fail(invalid_argument("--nodes: must be at least 1"));
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  auto id = resolve_job_id(*stub, socket, text);
+  Client client(socket_path());
+  auto id = resolve_job_id(client, text);
   if (!id.is_ok()) return fail(id.status());
   v1::ResizeRequest request;
   request.set_id(*id);
   request.set_nodes(nodes);
   v1::ResizeRecord record;
-  grpc::ClientContext ctx;
-  Status s = from_grpc(stub->Resize(&ctx, request, &record), socket);
+  Status s = client.call("Resize", request, &record);
   if (!s.is_ok()) return fail(s);
   if (json) {
     std::cout << json_text(resize_json(record)) << "\n";
@@ -436,18 +414,16 @@ int cmd_resize(const std::string& text, int nodes, bool json) {
 }
 
 int cmd_status(const std::vector<std::string>& ids, bool json) {
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
+  Client client(socket_path());
   nlohmann::json out = nlohmann::json::array();
   for (const auto& text : ids) {
-    auto resolved = resolve_job_ids(*stub, socket, text, /*whole_arrays=*/false);
+    auto resolved = resolve_job_ids(client, text, /*whole_arrays=*/false);
     if (!resolved.is_ok()) return fail(resolved.status());
     for (JobId id : *resolved) {
       v1::GetJobRequest request;
       request.set_id(id);
       v1::Job job;
-      grpc::ClientContext ctx;
-      Status s = from_grpc(stub->GetJob(&ctx, request, &job), socket);
+      Status s = client.call("GetJob", request, &job);
       if (!s.is_ok()) return fail(s);
       if (json) {
         out.push_back(job_json(job));
@@ -464,10 +440,9 @@ int cmd_status(const std::vector<std::string>& ids, bool json) {
 // queue and history: one ListJobs call, printed as a table or a JSON array.
 int list_jobs(const v1::ListJobsRequest& request, bool json,
               const std::function<std::string(const v1::ListJobsResponse&)>& table) {
-  const std::string socket = socket_path();
+  Client client(socket_path());
   v1::ListJobsResponse response;
-  grpc::ClientContext ctx;
-  Status s = from_grpc(connect(socket)->ListJobs(&ctx, request, &response), socket);
+  Status s = client.call("ListJobs", request, &response);
   if (!s.is_ok()) return fail(s);
   if (json) {
     nlohmann::json out = nlohmann::json::array();
@@ -486,10 +461,9 @@ int cmd_queue(bool all, bool json) {
 }
 
 int cmd_nodes(bool json) {
-  const std::string socket = socket_path();
+  Client client(socket_path());
   v1::ListNodesResponse response;
-  grpc::ClientContext ctx;
-  Status s = from_grpc(connect(socket)->ListNodes(&ctx, v1::ListNodesRequest(), &response), socket);
+  Status s = client.call("ListNodes", v1::ListNodesRequest(), &response);
   if (!s.is_ok()) return fail(s);
   if (json) {
     nlohmann::json out = nlohmann::json::array();
@@ -502,25 +476,22 @@ int cmd_nodes(bool json) {
 }
 
 int cmd_drain(const std::vector<std::string>& nodes, bool drain, const std::string& reason) {
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
+  Client client(socket_path());
   int code = 0;
   for (const auto& node : nodes) {
-    grpc::ClientContext ctx;
-    grpc::Status g;
+    Status s;
     if (drain) {
       v1::DrainRequest request;
       request.set_node(node);
       request.set_reason(reason);
       v1::DrainResponse response;
-      g = stub->Drain(&ctx, request, &response);
+      s = client.call("Drain", request, &response);
     } else {
       v1::ResumeRequest request;
       request.set_node(node);
       v1::ResumeResponse response;
-      g = stub->Resume(&ctx, request, &response);
+      s = client.call("Resume", request, &response);
     }
-    Status s = from_grpc(g, socket);
     if (!s.is_ok()) code = std::max(code, fail(s));
   }
   return code;
@@ -556,11 +527,9 @@ int cmd_reserve_create(const ReserveOptions& o, bool json) {
   const std::int64_t start_us = start->at(wall_clock_us());
   r.set_start_us(start_us);
   r.set_end_us(start_us + *duration * 1000000);
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  grpc::ClientContext ctx;
+  Client client(socket_path());
   v1::Reservation made;
-  Status s = from_grpc(stub->CreateReservation(&ctx, request, &made), socket);
+  Status s = client.call("CreateReservation", request, &made);
   if (!s.is_ok()) return fail(s);
   if (json) {
     std::cout << json_text(reservation_json(made)) << "\n";
@@ -571,23 +540,18 @@ int cmd_reserve_create(const ReserveOptions& o, bool json) {
 }
 
 int cmd_reserve_delete(const std::string& name) {
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  grpc::ClientContext ctx;
+  Client client(socket_path());
   v1::DeleteReservationRequest request;
   request.set_name(name);
   v1::DeleteReservationResponse response;
-  Status s = from_grpc(stub->DeleteReservation(&ctx, request, &response), socket);
+  Status s = client.call("DeleteReservation", request, &response);
   return s.is_ok() ? 0 : fail(s);
 }
 
 int cmd_reserve_list(bool json) {
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  grpc::ClientContext ctx;
+  Client client(socket_path());
   v1::ListReservationsResponse response;
-  Status s =
-      from_grpc(stub->ListReservations(&ctx, v1::ListReservationsRequest{}, &response), socket);
+  Status s = client.call("ListReservations", v1::ListReservationsRequest{}, &response);
   if (!s.is_ok()) return fail(s);
   if (json) {
     nlohmann::json out = nlohmann::json::array();
@@ -856,8 +820,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*cancel) {
-    return for_each_id<hpcq::v1::CancelRequest, hpcq::v1::CancelResponse>(
-        ids, &hpcq::v1::Hpcq::Stub::Cancel);
+    return for_each_id<hpcq::v1::CancelRequest, hpcq::v1::CancelResponse>(ids, "Cancel");
   }
   if (*status) return cmd_status(ids, json);
   if (*attach) {
@@ -866,8 +829,7 @@ int main(int argc, char** argv) {
   }
   if (*signal_cmd) return cmd_signal(signal_job, signal_name);
   if (*requeue) {
-    return for_each_id<hpcq::v1::RequeueRequest, hpcq::v1::RequeueResponse>(
-        ids, &hpcq::v1::Hpcq::Stub::Requeue);
+    return for_each_id<hpcq::v1::RequeueRequest, hpcq::v1::RequeueResponse>(ids, "Requeue");
   }
   if (*update) return cmd_update(update_job, update_time, update_begin, json);
   if (*stat) return cmd_stat(stat_job, json);
@@ -877,12 +839,10 @@ int main(int argc, char** argv) {
   if (*keygen) return cmd_keygen(key_path, force);
   if (*history) return cmd_history(history_filter, json);
   if (*hold) {
-    return for_each_id<hpcq::v1::HoldRequest, hpcq::v1::HoldResponse>(ids,
-                                                                      &hpcq::v1::Hpcq::Stub::Hold);
+    return for_each_id<hpcq::v1::HoldRequest, hpcq::v1::HoldResponse>(ids, "Hold");
   }
   if (*release) {
-    return for_each_id<hpcq::v1::ReleaseRequest, hpcq::v1::ReleaseResponse>(
-        ids, &hpcq::v1::Hpcq::Stub::Release);
+    return for_each_id<hpcq::v1::ReleaseRequest, hpcq::v1::ReleaseResponse>(ids, "Release");
   }
   if (*checkpoint) return cmd_checkpoint(checkpoint_job, then, checkpoint_to, json);
   // Without --to, a migration goes to other nodes that can take the job now.

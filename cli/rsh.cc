@@ -60,9 +60,7 @@ int run_rsh(const std::vector<std::string>& args) {
   options.step.overlap = true;  // beside the step (or script) that launches it
   options.step.whole = true;    // its ranks share all of the job's cores there
   block_interrupts();
-  const std::string socket = socket_path();
-  auto stub = connect(socket);
-  return run_step(*stub, socket, *job, options, /*quiet=*/true);
+  return run_step(Client(socket_path()), *job, options, /*quiet=*/true);
 }
 
 }  // namespace hpcq::cli

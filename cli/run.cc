@@ -63,7 +63,7 @@ class Labeller {
 void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
   const std::string what =
       "job " + std::to_string(id) + (step ? " step " + std::to_string(step) : "");
-  auto stub = connect(socket);
+  Client client(socket);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -81,8 +81,7 @@ void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
       request.set_signal(SIGINT);
       request.set_step(step);
       v1::SignalResponse response;
-      grpc::ClientContext ctx;
-      s = from_grpc(stub->Signal(&ctx, request, &response), socket);
+      s = client.call("Signal", request, &response);
       if (s.is_ok()) {
         std::fprintf(stderr, "hpcq: sent SIGINT to %s (Ctrl-C again within 1 s cancels it)\n",
                      what.c_str());
@@ -97,8 +96,7 @@ void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
     request.set_id(id);
     request.set_step(step);
     v1::CancelResponse response;
-    grpc::ClientContext ctx;
-    s = from_grpc(stub->Cancel(&ctx, request, &response), socket);
+    s = client.call("Cancel", request, &response);
     std::fprintf(stderr, "hpcq: %s\n",
                  s.is_ok() ? ("cancelling " + what).c_str() : s.message().c_str());
   }
@@ -108,14 +106,13 @@ void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
 // started on task 0's node (or hpcqd restarts), less often the longer it
 // waits; false once it cannot go (the job ended). The process ends with the
 // job, and this thread with it.
-bool send_input(v1::Hpcq::Stub& stub, const v1::InputRequest& request) {
+bool send_input(const Client& client, const v1::InputRequest& request) {
   auto pause = std::chrono::milliseconds(20);
   for (;;) {
     v1::InputResponse response;
-    grpc::ClientContext ctx;
-    const grpc::Status s = stub.SendInput(&ctx, request, &response);
-    if (s.ok()) return true;
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+    const Status s = client.call("SendInput", request, &response);
+    if (s.is_ok()) return true;
+    if (s.code() != Code::kUnavailable) return false;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(250));
   }
@@ -131,13 +128,13 @@ bool terminal_size(v1::InputRequest& request) {
 
 // Our standard input to task 0, then its end.
 void forward_input(const std::string& socket, JobId id, std::uint32_t step, bool pty) {
-  auto stub = connect(socket);
+  Client client(socket);
   v1::InputRequest request;
   request.set_id(id);
   request.set_step(step);
   // A terminal whose foreground we are not (hpcq run &) is not ours to read.
   const bool ours = !isatty(0) || tcgetpgrp(0) == getpgrp();
-  if (pty && ours && terminal_size(request) && !send_input(*stub, request)) return;
+  if (pty && ours && terminal_size(request) && !send_input(client, request)) return;
   request.clear_rows();
   request.clear_cols();
   char buf[16384];
@@ -146,13 +143,13 @@ void forward_input(const std::string& socket, JobId id, std::uint32_t step, bool
     if (n < 0 && errno == EINTR) continue;
     request.set_data(n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string());
     request.set_eof(n <= 0);
-    if (!send_input(*stub, request) || n <= 0) return;
+    if (!send_input(client, request) || n <= 0) return;
   }
 }
 
 // --pty: our terminal's new size (SIGWINCH) to task 0's.
 void follow_window(const std::string& socket, JobId id, std::uint32_t step) {
-  auto stub = connect(socket);
+  Client client(socket);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGWINCH);
@@ -162,7 +159,7 @@ void follow_window(const std::string& socket, JobId id, std::uint32_t step) {
     v1::InputRequest request;
     request.set_id(id);
     request.set_step(step);
-    if (terminal_size(request)) (void)send_input(*stub, request);
+    if (terminal_size(request)) (void)send_input(client, request);
   }
 }
 
@@ -197,8 +194,8 @@ void block_interrupts() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
-               const FollowOptions& options) {
+int follow_job(const Client& client, JobId id, const FollowOptions& options) {
+  const std::string& socket = client.socket();
   if (options.interrupts) std::thread(take_interrupts, socket, id, options.step).detach();
   if (options.input) std::thread(forward_input, socket, id, options.step, options.pty).detach();
   if (options.pty) std::thread(follow_window, socket, id, options.step).detach();
@@ -215,10 +212,9 @@ int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
   bool lost = false;
   std::chrono::steady_clock::time_point lost_at{};
   for (;;) {
-    grpc::ClientContext ctx;
-    auto reader = stub.WatchOutput(&ctx, request);
+    Stream reader(client, "WatchOutput", request);
     v1::OutputChunk chunk;
-    while (reader->Read(&chunk)) {
+    while (reader.read(&chunk)) {
       lost = false;
       if (chunk.dropped_bytes() > 0) {
         std::fprintf(stderr, "hpcq: %llu bytes of job %llu's output are no longer held by hpcqd\n",
@@ -233,7 +229,7 @@ int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
         write_all(fd, chunk.data());
       }
     }
-    Status s = from_grpc(reader->Finish(), socket);
+    Status s = reader.finish();
     if (s.is_ok()) {
       raw.reset();  // before anything more is printed
       break;
@@ -255,8 +251,7 @@ int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
   v1::GetJobRequest get;
   get.set_id(id);
   v1::Job job;
-  grpc::ClientContext get_ctx;
-  Status s = from_grpc(stub.GetJob(&get_ctx, get, &job), socket);
+  Status s = client.call("GetJob", get, &job);
   if (!s.is_ok()) {
     std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
     return exit_code_of(s);
@@ -283,8 +278,7 @@ int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
   return exit_code > 0 ? exit_code : 1;
 }
 
-int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
-             const job::SubmitOptions& options, bool quiet) {
+int run_step(const Client& client, JobId job, const job::SubmitOptions& options, bool quiet) {
   v1::LaunchStepRequest request;
   request.set_id(job);
   v1::StepSpec& spec = *request.mutable_spec();
@@ -301,8 +295,7 @@ int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
   spec.set_whole(options.step.whole);
   spec.set_immediate(options.immediate);
   v1::Step step;
-  grpc::ClientContext ctx;
-  Status s = from_grpc(stub.LaunchStep(&ctx, request, &step), socket);
+  Status s = client.call("LaunchStep", request, &step);
   if (!s.is_ok()) {
     std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
     return exit_code_of(s);
@@ -317,23 +310,21 @@ int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
   follow.interrupts = true;
   follow.input = true;
   follow.pty = options.pty;
-  return follow_job(stub, socket, job, follow);
+  return follow_job(client, job, follow);
 }
 
 namespace {
 
 // Blocks until job `id` leaves PENDING; its state then (a terminal one if it
 // never started).
-Result<v1::JobState> wait_until_started(v1::Hpcq::Stub& stub, const std::string& socket, JobId id) {
-  grpc::ClientContext ctx;
+Result<v1::JobState> wait_until_started(const Client& client, JobId id) {
   v1::WatchJobsRequest watch;
   watch.set_id(id);
-  auto reader = stub.WatchJobs(&ctx, watch);
+  Stream reader(client, "WatchJobs", watch);
   v1::JobEvent event;
   v1::JobState state = v1::PENDING;
-  while (state == v1::PENDING && reader->Read(&event)) state = event.state();
-  ctx.TryCancel();
-  Status finished = from_grpc(reader->Finish(), socket);
+  while (state == v1::PENDING && reader.read(&event)) state = event.state();
+  Status finished = reader.finish();
   if (state == v1::PENDING) {
     return finished.is_ok() ? unavailable("job " + std::to_string(id) + " is gone") : finished;
   }
@@ -363,7 +354,7 @@ std::vector<std::string> alloc_environment(const v1::Job& job) {
 
 }  // namespace
 
-int alloc_job(v1::Hpcq::Stub& stub, const std::string& socket, const job::SubmitOptions& options) {
+int alloc_job(const Client& client, const job::SubmitOptions& options) {
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
     return exit_code_of(s);
@@ -371,21 +362,19 @@ int alloc_job(v1::Hpcq::Stub& stub, const std::string& socket, const job::Submit
   v1::SubmitRequest request;
   *request.mutable_spec() = api::to_proto(options.spec);
   v1::SubmitResponse response;
-  grpc::ClientContext submit_ctx;
-  Status s = from_grpc(stub.Submit(&submit_ctx, request, &response), socket);
+  Status s = client.call("Submit", request, &response);
   if (!s.is_ok()) return fail(s);
   const JobId id = response.id();
   std::fprintf(stderr, "hpcq: job %llu waits for its allocation\n",
                static_cast<unsigned long long>(id));
   // Ctrl-C while waiting gives the allocation up.
   signal(SIGINT, SIG_DFL);
-  auto started = wait_until_started(stub, socket, id);
+  auto started = wait_until_started(client, id);
   if (!started.is_ok()) return fail(started.status());
   v1::GetJobRequest get;
   get.set_id(id);
   v1::Job job;
-  grpc::ClientContext get_ctx;
-  s = from_grpc(stub.GetJob(&get_ctx, get, &job), socket);
+  s = client.call("GetJob", get, &job);
   if (!s.is_ok()) return fail(s);
   if (*started != v1::RUNNING) {
     std::fprintf(stderr, "hpcq: job %llu %s%s%s\n", static_cast<unsigned long long>(id),
@@ -422,13 +411,12 @@ int alloc_job(v1::Hpcq::Stub& stub, const std::string& socket, const job::Submit
   }
   if (child < 0) return fail(internal_error(std::string("fork: ") + std::strerror(errno)));
   // The job's end (time limit, cancel) hangs the command up.
-  std::thread([&stub, socket, id, child] {
-    grpc::ClientContext ctx;
+  std::thread([client, id, child] {
     v1::WatchJobsRequest watch;
     watch.set_id(id);
-    auto reader = stub.WatchJobs(&ctx, watch);
+    Stream reader(client, "WatchJobs", watch);
     v1::JobEvent event;
-    while (reader->Read(&event)) {
+    while (reader.read(&event)) {
       if (event.state() < v1::COMPLETED) continue;
       if (kill(child, 0) == 0) {
         std::fprintf(stderr, "\nhpcq: job %llu ended (%s%s%s)\n",
@@ -448,8 +436,7 @@ int alloc_job(v1::Hpcq::Stub& stub, const std::string& socket, const job::Submit
   release.set_id(id);
   release.set_signal(SIGTERM);
   v1::SignalResponse released;
-  grpc::ClientContext release_ctx;
-  (void)stub.Signal(&release_ctx, release, &released);
+  (void)client.call("Signal", release, &released);
   std::fprintf(stderr, "hpcq: job %llu: allocation released\n",
                static_cast<unsigned long long>(id));
   return code;

@@ -4,14 +4,14 @@
 
 #include <string>
 
+#include "cli/client.h"
 #include "lib/core/ids.h"
 #include "lib/job/submit_options.h"
-#include "proto/hpcq.grpc.pb.h"
 
 namespace hpcq::cli {
 
 // Blocks SIGINT and SIGWINCH in this thread and the threads it starts from
-// now on (call it before the first gRPC channel exists): follow_job takes
+// now on (call it before any thread exists): follow_job takes
 // them with sigwait.
 void block_interrupts();
 
@@ -34,21 +34,20 @@ struct FollowOptions {
 // all of it has come. Returns hpcq run's exit status: 0 when the job
 // COMPLETED, else its exit code (the highest task code, 128+N for a signal),
 // at least 1, with a line on stderr saying how it ended.
-int follow_job(v1::Hpcq::Stub& stub, const std::string& socket, JobId id,
-               const FollowOptions& options);
+int follow_job(const Client& client, JobId id, const FollowOptions& options);
 
 // hpcq alloc: submits the allocation job (options.spec), waits until it
 // runs, then runs its command here, where the caller is (interactive on
 // their terminal), with the job's environment; `hpcq run` inside makes steps
 // of it. The command's end ends the job (COMPLETED); the job's end (time
 // limit, cancel) hangs the command up. Returns the command's exit status.
-int alloc_job(v1::Hpcq::Stub& stub, const std::string& socket, const job::SubmitOptions& options);
+int alloc_job(const Client& client, const job::SubmitOptions& options);
 
 // hpcq run inside an allocation (HPCQ_JOB_ID = `job`): launches the step,
 // then follows it as follow_job does. Needs block_interrupts() first.
 // `quiet`: no line about a step that waits for cores (hpcq-rsh's callers
 // read stderr as the remote command's).
-int run_step(v1::Hpcq::Stub& stub, const std::string& socket, JobId job,
-             const job::SubmitOptions& options, bool quiet = false);
+int run_step(const Client& client, JobId job, const job::SubmitOptions& options,
+             bool quiet = false);
 
 }  // namespace hpcq::cli

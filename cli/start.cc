@@ -283,7 +283,7 @@ int run_start(const StartOptions& options) {
   };
 
   // Wait until the daemon answers and every node is up.
-  auto stub = connect(socket);
+  Client client(socket);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.wait_s);
   int up = 0;
   while (true) {
@@ -293,10 +293,8 @@ int run_start(const StartOptions& options) {
       leader = -1;
       return teardown(1);
     }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     v1::ListNodesResponse nodes;
-    if (connect(socket)->ListNodes(&ctx, v1::ListNodesRequest(), &nodes).ok()) {
+    if (client.call("ListNodes", v1::ListNodesRequest(), &nodes, /*timeout_ms=*/2000).is_ok()) {
       up = 0;
       for (const auto& n : nodes.nodes()) up += n.state() == "up";
       if (up == options.agents) break;

@@ -1,24 +1,23 @@
-// The gRPC face of hpcqd (proto/hpcq.proto service Hpcq), on the local unix
-// socket and, for portals, on TCP + TLS. Every call identifies its caller
+// The gRPC face of hpcqd's API (daemon/api.h), on the local unix socket and,
+// for portals, on TCP + TLS. Every call identifies its caller
 // (Authenticator: the connection's credentials, or a portal's token and the
-// user it acts for), turns the request into a Leader call and the Leader's
-// Status into a gRPC status with the same one-line message.
+// user it acts for), hands the request to Api and turns its Status into a
+// gRPC status with the same one-line message.
 //
-// Threads: gRPC's sync-server threads; the Leader does the rest on its loop.
+// Threads: gRPC's sync-server threads.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include "daemon/api.h"
 #include "daemon/authenticator.h"
-#include "daemon/leader.h"
 #include "proto/hpcq.grpc.pb.h"
 
 namespace hpcq::daemon {
 
 class ApiService final : public v1::Hpcq::Service {
  public:
-  ApiService(Leader& leader, Authenticator& authenticator)
-      : leader_(leader), authenticator_(authenticator) {}
+  ApiService(Api& api, Authenticator& authenticator) : api_(api), authenticator_(authenticator) {}
 
   grpc::Status Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
                       v1::SubmitResponse* response) override;
@@ -70,8 +69,15 @@ class ApiService final : public v1::Hpcq::Service {
 
  private:
   Result<Caller> authenticate(const grpc::ServerContext* context);
+  template <class Request, class Response>
+  grpc::Status unary(grpc::ServerContext* context, const Request* request, Response* response,
+                     Status (Api::*call)(const Caller&, const Request&, Response*));
+  template <class Request, class Message>
+  grpc::Status stream(grpc::ServerContext* context, const Request* request,
+                      grpc::ServerWriter<Message>* writer,
+                      Status (Api::*call)(const Caller&, const Request&, Sink<Message>&));
 
-  Leader& leader_;
+  Api& api_;
   Authenticator& authenticator_;
 };
 

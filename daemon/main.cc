@@ -22,7 +22,9 @@
 #include "daemon/api_service.h"
 #include "daemon/authenticator.h"
 #include "daemon/leader.h"
+#include "daemon/local_api.h"
 #include "daemon/peer_credentials.h"
+#include "daemon/unix_acceptor.h"
 #include "lib/core/config.h"
 
 namespace {
@@ -129,12 +131,14 @@ int run(const std::string& config_path, const std::string& socket_override) {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   });
-  hpcq::daemon::ApiService service(**leader, authenticator);
+  hpcq::daemon::Api api(**leader);
+  hpcq::daemon::ApiService service(api, authenticator);
+  hpcq::daemon::LocalApi local(api, authenticator, config->api_max_message_bytes);
   int failed = 0;
   std::unique_ptr<grpc::Server> server = build_server(*config, service, &failed);
   if (!server) return failed;
   hpcq::daemon::UnixAcceptor acceptor;
-  hpcq::Status listening = acceptor.start(config->socket, server.get(), &credentials);
+  hpcq::Status listening = acceptor.start(config->socket, server.get(), &local, &credentials);
   if (!listening.is_ok()) {
     std::fprintf(stderr, "hpcqd: %s\n", listening.message().c_str());
     return 1;
@@ -155,6 +159,7 @@ int run(const std::string& config_path, const std::string& socket_override) {
 
   // Stop taking calls first, then the loop's users, in reverse of start-up.
   acceptor.stop();
+  local.stop();
   (*leader)->events().close();
   (*leader)->output().shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -1,28 +1,21 @@
 // Who is on the other end of each local API connection (SO_PEERCRED).
 //
 // gRPC offers no access to a unix socket's peer credentials, so hpcqd accepts
-// connections itself: UnixAcceptor accepts on the socket, reads SO_PEERCRED,
-// records it against the connection's fd, and hands the fd to gRPC
-// (AddInsecureChannelFromFd), whose per-call peer string is then "fd:N".
-// A caller's uid therefore comes from the kernel, never from the request.
+// connections itself (UnixAcceptor) and records each one's SO_PEERCRED here
+// against its fd; a call's peer string is then "fd:N". A caller's uid
+// therefore comes from the kernel, never from the request.
 //
-// Thread-safe: the acceptor thread records, gRPC threads look up.
+// Thread-safe: the acceptor thread records, gRPC and LocalApi threads look up.
 #pragma once
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "lib/core/status.h"
-
-namespace grpc {
-class Server;
-}
 
 namespace hpcq::daemon {
 
@@ -45,29 +38,6 @@ class PeerCredentials {
  private:
   mutable std::mutex mutex_;
   std::map<int, Caller> by_fd_;  // guarded by mutex_
-};
-
-class UnixAcceptor {
- public:
-  UnixAcceptor() = default;
-  ~UnixAcceptor();
-  UnixAcceptor(const UnixAcceptor&) = delete;
-  UnixAcceptor& operator=(const UnixAcceptor&) = delete;
-
-  // Binds `path` (replacing a stale socket; mode 0666: every local user may
-  // connect, authorisation is per call) and accepts until stop().
-  Status start(const std::string& path, grpc::Server* server, PeerCredentials* credentials);
-  void stop();
-
- private:
-  void accept_loop();
-
-  std::string path_;
-  int listen_fd_ = -1;
-  int stop_fd_ = -1;
-  grpc::Server* server_ = nullptr;
-  PeerCredentials* credentials_ = nullptr;
-  std::thread thread_;
 };
 
 }  // namespace hpcq::daemon

@@ -14,6 +14,7 @@ const char* code_name(Code code) {
     case Code::kResourceExhausted: return "resource exhausted";
     case Code::kUnauthenticated: return "unauthenticated";
     case Code::kInternal: return "internal error";
+    case Code::kOutOfRange: return "out of range";
   }
   return "unknown";
 }

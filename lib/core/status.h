@@ -23,6 +23,7 @@ enum class Code {
   kResourceExhausted,   // a limit was hit (request rate, message size); retry later
   kUnauthenticated,     // who is calling is not known (missing or wrong token)
   kInternal,            // a bug or an unexpected system error
+  kOutOfRange,          // a position past what is kept (a watcher that fell behind)
 };
 
 const char* code_name(Code code);

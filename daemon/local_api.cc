@@ -1,0 +1,189 @@
+#include "daemon/local_api.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "lib/api/local_wire.h"
+
+namespace hpcq::daemon {
+
+namespace wire = api::local_wire;
+
+namespace {
+
+// How long a client may take to send its call once connected.
+constexpr int kCallTimeoutMs = 10'000;
+
+void reply(int fd, const Status& status, std::string payload, bool last) {
+  // A reader that has gone is the end of the call either way.
+  (void)wire::write_frame(fd,
+                          wire::make_reply(status, std::move(payload), last).SerializeAsString());
+}
+
+// A stream's messages as Replies on fd.
+template <class Message>
+class ReplySink final : public Sink<Message> {
+ public:
+  ReplySink(int fd, std::function<bool()> stopping) : fd_(fd), stopping_(std::move(stopping)) {}
+  bool write(const Message& message) override {
+    return wire::write_frame(fd_, wire::make_reply(Status::ok(), message.SerializeAsString(),
+                                                   /*last=*/false)
+                                      .SerializeAsString())
+        .is_ok();
+  }
+  // The client cancels by closing; it sends nothing after its call.
+  bool cancelled() override {
+    pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+    return stopping_() || (::poll(&p, 1, 0) > 0 && p.revents != 0);
+  }
+
+ private:
+  int fd_;
+  std::function<bool()> stopping_;
+};
+
+}  // namespace
+
+LocalApi::LocalApi(Api& api, Authenticator& authenticator, std::size_t max_request_bytes)
+    : api_(api), authenticator_(authenticator), max_request_bytes_(max_request_bytes) {
+  add("Submit", &Api::submit);
+  add("Cancel", &Api::cancel);
+  add("GetJob", &Api::get_job);
+  add("ListJobs", &Api::list_jobs);
+  add("ListNodes", &Api::list_nodes);
+  add("Hold", &Api::hold);
+  add("Release", &Api::release);
+  add("Checkpoint", &Api::checkpoint);
+  add("Resize", &Api::resize);
+  add("Drain", &Api::drain);
+  add("Resume", &Api::resume);
+  add("CreateReservation", &Api::create_reservation);
+  add("DeleteReservation", &Api::delete_reservation);
+  add("ListReservations", &Api::list_reservations);
+  add("Signal", &Api::signal);
+  add("Requeue", &Api::requeue);
+  add("Update", &Api::update);
+  add("Stat", &Api::stat);
+  add("SendInput", &Api::send_input);
+  add("LaunchStep", &Api::launch_step);
+  add("WatchJobs", &Api::watch_jobs);
+  add("WatchOutput", &Api::watch_output);
+}
+
+LocalApi::~LocalApi() { stop(); }
+
+template <class Request, class Response>
+void LocalApi::add(const char* method,
+                   Status (Api::*call)(const Caller&, const Request&, Response*)) {
+  handlers_[method] = [this, call, method](const Caller& caller, const std::string& bytes, int fd) {
+    Request request;
+    if (!request.ParseFromString(bytes)) {
+      return reply(fd, invalid_argument(std::string(method) + ": the request is malformed"), "",
+                   true);
+    }
+    Response response;
+    Status status = (api_.*call)(caller, request, &response);
+    reply(fd, status, status.is_ok() ? response.SerializeAsString() : "", true);
+  };
+}
+
+template <class Request, class Message>
+void LocalApi::add(const char* method,
+                   Status (Api::*call)(const Caller&, const Request&, Sink<Message>&)) {
+  handlers_[method] = [this, call, method](const Caller& caller, const std::string& bytes, int fd) {
+    Request request;
+    if (!request.ParseFromString(bytes)) {
+      return reply(fd, invalid_argument(std::string(method) + ": the request is malformed"), "",
+                   true);
+    }
+    ReplySink<Message> sink(fd, [this] { return stopping(); });
+    reply(fd, (api_.*call)(caller, request, sink), "", true);
+  };
+}
+
+bool LocalApi::stopping() const {
+  std::lock_guard lock(mutex_);
+  return stopping_;
+}
+
+void LocalApi::serve(int fd) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ || open_.size() >= static_cast<std::size_t>(kMaxCalls)) {
+      reply(fd,
+            stopping_ ? unavailable("hpcqd is shutting down")
+                      : Status(Code::kResourceExhausted, "hpcqd has " + std::to_string(kMaxCalls) +
+                                                             " local calls in flight; try again"),
+            "", true);
+      ::close(fd);
+      return;
+    }
+    open_.insert(fd);
+  }
+  std::thread([this, fd] {
+    run(fd);
+    std::lock_guard lock(mutex_);
+    open_.erase(fd);
+    ::close(fd);
+    idle_.notify_all();
+  }).detach();
+}
+
+void LocalApi::run(int fd) {
+  auto magic = wire::read_exactly(fd, wire::kMagic.size(), kCallTimeoutMs);
+  if (!magic.is_ok() || *magic != wire::kMagic) return;
+  auto header = wire::read_exactly(fd, wire::kHeaderBytes, kCallTimeoutMs);
+  if (!header.is_ok()) return;
+  const std::size_t size = wire::frame_size(*header);
+  if (size > max_request_bytes_) {
+    reply(fd,
+          invalid_argument("the request is " + std::to_string(size) +
+                           " bytes, over hpcqd's limit of " + std::to_string(max_request_bytes_) +
+                           " ([api] max_message_bytes in hpcq.toml)"),
+          "", true);
+    // Read what the client still sends (bounded by the header's size), so
+    // that closing with unread bytes does not reset the reply away.
+    ::shutdown(fd, SHUT_WR);
+    char sink[1 << 16];
+    for (std::size_t left = size; left > 0;) {
+      auto got = wire::read_exactly(fd, std::min(left, sizeof sink), kCallTimeoutMs);
+      if (!got.is_ok()) break;
+      left -= got->size();
+    }
+    return;
+  }
+  auto frame = wire::read_exactly(fd, size, kCallTimeoutMs);
+  if (!frame.is_ok()) return;
+  auto call = wire::parse_call(*frame);
+  if (!call.is_ok()) return reply(fd, call.status(), "", true);
+  auto handler = handlers_.find(call->method());
+  if (handler == handlers_.end()) {
+    return reply(fd, Status(Code::kInvalidArgument, "unknown method '" + call->method() + "'"), "",
+                 true);
+  }
+  auto caller = authenticator_.authenticate("fd:" + std::to_string(fd), std::nullopt, std::nullopt);
+  if (!caller.is_ok()) return reply(fd, caller.status(), "", true);
+  try {
+    handler->second(*caller, call->request(), fd);
+  } catch (const std::exception&) {
+    // A Leader call whose promise broke: the loop stopped under it.
+    reply(fd, unavailable("hpcqd is shutting down"), "", true);
+  }
+}
+
+void LocalApi::stop() {
+  std::unique_lock lock(mutex_);
+  if (stopping_) return;
+  stopping_ = true;
+  for (int fd : open_) ::shutdown(fd, SHUT_RDWR);
+  if (!idle_.wait_for(lock, std::chrono::seconds(3), [this] { return open_.empty(); })) {
+    spdlog::warn("api: {} local call(s) still in flight at shutdown", open_.size());
+  }
+}
+
+}  // namespace hpcq::daemon
