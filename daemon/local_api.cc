@@ -135,12 +135,10 @@ void LocalApi::serve(int fd) {
 }
 
 void LocalApi::run(int fd) {
-  auto magic = wire::read_exactly(fd, wire::kMagic.size(), kCallTimeoutMs);
-  if (!magic.is_ok() || *magic != wire::kMagic) return;
-  auto header = wire::read_exactly(fd, wire::kHeaderBytes, kCallTimeoutMs);
-  if (!header.is_ok()) return;
-  const std::size_t size = wire::frame_size(*header);
-  if (size > max_request_bytes_) {
+  std::size_t size = 0;
+  auto call = wire::read_call(fd, max_request_bytes_, kCallTimeoutMs, &size);
+  if (call.status().code() == Code::kUnavailable) return;  // gone, silent or not ours
+  if (call.status().code() == Code::kResourceExhausted) {
     reply(fd,
           invalid_argument("the request is " + std::to_string(size) +
                            " bytes, over hpcqd's limit of " + std::to_string(max_request_bytes_) +
@@ -149,17 +147,13 @@ void LocalApi::run(int fd) {
     // Read what the client still sends (bounded by the header's size), so
     // that closing with unread bytes does not reset the reply away.
     ::shutdown(fd, SHUT_WR);
-    char sink[1 << 16];
     for (std::size_t left = size; left > 0;) {
-      auto got = wire::read_exactly(fd, std::min(left, sizeof sink), kCallTimeoutMs);
+      auto got = wire::read_exactly(fd, std::min<std::size_t>(left, 1 << 16), kCallTimeoutMs);
       if (!got.is_ok()) break;
       left -= got->size();
     }
     return;
   }
-  auto frame = wire::read_exactly(fd, size, kCallTimeoutMs);
-  if (!frame.is_ok()) return;
-  auto call = wire::parse_call(*frame);
   if (!call.is_ok()) return reply(fd, call.status(), "", true);
   auto handler = handlers_.find(call->method());
   if (handler == handlers_.end()) {

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -93,15 +94,16 @@ Status write_frame(int fd, std::string_view bytes) {
 }
 
 Result<std::string> read_exactly(int fd, std::size_t n, int timeout_ms) {
-  std::string out(n, '\0');
-  std::size_t got = 0;
-  while (got < n) {
+  // Grown as bytes come, not sized by what the peer announced.
+  std::string out;
+  char buffer[1 << 16];
+  while (out.size() < n) {
     // Waits first when bounded: on a blocking socket recv() would not return.
     if (timeout_ms >= 0 && !wait_for(fd, POLLIN, timeout_ms))
       return unavailable("no answer in time");
-    ssize_t r = ::recv(fd, out.data() + got, n - got, 0);
+    ssize_t r = ::recv(fd, buffer, std::min(sizeof buffer, n - out.size()), 0);
     if (r > 0) {
-      got += static_cast<std::size_t>(r);
+      out.append(buffer, static_cast<std::size_t>(r));
       continue;
     }
     if (r == 0) return unavailable("the connection closed");
@@ -124,6 +126,24 @@ Result<std::string> read_frame(int fd, std::size_t max_bytes, int timeout_ms) {
                   std::to_string(size) + " bytes, over the limit of " + std::to_string(max_bytes));
   }
   return read_exactly(fd, size, timeout_ms);
+}
+
+Result<local::Call> read_call(int fd, std::size_t max_bytes, int timeout_ms,
+                              std::size_t* announced) {
+  auto magic = read_exactly(fd, kMagic.size(), timeout_ms);
+  if (!magic.is_ok()) return magic.status();
+  if (*magic != kMagic) return unavailable("not the local wire");
+  auto header = read_exactly(fd, kHeaderBytes, timeout_ms);
+  if (!header.is_ok()) return header.status();
+  *announced = frame_size(*header);
+  if (*announced > max_bytes) {
+    return Status(
+        Code::kResourceExhausted,
+        std::to_string(*announced) + " bytes, over the limit of " + std::to_string(max_bytes));
+  }
+  auto frame = read_exactly(fd, *announced, timeout_ms);
+  if (!frame.is_ok()) return frame.status();
+  return parse_call(*frame);
 }
 
 }  // namespace hpcq::api::local_wire

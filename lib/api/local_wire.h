@@ -50,4 +50,12 @@ Result<std::string> read_exactly(int fd, std::size_t n, int timeout_ms);
 // read_exactly.
 Result<std::string> read_frame(int fd, std::size_t max_bytes, int timeout_ms);
 
+// What a client sends: kMagic, then a frame holding a Call. kUnavailable when
+// the connection ends or stalls (timeout_ms) before it is whole or does not
+// start with kMagic: nothing to answer. kResourceExhausted as read_frame,
+// with the size the frame announced in `announced`. kInvalidArgument when
+// the frame is not a Call.
+Result<local::Call> read_call(int fd, std::size_t max_bytes, int timeout_ms,
+                              std::size_t* announced);
+
 }  // namespace hpcq::api::local_wire
