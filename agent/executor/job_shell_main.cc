@@ -25,7 +25,8 @@
 // waits and sends what comes, framed, on fd 4 (kOutputFd) to the executor.
 // A launch with a PMI world (--mpi pmi1) gives each task a PMI socket
 // (PMI_FD) that the shell serves (pmi.h); with --mpi pmix the shell hosts an
-// OpenPMIx server for them instead (pmix_world.h). A world across nodes
+// OpenPMIx server for them instead (pmix_world.h): this file built as
+// hpcq-job-shell-pmix, which the plain shell becomes for such a launch. A world across nodes
 // fences over fd 4 too. Once a task of the world fails, aborts or leaves without
 // finalizing, the shell kills the namespace's other processes and says which
 // task it was (shell_io.h has the descriptors; this file the processes).
@@ -70,7 +71,9 @@
 #include "agent/executor/posix.h"
 #include "agent/executor/shell_io.h"
 #ifndef HPCQ_CONTAINER_SHELL
+#ifdef HPCQ_JOB_SHELL_PMIX
 #include "agent/executor/pmix_world.h"
+#endif
 #endif
 #include "lib/job/job_env.h"
 
@@ -360,6 +363,27 @@ bool write_results(const JobFiles& files, const ShellResults& results) {
 
 #ifndef HPCQ_CONTAINER_SHELL
 constexpr char kOwnProcFlag[] = "--own-proc";
+// The shell with a PMIx server, next to this one (meson.build says why two).
+constexpr char kPmixShell[] = "hpcq-job-shell-pmix";
+
+// The shell to exec into: this one, or the PMIx one when the launch asks for
+// PMIx and it is there (else this one, which says why it cannot serve it).
+void choose_shell(char* exe, std::size_t size, const JobFiles& files) {
+#ifndef HPCQ_JOB_SHELL_PMIX
+  std::ifstream in(files.launch);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto launch = decode_launch(text.str());
+  if (!launch.is_ok() || launch->pmi.api != "pmix") return;
+  std::string pmix = exe;
+  pmix = pmix.substr(0, pmix.rfind('/') + 1) + kPmixShell;
+  if (pmix.size() < size && access(pmix.c_str(), X_OK) == 0) {
+    memcpy(exe, pmix.c_str(), pmix.size() + 1);
+  }
+#else
+  (void)exe, (void)size, (void)files;
+#endif
+}
 
 // The job's own /proc: a mount namespace (a private copy of the node's
 // mounts) with a proc of the job's PID namespace over /proc, so that ps,
@@ -400,6 +424,7 @@ void enter_own_proc(char* argv0, const std::string& dir) {
   }
   close(in);
   close(log);
+  choose_shell(exe, sizeof exe, files);
   std::string dir_arg = dir, flag = kOwnProcFlag;
   char* args[] = {argv0, dir_arg.data(), flag.data(), nullptr};
   execv(exe, args);
@@ -477,10 +502,13 @@ int run(const std::string& dir) {
       }
     }
     if (l.pmi.api == "pmix") {
-#ifndef HPCQ_CONTAINER_SHELL
+#if defined(HPCQ_JOB_SHELL_PMIX)
       pmi = start_pmix_world(l, files, pmi_error);
-#else
+#elif defined(HPCQ_CONTAINER_SHELL)
       pmi_error = "PMIx is not served inside a container";
+#else
+      pmi_error = "this job shell has no PMIx server (" + std::string(kPmixShell) +
+                  " has; it is not next to this one)";
 #endif
     } else {
       pmi = std::make_unique<PmiClients>(l, files);

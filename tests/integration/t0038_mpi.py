@@ -115,15 +115,30 @@ def test_mpi_abort_ends_the_job_with_its_code():
             f"reason {s['reason']}")
 
 
-def check_refused_checkpoint_and_cancel(d, why, *args):
-    """Runs `args` as 4 tasks on 2 nodes that sleep after MPI_Init: a
-    checkpoint is refused naming `why` and the job runs on; a cancel then
-    ends every rank on every node."""
+def shells_of(job):
+    """The job shells' program names among the job's processes."""
+    names = set()
+    for pid in t.job_pids(job):
+        try:
+            name = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        except OSError:
+            continue  # gone meanwhile
+        if name.startswith("hpcq-job-shell"):
+            names.add(name)
+    return names
+
+
+def check_refused_checkpoint_and_cancel(d, why, shell, *args):
+    """Runs `args` as 4 tasks on 2 nodes that sleep after MPI_Init, under job
+    shells that are all `shell`: a checkpoint is refused naming `why` and the
+    job runs on; a cancel then ends every rank on every node."""
     job = t.submit("-N", "2", "-n", "4", "-o", "out-%j", *args, "sleep", "300", cwd=d)
     out = os.path.join(d, f"out-{job}")
     t.wait_until("every rank past MPI_Init", lambda: os.path.exists(out) and "world 4" in open(out).read(),
                  timeout=60)
     t.check(len(t.job_pids(job)) >= 4, "the ranks are not in the job's cgroups")
+    # Only a PMIx job's shells load libpmix (agent/executor/meson.build).
+    t.check(shells_of(job) == {shell}, f"the job's shells are {shells_of(job)}, not {shell}")
     p = t.hpcq("checkpoint", str(job), rc=1)
     t.check(why in p.stderr and "the job runs on" in p.stderr, p.stderr)
     t.check(t.status(job)["state"] == "RUNNING", "the job stopped")
@@ -137,7 +152,7 @@ def test_cancel_ends_every_rank_on_every_node_and_a_checkpoint_is_refused():
     d, program = mpich_program()
     # Its ranks have fenced across nodes: its shells hold a socket to their
     # agents, which CRIU cannot take along.
-    check_refused_checkpoint_and_cancel(d, "MPI world across nodes", "--", program)
+    check_refused_checkpoint_and_cancel(d, "MPI world across nodes", "hpcq-job-shell", "--", program)
 
 
 def test_a_world_waiting_in_a_fence_outlives_a_leader_restart():
@@ -222,8 +237,8 @@ def test_open_mpi_failures_end_the_world_naming_the_rank():
 
 def test_an_open_mpi_world_is_cancelled_everywhere_and_not_checkpointed():
     d, app = program("openmpi")
-    check_refused_checkpoint_and_cancel(d, "hosts a PMIx server", "--mpi", "pmix", "--",
-                                        *open_mpi_on_emulated_nodes(app))
+    check_refused_checkpoint_and_cancel(d, "hosts a PMIx server", "hpcq-job-shell-pmix", "--mpi",
+                                        "pmix", "--", *open_mpi_on_emulated_nodes(app))
 
 
 def test_mpich_mpiexec_starts_its_proxies_through_hpcq_rsh():
