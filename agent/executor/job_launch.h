@@ -112,7 +112,19 @@ struct JobLaunch {
   bool has_channel() const { return forward_output; }
   // Whether the shell may open the channel later (its PMI world spans nodes).
   bool channel_on_demand() const { return !has_channel() && !pmi.kvsname.empty() && pmi.nodes > 1; }
+  // Whether the shell hosts an OpenPMIx server for the tasks (--mpi pmix).
+  bool pmix_server() const {
+    return image.empty() && !pmi.kvsname.empty() && pmi.api == "pmix" && !tasks.empty();
+  }
 };
+
+// The job shell's second argument (after the job directory) when the
+// executor has already put it in the job's own /proc (a mount namespace with
+// a proc of the job's PID namespace; process_executor_launch.cc).
+constexpr char kOwnProcFlag[] = "--own-proc";
+// Appended to the job shell's path: its build with an OpenPMIx server, for
+// --mpi pmix launches only (agent/executor/meson.build says why two).
+constexpr char kPmixShellSuffix[] = "-pmix";
 
 // The job shell's channel to the executor (a SOCK_SEQPACKET socket) when the
 // job forwards its output or serves PMI (JobLaunch::has_channel): one frame

@@ -10,8 +10,8 @@
 //
 // Started by the process executor (process_executor.h) as root, already in
 // the job's cgroups, with stdin /dev/null, stdout/stderr JOB_DIR/shell.log and
-// fd 3 the "tasks started" pipe. Gives the job a mount namespace with its own
-// /proc (enter_own_proc). Reads JOB_DIR/launch.json, becomes a session
+// fd 3 the "tasks started" pipe, in a mount namespace with the job's own
+// /proc (the executor's exec_shell). Reads JOB_DIR/launch.json, becomes a session
 // leader (CRIU needs one at the root of the tree), forks one process per task
 // (CPU affinity, the user's identity, stdio files, cwd, environment, exec),
 // writes a byte to fd 3, then reaps every process of the namespace (it is
@@ -26,8 +26,8 @@
 // A launch with a PMI world (--mpi pmi1) gives each task a PMI socket
 // (PMI_FD) that the shell serves (pmi.h); with --mpi pmix the shell hosts an
 // OpenPMIx server for them instead (pmix_world.h): this file built as
-// hpcq-job-shell-pmix, which the plain shell becomes for such a launch. A world across nodes
-// fences over fd 4 too. Once a task of the world fails, aborts or leaves without
+// hpcq-job-shell-pmix, which the executor starts for such a launch. A world
+// across nodes fences over fd 4 too. Once a task of the world fails, aborts or leaves without
 // finalizing, the shell kills the namespace's other processes and says which
 // task it was (shell_io.h has the descriptors; this file the processes).
 // A batch job's other nodes run no task: their shell holds the node's part
@@ -300,7 +300,7 @@ pid_t start_worker(const WorkerSpec& worker, std::string& error) {
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, nullptr);
         // runc finds its children by their PIDs in /proc: the shell's own
-        // /proc (enter_own_proc) is the job's PID namespace's.
+        // /proc (the executor's exec_shell) is the job's PID namespace's.
         execvp(argv[0], argv.data());
         fail_task(err_fd, "exec " + args[0] + ": " + errno_text(errno));
       },
@@ -361,76 +361,6 @@ bool write_results(const JobFiles& files, const ShellResults& results) {
   return rename(tmp.c_str(), files.results.c_str()) == 0;
 }
 
-#ifndef HPCQ_CONTAINER_SHELL
-constexpr char kOwnProcFlag[] = "--own-proc";
-// The shell with a PMIx server, next to this one (meson.build says why two).
-constexpr char kPmixShell[] = "hpcq-job-shell-pmix";
-
-// The shell to exec into: this one, or the PMIx one when the launch asks for
-// PMIx and it is there (else this one, which says why it cannot serve it).
-void choose_shell(char* exe, std::size_t size, const JobFiles& files) {
-#ifndef HPCQ_JOB_SHELL_PMIX
-  std::ifstream in(files.launch);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto launch = decode_launch(text.str());
-  if (!launch.is_ok() || launch->pmi.api != "pmix") return;
-  std::string pmix = exe;
-  pmix = pmix.substr(0, pmix.rfind('/') + 1) + kPmixShell;
-  if (pmix.size() < size && access(pmix.c_str(), X_OK) == 0) {
-    memcpy(exe, pmix.c_str(), pmix.size() + 1);
-  }
-#else
-  (void)exe, (void)size, (void)files;
-#endif
-}
-
-// The job's own /proc: a mount namespace (a private copy of the node's
-// mounts) with a proc of the job's PID namespace over /proc, so that ps,
-// pgrep, /proc/self and /proc/<pid>/fd (UCX) show the job's processes, and
-// only them. The shell then execs itself again, with kOwnProcFlag, and
-// reopens its stdio, so that nothing of it refers to a mount of the node's
-// namespace: CRIU dumps the job's mount namespace with it and cannot dump a
-// file or mapping from outside it. Returns only on failure, with a line on
-// stderr.
-void enter_own_proc(char* argv0, const std::string& dir) {
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) {
-    fprintf(stderr, "hpcq-job-shell: /proc/self/exe: %s\n", strerror(errno));
-    return;
-  }
-  exe[n] = '\0';
-  if (unshare(CLONE_NEWNS) != 0) {
-    fprintf(stderr, "hpcq-job-shell: unshare(CLONE_NEWNS): %s\n", strerror(errno));
-    return;
-  }
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    fprintf(stderr, "hpcq-job-shell: making / private: %s\n", strerror(errno));
-    return;
-  }
-  if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
-    fprintf(stderr, "hpcq-job-shell: mounting /proc: %s\n", strerror(errno));
-    return;
-  }
-  const JobFiles files(dir);
-  const int in = open("/dev/null", O_RDONLY);
-  // As the executor opened it (not O_APPEND), at its end.
-  const int log = open(files.shell_log.c_str(), O_WRONLY);
-  if (in < 0 || log < 0 || lseek(log, 0, SEEK_END) < 0 || dup2(in, 0) < 0 || dup2(log, 1) < 0 ||
-      dup2(log, 2) < 0) {
-    fprintf(stderr, "hpcq-job-shell: reopening stdio: %s\n", strerror(errno));
-    return;
-  }
-  close(in);
-  close(log);
-  choose_shell(exe, sizeof exe, files);
-  std::string dir_arg = dir, flag = kOwnProcFlag;
-  char* args[] = {argv0, dir_arg.data(), flag.data(), nullptr};
-  execv(exe, args);
-  fprintf(stderr, "hpcq-job-shell: exec %s: %s\n", exe, strerror(errno));
-}
-#endif
 
 int run(const std::string& dir) {
   // Start from a clean slate whatever the agent had: default dispositions
@@ -507,8 +437,7 @@ int run(const std::string& dir) {
 #elif defined(HPCQ_CONTAINER_SHELL)
       pmi_error = "PMIx is not served inside a container";
 #else
-      pmi_error = "this job shell has no PMIx server (" + std::string(kPmixShell) +
-                  " has; it is not next to this one)";
+      pmi_error = "this job shell has no PMIx server (its -pmix build has)";
 #endif
     } else {
       pmi = std::make_unique<PmiClients>(l, files);
@@ -675,18 +604,13 @@ int main(int argc, char** argv) {
 #ifdef HPCQ_CONTAINER_SHELL
   const bool usage_ok = argc == 2;  // runc gives the container its own /proc
 #else
-  const bool usage_ok =
-      argc == 2 || (argc == 3 && std::string(argv[2]) == hpcq::agent::kOwnProcFlag);
+  // The executor has put the shell in the job's own /proc already.
+  const bool usage_ok = argc == 3 && std::string(argv[2]) == hpcq::agent::kOwnProcFlag;
 #endif
   if (!usage_ok) {
-    fprintf(stderr, "usage: hpcq-job-shell JOB_DIR (started by hpcq-agent)\n");
+    fprintf(stderr, "usage: hpcq-job-shell JOB_DIR %s (started by hpcq-agent)\n",
+            hpcq::agent::kOwnProcFlag);
     return hpcq::agent::kSetupFailed;
   }
-#ifndef HPCQ_CONTAINER_SHELL
-  if (argc == 2) {
-    hpcq::agent::enter_own_proc(argv[0], argv[1]);
-    return hpcq::agent::kSetupFailed;
-  }
-#endif
   return hpcq::agent::run(argv[1]);
 }

@@ -232,6 +232,7 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
   s.uid = l.uid;
   s.channel = l.has_channel();
   s.channel_on_demand = l.channel_on_demand();
+  s.pmix_server = l.pmix_server();
   s.pmi_nodes = l.pmi.nodes;
   const std::string steps_dir = parent->second.dir + "/steps";
   s.dir = steps_dir + "/" + std::to_string(l.step);

@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -19,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -69,10 +71,27 @@ pid_t clone_new_pid_ns(int* pidfd) {
   return static_cast<pid_t>(pid);
 }
 
+// Fails the child of clone() with a line in the shell's log.
+[[noreturn]] void child_failed(const char* what) {
+  static const char kPrefix[] = "hpcq-job-shell: ";
+  ssize_t ignored = write(2, kPrefix, sizeof kPrefix - 1);
+  ignored = write(2, what, strlen(what));
+  ignored = write(2, "\n", 1);
+  (void)ignored;
+  _exit(kShellSetupFailed);
+}
+
 // Runs in the child of clone(), a copy of a multi-threaded process: only
-// async-signal-safe calls until execve.
+// async-signal-safe calls until execve. It gives the job its own /proc
+// before the shell starts: a mount namespace (a private copy of the node's
+// mounts) with a proc of the job's PID namespace over /proc, so that ps,
+// pgrep, /proc/self and /proc/<pid>/fd (UCX) show the job's processes, and
+// only them. Stdio is reopened inside it, and the shell exec'd there, so that
+// nothing of the shell refers to a mount of the node's namespace: CRIU dumps
+// the job's mount namespace with it and cannot dump a file or mapping from
+// outside it.
 [[noreturn]] void exec_shell(int go_fd, int devnull_fd, int log_fd, int ready_fd, int output_fd,
-                             char* const* argv, char* const* envp) {
+                             const char* log_path, char* const* argv, char* const* envp) {
   char go = 0;
   ssize_t n;
   do {
@@ -93,11 +112,24 @@ pid_t clone_new_pid_ns(int* pidfd) {
   if (syscall(SYS_close_range, first_closed, ~0U, 0U) != 0) {
     for (int fd = static_cast<int>(first_closed); fd < 65536; ++fd) close(fd);
   }
+  if (unshare(CLONE_NEWNS) != 0) child_failed("unshare(CLONE_NEWNS) failed");
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    child_failed("making / private failed");
+  }
+  if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+    child_failed("mounting /proc failed");
+  }
+  // As the executor opened the log (not O_APPEND), at its end.
+  in = open("/dev/null", O_RDONLY);
+  out = open(log_path, O_WRONLY);
+  if (in < 0 || out < 0 || lseek(out, 0, SEEK_END) < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
+      dup2(out, 2) < 0) {
+    child_failed("reopening stdio in the job's mount namespace failed");
+  }
+  close(in);
+  close(out);
   execve(argv[0], argv, envp);
-  static const char kMsg[] = "hpcq-job-shell: execve failed\n";
-  ssize_t ignored = write(2, kMsg, sizeof kMsg - 1);
-  (void)ignored;
-  _exit(kShellSetupFailed);
+  child_failed("execve failed");
 }
 
 }  // namespace
@@ -305,7 +337,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.channel = l.has_channel();
   j.channel_on_demand = l.channel_on_demand();
   j.pmi_nodes = l.pmi.nodes;
-  j.pmix_server = !l.pmi.kvsname.empty() && l.pmi.api == "pmix" && !l.tasks.empty();
+  j.pmix_server = l.pmix_server();
   j.launched = now;
   j.warn_signal = l.warn_signal;
   j.warn_seconds = l.warn_seconds;
@@ -366,11 +398,18 @@ Status ProcessExecutor::start_shell(Job& job) {
   }
 
   // Everything the child needs is built before clone: it may not allocate.
-  std::string shell = config_.job_shell_path, dir = job.dir;
+  std::string shell = config_.job_shell_path, dir = job.dir, flag = kOwnProcFlag;
+  std::string log_path = files.shell_log;
+  if (job.pmix_server) {
+    shell += kPmixShellSuffix;
+    if (access(shell.c_str(), X_OK) != 0) {
+      return internal_error("the PMIx job shell '" + shell + "' is not there to run");
+    }
+  }
   std::string path_env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   // For the CRIU of a `runc restore` the shell runs (its tasks get their own).
   std::string criu_env = kCriuEnvironment;
-  char* argv[] = {shell.data(), dir.data(), nullptr};
+  char* argv[] = {shell.data(), dir.data(), flag.data(), nullptr};
   char* envp[] = {path_env.data(), criu_env.data(), nullptr};
 
   // No agent signal handler may run in the child (it would act on the
@@ -382,7 +421,7 @@ Status ProcessExecutor::start_shell(Job& job) {
   pid_t pid = clone_new_pid_ns(&pidfd);
   if (pid == 0) {
     exec_shell(go_read.get(), devnull.get(), log.get(), ready_write.get(), output_theirs.get(),
-               argv, envp);
+               log_path.c_str(), argv, envp);
   }
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
