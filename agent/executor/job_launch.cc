@@ -83,6 +83,8 @@ std::string encode_launch(const JobLaunch& l) {
             {"uid", l.uid},
             {"gid", l.gid},
             {"user", l.user},
+            {"home", bytes_to_json(l.home)},
+            {"groups", l.groups},
             {"argv", bytes_to_json(l.argv)},
             {"script", bytes_to_json(l.script)},
             {"env", bytes_to_json(l.env)},
@@ -126,7 +128,9 @@ Result<JobLaunch> decode_launch(std::string_view text) {
     l.uid = j.at("uid").get<std::uint32_t>();
     l.gid = j.at("gid").get<std::uint32_t>();
     l.user = j.at("user").get<std::string>();
-    if (!bytes_from_json(j.at("argv"), l.argv) || !bytes_from_json(j.at("script"), l.script) ||
+    l.groups = j.value("groups", std::vector<std::uint32_t>());
+    if ((j.contains("home") && !bytes_from_json(j.at("home"), l.home)) ||
+        !bytes_from_json(j.at("argv"), l.argv) || !bytes_from_json(j.at("script"), l.script) ||
         !bytes_from_json(j.at("env"), l.env) || !bytes_from_json(j.at("cwd"), l.cwd) ||
         !bytes_from_json(j.at("stdout_path"), l.stdout_path) ||
         !bytes_from_json(j.at("stderr_path"), l.stderr_path)) {

@@ -57,7 +57,13 @@ struct JobLaunch {
   // tasks run in a cgroup under the job's, in a PID namespace of their own.
   std::uint32_t step = 0;
   std::uint32_t uid = 0, gid = 0;
-  std::string user;                        // tasks run as this user (initgroups too)
+  std::string user;  // tasks run as this user, with `groups`
+  // The user's home directory (HOME, unless the job's environment sets one)
+  // and groups, from the name service, resolved by the executor: the shell
+  // uses no name service (loading its modules in every shell and task was a
+  // fifth of a short job's CPU). No groups: the job's gid alone.
+  std::string home;
+  std::vector<std::uint32_t> groups;
   std::vector<std::string> argv;           // command run by every task
   std::string script;                      // if non-empty: written to <job dir>/script (0700,
                                            // owned by uid) and run with argv[1..] as arguments

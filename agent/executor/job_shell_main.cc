@@ -98,9 +98,7 @@ std::map<std::string, std::string> base_environment(const JobLaunch& l, const Jo
     env.emplace("USER", l.user);
     env.emplace("LOGNAME", l.user);
   }
-#ifndef HPCQ_CONTAINER_SHELL  // inside, the executor has put HOME in the launch
-  if (passwd* pw = getpwuid(l.uid)) env.emplace("HOME", pw->pw_dir);
-#endif
+  if (!l.home.empty()) env.emplace("HOME", l.home);
   // An elastic job's first node names its own hostfile, one the agent
   // rewrites on resizes (agent/elastic_job.h).
   job::add_shell_environment(env, files.hostfile, files.hostfile_mpich);
@@ -179,9 +177,10 @@ int open_output(const std::string& path) {
   // Groups, then gid, then uid: after setuid nothing else may be changed.
   // In a container runc has already made us the job's user.
 #ifndef HPCQ_CONTAINER_SHELL
-  const gid_t gid = l.gid;
   if (geteuid() == 0) {
-    if (!l.user.empty() ? initgroups(l.user.c_str(), gid) != 0 : setgroups(1, &gid) != 0) {
+    std::vector<gid_t> groups(l.groups.begin(), l.groups.end());
+    if (groups.empty()) groups.push_back(l.gid);
+    if (setgroups(groups.size(), groups.data()) != 0) {
       fail_task(err_fd, "setting the groups of user '" + l.user + "': " + errno_text(errno));
     }
     if (setgid(l.gid) != 0)
@@ -360,7 +359,6 @@ bool write_results(const JobFiles& files, const ShellResults& results) {
   }
   return rename(tmp.c_str(), files.results.c_str()) == 0;
 }
-
 
 int run(const std::string& dir) {
   // Start from a clean slate whatever the agent had: default dispositions

@@ -226,6 +226,7 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
     return Status(Code::kAlreadyExists, name + " is already running here");
   }
   HPCQ_RETURN_IF_ERROR(validate(l));
+  resolve_user(l);
   Job s;
   s.id = l.id;
   s.step = l.step;

@@ -266,6 +266,9 @@ class ProcessExecutor final : public Executor {
   Status prepare_job_dir(const JobLaunch& launch, const std::string& dir) const;
   // The job cgroup's limits: its cpuset, memory and pids.max.
   CgroupLimits job_limits(const JobLaunch& launch) const;
+  // Fills launch.home and launch.groups from the name service (the shell
+  // uses none); left empty for a user it does not know.
+  static void resolve_user(JobLaunch& launch);
   // Per-worker cgroups or OCI bundles (file comment); fills the workers'
   // cgroup_dirs / command / results in `launch`.
   Status prepare_workers(JobLaunch& launch, Job& job) const;

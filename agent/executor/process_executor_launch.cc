@@ -138,6 +138,19 @@ std::string ProcessExecutor::restore_work_dir(const JobFiles& files, int worker)
   return files.oci_dir + "/restore-" + std::to_string(worker);
 }
 
+void ProcessExecutor::resolve_user(JobLaunch& l) {
+  if (passwd* pw = getpwuid(l.uid)) l.home = pw->pw_dir;
+  l.groups.clear();
+  if (l.user.empty()) return;
+  int n = 64;
+  std::vector<gid_t> groups(static_cast<std::size_t>(n));
+  if (getgrouplist(l.user.c_str(), l.gid, groups.data(), &n) < 0) {
+    groups.resize(static_cast<std::size_t>(n));
+    if (getgrouplist(l.user.c_str(), l.gid, groups.data(), &n) < 0) n = 0;
+  }
+  l.groups.assign(groups.begin(), groups.begin() + std::max(n, 0));
+}
+
 CgroupLimits ProcessExecutor::job_limits(const JobLaunch& l) const {
   const auto cores = static_cast<std::int64_t>(std::max<std::size_t>(1, l.host_cpus.size()));
   return {l.host_cpus, l.host_mems, l.memory_limit_bytes, config_.pids_per_core * cores};
@@ -237,7 +250,6 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
     inner.tasks.back().worker = 0;
   }
   inner.workers = {worker};
-  if (passwd* pw = getpwuid(l.uid)) inner.env.emplace("HOME", pw->pw_dir);
   if (restore_images.empty()) {
     HPCQ_RETURN_IF_ERROR(write_new_file(inside.launch, encode_launch(inner), 0600, l.uid, l.gid));
     HPCQ_RETURN_IF_ERROR(write_new_file(inside.hostfile, l.hostfile, 0644, l.uid, l.gid));
@@ -254,17 +266,8 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
   c.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
   c.uid = l.uid;
   c.gid = l.gid;
-  if (!l.user.empty()) {
-    int n = 64;
-    std::vector<gid_t> groups(static_cast<std::size_t>(n));
-    if (getgrouplist(l.user.c_str(), l.gid, groups.data(), &n) < 0) {
-      groups.resize(static_cast<std::size_t>(n));
-      getgrouplist(l.user.c_str(), l.gid, groups.data(), &n);
-    }
-    groups.resize(static_cast<std::size_t>(std::max(n, 0)));
-    for (gid_t g : groups) {
-      if (g != l.gid) c.additional_gids.push_back(g);
-    }
+  for (std::uint32_t g : l.groups) {
+    if (g != l.gid) c.additional_gids.push_back(g);
   }
   c.cgroups_path =
       CgroupHierarchy::job_path(config_.instance, l.id) + "/worker-" + std::to_string(worker.id);
@@ -327,6 +330,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   ensure_workers(l);
   const std::string job = "job " + std::to_string(l.id);
   HPCQ_RETURN_IF_ERROR(validate(l));
+  resolve_user(l);
 
   Job j;
   j.id = l.id;

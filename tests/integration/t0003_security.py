@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """An agent whose CURVE key is not in the allow-list is refused (and logged);
 a user can neither see nor cancel another user's job, root can; tasks run as
-the submitting user."""
+the submitting user, with their groups and home directory."""
 import json
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -77,5 +78,27 @@ def test_root_may_cancel_any_job():
     t.wait_state(job, "CANCELLED")
 
 
+def test_tasks_have_the_users_groups_and_home():
+    # The executor resolves them (the shell uses no name service): a group
+    # the user is a member of, not their primary one, must be there.
+    uid = t.ensure_user("hpcqtest")
+    subprocess.run(["groupadd", "-f", "hpcqextra"], check=True)
+    subprocess.run(["usermod", "-aG", "hpcqextra", "hpcqtest"], check=True)
+    expected = set(subprocess.run(["id", "-G", "hpcqtest"], capture_output=True, text=True,
+                                  check=True).stdout.split())
+    extra = subprocess.run(["getent", "group", "hpcqextra"], capture_output=True, text=True,
+                           check=True).stdout.split(":")[2]
+    t.check(extra in expected, f"hpcqextra ({extra}) is not among {expected}")
+    d = t.workdir()
+    # --export NONE: HOME comes from the node, not from the submitter.
+    job = t.submit("--export", "NONE", "-o", "ids.out", "--", "sh", "-c",
+                   'id -u; id -G; echo "$HOME"', user="hpcqtest", cwd=d)
+    t.wait_state(job, ("COMPLETED",), user="hpcqtest")
+    got_uid, groups, home = open(os.path.join(d, "ids.out")).read().splitlines()[:3]
+    t.check(got_uid == str(uid), f"uid {got_uid}")
+    t.check(set(groups.split()) == expected, f"groups {groups}, expected {sorted(expected)}")
+    t.check(home == pwd.getpwnam("hpcqtest").pw_dir, f"HOME {home!r}")
+
+
 t.main([test_unlisted_curve_key_is_refused, test_other_user_cannot_touch_job,
-        test_root_may_cancel_any_job])
+        test_root_may_cancel_any_job, test_tasks_have_the_users_groups_and_home])

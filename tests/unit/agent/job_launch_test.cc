@@ -32,6 +32,8 @@ TEST(JobLaunchTest, LaunchRoundTrips) {
   l.uid = 1000;
   l.gid = 100;
   l.user = "alice";
+  l.home = "/home/alice";
+  l.groups = {100, 27, 1001};
   l.argv = {"sh", "-c", "echo \"$X\""};
   l.script = "#!/bin/sh\necho hi\n";
   l.env = {{"HPCQ_JOB_ID", "42"}, {"X", "a b"}};
@@ -54,6 +56,8 @@ TEST(JobLaunchTest, LaunchRoundTrips) {
   EXPECT_EQ(back->uid, 1000u);
   EXPECT_EQ(back->gid, 100u);
   EXPECT_EQ(back->user, "alice");
+  EXPECT_EQ(back->home, "/home/alice");
+  EXPECT_EQ(back->groups, l.groups);
   EXPECT_EQ(back->argv, l.argv);
   EXPECT_EQ(back->script, l.script);
   EXPECT_EQ(back->env, l.env);
