@@ -282,6 +282,81 @@ def fig_run_latency():
         f"{when[:10]}); {machine(when)}; {NOT_RECORDED}."])
 
 
+# ---------------------------------------------------------------- one CLI call
+
+CLI_CASES = [("true", "`/bin/true` (starting any process)", "`/bin/true`"),
+             ("help", "`hpcq --help`", "`sbatch --help`"),
+             ("submit", "`hpcq submit -o /dev/null -- true`", "`sbatch -o /dev/null --wrap true`"),
+             ("submit_deferred", "the same with `--begin now+3600`", "the same with `--begin now+3600`"),
+             ("queue", "`hpcq queue`", "`squeue`")]
+
+
+def cli_latency_latest():
+    rows = load("cli_latency")
+    label = rows[-1].get("label", "")
+    return label, [r for r in rows if r.get("label", "") == label]
+
+
+def cli_stats(rows, system, case):
+    return [r["median_ms"] for r in rows if r["system"] == system and r["case"] == case]
+
+
+def fig_cli_latency():
+    label, rows = cli_latency_latest()
+    before = any(r["system"] == "hpcq-before" for r in rows)
+    out = []
+    for case, hpcq_title, slurm_title in CLI_CASES:
+        h, b, s = (cli_stats(rows, x, case) for x in ("hpcq", "hpcq-before", "slurm"))
+        out.append([hpcq_title, min_median(h, 1)] + ([min_median(b, 1)] if before else []) +
+                   [slurm_title, min_median(s, 1) if s else "-",
+                    f"{median(s) / median(h):.1f}x" if s else "-"])
+    runs = max(r["run"] for r in rows)
+    first = rows[0]
+    return "\n".join([
+        table(["hpcq command", "hpcq (ms)"] + (["the command before (ms)"] if before else []) +
+              ["Slurm command", "Slurm (ms)", "Slurm / hpcq (medians)"], out), "",
+        f"Command to exit: each run's figure is the median of {first['calls']} calls one after "
+        f"another; each cell min / median of {runs} runs. `hpcq submit` answers once the job "
+        f"is committed to SQLite; the submitted `true` jobs run meanwhile (on Slurm too). "
+        f"hpcq with 4 agents of 2 cores, Slurm 22.05 (4 x 2 CPUs) in the same session"
+        + (", and \"the command before\" (an earlier `hpcq` speaking gRPC) against the same "
+           "hpcqd, interleaved run by run" if before else "") +
+        f". Command: `bench/cli_latency.py --label {label}` (as root). Results: "
+        f"`bench/results/cli_latency.jsonl`, rows: the latest label in the file ({label}, "
+        f"{first['when'][:10]}, commit {first['commit']}); host {first['host']}; load average "
+        f"{span([r['load'] for r in rows], 2)} as the runs' cases began."])
+
+
+# ---------------------------------------------------------------- CPU per job
+
+def fig_launch_cost():
+    rows = load("launch_cost")
+    labels = list(dict.fromkeys(r.get("label", "") for r in rows))
+    out = []
+    for label in labels:
+        mine = [r for r in rows if r.get("label", "") == label]
+        floor = [r["cpu_ms_per_job"] for r in mine if r["system"] == "floor"]
+        hpcq = [r for r in mine if r["system"] == "hpcq"]
+        part = lambda key: min_median([r[key] for r in hpcq], 1)
+        total = [r["cpu_ms_per_job"] for r in hpcq]
+        out.append([f"{label} ({mine[0]['commit']}, {mine[0]['when'][:10]})", min_median(floor, 1),
+                    part("leader_ms_per_job"), part("agent_ms_per_job"),
+                    part("shell_ms_per_job"), min_median(total, 1),
+                    f"{median(total) / median(floor):.1f}x"])
+    first = rows[-1]
+    return "\n".join([
+        table(["label (commit, date)", "floor", "hpcq leader", "agent", "shells and tasks",
+               "hpcq in all", "hpcq / floor (medians)"], out), "",
+        f"CPU ms per job (user + system), min / median of each label's runs. Floor: "
+        f"`hpcq-launch-floor --jobs {first['jobs']}` (bench/launch_floor.cc: a cgroup per "
+        f"controller made and removed, `true` cloned into a new PID namespace, waited for). "
+        f"hpcq: {first['jobs']} `true` jobs through the API (8 clients) on `hpcq start --agents "
+        f"4` (2 cores a node); hpcqd's and the agents' CPU from /proc, the shells' and tasks' as "
+        f"the agents' reaped children. Command: `bench/launch_cost.py --label L` (as root). "
+        f"Results: `bench/results/launch_cost.jsonl`, every label in the file, oldest first; "
+        f"host {first['host']}."])
+
+
 # ---------------------------------------------------------------- MPI wire-up
 
 def fig_mpi_wireup():
@@ -745,6 +820,8 @@ def fig_headline():
     ss = [i["by"]["slurm_cli_end_to_end_2_cores"]["e2e_jobs_per_s"] for i in slurm_invs]
     ratios = [h / s for h, s in zip(hs, ss)]
     rl_label, rl = run_latency_latest()
+    cl_label, cl = cli_latency_latest()
+    ch, cs = (cli_stats(cl, x, "submit") for x in ("hpcq", "slurm"))
     rh, rs = (launch_stats(rl, x, "outside", "1_task") for x in ("hpcq", "slurm"))
     (sday, slabel), srows = list(scale_full_runs().items())[-1]
     big = [r["jobs_per_second"] for r in srows if r["queued"] == 100000]
@@ -756,6 +833,10 @@ def fig_headline():
         ["one `hpcq submit` / `sbatch` per job, then wait, 4 nodes x 2 cores, jobs/s",
          min_median(hs, 1), f"{min_median(ss, 1)} (hpcq {min_median(ratios, 1)}x)",
          conditions(slurm_key, slurm_invs) + ", hpcq and Slurm in the same invocation"],
+        ["one `hpcq submit` / `sbatch`, command to exit (hpcq's answer is durable), ms",
+         min_median(ch, 1), min_median(cs, 1),
+         f"{cl[0]['when'][:10]}, {cl_label}, {runs_word(max(r['run'] for r in cl))} of "
+         f"{cl[0]['calls']}, host {cl[0]['host']}"],
         ["`hpcq run -n 1 true` / `srun -n 1 true`, command to exit, ms",
          min_median(rh, 1), min_median(rs, 1),
          f"{rl[0]['when'][:10]}, {rl_label}, {runs_word(max(r['run'] for r in rl))} of "
@@ -768,7 +849,7 @@ def fig_headline():
     return "\n".join([
         table(["figure", "hpcq", "Slurm 22.05", "runs, date, machine, load"], out), "",
         "min / median where there are several runs; each row is the latest run of its kind "
-        "in `bench/results/` (throughput.jsonl, run_latency.jsonl, scale.jsonl). The rows "
+        "in `bench/results/` (throughput.jsonl, cli_latency.jsonl, run_latency.jsonl, scale.jsonl). The rows "
         "ran on different dates and machines: compare figures within a row only. Method, "
         "command, the other runs and their conditions: [docs/benchmarks.md]"
         "(docs/benchmarks.md)."])
@@ -779,7 +860,9 @@ def fig_headline():
 TABLES = {  # name: (file, generator)
     "headline": ("README.md", fig_headline),
     "throughput": ("docs/benchmarks.md", fig_throughput),
+    "cli-latency": ("docs/benchmarks.md", fig_cli_latency),
     "run-latency": ("docs/benchmarks.md", fig_run_latency),
+    "launch-cost": ("docs/benchmarks.md", fig_launch_cost),
     "mpi-wireup": ("docs/benchmarks.md", fig_mpi_wireup),
     "scale": ("docs/benchmarks.md", fig_scale),
     "queue-memory": ("docs/benchmarks.md", fig_queue_memory),
