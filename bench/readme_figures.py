@@ -252,8 +252,9 @@ LAUNCH_CASES = [("outside", "1_task", "`run -n 1 true`"),
                 ("step", "4_nodes_4_tasks", "`run -N 4 -n 4 true`, a step")]
 
 
-def run_latency_latest():
-    rows = load("run_latency")
+def latest_label(name):
+    """The label of the last line of results file `name`, and its lines."""
+    rows = load(name)
     label = rows[-1].get("label", "")
     return label, [r for r in rows if r.get("label", "") == label]
 
@@ -264,7 +265,7 @@ def launch_stats(rows, system, where, case):
 
 
 def fig_run_latency():
-    label, rows = run_latency_latest()
+    label, rows = latest_label("run_latency")
     out = []
     for where, case, title in LAUNCH_CASES:
         h, s = (launch_stats(rows, sys_, where, case) for sys_ in ("hpcq", "slurm"))
@@ -291,18 +292,12 @@ CLI_CASES = [("true", "`/bin/true` (starting any process)", "`/bin/true`"),
              ("queue", "`hpcq queue`", "`squeue`")]
 
 
-def cli_latency_latest():
-    rows = load("cli_latency")
-    label = rows[-1].get("label", "")
-    return label, [r for r in rows if r.get("label", "") == label]
-
-
 def cli_stats(rows, system, case):
     return [r["median_ms"] for r in rows if r["system"] == system and r["case"] == case]
 
 
 def fig_cli_latency():
-    label, rows = cli_latency_latest()
+    label, rows = latest_label("cli_latency")
     before = any(r["system"] == "hpcq-before" for r in rows)
     out = []
     for case, hpcq_title, slurm_title in CLI_CASES:
@@ -819,8 +814,8 @@ def fig_headline():
     hs = [i["by"]["cli_end_to_end_2_cores"]["per_second"] for i in slurm_invs]
     ss = [i["by"]["slurm_cli_end_to_end_2_cores"]["e2e_jobs_per_s"] for i in slurm_invs]
     ratios = [h / s for h, s in zip(hs, ss)]
-    rl_label, rl = run_latency_latest()
-    cl_label, cl = cli_latency_latest()
+    rl_label, rl = latest_label("run_latency")
+    cl_label, cl = latest_label("cli_latency")
     ch, cs = (cli_stats(cl, x, "submit") for x in ("hpcq", "slurm"))
     rh, rs = (launch_stats(rl, x, "outside", "1_task") for x in ("hpcq", "slurm"))
     (sday, slabel), srows = list(scale_full_runs().items())[-1]
