@@ -24,8 +24,10 @@ def test_running_jobs_survive_a_leader_kill9():
                          f"while [ ! -e {d}/go ]; do sleep 0.05; done; echo done; exit 4", cwd=d)
     t.wait_state(long_job, "RUNNING")
     t.wait_state(short_job, "RUNNING")
-    before = t.job_pids(long_job)
-    t.check(before, "the long job has processes")
+    # RUNNING is the leader's word at dispatch; each node starts its part a
+    # moment later: its task (one sleep per node) is what to wait for.
+    before = t.wait_until("the long job's task on both nodes",
+                          lambda: (lambda p: p if len(p) >= 2 else None)(t.job_pids(long_job)))
 
     t.hpcq("drain", "node2", "--reason", "maintenance")
     cmdline = t.kill_leader()

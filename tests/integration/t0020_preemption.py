@@ -50,8 +50,12 @@ def test_a_whole_gang_is_requeued_for_a_higher_tier():
     s = t.wait_state(gang, "RUNNING")
     t.check(sorted(s["nodes"]) == ["node1", "node2"], f"gang on {s['nodes']}")
     # What "runs nowhere" below looks at, seen while it runs (one per node).
-    nodes_with_cgroups = {os.path.basename(os.path.dirname(c)) for c in t.job_cgroups(gang)}
-    t.check(len(nodes_with_cgroups) == 2, f"the running gang's cgroups: {t.job_cgroups(gang)}")
+    # RUNNING is the leader's word at dispatch: each node makes its part's
+    # cgroups when its launch arrives, a moment later.
+    nodes_with_cgroups = lambda: {os.path.basename(os.path.dirname(c))
+                                  for c in t.job_cgroups(gang)}
+    t.wait_until("the running gang's cgroups on both nodes",
+                 lambda: len(nodes_with_cgroups()) == 2, timeout=30)
     gate = t.Gate(d)
     urgent = t.submit("-q", "high", "-n", "1", "--", *gate.command, cwd=d)
     s = t.wait_state(urgent, "RUNNING", timeout=30)
