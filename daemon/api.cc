@@ -62,7 +62,7 @@ Status Api::checkpoint(const Caller& caller, const v1::CheckpointRequest& reques
                                 {request.to().begin(), request.to().end()}, request.elsewhere())
                     .get();
   if (!record.is_ok()) return record.status();
-  *response = std::move(record).value();
+  *response = api::to_proto(*record);
   return Status::ok();
 }
 
@@ -70,7 +70,7 @@ Status Api::resize(const Caller& caller, const v1::ResizeRequest& request,
                    v1::ResizeRecord* response) {
   auto record = leader_.resize(caller, request.id(), request.nodes()).get();
   if (!record.is_ok()) return record.status();
-  *response = std::move(record).value();
+  *response = api::to_proto(*record);
   return Status::ok();
 }
 

@@ -15,10 +15,6 @@ constexpr TimeUs kCheckpointTimeoutUs = 300 * kUsPerSecond;
 
 }  // namespace
 
-job::CheckpointThen then_of(const v1::CheckpointRecord& record) {
-  return job::parse_checkpoint_then(record.then()).value_or(job::CheckpointThen::kContinue);
-}
-
 void Checkpoints::request(JobEntry& entry, job::CheckpointThen then, std::vector<std::string> to,
                           bool elsewhere, CheckpointPromise promise) {
   const JobId id = entry.job.id;
@@ -140,41 +136,40 @@ Status Checkpoints::checkpointable(const JobEntry& entry, job::CheckpointThen th
   return Status::ok();
 }
 
-Status Checkpoints::begin_checkpoint(
-    JobEntry& entry, job::CheckpointThen then,
-    std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise,
-    const std::vector<std::string>& to, bool periodic) {
+Status Checkpoints::begin_checkpoint(JobEntry& entry, job::CheckpointThen then,
+                                     CheckpointPromise promise, const std::vector<std::string>& to,
+                                     bool periodic) {
   HPCQ_RETURN_IF_ERROR(checkpointable(entry, then));
   const job::Job& job = entry.job;
   const JobId id = job.id;
   {
     JobEntry::Checkpointing op;
     op.promise = std::move(promise);
-    op.record.set_periodic(periodic);
-    for (const std::string& node : to) op.record.add_to(node);
-    op.record.set_time_us(ctx_.now());
-    op.record.set_then(job::checkpoint_then_name(then));
-    op.record.set_image(checkpoint_root() + "/job-" + std::to_string(id) + "/" +
-                        std::to_string(entry.checkpoints.size() + 1) + "-" +
-                        std::to_string(job.requeue_count));
+    op.record.periodic = periodic;
+    op.record.to = to;
+    op.record.time_us = ctx_.now();
+    op.record.then = then;
+    op.record.image = checkpoint_root() + "/job-" + std::to_string(id) + "/" +
+                      std::to_string(entry.checkpoints.size() + 1) + "-" +
+                      std::to_string(job.requeue_count);
     op.deadline = ctx_.now() + kCheckpointTimeoutUs;
     for (std::size_t i = 0; i < job.allocation.nodes.size(); ++i) {
       const resource::NodeAllocation& part = job.allocation.nodes[i];
-      op.record.add_nodes(part.node);
+      op.record.nodes.push_back(part.node);
       op.waiting.insert(part.rank);
       overlay::Envelope envelope;
       envelope.set_dst(part.rank);
       overlay::Checkpoint* c = envelope.mutable_checkpoint();
       c->set_job_id(id);
       c->set_attempt(static_cast<uint32_t>(job.requeue_count));
-      c->set_image_dir(op.record.image() + "/part-" + std::to_string(i));
+      c->set_image_dir(op.record.image + "/part-" + std::to_string(i));
       c->set_stop(then != job::CheckpointThen::kContinue);
       Status sent = ctx_.overlay->send(std::move(envelope));
       if (!sent.is_ok())
         spdlog::warn("job {}: checkpoint to {}: {}", id, part.node, sent.message());
     }
     spdlog::info("job {}: checkpoint ({}) into {}", id, job::checkpoint_then_name(then),
-                 op.record.image());
+                 op.record.image);
     entry.checkpointing = std::move(op);
   }
   actions_.persist_checkpoint_in_flight(entry);
@@ -190,7 +185,7 @@ void Checkpoints::checkpoint_due_jobs() {
     const job::Job& job = entry.job;
     if (job.spec.checkpoint_interval_s <= 0 || entry.checkpointing) continue;
     TimeUs last = job.start_time;
-    for (const v1::CheckpointRecord& r : entry.checkpoints) last = std::max(last, r.time_us());
+    for (const job::CheckpointRecord& r : entry.checkpoints) last = std::max(last, r.time_us);
     if (t - last < job.spec.checkpoint_interval_s * kUsPerSecond) continue;
     if (!checkpointable(entry, job::CheckpointThen::kContinue).is_ok()) continue;  // next tick
     Status s =
@@ -207,17 +202,17 @@ void Checkpoints::on_checkpoint_done(Rank rank, const overlay::CheckpointDone& d
   // its own directory.
   if (!entry.checkpointing || entry.job.state != job::JobState::kRunning ||
       done.attempt() != static_cast<uint32_t>(entry.job.requeue_count) ||
-      done.image_dir().rfind(entry.checkpointing->record.image() + "/", 0) != 0 ||
+      done.image_dir().rfind(entry.checkpointing->record.image + "/", 0) != 0 ||
       !entry.checkpointing->waiting.erase(rank)) {
     return;
   }
-  v1::CheckpointRecord& record = entry.checkpointing->record;
+  job::CheckpointRecord& record = entry.checkpointing->record;
   if (!done.ok()) {
     const std::string why = ctx_.nodes.at(rank).name + ": " + done.reason();
-    record.set_outcome(record.outcome().empty() ? why : record.outcome() + "; " + why);
+    record.outcome = record.outcome.empty() ? why : record.outcome + "; " + why;
   } else {
-    record.set_image_bytes(record.image_bytes() + done.image_bytes());
-    record.set_dump_seconds(std::max(record.dump_seconds(), done.dump_seconds()));
+    record.image_bytes += done.image_bytes();
+    record.dump_seconds = std::max(record.dump_seconds, done.dump_seconds());
   }
   // A stopped part is gone from its node, silently: no end will be reported.
   if (done.stopped()) entry.running_on.erase(rank);
@@ -228,36 +223,35 @@ void Checkpoints::finish_checkpoint(JobEntry& entry, bool timed_out) {
   JobEntry::Checkpointing op = std::move(*entry.checkpointing);
   entry.checkpointing.reset();
   job::Job& job = entry.job;
-  v1::CheckpointRecord& record = op.record;
+  job::CheckpointRecord& record = op.record;
   if (timed_out) {
     std::string late;
     for (Rank rank : op.waiting) late += (late.empty() ? "" : ",") + ctx_.nodes.at(rank).name;
-    record.set_outcome((record.outcome().empty() ? "" : record.outcome() + "; ") + late +
-                       ": no answer");
+    record.outcome = (record.outcome.empty() ? "" : record.outcome + "; ") + late + ": no answer";
   }
-  const bool ok = record.outcome().empty();
-  if (ok) record.set_outcome("ok");
+  const bool ok = record.outcome.empty();
+  if (ok) record.outcome = job::CheckpointRecord::kCheckpointOk;
   entry.checkpoints.push_back(record);
   actions_.persist_checkpoint(entry, entry.checkpoints.size() - 1);
   const std::string name = "job " + std::to_string(job.id);
-  if (then_of(record) == job::CheckpointThen::kContinue) {
-    spdlog::info("{}: {}checkpoint {}", name, record.periodic() ? "periodic " : "",
-                 record.outcome());
-    if (ok && record.periodic()) prune_periodic_checkpoints(entry);
+  if (record.then == job::CheckpointThen::kContinue) {
+    spdlog::info("{}: {}checkpoint {}", name, record.periodic ? "periodic " : "", record.outcome);
+    if (ok && record.periodic) prune_periodic_checkpoints(entry);
     if (!op.promise) return;
     op.promise->set_value(
-        ok ? Result<v1::CheckpointRecord>(record)
-           : Result<v1::CheckpointRecord>(failed_precondition(
-                 name + ": checkpoint failed (" + record.outcome() + "); the job runs on")));
+        ok ? Result<job::CheckpointRecord>(record)
+           : Result<job::CheckpointRecord>(failed_precondition(
+                 name + ": checkpoint failed (" + record.outcome + "); the job runs on")));
     return;
   }
   if (!ok && op.promise && !timed_out && entry.running_on.size() == job.allocation.nodes.size()) {
     // Asked for by a user (checkpoint --then, migrate) and no part was
     // stopped (a failed dump resumes its part): the job runs on where it was.
     // A preemption's victim (no promise) must leave all the same: below.
-    spdlog::info("{}: checkpoint ({}) {}: it runs on", name, record.then(), record.outcome());
+    spdlog::info("{}: checkpoint ({}) {}: it runs on", name, job::checkpoint_then_name(record.then),
+                 record.outcome);
     if (op.promise) {
-      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome() +
+      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome +
                                                 "); the job runs on"));
     }
     return;
@@ -265,22 +259,22 @@ void Checkpoints::finish_checkpoint(JobEntry& entry, bool timed_out) {
   if (!ok) {
     // The parts that were stopped are gone; the others still run: end
     // them, then run the job again from the start. Never lost, never twice.
-    entry.requeue_when_ended = "checkpoint failed (" + record.outcome() + ")";
+    entry.requeue_when_ended = "checkpoint failed (" + record.outcome + ")";
     if (entry.running_on.empty()) {
       actions_.all_parts_ended(entry, ctx_.now());
     } else {
       actions_.kill_job_parts(entry);
     }
     if (op.promise) {
-      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome() +
+      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome +
                                                 "); the job is requeued to run from the start"));
     }
     return;
   }
-  const bool stop = then_of(record) == job::CheckpointThen::kStop;
+  const bool stop = record.then == job::CheckpointThen::kStop;
   // The restore asks for as many nodes as the dump ran on; with as many
   // tasks on each (checked before the dump), any placement fits the images.
-  job.spec.request.nodes = record.nodes_size();
+  job.spec.request.nodes = static_cast<int>(record.nodes.size());
   const std::optional<job::Preemption> preempted = entry.preempted;
   std::string why = stop ? "checkpointed and stopped" : "checkpointed";
   if (preempted && preempted->for_job != 0) {
@@ -288,13 +282,13 @@ void Checkpoints::finish_checkpoint(JobEntry& entry, bool timed_out) {
   } else if (preempted) {
     // The gap action's own saves: a move to a hole, or Mode A's slot end.
     std::string to;
-    for (const std::string& node : record.to()) to += (to.empty() ? "" : ",") + node;
+    for (const std::string& node : record.to) to += (to.empty() ? "" : ",") + node;
     why = to.empty() ? "checkpointed at the end of its slot" : "checkpointed to move to " + to;
   }
   actions_.requeue_job(entry, why);
   if (preempted) entry.yields_to = preempted->for_job;
-  entry.restore_from = record.image();
-  entry.restore_to = ranks_of(ctx_.nodes, record.to());
+  entry.restore_from = record.image;
+  entry.restore_to = ranks_of(ctx_.nodes, record.to);
   if (stop) {
     auto held = ctx_.table.hold(entry, true, "checkpointed; held until released", ctx_.now());
     if (held.is_ok()) actions_.apply(*held);  // requeued: pending
@@ -306,20 +300,20 @@ void Checkpoints::finish_checkpoint(JobEntry& entry, bool timed_out) {
 // A good periodic checkpoint replaces the earlier periodic ones: their
 // images go (the records stay, marked pruned), unless a restore needs them.
 void Checkpoints::prune_periodic_checkpoints(JobEntry& entry) {
-  const std::string& newest = entry.checkpoints.back().image();
+  const std::string& newest = entry.checkpoints.back().image;
   for (std::size_t i = 0; i + 1 < entry.checkpoints.size(); ++i) {
-    v1::CheckpointRecord& r = entry.checkpoints[i];
-    if (!r.periodic() || r.pruned() || r.restore_pending() || r.image() == newest ||
-        r.image() == entry.restored_image || r.image() == entry.restore_from) {
+    job::CheckpointRecord& r = entry.checkpoints[i];
+    if (!r.periodic || r.pruned || r.restore_pending || r.image == newest ||
+        r.image == entry.restored_image || r.image == entry.restore_from) {
       continue;
     }
     std::error_code ec;
-    std::filesystem::remove_all(r.image(), ec);
+    std::filesystem::remove_all(r.image, ec);
     if (ec) {
-      spdlog::warn("job {}: removing {}: {}", entry.job.id, r.image(), ec.message());
+      spdlog::warn("job {}: removing {}: {}", entry.job.id, r.image, ec.message());
       continue;
     }
-    r.set_pruned(true);
+    r.pruned = true;
     actions_.persist_checkpoint(entry, i);
   }
 }
@@ -335,25 +329,25 @@ void Checkpoints::prune_periodic_checkpoints(JobEntry& entry) {
 void Checkpoints::resume_in_flight(JobEntry& entry, TimeUs now) {
   const job::Job& job = entry.job;
   const bool resumes = job.state == job::JobState::kRunning && !entry.checkpoints.empty() &&
-                       entry.checkpoints.back().outcome().empty() &&
-                       then_of(entry.checkpoints.back()) != job::CheckpointThen::kContinue;
+                       entry.checkpoints.back().in_flight() &&
+                       entry.checkpoints.back().then != job::CheckpointThen::kContinue;
   for (std::size_t i = 0; i + (resumes ? 1 : 0) < entry.checkpoints.size(); ++i) {
-    v1::CheckpointRecord& record = entry.checkpoints[i];
-    if (record.outcome().empty()) record.set_outcome("unknown: the leader restarted during it");
+    job::CheckpointRecord& record = entry.checkpoints[i];
+    if (record.in_flight()) record.outcome = "unknown: the leader restarted during it";
   }
   if (!resumes) return;
-  v1::CheckpointRecord record = std::move(entry.checkpoints.back());
+  job::CheckpointRecord record = std::move(entry.checkpoints.back());
   entry.checkpoints.pop_back();
   JobEntry::Checkpointing op;
   op.record = std::move(record);
   op.deadline = now + kCheckpointTimeoutUs;
   for (const auto& part : job.allocation.nodes) op.waiting.insert(part.rank);
-  if (op.record.preempted()) {
-    entry.preempted = job::Preemption{op.record.preempted_for(), PreemptMode::kCheckpoint};
+  if (op.record.preempted) {
+    entry.preempted = job::Preemption{op.record.preempted_for, PreemptMode::kCheckpoint};
     entry.cores_handed_over = true;
   }
-  spdlog::info("job {}: waiting again for its checkpoint ({}) into {}", job.id, op.record.then(),
-               op.record.image());
+  spdlog::info("job {}: waiting again for its checkpoint ({}) into {}", job.id,
+               job::checkpoint_then_name(op.record.then), op.record.image);
   entry.checkpointing = std::move(op);
 }
 
@@ -369,9 +363,9 @@ void Checkpoints::hand_over_cores(JobEntry& entry) {
   if (entry.checkpointing) {
     // So that a leader restarted before the dump's answers adopts the job
     // without its cores (the job it left for has them).
-    v1::CheckpointRecord& record = entry.checkpointing->record;
-    record.set_preempted(true);
-    record.set_preempted_for(entry.preempted ? entry.preempted->for_job : 0);
+    job::CheckpointRecord& record = entry.checkpointing->record;
+    record.preempted = true;
+    record.preempted_for = entry.preempted ? entry.preempted->for_job : 0;
     actions_.persist_checkpoint_in_flight(entry);
   }
   for (Rank rank : entry.held_on) {

@@ -18,7 +18,7 @@
 
 namespace hpcq::daemon {
 
-using CheckpointPromise = std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>>;
+using CheckpointPromise = std::shared_ptr<std::promise<Result<job::CheckpointRecord>>>;
 
 class Checkpoints {
  public:
@@ -65,9 +65,5 @@ class Checkpoints {
   Context& ctx_;
   JobActions& actions_;
 };
-
-// A stored record's `then` (written only by begin_checkpoint, so one of the
-// three words).
-job::CheckpointThen then_of(const v1::CheckpointRecord& record);
 
 }  // namespace hpcq::daemon

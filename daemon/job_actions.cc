@@ -273,48 +273,46 @@ void JobActions::requeue_from_checkpoint(JobEntry& entry, const std::string& why
     requeue_job(entry, why);
     return;
   }
-  v1::CheckpointRecord& from = entry.checkpoints[static_cast<std::size_t>(restart)];
-  entry.job.spec.request.nodes = from.nodes_size();  // its images' layout
-  requeue_job(entry, why + "; restarting from checkpoint " + from.image());
-  entry.restore_from = from.image();
-  from.set_restore_pending(true);
+  job::CheckpointRecord& from = entry.checkpoints[static_cast<std::size_t>(restart)];
+  entry.job.spec.request.nodes = static_cast<int>(from.nodes.size());  // its images' layout
+  requeue_job(entry, why + "; restarting from checkpoint " + from.image);
+  entry.restore_from = from.image;
+  from.restore_pending = true;
   persist_checkpoint(entry, static_cast<std::size_t>(restart));
 }
 
 int JobActions::restart_checkpoint(const JobEntry& entry) const {
   const job::Job& job = entry.job;
   for (int i = static_cast<int>(entry.checkpoints.size()) - 1; i >= 0; --i) {
-    const v1::CheckpointRecord& r = entry.checkpoints[static_cast<std::size_t>(i)];
-    if (r.outcome() != "ok" || r.pruned() || r.nodes_size() == 0 ||
-        job.spec.request.ntasks % r.nodes_size() != 0) {
-      continue;
-    }
-    const bool this_run = r.time_us() >= job.start_time;
+    const job::CheckpointRecord& r = entry.checkpoints[static_cast<std::size_t>(i)];
+    const int nodes = static_cast<int>(r.nodes.size());
+    if (!r.ok() || r.pruned || nodes == 0 || job.spec.request.ntasks % nodes != 0) continue;
+    const bool this_run = r.time_us >= job.start_time;
     if (job.spec.checkpoint_interval_s > 0 && this_run) return i;
-    if (entry.restoring && r.image() == entry.restored_image) return i;
+    if (entry.restoring && r.image == entry.restored_image) return i;
   }
   return -1;
 }
 
 void JobActions::open_placement(JobEntry& entry) {
-  v1::Placement p;
-  for (const auto& a : entry.job.allocation.nodes) p.add_nodes(a.node);
-  p.set_start_us(entry.job.start_time);
-  p.set_restored_from(entry.restored_image);
+  job::Placement p;
+  for (const auto& a : entry.job.allocation.nodes) p.nodes.push_back(a.node);
+  p.start_us = entry.job.start_time;
+  p.restored_from = entry.restored_image;
   entry.placements.push_back(std::move(p));
   persist_placement(entry, entry.placements.size() - 1);
 }
 
 void JobActions::close_placement(JobEntry& entry, const std::string& outcome) {
-  if (entry.placements.empty() || entry.placements.back().end_us() != 0) return;
-  entry.placements.back().set_end_us(ctx_.now());
-  entry.placements.back().set_outcome(outcome);
+  if (entry.placements.empty() || entry.placements.back().end_us != 0) return;
+  entry.placements.back().end_us = ctx_.now();
+  entry.placements.back().outcome = outcome;
   persist_placement(entry, entry.placements.size() - 1);
 }
 
 // Placement records are kept under "<job>/<n>", n counting runs from 1.
 void JobActions::persist_placement(const JobEntry& entry, std::size_t index) {
-  persist_job_record(entry.job.id, "placement", index + 1, entry.placements[index]);
+  persist_job_record(entry.job.id, "placement", index + 1, api::to_proto(entry.placements[index]));
 }
 
 void JobActions::release_held(JobEntry& entry) {
@@ -396,12 +394,18 @@ void JobActions::persist_job_record(JobId id, const char* kind, std::size_t numb
 // Checkpoint records are kept under "<job>/<n>", n counting from 1 in the
 // order they were taken.
 void JobActions::persist_checkpoint(const JobEntry& entry, std::size_t index) {
-  persist_job_record(entry.job.id, "checkpoint", index + 1, entry.checkpoints[index]);
+  persist_job_record(entry.job.id, "checkpoint", index + 1,
+                     api::to_proto(entry.checkpoints[index]));
 }
 
 void JobActions::persist_checkpoint_in_flight(const JobEntry& entry) {
   persist_job_record(entry.job.id, "checkpoint", entry.checkpoints.size() + 1,
-                     entry.checkpointing->record);
+                     api::to_proto(entry.checkpointing->record));
+}
+
+// Resize records are kept as checkpoint records are.
+void JobActions::persist_resize(const JobEntry& entry, std::size_t index) {
+  persist_job_record(entry.job.id, "resize", index + 1, api::to_proto(entry.resizes[index]));
 }
 
 }  // namespace hpcq::daemon

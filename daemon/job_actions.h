@@ -86,6 +86,8 @@ class JobActions {
   // have, with no outcome yet: a leader restarted before the answers came
   // waits for them again (Checkpoints::resume_in_flight).
   void persist_checkpoint_in_flight(const JobEntry& entry);
+  // Resize records: "<job>/<n>", n counting from 1 in the order they ended.
+  void persist_resize(const JobEntry& entry, std::size_t index);
   // Placements: opened at a start, closed at the run's end (persisted).
   void open_placement(JobEntry& entry);
   void close_placement(JobEntry& entry, const std::string& outcome);

@@ -16,6 +16,7 @@
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
 #include "lib/job/job_table.h"
+#include "lib/job/records.h"
 #include "lib/job/steps.h"
 #include "lib/resource/allocation.h"
 #include "proto/hpcq.pb.h"
@@ -39,13 +40,13 @@ struct JobEntry : job::JobRecord {
   bool cores_handed_over = false;
   // A checkpoint in flight (hpcq checkpoint): the nodes yet to answer.
   struct Checkpointing {
-    std::shared_ptr<std::promise<Result<v1::CheckpointRecord>>> promise;
-    v1::CheckpointRecord record;
+    std::shared_ptr<std::promise<Result<job::CheckpointRecord>>> promise;
+    job::CheckpointRecord record;
     std::set<Rank> waiting;
     TimeUs deadline = 0;
   };
   std::optional<Checkpointing> checkpointing;
-  std::vector<v1::CheckpointRecord> checkpoints;  // done, oldest first
+  std::vector<job::CheckpointRecord> checkpoints;  // done, oldest first
   // Pending: the next start restores this checkpoint (its directory):
   // the last one, if it took the job off its nodes and was not restored.
   std::string restore_from;
@@ -53,24 +54,24 @@ struct JobEntry : job::JobRecord {
   std::string restored_image;    // ... and this was its image
   std::vector<Rank> restore_to;  // the restore's nodes (migrate --to), ascending; empty: any
   // Every run of the job, oldest first; the last is open while it runs.
-  std::vector<v1::Placement> placements;
+  std::vector<job::Placement> placements;
   // Elastic resizes (hpcq issue 7; the protocol is in overlay.proto,
   // message Resize). At most one in flight per job.
   struct Resizing {
     std::uint32_t seq = 0;
-    v1::ResizeRecord record;      // time, from, to, kind, by
+    job::ResizeRecord record;     // time, from, to, kind, by
     resource::Allocation before;  // the allocation when it was asked
     resource::Allocation after;   // the allocation asked for
     std::set<Rank> added;         // expand: launched, awaiting STARTED before the notice
     bool notified = false;        // the Resize went to the first node
     bool forced = false;          // a node died: the allocation shrank already; tell only
     TimeUs deadline = 0;          // past it, the outcome is timed_out (or failed before the notice)
-    std::shared_ptr<std::promise<Result<v1::ResizeRecord>>> promise;  // hpcq resize
+    std::shared_ptr<std::promise<Result<job::ResizeRecord>>> promise;  // hpcq resize
   };
   std::optional<Resizing> resizing;
   std::uint32_t resize_seq = 0;  // resizes asked for so far (this attempt)
   TimeUs last_resize = 0;        // the last resize's outcome: the rescale gap counts from it
-  std::vector<v1::ResizeRecord> resizes;  // done, oldest first
+  std::vector<job::ResizeRecord> resizes;  // done, oldest first
   // Launch.part of each node's current part (absent: 0, or unknown after
   // a leader restart; then any part is taken as the current one).
   std::map<Rank, std::uint32_t> part_of;

@@ -362,10 +362,11 @@ std::future<Result<v1::Job>> Leader::get_job(const Caller& caller, JobId id) {
     if (!found.is_ok()) return found.status();
     const JobEntry& entry = **found;
     v1::Job described = describe(entry.job);
-    for (const v1::CheckpointRecord& r : entry.checkpoints) *described.add_checkpoints() = r;
-    for (const v1::ResizeRecord& r : entry.resizes) *described.add_resizes() = r;
+    for (const job::CheckpointRecord& r : entry.checkpoints)
+      *described.add_checkpoints() = api::to_proto(r);
+    for (const job::ResizeRecord& r : entry.resizes) *described.add_resizes() = api::to_proto(r);
     described.set_restore_from(entry.restore_from);
-    for (const v1::Placement& p : entry.placements) *described.add_placements() = p;
+    for (const job::Placement& p : entry.placements) *described.add_placements() = api::to_proto(p);
     for (const job::StepRecord& s : entry.steps) *described.add_steps() = api::to_proto(s);
     return described;
   });
@@ -391,7 +392,7 @@ std::future<v1::ListJobsResponse> Leader::list_jobs(const Caller& caller,
       v1::Job* listed = response.add_jobs();
       *listed = describe(job);
       // Accounting shows every node set a job ran on (migrations, restarts).
-      for (const v1::Placement& p : entry.placements) *listed->add_placements() = p;
+      for (const job::Placement& p : entry.placements) *listed->add_placements() = api::to_proto(p);
       for (const job::StepRecord& s : entry.steps) *listed->add_steps() = api::to_proto(s);
     }
     return response;
@@ -609,11 +610,11 @@ std::future<Status> Leader::drain(const Caller& caller, const std::string& name,
   });
 }
 
-std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& caller, JobId id,
-                                                             job::CheckpointThen then,
-                                                             std::vector<std::string> to,
-                                                             bool elsewhere) {
-  auto promise = std::make_shared<std::promise<Result<v1::CheckpointRecord>>>();
+std::future<Result<job::CheckpointRecord>> Leader::checkpoint(const Caller& caller, JobId id,
+                                                              job::CheckpointThen then,
+                                                              std::vector<std::string> to,
+                                                              bool elsewhere) {
+  auto promise = std::make_shared<std::promise<Result<job::CheckpointRecord>>>();
   auto future = promise->get_future();
   ctx_.loop.post([this, caller, id, then, to = std::move(to), elsewhere, promise]() mutable {
     auto found = find_for(caller, id);
@@ -623,8 +624,8 @@ std::future<Result<v1::CheckpointRecord>> Leader::checkpoint(const Caller& calle
   return future;
 }
 
-std::future<Result<v1::ResizeRecord>> Leader::resize(const Caller& caller, JobId id, int nodes) {
-  auto promise = std::make_shared<std::promise<Result<v1::ResizeRecord>>>();
+std::future<Result<job::ResizeRecord>> Leader::resize(const Caller& caller, JobId id, int nodes) {
+  auto promise = std::make_shared<std::promise<Result<job::ResizeRecord>>>();
   auto future = promise->get_future();
   ctx_.loop.post([this, caller, id, nodes, promise] {
     auto found = find_for(caller, id);

@@ -81,14 +81,14 @@ class Leader {
   std::future<Status> hold(const Caller& caller, JobId id, bool held);
   // to: the node names the restore may use (requeue/stop only; empty: any);
   // elsewhere: `to` becomes other nodes that can take it now (hpcq migrate).
-  std::future<Result<v1::CheckpointRecord>> checkpoint(const Caller& caller, JobId id,
-                                                       job::CheckpointThen then,
-                                                       std::vector<std::string> to = {},
-                                                       bool elsewhere = false);
+  std::future<Result<job::CheckpointRecord>> checkpoint(const Caller& caller, JobId id,
+                                                        job::CheckpointThen then,
+                                                        std::vector<std::string> to = {},
+                                                        bool elsewhere = false);
   // hpcq resize: a running elastic job to `nodes` nodes within its range
   // (owner or admin); answered with the record once the application has
   // answered or the resize timed out (overlay.proto, message Resize).
-  std::future<Result<v1::ResizeRecord>> resize(const Caller& caller, JobId id, int nodes);
+  std::future<Result<job::ResizeRecord>> resize(const Caller& caller, JobId id, int nodes);
   std::future<Status> drain(const Caller& caller, const std::string& node, bool drained,
                             const std::string& reason);
   std::future<Result<v1::Reservation>> create_reservation(const Caller& caller,

@@ -61,7 +61,7 @@ Status NodeMonitor::drain(const std::string& name, bool drained, const std::stri
   persist_node(node);
   spdlog::info("node {}: {}{}", name, drained ? "drained" : "resumed",
                drained ? " (" + node.reason + ")" : "");
-  if (drained) resizes_.shrink_off(node.rank, "drain");
+  if (drained) resizes_.shrink_off(node.rank, job::ResizeBy::kDrain);
   if (!drained) actions_.schedule_soon();
   return Status::ok();
 }

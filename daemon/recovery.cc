@@ -17,22 +17,33 @@
 namespace hpcq::daemon {
 namespace {
 
+// Each stored message as its typed record (a placement's words are free text,
+// so only the other two can be refused).
+Result<job::Placement> typed(const v1::Placement& placement) { return api::from_proto(placement); }
+Result<job::CheckpointRecord> typed(const v1::CheckpointRecord& r) { return api::from_proto(r); }
+Result<job::ResizeRecord> typed(const v1::ResizeRecord& r) { return api::from_proto(r); }
+
 // A job's records of one kind ("checkpoint", "placement", "resize"), kept
-// under "<job>/<n>" as protobuf JSON: appended to `list` of each known job,
-// in key order (callers sort by time).
-template <typename Record, typename Jobs, typename Entry>
+// under "<job>/<n>" as the public API's message in protobuf JSON: typed and
+// appended to `list` of each known job, in key order (callers sort by time).
+template <typename Message, typename Record, typename Jobs, typename Entry>
 Status load_job_records(store::Store& store, const char* kind, Jobs& jobs,
                         std::vector<Record> Entry::*list) {
   auto stored = store.load_records(kind);
   if (!stored.is_ok()) return stored.status();
   for (const auto& [key, value] : *stored) {
-    Record record;
+    Message message;
     auto it = jobs.find(std::strtoull(key.c_str(), nullptr, 10));
-    if (it == jobs.end() || !google::protobuf::util::JsonStringToMessage(value, &record).ok()) {
-      spdlog::warn("store: {} record {} ignored", kind, key);
+    Result<Record> record = invalid_argument("not JSON of its message");
+    if (it != jobs.end() && google::protobuf::util::JsonStringToMessage(value, &message).ok()) {
+      record = typed(message);
+    }
+    if (it == jobs.end() || !record.is_ok()) {
+      spdlog::warn("store: {} record {} ignored{}", kind, key,
+                   it == jobs.end() ? "" : ": " + record.status().message());
       continue;
     }
-    (it->second.*list).push_back(std::move(record));
+    (it->second.*list).push_back(std::move(record).value());
   }
   return Status::ok();
 }
@@ -101,27 +112,26 @@ Status load_job_history(Context& ctx, store::Store& store) {
       load_job_records<v1::Placement>(store, "placement", ctx.table.jobs(), &JobEntry::placements));
   for (auto& [id, entry] : ctx.table.jobs()) {
     std::sort(entry.checkpoints.begin(), entry.checkpoints.end(),
-              [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
+              [](const auto& a, const auto& b) { return a.time_us < b.time_us; });
     std::sort(entry.placements.begin(), entry.placements.end(),
-              [](const auto& a, const auto& b) { return a.start_us() < b.start_us(); });
+              [](const auto& a, const auto& b) { return a.start_us < b.start_us; });
     Checkpoints::resume_in_flight(entry, ctx.now());
     // A pending job whose last checkpoint took it off its nodes and has not
     // been restored yet, or that waits to restart from a checkpoint after a
     // node loss, is restored where it next starts.
     if (entry.job.state == job::JobState::kPending && !entry.checkpoints.empty()) {
-      const v1::CheckpointRecord& last = entry.checkpoints.back();
-      if (then_of(last) != job::CheckpointThen::kContinue && last.outcome() == "ok" &&
-          !last.restored()) {
-        entry.restore_from = last.image();
-        entry.restore_to = ranks_of(ctx.nodes, last.to());
+      const job::CheckpointRecord& last = entry.checkpoints.back();
+      if (last.then != job::CheckpointThen::kContinue && last.ok() && !last.restored) {
+        entry.restore_from = last.image;
+        entry.restore_to = ranks_of(ctx.nodes, last.to);
       }
-      for (const v1::CheckpointRecord& r : entry.checkpoints) {
-        if (r.restore_pending()) entry.restore_from = r.image();
+      for (const job::CheckpointRecord& r : entry.checkpoints) {
+        if (r.restore_pending) entry.restore_from = r.image;
       }
     }
     if (entry.job.state == job::JobState::kRunning && !entry.placements.empty() &&
-        entry.placements.back().end_us() == 0) {
-      entry.restored_image = entry.placements.back().restored_from();
+        entry.placements.back().end_us == 0) {
+      entry.restored_image = entry.placements.back().restored_from;
       entry.restoring = !entry.restored_image.empty();
     }
   }
@@ -130,9 +140,9 @@ Status load_job_history(Context& ctx, store::Store& store) {
       load_job_records<v1::ResizeRecord>(store, "resize", ctx.table.jobs(), &JobEntry::resizes));
   for (auto& [id, entry] : ctx.table.jobs()) {
     std::sort(entry.resizes.begin(), entry.resizes.end(),
-              [](const auto& a, const auto& b) { return a.time_us() < b.time_us(); });
+              [](const auto& a, const auto& b) { return a.time_us < b.time_us; });
     if (!entry.resizes.empty()) {
-      entry.last_resize = entry.resizes.back().answered_us();
+      entry.last_resize = entry.resizes.back().answered_us;
       // The segments before it were charged then (the ledger is saved
       // every 10 s, so at most those seconds are lost or counted twice).
       entry.usage_from = entry.last_resize;

@@ -58,7 +58,7 @@ void Resizes::request(JobEntry& entry, int nodes, ResizePromise promise) {
     for (int i = current - 1; i >= nodes; --i) {
       ranks.push_back(job.allocation.nodes[static_cast<std::size_t>(i)].rank);
     }
-    asked = begin_shrink(entry, ranks, "user", promise);
+    asked = begin_shrink(entry, ranks, job::ResizeBy::kUser, promise);
   } else {
     std::vector<const resource::NodeState*> candidates;
     for (const resource::NodeState& node : ctx_.pool.nodes()) {
@@ -73,7 +73,7 @@ void Resizes::request(JobEntry& entry, int nodes, ResizePromise promise) {
       return promise->set_value(failed_precondition(
           name + ": no room for " + std::to_string(nodes - current) + " more node(s) now"));
     }
-    asked = begin_expand(entry, std::move(*more), "user", promise);
+    asked = begin_expand(entry, std::move(*more), job::ResizeBy::kUser, promise);
   }
   if (!asked.is_ok()) promise->set_value(asked);
 }
@@ -97,8 +97,8 @@ std::string Resizes::blocked(const JobEntry& entry) const {
   return "";
 }
 
-Status Resizes::begin_shrink(JobEntry& entry, const std::vector<Rank>& ranks, const std::string& by,
-                             std::shared_ptr<std::promise<Result<v1::ResizeRecord>>> promise) {
+Status Resizes::begin_shrink(JobEntry& entry, const std::vector<Rank>& ranks, job::ResizeBy by,
+                             ResizePromise promise) {
   job::Job& job = entry.job;
   const std::string name = "job " + std::to_string(job.id);
   if (std::string why = blocked(entry); !why.empty()) {
@@ -113,17 +113,17 @@ Status Resizes::begin_shrink(JobEntry& entry, const std::vector<Rank>& ranks, co
   if (static_cast<int>(after->nodes.size()) < job.spec.request.nodes) {
     return invalid_argument(name + ": a shrink below the range's minimum");
   }
-  JobEntry::Resizing r = resizing_to(entry, std::move(after).value(), "shrink", by);
+  JobEntry::Resizing r = resizing_to(entry, std::move(after).value(), job::ResizeKind::kShrink, by);
   r.promise = std::move(promise);
   entry.resizing = std::move(r);
-  spdlog::info("job {}: shrink {} -> {} nodes asked ({})", job.id, entry.resizing->record.from(),
-               entry.resizing->record.to(), by);
+  spdlog::info("job {}: shrink {} -> {} nodes asked ({})", job.id, entry.resizing->record.from,
+               entry.resizing->record.to, job::resize_by_name(by));
   send_resize_notice(entry);
   return Status::ok();
 }
 
-Status Resizes::begin_expand(JobEntry& entry, resource::Allocation added, const std::string& by,
-                             std::shared_ptr<std::promise<Result<v1::ResizeRecord>>> promise) {
+Status Resizes::begin_expand(JobEntry& entry, resource::Allocation added, job::ResizeBy by,
+                             ResizePromise promise) {
   job::Job& job = entry.job;
   const std::string name = "job " + std::to_string(job.id);
   if (std::string why = blocked(entry); !why.empty()) {
@@ -143,7 +143,7 @@ Status Resizes::begin_expand(JobEntry& entry, resource::Allocation added, const 
   }
   Status taken = ctx_.pool.allocate(added);
   if (!taken.is_ok()) return Status(taken.code(), name + ": " + taken.message());
-  JobEntry::Resizing r = resizing_to(entry, std::move(after).value(), "expand", by);
+  JobEntry::Resizing r = resizing_to(entry, std::move(after).value(), job::ResizeKind::kExpand, by);
   r.promise = std::move(promise);
   // Covers the new parts' start as well; the notice sets its own.
   r.deadline =
@@ -161,7 +161,7 @@ Status Resizes::begin_expand(JobEntry& entry, resource::Allocation added, const 
   launch.set_part(entry.resizing->seq);
   entry.launch = std::make_shared<const overlay::Launch>(std::move(launch));
   spdlog::info("job {}: expand {} -> {} nodes ({}): launching on the new nodes", job.id,
-               entry.resizing->record.from(), entry.resizing->record.to(), by);
+               entry.resizing->record.from, entry.resizing->record.to, job::resize_by_name(by));
   // As at a start: the new parts are launched once the allocation is
   // committed, so that a restarted leader knows the nodes are the job's.
   const JobId id = job.id;
@@ -200,7 +200,8 @@ void Resizes::send_resize_notice(JobEntry& entry) {
   m->set_job_id(entry.job.id);
   m->set_attempt(static_cast<std::uint32_t>(entry.job.requeue_count));
   m->set_seq(r.seq);
-  m->set_kind(r.record.kind() == "shrink" ? overlay::Resize::SHRINK : overlay::Resize::EXPAND);
+  m->set_kind(r.record.kind == job::ResizeKind::kShrink ? overlay::Resize::SHRINK
+                                                        : overlay::Resize::EXPAND);
   fill_node_allocs(r.after, m->mutable_allocation());
   m->set_timeout_ms(ctx_.config.resize_timeout_ms);
   m->set_forced(r.forced);
@@ -222,17 +223,18 @@ void Resizes::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
     return;
   }
   JobEntry::Resizing& r = *entry.resizing;
-  const bool shrink = r.record.kind() == "shrink";
-  std::string outcome;
+  const bool shrink = r.record.kind == job::ResizeKind::kShrink;
+  using job::ResizeOutcome;
+  ResizeOutcome outcome = ResizeOutcome::kFailed;
   switch (done.outcome()) {
-    case overlay::ResizeDone::ACKNOWLEDGED: outcome = "acknowledged"; break;
-    case overlay::ResizeDone::DECLINED: outcome = "declined"; break;
-    case overlay::ResizeDone::TIMED_OUT: outcome = "timed_out"; break;
-    default: outcome = "failed"; break;
+    case overlay::ResizeDone::ACKNOWLEDGED: outcome = ResizeOutcome::kAcknowledged; break;
+    case overlay::ResizeDone::DECLINED: outcome = ResizeOutcome::kDeclined; break;
+    case overlay::ResizeDone::TIMED_OUT: outcome = ResizeOutcome::kTimedOut; break;
+    default: break;
   }
   if (r.forced) {
     // The node is gone already: whatever the answer, nothing more to do.
-  } else if (shrink && outcome == "acknowledged") {
+  } else if (shrink && outcome == ResizeOutcome::kAcknowledged) {
     // The application has let the nodes go: take them back.
     std::vector<Rank> removed;
     for (const auto& part : r.before.nodes) {
@@ -244,7 +246,8 @@ void Resizes::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
     actions_.charge_segment(entry);
     entry.job.allocation = r.after;
     actions_.persist(entry.job, "shrink", "{}");
-  } else if (!shrink && (outcome == "declined" || outcome == "failed")) {
+  } else if (!shrink &&
+             (outcome == ResizeOutcome::kDeclined || outcome == ResizeOutcome::kFailed)) {
     // The application refused the new nodes (or could not be told): give
     // them back. A timeout keeps them: the nodes are the job's either way.
     undo_expansion(entry, "expand_undone");
@@ -252,21 +255,22 @@ void Resizes::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
   finish_resize(entry, outcome, done.reason(), done.answer_seconds());
 }
 
-void Resizes::finish_resize(JobEntry& entry, const std::string& outcome, const std::string& reason,
+void Resizes::finish_resize(JobEntry& entry, job::ResizeOutcome outcome, const std::string& reason,
                             double answer_seconds) {
   JobEntry::Resizing r = std::move(*entry.resizing);
   entry.resizing.reset();
   const TimeUs t = ctx_.now();
-  r.record.set_outcome(outcome);
-  r.record.set_reason(reason);
-  r.record.set_answered_us(t);
-  r.record.set_answer_seconds(answer_seconds);
-  for (const std::string& n : node_names(entry.job.allocation)) r.record.add_nodes(n);
+  r.record.outcome = outcome;
+  r.record.reason = reason;
+  r.record.answered_us = t;
+  r.record.answer_seconds = answer_seconds;
+  r.record.nodes = node_names(entry.job.allocation);
   entry.last_resize = t;
   entry.resizes.push_back(r.record);
-  actions_.persist_job_record(entry.job.id, "resize", entry.resizes.size(), r.record);
-  spdlog::info("job {}: {} {} -> {} {}{} (answer in {:.3f} s)", entry.job.id, r.record.kind(),
-               r.record.from(), r.record.to(), outcome, reason.empty() ? "" : ": " + reason,
+  actions_.persist_resize(entry, entry.resizes.size() - 1);
+  spdlog::info("job {}: {} {} -> {} {}{} (answer in {:.3f} s)", entry.job.id,
+               job::resize_kind_name(r.record.kind), r.record.from, r.record.to,
+               job::resize_outcome_name(outcome), reason.empty() ? "" : ": " + reason,
                answer_seconds);
   if (r.promise) r.promise->set_value(std::move(r.record));
   actions_.schedule_soon();
@@ -307,7 +311,7 @@ void Resizes::send_part_kill(JobEntry& entry, Rank rank) {
 // Asks every elastic job that runs on `rank` (and could do without it) to
 // shrink off it; a job that declines keeps running there, as a rigid job
 // does on a drained node.
-void Resizes::shrink_off(Rank rank, const std::string& by) {
+void Resizes::shrink_off(Rank rank, job::ResizeBy by) {
   for (JobId id : ctx_.table.running()) {
     JobEntry& entry = ctx_.table.jobs().at(id);
     const job::Job& job = entry.job;
@@ -343,14 +347,15 @@ bool Resizes::lose_elastic_part(JobEntry& entry, Rank rank, const std::string& n
   entry.running_on.erase(rank);
   entry.started_on.erase(rank);
   entry.part_of.erase(rank);
-  JobEntry::Resizing r = resizing_to(entry, std::move(after).value(), "shrink", "node_down");
+  JobEntry::Resizing r = resizing_to(entry, std::move(after).value(), job::ResizeKind::kShrink,
+                                     job::ResizeBy::kNodeDown);
   r.forced = true;
   actions_.charge_segment(entry);
   job.allocation = r.after;
   actions_.persist(job, "shrink", "{}");
   entry.resizing = std::move(r);
   spdlog::warn("job {}: node {} is down: the elastic job goes on without it ({} -> {} nodes)",
-               job.id, node_name, entry.resizing->record.from(), entry.resizing->record.to());
+               job.id, node_name, entry.resizing->record.from, entry.resizing->record.to);
   send_resize_notice(entry);
   return true;
 }
@@ -368,12 +373,13 @@ void Resizes::check_deadlines() {
     if (!r.notified) {
       // The added nodes never all started their parts: undo the expansion.
       undo_expansion(entry, "expand_undone");
-      finish_resize(entry, "failed", "the new nodes did not start the job in time", 0);
+      finish_resize(entry, job::ResizeOutcome::kFailed,
+                    "the new nodes did not start the job in time", 0);
       continue;
     }
     // No answer came back: a shrink is treated as declined (nothing
     // changes), an expansion keeps its nodes.
-    finish_resize(entry, "timed_out", "no answer from the job's first node", 0);
+    finish_resize(entry, job::ResizeOutcome::kTimedOut, "no answer from the job's first node", 0);
   }
   // Parts taken away by a resize: told again until each reports its end.
   for (JobId id : ctx_.table.running()) {
@@ -383,16 +389,16 @@ void Resizes::check_deadlines() {
 }
 
 JobEntry::Resizing Resizes::resizing_to(JobEntry& entry, resource::Allocation after,
-                                        const char* kind, const std::string& by) const {
+                                        job::ResizeKind kind, job::ResizeBy by) const {
   JobEntry::Resizing r;
   r.seq = ++entry.resize_seq;
   r.before = entry.job.allocation;
   r.after = std::move(after);
-  r.record.set_time_us(ctx_.now());
-  r.record.set_from(static_cast<int>(r.before.nodes.size()));
-  r.record.set_to(static_cast<int>(r.after.nodes.size()));
-  r.record.set_kind(kind);
-  r.record.set_by(by);
+  r.record.time_us = ctx_.now();
+  r.record.from = static_cast<int>(r.before.nodes.size());
+  r.record.to = static_cast<int>(r.after.nodes.size());
+  r.record.kind = kind;
+  r.record.by = by;
   return r;
 }
 
@@ -433,7 +439,7 @@ bool Resizes::on_part_update(JobEntry& entry, Rank rank, const overlay::JobUpdat
     const std::string& node = ctx_.nodes.at(rank).name;
     spdlog::warn("job {}: expansion failed on {}: {}", entry.job.id, node, update.reason());
     undo_expansion(entry, "expand_failed");
-    finish_resize(entry, "failed",
+    finish_resize(entry, job::ResizeOutcome::kFailed,
                   node + ": " + (update.reason().empty() ? "part ended at start" : update.reason()),
                   0);
     return on_part_update(entry, rank, update);  // now a removed part's end
@@ -455,7 +461,7 @@ bool Resizes::on_node_lost(JobEntry& entry, const NodeEntry& node) {
     // fails, and the job goes on as it was (the added parts are taken
     // away; this one is gone with its node, just below).
     undo_expansion(entry, "expand_failed");
-    finish_resize(entry, "failed", "node " + node.name + " went down", 0);
+    finish_resize(entry, job::ResizeOutcome::kFailed, "node " + node.name + " went down", 0);
   }
   if (auto removed = entry.removing.find(node.rank); removed != entry.removing.end()) {
     // A part a resize took away: the job does not need it.
@@ -470,7 +476,7 @@ bool Resizes::on_node_lost(JobEntry& entry, const NodeEntry& node) {
 }
 
 void Resizes::on_run_end(JobEntry& entry) {
-  if (entry.resizing) finish_resize(entry, "failed", "the job ended", 0);
+  if (entry.resizing) finish_resize(entry, job::ResizeOutcome::kFailed, "the job ended", 0);
 }
 
 }  // namespace hpcq::daemon

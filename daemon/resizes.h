@@ -15,7 +15,7 @@
 
 namespace hpcq::daemon {
 
-using ResizePromise = std::shared_ptr<std::promise<Result<v1::ResizeRecord>>>;
+using ResizePromise = std::shared_ptr<std::promise<Result<job::ResizeRecord>>>;
 
 class Resizes {
  public:
@@ -30,10 +30,10 @@ class Resizes {
   // Why the job cannot start a resize now; empty when it can.
   std::string blocked(const JobEntry& entry) const;
   // Each returns an error (and changes nothing) when the job cannot be
-  // resized now. `by`: "scheduler" or "user".
-  Status begin_shrink(JobEntry& entry, const std::vector<Rank>& ranks, const std::string& by,
+  // resized now.
+  Status begin_shrink(JobEntry& entry, const std::vector<Rank>& ranks, job::ResizeBy by,
                       ResizePromise promise);
-  Status begin_expand(JobEntry& entry, resource::Allocation added, const std::string& by,
+  Status begin_expand(JobEntry& entry, resource::Allocation added, job::ResizeBy by,
                       ResizePromise promise);
   void on_resize_done(Rank rank, const overlay::ResizeDone& done);
   // A part's report, before the job's own handling: true when it was a
@@ -51,7 +51,7 @@ class Resizes {
   // Asks every elastic job that runs on `rank` (and could do without it) to
   // shrink off it; a job that declines keeps running there, as a rigid job
   // does on a drained node.
-  void shrink_off(Rank rank, const std::string& by);
+  void shrink_off(Rank rank, job::ResizeBy by);
   // The job's run ended: a resize in flight fails.
   void on_run_end(JobEntry& entry);
   // Every heartbeat: resizes past their deadline; parts taken away told
@@ -61,11 +61,11 @@ class Resizes {
  private:
   // A resize of the job's current allocation to `after`, numbered and
   // recorded (time, from, to, kind, by).
-  JobEntry::Resizing resizing_to(JobEntry& entry, resource::Allocation after, const char* kind,
-                                 const std::string& by) const;
+  JobEntry::Resizing resizing_to(JobEntry& entry, resource::Allocation after, job::ResizeKind kind,
+                                 job::ResizeBy by) const;
   void send_resize_notice(JobEntry& entry);
   // The outcome is known: record it (store too), answer hpcq resize.
-  void finish_resize(JobEntry& entry, const std::string& outcome, const std::string& reason,
+  void finish_resize(JobEntry& entry, job::ResizeOutcome outcome, const std::string& reason,
                      double answer_seconds);
   // An expansion that did not take: its parts are taken away, the job goes
   // on as it was.

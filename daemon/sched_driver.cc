@@ -173,7 +173,7 @@ void SchedDriver::fill_running(sched::Snapshot& snapshot) {
                                               : std::max(job.start_time, entry.last_resize);
     snapshot.running.back().leaving = entry.preempted.has_value() || entry.cancel_requested;
     if (entry.preempted && entry.checkpointing) {
-      snapshot.running.back().moving_to = ranks_of(ctx_.nodes, entry.checkpointing->record.to());
+      snapshot.running.back().moving_to = ranks_of(ctx_.nodes, entry.checkpointing->record.to);
     }
   }
 }
@@ -196,7 +196,8 @@ void SchedDriver::apply_decisions(sched::Decisions& decisions) {
     } else if (auto* shrink = std::get_if<sched::Shrink>(&decision)) {
       auto it = ctx_.table.jobs().find(shrink->job);
       if (it == ctx_.table.jobs().end()) continue;
-      Status asked = resizes_.begin_shrink(it->second, shrink->nodes, "scheduler", nullptr);
+      Status asked =
+          resizes_.begin_shrink(it->second, shrink->nodes, job::ResizeBy::kScheduler, nullptr);
       if (!asked.is_ok()) {
         spdlog::info("job {}: shrink not asked: {}", shrink->job, asked.message());
       } else {
@@ -205,8 +206,8 @@ void SchedDriver::apply_decisions(sched::Decisions& decisions) {
     } else if (auto* expand = std::get_if<sched::Expand>(&decision)) {
       auto it = ctx_.table.jobs().find(expand->job);
       if (it == ctx_.table.jobs().end()) continue;
-      Status asked =
-          resizes_.begin_expand(it->second, std::move(expand->allocation), "scheduler", nullptr);
+      Status asked = resizes_.begin_expand(it->second, std::move(expand->allocation),
+                                           job::ResizeBy::kScheduler, nullptr);
       if (!asked.is_ok()) spdlog::info("job {}: expand not done: {}", expand->job, asked.message());
     }
   }
@@ -373,9 +374,9 @@ void SchedDriver::start_job(JobEntry& entry, resource::Allocation allocation, bo
     // Restored, not started: once. A failed restore runs it from the start.
     launch.set_restore_from(entry.restore_from);
     for (std::size_t i = 0; i < entry.checkpoints.size(); ++i) {
-      if (entry.checkpoints[i].image() != entry.restore_from) continue;
-      entry.checkpoints[i].set_restored(true);
-      entry.checkpoints[i].set_restore_pending(false);
+      if (entry.checkpoints[i].image != entry.restore_from) continue;
+      entry.checkpoints[i].restored = true;
+      entry.checkpoints[i].restore_pending = false;
       actions_.persist_checkpoint(entry, i);
     }
     entry.restore_from.clear();

@@ -314,4 +314,101 @@ Result<job::StepRecord> from_proto(const v1::Step& p) {
   return step;
 }
 
+v1::CheckpointRecord to_proto(const job::CheckpointRecord& r) {
+  v1::CheckpointRecord p;
+  p.set_time_us(r.time_us);
+  p.set_then(job::checkpoint_then_name(r.then));
+  for (const std::string& n : r.nodes) p.add_nodes(n);
+  p.set_image(r.image);
+  p.set_image_bytes(r.image_bytes);
+  p.set_dump_seconds(r.dump_seconds);
+  p.set_outcome(r.outcome);
+  p.set_restored(r.restored);
+  p.set_restore_pending(r.restore_pending);
+  p.set_periodic(r.periodic);
+  p.set_pruned(r.pruned);
+  for (const std::string& n : r.to) p.add_to(n);
+  p.set_preempted(r.preempted);
+  p.set_preempted_for(r.preempted_for);
+  return p;
+}
+
+Result<job::CheckpointRecord> from_proto(const v1::CheckpointRecord& p) {
+  job::CheckpointRecord r;
+  auto then = job::parse_checkpoint_then(p.then());
+  if (!then) return invalid_argument("checkpoint record: unknown then '" + p.then() + "'");
+  r.time_us = p.time_us();
+  r.then = *then;
+  r.nodes.assign(p.nodes().begin(), p.nodes().end());
+  r.image = p.image();
+  r.image_bytes = p.image_bytes();
+  r.dump_seconds = p.dump_seconds();
+  r.outcome = p.outcome();
+  r.restored = p.restored();
+  r.restore_pending = p.restore_pending();
+  r.periodic = p.periodic();
+  r.pruned = p.pruned();
+  r.to.assign(p.to().begin(), p.to().end());
+  r.preempted = p.preempted();
+  r.preempted_for = p.preempted_for();
+  return r;
+}
+
+v1::Placement to_proto(const job::Placement& r) {
+  v1::Placement p;
+  for (const std::string& n : r.nodes) p.add_nodes(n);
+  p.set_start_us(r.start_us);
+  p.set_end_us(r.end_us);
+  p.set_restored_from(r.restored_from);
+  p.set_outcome(r.outcome);
+  return p;
+}
+
+job::Placement from_proto(const v1::Placement& p) {
+  job::Placement r;
+  r.nodes.assign(p.nodes().begin(), p.nodes().end());
+  r.start_us = p.start_us();
+  r.end_us = p.end_us();
+  r.restored_from = p.restored_from();
+  r.outcome = p.outcome();
+  return r;
+}
+
+v1::ResizeRecord to_proto(const job::ResizeRecord& r) {
+  v1::ResizeRecord p;
+  p.set_time_us(r.time_us);
+  p.set_from(r.from);
+  p.set_to(r.to);
+  p.set_kind(job::resize_kind_name(r.kind));
+  p.set_outcome(job::resize_outcome_name(r.outcome));
+  p.set_reason(r.reason);
+  p.set_by(job::resize_by_name(r.by));
+  p.set_answered_us(r.answered_us);
+  p.set_answer_seconds(r.answer_seconds);
+  for (const std::string& n : r.nodes) p.add_nodes(n);
+  return p;
+}
+
+Result<job::ResizeRecord> from_proto(const v1::ResizeRecord& p) {
+  auto kind = job::parse_resize_kind(p.kind());
+  auto outcome = job::parse_resize_outcome(p.outcome());
+  auto by = job::parse_resize_by(p.by());
+  if (!kind || !outcome || !by) {
+    return invalid_argument("resize record: unknown kind, outcome or by ('" + p.kind() + "', '" +
+                            p.outcome() + "', '" + p.by() + "')");
+  }
+  job::ResizeRecord r;
+  r.time_us = p.time_us();
+  r.from = p.from();
+  r.to = p.to();
+  r.kind = *kind;
+  r.outcome = *outcome;
+  r.reason = p.reason();
+  r.by = *by;
+  r.answered_us = p.answered_us();
+  r.answer_seconds = p.answer_seconds();
+  r.nodes.assign(p.nodes().begin(), p.nodes().end());
+  return r;
+}
+
 }  // namespace hpcq::api

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lib/job/job.h"
+#include "lib/job/records.h"
 #include "lib/job/steps.h"
 #include "proto/hpcq.pb.h"
 
@@ -31,6 +32,16 @@ v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_
 v1::Step to_proto(const job::StepRecord& step);
 // kInvalidArgument for a record that does not make sense (an unknown state).
 Result<job::StepRecord> from_proto(const v1::Step& step);
+
+// A job's records, as GetJob shows them and the store keeps them
+// ("checkpoint", "placement" and "resize" records, as protobuf JSON).
+// kInvalidArgument for a word the typed record has no value for.
+v1::CheckpointRecord to_proto(const job::CheckpointRecord& record);
+Result<job::CheckpointRecord> from_proto(const v1::CheckpointRecord& record);
+v1::Placement to_proto(const job::Placement& placement);
+job::Placement from_proto(const v1::Placement& placement);
+v1::ResizeRecord to_proto(const job::ResizeRecord& record);
+Result<job::ResizeRecord> from_proto(const v1::ResizeRecord& record);
 
 // "PENDING", ... for a proto state.
 const char* state_name(v1::JobState state);

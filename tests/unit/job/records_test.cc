@@ -16,5 +16,23 @@ TEST(Records, CheckpointThenRoundTripsThroughItsWord) {
   EXPECT_EQ(parse_checkpoint_then("Continue"), std::nullopt);
 }
 
+TEST(Records, ResizeWordsRoundTrip) {
+  for (ResizeKind kind : {ResizeKind::kShrink, ResizeKind::kExpand}) {
+    EXPECT_EQ(parse_resize_kind(resize_kind_name(kind)), kind);
+  }
+  for (ResizeOutcome outcome :
+       {ResizeOutcome::kNone, ResizeOutcome::kAcknowledged, ResizeOutcome::kDeclined,
+        ResizeOutcome::kTimedOut, ResizeOutcome::kFailed}) {
+    EXPECT_EQ(parse_resize_outcome(resize_outcome_name(outcome)), outcome);
+  }
+  for (ResizeBy by :
+       {ResizeBy::kUser, ResizeBy::kScheduler, ResizeBy::kNodeDown, ResizeBy::kDrain}) {
+    EXPECT_EQ(parse_resize_by(resize_by_name(by)), by);
+  }
+  EXPECT_STREQ(resize_outcome_name(ResizeOutcome::kTimedOut), "timed_out");
+  EXPECT_EQ(parse_resize_kind("grow"), std::nullopt);
+  EXPECT_EQ(parse_resize_by(""), std::nullopt);
+}
+
 }  // namespace
 }  // namespace hpcq::job
