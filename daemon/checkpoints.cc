@@ -7,14 +7,6 @@
 #include <set>
 
 namespace hpcq::daemon {
-namespace {
-
-// A checkpoint a node has not answered by then is given up (the part is
-// told to end, and the job requeued to run from the start).
-constexpr TimeUs kCheckpointTimeoutUs = 300 * kUsPerSecond;
-
-}  // namespace
-
 void Checkpoints::request(JobEntry& entry, job::CheckpointThen then, std::vector<std::string> to,
                           bool elsewhere, CheckpointPromise promise) {
   const JobId id = entry.job.id;
@@ -141,37 +133,27 @@ Status Checkpoints::begin_checkpoint(JobEntry& entry, job::CheckpointThen then,
                                      bool periodic) {
   HPCQ_RETURN_IF_ERROR(checkpointable(entry, then));
   const job::Job& job = entry.job;
-  const JobId id = job.id;
-  {
-    JobEntry::Checkpointing op;
-    op.promise = std::move(promise);
-    op.record.periodic = periodic;
-    op.record.to = to;
-    op.record.time_us = ctx_.now();
-    op.record.then = then;
-    op.record.image = checkpoint_root() + "/job-" + std::to_string(id) + "/" +
-                      std::to_string(entry.checkpoints.size() + 1) + "-" +
-                      std::to_string(job.requeue_count);
-    op.deadline = ctx_.now() + kCheckpointTimeoutUs;
-    for (std::size_t i = 0; i < job.allocation.nodes.size(); ++i) {
-      const resource::NodeAllocation& part = job.allocation.nodes[i];
-      op.record.nodes.push_back(part.node);
-      op.waiting.insert(part.rank);
-      overlay::Envelope envelope;
-      envelope.set_dst(part.rank);
-      overlay::Checkpoint* c = envelope.mutable_checkpoint();
-      c->set_job_id(id);
-      c->set_attempt(static_cast<uint32_t>(job.requeue_count));
-      c->set_image_dir(op.record.image + "/part-" + std::to_string(i));
-      c->set_stop(then != job::CheckpointThen::kContinue);
-      Status sent = ctx_.overlay->send(std::move(envelope));
-      if (!sent.is_ok())
-        spdlog::warn("job {}: checkpoint to {}: {}", id, part.node, sent.message());
-    }
-    spdlog::info("job {}: checkpoint ({}) into {}", id, job::checkpoint_then_name(then),
-                 op.record.image);
-    entry.checkpointing = std::move(op);
+  JobEntry::Checkpointing op;
+  static_cast<job::CheckpointRun&>(op) = job::begin_checkpoint_run(
+      job, then, job::checkpoint_image(checkpoint_root(), job, entry.checkpoints.size()), to,
+      periodic, ctx_.now());
+  op.promise = std::move(promise);
+  for (std::size_t i = 0; i < job.allocation.nodes.size(); ++i) {
+    const resource::NodeAllocation& part = job.allocation.nodes[i];
+    overlay::Envelope envelope;
+    envelope.set_dst(part.rank);
+    overlay::Checkpoint* c = envelope.mutable_checkpoint();
+    c->set_job_id(job.id);
+    c->set_attempt(static_cast<uint32_t>(job.requeue_count));
+    c->set_image_dir(job::part_image_dir(op.record, i));
+    c->set_stop(then != job::CheckpointThen::kContinue);
+    Status sent = ctx_.overlay->send(std::move(envelope));
+    if (!sent.is_ok())
+      spdlog::warn("job {}: checkpoint to {}: {}", job.id, part.node, sent.message());
   }
+  spdlog::info("job {}: checkpoint ({}) into {}", job.id, job::checkpoint_then_name(then),
+               op.record.image);
+  entry.checkpointing = std::move(op);
   actions_.persist_checkpoint_in_flight(entry);
   return Status::ok();
 }
@@ -179,14 +161,11 @@ Status Checkpoints::begin_checkpoint(JobEntry& entry, job::CheckpointThen then,
 // --checkpoint-interval: a running job whose last checkpoint of this run (or
 // its start) is older than its interval is checkpointed now, and runs on.
 void Checkpoints::checkpoint_due_jobs() {
-  const TimeUs t = ctx_.now();
   for (JobId id : ctx_.table.running()) {
     JobEntry& entry = ctx_.table.jobs().at(id);
-    const job::Job& job = entry.job;
-    if (job.spec.checkpoint_interval_s <= 0 || entry.checkpointing) continue;
-    TimeUs last = job.start_time;
-    for (const job::CheckpointRecord& r : entry.checkpoints) last = std::max(last, r.time_us);
-    if (t - last < job.spec.checkpoint_interval_s * kUsPerSecond) continue;
+    if (entry.checkpointing ||
+        !job::periodic_checkpoint_due(entry.job, entry.checkpoints, ctx_.now()))
+      continue;
     if (!checkpointable(entry, job::CheckpointThen::kContinue).is_ok()) continue;  // next tick
     Status s =
         begin_checkpoint(entry, job::CheckpointThen::kContinue, nullptr, {}, /*periodic=*/true);
@@ -196,105 +175,63 @@ void Checkpoints::checkpoint_due_jobs() {
 
 void Checkpoints::on_checkpoint_done(Rank rank, const overlay::CheckpointDone& done) {
   auto it = ctx_.table.jobs().find(done.job_id());
-  if (it == ctx_.table.jobs().end()) return;
+  if (it == ctx_.table.jobs().end() || !it->second.checkpointing) return;
   JobEntry& entry = it->second;
-  // An answer repeated in a Hello may be of an earlier checkpoint: each has
-  // its own directory.
-  if (!entry.checkpointing || entry.job.state != job::JobState::kRunning ||
-      done.attempt() != static_cast<uint32_t>(entry.job.requeue_count) ||
-      done.image_dir().rfind(entry.checkpointing->record.image + "/", 0) != 0 ||
-      !entry.checkpointing->waiting.erase(rank)) {
+  job::CheckpointAnswer answer;
+  answer.attempt = done.attempt();
+  answer.image_dir = done.image_dir();
+  answer.ok = done.ok();
+  answer.reason = done.reason();
+  answer.image_bytes = done.image_bytes();
+  answer.dump_seconds = done.dump_seconds();
+  answer.stopped = done.stopped();
+  if (!job::take_answer(entry, *entry.checkpointing, rank, ctx_.nodes.at(rank).name, answer)) {
     return;
   }
-  job::CheckpointRecord& record = entry.checkpointing->record;
-  if (!done.ok()) {
-    const std::string why = ctx_.nodes.at(rank).name + ": " + done.reason();
-    record.outcome = record.outcome.empty() ? why : record.outcome + "; " + why;
-  } else {
-    record.image_bytes += done.image_bytes();
-    record.dump_seconds = std::max(record.dump_seconds, done.dump_seconds());
-  }
-  // A stopped part is gone from its node, silently: no end will be reported.
-  if (done.stopped()) entry.running_on.erase(rank);
   if (entry.checkpointing->waiting.empty()) finish_checkpoint(entry, /*timed_out=*/false);
 }
 
 void Checkpoints::finish_checkpoint(JobEntry& entry, bool timed_out) {
   JobEntry::Checkpointing op = std::move(*entry.checkpointing);
   entry.checkpointing.reset();
-  job::Job& job = entry.job;
-  job::CheckpointRecord& record = op.record;
-  if (timed_out) {
-    std::string late;
-    for (Rank rank : op.waiting) late += (late.empty() ? "" : ",") + ctx_.nodes.at(rank).name;
-    record.outcome = (record.outcome.empty() ? "" : record.outcome + "; ") + late + ": no answer";
-  }
-  const bool ok = record.outcome.empty();
-  if (ok) record.outcome = job::CheckpointRecord::kCheckpointOk;
+  const job::CheckpointEnd end = job::end_checkpoint(entry, op, op.promise != nullptr, timed_out);
+  const job::CheckpointRecord& record = op.record;
   entry.checkpoints.push_back(record);
   actions_.persist_checkpoint(entry, entry.checkpoints.size() - 1);
-  const std::string name = "job " + std::to_string(job.id);
-  if (record.then == job::CheckpointThen::kContinue) {
-    spdlog::info("{}: {}checkpoint {}", name, record.periodic ? "periodic " : "", record.outcome);
-    if (ok && record.periodic) prune_periodic_checkpoints(entry);
-    if (!op.promise) return;
-    op.promise->set_value(
-        ok ? Result<job::CheckpointRecord>(record)
-           : Result<job::CheckpointRecord>(failed_precondition(
-                 name + ": checkpoint failed (" + record.outcome + "); the job runs on")));
-    return;
-  }
-  if (!ok && op.promise && !timed_out && entry.running_on.size() == job.allocation.nodes.size()) {
-    // Asked for by a user (checkpoint --then, migrate) and no part was
-    // stopped (a failed dump resumes its part): the job runs on where it was.
-    // A preemption's victim (no promise) must leave all the same: below.
-    spdlog::info("{}: checkpoint ({}) {}: it runs on", name, job::checkpoint_then_name(record.then),
-                 record.outcome);
-    if (op.promise) {
-      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome +
-                                                "); the job runs on"));
+  const JobId id = entry.job.id;
+  const char* then = job::checkpoint_then_name(record.then);
+  switch (end.kind) {
+    case job::CheckpointEnd::Kind::kRunsOn:
+      spdlog::info("job {}: {}checkpoint ({}) {}{}", id, record.periodic ? "periodic " : "", then,
+                   record.outcome, end.ok ? "" : ": it runs on");
+      if (end.ok && record.periodic) prune_periodic_checkpoints(entry);
+      break;
+    case job::CheckpointEnd::Kind::kRequeueFromStart:
+      spdlog::warn("job {}: checkpoint ({}) {}: requeued to run from the start", id, then,
+                   record.outcome);
+      if (entry.running_on.empty()) {
+        actions_.all_parts_ended(entry, ctx_.now());
+      } else {
+        actions_.kill_job_parts(entry);
+      }
+      break;
+    case job::CheckpointEnd::Kind::kLeaves: {
+      const std::optional<job::Preemption> preempted = entry.preempted;
+      actions_.requeue_job(entry, end.why);
+      if (preempted) entry.yields_to = preempted->for_job;
+      entry.restore_from = record.image;
+      entry.restore_to = ranks_of(ctx_.nodes, record.to);
+      if (end.hold) {
+        auto held = ctx_.table.hold(entry, true, "checkpointed; held until released", ctx_.now());
+        if (held.is_ok()) actions_.apply(*held);  // requeued: pending
+      }
+      actions_.schedule_soon();
+      break;
     }
-    return;
   }
-  if (!ok) {
-    // The parts that were stopped are gone; the others still run: end
-    // them, then run the job again from the start. Never lost, never twice.
-    entry.requeue_when_ended = "checkpoint failed (" + record.outcome + ")";
-    if (entry.running_on.empty()) {
-      actions_.all_parts_ended(entry, ctx_.now());
-    } else {
-      actions_.kill_job_parts(entry);
-    }
-    if (op.promise) {
-      op.promise->set_value(failed_precondition(name + ": checkpoint failed (" + record.outcome +
-                                                "); the job is requeued to run from the start"));
-    }
-    return;
-  }
-  const bool stop = record.then == job::CheckpointThen::kStop;
-  // The restore asks for as many nodes as the dump ran on; with as many
-  // tasks on each (checked before the dump), any placement fits the images.
-  job.spec.request.nodes = static_cast<int>(record.nodes.size());
-  const std::optional<job::Preemption> preempted = entry.preempted;
-  std::string why = stop ? "checkpointed and stopped" : "checkpointed";
-  if (preempted && preempted->for_job != 0) {
-    why = "preempted by job " + std::to_string(preempted->for_job) + ", checkpointed";
-  } else if (preempted) {
-    // The gap action's own saves: a move to a hole, or Mode A's slot end.
-    std::string to;
-    for (const std::string& node : record.to) to += (to.empty() ? "" : ",") + node;
-    why = to.empty() ? "checkpointed at the end of its slot" : "checkpointed to move to " + to;
-  }
-  actions_.requeue_job(entry, why);
-  if (preempted) entry.yields_to = preempted->for_job;
-  entry.restore_from = record.image;
-  entry.restore_to = ranks_of(ctx_.nodes, record.to);
-  if (stop) {
-    auto held = ctx_.table.hold(entry, true, "checkpointed; held until released", ctx_.now());
-    if (held.is_ok()) actions_.apply(*held);  // requeued: pending
-  }
-  actions_.schedule_soon();
-  if (op.promise) op.promise->set_value(record);
+  if (!op.promise) return;
+  op.promise->set_value(end.ok ? Result<job::CheckpointRecord>(record)
+                               : Result<job::CheckpointRecord>(failed_precondition(end.error)));
 }
 
 // A good periodic checkpoint replaces the earlier periodic ones: their
@@ -318,36 +255,19 @@ void Checkpoints::prune_periodic_checkpoints(JobEntry& entry) {
   }
 }
 
-// A record without an outcome was in flight when the leader stopped. If it
-// was to take a running job off its nodes (stop, requeue), the job waits
-// again for every node's answer: the agents repeat theirs in their Hello,
-// and the deadline kills and requeues it as for a node that never answers;
-// a job that left its nodes for another job is adopted without its cores.
-// One that was to leave the job running is not waited for: the job runs on
-// either way, and the record says its outcome is unknown (as it says on
-// every load: the stored record keeps no outcome).
+// A record without an outcome was in flight when the leader stopped
+// (job::resume_checkpoint_run says which is waited for again: the agents
+// repeat their answers in their Hello, and the deadline kills and requeues
+// the job as for a node that never answers). A job that left its nodes for
+// another job is adopted without its cores.
 void Checkpoints::resume_in_flight(JobEntry& entry, TimeUs now) {
-  const job::Job& job = entry.job;
-  const bool resumes = job.state == job::JobState::kRunning && !entry.checkpoints.empty() &&
-                       entry.checkpoints.back().in_flight() &&
-                       entry.checkpoints.back().then != job::CheckpointThen::kContinue;
-  for (std::size_t i = 0; i + (resumes ? 1 : 0) < entry.checkpoints.size(); ++i) {
-    job::CheckpointRecord& record = entry.checkpoints[i];
-    if (record.in_flight()) record.outcome = "unknown: the leader restarted during it";
-  }
-  if (!resumes) return;
-  job::CheckpointRecord record = std::move(entry.checkpoints.back());
-  entry.checkpoints.pop_back();
+  std::optional<job::CheckpointRun> run = job::resume_checkpoint_run(entry, entry.checkpoints, now);
+  if (!run) return;
+  entry.cores_handed_over = run->record.preempted;
+  spdlog::info("job {}: waiting again for its checkpoint ({}) into {}", entry.job.id,
+               job::checkpoint_then_name(run->record.then), run->record.image);
   JobEntry::Checkpointing op;
-  op.record = std::move(record);
-  op.deadline = now + kCheckpointTimeoutUs;
-  for (const auto& part : job.allocation.nodes) op.waiting.insert(part.rank);
-  if (op.record.preempted) {
-    entry.preempted = job::Preemption{op.record.preempted_for, PreemptMode::kCheckpoint};
-    entry.cores_handed_over = true;
-  }
-  spdlog::info("job {}: waiting again for its checkpoint ({}) into {}", job.id,
-               job::checkpoint_then_name(op.record.then), op.record.image);
+  static_cast<job::CheckpointRun&>(op) = std::move(*run);
   entry.checkpointing = std::move(op);
 }
 
@@ -392,10 +312,13 @@ void Checkpoints::check_deadlines() {
     JobEntry& entry = ctx_.table.at(id);
     // A node that did not answer may have stopped its part or not: it is
     // told to kill it and no longer waited for.
+    std::string late;
     for (Rank rank : entry.checkpointing->waiting) {
+      late += (late.empty() ? "" : ",") + ctx_.nodes.at(rank).name;
       actions_.send_kill(entry, rank);
       entry.running_on.erase(rank);
     }
+    job::give_up_waiting(*entry.checkpointing, late);
     finish_checkpoint(entry, /*timed_out=*/true);
   }
 }

@@ -15,6 +15,7 @@
 
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
+#include "lib/job/checkpoint_run.h"
 #include "lib/job/job_table.h"
 #include "lib/job/records.h"
 #include "lib/job/steps.h"
@@ -38,12 +39,10 @@ struct JobEntry : job::JobRecord {
   // Being dumped to leave (preempted by checkpoint, or moving): its cores
   // are back in the pool already, its memory and GPUs not (hand_over_cores).
   bool cores_handed_over = false;
-  // A checkpoint in flight (hpcq checkpoint): the nodes yet to answer.
-  struct Checkpointing {
+  // A checkpoint in flight (lib/job/checkpoint_run.h), and who waits for
+  // its record (hpcq checkpoint, migrate; none for the scheduler's).
+  struct Checkpointing : job::CheckpointRun {
     std::shared_ptr<std::promise<Result<job::CheckpointRecord>>> promise;
-    job::CheckpointRecord record;
-    std::set<Rank> waiting;
-    TimeUs deadline = 0;
   };
   std::optional<Checkpointing> checkpointing;
   std::vector<job::CheckpointRecord> checkpoints;  // done, oldest first
