@@ -18,6 +18,7 @@
 #include "lib/job/checkpoint_run.h"
 #include "lib/job/job_table.h"
 #include "lib/job/records.h"
+#include "lib/job/resize_run.h"
 #include "lib/job/steps.h"
 #include "lib/resource/allocation.h"
 #include "proto/hpcq.pb.h"
@@ -54,18 +55,11 @@ struct JobEntry : job::JobRecord {
   std::vector<Rank> restore_to;  // the restore's nodes (migrate --to), ascending; empty: any
   // Every run of the job, oldest first; the last is open while it runs.
   std::vector<job::Placement> placements;
-  // Elastic resizes (hpcq issue 7; the protocol is in overlay.proto,
-  // message Resize). At most one in flight per job.
-  struct Resizing {
-    std::uint32_t seq = 0;
-    job::ResizeRecord record;     // time, from, to, kind, by
-    resource::Allocation before;  // the allocation when it was asked
-    resource::Allocation after;   // the allocation asked for
-    std::set<Rank> added;         // expand: launched, awaiting STARTED before the notice
-    bool notified = false;        // the Resize went to the first node
-    bool forced = false;          // a node died: the allocation shrank already; tell only
-    TimeUs deadline = 0;          // past it, the outcome is timed_out (or failed before the notice)
-    std::shared_ptr<std::promise<Result<job::ResizeRecord>>> promise;  // hpcq resize
+  // Elastic resizes (the wire is overlay.proto's message Resize): at most
+  // one in flight per job (lib/job/resize_run.h), with who waits for its
+  // record (hpcq resize).
+  struct Resizing : job::ResizeRun {
+    std::shared_ptr<std::promise<Result<job::ResizeRecord>>> promise;
   };
   std::optional<Resizing> resizing;
   std::uint32_t resize_seq = 0;  // resizes asked for so far (this attempt)

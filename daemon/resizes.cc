@@ -11,10 +11,6 @@
 namespace hpcq::daemon {
 namespace {
 
-// A resize answer is awaited this long past the application's own timeout
-// (the agent's timer), for the messages' way back.
-constexpr TimeUs kResizeMarginUs = 5 * kUsPerSecond;
-
 std::vector<std::string> node_names(const resource::Allocation& allocation) {
   std::vector<std::string> names;
   for (const auto& part : allocation.nodes) names.push_back(part.node);
@@ -145,11 +141,7 @@ Status Resizes::begin_expand(JobEntry& entry, resource::Allocation added, job::R
   if (!taken.is_ok()) return Status(taken.code(), name + ": " + taken.message());
   JobEntry::Resizing r = resizing_to(entry, std::move(after).value(), job::ResizeKind::kExpand, by);
   r.promise = std::move(promise);
-  // Covers the new parts' start as well; the notice sets its own.
-  r.deadline =
-      ctx_.now() + static_cast<TimeUs>(ctx_.config.resize_timeout_ms) * 1000 + kResizeMarginUs;
   for (const auto& part : added.nodes) {
-    r.added.insert(part.rank);
     entry.held_on.insert(part.rank);
     entry.running_on.insert(part.rank);
     entry.part_of[part.rank] = r.seq;
@@ -191,9 +183,7 @@ Status Resizes::begin_expand(JobEntry& entry, resource::Allocation added, job::R
 
 void Resizes::send_resize_notice(JobEntry& entry) {
   JobEntry::Resizing& r = *entry.resizing;
-  r.notified = true;
-  r.deadline =
-      ctx_.now() + static_cast<TimeUs>(ctx_.config.resize_timeout_ms) * 1000 + kResizeMarginUs;
+  job::notice_sent(r, ctx_.now(), resize_timeout());
   overlay::Envelope envelope;
   envelope.set_dst(r.before.nodes.front().rank);
   overlay::Resize* m = envelope.mutable_resize();
@@ -216,14 +206,11 @@ void Resizes::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
   auto it = ctx_.table.jobs().find(done.job_id());
   if (it == ctx_.table.jobs().end()) return;
   JobEntry& entry = it->second;
-  if (!entry.resizing || !entry.resizing->notified || entry.resizing->seq != done.seq() ||
-      done.attempt() != static_cast<std::uint32_t>(entry.job.requeue_count) ||
-      entry.resizing->before.nodes.front().rank != rank) {
+  if (!entry.resizing || !job::answer_is_current(*entry.resizing, rank, done.seq(), done.attempt(),
+                                                 entry.job.requeue_count)) {
     spdlog::info("job {}: stale resize answer (seq {}) ignored", done.job_id(), done.seq());
     return;
   }
-  JobEntry::Resizing& r = *entry.resizing;
-  const bool shrink = r.record.kind == job::ResizeKind::kShrink;
   using job::ResizeOutcome;
   ResizeOutcome outcome = ResizeOutcome::kFailed;
   switch (done.outcome()) {
@@ -232,47 +219,43 @@ void Resizes::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
     case overlay::ResizeDone::TIMED_OUT: outcome = ResizeOutcome::kTimedOut; break;
     default: break;
   }
-  if (r.forced) {
-    // The node is gone already: whatever the answer, nothing more to do.
-  } else if (shrink && outcome == ResizeOutcome::kAcknowledged) {
-    // The application has let the nodes go: take them back.
-    std::vector<Rank> removed;
-    for (const auto& part : r.before.nodes) {
-      const bool stays = std::any_of(r.after.nodes.begin(), r.after.nodes.end(),
-                                     [&part](const auto& p) { return p.rank == part.rank; });
-      if (!stays) removed.push_back(part.rank);
-    }
-    take_parts_away(entry, removed);
-    actions_.charge_segment(entry);
-    entry.job.allocation = r.after;
-    actions_.persist(entry.job, "shrink", "{}");
-  } else if (!shrink &&
-             (outcome == ResizeOutcome::kDeclined || outcome == ResizeOutcome::kFailed)) {
-    // The application refused the new nodes (or could not be told): give
-    // them back. A timeout keeps them: the nodes are the job's either way.
-    undo_expansion(entry, "expand_undone");
-  }
-  finish_resize(entry, outcome, done.reason(), done.answer_seconds());
+  settle(entry, job::on_answer(*entry.resizing, outcome, done.reason()), done.answer_seconds());
 }
 
-void Resizes::finish_resize(JobEntry& entry, job::ResizeOutcome outcome, const std::string& reason,
-                            double answer_seconds) {
-  JobEntry::Resizing r = std::move(*entry.resizing);
-  entry.resizing.reset();
+// Carries out what settles the resize, then records it (store too) and
+// answers hpcq resize.
+void Resizes::settle(JobEntry& entry, const job::ResizeEnd& end, double answer_seconds) {
+  JobEntry::Resizing& r = *entry.resizing;
+  switch (end.step) {
+    case job::ResizeEnd::Step::kKeep: break;
+    case job::ResizeEnd::Step::kTakeAway:
+      take_parts_away(entry, end.removed);
+      actions_.charge_segment(entry);
+      entry.job.allocation = r.after;
+      actions_.persist(entry.job, end.event, "{}");
+      break;
+    case job::ResizeEnd::Step::kUndo: {
+      std::vector<Rank> added(r.added.begin(), r.added.end());
+      take_parts_away(entry, added);
+      actions_.charge_segment(entry);
+      entry.job.allocation = r.before;
+      actions_.persist(entry.job, end.event, "{}");
+      break;
+    }
+  }
+  ResizePromise promise = std::move(r.promise);
   const TimeUs t = ctx_.now();
-  r.record.outcome = outcome;
-  r.record.reason = reason;
-  r.record.answered_us = t;
-  r.record.answer_seconds = answer_seconds;
-  r.record.nodes = node_names(entry.job.allocation);
+  job::ResizeRecord record = job::settled_record(std::move(*entry.resizing), end, t, answer_seconds,
+                                                 node_names(entry.job.allocation));
+  entry.resizing.reset();
   entry.last_resize = t;
-  entry.resizes.push_back(r.record);
+  entry.resizes.push_back(record);
   actions_.persist_resize(entry, entry.resizes.size() - 1);
   spdlog::info("job {}: {} {} -> {} {}{} (answer in {:.3f} s)", entry.job.id,
-               job::resize_kind_name(r.record.kind), r.record.from, r.record.to,
-               job::resize_outcome_name(outcome), reason.empty() ? "" : ": " + reason,
-               answer_seconds);
-  if (r.promise) r.promise->set_value(std::move(r.record));
+               job::resize_kind_name(record.kind), record.from, record.to,
+               job::resize_outcome_name(record.outcome),
+               record.reason.empty() ? "" : ": " + record.reason, answer_seconds);
+  if (promise) promise->set_value(std::move(record));
   actions_.schedule_soon();
 }
 
@@ -369,17 +352,7 @@ void Resizes::check_deadlines() {
   }
   for (JobId id : overdue) {
     JobEntry& entry = ctx_.table.jobs().at(id);
-    JobEntry::Resizing& r = *entry.resizing;
-    if (!r.notified) {
-      // The added nodes never all started their parts: undo the expansion.
-      undo_expansion(entry, "expand_undone");
-      finish_resize(entry, job::ResizeOutcome::kFailed,
-                    "the new nodes did not start the job in time", 0);
-      continue;
-    }
-    // No answer came back: a shrink is treated as declined (nothing
-    // changes), an expansion keeps its nodes.
-    finish_resize(entry, job::ResizeOutcome::kTimedOut, "no answer from the job's first node", 0);
+    settle(entry, job::on_deadline(*entry.resizing), 0);
   }
   // Parts taken away by a resize: told again until each reports its end.
   for (JobId id : ctx_.table.running()) {
@@ -391,24 +364,14 @@ void Resizes::check_deadlines() {
 JobEntry::Resizing Resizes::resizing_to(JobEntry& entry, resource::Allocation after,
                                         job::ResizeKind kind, job::ResizeBy by) const {
   JobEntry::Resizing r;
-  r.seq = ++entry.resize_seq;
-  r.before = entry.job.allocation;
-  r.after = std::move(after);
-  r.record.time_us = ctx_.now();
-  r.record.from = static_cast<int>(r.before.nodes.size());
-  r.record.to = static_cast<int>(r.after.nodes.size());
-  r.record.kind = kind;
-  r.record.by = by;
+  static_cast<job::ResizeRun&>(r) =
+      job::begin_resize_run(++entry.resize_seq, entry.job.allocation, std::move(after), kind, by,
+                            ctx_.now(), resize_timeout());
   return r;
 }
 
-void Resizes::undo_expansion(JobEntry& entry, const char* event) {
-  JobEntry::Resizing& r = *entry.resizing;
-  std::vector<Rank> added(r.added.begin(), r.added.end());
-  take_parts_away(entry, added);
-  actions_.charge_segment(entry);
-  entry.job.allocation = r.before;
-  actions_.persist(entry.job, event, "{}");
+TimeUs Resizes::resize_timeout() const {
+  return static_cast<TimeUs>(ctx_.config.resize_timeout_ms) * 1000;
 }
 
 bool Resizes::on_part_update(JobEntry& entry, Rank rank, const overlay::JobUpdate& update) {
@@ -432,36 +395,33 @@ bool Resizes::on_part_update(JobEntry& entry, Rank rank, const overlay::JobUpdat
     }
     return true;
   }
-  if (entry.resizing && !entry.resizing->notified && entry.resizing->added.count(rank) &&
+  if (entry.resizing && job::undone_by_added_node(*entry.resizing, rank) &&
       update.kind() != overlay::JobUpdate::STARTED) {
     // An added node could not start its part: the expansion fails, the job
     // goes on as it was. This part has ended already; the others are killed.
     const std::string& node = ctx_.nodes.at(rank).name;
     spdlog::warn("job {}: expansion failed on {}: {}", entry.job.id, node, update.reason());
-    undo_expansion(entry, "expand_failed");
-    finish_resize(entry, job::ResizeOutcome::kFailed,
-                  node + ": " + (update.reason().empty() ? "part ended at start" : update.reason()),
-                  0);
+    settle(entry,
+           job::on_added_node_failed(
+               node + ": " + (update.reason().empty() ? "part ended at start" : update.reason())),
+           0);
     return on_part_update(entry, rank, update);  // now a removed part's end
   }
   return false;
 }
 
 void Resizes::on_part_started(JobEntry& entry) {
-  if (entry.resizing && !entry.resizing->notified && !entry.resizing->added.empty() &&
-      std::all_of(entry.resizing->added.begin(), entry.resizing->added.end(),
-                  [&entry](Rank r) { return entry.started_on.count(r) > 0; })) {
+  if (entry.resizing && job::all_added_started(*entry.resizing, entry.started_on)) {
     send_resize_notice(entry);  // expand: the nodes are added, then the app is told
   }
 }
 
 bool Resizes::on_node_lost(JobEntry& entry, const NodeEntry& node) {
-  if (entry.resizing && !entry.resizing->notified && entry.resizing->added.count(node.rank)) {
+  if (entry.resizing && job::undone_by_added_node(*entry.resizing, node.rank)) {
     // An expansion onto this node had not been told to the app yet: it
     // fails, and the job goes on as it was (the added parts are taken
     // away; this one is gone with its node, just below).
-    undo_expansion(entry, "expand_failed");
-    finish_resize(entry, job::ResizeOutcome::kFailed, "node " + node.name + " went down", 0);
+    settle(entry, job::on_added_node_failed("node " + node.name + " went down"), 0);
   }
   if (auto removed = entry.removing.find(node.rank); removed != entry.removing.end()) {
     // A part a resize took away: the job does not need it.
@@ -476,7 +436,7 @@ bool Resizes::on_node_lost(JobEntry& entry, const NodeEntry& node) {
 }
 
 void Resizes::on_run_end(JobEntry& entry) {
-  if (entry.resizing) finish_resize(entry, job::ResizeOutcome::kFailed, "the job ended", 0);
+  if (entry.resizing) settle(entry, job::on_run_end(), 0);
 }
 
 }  // namespace hpcq::daemon

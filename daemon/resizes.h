@@ -64,12 +64,12 @@ class Resizes {
   JobEntry::Resizing resizing_to(JobEntry& entry, resource::Allocation after, job::ResizeKind kind,
                                  job::ResizeBy by) const;
   void send_resize_notice(JobEntry& entry);
-  // The outcome is known: record it (store too), answer hpcq resize.
-  void finish_resize(JobEntry& entry, job::ResizeOutcome outcome, const std::string& reason,
-                     double answer_seconds);
-  // An expansion that did not take: its parts are taken away, the job goes
-  // on as it was.
-  void undo_expansion(JobEntry& entry, const char* event);
+  // Carries out what settles the resize in flight (the allocation kept,
+  // parts taken away, or the expansion undone), then records it (store
+  // too) and answers hpcq resize.
+  void settle(JobEntry& entry, const job::ResizeEnd& end, double answer_seconds);
+  // The application's own timeout for an answer (hpcq.toml).
+  TimeUs resize_timeout() const;
   // Kills the job's parts on `ranks` (taken from its current allocation)
   // without ending the job; see JobEntry::removing.
   void take_parts_away(JobEntry& entry, const std::vector<Rank>& ranks);
