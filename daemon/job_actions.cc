@@ -263,35 +263,28 @@ void JobActions::repeat_unconfirmed() {
 void JobActions::lose_part(JobEntry& entry, Rank rank, const std::string& why) {
   entry.running_on.erase(rank);
   kill_job_parts(entry);
-  carry_out(entry, job::JobTableCore::after_node_lost(entry, why, restart_checkpoint(entry) >= 0),
+  carry_out(entry,
+            job::JobTableCore::after_node_lost(entry, why, restart_checkpoint(entry).has_value()),
             0);
 }
 
 void JobActions::requeue_from_checkpoint(JobEntry& entry, const std::string& why) {
-  const int restart = restart_checkpoint(entry);
-  if (restart < 0) {
+  const std::optional<std::size_t> restart = restart_checkpoint(entry);
+  if (!restart) {
     requeue_job(entry, why);
     return;
   }
-  job::CheckpointRecord& from = entry.checkpoints[static_cast<std::size_t>(restart)];
+  job::CheckpointRecord& from = entry.checkpoints[*restart];
   entry.job.spec.request.nodes = static_cast<int>(from.nodes.size());  // its images' layout
   requeue_job(entry, why + "; restarting from checkpoint " + from.image);
   entry.restore_from = from.image;
   from.restore_pending = true;
-  persist_checkpoint(entry, static_cast<std::size_t>(restart));
+  persist_checkpoint(entry, *restart);
 }
 
-int JobActions::restart_checkpoint(const JobEntry& entry) const {
-  const job::Job& job = entry.job;
-  for (int i = static_cast<int>(entry.checkpoints.size()) - 1; i >= 0; --i) {
-    const job::CheckpointRecord& r = entry.checkpoints[static_cast<std::size_t>(i)];
-    const int nodes = static_cast<int>(r.nodes.size());
-    if (!r.ok() || r.pruned || nodes == 0 || job.spec.request.ntasks % nodes != 0) continue;
-    const bool this_run = r.time_us >= job.start_time;
-    if (job.spec.checkpoint_interval_s > 0 && this_run) return i;
-    if (entry.restoring && r.image == entry.restored_image) return i;
-  }
-  return -1;
+std::optional<std::size_t> JobActions::restart_checkpoint(const JobEntry& entry) const {
+  return job::restart_checkpoint(entry.job, entry.checkpoints,
+                                 entry.restoring ? entry.restored_image : std::string());
 }
 
 void JobActions::open_placement(JobEntry& entry) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -58,7 +59,7 @@ class JobActions {
   // The checkpoint a job that lost a node restarts from: the image its run
   // was restored from, or for --checkpoint-interval its newest good one of
   // this run; -1 for none (then it is requeued or fails as before).
-  int restart_checkpoint(const JobEntry& entry) const;
+  std::optional<std::size_t> restart_checkpoint(const JobEntry& entry) const;
 
   // The Launch message of a job's current attempt (every node gets the same).
   overlay::Launch make_launch(const job::Job& job) const;

@@ -153,12 +153,8 @@ void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hel
   }
   std::set<JobId> reported;
   for (const overlay::RunningJob& r : hello.running()) {
-    auto it = ctx_.table.jobs().find(r.job_id());
-    bool expected = it != ctx_.table.jobs().end() &&
-                    it->second.job.state == job::JobState::kRunning &&
-                    r.attempt() == static_cast<uint32_t>(it->second.job.requeue_count) &&
-                    it->second.running_on.count(rank);
-    if (!expected) {
+    JobEntry* found = ctx_.table.find(r.job_id());
+    if (!job::JobTableCore::adopts(found, rank, r.attempt())) {
       // Not ours to run any more (cancelled, requeued, failed elsewhere):
       // killed, so that no job ever runs twice.
       overlay::Envelope kill;
@@ -169,7 +165,7 @@ void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hel
       continue;
     }
     reported.insert(r.job_id());
-    JobEntry& entry = it->second;
+    JobEntry& entry = *found;
     if (entry.held_on.count(rank)) continue;
     resource::Allocation part = part_on(entry.job.allocation, rank);
     if (entry.cores_handed_over) part = without_cores(std::move(part));
@@ -185,10 +181,8 @@ void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hel
   }
   // Jobs the leader expected on this node that its agent neither runs nor
   // reported ended: lost (the agent restarted, or the launch never arrived).
-  const std::vector<JobId> running(ctx_.table.running().begin(), ctx_.table.running().end());
-  for (JobId id : running) {
-    JobEntry& entry = ctx_.table.jobs().at(id);
-    if (!entry.running_on.count(rank) || reported.count(id)) continue;
+  for (JobId id : ctx_.table.missing_on(rank, reported)) {
+    JobEntry& entry = ctx_.table.at(id);
     if (same_agent && !entry.kill_sent) {
       // Never arrived: launched now, and repeated until confirmed.
       Status taken = ctx_.pool.allocate(part_on(entry.job.allocation, rank));

@@ -119,15 +119,10 @@ Status load_job_history(Context& ctx, store::Store& store) {
     // A pending job whose last checkpoint took it off its nodes and has not
     // been restored yet, or that waits to restart from a checkpoint after a
     // node loss, is restored where it next starts.
-    if (entry.job.state == job::JobState::kPending && !entry.checkpoints.empty()) {
-      const job::CheckpointRecord& last = entry.checkpoints.back();
-      if (last.then != job::CheckpointThen::kContinue && last.ok() && !last.restored) {
-        entry.restore_from = last.image;
-        entry.restore_to = ranks_of(ctx.nodes, last.to);
-      }
-      for (const job::CheckpointRecord& r : entry.checkpoints) {
-        if (r.restore_pending) entry.restore_from = r.image;
-      }
+    if (entry.job.state == job::JobState::kPending) {
+      job::NextRestore next = job::next_restore(entry.checkpoints);
+      entry.restore_from = std::move(next.image);
+      entry.restore_to = ranks_of(ctx.nodes, next.to);
     }
     if (entry.job.state == job::JobState::kRunning && !entry.placements.empty() &&
         entry.placements.back().end_us == 0) {

@@ -373,10 +373,7 @@ void SchedDriver::start_job(JobEntry& entry, resource::Allocation allocation, bo
   if (entry.restoring) {
     // Restored, not started: once. A failed restore runs it from the start.
     launch.set_restore_from(entry.restore_from);
-    for (std::size_t i = 0; i < entry.checkpoints.size(); ++i) {
-      if (entry.checkpoints[i].image != entry.restore_from) continue;
-      entry.checkpoints[i].restored = true;
-      entry.checkpoints[i].restore_pending = false;
+    for (std::size_t i : job::mark_restored(entry.checkpoints, entry.restore_from)) {
       actions_.persist_checkpoint(entry, i);
     }
     entry.restore_from.clear();

@@ -124,6 +124,45 @@ CheckpointEnd end_checkpoint(JobRecord& record, CheckpointRun& run, bool asked, 
   return end;
 }
 
+std::optional<std::size_t> restart_checkpoint(const Job& job,
+                                              const std::vector<CheckpointRecord>& taken,
+                                              const std::string& restored_image) {
+  for (std::size_t i = taken.size(); i-- > 0;) {
+    const CheckpointRecord& r = taken[i];
+    const int nodes = static_cast<int>(r.nodes.size());
+    if (!r.ok() || r.pruned || nodes == 0 || job.spec.request.ntasks % nodes != 0) continue;
+    const bool this_run = r.time_us >= job.start_time;
+    if (job.spec.checkpoint_interval_s > 0 && this_run) return i;
+    if (!restored_image.empty() && r.image == restored_image) return i;
+  }
+  return std::nullopt;
+}
+
+NextRestore next_restore(const std::vector<CheckpointRecord>& taken) {
+  NextRestore next;
+  if (taken.empty()) return next;
+  const CheckpointRecord& last = taken.back();
+  if (last.then != CheckpointThen::kContinue && last.ok() && !last.restored) {
+    next = {last.image, last.to};
+  }
+  for (const CheckpointRecord& r : taken) {
+    if (r.restore_pending) next.image = r.image;
+  }
+  return next;
+}
+
+std::vector<std::size_t> mark_restored(std::vector<CheckpointRecord>& taken,
+                                       const std::string& image) {
+  std::vector<std::size_t> changed;
+  for (std::size_t i = 0; i < taken.size(); ++i) {
+    if (taken[i].image != image) continue;
+    taken[i].restored = true;
+    taken[i].restore_pending = false;
+    changed.push_back(i);
+  }
+  return changed;
+}
+
 std::optional<CheckpointRun> resume_checkpoint_run(JobRecord& record,
                                                    std::vector<CheckpointRecord>& taken,
                                                    TimeUs now) {

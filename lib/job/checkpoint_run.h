@@ -101,6 +101,30 @@ struct CheckpointEnd {
 // asks for as many nodes as the dump ran on).
 CheckpointEnd end_checkpoint(JobRecord& record, CheckpointRun& run, bool asked, bool timed_out);
 
+// Restores. The checkpoint a running job that lost a node restarts from
+// (its index in `taken`): the newest good one of this run for a job with
+// --checkpoint-interval, or the one this run was restored from
+// (`restored_image`; empty when it started afresh); one whose images fit
+// the job (as many tasks on each of its nodes) and were not pruned.
+// nullopt: none (the job runs again from the start, or ends).
+std::optional<std::size_t> restart_checkpoint(const Job& job,
+                                              const std::vector<CheckpointRecord>& taken,
+                                              const std::string& restored_image);
+// After a leader restart: what a pending job's next start restores (the
+// image of the checkpoint that took it off its nodes and was not restored
+// yet, or of one a node loss left to restart from) and the nodes named for
+// it (migrate --to); an empty image: it starts afresh.
+struct NextRestore {
+  std::string image;
+  std::vector<std::string> to;
+  bool operator==(const NextRestore&) const = default;
+};
+NextRestore next_restore(const std::vector<CheckpointRecord>& taken);
+// A start that restores `image`: its records say so (restored, no longer
+// pending). Returns the indexes of the records changed (to be stored).
+std::vector<std::size_t> mark_restored(std::vector<CheckpointRecord>& taken,
+                                       const std::string& image);
+
 // After a leader restart: the stored records of a job, the last perhaps in
 // flight (no outcome). One that was to take a running job off its nodes is
 // waited for again (returned, taken off `taken`; the agents repeat their

@@ -38,6 +38,21 @@ Effects JobTableCore::ready_loaded(TimeUs now) {
   return effects;
 }
 
+bool JobTableCore::adopts(const JobRecord* record, Rank node, std::uint32_t attempt) {
+  return record != nullptr && record->job.state == JobState::kRunning &&
+         attempt == static_cast<std::uint32_t>(record->job.requeue_count) &&
+         record->running_on.count(node) > 0;
+}
+
+std::vector<JobId> JobTableCore::missing_on(Rank node, const std::set<JobId>& reported) const {
+  std::vector<JobId> missing;
+  for (JobId id : running_) {
+    const JobRecord* r = record(id);
+    if (r != nullptr && r->running_on.count(node) && !reported.count(id)) missing.push_back(id);
+  }
+  return missing;
+}
+
 Result<Effects> JobTableCore::hold(JobRecord& record, bool held, const std::string& reason,
                                    TimeUs now) {
   Job& job = record.job;

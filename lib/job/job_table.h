@@ -24,6 +24,7 @@
 // the logic is in JobTableCore, on JobRecord only.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -113,6 +114,13 @@ class JobTableCore {
   // ready_loaded() once every job is loaded.
   void load(JobRecord& record);
   Effects ready_loaded(TimeUs now);
+  // A node's Hello (after a leader restart, or its agent's) says it runs
+  // `attempt` of the job: true when that is the table's to adopt there;
+  // otherwise the caller kills it, so that no job ever runs twice.
+  static bool adopts(const JobRecord* record, Rank node, std::uint32_t attempt);
+  // The running jobs the table expects on `node` that its Hello did not
+  // report (`reported`): lost, unless their launch never reached the node.
+  std::vector<JobId> missing_on(Rank node, const std::set<JobId>& reported) const;
 
   // hpcq hold / release (pending jobs only); `reason`: why it is held
   // ("held by alice").

@@ -335,6 +335,61 @@ TEST_F(CheckpointRunTest, PeriodicCheckpointsComeEveryInterval) {
   EXPECT_FALSE(periodic_checkpoint_due(record.job, {taken}, 500 * kUsPerSecond));
 }
 
+TEST_F(CheckpointRunTest, ANodeLossRestartsFromTheRightCheckpoint) {
+  JobRecord& record = running_job();  // 3 tasks, started at 2 s
+  auto taken_at = [](TimeUs t, std::string image, std::vector<std::string> nodes) {
+    CheckpointRecord r;
+    r.time_us = t;
+    r.image = std::move(image);
+    r.nodes = std::move(nodes);
+    r.outcome = "ok";
+    return r;
+  };
+  std::vector<CheckpointRecord> taken = {
+      taken_at(kUsPerSecond, "/a", {"n1", "n2", "n3"}),      // before this run
+      taken_at(3 * kUsPerSecond, "/b", {"n1", "n2", "n3"}),  // this run
+      taken_at(4 * kUsPerSecond, "/c", {"n1", "n2"}),        // 3 tasks on 2 nodes: no fit
+  };
+  // Without --checkpoint-interval, only the image this run came from.
+  EXPECT_EQ(restart_checkpoint(record.job, taken, ""), std::nullopt);
+  EXPECT_EQ(restart_checkpoint(record.job, taken, "/a"), std::optional<std::size_t>(0));
+  // With it, the newest good one of this run that fits.
+  record.job.spec.checkpoint_interval_s = 60;
+  EXPECT_EQ(restart_checkpoint(record.job, taken, ""), std::optional<std::size_t>(1));
+  taken[1].pruned = true;
+  EXPECT_EQ(restart_checkpoint(record.job, taken, ""), std::nullopt);
+  taken[1].pruned = false;
+  taken[1].outcome = "n2: no space";
+  EXPECT_EQ(restart_checkpoint(record.job, taken, "/a"), std::optional<std::size_t>(0));
+}
+
+TEST_F(CheckpointRunTest, APendingJobsNextStartRestoresWhatItLeftWith) {
+  CheckpointRecord periodic;
+  periodic.image = "/p";
+  periodic.outcome = "ok";
+  CheckpointRecord migrate;
+  migrate.then = CheckpointThen::kRequeue;
+  migrate.image = "/m";
+  migrate.to = {"n5"};
+  migrate.outcome = "ok";
+  std::vector<CheckpointRecord> taken = {periodic, migrate};
+  EXPECT_EQ(next_restore(taken), (NextRestore{"/m", {"n5"}}));
+  EXPECT_EQ(next_restore({}), NextRestore{});
+  // Once restored, the next start is afresh...
+  EXPECT_EQ(mark_restored(taken, "/m"), std::vector<std::size_t>{1});
+  EXPECT_TRUE(taken[1].restored);
+  EXPECT_EQ(next_restore(taken), NextRestore{});
+  // ... unless a node loss left one to restart from.
+  taken[0].restore_pending = true;
+  EXPECT_EQ(next_restore(taken).image, "/p");
+  mark_restored(taken, "/p");
+  EXPECT_FALSE(taken[0].restore_pending);
+  EXPECT_EQ(next_restore(taken), NextRestore{});
+  // A failed one is never restored.
+  migrate.outcome = "n1: no space";
+  EXPECT_EQ(next_restore({migrate}), NextRestore{});
+}
+
 TEST_F(CheckpointRunTest, AfterALeaderRestart) {
   JobRecord& record = running_job();
   auto stored = [&](CheckpointThen then, std::string outcome, bool preempted) {

@@ -526,5 +526,40 @@ TEST_F(JobTableTest, RecoveryAdoptsRunningJobsAndReadiesPendingOnes) {
   EXPECT_EQ(queue(), (std::vector<JobId>{2}));
 }
 
+// After a leader restart each node's Hello says what it runs: the table's
+// jobs there are adopted, anything else is killed, and a job the node does
+// not report is lost there.
+TEST_F(JobTableTest, AHelloAdoptsTheTablesJobsAndTheRestIsKilledOrLost) {
+  Job running;
+  running.id = 1;
+  running.state = JobState::kRunning;
+  running.requeue_count = 2;
+  running.allocation = on({1, 3});
+  Job other;
+  other.id = 2;
+  other.state = JobState::kRunning;
+  other.allocation = on({3});
+  table.load(table.insert(running));
+  table.load(table.insert(other));
+  (void)table.ready_loaded(now);
+  EXPECT_TRUE(JobTableCore::adopts(table.find(1), 1, 2));
+  EXPECT_TRUE(JobTableCore::adopts(table.find(1), 3, 2));
+  EXPECT_FALSE(JobTableCore::adopts(table.find(1), 1, 1));  // an earlier run: killed
+  EXPECT_FALSE(JobTableCore::adopts(table.find(1), 2, 2));  // not one of its nodes
+  EXPECT_FALSE(JobTableCore::adopts(table.find(9), 1, 0));  // unknown (its submit was lost)
+  // Node 3 reports job 1 only: job 2 is lost there and ends NODE_FAIL.
+  EXPECT_EQ(table.missing_on(3, {1}), std::vector<JobId>{2});
+  EXPECT_EQ(table.missing_on(1, {1}), std::vector<JobId>{});
+  EXPECT_EQ(table.missing_on(1, {}), std::vector<JobId>{1});
+  AfterRun lost = JobTableCore::after_node_lost(at(2), "its part on n3 was lost", false);
+  EXPECT_EQ(lost.kind, AfterRun::Kind::kFinish);
+  EXPECT_EQ(lost.state, JobState::kNodeFail);
+  // A job ended meanwhile is no longer adopted anywhere.
+  (void)table.cancel(at(1), "root", now);
+  end_all(1, JobState::kCancelled);
+  EXPECT_FALSE(JobTableCore::adopts(table.find(1), 1, 2));
+  EXPECT_EQ(table.missing_on(1, {}), std::vector<JobId>{});
+}
+
 }  // namespace
 }  // namespace hpcq::job
