@@ -5,9 +5,9 @@
 
 #include "agent/executor/pmi.h"
 #include "lib/job/job_env.h"
+#include "lib/overlay/messages.h"
 #include "lib/resource/allocator.h"
 #include "lib/resource/cpu_list.h"
-#include "lib/resource/placement_names.h"
 
 namespace hpcq::agent {
 namespace {
@@ -181,16 +181,12 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   resource::Allocation allocation;
   allocation.cpus_per_task = std::max(1, launch.cpus_per_task());
   allocation.gpus_per_task = launch.gpus_per_task();
-  if (!launch.distribution().empty()) {
-    resource::Distribution unused_core_level{};
-    HPCQ_RETURN_IF_ERROR(resource::parse_distribution(
-        launch.distribution(), allocation.node_distribution, unused_core_level));
-  }
-  if (!launch.cpu_bind().empty()) {
-    auto bind = resource::parse_cpu_bind(launch.cpu_bind());
-    if (!bind.is_ok()) return bind.status();
-    allocation.cpu_bind = *bind;
-  }
+  auto distribution = overlay::from_message(launch.distribution());
+  if (!distribution.is_ok()) return distribution.status();
+  allocation.node_distribution = *distribution;
+  auto bind = overlay::from_message(launch.cpu_bind());
+  if (!bind.is_ok()) return bind.status();
+  allocation.cpu_bind = *bind;
   for (const overlay::NodeAlloc& a : launch.allocation()) {
     resource::NodeAllocation part;
     part.rank = a.rank();

@@ -9,7 +9,7 @@
 #include "daemon/usage_record.h"
 #include "lib/api/job_proto.h"
 #include "lib/job/job_env.h"
-#include "lib/resource/placement_names.h"
+#include "lib/overlay/messages.h"
 #include "lib/store/store.h"
 
 namespace hpcq::daemon {
@@ -143,8 +143,8 @@ overlay::Launch JobActions::make_launch(const job::Job& job) const {
   launch.set_image(job.spec.image);
   launch.set_cpus_per_task(job.allocation.cpus_per_task);
   launch.set_gpus_per_task(job.allocation.gpus_per_task);
-  launch.set_distribution(resource::distribution_name(job.allocation.node_distribution));
-  launch.set_cpu_bind(resource::cpu_bind_name(job.allocation.cpu_bind));
+  launch.set_distribution(overlay::to_message(job.allocation.node_distribution));
+  launch.set_cpu_bind(overlay::to_message(job.allocation.cpu_bind));
   launch.set_time_limit_s(job.spec.time_limit_s);
   launch.set_ntasks(job::task_count(job));
   launch.set_attempt(static_cast<uint32_t>(job.requeue_count));

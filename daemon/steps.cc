@@ -4,6 +4,7 @@
 
 #include "lib/api/job_proto.h"
 #include "lib/job/job_env.h"
+#include "lib/overlay/messages.h"
 
 namespace hpcq::daemon {
 
@@ -94,7 +95,7 @@ overlay::Launch Steps::launch_of(const JobEntry& entry, const StepRecord& step) 
   fill_node_allocs(step.allocation, launch.mutable_allocation());
   launch.set_cpus_per_task(step.allocation.cpus_per_task);
   launch.set_gpus_per_task(0);
-  launch.set_distribution("");
+  launch.set_distribution(overlay::to_message(resource::Distribution::kBlock));
   int ntasks = 0;
   for (const auto& node : step.allocation.nodes) ntasks += node.ntasks;
   launch.set_ntasks(ntasks);

@@ -45,4 +45,36 @@ resource::NodeTopology topology_from_message(const Topology& message) {
   return topology;
 }
 
+Distribution to_message(resource::Distribution distribution) {
+  return distribution == resource::Distribution::kCyclic ? DISTRIBUTION_CYCLIC : DISTRIBUTION_BLOCK;
+}
+
+Result<resource::Distribution> from_message(Distribution distribution) {
+  switch (distribution) {
+    case DISTRIBUTION_BLOCK: return resource::Distribution::kBlock;
+    case DISTRIBUTION_CYCLIC: return resource::Distribution::kCyclic;
+    default: break;
+  }
+  return invalid_argument("unknown distribution " + std::to_string(distribution));
+}
+
+CpuBind to_message(resource::CpuBind bind) {
+  switch (bind) {
+    case resource::CpuBind::kCores: return CPU_BIND_CORES;
+    case resource::CpuBind::kThreads: return CPU_BIND_THREADS;
+    case resource::CpuBind::kNone: return CPU_BIND_NONE;
+  }
+  return CPU_BIND_CORES;
+}
+
+Result<resource::CpuBind> from_message(CpuBind bind) {
+  switch (bind) {
+    case CPU_BIND_CORES: return resource::CpuBind::kCores;
+    case CPU_BIND_THREADS: return resource::CpuBind::kThreads;
+    case CPU_BIND_NONE: return resource::CpuBind::kNone;
+    default: break;
+  }
+  return invalid_argument("unknown cpu-bind " + std::to_string(bind));
+}
+
 }  // namespace hpcq::overlay

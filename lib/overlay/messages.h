@@ -6,6 +6,8 @@
 
 #include <string_view>
 
+#include "lib/core/status.h"
+#include "lib/resource/allocation.h"
 #include "lib/resource/topology.h"
 #include "proto/overlay.pb.h"
 
@@ -21,5 +23,12 @@ inline constexpr std::string_view kNodeErrorReason = "node error";
 
 void topology_to_message(const resource::NodeTopology& topology, Topology* message);
 resource::NodeTopology topology_from_message(const Topology& message);
+
+// The layout choices; kInvalidArgument for a value this side does not know
+// (a newer peer's).
+Distribution to_message(resource::Distribution distribution);
+Result<resource::Distribution> from_message(Distribution distribution);
+CpuBind to_message(resource::CpuBind bind);
+Result<resource::CpuBind> from_message(CpuBind bind);
 
 }  // namespace hpcq::overlay

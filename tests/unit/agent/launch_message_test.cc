@@ -149,11 +149,11 @@ TEST(LaunchMessage, EachTaskSeesItsOwnGpu) {
 
   // --cpu-bind=threads: one PU of each core; none: the job's whole cpuset.
   overlay::Launch threads = gpu_launch();
-  threads.set_cpu_bind("threads");
+  threads.set_cpu_bind(overlay::CPU_BIND_THREADS);
   job = job_launch_from_message(threads, 1, "g1", host);
   ASSERT_TRUE(job.is_ok()) << job.status().message();
   EXPECT_EQ(job->tasks[1].host_cpus, (std::vector<int>{16, 18, 20, 22}));
-  threads.set_cpu_bind("none");
+  threads.set_cpu_bind(overlay::CPU_BIND_NONE);
   job = job_launch_from_message(threads, 1, "g1", host);
   ASSERT_TRUE(job.is_ok()) << job.status().message();
   EXPECT_TRUE(job->tasks[1].host_cpus.empty());
@@ -170,7 +170,7 @@ TEST(LaunchMessage, EachTaskSeesItsOwnGpu) {
   bad_gpu.mutable_allocation(0)->set_gpus(1, 4);
   EXPECT_FALSE(job_launch_from_message(bad_gpu, 1, "g1", host).is_ok());
   overlay::Launch bad_bind = gpu_launch();
-  bad_bind.set_cpu_bind("sockets");
+  bad_bind.set_cpu_bind(static_cast<overlay::CpuBind>(7));  // a newer leader's
   EXPECT_FALSE(job_launch_from_message(bad_bind, 1, "g1", host).is_ok());
 }
 
@@ -220,7 +220,7 @@ TEST(LaunchMessage, CyclicDistributionDealsRanks) {
   overlay::Launch launch = two_node_launch();
   launch.set_cpus_per_task(1);
   launch.mutable_allocation(0)->set_ntasks(2);
-  launch.set_distribution("cyclic");
+  launch.set_distribution(overlay::DISTRIBUTION_CYCLIC);
   auto job = job_launch_from_message(launch, 2, "n2", host);
   ASSERT_TRUE(job.is_ok()) << job.status().message();
   ASSERT_EQ(job->tasks.size(), 2u);
