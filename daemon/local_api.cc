@@ -19,10 +19,11 @@ namespace {
 // How long a client may take to send its call once connected.
 constexpr int kCallTimeoutMs = 10'000;
 
-void reply(int fd, const Status& status, std::string payload, bool last) {
-  // A reader that has gone is the end of the call either way.
-  (void)wire::write_frame(fd,
-                          wire::make_reply(status, std::move(payload), last).SerializeAsString());
+// False when the reader has gone, which is the end of the call either way.
+bool reply(int fd, const Status& status, std::string payload, bool last) {
+  return wire::write_frame(fd,
+                           wire::make_reply(status, std::move(payload), last).SerializeAsString())
+      .is_ok();
 }
 
 // A stream's messages as Replies on fd.
@@ -31,10 +32,7 @@ class ReplySink final : public Sink<Message> {
  public:
   ReplySink(int fd, std::function<bool()> stopping) : fd_(fd), stopping_(std::move(stopping)) {}
   bool write(const Message& message) override {
-    return wire::write_frame(fd_, wire::make_reply(Status::ok(), message.SerializeAsString(),
-                                                   /*last=*/false)
-                                      .SerializeAsString())
-        .is_ok();
+    return reply(fd_, Status::ok(), message.SerializeAsString(), /*last=*/false);
   }
   // The client cancels by closing; it sends nothing after its call.
   bool cancelled() override {
@@ -83,8 +81,8 @@ void LocalApi::add(const char* method,
   handlers_[method] = [this, call, method](const Caller& caller, const std::string& bytes, int fd) {
     Request request;
     if (!request.ParseFromString(bytes)) {
-      return reply(fd, invalid_argument(std::string(method) + ": the request is malformed"), "",
-                   true);
+      reply(fd, invalid_argument(std::string(method) + ": the request is malformed"), "", true);
+      return;
     }
     Response response;
     Status status = (api_.*call)(caller, request, &response);
@@ -98,8 +96,8 @@ void LocalApi::add(const char* method,
   handlers_[method] = [this, call, method](const Caller& caller, const std::string& bytes, int fd) {
     Request request;
     if (!request.ParseFromString(bytes)) {
-      return reply(fd, invalid_argument(std::string(method) + ": the request is malformed"), "",
-                   true);
+      reply(fd, invalid_argument(std::string(method) + ": the request is malformed"), "", true);
+      return;
     }
     ReplySink<Message> sink(fd, [this] { return stopping(); });
     reply(fd, (api_.*call)(caller, request, sink), "", true);
@@ -154,14 +152,20 @@ void LocalApi::run(int fd) {
     }
     return;
   }
-  if (!call.is_ok()) return reply(fd, call.status(), "", true);
+  if (!call.is_ok()) {
+    reply(fd, call.status(), "", true);
+    return;
+  }
   auto handler = handlers_.find(call->method());
   if (handler == handlers_.end()) {
-    return reply(fd, Status(Code::kInvalidArgument, "unknown method '" + call->method() + "'"), "",
-                 true);
+    reply(fd, Status(Code::kInvalidArgument, "unknown method '" + call->method() + "'"), "", true);
+    return;
   }
   auto caller = authenticator_.authenticate("fd:" + std::to_string(fd), std::nullopt, std::nullopt);
-  if (!caller.is_ok()) return reply(fd, caller.status(), "", true);
+  if (!caller.is_ok()) {
+    reply(fd, caller.status(), "", true);
+    return;
+  }
   try {
     handler->second(*caller, call->request(), fd);
   } catch (const std::exception&) {

@@ -117,10 +117,12 @@ Result<std::string> read_exactly(int fd, std::size_t n, int timeout_ms) {
   return out;
 }
 
-Result<std::string> read_frame(int fd, std::size_t max_bytes, int timeout_ms) {
+Result<std::string> read_frame(int fd, std::size_t max_bytes, int timeout_ms,
+                               std::size_t* announced) {
   auto header = read_exactly(fd, kHeaderBytes, timeout_ms);
   if (!header.is_ok()) return header.status();
   const std::size_t size = frame_size(*header);
+  if (announced != nullptr) *announced = size;
   if (size > max_bytes) {
     return Status(Code::kResourceExhausted,
                   std::to_string(size) + " bytes, over the limit of " + std::to_string(max_bytes));
@@ -133,15 +135,7 @@ Result<local::Call> read_call(int fd, std::size_t max_bytes, int timeout_ms,
   auto magic = read_exactly(fd, kMagic.size(), timeout_ms);
   if (!magic.is_ok()) return magic.status();
   if (*magic != kMagic) return unavailable("not the local wire");
-  auto header = read_exactly(fd, kHeaderBytes, timeout_ms);
-  if (!header.is_ok()) return header.status();
-  *announced = frame_size(*header);
-  if (*announced > max_bytes) {
-    return Status(
-        Code::kResourceExhausted,
-        std::to_string(*announced) + " bytes, over the limit of " + std::to_string(max_bytes));
-  }
-  auto frame = read_exactly(fd, *announced, timeout_ms);
+  auto frame = read_frame(fd, max_bytes, timeout_ms, announced);
   if (!frame.is_ok()) return frame.status();
   return parse_call(*frame);
 }

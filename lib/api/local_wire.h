@@ -48,7 +48,9 @@ Result<std::string> read_exactly(int fd, std::size_t n, int timeout_ms);
 // One frame. kResourceExhausted ("N bytes, over the limit of M") when it
 // announces more than max_bytes, its bytes left unread; otherwise as
 // read_exactly.
-Result<std::string> read_frame(int fd, std::size_t max_bytes, int timeout_ms);
+// `announced` (may be null) gets the size the header announced, read or not.
+Result<std::string> read_frame(int fd, std::size_t max_bytes, int timeout_ms,
+                               std::size_t* announced = nullptr);
 
 // What a client sends: kMagic, then a frame holding a Call. kUnavailable when
 // the connection ends or stalls (timeout_ms) before it is whole or does not
