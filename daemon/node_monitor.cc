@@ -6,6 +6,7 @@
 #include <set>
 
 #include "lib/overlay/messages.h"
+#include "lib/store/codec.h"
 #include "lib/store/store.h"
 
 namespace hpcq::daemon {
@@ -271,8 +272,8 @@ void NodeMonitor::persist_node(const NodeEntry& node) {
   store::WriteBatch batch;
   // The agent's incarnation: after a leader restart, the same value in its
   // Hello means the agent did not restart meanwhile.
-  batch.upsert_node(node.rank, node.name, state,
-                    "{\"incarnation\":" + std::to_string(node.incarnation) + "}", ctx_.now());
+  batch.upsert_node(node.rank, node.name, state, store::encode_node_detail({node.incarnation}),
+                    ctx_.now());
   ctx_.committer->submit(std::move(batch), [rank = node.rank](Status s) {
     if (!s.is_ok()) spdlog::error("node rank {}: store update failed: {}", rank, s.message());
   });

@@ -69,10 +69,11 @@ Status load_nodes(Context& ctx, store::Store& store) {
       node->second.drained = true;
       node->second.reason = "drained before the leader restarted";
     }
-    const std::string key = "\"incarnation\":";
-    if (const auto at = n.topology_json.find(key); at != std::string::npos) {
-      node->second.incarnation =
-          std::strtoull(n.topology_json.c_str() + at + key.size(), nullptr, 10);
+    auto detail = store::decode_node_detail(n.topology_json);
+    if (detail.is_ok()) {
+      node->second.incarnation = detail->incarnation;
+    } else {
+      spdlog::warn("store: node {}: {}", n.name, detail.status().message());
     }
   }
   ctx.node_shapes.assign(ctx.nodes.size(), std::nullopt);  // not heard from yet: could be anything

@@ -406,4 +406,17 @@ Result<resource::Allocation> decode_allocation(std::string_view text) {
   return allocation;
 }
 
+std::string encode_node_detail(const NodeDetail& detail) {
+  return dump(json{{"incarnation", detail.incarnation}});
+}
+
+Result<NodeDetail> decode_node_detail(std::string_view text) {
+  if (text.empty()) return NodeDetail{};  // a row written before there was a detail
+  auto doc = parse_object(text, "node");
+  if (!doc.is_ok()) return doc.status();
+  NodeDetail detail;
+  HPCQ_RETURN_IF_ERROR(read_field(*doc, "node", "incarnation", detail.incarnation));
+  return detail;
+}
+
 }  // namespace hpcq::store

@@ -14,6 +14,7 @@
 // be a string"); nothing throws.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -34,5 +35,15 @@ Result<job::JobSpec> decode_spec(std::string_view json);
 
 std::string encode_allocation(const resource::Allocation& allocation);
 Result<resource::Allocation> decode_allocation(std::string_view json);
+
+// What the `nodes` table keeps of a node besides its state: the incarnation
+// of its agent (a process's start, so that a restarted leader tells the same
+// agent from a new one), as {"incarnation": N}. Absent (or empty text):
+// 0, unknown.
+struct NodeDetail {
+  std::uint64_t incarnation = 0;
+};
+std::string encode_node_detail(const NodeDetail& detail);
+Result<NodeDetail> decode_node_detail(std::string_view json);
 
 }  // namespace hpcq::store

@@ -248,6 +248,19 @@ TEST(Codec, BadSpecJsonIsAnErrorNamingTheField) {
   }
 }
 
+TEST(Codec, NodeDetailRoundTripsAndOldRowsRead) {
+  const std::string text = encode_node_detail({18446744073709551615ULL});
+  EXPECT_EQ(text, R"({"incarnation":18446744073709551615})");
+  EXPECT_EQ(decode_node_detail(text)->incarnation, 18446744073709551615ULL);
+  EXPECT_EQ(decode_node_detail("")->incarnation, 0u);
+  EXPECT_EQ(decode_node_detail("{}")->incarnation, 0u);
+  auto bad = decode_node_detail(R"({"incarnation":"7"})");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().message(), "node.incarnation: must be an integer");
+  EXPECT_FALSE(decode_node_detail("[1]").is_ok());
+  EXPECT_FALSE(decode_node_detail(R"({"incarnation":-1})").is_ok());
+}
+
 TEST(Codec, BadAllocationJsonIsAnError) {
   const BadCase cases[] = {
       {"{", "allocation: not valid JSON"},
