@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "lib/api/job_proto.h"
+#include "lib/resource/placement_names.h"
 
 namespace hpcq::cli {
 namespace {
@@ -121,9 +122,19 @@ std::string time_text(std::int64_t us) {
   return buf;
 }
 
+std::string checkpoint_then_word(const v1::CheckpointRecord& r) {
+  auto then = api::checkpoint_then_of(r.action(), r.then());
+  return then.is_ok() ? job::checkpoint_then_name(*then) : "";
+}
+
+std::string resize_kind_word(const v1::ResizeRecord& r) {
+  auto kind = api::resize_kind_of(r.resize_kind(), r.kind());
+  return kind.is_ok() ? job::resize_kind_name(*kind) : "";
+}
+
 nlohmann::json checkpoint_json(const v1::CheckpointRecord& r) {
   return {{"time", r.time_us() / 1e6},
-          {"then", r.then()},
+          {"then", checkpoint_then_word(r)},
           {"nodes", std::vector<std::string>(r.nodes().begin(), r.nodes().end())},
           {"image", r.image()},
           {"image_bytes", r.image_bytes()},
@@ -140,7 +151,7 @@ nlohmann::json checkpoint_json(const v1::CheckpointRecord& r) {
 
 nlohmann::json resize_json(const v1::ResizeRecord& r) {
   return {{"time", r.time_us() / 1e6},
-          {"kind", r.kind()},
+          {"kind", resize_kind_word(r)},
           {"from", r.from()},
           {"to", r.to()},
           {"outcome", r.outcome()},
@@ -215,8 +226,11 @@ nlohmann::json job_json(const v1::Job& job) {
   j["cpus_per_task"] = job.spec().cpus_per_task();
   j["gpus_per_node"] = job.spec().gpus_per_node();
   j["gpus_per_task"] = job.spec().gpus_per_task();
-  j["distribution"] = job.spec().distribution().empty() ? "block" : job.spec().distribution();
-  j["cpu_bind"] = job.spec().cpu_bind().empty() ? "cores" : job.spec().cpu_bind();
+  resource::ResourceRequest layout;
+  (void)api::read_layout(job.spec(), layout);  // hpcqd's answer: valid, else the defaults
+  j["distribution"] =
+      resource::distribution_text(layout.node_distribution, layout.core_distribution);
+  j["cpu_bind"] = resource::cpu_bind_name(layout.cpu_bind);
   j["numa_policy"] = job.spec().numa_policy().empty() ? "best-effort" : job.spec().numa_policy();
   j["oversubscribe"] = job.spec().oversubscribe();
   j["profile"] = job.spec().profile();

@@ -12,6 +12,9 @@ namespace hpcq::cli {
 
 // A checkpoint of a job (hpcq checkpoint, status --json "checkpoints").
 nlohmann::json checkpoint_json(const v1::CheckpointRecord& record);
+// The word of a record's typed choice (an unknown value shows as "").
+std::string checkpoint_then_word(const v1::CheckpointRecord& record);
+std::string resize_kind_word(const v1::ResizeRecord& record);
 // A resize of an elastic job (hpcq resize, status --json "resizes").
 nlohmann::json resize_json(const v1::ResizeRecord& record);
 nlohmann::json job_json(const v1::Job& job);

@@ -360,12 +360,16 @@ int for_each_id(const std::vector<std::string>& ids, const char* method) {
 // hpcq checkpoint / migrate: one job; the record on success.
 int cmd_checkpoint(const std::string& text, const std::string& then, const std::string& to,
                    bool json, bool elsewhere = false) {
+  const auto action = job::parse_checkpoint_then(then);
+  if (!action) {
+    return fail(invalid_argument("--then: '" + then + "' is not continue, requeue or stop"));
+  }
   Client client(socket_path());
   auto id = resolve_job_id(client, text);
   if (!id.is_ok()) return fail(id.status());
   v1::CheckpointRequest request;
   request.set_id(*id);
-  request.set_then(then);
+  request.set_action(api::to_proto(*action));
   request.set_elsewhere(elsewhere);
   if (!to.empty()) {
     std::stringstream names(to);
@@ -382,9 +386,9 @@ int cmd_checkpoint(const std::string& text, const std::string& then, const std::
   } else {
     std::cout << "job " << *id << ": checkpointed into " << record.image() << " ("
               << record.image_bytes() << " bytes, dump " << record.dump_seconds() << " s)"
-              << (then == "continue" ? ""
-                  : then == "stop"   ? ", held"
-                                     : ", requeued")
+              << (*action == job::CheckpointThen::kContinue ? ""
+                  : *action == job::CheckpointThen::kStop   ? ", held"
+                                                            : ", requeued")
               << "\n";
   }
   return 0;
@@ -406,7 +410,7 @@ int cmd_resize(const std::string& text, int nodes, bool json) {
   if (json) {
     std::cout << json_text(resize_json(record)) << "\n";
   } else {
-    std::cout << "job " << *id << ": " << record.kind() << " " << record.from() << " -> "
+    std::cout << "job " << *id << ": " << resize_kind_word(record) << " " << record.from() << " -> "
               << record.to() << " nodes: " << record.outcome()
               << (record.reason().empty() ? "" : " (" + record.reason() + ")") << "\n";
   }

@@ -51,12 +51,8 @@ Status Api::release(const Caller& caller, const v1::ReleaseRequest& request, v1:
 
 Status Api::checkpoint(const Caller& caller, const v1::CheckpointRequest& request,
                        v1::CheckpointRecord* response) {
-  // The API's word, typed at the edge; none means "continue".
-  const auto then = request.then().empty() ? std::optional(job::CheckpointThen::kContinue)
-                                           : job::parse_checkpoint_then(request.then());
-  if (!then) {
-    return invalid_argument("--then: '" + request.then() + "' is not continue, requeue or stop");
-  }
+  auto then = api::checkpoint_then_of(request.action(), request.then());
+  if (!then.is_ok()) return then.status();
   auto record = leader_
                     .checkpoint(caller, request.id(), *then,
                                 {request.to().begin(), request.to().end()}, request.elsewhere())

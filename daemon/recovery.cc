@@ -17,6 +17,14 @@
 namespace hpcq::daemon {
 namespace {
 
+// A record's protobuf JSON. A field a newer leader wrote (before a
+// rollback) is not a reason to lose the record.
+bool parse_stored(const std::string& json, google::protobuf::Message* message) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  return google::protobuf::util::JsonStringToMessage(json, message, options).ok();
+}
+
 // Each stored message as its typed record (a placement's words are free text,
 // so only the other two can be refused).
 Result<job::Placement> typed(const v1::Placement& placement) { return api::from_proto(placement); }
@@ -35,7 +43,7 @@ Status load_job_records(store::Store& store, const char* kind, Jobs& jobs,
     Message message;
     auto it = jobs.find(std::strtoull(key.c_str(), nullptr, 10));
     Result<Record> record = invalid_argument("not JSON of its message");
-    if (it != jobs.end() && google::protobuf::util::JsonStringToMessage(value, &message).ok()) {
+    if (it != jobs.end() && parse_stored(value, &message)) {
       record = typed(message);
     }
     if (it == jobs.end() || !record.is_ok()) {
@@ -88,8 +96,7 @@ Status load_steps(Context& ctx, store::Store& store) {
   for (const auto& [key, value] : *stored) {
     v1::Step record;
     auto it = ctx.table.jobs().find(std::strtoull(key.c_str(), nullptr, 10));
-    auto step = it == ctx.table.jobs().end() ||
-                        !google::protobuf::util::JsonStringToMessage(value, &record).ok()
+    auto step = it == ctx.table.jobs().end() || !parse_stored(value, &record)
                     ? Result<job::StepRecord>(invalid_argument("unreadable"))
                     : api::from_proto(record);
     if (!step.is_ok() || step->id == 0) {

@@ -8,6 +8,103 @@
 namespace hpcq::api {
 namespace {
 
+v1::Distribution distribution_to_proto(resource::Distribution d) {
+  return d == resource::Distribution::kCyclic ? v1::DISTRIBUTION_CYCLIC : v1::DISTRIBUTION_BLOCK;
+}
+
+// Unspecified leaves `out` as it is (the word's, or the default).
+Status read_distribution(v1::Distribution d, const char* field, resource::Distribution& out) {
+  switch (d) {
+    case v1::DISTRIBUTION_UNSPECIFIED: return Status::ok();
+    case v1::DISTRIBUTION_BLOCK: out = resource::Distribution::kBlock; return Status::ok();
+    case v1::DISTRIBUTION_CYCLIC: out = resource::Distribution::kCyclic; return Status::ok();
+    default: break;
+  }
+  return invalid_argument(std::string(field) + ": unknown value " + std::to_string(d));
+}
+
+v1::CpuBind cpu_bind_to_proto(resource::CpuBind b) {
+  switch (b) {
+    case resource::CpuBind::kCores: return v1::CPU_BIND_CORES;
+    case resource::CpuBind::kThreads: return v1::CPU_BIND_THREADS;
+    case resource::CpuBind::kNone: return v1::CPU_BIND_NONE;
+  }
+  return v1::CPU_BIND_CORES;
+}
+
+Status read_cpu_bind(v1::CpuBind b, resource::CpuBind& out) {
+  switch (b) {
+    case v1::CPU_BIND_UNSPECIFIED: return Status::ok();
+    case v1::CPU_BIND_CORES: out = resource::CpuBind::kCores; return Status::ok();
+    case v1::CPU_BIND_THREADS: out = resource::CpuBind::kThreads; return Status::ok();
+    case v1::CPU_BIND_NONE: out = resource::CpuBind::kNone; return Status::ok();
+    default: break;
+  }
+  return invalid_argument("cpu_bind_type: unknown value " + std::to_string(b));
+}
+
+}  // namespace
+
+Status read_layout(const v1::JobSpec& p, resource::ResourceRequest& request) {
+  // Empty: a client that predates the field gets the default.
+  if (!p.distribution().empty()) {
+    HPCQ_RETURN_IF_ERROR(resource::parse_distribution(p.distribution(), request.node_distribution,
+                                                      request.core_distribution));
+  }
+  if (!p.cpu_bind().empty()) {
+    auto bind = resource::parse_cpu_bind(p.cpu_bind());
+    if (!bind.is_ok()) return bind.status();
+    request.cpu_bind = *bind;
+  }
+  // The typed fields, where given, over the words.
+  HPCQ_RETURN_IF_ERROR(
+      read_distribution(p.node_distribution(), "node_distribution", request.node_distribution));
+  HPCQ_RETURN_IF_ERROR(
+      read_distribution(p.core_distribution(), "core_distribution", request.core_distribution));
+  return read_cpu_bind(p.cpu_bind_type(), request.cpu_bind);
+}
+
+v1::CheckpointThen to_proto(job::CheckpointThen then) {
+  switch (then) {
+    case job::CheckpointThen::kContinue: return v1::CHECKPOINT_CONTINUE;
+    case job::CheckpointThen::kRequeue: return v1::CHECKPOINT_REQUEUE;
+    case job::CheckpointThen::kStop: return v1::CHECKPOINT_STOP;
+  }
+  return v1::CHECKPOINT_CONTINUE;
+}
+
+Result<job::CheckpointThen> checkpoint_then_of(v1::CheckpointThen action, const std::string& word) {
+  switch (action) {
+    case v1::CHECKPOINT_THEN_UNSPECIFIED: break;
+    case v1::CHECKPOINT_CONTINUE: return job::CheckpointThen::kContinue;
+    case v1::CHECKPOINT_REQUEUE: return job::CheckpointThen::kRequeue;
+    case v1::CHECKPOINT_STOP: return job::CheckpointThen::kStop;
+    default: return invalid_argument("then: unknown value " + std::to_string(action));
+  }
+  if (word.empty()) return job::CheckpointThen::kContinue;
+  auto then = job::parse_checkpoint_then(word);
+  if (!then) return invalid_argument("then: '" + word + "' is not continue, requeue or stop");
+  return *then;
+}
+
+v1::ResizeKind to_proto(job::ResizeKind kind) {
+  return kind == job::ResizeKind::kShrink ? v1::RESIZE_SHRINK : v1::RESIZE_EXPAND;
+}
+
+Result<job::ResizeKind> resize_kind_of(v1::ResizeKind kind, const std::string& word) {
+  switch (kind) {
+    case v1::RESIZE_KIND_UNSPECIFIED: break;
+    case v1::RESIZE_SHRINK: return job::ResizeKind::kShrink;
+    case v1::RESIZE_EXPAND: return job::ResizeKind::kExpand;
+    default: return invalid_argument("resize kind: unknown value " + std::to_string(kind));
+  }
+  auto parsed = job::parse_resize_kind(word);
+  if (!parsed) return invalid_argument("resize kind: '" + word + "' is not shrink or expand");
+  return *parsed;
+}
+
+namespace {
+
 // Text in the string field; what is not UTF-8 in its *_bytes twin
 // (hpcq.proto, JobSpec).
 void set_bytes(const std::string& value, std::string* text, std::string* twin) {
@@ -59,6 +156,9 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_distribution(
       resource::distribution_text(spec.request.node_distribution, spec.request.core_distribution));
   p.set_cpu_bind(resource::cpu_bind_name(spec.request.cpu_bind));
+  p.set_node_distribution(distribution_to_proto(spec.request.node_distribution));
+  p.set_core_distribution(distribution_to_proto(spec.request.core_distribution));
+  p.set_cpu_bind_type(cpu_bind_to_proto(spec.request.cpu_bind));
   p.set_numa_policy(resource::numa_policy_name(spec.request.numa_policy));
   p.set_oversubscribe(spec.request.oversubscribe);
   p.set_profile(spec.profile);
@@ -108,16 +208,7 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.request.gpus_per_node = p.gpus_per_node();
   spec.request.gpus_per_task = p.gpus_per_task();
   spec.request.mem_per_cpu_bytes = p.mem_per_cpu_bytes();
-  // Empty: a client that predates the field gets the default.
-  if (!p.distribution().empty()) {
-    HPCQ_RETURN_IF_ERROR(resource::parse_distribution(
-        p.distribution(), spec.request.node_distribution, spec.request.core_distribution));
-  }
-  if (!p.cpu_bind().empty()) {
-    auto bind = resource::parse_cpu_bind(p.cpu_bind());
-    if (!bind.is_ok()) return bind.status();
-    spec.request.cpu_bind = *bind;
-  }
+  HPCQ_RETURN_IF_ERROR(read_layout(p, spec.request));
   if (!p.numa_policy().empty()) {
     auto policy = resource::parse_numa_policy(p.numa_policy());
     if (!policy.is_ok()) return policy.status();
@@ -318,6 +409,7 @@ v1::CheckpointRecord to_proto(const job::CheckpointRecord& r) {
   v1::CheckpointRecord p;
   p.set_time_us(r.time_us);
   p.set_then(job::checkpoint_then_name(r.then));
+  p.set_action(to_proto(r.then));
   for (const std::string& n : r.nodes) p.add_nodes(n);
   p.set_image(r.image);
   p.set_image_bytes(r.image_bytes);
@@ -335,8 +427,8 @@ v1::CheckpointRecord to_proto(const job::CheckpointRecord& r) {
 
 Result<job::CheckpointRecord> from_proto(const v1::CheckpointRecord& p) {
   job::CheckpointRecord r;
-  auto then = job::parse_checkpoint_then(p.then());
-  if (!then) return invalid_argument("checkpoint record: unknown then '" + p.then() + "'");
+  auto then = checkpoint_then_of(p.action(), p.then());
+  if (!then.is_ok()) return invalid_argument("checkpoint record: " + then.status().message());
   r.time_us = p.time_us();
   r.then = *then;
   r.nodes.assign(p.nodes().begin(), p.nodes().end());
@@ -380,6 +472,7 @@ v1::ResizeRecord to_proto(const job::ResizeRecord& r) {
   p.set_from(r.from);
   p.set_to(r.to);
   p.set_kind(job::resize_kind_name(r.kind));
+  p.set_resize_kind(to_proto(r.kind));
   p.set_outcome(job::resize_outcome_name(r.outcome));
   p.set_reason(r.reason);
   p.set_by(job::resize_by_name(r.by));
@@ -390,10 +483,10 @@ v1::ResizeRecord to_proto(const job::ResizeRecord& r) {
 }
 
 Result<job::ResizeRecord> from_proto(const v1::ResizeRecord& p) {
-  auto kind = job::parse_resize_kind(p.kind());
+  auto kind = resize_kind_of(p.resize_kind(), p.kind());
   auto outcome = job::parse_resize_outcome(p.outcome());
   auto by = job::parse_resize_by(p.by());
-  if (!kind || !outcome || !by) {
+  if (!kind.is_ok() || !outcome || !by) {
     return invalid_argument("resize record: unknown kind, outcome or by ('" + p.kind() + "', '" +
                             p.outcome() + "', '" + p.by() + "')");
   }

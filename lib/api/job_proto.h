@@ -43,6 +43,16 @@ job::Placement from_proto(const v1::Placement& placement);
 v1::ResizeRecord to_proto(const job::ResizeRecord& record);
 Result<job::ResizeRecord> from_proto(const v1::ResizeRecord& record);
 
+// The API's enums, typed. A request or record from an older client names
+// its choice by the word beside the enum (`then`, `kind`): read when the
+// enum is unspecified. kInvalidArgument for an unknown value or word.
+v1::CheckpointThen to_proto(job::CheckpointThen then);
+// A spec's layout (distribution, cpu-bind): its typed fields, or the words.
+Status read_layout(const v1::JobSpec& spec, resource::ResourceRequest& request);
+Result<job::CheckpointThen> checkpoint_then_of(v1::CheckpointThen action, const std::string& word);
+v1::ResizeKind to_proto(job::ResizeKind kind);
+Result<job::ResizeKind> resize_kind_of(v1::ResizeKind kind, const std::string& word);
+
 // "PENDING", ... for a proto state.
 const char* state_name(v1::JobState state);
 

@@ -80,17 +80,70 @@ TEST(JobProto, RecordsKeepTheirStoredWords) {
 
 TEST(JobProto, UnknownWordsAreRefusedWithTheirName) {
   v1::CheckpointRecord c = to_proto(a_checkpoint());
+  c.clear_action();  // an older record: the word alone
   c.set_then("later");
   auto checkpoint = from_proto(c);
   ASSERT_FALSE(checkpoint.is_ok());
   EXPECT_NE(checkpoint.status().message().find("later"), std::string::npos);
   for (const char* field : {"kind", "outcome", "by"}) {
     v1::ResizeRecord r = to_proto(a_resize());
+    r.clear_resize_kind();
     if (std::string(field) == "kind") r.set_kind("grow");
     if (std::string(field) == "outcome") r.set_outcome("maybe");
     if (std::string(field) == "by") r.set_by("nobody");
     EXPECT_FALSE(from_proto(r).is_ok()) << field;
   }
+}
+
+// The API's enums, with the words older clients send beside them.
+TEST(JobProto, ChoicesAreTypedAndOlderClientsWordsStillRead) {
+  // A checkpoint's "then": the enum, else the word, else continue.
+  EXPECT_EQ(checkpoint_then_of(v1::CHECKPOINT_STOP, "").value(), job::CheckpointThen::kStop);
+  EXPECT_EQ(checkpoint_then_of(v1::CHECKPOINT_STOP, "requeue").value(), job::CheckpointThen::kStop);
+  EXPECT_EQ(checkpoint_then_of(v1::CHECKPOINT_THEN_UNSPECIFIED, "requeue").value(),
+            job::CheckpointThen::kRequeue);
+  EXPECT_EQ(checkpoint_then_of(v1::CHECKPOINT_THEN_UNSPECIFIED, "").value(),
+            job::CheckpointThen::kContinue);
+  EXPECT_FALSE(checkpoint_then_of(v1::CHECKPOINT_THEN_UNSPECIFIED, "later").is_ok());
+  EXPECT_FALSE(checkpoint_then_of(static_cast<v1::CheckpointThen>(9), "").is_ok());
+  // Records carry both.
+  v1::CheckpointRecord c = to_proto(a_checkpoint());
+  EXPECT_EQ(c.action(), v1::CHECKPOINT_REQUEUE);
+  EXPECT_EQ(c.then(), "requeue");
+  v1::ResizeRecord r = to_proto(a_resize());
+  EXPECT_EQ(r.resize_kind(), v1::RESIZE_SHRINK);
+  r.clear_kind();  // a newer client's record: the enum alone
+  EXPECT_EQ(from_proto(r)->kind, job::ResizeKind::kShrink);
+
+  // A spec's layout: typed fields over the words, per field.
+  job::JobSpec spec;
+  spec.request.node_distribution = resource::Distribution::kCyclic;
+  spec.request.cpu_bind = resource::CpuBind::kThreads;
+  v1::JobSpec p = to_proto(spec);
+  EXPECT_EQ(p.node_distribution(), v1::DISTRIBUTION_CYCLIC);
+  EXPECT_EQ(p.core_distribution(), v1::DISTRIBUTION_BLOCK);
+  EXPECT_EQ(p.cpu_bind_type(), v1::CPU_BIND_THREADS);
+  EXPECT_EQ(p.distribution(), "cyclic");
+  EXPECT_EQ(p.cpu_bind(), "threads");
+  resource::ResourceRequest layout;
+  ASSERT_TRUE(read_layout(p, layout).is_ok());
+  EXPECT_EQ(layout.node_distribution, resource::Distribution::kCyclic);
+  EXPECT_EQ(layout.cpu_bind, resource::CpuBind::kThreads);
+  v1::JobSpec words;  // an older client: words only
+  words.set_distribution("block:cyclic");
+  words.set_cpu_bind("none");
+  ASSERT_TRUE(read_layout(words, layout = {}).is_ok());
+  EXPECT_EQ(layout.node_distribution, resource::Distribution::kBlock);
+  EXPECT_EQ(layout.core_distribution, resource::Distribution::kCyclic);
+  EXPECT_EQ(layout.cpu_bind, resource::CpuBind::kNone);
+  words.set_cpu_bind_type(v1::CPU_BIND_CORES);  // the enum wins
+  ASSERT_TRUE(read_layout(words, layout = {}).is_ok());
+  EXPECT_EQ(layout.cpu_bind, resource::CpuBind::kCores);
+  v1::JobSpec unknown;
+  unknown.set_node_distribution(static_cast<v1::Distribution>(5));
+  auto refused = read_layout(unknown, layout = {});
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.message(), "node_distribution: unknown value 5");
 }
 
 }  // namespace
