@@ -79,6 +79,10 @@ struct JobEntry : job::JobRecord {
   std::vector<job::StepRecord> steps;
   job::BusyCores step_cores;
   TimeUs steps_sent_at = 0;  // the last repeat of unconfirmed step launches
+  // After a leader restart: pending steps are tried once every node has
+  // confirmed the job (a step that ended before the restart may have left
+  // room that no later end will announce).
+  bool steps_to_try = false;
 };
 
 using JobTable = job::JobTable<JobEntry>;

@@ -262,6 +262,10 @@ void Steps::repeat_unconfirmed() {
   const TimeUs after = 2 * static_cast<TimeUs>(ctx_.config.heartbeat_interval_ms) * 1000;
   for (JobId id : ctx_.table.running()) {
     JobEntry& entry = ctx_.table.jobs().at(id);
+    if (entry.steps_to_try && entry.started_on == entry.running_on) {
+      entry.steps_to_try = false;
+      start_pending(entry);
+    }
     if (entry.steps.empty() || now - entry.steps_sent_at < after) continue;
     for (const StepRecord& step : entry.steps) {
       if (step.state != JobState::kRunning || step.cancel_requested) continue;
@@ -284,6 +288,7 @@ void Steps::restore(JobEntry& entry) {
       step.running_on.clear();
     }
     if (step.state == JobState::kRunning) job::hold_cores(entry.step_cores, step);
+    if (step.state == JobState::kPending) entry.steps_to_try = true;
   }
 }
 

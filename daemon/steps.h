@@ -42,10 +42,12 @@ class Steps {
   Result<Rank> first_node(const JobEntry& entry, job::StepId id) const;
   // The job's run ended (it finished or was requeued): its steps end too.
   void on_run_end(JobEntry& entry);
-  // Repeats the launches that nodes have not confirmed (heartbeat timer).
+  // Repeats the launches that nodes have not confirmed (heartbeat timer);
+  // after a leader restart, starts the pending steps that fit once the
+  // job's nodes have confirmed it.
   void repeat_unconfirmed();
-  // After a leader restart: the cores the job's running steps hold, and
-  // steps of a job that no longer runs ended.
+  // After a leader restart: the cores the job's running steps hold, steps
+  // of a job that no longer runs ended, pending ones marked to be tried.
   static void restore(JobEntry& entry);
 
  private:

@@ -5,7 +5,9 @@ concurrent steps get disjoint cores and a third waits; a step is signalled,
 cancelled and attached to from outside by JOB.STEP; steps are recorded
 (status --json, history --steps) and survive a kill -9 of hpcqd; hpcq run
 refuses to be a step of what is not an allocation."""
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -149,6 +151,42 @@ def test_steps_survive_a_leader_restart():
     t.check(text.count("after") == 2 and "rc=0" in text, f"the step's output and exit: {text}")
 
 
+def test_a_pending_step_starts_after_a_restart_that_freed_its_cores():
+    """The leader stored a step's end and died before it started the step
+    that waited for those cores: once restarted, it starts that step
+    without waiting for another step to end."""
+    d = t.workdir()
+    gate = t.Gate(d)
+    started = os.path.join(d, "first-started")
+    job = batch(d, "#HPCQ -N 1 -n 2\n"
+                   f"hpcq run -n 2 -- sh -c 'touch {started}; "
+                   f"while [ ! -e {gate.path} ]; do sleep 0.05; done' &\n"
+                   f"until [ -e {started} ]; do sleep 0.05; done\n"
+                   "hpcq run -n 1 -- echo second &\n"
+                   "wait\n")
+    wait_step(job, 1, "RUNNING")
+    wait_step(job, 2, "PENDING")  # the first holds both cores
+    cmdline = t.kill_leader()
+    # What the store holds in that window: the first step ended, the
+    # second not started (its task still runs on the node until the gate).
+    db = sqlite3.connect(os.path.join(t.cluster_dir(), "leader", "hpcq.db"))
+    (value,) = db.execute("SELECT value FROM records WHERE kind = 'step' AND key = ?",
+                          (f"{job}/1",)).fetchone()
+    first = json.loads(value)
+    first.update(state="COMPLETED", runningOn=[])
+    db.execute("UPDATE records SET value = ? WHERE kind = 'step' AND key = ?",
+               (json.dumps(first), f"{job}/1"))
+    db.commit()
+    db.close()
+    t.restart_leader(cmdline)
+    # No step ends now (the gate is shut): the second must start on its own.
+    wait_step(job, 2, {"RUNNING", "COMPLETED"})
+    gate.open()
+    s = t.wait_state(job, ENDED)
+    t.check(s["steps"][1]["state"] == "COMPLETED" and "second" in output(d, job),
+            f"job {s['state']}, steps {s['steps']}\n{output(d, job)}")
+
+
 def test_steps_only_inside_allocations():
     d = t.workdir()
     plain = t.submit("-o", "/dev/null", "--", "sleep", "30", cwd=d)
@@ -179,4 +217,6 @@ def test_steps_only_inside_allocations():
 t.main([test_a_batch_script_runs_steps_into_its_output_file,
         test_concurrent_steps_get_disjoint_cores,
         test_a_step_is_signalled_cancelled_and_attached_from_outside,
-        test_steps_survive_a_leader_restart, test_steps_only_inside_allocations])
+        test_steps_survive_a_leader_restart,
+        test_a_pending_step_starts_after_a_restart_that_freed_its_cores,
+        test_steps_only_inside_allocations])
