@@ -25,12 +25,6 @@ bool parse_stored(const std::string& json, google::protobuf::Message* message) {
   return google::protobuf::util::JsonStringToMessage(json, message, options).ok();
 }
 
-// Each stored message as its typed record (a placement's words are free text,
-// so only the other two can be refused).
-Result<job::Placement> typed(const v1::Placement& placement) { return api::from_proto(placement); }
-Result<job::CheckpointRecord> typed(const v1::CheckpointRecord& r) { return api::from_proto(r); }
-Result<job::ResizeRecord> typed(const v1::ResizeRecord& r) { return api::from_proto(r); }
-
 // A job's records of one kind ("checkpoint", "placement", "resize"), kept
 // under "<job>/<n>" as the public API's message in protobuf JSON: typed and
 // appended to `list` of each known job, in key order (callers sort by time).
@@ -44,7 +38,7 @@ Status load_job_records(store::Store& store, const char* kind, Jobs& jobs,
     auto it = jobs.find(std::strtoull(key.c_str(), nullptr, 10));
     Result<Record> record = invalid_argument("not JSON of its message");
     if (it != jobs.end() && parse_stored(value, &message)) {
-      record = typed(message);
+      record = api::from_proto(message);
     }
     if (it == jobs.end() || !record.is_ok()) {
       spdlog::warn("store: {} record {} ignored{}", kind, key,

@@ -226,22 +226,11 @@ void Resizes::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
 // answers hpcq resize.
 void Resizes::settle(JobEntry& entry, const job::ResizeEnd& end, double answer_seconds) {
   JobEntry::Resizing& r = *entry.resizing;
-  switch (end.step) {
-    case job::ResizeEnd::Step::kKeep: break;
-    case job::ResizeEnd::Step::kTakeAway:
-      take_parts_away(entry, end.removed);
-      actions_.charge_segment(entry);
-      entry.job.allocation = r.after;
-      actions_.persist(entry.job, end.event, "{}");
-      break;
-    case job::ResizeEnd::Step::kUndo: {
-      std::vector<Rank> added(r.added.begin(), r.added.end());
-      take_parts_away(entry, added);
-      actions_.charge_segment(entry);
-      entry.job.allocation = r.before;
-      actions_.persist(entry.job, end.event, "{}");
-      break;
-    }
+  if (end.step != job::ResizeEnd::Step::kKeep) {
+    take_parts_away(entry, end.removed);
+    actions_.charge_segment(entry);
+    entry.job.allocation = end.step == job::ResizeEnd::Step::kUndo ? r.before : r.after;
+    actions_.persist(entry.job, end.event, "{}");
   }
   ResizePromise promise = std::move(r.promise);
   const TimeUs t = ctx_.now();
@@ -403,6 +392,7 @@ bool Resizes::on_part_update(JobEntry& entry, Rank rank, const overlay::JobUpdat
     spdlog::warn("job {}: expansion failed on {}: {}", entry.job.id, node, update.reason());
     settle(entry,
            job::on_added_node_failed(
+               *entry.resizing,
                node + ": " + (update.reason().empty() ? "part ended at start" : update.reason())),
            0);
     return on_part_update(entry, rank, update);  // now a removed part's end
@@ -421,7 +411,8 @@ bool Resizes::on_node_lost(JobEntry& entry, const NodeEntry& node) {
     // An expansion onto this node had not been told to the app yet: it
     // fails, and the job goes on as it was (the added parts are taken
     // away; this one is gone with its node, just below).
-    settle(entry, job::on_added_node_failed("node " + node.name + " went down"), 0);
+    settle(entry, job::on_added_node_failed(*entry.resizing, "node " + node.name + " went down"),
+           0);
   }
   if (auto removed = entry.removing.find(node.rank); removed != entry.removing.end()) {
     // A part a resize took away: the job does not need it.

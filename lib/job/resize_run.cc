@@ -63,6 +63,7 @@ ResizeEnd on_answer(const ResizeRun& run, ResizeOutcome outcome, const std::stri
              (outcome == ResizeOutcome::kDeclined || outcome == ResizeOutcome::kFailed)) {
     // The application refused the new nodes (or could not be told).
     end.step = ResizeEnd::Step::kUndo;
+    end.removed.assign(run.added.begin(), run.added.end());
     end.event = "expand_undone";
   }
   return end;
@@ -73,7 +74,7 @@ ResizeEnd on_deadline(const ResizeRun& run) {
     return {ResizeEnd::Step::kUndo,
             ResizeOutcome::kFailed,
             "the new nodes did not start the job in time",
-            {},
+            {run.added.begin(), run.added.end()},
             "expand_undone"};
   }
   return {ResizeEnd::Step::kKeep,
@@ -87,8 +88,12 @@ bool undone_by_added_node(const ResizeRun& run, Rank rank) {
   return !run.notified && run.added.count(rank) > 0;
 }
 
-ResizeEnd on_added_node_failed(const std::string& why) {
-  return {ResizeEnd::Step::kUndo, ResizeOutcome::kFailed, why, {}, "expand_failed"};
+ResizeEnd on_added_node_failed(const ResizeRun& run, const std::string& why) {
+  return {ResizeEnd::Step::kUndo,
+          ResizeOutcome::kFailed,
+          why,
+          {run.added.begin(), run.added.end()},
+          "expand_failed"};
 }
 
 ResizeEnd on_run_end() {

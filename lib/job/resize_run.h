@@ -61,13 +61,16 @@ bool answer_is_current(const ResizeRun& run, Rank from, std::uint32_t seq, std::
 struct ResizeEnd {
   enum class Step {
     kKeep,      // the allocation stays as it is now (`after`, or `before` for a declined shrink)
-    kTakeAway,  // an acknowledged shrink: the parts on `removed` are killed, `after` stands
-    kUndo,      // an expansion that did not take: the added parts are taken away, `before` again
+    kTakeAway,  // an acknowledged shrink: `after` stands
+    kUndo,      // an expansion that did not take: `before` again
   };
   Step step = Step::kKeep;
   ResizeOutcome outcome = ResizeOutcome::kFailed;
   std::string reason;
-  std::vector<Rank> removed;  // kTakeAway: the nodes `before` has and `after` has not
+  // The parts taken away (killed; their cores return as each ends): for
+  // kTakeAway the nodes `before` has and `after` has not, for kUndo the
+  // added ones.
+  std::vector<Rank> removed;
   // The job event the allocation's change is stored as ("shrink",
   // "expand_undone", "expand_failed"); empty for kKeep.
   std::string event;
@@ -84,7 +87,7 @@ ResizeEnd on_deadline(const ResizeRun& run);
 // before the application was told: the expansion is undone. Past the
 // notice the nodes are the job's: the caller handles them as any part.
 bool undone_by_added_node(const ResizeRun& run, Rank rank);
-ResizeEnd on_added_node_failed(const std::string& why);
+ResizeEnd on_added_node_failed(const ResizeRun& run, const std::string& why);
 // The job's run ended first.
 ResizeEnd on_run_end();
 

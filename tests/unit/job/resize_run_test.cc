@@ -111,7 +111,7 @@ TEST(ResizeRun, EachWayAResizeIsSettled) {
        O::kDeclined,
        Step::kUndo,
        O::kDeclined,
-       {},
+       {4},
        "expand_undone"},
       {"expansion the application could not take: undone",
        expand(),
@@ -120,7 +120,7 @@ TEST(ResizeRun, EachWayAResizeIsSettled) {
        O::kFailed,
        Step::kUndo,
        O::kFailed,
-       {},
+       {4},
        "expand_undone"},
       {"expansion timed out in the application: its nodes stay", expand(), false, By::kAnswer,
        O::kTimedOut, Step::kKeep, O::kTimedOut},
@@ -133,7 +133,7 @@ TEST(ResizeRun, EachWayAResizeIsSettled) {
        O::kNone,
        Step::kUndo,
        O::kFailed,
-       {},
+       {4},
        "expand_undone"},
       {"expansion whose node failed to start: undone",
        expand(),
@@ -142,7 +142,7 @@ TEST(ResizeRun, EachWayAResizeIsSettled) {
        O::kNone,
        Step::kUndo,
        O::kFailed,
-       {},
+       {4},
        "expand_failed"},
       {"a node lost (forced shrink), acknowledged: nothing more", shrink(), true, By::kAnswer,
        O::kAcknowledged, Step::kKeep, O::kAcknowledged},
@@ -161,7 +161,7 @@ TEST(ResizeRun, EachWayAResizeIsSettled) {
       case By::kDeadline: end = on_deadline(s.run); break;
       case By::kAddedNodeFailed:
         ASSERT_TRUE(undone_by_added_node(s.run, 4));
-        end = on_added_node_failed("n4: no such file");
+        end = on_added_node_failed(s.run, "n4: no such file");
         break;
       case By::kRunEnd: end = on_run_end(); break;
     }
