@@ -362,7 +362,7 @@ int cmd_checkpoint(const std::string& text, const std::string& then, const std::
                    bool json, bool elsewhere = false) {
   const auto action = job::parse_checkpoint_then(then);
   if (!action) {
-    return fail(invalid_argument("--then: '" + then + "' is not continue, requeue or stop"));
+    return fail(invalid_argument("--then: " + quote(then) + " is not continue, requeue or stop"));
   }
   Client client(socket_path());
   auto id = resolve_job_id(client, text);
@@ -374,7 +374,7 @@ int cmd_checkpoint(const std::string& text, const std::string& then, const std::
   if (!to.empty()) {
     std::stringstream names(to);
     for (std::string node; std::getline(names, node, ',');) {
-      if (node.empty()) return fail(invalid_argument("--to: empty node name in '" + to + "'"));
+      if (node.empty()) return fail(invalid_argument("--to: empty node name in " + quote(to)));
       request.add_to(node);
     }
   }
@@ -520,7 +520,7 @@ int cmd_reserve_create(const ReserveOptions& o, bool json) {
   if (!start.is_ok()) return fail(start.status());
   auto duration = parse_duration_s(o.duration);
   if (!duration.is_ok() || *duration <= 0) {
-    return fail(invalid_argument("--duration: bad duration '" + o.duration + "'"));
+    return fail(invalid_argument("--duration: bad duration " + quote(o.duration)));
   }
   v1::CreateReservationRequest request;
   v1::Reservation& r = *request.mutable_reservation();
@@ -574,14 +574,14 @@ int cmd_history(const HistoryFilter& filter, bool json) {
   request.set_ended_only(true);
   if (!filter.user.empty()) {
     passwd* pw = getpwnam(filter.user.c_str());
-    if (!pw) return fail(invalid_argument("--user: no user '" + filter.user + "'"));
+    if (!pw) return fail(invalid_argument("--user: no user " + quote(filter.user)));
     request.set_uid(pw->pw_uid);
     request.set_has_uid(true);
   }
   for (const auto& name : filter.states) {
     v1::JobState state;
     if (!v1::JobState_Parse(name, &state) || state == v1::JOB_STATE_UNSPECIFIED) {
-      return fail(invalid_argument("--state: unknown state '" + name + "'"));
+      return fail(invalid_argument("--state: unknown state " + quote(name)));
     }
     request.add_states(state);
   }

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "lib/core/units.h"
+
 namespace hpcq::daemon {
 namespace {
 
@@ -138,7 +140,7 @@ Result<Caller> Authenticator::remote(std::optional<std::string_view> authorizati
   }
   const std::string name(*act_as);
   auto user = user_by_name(name);
-  if (!user) return permission_denied("unknown user '" + name + "'");
+  if (!user) return permission_denied("unknown user " + quote(name));
   if (user->uid == 0) return permission_denied("a portal may not act as root");
   const auto& users = portal->config.users;
   if (!portal->any_user && std::find(users.begin(), users.end(), name) == users.end()) {

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <set>
 
+#include "lib/core/units.h"
+
 namespace hpcq::daemon {
 void Checkpoints::request(JobEntry& entry, job::CheckpointThen then, std::vector<std::string> to,
                           bool elsewhere, CheckpointPromise promise) {
@@ -31,7 +33,7 @@ void Checkpoints::request(JobEntry& entry, job::CheckpointThen then, std::vector
     for (const std::string& node : to) {
       const bool known = std::any_of(ctx_.nodes.begin(), ctx_.nodes.end(),
                                      [&](const auto& n) { return n.second.name == node; });
-      if (!known) return promise->set_value(invalid_argument("--to: unknown node '" + node + "'"));
+      if (!known) return promise->set_value(invalid_argument("--to: unknown node " + quote(node)));
     }
     const std::set<std::string> distinct(to.begin(), to.end());
     const std::size_t needed = job.allocation.nodes.size();

@@ -12,6 +12,7 @@
 #include "daemon/state_dir.h"
 #include "daemon/submit_policy.h"
 #include "lib/api/job_proto.h"
+#include "lib/core/units.h"
 #include "lib/overlay/messages.h"
 #include "lib/overlay/tree.h"
 #include "lib/resource/allocator.h"
@@ -428,12 +429,12 @@ std::future<Result<v1::Reservation>> Leader::create_reservation(const Caller& ca
     Reservation r = std::move(made).value();
     if (ctx_.reservations.count(r.name)) {
       return promise->set_value(
-          Status(Code::kAlreadyExists, "reservation '" + r.name + "' already exists"));
+          Status(Code::kAlreadyExists, "reservation " + quote(r.name) + " already exists"));
     }
     for (const auto& [name, other] : ctx_.reservations) {
       if (overlaps(r, other)) {
-        return promise->set_value(failed_precondition("reservation '" + r.name +
-                                                      "' overlaps reservation '" + name + "'"));
+        return promise->set_value(failed_precondition("reservation " + quote(r.name) +
+                                                      " overlaps reservation " + quote(name)));
       }
     }
     // As Slurm: the nodes must be free of other users' jobs by the start,
@@ -485,7 +486,7 @@ std::future<Status> Leader::delete_reservation(const Caller& caller, std::string
       return promise->set_value(permission_denied("reserve: only root may delete reservations"));
     }
     if (ctx_.reservations.erase(name) == 0) {
-      return promise->set_value(not_found("no reservation '" + name + "'"));
+      return promise->set_value(not_found("no reservation " + quote(name)));
     }
     store::WriteBatch batch;
     batch.delete_record("reservation", name);

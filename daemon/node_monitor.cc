@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "lib/core/units.h"
 #include "lib/overlay/messages.h"
 #include "lib/store/codec.h"
 #include "lib/store/store.h"
@@ -54,7 +55,7 @@ Status NodeMonitor::drain(const std::string& name, bool drained, const std::stri
                           const std::string& by) {
   auto it = std::find_if(ctx_.nodes.begin(), ctx_.nodes.end(),
                          [&](const auto& n) { return n.second.name == name; });
-  if (it == ctx_.nodes.end()) return not_found("no node '" + name + "'");
+  if (it == ctx_.nodes.end()) return not_found("no node " + quote(name));
   NodeEntry& node = it->second;
   node.drained = drained;
   node.reason = drained ? (reason.empty() ? "drained by " + by : reason) : "";

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "lib/core/units.h"
+
 namespace hpcq::daemon {
 namespace {
 
@@ -29,7 +31,7 @@ Result<std::uint32_t> resolve_user(const std::string& user) {
   passwd* found = nullptr;
   char buf[4096];
   if (getpwnam_r(user.c_str(), &pw, buf, sizeof buf, &found) != 0 || found == nullptr) {
-    return invalid_argument("--users: unknown user '" + user + "'");
+    return invalid_argument("--users: unknown user " + quote(user));
   }
   return static_cast<std::uint32_t>(pw.pw_uid);
 }
@@ -47,9 +49,9 @@ Result<Reservation> reservation_from_request(
   }
   if (request.nodes().empty()) return invalid_argument("--nodes: a reservation needs nodes");
   for (const std::string& node : request.nodes()) {
-    if (!known_node(node)) return invalid_argument("--nodes: unknown node '" + node + "'");
+    if (!known_node(node)) return invalid_argument("--nodes: unknown node " + quote(node));
     if (std::find(r.nodes.begin(), r.nodes.end(), node) != r.nodes.end()) {
-      return invalid_argument("--nodes: node '" + node + "' is listed twice");
+      return invalid_argument("--nodes: node " + quote(node) + " is listed twice");
     }
     r.nodes.push_back(node);
   }

@@ -72,7 +72,7 @@ Status apply_account(const SitePolicy& site, std::uint32_t uid, job::JobSpec& sp
                                  [&](const AccountConfig& a) { return a.name == spec.account; });
   if (!known) {
     return invalid_argument(
-        "--account: unknown account '" + spec.account + "'" +
+        "--account: unknown account " + quote(spec.account) +
         (site.accounts.empty()
              ? " (no accounts are configured)"
              : " (known: " + names_of(site.accounts, [](const auto& a) { return a.name; }) + ")"));
@@ -81,7 +81,7 @@ Status apply_account(const SitePolicy& site, std::uint32_t uid, job::JobSpec& sp
       std::none_of(associations.begin(), associations.end(),
                    [&](const UserShare* u) { return u->account == spec.account; })) {
     return invalid_argument("--account: user " + std::to_string(uid) +
-                            " is not associated with account '" + spec.account + "'");
+                            " is not associated with account " + quote(spec.account));
   }
   return Status::ok();
 }
@@ -174,7 +174,7 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool 
   const QueueConfig* queue = find_queue(site, spec.queue);
   if (!site.queues.empty()) {
     if (queue == nullptr) {
-      return invalid_argument("--queue: unknown queue '" + spec.queue + "' (known: " +
+      return invalid_argument("--queue: unknown queue " + quote(spec.queue) + " (known: " +
                               names_of(site.queues, [](const auto& q) { return q.name; }) + ")");
     }
     spec.queue = queue->name;
@@ -185,7 +185,7 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool 
   for (const std::string& node : spec.nodelist) {
     if (std::none_of(config.ranks.begin(), config.ranks.end(),
                      [&](const RankConfig& r) { return r.name == node; })) {
-      return invalid_argument("--nodelist: unknown node '" + node + "'");
+      return invalid_argument("--nodelist: unknown node " + quote(node));
     }
   }
   const std::int64_t configured = std::max<std::int64_t>(0, std::ssize(config.ranks) - 1);
@@ -198,7 +198,7 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool 
   HPCQ_RETURN_IF_ERROR(apply_account(site, uid, spec));
   if (!spec.qos.empty() && std::none_of(site.qos.begin(), site.qos.end(),
                                         [&](const QosConfig& q) { return q.name == spec.qos; })) {
-    return invalid_argument("--qos: unknown qos '" + spec.qos + "'" +
+    return invalid_argument("--qos: unknown qos " + quote(spec.qos) +
                             (site.qos.empty() ? " (no QOS levels are configured)"
                                               : " (known: " + names_of(site.qos, [](const auto& q) {
                                                   return q.name;

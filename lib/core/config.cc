@@ -12,6 +12,8 @@
 #include <sstream>
 #include <toml.hpp>
 
+#include "lib/core/units.h"
+
 namespace hpcq {
 namespace {
 
@@ -27,8 +29,8 @@ Status check_keys(const Table& table, const std::string& section,
                   const std::set<std::string>& known) {
   for (const auto& [key, value] : table.as_table()) {
     if (!known.count(key)) {
-      return invalid_argument(where(value) + ": unknown key '" +
-                              (section.empty() ? key : section + "." + key) + "'");
+      return invalid_argument(where(value) + ": unknown key " +
+                              quote(section.empty() ? key : section + "." + key));
     }
   }
   return Status::ok();
@@ -128,8 +130,8 @@ Result<std::vector<const Table*>> tables_of(const Table& root, const std::string
   if (!root.contains(key)) return out;
   const Table& list = root.at(key);
   if (!list.is_array()) {
-    return invalid_argument(where(list) + ": '" + key + "' must be an array of tables ([[" + key +
-                            "]])");
+    return invalid_argument(where(list) + ": " + quote(key) + " must be an array of tables ([[" +
+                            key + "]])");
   }
   for (const Table& t : list.as_array()) {
     if (!t.is_table()) return invalid_argument(where(t) + ": each [[" + key + "]] must be a table");
@@ -202,7 +204,7 @@ Result<std::uint32_t> uid_of(const Table& t, const std::string& name) {
   passwd* found = nullptr;
   char buf[4096];
   if (getpwnam_r(name.c_str(), &pw, buf, sizeof buf, &found) != 0 || found == nullptr) {
-    return invalid_argument(where(t) + ": [[user]] names unknown user '" + name + "'");
+    return invalid_argument(where(t) + ": [[user]] names unknown user " + quote(name));
   }
   return static_cast<std::uint32_t>(pw.pw_uid);
 }
@@ -216,12 +218,12 @@ Status read_site(const Table& root, SitePolicy& site) {
     bool is_default = false;
     HPCQ_RETURN_IF_ERROR(read_queue(*t, q, is_default));
     if (!names.insert(q.name).second) {
-      return invalid_argument(where(*t) + ": duplicate queue '" + q.name + "'");
+      return invalid_argument(where(*t) + ": duplicate queue " + quote(q.name));
     }
     if (is_default) {
       if (!site.default_queue.empty()) {
-        return invalid_argument(where(*t) + ": queues '" + site.default_queue + "' and '" + q.name +
-                                "' are both the default");
+        return invalid_argument(where(*t) + ": queues " + quote(site.default_queue) + " and " +
+                                quote(q.name) + " are both the default");
       }
       site.default_queue = q.name;
     }
@@ -239,15 +241,15 @@ Status read_site(const Table& root, SitePolicy& site) {
     HPCQ_RETURN_IF_ERROR(get(*t, "qos " + q.name, "priority", q.priority));
     HPCQ_RETURN_IF_ERROR(get(*t, "qos " + q.name, "preempt", q.preempt));
     if (!qos_names.insert(q.name).second) {
-      return invalid_argument(where(*t) + ": duplicate qos '" + q.name + "'");
+      return invalid_argument(where(*t) + ": duplicate qos " + quote(q.name));
     }
     site.qos.push_back(std::move(q));
   }
   for (std::size_t i = 0; i < site.qos.size(); ++i) {
     for (const std::string& p : site.qos[i].preempt) {
       if (!qos_names.count(p)) {
-        return invalid_argument(where(*(*qos)[i]) + ": qos '" + site.qos[i].name +
-                                "' preempts unknown qos '" + p + "'");
+        return invalid_argument(where(*(*qos)[i]) + ": qos " + quote(site.qos[i].name) +
+                                " preempts unknown qos " + quote(p));
       }
     }
   }
@@ -265,16 +267,17 @@ Status read_site(const Table& root, SitePolicy& site) {
     HPCQ_RETURN_IF_ERROR(get(*t, "account " + a.name, "parent", a.parent));
     HPCQ_RETURN_IF_ERROR(get(*t, "account " + a.name, "shares", a.shares));
     if (!(a.shares > 0)) {
-      return invalid_argument(where(*t) + ": account '" + a.name + "': shares must be positive");
+      return invalid_argument(where(*t) + ": account " + quote(a.name) +
+                              ": shares must be positive");
     }
     // Parents come first, so the tree has no cycles.
     const std::string parent = a.parent.empty() ? "root" : a.parent;
     if (!account_names.count(parent)) {
-      return invalid_argument(where(*t) + ": account '" + a.name + "' has unknown parent '" +
-                              parent + "' (list parents before their children)");
+      return invalid_argument(where(*t) + ": account " + quote(a.name) + " has unknown parent " +
+                              quote(parent) + " (list parents before their children)");
     }
     if (!account_names.insert(a.name).second) {
-      return invalid_argument(where(*t) + ": duplicate account '" + a.name + "'");
+      return invalid_argument(where(*t) + ": duplicate account " + quote(a.name));
     }
     site.accounts.push_back(std::move(a));
   }
@@ -304,8 +307,8 @@ Status read_site(const Table& root, SitePolicy& site) {
     HPCQ_RETURN_IF_ERROR(get(*t, "user", "account", u.account));
     HPCQ_RETURN_IF_ERROR(get(*t, "user", "shares", u.shares));
     if (u.account.empty() || !account_names.count(u.account)) {
-      return invalid_argument(where(*t) + ": [[user]] needs a configured account (got '" +
-                              u.account + "')");
+      return invalid_argument(where(*t) + ": [[user]] needs a configured account (got " +
+                              quote(u.account) + ")");
     }
     if (!(u.shares > 0)) return invalid_argument(where(*t) + ": [[user]] shares must be positive");
     site.users.push_back(u);
@@ -358,10 +361,10 @@ Status read_api(const Table& root, ClusterConfig& c) {
       return invalid_argument(where(*t) + ": '" + section + ".rate_per_s' must be positive");
     }
     if (!names.insert(p.name).second) {
-      return invalid_argument(where(*t) + ": duplicate portal '" + p.name + "'");
+      return invalid_argument(where(*t) + ": duplicate portal " + quote(p.name));
     }
     if (!hashes.insert(p.token_sha256).second) {
-      return invalid_argument(where(*t) + ": portal '" + p.name + "' reuses another's token");
+      return invalid_argument(where(*t) + ": portal " + quote(p.name) + " reuses another's token");
     }
     c.portals.push_back(std::move(p));
   }
@@ -404,8 +407,8 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
                     "checkpoint_dir", "resize_timeout_ms", "mpi"}));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "mpi", c.mpi));
     if (c.mpi != "pmi1" && c.mpi != "pmix" && c.mpi != "none") {
-      return invalid_argument(where(t.at("mpi")) + ": 'leader.mpi' is '" + c.mpi +
-                              "' (want pmi1, pmix or none)");
+      return invalid_argument(where(t.at("mpi")) + ": 'leader.mpi' is " + quote(c.mpi) +
+                              " (want pmi1, pmix or none)");
     }
     HPCQ_RETURN_IF_ERROR(get_positive(t, "leader", "resize_timeout_ms", c.resize_timeout_ms));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "state_dir", c.state_dir));
@@ -468,8 +471,8 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
       auto signo = parse_resize_signal(name);
       if (!signo) {
         return invalid_argument(where(t.at("resize_signal")) + ": 'agent.resize_signal' " +
-                                "unknown signal '" + name +
-                                "' (want SIGUSR1, SIGUSR2, SIGHUP, SIGINT or none)");
+                                "unknown signal " + quote(name) +
+                                " (want SIGUSR1, SIGUSR2, SIGHUP, SIGINT or none)");
       }
       c.resize_signal = *signo;
     }
@@ -504,10 +507,10 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
       return invalid_argument(where(r) + ": " + rank_name + " needs a 40-character Z85 public_key");
     }
     if (!names.insert(rc.name).second) {
-      return invalid_argument(where(r) + ": duplicate node name '" + rc.name + "'");
+      return invalid_argument(where(r) + ": duplicate node name " + quote(rc.name));
     }
     if (!endpoints.insert(rc.endpoint).second) {
-      return invalid_argument(where(r) + ": duplicate endpoint '" + rc.endpoint + "'");
+      return invalid_argument(where(r) + ": duplicate endpoint " + quote(rc.endpoint));
     }
     c.ranks.push_back(std::move(rc));
   }

@@ -189,7 +189,7 @@ Status check_mpi(const std::string& mpi, const std::string& option) {
     return invalid_argument(option + " pmi2: not served; hpcq serves pmi1 (MPICH and its kin), " +
                             "pmix (Open MPI) or none");
   }
-  return invalid_argument(option + ": want pmi1, pmix or none, got '" + mpi + "'");
+  return invalid_argument(option + ": want pmi1, pmix or none, got " + quote(mpi));
 }
 
 Status validate(const JobSpec& spec) {

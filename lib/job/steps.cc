@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lib/core/units.h"
+
 namespace hpcq::job {
 namespace {
 
@@ -74,7 +76,7 @@ Result<resource::Allocation> place_step(const resource::Allocation& job, const B
     for (const std::string& name : request.nodelist) {
       if (std::none_of(job.nodes.begin(), job.nodes.end(),
                        [&](const auto& node) { return node.node == name; })) {
-        return invalid_argument("step: node '" + name + "' is not one of the job's (" + names +
+        return invalid_argument("step: node " + quote(name) + " is not one of the job's (" + names +
                                 ")");
       }
     }

@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "lib/core/units.h"
 #include "lib/sim/granularity_model.h"
 
 namespace hpcq::sim {
@@ -62,7 +63,7 @@ Status mpi_fields(const Json& entry, const std::string& who, std::int64_t ranks,
 Result<SimJob> job_of(const Json& entry, const std::string& where_entry) {
   if (!entry.is_object()) return invalid_argument(where_entry + " is not an object");
   for (const auto& [key, value] : entry.items()) {
-    if (!kKeys.contains(key)) return invalid_argument(where_entry + ": unknown key '" + key + "'");
+    if (!kKeys.contains(key)) return invalid_argument(where_entry + ": unknown key " + quote(key));
   }
   std::int64_t id = 0;
   HPCQ_RETURN_IF_ERROR(get_int(entry, "id", true, &id, where_entry));

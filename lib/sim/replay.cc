@@ -11,6 +11,7 @@
 
 #include "lib/core/ids.h"
 #include "lib/core/site_policy.h"
+#include "lib/core/units.h"
 #include "lib/resource/allocation.h"
 #include "lib/resource/node_pool.h"
 #include "lib/resource/topology.h"
@@ -279,7 +280,7 @@ class Replayer {
     if (type == "dequeue") return dequeue(obj);
     if (type == "end") return end(obj, t);
     if (type == "cycle") return cycle(number, obj, t);
-    return invalid_argument("field 'type': unknown line type '" + type + "'");
+    return invalid_argument("field 'type': unknown line type " + quote(type));
   }
 
   // At the end of the log: the last cycle's missing starts count too.

@@ -112,6 +112,10 @@ TEST(ConfigTest, BadSitePolicy) {
       {"[[queue]]\nname = \"a\"\nweight = 0\n", "weight' must be positive"},
       {"[[queue]]\nname = \"a\"\nmax_cpus = 3\n", "unknown key 'queue.max_cpus'"},
       {"[[qos]]\nname = \"h\"\npreempt = [\"nope\"]\n", "preempts unknown qos 'nope'"},
+      // Names and values from the file are escaped: the message stays one line.
+      {"[[qos]]\nname = \"h\"\npreempt = [\"no\\npe\"]\n", "preempts unknown qos 'no\\x0ape'"},
+      {"[leader]\nmpi = \"pm\\ni1\"\n", "'leader.mpi' is 'pm\\x0ai1'"},
+      {"[leader]\n\"a\\nb\" = 1\n", "unknown key 'leader.a\\x0ab'"},
       {"[[account]]\nname = \"a\"\nparent = \"b\"\n", "unknown parent 'b'"},
       {"[[user]]\nuid = 5\naccount = \"nope\"\n", "needs a configured account"},
       {"[[user]]\nname = \"no-such-user-xyz\"\naccount = \"root\"\n", "unknown user"},

@@ -599,6 +599,8 @@ INSTANTIATE_TEST_SUITE_P(
             "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODE[,NODE...]] [--json] "
             "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
         BadArgs{{"--mpi", "openmpi", "true"}, "--mpi: want pmi1, pmix or none, got 'openmpi'"},
+        // The fuzzer's find: a value with a newline made a two-line message.
+        BadArgs{{"--mpi", "pm\ni1", "true"}, "--mpi: want pmi1, pmix or none, got 'pm\\x0ai1'"},
         BadArgs{{"--mpi", "pmi2", "true"},
                 "--mpi pmi2: not served; hpcq serves pmi1 (MPICH and its kin), pmix (Open MPI) or "
                 "none"},
