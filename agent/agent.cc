@@ -127,7 +127,7 @@ Status Agent::start() {
   overlay_ = std::move(overlay).value();
   // After a detour around a lost parent (or back), announce ourselves on the
   // new path: the leader answers, which also tells the overlay the path works.
-  overlay_->on_reroute([this](Rank) { send_hello(); });
+  overlay_->on_reroute([this](Rank) { on_reroute(); });
 
   std::random_device random;
   // A node without a working CRIU still runs jobs; it says so in its Hello.
@@ -154,6 +154,12 @@ Status Agent::start() {
 void Agent::run() { loop_.run(); }
 void Agent::stop() { loop_.stop(); }
 
+void Agent::on_reroute() {
+  // Output before the Hello: the Hello may carry its job's end.
+  for (const OutputLog::Chunk& chunk : output_log_.kept()) send_output_chunk(chunk);
+  send_hello();
+}
+
 void Agent::send_hello() {
   overlay::Envelope envelope;
   envelope.set_dst(0);
@@ -171,6 +177,16 @@ void Agent::send_hello() {
     overlay::RunningJob* r = hello->add_running();
     r->set_job_id(id);
     r->set_attempt(attempt);
+    if (auto signals = signals_received_.find(id); signals != signals_received_.end()) {
+      r->set_signals(signals->second);
+    }
+    for (auto it = input_received_.lower_bound({id, 0});
+         it != input_received_.end() && it->first.first == id; ++it) {
+      overlay::InputReceived* input = r->add_input();
+      input->set_step(it->first.second);
+      input->set_bytes(it->second.bytes);
+      input->set_eof(it->second.eof);
+    }
   }
   for (const overlay::JobUpdate& update : unacknowledged_->entries()) {
     *hello->add_finished() = update;
@@ -237,8 +253,9 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kUsageQuery: on_usage_query(envelope.usage_query()); break;
     case overlay::Envelope::kPmiFenceDone: on_fence_done(envelope.pmi_fence_done()); break;
     case overlay::Envelope::kJobUpdateAck: {
-      unacknowledged_->ack(envelope.job_update_ack().job_id(), envelope.job_update_ack().attempt(),
-                           envelope.job_update_ack().step());
+      const overlay::JobUpdateAck& ack = envelope.job_update_ack();
+      unacknowledged_->ack(ack.job_id(), ack.attempt(), ack.step());
+      output_log_.forget(ack.job_id(), ack.attempt(), ack.step());
       break;
     }
     default:
@@ -375,6 +392,8 @@ void Agent::forget(JobId id) {
   }
   parts_.erase(id);
   elastic_.erase(id);
+  signals_received_.erase(id);
+  std::erase_if(input_received_, [id](const auto& in) { return in.first.first == id; });
 }
 
 void Agent::remember_finished(JobId id, std::uint32_t attempt, std::uint32_t part) {
@@ -571,20 +590,33 @@ void Agent::on_job_exits() {
 }
 
 void Agent::send_output(std::vector<TaskOutput> chunks) {
-  for (TaskOutput& chunk : chunks) {
-    overlay::Envelope envelope;
-    envelope.set_dst(0);
-    overlay::Output* output = envelope.mutable_output();
-    output->set_job_id(chunk.id);
-    output->set_step(chunk.step);
-    auto attempt = attempts_.find(chunk.id);
-    output->set_attempt(attempt == attempts_.end() ? 0 : attempt->second);
-    output->set_rank(static_cast<std::uint32_t>(chunk.rank));
-    output->set_stream(chunk.is_stderr ? overlay::Output::STDERR : overlay::Output::STDOUT);
-    output->set_data(std::move(chunk.data));
-    Status s = overlay_->send(std::move(envelope));
-    if (!s.is_ok()) spdlog::debug("job {}: output: {}", chunk.id, s.message());
+  for (TaskOutput& out : chunks) {
+    OutputLog::Chunk chunk;
+    chunk.id = out.id;
+    chunk.step = out.step;
+    auto attempt = attempts_.find(out.id);
+    chunk.attempt = attempt == attempts_.end() ? 0 : attempt->second;
+    chunk.rank = out.rank;
+    chunk.is_stderr = out.is_stderr;
+    chunk.data = std::move(out.data);
+    send_output_chunk(output_log_.add(std::move(chunk)));
   }
+}
+
+void Agent::send_output_chunk(const OutputLog::Chunk& chunk) {
+  overlay::Envelope envelope;
+  envelope.set_dst(0);
+  overlay::Output* output = envelope.mutable_output();
+  output->set_job_id(chunk.id);
+  output->set_step(chunk.step);
+  output->set_attempt(chunk.attempt);
+  output->set_rank(static_cast<std::uint32_t>(chunk.rank));
+  output->set_stream(chunk.is_stderr ? overlay::Output::STDERR : overlay::Output::STDOUT);
+  output->set_data(chunk.data);
+  output->set_offset(chunk.offset);
+  output->set_incarnation(incarnation_);
+  Status s = overlay_->send(std::move(envelope));
+  if (!s.is_ok()) spdlog::debug("job {}: output: {}", chunk.id, s.message());
 }
 
 void Agent::send_pmi_events(std::vector<PmiEvent> events) {
@@ -646,6 +678,11 @@ void Agent::on_fence_done(const overlay::PmiFenceDone& done) {
 void Agent::on_signal(const overlay::Signal& request) {
   auto attempt = attempts_.find(request.job_id());
   if (attempt == attempts_.end() || attempt->second != request.attempt()) return;  // stale
+  if (request.seq() != 0) {
+    std::uint64_t& received = signals_received_[request.job_id()];
+    if (request.seq() <= received) return;  // a copy sent again after the tree healed
+    received = request.seq();
+  }
   Status s = request.step() != 0
                  ? executor_->signal_step(request.job_id(), request.step(), request.signo())
                  : executor_->signal(request.job_id(), request.signo());
@@ -663,9 +700,19 @@ void Agent::on_set_time_limit(const overlay::SetTimeLimit& request) {
 void Agent::on_input(const overlay::Input& input) {
   auto attempt = attempts_.find(input.job_id());
   if (attempt == attempts_.end() || attempt->second != input.attempt()) return;  // stale
+  // A copy sent again after the tree healed: only what was not written yet.
+  InputReceived& received = input_received_[{input.job_id(), input.step()}];
+  std::string_view data = input.data();
+  if (input.offset() < received.bytes) {
+    data.remove_prefix(std::min<std::uint64_t>(data.size(), received.bytes - input.offset()));
+  }
+  const bool eof = input.eof() && !received.eof;
+  if (data.empty() && !eof && input.rows() == 0 && input.cols() == 0) return;
+  received.bytes = std::max(received.bytes, input.offset() + input.data().size());
+  received.eof = received.eof || input.eof();
   TaskInput in;
-  in.data = input.data();
-  in.eof = input.eof();
+  in.data = std::string(data);
+  in.eof = eof;
   in.rows = input.rows();
   in.cols = input.cols();
   Status s = executor_->write_input(input.job_id(), input.step(), in);

@@ -22,6 +22,7 @@
 #include "agent/elastic_job.h"
 #include "agent/end_journal.h"
 #include "agent/executor/executor.h"
+#include "agent/output_log.h"
 #include "lib/core/config.h"
 #include "lib/overlay/event_loop.h"
 #include "lib/overlay/overlay.h"
@@ -65,6 +66,10 @@ class Agent {
   void on_usage_query(const overlay::UsageQuery& query);
   // Forwarded output (hpcq run) to the leader, one Output message per chunk.
   void send_output(std::vector<TaskOutput> chunks);
+  void send_output_chunk(const OutputLog::Chunk& chunk);
+  // The way to the leader changed: what may have been lost on the old way
+  // is sent again, then a Hello (with the ends not yet acknowledged).
+  void on_reroute();
   // PMI fences of MPI worlds across nodes: to the leader, and their outcome back.
   void send_pmi_events(std::vector<PmiEvent> events);
   void on_fence_done(const overlay::PmiFenceDone& done);
@@ -138,6 +143,18 @@ class Agent {
   std::set<std::pair<JobId, std::uint64_t>> finished_;
   std::deque<std::pair<JobId, std::uint64_t>> finished_order_;
   std::set<int> watched_fds_;
+  // Forwarded output sent, kept to send again after the tree healed.
+  OutputLog output_log_{64 * 1024};
+  // What arrived of the leader's numbered signals (by job) and of standard
+  // input (by job and step), reported in Hello: after the tree healed, the
+  // leader sends again what was lost on the way, and a copy is not
+  // delivered twice.
+  std::map<JobId, std::uint64_t> signals_received_;
+  struct InputReceived {
+    std::uint64_t bytes = 0;
+    bool eof = false;
+  };
+  std::map<std::pair<JobId, std::uint32_t>, InputReceived> input_received_;
 };
 
 }  // namespace hpcq::agent

@@ -209,20 +209,101 @@ void JobActions::send_kill(JobEntry& entry, Rank rank) {
     spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
 }
 
-void JobActions::send_signal(const JobEntry& entry, const std::set<Rank>& ranks, std::uint32_t step,
+void JobActions::send_signal(JobEntry& entry, const std::set<Rank>& ranks, std::uint32_t step,
                              int signo) {
-  for (Rank rank : ranks) {
+  constexpr std::size_t kSignalsKept = 16;
+  JobEntry::SentSignal sent{++entry.signal_seq, static_cast<std::uint32_t>(entry.job.requeue_count),
+                            step, signo, ranks};
+  for (Rank rank : ranks) send_signal_to(entry, sent, rank);
+  entry.signals_sent.push_back(std::move(sent));
+  if (entry.signals_sent.size() > kSignalsKept) entry.signals_sent.pop_front();
+}
+
+void JobActions::send_signal_to(const JobEntry& entry, const JobEntry::SentSignal& sent,
+                                Rank rank) {
+  overlay::Envelope envelope;
+  envelope.set_dst(rank);
+  overlay::Signal* signal = envelope.mutable_signal();
+  signal->set_job_id(entry.job.id);
+  signal->set_attempt(sent.attempt);
+  signal->set_step(sent.step);
+  signal->set_signo(sent.signo);
+  signal->set_seq(sent.seq);
+  Status s = ctx_.overlay->send(std::move(envelope));
+  if (!s.is_ok()) spdlog::warn("job {}: signal on rank {}: {}", entry.job.id, rank, s.message());
+}
+
+Status JobActions::send_input(JobEntry& entry, Rank rank, std::uint32_t step,
+                              overlay::Input input) {
+  constexpr std::size_t kInputKept = 64 * 1024;
+  const auto attempt = static_cast<std::uint32_t>(entry.job.requeue_count);
+  JobEntry::SentInput& sent = entry.input_sent[step];
+  if (sent.attempt != attempt || sent.rank != rank) {
+    sent = JobEntry::SentInput{};
+    sent.attempt = attempt;
+    sent.rank = rank;
+  }
+  input.set_job_id(entry.job.id);
+  input.set_attempt(attempt);
+  input.set_step(step);
+  input.set_offset(sent.begin + sent.bytes.size());
+  sent.bytes += input.data();
+  sent.eof = sent.eof || input.eof();
+  if (sent.bytes.size() > kInputKept) {
+    const std::size_t drop = sent.bytes.size() - kInputKept;
+    sent.bytes.erase(0, drop);
+    sent.begin += drop;
+  }
+  overlay::Envelope envelope;
+  envelope.set_dst(rank);
+  *envelope.mutable_input() = std::move(input);
+  return ctx_.overlay->send(std::move(envelope));
+}
+
+void JobActions::send_time_limit(const JobEntry& entry, Rank rank) {
+  overlay::Envelope envelope;
+  envelope.set_dst(rank);
+  overlay::SetTimeLimit& limit = *envelope.mutable_set_time_limit();
+  limit.set_job_id(entry.job.id);
+  limit.set_attempt(static_cast<std::uint32_t>(entry.job.requeue_count));
+  limit.set_time_limit_s(entry.job.spec.time_limit_s);
+  (void)ctx_.overlay->send(std::move(envelope));
+}
+
+void JobActions::send_again(JobEntry& entry, Rank rank, const overlay::RunningJob& running) {
+  const auto attempt = static_cast<std::uint32_t>(entry.job.requeue_count);
+  if (running.attempt() != attempt) return;
+  if (entry.time_limit_updated) send_time_limit(entry, rank);
+  for (const JobEntry::SentSignal& sent : entry.signals_sent) {
+    if (sent.attempt == attempt && sent.seq > running.signals() && sent.ranks.count(rank)) {
+      send_signal_to(entry, sent, rank);
+    }
+  }
+  for (const auto& [step, sent] : entry.input_sent) {
+    if (sent.attempt != attempt || sent.rank != rank) continue;
+    std::uint64_t received = 0;
+    bool eof = false;
+    for (const overlay::InputReceived& in : running.input()) {
+      if (in.step() == step) {
+        received = in.bytes();
+        eof = in.eof();
+      }
+    }
+    const std::uint64_t end = sent.begin + sent.bytes.size();
+    if (received >= end && (eof || !sent.eof)) continue;
+    // Lost bytes older than those kept are gone; the rest goes again.
+    const std::uint64_t from = std::max(received, sent.begin);
+    overlay::Input input;
+    input.set_job_id(entry.job.id);
+    input.set_attempt(attempt);
+    input.set_step(step);
+    input.set_offset(from);
+    input.set_data(sent.bytes.substr(from - sent.begin));
+    input.set_eof(sent.eof);
     overlay::Envelope envelope;
     envelope.set_dst(rank);
-    overlay::Signal* signal = envelope.mutable_signal();
-    signal->set_job_id(entry.job.id);
-    signal->set_attempt(static_cast<uint32_t>(entry.job.requeue_count));
-    signal->set_step(step);
-    signal->set_signo(signo);
-    Status sent = ctx_.overlay->send(std::move(envelope));
-    if (!sent.is_ok()) {
-      spdlog::warn("job {}: signal on rank {}: {}", entry.job.id, rank, sent.message());
-    }
+    *envelope.mutable_input() = std::move(input);
+    (void)ctx_.overlay->send(std::move(envelope));
   }
 }
 

@@ -68,9 +68,16 @@ class JobActions {
   void kill_job_parts(JobEntry& entry);
   void send_kill(JobEntry& entry, Rank rank);
   // Sends `signo` to the job's tasks (and its steps') on `ranks`, or with
-  // `step` set to that step's only (not repeated).
-  void send_signal(const JobEntry& entry, const std::set<Rank>& ranks, std::uint32_t step,
-                   int signo);
+  // `step` set to that step's only.
+  void send_signal(JobEntry& entry, const std::set<Rank>& ranks, std::uint32_t step, int signo);
+  // Standard input for task 0 (on `rank`) of the job or of a step.
+  Status send_input(JobEntry& entry, Rank rank, std::uint32_t step, overlay::Input input);
+  // The job's current time limit (after hpcq update).
+  void send_time_limit(const JobEntry& entry, Rank rank);
+  // A node that took another way to the leader (the tree healed) runs the
+  // job and reports what arrived of its signals and input: the rest is sent
+  // again, and an updated time limit.
+  void send_again(JobEntry& entry, Rank rank, const overlay::RunningJob& running);
   // Repeats the Launch or Kill messages that nodes have not confirmed.
   void repeat_unconfirmed();
 
@@ -108,6 +115,7 @@ class JobActions {
   void end_run(JobEntry& entry, const std::string& outcome, TimeUs end_time);
   void release_held(JobEntry& entry);
   void persist_placement(const JobEntry& entry, std::size_t index);
+  void send_signal_to(const JobEntry& entry, const JobEntry::SentSignal& sent, Rank rank);
 
   Context& ctx_;
   std::function<void()> cycle_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <future>
 #include <map>
 #include <memory>
@@ -83,6 +84,27 @@ struct JobEntry : job::JobRecord {
   // confirmed the job (a step that ended before the restart may have left
   // room that no later end will announce).
   bool steps_to_try = false;
+  // What went to the job's nodes one way and may be lost while the tree
+  // heals: a node's Hello after it took another way says what arrived, and
+  // JobActions::send_again sends the rest (the agent skips copies).
+  struct SentSignal {
+    std::uint64_t seq = 0;
+    std::uint32_t attempt = 0;
+    std::uint32_t step = 0;
+    int signo = 0;
+    std::set<Rank> ranks;
+  };
+  std::deque<SentSignal> signals_sent;  // the latest, oldest first
+  std::uint64_t signal_seq = 0;         // signals sent so far
+  struct SentInput {
+    std::uint32_t attempt = 0;
+    Rank rank = 0;            // task 0's node
+    std::uint64_t begin = 0;  // offset of bytes' first byte in the input
+    std::string bytes;        // the latest sent
+    bool eof = false;
+  };
+  std::map<std::uint32_t, SentInput> input_sent;  // by step (0: the job's)
+  bool time_limit_updated = false;                // since its launch (hpcq update)
 };
 
 using JobTable = job::JobTable<JobEntry>;

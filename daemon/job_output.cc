@@ -8,14 +8,22 @@ std::shared_ptr<JobOutput::Entry> JobOutput::entry(Key key) {
   return e;
 }
 
-void JobOutput::append(JobId id, std::uint32_t step, int rank, bool is_stderr, std::string data) {
+void JobOutput::append(JobId id, std::uint32_t step, const Source& source, std::string data) {
   if (data.empty()) return;
   {
     std::lock_guard lock(mutex_);
     Entry& e = *entry({id, step});  // the map holds it
     if (e.ended) return;            // a late copy after the end: the job's output is closed
+    Entry::Received& received = e.received[{source.attempt, source.rank, source.is_stderr}];
+    if (received.incarnation != source.incarnation) {
+      received = {source.incarnation, source.offset};  // an agent that (re)started counts anew
+    }
+    const std::uint64_t after = source.offset + data.size();
+    if (after <= received.bytes) return;  // had it all
+    if (source.offset < received.bytes) data.erase(0, received.bytes - source.offset);
+    received.bytes = after;
     const std::size_t size = data.size();
-    e.chunks.push_back({e.end, rank, is_stderr, std::move(data)});
+    e.chunks.push_back({e.end, source.rank, source.is_stderr, std::move(data)});
     e.end += size;
     e.held += size;
     while (e.held > bytes_per_job_ && e.chunks.size() > 1) {

@@ -7,7 +7,13 @@
 // timeout. Offsets count the bytes of a job's output from its first; each job
 // keeps its most recent `bytes_per_job` bytes, and the output of the last
 // `ended_kept` ended jobs is kept for `hpcq attach --all`. A job's entry is
-// made by whichever comes first: its output, its end or a reader. Thread-safe.
+// made by whichever comes first: its output, its end or a reader.
+//
+// Each chunk says where it starts in what its task wrote to that stream (the
+// agent counts it); a copy the agent sends again after the tree healed is
+// skipped, so a reader sees each byte once. A later chunk that arrives
+// before an earlier lost one is taken and the earlier one then dropped: the
+// agent sends again in order, so this needs two ways at once. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -18,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "lib/core/ids.h"
@@ -36,8 +43,17 @@ class JobOutput {
     std::string data;
   };
 
+  // Where a chunk comes from.
+  struct Source {
+    std::uint64_t incarnation = 0;  // of the agent process that counted `offset`
+    std::uint32_t attempt = 0;
+    int rank = 0;
+    bool is_stderr = false;
+    std::uint64_t offset = 0;  // of the chunk's first byte in the task's stream
+  };
+
   // Loop thread.
-  void append(JobId id, std::uint32_t step, int rank, bool is_stderr, std::string data);
+  void append(JobId id, std::uint32_t step, const Source& source, std::string data);
   void end(JobId id, std::uint32_t step);
   void shutdown();  // wakes every reader
 
@@ -60,6 +76,12 @@ class JobOutput {
     std::uint64_t end = 0;    // offset after the last byte appended
     std::size_t held = 0;     // bytes in `chunks`
     bool ended = false;
+    struct Received {
+      std::uint64_t incarnation = 0;
+      std::uint64_t bytes = 0;  // offset after the last byte taken
+    };
+    // By task stream: (attempt, rank, stderr).
+    std::map<std::tuple<std::uint32_t, int, bool>, Received> received;
   };
   using Key = std::pair<JobId, std::uint32_t>;
   std::shared_ptr<Entry> entry(Key key);  // made if missing; mutex_ held

@@ -33,8 +33,13 @@ void JobReports::on_output(Rank rank, overlay::Output&& output) {
                          : !entry.job.spec.forward_output) {
     return;
   }
-  ctx_.output.append(entry.job.id, output.step(), static_cast<int>(output.rank()),
-                     output.stream() == overlay::Output::STDERR, std::move(*output.mutable_data()));
+  JobOutput::Source source;
+  source.incarnation = output.incarnation();
+  source.attempt = output.attempt();
+  source.rank = static_cast<int>(output.rank());
+  source.is_stderr = output.stream() == overlay::Output::STDERR;
+  source.offset = output.offset();
+  ctx_.output.append(entry.job.id, output.step(), source, std::move(*output.mutable_data()));
 }
 
 void JobReports::ack_after_commit(Rank rank, const overlay::JobUpdate& update) {

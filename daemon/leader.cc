@@ -215,7 +215,7 @@ std::future<Status> Leader::signal(const Caller& caller, JobId id, job::StepId s
   return ask([this, caller, id, step, signo]() -> Status {
     auto found = find_for(caller, id);
     if (!found.is_ok()) return found.status();
-    const JobEntry& entry = **found;
+    JobEntry& entry = **found;
     if (entry.job.state != job::JobState::kRunning) {
       return failed_precondition("job " + std::to_string(id) + " is " +
                                  job::state_name(entry.job.state) + ", not running");
@@ -248,7 +248,7 @@ std::future<Status> Leader::send_input(const Caller& caller, JobId id, job::Step
   return ask([this, caller, id, step, input = std::move(input)]() mutable -> Status {
     auto found = find_for(caller, id);
     if (!found.is_ok()) return found.status();
-    const JobEntry& entry = **found;
+    JobEntry& entry = **found;
     const std::string job = "job " + std::to_string(id);
     if (job::is_terminal(entry.job.state)) {
       return failed_precondition(job + " is " + job::state_name(entry.job.state) + ", not running");
@@ -270,13 +270,7 @@ std::future<Status> Leader::send_input(const Caller& caller, JobId id, job::Step
         return unavailable(job + " has not started yet");
       }
     }
-    input.set_job_id(id);
-    input.set_attempt(static_cast<std::uint32_t>(entry.job.requeue_count));
-    input.set_step(step);
-    overlay::Envelope envelope;
-    envelope.set_dst(rank);
-    *envelope.mutable_input() = std::move(input);
-    return ctx_.overlay->send(std::move(envelope));
+    return actions_.send_input(entry, rank, step, std::move(input));
   });
 }
 
@@ -333,18 +327,11 @@ Status Leader::check_time_limit(const Caller& caller, const JobEntry& entry,
 
 void Leader::set_time_limit(const Caller& caller, JobEntry& entry, std::int64_t time_limit_s) {
   entry.job.spec.time_limit_s = time_limit_s;
+  entry.time_limit_updated = true;
   actions_.persist(
       entry.job, "update",
       "time limit " + std::to_string(time_limit_s) + " s by " + user_name_of(caller.uid));
-  for (Rank rank : entry.running_on) {
-    overlay::Envelope envelope;
-    envelope.set_dst(rank);
-    overlay::SetTimeLimit& limit = *envelope.mutable_set_time_limit();
-    limit.set_job_id(entry.job.id);
-    limit.set_attempt(static_cast<std::uint32_t>(entry.job.requeue_count));
-    limit.set_time_limit_s(time_limit_s);
-    (void)ctx_.overlay->send(std::move(envelope));
-  }
+  for (Rank rank : entry.running_on) actions_.send_time_limit(entry, rank);
   actions_.schedule_soon();  // backfill reads the limits
 }
 

@@ -87,8 +87,16 @@ void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
   welcome.set_dst(rank);
   welcome.mutable_welcome()->set_heartbeat_interval_ms(ctx_.config.heartbeat_interval_ms);
   if (node.state == NodeState::kUp && node.incarnation == hello.incarnation()) {
-    // A retried Hello (the agent had not yet seen our Welcome): nothing changed.
+    // A retried Hello (the agent had not yet seen our Welcome), or one after
+    // the agent took another way here (the tree healed): what may have been
+    // lost on the old way goes again.
     heard_from(node);
+    for (const overlay::RunningJob& running : hello.running()) {
+      JobEntry* entry = ctx_.table.find(running.job_id());
+      if (entry && entry->job.state == job::JobState::kRunning && entry->running_on.count(rank)) {
+        actions_.send_again(*entry, rank, running);
+      }
+    }
     (void)ctx_.overlay->send(std::move(welcome));
     return;
   }

@@ -219,7 +219,7 @@ Status Steps::cancel(JobEntry& entry, job::StepId id, const std::string& by) {
   return Status::ok();
 }
 
-Status Steps::signal(const JobEntry& entry, job::StepId id, int signo) {
+Status Steps::signal(JobEntry& entry, job::StepId id, int signo) {
   if (id == 0 || id > entry.steps.size()) {
     return not_found("job " + std::to_string(entry.job.id) + " has no step " + std::to_string(id));
   }

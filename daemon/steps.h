@@ -36,7 +36,7 @@ class Steps {
   // Whether Output from `rank` for this step is current.
   static bool is_running_on(const JobEntry& entry, job::StepId id, Rank rank);
   Status cancel(JobEntry& entry, job::StepId id, const std::string& by);
-  Status signal(const JobEntry& entry, job::StepId id, int signo);
+  Status signal(JobEntry& entry, job::StepId id, int signo);
   // The node of the step's task 0 (its input goes there); kNotFound,
   // kFailedPrecondition when it has ended, kUnavailable until it runs there.
   Result<Rank> first_node(const JobEntry& entry, job::StepId id) const;

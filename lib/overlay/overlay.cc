@@ -115,9 +115,17 @@ void Overlay::on_monitor_event() {
     std::memcpy(&id, event.data(), sizeof id);
     if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       parent_connected_ = true;
-      if (upstream_ != parent_) back_to_parent();
+      if (upstream_ != parent_) {
+        back_to_parent();
+      } else if (parent_was_lost_ && on_reroute_) {
+        // Back before a detour: what was queued for the old connection is
+        // gone all the same.
+        on_reroute_(parent_);
+      }
+      parent_was_lost_ = false;
     } else if (id == ZMQ_EVENT_DISCONNECTED && parent_connected_) {
       parent_connected_ = false;
+      parent_was_lost_ = true;
       parent_lost();
     }
   }

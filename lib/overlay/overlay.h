@@ -11,7 +11,9 @@
 // ZeroMQ socket monitor); when the parent has been gone for heal_after_ms it
 // connects to its grandparent instead (and further up, one level per
 // heal_after_ms, while that one does not answer either), and calls
-// `on_reroute` so that the owner can announce itself again. The connection to
+// `on_reroute` so that the owner can announce itself again (also when the
+// parent comes back, before or after a detour: messages queued for a broken
+// connection are lost). The connection to
 // the parent keeps retrying; once it is back, traffic returns to it and the
 // detour is dropped. Going down, a rank whose child towards the destination is
 // gone tries the deeper ranks on the path, one of which may have attached to
@@ -103,6 +105,7 @@ class Overlay {
   Rank parent_ = 0;
   Rank upstream_ = 0;
   bool parent_connected_ = false;
+  bool parent_was_lost_ = false;  // disconnected since the last handshake
   bool detour_answered_ = false;
   std::uint64_t lost_generation_ = 0;  // invalidates heal timers of an earlier loss
 };

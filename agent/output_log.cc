@@ -1,0 +1,45 @@
+#include "agent/output_log.h"
+
+namespace hpcq::agent {
+
+const OutputLog::Chunk& OutputLog::add(Chunk chunk) {
+  Stream& s = streams_[{chunk.id, chunk.step, chunk.rank, chunk.is_stderr}];
+  if (s.attempt != chunk.attempt) {
+    bytes_kept_ -= s.held;
+    s = Stream{};
+    s.attempt = chunk.attempt;
+  }
+  chunk.offset = s.end;
+  s.end += chunk.data.size();
+  s.held += chunk.data.size();
+  bytes_kept_ += chunk.data.size();
+  s.chunks.push_back(std::move(chunk));
+  // The newest chunk stays even when it alone is larger than the budget.
+  while (s.held > kept_per_stream_ && s.chunks.size() > 1) {
+    s.held -= s.chunks.front().data.size();
+    bytes_kept_ -= s.chunks.front().data.size();
+    s.chunks.pop_front();
+  }
+  return s.chunks.back();
+}
+
+std::vector<OutputLog::Chunk> OutputLog::kept() const {
+  std::vector<Chunk> all;
+  for (const auto& [key, s] : streams_) all.insert(all.end(), s.chunks.begin(), s.chunks.end());
+  return all;
+}
+
+void OutputLog::forget(JobId id, std::uint32_t attempt, std::uint32_t step) {
+  for (auto it = streams_.lower_bound({id, step, 0, false});
+       it != streams_.end() && std::get<0>(it->first) == id;) {
+    if (step != 0 && std::get<1>(it->first) != step) break;  // past the step's streams
+    if (it->second.attempt != attempt) {
+      ++it;
+      continue;
+    }
+    bytes_kept_ -= it->second.held;
+    it = streams_.erase(it);
+  }
+}
+
+}  // namespace hpcq::agent

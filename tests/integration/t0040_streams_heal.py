@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Live output, standard input and signals survive a healing tree (issue 22).
+In the chain leader <- node1 <- node2 (fan-out 1), an `hpcq run` task on node2
+prints a numbered line every 0.1 s. node1's agent is stopped (what goes
+through it piles up in its sockets), a signal and a line of input are sent to
+the task meanwhile, then node1's agent is killed: all that was in flight dies
+with it. node2 detours to the leader, sends again the output it kept, and the
+leader sends again the signal and the input its Hello does not report
+received. The caller must see every line exactly once, the signal's trap
+once and the input once."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+t.within_cluster(agents=2, fanout=1, topology="pack:1 numa:1 core:1 pu:1")
+
+LINES = 120
+SCRIPT = f"""trap 'echo got-usr1' USR1
+i=0
+while [ $i -lt 60 ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done
+read text; echo "read:$text"
+while [ $i -lt {LINES} ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done
+"""
+
+
+def agent_pid(rank):
+    out = subprocess.run(["pgrep", "-o", "-f",
+                          f"hpcq-agent --config {t.cluster_dir()}/hpcq.toml --rank {rank} "],
+                         capture_output=True, text=True).stdout.split()
+    t.check(len(out) == 1, f"agent {rank} pids: {out}")
+    return int(out[0])
+
+
+def test_output_input_and_signals_survive_the_heal():
+    d = t.workdir()
+    p = subprocess.Popen([t.HPCQ, "run", "-w", "node2", "-n", "1", "--", "sh", "-c", SCRIPT],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=d)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
+    reader.start()
+    node1 = agent_pid(1)
+    try:
+        t.wait_until("the first lines", lambda: len(lines) >= 5, timeout=30)
+        jobs = [j["id"] for j in json.loads(t.hpcq("queue", "--json").stdout)
+                if j["state"] == "RUNNING"]
+        t.check(len(jobs) == 1, f"running jobs: {jobs}")
+        os.kill(node1, signal.SIGSTOP)
+        seen = len(lines)
+        t.hpcq("signal", str(jobs[0]), "USR1")
+        p.stdin.write("hello\n")
+        p.stdin.flush()
+        # Lines keep coming from the task, into node1's sockets.
+        time.sleep(2)
+        t.check(len(lines) <= seen + 1, f"output went past the stopped agent: {lines[seen:]}")
+        os.kill(node1, signal.SIGKILL)
+        p.stdin.close()
+        t.check(p.wait(timeout=60) == 0, f"exit {p.returncode}: {p.stderr.read()}")
+        reader.join(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = [line.rstrip("\n") for line in lines]
+    numbered = [line for line in text if line.startswith("line ")]
+    t.check(numbered == [f"line {i}" for i in range(1, LINES + 1)],
+            f"lines missing or twice: {sorted(set(range(1, LINES + 1)) - {int(x.split()[1]) for x in numbered})} "
+            f"missing, {len(numbered)} lines")
+    t.check(text.count("got-usr1") == 1, f"the signal's trap ran {text.count('got-usr1')} times")
+    t.check(text.count("read:hello") == 1, f"the input arrived {text.count('read:hello')} times")
+    with open(os.path.join(t.cluster_dir(), "logs", "agent-2.log")) as f:
+        t.check("sending through rank 0 meanwhile" in f.read(), "node2 detoured")
+
+
+t.main([test_output_input_and_signals_survive_the_heal])

@@ -1,0 +1,82 @@
+#include "agent/output_log.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace hpcq::agent {
+namespace {
+
+OutputLog::Chunk chunk(JobId id, std::uint32_t attempt, std::uint32_t step, int rank,
+                       std::string data, bool is_stderr = false) {
+  OutputLog::Chunk c;
+  c.id = id;
+  c.attempt = attempt;
+  c.step = step;
+  c.rank = rank;
+  c.is_stderr = is_stderr;
+  c.data = std::move(data);
+  return c;
+}
+
+std::vector<std::string> kept_data(const OutputLog& log) {
+  std::vector<std::string> out;
+  for (const auto& c : log.kept()) {
+    out.push_back(std::to_string(c.id) + "." + std::to_string(c.step) + "/" +
+                  std::to_string(c.rank) + (c.is_stderr ? "e" : "o") + "@" +
+                  std::to_string(c.offset) + ":" + c.data);
+  }
+  return out;
+}
+
+TEST(OutputLogTest, EachStreamCountsItsOwnOffsets) {
+  OutputLog log(1024);
+  EXPECT_EQ(log.add(chunk(1, 0, 0, 0, "abc")).offset, 0u);
+  EXPECT_EQ(log.add(chunk(1, 0, 0, 0, "de")).offset, 3u);
+  EXPECT_EQ(log.add(chunk(1, 0, 0, 1, "x")).offset, 0u);        // another rank
+  EXPECT_EQ(log.add(chunk(1, 0, 0, 0, "e", true)).offset, 0u);  // stderr
+  EXPECT_EQ(log.add(chunk(1, 0, 2, 0, "s")).offset, 0u);        // a step
+  EXPECT_EQ(log.add(chunk(1, 0, 0, 0, "f")).offset, 5u);
+  EXPECT_EQ(kept_data(log), (std::vector<std::string>{"1.0/0o@0:abc", "1.0/0o@3:de", "1.0/0o@5:f",
+                                                      "1.0/0e@0:e", "1.0/1o@0:x", "1.2/0o@0:s"}));
+  EXPECT_EQ(log.bytes_kept(), 9u);
+}
+
+TEST(OutputLogTest, KeepsTheLastBytesOfEachStreamAndAlwaysTheNewestChunk) {
+  OutputLog log(4);
+  log.add(chunk(1, 0, 0, 0, "ab"));
+  log.add(chunk(1, 0, 0, 0, "cd"));
+  log.add(chunk(1, 0, 0, 0, "e"));  // 5 bytes: "ab" goes
+  EXPECT_EQ(kept_data(log), (std::vector<std::string>{"1.0/0o@2:cd", "1.0/0o@4:e"}));
+  log.add(chunk(1, 0, 0, 0, "0123456789"));  // larger than the budget alone
+  EXPECT_EQ(kept_data(log), (std::vector<std::string>{"1.0/0o@5:0123456789"}));
+  EXPECT_EQ(log.bytes_kept(), 10u);
+}
+
+TEST(OutputLogTest, AnotherAttemptStartsItsStreamsAgain) {
+  OutputLog log(1024);
+  log.add(chunk(1, 0, 0, 0, "old"));
+  EXPECT_EQ(log.add(chunk(1, 1, 0, 0, "new")).offset, 0u);
+  EXPECT_EQ(kept_data(log), (std::vector<std::string>{"1.0/0o@0:new"}));
+  EXPECT_EQ(log.bytes_kept(), 3u);
+}
+
+TEST(OutputLogTest, AnAcknowledgedEndForgetsItsStreams) {
+  OutputLog log(1024);
+  log.add(chunk(1, 0, 0, 0, "job"));
+  log.add(chunk(1, 0, 2, 0, "step2"));
+  log.add(chunk(1, 0, 3, 1, "step3"));
+  log.add(chunk(2, 0, 0, 0, "other"));
+  log.forget(1, 0, 2);  // step 2's end
+  EXPECT_EQ(kept_data(log),
+            (std::vector<std::string>{"1.0/0o@0:job", "1.3/1o@0:step3", "2.0/0o@0:other"}));
+  log.forget(1, 1, 0);  // another attempt's end: not this one's
+  EXPECT_EQ(kept_data(log).size(), 3u);
+  log.forget(1, 0, 0);  // the job's end: its steps too
+  EXPECT_EQ(kept_data(log), (std::vector<std::string>{"2.0/0o@0:other"}));
+  EXPECT_EQ(log.bytes_kept(), 5u);
+}
+
+}  // namespace
+}  // namespace hpcq::agent
