@@ -236,8 +236,10 @@ void Agent::on_message(overlay::Envelope&& envelope) {
   switch (envelope.body_case()) {
     case overlay::Envelope::kWelcome:
       if (envelope.welcome().send_hello()) {
+        // The leader restarted: the output it held is gone, and what was
+        // in flight to it too; what is kept goes again.
         welcomed_ = false;
-        send_hello();
+        on_reroute();
       } else {
         if (!welcomed_) spdlog::info("agent: joined the leader");
         welcomed_ = true;

@@ -19,6 +19,7 @@
 
 #include "cli/client.h"
 #include "lib/api/job_proto.h"
+#include "lib/api/output_order.h"
 
 extern char** environ;
 
@@ -206,9 +207,27 @@ int follow_job(const Client& client, JobId id, const FollowOptions& options) {
   request.set_step(options.step);
   request.set_from_start(options.from_start);
   Labeller labeller;
+  // Each task stream once and in order: the agents send again what the
+  // overlay may have lost, and a reconnect reads from the start.
+  api::OutputOrder order(std::chrono::seconds(1));
+  auto print = [&](const std::vector<api::OutputOrder::Piece>& pieces) {
+    for (const api::OutputOrder::Piece& piece : pieces) {
+      if (piece.lost_before > 0) {
+        std::fprintf(stderr, "hpcq: %llu bytes of task %d's %s were lost\n",
+                     static_cast<unsigned long long>(piece.lost_before), piece.rank,
+                     piece.is_stderr ? "stderr" : "stdout");
+      }
+      const int fd = piece.is_stderr ? 2 : 1;
+      if (options.label) {
+        write_all(fd, labeller.label(piece.rank, piece.is_stderr, piece.data));
+      } else {
+        write_all(fd, piece.data);
+      }
+    }
+  };
   // hpcqd restarting (an upgrade, a crash) does not end the tasks: wait for
-  // it, then go on with what the new one holds (the output that came after
-  // it started; what came in between is lost).
+  // it, then go on with what the new one holds (the agents send it what
+  // they kept, the last 64 KiB of each task stream).
   bool lost = false;
   std::chrono::steady_clock::time_point lost_at{};
   for (;;) {
@@ -221,16 +240,15 @@ int follow_job(const Client& client, JobId id, const FollowOptions& options) {
                      static_cast<unsigned long long>(chunk.dropped_bytes()),
                      static_cast<unsigned long long>(id));
       }
-      const bool is_stderr = chunk.stream() == v1::OutputChunk::STDERR;
-      const int fd = is_stderr ? 2 : 1;
-      if (options.label) {
-        write_all(fd, labeller.label(static_cast<int>(chunk.rank()), is_stderr, chunk.data()));
-      } else {
-        write_all(fd, chunk.data());
-      }
+      const auto now = std::chrono::steady_clock::now();
+      print(order.add(chunk.attempt(), static_cast<int>(chunk.rank()),
+                      chunk.stream() == v1::OutputChunk::STDERR, chunk.stream_offset(),
+                      std::move(*chunk.mutable_data()), now));
+      print(order.give_up(now));
     }
     Status s = reader.finish();
     if (s.is_ok()) {
+      print(order.give_up(std::chrono::steady_clock::now(), /*all=*/true));
       raw.reset();  // before anything more is printed
       break;
     }

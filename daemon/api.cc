@@ -220,6 +220,8 @@ bool write_output(const JobOutput::Batch& batch, Sink<v1::OutputChunk>& sink) {
     chunk.set_stream(c.is_stderr ? v1::OutputChunk::STDERR : v1::OutputChunk::STDOUT);
     chunk.set_data(c.data);
     chunk.set_dropped_bytes(std::exchange(dropped, 0));
+    chunk.set_attempt(c.attempt);
+    chunk.set_stream_offset(c.stream_offset);
     if (!sink.write(chunk)) return false;
   }
   return true;

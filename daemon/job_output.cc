@@ -16,23 +16,50 @@ void JobOutput::append(JobId id, std::uint32_t step, const Source& source, std::
     if (e.ended) return;            // a late copy after the end: the job's output is closed
     Entry::Received& received = e.received[{source.attempt, source.rank, source.is_stderr}];
     if (received.incarnation != source.incarnation) {
-      received = {source.incarnation, source.offset};  // an agent that (re)started counts anew
+      received = {source.incarnation, {}};  // an agent that (re)started counts anew
     }
-    const std::uint64_t after = source.offset + data.size();
-    if (after <= received.bytes) return;  // had it all
-    if (source.offset < received.bytes) data.erase(0, received.bytes - source.offset);
-    received.bytes = after;
-    const std::size_t size = data.size();
-    e.chunks.push_back({e.end, source.rank, source.is_stderr, std::move(data)});
-    e.end += size;
-    e.held += size;
-    while (e.held > bytes_per_job_ && e.chunks.size() > 1) {
-      e.held -= e.chunks.front().data.size();
-      e.chunks.pop_front();
-      e.begin = e.chunks.front().offset;
+    // Each part of [begin, end) not taken yet becomes a chunk.
+    const std::uint64_t begin = source.offset, end = begin + data.size();
+    std::uint64_t at = begin;
+    auto next = received.ranges.upper_bound(begin);
+    if (next != received.ranges.begin() && std::prev(next)->second > at) {
+      at = std::prev(next)->second;
     }
+    while (at < end) {
+      const std::uint64_t stop = next == received.ranges.end() ? end : std::min(end, next->first);
+      if (at < stop) {
+        add_chunk(e, {0, source.rank, source.is_stderr, data.substr(at - begin, stop - at),
+                      source.attempt, at});
+      }
+      if (next == received.ranges.end()) break;
+      at = std::max(at, next->second);
+      ++next;
+    }
+    // Taken: merge [begin, end) into the ranges.
+    std::uint64_t lo = begin, hi = end;
+    auto it = received.ranges.upper_bound(lo);
+    if (it != received.ranges.begin() && std::prev(it)->second >= lo) --it;
+    while (it != received.ranges.end() && it->first <= hi) {
+      lo = std::min(lo, it->first);
+      hi = std::max(hi, it->second);
+      it = received.ranges.erase(it);
+    }
+    received.ranges.emplace(lo, hi);
   }
   changed_.notify_all();
+}
+
+void JobOutput::add_chunk(Entry& e, Chunk chunk) {
+  const std::size_t size = chunk.data.size();
+  chunk.offset = e.end;
+  e.chunks.push_back(std::move(chunk));
+  e.end += size;
+  e.held += size;
+  while (e.held > bytes_per_job_ && e.chunks.size() > 1) {
+    e.held -= e.chunks.front().data.size();
+    e.chunks.pop_front();
+    e.begin = e.chunks.front().offset;
+  }
 }
 
 void JobOutput::end(JobId id, std::uint32_t step) {

@@ -11,9 +11,10 @@
 //
 // Each chunk says where it starts in what its task wrote to that stream (the
 // agent counts it); a copy the agent sends again after the tree healed is
-// skipped, so a reader sees each byte once. A later chunk that arrives
-// before an earlier lost one is taken and the earlier one then dropped: the
-// agent sends again in order, so this needs two ways at once. Thread-safe.
+// skipped. What fills a gap (an earlier chunk lost on one way and sent again
+// after a later one came another way) is taken when it comes: chunks carry
+// their stream offsets so that readers can put them in order (hpcq run
+// does). Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -41,6 +42,8 @@ class JobOutput {
     int rank = 0;
     bool is_stderr = false;
     std::string data;
+    std::uint32_t attempt = 0;
+    std::uint64_t stream_offset = 0;  // of its first byte in its task's stream
   };
 
   // Where a chunk comes from.
@@ -78,13 +81,14 @@ class JobOutput {
     bool ended = false;
     struct Received {
       std::uint64_t incarnation = 0;
-      std::uint64_t bytes = 0;  // offset after the last byte taken
+      std::map<std::uint64_t, std::uint64_t> ranges;  // [begin, end) taken, merged
     };
     // By task stream: (attempt, rank, stderr).
     std::map<std::tuple<std::uint32_t, int, bool>, Received> received;
   };
   using Key = std::pair<JobId, std::uint32_t>;
   std::shared_ptr<Entry> entry(Key key);  // made if missing; mutex_ held
+  void add_chunk(Entry& e, Chunk chunk);  // mutex_ held
   const std::size_t bytes_per_job_;
   const std::size_t ended_kept_;
   std::mutex mutex_;

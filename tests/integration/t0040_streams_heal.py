@@ -7,7 +7,10 @@ the task meanwhile, then node1's agent is killed: all that was in flight dies
 with it. node2 detours to the leader, sends again the output it kept, and the
 leader sends again the signal and the input its Hello does not report
 received. The caller must see every line exactly once, the signal's trap
-once and the input once."""
+once and the input once. Then the same output across a kill -9 of hpcqd: the
+agents send the new one what they kept when they say Hello to it, and `hpcq
+run` prints each line once, in order (hpcqd is stopped first, so that what
+reaches it meanwhile is lost with it)."""
 import json
 import os
 import signal
@@ -78,4 +81,52 @@ def test_output_input_and_signals_survive_the_heal():
         t.check("sending through rank 0 meanwhile" in f.read(), "node2 detoured")
 
 
-t.main([test_output_input_and_signals_survive_the_heal])
+def test_output_survives_a_leader_restart():
+    d = t.workdir()
+    gate = t.Gate(d)
+    # Numbered lines until the gate opens, then as many again.
+    count = os.path.join(d, "count")
+    script = (f"i=0; while [ ! -e {gate.path} ]; do i=$((i+1)); echo \"line $i\"; echo $i > {count}; "
+              "sleep 0.02; done; "
+              "n=$i; while [ $i -lt $((2*n)) ]; do i=$((i+1)); echo \"line $i\"; done; echo end")
+    p = subprocess.Popen([t.HPCQ, "run", "-w", "node2", "-n", "1", "--", "sh", "-c", script],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=d)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
+    reader.start()
+    try:
+        t.wait_until("the first lines", lambda: len(lines) >= 5, timeout=30)
+        # hpcqd stops: what the task prints meanwhile piles up in its
+        # sockets, and dies with it.
+        leader = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
+                                capture_output=True, text=True).stdout.split()
+        t.check(len(leader) == 1, f"hpcqd pids {leader}")
+        os.kill(int(leader[0]), signal.SIGSTOP)
+        written = int(open(count).read() or 0)
+        t.wait_until("lines written to a stopped leader",
+                     lambda: int(open(count).read() or 0) >= written + 20, timeout=30)
+        cmdline = t.kill_leader()
+        t.restart_leader(cmdline)
+        # Once node2 said Hello to the new leader (and sent again what it
+        # kept before that), the task may end.
+        t.wait_until("node2 up again", lambda: any(
+            n["name"] == "node2" and n["state"] == "up"
+            for n in json.loads(t.hpcq("nodes", "--json").stdout)), timeout=30)
+        gate.open()
+        t.check(p.wait(timeout=60) == 0, f"exit {p.returncode}: {p.stderr.read()}")
+        reader.join(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = [line.rstrip("\n") for line in lines]
+    t.check(text[-1:] == ["end"], f"the last line: {text[-3:]}")
+    numbered = text[:-1]
+    t.check(numbered == [f"line {i}" for i in range(1, len(numbered) + 1)],
+            f"{len(numbered)} lines, not each once in order: {numbered} "
+            f"{[x for i, x in enumerate(numbered) if x != f'line {i + 1}'][:5]}")
+    t.check(len(numbered) >= 50, f"only {len(numbered)} lines")
+    errors = p.stderr.read() if p.stderr else ""
+    t.check("lost" not in errors, f"hpcq run says: {errors}")
+
+
+t.main([test_output_input_and_signals_survive_the_heal, test_output_survives_a_leader_restart])

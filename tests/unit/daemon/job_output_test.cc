@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 namespace hpcq::daemon {
 namespace {
@@ -147,6 +148,23 @@ TEST(JobOutput, ACopySentAgainAfterTheTreeHealedIsSkipped) {
   output.append(1, 0, S::source(0, true, 0), "err");    // another stream of the task
   output.append(1, 0, S::source(1, false, 0), "xy");    // "y" is new
   EXPECT_EQ(text_of(output.read(1, 0, 0, false, milliseconds(0))), "0:abc;1:x;0:de;0:err;1:y;");
+}
+
+TEST(JobOutput, WhatFillsAGapIsTakenWhenItComes) {
+  JobOutput output(1 << 20, 4);
+  using S = Writer;
+  output.append(1, 0, S::source(0, false, 0), "abc");
+  output.append(1, 0, S::source(0, false, 6), "ghi");         // "def" lost on the way
+  output.append(1, 0, S::source(0, false, 10), "k");          // and "j"
+  output.append(1, 0, S::source(0, false, 0), "abcdefghij");  // sent again: "def", "j"
+  output.append(1, 0, S::source(0, false, 2), "cdefghijk");   // all had
+  auto batch = output.read(1, 0, 0, false, milliseconds(0));
+  EXPECT_EQ(text_of(batch), "0:abc;0:ghi;0:k;0:def;0:j;");
+  std::vector<std::uint64_t> offsets;
+  for (const auto& c : batch.chunks) offsets.push_back(c.stream_offset);
+  EXPECT_EQ(offsets, (std::vector<std::uint64_t>{0, 6, 10, 3, 9}));
+  output.append(1, 0, S::source(0, false, 11), "l");
+  EXPECT_EQ(output.read(1, 0, batch.next, false, milliseconds(0)).chunks.at(0).stream_offset, 11u);
 }
 
 TEST(JobOutput, AnAgentThatRestartedOrAnotherAttemptCountsAnew) {
