@@ -728,14 +728,26 @@ void Agent::on_usage_query(const overlay::UsageQuery& query) {
   report.set_job_id(query.job_id());
   report.set_query(query.query());
   auto attempt = attempts_.find(query.job_id());
-  auto usage = attempt != attempts_.end() && attempt->second == query.attempt()
-                   ? executor_->usage(query.job_id())
-                   : Result<LiveUsage>(not_found("not here"));
+  const bool here = attempt != attempts_.end() && attempt->second == query.attempt();
+  auto usage = here ? executor_->usage(query.job_id(), query.step())
+                    : Result<LiveUsage>(not_found("not here"));
   report.set_found(usage.is_ok());
   if (usage.is_ok()) {
     report.set_cpu_time_us(usage->cpu_time_us);
     report.set_memory_bytes(usage->memory_bytes);
     report.set_max_memory_bytes(usage->max_memory_bytes);
+  }
+  if (usage.is_ok() && query.step() == 0) {
+    for (auto it = steps_.lower_bound({query.job_id(), 0});
+         it != steps_.end() && it->first == query.job_id(); ++it) {
+      auto step = executor_->usage(query.job_id(), it->second);
+      if (!step.is_ok()) continue;  // ended meanwhile
+      overlay::StepUsage& s = *report.add_steps();
+      s.set_step(it->second);
+      s.set_cpu_time_us(step->cpu_time_us);
+      s.set_memory_bytes(step->memory_bytes);
+      s.set_max_memory_bytes(step->max_memory_bytes);
+    }
   }
   (void)overlay_->send(std::move(envelope));
 }

@@ -3,6 +3,7 @@
 #include <locale.h>
 #include <wchar.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <cwchar>
@@ -394,24 +395,54 @@ std::string status_text(const v1::Job& job) {
   return out.str();
 }
 
+// Like sstat: a row per node for the job (or the asked step), then a row
+// per node for each running step; totals of the first rows.
 std::string stat_table(const v1::StatResponse& stat) {
-  std::vector<std::vector<std::string>> rows = {{"NODE", "CPU(s)", "MEM", "MAXMEM"}};
+  const std::string what = stat.step() == 0
+                               ? std::to_string(stat.id())
+                               : std::to_string(stat.id()) + "." + std::to_string(stat.step());
+  std::vector<std::vector<std::string>> rows = {{"ID", "NODE", "CPU(s)", "MEM", "MAXMEM"}};
+  std::vector<std::pair<std::uint32_t, std::vector<std::string>>> step_rows;
   std::int64_t cpu = 0;
   std::uint64_t mem = 0, max_mem = 0;
   for (const auto& n : stat.nodes()) {
     if (!n.answered()) {
-      rows.push_back({n.node(), "(no answer)", "-", "-"});
+      rows.push_back({what, n.node(), "(no answer)", "-", "-"});
       continue;
     }
-    rows.push_back({n.node(), seconds_text(n.cpu_time_us()), format_bytes(n.memory_bytes()),
+    rows.push_back({what, n.node(), seconds_text(n.cpu_time_us()), format_bytes(n.memory_bytes()),
                     format_bytes(n.max_memory_bytes())});
     cpu += n.cpu_time_us();
     mem += n.memory_bytes();
     max_mem = std::max(max_mem, n.max_memory_bytes());
+    for (const auto& s : n.steps()) {
+      step_rows.push_back({s.step(),
+                           {std::to_string(stat.id()) + "." + std::to_string(s.step()), n.node(),
+                            seconds_text(s.cpu_time_us()), format_bytes(s.memory_bytes()),
+                            format_bytes(s.max_memory_bytes())}});
+    }
   }
-  rows.push_back({"(all)", seconds_text(cpu), format_bytes(mem), format_bytes(max_mem)});
+  std::stable_sort(step_rows.begin(), step_rows.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [step, row] : step_rows) rows.push_back(std::move(row));
+  rows.push_back({what, "(all)", seconds_text(cpu), format_bytes(mem), format_bytes(max_mem)});
   return table(rows);
 }
+
+namespace {
+
+nlohmann::json steps_usage_json(const v1::NodeUsage& node) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& s : node.steps()) {
+    steps.push_back({{"step", s.step()},
+                     {"total_cpu_s", s.cpu_time_us() / 1e6},
+                     {"memory_bytes", s.memory_bytes()},
+                     {"max_memory_bytes", s.max_memory_bytes()}});
+  }
+  return steps;
+}
+
+}  // namespace
 
 nlohmann::json stat_json(const v1::StatResponse& stat) {
   nlohmann::json nodes = nlohmann::json::array();
@@ -421,9 +452,12 @@ nlohmann::json stat_json(const v1::StatResponse& stat) {
                      {"answered", n.answered()},
                      {"total_cpu_s", n.cpu_time_us() / 1e6},
                      {"memory_bytes", n.memory_bytes()},
-                     {"max_memory_bytes", n.max_memory_bytes()}});
+                     {"max_memory_bytes", n.max_memory_bytes()},
+                     {"steps", steps_usage_json(n)}});
   }
-  return {{"id", stat.id()}, {"nodes", nodes}};
+  nlohmann::json out = {{"id", stat.id()}, {"nodes", nodes}};
+  if (stat.step() != 0) out["step"] = stat.step();
+  return out;
 }
 
 std::string nodes_table(const v1::ListNodesResponse& nodes) {

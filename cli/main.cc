@@ -116,7 +116,7 @@ Result<std::pair<std::string, std::uint32_t>> split_step(const std::string& text
   if (dot == std::string::npos) return std::pair<std::string, std::uint32_t>{text, 0};
   auto step = parse_job_id(text.substr(dot + 1));
   if (!step.is_ok() || *step > 0xffffffffULL) {
-    return invalid_argument("'" + text + "' is not a job or step id (want JOB or JOB.STEP)");
+    return invalid_argument(quote(text) + " is not a job or step id (want JOB or JOB.STEP)");
   }
   return std::pair<std::string, std::uint32_t>{text.substr(0, dot),
                                                static_cast<std::uint32_t>(*step)};
@@ -216,11 +216,14 @@ int cmd_attach(const std::string& given, FollowOptions options) {
 }
 
 int cmd_stat(const std::string& text, bool json) {
+  auto split = split_step(text);
+  if (!split.is_ok()) return fail(split.status());
   Client client(socket_path());
-  auto id = resolve_job_id(client, text);
+  auto id = resolve_job_id(client, split->first);
   if (!id.is_ok()) return fail(id.status());
   v1::StatRequest request;
   request.set_id(*id);
+  request.set_step(split->second);
   v1::StatResponse response;
   Status s = client.call("Stat", request, &response);
   if (!s.is_ok()) return fail(s);
@@ -727,8 +730,9 @@ int main(int argc, char** argv) {
       "requeue", "kill running jobs and queue them again, to run from the start");
   requeue->add_option("jobs", ids, "job ids")->required();
   std::string stat_job;
-  auto* stat = app.add_subcommand("stat", "what a running job uses now on each node, like sstat");
-  stat->add_option("job", stat_job, "job id")->required();
+  auto* stat =
+      app.add_subcommand("stat", "what a running job or step uses now on each node, like sstat");
+  stat->add_option("job", stat_job, "JOB or JOB.STEP")->required();
   stat->add_flag("--json", json, "machine-readable output");
   std::string update_job, update_time, update_begin;
   auto* update = app.add_subcommand(

@@ -116,7 +116,7 @@ Status Api::update(const Caller& caller, const v1::UpdateRequest& request, v1::J
 }
 
 Status Api::stat(const Caller& caller, const v1::StatRequest& request, v1::StatResponse* response) {
-  auto answer = leader_.stat(caller, request.id()).get();
+  auto answer = leader_.stat(caller, request.id(), request.step()).get();
   if (!answer.is_ok()) return answer.status();
   *response = std::move(answer).value();
   return Status::ok();

@@ -21,8 +21,9 @@ class JobStats {
   JobStats& operator=(const JobStats&) = delete;
 
   using Promise = std::promise<Result<v1::StatResponse>>;
-  // Asks every node the running job is on; answers `promise` later.
-  void ask(const JobEntry& entry, std::shared_ptr<Promise> promise);
+  // Asks every node the running job (or its running step) is on; answers
+  // `promise` later.
+  void ask(const JobEntry& entry, std::uint32_t step, std::shared_ptr<Promise> promise);
   void on_report(Rank rank, const overlay::UsageReport& report);
   // Answers the questions past their deadline (heartbeat timer).
   void check_deadlines();

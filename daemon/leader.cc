@@ -226,10 +226,11 @@ std::future<Status> Leader::signal(const Caller& caller, JobId id, job::StepId s
   });
 }
 
-std::future<Result<v1::StatResponse>> Leader::stat(const Caller& caller, JobId id) {
+std::future<Result<v1::StatResponse>> Leader::stat(const Caller& caller, JobId id,
+                                                   job::StepId step) {
   auto promise = std::make_shared<JobStats::Promise>();
   auto future = promise->get_future();
-  ctx_.loop.post([this, caller, id, promise] {
+  ctx_.loop.post([this, caller, id, step, promise] {
     auto found = find_for(caller, id);
     if (!found.is_ok()) return promise->set_value(found.status());
     const JobEntry& entry = **found;
@@ -238,7 +239,19 @@ std::future<Result<v1::StatResponse>> Leader::stat(const Caller& caller, JobId i
                                                     job::state_name(entry.job.state) +
                                                     ", not running"));
     }
-    stats_.ask(entry, promise);
+    if (step != 0) {
+      if (step > entry.steps.size()) {
+        return promise->set_value(
+            not_found("job " + std::to_string(id) + " has no step " + std::to_string(step)));
+      }
+      const job::StepRecord& record = entry.steps[step - 1];
+      if (record.state != job::JobState::kRunning) {
+        return promise->set_value(
+            failed_precondition("job " + std::to_string(id) + " step " + std::to_string(step) +
+                                " is " + job::state_name(record.state) + ", not running"));
+      }
+    }
+    stats_.ask(entry, step, promise);
   });
   return future;
 }

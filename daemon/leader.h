@@ -68,7 +68,7 @@ class Leader {
   std::future<Result<v1::Job>> update(const Caller& caller, JobId id, std::int64_t time_limit_s,
                                       std::int64_t begin_time_us);
   // hpcq stat: what a running job uses now on each node.
-  std::future<Result<v1::StatResponse>> stat(const Caller& caller, JobId id);
+  std::future<Result<v1::StatResponse>> stat(const Caller& caller, JobId id, job::StepId step);
   // Standard input of task 0 of an hpcq run job or a step, sent to its node.
   std::future<Status> send_input(const Caller& caller, JobId id, job::StepId step,
                                  overlay::Input input);

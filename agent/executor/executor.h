@@ -129,9 +129,9 @@ class Executor {
   // on in order; kNotFound if it is not here, kFailedPrecondition if it does
   // not forward its streams.
   virtual Status write_input(JobId id, std::uint32_t step, const TaskInput& input) = 0;
-  // What the job (with its steps) uses here now (hpcq stat); kNotFound if
-  // it is not here.
-  virtual Result<LiveUsage> usage(JobId id) const = 0;
+  // What the job (with its steps; `step` set: that step) uses here now
+  // (hpcq stat); kNotFound if it is not running here.
+  virtual Result<LiveUsage> usage(JobId id, std::uint32_t step) const = 0;
   // Ends every job (not reported by reap()) and cleans up.
   virtual void shutdown() = 0;
 

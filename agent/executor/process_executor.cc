@@ -430,13 +430,18 @@ void ProcessExecutor::read_output(Job& job) {
   }
 }
 
-Result<LiveUsage> ProcessExecutor::usage(JobId id) const {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.exited) {
-    return not_found("job " + std::to_string(id) + " is not running here");
+Result<LiveUsage> ProcessExecutor::usage(JobId id, std::uint32_t step) const {
+  const Job* job = nullptr;
+  if (step == 0) {
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) job = &it->second;
+  } else {
+    auto it = steps_.find({id, step});
+    if (it != steps_.end()) job = &it->second;
   }
+  if (!job || job->exited) return not_found(name_of(id, step) + " is not running here");
   LiveUsage u;
-  const JobCgroup& cgroup = it->second.cgroup;
+  const JobCgroup& cgroup = job->cgroup;
   const long ticks = sysconf(_SC_CLK_TCK);
   for (pid_t pid : cgroup.pids()) {  // its steps' too: their cgroups are children
     const std::string stat = read_whole("/proc/" + std::to_string(pid) + "/stat");

@@ -144,7 +144,7 @@ class ProcessExecutor final : public Executor {
   Status signal(JobId id, int signo) override;
   Status signal_step(JobId id, std::uint32_t step, int signo) override;
   Status set_time_limit(JobId id, std::int64_t seconds) override;
-  Result<LiveUsage> usage(JobId id) const override;
+  Result<LiveUsage> usage(JobId id, std::uint32_t step) const override;
   Status write_input(JobId id, std::uint32_t step, const TaskInput& input) override;
 
   // The job's cgroup directories (empty if unknown), for tests and CRIU.

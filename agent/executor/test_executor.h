@@ -34,7 +34,8 @@ class TestExecutor final : public Executor {
   }
   Status signal_step(JobId id, std::uint32_t, int) override { return cancel_step(id, 0); }
   Status set_time_limit(JobId id, std::int64_t seconds) override;
-  Result<LiveUsage> usage(JobId id) const override {  // it runs no processes
+  Result<LiveUsage> usage(JobId id,
+                          std::uint32_t /*step*/) const override {  // it runs no processes
     if (!jobs_.count(id)) return not_found("job " + std::to_string(id) + " is not running here");
     return LiveUsage{};
   }

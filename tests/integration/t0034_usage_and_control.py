@@ -96,6 +96,46 @@ def test_stat_shows_a_running_jobs_use_now():
     t.check("not running" in r.stderr, r.stderr)
 
 
+def test_stat_shows_each_running_step():
+    """Like sstat: a batch job's running step has rows of its own in `hpcq
+    stat JOB`, and `hpcq stat JOB.STEP` shows that step alone."""
+    d = t.workdir()
+    gate = t.Gate(d)
+    burn = (f"import os, time\nx = bytearray(100 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1\n"
+            f"t = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n"
+            f"while not os.path.exists({gate.path!r}): time.sleep(0.05)\n")
+    with open(os.path.join(d, "burn.py"), "w") as f:
+        f.write(burn)
+    script = os.path.join(d, "job.sh")
+    with open(script, "w") as f:
+        f.write(f"#!/bin/sh\n#HPCQ -N 2 -n 2\nhpcq run -N 2 -n 2 -- {sys.executable} {d}/burn.py\n")
+    os.chmod(script, 0o755)
+    job = int(t.hpcq("batch", script, cwd=d).stdout)
+
+    def burnt():
+        r = t.run([t.HPCQ, "stat", f"{job}.1", "--json"])
+        if r.returncode != 0:
+            return None  # the step has not started yet
+        nodes = json.loads(r.stdout)["nodes"]
+        return nodes if all(n["answered"] and n["total_cpu_s"] >= 1.0 for n in nodes) else None
+    nodes = t.wait_until("a second of CPU in the step on each node", burnt)
+    t.check(sorted(n["node"] for n in nodes) == ["node1", "node2"], f"stat {job}.1: {nodes}")
+    t.check(all(n["memory_bytes"] >= 100 * MB and not n["steps"] for n in nodes),
+            f"stat {job}.1's memory: {nodes}")
+    whole = json.loads(t.hpcq("stat", str(job), "--json").stdout)["nodes"]
+    for n in whole:
+        steps = n["steps"]
+        t.check([s["step"] for s in steps] == [1] and steps[0]["total_cpu_s"] >= 1.0
+                and n["total_cpu_s"] >= 1.0, f"stat {job} on {n['node']}: {n}")
+    table = t.hpcq("stat", str(job)).stdout
+    t.check(table.count(f"{job}.1 ") == 2, f"stat:\n{table}")
+    r = t.hpcq("stat", f"{job}.7", rc=1)
+    t.check("has no step 7" in r.stderr, r.stderr)
+    gate.open()
+    s = t.wait_state(job, ENDED, timeout=60)
+    t.check(s["state"] == "COMPLETED", f"job {s['state']}: {s['reason']}")
+
+
 def test_signal_before_the_time_limit():
     started = time.monotonic()
     r = t.run([t.HPCQ, "run", "-t", "00:00:20", "--signal", "USR1@15", "--", "sh", "-c",
@@ -154,6 +194,6 @@ def test_update_lowers_a_running_jobs_time_limit():
 
 t.main([test_a_job_shows_the_cpu_and_memory_it_used,
         test_a_batch_jobs_steps_are_measured_and_counted_in_the_job,
-        test_stat_shows_a_running_jobs_use_now,
+        test_stat_shows_a_running_jobs_use_now, test_stat_shows_each_running_step,
         test_signal_before_the_time_limit, test_requeue_runs_a_job_again_from_the_start,
         test_update_lowers_a_running_jobs_time_limit])
