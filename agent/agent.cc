@@ -104,7 +104,7 @@ Status Agent::start() {
   } else if (options_.executor == "process") {
     ExecutorConfig ec_config;
     ec_config.instance = cgroup_instance_name(options_.state_dir);
-    ec_config.state_dir = options_.state_dir;
+    ec_config.state_dir = options_.run_dir.empty() ? options_.state_dir : options_.run_dir;
     ec_config.job_shell_path = options_.job_shell;
     ec_config.container_shell_path =
         (std::filesystem::path(options_.job_shell).parent_path() / "hpcq-container-shell").string();

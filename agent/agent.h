@@ -32,7 +32,8 @@ namespace hpcq::agent {
 
 struct AgentOptions {
   Rank rank = 0;
-  std::string state_dir;
+  std::string state_dir;  // the end journal; names the agent's cgroups
+  std::string run_dir;    // job directories (jobs/<id>/); empty: state_dir
   std::string secret_key;
   std::string topology;              // overrides the rank's topology in the config
   std::string job_shell;             // path of hpcq-job-shell

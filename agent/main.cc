@@ -49,7 +49,9 @@ int main(int argc, char** argv) {
   app.add_option("-r,--rank", rank,
                  "this agent's rank in the config (1..N); default: the rank named as this host");
   app.add_option("--state-dir", options.state_dir,
-                 "job directories (default: agent.state_dir/rank-R)");
+                 "the end journal (default: agent.state_dir/rank-R)");
+  app.add_option("--run-dir", options.run_dir,
+                 "job directories (default: agent.run_dir/rank-R, or the state dir)");
   app.add_option("--secret-key", options.secret_key, "CURVE key file (default: agent.secret_key)");
   app.add_option("--topology", options.topology,
                  "host, synthetic:STRING (e.g. 'pack:2 numa:2 core:4 pu:1') or xml:PATH");
@@ -91,6 +93,11 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e [rank " + std::to_string(rank) + "] %^%l%$ %v");
   if (options.state_dir.empty())
     options.state_dir = config->agent_state_dir + "/rank-" + std::to_string(rank);
+  if (options.run_dir.empty()) {
+    options.run_dir = config->agent_run_dir.empty()
+                          ? options.state_dir
+                          : config->agent_run_dir + "/rank-" + std::to_string(rank);
+  }
   if (options.secret_key.empty()) options.secret_key = config->agent_secret_key;
   if (options.job_shell.empty()) {
     options.job_shell = config->job_shell.empty() ? default_job_shell() : config->job_shell;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -182,10 +183,24 @@ int run_start(const StartOptions& options) {
   fs::create_directories(dir / "keys");
   fs::create_directories(dir / "logs");
 
+  // The job directories: on a tmpfs of their own (a disk file system's inode
+  // work for the files made and removed with each job was a third of an
+  // agent's CPU per job here), else beside the rest. Not /dev/shm: an image
+  // job's container mounts a /dev/shm of its own over the job directory.
+  fs::path run_dir = dir / "run";
+  fs::create_directories(run_dir);
+  const bool run_tmpfs =
+      mount("tmpfs", run_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") == 0;
+  if (!run_tmpfs) run_dir = dir / "agents";
+  auto remove_dir = [&] {
+    std::error_code ec;
+    if (run_tmpfs) umount2((dir / "run").c_str(), MNT_DETACH);
+    fs::remove_all(dir, ec);
+  };
+
   // Whatever fails from here on leaves nothing behind.
   auto give_up = [&](int code) {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
+    remove_dir();
     return code;
   };
   const int size = options.agents + 1;
@@ -198,7 +213,8 @@ int run_start(const StartOptions& options) {
          << "[leader]\nstate_dir = \"" << (dir / "leader").string() << "\"\n"
          << "socket = \"" << (dir / "hpcqd.sock").string() << "\"\n"
          << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n\n"
-         << "[agent]\nstate_dir = \"" << (dir / "agents").string() << "\"\nkill_grace_s = 2\n\n";
+         << "[agent]\nstate_dir = \"" << (dir / "agents").string() << "\"\n"
+         << "run_dir = \"" << run_dir.string() << "\"\nkill_grace_s = 2\n\n";
   // The site's own sections ([scheduler], [[queue]], ...), checked with the
   // rest below.
   if (!extra_text.empty()) config << "# from " << options.config_extra << "\n";
@@ -274,10 +290,10 @@ int run_start(const StartOptions& options) {
       }
     }
     if (options.keep) {
-      std::fprintf(stderr, "hpcq start: kept %s\n", dir.c_str());
+      std::fprintf(stderr, "hpcq start: kept %s%s\n", dir.c_str(),
+                   run_tmpfs ? " (its run/ is a tmpfs: umount it when done)" : "");
     } else {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
+      remove_dir();
     }
     return code;
   };

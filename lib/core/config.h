@@ -85,6 +85,11 @@ struct ClusterConfig {
   SitePolicy site;
   // [agent]
   std::string agent_state_dir = "/var/lib/hpcq/agent";
+  // Where the job directories go (<run_dir>/rank-R/jobs/<id>/): made and
+  // removed with every job, so a node-local tmpfs (/run) saves a disk file
+  // system's inode work; nothing there needs to outlive a reboot. Empty:
+  // under agent_state_dir. The end journal stays in agent_state_dir.
+  std::string agent_run_dir;
   std::string agent_secret_key = "/etc/hpcq/keys/agent.key";
   std::string job_shell = "";  // empty: installed libexec path
   int kill_grace_s = 5;

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 
 BUILD = os.environ.get("HPCQ_BUILD_ROOT", "")
 
@@ -51,6 +52,15 @@ def within_cluster(agents=4, fanout=2, topology="pack:2 numa:2 core:4 pu:1", ext
 def cluster_dir():
     """The directory `hpcq start` made: it holds hpcq.toml, keys/ and logs/."""
     return os.path.dirname(os.environ["HPCQ_SOCKET"])
+
+
+def jobs_dir(rank):
+    """Where the agent of `rank` keeps its job directories ([agent] run_dir,
+    a tmpfs under hpcq start, or else its state_dir)."""
+    with open(os.path.join(cluster_dir(), "hpcq.toml"), "rb") as f:
+        agent = tomllib.load(f).get("agent", {})
+    root = agent.get("run_dir") or agent["state_dir"]
+    return os.path.join(root, f"rank-{rank}", "jobs")
 
 
 def cgroup_instance(state_dir):

@@ -66,7 +66,7 @@ def test_interior_agent_dies_and_returns():
         wait_states({"node1": "up", "node2": "up", "node3": "up"})
         # What node1 ran before its agent died was counted lost (NODE_FAIL):
         # the new agent kills it rather than let it run beside a requeue.
-        jobs_dir = os.path.join(t.cluster_dir(), "agents", "rank-1", "jobs") + "/"
+        jobs_dir = t.jobs_dir(1) + "/"
         left = subprocess.run(["pgrep", "-f", jobs_dir], capture_output=True, text=True).stdout
         t.check(not left.split(), f"processes of node1's lost job: {left.split()}")
         t.hpcq("cancel", str(on["node2"]))
