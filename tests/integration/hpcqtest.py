@@ -54,6 +54,15 @@ def cluster_dir():
     return os.path.dirname(os.environ["HPCQ_SOCKET"])
 
 
+def agent_pid(rank):
+    """The pid of this cluster's agent of `rank`."""
+    out = subprocess.run(["pgrep", "-o", "-f",
+                          f"hpcq-agent --config {cluster_dir()}/hpcq.toml --rank {rank} "],
+                         capture_output=True, text=True).stdout.split()
+    check(len(out) == 1, f"agent {rank} pids: {out}")
+    return int(out[0])
+
+
 def jobs_dir(rank):
     """Where the agent of `rank` keeps its job directories ([agent] run_dir,
     a tmpfs under hpcq start, or else its state_dir)."""

@@ -17,14 +17,6 @@ import hpcqtest as t
 t.within_cluster(agents=3, fanout=1, topology="pack:1 numa:1 core:1 pu:1")
 
 
-def agent_pid(rank):
-    out = subprocess.run(["pgrep", "-o", "-f",
-                          f"hpcq-agent --config {t.cluster_dir()}/hpcq.toml --rank {rank} "],
-                         capture_output=True, text=True).stdout.split()
-    t.check(len(out) == 1, f"agent {rank} pids: {out}")
-    return int(out[0])
-
-
 def states():
     return {n["name"]: n["state"] for n in json.loads(t.hpcq("nodes", "--json").stdout)}
 
@@ -47,7 +39,7 @@ def test_interior_agent_dies_and_returns():
     jobs = [t.submit("-n", "1", "-t", "5", "--", "sleep", s, cwd=d) for s in ("60", "60", "6")]
     on = {t.wait_state(j, "RUNNING")["nodes"][0]: j for j in jobs}
     t.check(set(on) == {"node1", "node2", "node3"}, f"placement {on}")
-    pid = agent_pid(1)
+    pid = t.agent_pid(1)
     argv = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
     os.kill(pid, signal.SIGKILL)
     # Past node_down_after_ms (5 s): node1 is down, the others never were.

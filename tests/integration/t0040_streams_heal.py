@@ -33,23 +33,21 @@ while [ $i -lt {LINES} ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done
 """
 
 
-def agent_pid(rank):
-    out = subprocess.run(["pgrep", "-o", "-f",
-                          f"hpcq-agent --config {t.cluster_dir()}/hpcq.toml --rank {rank} "],
-                         capture_output=True, text=True).stdout.split()
-    t.check(len(out) == 1, f"agent {rank} pids: {out}")
-    return int(out[0])
-
-
-def test_output_input_and_signals_survive_the_heal():
-    d = t.workdir()
-    p = subprocess.Popen([t.HPCQ, "run", "-w", "node2", "-n", "1", "--", "sh", "-c", SCRIPT],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, cwd=d)
+def start_run(script, stdin=None):
+    """hpcq run of `script` on node2, its output lines collected as they come
+    (the reader thread ends with the output)."""
+    p = subprocess.Popen([t.HPCQ, "run", "-w", "node2", "-n", "1", "--", "sh", "-c", script],
+                         stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=t.workdir())
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
     reader.start()
-    node1 = agent_pid(1)
+    return p, lines, reader
+
+
+def test_output_input_and_signals_survive_the_heal():
+    p, lines, reader = start_run(SCRIPT, stdin=subprocess.PIPE)
+    node1 = t.agent_pid(1)
     try:
         t.wait_until("the first lines", lambda: len(lines) >= 5, timeout=30)
         jobs = [j["id"] for j in json.loads(t.hpcq("queue", "--json").stdout)
@@ -89,11 +87,7 @@ def test_output_survives_a_leader_restart():
     script = (f"i=0; while [ ! -e {gate.path} ]; do i=$((i+1)); echo \"line $i\"; echo $i > {count}; "
               "sleep 0.02; done; "
               "n=$i; while [ $i -lt $((2*n)) ]; do i=$((i+1)); echo \"line $i\"; done; echo end")
-    p = subprocess.Popen([t.HPCQ, "run", "-w", "node2", "-n", "1", "--", "sh", "-c", script],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=d)
-    lines = []
-    reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
-    reader.start()
+    p, lines, reader = start_run(script)
     try:
         t.wait_until("the first lines", lambda: len(lines) >= 5, timeout=30)
         # hpcqd stops: what the task prints meanwhile piles up in its
