@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "lib/api/job_proto.h"
+#include "lib/core/hostlist.h"
 #include "lib/resource/placement_names.h"
 
 namespace hpcq::cli {
@@ -25,6 +26,13 @@ template <typename Items>
 std::string join(const Items& items) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : ",") + s;
+  return out.empty() ? "-" : out;
+}
+
+// Node names in hostlist form, as squeue shows them: node[1-3,5].
+template <typename Items>
+std::string node_list(const Items& items) {
+  const std::string out = compress_hostlist(std::vector<std::string>(items.begin(), items.end()));
   return out.empty() ? "-" : out;
 }
 
@@ -323,7 +331,7 @@ std::string queue_table(const v1::ListJobsResponse& jobs) {
   for (const auto& job : jobs.jobs()) {
     std::string where =
         job.nodes_size()
-            ? join(job.nodes())
+            ? node_list(job.nodes())
             : "(" + (job.reason().empty() ? std::string("Priority") : job.reason()) + ")";
     // An array task shows as ARRAYID_INDEX, as squeue does, after its own id.
     std::string id = std::to_string(job.id());
@@ -351,7 +359,7 @@ std::string status_text(const v1::Job& job) {
       << " EndTime=" << time_text(job.end_time_us()) << " RunTime=" << elapsed(job) << "\n"
       << "   NumNodes=" << job.nodes_size() << " NumTasks=" << job.spec().ntasks()
       << " CPUs/Task=" << job.spec().cpus_per_task() << " TimeLimit=" << job.spec().time_limit_s()
-      << "s NodeList=" << join(job.nodes()) << "\n";
+      << "s NodeList=" << node_list(job.nodes()) << "\n";
   out << "   Queue=" << (job.queue().empty() ? "-" : job.queue())
       << " Account=" << (job.spec().account().empty() ? "-" : job.spec().account())
       << " QOS=" << (job.spec().qos().empty() ? "-" : job.spec().qos())
@@ -387,7 +395,7 @@ std::string status_text(const v1::Job& job) {
   for (const auto& s : job.steps()) {
     out << "   Step=" << job.id() << "." << s.id() << " State=" << api::state_name(s.state())
         << " ExitCode=" << s.exit_code() << " NumTasks=" << s.ntasks()
-        << " NodeList=" << (s.nodes_size() ? join(s.nodes()) : "-") << " Command="
+        << " NodeList=" << node_list(s.nodes()) << " Command="
         << join(std::vector<std::string>(s.spec().argv().begin(), s.spec().argv().end()));
     if (!s.reason().empty()) out << " Reason=\"" << s.reason() << "\"";
     out << "\n";
@@ -487,10 +495,11 @@ std::string history_table(const v1::ListJobsResponse& jobs, bool with_steps) {
     nlohmann::json j = job_json(job);
     // A job that moved (migrate, requeue from a checkpoint): each node set
     // it ran on, in order, "n1>n2".
-    std::string nodes = join(job.nodes());
+    std::string nodes = node_list(job.nodes());
     if (job.placements_size() > 1) {
       nodes.clear();
-      for (const auto& p : job.placements()) nodes += (nodes.empty() ? "" : ">") + join(p.nodes());
+      for (const auto& p : job.placements())
+        nodes += (nodes.empty() ? "" : ">") + node_list(p.nodes());
     }
     rows.push_back({std::to_string(job.id()), job.user(), job.name(),
                     job.spec().queue().empty() ? "-" : job.spec().queue(), nodes,

@@ -29,6 +29,7 @@
 #include "cli/start.h"
 #include "lib/api/job_proto.h"
 #include "lib/core/bytes.h"
+#include "lib/core/hostlist.h"
 #include "lib/core/units.h"
 #include "lib/job/submit_options.h"
 #include "lib/overlay/curve_keys.h"
@@ -375,11 +376,9 @@ int cmd_checkpoint(const std::string& text, const std::string& then, const std::
   request.set_action(api::to_proto(*action));
   request.set_elsewhere(elsewhere);
   if (!to.empty()) {
-    std::stringstream names(to);
-    for (std::string node; std::getline(names, node, ',');) {
-      if (node.empty()) return fail(invalid_argument("--to: empty node name in " + quote(to)));
-      request.add_to(node);
-    }
+    auto nodes = expand_hostlist(to);
+    if (!nodes.is_ok()) return fail(invalid_argument("--to: " + nodes.status().message()));
+    for (const std::string& node : *nodes) request.add_to(node);
   }
   v1::CheckpointRecord record;
   Status s = client.call("Checkpoint", request, &record);
@@ -513,7 +512,8 @@ struct HistoryFilter {
 
 struct ReserveOptions {
   std::string name;
-  std::vector<std::string> nodes, users, accounts;
+  std::string nodes;  // a hostlist
+  std::vector<std::string> users, accounts;
   std::string start = "now";
   std::string duration;
 };
@@ -528,7 +528,9 @@ int cmd_reserve_create(const ReserveOptions& o, bool json) {
   v1::CreateReservationRequest request;
   v1::Reservation& r = *request.mutable_reservation();
   r.set_name(o.name);
-  for (const auto& n : o.nodes) r.add_nodes(n);
+  auto nodes = expand_hostlist(o.nodes);
+  if (!nodes.is_ok()) return fail(invalid_argument("--nodes: " + nodes.status().message()));
+  for (const auto& n : *nodes) r.add_nodes(n);
   for (const auto& u : o.users) r.add_users(u);
   for (const auto& a : o.accounts) r.add_accounts(a);
   const std::int64_t start_us = start->at(wall_clock_us());
@@ -766,8 +768,8 @@ int main(int argc, char** argv) {
   reserve->require_subcommand(1);
   auto* reserve_create = reserve->add_subcommand("create", "reserve nodes for users or accounts");
   reserve_create->add_option("name", reserve_options.name, "reservation name")->required();
-  reserve_create->add_option("--nodes", reserve_options.nodes, "node names (comma-separated)")
-      ->delimiter(',')
+  reserve_create
+      ->add_option("--nodes", reserve_options.nodes, "node names: NAME[,NAME...] or node[1-4]")
       ->required();
   reserve_create->add_option("--start", reserve_options.start,
                              "now, now+DURATION, or YYYY-MM-DD[THH:MM[:SS]] (default now)");

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <utility>
 
+#include "lib/core/hostlist.h"
 #include "lib/core/units.h"
 #include "lib/resource/placement_names.h"
 
@@ -621,18 +622,10 @@ Result<std::pair<int, int>> warning_of(const std::string& text) {
 }
 
 Result<std::vector<std::string>> node_names_of(const std::string& text) {
-  std::vector<std::string> names;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    std::size_t comma = text.find(',', at);
-    if (comma == std::string::npos) comma = text.size();
-    const std::string name = text.substr(at, comma - at);
-    if (name.empty() || name.find_first_of(" \t") != std::string::npos) {
-      return invalid_argument("--nodelist: bad node list " + quote(text) +
-                              " (want NAME[,NAME...])");
-    }
-    names.push_back(name);
-    at = comma + 1;
+  auto names = expand_hostlist(text);
+  if (!names.is_ok()) {
+    return invalid_argument("--nodelist: " + names.status().message() +
+                            " (want NAME[,NAME...], or a hostlist: node[1-4,7])");
   }
   return names;
 }

@@ -192,7 +192,7 @@ def test_reservations():
     for j in jobs:
         t.hpcq("cancel", str(j))
         t.wait_state(j, "CANCELLED")
-    t.hpcq("reserve", "create", "later", "--nodes", "node1,node2", "--start", "now+1h",
+    t.hpcq("reserve", "create", "later", "--nodes", "node[1-2]", "--start", "now+1h",
            "--duration", "1h", "--users", "hpcqtest")
     short = t.submit("-n", "1", "-t", "30", "--", "true", cwd=d)
     t.wait_state(short, "COMPLETED")
@@ -204,5 +204,24 @@ def test_reservations():
     t.hpcq("reserve", "delete", "later", rc=1)
 
 
+def test_node_lists_in_hostlist_form():
+    """-w takes node[1-2]; queue and status show the nodes that way, like
+    squeue; a malformed list is one line, exit 2."""
+    d = t.workdir()
+    gate = t.Gate(d)
+    job = t.submit("-N", "2", "-n", "2", "-w", "node[1-2]", "--", *gate.command, cwd=d)
+    t.wait_state(job, "RUNNING")
+    t.check(t.status(job)["nodes"] == ["node1", "node2"], f"nodes {t.status(job)['nodes']}")
+    row = [line for line in t.hpcq("queue").stdout.splitlines() if line.split()[:1] == [str(job)]]
+    t.check(len(row) == 1 and row[0].split()[-1] == "node[1-2]", f"queue row {row}")
+    t.check("NodeList=node[1-2]" in t.hpcq("status", str(job)).stdout, "status's NodeList")
+    gate.open()
+    t.wait_state(job, "COMPLETED")
+    r = t.hpcq("submit", "-w", "node[2-1]", "--", "true", rc=2, cwd=d)
+    t.check(r.stderr.strip() == "hpcq: --nodelist: bad node list 'node[2-1]': range '2-1' runs "
+            "backwards (want NAME[,NAME...], or a hostlist: node[1-4,7])", r.stderr)
+
+
 t.main([test_queues_at_submit, test_dependencies, test_array_with_throttle,
-        test_an_array_is_one_job_to_wait_on_and_cancel, test_reservations])
+        test_an_array_is_one_job_to_wait_on_and_cancel, test_reservations,
+        test_node_lists_in_hostlist_form])

@@ -248,6 +248,9 @@ TEST_F(Submit, PlacementOptions) {
   o = parse({"-w", "n1,n3", "prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
   EXPECT_EQ(o->spec.nodelist, (std::vector<std::string>{"n1", "n3"}));
+  o = parse({"--nodelist=node[1-2,4]", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.nodelist, (std::vector<std::string>{"node1", "node2", "node4"}));
 
   o = parse({"prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
@@ -605,7 +608,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "--mpi pmi2: not served; hpcq serves pmi1 (MPICH and its kin), pmix (Open MPI) or "
                 "none"},
         BadArgs{{"-w", "n1,,n2", "true"},
-                "--nodelist: bad node list 'n1,,n2' (want NAME[,NAME...])"},
+                "--nodelist: bad node list 'n1,,n2': an empty name (want NAME[,NAME...], or a "
+                "hostlist: node[1-4,7])"},
         BadArgs{{"--profile", "gpu", "true"},
                 "--profile: unknown profile 'gpu' (want cpu, memory or network)"},
         BadArgs{{"-n", "2", "--profile", "cpu", "--workers", "3", "true"},
