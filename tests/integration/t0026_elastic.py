@@ -70,11 +70,14 @@ def start_app(d, *app_args):
 
 def resize(job, nodes, user=None):
     """hpcq resize, once every node has confirmed its part (a just-started
-    job is refused with "has not started on all of its nodes yet")."""
+    job is refused with "has not started on all of its nodes yet") and the
+    parts an earlier shrink took away have ended (they end after its answer:
+    "parts of an earlier resize are still ending")."""
+    transient = ("has not started on all of its nodes", "parts of an earlier resize are still ending")
     deadline = time.monotonic() + 20
     while True:
         p = t.hpcq("resize", str(job), "--nodes", str(nodes), "--json", user=user, rc=None)
-        if "has not started on all of its nodes" not in p.stderr or time.monotonic() > deadline:
+        if not any(why in p.stderr for why in transient) or time.monotonic() > deadline:
             return p
         time.sleep(0.1)
 
