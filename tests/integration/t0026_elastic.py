@@ -9,6 +9,7 @@ app that declines keeps its nodes and the rigid job waits. `hpcq resize` works
 for the owner and is refused for another user and outside the range. Every
 node takes one whole-node task (-c 16 on 16-core nodes), so a job that needs
 nodes can only get them by a shrink."""
+import json
 import os
 import signal
 import subprocess
@@ -257,6 +258,10 @@ def test_resize_records_survive_a_leader_restart():
         t.check(p.returncode == 0, p.stdout + p.stderr)
         before = t.status(job)["resizes"]
         t.restart_leader(t.kill_leader())
+        # Every node says Hello to the new leader (the tests after this one
+        # count on all four).
+        t.wait_until("every node up after the restart", lambda: all(
+            n["state"] == "up" for n in json.loads(t.hpcq("nodes", "--json").stdout)), timeout=30)
         s = t.status(job)
         t.check(s["state"] == "RUNNING", f"after the restart the job is {s['state']}: {s['reason']}")
         t.check(s["resizes"][:len(before)] == before, f"records {s['resizes']} vs {before}")
