@@ -515,7 +515,7 @@ std::string history_table(const v1::ListJobsResponse& jobs, bool with_steps) {
                                       ? (s.end_time_us() - s.start_time_us()) / 1000000
                                       : 0;
       rows.push_back({std::to_string(job.id()) + "." + std::to_string(s.id()), job.user(),
-                      s.spec().argv_size() ? s.spec().argv(0) : "-", "-", join(s.nodes()),
+                      s.spec().argv_size() ? s.spec().argv(0) : "-", "-", node_list(s.nodes()),
                       std::to_string(cores), time_text(s.submit_time_us()),
                       time_text(s.start_time_us()), time_text(s.end_time_us()),
                       api::state_name(s.state()), std::to_string(s.exit_code()),
@@ -539,7 +539,7 @@ std::string reservations_table(const v1::ListReservationsResponse& reservations)
   std::vector<std::vector<std::string>> rows = {
       {"NAME", "START", "END", "NODES", "USERS", "ACCOUNTS"}};
   for (const auto& r : reservations.reservations()) {
-    rows.push_back({r.name(), time_text(r.start_us()), time_text(r.end_us()), join(r.nodes()),
+    rows.push_back({r.name(), time_text(r.start_us()), time_text(r.end_us()), node_list(r.nodes()),
                     join(r.users()), join(r.accounts())});
   }
   return table(rows);
