@@ -240,16 +240,8 @@ std::future<Result<v1::StatResponse>> Leader::stat(const Caller& caller, JobId i
                                                     ", not running"));
     }
     if (step != 0) {
-      if (step > entry.steps.size()) {
-        return promise->set_value(
-            not_found("job " + std::to_string(id) + " has no step " + std::to_string(step)));
-      }
-      const job::StepRecord& record = entry.steps[step - 1];
-      if (record.state != job::JobState::kRunning) {
-        return promise->set_value(
-            failed_precondition("job " + std::to_string(id) + " step " + std::to_string(step) +
-                                " is " + job::state_name(record.state) + ", not running"));
-      }
+      auto running = Steps::running(entry, step);
+      if (!running.is_ok()) return promise->set_value(running.status());
     }
     stats_.ask(entry, step, promise);
   });

@@ -17,11 +17,25 @@ std::string name_of(const JobEntry& entry, const StepRecord& step) {
   return "job " + std::to_string(entry.job.id) + " step " + std::to_string(step.id);
 }
 
+Status no_such_step(const JobEntry& entry, job::StepId id) {
+  return not_found("job " + std::to_string(entry.job.id) + " has no step " + std::to_string(id));
+}
+
 }  // namespace
 
 StepRecord* Steps::find(JobEntry& entry, job::StepId id) {
   if (id == 0 || id > entry.steps.size()) return nullptr;
   return &entry.steps[id - 1];
+}
+
+Result<const StepRecord*> Steps::running(const JobEntry& entry, job::StepId id) {
+  if (id == 0 || id > entry.steps.size()) return no_such_step(entry, id);
+  const StepRecord& step = entry.steps[id - 1];
+  if (step.state != JobState::kRunning) {
+    return failed_precondition(name_of(entry, step) + " is " + job::state_name(step.state) +
+                               ", not running");
+  }
+  return &step;
 }
 
 bool Steps::is_running_on(const JobEntry& entry, job::StepId id, Rank rank) {
@@ -203,9 +217,7 @@ void Steps::start_pending(JobEntry& entry) {
 
 Status Steps::cancel(JobEntry& entry, job::StepId id, const std::string& by) {
   StepRecord* step = find(entry, id);
-  if (!step) {
-    return not_found("job " + std::to_string(entry.job.id) + " has no step " + std::to_string(id));
-  }
+  if (!step) return no_such_step(entry, id);
   if (job::is_terminal(step->state)) {
     return failed_precondition(name_of(entry, *step) + " has ended already");
   }
@@ -220,22 +232,14 @@ Status Steps::cancel(JobEntry& entry, job::StepId id, const std::string& by) {
 }
 
 Status Steps::signal(JobEntry& entry, job::StepId id, int signo) {
-  if (id == 0 || id > entry.steps.size()) {
-    return not_found("job " + std::to_string(entry.job.id) + " has no step " + std::to_string(id));
-  }
-  const StepRecord& step = entry.steps[id - 1];
-  if (step.state != JobState::kRunning) {
-    return failed_precondition(name_of(entry, step) + " is " + job::state_name(step.state) +
-                               ", not running");
-  }
-  actions_.send_signal(entry, step.running_on, step.id, signo);
+  auto step = running(entry, id);
+  if (!step.is_ok()) return step.status();
+  actions_.send_signal(entry, (*step)->running_on, id, signo);
   return Status::ok();
 }
 
 Result<Rank> Steps::first_node(const JobEntry& entry, job::StepId id) const {
-  if (id == 0 || id > entry.steps.size()) {
-    return not_found("job " + std::to_string(entry.job.id) + " has no step " + std::to_string(id));
-  }
+  if (id == 0 || id > entry.steps.size()) return no_such_step(entry, id);
   const StepRecord& step = entry.steps[id - 1];
   if (job::is_terminal(step.state)) {
     return failed_precondition(name_of(entry, step) + " is " + job::state_name(step.state) +

@@ -35,6 +35,9 @@ class Steps {
   void world_failed(JobEntry& entry, job::StepId id, int exit_code, const std::string& reason);
   // Whether Output from `rank` for this step is current.
   static bool is_running_on(const JobEntry& entry, job::StepId id, Rank rank);
+  // The job's step `id` while it runs; kNotFound if there is no such step,
+  // kFailedPrecondition if it is not running.
+  static Result<const job::StepRecord*> running(const JobEntry& entry, job::StepId id);
   Status cancel(JobEntry& entry, job::StepId id, const std::string& by);
   Status signal(JobEntry& entry, job::StepId id, int signo);
   // The node of the step's task 0 (its input goes there); kNotFound,
