@@ -1,10 +1,12 @@
 #include "agent/executor/job_launch.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "agent/executor/posix.h"
 #include "lib/core/json_bytes.h"
 
 namespace hpcq::agent {
@@ -47,6 +49,13 @@ std::string mpich_hostfile(std::string_view hostfile) {
     text += "\n";
   }
   return text;
+}
+
+Status write_hostfiles(const JobFiles& files, const std::string& hostfile, uid_t uid, gid_t gid) {
+  unlink(files.hostfile.c_str());
+  unlink(files.hostfile_mpich.c_str());
+  HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, hostfile, 0644, uid, gid));
+  return write_new_file(files.hostfile_mpich, mpich_hostfile(hostfile), 0644, uid, gid);
 }
 
 void ensure_workers(JobLaunch& l) {

@@ -12,6 +12,8 @@
 // kInvalidArgument naming the file's problem ("launch.json: field 'argv' ...").
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -237,6 +239,11 @@ struct ShellResults {
 // MPICH hydra's form ("NODE:N" lines) of a hostfile of "NODE slots=N"
 // lines (Open MPI's, JobLaunch::hostfile): hydra refuses "slots=".
 std::string mpich_hostfile(std::string_view hostfile);
+
+// Writes the directory's HPCQ_HOSTFILE (`hostfile`, Open MPI's form) and
+// HPCQ_HOSTFILE_MPICH, replacing what is there: a restored job's files name
+// where it runs now.
+Status write_hostfiles(const JobFiles& files, const std::string& hostfile, uid_t uid, gid_t gid);
 
 // A launch built without workers (tests, older callers) gets one: the node's
 // whole part, in the job's cgroup. Then every task names a worker.

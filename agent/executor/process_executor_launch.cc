@@ -164,9 +164,7 @@ Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& d
   if (chmod(dir.c_str(), 0755) != 0)
     return internal_error("chmod " + dir + ": " + errno_text(errno));
   const JobFiles files(dir);
-  HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, l.hostfile, 0644, 0, 0));
-  HPCQ_RETURN_IF_ERROR(
-      write_new_file(files.hostfile_mpich, mpich_hostfile(l.hostfile), 0644, 0, 0));
+  HPCQ_RETURN_IF_ERROR(write_hostfiles(files, l.hostfile, 0, 0));
   if (!l.script.empty()) {
     HPCQ_RETURN_IF_ERROR(write_new_file(files.script, l.script, 0700, l.uid, l.gid));
   }
@@ -235,7 +233,8 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
   const JobFiles inside(dir);
   if (!restore_images.empty()) {
     // The bundle came back with the job directory; the shell inside read
-    // its files at its start, only the container's config is new.
+    // its files at its start, only the container's config and the
+    // hostfiles (where the job runs now) are new.
     unlink((dir + "/config.json").c_str());
   } else if (mkdir(dir.c_str(), 0700) != 0 || chown(dir.c_str(), l.uid, l.gid) != 0) {
     return internal_error("create " + dir + ": " + errno_text(errno));
@@ -252,13 +251,11 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
   inner.workers = {worker};
   if (restore_images.empty()) {
     HPCQ_RETURN_IF_ERROR(write_new_file(inside.launch, encode_launch(inner), 0600, l.uid, l.gid));
-    HPCQ_RETURN_IF_ERROR(write_new_file(inside.hostfile, l.hostfile, 0644, l.uid, l.gid));
-    HPCQ_RETURN_IF_ERROR(
-        write_new_file(inside.hostfile_mpich, mpich_hostfile(l.hostfile), 0644, l.uid, l.gid));
     if (!l.script.empty()) {
       HPCQ_RETURN_IF_ERROR(write_new_file(inside.script, l.script, 0700, l.uid, l.gid));
     }
   }
+  HPCQ_RETURN_IF_ERROR(write_hostfiles(inside, l.hostfile, l.uid, l.gid));
 
   OciContainer c;
   c.rootfs = rootfs;

@@ -53,6 +53,14 @@ def test_migrate_to_the_other_node():
         t.hpcq("migrate", str(job))
         s = t.wait_state(job, "RUNNING")
         t.check(s["nodes"] != [first], f"restored on {s['nodes']}, the drained node")
+        # Its hostfiles (at the path its environment names, in the directory
+        # it started in) name where it runs now.
+        started_in = os.path.join(t.jobs_dir(int(first.removeprefix("node"))), str(job))
+        for name, want in (("hostfile", f"{s['nodes'][0]} slots=1\n"),
+                           ("hostfile.mpich", f"{s['nodes'][0]}:1\n")):
+            with open(os.path.join(started_in, name)) as f:
+                got = f.read()
+            t.check(got == want, f"{name} after the migration: {got!r}, not {want!r}")
         at = t.counts(out)[-1]
         t.wait_count(out, at + 5)
         t.check(s["requeue_count"] == 1, f"requeue_count {s['requeue_count']}")
