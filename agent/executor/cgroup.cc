@@ -31,6 +31,8 @@ const std::vector<std::string> kV2Controllers = {"cpuset", "cpu", "memory", "pid
 // for each, within cpu.weight's range [1, 10000].
 constexpr std::size_t kCpuWeightPerCpu = 100;
 constexpr std::size_t kMaxCpuWeight = 10000;
+// v2: the leaf of its own cgroup the agent moves into (settle_in_own_cgroup).
+constexpr const char* kAgentLeaf = "agent";
 
 // Cgroup files take one write(2) per value; a short or failed write is an error.
 Status write_file(const std::string& path, const std::string& value) {
@@ -311,8 +313,49 @@ Result<CgroupHierarchy> CgroupHierarchy::detect(const std::string& root) {
   return h;
 }
 
-std::string CgroupHierarchy::job_path(const std::string& instance, JobId id) {
-  return "/hpcq/" + instance + "/job-" + std::to_string(id);
+Result<std::string> CgroupHierarchy::settle_in_own_cgroup(pid_t self) {
+  if (version_ != CgroupVersion::kV2) return std::string("/");
+  std::string own;
+  std::istringstream lines(read_whole("/proc/" + std::to_string(self) + "/cgroup"));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("0::", 0) == 0) own = line.substr(3);
+  }
+  if (own.empty()) {
+    return failed_precondition("/proc/" + std::to_string(self) + "/cgroup has no cgroup v2 line");
+  }
+  if (own == "/") return own;
+  const std::string leaf = std::string("/") + kAgentLeaf;
+  if (own.size() > leaf.size() && own.compare(own.size() - leaf.size(), leaf.size(), leaf) == 0) {
+    v2_base_ = own.substr(0, own.size() - leaf.size());  // settled already (a re-exec)
+    return v2_base_;
+  }
+  const std::string dir = v2_root_ + own;
+  for (pid_t pid : read_procs(dir)) {
+    if (pid == self) continue;
+    std::istringstream status(read_whole("/proc/" + std::to_string(pid) + "/status"));
+    pid_t parent = 0;
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("PPid:", 0) == 0) parent = static_cast<pid_t>(std::atol(line.c_str() + 5));
+    }
+    if (parent != self) return std::string("/");  // not ours alone: not delegated
+  }
+  bool created = false;
+  HPCQ_RETURN_IF_ERROR(make_dir(dir + leaf, &created));
+  HPCQ_RETURN_IF_ERROR(write_file(dir + leaf + "/cgroup.procs", std::to_string(self)));
+  Status enabled = enable_v2_controllers(dir, kV2Controllers, {});
+  if (!enabled.is_ok()) {
+    // Something else holds processes there after all: go back, jobs under the root.
+    (void)write_file(dir + "/cgroup.procs", std::to_string(self));
+    if (created) rmdir((dir + leaf).c_str());
+    return Status(enabled.code(),
+                  "cgroup " + own + " cannot be the jobs' parent: " + enabled.message());
+  }
+  v2_base_ = own;
+  return v2_base_;
+}
+
+std::string CgroupHierarchy::job_path(const std::string& instance, JobId id) const {
+  return v2_base_ + "/hpcq/" + instance + "/job-" + std::to_string(id);
 }
 
 void CgroupHierarchy::remove_other_controllers(const std::string& instance, JobId id) const {
@@ -325,7 +368,7 @@ void CgroupHierarchy::remove_other_controllers(const std::string& instance, JobI
 }
 
 std::vector<std::string> CgroupHierarchy::instance_dirs(const std::string& instance) const {
-  if (version_ == CgroupVersion::kV2) return {v2_root_ + "/hpcq/" + instance};
+  if (version_ == CgroupVersion::kV2) return {v2_root_ + v2_base_ + "/hpcq/" + instance};
   std::vector<std::string> dirs;
   for (const char* c : kV1Controllers) dirs.push_back(v1_mounts_.at(c) + "/hpcq/" + instance);
   return dirs;
@@ -345,7 +388,7 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
     std::set<std::string> required;
     if (!limits.cpus.empty() || !limits.mems.empty()) required.insert("cpuset");
     if (limits.memory_bytes > 0) required.insert("memory");
-    std::string dir = v2_root_;
+    std::string dir = v2_root_ + v2_base_;
     for (const std::string& part : {std::string("hpcq"), instance, job}) {
       Status s = enable_v2_controllers(dir, kV2Controllers, required);
       if (!s.is_ok()) return fail(s);

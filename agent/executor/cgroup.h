@@ -3,11 +3,13 @@
 // Layout (several agents share a machine when a cluster is emulated, so every
 // path names the agent's instance):
 //   v1: <mount of ctl>/hpcq/<instance>/job-<id> for ctl in cpuset, memory, pids, freezer
-//   v2: <root>/hpcq/<instance>/job-<id>, with +cpuset +cpu +memory +pids
+//   v2: <base>/hpcq/<instance>/job-<id>, with +cpuset +cpu +memory +pids
 //       (cpu where the kernel has it) enabled in the subtree_control of
-//       <root>, <root>/hpcq and <root>/hpcq/<instance>; each cgroup given a
+//       <base>, <base>/hpcq and <base>/hpcq/<instance>; each cgroup given a
 //       cpuset gets cpu.weight 100 per CPU of it (what it weighs against
-//       others on shared CPUs, --oversubscribe). docs/cgroups.md.
+//       others on shared CPUs, --oversubscribe). <base> is the root, or the
+//       agent's own cgroup where one was delegated to it
+//       (settle_in_own_cgroup). docs/cgroups.md.
 // CgroupHierarchy::detect finds which one the machine has; JobCgroup is one
 // job's set of directories. Nothing is removed implicitly: the executor
 // decides when (a JobCgroup's destructor leaves the directories alone).
@@ -97,9 +99,19 @@ class CgroupHierarchy {
 
   CgroupVersion version() const { return version_; }
 
-  // "/hpcq/<instance>/job-<id>": the job's cgroup below each hierarchy's
-  // root (what an OCI config's cgroupsPath is relative to).
-  static std::string job_path(const std::string& instance, JobId id);
+  // v2: where systemd's Delegate=yes (or an admin) gave the agent a cgroup
+  // of its own, makes it the base of the jobs' cgroups: moves process `self`
+  // (the agent) into the leaf <own>/agent, since v2 hands controllers down
+  // only from a cgroup that holds no process (the no-internal-process rule),
+  // and enables them in <own>. Where `self` is in the root cgroup, or shares
+  // its cgroup with processes it did not start (a login session that ran
+  // `hpcq start`: not delegated to it), the base stays the root. v1: does
+  // nothing. Returns the base (relative to the root; "/" for the root).
+  Result<std::string> settle_in_own_cgroup(pid_t self);
+
+  // "<base>/hpcq/<instance>/job-<id>": the job's cgroup below each
+  // hierarchy's root (what an OCI config's cgroupsPath is relative to).
+  std::string job_path(const std::string& instance, JobId id) const;
 
   // v1: removes what is left of the job's directories in the controllers
   // the executor does not manage (runc joins them all: cpu, devices, ...),
@@ -128,6 +140,7 @@ class CgroupHierarchy {
  private:
   CgroupVersion version_ = CgroupVersion::kV1;
   std::string v2_root_;
+  std::string v2_base_;  // below v2_root_: "" or the agent's own cgroup ("/system.slice/...")
   std::map<std::string, std::string> v1_mounts_;  // controller -> mount point
   std::set<std::string> v1_other_mounts_;         // mount points of the other controllers
 };

@@ -48,6 +48,14 @@ Result<std::unique_ptr<ProcessExecutor>> ProcessExecutor::create(ExecutorConfig 
   }
   auto hierarchy = CgroupHierarchy::detect(config.cgroup_root);
   if (!hierarchy.is_ok()) return hierarchy.status();
+  auto base = hierarchy->settle_in_own_cgroup(getpid());
+  if (!base.is_ok()) {
+    spdlog::warn("executor {}: {}; job cgroups go under the root", config.instance,
+                 base.status().message());
+  } else if (*base != "/") {
+    spdlog::info("executor {}: job cgroups go under the agent's own cgroup {}", config.instance,
+                 *base);
+  }
   int left = hierarchy->remove_stale(config.instance);
   if (left > 0) {
     spdlog::warn("executor {}: {} cgroup(s) of a previous instance still hold processes",

@@ -284,17 +284,15 @@ Status ProcessExecutor::prepare_restore(const JobLaunch& l, const std::string& i
   }
   HPCQ_RETURN_IF_ERROR(copy_job_dir(image_dir + "/" + kJobDirCopy, job.dir));
   // The shell read launch.json at its start and no longer holds it: it now
-  // records the new allocation. Tasks may re-read the hostfile.
+  // records the new allocation. Tasks may re-read the hostfiles.
   const JobFiles files(job.dir);
   unlink(files.launch.c_str());
   HPCQ_RETURN_IF_ERROR(write_new_file(files.launch, encode_launch(l), 0600, 0, 0));
-  if (!l.hostfile.empty()) {
-    unlink(files.hostfile.c_str());
-    HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, l.hostfile, 0644, 0, 0));
-  }
+  HPCQ_RETURN_IF_ERROR(write_hostfiles(files, l.hostfile, 0, 0));
   auto cgroup = hierarchy_.create_job(config_.instance, l.id, job_limits(l));
   if (!cgroup.is_ok()) return cgroup.status();
   job.cgroup = std::move(cgroup).value();
+  job.shell_cgroup = job.cgroup;
   return Status::ok();
 }
 
@@ -357,12 +355,16 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
   auto r = std::make_unique<Restore>();
   Status prepared = prepare_restore(l, image_dir, j);
   if (prepared.is_ok() && containers) prepared = prepare_container_restore(l, image_dir, j, *r);
+  // A split job's workers get their cgroups before CRIU runs, and on v2 the
+  // tree is restored into the job's shell leaf (as it was launched): a
+  // cgroup that holds processes can take no children there.
+  if (prepared.is_ok() && !containers) prepared = prepare_workers(l, j);
   if (!prepared.is_ok()) {
     discard(j);  // nothing of it may be left
     return Status(prepared.code(), name + " not restored: " + prepared.message());
   }
   r->criu.image_dir = image_dir;
-  r->criu.cgroup_dirs = j.cgroup.dirs();
+  r->criu.cgroup_dirs = j.shell_cgroup.dirs();
   r->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
   r->launch = std::move(l);
   r->job = std::move(j);
@@ -406,24 +408,8 @@ Status ProcessExecutor::finish_restore(JobId id) {
     jobs_.emplace(id, std::move(j));
     return Status::ok();
   }
-  const pid_t root = r->root;
-  j.shell_cgroup = j.cgroup;
-  // A split job's workers get their cgroups back (pin_tasks moves the tasks
-  // in). On v2 the restored tree already sits in the job's cgroup, which then
-  // cannot take children: the restore fails and the job starts again.
-  for (WorkerSpec& worker : l.workers) {
-    if (l.workers.size() < 2) break;
-    auto child =
-        j.cgroup.create_child("worker-" + std::to_string(worker.id),
-                              {worker.host_cpus, worker.host_mems, worker.memory_limit_bytes});
-    if (!child.is_ok()) {
-      kill(root, SIGKILL);
-      waitpid(root, nullptr, 0);
-      return fail(child.status());
-    }
-    worker.cgroup_dirs = child->dirs();
-  }
-  j.pid = root;
+  // pin_tasks moves a split job's tasks into their workers' cgroups.
+  j.pid = r->root;
   j.pidfd = open_pidfd(j.pid);
   if (j.pidfd < 0) {
     Status s = internal_error("pidfd_open of the restored shell " + std::to_string(j.pid) + ": " +

@@ -267,7 +267,7 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
     if (g != l.gid) c.additional_gids.push_back(g);
   }
   c.cgroups_path =
-      CgroupHierarchy::job_path(config_.instance, l.id) + "/worker-" + std::to_string(worker.id);
+      hierarchy_.job_path(config_.instance, l.id) + "/worker-" + std::to_string(worker.id);
   c.cpus = worker.host_cpus;
   c.mems = worker.host_mems;
   c.memory_limit_bytes = worker.memory_limit_bytes;

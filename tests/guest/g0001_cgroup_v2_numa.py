@@ -4,9 +4,10 @@
 and the unified hierarchy alone; elsewhere it skips, saying why.
 
 - hwloc finds the two NUMA nodes;
-- two one-task jobs at once each get one NUMA domain: their tasks read back
-  Cpus_allowed_list and Mems_allowed_list equal to their allocation, and
-  their memory lands on that node (/proc/self/numa_maps);
+- two one-task jobs at once (one with --mem, one with --mem-per-cpu) each
+  get one NUMA domain: their tasks read back Cpus_allowed_list and
+  Mems_allowed_list equal to their allocation, and their memory lands on
+  that node (/proc/self/numa_maps) within the limit asked for;
 - the job's cgroup (from /proc/PID/cgroup) has the cpuset, memory.max and
   pids.max the agent set, below the agent's hpcq/<instance>;
 - a batch job's shell sits in a leaf of its own (no process beside child
@@ -50,10 +51,11 @@ t.within_cluster(agents=1, fanout=2, topology="host")
 
 # Each task reports where it runs and what its memory is made of, then waits
 # for the test to let it go (the gate file).
+# The second job asks for its memory per CPU (one CPU: the same 96M).
 TASK = r"""#!/bin/bash
 #HPCQ -n 1
 #HPCQ --numa-policy single-numa-node
-#HPCQ --mem 96M
+#HPCQ MEMORY_OPTION
 #HPCQ -o out-%j.txt
 cpus=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
 mems=$(awk '/^Mems_allowed_list/ {print $2}' /proc/self/status)
@@ -120,9 +122,11 @@ def test_hwloc_sees_two_numa_nodes():
 
 def test_each_job_gets_one_numa_domain():
     d = t.workdir()
-    with open(os.path.join(d, "job.sh"), "w") as f:
-        f.write(TASK)
-    jobs = [t.submit("job.sh", cwd=d) for _ in range(2)]
+    jobs = []
+    for option in ("--mem 96M", "--mem-per-cpu 96M"):
+        with open(os.path.join(d, "job.sh"), "w") as f:
+            f.write(TASK.replace("MEMORY_OPTION", option))
+        jobs.append(t.submit("job.sh", cwd=d))
     try:
         for j in jobs:
             t.wait_state(j, {"RUNNING"})

@@ -38,8 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (programs of the build tree), the v2 and NUMA checks of this folder, then
 # launch and pinning, cancel and time limit, preemption, checkpoint and
 # restore, workers and containers, a container checkpoint (scripts of the
-# source tree, *.py). g0002 is t0002 with a holder job that sleeps instead
-# of polling (see its docstring).
+# source tree, *.py), and g0003's restores and delegated cgroup. g0002 is
+# t0002 with a holder job that sleeps instead of polling (see its docstring).
 DEFAULT_TESTS = [
     "tests/unit/agent/cgroup_test",
     "tests/unit/agent/cgroup_v2_test",
@@ -51,6 +51,7 @@ DEFAULT_TESTS = [
     "tests/integration/t0022_checkpoint.py",
     "tests/integration/t0024_workers_containers.py",
     "tests/integration/t0029_container_checkpoint.py",
+    "tests/guest/g0003_v2_restore_delegation.py",
 ]
 
 MODULE_ORDER = "modules/order"

@@ -1,8 +1,8 @@
 // cgroup v2 with its controllers, as production nodes boot: the agent's job,
-// worker and shell-leaf cgroups, cpu.weight, freezing through cgroup.freeze
-// and the OOM count of memory.events. These build machines mount v1, so this
-// skips here (saying why); the guest of tests/guest/ (cgroup v2 alone, meson
-// test 'guest') runs it. cgroup_test.cc covers what v1 and v2 share.
+// worker and shell-leaf cgroups, cpu.weight, freezing through cgroup.freeze,
+// the OOM count of memory.events, and jobs under a cgroup delegated to the
+// agent. These build machines mount v1, so this skips here (saying why); the guest of tests/guest/
+// (cgroup v2 alone, meson test 'guest') runs it. cgroup_test.cc covers what v1 and v2 share.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,6 +15,7 @@
 
 #include "agent/executor/cgroup.h"
 #include "agent/executor/freeze_and_pin.h"
+#include "agent/executor/posix.h"
 #include "lib/resource/cpu_list.h"
 #include "tests/unit/agent/executor_fixture.h"
 
@@ -173,6 +174,60 @@ TEST_F(CgroupV2ControllersTest, OomKillInALeafIsCountedForTheJob) {
   EXPECT_GE(job.oom_kills(), 1);
   EXPECT_GT(job.memory_peak_bytes(), 8u << 20);
   EXPECT_TRUE(remove_all(job).is_ok());
+}
+
+// systemd's Delegate=yes gives the agent a cgroup of its own: the agent
+// moves into its leaf "agent" and its jobs' cgroups go below that cgroup.
+// A cgroup it shares with processes it did not start (a login session that
+// ran `hpcq start`) is not its own: its jobs go under the root.
+TEST_F(CgroupV2ControllersTest, JobsGoUnderTheAgentsDelegatedCgroup) {
+  const std::string unit = "/hpcq-delegate-test-" + std::to_string(getpid()) + ".service";
+  const std::string dir = "/sys/fs/cgroup" + unit;
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const pid_t agent = start_sleeper();  // stands for the agent
+  ASSERT_TRUE(JobCgroup(CgroupVersion::kV2, {dir}).add_process(agent).is_ok());
+  auto h = CgroupHierarchy::detect();
+  ASSERT_TRUE(h.is_ok());
+  auto base = h->settle_in_own_cgroup(agent);
+  ASSERT_TRUE(base.is_ok()) << base.status().to_string();
+  EXPECT_EQ(*base, unit);
+  EXPECT_EQ(read_trimmed("/proc/" + std::to_string(agent) + "/cgroup"), "0::" + unit + "/agent");
+  EXPECT_EQ(h->job_path(instance_, 12), unit + "/hpcq/" + instance_ + "/job-12");
+  auto cg = h->create_job(instance_, 12, {cpus_, mems_, 32 << 20, 16});
+  ASSERT_TRUE(cg.is_ok()) << cg.status().to_string();
+  JobCgroup job = std::move(cg).value();
+  EXPECT_EQ(job.dirs().at(0), dir + "/hpcq/" + instance_ + "/job-12");
+  EXPECT_EQ(read_trimmed(job.dirs().at(0) + "/memory.max"), std::to_string(32 << 20));
+  EXPECT_EQ(h->instance_dirs(instance_), std::vector<std::string>{dir + "/hpcq/" + instance_});
+  EXPECT_TRUE(remove_all(job).is_ok());
+  h->remove_instance_dirs(instance_);
+  EXPECT_EQ(rmdir((dir + "/hpcq").c_str()), 0);
+  kill(agent, SIGKILL);
+  waitpid(agent, nullptr, 0);
+  for (int i = 0; i < 200 && rmdir((dir + "/agent").c_str()) != 0; ++i) usleep(10'000);
+  EXPECT_EQ(rmdir(dir.c_str()), 0) << errno_text(errno);
+
+  const std::string session = "/hpcq-session-test-" + std::to_string(getpid()) + ".scope";
+  const std::string shared = "/sys/fs/cgroup" + session;
+  ASSERT_EQ(mkdir(shared.c_str(), 0755), 0);
+  const pid_t started_by_hand = start_sleeper();
+  const pid_t beside = start_sleeper();
+  const JobCgroup both(CgroupVersion::kV2, {shared});
+  ASSERT_TRUE(both.add_process(started_by_hand).is_ok() && both.add_process(beside).is_ok());
+  auto h2 = CgroupHierarchy::detect();
+  ASSERT_TRUE(h2.is_ok());
+  auto root = h2->settle_in_own_cgroup(started_by_hand);
+  ASSERT_TRUE(root.is_ok()) << root.status().to_string();
+  EXPECT_EQ(*root, "/");
+  EXPECT_EQ(read_trimmed("/proc/" + std::to_string(started_by_hand) + "/cgroup"), "0::" + session);
+  EXPECT_EQ(h2->job_path(instance_, 12), "/hpcq/" + instance_ + "/job-12");
+  EXPECT_FALSE(fs::exists(shared + "/agent"));
+  for (pid_t p : {started_by_hand, beside}) {
+    kill(p, SIGKILL);
+    waitpid(p, nullptr, 0);
+  }
+  for (int i = 0; i < 200 && rmdir(shared.c_str()) != 0; ++i) usleep(10'000);
+  EXPECT_FALSE(fs::exists(shared));
 }
 
 }  // namespace
