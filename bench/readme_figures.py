@@ -53,6 +53,7 @@ NOT_RECORDED = "load not recorded"
 MPI_WIREUP_LOAD = {
     "2026-11-26T13:39:48": "a guest VM (qemu TCG, the cgroup v2 tests written alongside) busy beside "
                            "it at times, and a compiler",
+    "2026-11-28T00:07:02": "quiet machine (an editor beside it)",
 }
 RECORDED = "load recorded"
 # migrate_cost.jsonl's lines carry neither date nor machine: the first line for
@@ -362,22 +363,25 @@ def fig_mpi_wireup():
     rows = [r for r in rows if r.get("label", "") == label]
     out = []
     for n in sorted({r["ranks"] for r in rows}):
-        h, x, s = ([r["wireup_s"] for r in rows
-                    if r["system"] == system and r.get("pmi", "pmi1") == pmi and r["ranks"] == n]
-                   for system, pmi in (("hpcq", "pmi1"), ("hpcq", "pmix"), ("slurm", "pmi2")))
-        out.append([str(n), min_median(h, 2), min_median(x, 2) if x else "-",
-                    min_median(s, 2) if s else "-",
-                    f"{median(h) / median(s):.2f}" if s else "-"])
+        h, s, x, y = ([r["wireup_s"] for r in rows
+                       if r["system"] == system and r.get("pmi", "pmi1") == pmi and r["ranks"] == n]
+                      for system, pmi in (("hpcq", "pmi1"), ("slurm", "pmi2"), ("hpcq", "pmix"),
+                                          ("slurm", "pmix")))
+        cell = lambda v: min_median(v, 2) if v else "-"
+        ratio = lambda a, b: f"{median(a) / median(b):.2f}" if a and b else "-"
+        out.append([str(n), cell(h), cell(s), ratio(h, s), cell(x), cell(y), ratio(x, y)])
     runs = max(r["run"] for r in rows)
     first = rows[0]
     return "\n".join([
-        table(["ranks (4 nodes)", "hpcq, PMI-1, MPICH (s)", "hpcq, PMIx, Open MPI (s)",
-               "Slurm `srun --mpi=pmi2`, MPICH (s)", "hpcq PMI-1 / Slurm (medians)"], out), "",
+        table(["ranks (4 nodes)", "hpcq PMI-1, MPICH (s)", "Slurm `--mpi=pmi2`, MPICH (s)",
+               "hpcq / Slurm", "hpcq PMIx, Open MPI (s)", "Slurm `--mpi=pmix`, Open MPI (s)",
+               "hpcq / Slurm"], out), "",
         f"From the launch command until every rank is past MPI_Init, for one program "
-        f"(examples/mpi/mpi_ring.c) built with MPICH 4.0 and with Open MPI 4.1 (PMIx column: "
-        f"`--mpi pmix`, its ranks niced and told to yield while they wait and to keep shared memory in "
-        f"the job's TMPDIR, as emulated nodes need; Slurm's `--mpi=pmix` cannot run on "
-        f"slurmds sharing one host); each cell min / median of {runs} runs. hpcq with "
+        f"(examples/mpi/mpi_ring.c) built with MPICH 4.0 and with Open MPI 4.1 (ratios of "
+        f"medians). Open MPI's ranks run niced and told to yield while they wait under both "
+        f"(and keep shared memory in the job's TMPDIR under hpcq, as emulated nodes need); Slurm's "
+        f"slurmds each run in a mount namespace of their own so that its PMIx plugin's per-step "
+        f"directories do not collide on one host; each cell min / median of {runs} runs. hpcq with "
         f"{first['nodes']} agents of {first['cores_per_node']} emulated cores, Slurm 22.05 "
         f"declaring {first['cores_per_node']} CPUs per node, in the same session, on 2 host "
         f"CPUs, ranks unbound on both. Command: `bench/mpi_wireup.py --label {label}` (as "

@@ -16,16 +16,38 @@ PEERS = os.path.join(os.path.dirname(HERE), "..", "shared", "peers", "slurm")
 
 
 @contextlib.contextmanager
-def slurm_cluster(node_cpus=None):
+def slurm_cluster(node_cpus=None, private_pmix_dirs=False):
     """Installs (if needed), configures and starts the peer from a scratch
     copy of its recipe; yields its environment and that copy (its bench.py
     writes its results there); stops it and removes the copy after.
     `node_cpus`: the CPUs each node declares (default the recipe's 2); more
     than the host has is accepted (SlurmdParameters=config_overrides), as
-    hpcq's emulated nodes declare theirs."""
+    hpcq's emulated nodes declare theirs.
+    `private_pmix_dirs`: for srun --mpi=pmix. Its plugin makes each step's
+    client directory at the same path on every node (mpi.conf's
+    PMIxCliTmpDirBase, "spmix_appdir_<uid>_<job>.<step>"), so slurmds that
+    share a host collide ("pmixp_mkdir: File exists") and the step fails.
+    Each slurmd then runs in a mount namespace of its own in which that base
+    is a directory of its node's."""
     work = tempfile.mkdtemp(prefix="hpcq-bench-slurm-")
     peer = os.path.join(work, "slurm")
     shutil.copytree(PEERS, peer)
+    mpi_conf = "/etc/slurm/mpi.conf"
+    if private_pmix_dirs:
+        base = os.path.join(work, "pmix")
+        os.makedirs(base)
+        with open(mpi_conf, "w") as f:
+            f.write(f"PMIxCliTmpDirBase={base}\n")
+        start = os.path.join(peer, "start.sh")
+        with open(start) as f:
+            text = f.read()
+        plain = '/usr/sbin/slurmd -N "n$i"'
+        if plain not in text:
+            raise SystemExit(f"{start}: no '{plain}' line to run in a namespace")
+        with open(start, "w") as f:
+            f.write(text.replace(plain, (
+                f'mkdir -p {base}-n$i && unshare -m --propagation private '
+                f'sh -c "mount --bind {base}-n$i {base} && exec {plain}"')))
     extra = "SchedulerParameters=batch_sched_delay=0,sched_min_interval=0"
     if node_cpus:
         extra += "\nSlurmdParameters=config_overrides"
@@ -43,4 +65,6 @@ def slurm_cluster(node_cpus=None):
         yield env, peer
     finally:
         run("stop.sh")
+        if private_pmix_dirs and os.path.exists(mpi_conf):
+            os.unlink(mpi_conf)
         shutil.rmtree(work, ignore_errors=True)
