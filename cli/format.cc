@@ -247,6 +247,7 @@ nlohmann::json job_json(const v1::Job& job) {
   j["image"] = job.spec().image();
   j["nodelist"] =
       std::vector<std::string>(job.spec().nodelist().begin(), job.spec().nodelist().end());
+  j["exclude"] = std::vector<std::string>(job.spec().exclude().begin(), job.spec().exclude().end());
   j["time_limit_s"] = job.spec().time_limit_s();
   j["queue"] = job.queue();
   j["cwd"] = api::cwd_of(job.spec());
@@ -359,7 +360,11 @@ std::string status_text(const v1::Job& job) {
       << " EndTime=" << time_text(job.end_time_us()) << " RunTime=" << elapsed(job) << "\n"
       << "   NumNodes=" << job.nodes_size() << " NumTasks=" << job.spec().ntasks()
       << " CPUs/Task=" << job.spec().cpus_per_task() << " TimeLimit=" << job.spec().time_limit_s()
-      << "s NodeList=" << node_list(job.nodes()) << "\n";
+      << "s NodeList=" << node_list(job.nodes());
+  // What -w and -x asked for, as scontrol's ReqNodeList and ExcNodeList.
+  if (job.spec().nodelist_size() > 0) out << " ReqNodeList=" << node_list(job.spec().nodelist());
+  if (job.spec().exclude_size() > 0) out << " ExcNodeList=" << node_list(job.spec().exclude());
+  out << "\n";
   out << "   Queue=" << (job.queue().empty() ? "-" : job.queue())
       << " Account=" << (job.spec().account().empty() ? "-" : job.spec().account())
       << " QOS=" << (job.spec().qos().empty() ? "-" : job.spec().qos())

@@ -310,6 +310,7 @@ int run_step(const Client& client, JobId job, const job::SubmitOptions& options,
   spec.set_cpus_per_task(options.step.cpus_per_task);
   spec.set_overlap(options.step.overlap);
   for (const std::string& node : options.spec.nodelist) spec.add_nodelist(node);
+  for (const std::string& node : options.spec.exclude) spec.add_exclude(node);
   spec.set_whole(options.step.whole);
   spec.set_immediate(options.immediate);
   v1::Step step;

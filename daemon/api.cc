@@ -138,12 +138,13 @@ Status Api::launch_step(const Caller& caller, const v1::LaunchStepRequest& reque
   step.argv.assign(spec.argv().begin(), spec.argv().end());
   for (const auto& [k, v] : spec.env()) step.env[k] = v;
   step.cwd = spec.cwd();
-  step.request = {spec.nodes(),
-                  spec.ntasks(),
-                  spec.cpus_per_task(),
-                  spec.overlap(),
-                  {spec.nodelist().begin(), spec.nodelist().end()},
-                  spec.whole()};
+  step.request = {.nodes = spec.nodes(),
+                  .ntasks = spec.ntasks(),
+                  .cpus_per_task = spec.cpus_per_task(),
+                  .overlap = spec.overlap(),
+                  .nodelist = {spec.nodelist().begin(), spec.nodelist().end()},
+                  .exclude = {spec.exclude().begin(), spec.exclude().end()},
+                  .whole = spec.whole()};
   step.pty = spec.pty();
   step.mpi = spec.mpi();
   if (step.argv.empty() || step.argv[0].empty()) return invalid_argument("run: no command given");

@@ -134,8 +134,9 @@ void SchedDriver::fill_queue(sched::Snapshot& snapshot) {
     snapshot.queue.push_back(pending_of(job));
     if (!entry.restore_from.empty()) {
       snapshot.queue.back().nodelist = entry.restore_to;
-    } else if (!job.spec.nodelist.empty()) {
-      snapshot.queue.back().nodelist = ranks_of(ctx_.nodes, job.spec.nodelist);
+    } else {
+      snapshot.queue.back().nodelist =
+          eligible_ranks(ctx_.nodes, job.spec.nodelist, job.spec.exclude);
     }
     if (ctx_.decision_log) shown.push_back(id);
     return snapshot.queue.size() < depth;

@@ -179,19 +179,39 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool 
     }
     spec.queue = queue->name;
   } else if (!spec.queue.empty()) {
-    return invalid_argument("--queue: unknown queue '" + spec.queue +
-                            "' (this cluster has no queues configured)");
+    return invalid_argument("--queue: unknown queue " + quote(spec.queue) +
+                            " (this cluster has no queues configured)");
   }
+  // Rank 0 is the leader's, not a node's.
+  const auto first_node = config.ranks.begin() + (config.ranks.empty() ? 0 : 1);
+  const auto known = [&](const std::string& node) {
+    return std::any_of(first_node, config.ranks.end(),
+                       [&](const RankConfig& r) { return r.name == node; });
+  };
   for (const std::string& node : spec.nodelist) {
-    if (std::none_of(config.ranks.begin(), config.ranks.end(),
-                     [&](const RankConfig& r) { return r.name == node; })) {
-      return invalid_argument("--nodelist: unknown node " + quote(node));
-    }
+    if (!known(node)) return invalid_argument("--nodelist: unknown node " + quote(node));
+  }
+  for (const std::string& node : spec.exclude) {
+    if (!known(node)) return invalid_argument("--exclude: unknown node " + quote(node));
   }
   const std::int64_t configured = std::max<std::int64_t>(0, std::ssize(config.ranks) - 1);
   if (spec.request.nodes > configured) {
     return invalid_argument("--nodes: " + std::to_string(spec.request.nodes) +
                             " nodes, the cluster has " + std::to_string(configured));
+  }
+  if (!spec.exclude.empty()) {
+    std::int64_t eligible = 0;
+    for (auto r = first_node; r != config.ranks.end(); ++r) {
+      const auto in = [&](const std::vector<std::string>& names) {
+        return std::find(names.begin(), names.end(), r->name) != names.end();
+      };
+      if ((spec.nodelist.empty() || in(spec.nodelist)) && !in(spec.exclude)) ++eligible;
+    }
+    if (eligible == 0) return invalid_argument("--exclude: no node is left to run on");
+    if (spec.request.nodes > eligible) {
+      return invalid_argument("--nodes: " + std::to_string(spec.request.nodes) +
+                              " nodes, --exclude leaves " + std::to_string(eligible));
+    }
   }
   HPCQ_RETURN_IF_ERROR(check_queue_limits(queue, spec));
   HPCQ_RETURN_IF_ERROR(apply_time_limit(config, queue, spec));

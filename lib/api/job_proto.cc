@@ -168,6 +168,7 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_workers(spec.workers);
   p.set_max_nodes(spec.max_nodes);
   for (const auto& n : spec.nodelist) p.add_nodelist(n);
+  for (const auto& n : spec.exclude) p.add_exclude(n);
   p.set_elastic(spec.elastic);
   p.set_batch(spec.batch);
   p.set_forward_output(spec.forward_output);
@@ -229,6 +230,7 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.pty = p.pty();
   spec.mpi = p.mpi();
   spec.nodelist.assign(p.nodelist().begin(), p.nodelist().end());
+  spec.exclude.assign(p.exclude().begin(), p.exclude().end());
   return spec;
 }
 
@@ -334,6 +336,7 @@ v1::Step to_proto(const job::StepRecord& step) {
   spec.set_cpus_per_task(step.request.cpus_per_task);
   spec.set_overlap(step.request.overlap);
   for (const auto& n : step.request.nodelist) spec.add_nodelist(n);
+  for (const auto& n : step.request.exclude) spec.add_exclude(n);
   spec.set_whole(step.request.whole);
   spec.set_pty(step.pty);
   spec.set_mpi(step.mpi);
@@ -368,6 +371,7 @@ Result<job::StepRecord> from_proto(const v1::Step& p) {
   step.request.cpus_per_task = p.spec().cpus_per_task();
   step.request.overlap = p.spec().overlap();
   step.request.nodelist.assign(p.spec().nodelist().begin(), p.spec().nodelist().end());
+  step.request.exclude.assign(p.spec().exclude().begin(), p.spec().exclude().end());
   step.request.whole = p.spec().whole();
   step.pty = p.spec().pty();
   step.mpi = p.spec().mpi();

@@ -160,6 +160,8 @@ struct JobSpec {
   // -w/--nodelist: the only nodes the job may run on (names, as Slurm's -w,
   // but a set to choose from, not nodes it must all have); empty: any.
   std::vector<std::string> nodelist;
+  // -x/--exclude: nodes the job may not run on (with -w: taken from its list).
+  std::vector<std::string> exclude;
   // -N MIN-MAX (hpcq issue 7): request.nodes is MIN and max_nodes MAX; 0
   // when no range was given (a range MIN-MIN is stored as no range). Each
   // node runs request.ntasks / request.nodes tasks whatever the size.

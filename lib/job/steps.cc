@@ -61,6 +61,17 @@ Result<resource::Allocation> place_step(const resource::Allocation& job, const B
   if (request.nodes < 0 || request.ntasks < 0 || request.cpus_per_task < 0) {
     return invalid_argument("step: negative node, task or CPU count");
   }
+  if (!request.exclude.empty()) {
+    resource::Allocation rest = job;
+    std::erase_if(rest.nodes, [&](const resource::NodeAllocation& node) {
+      return std::find(request.exclude.begin(), request.exclude.end(), node.node) !=
+             request.exclude.end();
+    });
+    if (rest.nodes.empty()) return invalid_argument("step: -x excludes all of the job's nodes");
+    StepRequest without = request;
+    without.exclude.clear();
+    return place_step(rest, busy, without);
+  }
   if (!request.nodelist.empty()) {
     // Only the named nodes, each of which must be the job's.
     resource::Allocation named = job;

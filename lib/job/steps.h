@@ -31,6 +31,8 @@ struct StepRequest {
   // -w: exactly these of the job's nodes, in the job's order; empty: the
   // first that fit.
   std::vector<std::string> nodelist;
+  // -x: none of these of the job's nodes.
+  std::vector<std::string> exclude;
   // Each node's task(s) get all of the job's cores there that no other step
   // holds (hpcq-rsh: an MPI launcher's daemon, whose ranks share them).
   bool whole = false;

@@ -30,8 +30,7 @@ constexpr const char* kUsage =
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
     "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] "
-    "[--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w "
-    "NODE[,NODE...]] [--json] "
+    "[--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
 // ---- words of a directive line ----
@@ -256,6 +255,7 @@ struct Given {
   std::optional<When> begin;                // a relative one is resolved when the job is made
   std::optional<std::pair<int, int>> warn;  // --signal: signal, seconds before the limit
   std::optional<std::vector<std::string>> nodelist;
+  std::optional<std::vector<std::string>> exclude;
   std::optional<std::string> mpi;
   bool json = false;
   bool wait = false;
@@ -302,6 +302,7 @@ struct Given {
     take(begin, later.begin);
     take(warn, later.warn);
     take(nodelist, later.nodelist);
+    take(exclude, later.exclude);
     take(mpi, later.mpi);
     json = json || later.json;
     wait = wait || later.wait;
@@ -351,6 +352,7 @@ constexpr OptionName kValueOptions[] = {
     {0, "--image"},
     {0, "--checkpoint-interval"},
     {'w', "--nodelist"},
+    {'x', "--exclude"},
     {0, "--mpi"},
 };
 
@@ -458,6 +460,7 @@ class WordParser {
     add("--begin", begin);
     add("--signal", warn);
     add("-w,--nodelist", nodelist);
+    add("-x,--exclude", exclude);
     add("--mpi", mpi);
     add("--oversubscribe,!--exclusive", oversubscribe);
     add("--elastic,!--no-elastic", elastic);
@@ -491,7 +494,7 @@ class WordParser {
   Value nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
   Value account, qos, priority, dependency, array;
   Value gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
-  Value profile, workers, image, checkpoint_interval, begin, warn, nodelist, mpi;
+  Value profile, workers, image, checkpoint_interval, begin, warn, nodelist, exclude, mpi;
   Flag oversubscribe, elastic, requeue, json, wait, label, overlap, immediate, pty;
 
  private:
@@ -621,10 +624,10 @@ Result<std::pair<int, int>> warning_of(const std::string& text) {
   return std::make_pair(*signo, seconds);
 }
 
-Result<std::vector<std::string>> node_names_of(const std::string& text) {
+Result<std::vector<std::string>> node_names_of(const char* option, const std::string& text) {
   auto names = expand_hostlist(text);
   if (!names.is_ok()) {
-    return invalid_argument("--nodelist: " + names.status().message() +
+    return invalid_argument(std::string(option) + ": " + names.status().message() +
                             " (want NAME[,NAME...], or a hostlist: node[1-4,7])");
   }
   return names;
@@ -704,9 +707,14 @@ Status take_placement(const WordParser& p, Given& g) {
     g.numa_policy = *v;
   }
   if (p.nodelist.given()) {
-    auto names = node_names_of(p.nodelist.text);
+    auto names = node_names_of("--nodelist", p.nodelist.text);
     if (!names.is_ok()) return names.status();
     g.nodelist = std::move(names).value();
+  }
+  if (p.exclude.given()) {
+    auto names = node_names_of("--exclude", p.exclude.text);
+    if (!names.is_ok()) return names.status();
+    g.exclude = std::move(names).value();
   }
   if (p.profile.given()) g.profile = p.profile.text;
   if (p.oversubscribe.given()) g.oversubscribe = p.oversubscribe.on;
@@ -863,6 +871,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   if (given.begin) spec.begin_time_us = given.begin->at(ctx.now_us);
   if (given.warn) std::tie(spec.warn_signal, spec.warn_seconds) = *given.warn;
   spec.nodelist = given.nodelist.value_or(std::vector<std::string>{});
+  spec.exclude = given.exclude.value_or(std::vector<std::string>{});
   spec.mpi = given.mpi.value_or("");
   spec.max_nodes = given.max_nodes.value_or(0);
   spec.elastic = given.elastic.value_or(false);

@@ -222,6 +222,36 @@ def test_node_lists_in_hostlist_form():
             "backwards (want NAME[,NAME...], or a hostlist: node[1-4,7])", r.stderr)
 
 
+def test_exclude():
+    """-x keeps a job off nodes even while they are idle, for a job and a
+    step (as Slurm's -x); what cannot be met is refused at submit."""
+    d = t.workdir()
+    gate = t.Gate(d)
+    full = t.submit("-n", "2", "-x", "node1", "--", *gate.command, cwd=d)
+    s = t.wait_state(full, "RUNNING")
+    t.check(s["nodes"] == ["node2"] and s["exclude"] == ["node1"], f"job {full}: {s}")
+    t.check("ExcNodeList=node1" in t.hpcq("status", str(full)).stdout, "status's ExcNodeList")
+    waits = t.submit("-n", "1", "-x", "node[1]", "--", "true", cwd=d)
+    t.wait_cycle_showing(DECISIONS, waits)
+    t.check(t.status(waits)["state"] == "PENDING", "a job kept off the idle node1 waits")
+    gate.open()
+    t.check(t.wait_state(waits, "COMPLETED")["nodes"] == ["node2"], "it ran on node2")
+    for args, why in ((["-x", "node3"], "--exclude: unknown node 'node3'"),
+                      (["-x", "node[1-2]"], "--exclude: no node is left to run on"),
+                      (["-N", "2", "-x", "node1"], "--nodes: 2 nodes, --exclude leaves 1"),
+                      (["-w", "node1", "-x", "node1"], "--exclude: no node is left to run on")):
+        r = t.hpcq("submit", *args, "--", "true", rc=2, cwd=d)
+        t.check(r.stderr.strip() == f"hpcq: {why}", f"{args}: {r.stderr!r}")
+    with open(os.path.join(d, "steps.sh"), "w") as f:
+        f.write("#!/bin/sh\n#HPCQ -N 2 -n 2\n"
+                "hpcq run -x node1 -- sh -c 'echo step on $HPCQ_NODENAME'\n")
+    batch = int(t.hpcq("batch", "-o", "steps-%j.out", "steps.sh", cwd=d).stdout)
+    t.check(t.wait_state(batch, {"COMPLETED", "FAILED"})["state"] == "COMPLETED", "steps.sh")
+    with open(os.path.join(d, f"steps-{batch}.out")) as f:
+        out = f.read()
+    t.check(out == "step on node2\n", f"the step's output: {out!r}")
+
+
 t.main([test_queues_at_submit, test_dependencies, test_array_with_throttle,
         test_an_array_is_one_job_to_wait_on_and_cancel, test_reservations,
-        test_node_lists_in_hostlist_form])
+        test_node_lists_in_hostlist_form, test_exclude])

@@ -87,6 +87,12 @@ TEST(PlaceStep, NamedNodesOnlyAndWholeNodesForALaunchersDaemon) {
             "step: node 'n3' is not one of the job's (n1,n2)");
   EXPECT_EQ(place_step(two_nodes(), {}, {.nodes = 2, .nodelist = {"n1"}}).status().message(),
             "step: -N 2 with 1 nodes named by -w");
+  auto off_n1 = place_step(two_nodes(), {}, {.exclude = {"n1", "n9"}});
+  ASSERT_TRUE(off_n1.is_ok()) << off_n1.status().message();
+  ASSERT_EQ(off_n1->nodes.size(), 1u);
+  EXPECT_EQ(off_n1->nodes[0].node, "n2");
+  EXPECT_EQ(place_step(two_nodes(), {}, {.exclude = {"n1", "n2"}}).status().message(),
+            "step: -x excludes all of the job's nodes");
   // hpcq-rsh: one task with all of the node's cores, beside other steps.
   BusyCores busy{{2, {4, 5}}};
   auto daemon =

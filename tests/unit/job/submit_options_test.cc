@@ -251,6 +251,14 @@ TEST_F(Submit, PlacementOptions) {
   o = parse({"--nodelist=node[1-2,4]", "prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
   EXPECT_EQ(o->spec.nodelist, (std::vector<std::string>{"node1", "node2", "node4"}));
+  o = parse({"-x", "node[2-3]", "--exclude=gpu1", "prog"});  // the last one given counts
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.exclude, (std::vector<std::string>{"gpu1"}));
+  o = parse({"-x", "node[2-3]", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.exclude, (std::vector<std::string>{"node2", "node3"}));
+  EXPECT_EQ(parse({"-x", "n[1-", "prog"}).status().message().substr(0, 30),
+            "--exclude: bad node list 'n[1-");
 
   o = parse({"prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
@@ -555,7 +563,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadArgs{{"--mem=99999999999T", "true"}, "--mem: size '99999999999T' is too large"},
         BadArgs{{"--frobnicate", "true"}, "unknown option '--frobnicate'"},
         BadArgs{{"--frobnicate=3", "true"}, "unknown option '--frobnicate'"},
-        BadArgs{{"-x", "true"}, "unknown option '-x'"},
+        BadArgs{{"-Y", "true"}, "unknown option '-Y'"},
         BadArgs{{"-N", "1", "--frobnicate", "--", "true"}, "unknown option '--frobnicate'"},
         BadArgs{{"-t", "-5", "true"}, "--time: bad duration '-5'"},
         BadArgs{{"-t", "0", "true"},
@@ -590,17 +598,17 @@ INSTANTIATE_TEST_SUITE_P(
                 "--export: bad list 'NONE,A=1' (ALL, NONE, or [ALL,]VAR[=value],...)"},
         BadArgs{{"--export", "=1", "true"}, "--export: bad variable name in '=1'"},
         BadArgs{{"--requeue=maybe", "true"}, "--requeue: bad value 'maybe'"},
-        BadArgs{
-            {"--help"},
-            "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
-            "[--mem SIZE] [-t TIME] "
-            "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
-            "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
-            "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
-            "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-            "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
-            "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODE[,NODE...]] [--json] "
-            "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
+        BadArgs{{"--help"},
+                "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
+                "[--mem SIZE] [-t TIME] "
+                "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
+                "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
+                "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
+                "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
+                "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
+                "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] "
+                "[--json] "
+                "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
         BadArgs{{"--mpi", "openmpi", "true"}, "--mpi: want pmi1, pmix or none, got 'openmpi'"},
         // The fuzzer's find: a value with a newline made a two-line message.
         BadArgs{{"--mpi", "pm\ni1", "true"}, "--mpi: want pmi1, pmix or none, got 'pm\\x0ai1'"},
