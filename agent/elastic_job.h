@@ -6,7 +6,7 @@
 //   HPCQ_HOSTFILE       the same as Open MPI's hostfile ("host slots=N")
 //   HPCQ_HOSTFILE_MPICH the same as MPICH hydra's ("host:N")
 //   HPCQ_RESIZE_SOCKET  a unix stream socket (owned by the job's user, 0600)
-// HPCQ_NODELIST (comma-separated) and HPCQ_NNODES keep their values from the
+// HPCQ_NODELIST (hostlist form) and HPCQ_NNODES keep their values from the
 // start, as for every job; the files are what changes.
 //
 // A resize: notify() rewrites the files to the new allocation (each written

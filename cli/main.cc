@@ -619,6 +619,23 @@ int cmd_keygen(const std::string& path, bool force) {
   return 0;
 }
 
+// The names of a node list, one per line (scontrol show hostnames): the
+// given one, else $HPCQ_NODELIST.
+int cmd_hostnames(std::string list) {
+  if (list.empty()) {
+    const char* env = std::getenv("HPCQ_NODELIST");
+    if (env == nullptr || *env == '\0') {
+      return fail(invalid_argument("hostnames: give a node list, or run it in a job"));
+    }
+    list = env;
+  }
+  auto names = expand_hostlist(list);
+  if (!names.is_ok())
+    return fail(Status(names.status().code(), "hostnames: " + names.status().message()));
+  for (const std::string& name : *names) std::cout << name << "\n";
+  return 0;
+}
+
 }  // namespace
 }  // namespace hpcq::cli
 
@@ -762,6 +779,9 @@ int main(int argc, char** argv) {
   auto* keygen = app.add_subcommand("keygen", "write a CURVE key pair for the overlay");
   keygen->add_option("file", key_path, "key file to write (mode 0600)")->required();
   keygen->add_flag("--force", force, "replace an existing file");
+  std::string hostlist;
+  auto* hostnames = app.add_subcommand("hostnames", "expand a node list, one name per line");
+  hostnames->add_option("list", hostlist, "e.g. node[1-4,7] (default: $HPCQ_NODELIST)");
   ReserveOptions reserve_options;
   auto* reserve =
       app.add_subcommand("reserve", "advance reservations of nodes (create/delete: root)");
@@ -816,7 +836,7 @@ int main(int argc, char** argv) {
   const std::set<std::string> commands = {
       "submit", "cancel",  "status", "wait",    "queue",   "nodes",   "keygen",     "start",
       "hold",   "release", "drain",  "resume",  "history", "reserve", "checkpoint", "migrate",
-      "resize", "attach",  "signal", "requeue", "update",  "stat"};
+      "resize", "attach",  "signal", "requeue", "update",  "stat",    "hostnames"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -847,6 +867,7 @@ int main(int argc, char** argv) {
   if (*queue) return cmd_queue(all, json);
   if (*nodes) return cmd_nodes(json);
   if (*keygen) return cmd_keygen(key_path, force);
+  if (*hostnames) return cmd_hostnames(hostlist);
   if (*history) return cmd_history(history_filter, json);
   if (*hold) {
     return for_each_id<hpcq::v1::HoldRequest, hpcq::v1::HoldResponse>(ids, "Hold");

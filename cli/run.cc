@@ -20,6 +20,7 @@
 #include "cli/client.h"
 #include "lib/api/job_proto.h"
 #include "lib/api/output_order.h"
+#include "lib/core/hostlist.h"
 
 extern char** environ;
 
@@ -358,8 +359,8 @@ std::vector<std::string> alloc_environment(const v1::Job& job) {
     const auto eq = kv.find('=');
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  std::string nodes;
-  for (const std::string& n : job.nodes()) nodes += (nodes.empty() ? "" : ",") + n;
+  const std::string nodes =
+      compress_hostlist(std::vector<std::string>(job.nodes().begin(), job.nodes().end()));
   env["HPCQ_JOB_ID"] = std::to_string(job.id());
   env["HPCQ_JOB_NAME"] = job.name();
   env["HPCQ_NODELIST"] = nodes;

@@ -27,11 +27,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -181,12 +183,16 @@ int main(int argc, char** argv) {
   Log log(o.out);
   std::vector<std::string> nodes = hpcq::elastic::read_nodelist(hpcq::elastic::nodelist_path());
   if (nodes.empty() && !channel.is_open()) {
-    // Not elastic: the node list of the environment, fixed for the run.
-    const char* list = std::getenv("HPCQ_NODELIST");
-    for (std::string rest = list != nullptr ? list : ""; !rest.empty();) {
-      const auto comma = rest.find(',');
-      nodes.push_back(rest.substr(0, comma));
-      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    // Not elastic: the job's nodes, fixed for the run, from its hostfile
+    // ("NODE slots=N" lines in allocation order; HPCQ_NODELIST is in
+    // hostlist form, which this sample does not parse).
+    const char* hostfile = std::getenv("HPCQ_HOSTFILE");
+    std::ifstream in(hostfile != nullptr ? hostfile : "");
+    for (std::string line; std::getline(in, line);) {
+      const std::string node = line.substr(0, line.find(' '));
+      if (!node.empty() && std::find(nodes.begin(), nodes.end(), node) == nodes.end()) {
+        nodes.push_back(node);
+      }
     }
   }
   if (nodes.empty()) {

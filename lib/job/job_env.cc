@@ -1,5 +1,9 @@
 #include "lib/job/job_env.h"
 
+#include <vector>
+
+#include "lib/core/hostlist.h"
+
 namespace hpcq::job {
 
 namespace {
@@ -19,9 +23,10 @@ int task_count(const Job& job) {
 }
 
 std::string nodelist(const resource::Allocation& allocation) {
-  std::string out;
-  for (const auto& part : allocation.nodes) out += (out.empty() ? "" : ",") + part.node;
-  return out;
+  std::vector<std::string> names;
+  names.reserve(allocation.nodes.size());
+  for (const auto& part : allocation.nodes) names.push_back(part.node);
+  return compress_hostlist(names);
 }
 
 Environment launch_environment(const Job& job) {

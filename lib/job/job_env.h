@@ -38,7 +38,9 @@ namespace hpcq::job {
 
 using Environment = std::map<std::string, std::string>;
 
-// The job's nodes, comma-separated, in allocation order (HPCQ_NODELIST).
+// The job's nodes in hostlist form ("node[1-3,5]"), in allocation order:
+// expanded, the first is the first node (HPCQ_NODELIST, as Slurm's
+// SLURM_JOB_NODELIST; `hpcq hostnames` expands it).
 std::string nodelist(const resource::Allocation& allocation);
 // The tasks of the job's allocation (a range job's size, not its minimum's),
 // or the request's before it has one (HPCQ_NTASKS).

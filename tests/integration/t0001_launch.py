@@ -46,7 +46,9 @@ def test_multinode_job_environment_and_pinning():
     for rank, f in tasks.items():
         t.check(f["jobid"] == str(job_id), f"HPCQ_JOB_ID {f['jobid']}")
         t.check(f["nnodes"] == "2" and f["ntasks"] == "4", f"HPCQ_NNODES/NTASKS {f}")
-        t.check(f["nodelist"] == ",".join(s["nodes"]), f"HPCQ_NODELIST {f['nodelist']}")
+        # Hostlist form ("node[1-2]"), which `hpcq hostnames` expands in order.
+        t.check(t.hpcq("hostnames", f["nodelist"]).stdout.split() == s["nodes"],
+                f"HPCQ_NODELIST {f['nodelist']}, nodes {s['nodes']}")
         t.check(f["hostfile"] == "".join(f"{n}_slots=2;" for n in s["nodes"]),
                 f"hostfile {f['hostfile']}")
         node = f["node"]

@@ -220,6 +220,15 @@ def test_node_lists_in_hostlist_form():
     r = t.hpcq("submit", "-w", "node[2-1]", "--", "true", rc=2, cwd=d)
     t.check(r.stderr.strip() == "hpcq: --nodelist: bad node list 'node[2-1]': range '2-1' runs "
             "backwards (want NAME[,NAME...], or a hostlist: node[1-4,7])", r.stderr)
+    # hostnames expands a list (a job's HPCQ_NODELIST by default), as
+    # scontrol show hostnames.
+    out = t.hpcq("hostnames", "n[08-10],gpu1").stdout
+    t.check(out == "n08\nn09\nn10\ngpu1\n", f"hostnames: {out!r}")
+    r = t.hpcq("hostnames", "n[1", rc=2)
+    t.check(r.stderr.startswith("hpcq: hostnames: bad node list 'n[1'") and
+            r.stderr.count("\n") == 1, r.stderr)
+    r = t.hpcq("hostnames", rc=2)
+    t.check(r.stderr == "hpcq: hostnames: give a node list, or run it in a job\n", r.stderr)
 
 
 def test_exclude():

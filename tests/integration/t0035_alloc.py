@@ -75,7 +75,7 @@ def test_an_interactive_allocation():
     job = int(term.read_until(r"job (\d+) has its allocation: node1,node2").group(1))
     term.read_until(r"alloc\$ ")
     term.type("echo id=$HPCQ_JOB_ID nodes=$HPCQ_NODELIST\n")
-    term.read_until(rf"id={job} nodes=node1,node2")
+    term.read_until(rf"id={job} nodes=node\[1-2\]")
     t.check(t.status(job)["state"] == "RUNNING", "the allocation is not running")
     term.type("hpcq run -l -- sh -c 'echo hello from $HPCQ_NODENAME'\n")
     term.read_until(r"hello from node")

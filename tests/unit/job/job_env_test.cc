@@ -27,7 +27,7 @@ TEST(JobEnv, LaunchEnvironmentIsTheSubmittersPlusTheJobsFacts) {
   EXPECT_EQ(env.at("PATH"), "/usr/bin");
   EXPECT_EQ(env.at("HPCQ_JOB_ID"), "42");
   EXPECT_EQ(env.at("HPCQ_JOB_NAME"), "sim");
-  EXPECT_EQ(env.at("HPCQ_NODELIST"), "n1,n2");
+  EXPECT_EQ(env.at("HPCQ_NODELIST"), "n[1-2]");  // hostlist form, in allocation order
   EXPECT_EQ(env.at("HPCQ_NNODES"), "2");
   EXPECT_EQ(env.at("HPCQ_NTASKS"), "4") << "the allocation's tasks, not the request's minimum";
   EXPECT_EQ(env.at("HPCQ_CPUS_PER_TASK"), "2");
