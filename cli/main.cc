@@ -481,7 +481,13 @@ int cmd_nodes(bool json) {
   return 0;
 }
 
-int cmd_drain(const std::vector<std::string>& nodes, bool drain, const std::string& reason) {
+int cmd_drain(const std::vector<std::string>& lists, bool drain, const std::string& reason) {
+  std::vector<std::string> nodes;  // each word a node list: node[1-4],gpu1
+  for (const std::string& list : lists) {
+    auto names = expand_hostlist(list);
+    if (!names.is_ok()) return fail(names.status());
+    nodes.insert(nodes.end(), names->begin(), names->end());
+  }
   Client client(socket_path());
   int code = 0;
   for (const auto& node : nodes) {
@@ -742,7 +748,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> node_names;
   std::string reason;
   auto* drain = app.add_subcommand("drain", "give nodes no new work (root)");
-  drain->add_option("nodes", node_names, "node names")->required();
+  drain->add_option("nodes", node_names, "node names or lists: node[1-4]")->required();
   drain->add_option("--reason", reason, "why (shown by hpcq nodes)");
   auto* resume = app.add_subcommand("resume", "give drained nodes work again (root)");
   auto* requeue = app.add_subcommand(
@@ -761,7 +767,7 @@ int main(int argc, char** argv) {
   update->add_option("--begin", update_begin,
                      "not before WHEN: now, now+DURATION or YYYY-MM-DD[THH:MM[:SS]]");
   update->add_flag("--json", json, "machine-readable output");
-  resume->add_option("nodes", node_names, "node names")->required();
+  resume->add_option("nodes", node_names, "node names or lists: node[1-4]")->required();
   HistoryFilter history_filter;
   auto* history = app.add_subcommand("history", "ended jobs, like sacct");
   history->add_option("-u,--user", history_filter.user, "only this user's jobs");

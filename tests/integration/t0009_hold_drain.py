@@ -67,6 +67,14 @@ def test_drain_and_resume():
     t.check(nodes()["node1"]["state"] == "up", "resumed")
     job = t.submit("-n", "1", "--", "true", cwd=d)
     t.check(t.wait_state(job, "COMPLETED")["nodes"] == ["node1"], "node1 gets work again")
+    # Node lists, as scontrol update nodename=node[1-2] takes them.
+    t.hpcq("drain", "node[1-2]", "--reason", "rack maintenance")
+    t.check({n["state"] for n in nodes().values()} == {"drained"}, f"nodes {nodes()}")
+    p = t.hpcq("drain", "node[2-", rc=2)
+    t.check(p.stderr.startswith("hpcq: bad node list 'node[2-'") and p.stderr.count("\n") == 1,
+            p.stderr)
+    t.hpcq("resume", "node[1-2]")
+    t.check({n["state"] for n in nodes().values()} == {"up"}, f"nodes {nodes()}")
 
 
 @t.needs_checkpoint
