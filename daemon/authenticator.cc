@@ -37,6 +37,18 @@ std::optional<PasswdEntry> user_by_uid(uid_t uid) {
   return PasswdEntry{pw.pw_name, pw.pw_uid, pw.pw_gid};
 }
 
+// The user's groups: `gid` and those the group database lists the user in.
+std::vector<gid_t> gids_of(const std::string& user, gid_t gid) {
+  int count = 64;
+  std::vector<gid_t> groups(static_cast<std::size_t>(count));
+  if (getgrouplist(user.c_str(), gid, groups.data(), &count) < 0) {
+    groups.resize(static_cast<std::size_t>(count));
+    if (getgrouplist(user.c_str(), gid, groups.data(), &count) < 0) return {gid};
+  }
+  groups.resize(static_cast<std::size_t>(count));
+  return groups;
+}
+
 bool equal_in_constant_time(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
@@ -90,14 +102,22 @@ bool Authenticator::is_admin(uid_t uid, gid_t gid) const {
   if (!user) return false;
   if (admin_users_.count(user->name) || admin_users_.count(std::to_string(uid))) return true;
   if (admin_gids_.empty()) return false;
-  int count = 64;
-  std::vector<gid_t> groups(static_cast<std::size_t>(count));
-  if (getgrouplist(user->name.c_str(), gid, groups.data(), &count) < 0) {
-    groups.resize(static_cast<std::size_t>(count));
-    if (getgrouplist(user->name.c_str(), gid, groups.data(), &count) < 0) return false;
-  }
-  groups.resize(static_cast<std::size_t>(count));
+  const std::vector<gid_t> groups = gids_of(user->name, gid);
   return std::any_of(groups.begin(), groups.end(), [&](gid_t g) { return admin_gids_.count(g); });
+}
+
+std::vector<std::string> group_names_of(uid_t uid, gid_t gid) {
+  auto user = user_by_uid(uid);
+  std::vector<std::string> names;
+  for (gid_t g : user ? gids_of(user->name, gid) : std::vector<gid_t>{gid}) {
+    group gr{};
+    group* found = nullptr;
+    char buf[8192];
+    if (getgrgid_r(g, &gr, buf, sizeof buf, &found) == 0 && found != nullptr) {
+      names.emplace_back(gr.gr_name);
+    }
+  }
+  return names;
 }
 
 Result<Caller> Authenticator::authenticate(const std::string& peer,

@@ -36,6 +36,10 @@ namespace hpcq::daemon {
 // The hex SHA-256 of `text` (what [[portal]] token_sha256 holds).
 std::string sha256_hex(std::string_view text);
 
+// The names of the groups of user `uid` whose primary group is `gid` (the
+// group database's view on this host, as Slurm's AllowGroups takes it).
+std::vector<std::string> group_names_of(uid_t uid, gid_t gid);
+
 class Authenticator {
  public:
   // Monotonic microseconds (injected so tests can step the rate limiter).

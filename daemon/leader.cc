@@ -8,6 +8,7 @@
 #include <limits>
 #include <set>
 
+#include "daemon/authenticator.h"
 #include "daemon/recovery.h"
 #include "daemon/state_dir.h"
 #include "daemon/submit_policy.h"
@@ -111,7 +112,16 @@ void Leader::stop() { ctx_.loop.stop(); }
 
 std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobSpec spec) {
   Status valid = job::validate(spec);
-  if (valid.is_ok()) valid = apply_submit_policy(ctx_.config, caller.uid, caller.is_admin(), spec);
+  if (valid.is_ok()) {
+    // The caller's groups only where a queue admits by group (a database lookup).
+    const auto& queues = ctx_.config.site.queues;
+    const bool by_group = std::any_of(queues.begin(), queues.end(),
+                                      [](const QueueConfig& q) { return !q.allow_groups.empty(); });
+    valid = apply_submit_policy(
+        ctx_.config, caller.uid,
+        by_group ? group_names_of(caller.uid, caller.gid) : std::vector<std::string>{},
+        caller.is_admin(), spec);
+  }
   if (!valid.is_ok()) return ready<Result<SubmitResult>>(valid);
   std::vector<int> indices;
   int max_running = 0;

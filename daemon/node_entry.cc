@@ -8,14 +8,17 @@ bool schedulable(const NodeEntry& node) {
   return node.state == NodeState::kUp && !node.unresponsive && !node.drained;
 }
 
-std::vector<Rank> eligible_ranks(const NodeMap& nodes, const std::vector<std::string>& nodelist,
+std::vector<Rank> eligible_ranks(const NodeMap& nodes, const std::vector<std::string>& pool,
+                                 const std::vector<std::string>& nodelist,
                                  const std::vector<std::string>& exclude) {
-  if (nodelist.empty() && exclude.empty()) return {};
+  if (pool.empty() && nodelist.empty() && exclude.empty()) return {};
+  const auto in = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
   std::vector<Rank> ranks;
   for (const auto& [rank, node] : nodes) {
-    const bool listed = nodelist.empty() ||
-                        std::find(nodelist.begin(), nodelist.end(), node.name) != nodelist.end();
-    if (listed && std::find(exclude.begin(), exclude.end(), node.name) == exclude.end()) {
+    if ((pool.empty() || in(pool, node.name)) && (nodelist.empty() || in(nodelist, node.name)) &&
+        !in(exclude, node.name)) {
       ranks.push_back(rank);
     }
   }

@@ -51,11 +51,13 @@ std::vector<Rank> ranks_of(const NodeMap& nodes, const Names& names) {
   return ranks;  // ascending: the map's order
 }
 
-// The ranks a job may run on under -w and -x: those -w names (every node's
-// without it) less those -x names, ascending; empty when neither is given
-// (the scheduler's "any"). Where they leave no node, a rank no node has, so
-// that the job waits rather than runs anywhere.
-std::vector<Rank> eligible_ranks(const NodeMap& nodes, const std::vector<std::string>& nodelist,
+// The ranks a job may run on: its queue's nodes (`pool`; empty: every
+// node), within those -w names if given, less those -x names; ascending.
+// Empty when none of the three is given (the scheduler's "any"). Where they
+// leave no node, a rank no node has, so that the job waits rather than runs
+// anywhere.
+std::vector<Rank> eligible_ranks(const NodeMap& nodes, const std::vector<std::string>& pool,
+                                 const std::vector<std::string>& nodelist,
                                  const std::vector<std::string>& exclude);
 
 }  // namespace hpcq::daemon

@@ -135,8 +135,10 @@ void SchedDriver::fill_queue(sched::Snapshot& snapshot) {
     if (!entry.restore_from.empty()) {
       snapshot.queue.back().nodelist = entry.restore_to;
     } else {
+      const QueueConfig* queue = ctx_.config.site.find_queue(job.spec.queue);
       snapshot.queue.back().nodelist =
-          eligible_ranks(ctx_.nodes, job.spec.nodelist, job.spec.exclude);
+          eligible_ranks(ctx_.nodes, queue != nullptr ? queue->nodes : std::vector<std::string>{},
+                         job.spec.nodelist, job.spec.exclude);
     }
     if (ctx_.decision_log) shown.push_back(id);
     return snapshot.queue.size() < depth;

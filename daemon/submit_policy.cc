@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/core/hostlist.h"
 #include "lib/core/units.h"
 
 namespace hpcq::daemon {
@@ -168,7 +169,8 @@ Status check_fits(const std::vector<std::optional<NodeShape>>& nodes, const job:
   return Status::ok();
 }
 
-Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool is_admin,
+Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid,
+                           const std::vector<std::string>& groups, bool is_admin,
                            job::JobSpec& spec) {
   const SitePolicy& site = config.site;
   const QueueConfig* queue = find_queue(site, spec.queue);
@@ -199,23 +201,51 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool 
     return invalid_argument("--nodes: " + std::to_string(spec.request.nodes) +
                             " nodes, the cluster has " + std::to_string(configured));
   }
-  if (!spec.exclude.empty()) {
+  // The queue's nodes, less -x's, within -w's.
+  const std::vector<std::string> no_nodes;
+  const std::vector<std::string>& pool = queue != nullptr ? queue->nodes : no_nodes;
+  const auto in = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  for (const std::string& node : spec.nodelist) {
+    if (!pool.empty() && !in(pool, node)) {
+      return invalid_argument("--nodelist: node " + quote(node) + " is not in queue " +
+                              quote(queue->name) + " (its nodes: " + compress_hostlist(pool) + ")");
+    }
+  }
+  if (!pool.empty() || !spec.exclude.empty()) {
     std::int64_t eligible = 0;
     for (auto r = first_node; r != config.ranks.end(); ++r) {
-      const auto in = [&](const std::vector<std::string>& names) {
-        return std::find(names.begin(), names.end(), r->name) != names.end();
-      };
-      if ((spec.nodelist.empty() || in(spec.nodelist)) && !in(spec.exclude)) ++eligible;
+      if ((pool.empty() || in(pool, r->name)) &&
+          (spec.nodelist.empty() || in(spec.nodelist, r->name)) && !in(spec.exclude, r->name)) {
+        ++eligible;
+      }
     }
     if (eligible == 0) return invalid_argument("--exclude: no node is left to run on");
     if (spec.request.nodes > eligible) {
-      return invalid_argument("--nodes: " + std::to_string(spec.request.nodes) +
-                              " nodes, --exclude leaves " + std::to_string(eligible));
+      return invalid_argument("--nodes: " + std::to_string(spec.request.nodes) + " nodes, " +
+                              (spec.exclude.empty() ? "queue " + quote(queue->name) + " has "
+                                                    : std::string("--exclude leaves ")) +
+                              std::to_string(eligible));
     }
   }
   HPCQ_RETURN_IF_ERROR(check_queue_limits(queue, spec));
   HPCQ_RETURN_IF_ERROR(apply_time_limit(config, queue, spec));
   HPCQ_RETURN_IF_ERROR(apply_account(site, uid, spec));
+  if (queue != nullptr && !is_admin) {
+    if (!queue->allow_accounts.empty() && !in(queue->allow_accounts, spec.account)) {
+      return permission_denied("--queue: queue " + quote(queue->name) + " is not open to account " +
+                               quote(spec.account.empty() ? "(none)" : spec.account));
+    }
+    if (!queue->allow_groups.empty() &&
+        std::none_of(groups.begin(), groups.end(),
+                     [&](const std::string& g) { return in(queue->allow_groups, g); })) {
+      return permission_denied("--queue: queue " + quote(queue->name) + " is open to " +
+                               (queue->allow_groups.size() == 1 ? "group " : "groups ") +
+                               names_of(queue->allow_groups, [](const auto& g) { return g; }) +
+                               " only");
+    }
+  }
   if (!spec.qos.empty() && std::none_of(site.qos.begin(), site.qos.end(),
                                         [&](const QosConfig& q) { return q.name == spec.qos; })) {
     return invalid_argument("--qos: unknown qos " + quote(spec.qos) +

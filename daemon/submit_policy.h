@@ -20,11 +20,15 @@
 
 namespace hpcq::daemon {
 
-// `is_admin`: the caller may raise priorities. Changes `spec` in place:
-// queue and account resolved, time limit filled in. Also refuses a job that
-// asks for more nodes than the cluster has configured, or more nodes or
-// cores than its queue allows (in all, or per user).
-Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid, bool is_admin,
+// `groups`: the caller's group names (needed only where a queue has
+// allow_groups); `is_admin`: the caller may raise priorities and use any
+// queue. Changes `spec` in place: queue and account resolved, time limit
+// filled in. Also refuses a job that asks for more nodes than the cluster
+// has configured (or its queue's node set, -w and -x leave), more nodes or
+// cores than its queue allows (in all, or per user), or a queue its groups
+// or account may not use (kPermissionDenied).
+Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid,
+                           const std::vector<std::string>& groups, bool is_admin,
                            job::JobSpec& spec);
 
 // A configured node as hpcqd knows it; nullopt while its shape is unknown

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <toml.hpp>
 
+#include "lib/core/hostlist.h"
 #include "lib/core/units.h"
 
 namespace hpcq {
@@ -151,11 +152,12 @@ Status get_non_negative(const Table& t, const std::string& section, const std::s
 }
 
 Status read_queue(const Table& t, QueueConfig& q, bool& is_default) {
-  HPCQ_RETURN_IF_ERROR(check_keys(
-      t, "queue",
-      {"name", "default", "weight", "priority", "priority_tier", "preempt_mode", "migratable",
-       "default_time_limit_s", "max_time_limit_s", "max_running_jobs", "max_cores", "max_nodes",
-       "max_running_jobs_per_user", "max_cores_per_user", "max_nodes_per_user"}));
+  HPCQ_RETURN_IF_ERROR(
+      check_keys(t, "queue",
+                 {"name", "default", "weight", "priority", "priority_tier", "preempt_mode",
+                  "migratable", "default_time_limit_s", "max_time_limit_s", "max_running_jobs",
+                  "max_cores", "max_nodes", "max_running_jobs_per_user", "max_cores_per_user",
+                  "max_nodes_per_user", "nodes", "allow_groups", "allow_accounts"}));
   HPCQ_RETURN_IF_ERROR(get(t, "queue", "name", q.name));
   if (q.name.empty()) return invalid_argument(where(t) + ": [[queue]] needs a name");
   const std::string section = "queue " + q.name;
@@ -181,6 +183,18 @@ Status read_queue(const Table& t, QueueConfig& q, bool& is_default) {
                             ".preempt_mode' must be off, requeue, cancel or checkpoint");
   }
   HPCQ_RETURN_IF_ERROR(get(t, section, "migratable", q.migratable));
+  std::string nodes;
+  HPCQ_RETURN_IF_ERROR(get(t, section, "nodes", nodes));
+  if (t.contains("nodes")) {
+    auto names = expand_hostlist(nodes);
+    if (!names.is_ok()) {
+      return invalid_argument(where(t.at("nodes")) + ": '" + section +
+                              ".nodes': " + names.status().message());
+    }
+    q.nodes = std::move(names).value();
+  }
+  HPCQ_RETURN_IF_ERROR(get(t, section, "allow_groups", q.allow_groups));
+  HPCQ_RETURN_IF_ERROR(get(t, section, "allow_accounts", q.allow_accounts));
   HPCQ_RETURN_IF_ERROR(
       get_non_negative(t, section, "default_time_limit_s", q.default_time_limit_s));
   auto& l = q.limits;
@@ -517,6 +531,14 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   }
   if (c.ranks.empty())
     return invalid_argument(name + ": no [[rank]] entries (rank 0 is the leader)");
+  for (const QueueConfig& q : c.site.queues) {
+    for (const std::string& node : q.nodes) {
+      if (!names.count(node) || node == c.ranks.front().name) {
+        return invalid_argument(name + ": queue " + quote(q.name) + " names " + quote(node) +
+                                ", which is not a node's [[rank]]");
+      }
+    }
+  }
   return c;
 }
 

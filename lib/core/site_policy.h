@@ -53,6 +53,13 @@ struct QueueConfig {
   // including those reserved for a later job, and are migrated or
   // checkpointed before the reservation starts.
   bool migratable = false;
+  // The nodes its jobs run on, as Slurm's partition Nodes= (a hostlist in
+  // the config, expanded here); empty: every node.
+  std::vector<std::string> nodes;
+  // Who may submit to it, as Slurm's AllowGroups and AllowAccounts (the
+  // job's account once resolved); empty: anyone. Root and admins too.
+  std::vector<std::string> allow_groups;
+  std::vector<std::string> allow_accounts;
 };
 
 // A Slurm QOS: a priority factor and the QOS levels it may preempt.

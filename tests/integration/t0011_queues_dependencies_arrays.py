@@ -32,6 +32,15 @@ name = "debug"
 default_time_limit_s = 300
 max_time_limit_s = 600
 
+[[queue]]
+name = "second"
+nodes = "node[2]"
+allow_accounts = ["chem"]
+
+[[queue]]
+name = "closed"
+allow_groups = ["hpcq-no-such-group"]
+
 [[qos]]
 name = "high"
 priority = 10
@@ -60,7 +69,8 @@ def test_queues_at_submit():
     p = t.hpcq("submit", "-q", "debug", "-t", "20", "--", "true", rc=2)
     t.check("--time: 1200 s exceeds the limit of 600 s of queue 'debug'" in p.stderr, p.stderr)
     p = t.hpcq("submit", "-q", "gpu", "--", "true", rc=2)
-    t.check("--queue: unknown queue 'gpu' (known: batch, debug)" in p.stderr, p.stderr)
+    t.check("--queue: unknown queue 'gpu' (known: batch, debug, second, closed)" in p.stderr,
+            p.stderr)
     p = t.hpcq("submit", "--qos", "low", "--", "true", rc=2)
     t.check("--qos: unknown qos 'low'" in p.stderr, p.stderr)
     p = t.hpcq("submit", "-A", "chem", "--", "true", user="hpcqtest", cwd=d, rc=2)
@@ -72,6 +82,28 @@ def test_queues_at_submit():
     s = t.wait_state(job, "COMPLETED", user="hpcqtest")
     with open(os.path.join(d, f"q-{job}.out")) as f:
         t.check(f.read().split() == ["batch", "physics"], "the user's account and queue")
+
+
+def test_a_queue_of_its_own_nodes_and_users():
+    """A queue bound to node2 runs its jobs there only; it is open to one
+    account, another to one group (Slurm's Nodes=, AllowAccounts=,
+    AllowGroups=); root may use either."""
+    d = t.workdir()
+    for _ in range(2):
+        job = t.submit("-q", "second", "-A", "chem", "--", "true", cwd=d)
+        t.check(t.wait_state(job, "COMPLETED")["nodes"] == ["node2"], "not on the queue's node")
+    for args, rc, why in (
+            (["-w", "node1"], 2, "--nodelist: node 'node1' is not in queue 'second' (its nodes: node2)"),
+            (["-N", "2", "-n", "2"], 2, "--nodes: 2 nodes, queue 'second' has 1")):
+        p = t.hpcq("submit", "-q", "second", *args, "--", "true", rc=rc, cwd=d)
+        t.check(p.stderr == f"hpcq: {why}\n", p.stderr)
+    p = t.hpcq("submit", "-q", "second", "--", "true", user="hpcqtest", cwd=d, rc=1)
+    t.check(p.stderr == "hpcq: --queue: queue 'second' is not open to account 'physics'\n",
+            p.stderr)
+    p = t.hpcq("submit", "-q", "closed", "--", "true", user="hpcqtest", cwd=d, rc=1)
+    t.check(p.stderr == "hpcq: --queue: queue 'closed' is open to group hpcq-no-such-group only\n",
+            p.stderr)
+    t.wait_state(t.submit("-q", "closed", "--", "true", cwd=d), "COMPLETED")
 
 
 def test_dependencies():
@@ -261,6 +293,6 @@ def test_exclude():
     t.check(out == "step on node2\n", f"the step's output: {out!r}")
 
 
-t.main([test_queues_at_submit, test_dependencies, test_array_with_throttle,
+t.main([test_queues_at_submit, test_a_queue_of_its_own_nodes_and_users, test_dependencies, test_array_with_throttle,
         test_an_array_is_one_job_to_wait_on_and_cancel, test_reservations,
         test_node_lists_in_hostlist_form, test_exclude])

@@ -101,6 +101,34 @@ TEST(ConfigTest, SitePolicyAndSchedulerOptions) {
   EXPECT_EQ(c->site.users[1].uid, 0u);
 }
 
+TEST(ConfigTest, AQueuesNodesAndWhoMayUseIt) {
+  std::string text = std::string(
+                         "[[queue]]\nname = \"gpu\"\nnodes = \"node[1-2]\"\n"
+                         "allow_groups = [\"ml\"]\nallow_accounts = [\"physics\", \"chem\"]\n") +
+                     kRank0 +
+                     "[[rank]]\nname = \"node1\"\nendpoint = \"tcp://127.0.0.1:7001\"\n"
+                     "public_key = \"Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID\"\n"
+                     "[[rank]]\nname = \"node2\"\nendpoint = \"tcp://127.0.0.1:7002\"\n"
+                     "public_key = \"Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hIE\"\n";
+  auto c = parse_config(text, "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  const QueueConfig& q = c->site.queues.at(0);
+  EXPECT_EQ(q.nodes, (std::vector<std::string>{"node1", "node2"}));
+  EXPECT_EQ(q.allow_groups, std::vector<std::string>{"ml"});
+  EXPECT_EQ(q.allow_accounts, (std::vector<std::string>{"physics", "chem"}));
+  for (const auto& [nodes, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"node[1-3]", "queue 'gpu' names 'node3', which is not a node's [[rank]]"},
+           {"leader", "queue 'gpu' names 'leader', which is not a node's [[rank]]"},
+           {"node[1-", "'queue gpu.nodes': bad node list"},
+           {"", "'queue gpu.nodes': bad node list '': it is empty"}}) {
+    std::string bad = text;
+    bad.replace(bad.find("node[1-2]"), 9, nodes);
+    auto r = parse_config(bad, "t.toml");
+    ASSERT_FALSE(r.is_ok()) << nodes;
+    EXPECT_NE(r.status().message().find(expected), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(ConfigTest, BadSitePolicy) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"[[queue]]\nweight = 1.0\n", "[[queue]] needs a name"},

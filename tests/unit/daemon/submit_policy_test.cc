@@ -33,20 +33,20 @@ job::JobSpec spec() {
 
 TEST(SubmitPolicy, DefaultQueueAccountAndTimeLimit) {
   job::JobSpec s = spec();
-  ASSERT_TRUE(apply_submit_policy(site_config(), 1000, false, s).is_ok());
+  ASSERT_TRUE(apply_submit_policy(site_config(), 1000, {}, false, s).is_ok());
   EXPECT_EQ(s.queue, "batch");
   EXPECT_EQ(s.account, "physics");  // the first association
   EXPECT_EQ(s.time_limit_s, 3600);
 
   job::JobSpec d = spec();
   d.queue = "debug";
-  ASSERT_TRUE(apply_submit_policy(site_config(), 1000, false, d).is_ok());
+  ASSERT_TRUE(apply_submit_policy(site_config(), 1000, {}, false, d).is_ok());
   EXPECT_EQ(d.time_limit_s, 600);  // the queue's default
 
   job::JobSpec u = spec();
   u.queue = "debug";
   u.time_limit_s = job::JobSpec::kUnlimited;
-  ASSERT_TRUE(apply_submit_policy(site_config(), 1000, false, u).is_ok());
+  ASSERT_TRUE(apply_submit_policy(site_config(), 1000, {}, false, u).is_ok());
   EXPECT_EQ(u.time_limit_s, 1800);  // UNLIMITED is the queue's maximum
 }
 
@@ -70,7 +70,7 @@ TEST(SubmitPolicy, RefusalsNameTheOption) {
   for (const Case& c : cases) {
     job::JobSpec s = spec();
     c.change(s);
-    Status st = apply_submit_policy(site_config(), c.uid, false, s);
+    Status st = apply_submit_policy(site_config(), c.uid, {}, false, s);
     if (c.expected.empty()) {
       EXPECT_TRUE(st.is_ok()) << st.message();
     } else {
@@ -82,11 +82,11 @@ TEST(SubmitPolicy, RefusalsNameTheOption) {
   other.site.users = {{2000, "chem", 1.0}};
   job::JobSpec s = spec();
   s.account = "physics";
-  Status st = apply_submit_policy(other, 2000, false, s);
+  Status st = apply_submit_policy(other, 2000, {}, false, s);
   EXPECT_EQ(st.message(), "--account: user 2000 is not associated with account 'physics'");
   job::JobSpec admin = spec();
   admin.priority = 100;
-  EXPECT_TRUE(apply_submit_policy(site_config(), 0, true, admin).is_ok());
+  EXPECT_TRUE(apply_submit_policy(site_config(), 0, {}, true, admin).is_ok());
 }
 
 TEST(SubmitPolicy, NoQueuesConfigured) {
@@ -94,15 +94,15 @@ TEST(SubmitPolicy, NoQueuesConfigured) {
   c.default_time_limit_s = 60;
   c.max_time_limit_s = 120;
   job::JobSpec s = spec();
-  ASSERT_TRUE(apply_submit_policy(c, 5, false, s).is_ok());
+  ASSERT_TRUE(apply_submit_policy(c, 5, {}, false, s).is_ok());
   EXPECT_EQ(s.queue, "");
   EXPECT_EQ(s.time_limit_s, 60);
   s.queue = "batch";
-  EXPECT_EQ(apply_submit_policy(c, 5, false, s).message(),
+  EXPECT_EQ(apply_submit_policy(c, 5, {}, false, s).message(),
             "--queue: unknown queue 'batch' (this cluster has no queues configured)");
   job::JobSpec t = spec();
   t.time_limit_s = 121;
-  EXPECT_EQ(apply_submit_policy(c, 5, false, t).message(),
+  EXPECT_EQ(apply_submit_policy(c, 5, {}, false, t).message(),
             "--time: 121 s exceeds the limit of 120 s");
 }
 
@@ -116,9 +116,51 @@ ClusterConfig four_nodes() {
 }
 
 std::string refusal(const ClusterConfig& config, job::JobSpec s) {
-  Status st = apply_submit_policy(config, 1000, false, s);
+  Status st = apply_submit_policy(config, 1000, {}, false, s);
   EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.message();
   return st.message();
+}
+
+// A queue bound to a node set (Slurm's partition Nodes=), open to some
+// groups or accounts only (AllowGroups, AllowAccounts).
+TEST(SubmitPolicy, AQueuesNodesGroupsAndAccounts) {
+  ClusterConfig c = four_nodes();
+  for (std::size_t r = 0; r < c.ranks.size(); ++r) c.ranks[r].name = "n" + std::to_string(r);
+  QueueConfig& gpu = c.site.queues[0];
+  gpu.nodes = {"n3", "n4"};
+  job::JobSpec s = spec();
+  s.request.nodes = 3;
+  s.request.ntasks = 3;
+  EXPECT_EQ(refusal(c, s), "--nodes: 3 nodes, queue 'batch' has 2");
+  s = spec();
+  s.nodelist = {"n1"};
+  EXPECT_EQ(refusal(c, s), "--nodelist: node 'n1' is not in queue 'batch' (its nodes: n[3-4])");
+  s = spec();
+  s.exclude = {"n3", "n4"};
+  EXPECT_EQ(refusal(c, s), "--exclude: no node is left to run on");
+  s = spec();
+  s.request.nodes = 2;
+  s.request.ntasks = 2;
+  EXPECT_TRUE(apply_submit_policy(c, 1000, {}, false, s).is_ok());
+
+  gpu.allow_groups = {"gpu", "ml"};
+  s = spec();
+  Status st = apply_submit_policy(c, 1000, {"users", "physics"}, false, s);
+  EXPECT_EQ(st.code(), Code::kPermissionDenied);
+  EXPECT_EQ(st.message(), "--queue: queue 'batch' is open to groups gpu, ml only");
+  s = spec();
+  EXPECT_TRUE(apply_submit_policy(c, 1000, {"users", "ml"}, false, s).is_ok());
+  s = spec();
+  EXPECT_TRUE(apply_submit_policy(c, 0, {}, true, s).is_ok()) << "an admin uses any queue";
+  gpu.allow_groups.clear();
+  gpu.allow_accounts = {"chem"};
+  s = spec();
+  st = apply_submit_policy(c, 1000, {}, false, s);
+  EXPECT_EQ(st.code(), Code::kPermissionDenied);
+  EXPECT_EQ(st.message(), "--queue: queue 'batch' is not open to account 'physics'");
+  s = spec();
+  s.account = "chem";
+  EXPECT_TRUE(apply_submit_policy(c, 1000, {}, false, s).is_ok());
 }
 
 TEST(SubmitPolicy, MoreNodesThanConfiguredOrAQueueAllows) {
@@ -129,7 +171,7 @@ TEST(SubmitPolicy, MoreNodesThanConfiguredOrAQueueAllows) {
   s.request.nodes = 4;
   s.request.ntasks = 4;
   job::JobSpec ok = s;
-  EXPECT_TRUE(apply_submit_policy(four_nodes(), 1000, false, ok).is_ok());
+  EXPECT_TRUE(apply_submit_policy(four_nodes(), 1000, {}, false, ok).is_ok());
   ClusterConfig limited = four_nodes();
   limited.site.queues[0].limits.max_nodes = 2;
   EXPECT_EQ(refusal(limited, s), "--nodes: 4 nodes exceed the limit of queue 'batch' (2)");
