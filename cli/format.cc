@@ -492,6 +492,41 @@ std::string nodes_table(const v1::ListNodesResponse& nodes) {
   return table(rows);
 }
 
+std::string queues_table(const v1::ListQueuesResponse& queues) {
+  std::vector<std::vector<std::string>> rows = {
+      {"QUEUE", "NODES(A/I/O/T)", "CORES(A/I/T)", "RUNNING", "PENDING", "TIMELIMIT", "NODELIST"}};
+  for (const auto& q : queues.queues()) {
+    const auto slash = [](auto... n) {
+      std::string out;
+      ((out += (out.empty() ? "" : "/") + std::to_string(n)), ...);
+      return out;
+    };
+    rows.push_back(
+        {(q.name().empty() ? "-" : q.name()) + (q.is_default() ? "*" : ""),
+         slash(q.nodes_allocated(), q.nodes_idle(), q.nodes_other(), q.nodes_size()),
+         slash(q.cores_allocated(), q.cores_idle(), q.cores_total()),
+         std::to_string(q.jobs_running()), std::to_string(q.jobs_pending()),
+         q.max_time_limit_s() > 0 ? std::to_string(q.max_time_limit_s()) + "s" : std::string("-"),
+         node_list(q.nodes())});
+  }
+  return table(rows);
+}
+
+nlohmann::json queue_summary_json(const v1::QueueSummary& q) {
+  return {{"name", q.name()},
+          {"default", q.is_default()},
+          {"nodes", std::vector<std::string>(q.nodes().begin(), q.nodes().end())},
+          {"nodes_allocated", q.nodes_allocated()},
+          {"nodes_idle", q.nodes_idle()},
+          {"nodes_other", q.nodes_other()},
+          {"cores_allocated", q.cores_allocated()},
+          {"cores_idle", q.cores_idle()},
+          {"cores_total", q.cores_total()},
+          {"jobs_running", q.jobs_running()},
+          {"jobs_pending", q.jobs_pending()},
+          {"max_time_limit_s", q.max_time_limit_s()}};
+}
+
 std::string history_table(const v1::ListJobsResponse& jobs, bool with_steps) {
   std::vector<std::vector<std::string>> rows = {{"JOBID", "USER", "NAME", "QUEUE", "NODES", "CORES",
                                                  "SUBMIT", "START", "END", "STATE", "EXITCODE",

@@ -28,6 +28,9 @@ std::string status_text(const v1::Job& job);
 // A local time, YYYY-MM-DDTHH:MM:SS, of microseconds since the epoch; "-" for 0.
 std::string time_text(std::int64_t us);
 std::string nodes_table(const v1::ListNodesResponse& nodes);
+// hpcq queues, as sinfo's summary: one row per queue ("*" marks the default).
+std::string queues_table(const v1::ListQueuesResponse& queues);
+nlohmann::json queue_summary_json(const v1::QueueSummary& queue);
 // hpcq stat: a running job's use of each node now, and the total.
 std::string stat_table(const v1::StatResponse& stat);
 nlohmann::json stat_json(const v1::StatResponse& stat);

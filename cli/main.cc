@@ -466,6 +466,21 @@ int cmd_queue(bool all, bool json) {
   return list_jobs(request, json, queue_table);
 }
 
+int cmd_queues(bool json) {
+  Client client(socket_path());
+  v1::ListQueuesResponse response;
+  Status s = client.call("ListQueues", v1::ListQueuesRequest(), &response);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& q : response.queues()) out.push_back(queue_summary_json(q));
+    std::cout << json_text(out, 2) << "\n";
+  } else {
+    std::cout << queues_table(response);
+  }
+  return 0;
+}
+
 int cmd_nodes(bool json) {
   Client client(socket_path());
   v1::ListNodesResponse response;
@@ -717,6 +732,8 @@ int main(int argc, char** argv) {
   queue->add_flag("--json", json, "machine-readable output");
   auto* nodes = app.add_subcommand("nodes", "list the cluster's nodes");
   nodes->add_flag("--json", json, "machine-readable output");
+  auto* queues = app.add_subcommand("queues", "each queue's nodes, cores and jobs, like sinfo");
+  queues->add_flag("--json", json, "machine-readable output");
   auto* hold = app.add_subcommand("hold", "keep pending jobs from starting");
   hold->add_option("jobs", ids, "job ids")->required();
   auto* release = app.add_subcommand("release", "let held jobs start again");
@@ -842,7 +859,7 @@ int main(int argc, char** argv) {
   const std::set<std::string> commands = {
       "submit", "cancel",  "status", "wait",    "queue",   "nodes",   "keygen",     "start",
       "hold",   "release", "drain",  "resume",  "history", "reserve", "checkpoint", "migrate",
-      "resize", "attach",  "signal", "requeue", "update",  "stat",    "hostnames"};
+      "resize", "attach",  "signal", "requeue", "update",  "stat",    "hostnames",  "queues"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -872,6 +889,7 @@ int main(int argc, char** argv) {
   if (*wait) return cmd_wait(ids, json);
   if (*queue) return cmd_queue(all, json);
   if (*nodes) return cmd_nodes(json);
+  if (*queues) return cmd_queues(json);
   if (*keygen) return cmd_keygen(key_path, force);
   if (*hostnames) return cmd_hostnames(hostlist);
   if (*history) return cmd_history(history_filter, json);

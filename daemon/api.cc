@@ -41,6 +41,12 @@ Status Api::list_nodes(const Caller&, const v1::ListNodesRequest&,
   return Status::ok();
 }
 
+Status Api::list_queues(const Caller&, const v1::ListQueuesRequest&,
+                        v1::ListQueuesResponse* response) {
+  *response = leader_.list_queues().get();
+  return Status::ok();
+}
+
 Status Api::hold(const Caller& caller, const v1::HoldRequest& request, v1::HoldResponse*) {
   return leader_.hold(caller, request.id(), /*held=*/true).get();
 }

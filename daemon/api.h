@@ -35,6 +35,8 @@ class Api {
                    v1::ListJobsResponse* response);
   Status list_nodes(const Caller& caller, const v1::ListNodesRequest& request,
                     v1::ListNodesResponse* response);
+  Status list_queues(const Caller& caller, const v1::ListQueuesRequest& request,
+                     v1::ListQueuesResponse* response);
   Status hold(const Caller& caller, const v1::HoldRequest& request, v1::HoldResponse*);
   Status release(const Caller& caller, const v1::ReleaseRequest& request, v1::ReleaseResponse*);
   Status checkpoint(const Caller& caller, const v1::CheckpointRequest& request,

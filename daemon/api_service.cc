@@ -102,6 +102,12 @@ grpc::Status ApiService::ListNodes(grpc::ServerContext* context,
   return unary(context, request, response, &Api::list_nodes);
 }
 
+grpc::Status ApiService::ListQueues(grpc::ServerContext* context,
+                                    const v1::ListQueuesRequest* request,
+                                    v1::ListQueuesResponse* response) {
+  return unary(context, request, response, &Api::list_queues);
+}
+
 grpc::Status ApiService::Hold(grpc::ServerContext* context, const v1::HoldRequest* request,
                               v1::HoldResponse* response) {
   return unary(context, request, response, &Api::hold);

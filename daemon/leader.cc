@@ -602,6 +602,10 @@ std::future<v1::ListNodesResponse> Leader::list_nodes() {
   return ask([this] { return monitor_.list_nodes(); });
 }
 
+std::future<v1::ListQueuesResponse> Leader::list_queues() {
+  return ask([this] { return monitor_.list_queues(); });
+}
+
 std::future<Status> Leader::drain(const Caller& caller, const std::string& name, bool drained,
                                   const std::string& reason) {
   return ask([this, caller, name, drained, reason]() -> Status {

@@ -78,6 +78,7 @@ class Leader {
   std::future<Result<v1::Job>> get_job(const Caller& caller, JobId id);
   std::future<v1::ListJobsResponse> list_jobs(const Caller& caller, v1::ListJobsRequest request);
   std::future<v1::ListNodesResponse> list_nodes();
+  std::future<v1::ListQueuesResponse> list_queues();
   std::future<Status> hold(const Caller& caller, JobId id, bool held);
   // to: the node names the restore may use (requeue/stop only; empty: any);
   // elsewhere: `to` becomes other nodes that can take it now (hpcq migrate).

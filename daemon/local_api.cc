@@ -54,6 +54,7 @@ LocalApi::LocalApi(Api& api, Authenticator& authenticator, std::size_t max_reque
   add("GetJob", &Api::get_job);
   add("ListJobs", &Api::list_jobs);
   add("ListNodes", &Api::list_nodes);
+  add("ListQueues", &Api::list_queues);
   add("Hold", &Api::hold);
   add("Release", &Api::release);
   add("Checkpoint", &Api::checkpoint);

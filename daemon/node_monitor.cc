@@ -51,6 +51,55 @@ v1::ListNodesResponse NodeMonitor::list_nodes() const {
   return response;
 }
 
+v1::ListQueuesResponse NodeMonitor::list_queues() const {
+  std::set<Rank> busy;
+  for (JobId id : ctx_.table.running()) {
+    for (const auto& a : ctx_.table.jobs().at(id).job.allocation.nodes) busy.insert(a.rank);
+  }
+  const SitePolicy& site = ctx_.config.site;
+  std::vector<QueueConfig> queues = site.queues;
+  if (queues.empty()) queues.emplace_back();        // one queue of every node, named ""
+  std::map<std::string, std::pair<int, int>> jobs;  // queue: running, pending
+  for (JobId id : ctx_.table.running()) ++jobs[ctx_.table.jobs().at(id).job.spec.queue].first;
+  for (const auto& [at, id] : ctx_.table.pending()) {
+    ++jobs[ctx_.table.jobs().at(id).job.spec.queue].second;
+  }
+  v1::ListQueuesResponse response;
+  for (const QueueConfig& q : queues) {
+    v1::QueueSummary* s = response.add_queues();
+    s->set_name(q.name);
+    s->set_is_default(site.queues.empty() || q.name == site.default_queue);
+    s->set_max_time_limit_s(q.limits.max_time_limit_s);
+    for (const auto& [rank, node] : ctx_.nodes) {
+      if (!q.nodes.empty() &&
+          std::find(q.nodes.begin(), q.nodes.end(), node.name) == q.nodes.end()) {
+        continue;
+      }
+      s->add_nodes(node.name);
+      const int cores = node.topology.num_cores();
+      s->set_cores_total(s->cores_total() + cores);
+      if (!schedulable(node) || !node.in_pool) {
+        s->set_nodes_other(s->nodes_other() + 1);
+        continue;
+      }
+      const int free = ctx_.pool.free_cores(rank);
+      s->set_cores_idle(s->cores_idle() + free);
+      s->set_cores_allocated(s->cores_allocated() + cores - free);
+      if (busy.count(rank)) {
+        s->set_nodes_allocated(s->nodes_allocated() + 1);
+      } else {
+        s->set_nodes_idle(s->nodes_idle() + 1);
+      }
+    }
+    const auto counted = jobs.find(q.name);
+    if (counted != jobs.end()) {
+      s->set_jobs_running(counted->second.first);
+      s->set_jobs_pending(counted->second.second);
+    }
+  }
+  return response;
+}
+
 Status NodeMonitor::drain(const std::string& name, bool drained, const std::string& reason,
                           const std::string& by) {
   auto it = std::find_if(ctx_.nodes.begin(), ctx_.nodes.end(),

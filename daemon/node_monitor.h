@@ -38,6 +38,7 @@ class NodeMonitor {
   Status drain(const std::string& name, bool drained, const std::string& reason,
                const std::string& by);
   v1::ListNodesResponse list_nodes() const;
+  v1::ListQueuesResponse list_queues() const;
 
  private:
   void adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, bool same_agent);

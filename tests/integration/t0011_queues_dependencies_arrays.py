@@ -106,6 +106,38 @@ def test_a_queue_of_its_own_nodes_and_users():
     t.wait_state(t.submit("-q", "closed", "--", "true", cwd=d), "COMPLETED")
 
 
+def test_queues_summary():
+    """hpcq queues, like sinfo: each queue's nodes by state, cores and jobs."""
+    d = t.workdir()
+    gate = t.Gate(d)
+    job = t.submit("-q", "second", "-A", "chem", "--", *gate.command, cwd=d)
+    t.wait_state(job, "RUNNING")
+    waiting = t.submit("-q", "second", "-A", "chem", "-n", "2", "--", "true", cwd=d)
+    t.wait_cycle_showing(DECISIONS, waiting)
+    try:
+        qs = {q["name"]: q for q in json.loads(t.hpcq("queues", "--json").stdout)}
+        t.check(list(qs) == ["batch", "debug", "second", "closed"], f"queues {list(qs)}")
+        t.check(qs["batch"]["default"] and not qs["second"]["default"], "the default queue")
+        second = {k: qs["second"][k] for k in ("nodes", "nodes_allocated", "nodes_idle",
+                                               "nodes_other", "cores_allocated", "cores_idle",
+                                               "cores_total", "jobs_running", "jobs_pending")}
+        t.check(second == {"nodes": ["node2"], "nodes_allocated": 1, "nodes_idle": 0,
+                           "nodes_other": 0, "cores_allocated": 1, "cores_idle": 1,
+                           "cores_total": 2, "jobs_running": 1, "jobs_pending": 1},
+                f"queue second: {qs['second']}")
+        batch = qs["batch"]
+        t.check(batch["nodes"] == ["node1", "node2"] and batch["nodes_idle"] == 1 and
+                batch["cores_total"] == 4 and batch["jobs_running"] == 0 and
+                batch["max_time_limit_s"] == 7200, f"queue batch: {batch}")
+        rows = {r.split()[0]: r.split() for r in t.hpcq("queues").stdout.splitlines()[1:]}
+        t.check(rows["batch*"][1:] == ["1/1/0/2", "1/3/4", "0", "0", "7200s", "node[1-2]"] and
+                rows["second"][1:] == ["1/0/0/1", "1/1/2", "1", "1", "-", "node2"],
+                f"hpcq queues: {rows}")
+    finally:
+        gate.open()
+    t.wait_state(waiting, "COMPLETED")
+
+
 def test_dependencies():
     d = t.workdir()
     first = t.submit("-o", "dep-%j.out", "--", "sleep", "1", cwd=d)
@@ -293,6 +325,7 @@ def test_exclude():
     t.check(out == "step on node2\n", f"the step's output: {out!r}")
 
 
-t.main([test_queues_at_submit, test_a_queue_of_its_own_nodes_and_users, test_dependencies, test_array_with_throttle,
+t.main([test_queues_at_submit, test_a_queue_of_its_own_nodes_and_users, test_queues_summary,
+        test_dependencies, test_array_with_throttle,
         test_an_array_is_one_job_to_wait_on_and_cancel, test_reservations,
         test_node_lists_in_hostlist_form, test_exclude])
