@@ -79,16 +79,6 @@ def procs(cgroup):
     return [int(p) for p in read(cgroup + "/cgroup.procs").split()]
 
 
-def per_task(out):
-    tasks = {}
-    if os.path.exists(out):
-        with open(out) as f:
-            for line in f.read().splitlines():
-                rank, n = line.split()
-                tasks.setdefault(rank, []).append(int(n))
-    return tasks
-
-
 def stop_and_release(j):
     t.hpcq("checkpoint", str(j), "--then", "stop")
     s = t.wait_state(j, "PENDING")
@@ -98,9 +88,10 @@ def stop_and_release(j):
     t.check(s["checkpoints"][-1]["restored"] is True, f"job {j}: {s['checkpoints']}")
 
 
-def wait_counting(out, at, ranks=("0", "1")):
+def wait_counting(out, at, ranks=(0, 1)):
     t.wait_until(f"tasks {ranks} counting past {at}",
-                 lambda: all(per_task(out).get(r, [0])[-1] >= at.get(r, 0) + 3 for r in ranks),
+                 lambda: all(t.counts_by_task(out).get(r, [0])[-1] >= at.get(r, 0) + 3
+                             for r in ranks),
                  timeout=60)
 
 
@@ -113,7 +104,7 @@ def test_split_job_is_restored_into_its_workers():
     try:
         wait_counting(out, {})
         stop_and_release(j)
-        wait_counting(out, {r: c[-1] for r, c in per_task(out).items()})
+        wait_counting(out, {r: c[-1] for r, c in t.counts_by_task(out).items()})
         cg = job_cgroup(j)
         t.check(procs(cg) == [], f"processes in {cg} itself: {procs(cg)}")
         t.check(len(procs(cg + "/shell")) == 1, f"{cg}/shell: {procs(cg + '/shell')}")
@@ -132,7 +123,7 @@ def test_split_job_is_restored_into_its_workers():
     finally:
         t.run([t.HPCQ, "cancel", str(j)])
     t.wait_state(j, "CANCELLED")
-    for rank, c in per_task(out).items():
+    for rank, c in t.counts_by_task(out).items():
         t.check(c == list(range(1, len(c) + 1)), f"task {rank}: not contiguous: {c[-5:]}")
     t.wait_until("the job's cgroups removed", lambda: not os.path.exists(job_cgroup(j)))
 

@@ -234,6 +234,18 @@ def counts(path):
         return [int(l) for l in f.read().split()]
 
 
+def counts_by_task(path):
+    """The counts of a job whose tasks each write "RANK N" lines to one
+    file: {rank: [N, ...]} (none yet: {})."""
+    tasks = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f.read().splitlines():
+                rank, n = line.split()
+                tasks.setdefault(int(rank), []).append(int(n))
+    return tasks
+
+
 def wait_until(what, condition, timeout=30):
     """Polls `condition` until it returns something true, which it returns."""
     deadline = time.monotonic() + timeout

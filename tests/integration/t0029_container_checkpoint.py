@@ -124,25 +124,15 @@ def test_migrate_a_container_job():
     t.check(t.counts(out)[-1] >= after >= at + 5, f"{out}: only {t.counts(out)[-1]}")
 
 
-def per_task(out):
-    tasks = {}
-    if os.path.exists(out):
-        with open(out) as f:
-            for line in f.read().splitlines():
-                rank, n = line.split()
-                tasks.setdefault(int(rank), []).append(int(n))
-    return tasks
-
-
 def wait_both_count(out, what, past=None):
     """Until tasks 0 and 1 have each counted 5 past `past` (rank -> count; none: 0)."""
     past = past or {0: 0, 1: 0}
-    t.wait_until(what, lambda: len(per_task(out)) == 2 and all(
-        per_task(out)[r][-1] >= past[r] + 5 for r in (0, 1)))
+    t.wait_until(what, lambda: len(t.counts_by_task(out)) == 2 and all(
+        t.counts_by_task(out)[r][-1] >= past[r] + 5 for r in (0, 1)))
 
 
 def check_tasks_contiguous(out):
-    for rank, c in per_task(out).items():
+    for rank, c in t.counts_by_task(out).items():
         t.check(c == list(range(1, len(c) + 1)),
                 f"task {rank}: count not contiguous: {c[:5]}...{c[-5:]}")
 
@@ -154,7 +144,7 @@ def test_migrate_two_tasks_in_a_container():
     wait_both_count(out, "both tasks counting")
     try:
         migrate_away(job, s, out)
-        before = {r: c[-1] for r, c in per_task(out).items()}
+        before = {r: c[-1] for r, c in t.counts_by_task(out).items()}
         wait_both_count(out, "both tasks counting on", before)
     finally:
         t.run([t.HPCQ, "cancel", str(job)])
@@ -173,7 +163,7 @@ def test_two_node_job_requeued_and_restored():
         t.check(record["outcome"] == "ok", f"record {record}")
         s = t.wait_state(job, "RUNNING")
         t.check(len(s["nodes"]) == 2 and s["requeue_count"] == 1, f"status {s}")
-        before = {r: c[-1] for r, c in per_task(out).items()}
+        before = {r: c[-1] for r, c in t.counts_by_task(out).items()}
         wait_both_count(out, "both nodes counting on", before)
     finally:
         t.run([t.HPCQ, "cancel", str(job)])
