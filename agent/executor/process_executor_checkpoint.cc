@@ -418,12 +418,23 @@ Status ProcessExecutor::finish_restore(JobId id) {
     return fail(s);
   }
   // The tree is frozen while it is pinned, so that no process forks past it.
+  // This runs on the agent's loop: a slow freeze delays its heartbeats.
+  const auto started = std::chrono::steady_clock::now();
   const std::string freezer = freezer_dir(j.cgroup);
   Status s = freezer.empty() ? Status::ok() : set_frozen(freezer, true);
+  const auto frozen = std::chrono::steady_clock::now();
   if (s.is_ok()) s = pin_tasks(j.cgroup, j.pid, l);
   if (!freezer.empty()) {
     Status thawed = set_frozen(freezer, false);
     if (s.is_ok()) s = thawed;
+  }
+  const auto ms = [](auto d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  if (const auto took = std::chrono::steady_clock::now() - started;
+      took > std::chrono::seconds(1)) {
+    spdlog::warn("{}: pinning the restored tree took {} ms (freezing it {} ms)", name, ms(took),
+                 ms(frozen - started));
   }
   if (!s.is_ok()) {
     // A frozen tree would not die (v1): it was thawed above.
