@@ -33,15 +33,15 @@
 //            usable checkpoint). kStop: CRIU kills the tree, the executor
 //            reaps the shell, removes the cgroups and job dir and forgets the
 //            job (reap() does not report it).
-//   restore: (begin_restore: CRIU on a thread, as dumps; the rest on the
-//            caller's thread in finished_restores) the job directory comes back at the path it had
-//            (the shell and the tasks hold files there by path; every node has the same state dir
-//            in a real cluster) with the new launch.json/hostfile; new cgroups with the new cpuset
-//            and memory limit; `criu restore` runs inside them, so the tree is born there, as a
-//            child of this process (--restore-sibling); then, frozen, every thread of every task is
-//            pinned (sched_setaffinity) to its new task's CPUs (a process belongs to the task whose
-//            HPCQ_LOCAL_TASK its ancestor below the shell has). From there on it is like a launched
-//            job.
+//   restore: (begin_restore: CRIU and the pinning on a thread, as dumps; the
+//            rest on the caller's thread in finished_restores) the job directory comes back at the
+//            path it had (the shell and the tasks hold files there by path; every node has the same
+//            state dir in a real cluster) with the new launch.json/hostfile; new cgroups with the
+//            new cpuset and memory limit; `criu restore` runs inside them, so the tree is born
+//            there, as a child of this process (--restore-sibling); then, frozen, every thread of
+//            every task is pinned (sched_setaffinity) to its new task's CPUs (a process belongs to
+//            the task whose HPCQ_LOCAL_TASK its ancestor below the shell has). From there on it is
+//            like a launched job.
 // A PID namespace whose init is a session leader is what CRIU needs to
 // checkpoint the whole job (DESIGN.md, "Executors"); the shell holds no pipe
 // or socket once its tasks have started.

@@ -31,6 +31,33 @@ namespace fs = std::filesystem;
 constexpr char kCheckpointMeta[] = "hpcq-checkpoint.json";
 constexpr char kJobDirCopy[] = "job-dir";
 
+// Puts a restored tree where its tasks belong (pin_tasks), frozen meanwhile
+// so that no process forks past it. Runs on the restore's thread, not the
+// agent's loop: freezing a tree CRIU had just restored kept the loop busy
+// for seconds in a loaded guest, past the node-down timeout.
+Status pin_restored_tree(const JobCgroup& cgroup, pid_t root, const JobLaunch& l,
+                         const std::string& name) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::string freezer = freezer_dir(cgroup);
+  Status s = freezer.empty() ? Status::ok() : set_frozen(freezer, true);
+  const auto frozen = std::chrono::steady_clock::now();
+  if (s.is_ok()) s = pin_tasks(cgroup, root, l);
+  if (!freezer.empty()) {
+    // Thawed whatever happened: a frozen tree would not die (v1).
+    Status thawed = set_frozen(freezer, false);
+    if (s.is_ok()) s = thawed;
+  }
+  const auto ms = [](auto d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  if (const auto took = std::chrono::steady_clock::now() - started;
+      took > std::chrono::seconds(1)) {
+    spdlog::warn("{}: pinning the restored tree took {} ms (freezing it {} ms)", name, ms(took),
+                 ms(frozen - started));
+  }
+  return s;
+}
+
 }  // namespace
 
 Status ProcessExecutor::checkpoint_capability() {
@@ -376,6 +403,8 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
       run_container_restore(*d);
     } else if (auto root = criu_restore(criu, d->criu); root.is_ok()) {
       d->root = *root;
+      d->status = pin_restored_tree(d->job.cgroup, d->root, d->launch,
+                                    "job " + std::to_string(d->launch.id));
     } else {
       d->status = root.status();
     }
@@ -408,36 +437,13 @@ Status ProcessExecutor::finish_restore(JobId id) {
     jobs_.emplace(id, std::move(j));
     return Status::ok();
   }
-  // pin_tasks moves a split job's tasks into their workers' cgroups.
+  // The restore's thread has put the tasks in place (pin_restored_tree).
   j.pid = r->root;
   j.pidfd = open_pidfd(j.pid);
   if (j.pidfd < 0) {
     Status s = internal_error("pidfd_open of the restored shell " + std::to_string(j.pid) + ": " +
                               errno_text(errno));
     kill(j.pid, SIGKILL);
-    return fail(s);
-  }
-  // The tree is frozen while it is pinned, so that no process forks past it.
-  // This runs on the agent's loop: a slow freeze delays its heartbeats.
-  const auto started = std::chrono::steady_clock::now();
-  const std::string freezer = freezer_dir(j.cgroup);
-  Status s = freezer.empty() ? Status::ok() : set_frozen(freezer, true);
-  const auto frozen = std::chrono::steady_clock::now();
-  if (s.is_ok()) s = pin_tasks(j.cgroup, j.pid, l);
-  if (!freezer.empty()) {
-    Status thawed = set_frozen(freezer, false);
-    if (s.is_ok()) s = thawed;
-  }
-  const auto ms = [](auto d) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-  };
-  if (const auto took = std::chrono::steady_clock::now() - started;
-      took > std::chrono::seconds(1)) {
-    spdlog::warn("{}: pinning the restored tree took {} ms (freezing it {} ms)", name, ms(took),
-                 ms(frozen - started));
-  }
-  if (!s.is_ok()) {
-    // A frozen tree would not die (v1): it was thawed above.
     return fail(s);
   }
   jobs_.emplace(id, std::move(j));
