@@ -39,10 +39,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # launch and pinning, cancel and time limit, preemption, checkpoint and
 # restore, workers and containers, a container checkpoint (scripts of the
 # source tree, *.py). g0003 (restores and a delegated cgroup) runs early:
-# after the others it failed in two of four runs, its node declared down
-# while the split job was restored (its restore pinned on the agent's loop;
-# the agent now logs a slow pin). g0002 is t0002 with a holder job that
-# sleeps instead of polling (see its docstring).
+# run last, it failed in two of four runs, its node declared down while the
+# split job was restored (the agent pinned the restored tree on its loop; it
+# now does so on the restore's thread and warns when that is slow). g0002 is
+# t0002 with a holder job that sleeps instead of polling (see its docstring).
 DEFAULT_TESTS = [
     "tests/unit/agent/cgroup_test",
     "tests/unit/agent/cgroup_v2_test",
