@@ -331,13 +331,7 @@ Result<std::string> CgroupHierarchy::settle_in_own_cgroup(pid_t self) {
   }
   const std::string dir = v2_root_ + own;
   for (pid_t pid : read_procs(dir)) {
-    if (pid == self) continue;
-    std::istringstream status(read_whole("/proc/" + std::to_string(pid) + "/status"));
-    pid_t parent = 0;
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("PPid:", 0) == 0) parent = static_cast<pid_t>(std::atol(line.c_str() + 5));
-    }
-    if (parent != self) return std::string("/");  // not ours alone: not delegated
+    if (pid != self && parent_of(pid) != self) return std::string("/");  // not delegated to us
   }
   bool created = false;
   HPCQ_RETURN_IF_ERROR(make_dir(dir + leaf, &created));

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <thread>
 
@@ -17,15 +16,6 @@ namespace hpcq::agent {
 namespace {
 
 namespace fs = std::filesystem;
-
-pid_t parent_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("PPid:", 0) == 0) return static_cast<pid_t>(std::atoi(line.c_str() + 5));
-  }
-  return -1;
-}
 
 // HPCQ_LOCAL_TASK from the environment `pid` was exec'd with; -1 if none.
 int local_task_of(pid_t pid) {

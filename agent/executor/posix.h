@@ -53,6 +53,9 @@ bool write_text(const std::string& path, const std::string& text);
 // The file's contents; empty if it cannot be read.
 std::string read_whole(const std::string& path);
 
+// The parent of process `pid` (its PPid); -1 if it is gone.
+pid_t parent_of(pid_t pid);
+
 // The file's last line that is not empty; empty if none.
 std::string last_line(const std::string& path);
 
