@@ -113,10 +113,10 @@ void Leader::stop() { ctx_.loop.stop(); }
 std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobSpec spec) {
   Status valid = job::validate(spec);
   if (valid.is_ok()) {
-    // The caller's groups only where a queue admits by group (a database lookup).
-    const auto& queues = ctx_.config.site.queues;
-    const bool by_group = std::any_of(queues.begin(), queues.end(),
-                                      [](const QueueConfig& q) { return !q.allow_groups.empty(); });
+    // The caller's groups (a database lookup) only where the job's queue
+    // admits by group.
+    const QueueConfig* queue = ctx_.config.site.find_queue(spec.queue);
+    const bool by_group = queue != nullptr && !queue->allow_groups.empty();
     valid = apply_submit_policy(
         ctx_.config, caller.uid,
         by_group ? group_names_of(caller.uid, caller.gid) : std::vector<std::string>{},

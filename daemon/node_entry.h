@@ -51,8 +51,13 @@ std::vector<Rank> ranks_of(const NodeMap& nodes, const Names& names) {
   return ranks;  // ascending: the map's order
 }
 
-// The ranks a job may run on: its queue's nodes (`pool`; empty: every
-// node), within those -w names if given, less those -x names; ascending.
+// Whether a job may run on node `name`: one of its queue's nodes (`pool`;
+// empty: every node), within those -w names (`nodelist`) if given, and not
+// one -x names (`exclude`).
+bool may_run_on(const std::string& name, const std::vector<std::string>& pool,
+                const std::vector<std::string>& nodelist, const std::vector<std::string>& exclude);
+
+// The ranks a job may run on (may_run_on), ascending.
 // Empty when none of the three is given (the scheduler's "any"). Where they
 // leave no node, a rank no node has, so that the job waits rather than runs
 // anywhere.

@@ -53,17 +53,18 @@ v1::ListNodesResponse NodeMonitor::list_nodes() const {
 
 v1::ListQueuesResponse NodeMonitor::list_queues() const {
   std::set<Rank> busy;
-  for (JobId id : ctx_.table.running()) {
-    for (const auto& a : ctx_.table.jobs().at(id).job.allocation.nodes) busy.insert(a.rank);
-  }
-  const SitePolicy& site = ctx_.config.site;
-  std::vector<QueueConfig> queues = site.queues;
-  if (queues.empty()) queues.emplace_back();        // one queue of every node, named ""
   std::map<std::string, std::pair<int, int>> jobs;  // queue: running, pending
-  for (JobId id : ctx_.table.running()) ++jobs[ctx_.table.jobs().at(id).job.spec.queue].first;
+  for (JobId id : ctx_.table.running()) {
+    const job::Job& job = ctx_.table.jobs().at(id).job;
+    ++jobs[job.spec.queue].first;
+    for (const auto& a : job.allocation.nodes) busy.insert(a.rank);
+  }
   for (const auto& [at, id] : ctx_.table.pending()) {
     ++jobs[ctx_.table.jobs().at(id).job.spec.queue].second;
   }
+  const SitePolicy& site = ctx_.config.site;
+  std::vector<QueueConfig> queues = site.queues;
+  if (queues.empty()) queues.emplace_back();  // one queue of every node, named ""
   v1::ListQueuesResponse response;
   for (const QueueConfig& q : queues) {
     v1::QueueSummary* s = response.add_queues();
@@ -71,10 +72,7 @@ v1::ListQueuesResponse NodeMonitor::list_queues() const {
     s->set_is_default(site.queues.empty() || q.name == site.default_queue);
     s->set_max_time_limit_s(q.limits.max_time_limit_s);
     for (const auto& [rank, node] : ctx_.nodes) {
-      if (!q.nodes.empty() &&
-          std::find(q.nodes.begin(), q.nodes.end(), node.name) == q.nodes.end()) {
-        continue;
-      }
+      if (!may_run_on(node.name, q.nodes, {}, {})) continue;
       s->add_nodes(node.name);
       const int cores = node.topology.num_cores();
       s->set_cores_total(s->cores_total() + cores);

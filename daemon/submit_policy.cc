@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/node_entry.h"
 #include "lib/core/hostlist.h"
 #include "lib/core/units.h"
 
@@ -19,17 +20,6 @@ std::string names_of(const std::vector<T>& items, NameOf name_of) {
     out += name_of(item);
   }
   return out;
-}
-
-const QueueConfig* find_queue(const SitePolicy& site, const std::string& name) {
-  if (site.queues.empty()) return nullptr;
-  const std::string& wanted =
-      !name.empty() ? name
-                    : (!site.default_queue.empty() ? site.default_queue : site.queues[0].name);
-  for (const auto& q : site.queues) {
-    if (q.name == wanted) return &q;
-  }
-  return nullptr;
 }
 
 Status apply_time_limit(const ClusterConfig& config, const QueueConfig* queue, job::JobSpec& spec) {
@@ -173,7 +163,7 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid,
                            const std::vector<std::string>& groups, bool is_admin,
                            job::JobSpec& spec) {
   const SitePolicy& site = config.site;
-  const QueueConfig* queue = find_queue(site, spec.queue);
+  const QueueConfig* queue = site.find_queue(spec.queue);
   if (!site.queues.empty()) {
     if (queue == nullptr) {
       return invalid_argument("--queue: unknown queue " + quote(spec.queue) + " (known: " +
@@ -208,7 +198,7 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid,
     return std::find(names.begin(), names.end(), name) != names.end();
   };
   for (const std::string& node : spec.nodelist) {
-    if (!pool.empty() && !in(pool, node)) {
+    if (!may_run_on(node, pool, {}, {})) {
       return invalid_argument("--nodelist: node " + quote(node) + " is not in queue " +
                               quote(queue->name) + " (its nodes: " + compress_hostlist(pool) + ")");
     }
@@ -216,10 +206,7 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid,
   if (!pool.empty() || !spec.exclude.empty()) {
     std::int64_t eligible = 0;
     for (auto r = first_node; r != config.ranks.end(); ++r) {
-      if ((pool.empty() || in(pool, r->name)) &&
-          (spec.nodelist.empty() || in(spec.nodelist, r->name)) && !in(spec.exclude, r->name)) {
-        ++eligible;
-      }
+      if (may_run_on(r->name, pool, spec.nodelist, spec.exclude)) ++eligible;
     }
     if (eligible == 0) return invalid_argument("--exclude: no node is left to run on");
     if (spec.request.nodes > eligible) {
