@@ -288,7 +288,12 @@ pid_t start_task(const JobLaunch& l, const JobFiles& files, size_t local,
 
 // Forks and execs a worker's command (runc), as root, with the shell's
 // stdio; returns its pid, or -1 with `error` set.
-pid_t start_worker(const WorkerSpec& worker, std::string& error) {
+// With `pass_channel` (a forwarding job: hpcq run --image), the command is
+// `runc run --preserve-fds 2`, which hands its fds 3 and 4 to the container's
+// shell: 4 is this shell's channel to the executor, which the shell inside
+// then writes its tasks' output frames to (sends on a packet socket do not
+// interleave) and reads task 0's input from. 3 is only a placeholder.
+pid_t start_worker(const WorkerSpec& worker, bool pass_channel, std::string& error) {
   std::vector<std::string> args = worker.command;
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -298,6 +303,13 @@ pid_t start_worker(const WorkerSpec& worker, std::string& error) {
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, nullptr);
+        if (pass_channel) {
+          const int placeholder = open("/dev/null", O_RDONLY);
+          if (placeholder < 0 || err_fd == kReadyFd || dup2(placeholder, kReadyFd) < 0 ||
+              fcntl(kOutputFd, F_SETFD, 0) < 0) {
+            fail_task(err_fd, "pass the output channel to runc: " + errno_text(errno));
+          }
+        }
         // runc finds its children by their PIDs in /proc: the shell's own
         // /proc (the executor's exec_shell) is the job's PID namespace's.
         execvp(argv[0], argv.data());
@@ -484,7 +496,8 @@ int run(const std::string& dir) {
   }
   for (size_t w = 0; containers && w < l.workers.size(); ++w) {
     std::string error;
-    pid_t pid = l.workers[w].command.empty() ? -1 : start_worker(l.workers[w], error);
+    pid_t pid =
+        l.workers[w].command.empty() ? -1 : start_worker(l.workers[w], l.forward_output, error);
     if (pid > 0) {
       workers[pid] = w;
       continue;
@@ -515,6 +528,12 @@ int run(const std::string& dir) {
     if (sig < 0) continue;  // EINTR
     if (sig != SIGCHLD) {
       if (sig == SIGTERM) holding = false;
+      if (containers) {
+        // Each runc passes it to its container's shell, which passes it on
+        // to its tasks: kill(-1) here would reach them too, a second time.
+        for (const auto& worker : workers) kill(worker.first, sig);
+        continue;
+      }
       // From init, kill(-1) reaches every process of the namespace but itself.
       kill(-1, sig);
       continue;

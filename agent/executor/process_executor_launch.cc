@@ -284,8 +284,10 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
   worker.results = inside.results;
   const std::string id = container_id(l.id, worker.id);
   if (restore_images.empty()) {
-    worker.command = {
-        config_.runc_path, "--root", files.oci_dir + "/state", "run", "--bundle", dir, id};
+    worker.command = {config_.runc_path, "--root", files.oci_dir + "/state", "run"};
+    // The shell inside gets the channel (job_shell_main.cc's start_worker).
+    if (l.forward_output) worker.command.insert(worker.command.end(), {"--preserve-fds", "2"});
+    worker.command.insert(worker.command.end(), {"--bundle", dir, id});
     return Status::ok();
   }
   const std::string work = restore_work_dir(files, worker.id);
@@ -305,9 +307,6 @@ Status ProcessExecutor::validate(const JobLaunch& l) const {
     return Status(Code::kAlreadyExists, job + " is already running here");
   }
   if (l.tasks.empty() && !l.batch) return invalid_argument(job + ": no tasks for this node");
-  if (l.forward_output && !l.image.empty()) {
-    return invalid_argument(job + ": output of an --image job cannot be forwarded");
-  }
   if (l.argv.empty() && l.script.empty()) return invalid_argument(job + ": no command or script");
   if (!l.image.empty() && l.image[0] != '/') {
     return invalid_argument(job + ": image '" + l.image + "' is not an absolute path");

@@ -287,12 +287,11 @@ Status validate(const JobSpec& spec) {
   if (spec.pty && !spec.forward_output) {
     return invalid_argument("--pty: only hpcq run gives a task a terminal");
   }
-  if (spec.forward_output &&
-      (spec.batch || !spec.output.empty() || !spec.error.empty() || !spec.array.empty() ||
-       !spec.image.empty() || spec.checkpoint_interval_s > 0)) {
+  if (spec.forward_output && (spec.batch || !spec.output.empty() || !spec.error.empty() ||
+                              !spec.array.empty() || spec.checkpoint_interval_s > 0)) {
     return invalid_argument(
-        "run: a job whose output goes to its caller takes no --output, --error, --array, --image "
-        "or --checkpoint-interval");
+        "run: a job whose output goes to its caller takes no --output, --error, --array or "
+        "--checkpoint-interval");
   }
   if (spec.workers > 0 && spec.profile.empty()) {
     return invalid_argument(

@@ -9,8 +9,9 @@ must equal its worker's allocation (on these emulated nodes logical core i
 is host CPU i mod the host's CPUs) and its worker's own cgroup; the
 hostfile at HPCQ_HOSTFILE has one "node slots=2" line per worker. The same
 job with --image runs each worker in an OCI container (runc) of a busybox
-root file system, as the submitting user. Two concurrent jobs never share a
-core."""
+root file system, as the submitting user; run with `hpcq run`, the
+containers' output (two per node, on one channel) reaches the caller. Two
+concurrent jobs never share a core."""
 import os
 import sys
 
@@ -135,6 +136,26 @@ def test_image_job_runs_each_worker_in_a_container():
     t.check(os.stat(os.path.join(d, "out.0")).st_uid == uid, "out.0 is not the user's")
 
 
+def test_run_in_an_image_forwards_every_containers_output():
+    # 8 containers, two per node: each shell inside writes its tasks' output
+    # frames to the node's one channel; each task's lines arrive whole.
+    root = t.busybox_rootfs()
+    r = t.run([t.HPCQ, "run", "-n", "16", "--profile", "cpu", "--workers", "8", "-l",
+               "--image", root, "--", "sh", "-c",
+               'for i in 1 2 3; do echo "rank $HPCQ_TASK_RANK line $i of $HPCQ_NODENAME"; done; '
+               'read line; echo "input $line"'],
+              input="hello\n", cwd=t.workdir())
+    t.check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    lines = r.stdout.splitlines()
+    for rank in range(16):
+        mine = [line for line in lines if line.startswith(f"{rank}: rank {rank} line ")]
+        t.check([m.split()[4] for m in mine] == ["1", "2", "3"], f"rank {rank}'s lines: {mine}")
+    t.check(lines.count("0: input hello") == 1 and sum("input" in x for x in lines) == 16,
+            f"input: {[x for x in lines if 'input' in x]}")
+    nodes = {line.split()[-1] for line in lines if " line " in line}
+    t.check(nodes == {"node1", "node2", "node3", "node4"}, f"nodes {nodes}")
+
+
 def test_bad_image_fails_the_job_with_a_reason():
     d = t.workdir()
     job = t.submit("--image", "/nonexistent/image", "--", "true", cwd=d)
@@ -162,5 +183,6 @@ def test_concurrent_jobs_never_share_a_core():
 
 t.main([test_process_workers_get_their_own_cgroups,
         test_image_job_runs_each_worker_in_a_container,
+        test_run_in_an_image_forwards_every_containers_output,
         test_bad_image_fails_the_job_with_a_reason,
         test_concurrent_jobs_never_share_a_core])

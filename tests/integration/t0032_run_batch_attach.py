@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """hpcq run, batch, attach and signal (issue 22): run's tasks on two nodes
 print while the caller reads, its exit status is the highest task's, Ctrl-C
-once interrupts the tasks and twice cancels the job; a batch script runs once,
+once interrupts the tasks and twice cancels the job; the same in an --image
+(each node's tasks in a container); a batch script runs once,
 on its allocation's first node, and its job ends with it; two clients attach
 to one job's output; signals reach the tasks; bad input is refused with one
 line."""
@@ -112,6 +113,37 @@ def test_ctrl_c_once_interrupts_twice_cancels():
         p.kill()
 
 
+def test_run_in_an_image():
+    # Each node's tasks in a runc container of a busybox root: their output
+    # comes live through the container's shell, input reaches task 0, Ctrl-C
+    # reaches each task once (runc passes it to the container's shell, which
+    # passes it on), and the exit status is the failing task's.
+    root = t.busybox_rootfs()
+    task = ('trap "echo got INT; touch /tmp/stop" INT; '
+            'test -e /etc/debian_version && echo host || echo image; '
+            'if [ $HPCQ_TASK_RANK = 0 ]; then read line; echo "input $line"; fi; '
+            'echo ready; while [ ! -e /tmp/stop ]; do sleep 0.1; done; '
+            'exit $((HPCQ_TASK_RANK * 4))')
+    p = subprocess.Popen([t.HPCQ, "run", "-N", "2", "-n", "2", "-l", "--image", root, "--",
+                          "sh", "-c", task],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=t.workdir())
+    try:
+        first = read_lines(p.stdout, 3)
+        t.check(sorted(first) == ["0: image", "1: image", "1: ready"], f"first lines: {first}")
+        t.check(p.poll() is None, "hpcq run ended before its first lines were read")
+        p.stdin.write("hello\n")
+        p.stdin.flush()
+        t.check(read_lines(p.stdout, 2) == ["0: input hello", "0: ready"], "task 0's input")
+        p.send_signal(signal.SIGINT)
+        rest = p.stdout.read()
+        t.check(p.wait(timeout=30) == 4, f"exit {p.returncode}, want 4: {p.stderr.read()}")
+        t.check(sorted(rest.splitlines()) == ["0: got INT", "1: got INT"],
+                f"after Ctrl-C, each task's trap once: {rest!r}")
+    finally:
+        p.kill()
+
+
 def test_batch_script_runs_once_on_the_first_node():
     d = t.workdir()
     script = os.path.join(d, "job.sh")
@@ -204,6 +236,7 @@ def test_bad_input_is_refused_in_one_line():
 
 t.main([test_run_output_comes_while_the_tasks_run, test_run_exit_status_and_streams,
         test_stdin_goes_to_task_0,
-        test_ctrl_c_once_interrupts_twice_cancels, test_batch_script_runs_once_on_the_first_node,
+        test_ctrl_c_once_interrupts_twice_cancels, test_run_in_an_image,
+        test_batch_script_runs_once_on_the_first_node,
         test_attach_from_two_clients, test_signal_reaches_the_tasks,
         test_bad_input_is_refused_in_one_line])

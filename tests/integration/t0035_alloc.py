@@ -5,7 +5,8 @@ shell here, interactive, with the job's environment; commands typed into it
 (hpcq run makes steps of the allocation) print on the screen; leaving the
 shell ends the job (COMPLETED) with the shell's exit status; the time limit
 ends the job and hangs the shell up. run --pty gives a shell on a terminal
-of the first node: typed lines, ^C to its foreground command, its exit."""
+of the first node: typed lines, ^C to its foreground command, its exit; in
+an --image too (the terminal is the container's)."""
 import os
 import pty
 import re
@@ -129,6 +130,18 @@ def test_run_pty_is_a_terminal_on_the_first_node():
     t.check(term.wait() == 5, f"hpcq run --pty's exit, want the shell's 5:\n{term.screen}")
 
 
+def test_run_pty_in_an_image():
+    root = t.busybox_rootfs(applets=("sh", "echo", "test", "tty", "sleep"))
+    env = dict(shell_env(), PS1="container$ ")
+    term = Terminal([t.HPCQ, "run", "--pty", "--image", root, "--", "sh"], env)
+    term.read_until(r"container\$ ")
+    term.type("tty; test -e /etc/debian_version || echo in-the-image\n")
+    term.read_until(r"/dev/pts/\d+")
+    term.read_until(r"\nin-the-image")
+    term.type("exit 6\n")
+    t.check(term.wait() == 6, f"hpcq run --pty --image's exit, want 6:\n{term.screen}")
+
+
 def test_an_allocations_step_on_a_terminal():
     term = Terminal([t.HPCQ, "alloc", "-N", "1"], shell_env())
     term.read_until(r"alloc\$ ")
@@ -142,5 +155,6 @@ def test_an_allocations_step_on_a_terminal():
 
 
 t.main([test_an_interactive_allocation, test_run_pty_is_a_terminal_on_the_first_node,
+        test_run_pty_in_an_image,
         test_an_allocations_step_on_a_terminal, test_the_time_limit_ends_the_allocation,
         test_a_command_instead_of_a_shell])
