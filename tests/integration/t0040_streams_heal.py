@@ -10,7 +10,8 @@ received. The caller must see every line exactly once, the signal's trap
 once and the input once. Then the same output across a kill -9 of hpcqd: the
 agents send the new one what they kept when they say Hello to it, and `hpcq
 run` prints each line once, in order (hpcqd is stopped first, so that what
-reaches it meanwhile is lost with it)."""
+reaches it meanwhile is lost with it); also when the task ends while hpcqd
+is down (its end must not close the output before what was kept arrives)."""
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
+import tomllib
 
 t.within_cluster(agents=2, fanout=1, topology="pack:1 numa:1 core:1 pu:1")
 
@@ -123,4 +125,47 @@ def test_output_survives_a_leader_restart():
     t.check("lost" not in errors, f"hpcq run says: {errors}")
 
 
-t.main([test_output_input_and_signals_survive_the_heal, test_output_survives_a_leader_restart])
+def ends_kept(rank):
+    """The job ends the agent of `rank` has journaled and not had acknowledged."""
+    with open(os.path.join(t.cluster_dir(), "hpcq.toml"), "rb") as f:
+        state_dir = tomllib.load(f)["agent"]["state_dir"]
+    ends = os.path.join(state_dir, f"rank-{rank}", "ends")
+    return os.listdir(ends) if os.path.isdir(ends) else []
+
+
+def test_output_of_a_task_that_ended_while_the_leader_was_down():
+    d = t.workdir()
+    gate = t.Gate(d)
+    script = (f"i=0; while [ ! -e {gate.path} ]; do i=$((i+1)); echo \"line $i\"; sleep 0.02; "
+              "done; n=$i; while [ $i -lt $((n+40)) ]; do i=$((i+1)); echo \"line $i\"; done; "
+              "echo end")
+    p, lines, reader = start_run(script)
+    try:
+        t.wait_until("the first lines", lambda: len(lines) >= 5, timeout=30)
+        leader = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
+                                capture_output=True, text=True).stdout.split()
+        t.check(len(leader) == 1, f"hpcqd pids {leader}")
+        os.kill(int(leader[0]), signal.SIGSTOP)
+        # The task ends while hpcqd is stopped: its last lines and its end
+        # go to a leader that dies with them.
+        gate.open()
+        t.wait_until("the task's end journaled on node2", lambda: ends_kept(2), timeout=30)
+        cmdline = t.kill_leader()
+        t.restart_leader(cmdline)
+        t.check(p.wait(timeout=60) == 0, f"exit {p.returncode}: {p.stderr.read()}")
+        reader.join(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = [line.rstrip("\n") for line in lines]
+    t.check(text[-1:] == ["end"], f"the last lines: {text[-3:]}")
+    numbered = text[:-1]
+    t.check(numbered == [f"line {i}" for i in range(1, len(numbered) + 1)],
+            f"{len(numbered)} lines, not each once in order: "
+            f"{[x for i, x in enumerate(numbered) if x != f'line {i + 1}'][:5]}")
+    errors = p.stderr.read() if p.stderr else ""
+    t.check("lost" not in errors, f"hpcq run says: {errors}")
+
+
+t.main([test_output_input_and_signals_survive_the_heal, test_output_survives_a_leader_restart,
+        test_output_of_a_task_that_ended_while_the_leader_was_down])
