@@ -146,6 +146,11 @@ Status Agent::start() {
     executor_->check_timeouts(wall_clock_now());
     on_job_exits();
   });
+  if (!config_.agent_health_check.empty()) {
+    run_health_check();  // at start too, as slurmd does
+    loop_.run_every(std::chrono::seconds(config_.agent_health_check_interval_s),
+                    [this] { run_health_check(); });
+  }
   spdlog::info("agent {} (rank {}): {} cores, {} NUMA domains ({}); host has {} CPUs", me.name,
                rank, topology_.num_cores(), topology_.numa.size(), topology_.source, host_cpus_);
   return Status::ok();
@@ -319,6 +324,14 @@ void Agent::on_launch(const overlay::Launch& launch) {
     return;
   }
   if (restores_in_flight_.count(id)) return;  // a repeat: STARTED follows the restore
+  if (in_prolog_.count(id)) return;           // a repeat: STARTED follows the prolog
+  const auto held = [id](const overlay::Launch& l) { return l.job_id() == id; };
+  if (std::any_of(held_launches_.begin(), held_launches_.end(), held)) return;
+  if (epilogs_running_ > 0) {
+    spdlog::info("job {}: starts once this node's epilog has ended", id);
+    held_launches_.push_back(launch);
+    return;
+  }
   const HostMapping host{&topology_, host_topology_, host_cpus_, host_numa_};
   Result<JobLaunch> translated =
       job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host);
@@ -329,6 +342,40 @@ void Agent::on_launch(const overlay::Launch& launch) {
     return;
   }
   JobLaunch job = std::move(translated).value();
+  if (!config_.agent_prolog.empty() || !config_.agent_epilog.empty()) {
+    // Slurm's prolog and epilog environment, with HPCQ_ names.
+    std::map<std::string, std::string>& env = script_env_[id];
+    env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+           {"HPCQ_JOB_ID", std::to_string(id)},
+           {"HPCQ_JOB_UID", std::to_string(job.uid)},
+           {"HPCQ_JOB_GID", std::to_string(job.gid)},
+           {"HPCQ_JOB_USER", job.user},
+           {"HPCQ_JOB_NODELIST", job.env["HPCQ_NODELIST"]},
+           {"HPCQ_NODENAME", config_.ranks[options_.rank].name},
+           {"HPCQ_SCRIPT_CONTEXT", "prolog"}};
+  }
+  if (config_.agent_prolog.empty()) return start_part(launch, std::move(job));
+  in_prolog_[id] = launch;
+  scripts_.run(
+      config_.agent_prolog, script_env_[id], std::chrono::seconds(config_.agent_script_timeout_s),
+      [this, id, attempt = launch.attempt(), job = std::move(job)](const ScriptOutcome& outcome) {
+        auto it = in_prolog_.find(id);
+        if (it == in_prolog_.end() || it->second.attempt() != attempt) return;  // cancelled
+        const overlay::Launch launch = std::move(it->second);
+        in_prolog_.erase(it);
+        if (outcome.ok()) return start_part(launch, job);
+        // Not the job's failure: it is requeued and the node drained.
+        const std::string why = std::string(overlay::kNodeErrorReason) + ": " +
+                                outcome.describe("prolog", config_.agent_prolog);
+        spdlog::warn("job {}: {}", id, why);
+        script_env_.erase(id);
+        remember_finished(id, attempt, launch.part());  // a repeated launch does not run it
+        report(id, attempt, overlay::JobUpdate::FAILED, 1, why, launch.part());
+      });
+}
+
+void Agent::start_part(const overlay::Launch& launch, JobLaunch job) {
+  const JobId id = launch.job_id();
   // An elastic job's first node keeps its node list files and resize socket.
   const bool first_node =
       launch.allocation_size() > 0 && launch.allocation(0).rank() == options_.rank;
@@ -376,6 +423,7 @@ void Agent::on_launch(const overlay::Launch& launch) {
   if (!launched.is_ok()) {
     spdlog::warn("job {}: launch failed: {}", id, launched.message());
     elastic_.erase(id);
+    script_env_.erase(id);
     report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message(), launch.part());
     return;
   }
@@ -521,6 +569,28 @@ void Agent::answer_resize(const overlay::Resize& request, overlay::ResizeDone::O
 }
 
 void Agent::on_kill(const overlay::Kill& kill) {
+  if (kill.step() == 0 && !kill.only_part()) {
+    // Not started yet: in its prolog, or held behind an epilog.
+    auto prolog = in_prolog_.find(kill.job_id());
+    std::optional<overlay::Launch> waiting;
+    if (prolog != in_prolog_.end() && prolog->second.attempt() == kill.attempt()) {
+      waiting = std::move(prolog->second);
+      in_prolog_.erase(prolog);  // the prolog runs to its end; its outcome is ignored
+    }
+    for (auto h = held_launches_.begin(); h != held_launches_.end(); ++h) {
+      if (h->job_id() != kill.job_id() || h->attempt() != kill.attempt()) continue;
+      waiting = std::move(*h);
+      held_launches_.erase(h);
+      break;
+    }
+    if (waiting) {
+      script_env_.erase(kill.job_id());
+      remember_finished(kill.job_id(), kill.attempt(), waiting->part());
+      report(kill.job_id(), kill.attempt(), overlay::JobUpdate::CANCELLED, 0,
+             "cancelled before it started here", waiting->part());
+      return;
+    }
+  }
   auto it = attempts_.find(kill.job_id());
   if (it == attempts_.end()) return;
   if (kill.only_part()) {
@@ -539,6 +609,70 @@ void Agent::on_kill(const overlay::Kill& kill) {
   if (!s.is_ok()) spdlog::warn("job {}: cancel: {}", kill.job_id(), s.message());
 }
 
+void Agent::run_epilog(JobId id) {
+  auto env = script_env_.extract(id);
+  if (config_.agent_epilog.empty()) return;
+  if (env.empty()) {
+    // A part this agent adopted after its restart: what it knows of it.
+    env.key() = id;
+    env.mapped() = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+                    {"HPCQ_JOB_ID", std::to_string(id)},
+                    {"HPCQ_NODENAME", config_.ranks[options_.rank].name}};
+  }
+  env.mapped()["HPCQ_SCRIPT_CONTEXT"] = "epilog";
+  ++epilogs_running_;
+  scripts_.run(config_.agent_epilog, env.mapped(),
+               std::chrono::seconds(config_.agent_script_timeout_s),
+               [this, id](const ScriptOutcome& outcome) {
+                 --epilogs_running_;
+                 if (!outcome.ok()) {
+                   const std::string why = outcome.describe("epilog", config_.agent_epilog) +
+                                           " (job " + std::to_string(id) + ")";
+                   spdlog::warn("agent: {}", why);
+                   send_node_check(overlay::NodeCheck::EPILOG, why);
+                 }
+                 release_held_launches();
+               });
+}
+
+void Agent::release_held_launches() {
+  if (epilogs_running_ > 0) return;
+  std::deque<overlay::Launch> held = std::move(held_launches_);
+  held_launches_.clear();
+  for (const overlay::Launch& launch : held) on_launch(launch);
+}
+
+void Agent::run_health_check() {
+  if (health_check_running_) return;  // a slow one is not run twice at once
+  health_check_running_ = true;
+  const std::map<std::string, std::string> env = {
+      {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+      {"HPCQ_NODENAME", config_.ranks[options_.rank].name},
+      {"HPCQ_SCRIPT_CONTEXT", "health_check"}};
+  scripts_.run(config_.agent_health_check, env,
+               std::chrono::seconds(config_.agent_script_timeout_s),
+               [this](const ScriptOutcome& outcome) {
+                 health_check_running_ = false;
+                 const std::string why =
+                     outcome.ok() ? ""
+                                  : outcome.describe(std::string(overlay::kHealthCheckReason),
+                                                     config_.agent_health_check);
+                 if (!why.empty()) spdlog::warn("agent: {}", why);
+                 send_node_check(overlay::NodeCheck::HEALTH_CHECK, why);
+               });
+}
+
+void Agent::send_node_check(overlay::NodeCheck::Source source, const std::string& failure) {
+  overlay::Envelope envelope;
+  envelope.set_dst(0);
+  overlay::NodeCheck* check = envelope.mutable_node_check();
+  check->set_source(source);
+  check->set_failed(!failure.empty());
+  check->set_reason(failure);
+  Status s = overlay_->send(std::move(envelope));
+  if (!s.is_ok()) spdlog::debug("node check: {}", s.message());
+}
+
 void Agent::on_restores_done() {
   for (const RestoreOutcome& outcome : executor_->finished_restores()) {
     auto in_flight = restores_in_flight_.find(outcome.id);
@@ -550,6 +684,7 @@ void Agent::on_restores_done() {
           std::string(overlay::kRestoreFailedReason) + ": " + outcome.status.message();
       spdlog::warn("job {}: launch failed: {}", outcome.id, why);
       elastic_.erase(outcome.id);
+      script_env_.erase(outcome.id);
       report(outcome.id, restore.attempt, overlay::JobUpdate::FAILED, 1, why, restore.part);
       continue;
     }
@@ -585,6 +720,7 @@ void Agent::on_job_exits() {
     }
     report(exit.id, run, kind, exit.exit_code, exit.reason, std::nullopt, 0, &exit);
     forget(exit.id);
+    run_epilog(exit.id);
     // Its steps have ended before it (reap() saw to it): forget them too.
     std::erase_if(finished_steps_, [&](const auto& s) { return s.first == exit.id; });
   }

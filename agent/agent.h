@@ -22,6 +22,7 @@
 #include "agent/elastic_job.h"
 #include "agent/end_journal.h"
 #include "agent/executor/executor.h"
+#include "agent/node_scripts.h"
 #include "agent/output_log.h"
 #include "lib/core/config.h"
 #include "lib/overlay/event_loop.h"
@@ -90,6 +91,15 @@ class Agent {
               std::uint32_t step = 0, const JobExit* measured = nullptr);
   // A step of a job running here (Launch.step): started in the job's cgroup.
   void on_step_launch(const overlay::Launch& launch);
+  // A job's part once the site's prolog (if any) has passed: started, or
+  // restored from its checkpoint.
+  void start_part(const overlay::Launch& launch, JobLaunch job);
+  // The site's programs ([agent] prolog, epilog, health_check).
+  void run_epilog(JobId id);
+  void run_health_check();
+  void send_node_check(overlay::NodeCheck::Source source, const std::string& failure);
+  // Launches held while an epilog runs here: started once none does.
+  void release_held_launches();
 
   const ClusterConfig config_;
   const AgentOptions options_;
@@ -156,6 +166,19 @@ class Agent {
     bool eof = false;
   };
   std::map<std::pair<JobId, std::uint32_t>, InputReceived> input_received_;
+  // The site's prolog, epilog and health check, run on the loop.
+  NodeScripts scripts_{loop_};
+  // Parts whose prolog runs: their launch goes on once it passes.
+  std::map<JobId, overlay::Launch> in_prolog_;
+  // What the prolog and epilog of each job running here are told
+  // (HPCQ_JOB_ID, HPCQ_JOB_USER, HPCQ_JOB_NODELIST, ...).
+  std::map<JobId, std::map<std::string, std::string>> script_env_;
+  // Epilogs running, and the launches that wait for them: as Slurm's
+  // COMPLETING node, this node starts no new job until its last one's
+  // epilog has ended.
+  int epilogs_running_ = 0;
+  std::deque<overlay::Launch> held_launches_;
+  bool health_check_running_ = false;
 };
 
 }  // namespace hpcq::agent

@@ -120,17 +120,24 @@ void print_log_tail(const fs::path& path) {
 
 // `message`, an error about the generated file `generated` whose lines
 // first..first+count-1 are the user's --config file `user`, as an error
-// about that file: "hpcq.toml:18: x" becomes "site.toml:1: x".
+// about that file: "hpcq.toml:18: x" becomes "site.toml:1: x". `inserted`
+// lines of hpcq start's own follow the user's line `inserted_after` (its
+// [agent] header), if any.
 std::string as_users_error(const std::string& message, const std::string& generated, int first,
-                           int count, const std::string& user) {
+                           int count, const std::string& user, int inserted_after, int inserted) {
   if (message.rfind(generated + ":", 0) != 0) return message;
   const std::size_t at = generated.size() + 1;
   std::size_t end = at;
   while (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) ++end;
   if (end == at) return message;
   const int line = std::atoi(message.c_str() + at);
-  if (line < first || line >= first + count) return message;
-  return user + ":" + std::to_string(line - first + 1) + message.substr(end);
+  if (line < first || line >= first + count + inserted) return message;
+  int users_line = line - first + 1;
+  if (inserted_after > 0 && users_line > inserted_after) {
+    if (users_line <= inserted_after + inserted) return message;  // one of hpcq start's lines
+    users_line -= inserted;
+  }
+  return user + ":" + std::to_string(users_line) + message.substr(end);
 }
 
 int count_lines(const std::string& text) {
@@ -212,11 +219,27 @@ int run_start(const StartOptions& options) {
          << "node_down_after_ms = 5000\n\n"
          << "[leader]\nstate_dir = \"" << (dir / "leader").string() << "\"\n"
          << "socket = \"" << (dir / "hpcqd.sock").string() << "\"\n"
-         << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n\n"
-         << "[agent]\nstate_dir = \"" << (dir / "agents").string() << "\"\n"
-         << "run_dir = \"" << run_dir.string() << "\"\nkill_grace_s = 2\n\n";
-  // The site's own sections ([scheduler], [[queue]], ...), checked with the
-  // rest below.
+         << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n\n";
+  const std::string agent_keys = "state_dir = \"" + (dir / "agents").string() + "\"\nrun_dir = \"" +
+                                 run_dir.string() + "\"\nkill_grace_s = 2\n";
+  // The site's own sections ([scheduler], [[queue]], [agent] prolog, ...),
+  // checked with the rest below. TOML defines a table once: where the file
+  // has an [agent] table, hpcq start's agent keys go right after its header.
+  int agent_header = 0;  // the user's line of it; 0: none
+  for (std::size_t at = 0, n = 1; at < extra_text.size(); ++n) {
+    std::size_t end = extra_text.find('\n', at);
+    if (end == std::string::npos) end = extra_text.size();
+    const std::string_view line(extra_text.data() + at, end - at);
+    const std::size_t first = line.find_first_not_of(" \t");
+    if (first != std::string_view::npos && line.substr(first).starts_with("[agent]")) {
+      agent_header = static_cast<int>(n);
+      if (end == extra_text.size()) extra_text += '\n';
+      extra_text.insert(end + 1, agent_keys);
+      break;
+    }
+    at = end + 1;
+  }
+  if (agent_header == 0) config << "[agent]\n" << agent_keys << "\n";
   if (!extra_text.empty()) config << "# from " << options.config_extra << "\n";
   const int extra_first = count_lines(config.str()) + 1;
   config << extra_text << "\n\n";
@@ -251,7 +274,8 @@ int run_start(const StartOptions& options) {
     for (int fd : probes) close(fd);
     std::fprintf(stderr, "hpcq start: %s\n",
                  as_users_error(checked.status().message(), config_path, extra_first,
-                                count_lines(extra_text) + 1, options.config_extra)
+                                count_lines(extra_text) + 1 - (agent_header > 0 ? 3 : 0),
+                                options.config_extra, agent_header, agent_header > 0 ? 3 : 0)
                      .c_str());
     return give_up(2);
   }

@@ -553,6 +553,7 @@ void Leader::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kOutput:
       reports_.on_output(rank, std::move(*envelope.mutable_output()));
       break;
+    case overlay::Envelope::kNodeCheck: monitor_.on_node_check(rank, envelope.node_check()); break;
     default:
       spdlog::warn("overlay: unexpected message {} from rank {}",
                    static_cast<int>(envelope.body_case()), rank);

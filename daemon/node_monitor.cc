@@ -115,6 +115,22 @@ Status NodeMonitor::drain(const std::string& name, bool drained, const std::stri
   return Status::ok();
 }
 
+void NodeMonitor::on_node_check(Rank rank, const overlay::NodeCheck& check) {
+  NodeEntry& node = ctx_.nodes.at(rank);
+  const bool by_health_check =
+      node.drained && node.reason.rfind(overlay::kHealthCheckReason, 0) == 0;
+  const std::string by =
+      check.source() == overlay::NodeCheck::EPILOG ? "the epilog" : "the health check";
+  if (check.failed()) {
+    // An admin's drain keeps its reason; a health check's is brought up to date.
+    if (!node.drained || (by_health_check && node.reason != check.reason())) {
+      (void)drain(node.name, true, check.reason(), by);
+    }
+  } else if (check.source() == overlay::NodeCheck::HEALTH_CHECK && by_health_check) {
+    (void)drain(node.name, false, "", by);
+  }
+}
+
 void NodeMonitor::set_schedulable_in_pool(Rank rank, bool schedulable) {
   const resource::NodeState* node = ctx_.pool.find(rank);
   if (node == nullptr) return;

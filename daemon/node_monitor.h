@@ -37,6 +37,10 @@ class NodeMonitor {
   // hpcq drain / resume of the node named `name`; `by` names who did it.
   Status drain(const std::string& name, bool drained, const std::string& reason,
                const std::string& by);
+  // The agent's epilog or health check (overlay::NodeCheck): a failure
+  // drains the node, unless it is drained already; a pass resumes a node
+  // that a health check drained.
+  void on_node_check(Rank rank, const overlay::NodeCheck& check);
   v1::ListNodesResponse list_nodes() const;
   v1::ListQueuesResponse list_queues() const;
 

@@ -476,9 +476,11 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("agent")) {
     const Table& t = root.at("agent");
     if (!t.is_table()) return invalid_argument(where(t) + ": [agent] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(t, "agent",
-                                    {"state_dir", "run_dir", "secret_key", "job_shell",
-                                     "kill_grace_s", "resize_signal", "pids_per_core"}));
+    HPCQ_RETURN_IF_ERROR(
+        check_keys(t, "agent",
+                   {"state_dir", "run_dir", "secret_key", "job_shell", "kill_grace_s",
+                    "resize_signal", "pids_per_core", "prolog", "epilog", "script_timeout_s",
+                    "health_check", "health_check_interval_s"}));
     if (t.contains("resize_signal")) {
       std::string name;
       HPCQ_RETURN_IF_ERROR(get(t, "agent", "resize_signal", name));
@@ -496,6 +498,18 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "job_shell", c.job_shell));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "agent", "kill_grace_s", c.kill_grace_s));
     HPCQ_RETURN_IF_ERROR(get_non_negative(t, "agent", "pids_per_core", c.pids_per_core));
+    for (const auto& [key, program] :
+         {std::pair{"prolog", &c.agent_prolog}, std::pair{"epilog", &c.agent_epilog},
+          std::pair{"health_check", &c.agent_health_check}}) {
+      HPCQ_RETURN_IF_ERROR(get(t, "agent", key, *program));
+      if (!program->empty() && (*program)[0] != '/') {
+        return invalid_argument(where(t.at(key)) + ": 'agent." + key +
+                                "' must be an absolute path, got " + quote(*program));
+      }
+    }
+    HPCQ_RETURN_IF_ERROR(get_positive(t, "agent", "script_timeout_s", c.agent_script_timeout_s));
+    HPCQ_RETURN_IF_ERROR(
+        get_positive(t, "agent", "health_check_interval_s", c.agent_health_check_interval_s));
   }
   HPCQ_RETURN_IF_ERROR(read_site(root, c.site));
   HPCQ_RETURN_IF_ERROR(read_api(root, c));

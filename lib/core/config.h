@@ -101,6 +101,16 @@ struct ClusterConfig {
   // without "SIG"), or "none" (0) for a job that only watches its resize
   // socket.
   int resize_signal = 10;  // SIGUSR1 on Linux
+  // The site's programs each agent runs as root (Slurm's Prolog, Epilog and
+  // HealthCheckProgram), absolute paths; empty: none. The prolog runs
+  // before a job's first task on a node (failing: the job is requeued, the
+  // node drained), the epilog after its last (failing: the node drained),
+  // each within agent_script_timeout_s; the health check every
+  // health_check_interval_s (failing: the node drained with what it said,
+  // resumed once it passes again).
+  std::string agent_prolog, agent_epilog, agent_health_check;
+  int agent_script_timeout_s = 60;
+  int agent_health_check_interval_s = 60;
   // [[rank]]: rank 0 is the leader
   std::vector<RankConfig> ranks;
 };

@@ -20,6 +20,9 @@ inline constexpr std::string_view kRestoreFailedReason = "restore failed";
 // directory or a process it could not make): not the job's failure, so the
 // leader requeues the job and drains the node, as Slurm does.
 inline constexpr std::string_view kNodeErrorReason = "node error";
+// How a NodeCheck's reason starts when the health check failed: the leader
+// resumes a node on a passing health check only if its drain reason does.
+inline constexpr std::string_view kHealthCheckReason = "health check";
 
 void topology_to_message(const resource::NodeTopology& topology, Topology* message);
 resource::NodeTopology topology_from_message(const Topology& message);

@@ -67,8 +67,14 @@ def test_a_start_that_cannot_work_says_why_and_leaves_nothing():
     bad = os.path.join(d, "site.toml")
     with open(bad, "w") as f:
         f.write('[scheduler]\nactions = ["allocate"]\nbogus = 1\n')
+    # Its [agent] table takes hpcq start's agent keys: lines after it still
+    # name the file's own lines.
+    agent = os.path.join(d, "agent.toml")
+    with open(agent, "w") as f:
+        f.write('[agent]\nprolog = "/bin/true"\n\n[scheduler]\nbogus = 1\n')
     before = start_dirs()
     for args, says in (((bad,), f"{bad}:3: unknown key 'scheduler.bogus'"),
+                       ((agent,), f"{agent}:5: unknown key 'scheduler.bogus'"),
                        ((os.path.join(d, "missing.toml"),), "missing.toml: cannot read")):
         p = t.run([t.HPCQ, "start", "--config", *args, "--", "true"])
         t.check(p.returncode == 2 and p.stderr.count("\n") == 1 and says in p.stderr,

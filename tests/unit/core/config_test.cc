@@ -61,6 +61,26 @@ TEST(ConfigTest, ResizeKeys) {
   EXPECT_EQ(c->resize_signal, 0);
 }
 
+TEST(ConfigTest, NodeScripts) {
+  auto defaults = parse_config(kRank0, "t.toml");
+  ASSERT_TRUE(defaults.is_ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->agent_prolog, "");
+  EXPECT_EQ(defaults->agent_script_timeout_s, 60);
+  EXPECT_EQ(defaults->agent_health_check_interval_s, 60);
+  auto c = parse_config(std::string("[agent]\nprolog = \"/etc/hpcq/prolog\"\n"
+                                    "epilog = \"/etc/hpcq/epilog\"\n"
+                                    "health_check = \"/usr/sbin/nhc\"\n"
+                                    "health_check_interval_s = 300\nscript_timeout_s = 10\n") +
+                            kRank0,
+                        "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->agent_prolog, "/etc/hpcq/prolog");
+  EXPECT_EQ(c->agent_epilog, "/etc/hpcq/epilog");
+  EXPECT_EQ(c->agent_health_check, "/usr/sbin/nhc");
+  EXPECT_EQ(c->agent_health_check_interval_s, 300);
+  EXPECT_EQ(c->agent_script_timeout_s, 10);
+}
+
 TEST(ConfigTest, SitePolicyAndSchedulerOptions) {
   std::string text = std::string(
                          "[scheduler]\nactions = [\"allocate\", \"backfill\"]\n"
@@ -191,6 +211,10 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
        "t.toml:2: 'leader.resize_timeout_ms' must be a positive"},
       {"[agent]\nresize_signal = \"SIGKILL\"\n",
        "t.toml:2: 'agent.resize_signal' unknown signal 'SIGKILL'"},
+      {"[agent]\nprolog = \"prolog.sh\"\n",
+       "t.toml:2: 'agent.prolog' must be an absolute path, got 'prolog.sh'"},
+      {"[agent]\nhealth_check_interval_s = 0\n",
+       "t.toml:2: 'agent.health_check_interval_s' must be a positive integer"},
   };
   for (const auto& c : cases) {
     auto r = parse_config(c.text, "t.toml");
