@@ -1,5 +1,7 @@
 #include "daemon/api.h"
 
+#include <chrono>
+
 #include <utility>
 
 #include "lib/api/job_proto.h"
@@ -11,8 +13,11 @@ Status Api::submit(const Caller& caller, const v1::SubmitRequest& request,
                    v1::SubmitResponse* response) {
   auto spec = api::from_proto(request.spec());
   if (!spec.is_ok()) return spec.status();
+  const auto start = std::chrono::steady_clock::now();
   Result<SubmitResult> made = leader_.submit(caller, std::move(spec).value()).get();
   if (!made.is_ok()) return made.status();
+  leader_.metrics().submitted(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   response->set_id(made->first);
   response->set_count(made->count);
   return Status::ok();

@@ -17,6 +17,7 @@
 #include "daemon/job_entry.h"
 #include "daemon/job_events.h"
 #include "daemon/job_output.h"
+#include "daemon/metrics.h"
 #include "daemon/node_entry.h"
 #include "daemon/reservations.h"
 #include "daemon/submit_policy.h"
@@ -57,6 +58,8 @@ struct Context {
   bool usage_dirty = false;  // changed since it was last stored
   // Jobs submitted with the same environment share one copy of it.
   job::EnvironmentPool environments;
+  // What Prometheus scrapes ([metrics] listen); counted whether served or not.
+  Metrics metrics;
 };
 
 }  // namespace hpcq::daemon

@@ -44,6 +44,9 @@ void JobActions::apply(const job::Effects& effects) {
         const job::Job& job = ctx_.table.at(effect.job).job;
         persist(job, effect.event, "{}");
         publish(job);
+        if (job::is_terminal(job.state)) {
+          ctx_.metrics.job_ended(state_label(job::state_name(job.state)), job.spec.queue);
+        }
         spdlog::info("job {}: {} (exit code {}){}", job.id, effect.event, job.exit_code,
                      job.reason.empty() ? "" : ": " + job.reason);
         break;

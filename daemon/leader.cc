@@ -68,7 +68,14 @@ Status Leader::start() {
   auto recovered = recover(ctx_);
   if (!recovered.is_ok()) return recovered.status();
   next_job_id_ = recovered->next_job_id;
-  ctx_.committer = std::make_unique<store::GroupCommitter>(std::move(recovered->store));
+  ctx_.committer = std::make_unique<store::GroupCommitter>(
+      std::move(recovered->store), store::GroupCommitter::kDefaultMaxOps,
+      [this](double seconds) { ctx_.metrics.committed(seconds); });
+  if (!ctx_.config.metrics_listen.empty()) {
+    HPCQ_RETURN_IF_ERROR(ctx_.metrics.serve(ctx_.config.metrics_listen));
+    spdlog::info("hpcqd: metrics at http://{}/metrics", ctx_.config.metrics_listen);
+    ctx_.loop.run_every(std::chrono::seconds(1), [this] { count_state(); });
+  }
   actions_.apply(recovered->ready);
 
   auto keys = overlay::read_key_file(ctx_.config.secret_key, /*require_secret=*/true);
@@ -513,12 +520,45 @@ void Leader::admit(job::Job job) {
   actions_.apply(ctx_.table.admit(ctx_.table.insert(std::move(job)), ctx_.now()));
 }
 
+void Leader::count_state() {
+  StateCounts counts;
+  for (const auto& [id, entry] : ctx_.table.jobs()) {
+    const job::Job& job = entry.job;
+    if (job::is_terminal(job.state)) continue;
+    ++counts.jobs[{state_label(job::state_name(job.state)), job.spec.queue}];
+  }
+  for (const auto& [rank, node] : ctx_.nodes) {
+    const resource::NodeState* pooled = ctx_.pool.find(rank);
+    const char* state = node.state != NodeState::kUp ? "down"
+                        : node.drained               ? "drained"
+                        : node.unresponsive          ? "unresponsive"
+                                                     : "up";
+    ++counts.nodes[state];
+    if (node.state != NodeState::kUp || pooled == nullptr) continue;
+    const double total = pooled->topology().num_cores();
+    const double free = pooled->free_cores();
+    counts.cores_allocated += total - free;
+    if (pooled->schedulable()) {
+      counts.cores_free += free;
+    } else {
+      counts.cores_unavailable += free;
+    }
+    counts.gpus_allocated += pooled->topology().gpus.size() - pooled->free_gpus();
+    counts.gpus_free += pooled->free_gpus();
+  }
+  ctx_.metrics.set_state(counts);
+}
+
 void Leader::on_message(overlay::Envelope&& envelope) {
   Rank rank = envelope.src();
   auto node = ctx_.nodes.find(rank);
   if (node == ctx_.nodes.end()) {
     spdlog::warn("overlay: message from unknown rank {}", rank);
     return;
+  }
+  if (ctx_.metrics.serving()) {
+    const auto* field = envelope.GetDescriptor()->FindFieldByNumber(envelope.body_case());
+    ctx_.metrics.overlay_received(field ? field->name() : "unknown");
   }
   switch (envelope.body_case()) {
     case overlay::Envelope::kHello: monitor_.on_hello(rank, envelope.hello()); break;

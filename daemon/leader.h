@@ -52,6 +52,8 @@ class Leader {
 
   void run();   // the loop thread; returns after stop()
   void stop();  // any thread
+  // Any thread may call the metrics' thread-safe members (submitted).
+  Metrics& metrics() { return ctx_.metrics; }
 
   // Any thread.
   std::future<Result<SubmitResult>> submit(const Caller& caller, job::JobSpec spec);
@@ -122,6 +124,8 @@ class Leader {
   Result<JobEntry*> find_for(const Caller& caller, JobId id);
   // Routes an overlay message to the room that owns its protocol.
   void on_message(overlay::Envelope&& envelope);
+  // The metrics' gauges: jobs, nodes and cores now (every second, when served).
+  void count_state();
   int host_cpu_of(Rank rank, int core) const;
   v1::Job describe(const job::Job& job) const;
   // hpcq update --time-limit: users may only lower it (checked first, so

@@ -85,6 +85,7 @@ void SchedDriver::run_cycle() {
       ctx_.pool.nodes().begin(), ctx_.pool.nodes().end(),
       [](const resource::NodeState& n) { return n.schedulable() && n.free_cores() > 0; });
   if (!room && !frees_resources_) return;
+  const auto start = std::chrono::steady_clock::now();
   sched::Snapshot snapshot;
   snapshot.now = ctx_.now();
   snapshot.pool = &ctx_.pool;
@@ -96,6 +97,8 @@ void SchedDriver::run_cycle() {
   sched::Decisions decisions = scheduler_->cycle(snapshot);
   apply_decisions(decisions);
   if (ctx_.decision_log) ctx_.decision_log->flush();
+  ctx_.metrics.scheduling_cycle(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void SchedDriver::fill_queue(sched::Snapshot& snapshot) {
@@ -358,6 +361,7 @@ void SchedDriver::start_job(JobEntry& entry, resource::Allocation allocation, bo
     ctx_.decision_log->start(started, job.id, end, allocation);
   }
   const job::Effects effects = ctx_.table.start(entry, std::move(allocation), started);
+  ctx_.metrics.job_started(entry.job.spec.queue);
   entry.kill_sent = false;
   entry.launched = false;
   entry.started_on.clear();

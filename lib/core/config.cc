@@ -391,7 +391,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (!root.is_table()) return invalid_argument(name + ": not a TOML table");
   HPCQ_RETURN_IF_ERROR(check_keys(root, "",
                                   {"overlay", "leader", "scheduler", "sched", "agent", "rank",
-                                   "queue", "qos", "account", "user", "api", "portal"}));
+                                   "queue", "qos", "account", "user", "api", "portal", "metrics"}));
 
   if (root.contains("overlay")) {
     const Table& t = root.at("overlay");
@@ -513,6 +513,19 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   }
   HPCQ_RETURN_IF_ERROR(read_site(root, c.site));
   HPCQ_RETURN_IF_ERROR(read_api(root, c));
+  if (root.contains("metrics")) {
+    const Table& t = root.at("metrics");
+    if (!t.is_table()) return invalid_argument(where(t) + ": [metrics] must be a table");
+    HPCQ_RETURN_IF_ERROR(check_keys(t, "metrics", {"listen"}));
+    HPCQ_RETURN_IF_ERROR(get(t, "metrics", "listen", c.metrics_listen));
+    const std::size_t colon = c.metrics_listen.rfind(':');
+    if (!c.metrics_listen.empty() &&
+        (colon == std::string::npos || colon + 1 == c.metrics_listen.size() ||
+         c.metrics_listen.find_first_not_of("0123456789", colon + 1) != std::string::npos)) {
+      return invalid_argument(where(t.at("listen")) + ": 'metrics.listen' want ADDR:PORT, got " +
+                              quote(c.metrics_listen));
+    }
+  }
   if (!root.contains("rank"))
     return invalid_argument(name + ": no [[rank]] entries (rank 0 is the leader)");
   const Table& ranks = root.at("rank");

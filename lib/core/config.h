@@ -81,6 +81,9 @@ struct ClusterConfig {
   // Where hpcqd records what each scheduling cycle saw and decided (JSON
   // lines, replayable with `hpcq simulate --replay`); empty: not recorded.
   std::string decision_log;
+  // [metrics] listen: where hpcqd serves /metrics for Prometheus
+  // ("127.0.0.1:9464"); empty: not served.
+  std::string metrics_listen;
   // [[queue]], [[qos]], [[account]], [[user]]
   SitePolicy site;
   // [agent]

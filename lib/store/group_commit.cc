@@ -1,13 +1,18 @@
 #include "lib/store/group_commit.h"
 
+#include <chrono>
 #include <future>
 #include <utility>
 #include <vector>
 
 namespace hpcq::store {
 
-GroupCommitter::GroupCommitter(std::unique_ptr<Store> store, std::size_t max_ops)
-    : max_ops_(max_ops), store_(std::move(store)), writer_([this] { run(); }) {}
+GroupCommitter::GroupCommitter(std::unique_ptr<Store> store, std::size_t max_ops,
+                               CommitObserver observer)
+    : max_ops_(max_ops),
+      observer_(std::move(observer)),
+      store_(std::move(store)),
+      writer_([this] { run(); }) {}
 
 GroupCommitter::~GroupCommitter() {
   {
@@ -59,6 +64,7 @@ void GroupCommitter::commit_group(std::deque<Pending>& group) {
   for (Pending& p : group) batches.push_back(std::move(p.batch));
 
   const std::uint64_t commits_before = store_->commits();
+  const auto start = std::chrono::steady_clock::now();
   std::vector<Status> results(batches.size());
   Status merged = store_->write_all(batches);
   if (merged.is_ok() || batches.size() == 1) {
@@ -67,6 +73,9 @@ void GroupCommitter::commit_group(std::deque<Pending>& group) {
     // Which batch broke the transaction is unknown (and a transient error
     // may have hit any of them): give each one its own chance.
     for (std::size_t i = 0; i < batches.size(); ++i) results[i] = store_->write(batches[i]);
+  }
+  if (observer_) {
+    observer_(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   transactions_.fetch_add(store_->commits() - commits_before, std::memory_order_relaxed);
   batches_.fetch_add(batches.size(), std::memory_order_relaxed);

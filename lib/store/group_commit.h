@@ -54,7 +54,12 @@ class GroupCommitter {
   // time its submitters wait) arbitrarily long.
   static constexpr std::size_t kDefaultMaxOps = 4096;
 
-  explicit GroupCommitter(std::unique_ptr<Store> store, std::size_t max_ops = kDefaultMaxOps);
+  // Told, on the writer thread, how long each group's commit took (hpcqd's
+  // metrics); may be empty.
+  using CommitObserver = std::function<void(double seconds)>;
+
+  explicit GroupCommitter(std::unique_ptr<Store> store, std::size_t max_ops = kDefaultMaxOps,
+                          CommitObserver observer = {});
   ~GroupCommitter();
   GroupCommitter(const GroupCommitter&) = delete;
   GroupCommitter& operator=(const GroupCommitter&) = delete;
@@ -80,6 +85,7 @@ class GroupCommitter {
   void commit_group(std::deque<Pending>& group);
 
   const std::size_t max_ops_;
+  const CommitObserver observer_;
   std::unique_ptr<Store> store_;  // writer thread only (after construction)
 
   std::mutex mutex_;

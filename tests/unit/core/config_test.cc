@@ -211,6 +211,8 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
        "t.toml:2: 'leader.resize_timeout_ms' must be a positive"},
       {"[agent]\nresize_signal = \"SIGKILL\"\n",
        "t.toml:2: 'agent.resize_signal' unknown signal 'SIGKILL'"},
+      {"[metrics]\nlisten = \"9464\"\n", "t.toml:2: 'metrics.listen' want ADDR:PORT, got '9464'"},
+      {"[metrics]\nlisten = \"127.0.0.1:\"\n", "'metrics.listen' want ADDR:PORT"},
       {"[agent]\nprolog = \"prolog.sh\"\n",
        "t.toml:2: 'agent.prolog' must be an absolute path, got 'prolog.sh'"},
       {"[agent]\nhealth_check_interval_s = 0\n",

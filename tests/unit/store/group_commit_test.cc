@@ -188,6 +188,24 @@ TEST(GroupCommitter, DoneIsCalledInSubmissionOrder) {
   for (int i = 0; i < 1000; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
 }
 
+TEST(GroupCommitter, TheObserverIsToldEachCommitsTime) {
+  TempDir dir;
+  auto store = open_ok(dir.file("hpcq.db"));
+  ASSERT_NE(store, nullptr);
+  std::vector<double> times;  // written by the writer thread only
+  std::uint64_t transactions = 0;
+  {
+    GroupCommitter committer(std::move(store), GroupCommitter::kDefaultMaxOps,
+                             [&times](double seconds) { times.push_back(seconds); });
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(committer.submit_and_wait(submission(static_cast<JobId>(i + 1))).is_ok());
+    }
+    transactions = committer.transactions();
+  }
+  ASSERT_EQ(times.size(), transactions);
+  for (double t : times) EXPECT_GE(t, 0.0);
+}
+
 TEST(GroupCommitter, BadBatchFailsAloneAndItsNeighboursCommit) {
   TempDir dir;
   const std::string path = dir.file("hpcq.db");

@@ -1,0 +1,126 @@
+#include "daemon/metrics.h"
+
+#include <prometheus/exposer.h>
+
+#include <cctype>
+#include <exception>
+
+namespace hpcq::daemon {
+namespace {
+
+// From half a millisecond to 5 s: a submit's durable answer, a scheduling
+// cycle and a store transaction all fall in it.
+const prometheus::Histogram::BucketBoundaries kSeconds = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+
+}  // namespace
+
+std::string state_label(const char* state_name) {
+  std::string label = state_name;
+  for (char& c : label) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return label;
+}
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      jobs_(prometheus::BuildGauge()
+                .Name("hpcq_jobs")
+                .Help("Jobs not yet ended, by state and queue")
+                .Register(*registry_)),
+      starts_(prometheus::BuildCounter()
+                  .Name("hpcq_job_starts_total")
+                  .Help("Job starts (each attempt), by queue")
+                  .Register(*registry_)),
+      ends_(prometheus::BuildCounter()
+                .Name("hpcq_job_ends_total")
+                .Help("Jobs ended, by outcome (completed, failed, cancelled, timeout, node_fail) "
+                      "and queue")
+                .Register(*registry_)),
+      overlay_(prometheus::BuildCounter()
+                   .Name("hpcq_overlay_messages_received_total")
+                   .Help("Overlay messages hpcqd received from the agents, by type")
+                   .Register(*registry_)),
+      nodes_(prometheus::BuildGauge()
+                 .Name("hpcq_nodes")
+                 .Help("Configured nodes by state (up, unresponsive, drained, down)")
+                 .Register(*registry_)),
+      cores_(prometheus::BuildGauge()
+                 .Name("hpcq_cores")
+                 .Help("Cores of the up nodes: allocated, free, or unavailable (drained, "
+                       "unresponsive)")
+                 .Register(*registry_)),
+      gpus_(prometheus::BuildGauge()
+                .Name("hpcq_gpus")
+                .Help("GPUs of the up nodes: allocated or free")
+                .Register(*registry_)),
+      submit_seconds_(prometheus::BuildHistogram()
+                          .Name("hpcq_submit_seconds")
+                          .Help("A submit's time from the call to its durable answer")
+                          .Register(*registry_)
+                          .Add({}, kSeconds)),
+      cycle_seconds_(prometheus::BuildHistogram()
+                         .Name("hpcq_scheduling_cycle_seconds")
+                         .Help("The time of one scheduling cycle")
+                         .Register(*registry_)
+                         .Add({}, kSeconds)),
+      commit_seconds_(prometheus::BuildHistogram()
+                          .Name("hpcq_store_commit_seconds")
+                          .Help("The time of one SQLite transaction of the store")
+                          .Register(*registry_)
+                          .Add({}, kSeconds)) {}
+
+Metrics::~Metrics() = default;
+
+Status Metrics::serve(const std::string& listen) {
+  try {
+    // One HTTP thread: scrapes are rare and each reads only atomics.
+    exposer_ = std::make_unique<prometheus::Exposer>(listen, 1);
+  } catch (const std::exception& e) {
+    return unavailable("[metrics] listen " + listen + ": " + e.what());
+  }
+  exposer_->RegisterCollectable(registry_);
+  return Status::ok();
+}
+
+int Metrics::port() const {
+  if (!exposer_) return 0;
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+void Metrics::job_started(const std::string& queue) { starts_.Add({{"queue", queue}}).Increment(); }
+
+void Metrics::job_ended(const std::string& outcome, const std::string& queue) {
+  ends_.Add({{"outcome", outcome}, {"queue", queue}}).Increment();
+}
+
+void Metrics::overlay_received(const std::string& type) {
+  overlay_.Add({{"type", type}}).Increment();
+}
+
+void Metrics::scheduling_cycle(double seconds) { cycle_seconds_.Observe(seconds); }
+void Metrics::submitted(double seconds) { submit_seconds_.Observe(seconds); }
+void Metrics::committed(double seconds) { commit_seconds_.Observe(seconds); }
+
+void Metrics::set_state(const StateCounts& counts) {
+  // A label set that emptied reads 0 rather than vanishing.
+  for (auto& [key, gauge] : job_gauges_) gauge->Set(0);
+  for (const auto& [key, value] : counts.jobs) {
+    prometheus::Gauge*& gauge = job_gauges_[key];
+    if (gauge == nullptr) gauge = &jobs_.Add({{"state", key.first}, {"queue", key.second}});
+    gauge->Set(value);
+  }
+  for (const char* state : {"up", "unresponsive", "drained", "down"}) {
+    prometheus::Gauge*& gauge = node_gauges_[state];
+    if (gauge == nullptr) gauge = &nodes_.Add({{"state", state}});
+    auto it = counts.nodes.find(state);
+    gauge->Set(it == counts.nodes.end() ? 0 : it->second);
+  }
+  cores_.Add({{"state", "allocated"}}).Set(counts.cores_allocated);
+  cores_.Add({{"state", "free"}}).Set(counts.cores_free);
+  cores_.Add({{"state", "unavailable"}}).Set(counts.cores_unavailable);
+  gpus_.Add({{"state", "allocated"}}).Set(counts.gpus_allocated);
+  gpus_.Add({{"state", "free"}}).Set(counts.gpus_free);
+}
+
+}  // namespace hpcq::daemon

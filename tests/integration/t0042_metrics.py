@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""hpcqd's /metrics (issue 24, item 6), scraped over HTTP and read with a real
+parser (python3-prometheus-client's): jobs by state and queue, starts and
+ends by outcome, the submit, scheduling-cycle and store-commit histograms,
+nodes by state, cores allocated and free, overlay messages by type; every
+metric the shipped Grafana dashboard (examples/grafana/hpcq.json) queries is
+served. A bad [metrics] listen is refused in one line."""
+import json
+import os
+import re
+import socket
+import sys
+import urllib.request
+
+# Debian's Python, which has python3-prometheus-client (.ci/install-deps).
+if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
+    os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t  # noqa: E402
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DASHBOARD = os.path.join(ROOT, "examples", "grafana", "hpcq.json")
+CONFIG = "/tmp/hpcq-t0042.toml"
+if not os.environ.get("HPCQ_TEST_INSIDE"):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with open(CONFIG, "w") as f:
+        f.write(f'[metrics]\nlisten = "127.0.0.1:{port}"\n\n'
+                '[[queue]]\nname = "batch"\ndefault = true\n\n[[queue]]\nname = "debug"\n')
+t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
+                 extra=("--config", CONFIG))
+
+
+def url():
+    with open(CONFIG) as f:
+        return "http://" + re.search(r'listen = "([^"]+)"', f.read()).group(1) + "/metrics"
+
+
+def scrape():
+    """{(name, frozenset(labels)): value} of every sample served."""
+    with urllib.request.urlopen(url(), timeout=10) as r:
+        t.check(r.status == 200, f"GET /metrics: {r.status}")
+        text = r.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, frozenset(s.labels.items()))] = s.value
+    return samples
+
+
+def value(samples, name, **labels):
+    return samples.get((name, frozenset(labels.items())), 0)
+
+
+def total(samples, name, **labels):
+    return sum(v for (n, ls), v in samples.items()
+               if n == name and all((k, w) in ls for k, w in labels.items()))
+
+
+def test_jobs_nodes_and_latencies():
+    d = t.workdir()
+    gate = t.Gate(d)
+    done = t.submit("--", "true", cwd=d)
+    failed = t.submit("-q", "debug", "--", "false", cwd=d)
+    t.wait_state(done, "COMPLETED")
+    t.wait_state(failed, "FAILED")
+    cancelled = t.submit("--", *gate.command, cwd=d)
+    t.wait_state(cancelled, "RUNNING")
+    t.hpcq("cancel", str(cancelled))
+    t.wait_state(cancelled, "CANCELLED")
+    running = t.submit("-n", "2", "--", *gate.command, cwd=d)
+    t.wait_state(running, "RUNNING")
+    pending = t.submit("-q", "debug", "--begin", "now+3600", "--", "true", cwd=d)
+    t.hpcq("drain", "node2", "--reason", "test")
+    try:
+        # The gauges are counted every second.
+        samples = t.wait_until("the gauges of this state", lambda: (
+            lambda s: s if value(s, "hpcq_jobs", state="running", queue="batch") == 1
+            and value(s, "hpcq_nodes", state="drained") == 1 else None)(scrape()), timeout=10)
+        t.check(value(samples, "hpcq_jobs", state="pending", queue="debug") == 1,
+                f"pending jobs of debug (job {pending})")
+        t.check(value(samples, "hpcq_job_ends_total", outcome="completed", queue="batch") >= 1
+                and value(samples, "hpcq_job_ends_total", outcome="failed", queue="debug") == 1
+                and value(samples, "hpcq_job_ends_total", outcome="cancelled", queue="batch") == 1,
+                f"ends {[(k, v) for k, v in samples.items() if k[0] == 'hpcq_job_ends_total']}")
+        t.check(total(samples, "hpcq_job_starts_total") == 4, "starts")
+        t.check(value(samples, "hpcq_nodes", state="up") == 1, "up nodes")
+        # node1 runs the 2-core job; node2 (drained) is idle.
+        t.check(value(samples, "hpcq_cores", state="allocated") == 2
+                and value(samples, "hpcq_cores", state="free") == 0
+                and value(samples, "hpcq_cores", state="unavailable") == 2,
+                f"cores {[(k, v) for k, v in samples.items() if k[0] == 'hpcq_cores']}")
+        for histogram, at_least in (("hpcq_submit_seconds", 5),
+                                    ("hpcq_scheduling_cycle_seconds", 1),
+                                    ("hpcq_store_commit_seconds", 1)):
+            count = value(samples, histogram + "_count")
+            t.check(count >= at_least, f"{histogram}_count {count}")
+            t.check(value(samples, histogram + "_bucket", le="+Inf") == count,
+                    f"{histogram}'s +Inf bucket")
+        for kind in ("hello", "heartbeat", "job_update"):
+            t.check(value(samples, "hpcq_overlay_messages_received_total", type=kind) > 0, kind)
+    finally:
+        gate.open()
+        t.hpcq("resume", "node2")
+        t.hpcq("cancel", str(pending))
+
+
+def test_the_dashboard_queries_only_what_is_served():
+    with open(DASHBOARD) as f:
+        dashboard = json.load(f)
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    t.check(len(exprs) >= 6, f"{len(exprs)} queries")
+    served = {name for name, _ in scrape()}
+    for expr in exprs:
+        for name in re.findall(r"\bhpcq_[a-z_]+", expr):
+            t.check(name in served, f"the dashboard queries {name}, which is not served")
+
+
+def test_a_bad_listen_is_refused():
+    d = t.workdir()
+    bad = os.path.join(d, "bad.toml")
+    with open(bad, "w") as f:
+        f.write('[metrics]\nlisten = "9464"\n')
+    p = t.run([t.HPCQ, "start", "--config", bad, "--", "true"])
+    t.check(p.returncode == 2 and p.stderr.count("\n") == 1 and "metrics.listen" in p.stderr,
+            f"{p.returncode} {p.stderr!r}")
+
+
+t.main([test_jobs_nodes_and_latencies, test_the_dashboard_queries_only_what_is_served,
+        test_a_bad_listen_is_refused])
