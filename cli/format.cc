@@ -248,6 +248,8 @@ nlohmann::json job_json(const v1::Job& job) {
   j["nodelist"] =
       std::vector<std::string>(job.spec().nodelist().begin(), job.spec().nodelist().end());
   j["exclude"] = std::vector<std::string>(job.spec().exclude().begin(), job.spec().exclude().end());
+  j["constraint"] = job.spec().constraint();
+  j["ntasks_per_node"] = job.spec().ntasks_per_node();
   j["time_limit_s"] = job.spec().time_limit_s();
   j["queue"] = job.queue();
   j["cwd"] = api::cwd_of(job.spec());
@@ -317,6 +319,7 @@ nlohmann::json node_json(const v1::Node& node) {
           {"gpus", node.gpus()},
           {"free_gpus", node.free_gpus()},
           {"topology", node.topology()},
+          {"features", std::vector<std::string>(node.features().begin(), node.features().end())},
           {"host_cpus", node.host_cpus()},
           {"running_jobs", node.running_jobs()},
           {"reason", node.reason()},
@@ -364,6 +367,8 @@ std::string status_text(const v1::Job& job) {
   // What -w and -x asked for, as scontrol's ReqNodeList and ExcNodeList.
   if (job.spec().nodelist_size() > 0) out << " ReqNodeList=" << node_list(job.spec().nodelist());
   if (job.spec().exclude_size() > 0) out << " ExcNodeList=" << node_list(job.spec().exclude());
+  if (!job.spec().constraint().empty()) out << " Features=" << job.spec().constraint();
+  if (job.spec().ntasks_per_node() > 0) out << " NtasksPerN=" << job.spec().ntasks_per_node();
   out << "\n";
   out << "   Queue=" << (job.queue().empty() ? "-" : job.queue())
       << " Account=" << (job.spec().account().empty() ? "-" : job.spec().account())
@@ -475,8 +480,8 @@ nlohmann::json stat_json(const v1::StatResponse& stat) {
 
 std::string nodes_table(const v1::ListNodesResponse& nodes) {
   std::vector<std::vector<std::string>> rows = {{"NODE", "RANK", "STATE", "CORES", "FREE", "NUMA",
-                                                 "GPUS", "JOBS", "CHECKPOINT", "TOPOLOGY",
-                                                 "REASON"}};
+                                                 "GPUS", "JOBS", "CHECKPOINT", "FEATURES",
+                                                 "TOPOLOGY", "REASON"}};
   for (const auto& n : nodes.nodes()) {
     // Whose jobs CRIU can dump there (--json has the reasons).
     const char* checkpoint = !n.checkpoint_capable()      ? "no"
@@ -485,7 +490,7 @@ std::string nodes_table(const v1::ListNodesResponse& nodes) {
     rows.push_back({n.name(), std::to_string(n.rank()), n.state(), std::to_string(n.cores()),
                     std::to_string(n.free_cores()), std::to_string(n.numa()),
                     std::to_string(n.free_gpus()) + "/" + std::to_string(n.gpus()),
-                    std::to_string(n.running_jobs()), checkpoint,
+                    std::to_string(n.running_jobs()), checkpoint, join(n.features()),
                     n.topology().empty() ? "-" : n.topology(),
                     n.reason().empty() ? "-" : n.reason()});
   }

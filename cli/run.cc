@@ -298,6 +298,12 @@ int follow_job(const Client& client, JobId id, const FollowOptions& options) {
 }
 
 int run_step(const Client& client, JobId job, const job::SubmitOptions& options, bool quiet) {
+  if (!options.spec.constraint.empty()) {
+    std::fprintf(stderr,
+                 "hpcq: -C/--constraint: a step runs on its job's nodes (-w and -x choose among "
+                 "them)\n");
+    return 2;
+  }
   v1::LaunchStepRequest request;
   request.set_id(job);
   v1::StepSpec& spec = *request.mutable_spec();

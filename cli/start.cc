@@ -18,11 +18,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
 #include "cli/client.h"
 #include "lib/core/config.h"
+#include "lib/core/hostlist.h"
+#include "lib/core/units.h"
+#include "lib/job/constraint.h"
 #include "lib/overlay/curve_keys.h"
 
 namespace hpcq::cli {
@@ -155,6 +159,43 @@ int run_start(const StartOptions& options) {
     std::fprintf(stderr, "hpcq start: --fanout must be >= 1\n");
     return 2;
   }
+  // --features "node[2-3]=a100,ib": node name -> its features.
+  std::map<std::string, std::vector<std::string>> features;
+  for (const std::string& given : options.features) {
+    const std::size_t eq = given.find('=');
+    auto names = expand_hostlist(given.substr(0, eq == std::string::npos ? 0 : eq));
+    if (eq == std::string::npos || !names.is_ok()) {
+      std::fprintf(stderr, "hpcq start: --features %s: want NODELIST=FEATURE[,FEATURE...]%s%s\n",
+                   quote(given).c_str(), names.is_ok() ? "" : ": ",
+                   names.is_ok() ? "" : names.status().message().c_str());
+      return 2;
+    }
+    std::vector<std::string> list;
+    for (std::size_t at = eq + 1; at <= given.size();) {
+      const std::size_t comma = std::min(given.find(',', at), given.size());
+      list.push_back(given.substr(at, comma - at));
+      if (!job::is_feature_name(list.back())) {
+        std::fprintf(stderr, "hpcq start: --features %s: bad feature name %s\n",
+                     quote(given).c_str(), quote(list.back()).c_str());
+        return 2;
+      }
+      at = comma + 1;
+    }
+    for (const std::string& name : *names) {
+      const std::string prefix = "node";
+      const std::string digits = name.substr(std::min(name.size(), prefix.size()));
+      const bool ours = name.starts_with(prefix) && !digits.empty() && digits[0] != '0' &&
+                        digits.find_first_not_of("0123456789") == std::string::npos &&
+                        digits.size() <= 4 && std::stoi(digits) <= options.agents;
+      if (!ours) {
+        std::fprintf(stderr, "hpcq start: --features: no node %s (the nodes are node[1-%d])\n",
+                     quote(name).c_str(), options.agents);
+        return 2;
+      }
+      auto& mine = features[name];
+      mine.insert(mine.end(), list.begin(), list.end());
+    }
+  }
   // Refused before anything is made: a cluster that comes up and then fails
   // every job helps no one.
   if (options.executor == "process" && geteuid() != 0) {
@@ -264,6 +305,13 @@ int run_start(const StartOptions& options) {
            << "\"\nendpoint = \"tcp://127.0.0.1:" << port << "\"\npublic_key = \""
            << keys->public_key << "\"\n";
     if (r > 0) config << "topology = \"" << options.topology << "\"\n";
+    if (auto f = features.find("node" + std::to_string(r)); r > 0 && f != features.end()) {
+      config << "features = [";
+      for (std::size_t i = 0; i < f->second.size(); ++i) {
+        config << (i ? ", " : "") << "\"" << f->second[i] << "\"";
+      }
+      config << "]\n";
+    }
     config << "\n";
   }
   const std::string config_path = dir / "hpcq.toml";

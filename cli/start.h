@@ -24,8 +24,10 @@ struct StartOptions {
   int wait_s = 30;                   // for the nodes to come up
   std::string executor = "process";  // the agents' executor: process or test
   // TOML sections added to the generated hpcq.toml ([scheduler], [[queue]],
-  // [[account]], ...; not [overlay], [leader] or [agent]).
+  // [[account]], [agent] prolog..., ...; not [overlay] or [leader]).
   std::string config_extra;
+  // --features "node[2-3]=a100,ib" (repeatable): the nodes' [[rank]] features.
+  std::vector<std::string> features;
 };
 
 int run_start(const StartOptions& options);

@@ -8,21 +8,24 @@ bool schedulable(const NodeEntry& node) {
   return node.state == NodeState::kUp && !node.unresponsive && !node.drained;
 }
 
-bool may_run_on(const std::string& name, const std::vector<std::string>& pool,
-                const std::vector<std::string>& nodelist, const std::vector<std::string>& exclude) {
+bool may_run_on(const std::string& name, const std::vector<std::string>& features,
+                const NodeFilter& filter) {
   const auto in = [&](const std::vector<std::string>& names) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
-  return (pool.empty() || in(pool)) && (nodelist.empty() || in(nodelist)) && !in(exclude);
+  return (filter.pool.empty() || in(filter.pool)) &&
+         (filter.nodelist.empty() || in(filter.nodelist)) && !in(filter.exclude) &&
+         filter.constraint.matches(features);
 }
 
-std::vector<Rank> eligible_ranks(const NodeMap& nodes, const std::vector<std::string>& pool,
-                                 const std::vector<std::string>& nodelist,
-                                 const std::vector<std::string>& exclude) {
-  if (pool.empty() && nodelist.empty() && exclude.empty()) return {};
+std::vector<Rank> eligible_ranks(const NodeMap& nodes, const NodeFilter& filter) {
+  if (filter.pool.empty() && filter.nodelist.empty() && filter.exclude.empty() &&
+      filter.constraint.empty()) {
+    return {};
+  }
   std::vector<Rank> ranks;
   for (const auto& [rank, node] : nodes) {
-    if (may_run_on(node.name, pool, nodelist, exclude)) ranks.push_back(rank);
+    if (may_run_on(node.name, node.features, filter)) ranks.push_back(rank);
   }
   if (ranks.empty()) ranks.push_back(std::numeric_limits<Rank>::max());
   return ranks;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lib/core/ids.h"
+#include "lib/job/constraint.h"
 #include "lib/resource/topology.h"
 
 namespace hpcq::daemon {
@@ -27,9 +28,10 @@ struct NodeEntry {
   // After a leader restart: a node that ran jobs is awaited; if it does not
   // say Hello within node_down_after_ms it is declared down like a silent node.
   bool awaited = false;
-  bool drained = false;       // hpcq drain: no new work until hpcq resume
-  bool unresponsive = false;  // up, but silent for node_unresponsive_after_ms: no new work
-  std::string reason;         // why it is drained or down
+  std::vector<std::string> features;  // [[rank]] features (-C/--constraint)
+  bool drained = false;               // hpcq drain: no new work until hpcq resume
+  bool unresponsive = false;          // up, but silent for node_unresponsive_after_ms: no new work
+  std::string reason;                 // why it is drained or down
   bool checkpoint_capable = false;
   std::string checkpoint_reason;
   bool checkpoint_other_users = false;  // and of users other than root
@@ -51,18 +53,22 @@ std::vector<Rank> ranks_of(const NodeMap& nodes, const Names& names) {
   return ranks;  // ascending: the map's order
 }
 
-// Whether a job may run on node `name`: one of its queue's nodes (`pool`;
-// empty: every node), within those -w names (`nodelist`) if given, and not
-// one -x names (`exclude`).
-bool may_run_on(const std::string& name, const std::vector<std::string>& pool,
-                const std::vector<std::string>& nodelist, const std::vector<std::string>& exclude);
+// Where a job may run: one of its queue's nodes (`pool`; empty: every
+// node), within -w's names (`nodelist`) if given, not one -x names
+// (`exclude`), and with the features -C asks for (`constraint`).
+struct NodeFilter {
+  const std::vector<std::string>& pool;
+  const std::vector<std::string>& nodelist;
+  const std::vector<std::string>& exclude;
+  const job::Constraint& constraint;
+};
+bool may_run_on(const std::string& name, const std::vector<std::string>& features,
+                const NodeFilter& filter);
 
 // The ranks a job may run on (may_run_on), ascending.
-// Empty when none of the three is given (the scheduler's "any"). Where they
-// leave no node, a rank no node has, so that the job waits rather than runs
+// Empty when the filter filters nothing (the scheduler's "any"). Where it
+// leaves no node, a rank no node has, so that the job waits rather than runs
 // anywhere.
-std::vector<Rank> eligible_ranks(const NodeMap& nodes, const std::vector<std::string>& pool,
-                                 const std::vector<std::string>& nodelist,
-                                 const std::vector<std::string>& exclude);
+std::vector<Rank> eligible_ranks(const NodeMap& nodes, const NodeFilter& filter);
 
 }  // namespace hpcq::daemon

@@ -42,6 +42,7 @@ v1::ListNodesResponse NodeMonitor::list_nodes() const {
     n->set_memory_bytes(node.topology.memory_bytes);
     n->set_topology(node.topology.source);
     n->set_host_cpus(node.host_cpus);
+    for (const std::string& f : node.features) n->add_features(f);
     n->set_free_cores(node.in_pool ? ctx_.pool.free_cores(rank) : 0);
     n->set_gpus(node.topology.num_gpus());
     const resource::NodeState* pooled = node.in_pool ? ctx_.pool.find(rank) : nullptr;
@@ -71,8 +72,10 @@ v1::ListQueuesResponse NodeMonitor::list_queues() const {
     s->set_name(q.name);
     s->set_is_default(site.queues.empty() || q.name == site.default_queue);
     s->set_max_time_limit_s(q.limits.max_time_limit_s);
+    const std::vector<std::string> none;
+    const job::Constraint any;
     for (const auto& [rank, node] : ctx_.nodes) {
-      if (!may_run_on(node.name, q.nodes, {}, {})) continue;
+      if (!may_run_on(node.name, node.features, {q.nodes, none, none, any})) continue;
       s->add_nodes(node.name);
       const int cores = node.topology.num_cores();
       s->set_cores_total(s->cores_total() + cores);

@@ -61,6 +61,7 @@ Status load_nodes(Context& ctx, store::Store& store) {
     NodeEntry node;
     node.rank = r;
     node.name = ctx.config.ranks[r].name;
+    node.features = ctx.config.ranks[r].features;
     node.last_seen = ctx.now();
     ctx.nodes.emplace(r, std::move(node));
   }

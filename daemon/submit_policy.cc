@@ -191,28 +191,44 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid,
     return invalid_argument("--nodes: " + std::to_string(spec.request.nodes) +
                             " nodes, the cluster has " + std::to_string(configured));
   }
-  // The queue's nodes, less -x's, within -w's.
-  const std::vector<std::string> no_nodes;
-  const std::vector<std::string>& pool = queue != nullptr ? queue->nodes : no_nodes;
+  // The queue's nodes, less -x's, within -w's, with -C's features.
+  const std::vector<std::string> none;
+  const std::vector<std::string>& pool = queue != nullptr ? queue->nodes : none;
   const auto in = [](const std::vector<std::string>& names, const std::string& name) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
+  const job::Constraint any;
   for (const std::string& node : spec.nodelist) {
-    if (!may_run_on(node, pool, {}, {})) {
+    if (!may_run_on(node, {}, {pool, none, none, any})) {
       return invalid_argument("--nodelist: node " + quote(node) + " is not in queue " +
                               quote(queue->name) + " (its nodes: " + compress_hostlist(pool) + ")");
     }
   }
-  if (!pool.empty() || !spec.exclude.empty()) {
+  auto constraint = job::parse_constraint(spec.constraint);
+  if (!constraint.is_ok()) return constraint.status();
+  if (!pool.empty() || !spec.exclude.empty() || !constraint->empty()) {
     std::int64_t eligible = 0;
     for (auto r = first_node; r != config.ranks.end(); ++r) {
-      if (may_run_on(r->name, pool, spec.nodelist, spec.exclude)) ++eligible;
+      if (may_run_on(r->name, r->features, {pool, spec.nodelist, spec.exclude, *constraint})) {
+        ++eligible;
+      }
     }
-    if (eligible == 0) return invalid_argument("--exclude: no node is left to run on");
+    // What narrowed the nodes down, for the refusal.
+    const std::string narrowed = !constraint->empty() ? "-C/--constraint " + quote(spec.constraint)
+                                 : !spec.exclude.empty() ? std::string("--exclude")
+                                                         : "queue " + quote(queue->name);
+    if (eligible == 0) {
+      return invalid_argument(
+          !constraint->empty()
+              ? narrowed + ": no node " +
+                    (pool.empty() ? std::string("has those features")
+                                  : "of queue " + quote(queue->name) + " has those features")
+              : "--exclude: no node is left to run on");
+    }
     if (spec.request.nodes > eligible) {
+      const bool by_queue = constraint->empty() && spec.exclude.empty();
       return invalid_argument("--nodes: " + std::to_string(spec.request.nodes) + " nodes, " +
-                              (spec.exclude.empty() ? "queue " + quote(queue->name) + " has "
-                                                    : std::string("--exclude leaves ")) +
+                              narrowed + (by_queue ? " has " : " leaves ") +
                               std::to_string(eligible));
     }
   }

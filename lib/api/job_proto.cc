@@ -169,6 +169,8 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_max_nodes(spec.max_nodes);
   for (const auto& n : spec.nodelist) p.add_nodelist(n);
   for (const auto& n : spec.exclude) p.add_exclude(n);
+  p.set_constraint(spec.constraint);
+  p.set_ntasks_per_node(spec.ntasks_per_node);
   p.set_elastic(spec.elastic);
   p.set_batch(spec.batch);
   p.set_forward_output(spec.forward_output);
@@ -231,6 +233,8 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.mpi = p.mpi();
   spec.nodelist.assign(p.nodelist().begin(), p.nodelist().end());
   spec.exclude.assign(p.exclude().begin(), p.exclude().end());
+  spec.constraint = p.constraint();
+  spec.ntasks_per_node = p.ntasks_per_node();
   return spec;
 }
 

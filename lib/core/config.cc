@@ -534,13 +534,26 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   std::set<std::string> names, endpoints;
   for (const Table& r : ranks.as_array()) {
     if (!r.is_table()) return invalid_argument(where(r) + ": each [[rank]] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(r, "rank", {"name", "endpoint", "public_key", "topology"}));
+    HPCQ_RETURN_IF_ERROR(
+        check_keys(r, "rank", {"name", "endpoint", "public_key", "topology", "features"}));
     RankConfig rc;
     rc.topology = "host";
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "name", rc.name));
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "endpoint", rc.endpoint));
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "public_key", rc.public_key));
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "topology", rc.topology));
+    HPCQ_RETURN_IF_ERROR(get(r, "rank", "features", rc.features));
+    for (const std::string& f : rc.features) {
+      // As lib/job/constraint.h's is_feature_name (core includes no job).
+      const bool ok = !f.empty() && f.size() <= 64 &&
+                      f.find_first_not_of(
+                          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                          "0123456789_-.") == std::string::npos;
+      if (!ok) {
+        return invalid_argument(where(r.at("features")) + ": bad feature name " + quote(f) +
+                                " (letters, digits, '_', '-', '.')");
+      }
+    }
     const std::string rank_name = "rank " + std::to_string(c.ranks.size());
     if (rc.name.empty()) return invalid_argument(where(r) + ": " + rank_name + " has no name");
     if (rc.endpoint.empty())

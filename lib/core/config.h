@@ -23,6 +23,8 @@ struct RankConfig {
   std::string endpoint;    // ZeroMQ endpoint its overlay ROUTER binds (tcp://host:port)
   std::string public_key;  // Z85 CURVE public key; the allow-list is the set of these
   std::string topology;    // agents: "host", "synthetic:...", a bare synthetic string, "xml:PATH"
+  // The node's features ("a100", "ib"), what a job's -C/--constraint asks for.
+  std::vector<std::string> features;
 };
 
 // A web portal allowed to call the API over TCP (as slurmrestd's JWT users):

@@ -12,6 +12,7 @@
 
 #include "lib/core/bytes.h"
 #include "lib/core/units.h"
+#include "lib/job/constraint.h"
 #include "lib/resource/granularity.h"
 
 namespace hpcq::job {
@@ -259,6 +260,17 @@ Status validate(const JobSpec& spec) {
   if (!spec.profile.empty() && !resource::parse_profile(spec.profile)) {
     return invalid_argument("--profile: unknown profile " + quote(spec.profile) +
                             " (want cpu, memory or network)");
+  }
+  HPCQ_RETURN_IF_ERROR(parse_constraint(spec.constraint).status());
+  if (spec.ntasks_per_node < 0 || spec.ntasks_per_node > kMaxTasks) {
+    return invalid_argument("--ntasks-per-node: must be 1.." + std::to_string(kMaxTasks) +
+                            ", got " + std::to_string(spec.ntasks_per_node));
+  }
+  if (spec.ntasks_per_node > 0 && r.nodes > 0 &&
+      r.ntasks > static_cast<std::int64_t>(r.nodes) * spec.ntasks_per_node) {
+    return invalid_argument("--ntasks-per-node: " + std::to_string(r.ntasks) + " tasks on " +
+                            std::to_string(r.nodes) + " nodes are more than " +
+                            std::to_string(spec.ntasks_per_node) + " per node");
   }
   if (spec.workers < 0 || spec.workers > r.ntasks) {
     return invalid_argument("--workers: must be 0.." + std::to_string(r.ntasks) +

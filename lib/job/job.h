@@ -162,6 +162,12 @@ struct JobSpec {
   std::vector<std::string> nodelist;
   // -x/--exclude: nodes the job may not run on (with -w: taken from its list).
   std::vector<std::string> exclude;
+  // -C/--constraint: the node features it needs (lib/job/constraint.h);
+  // empty: any node.
+  std::string constraint;
+  // --ntasks-per-node (as sbatch's): at most this many tasks per node; the
+  // request's nodes and ntasks already follow from it. 0: not given.
+  int ntasks_per_node = 0;
   // -N MIN-MAX (hpcq issue 7): request.nodes is MIN and max_nodes MAX; 0
   // when no range was given (a range MIN-MIN is stored as no range). Each
   // node runs request.ntasks / request.nodes tasks whatever the size.

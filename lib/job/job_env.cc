@@ -41,6 +41,9 @@ Environment launch_environment(const Job& job) {
   // own job must not hide it.
   env.erase("HPCQ_HOSTFILE");
   env["HPCQ_CPUS_PER_TASK"] = std::to_string(job.spec.request.cpus_per_task);
+  if (job.spec.ntasks_per_node > 0) {
+    env["HPCQ_NTASKS_PER_NODE"] = std::to_string(job.spec.ntasks_per_node);
+  }
   env["HPCQ_SUBMIT_DIR"] = job.spec.cwd;
   if (!job.spec.queue.empty()) env["HPCQ_QUEUE"] = job.spec.queue;
   if (!job.spec.account.empty()) env["HPCQ_ACCOUNT"] = job.spec.account;

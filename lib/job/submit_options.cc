@@ -14,6 +14,7 @@
 
 #include "lib/core/hostlist.h"
 #include "lib/core/units.h"
+#include "lib/job/constraint.h"
 #include "lib/resource/placement_names.h"
 
 namespace hpcq::job {
@@ -30,7 +31,8 @@ constexpr const char* kUsage =
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
     "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] "
-    "[--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] [--json] "
+    "[--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] "
+    "[-C FEATURES] [--ntasks-per-node N] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
 // ---- words of a directive line ----
@@ -256,6 +258,8 @@ struct Given {
   std::optional<std::pair<int, int>> warn;  // --signal: signal, seconds before the limit
   std::optional<std::vector<std::string>> nodelist;
   std::optional<std::vector<std::string>> exclude;
+  std::optional<std::string> constraint;
+  std::optional<int> ntasks_per_node;
   std::optional<std::string> mpi;
   bool json = false;
   bool wait = false;
@@ -303,6 +307,8 @@ struct Given {
     take(warn, later.warn);
     take(nodelist, later.nodelist);
     take(exclude, later.exclude);
+    take(constraint, later.constraint);
+    take(ntasks_per_node, later.ntasks_per_node);
     take(mpi, later.mpi);
     json = json || later.json;
     wait = wait || later.wait;
@@ -353,6 +359,8 @@ constexpr OptionName kValueOptions[] = {
     {0, "--checkpoint-interval"},
     {'w', "--nodelist"},
     {'x', "--exclude"},
+    {'C', "--constraint"},
+    {0, "--ntasks-per-node"},
     {0, "--mpi"},
 };
 
@@ -461,6 +469,8 @@ class WordParser {
     add("--signal", warn);
     add("-w,--nodelist", nodelist);
     add("-x,--exclude", exclude);
+    add("-C,--constraint", constraint);
+    add("--ntasks-per-node", ntasks_per_node);
     add("--mpi", mpi);
     add("--oversubscribe,!--exclusive", oversubscribe);
     add("--elastic,!--no-elastic", elastic);
@@ -495,6 +505,7 @@ class WordParser {
   Value account, qos, priority, dependency, array;
   Value gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
   Value profile, workers, image, checkpoint_interval, begin, warn, nodelist, exclude, mpi;
+  Value constraint, ntasks_per_node;
   Flag oversubscribe, elastic, requeue, json, wait, label, overlap, immediate, pty;
 
  private:
@@ -580,6 +591,11 @@ Status take_sizes(const WordParser& p, Given& g) {
   HPCQ_RETURN_IF_ERROR(gpu_count_of("--gpus-per-node", p.gpus_per_node, g.gpus_per_node));
   HPCQ_RETURN_IF_ERROR(gpu_count_of("--gpus-per-task", p.gpus_per_task, g.gpus_per_task));
   HPCQ_RETURN_IF_ERROR(count_of("--workers", p.workers, g.workers));
+  HPCQ_RETURN_IF_ERROR(count_of("--ntasks-per-node", p.ntasks_per_node, g.ntasks_per_node));
+  if (g.ntasks_per_node && *g.ntasks_per_node < 1) {
+    return invalid_argument("--ntasks-per-node: must be at least 1, got " +
+                            quote(p.ntasks_per_node.text));
+  }
   if (p.time.given()) {
     auto v = parse_duration_s(p.time.text);
     if (!v.is_ok()) return invalid_argument("--time: " + v.status().message());
@@ -716,6 +732,10 @@ Status take_placement(const WordParser& p, Given& g) {
     if (!names.is_ok()) return names.status();
     g.exclude = std::move(names).value();
   }
+  if (p.constraint.given()) {
+    HPCQ_RETURN_IF_ERROR(parse_constraint(p.constraint.text).status());
+    g.constraint = p.constraint.text;
+  }
   if (p.profile.given()) g.profile = p.profile.text;
   if (p.oversubscribe.given()) g.oversubscribe = p.oversubscribe.on;
   if (p.elastic.given()) g.elastic = p.elastic.on;
@@ -850,8 +870,12 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.name = given.name && !given.name->empty() ? *given.name : basename_of(spec.argv.front());
   auto& request = spec.request;
   request.nodes = given.nodes.value_or(0);
-  // sbatch: -N alone runs one task per node.
-  request.ntasks = given.ntasks ? *given.ntasks : std::max(1, request.nodes);
+  // sbatch: -N alone runs one task per node; with --ntasks-per-node K, K per
+  // node; -n with K and no -N takes as many nodes as the tasks need at K each.
+  const int per_node = given.ntasks_per_node.value_or(0);
+  request.ntasks =
+      given.ntasks ? *given.ntasks : std::max(1, request.nodes) * std::max(1, per_node);
+  if (per_node > 0 && !given.nodes) request.nodes = (request.ntasks + per_node - 1) / per_node;
   request.cpus_per_task = given.cpus_per_task.value_or(1);
   request.mem_per_node_bytes = given.mem.value_or(0);
   request.mem_per_cpu_bytes = given.mem_per_cpu.value_or(0);
@@ -872,6 +896,8 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   if (given.warn) std::tie(spec.warn_signal, spec.warn_seconds) = *given.warn;
   spec.nodelist = given.nodelist.value_or(std::vector<std::string>{});
   spec.exclude = given.exclude.value_or(std::vector<std::string>{});
+  spec.constraint = given.constraint.value_or("");
+  spec.ntasks_per_node = per_node;
   spec.mpi = given.mpi.value_or("");
   spec.max_nodes = given.max_nodes.value_or(0);
   spec.elastic = given.elastic.value_or(false);
@@ -897,6 +923,10 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   out.label = given.label;
   out.step.nodes = given.nodes.value_or(0);
   out.step.ntasks = given.ntasks.value_or(0);
+  if (per_node > 0 && out.step.ntasks == 0)
+    out.step.ntasks = std::max(1, out.step.nodes) * per_node;
+  if (per_node > 0 && out.step.nodes == 0)
+    out.step.nodes = (out.step.ntasks + per_node - 1) / per_node;
   out.step.cpus_per_task = given.cpus_per_task.value_or(0);
   out.step.overlap = given.overlap;
   out.immediate = given.immediate;

@@ -121,6 +121,31 @@ std::string refusal(const ClusterConfig& config, job::JobSpec s) {
   return st.message();
 }
 
+// -C/--constraint: only nodes with the features count, within the queue's.
+TEST(SubmitPolicy, ConstraintsCountOnlyNodesWithTheFeatures) {
+  ClusterConfig c = four_nodes();
+  for (std::size_t r = 0; r < c.ranks.size(); ++r) c.ranks[r].name = "n" + std::to_string(r);
+  c.ranks[1].features = {"a100", "ib"};
+  c.ranks[2].features = {"a100"};
+  c.ranks[3].features = {"v100", "ib"};
+  job::JobSpec s = spec();
+  s.constraint = "a100&ib";
+  EXPECT_TRUE(apply_submit_policy(c, 1000, {}, false, s).is_ok());
+  s.request.nodes = 2;
+  s.request.ntasks = 2;
+  EXPECT_EQ(refusal(c, s), "--nodes: 2 nodes, -C/--constraint 'a100&ib' leaves 1");
+  s.constraint = "a100|ib";
+  s.request.nodes = 3;
+  s.request.ntasks = 3;
+  EXPECT_TRUE(apply_submit_policy(c, 1000, {}, false, s).is_ok());
+  s = spec();
+  s.constraint = "h100";
+  EXPECT_EQ(refusal(c, s), "-C/--constraint 'h100': no node has those features");
+  c.site.queues[0].nodes = {"n3", "n4"};
+  s.constraint = "a100";
+  EXPECT_EQ(refusal(c, s), "-C/--constraint 'a100': no node of queue 'batch' has those features");
+}
+
 // A queue bound to a node set (Slurm's partition Nodes=), open to some
 // groups or accounts only (AllowGroups, AllowAccounts).
 TEST(SubmitPolicy, AQueuesNodesGroupsAndAccounts) {

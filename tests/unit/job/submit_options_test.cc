@@ -259,6 +259,30 @@ TEST_F(Submit, PlacementOptions) {
   EXPECT_EQ(o->spec.exclude, (std::vector<std::string>{"node2", "node3"}));
   EXPECT_EQ(parse({"-x", "n[1-", "prog"}).status().message().substr(0, 30),
             "--exclude: bad node list 'n[1-");
+  o = parse({"-C", "a100&ib|v100", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.constraint, "a100&ib|v100");
+  EXPECT_EQ(parse({"--constraint=a100&", "prog"}).status().message(),
+            "-C/--constraint 'a100&': an empty feature name");
+
+  // --ntasks-per-node: with -N, that many per node; with -n alone, the nodes
+  // the tasks need; with both, a maximum.
+  o = parse({"-N", "3", "--ntasks-per-node", "4", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.request.nodes, 3);
+  EXPECT_EQ(o->spec.request.ntasks, 12);
+  EXPECT_EQ(o->spec.ntasks_per_node, 4);
+  o = parse({"-n", "5", "--ntasks-per-node=2", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.request.nodes, 3);
+  EXPECT_EQ(o->spec.request.ntasks, 5);
+  o = parse({"--ntasks-per-node", "2", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.request.nodes, 1);
+  EXPECT_EQ(o->spec.request.ntasks, 2);
+  EXPECT_EQ(parse({"-N", "2", "-n", "5", "--ntasks-per-node", "2", "prog"}).status().message(),
+            "--ntasks-per-node: 5 tasks on 2 nodes are more than 2 per node");
+  EXPECT_FALSE(parse({"--ntasks-per-node", "0", "prog"}).is_ok());
 
   o = parse({"prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
@@ -607,7 +631,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
                 "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
                 "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] "
-                "[--json] "
+                "[-C FEATURES] [--ntasks-per-node N] [--json] "
                 "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
         BadArgs{{"--mpi", "openmpi", "true"}, "--mpi: want pmi1, pmix or none, got 'openmpi'"},
         // The fuzzer's find: a value with a newline made a two-line message.

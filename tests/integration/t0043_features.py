@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Node features and -C/--constraint, --ntasks-per-node (issue 24, item 3).
+`hpcq start --features` gives node1-2 "a100,ib" and node3 "v100"; hpcq nodes
+shows them; a job with -C runs only on nodes with those features ('&' all,
+'|' any), waits for such a node when they are busy rather than run
+elsewhere, and one that no node could ever satisfy is refused at submit;
+--ntasks-per-node sets the tasks of each node; a step takes no -C."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+LOG = t.decision_log("t0043")
+CONFIG = "/tmp/hpcq-t0043.toml"
+if not os.environ.get("HPCQ_TEST_INSIDE"):
+    with open(CONFIG, "w") as f:
+        f.write(f'[scheduler]\ndecision_log = "{LOG}"\n')
+t.within_cluster(agents=3, fanout=3, topology="pack:1 numa:1 core:2 pu:1",
+                 extra=("--features", "node[1-2]=a100,ib", "--features", "node3=v100",
+                        "--config", CONFIG))
+
+
+def nodes_of(job):
+    return sorted(a["node"] for a in t.status(job)["allocation"])
+
+
+def test_nodes_show_their_features():
+    nodes = {n["name"]: n["features"] for n in json.loads(t.hpcq("nodes", "--json").stdout)}
+    t.check(nodes == {"node1": ["a100", "ib"], "node2": ["a100", "ib"], "node3": ["v100"]},
+            f"features {nodes}")
+    t.check("a100,ib" in t.hpcq("nodes").stdout, "hpcq nodes' FEATURES column")
+
+
+def test_a_constraint_picks_the_nodes():
+    d = t.workdir()
+    gate = t.Gate(d)
+    try:
+        v100 = t.submit("-C", "v100", "--", *gate.command, cwd=d)
+        both = t.submit("-N", "2", "-C", "a100&ib", "--", *gate.command, cwd=d)
+        for job in (v100, both):
+            t.wait_state(job, "RUNNING")
+        t.check(nodes_of(v100) == ["node3"], f"-C v100 ran on {nodes_of(v100)}")
+        t.check(nodes_of(both) == ["node1", "node2"], f"-C a100&ib ran on {nodes_of(both)}")
+        s = t.status(both)
+        t.check(s["constraint"] == "a100&ib", f"status {s['constraint']!r}")
+        t.check("Features=a100&ib" in t.hpcq("status", str(both)).stdout, "status text")
+    finally:
+        gate.open()
+    for job in (v100, both):
+        t.wait_state(job, "COMPLETED")
+    either = t.submit("-N", "3", "-C", "v100|a100", "--", "true", cwd=d)
+    t.wait_state(either, "COMPLETED")
+    t.check(nodes_of(either) == ["node1", "node2", "node3"], f"-C v100|a100: {nodes_of(either)}")
+
+
+def test_a_constrained_job_waits_for_its_nodes():
+    d = t.workdir()
+    gate = t.Gate(d)
+    busy = t.submit("-w", "node3", "-n", "2", "--", *gate.command, cwd=d)
+    t.wait_state(busy, "RUNNING")
+    try:
+        waiting = t.submit("-C", "v100", "--", "true", cwd=d)
+        # node1 and node2 are free, but have no v100: a cycle looked at it
+        # and left it waiting.
+        t.wait_cycle_showing(LOG, waiting)
+        t.check(t.status(waiting)["state"] == "PENDING", f"job {t.status(waiting)}")
+    finally:
+        gate.open()
+    t.wait_state(waiting, "COMPLETED")
+    t.check(nodes_of(waiting) == ["node3"], f"ran on {nodes_of(waiting)}")
+
+
+def test_constraints_no_node_meets_are_refused():
+    for args, says in ((["-C", "h100"], "-C/--constraint 'h100': no node has those features"),
+                       (["-N", "3", "-C", "a100"], "--nodes: 3 nodes, -C/--constraint 'a100' leaves 2"),
+                       (["-C", "a100&"], "-C/--constraint 'a100&': an empty feature name"),
+                       (["-C", "[a|b]"], "brackets")):
+        p = t.hpcq("submit", *args, "--", "true", rc=None)
+        t.check(p.returncode != 0 and says in p.stderr and p.stderr.count("\n") == 1,
+                f"{args}: {p.returncode} {p.stderr!r}")
+
+
+def test_ntasks_per_node():
+    d = t.workdir()
+    job = t.submit("-N", "2", "--ntasks-per-node", "2", "-C", "a100", "-o", "out", "--", "sh", "-c",
+                   'echo "$HPCQ_NODENAME $HPCQ_NTASKS $HPCQ_NTASKS_PER_NODE"', cwd=d)
+    s = t.wait_state(job, ("COMPLETED", "FAILED"))
+    t.check(s["state"] == "COMPLETED", f"job {s}")
+    t.check(sorted((a["node"], a["ntasks"]) for a in s["allocation"]) ==
+            [("node1", 2), ("node2", 2)], f"allocation {s['allocation']}")
+    with open(os.path.join(d, "out")) as f:
+        lines = sorted(f.read().splitlines())
+    t.check(lines == ["node1 4 2"] * 2 + ["node2 4 2"] * 2, f"tasks saw {lines}")
+
+
+def test_a_step_takes_no_constraint():
+    r = t.run([t.HPCQ, "alloc", "-N", "1", "--", "hpcq", "run", "-C", "a100", "--", "true"])
+    t.check(r.returncode != 0 and "a step runs on its job's nodes" in r.stderr, f"{r}")
+
+
+def test_bad_features_are_refused():
+    for features, says in (("node1", "want NODELIST=FEATURE"), ("node9=x", "no node 'node9'"),
+                           ("node1=a b", "bad feature name 'a b'")):
+        p = t.run([t.HPCQ, "start", "--agents", "2", "--features", features, "--", "true"])
+        t.check(p.returncode == 2 and says in p.stderr and p.stderr.count("\n") == 1,
+                f"{features}: {p.returncode} {p.stderr!r}")
+
+
+t.main([test_nodes_show_their_features, test_a_constraint_picks_the_nodes,
+        test_a_constrained_job_waits_for_its_nodes, test_constraints_no_node_meets_are_refused,
+        test_ntasks_per_node, test_a_step_takes_no_constraint, test_bad_features_are_refused])
