@@ -250,6 +250,8 @@ nlohmann::json job_json(const v1::Job& job) {
   j["exclude"] = std::vector<std::string>(job.spec().exclude().begin(), job.spec().exclude().end());
   j["constraint"] = job.spec().constraint();
   j["ntasks_per_node"] = job.spec().ntasks_per_node();
+  j["licenses"] =
+      std::map<std::string, int>(job.spec().licenses().begin(), job.spec().licenses().end());
   j["time_limit_s"] = job.spec().time_limit_s();
   j["queue"] = job.queue();
   j["cwd"] = api::cwd_of(job.spec());
@@ -369,6 +371,15 @@ std::string status_text(const v1::Job& job) {
   if (job.spec().exclude_size() > 0) out << " ExcNodeList=" << node_list(job.spec().exclude());
   if (!job.spec().constraint().empty()) out << " Features=" << job.spec().constraint();
   if (job.spec().ntasks_per_node() > 0) out << " NtasksPerN=" << job.spec().ntasks_per_node();
+  if (job.spec().licenses_size() > 0) {
+    const std::map<std::string, int> sorted(job.spec().licenses().begin(),
+                                            job.spec().licenses().end());
+    std::string text;
+    for (const auto& [name, count] : sorted) {
+      text += (text.empty() ? "" : ",") + name + ":" + std::to_string(count);
+    }
+    out << " Licenses=" << text;
+  }
   out << "\n";
   out << "   Queue=" << (job.queue().empty() ? "-" : job.queue())
       << " Account=" << (job.spec().account().empty() ? "-" : job.spec().account())

@@ -26,7 +26,6 @@
 #include "lib/core/config.h"
 #include "lib/core/hostlist.h"
 #include "lib/core/units.h"
-#include "lib/job/constraint.h"
 #include "lib/overlay/curve_keys.h"
 
 namespace hpcq::cli {
@@ -174,7 +173,7 @@ int run_start(const StartOptions& options) {
     for (std::size_t at = eq + 1; at <= given.size();) {
       const std::size_t comma = std::min(given.find(',', at), given.size());
       list.push_back(given.substr(at, comma - at));
-      if (!job::is_feature_name(list.back())) {
+      if (!is_plain_name(list.back())) {
         std::fprintf(stderr, "hpcq start: --features %s: bad feature name %s\n",
                      quote(given).c_str(), quote(list.back()).c_str());
         return 2;

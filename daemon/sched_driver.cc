@@ -30,6 +30,7 @@ sched::PendingJob pending_of(const job::Job& job) {
   p.workers = job.spec.workers;
   p.max_nodes = job.spec.max_nodes;
   p.elastic = job.spec.elastic;
+  p.licenses = job.spec.licenses;
   return p;
 }
 

@@ -13,9 +13,9 @@ namespace hpcq::daemon {
 namespace {
 
 template <typename T, typename NameOf>
-std::string names_of(const std::vector<T>& items, NameOf name_of) {
+std::string names_of(const T& items, NameOf name_of) {
   std::string out;
-  for (const T& item : items) {
+  for (const auto& item : items) {
     if (!out.empty()) out += ", ";
     out += name_of(item);
   }
@@ -230,6 +230,20 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid,
       return invalid_argument("--nodes: " + std::to_string(spec.request.nodes) + " nodes, " +
                               narrowed + (by_queue ? " has " : " leaves ") +
                               std::to_string(eligible));
+    }
+  }
+  for (const auto& [name, count] : spec.licenses) {
+    const auto total = site.licenses.find(name);
+    if (total == site.licenses.end()) {
+      return invalid_argument(
+          "-L/--licenses: unknown license " + quote(name) + " (known: " +
+          (site.licenses.empty() ? std::string("none")
+                                 : names_of(site.licenses, [](const auto& l) { return l.first; })) +
+          ")");
+    }
+    if (count > total->second) {
+      return invalid_argument("-L/--licenses: " + std::to_string(count) + " of license " +
+                              quote(name) + ", the cluster has " + std::to_string(total->second));
     }
   }
   HPCQ_RETURN_IF_ERROR(check_queue_limits(queue, spec));

@@ -171,6 +171,7 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   for (const auto& n : spec.exclude) p.add_exclude(n);
   p.set_constraint(spec.constraint);
   p.set_ntasks_per_node(spec.ntasks_per_node);
+  for (const auto& [name, count] : spec.licenses) (*p.mutable_licenses())[name] = count;
   p.set_elastic(spec.elastic);
   p.set_batch(spec.batch);
   p.set_forward_output(spec.forward_output);
@@ -235,6 +236,7 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.exclude.assign(p.exclude().begin(), p.exclude().end());
   spec.constraint = p.constraint();
   spec.ntasks_per_node = p.ntasks_per_node();
+  spec.licenses.insert(p.licenses().begin(), p.licenses().end());
   return spec;
 }
 

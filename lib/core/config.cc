@@ -224,6 +224,23 @@ Result<std::uint32_t> uid_of(const Table& t, const std::string& name) {
 }
 
 Status read_site(const Table& root, SitePolicy& site) {
+  if (root.contains("licenses")) {
+    const Table& t = root.at("licenses");
+    if (!t.is_table()) return invalid_argument(where(t) + ": [licenses] must be a table");
+    for (const auto& [name, value] : t.as_table()) {
+      if (!is_plain_name(name)) {
+        return invalid_argument(where(value) + ": bad license name " + quote(name) +
+                                " (letters, digits, '_', '-', '.')");
+      }
+      int count = 0;
+      HPCQ_RETURN_IF_ERROR(get(t, "licenses", name, count));
+      if (count < 1) {
+        return invalid_argument(where(value) + ": 'licenses." + name +
+                                "' must be a positive integer");
+      }
+      site.licenses[name] = count;
+    }
+  }
   auto queues = tables_of(root, "queue");
   if (!queues.is_ok()) return queues.status();
   std::set<std::string> names;
@@ -389,9 +406,10 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   ClusterConfig c;
   c.source = name;
   if (!root.is_table()) return invalid_argument(name + ": not a TOML table");
-  HPCQ_RETURN_IF_ERROR(check_keys(root, "",
-                                  {"overlay", "leader", "scheduler", "sched", "agent", "rank",
-                                   "queue", "qos", "account", "user", "api", "portal", "metrics"}));
+  HPCQ_RETURN_IF_ERROR(
+      check_keys(root, "",
+                 {"overlay", "leader", "scheduler", "sched", "agent", "rank", "queue", "qos",
+                  "account", "user", "api", "portal", "metrics", "licenses"}));
 
   if (root.contains("overlay")) {
     const Table& t = root.at("overlay");
@@ -512,6 +530,11 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
         get_positive(t, "agent", "health_check_interval_s", c.agent_health_check_interval_s));
   }
   HPCQ_RETURN_IF_ERROR(read_site(root, c.site));
+  // Licenses are counted by their plugin (lib/sched/plugins/licenses.h).
+  if (!c.site.licenses.empty() &&
+      std::find(c.plugins.begin(), c.plugins.end(), "licenses") == c.plugins.end()) {
+    c.plugins.push_back("licenses");
+  }
   HPCQ_RETURN_IF_ERROR(read_api(root, c));
   if (root.contains("metrics")) {
     const Table& t = root.at("metrics");
@@ -544,12 +567,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "topology", rc.topology));
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "features", rc.features));
     for (const std::string& f : rc.features) {
-      // As lib/job/constraint.h's is_feature_name (core includes no job).
-      const bool ok = !f.empty() && f.size() <= 64 &&
-                      f.find_first_not_of(
-                          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                          "0123456789_-.") == std::string::npos;
-      if (!ok) {
+      if (!is_plain_name(f)) {
         return invalid_argument(where(r.at("features")) + ": bad feature name " + quote(f) +
                                 " (letters, digits, '_', '-', '.')");
       }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,9 @@ struct SitePolicy {
   std::vector<QosConfig> qos;
   std::vector<AccountConfig> accounts;
   std::vector<UserShare> users;
+  // [licenses]: cluster-wide counts of each license (Slurm's Licenses=),
+  // what a job's -L/--licenses takes while it runs.
+  std::map<std::string, int> licenses;
 
   // The queue a job of queue `name` runs in: `name`, or the default queue
   // for an empty name; nullptr for an unknown name or no queues at all.

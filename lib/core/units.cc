@@ -1,5 +1,6 @@
 #include "lib/core/units.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <ctime>
@@ -127,6 +128,15 @@ std::optional<std::int64_t> parse_slurm_duration(std::string_view text) {
 }
 
 }  // namespace
+
+bool is_plain_name(std::string_view name) {
+  constexpr std::size_t kMaxName = 64;
+  return !name.empty() && name.size() <= kMaxName &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-' || c == '.';
+         });
+}
 
 std::string quote(std::string_view text) {
   constexpr size_t kMaxShown = 64;

@@ -56,6 +56,9 @@ struct When {
 };
 Result<When> parse_when(const std::string& text, const char* option);
 
+// A node feature's or a license's name: 1..64 letters, digits, '_', '-', '.'.
+bool is_plain_name(std::string_view name);
+
 // 'text' for an error message: control and non-ASCII bytes escaped as \xNN
 // (so the message stays one printable line) and long text cut with "...".
 std::string quote(std::string_view text);

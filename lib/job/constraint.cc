@@ -15,15 +15,6 @@ bool Constraint::matches(const std::vector<std::string>& features) const {
                      [&](const auto& term) { return std::all_of(term.begin(), term.end(), has); });
 }
 
-bool is_feature_name(std::string_view name) {
-  constexpr std::size_t kMaxName = 64;
-  return !name.empty() && name.size() <= kMaxName &&
-         std::all_of(name.begin(), name.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_' || c == '-' || c == '.';
-         });
-}
-
 Result<Constraint> parse_constraint(std::string_view text) {
   constexpr std::size_t kMaxText = 1024;
   Constraint c;
@@ -41,7 +32,7 @@ Result<Constraint> parse_constraint(std::string_view text) {
   for (;;) {
     const std::size_t end = text.find_first_of("&|", at);
     const std::string_view name = text.substr(at, end == std::string_view::npos ? end : end - at);
-    if (!is_feature_name(name)) {
+    if (!is_plain_name(name)) {
       return bad(name.empty() ? "an empty feature name"
                               : "bad feature name " + quote(std::string(name)) +
                                     " (letters, digits, '_', '-', '.')");

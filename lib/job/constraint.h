@@ -2,7 +2,8 @@
 // [[rank]] features of hpcq.toml(5) name them. Features joined by '&' (all
 // of them) and '|' (any), '&' binding tighter: "a100&ib|v100" runs on a node
 // with both a100 and ib, or on one with v100. Slurm's brackets and counts
-// ("[rack1|rack2]", "gpu*2") are refused. Pure.
+// ("[rack1|rack2]", "gpu*2") are refused. Feature names are is_plain_name's
+// (lib/core/units.h). Pure.
 #pragma once
 
 #include <string>
@@ -20,9 +21,6 @@ struct Constraint {
   bool empty() const { return any_of_all.empty(); }
   bool matches(const std::vector<std::string>& features) const;
 };
-
-// A feature name: letters, digits, '_', '-' and '.'; 1..64 of them.
-bool is_feature_name(std::string_view name);
 
 // An empty text is the empty constraint.
 Result<Constraint> parse_constraint(std::string_view text);

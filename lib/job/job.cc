@@ -193,6 +193,35 @@ Status check_mpi(const std::string& mpi, const std::string& option) {
   return invalid_argument(option + ": want pmi1, pmix or none, got " + quote(mpi));
 }
 
+Result<std::map<std::string, int>> parse_licenses(std::string_view text) {
+  constexpr int kMaxCount = 1'000'000;
+  std::map<std::string, int> licenses;
+  const auto bad = [&](const std::string& why) {
+    return invalid_argument("-L/--licenses " + quote(text) + ": " + why);
+  };
+  if (text.empty()) return bad("want NAME[:COUNT][,NAME[:COUNT]...]");
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string_view item = text.substr(at, comma - at);
+    const std::size_t colon = item.find(':');
+    const std::string name(item.substr(0, colon));
+    if (!is_plain_name(name)) return bad("bad license name " + quote(name));
+    int count = 1;
+    if (colon != std::string_view::npos) {
+      const std::string_view digits = item.substr(colon + 1);
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
+      if (ec != std::errc() || end != digits.data() + digits.size() || count < 1 ||
+          count > kMaxCount) {
+        return bad("bad count " + quote(digits) + " for " + quote(name) + " (want 1.." +
+                   std::to_string(kMaxCount) + ")");
+      }
+    }
+    if (!licenses.emplace(name, count).second) return bad(quote(name) + " given twice");
+    at = comma + 1;
+  }
+  return licenses;
+}
+
 Status validate(const JobSpec& spec) {
   HPCQ_RETURN_IF_ERROR(check_names_utf8(spec));
   if (!spec.mpi.empty()) HPCQ_RETURN_IF_ERROR(check_mpi(spec.mpi, "--mpi"));
@@ -262,6 +291,12 @@ Status validate(const JobSpec& spec) {
                             " (want cpu, memory or network)");
   }
   HPCQ_RETURN_IF_ERROR(parse_constraint(spec.constraint).status());
+  for (const auto& [name, count] : spec.licenses) {
+    if (!is_plain_name(name) || count < 1 || count > 1'000'000) {
+      return invalid_argument("-L/--licenses: bad license " + quote(name) + ":" +
+                              std::to_string(count));
+    }
+  }
   if (spec.ntasks_per_node < 0 || spec.ntasks_per_node > kMaxTasks) {
     return invalid_argument("--ntasks-per-node: must be 1.." + std::to_string(kMaxTasks) +
                             ", got " + std::to_string(spec.ntasks_per_node));

@@ -168,6 +168,9 @@ struct JobSpec {
   // --ntasks-per-node (as sbatch's): at most this many tasks per node; the
   // request's nodes and ntasks already follow from it. 0: not given.
   int ntasks_per_node = 0;
+  // -L/--licenses: cluster-wide licenses ([licenses] of hpcq.toml(5)) it
+  // holds while it runs, by name.
+  std::map<std::string, int> licenses;
   // -N MIN-MAX (hpcq issue 7): request.nodes is MIN and max_nodes MAX; 0
   // when no range was given (a range MIN-MIN is stored as no range). Each
   // node runs request.ntasks / request.nodes tasks whatever the size.
@@ -204,6 +207,9 @@ struct JobSpec {
 Status validate(const JobSpec& spec);
 // --mpi's value: "pmi1", "pmix" or "none" (the interfaces hpcq serves).
 Status check_mpi(const std::string& mpi, const std::string& option);
+// -L/--licenses "matlab:2,fluent" (a count of 1 when none is given), as
+// sbatch's; each name once.
+Result<std::map<std::string, int>> parse_licenses(std::string_view text);
 
 struct Job {
   JobId id = 0;

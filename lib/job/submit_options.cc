@@ -32,7 +32,7 @@ constexpr const char* kUsage =
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
     "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] "
     "[--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] "
-    "[-C FEATURES] [--ntasks-per-node N] [--json] "
+    "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
 // ---- words of a directive line ----
@@ -260,6 +260,7 @@ struct Given {
   std::optional<std::vector<std::string>> exclude;
   std::optional<std::string> constraint;
   std::optional<int> ntasks_per_node;
+  std::optional<std::map<std::string, int>> licenses;
   std::optional<std::string> mpi;
   bool json = false;
   bool wait = false;
@@ -309,6 +310,7 @@ struct Given {
     take(exclude, later.exclude);
     take(constraint, later.constraint);
     take(ntasks_per_node, later.ntasks_per_node);
+    take(licenses, later.licenses);
     take(mpi, later.mpi);
     json = json || later.json;
     wait = wait || later.wait;
@@ -361,6 +363,7 @@ constexpr OptionName kValueOptions[] = {
     {'x', "--exclude"},
     {'C', "--constraint"},
     {0, "--ntasks-per-node"},
+    {'L', "--licenses"},
     {0, "--mpi"},
 };
 
@@ -471,6 +474,7 @@ class WordParser {
     add("-x,--exclude", exclude);
     add("-C,--constraint", constraint);
     add("--ntasks-per-node", ntasks_per_node);
+    add("-L,--licenses", licenses);
     add("--mpi", mpi);
     add("--oversubscribe,!--exclusive", oversubscribe);
     add("--elastic,!--no-elastic", elastic);
@@ -505,7 +509,7 @@ class WordParser {
   Value account, qos, priority, dependency, array;
   Value gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
   Value profile, workers, image, checkpoint_interval, begin, warn, nodelist, exclude, mpi;
-  Value constraint, ntasks_per_node;
+  Value constraint, ntasks_per_node, licenses;
   Flag oversubscribe, elastic, requeue, json, wait, label, overlap, immediate, pty;
 
  private:
@@ -732,6 +736,11 @@ Status take_placement(const WordParser& p, Given& g) {
     if (!names.is_ok()) return names.status();
     g.exclude = std::move(names).value();
   }
+  if (p.licenses.given()) {
+    auto licenses = parse_licenses(p.licenses.text);
+    if (!licenses.is_ok()) return licenses.status();
+    g.licenses = std::move(licenses).value();
+  }
   if (p.constraint.given()) {
     HPCQ_RETURN_IF_ERROR(parse_constraint(p.constraint.text).status());
     g.constraint = p.constraint.text;
@@ -898,6 +907,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.exclude = given.exclude.value_or(std::vector<std::string>{});
   spec.constraint = given.constraint.value_or("");
   spec.ntasks_per_node = per_node;
+  spec.licenses = given.licenses.value_or(std::map<std::string, int>{});
   spec.mpi = given.mpi.value_or("");
   spec.max_nodes = given.max_nodes.value_or(0);
   spec.elastic = given.elastic.value_or(false);

@@ -12,6 +12,7 @@
 #include "lib/sched/plugins/fcfs.h"
 #include "lib/sched/plugins/granularity.h"
 #include "lib/sched/plugins/heuristics.h"
+#include "lib/sched/plugins/licenses.h"
 #include "lib/sched/plugins/limits.h"
 #include "lib/sched/plugins/priority.h"
 #include "lib/sched/plugins/proportion.h"
@@ -54,6 +55,7 @@ constexpr ActionEntry kActions[] = {
 constexpr PluginEntry kPlugins[] = {
     {FcfsPlugin::kName, &make_plain_plugin<FcfsPlugin>},
     {LimitsPlugin::kName, &make_plain_plugin<LimitsPlugin>},
+    {LicensesPlugin::kName, &make_plain_plugin<LicensesPlugin>},
     {ProportionPlugin::kName, &make_plain_plugin<ProportionPlugin>},
     {SjfPlugin::kName, &make_plain_plugin<SjfPlugin>},
     {Wfp3Plugin::kName, &Wfp3Plugin::create},

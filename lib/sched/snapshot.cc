@@ -24,6 +24,7 @@ RunningJob running_from(const PendingJob& job, resource::Allocation allocation, 
   r.last_resize = start;
   r.profile = job.profile;
   r.workers = job.workers;
+  r.licenses = job.licenses;
   return r;
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,8 @@ struct PendingJob {
   // The only nodes the job may run on (hpcq migrate --to), ascending;
   // empty: any node.
   std::vector<Rank> nodelist;
+  // -L: the cluster-wide licenses it holds while it runs, by name.
+  std::map<std::string, int> licenses;
 };
 
 struct RunningJob {
@@ -82,6 +85,7 @@ struct RunningJob {
   // As submitted (PendingJob); its workers are in allocation.nodes[].workers.
   std::optional<resource::Profile> profile;
   int workers = 0;
+  std::map<std::string, int> licenses;  // as submitted (PendingJob)
   // Already on its way out (preempted or migrating, being saved): its cores
   // are not free yet, but no action decides anything more about it.
   bool leaving = false;

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Node features and -C/--constraint, --ntasks-per-node (issue 24, item 3).
+"""Node features and -C/--constraint, --ntasks-per-node and licenses (-L,
+[licenses]) (issue 24, item 3).
 `hpcq start --features` gives node1-2 "a100,ib" and node3 "v100"; hpcq nodes
 shows them; a job with -C runs only on nodes with those features ('&' all,
 '|' any), waits for such a node when they are busy rather than run
 elsewhere, and one that no node could ever satisfy is refused at submit;
---ntasks-per-node sets the tasks of each node; a step takes no -C."""
+--ntasks-per-node sets the tasks of each node; a step takes no -C. With
+[licenses] matlab = 2, a third job asking for one waits until one of the
+two holders ends; unknown licenses and more than there are are refused."""
 import json
 import os
 import sys
@@ -16,7 +19,7 @@ LOG = t.decision_log("t0043")
 CONFIG = "/tmp/hpcq-t0043.toml"
 if not os.environ.get("HPCQ_TEST_INSIDE"):
     with open(CONFIG, "w") as f:
-        f.write(f'[scheduler]\ndecision_log = "{LOG}"\n')
+        f.write(f'[scheduler]\ndecision_log = "{LOG}"\n\n[licenses]\nmatlab = 2\n')
 t.within_cluster(agents=3, fanout=3, topology="pack:1 numa:1 core:2 pu:1",
                  extra=("--features", "node[1-2]=a100,ib", "--features", "node3=v100",
                         "--config", CONFIG))
@@ -100,6 +103,34 @@ def test_a_step_takes_no_constraint():
     t.check(r.returncode != 0 and "a step runs on its job's nodes" in r.stderr, f"{r}")
 
 
+def test_licenses_are_counted():
+    d = t.workdir()
+    gates = [t.Gate(d, f"gate{i}") for i in range(3)]
+    jobs = [t.submit("-L", "matlab", "--", *g.command, cwd=d) for g in gates]
+    try:
+        for job in jobs[:2]:
+            t.wait_state(job, "RUNNING")
+        t.wait_cycle_showing(LOG, jobs[2])
+        t.check(t.status(jobs[2])["state"] == "PENDING", f"a third holder: {t.status(jobs[2])}")
+        t.check(t.status(jobs[0])["licenses"] == {"matlab": 1}, "status licenses")
+        t.check("Licenses=matlab:1" in t.hpcq("status", str(jobs[0])).stdout, "status text")
+        gates[0].open()
+        t.wait_state(jobs[0], "COMPLETED")
+        t.wait_state(jobs[2], "RUNNING")
+    finally:
+        for g in gates:
+            g.open()
+    for job in jobs:
+        t.wait_state(job, "COMPLETED")
+    for args, says in ((["-L", "fluent"], "unknown license 'fluent' (known: matlab)"),
+                       (["-L", "matlab:3"], "3 of license 'matlab', the cluster has 2"),
+                       (["-L", "matlab:0"], "bad count '0'"),
+                       (["-L", "matlab,matlab"], "'matlab' given twice")):
+        p = t.hpcq("submit", *args, "--", "true", rc=None)
+        t.check(p.returncode != 0 and says in p.stderr and p.stderr.count("\n") == 1,
+                f"{args}: {p.returncode} {p.stderr!r}")
+
+
 def test_bad_features_are_refused():
     for features, says in (("node1", "want NODELIST=FEATURE"), ("node9=x", "no node 'node9'"),
                            ("node1=a b", "bad feature name 'a b'")):
@@ -110,4 +141,5 @@ def test_bad_features_are_refused():
 
 t.main([test_nodes_show_their_features, test_a_constraint_picks_the_nodes,
         test_a_constrained_job_waits_for_its_nodes, test_constraints_no_node_meets_are_refused,
-        test_ntasks_per_node, test_a_step_takes_no_constraint, test_bad_features_are_refused])
+        test_ntasks_per_node, test_a_step_takes_no_constraint, test_licenses_are_counted,
+        test_bad_features_are_refused])

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace hpcq {
 namespace {
@@ -79,6 +82,13 @@ TEST(ConfigTest, NodeScripts) {
   EXPECT_EQ(c->agent_health_check, "/usr/sbin/nhc");
   EXPECT_EQ(c->agent_health_check_interval_s, 300);
   EXPECT_EQ(c->agent_script_timeout_s, 10);
+}
+
+TEST(ConfigTest, LicensesTurnOnTheirPlugin) {
+  auto c = parse_config(std::string("[licenses]\nmatlab = 10\nfluent = 2\n") + kRank0, "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->site.licenses, (std::map<std::string, int>{{"fluent", 2}, {"matlab", 10}}));
+  EXPECT_EQ(c->plugins, (std::vector<std::string>{"fcfs", "licenses"}));
 }
 
 TEST(ConfigTest, SitePolicyAndSchedulerOptions) {
@@ -212,6 +222,9 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
       {"[agent]\nresize_signal = \"SIGKILL\"\n",
        "t.toml:2: 'agent.resize_signal' unknown signal 'SIGKILL'"},
       {"[metrics]\nlisten = \"9464\"\n", "t.toml:2: 'metrics.listen' want ADDR:PORT, got '9464'"},
+      {"[licenses]\nmatlab = 0\n", "t.toml:2: 'licenses.matlab' must be a positive integer"},
+      {"[licenses]\n\"a b\" = 1\n", "t.toml:2: bad license name 'a b'"},
+      {"[licenses]\nmatlab = \"ten\"\n", "t.toml:2: bad value for 'licenses.matlab'"},
       {"[metrics]\nlisten = \"127.0.0.1:\"\n", "'metrics.listen' want ADDR:PORT"},
       {"[agent]\nprolog = \"prolog.sh\"\n",
        "t.toml:2: 'agent.prolog' must be an absolute path, got 'prolog.sh'"},

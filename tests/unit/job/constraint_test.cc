@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "lib/core/units.h"
+
 namespace hpcq::job {
 namespace {
 
@@ -29,10 +31,10 @@ TEST(Constraint, OneFeatureAndNames) {
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_TRUE(c->matches({"rack-1.hot_aisle"}));
   EXPECT_FALSE(c->matches({"rack-1"}));
-  EXPECT_TRUE(is_feature_name("A100"));
-  EXPECT_FALSE(is_feature_name(""));
-  EXPECT_FALSE(is_feature_name("a b"));
-  EXPECT_FALSE(is_feature_name(std::string(65, 'a')));
+  EXPECT_TRUE(is_plain_name("A100"));
+  EXPECT_FALSE(is_plain_name(""));
+  EXPECT_FALSE(is_plain_name("a b"));
+  EXPECT_FALSE(is_plain_name(std::string(65, 'a')));
 }
 
 TEST(Constraint, BadTextsSayWhyInOneLine) {

@@ -284,6 +284,14 @@ TEST_F(Submit, PlacementOptions) {
             "--ntasks-per-node: 5 tasks on 2 nodes are more than 2 per node");
   EXPECT_FALSE(parse({"--ntasks-per-node", "0", "prog"}).is_ok());
 
+  o = parse({"-L", "matlab:2,fluent", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.licenses, (std::map<std::string, int>{{"fluent", 1}, {"matlab", 2}}));
+  EXPECT_EQ(parse({"--licenses=matlab:x", "prog"}).status().message(),
+            "-L/--licenses 'matlab:x': bad count 'x' for 'matlab' (want 1..1000000)");
+  EXPECT_EQ(parse({"-L", "a,,b", "prog"}).status().message(),
+            "-L/--licenses 'a,,b': bad license name ''");
+
   o = parse({"prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
   EXPECT_EQ(o->spec.profile, "");
@@ -631,7 +639,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
                 "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
                 "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] "
-                "[-C FEATURES] [--ntasks-per-node N] [--json] "
+                "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--json] "
                 "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
         BadArgs{{"--mpi", "openmpi", "true"}, "--mpi: want pmi1, pmix or none, got 'openmpi'"},
         // The fuzzer's find: a value with a newline made a two-line message.
