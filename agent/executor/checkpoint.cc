@@ -109,7 +109,7 @@ struct CriuRun {
 // forks the program, whose exit status it passes on.
 Result<CriuRun> run_tool(const std::string& binary, const std::vector<std::string>& args,
                          const std::vector<std::string>& cgroup_dirs, std::chrono::seconds timeout,
-                         pid_t pid_ns_of = -1) {
+                         pid_t pid_ns_of = -1, const std::vector<int>& keep_fds = {}) {
   const HostCriuLock one_at_a_time;
   const std::string ns = "/proc/" + std::to_string(pid_ns_of) + "/ns/pid";
   Fd pid_ns(pid_ns_of > 0 ? open(ns.c_str(), O_RDONLY | O_CLOEXEC) : -1);
@@ -154,6 +154,10 @@ Result<CriuRun> run_tool(const std::string& binary, const std::vector<std::strin
     } while (n < 0 && errno == EINTR);
     if (n != 1) _exit(127);  // the parent gave up on us
     if (dup2(devnull.get(), 0) < 0 || dup2(out.get(), 1) < 0 || dup2(out.get(), 2) < 0) _exit(127);
+    // What the program is to inherit (criu's --inherit-fd), at its number.
+    for (int fd : keep_fds) {
+      if (fd <= 2 || fcntl(fd, F_SETFD, 0) != 0) _exit(127);
+    }
     if (pid_ns.get() >= 0) {
       if (setns(pid_ns.get(), CLONE_NEWPID) != 0) _exit(127);
       const pid_t program = fork();
@@ -233,9 +237,9 @@ Result<CriuRun> run_tool(const std::string& binary, const std::vector<std::strin
 }
 
 Result<CriuRun> run_criu(const CriuInfo& criu, const std::vector<std::string>& args,
-                         const std::vector<std::string>& cgroup_dirs,
-                         std::chrono::seconds timeout) {
-  return run_tool(criu.binary, args, cgroup_dirs, timeout);
+                         const std::vector<std::string>& cgroup_dirs, std::chrono::seconds timeout,
+                         const std::vector<int>& keep_fds = {}) {
+  return run_tool(criu.binary, args, cgroup_dirs, timeout, -1, keep_fds);
 }
 
 bool is_harmless(const std::string& line) {
@@ -546,6 +550,10 @@ Status criu_dump(const CriuInfo& criu, const CriuDump& dump) {
     args.push_back(dump.freeze_cgroup);
   }
   if (dump.leave_running) args.push_back("--leave-running");
+  for (std::uint64_t inode : dump.external_sockets) {
+    args.push_back("--external");
+    args.push_back("unix[" + std::to_string(inode) + "]");
+  }
   const std::string log = dump.image_dir + "/dump.log";
   auto run = dump_with_retries([&] { return run_criu(criu, args, {}, dump.timeout); },
                                "criu dump of " + std::to_string(dump.root), log);
@@ -568,26 +576,32 @@ Result<pid_t> criu_restore(const CriuInfo& criu, const CriuRestore& restore) {
   unlink(pidfile.c_str());
   // --root /: the job's mount namespace (its own /proc) is rebuilt on the
   // node's root.
-  const std::vector<std::string> args = {"restore",
-                                         "--images-dir",
-                                         restore.image_dir,
-                                         "--work-dir",
-                                         restore.image_dir,
-                                         "--log-file",
-                                         "restore.log",
-                                         "-v4",
-                                         "--manage-cgroups=ignore",
-                                         "--root",
-                                         "/",
-                                         "--restore-detached",
-                                         "--restore-sibling",
-                                         "--pidfile",
-                                         "restore.pid"};
+  std::vector<std::string> args = {"restore",
+                                   "--images-dir",
+                                   restore.image_dir,
+                                   "--work-dir",
+                                   restore.image_dir,
+                                   "--log-file",
+                                   "restore.log",
+                                   "-v4",
+                                   "--manage-cgroups=ignore",
+                                   "--root",
+                                   "/",
+                                   "--restore-detached",
+                                   "--restore-sibling",
+                                   "--pidfile",
+                                   "restore.pid"};
   // The restored root becomes our child (CLONE_PARENT); if the restore then
   // fails it is left to us to kill and reap. Our children before the run
   // tell it apart from any other.
+  std::vector<int> keep;
+  for (const auto& [fd, inode] : restore.inherit) {
+    args.push_back("--inherit-fd");
+    args.push_back("fd[" + std::to_string(fd) + "]:socket:[" + std::to_string(inode) + "]");
+    keep.push_back(fd);
+  }
   const std::set<pid_t> before = own_children();
-  auto run = run_criu(criu, args, restore.cgroup_dirs, restore.timeout);
+  auto run = run_criu(criu, args, restore.cgroup_dirs, restore.timeout, keep);
   if (!run.is_ok()) return run.status();
   pid_t root = -1;
   {

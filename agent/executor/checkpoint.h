@@ -79,6 +79,10 @@ struct CriuDump {
   bool leave_running = true;  // false: CRIU kills the tree once the images are written
   std::string freeze_cgroup;  // freezer cgroup of the tree (v1 freezer or v2 dir); empty: ptrace
   std::chrono::seconds timeout{600};
+  // Inodes of the tree's unix sockets whose peer is outside it (the shell's
+  // channel to this agent): dumped as external (`--external unix[INO]`), to
+  // be given a new peer at restore (CriuRestore::inherit).
+  std::vector<std::uint64_t> external_sockets;
 };
 
 // Runs `criu dump`. On failure CRIU resumes the tree; the caller should still
@@ -91,6 +95,9 @@ struct CriuRestore {
   // starts, so that the restored tree is born in them.
   std::vector<std::string> cgroup_dirs;
   std::chrono::seconds timeout{600};
+  // Descriptors of ours the restored tree gets in place of its external
+  // sockets, by the dumped socket's inode (`--inherit-fd fd[N]:socket:[INO]`).
+  std::vector<std::pair<int, std::uint64_t>> inherit;
 };
 
 // Runs `criu restore`; returns the host PID of the restored root, a child of

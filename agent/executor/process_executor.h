@@ -218,8 +218,11 @@ class ProcessExecutor final : public Executor {
     bool pmix_server = false;        // its shell hosts a PMIx server (--mpi pmix)
     int pmi_listen_fd = -1;          // channel_on_demand: where the shell connects
     int output_fd = -1;              // channel: our end of it
-    std::deque<std::string> input;   // frames for the shell that its socket did not take yet
-    std::string fence_data;          // a PMI fence's chunks from the shell, until its last
+    // The inode of the shell's end of the channel: a dump takes it as an
+    // external socket, which the restore connects to a new one of ours.
+    std::uint64_t channel_inode = 0;
+    std::deque<std::string> input;  // frames for the shell that its socket did not take yet
+    std::string fence_data;         // a PMI fence's chunks from the shell, until its last
   };
   // Reads what the shell has sent on job.output_fd into output_; closes it at
   // the shell's end.
@@ -255,6 +258,7 @@ class ProcessExecutor final : public Executor {
     // worker's PID file (`pid_files`), failed when the shell ends first.
     std::vector<std::string> pid_files;
     std::vector<std::string> restore_logs;  // CRIU's, by worker
+    Fd channel_theirs;  // the restored shell's new end of its channel (criu.inherit)
     std::thread thread;
     Status status;
     pid_t root = -1;

@@ -4,10 +4,12 @@
 #include "agent/executor/process_executor.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -149,11 +151,22 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
                                " hosts a PMIx server for its Open MPI world (--mpi pmix): it "
                                "cannot be checkpointed");
   }
-  if (job.channel) {
-    // CRIU cannot take the shell's socket to this agent with it.
+  if (job.channel && (job.channel_on_demand || job.pmi_nodes > 1)) {
+    // Its ranks on the other nodes, which it has talked to through us,
+    // would not be in this dump (one whose ranks never used PMI can go).
     return failed_precondition(name +
-                               " talks with its node's agent (hpcq run's output, or an MPI "
-                               "world across nodes): it cannot be checkpointed");
+                               " is an MPI world across nodes whose ranks have used PMI: it "
+                               "cannot be checkpointed");
+  }
+  if (job.channel && job.image) {
+    return failed_precondition(name +
+                               " runs in containers and sends its output to its caller (hpcq run "
+                               "--image): it cannot be checkpointed");
+  }
+  if (job.channel && (job.output_fd < 0 || job.channel_inode == 0)) {
+    return failed_precondition(name +
+                               " lost its channel to this node's agent (the agent restarted): it "
+                               "cannot be checkpointed");
   }
   Status capable = job.uid == 0 ? checkpoint_capability() : checkpoint_of_other_users();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
@@ -184,7 +197,8 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
                       {"then", then == CheckpointThen::kStop ? "stop" : "continue"},
                       {"criu_version", criu_.version},
                       {"executor", job.image ? "oci" : "process"},
-                      {"workers", job.worker_ids}};
+                      {"workers", job.worker_ids},
+                      {"channel_inode", job.channel ? job.channel_inode : 0}};
   const std::string meta_tmp = meta + ".tmp";
   if (!write_text(meta_tmp, m.dump(2) + "\n")) {
     fs::remove_all(copy, ec);
@@ -198,6 +212,8 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   dump->criu.image_dir = image_dir;
   dump->criu.leave_running = then == CheckpointThen::kContinue;
   dump->criu.freeze_cgroup = job.image ? "" : freezer_dir(job.cgroup);
+  // hpcq run's output: the shell's socket to us goes as an external one.
+  if (job.channel) dump->criu.external_sockets = {job.channel_inode};
   dump->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
   if (job.image) {
     const std::string runc = find_program(config_.runc_path);
@@ -390,6 +406,28 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
     discard(j);  // nothing of it may be left
     return Status(prepared.code(), name + " not restored: " + prepared.message());
   }
+  if (prepared.is_ok() && j.channel) {
+    // The restored shell's channel: a new socket in place of the dumped one.
+    const std::uint64_t dumped = meta.value("channel_inode", std::uint64_t{0});
+    int pair[2];
+    struct stat theirs {};
+    if (dumped == 0) {
+      prepared = failed_precondition("its checkpoint in " + image_dir +
+                                     " holds no channel to an agent, which the job has");
+    } else if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+      prepared = internal_error("socketpair: " + errno_text(errno));
+    } else {
+      j.output_fd = pair[0];
+      fcntl(j.output_fd, F_SETFL, O_NONBLOCK);
+      r->channel_theirs.adopt(pair[1]);
+      if (fstat(pair[1], &theirs) == 0) j.channel_inode = theirs.st_ino;
+      r->criu.inherit = {{pair[1], dumped}};
+    }
+    if (!prepared.is_ok()) {
+      discard(j);
+      return Status(prepared.code(), name + " not restored: " + prepared.message());
+    }
+  }
   r->criu.image_dir = image_dir;
   r->criu.cgroup_dirs = j.shell_cgroup.dirs();
   r->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
@@ -423,6 +461,7 @@ Status ProcessExecutor::finish_restore(JobId id) {
   r->thread.join();
   JobLaunch& l = r->launch;
   Job& j = r->job;
+  r->channel_theirs.reset();  // the restored shell holds it, or nobody does
   const std::string name = "job " + std::to_string(id);
   auto fail = [&](const Status& s) {
     // Nothing of the job may run on: kill what is in its new cgroups.

@@ -395,6 +395,8 @@ Status ProcessExecutor::start_shell(Job& job) {
     output_ours.adopt(pair[0]);
     output_theirs.adopt(pair[1]);
     fcntl(output_ours.get(), F_SETFL, O_NONBLOCK);
+    struct stat theirs {};
+    if (fstat(output_theirs.get(), &theirs) == 0) job.channel_inode = theirs.st_ino;
   }
 
   // Everything the child needs is built before clone: it may not allocate.

@@ -4,10 +4,14 @@ real hpcqd: a job that counts once per 100 ms into its output file is
 checkpointed and runs on; is migrated to the other node (its first node
 drained) and its count goes on from where it was, with no gap and no restart
 from zero; is checkpointed and stopped (held), then released and restored;
-bad requests get one-line errors."""
+an `hpcq run` job (its output and input going to its caller through the
+agent) is checkpointed and migrated while the caller prints every line once,
+in order, and its input reaches it on the new node; bad requests get
+one-line errors."""
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -133,6 +137,54 @@ def test_migrate_to_a_named_node():
             f"history {listed}")
     row = [l for l in t.hpcq("history").stdout.splitlines() if l.split()[0] == str(job)]
     t.check(row and f"{first}>{other}" in row[0], f"history row {row}")
+
+
+@t.needs_checkpoint
+def test_an_hpcq_run_job_is_checkpointed_and_migrated():
+    d = t.workdir()
+    gate = t.Gate(d)
+    # Numbered lines until the gate opens; then one line of input, echoed.
+    script = (f"i=0; while [ ! -e {gate.path} ]; do i=$((i+1)); echo \"line $i\"; sleep 0.05; "
+              "done; read text; echo \"read:$text\"")
+    p = subprocess.Popen([t.HPCQ, "run", "-n", "1", "--", "sh", "-c", script], cwd=d,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
+    reader.start()
+    try:
+        t.wait_until("its first lines", lambda: len(lines) >= 5)
+        job = max(j["id"] for j in json.loads(t.hpcq("queue", "--json").stdout))
+        first = t.status(job)["nodes"][0]
+        other = "node2" if first == "node1" else "node1"
+        record = json.loads(t.hpcq("checkpoint", str(job), "--json").stdout)
+        t.check(record["outcome"] == "ok", f"checkpoint {record}")
+        at = len(lines)
+        t.wait_until("lines after the checkpoint", lambda: len(lines) >= at + 5)
+        record = json.loads(t.hpcq("migrate", str(job), "--to", other, "--json").stdout)
+        t.check(record["outcome"] == "ok", f"migrate {record}")
+        s = t.wait_state(job, "RUNNING")
+        t.check(s["nodes"] == [other], f"restored on {s['nodes']}, not {other}")
+        at = len(lines)
+        t.wait_until("lines from the new node", lambda: len(lines) >= at + 5)
+        gate.open()
+        p.stdin.write("hello\n")
+        p.stdin.flush()
+        t.check(p.wait(timeout=60) == 0, f"exit {p.returncode}: {p.stderr.read()}")
+        reader.join(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            # The job outlives its caller: it must not hold the nodes the
+            # next tests need.
+            for j in json.loads(t.hpcq("queue", "--json").stdout):
+                t.run([t.HPCQ, "cancel", str(j["id"])])
+    text = [line.rstrip("\n") for line in lines]
+    t.check(text[-1:] == ["read:hello"], f"the last lines: {text[-3:]}")
+    numbered = text[:-1]
+    t.check(numbered == [f"line {i}" for i in range(1, len(numbered) + 1)],
+            f"{len(numbered)} lines, not each once in order: "
+            f"{[x for i, x in enumerate(numbered) if x != f'line {i + 1}'][:5]}")
 
 
 @t.needs_checkpoint
@@ -312,7 +364,7 @@ def test_bad_requests():
 
 t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node,
         test_migrate_goes_elsewhere_or_stays_saying_why, test_migrate_to_a_named_node,
-        test_migrate_two_tasks,
+        test_an_hpcq_run_job_is_checkpointed_and_migrated, test_migrate_two_tasks,
         test_stop_then_release_restores, test_dump_failure_keeps_the_job,
         test_stopped_job_is_restored_after_a_leader_restart,
         test_another_users_job_where_only_roots_can_be_dumped, test_bad_requests])
