@@ -334,11 +334,15 @@ Status validate(const JobSpec& spec) {
   if (spec.pty && !spec.forward_output) {
     return invalid_argument("--pty: only hpcq run gives a task a terminal");
   }
-  if (spec.forward_output && (spec.batch || !spec.output.empty() || !spec.error.empty() ||
-                              !spec.array.empty() || spec.checkpoint_interval_s > 0)) {
+  if (spec.forward_output &&
+      (spec.batch || !spec.output.empty() || !spec.error.empty() || !spec.array.empty())) {
     return invalid_argument(
-        "run: a job whose output goes to its caller takes no --output, --error, --array or "
-        "--checkpoint-interval");
+        "run: a job whose output goes to its caller takes no --output, --error or --array");
+  }
+  if (spec.forward_output && !spec.image.empty() && spec.checkpoint_interval_s > 0) {
+    return invalid_argument(
+        "run --image: a job in containers whose output goes to its caller cannot be "
+        "checkpointed (--checkpoint-interval)");
   }
   if (spec.workers > 0 && spec.profile.empty()) {
     return invalid_argument(

@@ -299,6 +299,27 @@ def wait_count(path, n, timeout=30):
     return counts(path)[-1]
 
 
+def check_numbered_then(lines, last):
+    """`lines` (as read, newlines kept) are "line 1", "line 2", ... each once
+    and in order, then `last`; returns how many were numbered."""
+    text = [line.rstrip("\n") for line in lines]
+    check(text[-1:] == [last], f"the last lines: {text[-3:]}")
+    numbered = text[:-1]
+    check(numbered == [f"line {i}" for i in range(1, len(numbered) + 1)],
+          f"{len(numbered)} lines, not each once in order: "
+          f"{[x for i, x in enumerate(numbered) if x != f'line {i + 1}'][:5]}")
+    return len(numbered)
+
+
+def stop_leader():
+    """SIGSTOPs this cluster's hpcqd: what reaches it meanwhile dies with it
+    at the kill_leader() that follows."""
+    leader = subprocess.run(["pgrep", "-f", f"hpcqd --config {cluster_dir()}/hpcq.toml"],
+                            capture_output=True, text=True).stdout.split()
+    check(len(leader) == 1, f"hpcqd pids {leader}")
+    os.kill(int(leader[0]), signal.SIGSTOP)
+
+
 def check_contiguous(path):
     c = counts(path)
     check(c == list(range(1, len(c) + 1)), f"{path}: count not contiguous: {c[:5]}...{c[-5:]}")

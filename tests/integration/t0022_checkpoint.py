@@ -179,12 +179,7 @@ def test_an_hpcq_run_job_is_checkpointed_and_migrated():
             # next tests need.
             for j in json.loads(t.hpcq("queue", "--json").stdout):
                 t.run([t.HPCQ, "cancel", str(j["id"])])
-    text = [line.rstrip("\n") for line in lines]
-    t.check(text[-1:] == ["read:hello"], f"the last lines: {text[-3:]}")
-    numbered = text[:-1]
-    t.check(numbered == [f"line {i}" for i in range(1, len(numbered) + 1)],
-            f"{len(numbered)} lines, not each once in order: "
-            f"{[x for i, x in enumerate(numbered) if x != f'line {i + 1}'][:5]}")
+    t.check_numbered_then(lines, "read:hello")
 
 
 @t.needs_checkpoint

@@ -94,10 +94,7 @@ def test_output_survives_a_leader_restart():
         t.wait_until("the first lines", lambda: len(lines) >= 5, timeout=30)
         # hpcqd stops: what the task prints meanwhile piles up in its
         # sockets, and dies with it.
-        leader = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
-                                capture_output=True, text=True).stdout.split()
-        t.check(len(leader) == 1, f"hpcqd pids {leader}")
-        os.kill(int(leader[0]), signal.SIGSTOP)
+        t.stop_leader()
         written = int(open(count).read() or 0)
         t.wait_until("lines written to a stopped leader",
                      lambda: int(open(count).read() or 0) >= written + 20, timeout=30)
@@ -114,13 +111,8 @@ def test_output_survives_a_leader_restart():
     finally:
         if p.poll() is None:
             p.kill()
-    text = [line.rstrip("\n") for line in lines]
-    t.check(text[-1:] == ["end"], f"the last line: {text[-3:]}")
-    numbered = text[:-1]
-    t.check(numbered == [f"line {i}" for i in range(1, len(numbered) + 1)],
-            f"{len(numbered)} lines, not each once in order: {numbered} "
-            f"{[x for i, x in enumerate(numbered) if x != f'line {i + 1}'][:5]}")
-    t.check(len(numbered) >= 50, f"only {len(numbered)} lines")
+    numbered = t.check_numbered_then(lines, "end")
+    t.check(numbered >= 50, f"only {numbered} lines")
     errors = p.stderr.read() if p.stderr else ""
     t.check("lost" not in errors, f"hpcq run says: {errors}")
 
@@ -142,10 +134,7 @@ def test_output_of_a_task_that_ended_while_the_leader_was_down():
     p, lines, reader = start_run(script)
     try:
         t.wait_until("the first lines", lambda: len(lines) >= 5, timeout=30)
-        leader = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml"],
-                                capture_output=True, text=True).stdout.split()
-        t.check(len(leader) == 1, f"hpcqd pids {leader}")
-        os.kill(int(leader[0]), signal.SIGSTOP)
+        t.stop_leader()
         # The task ends while hpcqd is stopped: its last lines and its end
         # go to a leader that dies with them.
         gate.open()
@@ -157,12 +146,7 @@ def test_output_of_a_task_that_ended_while_the_leader_was_down():
     finally:
         if p.poll() is None:
             p.kill()
-    text = [line.rstrip("\n") for line in lines]
-    t.check(text[-1:] == ["end"], f"the last lines: {text[-3:]}")
-    numbered = text[:-1]
-    t.check(numbered == [f"line {i}" for i in range(1, len(numbered) + 1)],
-            f"{len(numbered)} lines, not each once in order: "
-            f"{[x for i, x in enumerate(numbered) if x != f'line {i + 1}'][:5]}")
+    t.check_numbered_then(lines, "end")
     errors = p.stderr.read() if p.stderr else ""
     t.check("lost" not in errors, f"hpcq run says: {errors}")
 

@@ -169,7 +169,34 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"empty env name", [](JobSpec& s) { s.env.set("", "x"); }, "--export"},
         BadCase{"'=' in env name", [](JobSpec& s) { s.env.set("A=B", "x"); }, "--export"},
         BadCase{"NUL in env value", [](JobSpec& s) { s.env.set("A", std::string("x\0y", 3)); },
-                "--export"}));
+                "--export"},
+        BadCase{"run with an output file", [](JobSpec& s) { s.forward_output = true; }, "--output"},
+        BadCase{"run --image checkpointed periodically",
+                [](JobSpec& s) {
+                  s.forward_output = true;
+                  s.output.clear();
+                  s.image = "/srv/img";
+                  s.checkpoint_interval_s = 600;
+                },
+                "--checkpoint-interval"},
+        BadCase{"a bad constraint", [](JobSpec& s) { s.constraint = "a|"; }, "-C/--constraint"},
+        BadCase{"more tasks than per node",
+                [](JobSpec& s) { s.ntasks_per_node = 1; },  // 4 tasks on 2 nodes
+                "--ntasks-per-node"},
+        BadCase{"a bad license",
+                [](JobSpec& s) {
+                  s.licenses = {{"a b", 1}};
+                },
+                "-L/--licenses"}));
+
+TEST(Validate, RunMayBeCheckpointedPeriodically) {
+  JobSpec spec = good_spec();
+  spec.forward_output = true;
+  spec.output.clear();
+  spec.checkpoint_interval_s = 600;
+  Status s = validate(spec);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+}
 
 struct PathCase {
   const char* pattern;
