@@ -115,14 +115,15 @@ Result<sim::Cluster> cluster_of(const Options& o) {
     if (!file.is_ok()) return file.status();
     for (const SimNodeGroup& group : file->groups) {
       if (group.cores > 0) {
-        c.groups.push_back({group.count, sim::flat_node_topology(group.cores)});
+        c.groups.push_back({group.count, sim::flat_node_topology(group.cores), group.features});
         continue;
       }
       auto topology = resource::discover_topology(group.topology);
       if (!topology.is_ok())
         return invalid_argument(group.where + ": " + topology.status().message());
-      c.groups.push_back({group.count, std::move(topology).value()});
+      c.groups.push_back({group.count, std::move(topology).value(), group.features});
     }
+    c.licenses = file->licenses;
     return c;
   }
   if (o.cores_per_node) {
@@ -397,6 +398,13 @@ int run_simulate(const std::vector<std::string>& args) {
     gap.migratable = true;
     options.site.queues = {regular, gap};
     options.site.default_queue = "regular";
+  }
+  // As hpcqd: [licenses] turns on their plugin.
+  options.site.licenses = cluster->licenses;
+  auto& plugins = options.scheduler.plugins;
+  if (!cluster->licenses.empty() &&
+      std::find(plugins.begin(), plugins.end(), "licenses") == plugins.end()) {
+    plugins.push_back("licenses");
   }
   o.half_life_s = *half_life;
   std::optional<sim::GranularityModel> mpi_model;

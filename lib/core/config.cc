@@ -223,7 +223,8 @@ Result<std::uint32_t> uid_of(const Table& t, const std::string& name) {
   return static_cast<std::uint32_t>(pw.pw_uid);
 }
 
-Status read_site(const Table& root, SitePolicy& site) {
+// [licenses]: name = count (hpcq.toml and hpcq simulate --cluster files).
+Status read_licenses(const Table& root, SitePolicy& site) {
   if (root.contains("licenses")) {
     const Table& t = root.at("licenses");
     if (!t.is_table()) return invalid_argument(where(t) + ": [licenses] must be a table");
@@ -241,6 +242,22 @@ Status read_site(const Table& root, SitePolicy& site) {
       site.licenses[name] = count;
     }
   }
+  return Status::ok();
+}
+
+// The names of a [[rank]]'s or a [[nodes]]'s features.
+Status check_features(const Table& t, const std::vector<std::string>& features) {
+  for (const std::string& f : features) {
+    if (!is_plain_name(f)) {
+      return invalid_argument(where(t.at("features")) + ": bad feature name " + quote(f) +
+                              " (letters, digits, '_', '-', '.')");
+    }
+  }
+  return Status::ok();
+}
+
+Status read_site(const Table& root, SitePolicy& site) {
+  HPCQ_RETURN_IF_ERROR(read_licenses(root, site));
   auto queues = tables_of(root, "queue");
   if (!queues.is_ok()) return queues.status();
   std::set<std::string> names;
@@ -566,12 +583,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "public_key", rc.public_key));
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "topology", rc.topology));
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "features", rc.features));
-    for (const std::string& f : rc.features) {
-      if (!is_plain_name(f)) {
-        return invalid_argument(where(r.at("features")) + ": bad feature name " + quote(f) +
-                                " (letters, digits, '_', '-', '.')");
-      }
-    }
+    HPCQ_RETURN_IF_ERROR(check_features(r, rc.features));
     const std::string rank_name = "rank " + std::to_string(c.ranks.size());
     if (rc.name.empty()) return invalid_argument(where(r) + ": " + rank_name + " has no name");
     if (rc.endpoint.empty())
@@ -627,18 +639,23 @@ Status check_utf8(const std::string& text, const std::string& name) {
 
 // Nodes of a simulated cluster ([[nodes]] groups, in rank order).
 Result<SimClusterConfig> sim_cluster_from_toml(const Table& root, const std::string& name) {
-  HPCQ_RETURN_IF_ERROR(check_keys(root, "", {"nodes"}));
+  HPCQ_RETURN_IF_ERROR(check_keys(root, "", {"nodes", "licenses"}));
+  SitePolicy site;
+  HPCQ_RETURN_IF_ERROR(read_licenses(root, site));
   auto groups = tables_of(root, "nodes");
   if (!groups.is_ok()) return groups.status();
   if (groups->empty()) return invalid_argument(name + ": no [[nodes]] (the simulated nodes)");
   SimClusterConfig c;
+  c.licenses = std::move(site.licenses);
   for (const Table* t : *groups) {
-    HPCQ_RETURN_IF_ERROR(check_keys(*t, "nodes", {"count", "cores", "topology"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(*t, "nodes", {"count", "cores", "topology", "features"}));
     SimNodeGroup group;
     group.where = where(*t);
     HPCQ_RETURN_IF_ERROR(get_positive(*t, "nodes", "count", group.count));
     HPCQ_RETURN_IF_ERROR(get_positive(*t, "nodes", "cores", group.cores));
     HPCQ_RETURN_IF_ERROR(get(*t, "nodes", "topology", group.topology));
+    HPCQ_RETURN_IF_ERROR(get(*t, "nodes", "features", group.features));
+    HPCQ_RETURN_IF_ERROR(check_features(*t, group.features));
     if ((group.cores > 0) == !group.topology.empty()) {
       return invalid_argument(group.where +
                               ": each [[nodes]] needs either 'cores' or 'topology', not both");

@@ -130,12 +130,14 @@ Result<ClusterConfig> load_config(const std::string& path);
 //   topology = "pack:2 numa:2 core:8 pu:1"   # as [[rank]] topology
 struct SimNodeGroup {
   int count = 1;
-  int cores = 0;         // > 0: a flat node of this many cores
-  std::string topology;  // otherwise: an agent topology spec
-  std::string where;     // FILE:LINE of its [[nodes]], for messages
+  int cores = 0;                      // > 0: a flat node of this many cores
+  std::string topology;               // otherwise: an agent topology spec
+  std::vector<std::string> features;  // as [[rank]] features, for a job's "constraint"
+  std::string where;                  // FILE:LINE of its [[nodes]], for messages
 };
 struct SimClusterConfig {
   std::vector<SimNodeGroup> groups;
+  std::map<std::string, int> licenses;  // [licenses], as hpcq.toml's
 };
 Result<SimClusterConfig> load_sim_cluster(const std::string& path);
 Result<SimClusterConfig> parse_sim_cluster(const std::string& text, const std::string& name);

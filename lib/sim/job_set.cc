@@ -5,6 +5,8 @@
 #include <unordered_map>
 
 #include "lib/core/units.h"
+#include "lib/job/constraint.h"
+#include "lib/job/job.h"
 #include "lib/sim/granularity_model.h"
 
 namespace hpcq::sim {
@@ -13,10 +15,9 @@ namespace {
 using Json = nlohmann::json;
 
 const std::set<std::string, std::less<>> kKeys = {
-    "id",        "submit_s", "runtime_s", "requested_s",    "min_nodes",
-    "max_nodes", "elastic",  "priority",  "cores_per_node", "serial_fraction",
-    "user",      "queue",    "ranks",     "profile",        "workers",
-    "class"};
+    "id",      "submit_s", "runtime_s",      "requested_s",     "min_nodes",  "max_nodes",
+    "elastic", "priority", "cores_per_node", "serial_fraction", "user",       "queue",
+    "ranks",   "profile",  "workers",        "class",           "constraint", "licenses"};
 
 // Reads an integer field into `out`; absent leaves it. An error names it.
 Status get_int(const Json& entry, const char* key, bool required, std::int64_t* out,
@@ -136,6 +137,20 @@ Result<SimJob> job_of(const Json& entry, const std::string& where_entry) {
   if (const auto it = entry.find("queue"); it != entry.end()) {
     if (!it->is_string()) return invalid_argument(who + ": queue is not a string");
     job.queue = it->get<std::string>();
+  }
+  if (const auto it = entry.find("constraint"); it != entry.end()) {
+    if (!it->is_string()) return invalid_argument(who + ": constraint is not a string");
+    job.constraint = it->get<std::string>();
+    auto parsed = job::parse_constraint(job.constraint);
+    if (!parsed.is_ok()) return invalid_argument(who + ": " + parsed.status().message());
+  }
+  if (const auto it = entry.find("licenses"); it != entry.end()) {
+    if (!it->is_string()) {
+      return invalid_argument(who + ": licenses is not a string (\"matlab:2,fluent\")");
+    }
+    auto parsed = job::parse_licenses(it->get<std::string>());
+    if (!parsed.is_ok()) return invalid_argument(who + ": " + parsed.status().message());
+    job.licenses = std::move(parsed).value();
   }
   return job;
 }

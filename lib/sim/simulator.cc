@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "lib/core/units.h"
+#include "lib/job/constraint.h"
 #include "lib/job/job_table.h"
 #include "lib/resource/cpu_list.h"
 #include "lib/resource/node_pool.h"
@@ -81,7 +83,14 @@ class Simulation {
       for (const NodeGroup& group : options_.cluster.groups) {
         for (int n = 0; n < group.count; ++n, ++rank) {
           HPCQ_RETURN_IF_ERROR(pool_.add_node(rank, "n" + std::to_string(rank), group.topology));
+          features_.push_back(&group.features);
         }
+      }
+    }
+    for (const SimJob& job : jobs_) {
+      if (!job.constraint.empty() && eligible(job).empty()) {
+        return invalid_argument("job " + std::to_string(job.id) + ": constraint " +
+                                quote(job.constraint) + " matches no node of the cluster");
       }
     }
     snapshot_.pool = &pool_;
@@ -169,6 +178,20 @@ class Simulation {
     return std::max<std::int64_t>(s, 1);
   }
 
+  // The ranks whose features meet the job's constraint; empty: any (also
+  // for no constraint). init() refused constraints no node meets.
+  std::vector<Rank> eligible(const SimJob& job) const {
+    std::vector<Rank> ranks;
+    if (job.constraint.empty()) return ranks;
+    const auto constraint = job::parse_constraint(job.constraint);  // job_set checked it
+    for (std::size_t r = 0; r < features_.size(); ++r) {
+      if (constraint.is_ok() && constraint->matches(*features_[r])) {
+        ranks.push_back(static_cast<Rank>(r));
+      }
+    }
+    return ranks;
+  }
+
   sched::PendingJob pending_of(const SimJob& job) const {
     sched::PendingJob pending;
     pending.id = job.id;
@@ -182,6 +205,8 @@ class Simulation {
     pending.priority = job.priority;
     pending.profile = job.profile;
     pending.workers = job.workers;
+    pending.licenses = job.licenses;
+    pending.nodelist = eligible(job);
     if (job.min_nodes >= 1) {
       // Whole nodes of `size` cores each; a node range when max > min.
       pending.request.nodes = job.min_nodes;
@@ -457,7 +482,10 @@ class Simulation {
       const auto offset = pos - queue_index_.begin();
       queue_index_.insert(pos, index);
       snapshot_.queue.insert(snapshot_.queue.begin() + offset, pending_of(job));
-      snapshot_.queue[static_cast<std::size_t>(offset)].nodelist = nodelist_[index];
+      // A migration's target, else where its constraint lets it run.
+      if (!nodelist_[index].empty()) {
+        snapshot_.queue[static_cast<std::size_t>(offset)].nodelist = nodelist_[index];
+      }
     }
   }
 
@@ -617,6 +645,7 @@ class Simulation {
   std::vector<double> done_s_;                    // by index: work kept by checkpoints (s)
   std::vector<bool> saving_;                      // by index: being checkpointed out
   std::vector<std::vector<Rank>> nodelist_;       // by index: a migration's target nodes
+  std::vector<const std::vector<std::string>*> features_;  // by rank: its group's features
   std::set<std::int64_t> wakes_;                  // times a cycle must run (the gap action)
   std::optional<sched::GapOptions> gap_;          // the "gap" action's options, if configured
   std::vector<std::uint32_t> runs_;               // by index: starts and resizes (End.run)

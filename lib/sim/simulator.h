@@ -69,6 +69,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -90,6 +91,7 @@ enum class Estimates { kUser, kExact };
 struct NodeGroup {
   int count = 1;
   resource::NodeTopology topology;
+  std::vector<std::string> features = {};  // what a job's constraint matches
 };
 
 // nodes x cores_per_node flat nodes (one NUMA domain), or, when `groups` is
@@ -98,6 +100,7 @@ struct Cluster {
   int nodes = 1;
   int cores_per_node = 1;
   std::vector<NodeGroup> groups;
+  std::map<std::string, int> licenses = {};  // [licenses] of a --cluster file
   std::int64_t node_count() const;
   std::int64_t total_cores() const;
 };
@@ -115,6 +118,10 @@ struct SimJob {
   int size = 1;                  // cores
   int line = 0;                  // trace line for messages (0: none)
   std::string queue = {};        // PendingJob.queue; empty: the default queue
+  // -C/--constraint (lib/job/constraint.h) over the groups' features, and
+  // -L: a job set's "constraint" and "licenses".
+  std::string constraint = {};
+  std::map<std::string, int> licenses = {};
   // A job on whole nodes (hpcq issue 7) when min_nodes >= 1: it runs `size`
   // cores on each of its nodes, from min_nodes to max_nodes of them
   // (max_nodes <= min_nodes: exactly min_nodes, rigid), elastic or moldable

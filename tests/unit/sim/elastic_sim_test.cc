@@ -2,6 +2,9 @@
 // bookkeeping of Shrink/Expand (work kept, end recomputed, core-seconds).
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include <vector>
 
 #include "lib/sim/elastic_model.h"
@@ -183,6 +186,12 @@ TEST(JobSetTest, ParsesRangesPriorityAndDefaults) {
   EXPECT_FALSE(b.elastic);
   EXPECT_EQ(b.size, 1);
   EXPECT_EQ(b.requested_s, 1);  // never 0: that would read as no limit
+  auto c = parse_job_set(
+      R"([{"id": 5, "submit_s": 0, "runtime_s": 1, "min_nodes": 1, "constraint": "a100&ib", "licenses": "m:2"}])",
+      "set.json");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ((*c)[0].constraint, "a100&ib");
+  EXPECT_EQ((*c)[0].licenses, (std::map<std::string, int>{{"m", 2}}));
 }
 
 TEST(JobSetTest, RejectsWhatItCannotUseWithTheEntry) {
@@ -197,6 +206,12 @@ TEST(JobSetTest, RejectsWhatItCannotUseWithTheEntry) {
             "set.json: entry 1: unknown key 'nodes'");
   EXPECT_EQ(bad(R"([{"id": 1, "submit_s": 0, "min_nodes": 1}])"),
             "set.json: entry 1 (job 1): runtime_s is missing");
+  EXPECT_EQ(
+      bad(R"([{"id": 1, "submit_s": 0, "runtime_s": 5, "min_nodes": 1, "constraint": "a|"}])"),
+      "set.json: entry 1 (job 1): -C/--constraint 'a|': an empty feature name");
+  EXPECT_EQ(bad(R"([{"id": 1, "submit_s": 0, "runtime_s": 5, "min_nodes": 1, "licenses": "m:0"}])"),
+            "set.json: entry 1 (job 1): -L/--licenses 'm:0': bad count '0' for 'm' (want "
+            "1..1000000)");
   bad(R"({"id": 1})");
   bad("[");
   bad(R"([{"id": 1, "submit_s": 0, "runtime_s": 5, "min_nodes": 1, "serial_fraction": 2}])");

@@ -111,6 +111,37 @@ TEST(SimulatorTest, ClusterOfNodeGroups) {
   EXPECT_FALSE(simulate(jobs, options).is_ok());
 }
 
+// Constraints over the groups' features and licenses, as hpcqd honours them.
+TEST(SimulatorTest, ConstraintsAndLicenses) {
+  SimOptions options = fcfs_on(1, 1);
+  options.cluster.groups = {{1, flat_node_topology(2), {"a100"}},
+                            {1, flat_node_topology(2), {"v100", "ib"}}};
+  options.site.licenses = {{"matlab", 1}};
+  options.scheduler.plugins.push_back("licenses");
+  std::vector<SimJob> jobs = {{1, 100, 0, 10, 10, 1, 0},
+                              {2, 100, 0, 10, 10, 1, 0},
+                              {3, 100, 0, 5, 5, 1, 0},
+                              {4, 100, 0, 5, 5, 1, 0}};
+  jobs[0].constraint = "v100&ib";  // only n1
+  jobs[1].constraint = "v100";     // n1 too, beside job 1
+  jobs[2].licenses = {{"matlab", 1}};
+  jobs[3].licenses = {{"matlab", 1}};  // waits for job 3's license
+  EXPECT_EQ(run_events(jobs, options), (std::vector<std::string>{
+                                           "0 1 start n1:0",
+                                           "0 2 start n1:1",
+                                           "0 3 start n0:0",
+                                           "5 3 end n0:0",
+                                           "5 4 start n0:0",
+                                           "10 1 end n1:0",
+                                           "10 2 end n1:1",
+                                           "10 4 end n0:0",
+                                       }));
+  jobs[0].constraint = "h100";
+  auto r = simulate(jobs, options);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().message(), "job 1: constraint 'h100' matches no node of the cluster");
+}
+
 TEST(SimulatorTest, UserEstimatesOrExactOnlyChangeWhatTheSchedulerIsTold) {
   // FCFS ignores estimates: the schedule is the same.
   SimOptions exact = fcfs_on(1, 4);
