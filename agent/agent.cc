@@ -23,6 +23,28 @@
 namespace hpcq::agent {
 namespace {
 
+// Warns when one piece of the loop's work held the loop long enough to miss
+// heartbeats: what held it is the first thing to look for when a node is
+// declared down while its agent runs (a guest run of g0003 saw the loop
+// held about 30 s while a batch job started after a restore).
+class SlowWork {
+ public:
+  explicit SlowWork(std::string what)
+      : what_(std::move(what)), start_(std::chrono::steady_clock::now()) {}
+  ~SlowWork() {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start_)
+                        .count();
+    if (ms >= 1000) spdlog::warn("agent: {} held the loop for {} ms", what_, ms);
+  }
+  SlowWork(const SlowWork&) = delete;
+  SlowWork& operator=(const SlowWork&) = delete;
+
+ private:
+  std::string what_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 int count_host_numa_nodes() {
   int n = 0;
   std::error_code ec;
@@ -137,12 +159,14 @@ Status Agent::start() {
   incarnation_ = (static_cast<std::uint64_t>(random()) << 32) | random();
   send_hello();
   loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
+    const SlowWork slow("the heartbeat timer");
     if (!welcomed_) send_hello();  // the leader may not be up yet
     send_heartbeat();
     repeat_unacknowledged_ends();
     repeat_unanswered_fences();
   });
   loop_.run_every(std::chrono::milliseconds(200), [this] {
+    const SlowWork slow("the time limits and job ends");
     executor_->check_timeouts(wall_clock_now());
     on_job_exits();
   });
@@ -238,6 +262,9 @@ void Agent::send_heartbeat() {
 }
 
 void Agent::on_message(overlay::Envelope&& envelope) {
+  const auto* field = envelope.GetDescriptor()->FindFieldByNumber(envelope.body_case());
+  const SlowWork slow("a " + (field != nullptr ? field->name() : std::string("message")) +
+                      " message");
   switch (envelope.body_case()) {
     case overlay::Envelope::kWelcome:
       if (envelope.welcome().send_hello()) {
@@ -895,7 +922,12 @@ void Agent::sync_wait_fds() {
     if (!now.count(fd)) loop_.unwatch_fd(fd);
   }
   for (int fd : now) {
-    if (!watched_fds_.count(fd)) loop_.watch_fd(fd, [this] { on_job_exits(); });
+    if (!watched_fds_.count(fd)) {
+      loop_.watch_fd(fd, [this] {
+        const SlowWork slow("a job's end or output");
+        on_job_exits();
+      });
+    }
   }
   watched_fds_ = std::move(now);
 }
