@@ -262,9 +262,7 @@ void Agent::send_heartbeat() {
 }
 
 void Agent::on_message(overlay::Envelope&& envelope) {
-  const auto* field = envelope.GetDescriptor()->FindFieldByNumber(envelope.body_case());
-  const SlowWork slow("a " + (field != nullptr ? field->name() : std::string("message")) +
-                      " message");
+  const SlowWork slow("a " + overlay::body_name(envelope) + " message");
   switch (envelope.body_case()) {
     case overlay::Envelope::kWelcome:
       if (envelope.welcome().send_hello()) {
@@ -372,8 +370,7 @@ void Agent::on_launch(const overlay::Launch& launch) {
   if (!config_.agent_prolog.empty() || !config_.agent_epilog.empty()) {
     // Slurm's prolog and epilog environment, with HPCQ_ names.
     std::map<std::string, std::string>& env = script_env_[id];
-    env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-           {"HPCQ_JOB_ID", std::to_string(id)},
+    env = {{"HPCQ_JOB_ID", std::to_string(id)},
            {"HPCQ_JOB_UID", std::to_string(job.uid)},
            {"HPCQ_JOB_GID", std::to_string(job.gid)},
            {"HPCQ_JOB_USER", job.user},
@@ -642,8 +639,7 @@ void Agent::run_epilog(JobId id) {
   if (env.empty()) {
     // A part this agent adopted after its restart: what it knows of it.
     env.key() = id;
-    env.mapped() = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-                    {"HPCQ_JOB_ID", std::to_string(id)},
+    env.mapped() = {{"HPCQ_JOB_ID", std::to_string(id)},
                     {"HPCQ_NODENAME", config_.ranks[options_.rank].name}};
   }
   env.mapped()["HPCQ_SCRIPT_CONTEXT"] = "epilog";
@@ -673,7 +669,6 @@ void Agent::run_health_check() {
   if (health_check_running_) return;  // a slow one is not run twice at once
   health_check_running_ = true;
   const std::map<std::string, std::string> env = {
-      {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
       {"HPCQ_NODENAME", config_.ranks[options_.rank].name},
       {"HPCQ_SCRIPT_CONTEXT", "health_check"}};
   scripts_.run(config_.agent_health_check, env,

@@ -50,7 +50,8 @@ void NodeScripts::run(const std::string& program, const std::map<std::string, st
   Fd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
   fcntl(read_end.get(), F_SETFL, O_NONBLOCK);
 
-  std::vector<std::string> env_strings;
+  std::vector<std::string> env_strings = {
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
   for (const auto& [name, value] : env) env_strings.push_back(name + "=" + value);
   std::vector<char*> envp;
   for (std::string& s : env_strings) envp.push_back(s.data());

@@ -45,8 +45,9 @@ class NodeScripts {
   NodeScripts(const NodeScripts&) = delete;
   NodeScripts& operator=(const NodeScripts&) = delete;
 
-  // Starts `program` (no arguments) with exactly `env`; `done` runs once it
-  // has ended or been killed at `timeout`, or at once if it cannot start.
+  // Starts `program` (no arguments) with `env` and root's standard PATH;
+  // `done` runs once it has ended or been killed at `timeout`, or at once if
+  // it cannot start.
   void run(const std::string& program, const std::map<std::string, std::string>& env,
            std::chrono::seconds timeout, Done done);
   std::size_t running() const { return runs_.size(); }

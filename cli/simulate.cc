@@ -399,13 +399,8 @@ int run_simulate(const std::vector<std::string>& args) {
     options.site.queues = {regular, gap};
     options.site.default_queue = "regular";
   }
-  // As hpcqd: [licenses] turns on their plugin.
   options.site.licenses = cluster->licenses;
-  auto& plugins = options.scheduler.plugins;
-  if (!cluster->licenses.empty() &&
-      std::find(plugins.begin(), plugins.end(), "licenses") == plugins.end()) {
-    plugins.push_back("licenses");
-  }
+  add_site_plugins(options.site, options.scheduler.plugins);  // as hpcqd does
   o.half_life_s = *half_life;
   std::optional<sim::GranularityModel> mpi_model;
   if (!o.mpi_model.empty()) {

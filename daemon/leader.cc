@@ -556,10 +556,7 @@ void Leader::on_message(overlay::Envelope&& envelope) {
     spdlog::warn("overlay: message from unknown rank {}", rank);
     return;
   }
-  if (ctx_.metrics.serving()) {
-    const auto* field = envelope.GetDescriptor()->FindFieldByNumber(envelope.body_case());
-    ctx_.metrics.overlay_received(field ? field->name() : "unknown");
-  }
+  if (ctx_.metrics.serving()) ctx_.metrics.overlay_received(overlay::body_name(envelope));
   switch (envelope.body_case()) {
     case overlay::Envelope::kHello: monitor_.on_hello(rank, envelope.hello()); break;
     case overlay::Envelope::kResizeDone:

@@ -547,11 +547,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
         get_positive(t, "agent", "health_check_interval_s", c.agent_health_check_interval_s));
   }
   HPCQ_RETURN_IF_ERROR(read_site(root, c.site));
-  // Licenses are counted by their plugin (lib/sched/plugins/licenses.h).
-  if (!c.site.licenses.empty() &&
-      std::find(c.plugins.begin(), c.plugins.end(), "licenses") == c.plugins.end()) {
-    c.plugins.push_back("licenses");
-  }
+  add_site_plugins(c.site, c.plugins);
   HPCQ_RETURN_IF_ERROR(read_api(root, c));
   if (root.contains("metrics")) {
     const Table& t = root.at("metrics");
@@ -704,6 +700,14 @@ Result<std::string> read_text(const std::string& path, const char* what) {
 }
 
 }  // namespace
+
+void add_site_plugins(const SitePolicy& site, std::vector<std::string>& plugins) {
+  // Licenses are counted by their plugin (lib/sched/plugins/licenses.h).
+  if (!site.licenses.empty() &&
+      std::find(plugins.begin(), plugins.end(), "licenses") == plugins.end()) {
+    plugins.push_back("licenses");
+  }
+}
 
 Result<ClusterConfig> parse_config(const std::string& text, const std::string& name) {
   return parse_toml<ClusterConfig>(text, name, from_toml);

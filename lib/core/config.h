@@ -143,4 +143,8 @@ Result<SimClusterConfig> load_sim_cluster(const std::string& path);
 Result<SimClusterConfig> parse_sim_cluster(const std::string& text, const std::string& name);
 Result<ClusterConfig> parse_config(const std::string& text, const std::string& name);
 
+// Adds to `plugins` the scheduler plugins `site` needs besides those named:
+// "licenses" where it counts licenses (hpcqd's config and hpcq simulate).
+void add_site_plugins(const SitePolicy& site, std::vector<std::string>& plugins);
+
 }  // namespace hpcq

@@ -194,7 +194,6 @@ Status check_mpi(const std::string& mpi, const std::string& option) {
 }
 
 Result<std::map<std::string, int>> parse_licenses(std::string_view text) {
-  constexpr int kMaxCount = 1'000'000;
   std::map<std::string, int> licenses;
   const auto bad = [&](const std::string& why) {
     return invalid_argument("-L/--licenses " + quote(text) + ": " + why);
@@ -211,9 +210,9 @@ Result<std::map<std::string, int>> parse_licenses(std::string_view text) {
       const std::string_view digits = item.substr(colon + 1);
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
       if (ec != std::errc() || end != digits.data() + digits.size() || count < 1 ||
-          count > kMaxCount) {
+          count > kMaxLicenseCount) {
         return bad("bad count " + quote(digits) + " for " + quote(name) + " (want 1.." +
-                   std::to_string(kMaxCount) + ")");
+                   std::to_string(kMaxLicenseCount) + ")");
       }
     }
     if (!licenses.emplace(name, count).second) return bad(quote(name) + " given twice");
@@ -292,7 +291,7 @@ Status validate(const JobSpec& spec) {
   }
   HPCQ_RETURN_IF_ERROR(parse_constraint(spec.constraint).status());
   for (const auto& [name, count] : spec.licenses) {
-    if (!is_plain_name(name) || count < 1 || count > 1'000'000) {
+    if (!is_plain_name(name) || count < 1 || count > kMaxLicenseCount) {
       return invalid_argument("-L/--licenses: bad license " + quote(name) + ":" +
                               std::to_string(count));
     }

@@ -207,8 +207,9 @@ struct JobSpec {
 Status validate(const JobSpec& spec);
 // --mpi's value: "pmi1", "pmix" or "none" (the interfaces hpcq serves).
 Status check_mpi(const std::string& mpi, const std::string& option);
-// -L/--licenses "matlab:2,fluent" (a count of 1 when none is given), as
-// sbatch's; each name once.
+// -L/--licenses "matlab:2,fluent" (a count of 1 when none is given, at
+// most kMaxLicenseCount), as sbatch's; each name once.
+inline constexpr int kMaxLicenseCount = 1'000'000;
 Result<std::map<std::string, int>> parse_licenses(std::string_view text);
 
 struct Job {

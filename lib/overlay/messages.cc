@@ -2,6 +2,11 @@
 
 namespace hpcq::overlay {
 
+std::string body_name(const Envelope& envelope) {
+  const auto* field = envelope.GetDescriptor()->FindFieldByNumber(envelope.body_case());
+  return field != nullptr ? field->name() : "empty";
+}
+
 void topology_to_message(const resource::NodeTopology& topology, Topology* message) {
   message->set_packages(topology.packages);
   message->set_memory_bytes(topology.memory_bytes);

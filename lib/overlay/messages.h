@@ -4,6 +4,7 @@
 // well formed.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "lib/core/status.h"
@@ -23,6 +24,10 @@ inline constexpr std::string_view kNodeErrorReason = "node error";
 // How a NodeCheck's reason starts when the health check failed: the leader
 // resumes a node on a passing health check only if its drain reason does.
 inline constexpr std::string_view kHealthCheckReason = "health check";
+
+// The name of the message an envelope carries ("job_update", "heartbeat"),
+// for logs and metrics; "empty" for none.
+std::string body_name(const Envelope& envelope);
 
 void topology_to_message(const resource::NodeTopology& topology, Topology* message);
 resource::NodeTopology topology_from_message(const Topology& message);
