@@ -351,7 +351,9 @@ int run_start(const StartOptions& options) {
   }
 
   auto teardown = [&](int code) {
-    for (pid_t pid : agents) kill(pid, SIGTERM);
+    for (pid_t pid : agents) {
+      if (pid > 0) kill(pid, SIGTERM);  // -1: one that exited (kill(-1) would reach every process)
+    }
     for (pid_t pid : agents) stop_process(pid, std::chrono::seconds(15));
     stop_process(leader, std::chrono::seconds(10));
     if (code != 0 && !options.keep) {
@@ -379,6 +381,13 @@ int run_start(const StartOptions& options) {
       std::fprintf(stderr, "hpcq start: hpcqd exited during start-up\n");
       leader = -1;
       return teardown(1);
+    }
+    for (std::size_t a = 0; a < agents.size(); ++a) {
+      if (agents[a] > 0 && waitpid(agents[a], &status, WNOHANG) == agents[a]) {
+        std::fprintf(stderr, "hpcq start: the agent of rank %zu exited during start-up\n", a + 1);
+        agents[a] = -1;
+        return teardown(1);
+      }
     }
     v1::ListNodesResponse nodes;
     if (client.call("ListNodes", v1::ListNodesRequest(), &nodes, /*timeout_ms=*/2000).is_ok()) {
