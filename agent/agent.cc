@@ -89,6 +89,21 @@ Result<std::unique_ptr<Agent>> Agent::create(const ClusterConfig& config, AgentO
   return agent;
 }
 
+Result<GpuDevices> Agent::gpu_devices() const {
+  if (topology_.num_gpus() == 0) return GpuDevices{};
+  if (!config_.agent_gpu_devices.empty()) {
+    return named_gpu_devices(config_.agent_gpu_devices, topology_.num_gpus());
+  }
+  GpuDevices found = host_topology_ ? discover_gpu_devices(topology_) : GpuDevices{};
+  if (found.empty()) {
+    spdlog::warn(
+        "agent: the device files of this node's {} GPU(s) are unknown: tasks are not kept "
+        "from each other's GPUs (name them with [agent] gpu_devices)",
+        topology_.num_gpus());
+  }
+  return found;
+}
+
 Status Agent::start() {
   const Rank rank = options_.rank;
   if (rank == 0 || rank >= config_.ranks.size()) {
@@ -132,6 +147,10 @@ Status Agent::start() {
         (std::filesystem::path(options_.job_shell).parent_path() / "hpcq-container-shell").string();
     ec_config.kill_grace = config_.kill_grace_s * kUsPerSecond;
     ec_config.pids_per_core = config_.pids_per_core;
+    auto gpus = gpu_devices();
+    if (!gpus.is_ok()) return gpus.status();
+    ec_config.gpu_devices = std::move(gpus).value();
+    ec_config.private_tmp = config_.agent_private_tmp;
     auto executor = ProcessExecutor::create(ec_config);
     if (!executor.is_ok()) return executor.status();
     executor_ = std::move(executor).value();

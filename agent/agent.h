@@ -22,6 +22,7 @@
 #include "agent/elastic_job.h"
 #include "agent/end_journal.h"
 #include "agent/executor/executor.h"
+#include "agent/executor/gpu_devices.h"
 #include "agent/node_scripts.h"
 #include "agent/output_log.h"
 #include "lib/core/config.h"
@@ -52,6 +53,9 @@ class Agent {
  private:
   Agent(const ClusterConfig& config, AgentOptions options);
   Status start();
+  // The device files of the node's GPUs: [agent] gpu_devices, else found
+  // from the host's drivers (gpu_devices.h); none for a node without GPUs.
+  Result<GpuDevices> gpu_devices() const;
   void send_hello();
   void send_heartbeat();
   void on_message(overlay::Envelope&& envelope);

@@ -269,6 +269,7 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
     }
     const std::vector<int>& gpus = allocation.gpus_per_task > 0 ? placed.gpus : node_gpus;
     job::add_gpu_environment(task.env, gpus);
+    task.gpus = gpus;
     job.tasks.push_back(std::move(task));
   }
   job.host_cpus = host.cpus_of(cores);
@@ -299,6 +300,9 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
       TaskSpec& script = job.tasks.front();
       script.rank = 0;
       script.worker = 0;
+      script.gpus = node_gpus;
+      script.env.clear();
+      job::add_gpu_environment(script.env, node_gpus);
       script.logical_cpus = resource::format_cpu_list(cores);
       if (allocation.cpu_bind != resource::CpuBind::kNone) script.host_cpus = job.host_cpus;
     }

@@ -296,6 +296,7 @@ Result<CgroupHierarchy> CgroupHierarchy::detect(const std::string& root) {
     std::istringstream opts(options);
     bool managed = false;
     for (std::string opt; std::getline(opts, opt, ',');) {
+      if (opt == "devices") h.v1_devices_mount_ = target;
       for (const char* c : kV1Controllers) {
         if (opt == c && !h.v1_mounts_.count(c)) h.v1_mounts_[c] = target;
         if (opt == c) managed = true;
@@ -359,6 +360,23 @@ void CgroupHierarchy::remove_other_controllers(const std::string& instance, JobI
     const std::vector<std::string> tree = cgroup_tree(dir);
     for (auto it = tree.rbegin(); it != tree.rend(); ++it) rmdir(it->c_str());
   }
+}
+
+Result<std::string> CgroupHierarchy::device_dir(const std::string& instance, JobId id,
+                                                const std::string& task_cgroup,
+                                                const std::string& name) const {
+  if (version_ == CgroupVersion::kV2) return task_cgroup + "/" + name;
+  if (v1_devices_mount_.empty()) {
+    return failed_precondition(
+        "GPU isolation needs the cgroup v1 devices controller, which is not mounted");
+  }
+  std::string dir = v1_devices_mount_;
+  for (const std::string& part : {std::string("hpcq"), instance, "job-" + std::to_string(id)}) {
+    dir += "/" + part;
+    bool created = false;
+    HPCQ_RETURN_IF_ERROR(make_dir(dir, &created));
+  }
+  return dir + "/" + name;
 }
 
 std::vector<std::string> CgroupHierarchy::instance_dirs(const std::string& instance) const {

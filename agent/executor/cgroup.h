@@ -118,6 +118,15 @@ class CgroupHierarchy {
   // children first. Best effort; v2 has nothing more to remove.
   void remove_other_controllers(const std::string& instance, JobId id) const;
 
+  // Where a task's device cgroup `name` (gpu_devices.h) goes, its parent
+  // directories made. v1: <devices mount>/hpcq/<instance>/job-<id>/<name>
+  // (removed with remove_other_controllers); kFailedPrecondition when the
+  // devices controller is not mounted. v2: `task_cgroup`/<name>, below the
+  // cgroup the task lives in (a bare child: no controllers are enabled for
+  // it, so the task's parent keeps its processes), removed with the job's.
+  Result<std::string> device_dir(const std::string& instance, JobId id,
+                                 const std::string& task_cgroup, const std::string& name) const;
+
   // <...>/hpcq/<instance> in every hierarchy (whether or not it exists).
   std::vector<std::string> instance_dirs(const std::string& instance) const;
 
@@ -143,6 +152,7 @@ class CgroupHierarchy {
   std::string v2_base_;  // below v2_root_: "" or the agent's own cgroup ("/system.slice/...")
   std::map<std::string, std::string> v1_mounts_;  // controller -> mount point
   std::set<std::string> v1_other_mounts_;         // mount points of the other controllers
+  std::string v1_devices_mount_;                  // one of those: the devices controller's
 };
 
 }  // namespace hpcq::agent

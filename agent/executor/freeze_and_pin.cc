@@ -108,6 +108,9 @@ Status pin_tasks(const JobCgroup& cgroup, pid_t shell, const JobLaunch& l) {
     if (task != nullptr) {
       const WorkerSpec& worker = l.workers[static_cast<size_t>(task->worker)];
       HPCQ_RETURN_IF_ERROR(JobCgroup(cgroup.version(), worker.cgroup_dirs).add_process(pid));
+      if (!task->device_cgroup.empty()) {
+        HPCQ_RETURN_IF_ERROR(JobCgroup(cgroup.version(), {task->device_cgroup}).add_process(pid));
+      }
     }
     HPCQ_RETURN_IF_ERROR(pin_threads(
         pid, task != nullptr && !task->host_cpus.empty() ? task->host_cpus : l.host_cpus));

@@ -30,6 +30,7 @@ JobFiles::JobFiles(std::string d)
       hostfile(dir + "/hostfile"),
       hostfile_mpich(dir + "/hostfile.mpich"),
       tmpdir(dir + "/tmp"),
+      private_dir(dir + "/private"),
       pmi_socket(dir + "/pmi.sock"),
       results(dir + "/results.json"),
       shell_log(dir + "/shell.log"),
@@ -76,6 +77,8 @@ std::string encode_launch(const JobLaunch& l) {
                      {"host_cpus", t.host_cpus},
                      {"logical_cpus", t.logical_cpus}});
     if (!t.env.empty()) tasks.back()["env"] = bytes_to_json(t.env);
+    if (!t.gpus.empty()) tasks.back()["gpus"] = t.gpus;
+    if (!t.device_cgroup.empty()) tasks.back()["device_cgroup"] = t.device_cgroup;
   }
   json workers = json::array();
   for (const WorkerSpec& w : l.workers) {
@@ -153,6 +156,8 @@ Result<JobLaunch> decode_launch(std::string_view text) {
       task.worker = t.at("worker").get<int>();
       task.host_cpus = t.at("host_cpus").get<std::vector<int>>();
       task.logical_cpus = t.at("logical_cpus").get<std::string>();
+      task.gpus = t.value("gpus", std::vector<int>{});
+      task.device_cgroup = t.value("device_cgroup", std::string());
       if (t.contains("env") && !bytes_from_json(t.at("env"), task.env)) {
         return invalid_argument("launch.json: a task's environment is malformed");
       }

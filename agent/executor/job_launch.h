@@ -32,6 +32,11 @@ struct TaskSpec {
   std::string logical_cpus;                // e.g. "4-5": exported as HPCQ_CPUS
   std::map<std::string, std::string> env;  // this task's own (CUDA_VISIBLE_DEVICES, ...)
   int worker = 0;                          // index in JobLaunch::workers
+  std::vector<int> gpus = {};              // the node's GPUs (ids) this task may open
+  // Filled by the executor on a node whose GPUs' device files it knows: the
+  // cgroup the task joins before it execs, where the node's other GPUs
+  // cannot be opened (gpu_devices.h). Empty: the task stays where it is.
+  std::string device_cgroup = {};
 };
 
 // One worker (container) of the job on this node: its tasks share a cgroup
@@ -210,6 +215,7 @@ struct JobFiles {
   std::string hostfile;        // HPCQ_HOSTFILE
   std::string hostfile_mpich;  // HPCQ_HOSTFILE_MPICH
   std::string tmpdir;          // TMPDIR (JobLaunch::tmpdir), the user's
+  std::string private_dir;     // root-only: tmp/ and shm/, the job's /tmp and /dev/shm (if any)
   std::string pmi_socket;      // where the executor takes the shell's channel on demand
   std::string results;         // results.json, written by the shell at its end
   std::string shell_log;       // the shell's own stdout/stderr

@@ -130,6 +130,16 @@ mode_t job_umask(const std::map<std::string, std::string>& env) {
   return mask & 0777;
 }
 
+// In the forked child, as root: "0" is the writer itself.
+void join_cgroup(const std::string& dir, const std::string& what, int err_fd) {
+  const std::string procs = dir + "/cgroup.procs";
+  int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, "0", 1) != 1) {
+    fail_task(err_fd, "joining " + what + " " + procs + ": " + errno_text(errno));
+  }
+  close(fd);
+}
+
 int open_output(const std::string& path) {
   return open(path.empty() ? "/dev/null" : path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
 }
@@ -144,15 +154,13 @@ int open_output(const std::string& path) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   signal(SIGPIPE, SIG_DFL);  // a PMIx shell ignores it
 
-  // Into the worker's own cgroup (a split job): "0" is the writer itself.
+  // Into the worker's own cgroup (a split job), then into the one where the
+  // node's other GPUs cannot be opened.
   for (const std::string& dir : l.workers[static_cast<size_t>(task.worker)].cgroup_dirs) {
-    const std::string procs = dir + "/cgroup.procs";
-    int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, "0", 1) != 1) {
-      fail_task(err_fd, "joining the worker's cgroup " + procs + ": " + errno_text(errno));
-    }
-    close(fd);
+    join_cgroup(dir, "the worker's cgroup", err_fd);
   }
+  if (!task.device_cgroup.empty())
+    join_cgroup(task.device_cgroup, "the task's device cgroup", err_fd);
 
   // --pty: the terminal is this task's controlling terminal (job control,
   // ^C), in a session of its own.

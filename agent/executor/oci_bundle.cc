@@ -83,6 +83,22 @@ std::string oci_config_json(const OciContainer& c) {
   mounts.push_back(bind_mount(kContainerShell, c.shell_binary, false));
 
   json resources = {{"devices", json::array({{{"allow", false}, {"access", "rwm"}}})}};
+  json devices = json::array();
+  for (const DeviceFile& d : c.devices) {
+    const std::string type(1, d.type);
+    devices.push_back({{"path", d.path},
+                       {"type", type},
+                       {"major", d.major},
+                       {"minor", d.minor},
+                       {"fileMode", 0666},
+                       {"uid", 0},
+                       {"gid", 0}});
+    resources["devices"].push_back({{"allow", true},
+                                    {"type", type},
+                                    {"major", d.major},
+                                    {"minor", d.minor},
+                                    {"access", "rwm"}});
+  }
   if (!c.cpus.empty() || !c.mems.empty()) {
     resources["cpu"] = json::object();
     if (!c.cpus.empty()) resources["cpu"]["cpus"] = resource::format_cpu_list(c.cpus);
@@ -113,6 +129,7 @@ std::string oci_config_json(const OciContainer& c) {
       {"linux",
        {{"namespaces", json::array({{{"type", "pid"}}, {{"type", "mount"}}, {{"type", "ipc"}}})},
         {"cgroupsPath", c.cgroups_path},
+        {"devices", devices},
         {"resources", resources},
         {"maskedPaths",
          {"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",

@@ -9,7 +9,8 @@
 // cgroup (cgroupsPath, below the job's) carries the worker's cpuset, memory
 // limit and a pids limit; the job's working and output directories, the job
 // directory and the worker's own directory are bind-mounted at the paths they
-// have on the host, so every path in launch.json means the same inside.
+// have on the host, so every path in launch.json means the same inside. Its
+// GPUs' device files are made at their host paths too.
 //
 // Pure; safe from any thread.
 #pragma once
@@ -17,6 +18,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "agent/executor/gpu_devices.h"
 
 namespace hpcq::agent {
 
@@ -36,6 +39,10 @@ struct OciContainer {
   std::vector<std::string> read_only_dirs;   // bound at the same path, read-only
   std::vector<std::string> writable_dirs;    // bound at the same path, read-write
   std::vector<std::string> read_only_files;  // e.g. /etc/hosts (bound where it exists)
+  // Device files made in the container at their host paths and allowed in
+  // its devices cgroup (the worker's GPUs); every other device is denied
+  // but runc's defaults (null, zero, tty, ...).
+  std::vector<DeviceFile> devices;
 };
 
 // config.json's text (OCI runtime spec 1.0.2). Bind mounts are deduplicated

@@ -46,6 +46,16 @@ Result<std::unique_ptr<ProcessExecutor>> ProcessExecutor::create(ExecutorConfig 
     return failed_precondition("job shell '" + config.job_shell_path +
                                "' is not executable: " + errno_text(errno));
   }
+  if (config.private_tmp != "off") {
+    const std::string jobs = std::filesystem::weakly_canonical(config.state_dir).string() + "/";
+    for (const char* hidden : {"/tmp/", "/dev/shm/"}) {
+      if (jobs.rfind(hidden, 0) == 0) {
+        return failed_precondition("[agent] private_tmp: the job directories (" + config.state_dir +
+                                   ") may not lie under " + hidden +
+                                   ", which each job's own hides from its shell");
+      }
+    }
+  }
   auto hierarchy = CgroupHierarchy::detect(config.cgroup_root);
   if (!hierarchy.is_ok()) return hierarchy.status();
   auto base = hierarchy->settle_in_own_cgroup(getpid());
@@ -260,7 +270,11 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
     }
     st = cgroup.status();
   }
-  if (!parent->second.image) l.tmpdir = JobFiles(parent->second.dir).tmpdir;  // the job's
+  if (st.is_ok()) st = prepare_device_cgroups(l, s);
+  // The job's TMPDIR, /tmp and /dev/shm.
+  s.private_dir = parent->second.private_dir;
+  if (!parent->second.image)
+    l.tmpdir = s.private_dir.empty() ? JobFiles(parent->second.dir).tmpdir : "/tmp";
   if (st.is_ok()) st = write_new_file(JobFiles(s.dir).launch, encode_launch(l), 0600, 0, 0);
   if (st.is_ok()) st = start_shell(s);
   if (!st.is_ok()) {
@@ -318,7 +332,9 @@ Status ProcessExecutor::clean_up(Job& job) {
     if (s.code() != Code::kFailedPrecondition) spdlog::warn("job {}: {}", job.id, s.message());
     return s;  // again on the next call
   }
-  if (job.image) hierarchy_.remove_other_controllers(config_.instance, job.id);
+  if (job.image || (job.step == 0 && job.device_cgroups)) {
+    hierarchy_.remove_other_controllers(config_.instance, job.id);
+  }
   return Status::ok();
 }
 
@@ -356,8 +372,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
       continue;
     }
     exits.push_back(exit_of(job));
-    std::error_code ec;
-    std::filesystem::remove_all(job.dir, ec);
+    remove_job_dir(job.dir);
     it = jobs_.erase(it);
   }
   return exits;
@@ -560,9 +575,15 @@ void ProcessExecutor::discard(Job& job) {
   if (!job.cgroup.dirs().empty()) {
     spdlog::warn("job {}: cgroup {} not removed", job.id, job.cgroup.dirs().front());
   }
-  if (job.image) hierarchy_.remove_other_controllers(config_.instance, job.id);
-  std::error_code ec;
-  std::filesystem::remove_all(job.dir, ec);
+  if (job.image || (job.step == 0 && job.device_cgroups)) {
+    hierarchy_.remove_other_controllers(config_.instance, job.id);
+  }
+  if (job.step == 0) {
+    remove_job_dir(job.dir);
+  } else {
+    std::error_code ec;
+    std::filesystem::remove_all(job.dir, ec);
+  }
 }
 
 void ProcessExecutor::shutdown() {

@@ -78,6 +78,7 @@
 #include "agent/executor/cgroup.h"
 #include "agent/executor/checkpoint.h"
 #include "agent/executor/executor.h"
+#include "agent/executor/gpu_devices.h"
 #include "agent/executor/job_launch.h"
 #include "agent/executor/posix.h"
 #include "lib/core/ids.h"
@@ -98,6 +99,17 @@ struct ExecutorConfig {
   std::string cgroup_root = "/sys/fs/cgroup";  // see CgroupHierarchy::detect
   std::string criu_path;                       // empty: "criu" from PATH (see probe_criu)
   int criu_timeout_s = 300;  // a dump or restore running longer is killed (and fails)
+  // The device files of this node's GPUs (gpu_devices.h): each task of a
+  // process job is kept from opening the GPUs that are not its own, and an
+  // image job's containers get theirs. Empty: no isolation (none known).
+  GpuDevices gpu_devices;
+  // A process job's own /tmp and /dev/shm ([agent] private_tmp): "off";
+  // "dir": <job dir>/private/{tmp,shm}, bind-mounted in the job's mount
+  // namespace (its steps' too); "tmpfs": the same with a tmpfs mounted on
+  // each first. Removed with the job. The state directory may then not lie
+  // under /tmp or /dev/shm (the shell reads it by path). CRIU cannot dump
+  // the binds yet: such a node says it cannot checkpoint.
+  std::string private_tmp = "off";
 };
 
 class ProcessExecutor final : public Executor {
@@ -187,10 +199,11 @@ class ProcessExecutor final : public Executor {
   CheckpointOutcome finish_dump(JobId id);  // joins; the loop thread's half
   struct Job {
     JobId id = 0;
-    std::uint32_t step = 0;  // a step of job `id` (in steps_), not the job
-    pid_t pid = -1;          // the shell, in our PID namespace
-    int pidfd = -1;          // -1 once the shell has been waited for
-    std::string dir;         // job directory
+    std::uint32_t step = 0;   // a step of job `id` (in steps_), not the job
+    pid_t pid = -1;           // the shell, in our PID namespace
+    int pidfd = -1;           // -1 once the shell has been waited for
+    std::string dir;          // job directory
+    std::string private_dir;  // its /tmp and /dev/shm (ExecutorConfig::private_tmp): the job's
     JobCgroup cgroup;
     JobCgroup shell_cgroup;  // where the shell goes: the job's, or its "shell" leaf
     bool image = false;      // runs in OCI containers
@@ -205,6 +218,7 @@ class ProcessExecutor final : public Executor {
     bool timed_out = false;
     bool exited = false;
     bool checkpointing = false;   // a dump is in flight (dumps_)
+    bool device_cgroups = false;  // its tasks have device cgroups (v1: in the devices controller)
     std::vector<int> worker_ids;  // an image job's containers, by worker id
     int shell_code = 0;           // the shell's exit code (128 + signal when killed)
     int shell_signal = 0;
@@ -268,6 +282,8 @@ class ProcessExecutor final : public Executor {
   ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy, int notify[2]);
   Status validate(const JobLaunch& launch) const;
   Status prepare_job_dir(const JobLaunch& launch, const std::string& dir) const;
+  // Removes a job's directory; first its private tmpfs mounts, if any.
+  void remove_job_dir(const std::string& dir) const;
   // The job cgroup's limits: its cpuset, memory and pids.max.
   CgroupLimits job_limits(const JobLaunch& launch) const;
   // Fills launch.home and launch.groups from the name service (the shell
@@ -276,6 +292,10 @@ class ProcessExecutor final : public Executor {
   // Per-worker cgroups or OCI bundles (file comment); fills the workers'
   // cgroup_dirs / command / results in `launch`.
   Status prepare_workers(JobLaunch& launch, Job& job) const;
+  // Each task's device cgroup (TaskSpec::device_cgroup), one per distinct
+  // set of GPUs, where the executor knows the node's GPU files; sets
+  // job.device_cgroups.
+  Status prepare_device_cgroups(JobLaunch& launch, Job& job) const;
   // `restore_images`: the worker's `runc checkpoint` images; the bundle then
   // gets a new config.json (the new allocation) and a `runc restore` command.
   Status prepare_container(JobLaunch& launch, std::size_t worker, const Job& job,

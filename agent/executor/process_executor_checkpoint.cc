@@ -63,6 +63,12 @@ Status pin_restored_tree(const JobCgroup& cgroup, pid_t root, const JobLaunch& l
 }  // namespace
 
 Status ProcessExecutor::checkpoint_capability() {
+  if (config_.private_tmp != "off") {
+    // CRIU would have to be told of each job's binds (--external mnt[]).
+    return failed_precondition(
+        "this node cannot checkpoint: its jobs have a private /tmp "
+        "([agent] private_tmp)");
+  }
   if (!criu_probed_) {
     auto info = probe_criu(config_.criu_path);
     if (info.is_ok()) {

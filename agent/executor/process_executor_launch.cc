@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -91,7 +92,8 @@ pid_t clone_new_pid_ns(int* pidfd) {
 // the job's mount namespace with it and cannot dump a file or mapping from
 // outside it.
 [[noreturn]] void exec_shell(int go_fd, int devnull_fd, int log_fd, int ready_fd, int output_fd,
-                             const char* log_path, char* const* argv, char* const* envp) {
+                             const char* log_path, const char* private_tmp, const char* private_shm,
+                             char* const* argv, char* const* envp) {
   char go = 0;
   ssize_t n;
   do {
@@ -118,6 +120,10 @@ pid_t clone_new_pid_ns(int* pidfd) {
   }
   if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
     child_failed("mounting /proc failed");
+  }
+  if (private_tmp != nullptr && (mount(private_tmp, "/tmp", nullptr, MS_BIND, nullptr) != 0 ||
+                                 mount(private_shm, "/dev/shm", nullptr, MS_BIND, nullptr) != 0)) {
+    child_failed("mounting the job's own /tmp and /dev/shm failed");
   }
   // As the executor opened the log (not O_APPEND), at its end.
   in = open("/dev/null", O_RDONLY);
@@ -168,12 +174,39 @@ Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& d
   if (!l.script.empty()) {
     HPCQ_RETURN_IF_ERROR(write_new_file(files.script, l.script, 0700, l.uid, l.gid));
   }
-  if (l.step == 0 && l.image.empty()) {  // TMPDIR, the user's own
+  if (l.step != 0 || !l.image.empty()) return Status::ok();
+  if (config_.private_tmp == "off") {  // TMPDIR, the user's own
     if (mkdir(files.tmpdir.c_str(), 0700) != 0 || chown(files.tmpdir.c_str(), l.uid, l.gid) != 0) {
       return internal_error("making " + files.tmpdir + ": " + errno_text(errno));
     }
+    return Status::ok();
+  }
+  // The job's /tmp and /dev/shm, sticky and open to all as the system's are.
+  if (mkdir(files.private_dir.c_str(), 0700) != 0) {
+    return internal_error("mkdir " + files.private_dir + ": " + errno_text(errno));
+  }
+  for (const char* name : {"/tmp", "/shm"}) {
+    const std::string d = files.private_dir + name;
+    if (mkdir(d.c_str(), 01777) != 0 || chmod(d.c_str(), 01777) != 0) {
+      return internal_error("mkdir " + d + ": " + errno_text(errno));
+    }
+    if (config_.private_tmp == "tmpfs" &&
+        mount("tmpfs", d.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) {
+      return internal_error("mounting a tmpfs on " + d + ": " + errno_text(errno));
+    }
   }
   return Status::ok();
+}
+
+void ProcessExecutor::remove_job_dir(const std::string& dir) const {
+  if (config_.private_tmp == "tmpfs") {
+    const JobFiles files(dir);
+    for (const char* name : {"/tmp", "/shm"}) {
+      umount2((files.private_dir + name).c_str(), MNT_DETACH);  // EINVAL where none is
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 Status ProcessExecutor::prepare_workers(JobLaunch& l, Job& j) const {
@@ -197,6 +230,29 @@ Status ProcessExecutor::prepare_workers(JobLaunch& l, Job& j) const {
       if (!child.is_ok()) return child.status();
       worker.cgroup_dirs = child->dirs();
     }
+  }
+  return prepare_device_cgroups(l, j);
+}
+
+Status ProcessExecutor::prepare_device_cgroups(JobLaunch& l, Job& j) const {
+  if (config_.gpu_devices.empty() || !l.image.empty()) return Status::ok();
+  const bool v2 = hierarchy_.version() == CgroupVersion::kV2;
+  std::set<std::string> made;
+  for (TaskSpec& task : l.tasks) {
+    // On v2 a child of the cgroup the task lives in: its worker's, or the shell's.
+    const WorkerSpec& worker = l.workers[static_cast<std::size_t>(task.worker)];
+    const std::string& home =
+        worker.cgroup_dirs.empty() ? j.shell_cgroup.dirs().front() : worker.cgroup_dirs.front();
+    std::string name = l.step == 0 ? "gpus" : "step-" + std::to_string(l.step) + "-gpus";
+    for (int g : task.gpus) name += "-" + std::to_string(g);
+    auto dir = hierarchy_.device_dir(config_.instance, l.id, home, name);
+    if (!dir.is_ok()) return dir.status();
+    if (made.insert(*dir).second) {
+      j.device_cgroups = true;
+      HPCQ_RETURN_IF_ERROR(
+          make_device_cgroup(*dir, v2, denied_devices(config_.gpu_devices, task.gpus)));
+    }
+    task.device_cgroup = *dir;
   }
   return Status::ok();
 }
@@ -279,6 +335,17 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
     if (!out->empty()) c.writable_dirs.push_back(std::filesystem::path(*out).parent_path());
   }
   if (std::filesystem::exists("/etc/hosts", ec)) c.read_only_files.push_back("/etc/hosts");
+  std::set<int> gpus;
+  for (const TaskSpec& t : inner.tasks) gpus.insert(t.gpus.begin(), t.gpus.end());
+  for (int g : gpus) {
+    if (static_cast<std::size_t>(g) >= config_.gpu_devices.by_gpu.size()) continue;
+    const auto& files = config_.gpu_devices.by_gpu[static_cast<std::size_t>(g)];
+    c.devices.insert(c.devices.end(), files.begin(), files.end());
+  }
+  if (!c.devices.empty()) {
+    const auto& shared = config_.gpu_devices.shared;
+    c.devices.insert(c.devices.end(), shared.begin(), shared.end());
+  }
   HPCQ_RETURN_IF_ERROR(write_new_file(dir + "/config.json", oci_config_json(c), 0600, 0, 0));
 
   worker.results = inside.results;
@@ -338,6 +405,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.channel_on_demand = l.channel_on_demand();
   j.pmi_nodes = l.pmi.nodes;
   j.pmix_server = l.pmix_server();
+  if (config_.private_tmp != "off" && l.image.empty()) j.private_dir = JobFiles(j.dir).private_dir;
   j.launched = now;
   j.warn_signal = l.warn_signal;
   j.warn_seconds = l.warn_seconds;
@@ -345,12 +413,12 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   std::error_code ec;
   Status s = prepare_job_dir(l, j.dir);
   if (!s.is_ok()) {
-    std::filesystem::remove_all(j.dir, ec);
+    remove_job_dir(j.dir);
     return Status(s.code(), job + ": " + s.message());
   }
   auto cgroup = hierarchy_.create_job(config_.instance, l.id, job_limits(l));
   if (!cgroup.is_ok()) {
-    std::filesystem::remove_all(j.dir, ec);
+    remove_job_dir(j.dir);
     return Status(cgroup.status().code(), job + ": " + cgroup.status().message());
   }
   j.cgroup = std::move(cgroup).value();
@@ -359,14 +427,14 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   if (j.image) {
     for (const WorkerSpec& worker : l.workers) j.worker_ids.push_back(worker.id);
   }
-  if (l.image.empty()) l.tmpdir = JobFiles(j.dir).tmpdir;
+  if (l.image.empty()) l.tmpdir = config_.private_tmp == "off" ? JobFiles(j.dir).tmpdir : "/tmp";
   if (s.is_ok()) s = write_new_file(JobFiles(j.dir).launch, encode_launch(l), 0600, 0, 0);
   if (s.is_ok()) s = start_shell(j);
   if (!s.is_ok()) {
     if (!j.cgroup.remove().is_ok()) {
       spdlog::warn("{}: cgroups not removed after a failed start", job);
     }
-    std::filesystem::remove_all(j.dir, ec);
+    remove_job_dir(j.dir);
     return Status(s.code(), job + ": " + s.message());
   }
   jobs_.emplace(l.id, std::move(j));
@@ -411,6 +479,7 @@ Status ProcessExecutor::start_shell(Job& job) {
   std::string path_env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   // For the CRIU of a `runc restore` the shell runs (its tasks get their own).
   std::string criu_env = kCriuEnvironment;
+  const std::string private_tmp = job.private_dir + "/tmp", private_shm = job.private_dir + "/shm";
   char* argv[] = {shell.data(), dir.data(), flag.data(), nullptr};
   char* envp[] = {path_env.data(), criu_env.data(), nullptr};
 
@@ -423,7 +492,8 @@ Status ProcessExecutor::start_shell(Job& job) {
   pid_t pid = clone_new_pid_ns(&pidfd);
   if (pid == 0) {
     exec_shell(go_read.get(), devnull.get(), log.get(), ready_write.get(), output_theirs.get(),
-               log_path.c_str(), argv, envp);
+               log_path.c_str(), job.private_dir.empty() ? nullptr : private_tmp.c_str(),
+               private_shm.c_str(), argv, envp);
   }
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);

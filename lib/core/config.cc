@@ -245,6 +245,36 @@ Status read_licenses(const Table& root, SitePolicy& site) {
   return Status::ok();
 }
 
+// [agent] gpu_devices: one entry per GPU, a path or a list of paths, each
+// absolute.
+Status read_gpu_devices(const Table& t, std::vector<std::vector<std::string>>& out) {
+  if (!t.contains("gpu_devices")) return Status::ok();
+  const Table& list = t.at("gpu_devices");
+  auto bad = [&list](const std::string& why) {
+    return invalid_argument(where(list) + ": 'agent.gpu_devices' " + why);
+  };
+  if (!list.is_array()) return bad("must be an array (one entry per GPU)");
+  for (const Table& gpu : list.as_array()) {
+    std::vector<std::string> paths;
+    if (gpu.is_string()) {
+      paths.push_back(std::string(gpu.as_string().str));
+    } else if (gpu.is_array()) {
+      for (const Table& p : gpu.as_array()) {
+        if (!p.is_string()) return bad("entries must be paths or lists of paths");
+        paths.push_back(std::string(p.as_string().str));
+      }
+    } else {
+      return bad("entries must be paths or lists of paths");
+    }
+    if (paths.empty()) return bad("names a GPU with no device file");
+    for (const std::string& p : paths) {
+      if (p.empty() || p[0] != '/') return bad("must name absolute paths, got " + quote(p));
+    }
+    out.push_back(std::move(paths));
+  }
+  return Status::ok();
+}
+
 // The names of a [[rank]]'s or a [[nodes]]'s features.
 Status check_features(const Table& t, const std::vector<std::string>& features) {
   for (const std::string& f : features) {
@@ -515,7 +545,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
         check_keys(t, "agent",
                    {"state_dir", "run_dir", "secret_key", "job_shell", "kill_grace_s",
                     "resize_signal", "pids_per_core", "prolog", "epilog", "script_timeout_s",
-                    "health_check", "health_check_interval_s"}));
+                    "health_check", "health_check_interval_s", "gpu_devices", "private_tmp"}));
     if (t.contains("resize_signal")) {
       std::string name;
       HPCQ_RETURN_IF_ERROR(get(t, "agent", "resize_signal", name));
@@ -545,6 +575,13 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get_positive(t, "agent", "script_timeout_s", c.agent_script_timeout_s));
     HPCQ_RETURN_IF_ERROR(
         get_positive(t, "agent", "health_check_interval_s", c.agent_health_check_interval_s));
+    HPCQ_RETURN_IF_ERROR(read_gpu_devices(t, c.agent_gpu_devices));
+    HPCQ_RETURN_IF_ERROR(get(t, "agent", "private_tmp", c.agent_private_tmp));
+    if (c.agent_private_tmp != "off" && c.agent_private_tmp != "dir" &&
+        c.agent_private_tmp != "tmpfs") {
+      return invalid_argument(where(t.at("private_tmp")) + ": 'agent.private_tmp' must be " +
+                              "\"off\", \"dir\" or \"tmpfs\", got " + quote(c.agent_private_tmp));
+    }
   }
   HPCQ_RETURN_IF_ERROR(read_site(root, c.site));
   add_site_plugins(c.site, c.plugins);

@@ -116,6 +116,15 @@ struct ClusterConfig {
   std::string agent_prolog, agent_epilog, agent_health_check;
   int agent_script_timeout_s = 60;
   int agent_health_check_interval_s = 60;
+  // The device files of each GPU of a node, by GPU id (Slurm's gres.conf
+  // File=): for nodes whose GPUs the agent cannot find them for (an
+  // emulated node, a driver other than NVIDIA's or DRM's). Applies to every
+  // node with GPUs; empty: found by the agent.
+  std::vector<std::vector<std::string>> agent_gpu_devices;
+  // A job's own /tmp and /dev/shm on each node: "off", "dir" (directories
+  // in the job's directory, bind-mounted) or "tmpfs" (a tmpfs each),
+  // removed with the job.
+  std::string agent_private_tmp = "off";
   // [[rank]]: rank 0 is the leader
   std::vector<RankConfig> ranks;
 };

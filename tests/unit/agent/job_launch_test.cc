@@ -13,7 +13,7 @@ TEST(JobLaunchTest, BytesThatAreNotUtf8RoundTrip) {
   l.cwd = "/tmp/\xe9";
   l.stdout_path = "/tmp/o\xff";
   l.stderr_path = "/tmp/e\xff";
-  l.tasks = {{0, {0}, "0", {{"Y", "\xfe"}}, 0}};
+  l.tasks = {{0, {0}, "0", {{"Y", "\xfe"}}, 0, {}, ""}};
   l.workers = {{0, 0, {0}, {0}, 0, {}, {}, ""}};
   auto back = decode_launch(encode_launch(l));
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
@@ -41,7 +41,8 @@ TEST(JobLaunchTest, LaunchRoundTrips) {
   l.stdout_path = "/tmp/o";
   l.stderr_path = "/tmp/e";
   l.hostfile = "n1 slots=2\n";
-  l.tasks = {{3, {0, 1}, "0-1", {{"CUDA_VISIBLE_DEVICES", "1"}}, 0}, {4, {2}, "2", {}, 1}};
+  l.tasks = {{3, {0, 1}, "0-1", {{"CUDA_VISIBLE_DEVICES", "1"}}, 0, {1}, "/cg/job-42/gpus-1"},
+             {4, {2}, "2", {}, 1, {}, ""}};
   l.workers = {{7, 1, {0, 1}, {0}, 1ULL << 32, {"/cg/a/worker-7"}, {}, ""},
                {8, 1, {2}, {0}, 1ULL << 31, {}, {"runc", "run"}, "/j/oci/worker-8/results.json"}};
   l.image = "/images/busybox";
@@ -72,6 +73,10 @@ TEST(JobLaunchTest, LaunchRoundTrips) {
   EXPECT_EQ(back->tasks[0].env.at("CUDA_VISIBLE_DEVICES"), "1");
   EXPECT_TRUE(back->tasks[1].env.empty());
   EXPECT_EQ(back->tasks[1].worker, 1);
+  EXPECT_EQ(back->tasks[0].gpus, (std::vector<int>{1}));
+  EXPECT_EQ(back->tasks[0].device_cgroup, "/cg/job-42/gpus-1");
+  EXPECT_TRUE(back->tasks[1].gpus.empty());
+  EXPECT_TRUE(back->tasks[1].device_cgroup.empty());
   ASSERT_EQ(back->workers.size(), 2u);
   EXPECT_EQ(back->workers[0].id, 7);
   EXPECT_EQ(back->workers[0].group, 1);
@@ -218,7 +223,7 @@ TEST(JobLaunchTest, MalformedLaunchIsAnErrorNotAnException) {
 
 TEST(JobLaunchTest, TaskNamingAMissingWorkerIsRefused) {
   JobLaunch l;
-  l.tasks = {{0, {0}, "0", {}, 0}};
+  l.tasks = {{0, {0}, "0", {}, 0, {}, ""}};
   EXPECT_EQ(decode_launch(encode_launch(l)).status().code(), Code::kInvalidArgument);
   ensure_workers(l);  // the node's whole part becomes worker 0
   ASSERT_EQ(l.workers.size(), 1u);

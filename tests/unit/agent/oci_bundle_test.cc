@@ -69,6 +69,27 @@ TEST(OciBundle, BindsEachDirectoryOnceParentsFirstNeverTheRootNorKernelFileSyste
   EXPECT_TRUE(run_writable);  // writable wins over read-only
 }
 
+TEST(OciBundle, ItsGpusFilesAreMadeAndAllowedEveryOtherDeviceDenied) {
+  OciContainer c = sample();
+  EXPECT_TRUE(nlohmann::json::parse(oci_config_json(c))["linux"]["devices"].empty());
+  c.devices = {{"/dev/nvidia1", 'c', 195, 1}, {"/dev/nvidiactl", 'c', 195, 255}};
+  const nlohmann::json j = nlohmann::json::parse(oci_config_json(c));
+  const auto& devices = j["linux"]["devices"];
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0]["path"], "/dev/nvidia1");
+  EXPECT_EQ(devices[0]["type"], "c");
+  EXPECT_EQ(devices[0]["major"], 195);
+  EXPECT_EQ(devices[0]["minor"], 1);
+  const auto& rules = j["linux"]["resources"]["devices"];
+  ASSERT_EQ(rules.size(), 3u);
+  EXPECT_EQ(rules[0]["allow"], false);  // everything first, then its own back
+  EXPECT_FALSE(rules[0].contains("major"));
+  EXPECT_EQ(rules[1]["allow"], true);
+  EXPECT_EQ(rules[1]["minor"], 1);
+  EXPECT_EQ(rules[2]["minor"], 255);
+  EXPECT_EQ(rules[2]["access"], "rwm");
+}
+
 TEST(OciBundle, NoLimitsWhenNoneAreGiven) {
   OciContainer c = sample();
   c.cpus.clear();

@@ -84,6 +84,23 @@ TEST(ConfigTest, NodeScripts) {
   EXPECT_EQ(c->agent_script_timeout_s, 10);
 }
 
+TEST(ConfigTest, GpuDevicesAndPrivateTmp) {
+  auto defaults = parse_config(kRank0, "t.toml");
+  ASSERT_TRUE(defaults.is_ok()) << defaults.status().message();
+  EXPECT_TRUE(defaults->agent_gpu_devices.empty());
+  EXPECT_EQ(defaults->agent_private_tmp, "off");
+  auto c =
+      parse_config(std::string("[agent]\ngpu_devices = [\"/dev/nvidia0\", [\"/dev/dri/card1\", "
+                               "\"/dev/dri/renderD129\"]]\nprivate_tmp = \"tmpfs\"\n") +
+                       kRank0,
+                   "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->agent_gpu_devices,
+            (std::vector<std::vector<std::string>>{{"/dev/nvidia0"},
+                                                   {"/dev/dri/card1", "/dev/dri/renderD129"}}));
+  EXPECT_EQ(c->agent_private_tmp, "tmpfs");
+}
+
 TEST(ConfigTest, LicensesTurnOnTheirPlugin) {
   auto c = parse_config(std::string("[licenses]\nmatlab = 10\nfluent = 2\n") + kRank0, "t.toml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
@@ -230,6 +247,14 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
        "t.toml:2: 'agent.prolog' must be an absolute path, got 'prolog.sh'"},
       {"[agent]\nhealth_check_interval_s = 0\n",
        "t.toml:2: 'agent.health_check_interval_s' must be a positive integer"},
+      {"[agent]\ngpu_devices = \"/dev/nvidia0\"\n",
+       "t.toml:2: 'agent.gpu_devices' must be an array (one entry per GPU)"},
+      {"[agent]\ngpu_devices = [\"nvidia0\"]\n",
+       "t.toml:2: 'agent.gpu_devices' must name absolute paths, got 'nvidia0'"},
+      {"[agent]\ngpu_devices = [[]]\n", "'agent.gpu_devices' names a GPU with no device file"},
+      {"[agent]\ngpu_devices = [0]\n", "'agent.gpu_devices' entries must be paths"},
+      {"[agent]\nprivate_tmp = \"yes\"\n",
+       "t.toml:2: 'agent.private_tmp' must be \"off\", \"dir\" or \"tmpfs\", got 'yes'"},
   };
   for (const auto& c : cases) {
     auto r = parse_config(c.text, "t.toml");
