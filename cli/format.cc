@@ -29,6 +29,23 @@ std::string join(const Items& items) {
   return out.empty() ? "-" : out;
 }
 
+// Counts by name, sorted: "matlab:2,nvme:1" (-L, --gres); with `free`, each
+// as free/total ("nvme:1/2"), as the GPUS column. "-" when there are none.
+template <typename Counts>
+std::string counts_text(const Counts& counts, const Counts* free = nullptr) {
+  const std::map<std::string, int> sorted(counts.begin(), counts.end());
+  std::string out;
+  for (const auto& [name, count] : sorted) {
+    out += (out.empty() ? "" : ",") + name + ":";
+    if (free != nullptr) {
+      const auto f = free->find(name);
+      out += std::to_string(f != free->end() ? f->second : 0) + "/";
+    }
+    out += std::to_string(count);
+  }
+  return out.empty() ? "-" : out;
+}
+
 // Node names in hostlist form, as squeue shows them: node[1-3,5].
 template <typename Items>
 std::string node_list(const Items& items) {
@@ -252,6 +269,7 @@ nlohmann::json job_json(const v1::Job& job) {
   j["ntasks_per_node"] = job.spec().ntasks_per_node();
   j["licenses"] =
       std::map<std::string, int>(job.spec().licenses().begin(), job.spec().licenses().end());
+  j["gres"] = std::map<std::string, int>(job.spec().gres().begin(), job.spec().gres().end());
   j["time_limit_s"] = job.spec().time_limit_s();
   j["queue"] = job.queue();
   j["cwd"] = api::cwd_of(job.spec());
@@ -310,25 +328,28 @@ nlohmann::json job_json(const v1::Job& job) {
 }
 
 nlohmann::json node_json(const v1::Node& node) {
-  return {{"name", node.name()},
-          {"rank", node.rank()},
-          {"state", node.state()},
-          {"cores", node.cores()},
-          {"numa", node.numa()},
-          {"free_cores", node.free_cores()},
-          {"packages", node.packages()},
-          {"memory_bytes", node.memory_bytes()},
-          {"gpus", node.gpus()},
-          {"free_gpus", node.free_gpus()},
-          {"topology", node.topology()},
-          {"features", std::vector<std::string>(node.features().begin(), node.features().end())},
-          {"host_cpus", node.host_cpus()},
-          {"running_jobs", node.running_jobs()},
-          {"reason", node.reason()},
-          {"checkpoint", node.checkpoint_capable()},
-          {"checkpoint_reason", node.checkpoint_reason()},
-          {"checkpoint_other_users", node.checkpoint_other_users()},
-          {"checkpoint_other_users_reason", node.checkpoint_other_users_reason()}};
+  return {
+      {"name", node.name()},
+      {"rank", node.rank()},
+      {"state", node.state()},
+      {"cores", node.cores()},
+      {"numa", node.numa()},
+      {"free_cores", node.free_cores()},
+      {"packages", node.packages()},
+      {"memory_bytes", node.memory_bytes()},
+      {"gpus", node.gpus()},
+      {"free_gpus", node.free_gpus()},
+      {"topology", node.topology()},
+      {"features", std::vector<std::string>(node.features().begin(), node.features().end())},
+      {"gres", std::map<std::string, int>(node.gres().begin(), node.gres().end())},
+      {"free_gres", std::map<std::string, int>(node.free_gres().begin(), node.free_gres().end())},
+      {"host_cpus", node.host_cpus()},
+      {"running_jobs", node.running_jobs()},
+      {"reason", node.reason()},
+      {"checkpoint", node.checkpoint_capable()},
+      {"checkpoint_reason", node.checkpoint_reason()},
+      {"checkpoint_other_users", node.checkpoint_other_users()},
+      {"checkpoint_other_users_reason", node.checkpoint_other_users_reason()}};
 }
 
 std::string queue_table(const v1::ListJobsResponse& jobs) {
@@ -371,15 +392,9 @@ std::string status_text(const v1::Job& job) {
   if (job.spec().exclude_size() > 0) out << " ExcNodeList=" << node_list(job.spec().exclude());
   if (!job.spec().constraint().empty()) out << " Features=" << job.spec().constraint();
   if (job.spec().ntasks_per_node() > 0) out << " NtasksPerN=" << job.spec().ntasks_per_node();
-  if (job.spec().licenses_size() > 0) {
-    const std::map<std::string, int> sorted(job.spec().licenses().begin(),
-                                            job.spec().licenses().end());
-    std::string text;
-    for (const auto& [name, count] : sorted) {
-      text += (text.empty() ? "" : ",") + name + ":" + std::to_string(count);
-    }
-    out << " Licenses=" << text;
-  }
+  if (job.spec().licenses_size() > 0) out << " Licenses=" << counts_text(job.spec().licenses());
+  // As scontrol's TresPerNode=gres/nvme:2, per node.
+  if (job.spec().gres_size() > 0) out << " Gres=" << counts_text(job.spec().gres());
   out << "\n";
   out << "   Queue=" << (job.queue().empty() ? "-" : job.queue())
       << " Account=" << (job.spec().account().empty() ? "-" : job.spec().account())
@@ -491,7 +506,7 @@ nlohmann::json stat_json(const v1::StatResponse& stat) {
 
 std::string nodes_table(const v1::ListNodesResponse& nodes) {
   std::vector<std::vector<std::string>> rows = {{"NODE", "RANK", "STATE", "CORES", "FREE", "NUMA",
-                                                 "GPUS", "JOBS", "CHECKPOINT", "FEATURES",
+                                                 "GPUS", "JOBS", "CHECKPOINT", "FEATURES", "GRES",
                                                  "TOPOLOGY", "REASON"}};
   for (const auto& n : nodes.nodes()) {
     // Whose jobs CRIU can dump there (--json has the reasons).
@@ -502,6 +517,7 @@ std::string nodes_table(const v1::ListNodesResponse& nodes) {
                     std::to_string(n.free_cores()), std::to_string(n.numa()),
                     std::to_string(n.free_gpus()) + "/" + std::to_string(n.gpus()),
                     std::to_string(n.running_jobs()), checkpoint, join(n.features()),
+                    counts_text(n.gres(), &n.free_gres()),
                     n.topology().empty() ? "-" : n.topology(),
                     n.reason().empty() ? "-" : n.reason()});
   }

@@ -845,6 +845,8 @@ int main(int argc, char** argv) {
                     "a TOML file of [scheduler], [[queue]], [[account]]... sections to add");
   start->add_option("--features", start_options.features,
                     "NODELIST=FEATURE[,FEATURE...]: features of those nodes (repeatable)");
+  start->add_option("--gres", start_options.gres,
+                    "NODELIST=NAME[:COUNT][,...]: generic resources of those nodes (repeatable)");
   start->add_option("--wait", start_options.wait_s, "seconds to wait for the agents to come up")
       ->capture_default_str();
 

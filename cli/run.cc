@@ -304,6 +304,10 @@ int run_step(const Client& client, JobId job, const job::SubmitOptions& options,
                  "them)\n");
     return 2;
   }
+  if (!options.spec.request.gres.empty()) {
+    std::fprintf(stderr, "hpcq: --gres: a step uses its job's generic resources\n");
+    return 2;
+  }
   v1::LaunchStepRequest request;
   request.set_id(job);
   v1::StepSpec& spec = *request.mutable_spec();

@@ -26,6 +26,7 @@
 #include "lib/core/config.h"
 #include "lib/core/hostlist.h"
 #include "lib/core/units.h"
+#include "lib/job/job.h"
 #include "lib/overlay/curve_keys.h"
 
 namespace hpcq::cli {
@@ -147,6 +148,37 @@ int count_lines(const std::string& text) {
   return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
 
+// One "NODELIST=VALUE" of --features or --gres: the nodes it names (each
+// one of node[1-agents]) and where VALUE starts in `given`.
+Result<std::pair<std::vector<std::string>, std::size_t>> per_node(const std::string& option,
+                                                                  const std::string& value,
+                                                                  const std::string& given,
+                                                                  int agents) {
+  const std::size_t eq = given.find('=');
+  auto names = expand_hostlist(given.substr(0, eq == std::string::npos ? 0 : eq));
+  if (eq == std::string::npos || !names.is_ok()) {
+    return invalid_argument(option + " " + quote(given) + ": want NODELIST=" + value +
+                            (names.is_ok() ? "" : ": " + names.status().message()));
+  }
+  for (const std::string& name : *names) {
+    const std::string prefix = "node";
+    const std::string digits = name.substr(std::min(name.size(), prefix.size()));
+    const bool ours = name.starts_with(prefix) && !digits.empty() && digits[0] != '0' &&
+                      digits.find_first_not_of("0123456789") == std::string::npos &&
+                      digits.size() <= 4 && std::stoi(digits) <= agents;
+    if (!ours) {
+      return invalid_argument(option + ": no node " + quote(name) + " (the nodes are node[1-" +
+                              std::to_string(agents) + "])");
+    }
+  }
+  return std::pair{std::move(names).value(), eq + 1};
+}
+
+int refuse(const Status& status) {
+  std::fprintf(stderr, "hpcq start: %s\n", status.message().c_str());
+  return 2;
+}
+
 }  // namespace
 
 int run_start(const StartOptions& options) {
@@ -158,19 +190,14 @@ int run_start(const StartOptions& options) {
     std::fprintf(stderr, "hpcq start: --fanout must be >= 1\n");
     return 2;
   }
-  // --features "node[2-3]=a100,ib": node name -> its features.
+  // --features "node[2-3]=a100,ib" and --gres "node2=nvme:2": node name ->
+  // its features, its gres.
   std::map<std::string, std::vector<std::string>> features;
   for (const std::string& given : options.features) {
-    const std::size_t eq = given.find('=');
-    auto names = expand_hostlist(given.substr(0, eq == std::string::npos ? 0 : eq));
-    if (eq == std::string::npos || !names.is_ok()) {
-      std::fprintf(stderr, "hpcq start: --features %s: want NODELIST=FEATURE[,FEATURE...]%s%s\n",
-                   quote(given).c_str(), names.is_ok() ? "" : ": ",
-                   names.is_ok() ? "" : names.status().message().c_str());
-      return 2;
-    }
+    auto nodes = per_node("--features", "FEATURE[,FEATURE...]", given, options.agents);
+    if (!nodes.is_ok()) return refuse(nodes.status());
     std::vector<std::string> list;
-    for (std::size_t at = eq + 1; at <= given.size();) {
+    for (std::size_t at = nodes->second; at <= given.size();) {
       const std::size_t comma = std::min(given.find(',', at), given.size());
       list.push_back(given.substr(at, comma - at));
       if (!is_plain_name(list.back())) {
@@ -180,19 +207,19 @@ int run_start(const StartOptions& options) {
       }
       at = comma + 1;
     }
-    for (const std::string& name : *names) {
-      const std::string prefix = "node";
-      const std::string digits = name.substr(std::min(name.size(), prefix.size()));
-      const bool ours = name.starts_with(prefix) && !digits.empty() && digits[0] != '0' &&
-                        digits.find_first_not_of("0123456789") == std::string::npos &&
-                        digits.size() <= 4 && std::stoi(digits) <= options.agents;
-      if (!ours) {
-        std::fprintf(stderr, "hpcq start: --features: no node %s (the nodes are node[1-%d])\n",
-                     quote(name).c_str(), options.agents);
-        return 2;
-      }
+    for (const std::string& name : nodes->first) {
       auto& mine = features[name];
       mine.insert(mine.end(), list.begin(), list.end());
+    }
+  }
+  std::map<std::string, std::map<std::string, int>> gres;
+  for (const std::string& given : options.gres) {
+    auto nodes = per_node("--gres", "NAME[:COUNT][,NAME[:COUNT]...]", given, options.agents);
+    if (!nodes.is_ok()) return refuse(nodes.status());
+    auto counts = job::parse_gres(std::string_view(given).substr(nodes->second));
+    if (!counts.is_ok()) return refuse(counts.status());
+    for (const std::string& name : nodes->first) {
+      for (const auto& [what, count] : *counts) gres[name][what] = count;
     }
   }
   // Refused before anything is made: a cluster that comes up and then fails
@@ -310,6 +337,13 @@ int run_start(const StartOptions& options) {
         config << (i ? ", " : "") << "\"" << f->second[i] << "\"";
       }
       config << "]\n";
+    }
+    if (auto g = gres.find("node" + std::to_string(r)); r > 0 && g != gres.end()) {
+      config << "gres = {";
+      for (const auto& [what, count] : g->second) {
+        config << (what == g->second.begin()->first ? " " : ", ") << what << " = " << count;
+      }
+      config << " }\n";
     }
     config << "\n";
   }

@@ -28,6 +28,8 @@ struct StartOptions {
   std::string config_extra;
   // --features "node[2-3]=a100,ib" (repeatable): the nodes' [[rank]] features.
   std::vector<std::string> features;
+  // --gres "node[2-3]=nvme:2,fpga" (repeatable): the nodes' [[rank]] gres.
+  std::vector<std::string> gres;
 };
 
 int run_start(const StartOptions& options);

@@ -295,6 +295,7 @@ void Checkpoints::hand_over_cores(JobEntry& entry) {
     for (resource::NodeAllocation& part : cores.nodes) {
       part.memory_bytes = 0;
       part.gpus.clear();
+      part.gres.clear();
     }
     Status released = ctx_.pool.release(cores);
     if (!released.is_ok()) spdlog::error("job {}: hand over: {}", entry.job.id, released.message());

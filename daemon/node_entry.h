@@ -29,6 +29,7 @@ struct NodeEntry {
   // say Hello within node_down_after_ms it is declared down like a silent node.
   bool awaited = false;
   std::vector<std::string> features;  // [[rank]] features (-C/--constraint)
+  std::map<std::string, int> gres;    // [[rank]] gres (--gres), given to the pool
   bool drained = false;               // hpcq drain: no new work until hpcq resume
   bool unresponsive = false;          // up, but silent for node_unresponsive_after_ms: no new work
   std::string reason;                 // why it is drained or down

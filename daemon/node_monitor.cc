@@ -43,6 +43,11 @@ v1::ListNodesResponse NodeMonitor::list_nodes() const {
     n->set_topology(node.topology.source);
     n->set_host_cpus(node.host_cpus);
     for (const std::string& f : node.features) n->add_features(f);
+    for (const auto& [name, count] : node.gres) {
+      (*n->mutable_gres())[name] = count;
+      const resource::NodeState* in_pool = node.in_pool ? ctx_.pool.find(rank) : nullptr;
+      (*n->mutable_free_gres())[name] = in_pool != nullptr ? in_pool->free_gres(name) : 0;
+    }
     n->set_free_cores(node.in_pool ? ctx_.pool.free_cores(rank) : 0);
     n->set_gpus(node.topology.num_gpus());
     const resource::NodeState* pooled = node.in_pool ? ctx_.pool.find(rank) : nullptr;
@@ -200,6 +205,7 @@ void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
   // Schedulable while the jobs it still runs are adopted (the pool gives no
   // cores on an unschedulable node), then as its drain says.
   Status added = ctx_.pool.add_node(rank, node.name, node.topology, /*schedulable=*/true);
+  if (added.is_ok()) added = ctx_.pool.set_gres(rank, node.gres);
   if (!added.is_ok()) {
     spdlog::error("node {}: {}", node.name, added.message());
     node.state = NodeState::kDown;

@@ -62,6 +62,7 @@ Status load_nodes(Context& ctx, store::Store& store) {
     node.rank = r;
     node.name = ctx.config.ranks[r].name;
     node.features = ctx.config.ranks[r].features;
+    node.gres = ctx.config.ranks[r].gres;
     node.last_seen = ctx.now();
     ctx.nodes.emplace(r, std::move(node));
   }

@@ -1,6 +1,8 @@
 #include "daemon/submit_policy.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -97,6 +99,58 @@ Status check_queue_limits(const QueueConfig* queue, const job::JobSpec& spec) {
       return invalid_argument("--ntasks: " + std::to_string(cores) + " cores exceed the limit" +
                               of + " (" + std::to_string(limit) + (per_user ? " per user)" : ")"));
     }
+  }
+  return Status::ok();
+}
+
+// --gres: each name some node has, and enough nodes the job may run on with
+// each count (per node, as Slurm's) to hold its -N. `queue` names the
+// queue's node set in messages (empty: every node).
+Status check_gres(const ClusterConfig& config, const NodeFilter& filter, const std::string& queue,
+                  const job::JobSpec& spec) {
+  const std::map<std::string, int>& asked = spec.request.gres;
+  if (asked.empty()) return Status::ok();
+  const auto first_node = config.ranks.begin() + (config.ranks.empty() ? 0 : 1);
+  std::set<std::string> known;
+  for (auto r = first_node; r != config.ranks.end(); ++r) {
+    for (const auto& [name, count] : r->gres) known.insert(name);
+  }
+  for (const auto& [name, count] : asked) {
+    if (!known.contains(name)) {
+      return invalid_argument(
+          "--gres: unknown generic resource " + quote(name) + " (known: " +
+          (known.empty() ? std::string("none") : names_of(known, [](const auto& n) { return n; })) +
+          ")");
+    }
+  }
+  std::int64_t holding = 0;
+  std::map<std::string, int> most;  // the most of each that one eligible node has
+  for (auto r = first_node; r != config.ranks.end(); ++r) {
+    if (!may_run_on(r->name, r->features, filter)) continue;
+    bool all = true;
+    for (const auto& [name, count] : asked) {
+      const auto has = r->gres.find(name);
+      const int n = has != r->gres.end() ? has->second : 0;
+      most[name] = std::max(most[name], n);
+      all = all && n >= count;
+    }
+    if (all) ++holding;
+  }
+  const std::string of_queue = queue.empty() ? "" : " of queue " + quote(queue);
+  for (const auto& [name, count] : asked) {
+    if (most[name] < count) {
+      return invalid_argument(
+          "--gres: " + name + ":" + std::to_string(count) + ": no node" + of_queue +
+          " the job may run on has that many (the most: " + std::to_string(most[name]) + ")");
+    }
+  }
+  if (holding == 0) {
+    return invalid_argument("--gres: no node" + of_queue +
+                            " the job may run on has all of what it asks");
+  }
+  if (spec.request.nodes > holding) {
+    return invalid_argument("--nodes: " + std::to_string(spec.request.nodes) + " nodes, --gres " +
+                            "leaves " + std::to_string(holding));
   }
   return Status::ok();
 }
@@ -246,6 +300,8 @@ Status apply_submit_policy(const ClusterConfig& config, std::uint32_t uid,
                               quote(name) + ", the cluster has " + std::to_string(total->second));
     }
   }
+  HPCQ_RETURN_IF_ERROR(check_gres(config, {pool, spec.nodelist, spec.exclude, *constraint},
+                                  pool.empty() ? "" : queue->name, spec));
   HPCQ_RETURN_IF_ERROR(check_queue_limits(queue, spec));
   HPCQ_RETURN_IF_ERROR(apply_time_limit(config, queue, spec));
   HPCQ_RETURN_IF_ERROR(apply_account(site, uid, spec));

@@ -172,6 +172,7 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_constraint(spec.constraint);
   p.set_ntasks_per_node(spec.ntasks_per_node);
   for (const auto& [name, count] : spec.licenses) (*p.mutable_licenses())[name] = count;
+  for (const auto& [name, count] : spec.request.gres) (*p.mutable_gres())[name] = count;
   p.set_elastic(spec.elastic);
   p.set_batch(spec.batch);
   p.set_forward_output(spec.forward_output);
@@ -237,6 +238,7 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.constraint = p.constraint();
   spec.ntasks_per_node = p.ntasks_per_node();
   spec.licenses.insert(p.licenses().begin(), p.licenses().end());
+  spec.request.gres.insert(p.gres().begin(), p.gres().end());
   return spec;
 }
 

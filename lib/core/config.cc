@@ -223,24 +223,28 @@ Result<std::uint32_t> uid_of(const Table& t, const std::string& name) {
   return static_cast<std::uint32_t>(pw.pw_uid);
 }
 
-// [licenses]: name = count (hpcq.toml and hpcq simulate --cluster files).
-Status read_licenses(const Table& root, SitePolicy& site) {
-  if (root.contains("licenses")) {
-    const Table& t = root.at("licenses");
-    if (!t.is_table()) return invalid_argument(where(t) + ": [licenses] must be a table");
-    for (const auto& [name, value] : t.as_table()) {
-      if (!is_plain_name(name)) {
-        return invalid_argument(where(value) + ": bad license name " + quote(name) +
-                                " (letters, digits, '_', '-', '.')");
-      }
-      int count = 0;
-      HPCQ_RETURN_IF_ERROR(get(t, "licenses", name, count));
-      if (count < 1) {
-        return invalid_argument(where(value) + ": 'licenses." + name +
-                                "' must be a positive integer");
-      }
-      site.licenses[name] = count;
+// A table of name = count: [licenses], and [[rank]]/[[nodes]] gres (`key`
+// and `noun` name it in messages: "licenses" and "license", "gres" twice).
+Status read_counts(const Table& t, const std::string& key, const std::string& noun,
+                   std::map<std::string, int>& out) {
+  if (!t.is_table()) return invalid_argument(where(t) + ": '" + key + "' must be a table");
+  for (const auto& [name, value] : t.as_table()) {
+    if (!is_plain_name(name)) {
+      return invalid_argument(where(value) + ": bad " + noun + " name " + quote(name) +
+                              " (letters, digits, '_', '-', '.')");
     }
+    // GPUs are bound by id (--gpus-per-node/--gpus-per-task), not counted.
+    if (key == "gres" && name == "gpu") {
+      return invalid_argument(where(value) + ": 'gres.gpu': GPUs are not gres here; the agent " +
+                              "finds them and jobs ask with --gpus-per-node or --gpus-per-task");
+    }
+    int count = 0;
+    HPCQ_RETURN_IF_ERROR(get(t, key, name, count));
+    if (count < 1) {
+      return invalid_argument(where(value) + ": '" + key + "." + name +
+                              "' must be a positive integer");
+    }
+    out[name] = count;
   }
   return Status::ok();
 }
@@ -273,6 +277,12 @@ Status read_gpu_devices(const Table& t, std::vector<std::vector<std::string>>& o
     out.push_back(std::move(paths));
   }
   return Status::ok();
+}
+
+// [licenses]: name = count (hpcq.toml and hpcq simulate --cluster files).
+Status read_licenses(const Table& root, SitePolicy& site) {
+  if (!root.contains("licenses")) return Status::ok();
+  return read_counts(root.at("licenses"), "licenses", "license", site.licenses);
 }
 
 // The names of a [[rank]]'s or a [[nodes]]'s features.
@@ -608,7 +618,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   for (const Table& r : ranks.as_array()) {
     if (!r.is_table()) return invalid_argument(where(r) + ": each [[rank]] must be a table");
     HPCQ_RETURN_IF_ERROR(
-        check_keys(r, "rank", {"name", "endpoint", "public_key", "topology", "features"}));
+        check_keys(r, "rank", {"name", "endpoint", "public_key", "topology", "features", "gres"}));
     RankConfig rc;
     rc.topology = "host";
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "name", rc.name));
@@ -617,6 +627,8 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "topology", rc.topology));
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "features", rc.features));
     HPCQ_RETURN_IF_ERROR(check_features(r, rc.features));
+    if (r.contains("gres"))
+      HPCQ_RETURN_IF_ERROR(read_counts(r.at("gres"), "gres", "gres", rc.gres));
     const std::string rank_name = "rank " + std::to_string(c.ranks.size());
     if (rc.name.empty()) return invalid_argument(where(r) + ": " + rank_name + " has no name");
     if (rc.endpoint.empty())
@@ -681,7 +693,8 @@ Result<SimClusterConfig> sim_cluster_from_toml(const Table& root, const std::str
   SimClusterConfig c;
   c.licenses = std::move(site.licenses);
   for (const Table* t : *groups) {
-    HPCQ_RETURN_IF_ERROR(check_keys(*t, "nodes", {"count", "cores", "topology", "features"}));
+    HPCQ_RETURN_IF_ERROR(
+        check_keys(*t, "nodes", {"count", "cores", "topology", "features", "gres"}));
     SimNodeGroup group;
     group.where = where(*t);
     HPCQ_RETURN_IF_ERROR(get_positive(*t, "nodes", "count", group.count));
@@ -689,6 +702,8 @@ Result<SimClusterConfig> sim_cluster_from_toml(const Table& root, const std::str
     HPCQ_RETURN_IF_ERROR(get(*t, "nodes", "topology", group.topology));
     HPCQ_RETURN_IF_ERROR(get(*t, "nodes", "features", group.features));
     HPCQ_RETURN_IF_ERROR(check_features(*t, group.features));
+    if (t->contains("gres"))
+      HPCQ_RETURN_IF_ERROR(read_counts(t->at("gres"), "gres", "gres", group.gres));
     if ((group.cores > 0) == !group.topology.empty()) {
       return invalid_argument(group.where +
                               ": each [[nodes]] needs either 'cores' or 'topology', not both");

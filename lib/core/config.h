@@ -25,6 +25,8 @@ struct RankConfig {
   std::string topology;    // agents: "host", "synthetic:...", a bare synthetic string, "xml:PATH"
   // The node's features ("a100", "ib"), what a job's -C/--constraint asks for.
   std::vector<std::string> features;
+  // gres = { nvme = 2 }: generic resources, units a job's --gres takes per node.
+  std::map<std::string, int> gres;
 };
 
 // A web portal allowed to call the API over TCP (as slurmrestd's JWT users):
@@ -142,6 +144,7 @@ struct SimNodeGroup {
   int cores = 0;                      // > 0: a flat node of this many cores
   std::string topology;               // otherwise: an agent topology spec
   std::vector<std::string> features;  // as [[rank]] features, for a job's "constraint"
+  std::map<std::string, int> gres;    // as [[rank]] gres, for a job's "gres"
   std::string where;                  // FILE:LINE of its [[nodes]], for messages
 };
 struct SimClusterConfig {

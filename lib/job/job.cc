@@ -193,10 +193,15 @@ Status check_mpi(const std::string& mpi, const std::string& option) {
   return invalid_argument(option + ": want pmi1, pmix or none, got " + quote(mpi));
 }
 
-Result<std::map<std::string, int>> parse_licenses(std::string_view text) {
-  std::map<std::string, int> licenses;
+namespace {
+
+// NAME[:COUNT][,...] of -L and --gres; `option` and `noun` name them in
+// messages.
+Result<std::map<std::string, int>> parse_counts(std::string_view text, const std::string& option,
+                                                const std::string& noun) {
+  std::map<std::string, int> counts;
   const auto bad = [&](const std::string& why) {
-    return invalid_argument("-L/--licenses " + quote(text) + ": " + why);
+    return invalid_argument(option + " " + quote(text) + ": " + why);
   };
   if (text.empty()) return bad("want NAME[:COUNT][,NAME[:COUNT]...]");
   for (std::size_t at = 0; at <= text.size();) {
@@ -204,7 +209,7 @@ Result<std::map<std::string, int>> parse_licenses(std::string_view text) {
     const std::string_view item = text.substr(at, comma - at);
     const std::size_t colon = item.find(':');
     const std::string name(item.substr(0, colon));
-    if (!is_plain_name(name)) return bad("bad license name " + quote(name));
+    if (!is_plain_name(name)) return bad("bad " + noun + " name " + quote(name));
     int count = 1;
     if (colon != std::string_view::npos) {
       const std::string_view digits = item.substr(colon + 1);
@@ -215,10 +220,31 @@ Result<std::map<std::string, int>> parse_licenses(std::string_view text) {
                    std::to_string(kMaxLicenseCount) + ")");
       }
     }
-    if (!licenses.emplace(name, count).second) return bad(quote(name) + " given twice");
+    if (!counts.emplace(name, count).second) return bad(quote(name) + " given twice");
     at = comma + 1;
   }
-  return licenses;
+  return counts;
+}
+
+// GPUs have options of their own, which bind them by id; gres only counts.
+Status check_not_gpu(const std::map<std::string, int>& gres) {
+  if (gres.contains("gpu")) {
+    return invalid_argument("--gres: GPUs are not gres here: ask with --gpus-per-node or " +
+                            std::string("--gpus-per-task"));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::map<std::string, int>> parse_licenses(std::string_view text) {
+  return parse_counts(text, "-L/--licenses", "license");
+}
+
+Result<std::map<std::string, int>> parse_gres(std::string_view text) {
+  auto gres = parse_counts(text, "--gres", "gres");
+  if (gres.is_ok()) HPCQ_RETURN_IF_ERROR(check_not_gpu(*gres));
+  return gres;
 }
 
 Status validate(const JobSpec& spec) {
@@ -296,6 +322,12 @@ Status validate(const JobSpec& spec) {
                               std::to_string(count));
     }
   }
+  for (const auto& [name, count] : r.gres) {
+    if (!is_plain_name(name) || count < 1 || count > kMaxLicenseCount) {
+      return invalid_argument("--gres: bad gres " + quote(name) + ":" + std::to_string(count));
+    }
+  }
+  HPCQ_RETURN_IF_ERROR(check_not_gpu(r.gres));
   if (spec.ntasks_per_node < 0 || spec.ntasks_per_node > kMaxTasks) {
     return invalid_argument("--ntasks-per-node: must be 1.." + std::to_string(kMaxTasks) +
                             ", got " + std::to_string(spec.ntasks_per_node));

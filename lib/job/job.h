@@ -211,6 +211,9 @@ Status check_mpi(const std::string& mpi, const std::string& option);
 // most kMaxLicenseCount), as sbatch's; each name once.
 inline constexpr int kMaxLicenseCount = 1'000'000;
 Result<std::map<std::string, int>> parse_licenses(std::string_view text);
+// --gres "nvme:2,fpga" (per node, as sbatch's; the same form and bounds as
+// -L's); "gpu" is refused (GPUs have --gpus-per-node and --gpus-per-task).
+Result<std::map<std::string, int>> parse_gres(std::string_view text);
 
 struct Job {
   JobId id = 0;

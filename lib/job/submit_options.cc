@@ -32,7 +32,7 @@ constexpr const char* kUsage =
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
     "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] "
     "[--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] "
-    "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--json] "
+    "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--gres NAME[:N],...] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
 // ---- words of a directive line ----
@@ -261,6 +261,7 @@ struct Given {
   std::optional<std::string> constraint;
   std::optional<int> ntasks_per_node;
   std::optional<std::map<std::string, int>> licenses;
+  std::optional<std::map<std::string, int>> gres;
   std::optional<std::string> mpi;
   bool json = false;
   bool wait = false;
@@ -311,6 +312,7 @@ struct Given {
     take(constraint, later.constraint);
     take(ntasks_per_node, later.ntasks_per_node);
     take(licenses, later.licenses);
+    take(gres, later.gres);
     take(mpi, later.mpi);
     json = json || later.json;
     wait = wait || later.wait;
@@ -364,6 +366,7 @@ constexpr OptionName kValueOptions[] = {
     {'C', "--constraint"},
     {0, "--ntasks-per-node"},
     {'L', "--licenses"},
+    {0, "--gres"},
     {0, "--mpi"},
 };
 
@@ -475,6 +478,7 @@ class WordParser {
     add("-C,--constraint", constraint);
     add("--ntasks-per-node", ntasks_per_node);
     add("-L,--licenses", licenses);
+    add("--gres", gres);
     add("--mpi", mpi);
     add("--oversubscribe,!--exclusive", oversubscribe);
     add("--elastic,!--no-elastic", elastic);
@@ -509,7 +513,7 @@ class WordParser {
   Value account, qos, priority, dependency, array;
   Value gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
   Value profile, workers, image, checkpoint_interval, begin, warn, nodelist, exclude, mpi;
-  Value constraint, ntasks_per_node, licenses;
+  Value constraint, ntasks_per_node, licenses, gres;
   Flag oversubscribe, elastic, requeue, json, wait, label, overlap, immediate, pty;
 
  private:
@@ -741,6 +745,11 @@ Status take_placement(const WordParser& p, Given& g) {
     if (!licenses.is_ok()) return licenses.status();
     g.licenses = std::move(licenses).value();
   }
+  if (p.gres.given()) {
+    auto gres = parse_gres(p.gres.text);
+    if (!gres.is_ok()) return gres.status();
+    g.gres = std::move(gres).value();
+  }
   if (p.constraint.given()) {
     HPCQ_RETURN_IF_ERROR(parse_constraint(p.constraint.text).status());
     g.constraint = p.constraint.text;
@@ -897,6 +906,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   request.cpu_bind = given.cpu_bind.value_or(resource::CpuBind::kCores);
   request.numa_policy = given.numa_policy.value_or(resource::NumaPolicy::kBestEffort);
   request.oversubscribe = given.oversubscribe.value_or(false);
+  request.gres = given.gres.value_or(std::map<std::string, int>{});
   spec.profile = given.profile.value_or("");
   spec.workers = given.workers.value_or(0);
   if (given.image) spec.image = resolve_dir(ctx.cwd, *given.image);

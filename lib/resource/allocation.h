@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct ResourceRequest {
   // --oversubscribe: the cores may be shared with other oversubscribing jobs
   // (never with exclusive ones, never with reserved system cores).
   bool oversubscribe = false;
+  // --gres nvme:2 (Slurm's --gres): generic resources each node of the job
+  // holds while it runs, units by name (NodePool's per-node counts).
+  std::map<std::string, int> gres = {};
 };
 
 // One worker (container) of a job split by granularity (papers/000,
@@ -77,6 +81,9 @@ struct NodeAllocation {
   std::vector<int> numa;   // NUMA domains of those cores, ascending, unique
   std::uint64_t memory_bytes = 0;
   std::vector<int> gpus;  // GPU indices on the node (hwloc's order)
+  // Units of the node's generic resources held (the request's gres); units
+  // are counted, not named, so a part holds a count per resource name.
+  std::map<std::string, int> gres = {};
   int ntasks = 0;
   int first_task = 0;  // global rank of this node's first task
   // The job's workers on this node (the "granularity" plugin); empty when

@@ -297,6 +297,7 @@ NodeAllocation place_on_node(const NodeState& node, int tasks, const ResourceReq
   out.memory_bytes = request.mem_per_cpu_bytes > 0
                          ? request.mem_per_cpu_bytes * static_cast<std::uint64_t>(tasks * cpt)
                          : request.mem_per_node_bytes;
+  out.gres = request.gres;
   return out;
 }
 
@@ -414,6 +415,9 @@ Status check_request(const ResourceRequest& request) {
   if (request.mem_per_node_bytes > 0 && request.mem_per_cpu_bytes > 0) {
     return invalid_argument("ask for memory per node or per CPU, not both");
   }
+  for (const auto& [name, count] : request.gres) {
+    if (count < 1) return invalid_argument("gres " + name + ": count must be >= 1");
+  }
   return Status::ok();
 }
 
@@ -421,6 +425,9 @@ int task_capacity(const ResourceRequest& request, const NodeState& node) {
   if (!node.schedulable() || request.cpus_per_task < 1) return 0;
   if (request.mem_per_node_bytes > node.free_memory()) return 0;
   if (request.gpus_per_node > node.free_gpus()) return 0;
+  for (const auto& [name, count] : request.gres) {
+    if (node.free_gres(name) < count) return 0;
+  }
   const int cpt = request.cpus_per_task;
   const int gpt = request.gpus_per_task;
   int cap = 0;

@@ -36,6 +36,8 @@
 //     tasks than its free memory pays for.
 //   - mem_per_node_bytes must fit each node's free memory; it becomes each
 //     NodeAllocation's memory_bytes (0 when the request names none).
+//   - gres: a node is a candidate only with each asked generic resource's
+//     count free; every NodeAllocation holds that count of each.
 //   - nodes that are not schedulable are skipped.
 // Deterministic: the same request and pool give the same Allocation.
 //
@@ -56,8 +58,8 @@ namespace hpcq::resource {
 
 // kInvalidArgument unless ntasks >= 1, cpus_per_task >= 1, nodes >= 0,
 // nodes <= ntasks (every node of a job runs at least one task), GPU counts
-// >= 0 and not both per node and per task, and memory not both per node and
-// per CPU.
+// >= 0 and not both per node and per task, memory not both per node and
+// per CPU, and every gres count >= 1.
 Status check_request(const ResourceRequest& request);
 
 // Over all nodes of the pool in rank order.
@@ -70,7 +72,7 @@ std::optional<Allocation> find_allocation(const ResourceRequest& request,
                                           std::span<const NodeState* const> candidates);
 
 // How many tasks of `request` this node could hold now (0 when not
-// schedulable or its memory or GPUs do not fit). O(NUMA domains + GPUs);
+// schedulable or its memory, GPUs or gres do not fit). O(NUMA domains + GPUs);
 // find_allocation places on a node exactly when this says the tasks fit.
 int task_capacity(const ResourceRequest& request, const NodeState& node);
 

@@ -104,6 +104,13 @@ bool NodeState::gpu_free(int gpu) const {
   return gpu >= 0 && gpu < total_gpus() && !test_bit(gpu_used_, gpu);
 }
 
+int NodeState::free_gres(const std::string& name) const {
+  const auto it = static_->gres.find(name);
+  if (it == static_->gres.end()) return 0;
+  const auto at = static_cast<std::size_t>(std::distance(static_->gres.begin(), it));
+  return it->second - (at < gres_used_.size() ? gres_used_[at] : 0);
+}
+
 std::span<const std::uint64_t> NodeState::numa_mask(int numa) const {
   if (numa < 0 || numa >= static_cast<int>(static_->topology.numa.size())) return {};
   return std::span<const std::uint64_t>(static_->numa_masks)
@@ -223,6 +230,34 @@ Status NodePool::reserve_cores(Rank rank, const std::vector<int>& cores) {
   return Status::ok();
 }
 
+Status NodePool::set_gres(Rank rank, const std::map<std::string, int>& gres) {
+  NodeState* node = find_mutable(rank);
+  if (node == nullptr) return not_found("rank " + std::to_string(rank) + " is not in the pool");
+  std::vector<int> used;
+  for (const auto& [name, count] : gres) {
+    const int in_use =
+        node->gres().contains(name) ? node->gres().at(name) - node->free_gres(name) : 0;
+    if (count < 0) {
+      return invalid_argument(where(*node) + ": gres " + name + " count " + std::to_string(count));
+    }
+    if (count < in_use) {
+      return failed_precondition(where(*node) + ": gres " + name + " set to " +
+                                 std::to_string(count) + ", " + std::to_string(in_use) + " in use");
+    }
+    used.push_back(in_use);
+  }
+  for (const auto& [name, total] : node->gres()) {
+    if (!gres.contains(name) && node->free_gres(name) < total) {
+      return failed_precondition(where(*node) + ": gres " + name + " removed while in use");
+    }
+  }
+  auto info = std::make_shared<NodeState::Static>(*node->static_);
+  info->gres = gres;
+  node->static_ = std::move(info);
+  node->gres_used_ = std::move(used);
+  return Status::ok();
+}
+
 const NodeState* NodePool::find(Rank rank) const {
   auto pos = std::lower_bound(nodes_.begin(), nodes_.end(), rank,
                               [](const NodeState& n, Rank r) { return n.rank_ < r; });
@@ -265,6 +300,7 @@ NodePool NodePool::idle_copy() const {
     }
     node.free_cores_ = node.total_cores() - node.reserved_count_;
     node.free_gpus_ = node.total_gpus();
+    std::fill(node.gres_used_.begin(), node.gres_used_.end(), 0);
     node.used_memory_ = 0;
   }
   copy.rebuild_index();
@@ -329,6 +365,7 @@ Status NodePool::check(const Allocation& allocation, bool taking) const {
     Words cores;
     Words gpus;
     std::uint64_t memory;
+    std::map<std::string, int> gres;
   };
   std::vector<Seen> seen;
   const bool shared = allocation.shared;
@@ -344,7 +381,7 @@ Status NodePool::check(const Allocation& allocation, bool taking) const {
         std::find_if(seen.begin(), seen.end(), [&](const Seen& e) { return e.rank == part.rank; });
     if (s == seen.end()) {
       seen.push_back(
-          {part.rank, Words(node->taken_.size(), 0), Words(node->gpu_used_.size(), 0), 0});
+          {part.rank, Words(node->taken_.size(), 0), Words(node->gpu_used_.size(), 0), 0, {}});
       s = seen.end() - 1;
     }
     for (int core : part.cores) {
@@ -394,6 +431,23 @@ Status NodePool::check(const Allocation& allocation, bool taking) const {
                                    (taking ? " is already in use" : " is not in use"));
       }
     }
+    for (const auto& [name, count] : part.gres) {
+      const auto total = node->gres().find(name);
+      if (total == node->gres().end() || count < 0) {
+        return invalid_argument(where(*node) + ": no gres " + name);
+      }
+      const int sum = s->gres[name] += count;
+      const int free = node->free_gres(name);
+      if (taking && sum > free) {
+        return failed_precondition(where(*node) + ": " + std::to_string(sum) + " of gres " + name +
+                                   " asked, " + std::to_string(free) + " free");
+      }
+      if (!taking && sum > total->second - free) {
+        return failed_precondition(where(*node) + ": releasing " + std::to_string(sum) +
+                                   " of gres " + name + ", " +
+                                   std::to_string(total->second - free) + " in use");
+      }
+    }
     s->memory += part.memory_bytes;
     if (taking && s->memory > node->free_memory()) {
       return failed_precondition(where(*node) + ": " + std::to_string(s->memory) +
@@ -427,6 +481,11 @@ void NodePool::apply(const Allocation& allocation, bool taking) {
     for (int gpu : part.gpus) {
       put_bit(node.gpu_used_, gpu, taking);
       node.free_gpus_ += taking ? -1 : 1;
+    }
+    for (const auto& [name, count] : part.gres) {
+      const auto at =
+          static_cast<std::size_t>(std::distance(node.gres().begin(), node.gres().find(name)));
+      node.gres_used_[at] += taking ? count : -count;
     }
     if (taking) {
       node.used_memory_ += part.memory_bytes;

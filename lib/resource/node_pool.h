@@ -3,7 +3,8 @@
 // One NodeState per node, kept in rank order: which cores are in use
 // (exclusively, or shared by oversubscribing jobs), which are reserved for
 // the system (Slurm's CoreSpecCount, kubelet's reserved CPUs), which GPUs are
-// in use, free cores per node and per NUMA domain, free memory, and whether
+// in use, how many units of each generic resource (gres: nvme = 2) are in
+// use, free cores per node and per NUMA domain, free memory, and whether
 // the node may get new work (schedulable: up and not drained). allocate() and
 // release() are all-or-nothing: they check the whole Allocation first and
 // change nothing when any part is wrong, so a core is never given twice
@@ -25,12 +26,16 @@
 // kInvalidArgument (core or GPU id out of range, listed twice),
 // kFailedPrecondition (core or GPU already in use / not in use, core
 // reserved, node not schedulable, not enough free memory, more memory
-// released than in use). reserve_cores: kNotFound, kInvalidArgument (no such
-// core), kFailedPrecondition (core in use). Messages name the node, rank and
-// core.
+// released than in use, more gres units taken than free or released than in
+// use); kInvalidArgument also for a gres name the node does not have.
+// reserve_cores: kNotFound, kInvalidArgument (no such core),
+// kFailedPrecondition (core in use). set_gres: kNotFound, kInvalidArgument (a
+// count < 0), kFailedPrecondition (fewer units than are in use). Messages
+// name the node, rank and core (or resource).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -75,6 +80,12 @@ class NodeState {
   int free_gpus_in_numa(int numa) const;
   bool gpu_free(int gpu) const;
 
+  // Generic resources ([[rank]] gres, Slurm's GRES): units by name, counted,
+  // never given by id. GPUs are not among them (they are bound, by id).
+  const std::map<std::string, int>& gres() const { return static_->gres; }
+  // Units of `name` not in use; 0 for a name the node does not have.
+  int free_gres(const std::string& name) const;
+
   // Bit views for the allocator: words of 64 cores (bit c of word c / 64).
   // The mask of the cores of NUMA domain `numa` (empty span when none), and
   // the cores an exclusive (or, with `shared`, an oversubscribing) job may
@@ -95,6 +106,7 @@ class NodeState {
     std::size_t words = 0;                  // words per core bitset
     std::vector<std::uint64_t> numa_masks;  // ndomains * words
     std::vector<int> gpus_per_numa;         // total GPUs by domain
+    std::map<std::string, int> gres;        // units by name (set_gres)
   };
 
   Rank rank_ = 0;
@@ -106,6 +118,7 @@ class NodeState {
   std::vector<std::uint64_t> closed_;     // exclusive | reserved | shared by kMaxSharers
   std::vector<std::uint8_t> sharers_;     // by core; empty until a core is first shared
   std::vector<std::uint64_t> gpu_used_;   // by GPU id
+  std::vector<int> gres_used_;            // by position in static_->gres; empty: none
   std::vector<int> numa_free_;            // free (not taken) cores by NUMA domain id
   int free_cores_ = 0;
   int reserved_count_ = 0;
@@ -128,6 +141,11 @@ class NodePool {
   // it): they are never given to jobs. All-or-nothing; a newly reserved core
   // must be free.
   Status reserve_cores(Rank rank, const std::vector<int>& cores);
+
+  // Sets the node's generic resources (replacing any earlier set; empty
+  // clears it). Units in use stay in use: a name keeps its count in use and
+  // may not drop below it.
+  Status set_gres(Rank rank, const std::map<std::string, int>& gres);
 
   Status allocate(const Allocation& allocation);
   Status release(const Allocation& allocation);

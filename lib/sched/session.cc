@@ -209,6 +209,15 @@ std::vector<const resource::NodeState*> Session::candidates_in(const PendingJob&
       continue;
     }
     if (check_reservations && !reservations_allow(job, node.rank())) continue;
+    // A node with fewer units of a generic resource than the job asks, in
+    // all, never holds it: planners' future promises skip it too (what is
+    // free now the pool checks).
+    const bool has_gres =
+        std::all_of(job.request.gres.begin(), job.request.gres.end(), [&](const auto& g) {
+          const auto total = node.gres().find(g.first);
+          return total != node.gres().end() && total->second >= g.second;
+        });
+    if (!has_gres) continue;
     const bool allowed = std::all_of(predicates_.begin(), predicates_.end(),
                                      [&](const auto& hook) { return hook.fn(job, node); });
     if (allowed) candidates.push_back(&node);

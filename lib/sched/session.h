@@ -34,7 +34,9 @@
 //               place_on() found (the job's workers) before the allocatable
 //               hooks see it
 //
-// Built in, whatever the configuration: advance reservations
+// Built in, whatever the configuration: generic resources (a job's
+// request.gres; a node with fewer units in all is no candidate, and the pool
+// checks the free ones on placement). Also advance reservations
 // (Snapshot.reservations). A node of a reservation that has not ended is a
 // candidate for a job only if the job ends (now + time limit; a limit <= 0
 // never ends) by the reservation's start, or the reservation admits the job,

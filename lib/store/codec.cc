@@ -94,6 +94,16 @@ Status read_value(const json& v, const std::string& where, std::vector<T>& out) 
   return Status::ok();
 }
 
+// Counts by name (gres, licenses): an object of integers.
+Status read_value(const json& v, const std::string& where, std::map<std::string, int>& out) {
+  if (!v.is_object()) return invalid_argument(where + ": must be an object");
+  out.clear();
+  for (const auto& [name, count] : v.items()) {
+    HPCQ_RETURN_IF_ERROR(read_value(count, where + "." + name, out[name]));
+  }
+  return Status::ok();
+}
+
 // An absent field keeps the default `out` already holds (see the header).
 template <typename T>
 Status read_field(const json& obj, const std::string& where, const char* key, T& out) {
@@ -181,6 +191,7 @@ Status read_value(const json& v, const std::string& where, resource::ResourceReq
     out.numa_policy = *policy;
   }
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "oversubscribe", out.oversubscribe));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "gres", out.gres));
   return Status::ok();
 }
 
@@ -203,6 +214,7 @@ Status read_value(const json& v, const std::string& where, resource::NodeAllocat
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "ntasks", out.ntasks));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "first_task", out.first_task));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "gpus", out.gpus));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "gres", out.gres));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "workers", out.workers));
   return Status::ok();
 }
@@ -287,6 +299,7 @@ std::string encode_spec(const job::JobSpec& spec) {
     doc["request"]["numa_policy"] = resource::numa_policy_name(r.numa_policy);
   }
   if (r.oversubscribe) doc["request"]["oversubscribe"] = true;
+  if (!r.gres.empty()) doc["request"]["gres"] = r.gres;
   if (!spec.profile.empty()) doc["profile"] = spec.profile;
   if (!spec.image.empty()) doc["image"] = spec.image;
   if (spec.checkpoint_interval_s != 0) doc["checkpoint_interval_s"] = spec.checkpoint_interval_s;
@@ -369,6 +382,7 @@ std::string encode_allocation(const resource::Allocation& allocation) {
         {"first_task", n.first_task},
     });
     if (!n.gpus.empty()) nodes.back()["gpus"] = n.gpus;
+    if (!n.gres.empty()) nodes.back()["gres"] = n.gres;
     if (!n.workers.empty()) {
       json workers = json::array();
       for (const resource::WorkerPlacement& w : n.workers) {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <unordered_set>
 
@@ -20,12 +21,13 @@ TimeUs limit_us(const PendingJob& job) {
 }
 
 // What decides whether a job can be placed when no predicate looks at the
-// job itself.
-using Shape = std::tuple<int, int, int, std::uint64_t>;
+// job itself (gres included: a job asking none is not turned away because
+// one of its size waits for units).
+using Shape = std::tuple<int, int, int, std::uint64_t, std::map<std::string, int>>;
 
 Shape shape_of(const PendingJob& job) {
   return {job.request.nodes, job.request.ntasks, job.request.cpus_per_task,
-          job.request.mem_per_node_bytes};
+          job.request.mem_per_node_bytes, job.request.gres};
 }
 
 // One walk over the queue (see backfill.h).

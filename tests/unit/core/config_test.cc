@@ -108,6 +108,33 @@ TEST(ConfigTest, LicensesTurnOnTheirPlugin) {
   EXPECT_EQ(c->plugins, (std::vector<std::string>{"fcfs", "licenses"}));
 }
 
+TEST(ConfigTest, RankGres) {
+  const std::string node1 =
+      "[[rank]]\nname = \"node1\"\nendpoint = \"tcp://127.0.0.1:7001\"\n"
+      "public_key = \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf8\"\n";
+  auto c = parse_config(std::string(kRank0) + node1 + "gres = { nvme = 2, fpga = 1 }\n", "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->ranks[1].gres, (std::map<std::string, int>{{"fpga", 1}, {"nvme", 2}}));
+  EXPECT_TRUE(c->ranks[0].gres.empty());
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"gres = { gpu = 2 }\n",
+       "t.toml:9: 'gres.gpu': GPUs are not gres here; the agent finds "
+       "them and jobs ask with --gpus-per-node or --gpus-per-task"},
+      {"gres = { nvme = 0 }\n", "t.toml:9: 'gres.nvme' must be a positive integer"},
+      {"gres = { \"a b\" = 1 }\n",
+       "t.toml:9: bad gres name 'a b' (letters, digits, '_', '-', '.')"},
+      {"gres = [\"nvme\"]\n", "t.toml:9: 'gres' must be a table"},
+  };
+  for (const auto& [text, expected] : bad) {
+    auto r = parse_config(std::string(kRank0) + node1 + text, "t.toml");
+    ASSERT_FALSE(r.is_ok()) << text;
+    EXPECT_EQ(r.status().message(), expected);
+  }
+  auto sim = parse_sim_cluster("[[nodes]]\ncount = 2\ncores = 4\ngres = { nvme = 1 }\n", "c.toml");
+  ASSERT_TRUE(sim.is_ok()) << sim.status().message();
+  EXPECT_EQ(sim->groups[0].gres, (std::map<std::string, int>{{"nvme", 1}}));
+}
+
 TEST(ConfigTest, SitePolicyAndSchedulerOptions) {
   std::string text = std::string(
                          "[scheduler]\nactions = [\"allocate\", \"backfill\"]\n"

@@ -146,6 +146,40 @@ TEST(SubmitPolicy, ConstraintsCountOnlyNodesWithTheFeatures) {
   EXPECT_EQ(refusal(c, s), "-C/--constraint 'a100': no node of queue 'batch' has those features");
 }
 
+// --gres: a name some node has; a count per node that enough nodes the job
+// may run on hold.
+TEST(SubmitPolicy, GresCountsPerNodeWithinTheQueue) {
+  ClusterConfig c = four_nodes();
+  for (std::size_t r = 0; r < c.ranks.size(); ++r) c.ranks[r].name = "n" + std::to_string(r);
+  c.ranks[1].gres = {{"nvme", 2}};
+  c.ranks[2].gres = {{"nvme", 1}, {"fpga", 1}};
+  c.ranks[3].features = {"ib"};
+  job::JobSpec s = spec();
+  s.request.gres = {{"nvme", 2}};
+  EXPECT_TRUE(apply_submit_policy(c, 1000, {}, false, s).is_ok());
+  s.request.gres = {{"tape", 1}};
+  EXPECT_EQ(refusal(c, s), "--gres: unknown generic resource 'tape' (known: fpga, nvme)");
+  s.request.gres = {{"nvme", 3}};
+  EXPECT_EQ(refusal(c, s),
+            "--gres: nvme:3: no node the job may run on has that many (the most: 2)");
+  s.request.gres = {{"nvme", 2}, {"fpga", 1}};
+  EXPECT_EQ(refusal(c, s), "--gres: no node the job may run on has all of what it asks");
+  s.request.gres = {{"nvme", 1}};
+  s.request.nodes = 3;
+  s.request.ntasks = 3;
+  EXPECT_EQ(refusal(c, s), "--nodes: 3 nodes, --gres leaves 2");
+  s = spec();
+  s.request.gres = {{"nvme", 1}};
+  s.constraint = "ib";
+  EXPECT_EQ(refusal(c, s),
+            "--gres: nvme:1: no node the job may run on has that many (the most: 0)");
+  c.site.queues[0].nodes = {"n3", "n4"};
+  s.constraint = "";
+  EXPECT_EQ(refusal(c, s),
+            "--gres: nvme:1: no node of queue 'batch' the job may run on has that many (the "
+            "most: 0)");
+}
+
 // A queue bound to a node set (Slurm's partition Nodes=), open to some
 // groups or accounts only (AllowGroups, AllowAccounts).
 TEST(SubmitPolicy, AQueuesNodesGroupsAndAccounts) {

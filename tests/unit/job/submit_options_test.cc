@@ -292,6 +292,16 @@ TEST_F(Submit, PlacementOptions) {
   EXPECT_EQ(parse({"-L", "a,,b", "prog"}).status().message(),
             "-L/--licenses 'a,,b': bad license name ''");
 
+  o = parse({"--gres", "nvme:2,fpga", "prog"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_EQ(o->spec.request.gres, (std::map<std::string, int>{{"fpga", 1}, {"nvme", 2}}));
+  EXPECT_EQ(parse({"--gres=nvme:0", "prog"}).status().message(),
+            "--gres 'nvme:0': bad count '0' for 'nvme' (want 1..1000000)");
+  EXPECT_EQ(parse({"--gres", "gpu:1", "prog"}).status().message(),
+            "--gres: GPUs are not gres here: ask with --gpus-per-node or --gpus-per-task");
+  EXPECT_EQ(parse({"--gres", "nvme,nvme:2", "prog"}).status().message(),
+            "--gres 'nvme,nvme:2': 'nvme' given twice");
+
   o = parse({"prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
   EXPECT_EQ(o->spec.profile, "");
@@ -630,17 +640,18 @@ INSTANTIATE_TEST_SUITE_P(
                 "--export: bad list 'NONE,A=1' (ALL, NONE, or [ALL,]VAR[=value],...)"},
         BadArgs{{"--export", "=1", "true"}, "--export: bad variable name in '=1'"},
         BadArgs{{"--requeue=maybe", "true"}, "--requeue: bad value 'maybe'"},
-        BadArgs{{"--help"},
-                "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
-                "[--mem SIZE] [-t TIME] "
-                "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
-                "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
-                "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
-                "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
-                "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
-                "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] "
-                "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--json] "
-                "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
+        BadArgs{
+            {"--help"},
+            "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
+            "[--mem SIZE] [-t TIME] "
+            "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
+            "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
+            "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
+            "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
+            "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
+            "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] "
+            "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--gres NAME[:N],...] [--json] "
+            "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
         BadArgs{{"--mpi", "openmpi", "true"}, "--mpi: want pmi1, pmix or none, got 'openmpi'"},
         // The fuzzer's find: a value with a newline made a two-line message.
         BadArgs{{"--mpi", "pm\ni1", "true"}, "--mpi: want pmi1, pmix or none, got 'pm\\x0ai1'"},

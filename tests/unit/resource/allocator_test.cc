@@ -153,6 +153,28 @@ TEST(Allocator, CheckRequest) {
   EXPECT_FALSE(check_request({3, 2, 1, 0}).is_ok());
 }
 
+TEST(Allocator, GresPerNode) {
+  NodePool pool = two_nodes();
+  ASSERT_TRUE(pool.set_gres(2, {{"nvme", 2}}).is_ok());
+  ResourceRequest r{0, 2, 1, 0};
+  r.gres = {{"nvme", 2}};
+  EXPECT_EQ(task_capacity(r, *pool.find(1)), 0);
+  EXPECT_EQ(task_capacity(r, *pool.find(2)), 16);
+  auto got = find_allocation(r, pool);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->nodes.size(), 1u);
+  EXPECT_EQ(got->nodes[0].rank, 2u);
+  EXPECT_EQ(got->nodes[0].gres, r.gres);
+  ASSERT_TRUE(pool.allocate(*got).is_ok());
+  EXPECT_FALSE(find_allocation(r, pool).has_value());  // the cores are free, the units not
+  r.nodes = 2;
+  r.gres = {{"nvme", 1}};  // per node: n1 has none
+  ASSERT_TRUE(pool.release(*got).is_ok());
+  EXPECT_FALSE(find_allocation(r, pool).has_value());
+  r.gres = {{"nvme", 0}};
+  EXPECT_EQ(check_request(r).message(), "gres nvme: count must be >= 1");
+}
+
 // --- Property test: random clusters, requests and releases. ---
 
 int whole_capacity(const NodeState& node, int cpt) {

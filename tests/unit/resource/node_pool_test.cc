@@ -140,6 +140,42 @@ TEST_F(NodePoolTest, IdleCopyAndCopiesAreIndependent) {
   EXPECT_FALSE(idle.find(2)->schedulable());
 }
 
+TEST_F(NodePoolTest, GresUnitsAreCountedPerNodeAndReleased) {
+  ASSERT_TRUE(pool_.set_gres(1, {{"nvme", 2}, {"fpga", 1}}).is_ok());
+  EXPECT_EQ(pool_.find(1)->free_gres("nvme"), 2);
+  EXPECT_EQ(pool_.find(1)->free_gres("tape"), 0);
+  EXPECT_EQ(pool_.find(2)->free_gres("nvme"), 0);
+  NodeAllocation one = part(1, {0});
+  one.gres = {{"nvme", 1}};
+  ASSERT_TRUE(pool_.allocate({{one}}).is_ok());
+  EXPECT_EQ(pool_.find(1)->free_gres("nvme"), 1);
+  // Two parts on one node count together; all or nothing.
+  NodeAllocation two = part(1, {1});
+  two.gres = {{"nvme", 1}};
+  NodeAllocation three = part(1, {2});
+  three.gres = {{"nvme", 1}, {"fpga", 1}};
+  EXPECT_EQ(pool_.allocate({{two, three}}).message(),
+            "node n1 (rank 1): 2 of gres nvme asked, 1 free");
+  EXPECT_EQ(pool_.find(1)->free_gres("fpga"), 1);
+  NodeAllocation elsewhere = part(2, {0});
+  elsewhere.gres = {{"nvme", 1}};
+  EXPECT_EQ(pool_.allocate({{elsewhere}}).message(), "node n2 (rank 2): no gres nvme");
+  // What could run if every job ended.
+  EXPECT_EQ(pool_.idle_copy().find(1)->free_gres("nvme"), 2);
+  // Not below what is in use; a copy keeps the counts apart.
+  EXPECT_EQ(pool_.set_gres(1, {}).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(pool_.set_gres(1, {{"nvme", 0}}).code(), Code::kFailedPrecondition);
+  NodePool copy = pool_;
+  ASSERT_TRUE(copy.release({{one}}).is_ok());
+  EXPECT_EQ(copy.find(1)->free_gres("nvme"), 2);
+  EXPECT_EQ(pool_.find(1)->free_gres("nvme"), 1);
+  ASSERT_TRUE(pool_.release({{one}}).is_ok());
+  EXPECT_EQ(pool_.release({{one}}).message(), "node n1 (rank 1): core 0 is not in use");
+  ASSERT_TRUE(pool_.set_gres(1, {{"nvme", 4}}).is_ok());
+  EXPECT_EQ(pool_.find(1)->free_gres("nvme"), 4);
+  EXPECT_EQ(pool_.find(1)->free_gres("fpga"), 0);
+}
+
 }  // namespace
 }  // namespace hpcq::resource
 

@@ -121,6 +121,7 @@ TEST(Codec, PlacementOptionsRoundTrip) {
   spec.request.cpu_bind = resource::CpuBind::kNone;
   spec.request.numa_policy = resource::NumaPolicy::kSingleNumaNode;
   spec.request.oversubscribe = true;
+  spec.request.gres = {{"nvme", 2}, {"fpga", 1}};
   spec.profile = "memory";
   spec.workers = 3;
   auto back = decode_spec(encode_spec(spec));
@@ -132,6 +133,7 @@ TEST(Codec, PlacementOptionsRoundTrip) {
   EXPECT_EQ(back->request.cpu_bind, resource::CpuBind::kNone);
   EXPECT_EQ(back->request.numa_policy, resource::NumaPolicy::kSingleNumaNode);
   EXPECT_TRUE(back->request.oversubscribe);
+  EXPECT_EQ(back->request.gres, (std::map<std::string, int>{{"fpga", 1}, {"nvme", 2}}));
   EXPECT_EQ(back->profile, "memory");
   EXPECT_EQ(back->workers, 3);
 
@@ -142,6 +144,7 @@ TEST(Codec, PlacementOptionsRoundTrip) {
   part.cores = {0, 1};
   part.numa = {0};
   part.gpus = {0, 1};
+  part.gres = {{"nvme", 2}};
   part.ntasks = 2;
   part.workers.push_back({0, 1, {0, 2}, {0, 1}});
   a.nodes.push_back(part);
@@ -156,11 +159,14 @@ TEST(Codec, PlacementOptionsRoundTrip) {
   EXPECT_EQ(alloc->node_distribution, resource::Distribution::kCyclic);
   EXPECT_EQ(alloc->cpu_bind, resource::CpuBind::kThreads);
   EXPECT_EQ(alloc->nodes[0].gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(alloc->nodes[0].gres, (std::map<std::string, int>{{"nvme", 2}}));
   ASSERT_EQ(alloc->nodes[0].workers.size(), 1u);
   EXPECT_EQ(alloc->nodes[0].workers[0].group, 1);
   EXPECT_EQ(alloc->nodes[0].workers[0].ranks, (std::vector<int>{0, 2}));
 
   EXPECT_FALSE(decode_spec(R"({"argv":["x"],"request":{"cpu_bind":"sockets"}})").is_ok());
+  EXPECT_EQ(decode_spec(R"({"argv":["x"],"request":{"gres":{"nvme":"2"}}})").status().message(),
+            "spec.request.gres.nvme: must be an integer");
 }
 
 TEST(Codec, SpecWithInvalidUtf8StillEncodesAsValidJson) {
