@@ -115,13 +115,14 @@ Result<sim::Cluster> cluster_of(const Options& o) {
     if (!file.is_ok()) return file.status();
     for (const SimNodeGroup& group : file->groups) {
       if (group.cores > 0) {
-        c.groups.push_back({group.count, sim::flat_node_topology(group.cores), group.features});
+        c.groups.push_back(
+            {group.count, sim::flat_node_topology(group.cores), group.features, group.gres});
         continue;
       }
       auto topology = resource::discover_topology(group.topology);
       if (!topology.is_ok())
         return invalid_argument(group.where + ": " + topology.status().message());
-      c.groups.push_back({group.count, std::move(topology).value(), group.features});
+      c.groups.push_back({group.count, std::move(topology).value(), group.features, group.gres});
     }
     c.licenses = file->licenses;
     return c;

@@ -17,7 +17,8 @@ using Json = nlohmann::json;
 const std::set<std::string, std::less<>> kKeys = {
     "id",      "submit_s", "runtime_s",      "requested_s",     "min_nodes",  "max_nodes",
     "elastic", "priority", "cores_per_node", "serial_fraction", "user",       "queue",
-    "ranks",   "profile",  "workers",        "class",           "constraint", "licenses"};
+    "ranks",   "profile",  "workers",        "class",           "constraint", "licenses",
+    "gres"};
 
 // Reads an integer field into `out`; absent leaves it. An error names it.
 Status get_int(const Json& entry, const char* key, bool required, std::int64_t* out,
@@ -151,6 +152,12 @@ Result<SimJob> job_of(const Json& entry, const std::string& where_entry) {
     auto parsed = job::parse_licenses(it->get<std::string>());
     if (!parsed.is_ok()) return invalid_argument(who + ": " + parsed.status().message());
     job.licenses = std::move(parsed).value();
+  }
+  if (const auto it = entry.find("gres"); it != entry.end()) {
+    if (!it->is_string()) return invalid_argument(who + ": gres is not a string (\"nvme:2,fpga\")");
+    auto parsed = job::parse_gres(it->get<std::string>());
+    if (!parsed.is_ok()) return invalid_argument(who + ": " + parsed.status().message());
+    job.gres = std::move(parsed).value();
   }
   return job;
 }

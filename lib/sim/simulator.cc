@@ -83,6 +83,7 @@ class Simulation {
       for (const NodeGroup& group : options_.cluster.groups) {
         for (int n = 0; n < group.count; ++n, ++rank) {
           HPCQ_RETURN_IF_ERROR(pool_.add_node(rank, "n" + std::to_string(rank), group.topology));
+          HPCQ_RETURN_IF_ERROR(pool_.set_gres(rank, group.gres));
           features_.push_back(&group.features);
         }
       }
@@ -91,6 +92,10 @@ class Simulation {
       if (!job.constraint.empty() && eligible(job).empty()) {
         return invalid_argument("job " + std::to_string(job.id) + ": constraint " +
                                 quote(job.constraint) + " matches no node of the cluster");
+      }
+      if (!job.gres.empty() && !gres_fits(job)) {
+        return invalid_argument("job " + std::to_string(job.id) +
+                                ": gres fits no node of the cluster its constraint allows");
       }
     }
     snapshot_.pool = &pool_;
@@ -192,6 +197,24 @@ class Simulation {
     return ranks;
   }
 
+  // Whether some node the job may run on has each of its gres counts.
+  bool gres_fits(const SimJob& job) const {
+    const std::vector<Rank> eligible_ranks = eligible(job);
+    for (const resource::NodeState& node : pool_.nodes()) {
+      if (!eligible_ranks.empty() && std::find(eligible_ranks.begin(), eligible_ranks.end(),
+                                               node.rank()) == eligible_ranks.end()) {
+        continue;
+      }
+      if (std::all_of(job.gres.begin(), job.gres.end(), [&](const auto& g) {
+            const auto has = node.gres().find(g.first);
+            return has != node.gres().end() && has->second >= g.second;
+          })) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   sched::PendingJob pending_of(const SimJob& job) const {
     sched::PendingJob pending;
     pending.id = job.id;
@@ -200,6 +223,7 @@ class Simulation {
     pending.request.nodes = 0;
     pending.request.ntasks = job.size;
     pending.request.cpus_per_task = 1;
+    pending.request.gres = job.gres;
     pending.time_limit_s = limit_s(job);
     pending.queue = job.queue;
     pending.priority = job.priority;

@@ -92,6 +92,7 @@ struct NodeGroup {
   int count = 1;
   resource::NodeTopology topology;
   std::vector<std::string> features = {};  // what a job's constraint matches
+  std::map<std::string, int> gres = {};    // units per node, what a job's gres takes
 };
 
 // nodes x cores_per_node flat nodes (one NUMA domain), or, when `groups` is
@@ -118,10 +119,12 @@ struct SimJob {
   int size = 1;                  // cores
   int line = 0;                  // trace line for messages (0: none)
   std::string queue = {};        // PendingJob.queue; empty: the default queue
-  // -C/--constraint (lib/job/constraint.h) over the groups' features, and
-  // -L: a job set's "constraint" and "licenses".
+  // -C/--constraint (lib/job/constraint.h) over the groups' features, -L,
+  // and --gres (per node, over the groups' gres): a job set's "constraint",
+  // "licenses" and "gres".
   std::string constraint = {};
   std::map<std::string, int> licenses = {};
+  std::map<std::string, int> gres = {};
   // A job on whole nodes (hpcq issue 7) when min_nodes >= 1: it runs `size`
   // cores on each of its nodes, from min_nodes to max_nodes of them
   // (max_nodes <= min_nodes: exactly min_nodes, rigid), elastic or moldable

@@ -187,11 +187,12 @@ TEST(JobSetTest, ParsesRangesPriorityAndDefaults) {
   EXPECT_EQ(b.size, 1);
   EXPECT_EQ(b.requested_s, 1);  // never 0: that would read as no limit
   auto c = parse_job_set(
-      R"([{"id": 5, "submit_s": 0, "runtime_s": 1, "min_nodes": 1, "constraint": "a100&ib", "licenses": "m:2"}])",
+      R"([{"id": 5, "submit_s": 0, "runtime_s": 1, "min_nodes": 1, "constraint": "a100&ib", "licenses": "m:2", "gres": "nvme:2"}])",
       "set.json");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ((*c)[0].constraint, "a100&ib");
   EXPECT_EQ((*c)[0].licenses, (std::map<std::string, int>{{"m", 2}}));
+  EXPECT_EQ((*c)[0].gres, (std::map<std::string, int>{{"nvme", 2}}));
 }
 
 TEST(JobSetTest, RejectsWhatItCannotUseWithTheEntry) {

@@ -142,6 +142,26 @@ TEST(SimulatorTest, ConstraintsAndLicenses) {
   EXPECT_EQ(r.status().message(), "job 1: constraint 'h100' matches no node of the cluster");
 }
 
+// Gres per node over the groups' gres: a job waits for the units it asks.
+TEST(SimulatorTest, GresAreHeldPerNode) {
+  SimOptions options = fcfs_on(1, 1);
+  options.cluster.groups = {{1, flat_node_topology(2), {}, {}},
+                            {1, flat_node_topology(2), {}, {{"nvme", 1}}}};
+  std::vector<SimJob> jobs = {{1, 100, 0, 10, 10, 1, 0}, {2, 100, 0, 5, 5, 1, 0}};
+  jobs[0].gres = {{"nvme", 1}};  // only n1 has one
+  jobs[1].gres = {{"nvme", 1}};  // waits for it, beside a free core
+  EXPECT_EQ(run_events(jobs, options), (std::vector<std::string>{
+                                           "0 1 start n1:0",
+                                           "10 1 end n1:0",
+                                           "10 2 start n1:0",
+                                           "15 2 end n1:0",
+                                       }));
+  jobs[0].gres = {{"nvme", 2}};
+  auto r = simulate(jobs, options);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().message(), "job 1: gres fits no node of the cluster its constraint allows");
+}
+
 TEST(SimulatorTest, UserEstimatesOrExactOnlyChangeWhatTheSchedulerIsTold) {
   // FCFS ignores estimates: the schedule is the same.
   SimOptions exact = fcfs_on(1, 4);
