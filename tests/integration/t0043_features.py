@@ -7,7 +7,11 @@ shows them; a job with -C runs only on nodes with those features ('&' all,
 elsewhere, and one that no node could ever satisfy is refused at submit;
 --ntasks-per-node sets the tasks of each node; a step takes no -C. With
 [licenses] matlab = 2, a third job asking for one waits until one of the
-two holders ends; unknown licenses and more than there are are refused."""
+two holders ends; unknown licenses and more than there are are refused.
+`hpcq start --gres` gives node2 nvme:2 and node3 nvme:1,fpga:1: a job
+asking nvme:2 runs only on node2 and holds both there, so a second one
+waits (beside a free core) until the first ends; unknown names, more than
+any node has and gpu are refused at submit, and bad --gres at start."""
 import json
 import os
 import sys
@@ -22,6 +26,7 @@ if not os.environ.get("HPCQ_TEST_INSIDE"):
         f.write(f'[scheduler]\ndecision_log = "{LOG}"\n\n[licenses]\nmatlab = 2\n')
 t.within_cluster(agents=3, fanout=3, topology="pack:1 numa:1 core:2 pu:1",
                  extra=("--features", "node[1-2]=a100,ib", "--features", "node3=v100",
+                        "--gres", "node2=nvme:2", "--gres", "node3=nvme:1,fpga",
                         "--config", CONFIG))
 
 
@@ -139,7 +144,65 @@ def test_bad_features_are_refused():
                 f"{features}: {p.returncode} {p.stderr!r}")
 
 
-t.main([test_nodes_show_their_features, test_a_constraint_picks_the_nodes,
+def test_nodes_show_their_gres():
+    nodes = {n["name"]: (n["gres"], n["free_gres"])
+             for n in json.loads(t.hpcq("nodes", "--json").stdout)}
+    t.check(nodes == {"node1": ({}, {}), "node2": ({"nvme": 2}, {"nvme": 2}),
+                      "node3": ({"fpga": 1, "nvme": 1}, {"fpga": 1, "nvme": 1})},
+            f"gres {nodes}")
+    t.check("fpga:1/1,nvme:1/1" in t.hpcq("nodes").stdout, "hpcq nodes' GRES column")
+
+
+def test_gres_are_held_per_node():
+    d = t.workdir()
+    gates = [t.Gate(d, f"gres{i}") for i in range(2)]
+    jobs = [t.submit("--gres", "nvme:2", "--", *gates[0].command, cwd=d)]
+    try:
+        t.wait_state(jobs[0], "RUNNING")
+        t.check(nodes_of(jobs[0]) == ["node2"], f"--gres nvme:2 ran on {nodes_of(jobs[0])}")
+        free = {n["name"]: n["free_gres"] for n in json.loads(t.hpcq("nodes", "--json").stdout)}
+        t.check(free["node2"] == {"nvme": 0}, f"free while held: {free}")
+        one = t.submit("--gres", "nvme", "--", "true", cwd=d)  # node3's
+        t.wait_state(one, "COMPLETED")
+        t.check(nodes_of(one) == ["node3"], f"--gres nvme ran on {nodes_of(one)}")
+        jobs.append(t.submit("--gres", "nvme:2", "--", *gates[1].command, cwd=d))
+        # node2 has a free core, but no free nvme: a cycle left it waiting.
+        t.wait_cycle_showing(LOG, jobs[1])
+        t.check(t.status(jobs[1])["state"] == "PENDING", f"a second holder: {t.status(jobs[1])}")
+        t.check(t.status(jobs[0])["gres"] == {"nvme": 2}, "status gres")
+        t.check("Gres=nvme:2" in t.hpcq("status", str(jobs[0])).stdout, "status text")
+        gates[0].open()
+        t.wait_state(jobs[0], "COMPLETED")
+        t.wait_state(jobs[1], "RUNNING")
+        t.check(nodes_of(jobs[1]) == ["node2"], f"the second ran on {nodes_of(jobs[1])}")
+    finally:
+        for g in gates:
+            g.open()
+    t.wait_state(jobs[1], "COMPLETED")
+    free = {n["name"]: n["free_gres"] for n in json.loads(t.hpcq("nodes", "--json").stdout)}
+    t.check(free["node2"] == {"nvme": 2}, f"free after the ends: {free}")
+
+
+def test_gres_no_node_holds_are_refused():
+    for args, says in ((["--gres", "tape"], "--gres: unknown generic resource 'tape' (known: fpga, nvme)"),
+                       (["--gres", "nvme:3"], "--gres: nvme:3: no node the job may run on has that many (the most: 2)"),
+                       (["--gres", "nvme,fpga", "-C", "a100"], "--gres: fpga:1: no node the job may run on has that many (the most: 0)"),
+                       (["-N", "3", "--gres", "nvme"], "--nodes: 3 nodes, --gres leaves 2"),
+                       (["--gres", "gpu:1"], "GPUs are not gres here: ask with --gpus-per-node"),
+                       (["--gres", "nvme:0"], "bad count '0'")):
+        p = t.hpcq("submit", *args, "--", "true", rc=None)
+        t.check(p.returncode != 0 and says in p.stderr and p.stderr.count("\n") == 1,
+                f"{args}: {p.returncode} {p.stderr!r}")
+    for gres, says in (("node1", "want NODELIST=NAME"), ("node9=x", "no node 'node9'"),
+                       ("node1=gpu:2", "GPUs are not gres here"),
+                       ("node1=nvme:x", "bad count 'x'")):
+        p = t.run([t.HPCQ, "start", "--agents", "2", "--gres", gres, "--", "true"])
+        t.check(p.returncode == 2 and says in p.stderr and p.stderr.count("\n") == 1,
+                f"{gres}: {p.returncode} {p.stderr!r}")
+
+
+t.main([test_nodes_show_their_gres, test_gres_are_held_per_node,
+        test_gres_no_node_holds_are_refused, test_nodes_show_their_features, test_a_constraint_picks_the_nodes,
         test_a_constrained_job_waits_for_its_nodes, test_constraints_no_node_meets_are_refused,
         test_ntasks_per_node, test_a_step_takes_no_constraint, test_licenses_are_counted,
         test_bad_features_are_refused])
