@@ -316,6 +316,10 @@ std::string encode_spec(const job::JobSpec& spec) {
     doc["warn_seconds"] = spec.warn_seconds;
   }
   if (!spec.nodelist.empty()) doc["nodelist"] = spec.nodelist;
+  if (!spec.exclude.empty()) doc["exclude"] = spec.exclude;
+  if (!spec.constraint.empty()) doc["constraint"] = spec.constraint;
+  if (spec.ntasks_per_node != 0) doc["ntasks_per_node"] = spec.ntasks_per_node;
+  if (!spec.licenses.empty()) doc["licenses"] = spec.licenses;
   return dump(doc);
 }
 
@@ -366,6 +370,10 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "warn_signal", spec.warn_signal));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "warn_seconds", spec.warn_seconds));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "nodelist", spec.nodelist));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "exclude", spec.exclude));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "constraint", spec.constraint));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "ntasks_per_node", spec.ntasks_per_node));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "licenses", spec.licenses));
   return spec;
 }
 

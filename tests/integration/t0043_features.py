@@ -201,8 +201,33 @@ def test_gres_no_node_holds_are_refused():
                 f"{gres}: {p.returncode} {p.stderr!r}")
 
 
+def test_a_pending_jobs_requests_survive_a_leader_restart():
+    """Its -C, -x, -L, --gres and --ntasks-per-node are stored with it: once
+    hpcqd is back it still waits for node3, not for any free node."""
+    d = t.workdir()
+    gate = t.Gate(d)
+    busy = t.submit("-w", "node3", "-n", "2", "--", *gate.command, cwd=d)
+    t.wait_state(busy, "RUNNING")
+    try:
+        waiting = t.submit("-C", "v100|a100", "-x", "node1,node2", "-L", "matlab",
+                           "--gres", "nvme", "--ntasks-per-node", "1", "--", "true", cwd=d)
+        t.wait_cycle_showing(LOG, waiting)
+        t.restart_leader(t.kill_leader())
+        s = t.status(waiting)
+        t.check((s["state"], s["constraint"], s["licenses"], s["gres"]) ==
+                ("PENDING", "v100|a100", {"matlab": 1}, {"nvme": 1}), f"after the restart: {s}")
+        t.wait_cycle_showing(LOG, waiting)
+        t.check(t.status(waiting)["state"] == "PENDING", f"job {t.status(waiting)}")
+    finally:
+        gate.open()
+    t.wait_state(waiting, "COMPLETED")
+    t.check(nodes_of(waiting) == ["node3"], f"ran on {nodes_of(waiting)}")
+
+
 t.main([test_nodes_show_their_gres, test_gres_are_held_per_node,
         test_gres_no_node_holds_are_refused, test_nodes_show_their_features, test_a_constraint_picks_the_nodes,
         test_a_constrained_job_waits_for_its_nodes, test_constraints_no_node_meets_are_refused,
         test_ntasks_per_node, test_a_step_takes_no_constraint, test_licenses_are_counted,
-        test_bad_features_are_refused])
+        test_bad_features_are_refused,
+        # Last: hpcqd is no longer hpcq start's child after it.
+        test_a_pending_jobs_requests_survive_a_leader_restart])

@@ -71,6 +71,31 @@ TEST(Codec, SpecRoundTrip) {
   expect_same(empty, *back_empty);
 }
 
+// What a site's policy decides on (-w, -x, -C, --ntasks-per-node, -L,
+// --gres) must survive a leader restart: a pending job that lost its
+// constraint or licenses would start where or while it may not.
+TEST(Codec, SitePlacementFieldsRoundTrip) {
+  job::JobSpec spec = sample_spec();
+  spec.nodelist = {"node1", "node2"};
+  spec.exclude = {"node3"};
+  spec.constraint = "a100&ib|v100";
+  spec.ntasks_per_node = 4;
+  spec.licenses = {{"matlab", 2}, {"fluent", 1}};
+  spec.request.gres = {{"nvme", 2}};
+  spec.mpi = "pmix";
+  auto back = decode_spec(encode_spec(spec));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->nodelist, spec.nodelist);
+  EXPECT_EQ(back->exclude, spec.exclude);
+  EXPECT_EQ(back->constraint, spec.constraint);
+  EXPECT_EQ(back->ntasks_per_node, 4);
+  EXPECT_EQ(back->licenses, spec.licenses);
+  EXPECT_EQ(back->request.gres, spec.request.gres);
+  EXPECT_EQ(back->mpi, "pmix");
+  EXPECT_EQ(decode_spec(R"({"licenses":{"matlab":"two"}})").status().message(),
+            "spec.licenses.matlab: must be an integer");
+}
+
 // Commands, scripts, paths and environment values are bytes (issue 20,
 // item 12): stored exactly, not replaced by U+FFFD.
 TEST(Codec, SpecKeepsBytesThatAreNotUtf8) {
