@@ -522,10 +522,15 @@ void Leader::admit(job::Job job) {
 
 void Leader::count_state() {
   StateCounts counts;
+  const bool per_node = ctx_.config.metrics_per_node;
+  std::map<Rank, int> jobs_on;  // per_node: running jobs by node
   for (const auto& [id, entry] : ctx_.table.jobs()) {
     const job::Job& job = entry.job;
     if (job::is_terminal(job.state)) continue;
     ++counts.jobs[{state_label(job::state_name(job.state)), job.spec.queue}];
+    if (per_node && job.state == job::JobState::kRunning) {
+      for (const auto& part : job.allocation.nodes) ++jobs_on[part.rank];
+    }
   }
   for (const auto& [rank, node] : ctx_.nodes) {
     const resource::NodeState* pooled = ctx_.pool.find(rank);
@@ -534,6 +539,14 @@ void Leader::count_state() {
                         : node.unresponsive          ? "unresponsive"
                                                      : "up";
     ++counts.nodes[state];
+    StateCounts::Node* mine = nullptr;
+    if (per_node) {
+      mine = &counts.per_node[node.name];
+      mine->state = state;
+      mine->jobs = jobs_on[rank];
+      mine->heartbeat_age =
+          node.last_seen == 0 ? 0 : static_cast<double>(ctx_.now() - node.last_seen) / kUsPerSecond;
+    }
     if (node.state != NodeState::kUp || pooled == nullptr) continue;
     const double total = pooled->topology().num_cores();
     const double free = pooled->free_cores();
@@ -545,6 +558,16 @@ void Leader::count_state() {
     }
     counts.gpus_allocated += pooled->topology().gpus.size() - pooled->free_gpus();
     counts.gpus_free += pooled->free_gpus();
+    if (mine != nullptr) {
+      mine->cores_allocated = total - free;
+      mine->cores_free = free;
+      mine->gpus_allocated =
+          static_cast<double>(pooled->topology().gpus.size()) - pooled->free_gpus();
+      mine->gpus_free = pooled->free_gpus();
+      mine->memory_free = static_cast<double>(pooled->free_memory());
+      mine->memory_allocated =
+          static_cast<double>(pooled->topology().memory_bytes) - mine->memory_free;
+    }
   }
   ctx_.metrics.set_state(counts);
 }

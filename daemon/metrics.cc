@@ -53,6 +53,33 @@ Metrics::Metrics()
                 .Name("hpcq_gpus")
                 .Help("GPUs of the up nodes: allocated or free")
                 .Register(*registry_)),
+      node_state_(prometheus::BuildGauge()
+                      .Name("hpcq_node_state")
+                      .Help("1 for each node's state (up, unresponsive, drained, down), 0 for "
+                            "the others ([metrics] per_node)")
+                      .Register(*registry_)),
+      node_cores_(prometheus::BuildGauge()
+                      .Name("hpcq_node_cores")
+                      .Help("Each up node's cores: allocated or free ([metrics] per_node)")
+                      .Register(*registry_)),
+      node_gpus_(prometheus::BuildGauge()
+                     .Name("hpcq_node_gpus")
+                     .Help("Each up node's GPUs: allocated or free ([metrics] per_node)")
+                     .Register(*registry_)),
+      node_memory_(prometheus::BuildGauge()
+                       .Name("hpcq_node_memory_bytes")
+                       .Help("Each up node's memory: allocated to jobs or free ([metrics] "
+                             "per_node)")
+                       .Register(*registry_)),
+      node_jobs_(prometheus::BuildGauge()
+                     .Name("hpcq_node_jobs")
+                     .Help("Running jobs with a part on each node ([metrics] per_node)")
+                     .Register(*registry_)),
+      node_heartbeat_age_(prometheus::BuildGauge()
+                              .Name("hpcq_node_heartbeat_age_seconds")
+                              .Help("Seconds since hpcqd last heard from each node's agent "
+                                    "([metrics] per_node)")
+                              .Register(*registry_)),
       submit_seconds_(prometheus::BuildHistogram()
                           .Name("hpcq_submit_seconds")
                           .Help("A submit's time from the call to its durable answer")
@@ -121,6 +148,19 @@ void Metrics::set_state(const StateCounts& counts) {
   cores_.Add({{"state", "unavailable"}}).Set(counts.cores_unavailable);
   gpus_.Add({{"state", "allocated"}}).Set(counts.gpus_allocated);
   gpus_.Add({{"state", "free"}}).Set(counts.gpus_free);
+  for (const auto& [name, node] : counts.per_node) {
+    for (const char* state : {"up", "unresponsive", "drained", "down"}) {
+      node_state_.Add({{"node", name}, {"state", state}}).Set(node.state == state ? 1 : 0);
+    }
+    node_cores_.Add({{"node", name}, {"state", "allocated"}}).Set(node.cores_allocated);
+    node_cores_.Add({{"node", name}, {"state", "free"}}).Set(node.cores_free);
+    node_gpus_.Add({{"node", name}, {"state", "allocated"}}).Set(node.gpus_allocated);
+    node_gpus_.Add({{"node", name}, {"state", "free"}}).Set(node.gpus_free);
+    node_memory_.Add({{"node", name}, {"state", "allocated"}}).Set(node.memory_allocated);
+    node_memory_.Add({{"node", name}, {"state", "free"}}).Set(node.memory_free);
+    node_jobs_.Add({{"node", name}}).Set(node.jobs);
+    node_heartbeat_age_.Add({{"node", name}}).Set(node.heartbeat_age);
+  }
 }
 
 }  // namespace hpcq::daemon

@@ -7,6 +7,9 @@
 // atomic). The gauges of the cluster's state (jobs by state and queue,
 // nodes, cores) are set from a snapshot the loop takes every second
 // (`StateCounts`), never read by the HTTP threads from the loop's state.
+// With `[metrics] per_node` each node gets its own gauges too (hpcq_node_*,
+// labelled with its name): a series per node, which a large cluster may not
+// want, hence off by default.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -37,6 +40,16 @@ struct StateCounts {
   std::map<std::string, double> nodes;                         // up, down, drained, unresponsive
   double cores_allocated = 0, cores_free = 0, cores_unavailable = 0;
   double gpus_allocated = 0, gpus_free = 0;
+  // [metrics] per_node: each node's own figures, by name.
+  struct Node {
+    std::string state;  // up, unresponsive, drained, down
+    double cores_allocated = 0, cores_free = 0;
+    double gpus_allocated = 0, gpus_free = 0;
+    double memory_allocated = 0, memory_free = 0;  // bytes
+    double jobs = 0;                               // running jobs with a part there
+    double heartbeat_age = 0;                      // seconds since it was last heard from
+  };
+  std::map<std::string, Node> per_node;
 };
 
 class Metrics {
@@ -71,6 +84,12 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& nodes_;
   prometheus::Family<prometheus::Gauge>& cores_;
   prometheus::Family<prometheus::Gauge>& gpus_;
+  prometheus::Family<prometheus::Gauge>& node_state_;
+  prometheus::Family<prometheus::Gauge>& node_cores_;
+  prometheus::Family<prometheus::Gauge>& node_gpus_;
+  prometheus::Family<prometheus::Gauge>& node_memory_;
+  prometheus::Family<prometheus::Gauge>& node_jobs_;
+  prometheus::Family<prometheus::Gauge>& node_heartbeat_age_;
   prometheus::Histogram& submit_seconds_;
   prometheus::Histogram& cycle_seconds_;
   prometheus::Histogram& commit_seconds_;

@@ -599,8 +599,9 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("metrics")) {
     const Table& t = root.at("metrics");
     if (!t.is_table()) return invalid_argument(where(t) + ": [metrics] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(t, "metrics", {"listen"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(t, "metrics", {"listen", "per_node"}));
     HPCQ_RETURN_IF_ERROR(get(t, "metrics", "listen", c.metrics_listen));
+    HPCQ_RETURN_IF_ERROR(get(t, "metrics", "per_node", c.metrics_per_node));
     const std::size_t colon = c.metrics_listen.rfind(':');
     if (!c.metrics_listen.empty() &&
         (colon == std::string::npos || colon + 1 == c.metrics_listen.size() ||

@@ -88,6 +88,7 @@ struct ClusterConfig {
   // [metrics] listen: where hpcqd serves /metrics for Prometheus
   // ("127.0.0.1:9464"); empty: not served.
   std::string metrics_listen;
+  bool metrics_per_node = false;  // [metrics] per_node: hpcq_node_* gauges, one series per node
   // [[queue]], [[qos]], [[account]], [[user]]
   SitePolicy site;
   // [agent]

@@ -2,7 +2,8 @@
 """hpcqd's /metrics (issue 24, item 6), scraped over HTTP and read with a real
 parser (python3-prometheus-client's): jobs by state and queue, starts and
 ends by outcome, the submit, scheduling-cycle and store-commit histograms,
-nodes by state, cores allocated and free, overlay messages by type; every
+nodes by state, cores allocated and free, overlay messages by type, and
+with per_node each node's state, cores, memory, jobs and heartbeat age; every
 metric the shipped Grafana dashboard (examples/grafana/hpcq.json) queries is
 served. A bad [metrics] listen is refused in one line."""
 import json
@@ -29,7 +30,7 @@ if not os.environ.get("HPCQ_TEST_INSIDE"):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with open(CONFIG, "w") as f:
-        f.write(f'[metrics]\nlisten = "127.0.0.1:{port}"\n\n'
+        f.write(f'[metrics]\nlisten = "127.0.0.1:{port}"\nper_node = true\n\n'
                 '[[queue]]\nname = "batch"\ndefault = true\n\n[[queue]]\nname = "debug"\n')
 t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
                  extra=("--config", CONFIG))
@@ -103,6 +104,20 @@ def test_jobs_nodes_and_latencies():
                     f"{histogram}'s +Inf bucket")
         for kind in ("hello", "heartbeat", "job_update"):
             t.check(value(samples, "hpcq_overlay_messages_received_total", type=kind) > 0, kind)
+        # [metrics] per_node: each node's own.
+        per_node = {k: v for k, v in samples.items() if k[0].startswith("hpcq_node_")}
+        t.check(value(samples, "hpcq_node_state", node="node1", state="up") == 1
+                and value(samples, "hpcq_node_state", node="node1", state="drained") == 0
+                and value(samples, "hpcq_node_state", node="node2", state="drained") == 1
+                and value(samples, "hpcq_node_cores", node="node1", state="allocated") == 2
+                and value(samples, "hpcq_node_cores", node="node2", state="free") == 2
+                and value(samples, "hpcq_node_jobs", node="node1") == 1
+                and value(samples, "hpcq_node_jobs", node="node2") == 0
+                and value(samples, "hpcq_node_memory_bytes", node="node1", state="free") > 0,
+                f"per node {per_node}")
+        for node in ("node1", "node2"):
+            age = value(samples, "hpcq_node_heartbeat_age_seconds", node=node)
+            t.check(0 <= age < 10, f"{node}'s heartbeat age {age}")
     finally:
         gate.open()
         t.hpcq("resume", "node2")

@@ -101,6 +101,14 @@ TEST(ConfigTest, GpuDevicesAndPrivateTmp) {
   EXPECT_EQ(c->agent_private_tmp, "tmpfs");
 }
 
+TEST(ConfigTest, MetricsPerNode) {
+  auto c = parse_config(
+      std::string("[metrics]\nlisten = \"127.0.0.1:9464\"\nper_node = true\n") + kRank0, "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_TRUE(c->metrics_per_node);
+  EXPECT_FALSE(parse_config(kRank0, "t.toml")->metrics_per_node);
+}
+
 TEST(ConfigTest, LicensesTurnOnTheirPlugin) {
   auto c = parse_config(std::string("[licenses]\nmatlab = 10\nfluent = 2\n") + kRank0, "t.toml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
