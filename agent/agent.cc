@@ -278,6 +278,12 @@ void Agent::send_heartbeat() {
   envelope.mutable_heartbeat()->set_time_us(wall_clock_now());
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::debug("heartbeat: {}", s.message());
+  for (const auto& [seq, check] : unacknowledged_checks_) {
+    overlay::Envelope again;
+    again.set_dst(0);
+    *again.mutable_node_check() = check;
+    (void)overlay_->send(std::move(again));
+  }
 }
 
 void Agent::on_message(overlay::Envelope&& envelope) {
@@ -303,6 +309,9 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kInput: on_input(envelope.input()); break;
     case overlay::Envelope::kUsageQuery: on_usage_query(envelope.usage_query()); break;
     case overlay::Envelope::kPmiFenceDone: on_fence_done(envelope.pmi_fence_done()); break;
+    case overlay::Envelope::kNodeCheckAck:
+      unacknowledged_checks_.erase(envelope.node_check_ack().seq());
+      break;
     case overlay::Envelope::kJobUpdateAck: {
       const overlay::JobUpdateAck& ack = envelope.job_update_ack();
       unacknowledged_->ack(ack.job_id(), ack.attempt(), ack.step());
@@ -710,6 +719,10 @@ void Agent::send_node_check(overlay::NodeCheck::Source source, const std::string
   check->set_source(source);
   check->set_failed(!failure.empty());
   check->set_reason(failure);
+  if (source == overlay::NodeCheck::EPILOG) {
+    check->set_seq(next_check_seq_++);
+    unacknowledged_checks_[check->seq()] = *check;
+  }
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::debug("node check: {}", s.message());
 }

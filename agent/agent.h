@@ -101,6 +101,9 @@ class Agent {
   // The site's programs ([agent] prolog, epilog, health_check).
   void run_epilog(JobId id);
   void run_health_check();
+  // A health check's verdict is sent once; an epilog's failure until the
+  // leader acknowledges it (unacknowledged_checks_, sent again with each
+  // heartbeat).
   void send_node_check(overlay::NodeCheck::Source source, const std::string& failure);
   // Launches held while an epilog runs here: started once none does.
   void release_held_launches();
@@ -181,6 +184,8 @@ class Agent {
   // COMPLETING node, this node starts no new job until its last one's
   // epilog has ended.
   int epilogs_running_ = 0;
+  std::map<std::uint64_t, overlay::NodeCheck> unacknowledged_checks_;  // by seq
+  std::uint64_t next_check_seq_ = 1;
   std::deque<overlay::Launch> held_launches_;
   bool health_check_running_ = false;
 };

@@ -33,6 +33,7 @@ struct NodeEntry {
   bool drained = false;               // hpcq drain: no new work until hpcq resume
   bool unresponsive = false;          // up, but silent for node_unresponsive_after_ms: no new work
   std::string reason;                 // why it is drained or down
+  std::uint64_t node_checks_applied = 0;  // the last epilog failure (NodeCheck.seq) drained for
   bool checkpoint_capable = false;
   std::string checkpoint_reason;
   bool checkpoint_other_users = false;  // and of users other than root

@@ -125,6 +125,16 @@ Status NodeMonitor::drain(const std::string& name, bool drained, const std::stri
 
 void NodeMonitor::on_node_check(Rank rank, const overlay::NodeCheck& check) {
   NodeEntry& node = ctx_.nodes.at(rank);
+  if (check.seq() != 0) {
+    overlay::Envelope ack;
+    ack.set_dst(rank);
+    ack.mutable_node_check_ack()->set_seq(check.seq());
+    (void)ctx_.overlay->send(std::move(ack));
+    // One sent again because our ack was lost: applied already (an admin
+    // may have resumed the node since).
+    if (check.seq() <= node.node_checks_applied) return;
+    node.node_checks_applied = check.seq();
+  }
   const bool by_health_check =
       node.drained && node.reason.rfind(overlay::kHealthCheckReason, 0) == 0;
   const std::string by =
@@ -182,6 +192,7 @@ void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
   // know of never reached it (a Launch lost in flight), rather than died.
   const bool same_agent = node.state == NodeState::kUnknown && node.incarnation != 0 &&
                           node.incarnation == hello.incarnation();
+  if (node.incarnation != hello.incarnation()) node.node_checks_applied = 0;  // seqs start over
   node.incarnation = hello.incarnation();
   resource::NodeTopology topo = overlay::topology_from_message(hello.topology());
   if (node.in_pool) {

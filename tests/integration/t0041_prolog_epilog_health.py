@@ -211,7 +211,35 @@ def test_the_health_check_drains_and_resumes_its_node():
     t.hpcq("resume", "node1")
 
 
+def test_an_epilog_failure_outlives_a_lost_message():
+    """The failure reaches a hpcqd that is stopped and then killed (what was
+    sent to it dies with it); the agent sends it again until the restarted
+    hpcqd acknowledges it, and node1 is drained."""
+    d = t.workdir()
+    touch("hold-epilog")
+    touch("fail-epilog-node1")
+    log = os.path.join(t.cluster_dir(), "logs", "agent-1.log")
+    try:
+        job = t.submit("-w", "node1", "-n", "1", "--", "true", cwd=d)
+        t.wait_state(job, "COMPLETED")
+        t.stop_leader()
+        os.unlink(path("hold-epilog"))
+        t.wait_until("the agent's epilog failure", lambda: f"(job {job})" in open(log).read())
+        t.restart_leader(t.kill_leader())
+        n1 = t.wait_until("node1 drained", lambda: node("node1")["state"] == "drained"
+                          and node("node1"))
+        t.check(f"exited with code 4: cannot clean /scratch (job {job})" in n1["reason"],
+                f"node1's reason: {n1['reason']!r}")
+    finally:
+        for name in ("hold-epilog", "fail-epilog-node1"):
+            if os.path.exists(path(name)):
+                os.unlink(path(name))
+    t.hpcq("resume", "node1")
+
+
 t.main([test_prolog_and_epilog_run_as_root_around_the_job,
         test_a_failing_prolog_requeues_the_job_and_drains_the_node,
         test_a_failing_epilog_drains_the_node, test_the_next_job_waits_for_the_epilog,
-        test_a_job_cancelled_in_its_prolog, test_the_health_check_drains_and_resumes_its_node])
+        test_a_job_cancelled_in_its_prolog, test_the_health_check_drains_and_resumes_its_node,
+        # Last: hpcqd is no longer hpcq start's child after it.
+        test_an_epilog_failure_outlives_a_lost_message])
