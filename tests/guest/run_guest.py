@@ -38,7 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (programs of the build tree), the v2 and NUMA checks of this folder, then
 # launch and pinning, cancel and time limit, preemption, checkpoint and
 # restore, workers and containers, a container checkpoint (scripts of the
-# source tree, *.py). g0003 (restores and a delegated cgroup) runs early:
+# source tree, *.py), GPU isolation by BPF device programs and private /tmp
+# (t0044). g0003 (restores and a delegated cgroup) runs early:
 # run last, it failed in two of four runs, its node declared down while the
 # split job was restored (the agent pinned the restored tree on its loop; it
 # now does so on the restore's thread and warns when that is slow). g0002 is
@@ -55,6 +56,7 @@ DEFAULT_TESTS = [
     "tests/integration/t0022_checkpoint.py",
     "tests/integration/t0024_workers_containers.py",
     "tests/integration/t0029_container_checkpoint.py",
+    "tests/integration/t0044_gpu_tmp_isolation.py",
 ]
 
 MODULE_ORDER = "modules/order"

@@ -1,10 +1,14 @@
 // cgroup v2 with its controllers, as production nodes boot: the agent's job,
 // worker and shell-leaf cgroups, cpu.weight, freezing through cgroup.freeze,
 // the OOM count of memory.events, and jobs under a cgroup delegated to the
-// agent. These build machines mount v1, so this skips here (saying why); the guest of tests/guest/
-// (cgroup v2 alone, meson test 'guest') runs it. cgroup_test.cc covers what v1 and v2 share.
+// agent, and a task's device program. These build machines mount v1, so this skips here (saying
+// why); the guest of tests/guest/ (cgroup v2 alone, meson test 'guest') runs it. cgroup_test.cc
+// covers what v1 and v2 share.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +19,7 @@
 
 #include "agent/executor/cgroup.h"
 #include "agent/executor/freeze_and_pin.h"
+#include "agent/executor/gpu_devices.h"
 #include "agent/executor/posix.h"
 #include "lib/resource/cpu_list.h"
 #include "tests/unit/agent/executor_fixture.h"
@@ -180,6 +185,46 @@ TEST_F(CgroupV2ControllersTest, OomKillInALeafIsCountedForTheJob) {
 // moves into its leaf "agent" and its jobs' cgroups go below that cgroup.
 // A cgroup it shares with processes it did not start (a login session that
 // ran `hpcq start`) is not its own: its jobs go under the root.
+// A task's device cgroup on v2: a BPF device program keeps it from the
+// node's other GPUs (two device files of char major 240, for local use: an
+// allowed open gets ENXIO, no driver; a denied one EPERM), in a bare child
+// of the job's cgroup beside the job's own processes.
+TEST_F(CgroupV2ControllersTest, ADeviceProgramDeniesTheOtherGpus) {
+  char tmpl[] = "/tmp/hpcq-v2-devices-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string devs = tmpl;
+  for (unsigned g : {0U, 1U}) {
+    const std::string path = devs + "/gpu" + std::to_string(g);
+    ASSERT_EQ(mknod(path.c_str(), S_IFCHR | 0666, makedev(240, g)), 0) << errno_text(errno);
+  }
+  auto gpus = named_gpu_devices({{devs + "/gpu0"}, {devs + "/gpu1"}}, 2);
+  ASSERT_TRUE(gpus.is_ok()) << gpus.status().to_string();
+  auto cg = hierarchy_.create_job(instance_, 13, {cpus_, mems_, 0, 0});
+  ASSERT_TRUE(cg.is_ok()) << cg.status().to_string();
+  JobCgroup job = std::move(cg).value();
+  auto dir = hierarchy_.device_dir(instance_, 13, job.dirs().at(0), "gpus-0");
+  ASSERT_TRUE(dir.is_ok()) << dir.status().to_string();
+  EXPECT_EQ(*dir, job.dirs().at(0) + "/gpus-0");
+  ASSERT_TRUE(make_device_cgroup(*dir, true, denied_devices(*gpus, {0})).is_ok());
+
+  auto open_errno = [&](const std::string& cgroup, unsigned gpu) {
+    const pid_t child = fork();
+    if (child == 0) {
+      if (!cgroup.empty() && !write_text(cgroup + "/cgroup.procs", "0")) _exit(100);
+      const int fd = open((devs + "/gpu" + std::to_string(gpu)).c_str(), O_RDONLY);
+      _exit(fd >= 0 ? 0 : errno);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(open_errno(*dir, 0), ENXIO);              // its own: past the cgroup
+  EXPECT_EQ(open_errno(*dir, 1), EPERM);              // the other GPU
+  EXPECT_EQ(open_errno(job.dirs().at(0), 1), ENXIO);  // the job's cgroup itself is not limited
+  EXPECT_TRUE(remove_all(job).is_ok());
+  fs::remove_all(devs);
+}
+
 TEST_F(CgroupV2ControllersTest, JobsGoUnderTheAgentsDelegatedCgroup) {
   const std::string unit = "/hpcq-delegate-test-" + std::to_string(getpid()) + ".service";
   const std::string dir = "/sys/fs/cgroup" + unit;
