@@ -65,19 +65,22 @@ void DecisionLog::flush() {
 
 void DecisionLog::config(TimeUs t, const std::vector<std::string>& actions,
                          const std::vector<std::string>& plugins,
-                         const std::map<std::string, std::string>& options, int queue_depth) {
-  write(json{{"t", t},
-             {"type", "config"},
-             {"actions", actions},
-             {"plugins", plugins},
-             {"options", options},
-             {"queue_depth", queue_depth}}
-            .dump());
+                         const std::map<std::string, std::string>& options, int queue_depth,
+                         const std::map<std::string, int>& licenses) {
+  json line = {{"t", t},
+               {"type", "config"},
+               {"actions", actions},
+               {"plugins", plugins},
+               {"options", options},
+               {"queue_depth", queue_depth}};
+  if (!licenses.empty()) line["licenses"] = licenses;
+  write(line.dump());
   flush();
 }
 
 void DecisionLog::node(TimeUs t, Rank rank, const std::string& name, bool schedulable,
-                       const resource::NodeTopology& topology) {
+                       const resource::NodeTopology& topology,
+                       const std::map<std::string, int>& gres) {
   json numa = json::array();
   for (const auto& d : topology.numa) {
     numa.push_back({{"id", d.id}, {"package", d.package}, {"memory_bytes", d.memory_bytes}});
@@ -86,17 +89,18 @@ void DecisionLog::node(TimeUs t, Rank rank, const std::string& name, bool schedu
   for (const auto& c : topology.cores) {
     cores.push_back({{"id", c.id}, {"package", c.package}, {"numa", c.numa}, {"pus", c.pus}});
   }
-  write(json{{"t", t},
-             {"type", "node"},
-             {"rank", rank},
-             {"name", name},
-             {"schedulable", schedulable},
-             {"topology",
-              {{"packages", topology.packages},
-               {"memory_bytes", topology.memory_bytes},
-               {"numa", std::move(numa)},
-               {"cores", std::move(cores)}}}}
-            .dump());
+  json line = {{"t", t},
+               {"type", "node"},
+               {"rank", rank},
+               {"name", name},
+               {"schedulable", schedulable},
+               {"topology",
+                {{"packages", topology.packages},
+                 {"memory_bytes", topology.memory_bytes},
+                 {"numa", std::move(numa)},
+                 {"cores", std::move(cores)}}}};
+  if (!gres.empty()) line["gres"] = gres;
+  write(line.dump());
 }
 
 void DecisionLog::node_state(TimeUs t, Rank rank, bool schedulable) {
@@ -108,26 +112,30 @@ void DecisionLog::node_gone(TimeUs t, Rank rank) {
   write(json{{"t", t}, {"type", "node_gone"}, {"rank", rank}}.dump());
 }
 
-void DecisionLog::queue(TimeUs t, const job::Job& job) {
+void DecisionLog::queue(TimeUs t, const job::Job& job, const std::vector<Rank>& eligible) {
   const auto& r = job.spec.request;
-  write(json{{"t", t},
-             {"type", "queue"},
-             {"job", job.id},
-             {"uid", job.uid},
-             {"submit_time", job.submit_time},
-             {"request",
-              {{"nodes", r.nodes},
-               {"ntasks", r.ntasks},
-               {"cpus_per_task", r.cpus_per_task},
-               {"mem_per_node_bytes", r.mem_per_node_bytes},
-               {"gpus_per_node", r.gpus_per_node},
-               {"gpus_per_task", r.gpus_per_task}}},
-             {"time_limit_s", job.spec.time_limit_s},
-             {"queue", job.spec.queue},
-             {"account", job.spec.account},
-             {"qos", job.spec.qos},
-             {"priority", job.spec.priority}}
-            .dump());
+  json line = {{"t", t},
+               {"type", "queue"},
+               {"job", job.id},
+               {"uid", job.uid},
+               {"submit_time", job.submit_time},
+               {"request",
+                {{"nodes", r.nodes},
+                 {"ntasks", r.ntasks},
+                 {"cpus_per_task", r.cpus_per_task},
+                 {"mem_per_node_bytes", r.mem_per_node_bytes},
+                 {"gpus_per_node", r.gpus_per_node},
+                 {"gpus_per_task", r.gpus_per_task}}},
+               {"time_limit_s", job.spec.time_limit_s},
+               {"queue", job.spec.queue},
+               {"account", job.spec.account},
+               {"qos", job.spec.qos},
+               {"priority", job.spec.priority}};
+  // Written only when set: older logs read the same.
+  if (!r.gres.empty()) line["request"]["gres"] = r.gres;
+  if (!eligible.empty()) line["nodelist"] = eligible;
+  if (!job.spec.licenses.empty()) line["licenses"] = job.spec.licenses;
+  write(line.dump());
 }
 
 void DecisionLog::dequeue(TimeUs t, JobId id) {

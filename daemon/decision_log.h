@@ -35,12 +35,14 @@ class DecisionLog {
 
   void config(TimeUs t, const std::vector<std::string>& actions,
               const std::vector<std::string>& plugins,
-              const std::map<std::string, std::string>& options, int queue_depth);
+              const std::map<std::string, std::string>& options, int queue_depth,
+              const std::map<std::string, int>& licenses);
   void node(TimeUs t, Rank rank, const std::string& name, bool schedulable,
-            const resource::NodeTopology& topology);
+            const resource::NodeTopology& topology, const std::map<std::string, int>& gres);
   void node_state(TimeUs t, Rank rank, bool schedulable);
   void node_gone(TimeUs t, Rank rank);
-  void queue(TimeUs t, const job::Job& job);
+  // `eligible`: the ranks the job may run on (PendingJob::nodelist; empty: any).
+  void queue(TimeUs t, const job::Job& job, const std::vector<Rank>& eligible);
   void dequeue(TimeUs t, JobId id);
   void cycle(TimeUs t, const std::vector<JobId>& shown);
   void start(TimeUs t, JobId id, TimeUs end_estimate, const resource::Allocation& allocation);

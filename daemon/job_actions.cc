@@ -53,7 +53,11 @@ void JobActions::apply(const job::Effects& effects) {
       }
       case Kind::kPublished: publish(ctx_.table.at(effect.job).job); break;
       case Kind::kQueued:
-        if (ctx_.decision_log) ctx_.decision_log->queue(ctx_.now(), ctx_.table.at(effect.job).job);
+        if (ctx_.decision_log) {
+          const job::Job& job = ctx_.table.at(effect.job).job;
+          ctx_.decision_log->queue(ctx_.now(), job,
+                                   job_eligible_ranks(ctx_.nodes, ctx_.config.site, job.spec));
+        }
         break;
       case Kind::kDequeued:
         if (ctx_.decision_log) ctx_.decision_log->dequeue(ctx_.now(), effect.job);

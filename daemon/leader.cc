@@ -63,7 +63,8 @@ Status Leader::start() {
     if (!log.is_ok()) return log.status();
     ctx_.decision_log = std::move(log).value();
     ctx_.decision_log->config(ctx_.now(), ctx_.config.actions, ctx_.config.plugins,
-                              ctx_.config.scheduler_options, ctx_.config.queue_depth);
+                              ctx_.config.scheduler_options, ctx_.config.queue_depth,
+                              ctx_.config.site.licenses);
   }
   auto recovered = recover(ctx_);
   if (!recovered.is_ok()) return recovered.status();

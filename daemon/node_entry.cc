@@ -31,4 +31,14 @@ std::vector<Rank> eligible_ranks(const NodeMap& nodes, const NodeFilter& filter)
   return ranks;
 }
 
+std::vector<Rank> job_eligible_ranks(const NodeMap& nodes, const SitePolicy& site,
+                                     const job::JobSpec& spec) {
+  const QueueConfig* queue = site.find_queue(spec.queue);
+  const std::vector<std::string> none;
+  const auto constraint = job::parse_constraint(spec.constraint);
+  const job::Constraint never{{{""}}};
+  return eligible_ranks(nodes, {queue != nullptr ? queue->nodes : none, spec.nodelist, spec.exclude,
+                                constraint.is_ok() ? *constraint : never});
+}
+
 }  // namespace hpcq::daemon

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "lib/core/ids.h"
+#include "lib/core/site_policy.h"
 #include "lib/job/constraint.h"
+#include "lib/job/job.h"
 #include "lib/resource/topology.h"
 
 namespace hpcq::daemon {
@@ -72,5 +74,10 @@ bool may_run_on(const std::string& name, const std::vector<std::string>& feature
 // leaves no node, a rank no node has, so that the job waits rather than runs
 // anywhere.
 std::vector<Rank> eligible_ranks(const NodeMap& nodes, const NodeFilter& filter);
+// The same for a job: its queue's nodes (in `site`), -w, -x and -C. A
+// constraint that no longer parses (validate() parsed it at submit) leaves
+// no node: the job waits.
+std::vector<Rank> job_eligible_ranks(const NodeMap& nodes, const SitePolicy& site,
+                                     const job::JobSpec& spec);
 
 }  // namespace hpcq::daemon

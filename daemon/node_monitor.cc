@@ -224,7 +224,9 @@ void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
   }
   node.in_pool = true;
   node.awaited = false;
-  if (ctx_.decision_log) ctx_.decision_log->node(ctx_.now(), rank, node.name, true, node.topology);
+  if (ctx_.decision_log) {
+    ctx_.decision_log->node(ctx_.now(), rank, node.name, true, node.topology, node.gres);
+  }
   if (!node.drained) node.reason.clear();
   adopt_reported_jobs(node, hello, same_agent);
   set_schedulable_in_pool(rank, schedulable(node));

@@ -139,14 +139,7 @@ void SchedDriver::fill_queue(sched::Snapshot& snapshot) {
     if (!entry.restore_from.empty()) {
       snapshot.queue.back().nodelist = entry.restore_to;
     } else {
-      const QueueConfig* queue = ctx_.config.site.find_queue(job.spec.queue);
-      const std::vector<std::string> none;
-      // validate() parsed it at submit; one that no longer parses keeps the job waiting.
-      const auto constraint = job::parse_constraint(job.spec.constraint);
-      const job::Constraint never{{{""}}};
-      snapshot.queue.back().nodelist =
-          eligible_ranks(ctx_.nodes, {queue != nullptr ? queue->nodes : none, job.spec.nodelist,
-                                      job.spec.exclude, constraint.is_ok() ? *constraint : never});
+      snapshot.queue.back().nodelist = job_eligible_ranks(ctx_.nodes, ctx_.config.site, job.spec);
     }
     if (ctx_.decision_log) shown.push_back(id);
     return snapshot.queue.size() < depth;

@@ -120,6 +120,35 @@ Status get(const json& o, std::string_view field, std::vector<int>& out) {
   return Status::ok();
 }
 
+// Optional fields, written only when set: absent leaves `out` as it is.
+// Counts by name (licenses, gres): an object of positive integers.
+Status get_optional_counts(const json& o, std::string_view field, std::map<std::string, int>& out) {
+  const json* v = member(o, field);
+  if (v == nullptr) return Status::ok();
+  if (!v->is_object()) return missing(field, "an object of counts");
+  for (const auto& [name, count] : v->items()) {
+    if (!count.is_number_integer() || count.get<std::int64_t>() < 1 ||
+        count.get<std::int64_t>() > std::numeric_limits<int>::max()) {
+      return missing(std::string(field) + "." + name, "a positive integer");
+    }
+    out[name] = count.get<int>();
+  }
+  return Status::ok();
+}
+
+Status get_optional_ranks(const json& o, std::string_view field, std::vector<Rank>& out) {
+  const json* v = member(o, field);
+  if (v == nullptr) return Status::ok();
+  if (!v->is_array()) return missing(field, "an array of ranks");
+  for (const json& e : *v) {
+    if (!e.is_number_unsigned() || e.get<std::uint64_t>() > std::numeric_limits<Rank>::max()) {
+      return missing(field, "an array of ranks");
+    }
+    out.push_back(e.get<Rank>());
+  }
+  return Status::ok();
+}
+
 Status get_objects(const json& o, std::string_view field, const json*& out) {
   const json* v = member(o, field);
   if (v == nullptr || !v->is_array()) return missing(field, "an array of objects");
@@ -191,6 +220,9 @@ Result<sched::PendingJob> parse_pending(const json& line) {
       nested("request", get_nonnegative(*r, "mem_per_node_bytes", job.request.mem_per_node_bytes)));
   HPCQ_RETURN_IF_ERROR(nested("request", get(*r, "gpus_per_node", job.request.gpus_per_node)));
   HPCQ_RETURN_IF_ERROR(nested("request", get(*r, "gpus_per_task", job.request.gpus_per_task)));
+  HPCQ_RETURN_IF_ERROR(nested("request", get_optional_counts(*r, "gres", job.request.gres)));
+  HPCQ_RETURN_IF_ERROR(get_optional_ranks(line, "nodelist", job.nodelist));
+  HPCQ_RETURN_IF_ERROR(get_optional_counts(line, "licenses", job.licenses));
   HPCQ_RETURN_IF_ERROR(get(line, "time_limit_s", job.time_limit_s));
   HPCQ_RETURN_IF_ERROR(get(line, "queue", job.queue));
   HPCQ_RETURN_IF_ERROR(get(line, "account", job.account));
@@ -301,6 +333,7 @@ class Replayer {
       config.options[key] = value.get<std::string>();
     }
     HPCQ_RETURN_IF_ERROR(get(line, "queue_depth", queue_depth_));
+    HPCQ_RETURN_IF_ERROR(get_optional_counts(line, "licenses", site_.licenses));
     if (queue_depth_ < 1) return missing("queue_depth", "an integer >= 1");
     auto scheduler = sched::Scheduler::create(config);
     if (!scheduler.is_ok()) return invalid_argument("config: " + scheduler.status().message());
@@ -317,7 +350,10 @@ class Replayer {
     HPCQ_RETURN_IF_ERROR(get(line, "schedulable", schedulable));
     auto topology = parse_topology(line);
     if (!topology.is_ok()) return topology.status();
+    std::map<std::string, int> gres;
+    HPCQ_RETURN_IF_ERROR(get_optional_counts(line, "gres", gres));
     Status added = pool_.add_node(rank, name, std::move(topology).value(), schedulable);
+    if (added.is_ok()) added = pool_.set_gres(rank, gres);
     if (!added.is_ok()) return invalid_argument("node " + name + ": " + added.message());
     return true;
   }

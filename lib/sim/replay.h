@@ -3,20 +3,25 @@
 // that it decides the same: `hpcq simulate --replay LOG`.
 //
 // The log is JSON lines, every time an integer in microseconds ("t"):
-//   config      actions, plugins, options, queue_depth: builds the Scheduler.
+//   config      actions, plugins, options, queue_depth, licenses {name:
+//               count} where [licenses] has any: builds the Scheduler.
 //               A second config line means the daemon restarted: the replay
 //               stops there (ReplayResult.restart_line), since the state
 //               before a restart is not in the log.
 //   node        rank, name, schedulable, topology {packages, memory_bytes,
 //               numa [{id, package, memory_bytes}], cores [{id, package,
-//               numa, pus}]}: the node joins the pool.
+//               numa, pus}]}, gres {name: count} (where it has any): the
+//               node joins the pool.
 //   node_state  rank, schedulable (drain, down, resume).
 //   node_gone   rank: the node leaves the pool; running jobs keep their
 //               other parts.
 //   queue       job, uid, submit_time, request {nodes, ntasks, cpus_per_task,
-//               mem_per_node_bytes, gpus_per_node, gpus_per_task},
-//               time_limit_s, queue, account, qos, priority: the job is
-//               pending (submit, release, requeue).
+//               mem_per_node_bytes, gpus_per_node, gpus_per_task, gres
+//               {name: count} where asked}, time_limit_s, queue, account,
+//               qos, priority, and where set nodelist (the ranks it may run
+//               on: its queue's nodes, -w, -x and -C as hpcqd resolved them)
+//               and licenses {name: count}: the job is pending (submit,
+//               release, requeue).
 //   dequeue     job: a pending job leaves the queue without starting.
 //   cycle       a cycle ran at now = t. "queue": [ids], when present, is the
 //               pending jobs it was shown, in order (the daemon leaves out

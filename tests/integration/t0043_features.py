@@ -201,6 +201,15 @@ def test_gres_no_node_holds_are_refused():
                 f"{gres}: {p.returncode} {p.stderr!r}")
 
 
+def test_the_decision_log_replays_identically():
+    """What hpcqd resolved for each job (its nodes from -C, -w and -x, its
+    licenses and gres) is in the decision log, so `hpcq simulate --replay`
+    decides as hpcqd did for this file's jobs."""
+    p = t.run([t.HPCQ, "simulate", "--replay", LOG])
+    t.check(p.returncode == 0 and ": identical" in p.stdout and " 0 starts" not in p.stdout,
+            f"replay: {p.returncode} {p.stdout} {p.stderr}")
+
+
 def test_a_pending_jobs_requests_survive_a_leader_restart():
     """Its -C, -x, -L, --gres and --ntasks-per-node are stored with it: once
     hpcqd is back it still waits for node3, not for any free node."""
@@ -228,6 +237,6 @@ t.main([test_nodes_show_their_gres, test_gres_are_held_per_node,
         test_gres_no_node_holds_are_refused, test_nodes_show_their_features, test_a_constraint_picks_the_nodes,
         test_a_constrained_job_waits_for_its_nodes, test_constraints_no_node_meets_are_refused,
         test_ntasks_per_node, test_a_step_takes_no_constraint, test_licenses_are_counted,
-        test_bad_features_are_refused,
+        test_bad_features_are_refused, test_the_decision_log_replays_identically,
         # Last: hpcqd is no longer hpcq start's child after it.
         test_a_pending_jobs_requests_survive_a_leader_restart])

@@ -142,6 +142,63 @@ TEST(Replay, TheCycleQueueListIsWhatTheCycleSees) {
   EXPECT_FALSE(r->identical);
 }
 
+// What hpcqd resolved from -w/-x/-C and the queue's nodes (nodelist),
+// -L against [licenses] and --gres against the nodes' gres: the replay
+// honours each as the daemon's scheduler did.
+TEST(Replay, NodelistLicensesAndGresAreHonoured) {
+  const std::string config =
+      R"({"t":0,"type":"config","actions":["allocate"],"plugins":["fcfs","licenses"],)"
+      R"("options":{},"queue_depth":1000,"licenses":{"matlab":1}})";
+  std::string n1 = kNode;
+  n1.insert(n1.size() - 1, R"(,"gres":{"nvme":1})");
+  std::string n2 = kNode;
+  n2.replace(n2.find(R"("rank":1,"name":"n1")"), 20, R"("rank":2,"name":"n2")");
+  auto with = [](std::string line, const std::string& fields) {
+    return line.insert(line.size() - 1, "," + fields);
+  };
+  auto on = [](int id, int rank, const std::string& core) {
+    return R"({"t":20000000,"type":"start","job":)" + std::to_string(id) +
+           R"(,"end_estimate":80000000,"allocation":[{"rank":)" + std::to_string(rank) +
+           R"(,"cores":[)" + core +
+           R"(],"numa":[0],"memory_bytes":0,"gpus":[],"ntasks":1,"first_task":0}],)"
+           R"("cpus_per_task":1})";
+  };
+  std::string gres_job = queue(2, 11 * kS, 1, 60);
+  gres_job.replace(gres_job.find(R"("gpus_per_task":0})"), 18,
+                   R"("gpus_per_task":0,"gres":{"nvme":1}})");
+  const std::vector<std::string> log = {
+      config,
+      n1,
+      n2,
+      with(queue(1, 10 * kS, 1, 60), R"("nodelist":[2])"),  // -C: only n2
+      gres_job,                                             // nvme: only n1
+      with(queue(3, 12 * kS, 1, 60), R"("licenses":{"matlab":1})"),
+      with(queue(4, 13 * kS, 1, 60), R"("licenses":{"matlab":1})"),  // the one license is held
+      cycle(20 * kS),
+      on(1, 2, "0"),
+      on(2, 1, "0"),
+      on(3, 1, "1")};
+  auto r = run(log);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_TRUE(r->identical) << format_replay(*r);
+  EXPECT_EQ(r->starts, 3u);
+  // Without job 1's nodelist the replay puts it on n1 first.
+  std::vector<std::string> without = log;
+  without[3] = queue(1, 10 * kS, 1, 60);
+  r = run(without);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_FALSE(r->identical);
+  // Without the config's licenses nothing is counted: job 4 starts too.
+  without = log;
+  without[0] = R"({"t":0,"type":"config","actions":["allocate"],"plugins":["fcfs","licenses"],)"
+               R"("options":{},"queue_depth":1000})";
+  r = run(without);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_FALSE(r->identical);
+  EXPECT_EQ(r->difference_line, 8) << format_replay(*r);
+  EXPECT_NE(r->difference.find("also starts job 4"), std::string::npos) << r->difference;
+}
+
 TEST(Replay, StopsAtARestart) {
   std::vector<std::string> log = good_log();
   log.insert(log.begin() + 9, kConfig);               // line 10: the daemon restarted
