@@ -278,12 +278,7 @@ void Agent::send_heartbeat() {
   envelope.mutable_heartbeat()->set_time_us(wall_clock_now());
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::debug("heartbeat: {}", s.message());
-  for (const auto& [seq, check] : unacknowledged_checks_) {
-    overlay::Envelope again;
-    again.set_dst(0);
-    *again.mutable_node_check() = check;
-    (void)overlay_->send(std::move(again));
-  }
+  repeat_unacknowledged_checks();
 }
 
 void Agent::on_message(overlay::Envelope&& envelope) {
@@ -394,36 +389,7 @@ void Agent::on_launch(const overlay::Launch& launch) {
            launch.part());
     return;
   }
-  JobLaunch job = std::move(translated).value();
-  if (!config_.agent_prolog.empty() || !config_.agent_epilog.empty()) {
-    // Slurm's prolog and epilog environment, with HPCQ_ names.
-    std::map<std::string, std::string>& env = script_env_[id];
-    env = {{"HPCQ_JOB_ID", std::to_string(id)},
-           {"HPCQ_JOB_UID", std::to_string(job.uid)},
-           {"HPCQ_JOB_GID", std::to_string(job.gid)},
-           {"HPCQ_JOB_USER", job.user},
-           {"HPCQ_JOB_NODELIST", job.env["HPCQ_NODELIST"]},
-           {"HPCQ_NODENAME", config_.ranks[options_.rank].name},
-           {"HPCQ_SCRIPT_CONTEXT", "prolog"}};
-  }
-  if (config_.agent_prolog.empty()) return start_part(launch, std::move(job));
-  in_prolog_[id] = launch;
-  scripts_.run(
-      config_.agent_prolog, script_env_[id], std::chrono::seconds(config_.agent_script_timeout_s),
-      [this, id, attempt = launch.attempt(), job = std::move(job)](const ScriptOutcome& outcome) {
-        auto it = in_prolog_.find(id);
-        if (it == in_prolog_.end() || it->second.attempt() != attempt) return;  // cancelled
-        const overlay::Launch launch = std::move(it->second);
-        in_prolog_.erase(it);
-        if (outcome.ok()) return start_part(launch, job);
-        // Not the job's failure: it is requeued and the node drained.
-        const std::string why = std::string(overlay::kNodeErrorReason) + ": " +
-                                outcome.describe("prolog", config_.agent_prolog);
-        spdlog::warn("job {}: {}", id, why);
-        script_env_.erase(id);
-        remember_finished(id, attempt, launch.part());  // a repeated launch does not run it
-        report(id, attempt, overlay::JobUpdate::FAILED, 1, why, launch.part());
-      });
+  run_prolog_then_start(launch, std::move(translated).value());
 }
 
 void Agent::start_part(const overlay::Launch& launch, JobLaunch job) {
@@ -659,72 +625,6 @@ void Agent::on_kill(const overlay::Kill& kill) {
   }
   Status s = executor_->cancel(kill.job_id());
   if (!s.is_ok()) spdlog::warn("job {}: cancel: {}", kill.job_id(), s.message());
-}
-
-void Agent::run_epilog(JobId id) {
-  auto env = script_env_.extract(id);
-  if (config_.agent_epilog.empty()) return;
-  if (env.empty()) {
-    // A part this agent adopted after its restart: what it knows of it.
-    env.key() = id;
-    env.mapped() = {{"HPCQ_JOB_ID", std::to_string(id)},
-                    {"HPCQ_NODENAME", config_.ranks[options_.rank].name}};
-  }
-  env.mapped()["HPCQ_SCRIPT_CONTEXT"] = "epilog";
-  ++epilogs_running_;
-  scripts_.run(config_.agent_epilog, env.mapped(),
-               std::chrono::seconds(config_.agent_script_timeout_s),
-               [this, id](const ScriptOutcome& outcome) {
-                 --epilogs_running_;
-                 if (!outcome.ok()) {
-                   const std::string why = outcome.describe("epilog", config_.agent_epilog) +
-                                           " (job " + std::to_string(id) + ")";
-                   spdlog::warn("agent: {}", why);
-                   send_node_check(overlay::NodeCheck::EPILOG, why);
-                 }
-                 release_held_launches();
-               });
-}
-
-void Agent::release_held_launches() {
-  if (epilogs_running_ > 0) return;
-  std::deque<overlay::Launch> held = std::move(held_launches_);
-  held_launches_.clear();
-  for (const overlay::Launch& launch : held) on_launch(launch);
-}
-
-void Agent::run_health_check() {
-  if (health_check_running_) return;  // a slow one is not run twice at once
-  health_check_running_ = true;
-  const std::map<std::string, std::string> env = {
-      {"HPCQ_NODENAME", config_.ranks[options_.rank].name},
-      {"HPCQ_SCRIPT_CONTEXT", "health_check"}};
-  scripts_.run(config_.agent_health_check, env,
-               std::chrono::seconds(config_.agent_script_timeout_s),
-               [this](const ScriptOutcome& outcome) {
-                 health_check_running_ = false;
-                 const std::string why =
-                     outcome.ok() ? ""
-                                  : outcome.describe(std::string(overlay::kHealthCheckReason),
-                                                     config_.agent_health_check);
-                 if (!why.empty()) spdlog::warn("agent: {}", why);
-                 send_node_check(overlay::NodeCheck::HEALTH_CHECK, why);
-               });
-}
-
-void Agent::send_node_check(overlay::NodeCheck::Source source, const std::string& failure) {
-  overlay::Envelope envelope;
-  envelope.set_dst(0);
-  overlay::NodeCheck* check = envelope.mutable_node_check();
-  check->set_source(source);
-  check->set_failed(!failure.empty());
-  check->set_reason(failure);
-  if (source == overlay::NodeCheck::EPILOG) {
-    check->set_seq(next_check_seq_++);
-    unacknowledged_checks_[check->seq()] = *check;
-  }
-  Status s = overlay_->send(std::move(envelope));
-  if (!s.is_ok()) spdlog::debug("node check: {}", s.message());
 }
 
 void Agent::on_restores_done() {

@@ -98,13 +98,17 @@ class Agent {
   // A job's part once the site's prolog (if any) has passed: started, or
   // restored from its checkpoint.
   void start_part(const overlay::Launch& launch, JobLaunch job);
-  // The site's programs ([agent] prolog, epilog, health_check).
+  // The site's programs ([agent] prolog, epilog, health_check), in
+  // site_programs.cc. A translated launch goes through the prolog (if any)
+  // to start_part.
+  void run_prolog_then_start(const overlay::Launch& launch, JobLaunch job);
   void run_epilog(JobId id);
   void run_health_check();
   // A health check's verdict is sent once; an epilog's failure until the
   // leader acknowledges it (unacknowledged_checks_, sent again with each
   // heartbeat).
   void send_node_check(overlay::NodeCheck::Source source, const std::string& failure);
+  void repeat_unacknowledged_checks();
   // Launches held while an epilog runs here: started once none does.
   void release_held_launches();
 
