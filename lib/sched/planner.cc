@@ -28,6 +28,13 @@ Planner::Planner(const resource::NodePool& pool, TimeUs now) : now_(now) {
     node.schedulable = state.schedulable();
     node.free_cores = state.free_cores();
     node.free_memory = state.free_memory();
+    node.gpus.free = state.free_gpus();
+    node.gres.reserve(state.gres().size());
+    for (const auto& entry : state.gres()) {
+      Gres& gres = node.gres.emplace_back();
+      gres.name = entry.first;
+      gres.track.free = state.free_gres(entry.first);
+    }
     if (node.schedulable) free_now_ += node.free_cores;
     max_rank = std::max(max_rank, node.rank);
     nodes_.push_back(std::move(node));
@@ -54,7 +61,25 @@ const Planner::Node* Planner::find(Rank rank) const {
   return it != nodes_.end() && it->rank == rank ? &*it : nullptr;
 }
 
-void Planner::add_change(Node& node, TimeUs time, int cores, std::int64_t memory) {
+const Planner::Track* Planner::find_gres(const Node& node, const std::string& name) {
+  // By name, as the pool's map: a few names at most per node.
+  auto it = std::lower_bound(node.gres.begin(), node.gres.end(), name,
+                             [](const Gres& g, const std::string& n) { return g.name < n; });
+  return it != node.gres.end() && it->name == name ? &it->track : nullptr;
+}
+
+Planner::Track* Planner::find_gres(Node& node, const std::string& name) {
+  return const_cast<Track*>(find_gres(static_cast<const Node&>(node), name));
+}
+
+NodeShare Planner::share_of(const resource::NodeAllocation& part) {
+  return NodeShare{part.rank, static_cast<int>(part.cores.size()), part.memory_bytes,
+                   static_cast<int>(part.gpus.size()), part.gres};
+}
+
+void Planner::add_change(Node& node, TimeUs time, int sign, const NodeShare& share) {
+  const int cores = sign * share.cores;
+  const std::int64_t memory = sign * static_cast<std::int64_t>(share.memory_bytes);
   // Appended unsorted and folded in by settle() before the next query: the
   // profile of a cycle gets one change per running job, and a sorted insert
   // with its sums and minima redone each time cost O(e) per change, O(e^2)
@@ -65,11 +90,23 @@ void Planner::add_change(Node& node, TimeUs time, int cores, std::int64_t memory
   if (node.schedulable) {
     fresh_.push_back(Event{time, static_cast<std::uint32_t>(index), cores});
   }
+  // Tracks get a step only when their amount moves; the Change above (same
+  // node, same time) is what the sweep sees of it.
+  if (share.gpus != 0) node.gpus.steps.push_back(Step{time, sign * share.gpus});
+  for (const auto& [name, units] : share.gres) {
+    Track* track = find_gres(node, name);
+    // A name the node does not have: nothing of it to give or take.
+    if (track != nullptr && units != 0) track->steps.push_back(Step{time, sign * units});
+  }
 }
 
 void Planner::settle_node(const Node& node) {
   std::vector<Change>& changes = node.changes;
   if (node.settled == changes.size()) return;
+  // A step comes with a change of the node, so a settled node has settled
+  // tracks.
+  settle_track(node.gpus);
+  for (const Gres& gres : node.gres) settle_track(gres.track);
   const auto by_time = [](const Change& a, const Change& b) { return a.time < b.time; };
   const auto old_end = changes.begin() + static_cast<std::ptrdiff_t>(node.settled);
   // Stable throughout, so equal times keep insertion order (as one sorted
@@ -111,6 +148,33 @@ void Planner::settle_node(const Node& node) {
   }
 }
 
+void Planner::settle_track(const Track& track) {
+  std::vector<Step>& steps = track.steps;
+  if (track.settled == steps.size()) return;
+  // settle_node() for one amount; see there.
+  const auto by_time = [](const Step& a, const Step& b) { return a.time < b.time; };
+  const auto old_end = steps.begin() + static_cast<std::ptrdiff_t>(track.settled);
+  std::stable_sort(old_end, steps.end(), by_time);
+  const TimeUs earliest_new = old_end->time;
+  const auto pos = static_cast<std::size_t>(
+      std::upper_bound(steps.begin(), old_end, earliest_new,
+                       [](TimeUs t, const Step& c) { return t < c.time; }) -
+      steps.begin());
+  std::inplace_merge(steps.begin(), old_end, steps.end(), by_time);
+  track.settled = steps.size();
+  for (std::size_t i = pos; i < steps.size(); ++i) {
+    steps[i].sum = (i > 0 ? steps[i - 1].sum : 0) + steps[i].amount;
+  }
+  for (std::size_t i = steps.size(); i-- > 0;) {
+    std::int64_t least = i + 1 < steps.size() ? steps[i + 1].least : kNoLeast;
+    if (i + 1 == steps.size() || steps[i + 1].time != steps[i].time) {
+      least = std::min(least, steps[i].sum);
+    }
+    if (i < pos && least == steps[i].least) break;
+    steps[i].least = least;
+  }
+}
+
 void Planner::settle() const {
   for (std::size_t index : unsettled_) settle_node(nodes_[index]);
   unsettled_.clear();
@@ -129,8 +193,7 @@ void Planner::add_release(const resource::Allocation& allocation, TimeUs end, Ti
   for (const resource::NodeAllocation& part : allocation.nodes) {
     Node* node = find(part.rank);
     if (node == nullptr) continue;  // a node removed since: nothing to give back
-    add_change(*node, end, static_cast<int>(part.cores.size()),
-               static_cast<std::int64_t>(part.memory_bytes));
+    add_change(*node, end, 1, share_of(part));
   }
 }
 
@@ -141,6 +204,11 @@ void Planner::start(const resource::Allocation& allocation, TimeUs end) {
     const int cores = static_cast<int>(part.cores.size());
     node->free_cores -= cores;
     node->free_memory -= std::min(node->free_memory, part.memory_bytes);
+    node->gpus.free -= std::min(node->gpus.free, static_cast<int>(part.gpus.size()));
+    for (const auto& [name, units] : part.gres) {
+      Track* track = find_gres(*node, name);
+      if (track != nullptr) track->free -= std::min(track->free, units);
+    }
     if (node->schedulable) free_now_ -= cores;
   }
   add_release(allocation, end);
@@ -150,9 +218,8 @@ void Planner::reserve(std::span<const NodeShare> shares, TimeUs start, TimeUs en
   for (const NodeShare& share : shares) {
     Node* node = find(share.rank);
     if (node == nullptr) continue;
-    const auto memory = static_cast<std::int64_t>(share.memory_bytes);
-    add_change(*node, start, -share.cores, -memory);
-    if (end != kForever) add_change(*node, end, share.cores, memory);
+    add_change(*node, start, -1, share);
+    if (end != kForever) add_change(*node, end, 1, share);
     if (!node->reserved) {
       node->reserved = true;
       reserved_.push_back(static_cast<std::size_t>(node - nodes_.data()));
@@ -208,50 +275,110 @@ NodeShare Planner::window_min(const Node& node, TimeUs start, TimeUs end) const 
           static_cast<std::uint64_t>(std::max<std::int64_t>(min_memory, 0))};
 }
 
+int Planner::track_min(const Track& track, TimeUs start, TimeUs end) {
+  // window_min() for one amount; see there.
+  const std::vector<Step>& steps = track.steps;
+  if (steps.empty()) return track.free;
+  const auto first = static_cast<std::size_t>(
+      std::upper_bound(steps.begin(), steps.end(), start,
+                       [](TimeUs t, const Step& c) { return t < c.time; }) -
+      steps.begin());
+  std::int64_t least = first > 0 ? steps[first - 1].sum : 0;
+  if (first < steps.size()) {
+    if (steps.back().time < end) {
+      least = std::min(least, steps[first].least);
+    } else {
+      for (std::size_t i = first; i < steps.size() && steps[i].time < end; ++i) {
+        if (i + 1 < steps.size() && steps[i + 1].time == steps[i].time) continue;
+        least = std::min(least, steps[i].sum);
+      }
+    }
+  }
+  return static_cast<int>(std::max<std::int64_t>(least + track.free, 0));
+}
+
+NodeShare Planner::least_free(const Node& node, TimeUs start, TimeUs end) const {
+  NodeShare least = window_min(node, start, end);
+  least.gpus = track_min(node.gpus, start, end);
+  for (const Gres& gres : node.gres) {
+    least.gres.emplace_hint(least.gres.end(), gres.name, track_min(gres.track, start, end));
+  }
+  return least;
+}
+
+bool Planner::below_now(const Node& node, const NodeShare& least) {
+  if (least.cores < node.free_cores || least.memory_bytes < node.free_memory ||
+      least.gpus < node.gpus.free) {
+    return true;
+  }
+  // least.gres has the node's names in the node's order.
+  auto it = least.gres.begin();
+  for (const Gres& gres : node.gres) {
+    if ((it++)->second < gres.track.free) return true;
+  }
+  return false;
+}
+
 std::optional<NodeShare> Planner::min_free(Rank rank, TimeUs start, TimeUs end) const {
   const Node* node = find(rank);
   if (node == nullptr) return std::nullopt;
   settle_node(*node);
-  return window_min(*node, start, end);
+  return least_free(*node, start, end);
 }
 
 std::vector<NodeShare> Planner::limits(TimeUs end, std::span<const std::size_t> admitted) const {
   std::vector<NodeShare> out;
   settle();
-  for (std::size_t index : reserved_) {
-    const Node& node = nodes_[index];
-    const NodeShare least = window_min(node, now_, end);
-    if (least.cores < node.free_cores || least.memory_bytes < node.free_memory) {
-      out.push_back(least);
-    }
-  }
+  const auto by_rank = [](const NodeShare& a, const NodeShare& b) { return a.rank < b.rank; };
   for (std::size_t index : block_nodes_) {
     const Node& node = nodes_[index];
-    if (blocked(node, now_, end, admitted)) out.push_back(NodeShare{node.rank, 0, 0});
+    if (!blocked(node, now_, end, admitted)) continue;
+    NodeShare nothing{node.rank};
+    for (const Gres& gres : node.gres) nothing.gres.emplace_hint(nothing.gres.end(), gres.name, 0);
+    out.push_back(std::move(nothing));
   }
-  // A node both reserved and blocked keeps the block's nothing.
-  std::sort(out.begin(), out.end(), [](const NodeShare& a, const NodeShare& b) {
-    return a.rank != b.rank ? a.rank < b.rank : a.cores < b.cores;
-  });
-  out.erase(std::unique(out.begin(), out.end(),
-                        [](const NodeShare& a, const NodeShare& b) { return a.rank == b.rank; }),
-            out.end());
+  std::sort(out.begin(), out.end(), by_rank);
+  const auto blocked_count = static_cast<std::ptrdiff_t>(out.size());
+  for (std::size_t index : reserved_) {
+    const Node& node = nodes_[index];
+    // A node both reserved and blocked keeps the block's nothing.
+    if (std::binary_search(out.begin(), out.begin() + blocked_count, NodeShare{node.rank},
+                           by_rank)) {
+      continue;
+    }
+    NodeShare least = least_free(node, now_, end);
+    if (below_now(node, least)) out.push_back(std::move(least));
+  }
+  std::sort(out.begin(), out.end(), by_rank);
   return out;
 }
 
 int Planner::capacity(const Node& node, const resource::ResourceRequest& request, TimeUs start,
                       TimeUs end, std::span<const std::size_t> admitted) const {
   if (!node.blocks.empty() && blocked(node, start, end, admitted)) return 0;
+  // Only the dimensions the request asks for are looked at; gres first, as
+  // a name the node lacks settles it at once.
+  for (const auto& [name, units] : request.gres) {
+    const Track* track = find_gres(node, name);
+    if (track == nullptr || track_min(*track, start, end) < units) return 0;
+  }
   const NodeShare least = window_min(node, start, end);
   if (request.mem_per_node_bytes > least.memory_bytes) return 0;
-  return least.cores / request.cpus_per_task;
+  int cap = least.cores / request.cpus_per_task;
+  if (request.gpus_per_node > 0 || request.gpus_per_task > 0) {
+    const int gpus = track_min(node.gpus, start, end);
+    if (gpus < request.gpus_per_node) return 0;
+    if (request.gpus_per_task > 0) cap = std::min(cap, gpus / request.gpus_per_task);
+  }
+  return cap;
 }
 
 std::vector<NodeShare> Planner::pick(const resource::ResourceRequest& request,
                                      const std::vector<std::size_t>& order,
                                      const std::vector<int>& caps) const {
   const auto share = [&](std::size_t index, int tasks) {
-    return NodeShare{nodes_[index].rank, tasks * request.cpus_per_task, request.mem_per_node_bytes};
+    return NodeShare{nodes_[index].rank, tasks * request.cpus_per_task, request.mem_per_node_bytes,
+                     request.gpus_per_node + tasks * request.gpus_per_task, request.gres};
   };
   std::vector<NodeShare> out;
   if (request.nodes > 0) {

@@ -1,14 +1,20 @@
 // The availability profile of one scheduling cycle ("planner", as Fluxion's
-// resource/planner and Maui's reservation table): how many cores and how much
-// memory each node has free at every future time, given that running jobs
-// give theirs back at their end estimate and reservations hold theirs over a
+// resource/planner and Maui's reservation table): how many cores, how much
+// memory, how many GPUs and how many units of each generic resource (gres)
+// each node has free at every future time, given that running jobs give
+// theirs back at their end estimate and reservations hold theirs over a
 // window. Backfill asks it "from when, and where, does this request fit for
 // this long?" and "how much of this node may a job started now take without
 // delaying a reservation?".
 //
 // Model. Per node: the free cores and memory now (from the pool the planner
 // was built on) plus a time-sorted list of changes (+ at a release or at a
-// reservation's end, - at a reservation's start). A change at time t counts
+// reservation's end, - at a reservation's start). GPUs and each gres name
+// the node has are counted the same way, each in a list of its own
+// ("track") that holds only the changes that move it: a cluster without
+// GPUs or gres, or a job holding none, adds nothing to them, and a request
+// asking none never reads them. A node has a gres track only for the names
+// its pool entry has (none for most nodes). A change at time t counts
 // from t on: a job ending at t frees its cores for a job starting at t, and
 // what is free at t is what is left after all of t's changes, whatever order
 // they came in (a release and a reservation start at the same time make no
@@ -35,7 +41,12 @@
 // counts: nodes = N spreads the tasks evenly, the earliest nodes that fit
 // getting the extra tasks; nodes = 0 takes as few nodes as the tasks fit on
 // (the first node that holds them all, else the nodes with the most room,
-// ties in preference order). NUMA layout is not modelled.
+// ties in preference order). A node holds a task only while it also has the
+// request's GPUs (gpus_per_node, or gpus_per_task for each of its tasks) and
+// every gres name it asks (the units on each node) free over the whole
+// window, as task_capacity() in lib/resource/allocator.h counts them now.
+// NUMA layout is not modelled (nor --mem-per-cpu: memory is
+// mem_per_node_bytes).
 //
 // Advance reservations ("blocks", add_block()): the whole of some nodes over
 // [start, end) for the jobs a reservation does not admit. They are kept
@@ -57,13 +68,18 @@
 //
 // Complexity (N nodes, E changes in all, e changes on one node, T distinct
 // change times, B block edges that apply to the job):
-//   build: O(N); add_release / start / reserve: O(e) per node touched
+//   build: O(N + the gres names of all nodes); add_release / start /
+//     reserve: O(e) per node touched, plus O(log G) per gres name held
 //     (sorted insert); the time-sorted change list takes new changes in one
 //     merge, O(E + k log k) for k new ones, on the next query.
-//   limits(): O(sum of e over nodes that carry a reservation or a block).
+//   limits(): O(sum of e over nodes that carry a reservation or a block,
+//     plus their GPU and gres changes).
 //   A node's window minimum: O(log e) when the window reaches past the
 //     node's last change (suffix minima kept per change), else O(log e +
-//     changes in the window).
+//     changes in the window); the same again, on its own track, for GPUs
+//     when the request asks for GPUs and for each gres name it asks (plus
+//     O(log G) to find the name among the node's G names). A request
+//     without GPUs or gres costs what it did before they were modelled.
 //   earliest(): O(E) at worst for the aggregate bound (streamed up to the
 //     first time that passes it), O(B log B) for the block edges, O(N log e)
 //     for the capacities at that time, then one window minimum per node
@@ -81,8 +97,10 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "lib/core/ids.h"
@@ -105,11 +123,15 @@ constexpr TimeUs expected_end(TimeUs end, TimeUs now, TimeUs grace = kOverdueGra
   return end <= now ? add_time(now, grace) : end;
 }
 
-// Part of one node: cores and memory held or free.
+// Part of one node: cores, memory, GPUs and gres units held or free.
 struct NodeShare {
   Rank rank = 0;
   int cores = 0;
   std::uint64_t memory_bytes = 0;
+  int gpus = 0;
+  // Units by gres name. Held (reserve(), earliest()): the units of each
+  // name held; free (limits(), min_free()): every name the node has.
+  std::map<std::string, int> gres = {};
   bool operator==(const NodeShare&) const = default;
 };
 
@@ -150,12 +172,15 @@ class Planner {
   // Nodes where a job running from now until `end` may take less than what
   // is free now, because a reservation needs part of it before `end` or a
   // block (other than those in `admitted`, sorted ids) overlaps [now, end):
-  // the least that stays free over [now, end) (cores and memory; nothing on
-  // a blocked node), in rank order. Empty when neither applies.
+  // the least that stays free over [now, end) of each of cores, memory,
+  // GPUs and every gres name of the node (nothing on a blocked node), in
+  // rank order. Empty when neither applies.
   std::vector<NodeShare> limits(TimeUs end, std::span<const std::size_t> admitted = {}) const;
 
-  // The least free cores and memory on `rank` over [start, end), blocks
-  // aside; nullopt for a rank the planner does not know.
+  // The least free cores, memory, GPUs and units of each gres name of
+  // `rank` over [start, end) (each on its own: the least of one may come at
+  // another time than the least of another), blocks aside; nullopt for a
+  // rank the planner does not know.
   std::optional<NodeShare> min_free(Rank rank, TimeUs start, TimeUs end) const;
 
   // The earliest time t >= now at which `request` fits on `candidates` (in
@@ -181,6 +206,27 @@ class Planner {
     std::int64_t cores_least = 0;
     std::int64_t memory_least = 0;
   };
+  // One change of a track: GPUs, or the units of one gres name, by the
+  // same rules as Change (sum and suffix least of the amounts).
+  struct Step {
+    TimeUs time;
+    int amount;
+    std::int64_t sum = 0;
+    std::int64_t least = 0;
+  };
+  // One counted resource of a node other than cores and memory over time:
+  // free now, and its steps (sorted up to `settled`, as Node::changes). A
+  // step always comes with a Change of the node at the same time, so the
+  // node's changes and events_ are where the sweep learns of it.
+  struct Track {
+    int free = 0;
+    mutable std::vector<Step> steps;
+    mutable std::size_t settled = 0;
+  };
+  struct Gres {
+    std::string name;
+    Track track;
+  };
   struct Block {
     TimeUs start;
     TimeUs end;
@@ -196,6 +242,8 @@ class Planner {
     // (mutable: a const query folds them in first, see settle()).
     mutable std::vector<Change> changes;
     mutable std::size_t settled = 0;
+    Track gpus;
+    std::vector<Gres> gres;  // by name, the names the node has; empty for most
     std::vector<Block> blocks;
     bool reserved = false;  // carries a reservation
   };
@@ -211,9 +259,22 @@ class Planner {
 
   Node* find(Rank rank);
   const Node* find(Rank rank) const;
-  void add_change(Node& node, TimeUs time, int cores, std::int64_t memory);
-  // The least free cores and memory of `node` over [start, end).
+  // `sign` times the share (rank aside) comes to the node from `time` on.
+  void add_change(Node& node, TimeUs time, int sign, const NodeShare& share);
+  // The share of the allocation's part, for add_change().
+  static NodeShare share_of(const resource::NodeAllocation& part);
+  // The node's track for a gres name; nullptr for a name it does not have.
+  static const Track* find_gres(const Node& node, const std::string& name);
+  static Track* find_gres(Node& node, const std::string& name);
+  // The least free cores and memory of `node` over [start, end) (gpus and
+  // gres left empty: see least_free()).
   NodeShare window_min(const Node& node, TimeUs start, TimeUs end) const;
+  // window_min() with the least free GPUs and gres units too.
+  NodeShare least_free(const Node& node, TimeUs start, TimeUs end) const;
+  // Whether `least` is below what the node has free now in any dimension.
+  static bool below_now(const Node& node, const NodeShare& least);
+  // The least free amount of a track over [start, end).
+  static int track_min(const Track& track, TimeUs start, TimeUs end);
   // Whether a block not in `admitted` holds `node` somewhere in [start, end).
   static bool blocked(const Node& node, TimeUs start, TimeUs end,
                       std::span<const std::size_t> admitted);
@@ -231,6 +292,8 @@ class Planner {
   // Sorts the node's new changes into its list and brings its sums and
   // suffix minima up to date: O(k log k + e) for k new ones.
   static void settle_node(const Node& node);
+  // The same for one track.
+  static void settle_track(const Track& track);
 
   TimeUs now_;
   std::vector<Node> nodes_;  // in rank order, as the pool's
