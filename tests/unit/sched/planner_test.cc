@@ -4,21 +4,34 @@
 
 #include <algorithm>
 #include <map>
+#include <ostream>
 #include <random>
 
 #include "lib/resource/hwloc_import.h"
 
 namespace hpcq::sched {
+
+// For failure messages (found by argument-dependent lookup, so outside the
+// anonymous namespace).
+void PrintTo(const NodeShare& s, std::ostream* os) {
+  *os << "{rank " << s.rank << ", cores " << s.cores << ", memory " << s.memory_bytes << ", gpus "
+      << s.gpus;
+  for (const auto& [name, units] : s.gres) *os << ", " << name << " " << units;
+  *os << "}";
+}
+
 namespace {
 
 constexpr TimeUs kNow = 1000 * kUsPerSecond;
 constexpr TimeUs at(std::int64_t s) { return kNow + s * kUsPerSecond; }
 constexpr TimeUs secs(std::int64_t s) { return s * kUsPerSecond; }
 
-resource::NodePool cluster(int nodes, const std::string& spec) {
+// `nodes` nodes of `spec` (hwloc synthetic), each with `gpus` GPUs.
+resource::NodePool cluster(int nodes, const std::string& spec, int gpus = 0) {
   resource::NodePool pool;
   auto t = resource::discover_topology(spec);
   EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+  for (int g = 0; g < gpus; ++g) t->gpus.push_back({g, 0, "cuda" + std::to_string(g), ""});
   for (int i = 1; i <= nodes; ++i) {
     std::string name = "n";  // not "n" + ...: a false -Wrestrict from GCC 12 at -O3
     name += std::to_string(i);
@@ -27,16 +40,20 @@ resource::NodePool cluster(int nodes, const std::string& spec) {
   return pool;
 }
 
-// Takes `cores` cores (and memory) on `rank` in the pool; returns the
-// allocation.
-resource::Allocation take(resource::NodePool& pool, Rank rank, int cores,
-                          std::uint64_t memory = 0) {
+// Takes `cores` cores (and memory, the lowest free `gpus` GPUs and `gres`
+// units) on `rank` in the pool; returns the allocation.
+resource::Allocation take(resource::NodePool& pool, Rank rank, int cores, std::uint64_t memory = 0,
+                          int gpus = 0, std::map<std::string, int> gres = {}) {
   resource::NodeAllocation part;
   part.rank = rank;
   part.memory_bytes = memory;
+  part.gres = std::move(gres);
   const resource::NodeState* node = pool.find(rank);
   for (int c = 0; c < node->total_cores() && static_cast<int>(part.cores.size()) < cores; ++c) {
     if (node->core_free(c)) part.cores.push_back(c);
+  }
+  for (int g = 0; g < node->total_gpus() && static_cast<int>(part.gpus.size()) < gpus; ++g) {
+    if (node->gpu_free(g)) part.gpus.push_back(g);
   }
   resource::Allocation a{{part}};
   EXPECT_TRUE(pool.allocate(a).is_ok());
@@ -195,6 +212,110 @@ TEST(Planner, MemoryIsPlannedToo) {
   EXPECT_EQ(planner.earliest(req(1, 0, total), secs(10), all(pool))->start, at(200));
 }
 
+resource::ResourceRequest with_gres(resource::ResourceRequest r, std::map<std::string, int> gres) {
+  r.gres = std::move(gres);
+  return r;
+}
+
+TEST(Planner, GpusArePlannedToo) {
+  // Two nodes of 8 cores and 4 GPUs; node 1's GPUs are all busy until
+  // +100 s, on one of its cores only.
+  resource::NodePool pool = cluster(2, "core:8 pu:1", 4);
+  const resource::Allocation running = take(pool, 1, 1, 0, 4);
+  Planner planner(pool, kNow);
+  planner.add_release(running, at(100));
+  EXPECT_EQ(planner.min_free(1, kNow, at(100))->gpus, 0);
+  EXPECT_EQ(planner.min_free(1, at(100), at(200))->gpus, 4);
+  EXPECT_EQ(planner.min_free(1, kNow, at(100))->cores, 7);
+
+  resource::ResourceRequest four = req(1, 1);
+  four.gpus_per_node = 4;
+  auto slot = planner.earliest(four, secs(50), all(pool));
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_EQ(slot->start, kNow);
+  EXPECT_EQ(slot->nodes, (std::vector<NodeShare>{{2, 1, 0, 4}}));
+  // Node 2's GPUs reserved from now until +300 s: node 1 at +100 s, though
+  // its cores are free now.
+  planner.reserve(slot->nodes, kNow, at(300));
+  slot = planner.earliest(four, secs(50), all(pool));
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_EQ(slot->start, at(100));
+  EXPECT_EQ(slot->nodes, (std::vector<NodeShare>{{1, 1, 0, 4}}));
+  // A job asking no GPU fits now on either node.
+  EXPECT_EQ(planner.earliest(req(7), secs(500), all(pool))->start, kNow);
+
+  // gpus_per_task: a node holds a task per 2 free GPUs; 4 tasks need both
+  // nodes, at +300 s.
+  resource::ResourceRequest per_task = req(4);
+  per_task.gpus_per_task = 2;
+  slot = planner.earliest(per_task, secs(10), all(pool));
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_EQ(slot->start, at(300));
+  EXPECT_EQ(slot->nodes, (std::vector<NodeShare>{{1, 2, 0, 4}, {2, 2, 0, 4}}));
+  per_task.ntasks = 2;
+  EXPECT_EQ(planner.earliest(per_task, secs(10), all(pool))->start, at(100));
+
+  // Started now, a job ending after +100 s may take no GPU of node 2 (its
+  // reservation starts now); node 1's are busy anyway.
+  const std::vector<NodeShare> limits = planner.limits(at(101));
+  ASSERT_EQ(limits.size(), 1u);
+  EXPECT_EQ(limits[0].rank, 2u);
+  EXPECT_EQ(limits[0].cores, 7);
+  EXPECT_EQ(limits[0].gpus, 0);
+}
+
+TEST(Planner, GresIsPlannedToo) {
+  // Node 1 nvme:2, one unit held until +100 s (with one core); node 2 has
+  // no nvme.
+  resource::NodePool pool = cluster(2, "core:8 pu:1");
+  ASSERT_TRUE(pool.set_gres(1, {{"nvme", 2}}).is_ok());
+  const resource::Allocation running = take(pool, 1, 1, 0, 0, {{"nvme", 1}});
+  Planner planner(pool, kNow);
+  planner.add_release(running, at(100));
+  using Units = std::map<std::string, int>;
+  EXPECT_EQ(planner.min_free(1, kNow, at(100))->gres, (Units{{"nvme", 1}}));
+  EXPECT_EQ(planner.min_free(1, at(100), at(200))->gres, (Units{{"nvme", 2}}));
+  EXPECT_EQ(planner.min_free(2, kNow, at(100))->gres, Units{});
+
+  // Two units: node 1 at +100 s, while node 2 has all its cores free now.
+  auto slot = planner.earliest(with_gres(req(1), {{"nvme", 2}}), secs(50), all(pool));
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_EQ(slot->start, at(100));
+  EXPECT_EQ(slot->nodes, (std::vector<NodeShare>{{1, 1, 0, 0, {{"nvme", 2}}}}));
+  // One unit is free now; a name no node has fits never; none, anywhere now.
+  EXPECT_EQ(planner.earliest(with_gres(req(1), {{"nvme", 1}}), secs(50), all(pool))->start, kNow);
+  EXPECT_FALSE(planner.earliest(with_gres(req(1), {{"fpga", 1}}), secs(1), all(pool)).has_value());
+  // Each node of a gang holds the units: node 2 never can.
+  EXPECT_FALSE(
+      planner.earliest(with_gres(req(2, 2), {{"nvme", 1}}), secs(1), all(pool)).has_value());
+
+  // Reserved: the free unit is the reservation's over [+50 s, +150 s).
+  const NodeShare share{1, 1, 0, 0, {{"nvme", 1}}};
+  planner.reserve({&share, 1}, at(50), at(150));
+  EXPECT_EQ(planner.earliest(with_gres(req(1), {{"nvme", 1}}), secs(60), all(pool))->start,
+            at(100));
+  EXPECT_EQ(planner.earliest(with_gres(req(1), {{"nvme", 1}}), secs(50), all(pool))->start, kNow);
+  EXPECT_EQ(planner.earliest(with_gres(req(1), {{"nvme", 2}}), secs(10), all(pool))->start,
+            at(150));
+  // A job started now and ending after +50 s may take no unit of node 1.
+  EXPECT_TRUE(planner.limits(at(50)).empty());
+  const std::vector<NodeShare> limits = planner.limits(at(51));
+  ASSERT_EQ(limits.size(), 1u);
+  EXPECT_EQ(limits[0].rank, 1u);
+  EXPECT_EQ(limits[0].cores, 6);
+  EXPECT_EQ(limits[0].gres, (Units{{"nvme", 0}}));
+  // A blocked node has nothing of anything.
+  const Rank one = 1;
+  (void)planner.add_block({&one, 1}, kNow, at(10));
+  EXPECT_EQ(planner.limits(at(1)), (std::vector<NodeShare>{{1, 0, 0, 0, {{"nvme", 0}}}}));
+
+  // start(): the units are taken now and given back at the job's end.
+  Planner fresh(pool, kNow);
+  fresh.start(take(pool, 1, 1, 0, 0, {{"nvme", 1}}), at(20));
+  EXPECT_EQ(fresh.min_free(1, kNow, at(20))->gres, (Units{{"nvme", 0}}));
+  EXPECT_EQ(fresh.min_free(1, at(20), at(30))->gres, (Units{{"nvme", 1}}));
+}
+
 TEST(Planner, UnschedulableNodesGetNothing) {
   resource::NodePool pool = cluster(2, "core:4 pu:1");
   pool.set_schedulable(1, false);
@@ -271,28 +392,87 @@ TEST(Planner, BlockInForceNowAndUnderReservations) {
   EXPECT_EQ(planner.limits(at(1)), (std::vector<NodeShare>{{1, 0, 0}}));
 }
 
-// A reference for earliest(): every candidate time, every node's window
-// recomputed from the list of changes, the allocator's rules on counts. The
-// planner must give the same start and nodes.
+// A reference for earliest() and min_free(): every candidate time, every
+// node's window recomputed from the list of changes, the allocator's rules
+// on counts (cores, GPUs, and the units of the one gres name "nvme" that
+// some nodes have). The planner must give the same start and nodes.
 struct Model {
+  // Cores, GPUs and nvme units.
+  struct Amounts {
+    int cores = 0;
+    int gpus = 0;
+    int nvme = 0;
+  };
+  struct Change {
+    TimeUs time;
+    Amounts delta;
+  };
   struct Node {
     Rank rank;
-    int free;
-    std::vector<std::pair<TimeUs, int>> changes;
+    Amounts free;
+    std::uint64_t memory = 0;  // free throughout: no test job takes any
+    bool nvme = false;         // has the name at all
+    std::vector<Change> changes;
     std::vector<std::tuple<TimeUs, TimeUs, std::size_t>> blocks;
   };
   std::vector<Node> nodes;
 
   Node& at_rank(Rank r) { return nodes[r - 1]; }
 
+  static Amounts amounts(const NodeShare& share) {
+    const auto it = share.gres.find("nvme");
+    return {share.cores, share.gpus, it == share.gres.end() ? 0 : it->second};
+  }
+
+  // `sign` times the share from `time` on.
+  void add(const NodeShare& share, TimeUs time, int sign) {
+    Amounts a = amounts(share);
+    a = {sign * a.cores, sign * a.gpus, sign * a.nvme};
+    at_rank(share.rank).changes.push_back({time, a});
+  }
+
+  // What is free on `n` after every change up to `t`.
+  static Amounts level(const Node& n, TimeUs t) {
+    Amounts l = n.free;
+    for (const Change& c : n.changes) {
+      if (c.time > t) continue;
+      l.cores += c.delta.cores;
+      l.gpus += c.delta.gpus;
+      l.nvme += c.delta.nvme;
+    }
+    return l;
+  }
+
+  // The least of each over [t, end), by brute force.
+  static Amounts least(const Node& n, TimeUs t, TimeUs end) {
+    Amounts least = level(n, t);
+    for (const Change& c : n.changes) {
+      if (c.time <= t || c.time >= end) continue;
+      const Amounts l = level(n, c.time);
+      least = {std::min(least.cores, l.cores), std::min(least.gpus, l.gpus),
+               std::min(least.nvme, l.nvme)};
+    }
+    return {std::max(least.cores, 0), std::max(least.gpus, 0), std::max(least.nvme, 0)};
+  }
+
+  NodeShare min_free(Rank rank, TimeUs t, TimeUs end) {
+    const Node& n = at_rank(rank);
+    const Amounts l = least(n, t, end);
+    NodeShare out{rank, l.cores, n.memory, l.gpus};
+    if (n.nvme) out.gres["nvme"] = l.nvme;
+    return out;
+  }
+
   // The profile, in seconds from now, for a failure message.
   std::string describe() const {
     std::string d;
     const auto secs_from_now = [](TimeUs t) { return std::to_string((t - kNow) / kUsPerSecond); };
     for (const Node& n : nodes) {
-      d += "\n node " + std::to_string(n.rank) + " free " + std::to_string(n.free);
-      for (const auto& [time, cores] : n.changes)
-        d += " (" + secs_from_now(time) + ", " + std::to_string(cores) + ")";
+      d += "\n node " + std::to_string(n.rank) + " free " + std::to_string(n.free.cores) + "/" +
+           std::to_string(n.free.gpus) + "/" + (n.nvme ? std::to_string(n.free.nvme) : "-");
+      for (const Change& c : n.changes)
+        d += " (" + secs_from_now(c.time) + ", " + std::to_string(c.delta.cores) + "/" +
+             std::to_string(c.delta.gpus) + "/" + std::to_string(c.delta.nvme) + ")";
       for (const auto& [start, end, id] : n.blocks)
         d += " block " + std::to_string(id) + " [" + secs_from_now(start) + ", " +
              secs_from_now(end) + ")";
@@ -304,8 +484,8 @@ struct Model {
                                const std::vector<std::size_t>& admitted) const {
     std::vector<TimeUs> times{kNow};
     for (const Node& n : nodes) {
-      for (const auto& c : n.changes) {
-        if (c.first > kNow) times.push_back(c.first);
+      for (const Change& c : n.changes) {
+        if (c.time > kNow) times.push_back(c.time);
       }
       for (const auto& [s, e, id] : n.blocks) {
         if (e > kNow) times.push_back(e);
@@ -316,26 +496,23 @@ struct Model {
       const TimeUs end = add_time(t, duration);
       std::vector<int> caps;
       for (const Node& n : nodes) {
-        int level = n.free;
-        for (const auto& c : n.changes)
-          if (c.first <= t) level += c.second;
-        int least = level;
-        for (const auto& c : n.changes) {
-          if (c.first <= t || c.first >= end) continue;
-          int l = n.free;
-          for (const auto& d : n.changes)
-            if (d.first <= c.first) l += d.second;
-          least = std::min(least, l);
+        const Amounts l = least(n, t, end);
+        int cap = l.cores / request.cpus_per_task;
+        if (l.gpus < request.gpus_per_node) cap = 0;
+        if (request.gpus_per_task > 0) cap = std::min(cap, l.gpus / request.gpus_per_task);
+        for (const auto& [name, units] : request.gres) {
+          if (name != "nvme" || !n.nvme || l.nvme < units) cap = 0;
         }
         for (const auto& [s, e, id] : n.blocks) {
           if (s < end && e > t && !std::binary_search(admitted.begin(), admitted.end(), id))
-            least = 0;
+            cap = 0;
         }
-        caps.push_back(std::max(least, 0) / request.cpus_per_task);
+        caps.push_back(cap);
       }
       std::vector<NodeShare> out;
       const auto share = [&](std::size_t i, int tasks) {
-        return NodeShare{nodes[i].rank, tasks * request.cpus_per_task, 0};
+        return NodeShare{nodes[i].rank, tasks * request.cpus_per_task, 0,
+                         request.gpus_per_node + tasks * request.gpus_per_task, request.gres};
       };
       if (request.nodes > 0) {
         const int base = request.ntasks / request.nodes;
@@ -392,30 +569,49 @@ TEST(Planner, SweepMatchesAFullRescanOnRandomProfiles) {
   int found = 0;
   for (int round = 0; round < 200; ++round) {
     const int n = uniform(1, 6);
-    resource::NodePool pool = cluster(n, "core:8 pu:1");
+    // Half the rounds without GPUs or gres at all: the path most clusters take.
+    const bool counted = round % 2 == 1;
+    resource::NodePool pool = cluster(n, "core:8 pu:1", counted ? 4 : 0);
+    for (int i = 1; counted && i <= n; ++i) {
+      if (uniform(0, 2) > 0) {
+        EXPECT_TRUE(pool.set_gres(static_cast<Rank>(i), {{"nvme", 2}}).is_ok());
+      }
+    }
     Model model;
     std::vector<std::pair<resource::Allocation, TimeUs>> running;
     for (int i = 0; i < 3 * n; ++i) {
       const auto rank = static_cast<Rank>(uniform(1, n));
-      const int cores = std::min(uniform(1, 4), pool.find(rank)->free_cores());
+      const resource::NodeState* node = pool.find(rank);
+      const int cores = std::min(uniform(1, 4), node->free_cores());
       if (cores == 0) continue;
+      const int gpus = std::min(uniform(0, 2), node->free_gpus());
+      std::map<std::string, int> gres;
+      if (node->free_gres("nvme") > 0 && uniform(0, 1) == 1) gres["nvme"] = 1;
       const int kind = uniform(0, 9);
       const TimeUs end = kind == 0   ? kForever
                          : kind == 1 ? kNow - secs(3)
                                      : at(uniform(1, 40) * 10);
-      running.emplace_back(take(pool, rank, cores), end);
+      running.emplace_back(take(pool, rank, cores, 0, gpus, gres), end);
     }
     for (int i = 1; i <= n; ++i) {
-      model.nodes.push_back(
-          {static_cast<Rank>(i), pool.find(static_cast<Rank>(i))->free_cores(), {}, {}});
+      const resource::NodeState* node = pool.find(static_cast<Rank>(i));
+      model.nodes.push_back({static_cast<Rank>(i),
+                             {node->free_cores(), node->free_gpus(), node->free_gres("nvme")},
+                             node->free_memory(),
+                             node->gres().contains("nvme"),
+                             {},
+                             {}});
     }
     Planner planner(pool, kNow);
     for (const auto& [allocation, end] : running) {
       planner.add_release(allocation, end);
       if (end == kForever) continue;
       const TimeUs when = end <= kNow ? kNow + kOverdueGrace : end;
-      for (const auto& part : allocation.nodes)
-        model.at_rank(part.rank).changes.emplace_back(when, static_cast<int>(part.cores.size()));
+      for (const auto& part : allocation.nodes) {
+        model.add({part.rank, static_cast<int>(part.cores.size()), 0,
+                   static_cast<int>(part.gpus.size()), part.gres},
+                  when, 1);
+      }
     }
     const int blocks = uniform(0, 2);
     for (int b = 0; b < blocks; ++b) {
@@ -433,6 +629,14 @@ TEST(Planner, SweepMatchesAFullRescanOnRandomProfiles) {
       resource::ResourceRequest r = req(uniform(1, 12), uniform(0, std::min(n, 3)));
       if (r.nodes > r.ntasks) r.nodes = r.ntasks;
       if (uniform(0, 3) == 0) r.cpus_per_task = 2;
+      if (counted) {
+        const int gpus = uniform(0, 5);
+        if (gpus == 1 || gpus == 2) r.gpus_per_task = gpus;
+        if (gpus >= 3) r.gpus_per_node = gpus - 1;
+        const int gres = uniform(0, 5);
+        if (gres == 1 || gres == 2) r.gres["nvme"] = gres;
+        if (gres == 3) r.gres["fpga"] = 1;  // no node has it
+      }
       const TimeUs duration = uniform(0, 9) == 0 ? kForever : secs(uniform(1, 30) * 10);
       std::vector<std::size_t> admitted;
       if (blocks > 0 && uniform(0, 2) == 0) admitted.push_back(0);
@@ -448,12 +652,16 @@ TEST(Planner, SweepMatchesAFullRescanOnRandomProfiles) {
       if (uniform(0, 1) == 1) {
         planner.reserve(got->nodes, got->start, add_time(got->start, duration));
         for (const NodeShare& share : got->nodes) {
-          model.at_rank(share.rank).changes.emplace_back(got->start, -share.cores);
-          if (duration != kForever)
-            model.at_rank(share.rank)
-                .changes.emplace_back(add_time(got->start, duration), share.cores);
+          model.add(share, got->start, -1);
+          if (duration != kForever) model.add(share, add_time(got->start, duration), 1);
         }
       }
+      // Each dimension's least over a random window, on a random node.
+      const auto rank = static_cast<Rank>(uniform(1, n));
+      const TimeUs from = at(uniform(0, 40) * 10);
+      const TimeUs to = uniform(0, 4) == 0 ? kForever : from + secs(uniform(1, 30) * 10);
+      ASSERT_EQ(planner.min_free(rank, from, to), model.min_free(rank, from, to))
+          << "round " << round << " query " << q << ": " << model.describe();
     }
   }
   EXPECT_GT(found, 1000);
