@@ -21,13 +21,14 @@ TimeUs limit_us(const PendingJob& job) {
 }
 
 // What decides whether a job can be placed when no predicate looks at the
-// job itself (gres included: a job asking none is not turned away because
-// one of its size waits for units).
-using Shape = std::tuple<int, int, int, std::uint64_t, std::map<std::string, int>>;
+// job itself (GPUs and gres included: a job asking none is not turned away
+// because one of its size waits for GPUs or units).
+using Shape = std::tuple<int, int, int, std::uint64_t, int, int, std::map<std::string, int>>;
 
 Shape shape_of(const PendingJob& job) {
-  return {job.request.nodes, job.request.ntasks, job.request.cpus_per_task,
-          job.request.mem_per_node_bytes, job.request.gres};
+  const resource::ResourceRequest& r = job.request;
+  return {r.nodes,         r.ntasks,        r.cpus_per_task, r.mem_per_node_bytes,
+          r.gpus_per_node, r.gpus_per_task, r.gres};
 }
 
 // One walk over the queue (see backfill.h).
@@ -137,7 +138,8 @@ class Walk {
   }
 
   // Places the job on a copy of the free resources in which, on each limited
-  // node, everything above the limit is held back for the reservations.
+  // node, everything above the limit (cores, memory, GPUs, gres units) is
+  // held back for the reservations.
   // Nodes whose limit is zero are left out instead (cheaper than holding
   // them: a wide reservation limits many nodes to nothing).
   std::optional<resource::Allocation> place_within(const PendingJob& job,
@@ -167,7 +169,23 @@ class Walk {
         }
       }
       std::reverse(part.cores.begin(), part.cores.end());
-      if (!part.cores.empty() || part.memory_bytes > 0) held.nodes.push_back(std::move(part));
+      // GPUs likewise by count, the highest free ids.
+      int gpus = node->free_gpus() - limit.gpus;
+      for (int gpu = node->total_gpus() - 1; gpu >= 0 && gpus > 0; --gpu) {
+        if (node->gpu_free(gpu)) {
+          part.gpus.push_back(gpu);
+          --gpus;
+        }
+      }
+      std::reverse(part.gpus.begin(), part.gpus.end());
+      for (const auto& [name, least] : limit.gres) {
+        const int units = node->free_gres(name) - least;
+        if (units > 0) part.gres.emplace(name, units);
+      }
+      if (!part.cores.empty() || part.memory_bytes > 0 || !part.gpus.empty() ||
+          !part.gres.empty()) {
+        held.nodes.push_back(std::move(part));
+      }
     }
     if (!held.empty() && !trial_->allocate(held).is_ok()) return std::nullopt;
     NodeFilterFn open;

@@ -34,7 +34,10 @@
 //     counts as now + 1 s (see planner.h). Jobs started earlier in this
 //     cycle end at now + their time limit.
 //   - The extra cores are per node: a reservation holds a count of cores
-//     (and memory) on each of its nodes, not particular core ids.
+//     (and memory, GPUs and gres units) on each of its nodes, not
+//     particular core or GPU ids. A job started now gets, on each node, at
+//     most the least of each that stays free until its end, so it takes no
+//     GPU or unit a reserved job waits for either.
 //   - Ties: the Session's job order (plugins, then submit time, then job id)
 //     decides who reserves first; nodes in the plugins' preference order.
 //   - A reservation is recomputed every cycle; it is a promise for this

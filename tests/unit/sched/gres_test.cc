@@ -102,6 +102,61 @@ TEST(GresTest, BackfillKeepsTheWaitingJobsUnitsAndPassesOthersBy) {
   EXPECT_EQ(placed(d).at(2), (std::vector<Rank>{3}));
 }
 
+// Reserve decisions: job -> promised start, in seconds.
+std::map<JobId, std::int64_t> reserved(const Decisions& d) {
+  std::map<JobId, std::int64_t> out;
+  for (const Decision& x : d.decisions) {
+    if (const Reserve* r = std::get_if<Reserve>(&x)) out[r->job] = r->time / kUsPerSecond;
+  }
+  return out;
+}
+
+PendingJob lasting(PendingJob job, std::int64_t limit_s) {
+  job.time_limit_s = limit_s;
+  return job;
+}
+
+// n1 has `units` nvme, one of them (and core 0) held by a running job until
+// 3600 s; n2 has no nvme and all its cores free. Backfill (EASY) over
+// `queue`.
+Decisions backfill_around_nvme(int units, std::vector<PendingJob> queue) {
+  resource::NodePool pool = make_pool(2);
+  EXPECT_TRUE(pool.set_gres(1, {{"nvme", units}}).is_ok());
+  Snapshot snap;
+  snap.pool = &pool;
+  snap.running.push_back(running(pool, 100, {1}, {0}, "", 0));
+  hold(pool, snap.running.back(), {{"nvme", 1}});
+  snap.queue = std::move(queue);
+  return run(snap, {"allocate", "backfill"}, {"fcfs"});
+}
+
+TEST(GresTest, AReservationWaitsForTheUnitsNotJustTheCores) {
+  // n1's only unit is busy until 3600 s: job 1 is promised n1 then, not
+  // now on n1's or n2's free cores.
+  Decisions d = backfill_around_nvme(1, {
+                                            with_gres(pending(1, 2), {{"nvme", 1}}),
+                                            lasting(pending(2, 4), 7200),  // n2 only: fine
+                                            lasting(pending(3, 3), 7200),  // would leave n1 1 core
+                                            lasting(pending(4, 2), 7200),  // leaves it 2
+                                            pending(5, 1),                 // ends when job 1 starts
+                                        });
+  EXPECT_EQ(reserved(d), (std::map<JobId, std::int64_t>{{1, 3600}}));
+  EXPECT_EQ(placed(d), (std::map<JobId, std::vector<Rank>>{{2, {2}}, {4, {1}}, {5, {1}}}));
+
+  // n1 has a second unit, free now: job 1 (both units) waits for 3600 s,
+  // so a job that would hold the free one past then does not start; one
+  // that gives it back before, or asks none, does.
+  d = backfill_around_nvme(2, {
+                                  with_gres(pending(1, 1), {{"nvme", 2}}),
+                                  lasting(with_gres(pending(2, 1), {{"nvme", 1}}), 7200),
+                                  lasting(with_gres(pending(3, 1), {{"nvme", 1}}), 1800),
+                                  lasting(pending(4, 1), 7200),
+                              });
+  EXPECT_EQ(reserved(d), (std::map<JobId, std::int64_t>{{1, 3600}}));
+  EXPECT_EQ(started(d), (std::vector<JobId>{3, 4}));
+  EXPECT_EQ(placed(d).at(3), (std::vector<Rank>{1}));
+}
+
 TEST(GresTest, PreemptionFreesTheVictimsUnits) {
   resource::NodePool pool = make_pool(2);
   ASSERT_TRUE(pool.set_gres(1, {{"nvme", 1}}).is_ok());
