@@ -72,28 +72,22 @@ Planner::Track* Planner::find_gres(Node& node, const std::string& name) {
   return const_cast<Track*>(find_gres(static_cast<const Node&>(node), name));
 }
 
-NodeShare Planner::share_of(const resource::NodeAllocation& part) {
-  return NodeShare{part.rank, static_cast<int>(part.cores.size()), part.memory_bytes,
-                   static_cast<int>(part.gpus.size()), part.gres};
-}
-
-void Planner::add_change(Node& node, TimeUs time, int sign, const NodeShare& share) {
-  const int cores = sign * share.cores;
-  const std::int64_t memory = sign * static_cast<std::int64_t>(share.memory_bytes);
+void Planner::add_change(Node& node, TimeUs time, int sign, int cores, std::uint64_t memory,
+                         int gpus, const std::map<std::string, int>& gres) {
   // Appended unsorted and folded in by settle() before the next query: the
   // profile of a cycle gets one change per running job, and a sorted insert
   // with its sums and minima redone each time cost O(e) per change, O(e^2)
   // per cycle on a node running e jobs.
   const auto index = static_cast<std::size_t>(&node - nodes_.data());
   if (node.settled == node.changes.size()) unsettled_.push_back(index);
-  node.changes.push_back(Change{time, cores, memory});
+  node.changes.push_back(Change{time, sign * cores, sign * static_cast<std::int64_t>(memory)});
   if (node.schedulable) {
-    fresh_.push_back(Event{time, static_cast<std::uint32_t>(index), cores});
+    fresh_.push_back(Event{time, static_cast<std::uint32_t>(index), sign * cores});
   }
   // Tracks get a step only when their amount moves; the Change above (same
   // node, same time) is what the sweep sees of it.
-  if (share.gpus != 0) node.gpus.steps.push_back(Step{time, sign * share.gpus});
-  for (const auto& [name, units] : share.gres) {
+  if (gpus != 0) node.gpus.steps.push_back(Step{time, sign * gpus});
+  for (const auto& [name, units] : gres) {
     Track* track = find_gres(node, name);
     // A name the node does not have: nothing of it to give or take.
     if (track != nullptr && units != 0) track->steps.push_back(Step{time, sign * units});
@@ -193,7 +187,8 @@ void Planner::add_release(const resource::Allocation& allocation, TimeUs end, Ti
   for (const resource::NodeAllocation& part : allocation.nodes) {
     Node* node = find(part.rank);
     if (node == nullptr) continue;  // a node removed since: nothing to give back
-    add_change(*node, end, 1, share_of(part));
+    add_change(*node, end, 1, static_cast<int>(part.cores.size()), part.memory_bytes,
+               static_cast<int>(part.gpus.size()), part.gres);
   }
 }
 
@@ -218,8 +213,10 @@ void Planner::reserve(std::span<const NodeShare> shares, TimeUs start, TimeUs en
   for (const NodeShare& share : shares) {
     Node* node = find(share.rank);
     if (node == nullptr) continue;
-    add_change(*node, start, -1, share);
-    if (end != kForever) add_change(*node, end, 1, share);
+    add_change(*node, start, -1, share.cores, share.memory_bytes, share.gpus, share.gres);
+    if (end != kForever) {
+      add_change(*node, end, 1, share.cores, share.memory_bytes, share.gpus, share.gres);
+    }
     if (!node->reserved) {
       node->reserved = true;
       reserved_.push_back(static_cast<std::size_t>(node - nodes_.data()));
@@ -248,7 +245,7 @@ bool Planner::blocked(const Node& node, TimeUs start, TimeUs end,
   return false;
 }
 
-NodeShare Planner::window_min(const Node& node, TimeUs start, TimeUs end) const {
+Planner::Least Planner::window_min(const Node& node, TimeUs start, TimeUs end) {
   const std::vector<Change>& changes = node.changes;
   // Changes at `start` count: a job ending then frees its cores for us.
   const auto first = static_cast<std::size_t>(
@@ -271,7 +268,7 @@ NodeShare Planner::window_min(const Node& node, TimeUs start, TimeUs end) const 
   }
   min_cores += node.free_cores;
   min_memory += static_cast<std::int64_t>(node.free_memory);
-  return {node.rank, static_cast<int>(std::max<std::int64_t>(min_cores, 0)),
+  return {static_cast<int>(std::max<std::int64_t>(min_cores, 0)),
           static_cast<std::uint64_t>(std::max<std::int64_t>(min_memory, 0))};
 }
 
@@ -297,9 +294,10 @@ int Planner::track_min(const Track& track, TimeUs start, TimeUs end) {
   return static_cast<int>(std::max<std::int64_t>(least + track.free, 0));
 }
 
-NodeShare Planner::least_free(const Node& node, TimeUs start, TimeUs end) const {
-  NodeShare least = window_min(node, start, end);
-  least.gpus = track_min(node.gpus, start, end);
+NodeShare Planner::least_free(const Node& node, TimeUs start, TimeUs end) {
+  const Least cores_memory = window_min(node, start, end);
+  NodeShare least{node.rank, cores_memory.cores, cores_memory.memory,
+                  track_min(node.gpus, start, end)};
   for (const Gres& gres : node.gres) {
     least.gres.emplace_hint(least.gres.end(), gres.name, track_min(gres.track, start, end));
   }
@@ -362,8 +360,8 @@ int Planner::capacity(const Node& node, const resource::ResourceRequest& request
     const Track* track = find_gres(node, name);
     if (track == nullptr || track_min(*track, start, end) < units) return 0;
   }
-  const NodeShare least = window_min(node, start, end);
-  if (request.mem_per_node_bytes > least.memory_bytes) return 0;
+  const Least least = window_min(node, start, end);
+  if (request.mem_per_node_bytes > least.memory) return 0;
   int cap = least.cores / request.cpus_per_task;
   if (request.gpus_per_node > 0 || request.gpus_per_task > 0) {
     const int gpus = track_min(node.gpus, start, end);

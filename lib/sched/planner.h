@@ -259,18 +259,24 @@ class Planner {
 
   Node* find(Rank rank);
   const Node* find(Rank rank) const;
-  // `sign` times the share (rank aside) comes to the node from `time` on.
-  void add_change(Node& node, TimeUs time, int sign, const NodeShare& share);
-  // The share of the allocation's part, for add_change().
-  static NodeShare share_of(const resource::NodeAllocation& part);
+  // `sign` times these amounts come to the node from `time` on (the gres
+  // map by reference: a share's or an allocation part's, not copied).
+  void add_change(Node& node, TimeUs time, int sign, int cores, std::uint64_t memory, int gpus,
+                  const std::map<std::string, int>& gres);
   // The node's track for a gres name; nullptr for a name it does not have.
   static const Track* find_gres(const Node& node, const std::string& name);
   static Track* find_gres(Node& node, const std::string& name);
-  // The least free cores and memory of `node` over [start, end) (gpus and
-  // gres left empty: see least_free()).
-  NodeShare window_min(const Node& node, TimeUs start, TimeUs end) const;
+  // The least free cores and memory of a node over a window: what the sweep
+  // computes per node, kept apart from NodeShare (whose gres map it does
+  // not need).
+  struct Least {
+    int cores;
+    std::uint64_t memory;
+  };
+  // The least free cores and memory of `node` over [start, end).
+  static Least window_min(const Node& node, TimeUs start, TimeUs end);
   // window_min() with the least free GPUs and gres units too.
-  NodeShare least_free(const Node& node, TimeUs start, TimeUs end) const;
+  static NodeShare least_free(const Node& node, TimeUs start, TimeUs end);
   // Whether `least` is below what the node has free now in any dimension.
   static bool below_now(const Node& node, const NodeShare& least);
   // The least free amount of a track over [start, end).
