@@ -467,7 +467,10 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
 
 int CgroupHierarchy::remove_stale(const std::string& instance) const {
   std::vector<std::string> stale;
-  for (const std::string& base : instance_dirs(instance)) {
+  // v1: runc's and the tasks' device cgroups lie in the other controllers too.
+  std::vector<std::string> bases = instance_dirs(instance);
+  for (const std::string& mount : v1_other_mounts_) bases.push_back(mount + "/hpcq/" + instance);
+  for (const std::string& base : bases) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
       const std::string name = entry.path().filename();

@@ -135,7 +135,8 @@ class CgroupHierarchy {
   Result<JobCgroup> create_job(const std::string& instance, JobId id,
                                const CgroupLimits& limits) const;
 
-  // Removes the job-* directories a previous instance of the same name left.
+  // Removes the job-* directories a previous instance of the same name left
+  // (v1: in every controller, those of runc and of device cgroups too).
   // Their processes are killed first: that instance died (kill -9, crash)
   // and the leader has counted its jobs lost, so they must not run on beside
   // a requeued copy. Returns how many directories remain.

@@ -1,4 +1,5 @@
 #include "agent/executor/cgroup.h"
+#include "agent/executor/gpu_devices.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -117,8 +118,18 @@ TEST_F(CgroupTest, RemoveStaleKillsWhatAPreviousInstanceLeftAndRemovesIt) {
   ASSERT_TRUE(empty.is_ok() && busy.is_ok());
   pid_t child = start_sleeper();
   ASSERT_TRUE(busy->add_process(child).is_ok());
+  // A task's device cgroup (v1: in the devices controller, beside the four).
+  std::string devices;
+  if (hierarchy_.version() == CgroupVersion::kV1) {
+    auto dir = hierarchy_.device_dir(instance_, 8, "", "gpus-0");
+    if (dir.is_ok() && make_device_cgroup(*dir, false, {}).is_ok()) devices = *dir;
+  }
 
   EXPECT_EQ(hierarchy_.remove_stale(instance_), 0);
+  if (!devices.empty()) {
+    EXPECT_FALSE(fs::exists(devices)) << devices;
+    EXPECT_FALSE(fs::exists(fs::path(devices).parent_path())) << devices;
+  }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
