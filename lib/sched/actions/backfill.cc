@@ -8,11 +8,26 @@
 #include <string>
 #include <tuple>
 #include <unordered_set>
+#include <vector>
 
 #include "lib/sched/planner.h"
 
 namespace hpcq::sched {
 namespace {
+
+// The `count` highest ids below `total` that are free, ascending.
+template <typename IsFree>
+std::vector<int> highest_free(int total, int count, const IsFree& is_free) {
+  std::vector<int> ids;
+  for (int id = total - 1; id >= 0 && count > 0; --id) {
+    if (is_free(id)) {
+      ids.push_back(id);
+      --count;
+    }
+  }
+  std::reverse(ids.begin(), ids.end());
+  return ids;
+}
 
 // The job's requested run time; kForever when it has none.
 TimeUs limit_us(const PendingJob& job) {
@@ -159,25 +174,13 @@ class Walk {
       part.node = node->name();
       part.memory_bytes =
           node->free_memory() > limit.memory_bytes ? node->free_memory() - limit.memory_bytes : 0;
-      // The highest free ids: which ones does not matter to a count-based
-      // reservation, and the job then gets the low ones as it would anyway.
-      int surplus = node->free_cores() - limit.cores;
-      for (int core = node->total_cores() - 1; core >= 0 && surplus > 0; --core) {
-        if (node->core_free(core)) {
-          part.cores.push_back(core);
-          --surplus;
-        }
-      }
-      std::reverse(part.cores.begin(), part.cores.end());
-      // GPUs likewise by count, the highest free ids.
-      int gpus = node->free_gpus() - limit.gpus;
-      for (int gpu = node->total_gpus() - 1; gpu >= 0 && gpus > 0; --gpu) {
-        if (node->gpu_free(gpu)) {
-          part.gpus.push_back(gpu);
-          --gpus;
-        }
-      }
-      std::reverse(part.gpus.begin(), part.gpus.end());
+      // The highest free ids of cores and GPUs: which ones does not matter
+      // to a count-based reservation, and the job then gets the low ones as
+      // it would anyway.
+      part.cores = highest_free(node->total_cores(), node->free_cores() - limit.cores,
+                                [node](int core) { return node->core_free(core); });
+      part.gpus = highest_free(node->total_gpus(), node->free_gpus() - limit.gpus,
+                               [node](int gpu) { return node->gpu_free(gpu); });
       for (const auto& [name, least] : limit.gres) {
         const int units = node->free_gres(name) - least;
         if (units > 0) part.gres.emplace(name, units);
