@@ -578,12 +578,7 @@ void ProcessExecutor::discard(Job& job) {
   if (job.image || (job.step == 0 && job.device_cgroups)) {
     hierarchy_.remove_other_controllers(config_.instance, job.id);
   }
-  if (job.step == 0) {
-    remove_job_dir(job.dir);
-  } else {
-    std::error_code ec;
-    std::filesystem::remove_all(job.dir, ec);
-  }
+  remove_job_dir(job.dir);  // a step's has no private mounts: only the removal applies
 }
 
 void ProcessExecutor::shutdown() {

@@ -202,7 +202,7 @@ void ProcessExecutor::remove_job_dir(const std::string& dir) const {
   if (config_.private_tmp == "tmpfs") {
     const JobFiles files(dir);
     for (const char* name : {"/tmp", "/shm"}) {
-      umount2((files.private_dir + name).c_str(), MNT_DETACH);  // EINVAL where none is
+      umount2((files.private_dir + name).c_str(), MNT_DETACH);  // fails where none is
     }
   }
   std::error_code ec;
