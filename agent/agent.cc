@@ -304,6 +304,10 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kInput: on_input(envelope.input()); break;
     case overlay::Envelope::kUsageQuery: on_usage_query(envelope.usage_query()); break;
     case overlay::Envelope::kPmiFenceDone: on_fence_done(envelope.pmi_fence_done()); break;
+    case overlay::Envelope::kPmiModexRequest:
+      on_modex_request(envelope.src(), envelope.pmi_modex_request());
+      break;
+    case overlay::Envelope::kPmiModexReply: on_modex_reply(envelope.pmi_modex_reply()); break;
     case overlay::Envelope::kNodeCheckAck:
       unacknowledged_checks_.erase(envelope.node_check_ack().seq());
       break;
@@ -717,25 +721,79 @@ void Agent::send_pmi_events(std::vector<PmiEvent> events) {
     envelope.set_dst(0);
     auto attempt = attempts_.find(event.id);
     const std::uint32_t run = attempt == attempts_.end() ? 0 : attempt->second;
-    if (event.kind == PmiEvent::Kind::kFailure) {
-      overlay::PmiFailure& out = *envelope.mutable_pmi_failure();
-      out.set_job_id(event.id);
-      out.set_attempt(run);
-      out.set_step(event.step);
-      out.set_code(event.code);
-      out.set_reason(std::move(event.data));
-    } else {
-      overlay::PmiFence& out = *envelope.mutable_pmi_fence();
-      out.set_job_id(event.id);
-      out.set_step(event.step);
-      out.set_attempt(run);
-      out.set_seq(event.seq);
-      out.set_nodes(static_cast<std::uint32_t>(event.nodes));
-      out.set_kvs(std::move(event.data));
-      fences_[{event.id, event.step}] = {out, wall_clock_now()};
+    switch (event.kind) {
+      case PmiEvent::Kind::kFailure: {
+        overlay::PmiFailure& out = *envelope.mutable_pmi_failure();
+        out.set_job_id(event.id);
+        out.set_attempt(run);
+        out.set_step(event.step);
+        out.set_code(event.code);
+        out.set_reason(std::move(event.data));
+        break;
+      }
+      case PmiEvent::Kind::kFence: {
+        overlay::PmiFence& out = *envelope.mutable_pmi_fence();
+        out.set_job_id(event.id);
+        out.set_step(event.step);
+        out.set_attempt(run);
+        out.set_seq(event.seq);
+        out.set_nodes(static_cast<std::uint32_t>(event.nodes));
+        out.set_kvs(std::move(event.data));
+        fences_[{event.id, event.step}] = {out, wall_clock_now()};
+        break;
+      }
+      case PmiEvent::Kind::kModexRequest: {
+        envelope.set_dst(event.node);
+        overlay::PmiModexRequest& out = *envelope.mutable_pmi_modex_request();
+        out.set_job_id(event.id);
+        out.set_attempt(run);
+        out.set_step(event.step);
+        out.set_rank(event.rank);
+        out.set_id(event.tag);
+        modex_requests_[{event.id, event.step, event.tag}] = {envelope, wall_clock_now()};
+        break;
+      }
+      case PmiEvent::Kind::kModexData: {
+        // The tag this agent gave the request: who asked, and their id.
+        envelope.set_dst(static_cast<Rank>(event.tag >> 32));
+        overlay::PmiModexReply& out = *envelope.mutable_pmi_modex_reply();
+        out.set_job_id(event.id);
+        out.set_attempt(run);
+        out.set_step(event.step);
+        out.set_id(event.tag & 0xffffffffu);
+        out.set_status(event.code);
+        out.set_data(std::move(event.data));
+        break;
+      }
     }
     Status s = overlay_->send(std::move(envelope));
     if (!s.is_ok()) spdlog::warn("job {}: PMI: {}", event.id, s.message());
+  }
+}
+
+void Agent::on_modex_request(Rank from, const overlay::PmiModexRequest& request) {
+  auto attempt = attempts_.find(request.job_id());
+  if (attempt == attempts_.end() || attempt->second != request.attempt())
+    return;  // not yet, or stale
+  ModexFrame frame;
+  frame.kind = ModexFrame::Kind::kRequest;
+  frame.tag = (static_cast<std::uint64_t>(from) << 32) | (request.id() & 0xffffffffu);
+  frame.rank = request.rank();
+  Status s = executor_->deliver_modex(request.job_id(), request.step(), frame);
+  if (!s.is_ok()) spdlog::debug("job {}: PMIx modex request: {}", request.job_id(), s.message());
+}
+
+void Agent::on_modex_reply(const overlay::PmiModexReply& reply) {
+  auto asked = modex_requests_.find({reply.job_id(), reply.step(), reply.id()});
+  if (asked == modex_requests_.end()) return;  // answered already (a copy), or stale
+  if (asked->second.request.pmi_modex_request().attempt() != reply.attempt()) return;
+  modex_requests_.erase(asked);
+  for (const ModexFrame& frame : split_modex(reply.id(), reply.status(), reply.data())) {
+    Status s = executor_->deliver_modex(reply.job_id(), reply.step(), frame);
+    if (!s.is_ok()) {
+      spdlog::info("job {}: PMIx modex reply: {}", reply.job_id(), s.message());
+      return;
+    }
   }
 }
 
@@ -753,6 +811,21 @@ void Agent::repeat_unanswered_fences() {
     overlay::Envelope envelope;
     envelope.set_dst(0);
     *envelope.mutable_pmi_fence() = pending.fence;
+    (void)overlay_->send(std::move(envelope));
+    pending.sent_at = now;
+  }
+  // Direct modex requests, likewise; the node asked may not have started
+  // the rank's part yet, or the way to it may have healed.
+  std::erase_if(modex_requests_, [&](const auto& m) {
+    const auto& [id, step, tag] = m.first;
+    auto attempt = attempts_.find(id);
+    return attempt == attempts_.end() ||
+           attempt->second != m.second.request.pmi_modex_request().attempt() ||
+           (step != 0 && !steps_.count({id, step}));
+  });
+  for (auto& [key, pending] : modex_requests_) {
+    if (now - pending.sent_at < after) continue;
+    overlay::Envelope envelope = pending.request;
     (void)overlay_->send(std::move(envelope));
     pending.sent_at = now;
   }

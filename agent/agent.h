@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "agent/elastic_job.h"
 #include "agent/end_journal.h"
@@ -79,7 +80,11 @@ class Agent {
   // PMI fences of MPI worlds across nodes: to the leader, and their outcome back.
   void send_pmi_events(std::vector<PmiEvent> events);
   void on_fence_done(const overlay::PmiFenceDone& done);
+  // Fences and direct modex requests not answered yet are sent again.
   void repeat_unanswered_fences();
+  // PMIx direct modex between the nodes of a world (PmiModexRequest).
+  void on_modex_request(Rank from, const overlay::PmiModexRequest& request);
+  void on_modex_reply(const overlay::PmiModexReply& reply);
   void answer_resize(const overlay::Resize& request, overlay::ResizeDone::Outcome outcome,
                      const std::string& reason, double answer_seconds);
   // The job's part ended or left this node: forget it (its elastic files too).
@@ -157,6 +162,13 @@ class Agent {
     TimeUs sent_at = 0;
   };
   std::map<std::pair<JobId, std::uint32_t>, PendingFence> fences_;
+  // The direct modex requests of this node's shells not answered yet, by
+  // (job, step, the shell's request tag), sent again likewise.
+  struct PendingModex {
+    overlay::Envelope request;
+    TimeUs sent_at = 0;
+  };
+  std::map<std::tuple<JobId, std::uint32_t, std::uint64_t>, PendingModex> modex_requests_;
   // (job, attempt) of the parts that ended here lately, oldest first: the
   // leader repeats a Launch it has no confirmation of, and a repeat that
   // arrives after the part already ran must not run it again.

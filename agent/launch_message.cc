@@ -44,7 +44,10 @@ JobLaunch::PmiWorld pmi_world_of(const overlay::Launch& launch,
   JobLaunch::PmiWorld world;
   world.api = launch.mpi();
   world.node = node_index;
-  for (const overlay::NodeAlloc& a : launch.allocation()) world.node_names.push_back(a.node());
+  for (const overlay::NodeAlloc& a : launch.allocation()) {
+    world.node_names.push_back(a.node());
+    world.node_ranks.push_back(a.rank());
+  }
   world.kvsname = "hpcq_" + std::to_string(launch.job_id()) + "_" + std::to_string(launch.step());
   world.nodes = launch.allocation_size();
   world.size = launch.ntasks();

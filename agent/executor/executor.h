@@ -55,20 +55,27 @@ struct TaskOutput {
 };
 
 // What a job's (or step's) MPI world that spans nodes tells the others
-// through the leader (pmi.h): this node's contribution to a PMI fence (the
-// keys its tasks put since the last one), or that a task ended the world
-// (it called PMI_Abort, failed, or left without finalizing; sent before the
+// (pmi.h, pmix_world.h): this node's contribution to a PMI fence (the keys
+// its tasks put since the last one), or that a task ended the world (it
+// called PMI_Abort, failed, or left without finalizing; sent before the
 // node's tasks are ended, so that it, not what its end makes of the other
-// nodes' ranks, decides the job's end).
+// nodes' ranks, decides the job's end); both to the leader. A PMIx direct
+// modex request for a rank on another node, or this node's answer to one
+// (ModexFrame), go to that node.
 struct PmiEvent {
-  enum class Kind { kFence, kFailure };
+  enum class Kind { kFence, kFailure, kModexRequest, kModexData };
   Kind kind = Kind::kFence;
   JobId id = 0;
   std::uint32_t step = 0;
   std::uint32_t seq = 0;  // kFence: the world's fence count, from 0
   int nodes = 0;          // kFence: the world's nodes, how many contributions make it
-  std::string data;       // kFence: pmi::encode_kvs; kFailure: why, "task 3: ..."
-  int code = 0;           // kFailure: the exit code it gives the job
+  std::string data;       // kFence: pmi::encode_kvs; kFailure: why, "task 3: ..."; kModexData
+  int code = 0;           // kFailure: the exit code it gives the job; kModexData: the status
+  // kModexRequest: the shell's request, the world rank asked for and the
+  // overlay rank of its node; kModexData: the tag of the request answered.
+  std::uint64_t tag = 0;
+  std::uint32_t rank = 0;
+  std::uint32_t node = 0;
 };
 
 // A running job's use of this node so far.
@@ -114,6 +121,13 @@ class Executor {
   // has no such world.
   virtual Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq,
                             const std::string& data) = 0;
+  // A PMIx direct modex frame for the job's (or step's) shell: another
+  // node's request for one of this node's ranks (kRequest, whose tag comes
+  // back on the answer's kModexData event), or the answer to one of its own
+  // (kData, split as split_modex does). Held until the shell has opened its
+  // channel. kNotFound if it is not here, kFailedPrecondition if it has no
+  // world across nodes.
+  virtual Status deliver_modex(JobId id, std::uint32_t step, const ModexFrame& frame) = 0;
   // Fds that become readable when reap() or finished_checkpoints() may have
   // something; fetch again after each reap() and begin_checkpoint().
   virtual std::vector<int> wait_fds() const = 0;

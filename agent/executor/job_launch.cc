@@ -124,7 +124,8 @@ std::string encode_launch(const JobLaunch& l) {
                 {"process_mapping", l.pmi.process_mapping},
                 {"node_names", l.pmi.node_names},
                 {"node", l.pmi.node},
-                {"node_of_rank", l.pmi.node_of_rank}};
+                {"node_of_rank", l.pmi.node_of_rank},
+                {"node_ranks", l.pmi.node_ranks}};
   }
   // User bytes went in as bytes_to_json; replace, not throw, on the rest.
   return j.dump(1, ' ', false, json::error_handler_t::replace);
@@ -201,6 +202,7 @@ Result<JobLaunch> decode_launch(std::string_view text) {
       l.pmi.node_names = p.value("node_names", std::vector<std::string>{});
       l.pmi.node = p.value("node", 0);
       l.pmi.node_of_rank = p.value("node_of_rank", std::vector<int>{});
+      l.pmi.node_ranks = p.value("node_ranks", std::vector<std::uint32_t>{});
       if (l.pmi.kvsname.empty() || l.pmi.size < 1 || l.pmi.nodes < 1) {
         return invalid_argument("launch.json: a PMI world without name, size or nodes");
       }
@@ -214,6 +216,7 @@ Result<JobLaunch> decode_launch(std::string_view text) {
              return n >= 0 && n < static_cast<int>(l.pmi.node_names.size());
            }));
       if (!mapped || l.pmi.node < 0 ||
+          (!l.pmi.node_ranks.empty() && l.pmi.node_ranks.size() != l.pmi.node_names.size()) ||
           (!l.pmi.node_names.empty() && l.pmi.node >= static_cast<int>(l.pmi.node_names.size()))) {
         return invalid_argument("launch.json: a PMI world whose ranks or node are off its nodes");
       }
@@ -319,10 +322,77 @@ namespace {
 
 constexpr char kFenceStream = 3;
 constexpr char kFailureStream = 4;
+constexpr char kModexStream = 5;
 constexpr char kFenceLast = 1;  // the flag of a fence frame from the shell
-constexpr char kInputEof = 1, kInputFence = 4, kInputFenceLast = 8;
+constexpr char kInputEof = 1, kInputFence = 4, kInputFenceLast = 8, kInputModex = 16;
+constexpr std::size_t kModexHeader = 22;  // kind, flags, tag, rank, node, status
+
+void put_u32(std::string& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out += static_cast<char>(v >> (8 * i));
+}
+
+std::uint32_t get_u32(std::string_view in) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(in[static_cast<std::size_t>(i)]))
+         << (8 * i);
+  }
+  return v;
+}
+
+std::string encode_modex(const ModexFrame& m) {
+  std::string body;
+  body += static_cast<char>(m.kind);
+  body += static_cast<char>(m.last ? 1 : 0);
+  put_u32(body, static_cast<std::uint32_t>(m.tag));
+  put_u32(body, static_cast<std::uint32_t>(m.tag >> 32));
+  put_u32(body, m.rank);
+  put_u32(body, m.node);
+  put_u32(body, static_cast<std::uint32_t>(m.status));
+  body.append(m.data);
+  return body;
+}
+
+Result<ModexFrame> decode_modex(std::string_view body) {
+  if (body.size() < kModexHeader ||
+      (body[0] != static_cast<char>(ModexFrame::Kind::kRequest) &&
+       body[0] != static_cast<char>(ModexFrame::Kind::kData)) ||
+      (body[1] & ~1) != 0) {
+    return invalid_argument("modex frame: malformed header");
+  }
+  ModexFrame m;
+  m.kind = static_cast<ModexFrame::Kind>(body[0]);
+  m.last = body[1] == 1;
+  m.tag = get_u32(body.substr(2)) | (static_cast<std::uint64_t>(get_u32(body.substr(6))) << 32);
+  m.rank = get_u32(body.substr(10));
+  m.node = get_u32(body.substr(14));
+  m.status = static_cast<std::int32_t>(get_u32(body.substr(18)));
+  m.data = body.substr(kModexHeader);
+  return m;
+}
 
 }  // namespace
+
+std::vector<ModexFrame> split_modex(std::uint64_t tag, std::int32_t status, std::string_view data) {
+  std::vector<ModexFrame> frames;
+  do {
+    const std::string_view chunk = data.substr(0, kOutputFrameData);
+    data.remove_prefix(chunk.size());
+    ModexFrame& f = frames.emplace_back();
+    f.kind = ModexFrame::Kind::kData;
+    f.last = data.empty();
+    f.tag = tag;
+    f.status = status;
+    f.data = chunk;
+  } while (!data.empty());
+  return frames;
+}
+
+std::string encode_output_frame(const ModexFrame& modex) {
+  std::string frame = encode_output_frame(0, false, "");
+  frame[4] = kModexStream;
+  return frame + encode_modex(modex);
+}
 
 std::string encode_output_frame(const FenceFrame& fence) {
   std::string frame = encode_output_frame(static_cast<int>(fence.seq), false, "");
@@ -357,6 +427,13 @@ Result<OutputFrame> decode_output_frame(std::string_view frame) {
     out.data = rest.substr(newline + 1);
     return out;
   }
+  if (frame.size() >= 5 && frame[4] == kModexStream) {
+    auto modex = decode_modex(frame.substr(5));
+    if (!modex.is_ok()) return modex.status();
+    OutputFrame out;
+    out.modex = std::move(*modex);
+    return out;
+  }
   if (frame.size() >= 6 && frame[4] == kFenceStream) {
     OutputFrame out;
     FenceFrame& fence = out.fence.emplace();
@@ -384,22 +461,9 @@ Result<OutputFrame> decode_output_frame(std::string_view frame) {
   return out;
 }
 
-namespace {
-
-void put_u32(std::string& out, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) out += static_cast<char>(v >> (8 * i));
+std::string encode_input_frame(const ModexFrame& modex) {
+  return std::string(1, kInputModex) + encode_modex(modex);
 }
-
-std::uint32_t get_u32(std::string_view in) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) {
-    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(in[static_cast<std::size_t>(i)]))
-         << (8 * i);
-  }
-  return v;
-}
-
-}  // namespace
 
 std::string encode_input_frame(const FenceFrame& fence) {
   std::string frame(1, static_cast<char>(kInputFence | (fence.last ? kInputFenceLast : 0)));
@@ -418,6 +482,13 @@ std::string encode_input_frame(const TaskInput& input) {
 }
 
 Result<TaskInput> decode_input_frame(std::string_view frame) {
+  if (!frame.empty() && frame[0] == kInputModex) {
+    auto modex = decode_modex(frame.substr(1));
+    if (!modex.is_ok()) return modex.status();
+    TaskInput input;
+    input.modex = std::move(*modex);
+    return input;
+  }
   if (frame.size() >= 9 && (frame[0] & kInputFence) != 0) {
     TaskInput input;
     FenceFrame& fence = input.fence.emplace();

@@ -120,6 +120,9 @@ struct JobLaunch {
     std::vector<std::string> node_names;
     int node = 0;
     std::vector<int> node_of_rank;
+    // The overlay rank of each of node_names' nodes: where a PMIx direct
+    // modex request for one of its ranks goes.
+    std::vector<std::uint32_t> node_ranks;
   } pmi;
   // Whether the shell and the executor talk on kOutputFd from the start.
   bool has_channel() const { return forward_output; }
@@ -158,11 +161,32 @@ struct FenceFrame {
 // A fence's data as frames of at most kOutputFrameData bytes each.
 std::vector<FenceFrame> split_fence(std::uint32_t seq, std::string_view data);
 
+// PMIx direct modex (pmix_world.cc): a task asked for a key of a rank on
+// another node before any fence had carried it. From the shell, kRequest
+// asks overlay rank `node` for world rank `rank`'s data on behalf of the
+// shell's request `tag`; the agent there hands the shell a kRequest whose
+// `tag` it chose, and that shell answers with kData frames (`status`: a
+// pmix_status_t; the data split like a fence's, `last` on the final one),
+// which come back to the asking shell with its own tag.
+struct ModexFrame {
+  enum class Kind : std::uint8_t { kRequest = 1, kData = 2 };
+  Kind kind = Kind::kRequest;
+  bool last = true;
+  std::uint64_t tag = 0;
+  std::uint32_t rank = 0;  // kRequest: the world rank whose data is asked
+  std::uint32_t node = 0;  // kRequest from the shell: the overlay rank of its node
+  std::int32_t status = 0;
+  std::string data;
+};
+// A kData answer as frames of at most kOutputFrameData bytes of data each.
+std::vector<ModexFrame> split_modex(std::uint64_t tag, std::int32_t status, std::string_view data);
+
 struct OutputFrame {
   int rank = 0;
   bool is_stderr = false;
   std::string data;
   std::optional<FenceFrame> fence;  // set: not output but a fence's chunk
+  std::optional<ModexFrame> modex;  // set: a direct modex request or answer
   // Set: a task ended the MPI world; the job's code, and why in `data`.
   std::optional<int> failure_code;
 };
@@ -171,6 +195,9 @@ struct OutputFrame {
 // byte (1: last), then the data.
 std::string encode_output_frame(int rank, bool is_stderr, std::string_view data);
 std::string encode_output_frame(const FenceFrame& fence);
+// A modex frame: 0 (4 bytes), 5, its kind, a flags byte (1: last), its tag
+// (8 bytes), rank, node, status (4 each), then the data.
+std::string encode_output_frame(const ModexFrame& modex);
 // A task that ended its MPI world: 0 (4 bytes), 4, the job's exit code in
 // decimal, a newline, then why ("task 3: exited with code 5").
 std::string encode_failure_frame(int code, std::string_view why);
@@ -184,11 +211,14 @@ struct TaskInput {
   bool eof = false;
   std::uint32_t rows = 0, cols = 0;
   std::optional<FenceFrame> fence;  // set: not input but a fence's chunk
+  std::optional<ModexFrame> modex;  // set: a direct modex request or answer
 };
 // A flags byte (1: eof), rows and cols (4 bytes each, little-endian), the
 // data. A fence frame: flags 4 (| 8: last), its seq, 0, data.
 std::string encode_input_frame(const TaskInput& input);
 std::string encode_input_frame(const FenceFrame& fence);
+// A modex frame: flags 16, then the same body as encode_output_frame's.
+std::string encode_input_frame(const ModexFrame& modex);
 Result<TaskInput> decode_input_frame(std::string_view frame);
 
 enum class ExitKind { kCompleted, kFailed, kCancelled, kTimeout };

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <future>
+#include <map>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -23,12 +24,15 @@ namespace {
 
 // What OpenPMIx's thread asked of the host, for the shell's loop.
 struct Upcall {
-  enum class Kind { kConnected, kFinalized, kAbort, kFence };
+  // kModexRequest: a local task wants rank's data, which another node has;
+  // kModexData: the data of one of this node's ranks another node asked for.
+  enum class Kind { kConnected, kFinalized, kAbort, kFence, kModexRequest, kModexData };
   explicit Upcall(Kind k, pmix_rank_t r = 0, int c = 0) : kind(k), rank(r), code(c) {}
   Kind kind;
   pmix_rank_t rank;
-  int code;          // kAbort: the status the client gave
-  std::string data;  // kFence: the node's contribution
+  int code;               // kAbort: the status the client gave; kModexData: PMIx's status
+  std::string data;       // kFence: the node's contribution; kModexData: the rank's data
+  std::uint64_t tag = 0;  // kModexData: the asking node's request, as the executor tagged it
   pmix_modex_cbfunc_t done = nullptr;
   void* done_data = nullptr;
 };
@@ -98,11 +102,26 @@ pmix_status_t on_fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info
   return PMIX_SUCCESS;
 }
 
-// Every fence collects all data (Open MPI's default), so no key of another
-// node's rank is ever missing: direct modex is not served.
-pmix_status_t on_direct_modex(const pmix_proc_t*, const pmix_info_t*, size_t, pmix_modex_cbfunc_t,
-                              void*) {
-  return PMIX_ERR_NOT_SUPPORTED;
+// A task asked for a key of a rank on another node that no fence has
+// carried (a fence without PMIX_COLLECT_DATA, or none: Open MPI's
+// pmix_base_async_modex): that node is asked for the rank's data.
+pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t*, size_t,
+                              pmix_modex_cbfunc_t done, void* done_data) {
+  Upcall u(Upcall::Kind::kModexRequest, proc->rank);
+  u.done = done;
+  u.done_data = done_data;
+  g_upcalls->push(std::move(u));
+  return PMIX_SUCCESS;
+}
+
+// OpenPMIx has this node's rank's data for another node's request (on its
+// thread; `tag` was allocated by on_modex_frame).
+void on_modex_data(pmix_status_t status, char* data, size_t size, void* tag) {
+  Upcall u(Upcall::Kind::kModexData, 0, status);
+  if (data != nullptr) u.data.assign(data, size);
+  u.tag = *static_cast<std::uint64_t*>(tag);
+  delete static_cast<std::uint64_t*>(tag);
+  g_upcalls->push(std::move(u));
 }
 
 // Calls `call(callback, data)`, one of PMIx's functions that finish through
@@ -148,7 +167,14 @@ class InfoList {
 class PmixClients final : public MpiWorld {
  public:
   PmixClients(const JobLaunch& l, const JobFiles& files)
-      : MpiWorld(l, files), nspace_(l.pmi.kvsname), nodes_(l.pmi.nodes), uid_(l.uid), gid_(l.gid) {
+      : MpiWorld(l, files),
+        nspace_(l.pmi.kvsname),
+        nodes_(l.pmi.nodes),
+        uid_(l.uid),
+        gid_(l.gid),
+        node_of_rank_(l.pmi.node_of_rank),
+        node_ranks_(l.pmi.node_ranks),
+        node_index_(l.pmi.node) {
     for (const TaskSpec& t : l.tasks) ranks_.push_back(t.rank);
     phase_.assign(ranks_.size(), Phase::kNew);
   }
@@ -197,6 +223,12 @@ class PmixClients final : public MpiWorld {
     });
     if (rc != PMIX_SUCCESS) {
       error = pmix_error("registering namespace " + nspace_, rc);
+      return false;
+    }
+    // Other nodes may ask for this node's ranks' data before any fence:
+    // the channel that brings their requests is opened now.
+    if (nodes_ > 1 && !open_channel()) {
+      error = "PMIx server: no channel to the agent";
       return false;
     }
     return true;
@@ -261,6 +293,31 @@ class PmixClients final : public MpiWorld {
   }
   void fence_failed() override {
     if (fence_) finish_fence(PMIX_ERR_LOST_CONNECTION, "");
+    for (auto& [tag, asked] : std::exchange(modex_asked_, {})) {
+      finish(asked.done, asked.done_data, PMIX_ERR_LOST_CONNECTION, "");
+    }
+  }
+
+  void on_modex_frame(ModexFrame frame) override {
+    if (frame.kind == ModexFrame::Kind::kRequest) {  // another node's, for one of our ranks
+      pmix_proc_t proc;
+      PMIX_LOAD_PROCID(&proc, nspace_.c_str(), frame.rank);
+      auto* tag = new std::uint64_t(frame.tag);
+      // OpenPMIx answers once the rank has committed its data.
+      const pmix_status_t rc = PMIx_server_dmodex_request(&proc, on_modex_data, tag);
+      if (rc != PMIX_SUCCESS) {
+        delete tag;
+        send_modex_answer(frame.tag, rc, "");
+      }
+      return;
+    }
+    auto asked = modex_asked_.find(frame.tag);
+    if (asked == modex_asked_.end()) return;
+    asked->second.data += frame.data;
+    if (!frame.last) return;
+    const Modex m = std::move(asked->second);
+    modex_asked_.erase(asked);
+    finish(m.done, m.done_data, frame.status, m.data);
   }
 
  private:
@@ -268,6 +325,11 @@ class PmixClients final : public MpiWorld {
   struct Fence {
     pmix_modex_cbfunc_t done;
     void* done_data;
+  };
+  struct Modex {  // a local task's direct modex request, sent to another node
+    pmix_modex_cbfunc_t done;
+    void* done_data;
+    std::string data;  // the answer's chunks so far
   };
 
   void describe_world(const JobLaunch& l, InfoList& info) const {
@@ -354,6 +416,8 @@ class PmixClients final : public MpiWorld {
           if (!abort_) abort_ = pmi::Server::Abort{static_cast<int>(u.rank), u.code};
           break;
         case Upcall::Kind::kFence: begin_fence(std::move(u)); break;
+        case Upcall::Kind::kModexRequest: ask_for_modex(u); break;
+        case Upcall::Kind::kModexData: send_modex_answer(u.tag, u.code, u.data); break;
       }
       end_world_if_broken();
     }
@@ -370,6 +434,31 @@ class PmixClients final : public MpiWorld {
     }
     fence_ = Fence{u.done, u.done_data};
     if (!send_fence(fence_seq_, u.data)) fence_failed();
+  }
+  // Asks the node that runs rank u.rank for its data.
+  void ask_for_modex(const Upcall& u) {
+    const std::size_t node = u.rank < node_of_rank_.size()
+                                 ? static_cast<std::size_t>(node_of_rank_[u.rank])
+                                 : node_ranks_.size();
+    if (broken_by_ || abort_ || node >= node_ranks_.size() ||
+        static_cast<int>(node) == node_index_) {
+      finish(u.done, u.done_data, PMIX_ERR_NOT_FOUND, "");
+      return;
+    }
+    ModexFrame frame;
+    frame.tag = ++modex_tag_;
+    frame.rank = u.rank;
+    frame.node = node_ranks_[node];
+    modex_asked_[frame.tag] = Modex{u.done, u.done_data, ""};
+    if (!send_modex(frame)) {
+      modex_asked_.erase(frame.tag);
+      finish(u.done, u.done_data, PMIX_ERR_LOST_CONNECTION, "");
+    }
+  }
+  void send_modex_answer(std::uint64_t tag, pmix_status_t status, const std::string& data) {
+    for (const ModexFrame& frame : split_modex(tag, status, data)) {
+      if (!send_modex(frame)) return;
+    }
   }
   void finish_fence(pmix_status_t status, const std::string& data) {
     const Fence f = *std::exchange(fence_, std::nullopt);
@@ -399,6 +488,13 @@ class PmixClients final : public MpiWorld {
   std::optional<pmi::Server::Abort> abort_;
   std::optional<Fence> fence_;  // the fence in flight across nodes
   std::uint32_t fence_seq_ = 0;
+  std::vector<int> node_of_rank_;          // JobLaunch::pmi.node_of_rank
+  std::vector<std::uint32_t> node_ranks_;  // JobLaunch::pmi.node_ranks
+  int node_index_ = 0;                     // JobLaunch::pmi.node
+  // This node's direct modex requests in flight, by tag (a 32-bit count:
+  // the agent there keeps the tag's low half only).
+  std::map<std::uint64_t, Modex> modex_asked_;
+  std::uint32_t modex_tag_ = 0;
 };
 
 }  // namespace

@@ -14,7 +14,14 @@
 // path as PMI-1's: the leader concatenates every node's, which is what a
 // PMIx server expects back. Only fences over the whole namespace are served
 // (MPI_Init's, MPI_Finalize's, MPI_Barrier's through PMIx); a fence over
-// part of it, and direct modex, are answered "not supported".
+// part of it is answered "not supported". A key of another node's rank that
+// no fence carried (a fence without data, or none: Open MPI's async modex)
+// is asked of that node (direct modex): the request leaves on the channel
+// with the overlay rank of the node, whose agent hands it to its shell; that
+// shell asks its OpenPMIx for the rank's data (PMIx_server_dmodex_request,
+// answered once the rank has committed it) and the answer comes back the
+// same way. So a world's shells open their channel at start when the world
+// spans nodes.
 //
 // Only in hpcq-job-shell (not the static container shell).
 #pragma once

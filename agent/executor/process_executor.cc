@@ -410,6 +410,7 @@ void ProcessExecutor::read_output(Job& job) {
       job.channel = true;
       close(job.pmi_listen_fd);
       job.pmi_listen_fd = -1;
+      send_input(job);  // what came for it before (modex requests)
     }
   }
   if (job.output_fd < 0) return;
@@ -431,6 +432,10 @@ void ProcessExecutor::read_output(Job& job) {
         failure.code = *decoded->failure_code;
         failure.data = std::move(decoded->data);
         pmi_events_.push_back(std::move(failure));
+        continue;
+      }
+      if (decoded->modex) {
+        take_modex_frame(job, std::move(*decoded->modex));
         continue;
       }
       if (decoded->fence) {
@@ -504,6 +509,40 @@ Status ProcessExecutor::fence_done(JobId id, std::uint32_t step, std::uint32_t s
   }
   send_input(*job);
   return Status::ok();
+}
+
+Status ProcessExecutor::deliver_modex(JobId id, std::uint32_t step, const ModexFrame& frame) {
+  Job* job = find(id, step);
+  const std::string name = name_of(id, step);
+  if (!job || job->exited) return not_found(name + " is not running here");
+  if (job->output_fd < 0 && job->pmi_listen_fd < 0) {
+    return failed_precondition(name + " has no MPI world across nodes");
+  }
+  job->input.push_back(encode_input_frame(frame));
+  send_input(*job);
+  return Status::ok();
+}
+
+void ProcessExecutor::take_modex_frame(Job& job, ModexFrame frame) {
+  PmiEvent event;
+  event.id = job.id;
+  event.step = job.step;
+  event.tag = frame.tag;
+  if (frame.kind == ModexFrame::Kind::kRequest) {
+    event.kind = PmiEvent::Kind::kModexRequest;
+    event.rank = frame.rank;
+    event.node = frame.node;
+    pmi_events_.push_back(std::move(event));
+    return;
+  }
+  std::string& data = job.modex_data[frame.tag];
+  data += frame.data;
+  if (!frame.last) return;
+  event.kind = PmiEvent::Kind::kModexData;
+  event.code = frame.status;
+  event.data = std::move(data);
+  job.modex_data.erase(frame.tag);
+  pmi_events_.push_back(std::move(event));
 }
 
 std::vector<PmiEvent> ProcessExecutor::take_pmi_events() { return std::exchange(pmi_events_, {}); }

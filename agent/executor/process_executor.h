@@ -142,6 +142,7 @@ class ProcessExecutor final : public Executor {
   std::vector<PmiEvent> take_pmi_events() override;
   Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq,
                     const std::string& data) override;
+  Status deliver_modex(JobId id, std::uint32_t step, const ModexFrame& frame) override;
 
   // pidfds that become readable when a job's shell ends; poll them, then
   // call reap() and fetch this list again (reap() closes the fds of the jobs
@@ -237,10 +238,14 @@ class ProcessExecutor final : public Executor {
     std::uint64_t channel_inode = 0;
     std::deque<std::string> input;  // frames for the shell that its socket did not take yet
     std::string fence_data;         // a PMI fence's chunks from the shell, until its last
+    std::map<std::uint64_t, std::string> modex_data;  // modex answers' chunks, by tag
   };
   // Reads what the shell has sent on job.output_fd into output_; closes it at
   // the shell's end.
   void read_output(Job& job);
+  // A direct modex frame from the shell: a request of its own, or a chunk of
+  // its answer to another node's (an event once the last has come).
+  void take_modex_frame(Job& job, ModexFrame frame);
   // Sends the job's queued input frames, as many as the socket takes now.
   static void send_input(Job& job);
   // A step of a running job: its directory under the job's, its cgroup a

@@ -92,6 +92,9 @@ class MpiWorld {
   void report_failure(int code, const std::string& why) {
     if (open_channel()) send_on_channel(encode_failure_frame(code, why), channel_broken_);
   }
+  // A direct modex frame from the executor: another node's request for one
+  // of this node's ranks, or the answer to one of ours (PMIx only).
+  virtual void on_modex_frame(ModexFrame frame) { (void)frame; }
   // Whether fd kOutputFd is the channel now (TaskIo reads it then).
   bool channel_open() const { return channel_; }
   // The channel is gone: no fence can complete.
@@ -106,28 +109,18 @@ class MpiWorld {
     }
     return !channel_broken_;
   }
+  // Sends a direct modex request or answer; false when it cannot go.
+  bool send_modex(const ModexFrame& frame) {
+    if (!open_channel()) return false;
+    send_on_channel(encode_output_frame(frame), channel_broken_);
+    return !channel_broken_;
+  }
   // The outcome of fence `seq`: every node's contributions, concatenated.
   virtual void fence_done(std::uint32_t seq, std::string data) = 0;
   // The fence in flight cannot complete (the channel is gone).
   virtual void fence_failed() = 0;
   // Once a task has aborted or broken the world: says so (an abort, once)
   // and ends every other process of the namespace.
-  void end_world_if_broken() {
-    if (ended_) return;
-    if (const auto a = abort()) {
-      ended_ = true;
-      report_failure(a->code, "task " + std::to_string(a->rank) +
-                                  ": called MPI_Abort (PMI abort) with code " +
-                                  std::to_string(a->code));
-      kill(-1, SIGKILL);
-    } else if (broken_by()) {
-      // The shell names the task once the tasks are reaped.
-      ended_ = true;
-      kill(-1, SIGKILL);
-    }
-  }
-
- private:
   // Opens the channel on demand: connects to the executor's socket and puts
   // the connection at kOutputFd (where a placeholder kept the number free).
   bool open_channel() {
@@ -144,7 +137,22 @@ class MpiWorld {
     channel_ = true;
     return true;
   }
+  void end_world_if_broken() {
+    if (ended_) return;
+    if (const auto a = abort()) {
+      ended_ = true;
+      report_failure(a->code, "task " + std::to_string(a->rank) +
+                                  ": called MPI_Abort (PMI abort) with code " +
+                                  std::to_string(a->code));
+      kill(-1, SIGKILL);
+    } else if (broken_by()) {
+      // The shell names the task once the tasks are reaped.
+      ended_ = true;
+      kill(-1, SIGKILL);
+    }
+  }
 
+ private:
   bool channel_;             // fd kOutputFd is the channel to the executor
   std::string socket_path_;  // where to open it on demand; empty: not (any more)
   bool channel_broken_ = false;
@@ -419,6 +427,10 @@ class TaskIo {
     }
     if (frame->fence) {
       if (pmi_) pmi_->on_fence_frame(*frame->fence);
+      return;
+    }
+    if (frame->modex) {
+      if (pmi_) pmi_->on_modex_frame(std::move(*frame->modex));
       return;
     }
     if (frame->rows > 0 && frame->cols > 0 && pty_) {

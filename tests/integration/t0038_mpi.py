@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """MPI across nodes (issue 23): MPICH programs started by hpcq form one
 world over the job's nodes through the job shells' PMI-1 servers, whose
-fences the agents and the leader carry; a failing rank, MPI_Abort and a
+fences the agents and the leader carry (and Open MPI's through PMIx
+servers, with direct modex between the nodes); a failing rank, MPI_Abort and a
 cancel end every rank on every node. Inside a batch job, Open MPI's mpirun
 and MPICH's mpiexec start their daemons through hpcq-rsh instead of ssh.
 Compiled here with Debian's MPICH (mpicc.mpich) and Open MPI
@@ -218,6 +219,16 @@ def test_open_mpi_direct_launch_forms_one_world_through_pmix():
             "world 4 sum 6 expected 6 ring ok" in out, f"job {s['state']} {s['reason']}\n{out}")
 
 
+def test_open_mpi_takes_other_nodes_data_by_direct_modex():
+    """With no fence in MPI_Init (async modex) and fences that collect no
+    data, each rank's first message to a rank on another node makes its PMIx
+    server ask that node's (PMIx direct modex, carried agent to agent)."""
+    d, app = program("openmpi")
+    no_modex_fence = ["env", "OMPI_MCA_pmix_base_async_modex=1", "OMPI_MCA_pmix_base_collect_data=0"]
+    check_one_world_of_16_on_4_nodes(d, "--mpi", "pmix", "--", *no_modex_fence,
+                                     *open_mpi_on_emulated_nodes(app))
+
+
 def test_open_mpi_failures_end_the_world_naming_the_rank():
     d, app = program("openmpi")
     job = t.submit("-N", "2", "-n", "4", "--mpi", "pmix", "-o", "out-%j", "--",
@@ -293,6 +304,7 @@ if __name__ == "__main__":
         test_a_world_waiting_in_a_fence_outlives_a_leader_restart,
         test_open_mpi_mpirun_starts_its_daemons_through_hpcq_rsh,
         test_open_mpi_direct_launch_forms_one_world_through_pmix,
+        test_open_mpi_takes_other_nodes_data_by_direct_modex,
         test_open_mpi_failures_end_the_world_naming_the_rank,
         test_an_open_mpi_world_is_cancelled_everywhere_and_not_checkpointed,
         test_mpich_mpiexec_starts_its_proxies_through_hpcq_rsh,

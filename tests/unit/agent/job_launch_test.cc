@@ -119,11 +119,43 @@ TEST(JobLaunchTest, FenceFramesRoundTripBothWaysInChunks) {
   EXPECT_EQ(down->fence->seq, 9u);
   EXPECT_FALSE(down->fence->last);
   EXPECT_EQ(down->fence->data, "keys");
-  auto input = decode_input_frame(encode_input_frame(TaskInput{"abc", true, 0, 0, {}}));
+  auto input = decode_input_frame(encode_input_frame(TaskInput{"abc", true, 0, 0, {}, {}}));
   ASSERT_TRUE(input.is_ok());
   EXPECT_FALSE(input->fence);
   EXPECT_EQ(input->data, "abc");
   EXPECT_EQ(split_fence(1, "").size(), 1u);  // an empty contribution is one frame
+}
+
+TEST(JobLaunchTest, ModexFramesRoundTripBothWays) {
+  ModexFrame request;
+  request.tag = 0x1234'0000'0005ull;  // the agent's tag: the asker's rank in the high half
+  request.rank = 11;
+  request.node = 3;
+  auto up = decode_output_frame(encode_output_frame(request));
+  ASSERT_TRUE(up.is_ok() && up->modex) << up.status().message();
+  EXPECT_EQ(up->modex->kind, ModexFrame::Kind::kRequest);
+  EXPECT_EQ(up->modex->tag, request.tag);
+  EXPECT_EQ(up->modex->rank, 11u);
+  EXPECT_EQ(up->modex->node, 3u);
+  EXPECT_FALSE(up->fence);
+  // An answer larger than a frame: split, each chunk with the tag and status.
+  const auto answer = split_modex(5, -46, std::string(kOutputFrameData + 3, 'd'));
+  ASSERT_EQ(answer.size(), 2u);
+  EXPECT_FALSE(answer[0].last);
+  auto down = decode_input_frame(encode_input_frame(answer[1]));
+  ASSERT_TRUE(down.is_ok() && down->modex) << down.status().message();
+  EXPECT_EQ(down->modex->kind, ModexFrame::Kind::kData);
+  EXPECT_TRUE(down->modex->last);
+  EXPECT_EQ(down->modex->tag, 5u);
+  EXPECT_EQ(down->modex->status, -46);
+  EXPECT_EQ(down->modex->data, "ddd");
+  EXPECT_EQ(split_modex(1, 0, "").size(), 1u);  // no data is one frame
+  // Short or unknown headers are refused, not read past.
+  std::string bad = encode_output_frame(request);
+  EXPECT_FALSE(decode_output_frame(bad.substr(0, bad.size() - 1)).is_ok());
+  bad[5] = 9;
+  EXPECT_FALSE(decode_output_frame(bad).is_ok());
+  EXPECT_FALSE(decode_input_frame(std::string(1, 16)).is_ok());
 }
 
 TEST(JobLaunchTest, FailureFramesCarryTheCodeAndWhy) {
@@ -171,18 +203,23 @@ TEST(JobLaunchTest, PmixWorldCarriesItsLayoutAndRefusesOneOffItsNodes) {
   l.pmi.node_names = {"node1", "node2"};
   l.pmi.node = 1;
   l.pmi.node_of_rank = {0, 0, 1};
+  l.pmi.node_ranks = {3, 7};
   auto back = decode_launch(encode_launch(l));
   ASSERT_TRUE(back.is_ok()) << back.status().message();
   EXPECT_EQ(back->pmi.api, "pmix");
   EXPECT_EQ(back->pmi.node_names, l.pmi.node_names);
   EXPECT_EQ(back->pmi.node, 1);
   EXPECT_EQ(back->pmi.node_of_rank, l.pmi.node_of_rank);
+  EXPECT_EQ(back->pmi.node_ranks, l.pmi.node_ranks);
   auto refused = [](JobLaunch bad) { return decode_launch(encode_launch(bad)).status().message(); };
   JobLaunch off = l;
   off.pmi.node_of_rank = {0, 2, 1};  // no third node
   EXPECT_EQ(refused(off), "launch.json: a PMI world whose ranks or node are off its nodes");
   off = l;
   off.pmi.node_of_rank = {0, 1};  // a rank without a node
+  EXPECT_EQ(refused(off), "launch.json: a PMI world whose ranks or node are off its nodes");
+  off = l;
+  off.pmi.node_ranks = {3};  // a node without an overlay rank
   EXPECT_EQ(refused(off), "launch.json: a PMI world whose ranks or node are off its nodes");
   off = l;
   off.pmi.node = 2;

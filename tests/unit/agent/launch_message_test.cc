@@ -69,6 +69,7 @@ TEST(LaunchMessage, APmiWorldSpansEveryNodeAndNamesWhereEachRankRuns) {
   EXPECT_EQ(job->pmi.node_names, (std::vector<std::string>{"n1", "n2"}));
   EXPECT_EQ(job->pmi.node, 1);
   EXPECT_EQ(job->pmi.node_of_rank, (std::vector<int>{0, 1, 1}));
+  EXPECT_EQ(job->pmi.node_ranks, (std::vector<std::uint32_t>{1, 2}));
   launch.set_mpi("pmix");
   EXPECT_EQ(job_launch_from_message(launch, 2, "n2", host)->pmi.api, "pmix");
   // A task count beyond what the nodes list gives no mapping (and no
