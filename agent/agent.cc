@@ -76,7 +76,7 @@ std::string cgroup_instance_name(const std::string& state_dir) {
 }  // namespace
 
 Agent::Agent(const ClusterConfig& config, AgentOptions options)
-    : config_(config), options_(std::move(options)) {}
+    : config_(config), options_(std::move(options)), fence_tree_(options_.rank, config_.fanout) {}
 
 Agent::~Agent() {
   overlay_.reset();
@@ -169,6 +169,7 @@ Status Agent::start() {
   // After a detour around a lost parent (or back), announce ourselves on the
   // new path: the leader answers, which also tells the overlay the path works.
   overlay_->on_reroute([this](Rank) { on_reroute(); });
+  overlay_->on_relay([this](overlay::Envelope& e) { return on_relay(e); });
 
   std::random_device random;
   // A node without a working CRIU still runs jobs; it says so in its Hello.
@@ -303,7 +304,9 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kSetTimeLimit: on_set_time_limit(envelope.set_time_limit()); break;
     case overlay::Envelope::kInput: on_input(envelope.input()); break;
     case overlay::Envelope::kUsageQuery: on_usage_query(envelope.usage_query()); break;
-    case overlay::Envelope::kPmiFenceDone: on_fence_done(envelope.pmi_fence_done()); break;
+    case overlay::Envelope::kPmiFenceDone:
+      fence_done_down(envelope.dst(), envelope.pmi_fence_done());
+      break;
     case overlay::Envelope::kPmiModexRequest:
       on_modex_request(envelope.src(), envelope.pmi_modex_request());
       break;
@@ -732,15 +735,19 @@ void Agent::send_pmi_events(std::vector<PmiEvent> events) {
         break;
       }
       case PmiEvent::Kind::kFence: {
-        overlay::PmiFence& out = *envelope.mutable_pmi_fence();
+        overlay::PmiFence out;
         out.set_job_id(event.id);
         out.set_step(event.step);
         out.set_attempt(run);
         out.set_seq(event.seq);
         out.set_nodes(static_cast<std::uint32_t>(event.nodes));
-        out.set_kvs(std::move(event.data));
+        for (std::uint32_t r : event.world) out.add_world(r);
+        overlay::PmiContribution& own = *out.add_parts();
+        own.set_rank(options_.rank);
+        own.set_kvs(std::move(event.data));
         fences_[{event.id, event.step}] = {out, wall_clock_now()};
-        break;
+        fence_up(std::move(out));
+        continue;
       }
       case PmiEvent::Kind::kModexRequest: {
         envelope.set_dst(event.node);
@@ -808,11 +815,12 @@ void Agent::repeat_unanswered_fences() {
   });
   for (auto& [key, pending] : fences_) {
     if (now - pending.sent_at < after) continue;
-    overlay::Envelope envelope;
-    envelope.set_dst(0);
-    *envelope.mutable_pmi_fence() = pending.fence;
-    (void)overlay_->send(std::move(envelope));
+    fence_up(pending.fence);
     pending.sent_at = now;
+  }
+  // Contributions of other nodes held here far longer than a fence waits.
+  for (overlay::PmiFence& fence : fence_tree_.expire(now, 30 * kUsPerSecond)) {
+    send_fence(std::move(fence));
   }
   // Direct modex requests, likewise; the node asked may not have started
   // the rank's part yet, or the way to it may have healed.
@@ -829,6 +837,44 @@ void Agent::repeat_unanswered_fences() {
     (void)overlay_->send(std::move(envelope));
     pending.sent_at = now;
   }
+}
+
+bool Agent::on_relay(overlay::Envelope& envelope) {
+  if (envelope.body_case() == overlay::Envelope::kPmiFence && envelope.dst() == 0) {
+    fence_up(std::move(*envelope.mutable_pmi_fence()));
+    return true;
+  }
+  if (envelope.body_case() == overlay::Envelope::kPmiFenceDone) {
+    fence_done_down(envelope.dst(), envelope.pmi_fence_done());
+    return true;
+  }
+  return false;
+}
+
+void Agent::fence_up(overlay::PmiFence fence) {
+  for (overlay::PmiFence& out : fence_tree_.up(std::move(fence), wall_clock_now())) {
+    send_fence(std::move(out));
+  }
+}
+
+void Agent::send_fence(overlay::PmiFence fence) {
+  overlay::Envelope envelope;
+  envelope.set_dst(0);
+  *envelope.mutable_pmi_fence() = std::move(fence);
+  Status s = overlay_->send(std::move(envelope));
+  if (!s.is_ok()) spdlog::debug("PMI fence: {}", s.message());
+}
+
+void Agent::fence_done_down(Rank dst, const overlay::PmiFenceDone& done) {
+  FenceTree::Down d = fence_tree_.down(dst, done);
+  for (auto& [to, copy] : d.onward) {
+    overlay::Envelope envelope;
+    envelope.set_dst(to);
+    *envelope.mutable_pmi_fence_done() = std::move(copy);
+    Status s = overlay_->send(std::move(envelope));
+    if (!s.is_ok()) spdlog::debug("PMI fence outcome to rank {}: {}", to, s.message());
+  }
+  if (d.here) on_fence_done(done);
 }
 
 void Agent::on_fence_done(const overlay::PmiFenceDone& done) {

@@ -24,6 +24,7 @@
 #include "agent/end_journal.h"
 #include "agent/executor/executor.h"
 #include "agent/executor/gpu_devices.h"
+#include "agent/fence_tree.h"
 #include "agent/node_scripts.h"
 #include "agent/output_log.h"
 #include "lib/core/config.h"
@@ -79,6 +80,14 @@ class Agent {
   void on_reroute();
   // PMI fences of MPI worlds across nodes: to the leader, and their outcome back.
   void send_pmi_events(std::vector<PmiEvent> events);
+  // MPI fences through this node's place in the tree (fence_tree.h): a
+  // contribution going up (this node's, or relayed), an outcome going down
+  // (for this node, or relayed); on_relay takes both out of the overlay's
+  // relay.
+  bool on_relay(overlay::Envelope& envelope);
+  void fence_up(overlay::PmiFence fence);
+  void send_fence(overlay::PmiFence fence);
+  void fence_done_down(Rank dst, const overlay::PmiFenceDone& done);
   void on_fence_done(const overlay::PmiFenceDone& done);
   // Fences and direct modex requests not answered yet are sent again.
   void repeat_unanswered_fences();
@@ -162,6 +171,7 @@ class Agent {
     TimeUs sent_at = 0;
   };
   std::map<std::pair<JobId, std::uint32_t>, PendingFence> fences_;
+  FenceTree fence_tree_;  // other nodes' contributions held here, and outcomes sent down
   // The direct modex requests of this node's shells not answered yet, by
   // (job, step, the shell's request tag), sent again likewise.
   struct PendingModex {

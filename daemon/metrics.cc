@@ -40,6 +40,13 @@ Metrics::Metrics()
                    .Name("hpcq_overlay_messages_received_total")
                    .Help("Overlay messages hpcqd received from the agents, by type")
                    .Register(*registry_)),
+      pmi_fences_(prometheus::BuildCounter()
+                      .Name("hpcq_pmi_fences_total")
+                      .Help("Fences of MPI worlds across nodes completed (PMI-1 and PMIx); "
+                            "the agents combine each subtree's contributions, so hpcqd "
+                            "receives a pmi_fence message per child subtree, not per node")
+                      .Register(*registry_)
+                      .Add({})),
       nodes_(prometheus::BuildGauge()
                  .Name("hpcq_nodes")
                  .Help("Configured nodes by state (up, unresponsive, drained, down)")
@@ -125,6 +132,7 @@ void Metrics::overlay_received(const std::string& type) {
   overlay_.Add({{"type", type}}).Increment();
 }
 
+void Metrics::pmi_fence_completed() { pmi_fences_.Increment(); }
 void Metrics::scheduling_cycle(double seconds) { cycle_seconds_.Observe(seconds); }
 void Metrics::submitted(double seconds) { submit_seconds_.Observe(seconds); }
 void Metrics::committed(double seconds) { commit_seconds_.Observe(seconds); }

@@ -69,6 +69,7 @@ class Metrics {
   void job_started(const std::string& queue);
   void job_ended(const std::string& outcome, const std::string& queue);
   void overlay_received(const std::string& type);
+  void pmi_fence_completed();  // an MPI world's fence across nodes
   void scheduling_cycle(double seconds);
   void set_state(const StateCounts& counts);
   // Any thread.
@@ -81,6 +82,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& starts_;
   prometheus::Family<prometheus::Counter>& ends_;
   prometheus::Family<prometheus::Counter>& overlay_;
+  prometheus::Counter& pmi_fences_;
   prometheus::Family<prometheus::Gauge>& nodes_;
   prometheus::Family<prometheus::Gauge>& cores_;
   prometheus::Family<prometheus::Gauge>& gpus_;

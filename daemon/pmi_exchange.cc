@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <vector>
+
+#include "lib/overlay/tree.h"
+
 namespace hpcq::daemon {
 
 bool PmiExchange::runs(JobId id, std::uint32_t attempt, std::uint32_t step, Rank rank) const {
@@ -17,29 +21,60 @@ bool PmiExchange::runs(JobId id, std::uint32_t attempt, std::uint32_t step, Rank
 }
 
 void PmiExchange::on_fence(Rank rank, const overlay::PmiFence& fence) {
-  if (!runs(fence.job_id(), fence.attempt(), fence.step(), rank) || fence.nodes() < 1) {
-    spdlog::debug("job {}: PMI fence {} from rank {} dropped: not a running world's",
-                  fence.job_id(), fence.seq(), rank);
-    return;
-  }
   const Key key{fence.job_id(), fence.attempt(), fence.step(), fence.seq()};
   Fence& f = fences_[key];
   f.nodes = fence.nodes();
-  if (!f.from.insert(rank).second) return;  // a repeat
-  f.kvs += fence.kvs();
+  std::set<Rank> again;  // nodes that ask for a completed fence's outcome
+  for (const overlay::PmiContribution& part : fence.parts()) {
+    if (fence.nodes() < 1 || !runs(fence.job_id(), fence.attempt(), fence.step(), part.rank())) {
+      spdlog::debug("job {}: PMI fence {} of rank {} (from rank {}) dropped: not a running world's",
+                    fence.job_id(), fence.seq(), part.rank(), rank);
+      continue;
+    }
+    if (f.complete) {
+      again.insert(part.rank());
+    } else if (f.from.insert(part.rank()).second) {  // else a copy
+      f.kvs += part.kvs();
+    }
+  }
+  if (f.from.empty()) {
+    fences_.erase(key);
+    return;
+  }
+  if (f.complete) {
+    if (!again.empty()) answer(key, f.kvs, again);
+    return;
+  }
   if (f.from.size() < f.nodes) return;
-  for (Rank to : f.from) {
+  f.complete = true;
+  ctx_.metrics.pmi_fence_completed();
+  answer(key, f.kvs, f.from);
+  // The world's earlier fences are over for every node now.
+  std::erase_if(fences_, [&](const auto& item) {
+    const auto& [id, attempt, step, seq] = item.first;
+    return id == fence.job_id() && attempt == fence.attempt() && step == fence.step() &&
+           seq < fence.seq();
+  });
+}
+
+void PmiExchange::answer(const Key& key, const std::string& kvs, const std::set<Rank>& to) {
+  const auto& [id, attempt, step, seq] = key;
+  std::map<Rank, std::vector<Rank>> by_child;
+  for (Rank r : to) {
+    by_child[overlay::next_hop_down(0, r, ctx_.config.fanout).value_or(r)].push_back(r);
+  }
+  for (const auto& [child, ranks] : by_child) {
     overlay::Envelope envelope;
-    envelope.set_dst(to);
+    envelope.set_dst(ranks.front());  // the shallowest: ranks number the tree level by level
     overlay::PmiFenceDone& done = *envelope.mutable_pmi_fence_done();
-    done.set_job_id(fence.job_id());
-    done.set_attempt(fence.attempt());
-    done.set_step(fence.step());
-    done.set_seq(fence.seq());
-    done.set_kvs(f.kvs);
+    done.set_job_id(id);
+    done.set_attempt(attempt);
+    done.set_step(step);
+    done.set_seq(seq);
+    done.set_kvs(kvs);
+    for (Rank r : ranks) done.add_to(r);
     (void)ctx_.overlay->send(std::move(envelope));
   }
-  fences_.erase(key);
 }
 
 void PmiExchange::on_failure(Rank rank, const overlay::PmiFailure& failure) {

@@ -1,8 +1,13 @@
-// The PMI key exchange of MPI worlds that span nodes (--mpi pmi1): each
-// node's job shell gathers its ranks' keys at a fence, its agent sends them
-// here (overlay PmiFence); once every node of the world has, the merged keys
-// go back to each (PmiFenceDone). One combine and one broadcast per fence,
-// as Flux's and Slurm's PMI servers do over their trees.
+// The PMI key exchange of MPI worlds that span nodes (--mpi pmi1 and pmix):
+// each node's job shell gathers its ranks' keys at a fence, its agent sends
+// them up the tree, where interior agents combine their subtrees' (overlay
+// PmiFence, agent/fence_tree.h); once every node of the world has sent its
+// own, the merged keys go back down the tree to all of them (one
+// PmiFenceDone per child subtree of the leader). One combine and one
+// broadcast per fence, as Flux's and Slurm's PMI servers do over their trees.
+// A completed fence's outcome is kept until the world's next fence
+// completes or its run ends: a node whose copy was lost (the tree healed)
+// asks again, and is answered.
 //
 // A fence that cannot complete (a node's ranks have failed) is not answered:
 // the failed part ends the job (or step) and its other parts are killed. A
@@ -43,8 +48,11 @@ class PmiExchange {
     std::uint32_t nodes = 0;
     std::set<Rank> from;
     std::string kvs;  // every contribution so far, concatenated (key=value lines)
+    bool complete = false;
   };
   bool runs(JobId id, std::uint32_t attempt, std::uint32_t step, Rank rank) const;
+  // Sends fence `key`'s outcome to `to`, one copy per child subtree.
+  void answer(const Key& key, const std::string& kvs, const std::set<Rank>& to);
 
   Context& ctx_;
   JobActions& actions_;

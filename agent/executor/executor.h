@@ -67,10 +67,11 @@ struct PmiEvent {
   Kind kind = Kind::kFence;
   JobId id = 0;
   std::uint32_t step = 0;
-  std::uint32_t seq = 0;  // kFence: the world's fence count, from 0
-  int nodes = 0;          // kFence: the world's nodes, how many contributions make it
-  std::string data;       // kFence: pmi::encode_kvs; kFailure: why, "task 3: ..."; kModexData
-  int code = 0;           // kFailure: the exit code it gives the job; kModexData: the status
+  std::uint32_t seq = 0;             // kFence: the world's fence count, from 0
+  int nodes = 0;                     // kFence: the world's nodes, how many contributions make it
+  std::vector<std::uint32_t> world;  // kFence: their overlay ranks (JobLaunch::pmi.node_ranks)
+  std::string data;  // kFence: pmi::encode_kvs; kFailure: why, "task 3: ..."; kModexData
+  int code = 0;      // kFailure: the exit code it gives the job; kModexData: the status
   // kModexRequest: the shell's request, the world rank asked for and the
   // overlay rank of its node; kModexData: the tag of the request answered.
   std::uint64_t tag = 0;

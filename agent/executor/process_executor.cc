@@ -253,6 +253,7 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
   s.channel_on_demand = l.channel_on_demand();
   s.pmix_server = l.pmix_server();
   s.pmi_nodes = l.pmi.nodes;
+  s.pmi_node_ranks = l.pmi.node_ranks;
   const std::string steps_dir = parent->second.dir + "/steps";
   s.dir = steps_dir + "/" + std::to_string(l.step);
   if (mkdir(steps_dir.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -441,8 +442,14 @@ void ProcessExecutor::read_output(Job& job) {
       if (decoded->fence) {
         job.fence_data += decoded->fence->data;
         if (decoded->fence->last) {
-          pmi_events_.push_back({PmiEvent::Kind::kFence, job.id, job.step, decoded->fence->seq,
-                                 job.pmi_nodes, std::exchange(job.fence_data, {}), 0});
+          PmiEvent fence;
+          fence.id = job.id;
+          fence.step = job.step;
+          fence.seq = decoded->fence->seq;
+          fence.nodes = job.pmi_nodes;
+          fence.world = job.pmi_node_ranks;
+          fence.data = std::exchange(job.fence_data, {});
+          pmi_events_.push_back(std::move(fence));
         }
         continue;
       }

@@ -228,11 +228,12 @@ class ProcessExecutor final : public Executor {
     std::int64_t time_limit_s = 0;
     uid_t uid = 0;         // the job's user (another user's job may not be checkpointable)
     bool channel = false;  // JobLaunch::has_channel, or the shell has opened it
-    bool channel_on_demand = false;  // JobLaunch::channel_on_demand
-    int pmi_nodes = 0;               // JobLaunch::pmi.nodes
-    bool pmix_server = false;        // its shell hosts a PMIx server (--mpi pmix)
-    int pmi_listen_fd = -1;          // channel_on_demand: where the shell connects
-    int output_fd = -1;              // channel: our end of it
+    bool channel_on_demand = false;             // JobLaunch::channel_on_demand
+    int pmi_nodes = 0;                          // JobLaunch::pmi.nodes
+    std::vector<std::uint32_t> pmi_node_ranks;  // JobLaunch::pmi.node_ranks
+    bool pmix_server = false;                   // its shell hosts a PMIx server (--mpi pmix)
+    int pmi_listen_fd = -1;                     // channel_on_demand: where the shell connects
+    int output_fd = -1;                         // channel: our end of it
     // The inode of the shell's end of the channel: a dump takes it as an
     // external socket, which the restore connects to a new one of ours.
     std::uint64_t channel_inode = 0;

@@ -404,6 +404,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.channel = l.has_channel();
   j.channel_on_demand = l.channel_on_demand();
   j.pmi_nodes = l.pmi.nodes;
+  j.pmi_node_ranks = l.pmi.node_ranks;
   j.pmix_server = l.pmix_server();
   if (config_.private_tmp != "off" && l.image.empty()) j.private_dir = JobFiles(j.dir).private_dir;
   j.launched = now;

@@ -240,6 +240,7 @@ void Overlay::route(Envelope&& envelope, const std::string& bytes) {
     on_message_(std::move(envelope));
     return;
   }
+  if (on_relay_ && on_relay_(envelope)) return;
   Status status = forward(envelope.dst(), bytes);
   if (!status.is_ok()) {
     spdlog::debug("overlay: cannot relay a message from rank {} to rank {}: {}", envelope.src(),

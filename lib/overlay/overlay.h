@@ -60,6 +60,9 @@ class Overlay {
   using Handler = std::function<void(Envelope&&)>;
   // Called on the loop thread with the rank messages up now go through.
   using RerouteHandler = std::function<void(Rank via)>;
+  // Called on the loop thread with an envelope passing through on its way to
+  // another rank; true: the handler took it and it goes no further.
+  using RelayHandler = std::function<bool(Envelope&)>;
 
   // Binds/connects and registers the sockets with `loop`; envelopes for this
   // rank are handed to `on_message` on the loop thread.
@@ -69,6 +72,7 @@ class Overlay {
 
   Status send(Envelope envelope);
   void on_reroute(RerouteHandler handler) { on_reroute_ = std::move(handler); }
+  void on_relay(RelayHandler handler) { on_relay_ = std::move(handler); }
   // The rank this one sends up through: its parent, or an ancestor while the
   // parent is gone.
   Rank upstream() const { return upstream_; }
@@ -102,6 +106,7 @@ class Overlay {
   std::unique_ptr<zmq::socket_t> monitor_;  // the dealer's connection events
   EventLoop* loop_ = nullptr;
   RerouteHandler on_reroute_;
+  RelayHandler on_relay_;
   Rank parent_ = 0;
   Rank upstream_ = 0;
   bool parent_connected_ = false;

@@ -11,13 +11,38 @@ import collections
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
 
-t.within_cluster(agents=4, fanout=2, topology="pack:1 numa:1 core:4 pu:1")
+# hpcqd's metrics count the fences and the fence messages it receives.
+CONFIG = "/tmp/hpcq-t0038.toml"
+if not os.environ.get("HPCQ_TEST_INSIDE"):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with open(CONFIG, "w") as f:
+        f.write(f'[metrics]\nlisten = "127.0.0.1:{port}"\n')
+t.within_cluster(agents=4, fanout=2, topology="pack:1 numa:1 core:4 pu:1",
+                 extra=("--config", CONFIG))
+
+
+def fence_counts():
+    """(fences completed, pmi_fence messages hpcqd received) so far."""
+    with open(CONFIG) as f:
+        url = "http://" + re.search(r'listen = "([^"]+)"', f.read()).group(1) + "/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+
+    def sample(pattern):
+        m = re.search(r"^" + pattern + r" (\S+)$", text, re.M)
+        return float(m.group(1)) if m else 0.0
+    return (sample(r"hpcq_pmi_fences_total"),
+            sample(r'hpcq_overlay_messages_received_total\{type="pmi_fence"\}'))
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "mpi",
                       "mpi_ring.c")
@@ -84,7 +109,14 @@ def check_one_world_of_16_on_4_nodes(d, *args):
 
 def test_mpich_ranks_form_one_world_across_four_nodes():
     d, program = mpich_program()
+    fences, messages = fence_counts()
     check_one_world_of_16_on_4_nodes(d, "--", program)
+    # The tree (fanout 2) is 0 -> {1, 2}, 1 -> {3, 4}: node1's agent sends its
+    # own and its children's contributions as one, so hpcqd receives two
+    # messages per fence, not four.
+    fences_now, messages_now = fence_counts()
+    t.check(fences_now > fences and messages_now - messages == 2 * (fences_now - fences),
+            f"fences {fences} -> {fences_now}, fence messages {messages} -> {messages_now}")
 
 
 def test_hpcq_run_forwards_the_output_of_an_mpi_world():
