@@ -52,11 +52,13 @@ def build_program(mpi):
     return d, program
 
 
-# 64 Open MPI ranks on 2 CPUs took 61 s to wire up in a trial with a guest
-# VM busy beside them, 21-29 s on a quiet machine (MPICH's: 10 and 5-6.5 s),
-# and one launch in three failed there, every node declared down at once
-# (their agents starved past the heartbeat timeout): not measured past 16.
-PMIX_MAX_RANKS = 16
+# 64 Open MPI ranks on 2 CPUs wait in MPI_Init's fences polling (usleep(100)
+# and sched_yield in a loop), which keeps both CPUs busy in the kernel for
+# the 20-30 s their wire-up takes here: the agents' heartbeats (every 0.5 s)
+# came late enough that hpcq start's 5 s made nodes down in a launch of
+# three. The hpcq cluster here declares a node down after 60 s instead (as
+# Slurm's peer, whose SlurmdTimeout is 300 s, never does in these runs).
+NODE_DOWN_AFTER_S = 60
 
 # Open MPI on emulated nodes (tests/integration/t0038_mpi.py says why), and
 # niced: 64 ranks that poll (yielding or not) on 2 CPUs starve the agents past
@@ -87,8 +89,6 @@ def inside(program, open_mpi_program, runs, sizes):
     for r in range(runs):
         for n in sizes:
             for pmi, command in worlds:
-                if pmi == "pmix" and n > PMIX_MAX_RANKS:
-                    continue
                 # Unbound, as the Slurm peer's tasks are (TaskPlugin=task/none): 64
                 # ranks bound to this host's 2 CPUs would wait on each other's CPU.
                 wireup, whole = launch([hpcq, "run", "-N", str(NODES), "-n", str(n), "--cpu-bind",
@@ -102,7 +102,7 @@ def inside(program, open_mpi_program, runs, sizes):
 def hpcq_runs(build, program, open_mpi_program, runs, sizes):
     out = subprocess.run(
         [f"{build}/cli/hpcq", "start", "--agents", str(NODES), "--topology",
-         f"pack:1 numa:1 core:{CORES} pu:1", "--", sys.executable, os.path.abspath(__file__),
+         f"pack:1 numa:1 core:{CORES} pu:1", "--node-down-after", str(NODE_DOWN_AFTER_S), "--", sys.executable, os.path.abspath(__file__),
          "--inside", "--program", program, "--open-mpi-program", open_mpi_program or "",
          "--runs", str(runs), "--ranks", ",".join(map(str, sizes))],
         capture_output=True, text=True, env=dict(os.environ, HPCQ_BENCH_CLI=f"{build}/cli/hpcq"))
@@ -125,8 +125,6 @@ def slurm_runs(program, open_mpi_program, runs, sizes):
         for r in range(runs):
             for n in sizes:
                 for pmi, command in worlds:
-                    if pmi == "pmix" and n > PMIX_MAX_RANKS:
-                        continue
                     wireup, whole = launch(["srun", "-N", str(NODES), "-n", str(n),
                                             f"--mpi={pmi}"] + command, n, env=env,
                                            cwd=os.path.dirname(program))

@@ -835,6 +835,10 @@ int main(int argc, char** argv) {
   start->add_option("--topology", start_options.topology, "hwloc synthetic topology of each agent")
       ->capture_default_str();
   start->add_option("--fanout", start_options.fanout, "tree fan-out")->capture_default_str();
+  start
+      ->add_option("--node-down-after", start_options.node_down_after_s,
+                   "seconds without a heartbeat before a node is declared down")
+      ->capture_default_str();
   start->add_flag("--keep", start_options.keep, "keep the cluster's directory and logs");
   start->add_option("--log-level", start_options.log_level, "log level of the daemons");
   start

@@ -190,6 +190,10 @@ int run_start(const StartOptions& options) {
     std::fprintf(stderr, "hpcq start: --fanout must be >= 1\n");
     return 2;
   }
+  if (options.node_down_after_s < 2 || options.node_down_after_s > 3600) {
+    std::fprintf(stderr, "hpcq start: --node-down-after must be between 2 and 3600 seconds\n");
+    return 2;
+  }
   // --features "node[2-3]=a100,ib" and --gres "node2=nvme:2": node name ->
   // its features, its gres.
   std::map<std::string, std::vector<std::string>> features;
@@ -282,8 +286,9 @@ int run_start(const StartOptions& options) {
   std::ostringstream config;
   config << "# written by hpcq start\n"
          << "[overlay]\nfanout = " << options.fanout
-         << "\nheartbeat_interval_ms = 500\nnode_unresponsive_after_ms = 1500\n"
-         << "node_down_after_ms = 5000\n\n"
+         << "\nheartbeat_interval_ms = 500\nnode_unresponsive_after_ms = "
+         << options.node_down_after_s * 300 << "\nnode_down_after_ms = "
+         << options.node_down_after_s * 1000 << "\n\n"
          << "[leader]\nstate_dir = \"" << (dir / "leader").string() << "\"\n"
          << "socket = \"" << (dir / "hpcqd.sock").string() << "\"\n"
          << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n\n";

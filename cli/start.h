@@ -18,6 +18,11 @@ struct StartOptions {
   int agents = 4;
   std::string topology = "pack:2 numa:2 core:4 pu:1";
   int fanout = 16;
+  // Seconds without a heartbeat before hpcqd declares a node down (and a
+  // third of it, unresponsive). Short by default, so that tests see a lost
+  // node soon; CPU-starved emulated nodes (a guest kernel, an oversubscribed
+  // benchmark) need longer.
+  int node_down_after_s = 5;
   std::vector<std::string> command;  // empty: an interactive shell
   bool keep = false;                 // keep the directory (logs) afterwards
   std::string log_level = "info";
