@@ -111,9 +111,15 @@ def hpcq_runs(build, program, open_mpi_program, runs, sizes):
     return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
 
 
-# Open MPI under srun, as under hpcq: niced, yielding while it waits (its
-# shared memory stays in /dev/shm: Slurm gives a step no TMPDIR of its own).
-OPEN_MPI_UNDER_SRUN = ['nice', '-n', '19', 'env', 'OMPI_MCA_mpi_yield_when_idle=1']
+# Open MPI under srun, as under hpcq: niced, yielding while it waits, its
+# shared memory in a directory of its node's (Slurm gives a step no TMPDIR
+# of its own; in /dev/shm itself the segments' names, host name, job and
+# local rank, are the same on every slurmd of this host: 64 ranks crashed).
+VADER_DIR = "/dev/shm/hpcq-bench-vader"
+OPEN_MPI_UNDER_SRUN = ['nice', '-n', '19', 'sh', '-c',
+                       f'd={VADER_DIR}/$SLURMD_NODENAME && mkdir -p "$d" && '
+                       'OMPI_MCA_btl_vader_backing_directory="$d" '
+                       'OMPI_MCA_mpi_yield_when_idle=1 exec "$0" "$@"']
 
 
 def slurm_runs(program, open_mpi_program, runs, sizes):
@@ -130,6 +136,7 @@ def slurm_runs(program, open_mpi_program, runs, sizes):
                                            cwd=os.path.dirname(program))
                     out.append(dict(system="slurm", pmi=pmi, ranks=n, run=r + 1,
                                     wireup_s=round(wireup, 3), whole_s=round(whole, 3)))
+    subprocess.run(["rm", "-rf", VADER_DIR])
     return out
 
 
@@ -154,16 +161,19 @@ def main():
         return inside(a.program, a.open_mpi_program, a.runs, sizes)
     _, program = build_program("mpich")
     _, open_mpi_program = build_program("openmpi")
-    results = hpcq_runs(os.path.abspath(a.build), program, open_mpi_program, a.runs, sizes)
-    if not a.skip_slurm:
-        results += slurm_runs(program, open_mpi_program, a.runs, sizes)
     when = time.strftime("%Y-%m-%dT%H:%M:%S")
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "mpi_wireup.jsonl"), "a") as f:
-        for r in results:
-            r.update(when=when, commit=git_commit(), host=socket.gethostname(), nodes=NODES,
-                     cores_per_node=CORES, **({"label": a.label} if a.label else {}))
-            f.write(json.dumps(r) + "\n")
+
+    def keep(rows):  # each system's rows as soon as they are in
+        with open(os.path.join(HERE, "results", "mpi_wireup.jsonl"), "a") as f:
+            for r in rows:
+                r.update(when=when, commit=git_commit(), host=socket.gethostname(), nodes=NODES,
+                         cores_per_node=CORES, **({"label": a.label} if a.label else {}))
+                f.write(json.dumps(r) + "\n")
+        return rows
+    results = keep(hpcq_runs(os.path.abspath(a.build), program, open_mpi_program, a.runs, sizes))
+    if not a.skip_slurm:
+        results += keep(slurm_runs(program, open_mpi_program, a.runs, sizes))
     print("| ranks | hpcq PMI-1 (MPICH) min / median s | Slurm pmi2 (MPICH) min / median s | "
           "hpcq / Slurm (median) | hpcq PMIx (Open MPI) min / median s | "
           "Slurm pmix (Open MPI) min / median s | hpcq / Slurm (median) |")
