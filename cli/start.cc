@@ -287,8 +287,8 @@ int run_start(const StartOptions& options) {
   config << "# written by hpcq start\n"
          << "[overlay]\nfanout = " << options.fanout
          << "\nheartbeat_interval_ms = 500\nnode_unresponsive_after_ms = "
-         << options.node_down_after_s * 300 << "\nnode_down_after_ms = "
-         << options.node_down_after_s * 1000 << "\n\n"
+         << options.node_down_after_s * 300
+         << "\nnode_down_after_ms = " << options.node_down_after_s * 1000 << "\n\n"
          << "[leader]\nstate_dir = \"" << (dir / "leader").string() << "\"\n"
          << "socket = \"" << (dir / "hpcqd.sock").string() << "\"\n"
          << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n\n";
