@@ -1,5 +1,7 @@
 #include "agent/executor/pmi.h"
 
+#include <algorithm>
+#include <cctype>
 #include <utility>
 
 namespace hpcq::agent::pmi {
@@ -42,12 +44,105 @@ std::string as_word(std::string text) {
   return text;
 }
 
+std::optional<std::string> find(const Pairs& pairs, std::string_view key) {
+  for (const auto& [k, v] : pairs) {
+    if (k == key) return v;
+  }
+  return std::nullopt;
+}
+
+bool is_true(const std::optional<std::string>& value) {
+  if (!value || value->size() != 4) return false;
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (std::toupper(static_cast<unsigned char>((*value)[i])) != "TRUE"[i]) return false;
+  }
+  return true;
+}
+
+// A PMI-2 length: decimal digits with spaces either side, as "%-6d" (Slurm's
+// libpmi2) and "%6u" (MPICH) write it.
+std::optional<std::size_t> length_of(std::string_view field) {
+  std::size_t b = 0, e = field.size();
+  while (b < e && field[b] == ' ') ++b;
+  while (e > b && field[e - 1] == ' ') --e;
+  if (b == e) return std::nullopt;
+  std::size_t length = 0;
+  for (std::size_t i = b; i < e; ++i) {
+    if (field[i] < '0' || field[i] > '9') return std::nullopt;
+    length = length * 10 + static_cast<std::size_t>(field[i] - '0');
+  }
+  return length;
+}
+
+// A PMI-2 answer: `cmd`, the request's thrid if it had one, then `pairs`.
+Reply answer(std::size_t client, std::string cmd, const std::string& thrid, Pairs pairs) {
+  Pairs all{{"cmd", std::move(cmd)}};
+  if (!thrid.empty()) all.emplace_back("thrid", thrid);
+  for (auto& p : pairs) all.push_back(std::move(p));
+  return {client, encode_message(all)};
+}
+
+Pairs failed(std::string why) { return {{"rc", "-1"}, {"errmsg", std::move(why)}}; }
+
+// Why a key and value cannot be stored: the fence carries them as
+// "key=value\n" lines.
+std::optional<std::string> unstorable(const std::string& key, const std::string& value) {
+  if (key.empty() || key.size() > kKeyMax || value.size() > kValueMax) {
+    return "key or value too long";
+  }
+  if (key.find_first_of("=\n") != std::string::npos || value.find('\n') != std::string::npos) {
+    return "a key holds no '=' or newline, a value no newline";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string encode_kvs(const Kvs& kvs) {
   std::string text;
   for (const auto& [key, value] : kvs) text += key + "=" + value + "\n";
   return text;
+}
+
+std::string encode_message(const Pairs& pairs) {
+  std::string text;
+  for (const auto& [key, value] : pairs) {
+    text += key;
+    text += '=';
+    for (char c : value) {
+      if (c == ';') text += ';';  // escaped as ";;"
+      text += c;
+    }
+    text += ';';
+  }
+  std::string length = std::to_string(text.size());
+  length.resize(std::max(length.size(), kLengthWidth), ' ');
+  return length + text;
+}
+
+Result<Pairs> decode_message(std::string_view text) {
+  Pairs pairs;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t eq = text.find('=', pos);
+    if (eq == std::string_view::npos) return invalid_argument("PMI-2 message: a pair without '='");
+    const std::string_view key = text.substr(pos, eq - pos);
+    if (key.empty() || key.find(';') != std::string_view::npos) {
+      return invalid_argument("PMI-2 message: a pair whose key is empty or holds ';'");
+    }
+    std::string value;
+    std::size_t i = eq + 1;
+    for (; i < text.size(); ++i) {
+      if (text[i] == ';') {
+        if (i + 1 >= text.size() || text[i + 1] != ';') break;
+        ++i;  // ";;" is one ';' of the value
+      }
+      value += text[i];
+    }
+    pairs.emplace_back(std::string(key), std::move(value));
+    pos = i + 1;
+  }
+  return pairs;
 }
 
 Result<Kvs> decode_kvs(std::string_view text) {
@@ -94,22 +189,95 @@ std::string process_mapping(const std::vector<int>& node_of_rank) {
 }
 
 Server::Server(World world, std::vector<int> ranks)
-    : world_(std::move(world)), ranks_(std::move(ranks)), phase_(ranks_.size(), Phase::kNew) {
+    : world_(std::move(world)), ranks_(std::move(ranks)), clients_(ranks_.size()) {
   kvs_ = world_.preset;
+}
+
+const std::string& Server::refused(std::size_t client) const {
+  static const std::string kNone;
+  return client < clients_.size() ? clients_[client].refused : kNone;
+}
+
+void Server::refuse(std::size_t client, const std::string& why, std::vector<Reply>& replies) {
+  Client& c = clients_[client];
+  c.refused = why;
+  c.unread.clear();
+  replies.push_back(c.wire == Wire::kLines
+                        ? Reply{client, "cmd=error rc=-1 msg=" + as_word(why) + "\n"}
+                        : answer(client, "error", "", failed(why)));
+}
+
+std::vector<Reply> Server::on_bytes(std::size_t client, std::string_view bytes) {
+  std::vector<Reply> replies;
+  if (client >= clients_.size()) return replies;
+  Client& c = clients_[client];  // clients_ never grows: the reference stays
+  if (c.phase == Phase::kGone || !c.refused.empty()) return replies;
+  c.unread.append(bytes);
+  std::size_t pos = 0;
+  auto take = [&replies](std::vector<Reply> more) {
+    for (Reply& r : more) replies.push_back(std::move(r));
+  };
+  while (c.phase != Phase::kGone && c.refused.empty()) {
+    const std::string_view rest = std::string_view(c.unread).substr(pos);
+    if (c.wire == Wire::kLines) {
+      const std::size_t end = rest.find('\n');
+      if ((end == std::string_view::npos ? rest.size() : end) > kLineMax) {
+        refuse(client, "a PMI-1 line longer than " + std::to_string(kLineMax) + " bytes", replies);
+        break;
+      }
+      if (end == std::string_view::npos) break;
+      const std::string line(rest.substr(0, end));
+      pos += end + 1;
+      take(on_line(client, line));  // may switch the client to PMI-2
+    } else {
+      if (rest.size() < kLengthWidth) break;
+      const auto length = length_of(rest.substr(0, kLengthWidth));
+      if (!length || *length > kMessageMax) {
+        std::string field(rest.substr(0, kLengthWidth));  // copied: refuse() drops `rest`
+        for (char& ch : field) {
+          if (!std::isprint(static_cast<unsigned char>(ch))) ch = '?';  // one line in the log
+        }
+        refuse(client,
+               "a PMI-2 message whose length is not a number up to " + std::to_string(kMessageMax) +
+                   ": '" + field + "'",
+               replies);
+        break;
+      }
+      if (rest.size() < kLengthWidth + *length) break;
+      const std::string text(rest.substr(kLengthWidth, *length));
+      pos += kLengthWidth + *length;
+      take(on_message(client, text));
+    }
+  }
+  if (c.refused.empty() && c.phase != Phase::kGone) {
+    c.unread.erase(0, pos);
+  } else {
+    c.unread.clear();
+  }
+  return replies;
+}
+
+void Server::begin(std::size_t client) {
+  in_use_ = true;
+  if (clients_[client].phase == Phase::kNew) clients_[client].phase = Phase::kInitialized;
+  // A task that ended before any began is missing from this world.
+  if (!gone_early_.empty() && !broken_by_) broken_by_ = *gone_early_.begin();
 }
 
 std::vector<Reply> Server::on_line(std::size_t client, std::string_view line) {
   std::vector<Reply> replies;
-  if (client >= ranks_.size() || phase_[client] == Phase::kGone) return replies;
+  if (client >= clients_.size()) return replies;
+  Client& c = clients_[client];
+  if (c.phase == Phase::kGone || !c.refused.empty()) return replies;
   auto reply = [&](std::string text) { replies.push_back({client, std::move(text) + "\n"}); };
   const auto words = words_of(line);
   if (words.count("mcmd")) {  // spawn: multi-line, ended by "endcmd"
-    in_multi_line_.insert(client);
+    c.in_multi_line = true;
     return replies;
   }
-  if (in_multi_line_.count(client)) {
+  if (c.in_multi_line) {
     if (words.count("endcmd")) {
-      in_multi_line_.erase(client);
+      c.in_multi_line = false;
       reply("cmd=spawn_result rc=-1 msg=hpcq_does_not_spawn_processes");
     }
     return replies;
@@ -117,15 +285,16 @@ std::vector<Reply> Server::on_line(std::size_t client, std::string_view line) {
   const std::string cmd = value_or(words, "cmd");
   if (cmd == "init") {
     const std::string version = value_or(words, "pmi_version");
-    if (version != "1") {
+    if (version == "2") {
+      begin(client);
+      c.wire = Wire::kMessages;  // what follows this line is PMI-2's
+      reply("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0");
+    } else if (version != "1") {
       reply("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1");
-      return replies;
+    } else {
+      begin(client);
+      reply("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0");
     }
-    in_use_ = true;
-    if (phase_[client] == Phase::kNew) phase_[client] = Phase::kInitialized;
-    // A task that ended before any began is missing from this world.
-    if (!gone_early_.empty() && !broken_by_) broken_by_ = *gone_early_.begin();
-    reply("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0");
   } else if (cmd == "get_maxes") {
     reply("cmd=maxes rc=0 kvsname_max=" + std::to_string(kKvsNameMax) +
           " keylen_max=" + std::to_string(kKeyMax) + " vallen_max=" + std::to_string(kValueMax));
@@ -157,10 +326,11 @@ std::vector<Reply> Server::on_line(std::size_t client, std::string_view line) {
   } else if (cmd == "getbyidx") {
     reply("cmd=getbyidx_results rc=-1 reason=no_more_keyvals");
   } else if (cmd == "barrier_in") {
-    phase_[client] = Phase::kInBarrier;
+    c.phase = Phase::kInBarrier;
+    c.fence_thrid.clear();
     return maybe_complete_barrier();
   } else if (cmd == "finalize") {
-    phase_[client] = Phase::kFinalized;
+    c.phase = Phase::kFinalized;
     reply("cmd=finalize_ack rc=0");
   } else if (cmd == "abort") {
     if (!abort_) {
@@ -180,16 +350,129 @@ std::vector<Reply> Server::on_line(std::size_t client, std::string_view line) {
   return replies;
 }
 
+std::vector<Reply> Server::on_message(std::size_t client, std::string_view text) {
+  std::vector<Reply> replies;
+  Client& c = clients_[client];
+  auto pairs = decode_message(text);
+  if (!pairs.is_ok() || pairs->empty() || pairs->front().first != "cmd") {
+    // Named after its command where that much can be read.
+    std::string cmd = "error";
+    if (text.substr(0, 4) == "cmd=") {
+      cmd = std::string(text.substr(4, text.find(';') == std::string_view::npos
+                                           ? std::string_view::npos
+                                           : text.find(';') - 4)) +
+            "-response";
+    }
+    replies.push_back(answer(
+        client, cmd, "",
+        failed(pairs.is_ok() ? "a PMI-2 message begins with cmd=" : pairs.status().message())));
+    return replies;
+  }
+  const std::string cmd = pairs->front().second;
+  const std::string thrid = find(*pairs, "thrid").value_or("");
+  auto reply = [&](Pairs p) {
+    replies.push_back(answer(client, cmd + "-response", thrid, std::move(p)));
+  };
+  const std::string key = find(*pairs, "key").value_or("");
+  if (cmd == "fullinit") {
+    // The rank is the task's, whatever pmirank says (PMI_RANK told it).
+    begin(client);
+    reply({{"rc", "0"},
+           {"pmi-version", "2"},
+           {"pmi-subversion", "0"},
+           {"rank", std::to_string(ranks_[client])},
+           {"size", std::to_string(world_.size)},
+           {"appnum", "0"},
+           {"debugged", "FALSE"},
+           {"pmiverbose", "FALSE"}});
+    // No spawner-jobid: its presence tells the client it was spawned.
+  } else if (cmd == "job-getid") {
+    reply({{"rc", "0"}, {"jobid", world_.kvsname}});
+  } else if (cmd == "kvs-put") {
+    const std::string value = find(*pairs, "value").value_or("");
+    if (auto why = unstorable(key, value)) {
+      reply(failed(*why));
+    } else {
+      kvs_[key] = value;
+      pending_[key] = value;
+      reply({{"rc", "0"}});
+    }
+  } else if (cmd == "kvs-fence") {
+    c.phase = Phase::kInBarrier;
+    c.fence_thrid = thrid;
+    return maybe_complete_barrier();
+  } else if (cmd == "kvs-get") {
+    // jobid and srcid name no other space: there is one, the world's.
+    auto it = kvs_.find(key);
+    if (it == kvs_.end()) {
+      reply({{"rc", "0"}, {"found", "FALSE"}});
+    } else {
+      reply({{"rc", "0"}, {"found", "TRUE"}, {"value", it->second}});
+    }
+  } else if (cmd == "info-putnodeattr") {
+    const std::string value = find(*pairs, "value").value_or("");
+    if (auto why = unstorable(key, value)) {
+      reply(failed(*why));
+      return replies;
+    }
+    node_attrs_[key] = value;
+    reply({{"rc", "0"}});
+    for (std::size_t other = 0; other < clients_.size(); ++other) {
+      Client& o = clients_[other];
+      if (!o.awaits || o.awaits->first != key) continue;
+      replies.push_back(answer(other, "info-getnodeattr-response", o.awaits->second,
+                               {{"rc", "0"}, {"found", "TRUE"}, {"value", value}}));
+      o.awaits.reset();
+    }
+  } else if (cmd == "info-getnodeattr") {
+    auto it = node_attrs_.find(key);
+    if (it != node_attrs_.end()) {
+      reply({{"rc", "0"}, {"found", "TRUE"}, {"value", it->second}});
+    } else if (is_true(find(*pairs, "wait"))) {
+      c.awaits = std::make_pair(key, thrid);  // answered by the put
+    } else {
+      reply({{"rc", "0"}, {"found", "FALSE"}});
+    }
+  } else if (cmd == "info-getjobattr") {
+    std::optional<std::string> value;
+    if (key == "universeSize") {
+      value = std::to_string(world_.size);
+    } else if (auto it = world_.preset.find(key);
+               it != world_.preset.end() && !it->second.empty()) {
+      value = it->second;
+    }
+    if (value) {
+      reply({{"rc", "0"}, {"found", "TRUE"}, {"value", *value}});
+    } else {
+      reply({{"rc", "0"}, {"found", "FALSE"}});
+    }
+  } else if (cmd == "finalize") {
+    c.phase = Phase::kFinalized;
+    reply({{"rc", "0"}});
+  } else if (cmd == "abort") {
+    // isworld or not: a world of fixed size cannot go on without the rank.
+    // No answer: the client exits.
+    if (!abort_) abort_ = Abort{ranks_[client], 1};
+  } else if (cmd == "spawn") {
+    reply(failed("hpcq does not spawn processes"));
+  } else if (cmd == "name-publish" || cmd == "name-unpublish" || cmd == "name-lookup") {
+    reply(failed("hpcq has no name service"));
+  } else {
+    reply(failed("unknown or unsupported command"));
+  }
+  return replies;
+}
+
 std::vector<Reply> Server::maybe_complete_barrier() {
   bool anyone_waits = false;
-  for (Phase p : phase_) {
-    if (p == Phase::kNew || p == Phase::kInitialized) return {};
-    anyone_waits = anyone_waits || p == Phase::kInBarrier;
+  for (const Client& c : clients_) {
+    if (c.phase == Phase::kNew || c.phase == Phase::kInitialized) return {};
+    anyone_waits = anyone_waits || c.phase == Phase::kInBarrier;
   }
   if (!anyone_waits) return {};
   if (world_.nodes <= 1) {
     pending_.clear();
-    return release_barrier("cmd=barrier_out rc=0\n");
+    return release_barrier(true);
   }
   if (!fence_in_flight_) fence_pending_ = true;
   return {};
@@ -208,29 +491,39 @@ std::vector<Reply> Server::fence_done(std::uint32_t seq, const Kvs& all) {
   fence_in_flight_ = false;
   ++fence_seq_;
   for (const auto& [key, value] : all) kvs_[key] = value;
-  return release_barrier("cmd=barrier_out rc=0\n");
+  return release_barrier(true);
 }
 
 std::vector<Reply> Server::fence_failed() {
   fence_in_flight_ = fence_pending_ = false;
-  return release_barrier("cmd=barrier_out rc=-1 msg=a_rank_of_the_job_has_ended\n");
+  return release_barrier(false);
 }
 
-std::vector<Reply> Server::release_barrier(const std::string& line) {
+std::vector<Reply> Server::release_barrier(bool ok) {
   std::vector<Reply> replies;
-  for (std::size_t c = 0; c < phase_.size(); ++c) {
-    if (phase_[c] != Phase::kInBarrier) continue;
-    phase_[c] = Phase::kInitialized;
-    replies.push_back({c, line});
+  for (std::size_t i = 0; i < clients_.size(); ++i) {
+    Client& c = clients_[i];
+    if (c.phase != Phase::kInBarrier) continue;
+    c.phase = Phase::kInitialized;
+    if (c.wire == Wire::kLines) {
+      replies.push_back({i, ok ? "cmd=barrier_out rc=0\n"
+                               : "cmd=barrier_out rc=-1 msg=a_rank_of_the_job_has_ended\n"});
+    } else {
+      replies.push_back(answer(i, "kvs-fence-response", c.fence_thrid,
+                               ok ? Pairs{{"rc", "0"}} : failed("a rank of the job has ended")));
+    }
   }
   return replies;
 }
 
 bool Server::on_client_gone(std::size_t client, std::vector<Reply>& replies) {
-  if (client >= phase_.size() || phase_[client] == Phase::kGone) return false;
-  const Phase was = phase_[client];
-  phase_[client] = Phase::kGone;
-  in_multi_line_.erase(client);
+  if (client >= clients_.size() || clients_[client].phase == Phase::kGone) return false;
+  Client& c = clients_[client];
+  const Phase was = c.phase;
+  c.phase = Phase::kGone;
+  c.in_multi_line = false;
+  c.awaits.reset();
+  c.unread.clear();
   const bool breaks =
       was == Phase::kInitialized || was == Phase::kInBarrier || (was == Phase::kNew && in_use_);
   if (was == Phase::kNew && !in_use_) gone_early_.insert(client);

@@ -1,22 +1,45 @@
-// PMI-1, the "simple PMI" wire protocol that MPICH (and Intel MPI, MVAPICH)
-// speak to their process manager, served by the job shell to the tasks of
-// its node: each task gets one end of a socket pair as PMI_FD, with PMI_RANK
-// and PMI_SIZE, and sends newline-ended lines of space-separated key=value
-// words ("cmd=put kvsname=... key=... value=..."), answered in the same form.
+// PMI-1 and PMI-2, the wire protocols that MPICH (and Intel MPI, MVAPICH,
+// and Slurm's libpmi2) speak to their process manager, served by the job
+// shell to the tasks of its node: each task gets one end of a socket pair as
+// PMI_FD, with PMI_RANK and PMI_SIZE, and the shell feeds what it reads there
+// to on_bytes, whose answers it sends back.
 //
-// The key-value space is the world's: a task's puts become visible to the
-// other nodes' tasks at a barrier. Once every task of this node has entered
-// the barrier, the node's puts since the last one leave as one contribution
-// (take_fence); the agents carry it to the leader, which merges every node's
-// and sends the whole back (fence_done), and only then does each task get its
-// barrier_out. Where the node holds the whole world the barrier completes
-// here, with no exchange.
+// The wire, per client, is decided by what it says first:
+//  - PMI-1 ("simple PMI"): newline-ended lines of space-separated key=value
+//    words ("cmd=put kvsname=... key=... value=..."), answered in the same
+//    form. MPICH's client sends init, get_maxes, get_appnum, get_my_kvsname,
+//    get_universe_size, put, get, barrier_in, finalize, abort;
+//    publish_name, lookup_name, unpublish_name and spawn ("mcmd=spawn" ...
+//    "endcmd") are answered with an error.
+//  - PMI-2: the client opens with the PMI-1 line "cmd=init pmi_version=2
+//    pmi_subversion=0", answered "cmd=response_to_init pmi_version=2
+//    pmi_subversion=0 rc=0"; from then on each message, both ways, is a
+//    6-character decimal length (spaces either side) and that many bytes of
+//    "key=value;" pairs, "cmd=..." first, a ';' inside a value doubled
+//    (encode_message, decode_message). Served: fullinit, job-getid,
+//    kvs-put, kvs-fence, kvs-get, info-putnodeattr, info-getnodeattr (with
+//    wait=TRUE, answered once some task of the node puts the key),
+//    info-getjobattr (PMI_process_mapping, universeSize), finalize, abort.
+//    Anything else (spawn, name-publish/-lookup/-unpublish, job-connect,
+//    ring) gets "cmd=<cmd>-response;rc=-1;errmsg=...;". A "thrid" a client
+//    sends comes back in its answer (MPICH's threaded client routes by it).
+// A client whose bytes cannot be framed (a PMI-1 line longer than kLineMax,
+// a PMI-2 length that is no number or more than kMessageMax) gets one error
+// answer and is not read any more (refused(): the shell logs it).
 //
-// Pure: no I/O. The shell owns the sockets and feeds the lines in
-// (hpcq-job-shell, agent/executor/job_shell_main.cc). The protocol, as
-// MPICH's client sends it: init, get_maxes, get_appnum, get_my_kvsname,
-// get_universe_size, put, get, barrier_in, finalize, abort; publish_name,
-// lookup_name, unpublish_name and spawn are answered with an error.
+// The key-value space is the world's, one for both protocols (a world may
+// mix them): a task's puts (put, kvs-put) become visible to the other nodes'
+// tasks at a barrier (barrier_in, kvs-fence). Once every task of this node
+// has entered the barrier, the node's puts since the last one leave as one
+// contribution (take_fence); the agents carry it to the leader, which merges
+// every node's and sends the whole back (fence_done), and only then does
+// each task get its answer. Where the node holds the whole world the barrier
+// completes here, with no exchange. PMI-2's node attributes stay on the node.
+//
+// Pure: no I/O. The shell owns the sockets (PmiClients in
+// agent/executor/shell_io.h, hpcq-job-shell). Bad input from a client, the
+// user's program, gets an error answer, never a crash
+// (tests/fuzz/pmi_fuzz.cc).
 #pragma once
 
 #include <cstddef>
@@ -26,6 +49,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lib/core/status.h"
@@ -40,11 +64,24 @@ constexpr std::size_t kKeyMax = 64;
 constexpr std::size_t kValueMax = 1024;
 // A line longer than this is a broken client (MPICH's own limit is 1024).
 constexpr std::size_t kLineMax = 4096;
+// A PMI-2 message longer than this is one (MPICH's client sends at most 64 KiB).
+constexpr std::size_t kMessageMax = 64 * 1024;
+// The width of a PMI-2 message's length.
+constexpr std::size_t kLengthWidth = 6;
 
 // A fence's contribution or outcome, as "key=value\n" lines (PMI keys and
-// values hold neither spaces nor newlines, and keys no '=').
+// values hold no newlines, and keys no '=').
 std::string encode_kvs(const Kvs& kvs);
 Result<Kvs> decode_kvs(std::string_view text);
+
+// A PMI-2 message's pairs, in order ("cmd" first).
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+// The whole message: its length, left-aligned in kLengthWidth characters,
+// and "key=value;" for each pair with each ';' of a value doubled.
+std::string encode_message(const Pairs& pairs);
+// A message's text after its length. Refused: a pair without '=', an empty
+// key, a key holding ';'. The last pair's closing ';' may be missing.
+Result<Pairs> decode_message(std::string_view text);
 
 // MPICH's PMI_process_mapping for a world whose rank r runs on node
 // node_of_rank[r] (0-based, in allocation order): "(vector,(node,nodes,
@@ -60,10 +97,11 @@ struct World {
   Kvs preset;           // keys every task can get at once (PMI_process_mapping)
 };
 
-// What a client asked for that the server cannot finish alone.
+// An answer for a client: a PMI-1 line with its newline, or a PMI-2 message
+// with its length.
 struct Reply {
   std::size_t client = 0;  // index of the local task
-  std::string line;        // with its newline
+  std::string text;
 };
 
 class Server {
@@ -71,10 +109,17 @@ class Server {
   // `ranks`: the world rank of each local client, in client order.
   Server(World world, std::vector<int> ranks);
 
-  // One line from `client`, without its newline. Returns the answers to send
-  // (none while the client waits in a barrier; every waiting client's when
-  // the barrier completes on this node).
+  // Bytes from `client`'s socket, as they came (any split): its complete
+  // lines or messages are served. Returns the answers to send (none while
+  // the client waits in a barrier or for a node attribute; every waiting
+  // client's when the barrier completes on this node).
+  std::vector<Reply> on_bytes(std::size_t client, std::string_view bytes);
+  // One PMI-1 line from `client`, without its newline (on_bytes' part for
+  // a line; a PMI-2 init switches the client to PMI-2 messages).
   std::vector<Reply> on_line(std::size_t client, std::string_view line);
+  // Why the server stopped reading `client`'s bytes, once it has (one line
+  // for the shell's log); empty until then.
+  const std::string& refused(std::size_t client) const;
 
   // Every local client has entered the barrier and the world spans other
   // nodes: the node's puts since the last fence are to be sent (once).
@@ -83,7 +128,8 @@ class Server {
   std::string take_fence();
   std::uint32_t fence_seq() const { return fence_seq_; }
   // The merged contributions of every node for the fence in flight: each
-  // waiting client gets its barrier_out. Ignored unless `seq` is that fence.
+  // waiting client gets its barrier's answer. Ignored unless `seq` is that
+  // fence.
   std::vector<Reply> fence_done(std::uint32_t seq, const Kvs& all);
   // The fence cannot complete (a node's rank died; the job is ending):
   // every waiting client gets an error answer.
@@ -98,7 +144,8 @@ class Server {
   // away unfinished, or one that went before init when another then began.
   std::optional<std::size_t> broken_by() const { return broken_by_; }
 
-  // A client called abort: its rank and code (the first one only).
+  // A client called abort: its rank and code (the first one only). PMI-2's
+  // abort carries no code: 1, what Slurm's libpmi2 then exits with.
   struct Abort {
     int rank = 0;
     int code = 0;
@@ -109,21 +156,40 @@ class Server {
 
  private:
   enum class Phase { kNew, kInitialized, kInBarrier, kFinalized, kGone };
+  enum class Wire { kLines, kMessages };
+  struct Client {
+    Phase phase = Phase::kNew;
+    Wire wire = Wire::kLines;
+    std::string unread;          // bytes short of a whole line or message
+    std::string refused;         // why its bytes are not read any more
+    bool in_multi_line = false;  // inside a PMI-1 "mcmd" (spawn) request
+    std::string fence_thrid;     // PMI-2: the thrid of its kvs-fence
+    // PMI-2: the node attribute it waits for, and its request's thrid.
+    std::optional<std::pair<std::string, std::string>> awaits;
+  };
+
+  // One PMI-2 message from `client`, without its length.
+  std::vector<Reply> on_message(std::size_t client, std::string_view text);
+  // Stops reading `client`: its bytes cannot be framed.
+  void refuse(std::size_t client, const std::string& why, std::vector<Reply>& replies);
+  // init (either protocol), fullinit: the client has begun PMI.
+  void begin(std::size_t client);
   // Once no local client owes the barrier any more: complete it here (one
   // node) or mark the fence pending.
   std::vector<Reply> maybe_complete_barrier();
-  std::vector<Reply> release_barrier(const std::string& line);
+  // Answers every client in the barrier: released, or (!ok) failed.
+  std::vector<Reply> release_barrier(bool ok);
 
   World world_;
   std::vector<int> ranks_;
-  std::vector<Phase> phase_;
-  Kvs kvs_;      // everything known here: preset, the world's and local puts
-  Kvs pending_;  // local puts since the last fence
+  std::vector<Client> clients_;
+  Kvs kvs_;         // everything known here: preset, the world's and local puts
+  Kvs pending_;     // local puts since the last fence
+  Kvs node_attrs_;  // PMI-2's info-putnodeattr: this node's only
   bool fence_pending_ = false, fence_in_flight_ = false;
   std::uint32_t fence_seq_ = 0;
   bool in_use_ = false;
-  std::set<std::size_t> in_multi_line_;  // clients inside an "mcmd" (spawn) request
-  std::set<std::size_t> gone_early_;     // clients gone before init, while none had begun
+  std::set<std::size_t> gone_early_;  // clients gone before init, while none had begun
   std::optional<std::size_t> broken_by_;
   std::optional<Abort> abort_;
 };

@@ -53,7 +53,7 @@ inline void send_on_channel(const std::string& frame, bool& broken) {
 }
 
 // What the shell's loop needs of the server of a job's MPI world: PMI-1
-// (PmiClients, below) or PMIx (PmixClients, pmix_world.h). Both share the
+// and PMI-2 (PmiClients, below) or PMIx (PmixClients, pmix_world.h). Both share the
 // channel: a world across nodes sends each fence's contribution on it to the
 // executor and gets the fence's outcome back from it (TaskIo reads the
 // channel), and a failure that ends the world leaves on it first.
@@ -160,16 +160,19 @@ class MpiWorld {
   bool ended_ = false;
 };
 
-// PMI-1 (pmi.h): each task's socket; its lines go to the server, its answers
-// come back.
+// PMI-1 and PMI-2 (pmi.h): each task's socket; what it sends goes to the
+// server, which frames it (lines or length-prefixed messages, as the task's
+// first words chose), and its answers come back.
 class PmiClients final : public MpiWorld {
  public:
   PmiClients(const JobLaunch& l, const JobFiles& files)
       : MpiWorld(l, files), ranks_(ranks_of(l)), server_(world_of(l), ranks_), size_(l.pmi.size) {
     fds_.assign(l.tasks.size(), -1);
-    buffers_.resize(l.tasks.size());
   }
 
+  // PMI_FD, PMI_RANK and PMI_SIZE are all that MPICH's PMI-1 client and
+  // Slurm's libpmi2 read (libpmi2 sends PMI_RANK in its fullinit; the size
+  // comes in the answer).
   bool add(std::size_t local, TaskStdio& stdio, std::string& error) override {
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
@@ -188,7 +191,7 @@ class PmiClients final : public MpiWorld {
     for (int fd : fds_) fds.push_back({fd, POLLIN, 0});
   }
 
-  // Client `local`'s socket is readable: its complete lines are served.
+  // Client `local`'s socket is readable: what it sent is served.
   void on_readable(std::size_t local) override {
     char buf[4096];
     for (;;) {
@@ -199,22 +202,16 @@ class PmiClients final : public MpiWorld {
         task_ended(local);
         break;
       }
-      std::string& pending = buffers_[local];
-      pending.append(buf, static_cast<std::size_t>(n));
-      std::size_t end;
-      while ((end = pending.find('\n')) != std::string::npos) {
-        const std::string line = pending.substr(0, end);
-        pending.erase(0, end + 1);
-        send(server_.on_line(local, line));
-        // PMI_Abort ends the whole world now, whether or not the caller
-        // exits; so does a task that ended before PMI began, now that
-        // another has begun.
-        end_world_if_broken();
+      const bool was_refused = !server_.refused(local).empty();
+      send(server_.on_bytes(local, std::string_view(buf, static_cast<std::size_t>(n))));
+      if (!was_refused && !server_.refused(local).empty()) {
+        fprintf(stderr, "hpcq-job-shell: task %zu: PMI: %s\n", local,
+                server_.refused(local).c_str());
       }
-      if (pending.size() > pmi::kLineMax) {
-        fprintf(stderr, "hpcq-job-shell: task %zu: PMI line too long\n", local);
-        pending.clear();
-      }
+      // PMI_Abort ends the whole world now, whether or not the caller
+      // exits; so does a task that ended before PMI began, now that
+      // another has begun.
+      end_world_if_broken();
     }
     if (server_.fence_pending()) {
       const std::uint32_t seq = server_.fence_seq();
@@ -267,7 +264,7 @@ class PmiClients final : public MpiWorld {
   void send(const std::vector<pmi::Reply>& replies) {
     for (const pmi::Reply& r : replies) {
       if (fds_[r.client] < 0) continue;
-      std::string_view rest = r.line;
+      std::string_view rest = r.text;
       while (!rest.empty()) {
         const ssize_t n = ::send(fds_[r.client], rest.data(), rest.size(), MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
@@ -281,7 +278,6 @@ class PmiClients final : public MpiWorld {
   pmi::Server server_;
   int size_;
   std::vector<int> fds_;  // the shell's end of each task's socket; -1 once closed
-  std::vector<std::string> buffers_;
 };
 
 // The forwarding tasks' standard streams (hpcq run): the read ends of their

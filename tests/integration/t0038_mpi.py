@@ -5,6 +5,8 @@ fences the agents and the leader carry (and Open MPI's through PMIx
 servers, with direct modex between the nodes); a failing rank, MPI_Abort and a
 cancel end every rank on every node. Inside a batch job, Open MPI's mpirun
 and MPICH's mpiexec start their daemons through hpcq-rsh instead of ssh.
+Slurm's PMI-2 client library (libpmi2) forms a world through the same shells,
+which serve PMI-2's wire protocol beside PMI-1.
 Compiled here with Debian's MPICH (mpicc.mpich) and Open MPI
 (mpicc.openmpi), on 4 emulated nodes of 4 cores."""
 import collections
@@ -146,6 +148,68 @@ def test_mpi_abort_ends_the_job_with_its_code():
     t.check(s["state"] == "FAILED" and s["exit_code"] == 9, f"job {s}")
     t.check("task 2: called MPI_Abort (PMI abort) with code 9" in s["reason"],
             f"reason {s['reason']}")
+
+
+PMI2_CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pmi2_client.c")
+
+
+def pmi2_client():
+    """pmi2_client.c built against Slurm's libpmi2 (Debian's libpmi2-0-dev),
+    in a directory every job can read."""
+    if "pmi2" not in _built:
+        compiler = shutil.which("cc") or shutil.which("gcc")
+        if compiler is None:
+            raise t.Skip("needs a C compiler (cc)")
+        d = t.workdir()
+        path = os.path.join(d, "pmi2_client")
+        p = subprocess.run([compiler, "-O2", "-o", path, PMI2_CLIENT, "-lpmi2"],
+                           capture_output=True, text=True)
+        if p.returncode != 0 and ("slurm/pmi2.h" in p.stderr or "lpmi2" in p.stderr):
+            raise t.Skip("needs Debian's libpmi2-0-dev (Slurm's PMI-2 client library): "
+                         + p.stderr.strip().splitlines()[0])
+        t.check(p.returncode == 0, f"cc pmi2_client.c: {p.stderr}")
+        _built["pmi2"] = (d, path)
+    return _built["pmi2"]
+
+
+def test_libpmi2_ranks_form_one_world_across_four_nodes():
+    """Slurm's PMI-2 client library, as Intel MPI or an MPICH built for
+    srun --mpi=pmi2 loads it, speaks PMI-2's wire protocol to the job shells:
+    16 ranks on 4 nodes, each reads the key of a rank on another node."""
+    d, client = pmi2_client()
+    job = t.submit("-N", "4", "-n", "16", "-o", "out-%j", "--", client, cwd=d)
+    s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)
+    with open(os.path.join(d, f"out-{job}")) as f:
+        out = f.read()
+    t.check(s["state"] == "COMPLETED", f"job {s}\n{out}")
+    found = {}
+    for m in re.finditer(r"^pmi2 rank (\d+) of (\d+) job (\S+) node (\S+) peer (\d+) "
+                         r"value rank=(\d+);node=([^;\s]+); mapping (\S+) ok$", out, re.M):
+        found[int(m.group(1))] = m.groups()
+    t.check(sorted(found) == list(range(16)), f"ranks {sorted(found)}\n{out}")
+    t.check({g[1] for g in found.values()} == {"16"}, f"sizes\n{out}")
+    t.check(len({g[2] for g in found.values()}) == 1, f"job ids\n{out}")
+    nodes = {r: g[3] for r, g in found.items()}
+    t.check(sorted(collections.Counter(nodes.values()).values()) == [4, 4, 4, 4], f"nodes {nodes}")
+    for r, g in found.items():
+        peer = int(g[4])
+        # The value came from the peer, on another node: ';' and '=' in it
+        # crossed PMI-2's escaping, the fence and the leader.
+        t.check(int(g[5]) == peer and g[6] == nodes[peer] and nodes[peer] != nodes[r],
+                f"rank {r} read {g[5]} on {g[6]} for peer {peer} on {nodes[peer]}")
+    t.check({g[7] for g in found.values()} == {"(vector,(0,4,4))"}, f"mappings\n{out}")
+
+
+def test_pmi2_abort_ends_the_job_naming_the_task():
+    d, client = pmi2_client()
+    # Rank 2 (on the second node) aborts while the others wait in the fence.
+    job = t.submit("-N", "2", "-n", "4", "-o", "out-%j", "--", client, "abort", "2", cwd=d)
+    s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)
+    # PMI-2's abort carries no code: libpmi2 exits with 1, and so does the job.
+    t.check(s["state"] == "FAILED" and s["exit_code"] == 1, f"job {s}")
+    t.check("task 2: called MPI_Abort (PMI abort) with code 1" in s["reason"],
+            f"reason {s['reason']}")
+    t.wait_until("no rank left", lambda: not t.job_pids(job), timeout=15)
 
 
 def shells_of(job):
@@ -333,6 +397,8 @@ if __name__ == "__main__":
         test_a_failing_rank_fails_the_job_naming_it_and_ends_the_others,
         test_mpi_abort_ends_the_job_with_its_code,
         test_cancel_ends_every_rank_on_every_node_and_a_checkpoint_is_refused,
+        test_libpmi2_ranks_form_one_world_across_four_nodes,
+        test_pmi2_abort_ends_the_job_naming_the_task,
         test_a_world_waiting_in_a_fence_outlives_a_leader_restart,
         test_open_mpi_mpirun_starts_its_daemons_through_hpcq_rsh,
         test_open_mpi_direct_launch_forms_one_world_through_pmix,
