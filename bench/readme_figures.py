@@ -54,6 +54,8 @@ MPI_WIREUP_LOAD = {
     "2026-11-26T13:39:48": "a guest VM (qemu TCG, the cgroup v2 tests written alongside) busy beside "
                            "it at times, and a compiler",
     "2026-11-28T00:07:02": "quiet machine (an editor beside it)",
+    "2026-11-28T10:07:08": "quiet for hpcq's half; a helper's niced build beside most of Slurm's",
+    "2026-11-28T10:17:18": "quiet machine",
 }
 RECORDED = "load recorded"
 # migrate_cost.jsonl's lines carry neither date nor machine: the first line for
@@ -379,7 +381,9 @@ def fig_mpi_wireup():
         f"From the launch command until every rank is past MPI_Init, for one program "
         f"(examples/mpi/mpi_ring.c) built with MPICH 4.0 and with Open MPI 4.1 (ratios of "
         f"medians). Open MPI's ranks run niced and told to yield while they wait under both "
-        f"(and keep shared memory in the job's TMPDIR under hpcq, as emulated nodes need); Slurm's "
+        f"(and keep shared memory in a directory of their node's: the job's TMPDIR under hpcq, "
+        f"one per slurmd under srun, as emulated nodes need); hpcq's nodes are declared down "
+        f"after 60 s without a heartbeat, Slurm's after its default 300 s; Slurm's "
         f"slurmds each run in a mount namespace of their own so that its PMIx plugin's per-step "
         f"directories do not collide on one host; each cell min / median of {runs} runs. hpcq with "
         f"{first['nodes']} agents of {first['cores_per_node']} emulated cores, Slurm 22.05 "
