@@ -10,8 +10,10 @@ import atexit
 import glob
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,25 @@ SUBMIT_LOAD = binary("hpcq-submit-load", "bench")
 # job's environment is the submitter's.
 if os.path.dirname(HPCQ):
     os.environ["PATH"] = os.path.dirname(HPCQ) + os.pathsep + os.environ.get("PATH", "")
+
+
+def metrics_config(path, sections=""):
+    """Writes `path`, a `hpcq start --config` file serving hpcqd's metrics on
+    a free loopback port, plus `sections`; once, before the cluster starts
+    (inside it, the file is already there)."""
+    if os.environ.get("HPCQ_TEST_INSIDE"):
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with open(path, "w") as f:
+        f.write(f'[metrics]\nlisten = "127.0.0.1:{port}"\n{sections}')
+
+
+def metrics_url(path):
+    """Where the cluster started with metrics_config(path) serves /metrics."""
+    with open(path) as f:
+        return "http://" + re.search(r'listen = "([^"]+)"', f.read()).group(1) + "/metrics"
 
 
 def within_cluster(agents=4, fanout=2, topology="pack:2 numa:2 core:4 pu:1", extra=()):

@@ -13,7 +13,6 @@ import collections
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -23,21 +22,14 @@ import hpcqtest as t
 
 # hpcqd's metrics count the fences and the fence messages it receives.
 CONFIG = "/tmp/hpcq-t0038.toml"
-if not os.environ.get("HPCQ_TEST_INSIDE"):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with open(CONFIG, "w") as f:
-        f.write(f'[metrics]\nlisten = "127.0.0.1:{port}"\n')
+t.metrics_config(CONFIG)
 t.within_cluster(agents=4, fanout=2, topology="pack:1 numa:1 core:4 pu:1",
                  extra=("--config", CONFIG))
 
 
 def fence_counts():
     """(fences completed, pmi_fence messages hpcqd received) so far."""
-    with open(CONFIG) as f:
-        url = "http://" + re.search(r'listen = "([^"]+)"', f.read()).group(1) + "/metrics"
-    with urllib.request.urlopen(url, timeout=10) as r:
+    with urllib.request.urlopen(t.metrics_url(CONFIG), timeout=10) as r:
         text = r.read().decode()
 
     def sample(pattern):

@@ -9,7 +9,6 @@ served. A bad [metrics] listen is refused in one line."""
 import json
 import os
 import re
-import socket
 import sys
 import urllib.request
 
@@ -25,20 +24,14 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DASHBOARD = os.path.join(ROOT, "examples", "grafana", "hpcq.json")
 CONFIG = "/tmp/hpcq-t0042.toml"
-if not os.environ.get("HPCQ_TEST_INSIDE"):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with open(CONFIG, "w") as f:
-        f.write(f'[metrics]\nlisten = "127.0.0.1:{port}"\nper_node = true\n\n'
-                '[[queue]]\nname = "batch"\ndefault = true\n\n[[queue]]\nname = "debug"\n')
+t.metrics_config(CONFIG, 'per_node = true\n\n[[queue]]\nname = "batch"\ndefault = true\n\n'
+                 '[[queue]]\nname = "debug"\n')
 t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
                  extra=("--config", CONFIG))
 
 
 def url():
-    with open(CONFIG) as f:
-        return "http://" + re.search(r'listen = "([^"]+)"', f.read()).group(1) + "/metrics"
+    return t.metrics_url(CONFIG)
 
 
 def scrape():
