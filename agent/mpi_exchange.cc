@@ -1,0 +1,182 @@
+// Agent's half for the MPI worlds that span nodes (proto/overlay.proto's
+// Pmi* messages): a shell's fence contribution goes up the tree and an
+// outcome comes down it, each combined or split here on the way
+// (fence_tree.h, through the overlay's relay); a shell's failure goes to the
+// leader; PMIx direct modex requests go to the node that runs the rank, and
+// their answers back. Unanswered fences and requests are sent again.
+#include <spdlog/spdlog.h>
+
+#include "agent/agent.h"
+#include "lib/core/clock.h"
+
+namespace hpcq::agent {
+
+void Agent::send_pmi_events(std::vector<PmiEvent> events) {
+  for (PmiEvent& event : events) {
+    overlay::Envelope envelope;
+    envelope.set_dst(0);
+    auto attempt = attempts_.find(event.id);
+    const std::uint32_t run = attempt == attempts_.end() ? 0 : attempt->second;
+    switch (event.kind) {
+      case PmiEvent::Kind::kFailure: {
+        overlay::PmiFailure& out = *envelope.mutable_pmi_failure();
+        out.set_job_id(event.id);
+        out.set_attempt(run);
+        out.set_step(event.step);
+        out.set_code(event.code);
+        out.set_reason(std::move(event.data));
+        break;
+      }
+      case PmiEvent::Kind::kFence: {
+        overlay::PmiFence out;
+        out.set_job_id(event.id);
+        out.set_step(event.step);
+        out.set_attempt(run);
+        out.set_seq(event.seq);
+        out.set_nodes(static_cast<std::uint32_t>(event.nodes));
+        for (std::uint32_t r : event.world) out.add_world(r);
+        overlay::PmiContribution& own = *out.add_parts();
+        own.set_rank(options_.rank);
+        own.set_kvs(std::move(event.data));
+        fences_[{event.id, event.step}] = {out, wall_clock_now()};
+        fence_up(std::move(out));
+        continue;
+      }
+      case PmiEvent::Kind::kModexRequest: {
+        envelope.set_dst(event.node);
+        overlay::PmiModexRequest& out = *envelope.mutable_pmi_modex_request();
+        out.set_job_id(event.id);
+        out.set_attempt(run);
+        out.set_step(event.step);
+        out.set_rank(event.rank);
+        out.set_id(event.tag);
+        modex_requests_[{event.id, event.step, event.tag}] = {envelope, wall_clock_now()};
+        break;
+      }
+      case PmiEvent::Kind::kModexData: {
+        // The tag this agent gave the request: who asked, and their id.
+        envelope.set_dst(static_cast<Rank>(event.tag >> 32));
+        overlay::PmiModexReply& out = *envelope.mutable_pmi_modex_reply();
+        out.set_job_id(event.id);
+        out.set_attempt(run);
+        out.set_step(event.step);
+        out.set_id(event.tag & 0xffffffffu);
+        out.set_status(event.code);
+        out.set_data(std::move(event.data));
+        break;
+      }
+    }
+    Status s = overlay_->send(std::move(envelope));
+    if (!s.is_ok()) spdlog::warn("job {}: PMI: {}", event.id, s.message());
+  }
+}
+
+void Agent::on_modex_request(Rank from, const overlay::PmiModexRequest& request) {
+  auto attempt = attempts_.find(request.job_id());
+  if (attempt == attempts_.end() || attempt->second != request.attempt())
+    return;  // not yet, or stale
+  ModexFrame frame;
+  frame.kind = ModexFrame::Kind::kRequest;
+  frame.tag = (static_cast<std::uint64_t>(from) << 32) | (request.id() & 0xffffffffu);
+  frame.rank = request.rank();
+  Status s = executor_->deliver_modex(request.job_id(), request.step(), frame);
+  if (!s.is_ok()) spdlog::debug("job {}: PMIx modex request: {}", request.job_id(), s.message());
+}
+
+void Agent::on_modex_reply(const overlay::PmiModexReply& reply) {
+  auto asked = modex_requests_.find({reply.job_id(), reply.step(), reply.id()});
+  if (asked == modex_requests_.end()) return;  // answered already (a copy), or stale
+  if (asked->second.request.pmi_modex_request().attempt() != reply.attempt()) return;
+  modex_requests_.erase(asked);
+  for (const ModexFrame& frame : split_modex(reply.id(), reply.status(), reply.data())) {
+    Status s = executor_->deliver_modex(reply.job_id(), reply.step(), frame);
+    if (!s.is_ok()) {
+      spdlog::info("job {}: PMIx modex reply: {}", reply.job_id(), s.message());
+      return;
+    }
+  }
+}
+
+void Agent::repeat_unanswered_fences() {
+  const TimeUs now = wall_clock_now();
+  const TimeUs after = 2 * static_cast<TimeUs>(config_.heartbeat_interval_ms) * 1000;
+  std::erase_if(fences_, [&](const auto& f) {
+    const auto [id, step] = f.first;
+    auto attempt = attempts_.find(id);
+    return attempt == attempts_.end() || attempt->second != f.second.fence.attempt() ||
+           (step != 0 && !steps_.count({id, step}));
+  });
+  for (auto& [key, pending] : fences_) {
+    if (now - pending.sent_at < after) continue;
+    fence_up(pending.fence);
+    pending.sent_at = now;
+  }
+  // Contributions of other nodes held here far longer than a fence waits.
+  for (overlay::PmiFence& fence : fence_tree_.expire(now, 30 * kUsPerSecond)) {
+    send_fence(std::move(fence));
+  }
+  // Direct modex requests, likewise; the node asked may not have started
+  // the rank's part yet, or the way to it may have healed.
+  std::erase_if(modex_requests_, [&](const auto& m) {
+    const auto& [id, step, tag] = m.first;
+    auto attempt = attempts_.find(id);
+    return attempt == attempts_.end() ||
+           attempt->second != m.second.request.pmi_modex_request().attempt() ||
+           (step != 0 && !steps_.count({id, step}));
+  });
+  for (auto& [key, pending] : modex_requests_) {
+    if (now - pending.sent_at < after) continue;
+    overlay::Envelope envelope = pending.request;
+    (void)overlay_->send(std::move(envelope));
+    pending.sent_at = now;
+  }
+}
+
+bool Agent::on_relay(overlay::Envelope& envelope) {
+  if (envelope.body_case() == overlay::Envelope::kPmiFence && envelope.dst() == 0) {
+    fence_up(std::move(*envelope.mutable_pmi_fence()));
+    return true;
+  }
+  if (envelope.body_case() == overlay::Envelope::kPmiFenceDone) {
+    fence_done_down(envelope.dst(), envelope.pmi_fence_done());
+    return true;
+  }
+  return false;
+}
+
+void Agent::fence_up(overlay::PmiFence fence) {
+  for (overlay::PmiFence& out : fence_tree_.up(std::move(fence), wall_clock_now())) {
+    send_fence(std::move(out));
+  }
+}
+
+void Agent::send_fence(overlay::PmiFence fence) {
+  overlay::Envelope envelope;
+  envelope.set_dst(0);
+  *envelope.mutable_pmi_fence() = std::move(fence);
+  Status s = overlay_->send(std::move(envelope));
+  if (!s.is_ok()) spdlog::debug("PMI fence: {}", s.message());
+}
+
+void Agent::fence_done_down(Rank dst, const overlay::PmiFenceDone& done) {
+  FenceTree::Down d = fence_tree_.down(dst, done);
+  for (auto& [to, copy] : d.onward) {
+    overlay::Envelope envelope;
+    envelope.set_dst(to);
+    *envelope.mutable_pmi_fence_done() = std::move(copy);
+    Status s = overlay_->send(std::move(envelope));
+    if (!s.is_ok()) spdlog::debug("PMI fence outcome to rank {}: {}", to, s.message());
+  }
+  if (d.here) on_fence_done(done);
+}
+
+void Agent::on_fence_done(const overlay::PmiFenceDone& done) {
+  auto attempt = attempts_.find(done.job_id());
+  if (attempt == attempts_.end() || attempt->second != done.attempt()) return;  // stale
+  auto pending = fences_.find({done.job_id(), done.step()});
+  if (pending != fences_.end() && pending->second.fence.seq() == done.seq()) fences_.erase(pending);
+  Status s = executor_->fence_done(done.job_id(), done.step(), done.seq(), done.kvs());
+  if (!s.is_ok()) spdlog::info("job {}: PMI fence {}: {}", done.job_id(), done.seq(), s.message());
+}
+
+}  // namespace hpcq::agent
