@@ -47,6 +47,12 @@ Metrics::Metrics()
                             "receives a pmi_fence message per child subtree, not per node")
                       .Register(*registry_)
                       .Add({})),
+      pmi_fence_parts_(prometheus::BuildCounter()
+                           .Name("hpcq_pmi_fence_parts_total")
+                           .Help("Nodes' contributions in the pmi_fence messages hpcqd received "
+                                 "(more than the messages where agents combined them)")
+                           .Register(*registry_)
+                           .Add({})),
       nodes_(prometheus::BuildGauge()
                  .Name("hpcq_nodes")
                  .Help("Configured nodes by state (up, unresponsive, drained, down)")
@@ -133,6 +139,9 @@ void Metrics::overlay_received(const std::string& type) {
 }
 
 void Metrics::pmi_fence_completed() { pmi_fences_.Increment(); }
+void Metrics::pmi_fence_parts(std::size_t parts) {
+  pmi_fence_parts_.Increment(static_cast<double>(parts));
+}
 void Metrics::scheduling_cycle(double seconds) { cycle_seconds_.Observe(seconds); }
 void Metrics::submitted(double seconds) { submit_seconds_.Observe(seconds); }
 void Metrics::committed(double seconds) { commit_seconds_.Observe(seconds); }

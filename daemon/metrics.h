@@ -69,7 +69,8 @@ class Metrics {
   void job_started(const std::string& queue);
   void job_ended(const std::string& outcome, const std::string& queue);
   void overlay_received(const std::string& type);
-  void pmi_fence_completed();  // an MPI world's fence across nodes
+  void pmi_fence_completed();               // an MPI world's fence across nodes
+  void pmi_fence_parts(std::size_t parts);  // node contributions in one pmi_fence message
   void scheduling_cycle(double seconds);
   void set_state(const StateCounts& counts);
   // Any thread.
@@ -83,6 +84,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& ends_;
   prometheus::Family<prometheus::Counter>& overlay_;
   prometheus::Counter& pmi_fences_;
+  prometheus::Counter& pmi_fence_parts_;
   prometheus::Family<prometheus::Gauge>& nodes_;
   prometheus::Family<prometheus::Gauge>& cores_;
   prometheus::Family<prometheus::Gauge>& gpus_;

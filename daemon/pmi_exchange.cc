@@ -21,6 +21,7 @@ bool PmiExchange::runs(JobId id, std::uint32_t attempt, std::uint32_t step, Rank
 }
 
 void PmiExchange::on_fence(Rank rank, const overlay::PmiFence& fence) {
+  ctx_.metrics.pmi_fence_parts(static_cast<std::size_t>(fence.parts_size()));
   const Key key{fence.job_id(), fence.attempt(), fence.step(), fence.seq()};
   Fence& f = fences_[key];
   f.nodes = fence.nodes();

@@ -28,7 +28,8 @@ t.within_cluster(agents=4, fanout=2, topology="pack:1 numa:1 core:4 pu:1",
 
 
 def fence_counts():
-    """(fences completed, pmi_fence messages hpcqd received) so far."""
+    """(fences completed, pmi_fence messages hpcqd received, the nodes'
+    contributions in them) so far."""
     with urllib.request.urlopen(t.metrics_url(CONFIG), timeout=10) as r:
         text = r.read().decode()
 
@@ -36,7 +37,8 @@ def fence_counts():
         m = re.search(r"^" + pattern + r" (\S+)$", text, re.M)
         return float(m.group(1)) if m else 0.0
     return (sample(r"hpcq_pmi_fences_total"),
-            sample(r'hpcq_overlay_messages_received_total\{type="pmi_fence"\}'))
+            sample(r'hpcq_overlay_messages_received_total\{type="pmi_fence"\}'),
+            sample(r"hpcq_pmi_fence_parts_total"))
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "mpi",
                       "mpi_ring.c")
@@ -103,14 +105,15 @@ def check_one_world_of_16_on_4_nodes(d, *args):
 
 def test_mpich_ranks_form_one_world_across_four_nodes():
     d, program = mpich_program()
-    fences, messages = fence_counts()
+    before = fence_counts()
     check_one_world_of_16_on_4_nodes(d, "--", program)
     # The tree (fanout 2) is 0 -> {1, 2}, 1 -> {3, 4}: node1's agent sends its
     # own and its children's contributions as one, so hpcqd receives two
-    # messages per fence, not four.
-    fences_now, messages_now = fence_counts()
-    t.check(fences_now > fences and messages_now - messages == 2 * (fences_now - fences),
-            f"fences {fences} -> {fences_now}, fence messages {messages} -> {messages_now}")
+    # messages per fence, not four: more contributions than messages (a node
+    # that waited two heartbeats sends its own again, alone: not exactly 2).
+    fences, messages, parts = (now - was for now, was in zip(fence_counts(), before))
+    t.check(fences > 0 and parts >= 4 * fences and parts > messages,
+            f"{fences} fences, {messages} fence messages, {parts} contributions")
 
 
 def test_hpcq_run_forwards_the_output_of_an_mpi_world():
