@@ -354,9 +354,31 @@ def sqlite_writes(base, clients, batch, seconds, warmup):
                 pass
 
 
+# ---------------------------------------------------------------- the clusters
+
+class Members:
+    """What both engines' three-member clusters share: each member's process
+    in self.members[i]["proc"], started and killed through `owned`."""
+
+    def alive(self):
+        return [i for i, m in enumerate(self.members) if m["proc"] and m["proc"].poll() is None]
+
+    def pids(self):
+        return [self.members[i]["proc"].pid for i in self.alive()]
+
+    def kill(self, i):
+        self.owned.kill(self.members[i]["proc"])
+
+    def close(self):
+        # The data is thrown away: no graceful stop needed.
+        for m in self.members:
+            if m["proc"]:
+                self.owned.kill(m["proc"])
+
+
 # ---------------------------------------------------------------- etcd
 
-class EtcdCluster:
+class EtcdCluster(Members):
     """Three etcd members on 127.0.0.1, each with its own data dir under base."""
 
     def __init__(self, owned, base, taken, n=3):
@@ -385,12 +407,6 @@ class EtcdCluster:
             self.wait_healthy(i)
         return self.leader()
 
-    def alive(self):
-        return [i for i, m in enumerate(self.members) if m["proc"] and m["proc"].poll() is None]
-
-    def pids(self):
-        return [self.members[i]["proc"].pid for i in self.alive()]
-
     def port(self, i):
         return self.members[i]["client"]
 
@@ -416,9 +432,6 @@ class EtcdCluster:
         return wait_for("an etcd leader", lambda: (lambda i: None if i is None else i + 1)(
             self.leader_now()), timeout) - 1
 
-    def kill(self, i):
-        self.owned.kill(self.members[i]["proc"])
-
     def restart(self, i):
         self.start(i)  # the data dir is there: the initial-cluster flags are ignored
         self.wait_healthy(i)
@@ -430,12 +443,6 @@ class EtcdCluster:
             idx = [st.get("raft_index", st.get("raftIndex")) for st in status]
             return len(set(idx)) == 1 and len(idx) == len(self.members)
         wait_for("etcd members to agree on the raft index", agree, 60, 0.2)
-
-    def close(self):
-        # The data is thrown away: no graceful stop needed.
-        for m in self.members:
-            if m["proc"]:
-                self.owned.kill(m["proc"])
 
 
 def etcd_put_op(port, prefix):
@@ -481,7 +488,7 @@ def etcd_txn_op(port, prefix, lease, won, batch=1):
 
 # ---------------------------------------------------------------- dqlite
 
-class DqliteCluster:
+class DqliteCluster(Members):
     """Three dqlite-demo nodes (go-dqlite's app: node 0 bootstraps, 1 and 2 join)."""
 
     def __init__(self, owned, base, taken, n=3):
@@ -506,12 +513,6 @@ class DqliteCluster:
             self.start(i)
         self.wait_voters()
         return self.leader()
-
-    def alive(self):
-        return [i for i, m in enumerate(self.members) if m["proc"] and m["proc"].poll() is None]
-
-    def pids(self):
-        return [self.members[i]["proc"].pid for i in self.alive()]
 
     def port(self, i):
         return self.members[i]["api"]
@@ -538,20 +539,11 @@ class DqliteCluster:
         return wait_for("a dqlite leader", lambda: (lambda i: None if i is None else i + 1)(
             self.leader_now()), timeout, 0.2) - 1
 
-    def kill(self, i):
-        self.owned.kill(self.members[i]["proc"])
-
     def restart(self, i):
         self.start(i)  # its dir holds info.yaml: it comes back as the same node
 
     def settle(self):
         self.wait_voters()
-
-    def close(self):
-        # The data is thrown away: no graceful stop needed.
-        for m in self.members:
-            if m["proc"]:
-                self.owned.kill(m["proc"])
 
 
 def dqlite_put_op(port, prefix, busy):
