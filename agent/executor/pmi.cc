@@ -339,7 +339,7 @@ std::vector<Reply> Server::on_line(std::size_t client, std::string_view line) {
         code = std::stoi(value_or(words, "exitcode", "1"));
       } catch (const std::exception&) {
       }
-      abort_ = Abort{ranks_[client], code};
+      abort_ = Abort{ranks_[client], code, ""};
     }
   } else if (cmd == "publish_name" || cmd == "unpublish_name" || cmd == "lookup_name") {
     const std::string answer = cmd.substr(0, cmd.find('_')) + "_result";
@@ -452,7 +452,7 @@ std::vector<Reply> Server::on_message(std::size_t client, std::string_view text)
   } else if (cmd == "abort") {
     // isworld or not: a world of fixed size cannot go on without the rank.
     // No answer: the client exits.
-    if (!abort_) abort_ = Abort{ranks_[client], 1};
+    if (!abort_) abort_ = Abort{ranks_[client], 1, find(*pairs, "msg").value_or("")};
   } else if (cmd == "spawn") {
     reply(failed("hpcq does not spawn processes"));
   } else if (cmd == "name-publish" || cmd == "name-unpublish" || cmd == "name-lookup") {

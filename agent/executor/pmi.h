@@ -149,6 +149,7 @@ class Server {
   struct Abort {
     int rank = 0;
     int code = 0;
+    std::string message;  // what the caller said (PMI-2, PMIx); may be empty
   };
   const std::optional<Abort>& abort() const { return abort_; }
   // Whether any client has begun PMI (sent init).

@@ -83,9 +83,11 @@ pmix_status_t on_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t, voi
 }
 
 // The whole world ends, whichever processes the caller named (as srun does).
-pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char*, pmix_proc_t*,
-                       size_t, pmix_op_cbfunc_t, void*) {
-  g_upcalls->push(Upcall(Upcall::Kind::kAbort, proc->rank, status));
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char* message,
+                       pmix_proc_t*, size_t, pmix_op_cbfunc_t, void*) {
+  Upcall u(Upcall::Kind::kAbort, proc->rank, status);
+  if (message != nullptr) u.data = message;
+  g_upcalls->push(std::move(u));
   return PMIX_OPERATION_SUCCEEDED;
 }
 
@@ -413,7 +415,7 @@ class PmixClients final : public MpiWorld {
             phase_[local] = Phase::kFinalized;
           break;
         case Upcall::Kind::kAbort:
-          if (!abort_) abort_ = pmi::Server::Abort{static_cast<int>(u.rank), u.code};
+          if (!abort_) abort_ = pmi::Server::Abort{static_cast<int>(u.rank), u.code, u.data};
           break;
         case Upcall::Kind::kFence: begin_fence(std::move(u)); break;
         case Upcall::Kind::kModexRequest: ask_for_modex(u); break;

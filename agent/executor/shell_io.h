@@ -28,6 +28,7 @@
 #include "agent/executor/job_launch.h"
 #include "agent/executor/pmi.h"
 #include "agent/executor/posix.h"
+#include "lib/core/units.h"
 
 namespace hpcq::agent {
 
@@ -141,9 +142,11 @@ class MpiWorld {
     if (ended_) return;
     if (const auto a = abort()) {
       ended_ = true;
+      // The caller's message (PMI-2, PMIx) quoted: one printable line, cut.
       report_failure(a->code, "task " + std::to_string(a->rank) +
                                   ": called MPI_Abort (PMI abort) with code " +
-                                  std::to_string(a->code));
+                                  std::to_string(a->code) +
+                                  (a->message.empty() ? "" : ": " + quote(a->message)));
       kill(-1, SIGKILL);
     } else if (broken_by()) {
       // The shell names the task once the tasks are reaped.

@@ -202,7 +202,7 @@ def test_pmi2_abort_ends_the_job_naming_the_task():
     s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)
     # PMI-2's abort carries no code: libpmi2 exits with 1, and so does the job.
     t.check(s["state"] == "FAILED" and s["exit_code"] == 1, f"job {s}")
-    t.check("task 2: called MPI_Abort (PMI abort) with code 1" in s["reason"],
+    t.check("task 2: called MPI_Abort (PMI abort) with code 1: 'rank 2 gives up'" in s["reason"],
             f"reason {s['reason']}")
     t.wait_until("no rank left", lambda: not t.job_pids(job), timeout=15)
 

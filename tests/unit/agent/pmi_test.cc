@@ -300,13 +300,14 @@ TEST(Pmi2, NodeAttributesStayOnTheNodeAndAWaiterGetsThePut) {
   EXPECT_EQ(server.take_fence(), "");
 }
 
-TEST(Pmi2, AbortRecordsTheRankWithCodeOne) {
+TEST(Pmi2, AbortRecordsTheRankWithCodeOneAndItsMessage) {
   Server server(world(4, 2), {2, 3});
   server.on_bytes(0, std::string(kInit2));
   EXPECT_TRUE(server.on_bytes(0, message("cmd=abort;isworld=TRUE;msg=rank 2 gives up;")).empty());
   ASSERT_TRUE(server.abort().has_value());
   EXPECT_EQ(server.abort()->rank, 2);
   EXPECT_EQ(server.abort()->code, 1);
+  EXPECT_EQ(server.abort()->message, "rank 2 gives up");
 }
 
 TEST(Pmi2, WhatHpcqDoesNotServeIsAnsweredWithAnError) {
