@@ -299,34 +299,9 @@ std::string describe_task(const TaskResult& task) {
   return prefix + "exited with code " + std::to_string(task.exit_code);
 }
 
-std::string encode_output_frame(int rank, bool is_stderr, std::string_view data) {
-  std::string frame(5, '\0');
-  const auto r = static_cast<std::uint32_t>(rank);
-  for (int i = 0; i < 4; ++i) frame[static_cast<std::size_t>(i)] = static_cast<char>(r >> (8 * i));
-  frame[4] = is_stderr ? 2 : 1;
-  frame.append(data);
-  return frame;
-}
-
-std::vector<FenceFrame> split_fence(std::uint32_t seq, std::string_view data) {
-  std::vector<FenceFrame> frames;
-  do {
-    const std::string_view chunk = data.substr(0, kOutputFrameData);
-    data.remove_prefix(chunk.size());
-    frames.push_back({seq, data.empty(), std::string(chunk)});
-  } while (!data.empty());
-  return frames;
-}
-
 namespace {
 
-constexpr char kFenceStream = 3;
-constexpr char kFailureStream = 4;
-constexpr char kModexStream = 5;
-constexpr char kFenceLast = 1;  // the flag of a fence frame from the shell
-constexpr char kInputEof = 1, kInputFence = 4, kInputFenceLast = 8, kInputModex = 16;
-constexpr std::size_t kModexHeader = 22;  // kind, flags, tag, rank, node, status
-
+// Little-endian, as every frame header carries its numbers.
 void put_u32(std::string& out, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) out += static_cast<char>(v >> (8 * i));
 }
@@ -339,6 +314,45 @@ std::uint32_t get_u32(std::string_view in) {
   }
   return v;
 }
+
+// `data` in pieces of at most kOutputFrameData bytes (no data: one empty
+// piece), for a fence's or a modex answer's frames.
+std::vector<std::string_view> frame_pieces(std::string_view data) {
+  std::vector<std::string_view> pieces;
+  do {
+    pieces.push_back(data.substr(0, kOutputFrameData));
+    data.remove_prefix(pieces.back().size());
+  } while (!data.empty());
+  return pieces;
+}
+
+}  // namespace
+
+std::string encode_output_frame(int rank, bool is_stderr, std::string_view data) {
+  std::string frame;
+  put_u32(frame, static_cast<std::uint32_t>(rank));
+  frame += is_stderr ? '\2' : '\1';
+  frame.append(data);
+  return frame;
+}
+
+std::vector<FenceFrame> split_fence(std::uint32_t seq, std::string_view data) {
+  const std::vector<std::string_view> pieces = frame_pieces(data);
+  std::vector<FenceFrame> frames;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    frames.push_back({seq, i + 1 == pieces.size(), std::string(pieces[i])});
+  }
+  return frames;
+}
+
+namespace {
+
+constexpr char kFenceStream = 3;
+constexpr char kFailureStream = 4;
+constexpr char kModexStream = 5;
+constexpr char kFenceLast = 1;  // the flag of a fence frame from the shell
+constexpr char kInputEof = 1, kInputFence = 4, kInputFenceLast = 8, kInputModex = 16;
+constexpr std::size_t kModexHeader = 22;  // kind, flags, tag, rank, node, status
 
 std::string encode_modex(const ModexFrame& m) {
   std::string body;
@@ -374,17 +388,16 @@ Result<ModexFrame> decode_modex(std::string_view body) {
 }  // namespace
 
 std::vector<ModexFrame> split_modex(std::uint64_t tag, std::int32_t status, std::string_view data) {
+  const std::vector<std::string_view> pieces = frame_pieces(data);
   std::vector<ModexFrame> frames;
-  do {
-    const std::string_view chunk = data.substr(0, kOutputFrameData);
-    data.remove_prefix(chunk.size());
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
     ModexFrame& f = frames.emplace_back();
     f.kind = ModexFrame::Kind::kData;
-    f.last = data.empty();
+    f.last = i + 1 == pieces.size();
     f.tag = tag;
     f.status = status;
-    f.data = chunk;
-  } while (!data.empty());
+    f.data = pieces[i];
+  }
   return frames;
 }
 
@@ -437,11 +450,7 @@ Result<OutputFrame> decode_output_frame(std::string_view frame) {
   if (frame.size() >= 6 && frame[4] == kFenceStream) {
     OutputFrame out;
     FenceFrame& fence = out.fence.emplace();
-    for (int i = 0; i < 4; ++i) {
-      fence.seq |=
-          static_cast<std::uint32_t>(static_cast<unsigned char>(frame[static_cast<std::size_t>(i)]))
-          << (8 * i);
-    }
+    fence.seq = get_u32(frame);
     fence.last = (frame[5] & kFenceLast) != 0;
     fence.data = frame.substr(6);
     return out;
@@ -449,13 +458,8 @@ Result<OutputFrame> decode_output_frame(std::string_view frame) {
   if (frame.size() < 5 || (frame[4] != 1 && frame[4] != 2)) {
     return invalid_argument("output frame: malformed header");
   }
-  std::uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) {
-    r |= static_cast<std::uint32_t>(static_cast<unsigned char>(frame[static_cast<std::size_t>(i)]))
-         << (8 * i);
-  }
   OutputFrame out;
-  out.rank = static_cast<int>(r);
+  out.rank = static_cast<int>(get_u32(frame));
   out.is_stderr = frame[4] == 2;
   out.data = frame.substr(5);
   return out;
