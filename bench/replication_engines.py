@@ -70,18 +70,7 @@ VALUE = (base64.b64encode(os.urandom(768)).decode())  # 1,024 ASCII bytes
 VALUE_B64 = base64.b64encode(VALUE.encode()).decode()
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-
-def commit():
-    """The measured tree: its commit, '+' when it has uncommitted changes."""
-    git = lambda *a: subprocess.run(["git", "-C", ROOT, *a], capture_output=True,
-                                    text=True).stdout.strip()
-    return git("rev-parse", "--short", "HEAD") + ("+" if git("status", "--porcelain",
-                                                            "--untracked-files=no") else "")
-
-
-def host():
-    u = os.uname()
-    return f"{u.nodename} {u.release} {os.cpu_count()} CPUs"
+from throughput import commit, host  # noqa: E402  the same provenance as throughput.py's lines
 
 
 def version(argv):
@@ -832,21 +821,17 @@ def main():
                 for clients in (1, 8):
                     record(f"dqlite_native_{clients}", r, lambda: dqlite_native(
                         owned, base, taken, clients, a.seconds))
+        engines = [(name, cls, put_of) for name, skip, cls, put_of in (
+            ("etcd", a.skip_etcd, EtcdCluster, etcd_failover_put),
+            ("dqlite", a.skip_dqlite, DqliteCluster, dqlite_failover_put)) if not skip]
         for deadline in ([] if a.skip_failover else a.deadlines):
-            if not a.skip_etcd:
-                etcd = EtcdCluster(owned, owned.mkdtemp(base, "etcd-fo-"), taken)
-                etcd.start_all()
-                put, exists = etcd_failover_put("fo")
-                for v in failover("etcd", etcd, a.kills, put, exists, deadline):
-                    record("etcd_failover", 0, lambda: v)
-                etcd.close()
-            if not a.skip_dqlite:
-                dq = DqliteCluster(owned, owned.mkdtemp(base, "dqlite-fo-"), taken)
-                dq.start_all()
-                put, exists = dqlite_failover_put("fo")
-                for v in failover("dqlite", dq, a.kills, put, exists, deadline):
-                    record("dqlite_failover", 0, lambda: v)
-                dq.close()
+            for name, cls, put_of in engines:
+                cluster = cls(owned, owned.mkdtemp(base, f"{name}-fo-"), taken)
+                cluster.start_all()
+                put, exists = put_of("fo")
+                for v in failover(name, cluster, a.kills, put, exists, deadline):
+                    record(f"{name}_failover", 0, lambda: v)
+                cluster.close()
     finally:
         owned.close()
     # Only a complete run is kept: an interrupted one leaves no lines behind.
