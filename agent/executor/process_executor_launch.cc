@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -40,40 +41,9 @@ constexpr int kReadyTimeoutMs = 10'000;
 // leaves no results.json and its log explains.
 constexpr int kShellSetupFailed = 125;
 
-// struct clone_args, version 0 (linux/sched.h; not included because its
-// CLONE_* macros collide with glibc's <sched.h>).
-struct CloneArgs {
-  std::uint64_t flags = 0;
-  std::uint64_t pidfd = 0;
-  std::uint64_t child_tid = 0;
-  std::uint64_t parent_tid = 0;
-  std::uint64_t exit_signal = 0;
-  std::uint64_t stack = 0;
-  std::uint64_t stack_size = 0;
-  std::uint64_t tls = 0;
-};
-
-// clone3 hands back the pidfd atomically; clone + pidfd_open is the fallback
-// where seccomp filters refuse clone3 with ENOSYS (container runtimes do).
-// The open is safe there: the child cannot exit (and its PID be reused) before
-// we release it through the pipe, and only we can reap it.
-pid_t clone_new_pid_ns(int* pidfd) {
-  int fd = -1;
-  CloneArgs args;
-  args.flags = CLONE_NEWPID | CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<std::uintptr_t>(&fd);
-  args.exit_signal = SIGCHLD;
-  long pid = syscall(SYS_clone3, &args, sizeof args);
-  if (pid < 0 && errno == ENOSYS) {
-    pid = syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
-    if (pid > 0) fd = open_pidfd(static_cast<pid_t>(pid));
-  }
-  *pidfd = fd;
-  return static_cast<pid_t>(pid);
-}
-
 // Fails the child of clone() with a line in the shell's log.
-[[noreturn]] void child_failed(const char* what) {
+[[noreturn]] __attribute__((no_sanitize("address", "undefined"))) void child_failed(
+    const char* what) {
   static const char kPrefix[] = "hpcq-job-shell: ";
   ssize_t ignored = write(2, kPrefix, sizeof kPrefix - 1);
   ignored = write(2, what, strlen(what));
@@ -82,24 +52,35 @@ pid_t clone_new_pid_ns(int* pidfd) {
   _exit(kShellSetupFailed);
 }
 
-// Runs in the child of clone(), a copy of a multi-threaded process: only
-// async-signal-safe calls until execve. It gives the job its own /proc
+// What the shell's child needs, all built before the clone: the child shares
+// the agent's memory (CLONE_VM) and may not allocate.
+struct ShellChild {
+  const char* const* cgroup_procs;  // each cgroup.procs file the shell joins, null-ended
+  int devnull_fd, log_fd, ready_fd, output_fd;
+  const char* log_path;
+  const char* private_tmp;  // null: the node's /tmp and /dev/shm
+  const char* private_shm;
+  char* const* argv;
+  char* const* envp;
+};
+
+// Runs in the child of clone(CLONE_VM | CLONE_VFORK), on its own stack, in
+// the agent's memory while the agent's thread waits: only async-signal-safe
+// calls until execve, as in posix_spawn. (Copying the agent's page tables
+// for a fork, and the copy-on-write faults after it, were the largest part
+// of the agent's CPU per job.) It joins the job's cgroups, so that no
+// process of the job runs outside them, and gives the job its own /proc
 // before the shell starts: a mount namespace (a private copy of the node's
 // mounts) with a proc of the job's PID namespace over /proc, so that ps,
 // pgrep, /proc/self and /proc/<pid>/fd (UCX) show the job's processes, and
 // only them. Stdio is reopened inside it, and the shell exec'd there, so that
 // nothing of the shell refers to a mount of the node's namespace: CRIU dumps
 // the job's mount namespace with it and cannot dump a file or mapping from
-// outside it.
-[[noreturn]] void exec_shell(int go_fd, int devnull_fd, int log_fd, int ready_fd, int output_fd,
-                             const char* log_path, const char* private_tmp, const char* private_shm,
-                             char* const* argv, char* const* envp) {
-  char go = 0;
-  ssize_t n;
-  do {
-    n = read(go_fd, &go, 1);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) _exit(kShellSetupFailed);  // the parent gave up on us
+// outside it. Not instrumented: a sanitizer's bookkeeping is not safe here.
+__attribute__((no_sanitize("address", "undefined"))) int exec_shell(void* arg) {
+  const ShellChild& c = *static_cast<const ShellChild*>(arg);
+  const int devnull_fd = c.devnull_fd, log_fd = c.log_fd, ready_fd = c.ready_fd,
+            output_fd = c.output_fd;
   // Lift every fd above 0..3 first so that the dup2s cannot clobber each other.
   int in = fcntl(devnull_fd, F_DUPFD, 10);
   int out = fcntl(log_fd, F_DUPFD, 10);
@@ -114,6 +95,12 @@ pid_t clone_new_pid_ns(int* pidfd) {
   if (syscall(SYS_close_range, first_closed, ~0U, 0U) != 0) {
     for (int fd = static_cast<int>(first_closed); fd < 65536; ++fd) close(fd);
   }
+  for (const char* const* procs = c.cgroup_procs; *procs != nullptr; ++procs) {
+    // "0": the writer, here the job's PID 1.
+    int fd = open(*procs, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "0", 1) != 1) child_failed("joining the job's cgroup failed");
+    close(fd);
+  }
   if (unshare(CLONE_NEWNS) != 0) child_failed("unshare(CLONE_NEWNS) failed");
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     child_failed("making / private failed");
@@ -121,20 +108,21 @@ pid_t clone_new_pid_ns(int* pidfd) {
   if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
     child_failed("mounting /proc failed");
   }
-  if (private_tmp != nullptr && (mount(private_tmp, "/tmp", nullptr, MS_BIND, nullptr) != 0 ||
-                                 mount(private_shm, "/dev/shm", nullptr, MS_BIND, nullptr) != 0)) {
+  if (c.private_tmp != nullptr &&
+      (mount(c.private_tmp, "/tmp", nullptr, MS_BIND, nullptr) != 0 ||
+       mount(c.private_shm, "/dev/shm", nullptr, MS_BIND, nullptr) != 0)) {
     child_failed("mounting the job's own /tmp and /dev/shm failed");
   }
   // As the executor opened the log (not O_APPEND), at its end.
   in = open("/dev/null", O_RDONLY);
-  out = open(log_path, O_WRONLY);
+  out = open(c.log_path, O_WRONLY);
   if (in < 0 || out < 0 || lseek(out, 0, SEEK_END) < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
       dup2(out, 2) < 0) {
     child_failed("reopening stdio in the job's mount namespace failed");
   }
   close(in);
   close(out);
-  execve(argv[0], argv, envp);
+  execve(c.argv[0], c.argv, c.envp);
   child_failed("execve failed");
 }
 
@@ -448,9 +436,7 @@ Status ProcessExecutor::start_shell(Job& job) {
   if (log.get() < 0) return internal_error("create " + files.shell_log + ": " + errno_text(errno));
   Fd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (devnull.get() < 0) return internal_error("open /dev/null: " + errno_text(errno));
-  int go_pipe[2], ready_pipe[2];
-  if (pipe2(go_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
-  Fd go_read(go_pipe[0]), go_write(go_pipe[1]);
+  int ready_pipe[2];
   if (pipe2(ready_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
   Fd ready_read(ready_pipe[0]), ready_write(ready_pipe[1]);
   // Forwarded output: the shell's end of a packet socket; ours, non-blocking,
@@ -483,55 +469,69 @@ Status ProcessExecutor::start_shell(Job& job) {
   const std::string private_tmp = job.private_dir + "/tmp", private_shm = job.private_dir + "/shm";
   char* argv[] = {shell.data(), dir.data(), flag.data(), nullptr};
   char* envp[] = {path_env.data(), criu_env.data(), nullptr};
+  std::vector<std::string> procs_files;
+  for (const std::string& d : job.shell_cgroup.dirs()) procs_files.push_back(d + "/cgroup.procs");
+  std::vector<const char*> procs;
+  for (const std::string& f : procs_files) procs.push_back(f.c_str());
+  procs.push_back(nullptr);
+  ShellChild child{procs.data(),
+                   devnull.get(),
+                   log.get(),
+                   ready_write.get(),
+                   output_theirs.get(),
+                   log_path.c_str(),
+                   job.private_dir.empty() ? nullptr : private_tmp.c_str(),
+                   private_shm.c_str(),
+                   argv,
+                   envp};
+  // Where the shell opens its channel when its tasks first use PMI; ready
+  // before the shell runs (a restarted agent's leftover file is replaced).
+  Fd pmi_listen;
+  if (job.channel_on_demand) {
+    Result<int> listening = listen_unix(files.pmi_socket);
+    if (!listening.is_ok()) return listening.status();
+    pmi_listen.adopt(*listening);
+  }
+  // The child's stack; ours waits meanwhile (CLONE_VFORK), so one for each
+  // launch, freed once the child has exec'd or died.
+  constexpr std::size_t kChildStack = 64 * 1024;
+  void* stack = mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return internal_error("mmap a stack: " + errno_text(errno));
 
   // No agent signal handler may run in the child (it would act on the
-  // agent's copied state); the shell resets the mask it inherits.
+  // agent's state); the shell resets the mask it inherits.
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int pidfd = -1;
-  pid_t pid = clone_new_pid_ns(&pidfd);
-  if (pid == 0) {
-    exec_shell(go_read.get(), devnull.get(), log.get(), ready_write.get(), output_theirs.get(),
-               log_path.c_str(), job.private_dir.empty() ? nullptr : private_tmp.c_str(),
-               private_shm.c_str(), argv, envp);
+  const int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | SIGCHLD;
+  char* stack_top = static_cast<char*>(stack) + kChildStack;
+  pid_t pid = clone(exec_shell, stack_top, flags | CLONE_PIDFD, &child, &pidfd);
+  if (pid < 0 && errno == EINVAL) {
+    // A kernel before 5.2 has no CLONE_PIDFD: the open after is safe, as the
+    // child cannot be reaped (and its PID reused) by anyone but us.
+    pid = clone(exec_shell, stack_top, flags, &child);
+    if (pid > 0) pidfd = open_pidfd(pid);
   }
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  munmap(stack, kChildStack);
   if (pid < 0) return internal_error("clone(CLONE_NEWPID): " + errno_text(clone_errno));
-  go_read.reset();
   ready_write.reset();
   output_theirs.reset();
-
-  auto abandon = [&](Status s) {
-    // Closing the pipe unblocks the child, which then exits at once.
-    go_write.reset();
-    siginfo_t info{};
-    if (pidfd >= 0) {
-      waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED);
-      close(pidfd);
-    } else {
-      waitpid(pid, nullptr, 0);
-    }
-    return s;
-  };
-  if (pidfd < 0) return abandon(internal_error("pidfd_open: " + errno_text(errno)));
-  Status s = job.shell_cgroup.add_process(pid);
-  if (!s.is_ok()) return abandon(s);
+  if (pidfd < 0) {
+    const int open_errno = errno;
+    kill(pid, SIGKILL);  // still ours to reap: its PID cannot have been reused
+    waitpid(pid, nullptr, 0);
+    return internal_error("pidfd_open: " + errno_text(open_errno));
+  }
+  // The child has exec'd the shell, in the job's cgroups, or has died with a
+  // line in the shell's log, which reap() reports.
   job.pid = pid;
   job.pidfd = pidfd;
   job.output_fd = output_ours.release();
-  if (job.channel_on_demand) {
-    // Made after the shell: a restarted agent's leftover file is replaced.
-    Result<int> listening = listen_unix(files.pmi_socket);
-    if (!listening.is_ok()) return abandon(listening.status());
-    job.pmi_listen_fd = *listening;
-  }
-  char go = 'g';
-  if (write(go_write.get(), &go, 1) != 1) {
-    signal_pidfd(pidfd, SIGKILL);
-  }
-  go_write.reset();
+  job.pmi_listen_fd = pmi_listen.release();
 
   // The shell writes one byte once every task is forked, then closes; EOF
   // alone means it ended early, which reap() will report.
