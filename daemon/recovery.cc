@@ -13,6 +13,7 @@
 #include "daemon/usage_record.h"
 #include "lib/api/job_proto.h"
 #include "lib/store/codec.h"
+#include "lib/store/sqlite_store.h"
 
 namespace hpcq::daemon {
 namespace {
@@ -153,7 +154,7 @@ Status load_job_history(Context& ctx, store::Store& store) {
 }  // namespace
 
 Result<Recovered> recover(Context& ctx) {
-  auto opened = store::Store::open(ctx.config.state_dir + "/hpcq.db");
+  auto opened = store::SqliteStore::open(ctx.config.state_dir + "/hpcq.db");
   if (!opened.is_ok()) return opened.status();
   Recovered out;
   out.store = std::move(opened).value();

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "lib/store/sqlite_store.h"
 #include "tests/unit/store/temp_dir.h"
 
 namespace hpcq::store {
@@ -42,8 +43,8 @@ WriteBatch submission(JobId id) {
   return b;
 }
 
-std::unique_ptr<Store> open_ok(const std::string& path) {
-  auto store = Store::open(path);
+std::unique_ptr<SqliteStore> open_ok(const std::string& path) {
+  auto store = SqliteStore::open(path);
   EXPECT_TRUE(store.is_ok()) << store.status().to_string();
   if (!store.is_ok()) return nullptr;
   return std::move(store).value();
@@ -317,7 +318,7 @@ void write_all_or_die(int fd, const std::string& text) {
 // The child: 4 threads submit jobs through a GroupCommitter; each id is
 // written to `fd` from its `done`, i.e. once the commit is acknowledged.
 [[noreturn]] void run_child(const std::string& path, int fd) {
-  auto opened = Store::open(path);
+  auto opened = SqliteStore::open(path);
   if (!opened.is_ok()) _exit(2);
   GroupCommitter committer(std::move(opened).value());
   constexpr int kThreads = 4;

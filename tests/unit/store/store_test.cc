@@ -1,4 +1,4 @@
-#include "lib/store/store.h"
+#include "lib/store/sqlite_store.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -50,8 +50,8 @@ class RawDb {
   sqlite3* db_ = nullptr;
 };
 
-std::unique_ptr<Store> open_ok(const std::string& path) {
-  auto store = Store::open(path);
+std::unique_ptr<SqliteStore> open_ok(const std::string& path) {
+  auto store = SqliteStore::open(path);
   EXPECT_TRUE(store.is_ok()) << store.status().to_string();
   if (!store.is_ok()) return nullptr;
   return std::move(store).value();
@@ -138,7 +138,7 @@ TEST(Store, NewDatabaseGetsTheCurrentSchemaInWalMode) {
   const std::string path = dir.file("hpcq.db");
   auto store = open_ok(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->schema_version(), Store::current_schema_version());
+  EXPECT_EQ(store->schema_version(), SqliteStore::current_schema_version());
   EXPECT_EQ(store->path(), path);
   auto max_id = store->max_job_id();
   ASSERT_TRUE(max_id.is_ok());
@@ -146,7 +146,8 @@ TEST(Store, NewDatabaseGetsTheCurrentSchemaInWalMode) {
 
   RawDb raw(path);
   EXPECT_EQ(raw.query("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(raw.query("PRAGMA user_version"), std::to_string(Store::current_schema_version()));
+  EXPECT_EQ(raw.query("PRAGMA user_version"),
+            std::to_string(SqliteStore::current_schema_version()));
   for (const char* table : {"jobs", "job_events", "nodes", "meta"}) {
     EXPECT_EQ(raw.query(std::string("SELECT name FROM sqlite_master WHERE type = 'table' AND "
                                     "name = '") +
@@ -156,11 +157,11 @@ TEST(Store, NewDatabaseGetsTheCurrentSchemaInWalMode) {
 }
 
 TEST(Store, MigrationsAreNumberedFromOneWithoutGaps) {
-  auto steps = Store::migrations();
+  auto steps = SqliteStore::migrations();
   ASSERT_FALSE(steps.empty());
   for (std::size_t i = 0; i < steps.size(); ++i)
     EXPECT_EQ(steps[i].version, static_cast<int>(i) + 1);
-  EXPECT_EQ(Store::current_schema_version(), steps.back().version);
+  EXPECT_EQ(SqliteStore::current_schema_version(), steps.back().version);
 }
 
 TEST(Store, OlderDatabaseIsMigratedAndKeepsItsRows) {
@@ -169,7 +170,7 @@ TEST(Store, OlderDatabaseIsMigratedAndKeepsItsRows) {
   {
     // A database as version 1 of the code left it.
     RawDb raw(path);
-    raw.exec(Store::migrations()[0].sql);
+    raw.exec(SqliteStore::migrations()[0].sql);
     raw.exec("PRAGMA user_version = 1");
     raw.exec(
         "INSERT INTO jobs (id, uid, gid, user, name, state, spec, allocation, submit_time)"
@@ -178,7 +179,7 @@ TEST(Store, OlderDatabaseIsMigratedAndKeepsItsRows) {
   }
   auto store = open_ok(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->schema_version(), Store::current_schema_version());
+  EXPECT_EQ(store->schema_version(), SqliteStore::current_schema_version());
 
   auto jobs = store->load_jobs();
   ASSERT_TRUE(jobs.is_ok()) << jobs.status().to_string();
@@ -197,7 +198,8 @@ TEST(Store, OlderDatabaseIsMigratedAndKeepsItsRows) {
   RawDb raw(path);
   EXPECT_EQ(raw.query("SELECT name FROM sqlite_master WHERE name = 'jobs_by_state'"),
             "jobs_by_state");
-  EXPECT_EQ(raw.query("PRAGMA user_version"), std::to_string(Store::current_schema_version()));
+  EXPECT_EQ(raw.query("PRAGMA user_version"),
+            std::to_string(SqliteStore::current_schema_version()));
 }
 
 TEST(Store, DatabaseNewerThanTheCodeIsRefused) {
@@ -206,14 +208,14 @@ TEST(Store, DatabaseNewerThanTheCodeIsRefused) {
   { ASSERT_NE(open_ok(path), nullptr); }
   {
     RawDb raw(path);
-    raw.exec("PRAGMA user_version = " + std::to_string(Store::current_schema_version() + 1));
+    raw.exec("PRAGMA user_version = " + std::to_string(SqliteStore::current_schema_version() + 1));
   }
-  auto store = Store::open(path);
+  auto store = SqliteStore::open(path);
   ASSERT_FALSE(store.is_ok());
   EXPECT_EQ(store.status().code(), Code::kFailedPrecondition);
   const std::string msg = store.status().message();
   EXPECT_EQ(msg.rfind("store " + path + ": schema version " +
-                          std::to_string(Store::current_schema_version() + 1) + " is newer",
+                          std::to_string(SqliteStore::current_schema_version() + 1) + " is newer",
                       0),
             0u)
       << msg;
@@ -222,7 +224,7 @@ TEST(Store, DatabaseNewerThanTheCodeIsRefused) {
 TEST(Store, OpenErrorNamesTheFileAndTheReason) {
   TempDir dir;
   const std::string path = dir.file("no/such/dir/hpcq.db");
-  auto store = Store::open(path);
+  auto store = SqliteStore::open(path);
   ASSERT_FALSE(store.is_ok());
   EXPECT_EQ(store.status().message(), "store " + path + ": open: No such file or directory");
 }
