@@ -851,6 +851,10 @@ int main(int argc, char** argv) {
                     "NODELIST=FEATURE[,FEATURE...]: features of those nodes (repeatable)");
   start->add_option("--gres", start_options.gres,
                     "NODELIST=NAME[:COUNT][,...]: generic resources of those nodes (repeatable)");
+  start
+      ->add_option("--etcd", start_options.etcd_endpoints,
+                   "HOST:PORT[,...]: keep hpcqd's state in this etcd 3.4 instead of SQLite")
+      ->delimiter(',');
   start->add_option("--wait", start_options.wait_s, "seconds to wait for the agents to come up")
       ->capture_default_str();
 

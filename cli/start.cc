@@ -226,6 +226,14 @@ int run_start(const StartOptions& options) {
       for (const auto& [what, count] : *counts) gres[name][what] = count;
     }
   }
+  for (const std::string& endpoint : options.etcd_endpoints) {
+    const std::size_t colon = endpoint.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == endpoint.size() ||
+        endpoint.find_first_of("\"\\ \t\n") != std::string::npos) {
+      std::fprintf(stderr, "hpcq start: --etcd: '%s' is not HOST:PORT\n", endpoint.c_str());
+      return 2;
+    }
+  }
   // Refused before anything is made: a cluster that comes up and then fails
   // every job helps no one.
   if (options.executor == "process" && geteuid() != 0) {
@@ -291,7 +299,18 @@ int run_start(const StartOptions& options) {
          << "\nnode_down_after_ms = " << options.node_down_after_s * 1000 << "\n\n"
          << "[leader]\nstate_dir = \"" << (dir / "leader").string() << "\"\n"
          << "socket = \"" << (dir / "hpcqd.sock").string() << "\"\n"
-         << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n\n";
+         << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n";
+  if (!options.etcd_endpoints.empty()) {
+    // Under the cluster's own directory name: clusters sharing an etcd see
+    // only their own keys.
+    config << "store = \"etcd\"\netcd_prefix = \"/hpcq/" << dir.filename().string() << "/\"\n"
+           << "etcd_endpoints = [";
+    for (std::size_t i = 0; i < options.etcd_endpoints.size(); ++i) {
+      config << (i ? ", " : "") << "\"" << options.etcd_endpoints[i] << "\"";
+    }
+    config << "]\n";
+  }
+  config << "\n";
   const std::string agent_keys = "state_dir = \"" + (dir / "agents").string() + "\"\nrun_dir = \"" +
                                  run_dir.string() + "\"\nkill_grace_s = 2\n";
   // The site's own sections ([scheduler], [[queue]], [agent] prolog, ...),

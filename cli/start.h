@@ -35,6 +35,9 @@ struct StartOptions {
   std::vector<std::string> features;
   // --gres "node[2-3]=nvme:2,fpga" (repeatable): the nodes' [[rank]] gres.
   std::vector<std::string> gres;
+  // --etcd HOST:PORT[,...]: hpcqd keeps its state in that etcd (leader.store
+  // = "etcd") under a prefix of this cluster's own, instead of SQLite.
+  std::vector<std::string> etcd_endpoints;
 };
 
 int run_start(const StartOptions& options);

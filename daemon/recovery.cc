@@ -13,6 +13,7 @@
 #include "daemon/usage_record.h"
 #include "lib/api/job_proto.h"
 #include "lib/store/codec.h"
+#include "lib/store/etcd_store.h"
 #include "lib/store/sqlite_store.h"
 
 namespace hpcq::daemon {
@@ -154,10 +155,20 @@ Status load_job_history(Context& ctx, store::Store& store) {
 }  // namespace
 
 Result<Recovered> recover(Context& ctx) {
-  auto opened = store::SqliteStore::open(ctx.config.state_dir + "/hpcq.db");
-  if (!opened.is_ok()) return opened.status();
   Recovered out;
-  out.store = std::move(opened).value();
+  if (ctx.config.store == "etcd") {
+    auto client = etcd::EtcdClient::connect(ctx.config.etcd_endpoints);
+    if (!client.is_ok()) return client.status();
+    store::EtcdStore::Options options;
+    options.prefix = ctx.config.etcd_prefix;
+    auto opened = store::EtcdStore::open(std::move(client).value(), std::move(options));
+    if (!opened.is_ok()) return opened.status();
+    out.store = std::move(opened).value();
+  } else {
+    auto opened = store::SqliteStore::open(ctx.config.state_dir + "/hpcq.db");
+    if (!opened.is_ok()) return opened.status();
+    out.store = std::move(opened).value();
+  }
   store::Store* store = out.store.get();
   HPCQ_RETURN_IF_ERROR(load_nodes(ctx, *store));
   auto jobs = store->load_jobs();

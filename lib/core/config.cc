@@ -490,10 +490,23 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("leader")) {
     const Table& t = root.at("leader");
     if (!t.is_table()) return invalid_argument(where(t) + ": [leader] must be a table");
-    HPCQ_RETURN_IF_ERROR(
-        check_keys(t, "leader",
-                   {"state_dir", "socket", "secret_key", "default_time_limit_s", "max_time_limit_s",
-                    "checkpoint_dir", "resize_timeout_ms", "mpi"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(
+        t, "leader",
+        {"state_dir", "socket", "secret_key", "default_time_limit_s", "max_time_limit_s",
+         "checkpoint_dir", "resize_timeout_ms", "mpi", "store", "etcd_endpoints", "etcd_prefix"}));
+    HPCQ_RETURN_IF_ERROR(get(t, "leader", "store", c.store));
+    HPCQ_RETURN_IF_ERROR(get(t, "leader", "etcd_endpoints", c.etcd_endpoints));
+    HPCQ_RETURN_IF_ERROR(get(t, "leader", "etcd_prefix", c.etcd_prefix));
+    if (c.store != "sqlite" && c.store != "etcd") {
+      return invalid_argument(where(t.at("store")) + ": 'leader.store' is " + quote(c.store) +
+                              " (want sqlite or etcd)");
+    }
+    if (c.store == "etcd" && c.etcd_endpoints.empty()) {
+      return invalid_argument(where(t) + ": leader.store = \"etcd\" needs leader.etcd_endpoints");
+    }
+    if (c.etcd_prefix.empty()) {
+      return invalid_argument(where(t.at("etcd_prefix")) + ": 'leader.etcd_prefix' is empty");
+    }
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "mpi", c.mpi));
     if (c.mpi != "pmi1" && c.mpi != "pmix" && c.mpi != "none") {
       return invalid_argument(where(t.at("mpi")) + ": 'leader.mpi' is " + quote(c.mpi) +

@@ -55,6 +55,12 @@ struct ClusterConfig {
   // Where checkpoint images go: a directory every agent can write and read
   // (a shared file system on a real cluster). Empty: <state_dir>/checkpoints.
   std::string checkpoint_dir;
+  // Where the leader's state lives: "sqlite" (<state_dir>/hpcq.db, the
+  // default) or "etcd" (replicated by etcd 3.4 at etcd_endpoints, under
+  // etcd_prefix; issue 25, lib/store/etcd_store.h).
+  std::string store = "sqlite";
+  std::vector<std::string> etcd_endpoints;  // "host:port" of the members' client URLs
+  std::string etcd_prefix = "/hpcq/";
   // How long an elastic job's application has to answer a resize notice
   // (hpcq issue 7); past it a shrink counts as declined and an expansion
   // keeps its nodes (outcome "timed_out").
