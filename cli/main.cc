@@ -855,6 +855,12 @@ int main(int argc, char** argv) {
       ->add_option("--etcd", start_options.etcd_endpoints,
                    "HOST:PORT[,...]: keep hpcqd's state in this etcd 3.4 instead of SQLite")
       ->delimiter(',');
+  start
+      ->add_option("--leaders", start_options.leaders,
+                   "hpcqd candidates: one leads, the others stand by (on etcd: --etcd, or an etcd "
+                   "of this many members that hpcq start runs)")
+      ->check(CLI::Range(1, 9))
+      ->capture_default_str();
   start->add_option("--wait", start_options.wait_s, "seconds to wait for the agents to come up")
       ->capture_default_str();
 

@@ -291,6 +291,22 @@ int run_start(const StartOptions& options) {
   };
   const int size = options.agents + 1;
   std::vector<int> probes;  // closed once every rank has a port
+  // --leaders without --etcd: an etcd member beside each candidate, as a
+  // site would run them; their client and peer ports.
+  std::vector<std::string> etcd_endpoints = options.etcd_endpoints;
+  std::vector<std::pair<int, int>> etcd_ports;
+  if (options.leaders > 1 && etcd_endpoints.empty()) {
+    for (int i = 0; i < options.leaders; ++i) {
+      const int client_port = free_tcp_port(probes), peer_port = free_tcp_port(probes);
+      if (client_port < 0 || peer_port < 0) {
+        for (int fd : probes) close(fd);
+        std::fprintf(stderr, "hpcq start: no free TCP port on 127.0.0.1\n");
+        return give_up(1);
+      }
+      etcd_ports.emplace_back(client_port, peer_port);
+      etcd_endpoints.push_back("127.0.0.1:" + std::to_string(client_port));
+    }
+  }
   std::ostringstream config;
   config << "# written by hpcq start\n"
          << "[overlay]\nfanout = " << options.fanout
@@ -300,15 +316,19 @@ int run_start(const StartOptions& options) {
          << "[leader]\nstate_dir = \"" << (dir / "leader").string() << "\"\n"
          << "socket = \"" << (dir / "hpcqd.sock").string() << "\"\n"
          << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n";
-  if (!options.etcd_endpoints.empty()) {
+  if (!etcd_endpoints.empty()) {
     // Under the cluster's own directory name: clusters sharing an etcd see
     // only their own keys.
     config << "store = \"etcd\"\netcd_prefix = \"/hpcq/" << dir.filename().string() << "/\"\n"
            << "etcd_endpoints = [";
-    for (std::size_t i = 0; i < options.etcd_endpoints.size(); ++i) {
-      config << (i ? ", " : "") << "\"" << options.etcd_endpoints[i] << "\"";
+    for (std::size_t i = 0; i < etcd_endpoints.size(); ++i) {
+      config << (i ? ", " : "") << "\"" << etcd_endpoints[i] << "\"";
     }
     config << "]\n";
+    // Where every candidate finds the images of checkpoints taken before
+    // it led (a shared file system on a real cluster).
+    if (options.leaders > 1)
+      config << "checkpoint_dir = \"" << (dir / "checkpoints").string() << "\"\n";
   }
   config << "\n";
   const std::string agent_keys = "state_dir = \"" + (dir / "agents").string() + "\"\nrun_dir = \"" +
@@ -397,9 +417,36 @@ int run_start(const StartOptions& options) {
 
   const std::string socket = dir / "hpcqd.sock";
   std::vector<pid_t> agents;
-  pid_t leader = spawn(
-      {find_program("hpcqd", "daemon"), "--config", config_path, "--log-level", options.log_level},
-      dir / "logs" / "hpcqd.log", {});
+  std::vector<pid_t> etcds, leaders;
+  std::string initial_cluster;
+  for (std::size_t i = 0; i < etcd_ports.size(); ++i) {
+    initial_cluster += (i ? "," : "") + std::string("etcd-") + std::to_string(i + 1) +
+                       "=http://127.0.0.1:" + std::to_string(etcd_ports[i].second);
+  }
+  for (std::size_t i = 0; i < etcd_ports.size(); ++i) {
+    const std::string member = "etcd-" + std::to_string(i + 1);
+    const std::string client_url = "http://127.0.0.1:" + std::to_string(etcd_ports[i].first);
+    const std::string peer_url = "http://127.0.0.1:" + std::to_string(etcd_ports[i].second);
+    // Limits raised for hpcqd's group commits (lib/store/etcd_store.h).
+    etcds.push_back(
+        spawn({find_program("etcd", "etcd"), "--name", member, "--data-dir", dir / member,
+               "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
+               "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+               "--initial-cluster", initial_cluster, "--max-txn-ops", "16384",
+               "--max-request-bytes", "67108864"},
+              dir / "logs" / (member + ".log"), {}));
+  }
+  for (int i = 1; i <= options.leaders; ++i) {
+    std::vector<std::string> argv = {find_program("hpcqd", "daemon"), "--config", config_path,
+                                     "--log-level", options.log_level};
+    std::string log = "hpcqd.log";
+    if (options.leaders > 1) {
+      const std::string name = "leader-" + std::to_string(i);
+      argv.insert(argv.end(), {"--name", name, "--state-dir", dir / name});
+      log = "hpcqd-" + std::to_string(i) + ".log";
+    }
+    leaders.push_back(spawn(argv, dir / "logs" / log, {}));
+  }
   for (int r = 1; r < size; ++r) {
     agents.push_back(spawn(
         {find_program("hpcq-agent", "agent"), "--config", config_path, "--rank", std::to_string(r),
@@ -413,9 +460,16 @@ int run_start(const StartOptions& options) {
       if (pid > 0) kill(pid, SIGTERM);  // -1: one that exited (kill(-1) would reach every process)
     }
     for (pid_t pid : agents) stop_process(pid, std::chrono::seconds(15));
-    stop_process(leader, std::chrono::seconds(10));
+    for (pid_t pid : leaders) {
+      if (pid > 0) kill(pid, SIGTERM);
+    }
+    for (pid_t pid : leaders) stop_process(pid, std::chrono::seconds(10));
+    for (pid_t pid : etcds) stop_process(pid, std::chrono::seconds(10));
     if (code != 0 && !options.keep) {
-      print_log_tail(dir / "logs" / "hpcqd.log");
+      for (int i = 1; i <= options.leaders; ++i) {
+        print_log_tail(dir / "logs" /
+                       (options.leaders > 1 ? "hpcqd-" + std::to_string(i) + ".log" : "hpcqd.log"));
+      }
       for (int r = 1; r < size && r <= 4; ++r) {
         print_log_tail(dir / "logs" / ("agent-" + std::to_string(r) + ".log"));
       }
@@ -435,10 +489,19 @@ int run_start(const StartOptions& options) {
   int up = 0;
   while (true) {
     int status = 0;
-    if (waitpid(leader, &status, WNOHANG) == leader) {
-      std::fprintf(stderr, "hpcq start: hpcqd exited during start-up\n");
-      leader = -1;
-      return teardown(1);
+    for (pid_t& pid : leaders) {
+      if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) {
+        std::fprintf(stderr, "hpcq start: hpcqd exited during start-up\n");
+        pid = -1;
+        return teardown(1);
+      }
+    }
+    for (pid_t& pid : etcds) {
+      if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) {
+        std::fprintf(stderr, "hpcq start: etcd exited during start-up (logs/etcd-*.log)\n");
+        pid = -1;
+        return teardown(1);
+      }
     }
     for (std::size_t a = 0; a < agents.size(); ++a) {
       if (agents[a] > 0 && waitpid(agents[a], &status, WNOHANG) == agents[a]) {
@@ -466,7 +529,13 @@ int run_start(const StartOptions& options) {
     const char* shell = std::getenv("SHELL");
     command = {shell && *shell ? shell : "/bin/sh"};
   }
-  pid_t child = spawn(command, "", {{"HPCQ_SOCKET", socket}});
+  std::vector<std::pair<std::string, std::string>> env = {{"HPCQ_SOCKET", socket}};
+  if (!etcd_endpoints.empty()) {
+    std::string joined;
+    for (const std::string& e : etcd_endpoints) joined += (joined.empty() ? "" : ",") + e;
+    env.emplace_back("HPCQ_ETCD_ENDPOINTS", joined);
+  }
+  pid_t child = spawn(command, "", env);
   int status = 0;
   // Ignore the terminal's SIGINT while the command runs, as a shell does.
   signal(SIGINT, SIG_IGN);

@@ -4,7 +4,8 @@
 // Under a new temporary directory it writes a config and CURVE keys, starts
 // hpcqd and N agents on loopback (each with its own state dir and the given
 // synthetic topology), waits until every node is up, runs the command (or
-// $SHELL) with HPCQ_SOCKET pointing at that leader, then stops the agents
+// $SHELL) with HPCQ_SOCKET pointing at that leader (and, on etcd,
+// HPCQ_ETCD_ENDPOINTS at the store), then stops the agents
 // (which kill their jobs and remove their cgroups) and the leader, removes
 // the directory and exits with the command's status.
 #pragma once
@@ -38,6 +39,10 @@ struct StartOptions {
   // --etcd HOST:PORT[,...]: hpcqd keeps its state in that etcd (leader.store
   // = "etcd") under a prefix of this cluster's own, instead of SQLite.
   std::vector<std::string> etcd_endpoints;
+  // --leaders N: N hpcqd candidates on the etcd store, one active and the
+  // others standing by (issue 25); without --etcd, hpcq start runs an etcd
+  // of N members for them.
+  int leaders = 1;
 };
 
 int run_start(const StartOptions& options);

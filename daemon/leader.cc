@@ -40,7 +40,8 @@ std::future<T> ready(T value) {
 
 }  // namespace
 
-Leader::Leader(const ClusterConfig& config) : ctx_(config) {}
+Leader::Leader(const ClusterConfig& config, StoreGuard guard)
+    : ctx_(config), guard_(std::move(guard)) {}
 
 Leader::~Leader() {
   ctx_.events.close();
@@ -49,8 +50,8 @@ Leader::~Leader() {
   ctx_.committer.reset();  // drains and commits what is queued
 }
 
-Result<std::unique_ptr<Leader>> Leader::create(const ClusterConfig& config) {
-  std::unique_ptr<Leader> leader(new Leader(config));
+Result<std::unique_ptr<Leader>> Leader::create(const ClusterConfig& config, StoreGuard guard) {
+  std::unique_ptr<Leader> leader(new Leader(config, std::move(guard)));
   HPCQ_RETURN_IF_ERROR(leader->start());
   return leader;
 }
@@ -66,7 +67,7 @@ Status Leader::start() {
                               ctx_.config.scheduler_options, ctx_.config.queue_depth,
                               ctx_.config.site.licenses);
   }
-  auto recovered = recover(ctx_);
+  auto recovered = recover(ctx_, guard_);
   if (!recovered.is_ok()) return recovered.status();
   next_job_id_ = recovered->next_job_id;
   ctx_.committer = std::make_unique<store::GroupCommitter>(

@@ -29,6 +29,7 @@
 #include "daemon/node_monitor.h"
 #include "daemon/peer_credentials.h"
 #include "daemon/pmi_exchange.h"
+#include "daemon/recovery.h"
 #include "daemon/resizes.h"
 #include "daemon/sched_driver.h"
 #include "daemon/steps.h"
@@ -47,7 +48,7 @@ struct SubmitResult {
 
 class Leader {
  public:
-  static Result<std::unique_ptr<Leader>> create(const ClusterConfig& config);
+  static Result<std::unique_ptr<Leader>> create(const ClusterConfig& config, StoreGuard guard = {});
   ~Leader();
 
   void run();   // the loop thread; returns after stop()
@@ -102,7 +103,7 @@ class Leader {
   JobOutput& output() { return ctx_.output; }
 
  private:
-  explicit Leader(const ClusterConfig& config);
+  Leader(const ClusterConfig& config, StoreGuard guard);
   Status start();
 
   // Loop thread only, below.
@@ -137,6 +138,7 @@ class Leader {
   // The rooms, built in this order on the context they share (see
   // docs/ARCHITECTURE.md): each includes only the ones below it.
   Context ctx_;
+  StoreGuard guard_;  // for recover()
   JobActions actions_{ctx_};
   Resizes resizes_{ctx_, actions_};
   Checkpoints checkpoints_{ctx_, actions_};

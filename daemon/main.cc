@@ -22,6 +22,7 @@
 #include "daemon/api_service.h"
 #include "daemon/authenticator.h"
 #include "daemon/leader.h"
+#include "daemon/leadership.h"
 #include "daemon/local_api.h"
 #include "daemon/peer_credentials.h"
 #include "daemon/unix_acceptor.h"
@@ -103,13 +104,15 @@ std::unique_ptr<grpc::Server> build_server(const hpcq::ClusterConfig& config,
   return server;
 }
 
-int run(const std::string& config_path, const std::string& socket_override) {
+int run(const std::string& config_path, const std::string& socket_override,
+        const std::string& state_dir_override, std::string name) {
   auto config = hpcq::load_config(config_path);
   if (!config.is_ok()) {
     std::fprintf(stderr, "hpcqd: %s\n", config.status().message().c_str());
     return 2;
   }
   if (!socket_override.empty()) config->socket = socket_override;
+  if (!state_dir_override.empty()) config->state_dir = state_dir_override;
 
   // Signals are taken by a dedicated thread through signalfd, so that no
   // other thread (gRPC, ZeroMQ) sees them.
@@ -120,7 +123,30 @@ int run(const std::string& config_path, const std::string& socket_override) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto leader = hpcq::daemon::Leader::create(*config);
+  // With the etcd store, one candidate of several leads and the others
+  // stand by here until it is gone (leadership.h).
+  std::unique_ptr<hpcq::daemon::Leadership> leadership;
+  hpcq::daemon::StoreGuard guard;
+  if (config->store == "etcd") {
+    if (name.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      name = std::string(host) + ":" + std::to_string(getpid());
+    }
+    auto stopping = [&signals] {
+      const timespec now{};
+      return sigtimedwait(&signals, nullptr, &now) > 0;
+    };
+    auto won = hpcq::daemon::Leadership::campaign(*config, name, stopping);
+    if (!won.is_ok()) {
+      std::fprintf(stderr, "hpcqd: %s\n", won.status().message().c_str());
+      return 1;
+    }
+    if (*won == nullptr) return 0;  // stopped while standing by
+    leadership = std::move(won).value();
+    guard = {leadership->key(), leadership->revision()};
+  }
+  auto leader = hpcq::daemon::Leader::create(*config, guard);
   if (!leader.is_ok()) {
     std::fprintf(stderr, "hpcqd: %s\n", leader.status().message().c_str());
     return 1;
@@ -170,6 +196,7 @@ int run(const std::string& config_path, const std::string& socket_override) {
   }
   close(sfd);
   leader->reset();
+  leadership.reset();  // after the last write: a standby takes over now
   spdlog::info("hpcqd: stopped");
   return 0;
 }
@@ -180,9 +207,14 @@ int main(int argc, char** argv) {
   CLI::App app{"hpcqd: the hpcq leader daemon"};
   std::string config_path = "/etc/hpcq/hpcq.toml";
   std::string socket;
+  std::string state_dir;
+  std::string name;
   std::string log_level = "info";
   app.add_option("-c,--config", config_path, "cluster configuration (hpcq.toml)");
   app.add_option("--socket", socket, "local API socket (overrides leader.socket)");
+  app.add_option("--state-dir", state_dir, "state directory (overrides leader.state_dir)");
+  app.add_option("--name", name,
+                 "this candidate's name in the etcd store's election (default HOST:PID)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   try {
@@ -194,5 +226,5 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  return run(config_path, socket);
+  return run(config_path, socket, state_dir, name);
 }

@@ -1,6 +1,7 @@
 #include "daemon/recovery.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -154,13 +155,21 @@ Status load_job_history(Context& ctx, store::Store& store) {
 
 }  // namespace
 
-Result<Recovered> recover(Context& ctx) {
+Result<Recovered> recover(Context& ctx, const StoreGuard& guard) {
   Recovered out;
   if (ctx.config.store == "etcd") {
     auto client = etcd::EtcdClient::connect(ctx.config.etcd_endpoints);
     if (!client.is_ok()) return client.status();
     store::EtcdStore::Options options;
     options.prefix = ctx.config.etcd_prefix;
+    options.guard_key = guard.key;
+    options.guard_revision = guard.revision;
+    // Nothing this hpcqd holds in memory may be acted on any more.
+    options.on_deposed = [](const std::string& why) {
+      spdlog::critical("hpcqd: {}: exiting at once", why);
+      spdlog::shutdown();
+      _exit(1);
+    };
     auto opened = store::EtcdStore::open(std::move(client).value(), std::move(options));
     if (!opened.is_ok()) return opened.status();
     out.store = std::move(opened).value();

@@ -6,7 +6,9 @@
 // pending jobs are readied against their dependencies.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "daemon/context.h"
 #include "lib/store/store.h"
@@ -20,8 +22,15 @@ struct Recovered {
   job::Effects ready;
 };
 
+// With leader.store = "etcd": the election key this hpcqd won and its create
+// revision, which every write requires (leadership.h). Empty: unguarded.
+struct StoreGuard {
+  std::string key;
+  std::int64_t revision = 0;
+};
+
 // Fills ctx.nodes (from the configuration, with each node's stored drain
 // and incarnation), ctx.table, ctx.usage and ctx.reservations.
-Result<Recovered> recover(Context& ctx);
+Result<Recovered> recover(Context& ctx, const StoreGuard& guard);
 
 }  // namespace hpcq::daemon

@@ -490,10 +490,11 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("leader")) {
     const Table& t = root.at("leader");
     if (!t.is_table()) return invalid_argument(where(t) + ": [leader] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(
-        t, "leader",
-        {"state_dir", "socket", "secret_key", "default_time_limit_s", "max_time_limit_s",
-         "checkpoint_dir", "resize_timeout_ms", "mpi", "store", "etcd_endpoints", "etcd_prefix"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(t, "leader",
+                                    {"state_dir", "socket", "secret_key", "default_time_limit_s",
+                                     "max_time_limit_s", "checkpoint_dir", "resize_timeout_ms",
+                                     "mpi", "store", "etcd_endpoints", "etcd_prefix", "lease_s"}));
+    HPCQ_RETURN_IF_ERROR(get_positive(t, "leader", "lease_s", c.lease_s));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "store", c.store));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "etcd_endpoints", c.etcd_endpoints));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "etcd_prefix", c.etcd_prefix));

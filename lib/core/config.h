@@ -61,6 +61,9 @@ struct ClusterConfig {
   std::string store = "sqlite";
   std::vector<std::string> etcd_endpoints;  // "host:port" of the members' client URLs
   std::string etcd_prefix = "/hpcq/";
+  // With the etcd store: the leader's lease (daemon/leadership.h). A dead
+  // leader's standby takes over about this long after it died.
+  int lease_s = 3;
   // How long an elastic job's application has to answer a resize notice
   // (hpcq issue 7); past it a shrink counts as declined and an expansion
   // keeps its nodes (outcome "timed_out").

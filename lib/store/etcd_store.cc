@@ -253,8 +253,10 @@ Status EtcdStore::write_all(std::span<const WriteBatch> batches) {
         auto guard = client_.get(options_.guard_key);
         if (!guard.is_ok()) return error("write", guard.status());
         if (!guard->has_value() || (*guard)->create_revision != options_.guard_revision) {
-          return failed_precondition("store write: " + place() + ": this hpcqd no longer leads (" +
-                                     options_.guard_key + " is gone or another's)");
+          const std::string why = "store write: " + place() + ": this hpcqd no longer leads (" +
+                                  options_.guard_key + " is gone or another's)";
+          if (options_.on_deposed) options_.on_deposed(why);
+          return failed_precondition(why);
         }
       }
       for (const auto& [key, c] : checks) {

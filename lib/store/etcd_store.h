@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +44,9 @@ class EtcdStore final : public Store {
     // `guard_revision` (this leader's election) and still is.
     std::string guard_key;
     std::int64_t guard_revision = 0;
+    // Called (on the writing thread) when a write found the guard gone,
+    // before that write returns kFailedPrecondition: hpcqd exits there.
+    std::function<void(const std::string& why)> on_deposed;
   };
 
   // Reads the store's high-water mark (the first call to etcd: an etcd that

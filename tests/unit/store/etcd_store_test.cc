@@ -210,6 +210,8 @@ TEST_F(EtcdStoreTest, AWriteOfADeposedLeaderFailsAsAWhole) {
   EtcdStore::Options options;
   options.guard_key = election;
   options.guard_revision = *won;
+  std::string deposed;
+  options.on_deposed = [&deposed](const std::string& why) { deposed = why; };
   auto store = open(options);
   ASSERT_NE(store, nullptr);
   WriteBatch first;
@@ -227,6 +229,7 @@ TEST_F(EtcdStoreTest, AWriteOfADeposedLeaderFailsAsAWhole) {
   Status s = store->write(late);
   EXPECT_EQ(s.code(), Code::kFailedPrecondition) << s.to_string();
   EXPECT_NE(s.message().find("no longer leads"), std::string::npos) << s.message();
+  EXPECT_EQ(deposed, s.message());
   auto jobs = open()->load_jobs();
   ASSERT_TRUE(jobs.is_ok());
   ASSERT_EQ(jobs->size(), 1u);

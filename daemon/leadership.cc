@@ -1,0 +1,122 @@
+#include "daemon/leadership.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+
+namespace hpcq::daemon {
+namespace {
+
+// A standby's tries, and the renewals, come this many times per lease.
+constexpr int kTriesPerLease = 3;
+
+}  // namespace
+
+Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& config,
+                                                         const std::string& name,
+                                                         const std::function<bool()>& stopping) {
+  etcd::EtcdClient::Options options;
+  // A renewal or a write must fail well within the lease.
+  options.deadline = std::chrono::milliseconds(config.lease_s * 1000 / kTriesPerLease);
+  auto connected = etcd::EtcdClient::connect(config.etcd_endpoints, options);
+  if (!connected.is_ok()) return connected.status();
+  etcd::EtcdClient client = std::move(connected).value();
+  const std::string key = config.etcd_prefix + "leader";
+  const auto pause = std::chrono::milliseconds(config.lease_s * 1000 / kTriesPerLease);
+  std::string holder;  // the last holder logged
+  std::int64_t lease = 0, ttl = 0;
+  for (;;) {
+    if (stopping()) {
+      if (lease != 0) (void)client.revoke(lease);
+      return std::unique_ptr<Leadership>();
+    }
+    if (lease == 0) {
+      auto granted = client.grant(config.lease_s);
+      if (granted.is_ok()) {
+        lease = granted->id;
+        ttl = granted->ttl_seconds;
+      } else if (granted.status().code() != Code::kUnavailable) {
+        return granted.status();
+      }
+    }
+    if (lease != 0) {
+      etcd::Txn txn;
+      txn.if_equal(key, etcd::Txn::Target::kCreateRevision, 0).put(key, name, lease);
+      auto won = client.txn(txn);
+      if (won.is_ok() && won->succeeded) {
+        spdlog::info("hpcqd: {} leads ({} at revision {}, lease {} s)", name, key, won->revision,
+                     ttl);
+        return std::unique_ptr<Leadership>(
+            new Leadership(std::move(client), key, lease, ttl, won->revision));
+      }
+      if (!won.is_ok() && won.status().code() != Code::kUnavailable) return won.status();
+      auto now = client.get(key);
+      if (now.is_ok() && now->has_value() && (*now)->value != holder) {
+        holder = (*now)->value;
+        spdlog::info("hpcqd: {} stands by: {} leads", name, holder);
+      }
+      // Our lease stays alive while we wait, so that winning is immediate.
+      auto renewed = client.keep_alive_once(lease);
+      if (!renewed.is_ok() && renewed.status().code() == Code::kNotFound) lease = 0;
+    }
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+Leadership::Leadership(etcd::EtcdClient client, std::string key, std::int64_t lease,
+                       std::int64_t ttl_s, std::int64_t revision)
+    : client_(std::move(client)),
+      key_(std::move(key)),
+      lease_(lease),
+      ttl_s_(ttl_s),
+      revision_(revision),
+      lost_([](const std::string& why) {
+        spdlog::critical("hpcqd: no longer the leader ({}): exiting at once", why);
+        spdlog::shutdown();
+        _exit(1);
+      }) {
+  renewer_ = std::thread([this] { renew(); });
+}
+
+Leadership::~Leadership() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+  // A clean stop hands over at once: the key goes with the lease.
+  (void)client_.revoke(lease_);
+}
+
+void Leadership::renew() {
+  using Clock = std::chrono::steady_clock;
+  const auto period = std::chrono::milliseconds(ttl_s_ * 1000 / kTriesPerLease);
+  auto last_renewed = Clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!wake_.wait_for(lock, period, [this] { return stop_; })) {
+    lock.unlock();
+    auto renewed = client_.keep_alive_once(lease_);
+    lock.lock();
+    if (stop_) return;
+    if (renewed.is_ok()) {
+      last_renewed = Clock::now();
+      continue;
+    }
+    if (renewed.status().code() == Code::kNotFound) {
+      lost_("its lease expired: " + renewed.status().message());
+      return;
+    }
+    // Unreachable: past a whole lease since the last renewal, etcd may have
+    // let it expire and another candidate may lead.
+    if (Clock::now() - last_renewed >= std::chrono::seconds(ttl_s_) - period / 2) {
+      lost_("no renewal of its lease for " + std::to_string(ttl_s_) +
+            " s: " + renewed.status().message());
+      return;
+    }
+  }
+}
+
+}  // namespace hpcq::daemon
