@@ -7,6 +7,7 @@
 #include <chrono>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include "daemon/authenticator.h"
 #include "daemon/recovery.h"
@@ -89,6 +90,17 @@ Status Leader::start() {
   auto oc = overlay::OverlayConfig::from_cluster(ctx_.config, 0, *keys);
   auto overlay = overlay::Overlay::create(
       oc, ctx_.loop, [this](overlay::Envelope&& e) { on_message(std::move(e)); });
+  // Candidates on one host share rank 0's address: a deposed leader that
+  // has not yet noticed (frozen, say) holds it until it does, and exits.
+  for (bool told = false; !overlay.is_ok() && ctx_.config.store == "etcd" &&
+                          overlay.status().message().find("in use") != std::string::npos;) {
+    if (!told)
+      spdlog::warn("hpcqd: {}: waiting for the address to be free", overlay.status().message());
+    told = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    overlay = overlay::Overlay::create(oc, ctx_.loop,
+                                       [this](overlay::Envelope&& e) { on_message(std::move(e)); });
+  }
   if (!overlay.is_ok()) return overlay.status();
   ctx_.overlay = std::move(overlay).value();
 
