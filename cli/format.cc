@@ -544,6 +544,16 @@ std::string queues_table(const v1::ListQueuesResponse& queues) {
   return table(rows);
 }
 
+std::string leaders_table(const v1::ListLeadersResponse& leaders, const std::string& this_host) {
+  std::vector<std::vector<std::string>> rows = {{"NAME", "STATE", "HOST", "PID", "ENDPOINT"}};
+  for (const auto& c : leaders.candidates()) {
+    rows.push_back({c.name(), c.state(), c.host(),
+                    c.host() == this_host ? std::to_string(c.pid()) : std::string("-"),
+                    c.endpoint()});
+  }
+  return table(rows);
+}
+
 nlohmann::json queue_summary_json(const v1::QueueSummary& q) {
   return {{"name", q.name()},
           {"default", q.is_default()},

@@ -30,6 +30,8 @@ std::string time_text(std::int64_t us);
 std::string nodes_table(const v1::ListNodesResponse& nodes);
 // hpcq queues, as sinfo's summary: one row per queue ("*" marks the default).
 std::string queues_table(const v1::ListQueuesResponse& queues);
+// NAME STATE HOST PID ENDPOINT; the pid of candidates on `this_host` only.
+std::string leaders_table(const v1::ListLeadersResponse& leaders, const std::string& this_host);
 nlohmann::json queue_summary_json(const v1::QueueSummary& queue);
 // hpcq stat: a running job's use of each node now, and the total.
 std::string stat_table(const v1::StatResponse& stat);

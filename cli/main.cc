@@ -481,6 +481,29 @@ int cmd_queues(bool json) {
   return 0;
 }
 
+// hpcq leaders: the leader candidates; a pid only for those on this host.
+int cmd_leaders(bool json) {
+  Client client(socket_path());
+  v1::ListLeadersResponse response;
+  Status s = client.call("ListLeaders", v1::ListLeadersRequest(), &response);
+  if (!s.is_ok()) return fail(s);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& c : response.candidates()) {
+      nlohmann::json j = {
+          {"name", c.name()}, {"state", c.state()}, {"host", c.host()}, {"endpoint", c.endpoint()}};
+      if (c.host() == host) j["pid"] = c.pid();
+      out.push_back(std::move(j));
+    }
+    std::cout << json_text(out, 2) << "\n";
+  } else {
+    std::cout << leaders_table(response, host);
+  }
+  return 0;
+}
+
 int cmd_nodes(bool json) {
   Client client(socket_path());
   v1::ListNodesResponse response;
@@ -734,6 +757,8 @@ int main(int argc, char** argv) {
   nodes->add_flag("--json", json, "machine-readable output");
   auto* queues = app.add_subcommand("queues", "each queue's nodes, cores and jobs, like sinfo");
   queues->add_flag("--json", json, "machine-readable output");
+  auto* leaders = app.add_subcommand("leaders", "the hpcqd leader candidates and which one leads");
+  leaders->add_flag("--json", json, "machine-readable output");
   auto* hold = app.add_subcommand("hold", "keep pending jobs from starting");
   hold->add_option("jobs", ids, "job ids")->required();
   auto* release = app.add_subcommand("release", "let held jobs start again");
@@ -874,10 +899,11 @@ int main(int argc, char** argv) {
       words.erase(dashes, words.end());
     }
   }
-  const std::set<std::string> commands = {
-      "submit", "cancel",  "status", "wait",    "queue",   "nodes",   "keygen",     "start",
-      "hold",   "release", "drain",  "resume",  "history", "reserve", "checkpoint", "migrate",
-      "resize", "attach",  "signal", "requeue", "update",  "stat",    "hostnames",  "queues"};
+  const std::set<std::string> commands = {"submit",  "cancel", "status",    "wait",    "queue",
+                                          "nodes",   "keygen", "start",     "hold",    "release",
+                                          "drain",   "resume", "history",   "reserve", "checkpoint",
+                                          "migrate", "resize", "attach",    "signal",  "requeue",
+                                          "update",  "stat",   "hostnames", "queues",  "leaders"};
   if (!words.empty() && words[0][0] != '-' && !commands.count(words[0])) {
     std::fprintf(stderr, "hpcq: unknown command '%s' (see hpcq --help)\n", words[0].c_str());
     return 2;
@@ -908,6 +934,7 @@ int main(int argc, char** argv) {
   if (*queue) return cmd_queue(all, json);
   if (*nodes) return cmd_nodes(json);
   if (*queues) return cmd_queues(json);
+  if (*leaders) return cmd_leaders(json);
   if (*keygen) return cmd_keygen(key_path, force);
   if (*hostnames) return cmd_hostnames(hostlist);
   if (*history) return cmd_history(history_filter, json);

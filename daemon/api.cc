@@ -52,6 +52,12 @@ Status Api::list_queues(const Caller&, const v1::ListQueuesRequest&,
   return Status::ok();
 }
 
+Status Api::list_leaders(const Caller&, const v1::ListLeadersRequest&,
+                         v1::ListLeadersResponse* response) {
+  if (!candidates_) return failed_precondition("hpcqd: no list of leader candidates");
+  return candidates_(response);
+}
+
 Status Api::hold(const Caller& caller, const v1::HoldRequest& request, v1::HoldResponse*) {
   return leader_.hold(caller, request.id(), /*held=*/true).get();
 }

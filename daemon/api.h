@@ -8,6 +8,8 @@
 // Threads: any transport thread; the Leader does the work on its loop.
 #pragma once
 
+#include <functional>
+
 #include "daemon/leader.h"
 #include "daemon/peer_credentials.h"
 #include "proto/hpcq.pb.h"
@@ -37,6 +39,13 @@ class Api {
                     v1::ListNodesResponse* response);
   Status list_queues(const Caller& caller, const v1::ListQueuesRequest& request,
                      v1::ListQueuesResponse* response);
+  Status list_leaders(const Caller& caller, const v1::ListLeadersRequest& request,
+                      v1::ListLeadersResponse* response);
+  // Where list_leaders() reads the candidates from (main.cc: the etcd
+  // store's election, leadership.h, or this hpcqd alone on SQLite).
+  void set_candidates(std::function<Status(v1::ListLeadersResponse*)> candidates) {
+    candidates_ = std::move(candidates);
+  }
   Status hold(const Caller& caller, const v1::HoldRequest& request, v1::HoldResponse*);
   Status release(const Caller& caller, const v1::ReleaseRequest& request, v1::ReleaseResponse*);
   Status checkpoint(const Caller& caller, const v1::CheckpointRequest& request,
@@ -65,6 +74,7 @@ class Api {
 
  private:
   Leader& leader_;
+  std::function<Status(v1::ListLeadersResponse*)> candidates_;
 };
 
 }  // namespace hpcq::daemon

@@ -108,6 +108,12 @@ grpc::Status ApiService::ListQueues(grpc::ServerContext* context,
   return unary(context, request, response, &Api::list_queues);
 }
 
+grpc::Status ApiService::ListLeaders(grpc::ServerContext* context,
+                                     const v1::ListLeadersRequest* request,
+                                     v1::ListLeadersResponse* response) {
+  return unary(context, request, response, &Api::list_leaders);
+}
+
 grpc::Status ApiService::Hold(grpc::ServerContext* context, const v1::HoldRequest* request,
                               v1::HoldResponse* response) {
   return unary(context, request, response, &Api::hold);

@@ -31,6 +31,8 @@ class ApiService final : public v1::Hpcq::Service {
                          v1::ListNodesResponse* response) override;
   grpc::Status ListQueues(grpc::ServerContext* context, const v1::ListQueuesRequest* request,
                           v1::ListQueuesResponse* response) override;
+  grpc::Status ListLeaders(grpc::ServerContext* context, const v1::ListLeadersRequest* request,
+                           v1::ListLeadersResponse* response) override;
   grpc::Status Hold(grpc::ServerContext* context, const v1::HoldRequest* request,
                     v1::HoldResponse* response) override;
   grpc::Status Checkpoint(grpc::ServerContext* context, const v1::CheckpointRequest* request,

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <set>
 
 namespace hpcq::daemon {
 namespace {
@@ -24,6 +26,13 @@ Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& co
   if (!connected.is_ok()) return connected.status();
   etcd::EtcdClient client = std::move(connected).value();
   const std::string key = config.etcd_prefix + "leader";
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string member_json =
+      nlohmann::json{{"host", host},
+                     {"pid", getpid()},
+                     {"endpoint", config.ranks.empty() ? "" : config.ranks[0].endpoint}}
+          .dump();
   const auto pause = std::chrono::milliseconds(config.lease_s * 1000 / kTriesPerLease);
   std::string holder;  // the last holder logged
   std::int64_t lease = 0, ttl = 0;
@@ -37,6 +46,11 @@ Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& co
       if (granted.is_ok()) {
         lease = granted->id;
         ttl = granted->ttl_seconds;
+        // Known to `hpcq leaders` from now on; alive while the lease is.
+        etcd::Txn registration;
+        registration.put(config.etcd_prefix + "members/" + name, member_json)
+            .put(config.etcd_prefix + "alive/" + name, "", lease);
+        (void)client.txn(registration);
       } else if (granted.status().code() != Code::kUnavailable) {
         return granted.status();
       }
@@ -49,7 +63,7 @@ Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& co
         spdlog::info("hpcqd: {} leads ({} at revision {}, lease {} s)", name, key, won->revision,
                      ttl);
         return std::unique_ptr<Leadership>(
-            new Leadership(std::move(client), key, lease, ttl, won->revision));
+            new Leadership(std::move(client), config.etcd_prefix, lease, ttl, won->revision));
       }
       if (!won.is_ok() && won.status().code() != Code::kUnavailable) return won.status();
       auto now = client.get(key);
@@ -65,10 +79,11 @@ Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& co
   }
 }
 
-Leadership::Leadership(etcd::EtcdClient client, std::string key, std::int64_t lease,
+Leadership::Leadership(etcd::EtcdClient client, std::string prefix, std::int64_t lease,
                        std::int64_t ttl_s, std::int64_t revision)
     : client_(std::move(client)),
-      key_(std::move(key)),
+      prefix_(std::move(prefix)),
+      key_(prefix_ + "leader"),
       lease_(lease),
       ttl_s_(ttl_s),
       revision_(revision),
@@ -89,6 +104,33 @@ Leadership::~Leadership() {
   if (renewer_.joinable()) renewer_.join();
   // A clean stop hands over at once: the key goes with the lease.
   (void)client_.revoke(lease_);
+}
+
+Result<std::vector<Leadership::Candidate>> Leadership::candidates() const {
+  auto members = client_.range(prefix_ + "members/");
+  if (!members.is_ok()) return members.status();
+  auto alive = client_.range(prefix_ + "alive/");
+  if (!alive.is_ok()) return alive.status();
+  auto leader = client_.get(key_);
+  if (!leader.is_ok()) return leader.status();
+  std::set<std::string> live;
+  for (const etcd::KeyValue& kv : *alive) live.insert(kv.key.substr(prefix_.size() + 6));
+  std::vector<Candidate> out;
+  for (const etcd::KeyValue& kv : *members) {
+    Candidate c;
+    c.name = kv.key.substr(prefix_.size() + 8);
+    const auto j = nlohmann::json::parse(kv.value, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) {
+      c.host = j.value("host", "");
+      c.pid = j.value("pid", std::int64_t{0});
+      c.endpoint = j.value("endpoint", "");
+    }
+    c.state = leader->has_value() && (*leader)->value == c.name ? "active"
+              : live.count(c.name)                              ? "standby"
+                                                                : "unreachable";
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 void Leadership::renew() {

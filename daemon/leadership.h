@@ -25,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lib/core/config.h"
 #include "lib/core/status.h"
@@ -34,6 +35,16 @@ namespace hpcq::daemon {
 
 class Leadership {
  public:
+  // A candidate as the election knows it: each registers under
+  // <prefix>members/NAME (kept) and <prefix>alive/NAME (with its lease).
+  struct Candidate {
+    std::string name;
+    std::string state;  // "active", "standby" or "unreachable" (no live lease)
+    std::string host;
+    std::int64_t pid = 0;
+    std::string endpoint;
+  };
+
   // Campaigns until this candidate leads (then returns it) or `stopping`
   // says to give up (then null). An etcd that cannot be reached is waited
   // for like a holder; a refused request (a bad prefix) fails. `name` identifies the candidate in
@@ -45,6 +56,9 @@ class Leadership {
   Leadership(const Leadership&) = delete;
   Leadership& operator=(const Leadership&) = delete;
 
+  // Every candidate that ever registered under this prefix, by name.
+  Result<std::vector<Candidate>> candidates() const;
+
   const std::string& key() const { return key_; }
   std::int64_t revision() const { return revision_; }
 
@@ -53,11 +67,12 @@ class Leadership {
   void on_lost(std::function<void(const std::string& why)> lost) { lost_ = std::move(lost); }
 
  private:
-  Leadership(etcd::EtcdClient client, std::string key, std::int64_t lease, std::int64_t ttl_s,
+  Leadership(etcd::EtcdClient client, std::string prefix, std::int64_t lease, std::int64_t ttl_s,
              std::int64_t revision);
   void renew();
 
   etcd::EtcdClient client_;
+  std::string prefix_;
   std::string key_;
   std::int64_t lease_;
   std::int64_t ttl_s_;

@@ -55,6 +55,7 @@ LocalApi::LocalApi(Api& api, Authenticator& authenticator, std::size_t max_reque
   add("ListJobs", &Api::list_jobs);
   add("ListNodes", &Api::list_nodes);
   add("ListQueues", &Api::list_queues);
+  add("ListLeaders", &Api::list_leaders);
   add("Hold", &Api::hold);
   add("Release", &Api::release);
   add("Checkpoint", &Api::checkpoint);

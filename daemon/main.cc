@@ -158,6 +158,32 @@ int run(const std::string& config_path, const std::string& socket_override,
         .count();
   });
   hpcq::daemon::Api api(**leader);
+  api.set_candidates([&](hpcq::v1::ListLeadersResponse* response) {
+    response->set_store(config->store);
+    const std::string endpoint = config->ranks.empty() ? "" : config->ranks[0].endpoint;
+    if (!leadership) {  // SQLite: this hpcqd is the one leader
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      hpcq::v1::LeaderCandidate* self = response->add_candidates();
+      self->set_name(name.empty() ? "hpcqd" : name);
+      self->set_state("active");
+      self->set_host(host);
+      self->set_pid(getpid());
+      self->set_endpoint(endpoint);
+      return hpcq::Status::ok();
+    }
+    auto candidates = leadership->candidates();
+    if (!candidates.is_ok()) return candidates.status();
+    for (const auto& c : *candidates) {
+      hpcq::v1::LeaderCandidate* out = response->add_candidates();
+      out->set_name(c.name);
+      out->set_state(c.state);
+      out->set_host(c.host);
+      out->set_pid(c.pid);
+      out->set_endpoint(c.endpoint);
+    }
+    return hpcq::Status::ok();
+  });
   hpcq::daemon::ApiService service(api, authenticator);
   hpcq::daemon::LocalApi local(api, authenticator, config->api_max_message_bytes);
   int failed = 0;

@@ -15,6 +15,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import json
+
 import hpcqtest as t
 
 ETCD = "/usr/bin/etcd"
@@ -45,6 +47,11 @@ def active():
                 if m and (latest is None or m.group(1) > latest[1]):
                     latest = (m.group(2), m.group(1))
     return latest
+
+
+def leaders():
+    """`hpcq leaders --json` as {name: row}."""
+    return {c["name"]: c for c in json.loads(t.hpcq("leaders", "--json").stdout)}
 
 
 def pid_of(name):
@@ -137,11 +144,20 @@ def test_kill_the_active_leader_during_submissions():
     submitter.start()
     t.wait_until("some submissions", lambda: len(submitter.acknowledged) >= 5)
     old, _ = active()
+    listed = leaders()
+    t.check(sorted(listed) == ["leader-1", "leader-2", "leader-3"], f"hpcq leaders: {listed}")
+    t.check([n for n, c in listed.items() if c["state"] == "active"] == [old],
+            f"hpcq leaders: {listed}, the logs say {old} leads")
+    t.check(all(c["state"] == "standby" and c["pid"] == pid_of(n)
+                for n, c in listed.items() if n != old), f"hpcq leaders: {listed}")
     cmdline = open(f"/proc/{pid_of(old)}/cmdline").read().split("\0")[:-1]
     killed = time.monotonic()
     os.kill(pid_of(old), signal.SIGKILL)
     took = wait_new_leader(old, killed, timeout=10)
     print(f"{active()[0]} leads {took:.1f} s after kill -9 of {old}", flush=True)
+    listed = leaders()
+    t.check(listed[old]["state"] == "unreachable" and listed[active()[0]]["state"] == "active",
+            f"hpcq leaders after the kill: {listed}")
     before = len(submitter.acknowledged)
     t.wait_until("submissions to the new leader",
                  lambda: len(submitter.acknowledged) >= before + 5, timeout=30)
