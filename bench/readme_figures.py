@@ -355,6 +355,36 @@ def fig_launch_cost():
         f"host {first['host']}."])
 
 
+# ---------------------------------------------------------------- failover
+
+def fig_failover():
+    label, rows = latest_label("failover")
+    kills = [r for r in rows if r["measurement"] == "failover"][-1]
+    times = kills["failover_seconds"]
+    loads = [r for r in rows if r["measurement"] == "load"]
+    out = [["failover after kill -9 of the active leader, s (median / max)",
+            "none: no standby", f"{num(median(times), 2)} / {num(max(times), 2)}", ""]]
+    for key, what in (("submit_per_second_1_client", "acknowledged submissions/s, 1 client"),
+                      ("submit_per_second_8_clients", "acknowledged submissions/s, 8 clients"),
+                      ("end_to_end_per_second_8_clients", "jobs/s end to end, 8 clients")):
+        by = {s: [r[key] for r in loads if r["store"] == s] for s in ("sqlite", "etcd")}
+        out.append([what, min_median(by["sqlite"]), min_median(by["etcd"]),
+                    f"{median(by['etcd']) / median(by['sqlite']):.2f}"])
+    first = rows[0]
+    return "\n".join([
+        table(["measurement", "SQLite (one leader)", "etcd, 3 members (3 candidates)",
+               "etcd / SQLite (medians)"], out), "",
+        f"Failover: {len(times)} kills of the active hpcqd of `hpcq start --agents 4 --leaders 3` "
+        f"(three candidates, an etcd of three members, one host) while a job runs: from the kill "
+        f"until another candidate leads and answers `hpcq queue` (lease 3 s); the job ran on "
+        f"({kills['job_state_after']} after the last). Cost: `hpcq-submit-load` with "
+        f"{loads[0]['jobs']} `true` jobs on `hpcq start --agents 4` (2 cores a node) against "
+        f"`--leaders 3`, alternating, min / median of {runs_word(len(loads) // 2)}; the three "
+        f"etcd members share this host's 2 cores with everything else. Command: "
+        f"`bench/failover.py --label L` (as root). Results: `bench/results/failover.jsonl`, "
+        f"label {label} ({first['when'][:10]}, commit {first['commit']}); host {first['host']}."])
+
+
 # ---------------------------------------------------------------- MPI wire-up
 
 def fig_mpi_wireup():
@@ -867,6 +897,7 @@ TABLES = {  # name: (file, generator)
     "run-latency": ("docs/benchmarks.md", fig_run_latency),
     "launch-cost": ("docs/benchmarks.md", fig_launch_cost),
     "mpi-wireup": ("docs/benchmarks.md", fig_mpi_wireup),
+    "failover": ("docs/benchmarks.md", fig_failover),
     "scale": ("docs/benchmarks.md", fig_scale),
     "queue-memory": ("docs/benchmarks.md", fig_queue_memory),
     "churn": ("docs/benchmarks.md", fig_churn),
