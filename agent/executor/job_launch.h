@@ -146,6 +146,12 @@ constexpr char kPmixShellSuffix[] = "-pmix";
 // job forwards its output or serves PMI (JobLaunch::has_channel): one frame
 // per chunk of a task's output, input for task 0, or a PMI fence's data.
 constexpr int kOutputFd = 4;
+// The job shell (not the container shell) reads one byte here before it
+// does anything: the executor writes it once the shell is in the job's
+// cgroups. The shell is cloned sharing the agent's memory until its exec,
+// and such a child must not join a cgroup itself: cgroup v2's cpuset moves
+// a joining task's memory (here the agent's) to the cgroup's NUMA nodes.
+constexpr int kGoFd = 5;
 constexpr std::size_t kOutputFrameData = 60 * 1024;  // bytes of data per frame, at most
 
 // A chunk of a PMI fence's data (pmi.h): from the shell, the node's

@@ -637,5 +637,15 @@ int main(int argc, char** argv) {
             hpcq::agent::kOwnProcFlag);
     return hpcq::agent::kSetupFailed;
   }
+#ifndef HPCQ_CONTAINER_SHELL
+  // Nothing before the executor has put us in the job's cgroups.
+  char go = 0;
+  ssize_t n;
+  do {
+    n = read(hpcq::agent::kGoFd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) return hpcq::agent::kSetupFailed;  // the executor gave up on us
+  close(hpcq::agent::kGoFd);
+#endif
   return hpcq::agent::run(argv[1]);
 }

@@ -55,8 +55,7 @@ constexpr int kShellSetupFailed = 125;
 // What the shell's child needs, all built before the clone: the child shares
 // the agent's memory (CLONE_VM) and may not allocate.
 struct ShellChild {
-  const char* const* cgroup_procs;  // each cgroup.procs file the shell joins, null-ended
-  int devnull_fd, log_fd, ready_fd, output_fd;
+  int go_fd, devnull_fd, log_fd, ready_fd, output_fd;
   const char* log_path;
   const char* private_tmp;  // null: the node's /tmp and /dev/shm
   const char* private_shm;
@@ -68,8 +67,10 @@ struct ShellChild {
 // the agent's memory while the agent's thread waits: only async-signal-safe
 // calls until execve, as in posix_spawn. (Copying the agent's page tables
 // for a fork, and the copy-on-write faults after it, were the largest part
-// of the agent's CPU per job.) It joins the job's cgroups, so that no
-// process of the job runs outside them, and gives the job its own /proc
+// of the agent's CPU per job.) The shell it execs waits on kGoFd until the
+// executor has put it into the job's cgroups (not this child: job_launch.h
+// says why), so that no process of the job runs outside them. It gives the
+// job its own /proc
 // before the shell starts: a mount namespace (a private copy of the node's
 // mounts) with a proc of the job's PID namespace over /proc, so that ps,
 // pgrep, /proc/self and /proc/<pid>/fd (UCX) show the job's processes, and
@@ -81,25 +82,22 @@ __attribute__((no_sanitize("address", "undefined"))) int exec_shell(void* arg) {
   const ShellChild& c = *static_cast<const ShellChild*>(arg);
   const int devnull_fd = c.devnull_fd, log_fd = c.log_fd, ready_fd = c.ready_fd,
             output_fd = c.output_fd;
-  // Lift every fd above 0..3 first so that the dup2s cannot clobber each other.
+  // Lift every fd above 0..5 first so that the dup2s cannot clobber each other.
   int in = fcntl(devnull_fd, F_DUPFD, 10);
   int out = fcntl(log_fd, F_DUPFD, 10);
   int ready = fcntl(ready_fd, F_DUPFD, 10);
+  int go = fcntl(c.go_fd, F_DUPFD, 10);
   int output = output_fd < 0 ? -1 : fcntl(output_fd, F_DUPFD, 10);
-  if (in < 0 || out < 0 || ready < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
-      dup2(ready, 3) < 0 || (output_fd >= 0 && (output < 0 || dup2(output, kOutputFd) < 0))) {
+  if (in < 0 || out < 0 || ready < 0 || go < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
+      dup2(out, 2) < 0 || dup2(ready, 3) < 0 || dup2(go, kGoFd) < 0 ||
+      (output_fd >= 0 && (output < 0 || dup2(output, kOutputFd) < 0))) {
     _exit(kShellSetupFailed);
   }
   // The agent's sockets and pidfds are not the job's business.
-  const unsigned first_closed = output_fd < 0 ? 4U : static_cast<unsigned>(kOutputFd) + 1;
+  if (output_fd < 0) close(kOutputFd);
+  const unsigned first_closed = static_cast<unsigned>(kGoFd) + 1;
   if (syscall(SYS_close_range, first_closed, ~0U, 0U) != 0) {
     for (int fd = static_cast<int>(first_closed); fd < 65536; ++fd) close(fd);
-  }
-  for (const char* const* procs = c.cgroup_procs; *procs != nullptr; ++procs) {
-    // "0": the writer, here the job's PID 1.
-    int fd = open(*procs, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, "0", 1) != 1) child_failed("joining the job's cgroup failed");
-    close(fd);
   }
   if (unshare(CLONE_NEWNS) != 0) child_failed("unshare(CLONE_NEWNS) failed");
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
@@ -469,12 +467,10 @@ Status ProcessExecutor::start_shell(Job& job) {
   const std::string private_tmp = job.private_dir + "/tmp", private_shm = job.private_dir + "/shm";
   char* argv[] = {shell.data(), dir.data(), flag.data(), nullptr};
   char* envp[] = {path_env.data(), criu_env.data(), nullptr};
-  std::vector<std::string> procs_files;
-  for (const std::string& d : job.shell_cgroup.dirs()) procs_files.push_back(d + "/cgroup.procs");
-  std::vector<const char*> procs;
-  for (const std::string& f : procs_files) procs.push_back(f.c_str());
-  procs.push_back(nullptr);
-  ShellChild child{procs.data(),
+  int go_pipe[2];
+  if (pipe2(go_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
+  Fd go_read(go_pipe[0]), go_write(go_pipe[1]);
+  ShellChild child{go_read.get(),
                    devnull.get(),
                    log.get(),
                    ready_write.get(),
@@ -520,14 +516,21 @@ Status ProcessExecutor::start_shell(Job& job) {
   if (pid < 0) return internal_error("clone(CLONE_NEWPID): " + errno_text(clone_errno));
   ready_write.reset();
   output_theirs.reset();
-  if (pidfd < 0) {
-    const int open_errno = errno;
+  go_read.reset();
+  // The child has exec'd the shell, which waits for the go, or has died with
+  // a line in the shell's log, which reap() reports.
+  auto abandon = [&](Status s) {
     kill(pid, SIGKILL);  // still ours to reap: its PID cannot have been reused
     waitpid(pid, nullptr, 0);
-    return internal_error("pidfd_open: " + errno_text(open_errno));
-  }
-  // The child has exec'd the shell, in the job's cgroups, or has died with a
-  // line in the shell's log, which reap() reports.
+    if (pidfd >= 0) close(pidfd);
+    return s;
+  };
+  if (pidfd < 0) return abandon(internal_error("pidfd_open: " + errno_text(errno)));
+  Status joined = job.shell_cgroup.add_process(pid);
+  if (!joined.is_ok()) return abandon(joined);
+  char go = 'g';
+  if (write(go_write.get(), &go, 1) != 1) return abandon(internal_error("the shell's go pipe"));
+  go_write.reset();
   job.pid = pid;
   job.pidfd = pidfd;
   job.output_fd = output_ours.release();
