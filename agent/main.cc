@@ -10,12 +10,12 @@
 #include <CLI/CLI.hpp>
 #include <climits>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "agent/agent.h"
 #include "lib/core/config.h"
+#include "lib/core/host_name.h"
 
 #ifndef HPCQ_LIBEXECDIR
 #define HPCQ_LIBEXECDIR "/usr/local/libexec"
@@ -77,9 +77,8 @@ int main(int argc, char** argv) {
   }
   if (rank == 0) {
     // As on a real cluster under systemd: the rank whose name is this host's.
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    std::string short_name(host, strcspn(host, "."));
+    const std::string host = hpcq::this_host_name();
+    const std::string short_name = host.substr(0, host.find('.'));
     for (unsigned r = 1; r < config->ranks.size(); ++r) {
       if (config->ranks[r].name == short_name) rank = r;
     }

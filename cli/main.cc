@@ -29,6 +29,7 @@
 #include "cli/start.h"
 #include "lib/api/job_proto.h"
 #include "lib/core/bytes.h"
+#include "lib/core/host_name.h"
 #include "lib/core/hostlist.h"
 #include "lib/core/units.h"
 #include "lib/job/submit_options.h"
@@ -487,8 +488,7 @@ int cmd_leaders(bool json) {
   v1::ListLeadersResponse response;
   Status s = client.call("ListLeaders", v1::ListLeadersRequest(), &response);
   if (!s.is_ok()) return fail(s);
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
+  const std::string host = this_host_name();
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& c : response.candidates()) {

@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
+
+#include "lib/core/host_name.h"
 
 namespace hpcq::daemon {
 namespace {
@@ -14,26 +17,26 @@ namespace {
 // A standby's tries, and the renewals, come this many times per lease.
 constexpr int kTriesPerLease = 3;
 
+// Under the prefix: each candidate's description (kept), and a key with its
+// lease (alive while it is).
+constexpr std::string_view kMembers = "members/";
+constexpr std::string_view kAlive = "alive/";
+
 }  // namespace
 
 Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& config,
                                                          const std::string& name,
                                                          const std::function<bool()>& stopping) {
+  const auto period = std::chrono::milliseconds(config.lease_s * 1000 / kTriesPerLease);
   etcd::EtcdClient::Options options;
-  // A renewal or a write must fail well within the lease.
-  options.deadline = std::chrono::milliseconds(config.lease_s * 1000 / kTriesPerLease);
+  options.deadline = period;  // a renewal or a write must fail well within the lease
   auto connected = etcd::EtcdClient::connect(config.etcd_endpoints, options);
   if (!connected.is_ok()) return connected.status();
   etcd::EtcdClient client = std::move(connected).value();
   const std::string key = config.etcd_prefix + "leader";
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
+  const Candidate me = self(config, name, "");
   const std::string member_json =
-      nlohmann::json{{"host", host},
-                     {"pid", getpid()},
-                     {"endpoint", config.ranks.empty() ? "" : config.ranks[0].endpoint}}
-          .dump();
-  const auto pause = std::chrono::milliseconds(config.lease_s * 1000 / kTriesPerLease);
+      nlohmann::json{{"host", me.host}, {"pid", me.pid}, {"endpoint", me.endpoint}}.dump();
   std::string holder;  // the last holder logged
   std::int64_t lease = 0, ttl = 0;
   for (;;) {
@@ -48,8 +51,8 @@ Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& co
         ttl = granted->ttl_seconds;
         // Known to `hpcq leaders` from now on; alive while the lease is.
         etcd::Txn registration;
-        registration.put(config.etcd_prefix + "members/" + name, member_json)
-            .put(config.etcd_prefix + "alive/" + name, "", lease);
+        registration.put(config.etcd_prefix + std::string(kMembers) + name, member_json)
+            .put(config.etcd_prefix + std::string(kAlive) + name, "", lease);
         (void)client.txn(registration);
       } else if (granted.status().code() != Code::kUnavailable) {
         return granted.status();
@@ -75,7 +78,7 @@ Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& co
       auto renewed = client.keep_alive_once(lease);
       if (!renewed.is_ok() && renewed.status().code() == Code::kNotFound) lease = 0;
     }
-    std::this_thread::sleep_for(pause);
+    std::this_thread::sleep_for(period);
   }
 }
 
@@ -87,11 +90,7 @@ Leadership::Leadership(etcd::EtcdClient client, std::string prefix, std::int64_t
       lease_(lease),
       ttl_s_(ttl_s),
       revision_(revision),
-      lost_([](const std::string& why) {
-        spdlog::critical("hpcqd: no longer the leader ({}): exiting at once", why);
-        spdlog::shutdown();
-        _exit(1);
-      }) {
+      lost_([](const std::string& why) { step_down("no longer the leader: " + why); }) {
   renewer_ = std::thread([this] { renew(); });
 }
 
@@ -106,19 +105,33 @@ Leadership::~Leadership() {
   (void)client_.revoke(lease_);
 }
 
+Leadership::Candidate Leadership::self(const ClusterConfig& config, const std::string& name,
+                                       std::string state) {
+  return {name, std::move(state), this_host_name(), getpid(),
+          config.ranks.empty() ? "" : config.ranks[0].endpoint};
+}
+
+void Leadership::step_down(const std::string& why) {
+  spdlog::critical("hpcqd: {}: exiting at once", why);
+  spdlog::shutdown();
+  _exit(1);
+}
+
 Result<std::vector<Leadership::Candidate>> Leadership::candidates() const {
-  auto members = client_.range(prefix_ + "members/");
+  const std::string members_prefix = prefix_ + std::string(kMembers);
+  const std::string alive_prefix = prefix_ + std::string(kAlive);
+  auto members = client_.range(members_prefix);
   if (!members.is_ok()) return members.status();
-  auto alive = client_.range(prefix_ + "alive/");
+  auto alive = client_.range(alive_prefix);
   if (!alive.is_ok()) return alive.status();
   auto leader = client_.get(key_);
   if (!leader.is_ok()) return leader.status();
   std::set<std::string> live;
-  for (const etcd::KeyValue& kv : *alive) live.insert(kv.key.substr(prefix_.size() + 6));
+  for (const etcd::KeyValue& kv : *alive) live.insert(kv.key.substr(alive_prefix.size()));
   std::vector<Candidate> out;
   for (const etcd::KeyValue& kv : *members) {
     Candidate c;
-    c.name = kv.key.substr(prefix_.size() + 8);
+    c.name = kv.key.substr(members_prefix.size());
     const auto j = nlohmann::json::parse(kv.value, nullptr, /*allow_exceptions=*/false);
     if (j.is_object()) {
       c.host = j.value("host", "");

@@ -58,6 +58,12 @@ class Leadership {
 
   // Every candidate that ever registered under this prefix, by name.
   Result<std::vector<Candidate>> candidates() const;
+  // This process as a candidate named `name`, in `state`.
+  static Candidate self(const ClusterConfig& config, const std::string& name, std::string state);
+
+  // Ends the process at once, saying why in the log: what a leader that is
+  // no longer one holds in memory may not be acted on.
+  [[noreturn]] static void step_down(const std::string& why);
 
   const std::string& key() const { return key_; }
   std::int64_t revision() const { return revision_; }

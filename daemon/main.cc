@@ -27,6 +27,7 @@
 #include "daemon/peer_credentials.h"
 #include "daemon/unix_acceptor.h"
 #include "lib/core/config.h"
+#include "lib/core/host_name.h"
 
 namespace {
 
@@ -128,11 +129,7 @@ int run(const std::string& config_path, const std::string& socket_override,
   std::unique_ptr<hpcq::daemon::Leadership> leadership;
   hpcq::daemon::StoreGuard guard;
   if (config->store == "etcd") {
-    if (name.empty()) {
-      char host[256] = {};
-      gethostname(host, sizeof host - 1);
-      name = std::string(host) + ":" + std::to_string(getpid());
-    }
+    if (name.empty()) name = hpcq::this_host_name() + ":" + std::to_string(getpid());
     auto stopping = [&signals] {
       const timespec now{};
       return sigtimedwait(&signals, nullptr, &now) > 0;
@@ -160,19 +157,11 @@ int run(const std::string& config_path, const std::string& socket_override,
   hpcq::daemon::Api api(**leader);
   api.set_candidates([&](hpcq::v1::ListLeadersResponse* response) {
     response->set_store(config->store);
-    const std::string endpoint = config->ranks.empty() ? "" : config->ranks[0].endpoint;
-    if (!leadership) {  // SQLite: this hpcqd is the one leader
-      char host[256] = {};
-      gethostname(host, sizeof host - 1);
-      hpcq::v1::LeaderCandidate* self = response->add_candidates();
-      self->set_name(name.empty() ? "hpcqd" : name);
-      self->set_state("active");
-      self->set_host(host);
-      self->set_pid(getpid());
-      self->set_endpoint(endpoint);
-      return hpcq::Status::ok();
-    }
-    auto candidates = leadership->candidates();
+    // On SQLite this hpcqd is the one leader.
+    auto candidates = leadership ? leadership->candidates()
+                                 : hpcq::Result<std::vector<hpcq::daemon::Leadership::Candidate>>(
+                                       {hpcq::daemon::Leadership::self(
+                                           *config, name.empty() ? "hpcqd" : name, "active")});
     if (!candidates.is_ok()) return candidates.status();
     for (const auto& c : *candidates) {
       hpcq::v1::LeaderCandidate* out = response->add_candidates();

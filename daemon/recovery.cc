@@ -1,7 +1,6 @@
 #include "daemon/recovery.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,6 +9,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "daemon/checkpoints.h"
+#include "daemon/leadership.h"
 #include "daemon/steps.h"
 #include "daemon/usage_record.h"
 #include "lib/api/job_proto.h"
@@ -165,11 +165,7 @@ Result<Recovered> recover(Context& ctx, const StoreGuard& guard) {
     options.guard_key = guard.key;
     options.guard_revision = guard.revision;
     // Nothing this hpcqd holds in memory may be acted on any more.
-    options.on_deposed = [](const std::string& why) {
-      spdlog::critical("hpcqd: {}: exiting at once", why);
-      spdlog::shutdown();
-      _exit(1);
-    };
+    options.on_deposed = &Leadership::step_down;
     auto opened = store::EtcdStore::open(std::move(client).value(), std::move(options));
     if (!opened.is_ok()) return opened.status();
     out.store = std::move(opened).value();

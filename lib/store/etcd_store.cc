@@ -1,5 +1,6 @@
 #include "lib/store/etcd_store.h"
 
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <optional>
@@ -56,15 +57,13 @@ Result<std::vector<std::string>> decode_row(std::string_view row, std::size_t co
 }
 
 Result<std::int64_t> number(const std::string& text) {
-  if (text.empty() || text.size() > 20) return invalid_argument("'" + text + "' is not a number");
-  std::size_t i = text[0] == '-' ? 1 : 0;
-  if (i == text.size()) return invalid_argument("'" + text + "' is not a number");
   std::int64_t n = 0;
-  for (; i < text.size(); ++i) {
-    if (text[i] < '0' || text[i] > '9') return invalid_argument("'" + text + "' is not a number");
-    n = n * 10 + (text[i] - '0');
+  const char* end = text.data() + text.size();
+  auto [stop, ec] = std::from_chars(text.data(), end, n);
+  if (text.empty() || ec != std::errc() || stop != end) {
+    return invalid_argument("'" + text + "' is not a number");
   }
-  return text[0] == '-' ? -n : n;
+  return n;
 }
 
 std::string encode_job(const job::Job& j) {
@@ -186,9 +185,12 @@ Status EtcdStore::write_all(std::span<const WriteBatch> batches) {
         check(key, true, "update job " + std::to_string(update->job.id));
         writes[key] = encode_job(update->job);
       } else if (const auto* event = std::get_if<WriteBatch::AppendEvent>(&op)) {
-        check(job_key(event->job_id), true,
+        const std::string key = job_key(event->job_id);
+        check(key, true,
               "append event '" + event->name + "' to job " + std::to_string(event->job_id));
+        // A job inserted in this batch has no events yet: no need to ask.
         auto seq = seqs.count(event->job_id) ? Result<std::int64_t>(seqs[event->job_id])
+                   : inserted.count(key)     ? Result<std::int64_t>(1)
                                              : next_event_seq(event->job_id);
         if (!seq.is_ok())
           return error("write: events of job " + std::to_string(event->job_id), seq.status());
