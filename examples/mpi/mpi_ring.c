@@ -7,7 +7,9 @@
  * Arguments: [late RANK SECONDS] makes task RANK wait before MPI_Init;
  *            [early RANK CODE] makes task RANK exit with CODE before it;
  *            [fail RANK CODE] makes RANK exit with CODE after MPI_Init;
- *            [abort RANK CODE] makes RANK call MPI_Abort with CODE;
+ *            [abort RANK CODE] makes RANK call MPI_Abort with CODE while
+ *              the others wait (a rank whose peer is gone could abort first,
+ *              with its MPI's own error code);
  *            [sleep SECONDS] makes every rank sleep before MPI_Finalize. */
 #include <mpi.h>
 #include <stdio.h>
@@ -53,6 +55,8 @@ int main(int argc, char** argv) {
   if (argc == 4 && atoi(argv[2]) == rank) {
     if (strcmp(argv[1], "fail") == 0) exit(atoi(argv[3]));
     if (strcmp(argv[1], "abort") == 0) MPI_Abort(MPI_COMM_WORLD, atoi(argv[3]));
+  } else if (argc == 4 && strcmp(argv[1], "abort") == 0) {
+    sleep(120); /* until the abort ends this rank */
   }
 
   long sum = 0, mine = rank;

@@ -86,8 +86,13 @@ def test_stdin_goes_to_task_0():
 
 
 def test_ctrl_c_once_interrupts_twice_cancels():
+    # Each task ends once both have had the signal: the first to end fails
+    # the job, which would end the other's tasks, maybe before its trap ran.
+    marks = t.workdir()
     p = start_run("-N", "2", "-n", "2", "--", "sh", "-c",
-                  'trap "echo got INT; exit 5" INT; echo ready; while :; do sleep 0.1; done')
+                  f'trap "echo got INT; touch {marks}/$HPCQ_TASK_RANK; '
+                  f'while [ ! -e {marks}/0 ] || [ ! -e {marks}/1 ]; do sleep 0.05; done; exit 5" INT; '
+                  'echo ready; while :; do sleep 0.1; done')
     try:
         read_lines(p.stdout, 2)
         p.send_signal(signal.SIGINT)
