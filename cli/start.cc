@@ -354,6 +354,7 @@ int run_start(const StartOptions& options) {
   if (!extra_text.empty()) config << "# from " << options.config_extra << "\n";
   const int extra_first = count_lines(config.str()) + 1;
   config << extra_text << "\n\n";
+  std::vector<std::string> leader_endpoints;
   for (int r = 0; r < size; ++r) {
     auto keys = overlay::generate_key_pair();
     if (!keys.is_ok()) {
@@ -366,14 +367,29 @@ int run_start(const StartOptions& options) {
       std::fprintf(stderr, "hpcq start: %s\n", written.message().c_str());
       return give_up(1);
     }
-    int port = free_tcp_port(probes);
-    if (port < 0) {
-      std::fprintf(stderr, "hpcq start: no free TCP port on 127.0.0.1\n");
-      return give_up(1);
+    // Each leader candidate has an address of its own, as on separate hosts.
+    std::vector<std::string> endpoints;
+    for (int i = 0; i < (r == 0 ? options.leaders : 1); ++i) {
+      const int port = free_tcp_port(probes);
+      if (port < 0) {
+        std::fprintf(stderr, "hpcq start: no free TCP port on 127.0.0.1\n");
+        return give_up(1);
+      }
+      endpoints.push_back("tcp://127.0.0.1:" + std::to_string(port));
     }
+    if (r == 0) leader_endpoints = endpoints;
     config << "[[rank]]\nname = \"" << (r == 0 ? std::string("leader") : "node" + std::to_string(r))
-           << "\"\nendpoint = \"tcp://127.0.0.1:" << port << "\"\npublic_key = \""
-           << keys->public_key << "\"\n";
+           << "\"\n";
+    if (endpoints.size() == 1) {
+      config << "endpoint = \"" << endpoints.front() << "\"\n";
+    } else {
+      config << "endpoints = [";
+      for (std::size_t i = 0; i < endpoints.size(); ++i) {
+        config << (i ? ", " : "") << "\"" << endpoints[i] << "\"";
+      }
+      config << "]\n";
+    }
+    config << "public_key = \"" << keys->public_key << "\"\n";
     if (r > 0) config << "topology = \"" << options.topology << "\"\n";
     if (auto f = features.find("node" + std::to_string(r)); r > 0 && f != features.end()) {
       config << "features = [";
@@ -442,7 +458,8 @@ int run_start(const StartOptions& options) {
     std::string log = "hpcqd.log";
     if (options.leaders > 1) {
       const std::string name = "leader-" + std::to_string(i);
-      argv.insert(argv.end(), {"--name", name, "--state-dir", dir / name});
+      argv.insert(argv.end(), {"--name", name, "--state-dir", dir / name, "--endpoint",
+                               leader_endpoints[i - 1]});
       log = "hpcqd-" + std::to_string(i) + ".log";
     }
     leaders.push_back(spawn(argv, dir / "logs" / log, {}));

@@ -90,8 +90,9 @@ Status Leader::start() {
   auto oc = overlay::OverlayConfig::from_cluster(ctx_.config, 0, *keys);
   auto overlay = overlay::Overlay::create(
       oc, ctx_.loop, [this](overlay::Envelope&& e) { on_message(std::move(e)); });
-  // Candidates on one host share rank 0's address: a deposed leader that
-  // has not yet noticed (frozen, say) holds it until it does, and exits.
+  // Candidates sharing one address for rank 0 (a moving address): a deposed
+  // leader that has not yet noticed (frozen, say) holds it until it does,
+  // and exits.
   for (bool told = false; !overlay.is_ok() && ctx_.config.store == "etcd" &&
                           overlay.status().message().find("in use") != std::string::npos;) {
     if (!told)

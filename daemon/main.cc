@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -105,8 +106,40 @@ std::unique_ptr<grpc::Server> build_server(const hpcq::ClusterConfig& config,
   return server;
 }
 
+// Which of rank 0's endpoints this candidate binds: `chosen`, else the only
+// one, else the only one naming this host.
+hpcq::Status choose_endpoint(hpcq::ClusterConfig& config, const std::string& chosen) {
+  hpcq::RankConfig& leader = config.ranks.front();
+  const std::vector<std::string>& all = leader.endpoints;
+  if (!chosen.empty()) {
+    if (std::find(all.begin(), all.end(), chosen) == all.end()) {
+      return hpcq::invalid_argument("--endpoint " + chosen +
+                                    " is not one of rank 0's endpoints in " + config.source);
+    }
+    leader.endpoint = chosen;
+    return hpcq::Status::ok();
+  }
+  if (all.size() <= 1) return hpcq::Status::ok();
+  const std::string host = hpcq::this_host_name();
+  std::vector<std::string> mine;
+  for (const std::string& endpoint : all) {
+    const std::size_t start = endpoint.find("://");
+    const std::size_t colon = endpoint.rfind(':');
+    if (start == std::string::npos || colon <= start + 3) continue;
+    const std::string endpoint_host = endpoint.substr(start + 3, colon - start - 3);
+    if (endpoint_host == host || endpoint_host.starts_with(host + ".")) mine.push_back(endpoint);
+  }
+  if (mine.size() != 1) {
+    return hpcq::invalid_argument("rank 0 lists " + std::to_string(all.size()) + " endpoints, " +
+                                  std::to_string(mine.size()) + " of them on this host (" + host +
+                                  "): choose one with --endpoint");
+  }
+  leader.endpoint = mine.front();
+  return hpcq::Status::ok();
+}
+
 int run(const std::string& config_path, const std::string& socket_override,
-        const std::string& state_dir_override, std::string name) {
+        const std::string& state_dir_override, std::string name, const std::string& endpoint) {
   auto config = hpcq::load_config(config_path);
   if (!config.is_ok()) {
     std::fprintf(stderr, "hpcqd: %s\n", config.status().message().c_str());
@@ -114,6 +147,10 @@ int run(const std::string& config_path, const std::string& socket_override,
   }
   if (!socket_override.empty()) config->socket = socket_override;
   if (!state_dir_override.empty()) config->state_dir = state_dir_override;
+  if (hpcq::Status chosen = choose_endpoint(*config, endpoint); !chosen.is_ok()) {
+    std::fprintf(stderr, "hpcqd: %s\n", chosen.message().c_str());
+    return 2;
+  }
 
   // Signals are taken by a dedicated thread through signalfd, so that no
   // other thread (gRPC, ZeroMQ) sees them.
@@ -224,12 +261,16 @@ int main(int argc, char** argv) {
   std::string socket;
   std::string state_dir;
   std::string name;
+  std::string endpoint;
   std::string log_level = "info";
   app.add_option("-c,--config", config_path, "cluster configuration (hpcq.toml)");
   app.add_option("--socket", socket, "local API socket (overrides leader.socket)");
   app.add_option("--state-dir", state_dir, "state directory (overrides leader.state_dir)");
   app.add_option("--name", name,
                  "this candidate's name in the etcd store's election (default HOST:PID)");
+  app.add_option("--endpoint", endpoint,
+                 "which of rank 0's endpoints this candidate binds (default: the one on this "
+                 "host)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   try {
@@ -241,5 +282,5 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  return run(config_path, socket, state_dir, name);
+  return run(config_path, socket, state_dir, name, endpoint);
 }

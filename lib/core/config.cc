@@ -632,12 +632,14 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   std::set<std::string> names, endpoints;
   for (const Table& r : ranks.as_array()) {
     if (!r.is_table()) return invalid_argument(where(r) + ": each [[rank]] must be a table");
-    HPCQ_RETURN_IF_ERROR(
-        check_keys(r, "rank", {"name", "endpoint", "public_key", "topology", "features", "gres"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(
+        r, "rank",
+        {"name", "endpoint", "endpoints", "public_key", "topology", "features", "gres"}));
     RankConfig rc;
     rc.topology = "host";
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "name", rc.name));
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "endpoint", rc.endpoint));
+    HPCQ_RETURN_IF_ERROR(get(r, "rank", "endpoints", rc.endpoints));
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "public_key", rc.public_key));
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "topology", rc.topology));
     HPCQ_RETURN_IF_ERROR(get(r, "rank", "features", rc.features));
@@ -646,7 +648,19 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
       HPCQ_RETURN_IF_ERROR(read_counts(r.at("gres"), "gres", "gres", rc.gres));
     const std::string rank_name = "rank " + std::to_string(c.ranks.size());
     if (rc.name.empty()) return invalid_argument(where(r) + ": " + rank_name + " has no name");
-    if (rc.endpoint.empty())
+    if (!rc.endpoints.empty() && !c.ranks.empty()) {
+      return invalid_argument(where(r) + ": " + rank_name +
+                              ": only rank 0 (the leader's candidates) lists endpoints");
+    }
+    if (!rc.endpoints.empty() && !rc.endpoint.empty()) {
+      return invalid_argument(
+          where(r) + ": " + rank_name +
+          " has both endpoint and endpoints; list every candidate in endpoints");
+    }
+    if (rc.endpoints.empty() && !rc.endpoint.empty()) rc.endpoints = {rc.endpoint};
+    if (rc.endpoint.empty() && !rc.endpoints.empty()) rc.endpoint = rc.endpoints.front();
+    if (rc.endpoint.empty() ||
+        std::find(rc.endpoints.begin(), rc.endpoints.end(), "") != rc.endpoints.end())
       return invalid_argument(where(r) + ": " + rank_name + " has no endpoint");
     if (rc.public_key.size() != 40) {
       return invalid_argument(where(r) + ": " + rank_name + " needs a 40-character Z85 public_key");
@@ -654,8 +668,9 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     if (!names.insert(rc.name).second) {
       return invalid_argument(where(r) + ": duplicate node name " + quote(rc.name));
     }
-    if (!endpoints.insert(rc.endpoint).second) {
-      return invalid_argument(where(r) + ": duplicate endpoint " + quote(rc.endpoint));
+    for (const std::string& endpoint : rc.endpoints) {
+      if (!endpoints.insert(endpoint).second)
+        return invalid_argument(where(r) + ": duplicate endpoint " + quote(endpoint));
     }
     c.ranks.push_back(std::move(rc));
   }

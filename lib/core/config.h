@@ -19,8 +19,12 @@
 namespace hpcq {
 
 struct RankConfig {
-  std::string name;        // node name (HPCQ_NODELIST entry)
-  std::string endpoint;    // ZeroMQ endpoint its overlay ROUTER binds (tcp://host:port)
+  std::string name;      // node name (HPCQ_NODELIST entry)
+  std::string endpoint;  // ZeroMQ endpoint its overlay ROUTER binds (tcp://host:port)
+  // Rank 0 with failover (issue 25): every leader candidate's endpoint, where
+  // the leader's children look for whichever leads (`endpoint` is the one
+  // this hpcqd binds, hpcqd --endpoint). Otherwise just `endpoint`.
+  std::vector<std::string> endpoints;
   std::string public_key;  // Z85 CURVE public key; the allow-list is the set of these
   std::string topology;    // agents: "host", "synthetic:...", a bare synthetic string, "xml:PATH"
   // The node's features ("a100", "ib"), what a job's -C/--constraint asks for.

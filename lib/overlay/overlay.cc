@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "lib/overlay/tree.h"
@@ -19,9 +20,12 @@ OverlayConfig OverlayConfig::from_cluster(const ClusterConfig& cluster, Rank ran
     config.endpoints.push_back(r.endpoint);
     config.public_keys.push_back(r.public_key);
   }
+  config.leader_endpoints =
+      cluster.ranks.empty() ? std::vector<std::string>{} : cluster.ranks.front().endpoints;
   config.own_keys = std::move(keys);
   // Two missed heartbeats: well before the leader calls the node unresponsive.
   config.heal_after_ms = 2 * cluster.heartbeat_interval_ms;
+  config.leader_timeout_ms = 3 * cluster.heartbeat_interval_ms;
   return config;
 }
 
@@ -86,7 +90,8 @@ Result<std::unique_ptr<Overlay>> Overlay::create(OverlayConfig config, EventLoop
       }
       auto monitor = std::make_unique<zmq::socket_t>(self->context_, zmq::socket_type::pair);
       monitor->connect(monitor_address);
-      dealer->connect(cfg.endpoints[parent]);
+      if (parent == 0) self->prepare_for_leaders(*dealer);
+      for (const std::string& address : self->addresses_of(parent)) dealer->connect(address);
       self->dealer_ = std::move(dealer);
       self->monitor_ = std::move(monitor);
       self->parent_ = parent;
@@ -104,6 +109,21 @@ Result<std::unique_ptr<Overlay>> Overlay::create(OverlayConfig config, EventLoop
   return self;
 }
 
+std::vector<std::string> Overlay::addresses_of(Rank rank) const {
+  if (rank == 0 && several_leaders()) return config_.leader_endpoints;
+  return {config_.endpoints[rank]};
+}
+
+void Overlay::prepare_for_leaders(zmq::socket_t& socket) const {
+  if (!several_leaders()) return;
+  // Otherwise a DEALER deals messages round-robin to every address,
+  // connected or not: most would wait for candidates that do not lead.
+  socket.set(zmq::sockopt::immediate, 1);
+  // A frozen leader's TCP connection stays up; its silence drops it.
+  socket.set(zmq::sockopt::heartbeat_ivl, std::max(100, config_.leader_timeout_ms / 3));
+  socket.set(zmq::sockopt::heartbeat_timeout, config_.leader_timeout_ms);
+}
+
 void Overlay::on_monitor_event() {
   while (true) {
     zmq::message_t event;
@@ -114,16 +134,25 @@ void Overlay::on_monitor_event() {
     std::uint16_t id = 0;
     std::memcpy(&id, event.data(), sizeof id);
     if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      // Another of rank 0's candidates while one is connected: a new leader.
+      const bool another = !parent_connections_.empty();
+      parent_connections_.insert(address.to_string());
       parent_connected_ = true;
       if (upstream_ != parent_) {
         back_to_parent();
-      } else if (parent_was_lost_ && on_reroute_) {
+      } else if ((parent_was_lost_ || another) && on_reroute_) {
         // Back before a detour: what was queued for the old connection is
         // gone all the same.
         on_reroute_(parent_);
       }
       parent_was_lost_ = false;
-    } else if (id == ZMQ_EVENT_DISCONNECTED && parent_connected_) {
+    } else if (id == ZMQ_EVENT_DISCONNECTED && parent_connections_.erase(address.to_string())) {
+      if (!parent_connections_.empty()) {
+        // One of rank 0's candidates gone, another still connected: what
+        // went to the gone one is lost; say Hello to the one left.
+        if (on_reroute_) on_reroute_(parent_);
+        continue;
+      }
       parent_connected_ = false;
       parent_was_lost_ = true;
       parent_lost();
@@ -153,14 +182,15 @@ void Overlay::detour_to(Rank ancestor) {
       detour_->set(zmq::sockopt::sndhwm, 0);
       detour_->set(zmq::sockopt::rcvhwm, 0);
       detour_->set(zmq::sockopt::reconnect_ivl, 100);
+      prepare_for_leaders(*detour_);
       Overlay* raw = this;
       loop_->watch_socket(*detour_, [raw] { raw->on_detour_readable(); });
     } else if (upstream_ != parent_) {
-      detour_->disconnect(config_.endpoints[upstream_]);
+      for (const std::string& address : addresses_of(upstream_)) detour_->disconnect(address);
     }
     // The server key applies to the connections made after it is set.
     detour_->set(zmq::sockopt::curve_serverkey, config_.public_keys[ancestor]);
-    detour_->connect(config_.endpoints[ancestor]);
+    for (const std::string& address : addresses_of(ancestor)) detour_->connect(address);
   } catch (const zmq::error_t& e) {
     spdlog::error("overlay: cannot detour to rank {}: {}", ancestor, e.what());
     return;
@@ -185,10 +215,12 @@ void Overlay::detour_to(Rank ancestor) {
 void Overlay::back_to_parent() {
   ++lost_generation_;
   if (detour_) {
-    try {
-      detour_->disconnect(config_.endpoints[upstream_]);
-    } catch (const zmq::error_t&) {
-      // Already disconnected: nothing to undo.
+    for (const std::string& address : addresses_of(upstream_)) {
+      try {
+        detour_->disconnect(address);
+      } catch (const zmq::error_t&) {
+        // Already disconnected: nothing to undo.
+      }
     }
   }
   spdlog::info("overlay: parent rank {} is back; sending through it again", parent_);

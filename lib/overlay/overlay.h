@@ -20,6 +20,13 @@
 // it directly. Messages are not acknowledged here: what must not be lost
 // (job ends) is journaled and repeated by the agent until the leader acks it.
 //
+// Rank 0 may have several addresses: the leader's candidates (issue 25),
+// of which only the active one binds. A link to rank 0 then connects to
+// all of them, sends only over connections made (ZMQ_IMMEDIATE) and drops
+// one whose peer stops answering ZeroMQ's heartbeats (a frozen leader); each
+// connection made or lost calls `on_reroute`, so the agent says Hello to
+// whichever leads now.
+//
 // Thread: the owning event loop's thread only. Errors: create() fails on bad
 // keys or an address in use; send() fails when the next hop is unknown or
 // unreachable (ROUTER_MANDATORY), so the caller learns a child is gone.
@@ -28,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,6 +58,11 @@ struct OverlayConfig {
   std::vector<std::string> public_keys;  // by rank: Z85 public key
   CurveKeyPair own_keys;
   int heal_after_ms = 2000;  // how long the parent may be gone before a detour
+  // Rank 0's candidates' endpoints (endpoints[0] is the one rank 0 binds);
+  // empty or one: just endpoints[0].
+  std::vector<std::string> leader_endpoints;
+  // With several: a connection to rank 0 silent this long is dropped.
+  int leader_timeout_ms = 3000;
 
   // This rank's view of the [[rank]] table of hpcq.toml.
   static OverlayConfig from_cluster(const ClusterConfig& cluster, Rank rank, CurveKeyPair keys);
@@ -92,6 +105,12 @@ class Overlay {
   void parent_lost();
   void detour_to(Rank ancestor);
   void back_to_parent();
+  // Where a link to `rank` connects: every candidate's address for rank 0.
+  std::vector<std::string> addresses_of(Rank rank) const;
+  bool several_leaders() const { return config_.leader_endpoints.size() > 1; }
+  // A DEALER towards rank 0's candidates: sends only over made connections,
+  // and heartbeats drop a silent one.
+  void prepare_for_leaders(zmq::socket_t& socket) const;
   Status send_down(Rank child, const std::string& bytes);
   Status send_up(const std::string& bytes);
 
@@ -110,7 +129,8 @@ class Overlay {
   Rank parent_ = 0;
   Rank upstream_ = 0;
   bool parent_connected_ = false;
-  bool parent_was_lost_ = false;  // disconnected since the last handshake
+  std::set<std::string> parent_connections_;  // the parent's addresses connected now
+  bool parent_was_lost_ = false;              // disconnected since the last handshake
   bool detour_answered_ = false;
   std::uint64_t lost_generation_ = 0;  // invalidates heal timers of an earlier loss
 };

@@ -30,6 +30,20 @@ TEST(ConfigTest, DefaultsAndRanks) {
   EXPECT_EQ(c->actions, std::vector<std::string>{"allocate"});
 }
 
+TEST(ConfigTest, TheLeadersCandidatesEndpoints) {
+  auto c = parse_config(
+      "[[rank]]\nname = \"leader\"\n"
+      "endpoints = [\"tcp://h1:7000\", \"tcp://h2:7000\"]\n"
+      "public_key = \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n",
+      "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->ranks[0].endpoint, "tcp://h1:7000");
+  EXPECT_EQ(c->ranks[0].endpoints, (std::vector<std::string>{"tcp://h1:7000", "tcp://h2:7000"}));
+  c = parse_config(kRank0, "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->ranks[0].endpoints, std::vector<std::string>{"tcp://127.0.0.1:7000"});
+}
+
 TEST(ConfigTest, SchedGranularityTableTurnsOnThePlugin) {
   auto c =
       parse_config(std::string("[sched.granularity]\npolicy = \"scale\"\n") + kRank0, "t.toml");
@@ -266,6 +280,14 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
       {"[leader]\nsocket = \"/x\"\n", "no [[rank]]"},
       {"[[rank]]\nname = \"a\"\nendpoint = \"tcp://h:1\"\npublic_key = \"short\"\n", "public_key"},
       {std::string(kRank0) + kRank0, "duplicate node name 'leader'"},
+      {"[[rank]]\nname = \"a\"\nendpoint = \"tcp://h:1\"\nendpoints = [\"tcp://h:1\"]\n",
+       "has both endpoint and endpoints"},
+      {"[[rank]]\nname = \"a\"\nendpoints = [\"tcp://h:1\", \"tcp://h:1\"]\n"
+       "public_key = \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n",
+       "duplicate endpoint 'tcp://h:1'"},
+      {std::string(kRank0) + "[[rank]]\nname = \"b\"\nendpoints = [\"tcp://h:2\"]\n",
+       "only rank 0 (the leader's candidates) lists endpoints"},
+      {"[[rank]]\nname = \"a\"\nendpoints = []\n", "rank 0 has no endpoint"},
       {"rank = 3\n", "array of tables"},
       {"# comment\n'\xff'\n", "t.toml:2: not valid UTF-8"},
       {"x = \"\xc3\"\n", "t.toml:1: not valid UTF-8"},

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "lib/overlay/tree.h"
@@ -194,6 +195,38 @@ TEST(OverlayTest, TheTreeHealsAroundADeadInteriorRankAndMendsWhenItReturns) {
   ASSERT_TRUE(deliver(leaf, leader, heartbeat(0, 5), 300).has_value());
   ASSERT_TRUE(deliver(leader, leaf, heartbeat(2, 6), 300).has_value());
   ASSERT_TRUE(deliver(leaf, *interior, heartbeat(1, 7), 300).has_value());
+}
+
+TEST(OverlayTest, AgentsFollowTheLeaderToAnotherCandidatesAddress) {
+  Cluster cluster(3, 1);  // 0 <- 1 <- 2, rank 0 with two candidates' addresses
+  cluster.base.leader_timeout_ms = 600;
+  cluster.base.heal_after_ms = 200;
+  const std::string first = cluster.base.endpoints[0];
+  const std::string second = "tcp://127.0.0.1:" + std::to_string(free_port());
+  cluster.base.leader_endpoints = {first, second};
+  auto leader = std::make_unique<Member>(cluster.config(0));
+  Member child(cluster.config(1));
+  Member grandchild(cluster.config(2));
+  ASSERT_TRUE(deliver(child, *leader, heartbeat(0, 1)).has_value());
+  ASSERT_TRUE(deliver(grandchild, *leader, heartbeat(0, 2)).has_value());
+
+  leader.reset();  // the leader dies; another candidate leads at its own address
+  OverlayConfig other = cluster.config(0);
+  other.endpoints[0] = second;
+  leader = std::make_unique<Member>(other);
+  ASSERT_TRUE(leader->status().is_ok()) << leader->status().message();
+  ASSERT_TRUE(deliver(child, *leader, heartbeat(0, 5), 300).has_value())
+      << "rank 1 did not reach the new leader";
+  // Every message reaches it now: none is dealt to the dead address.
+  for (int i = 0; i < 20; ++i) child.send(heartbeat(0, 100 + i));
+  std::set<std::int64_t> arrived;
+  while (auto e = leader->next(100)) {
+    if (e->heartbeat().time_us() >= 100) arrived.insert(e->heartbeat().time_us());
+    if (arrived.size() == 20) break;
+  }
+  EXPECT_EQ(arrived.size(), 20u);
+  ASSERT_TRUE(deliver(*leader, grandchild, heartbeat(2, 3), 300).has_value());
+  ASSERT_TRUE(deliver(grandchild, *leader, heartbeat(0, 4), 300).has_value());
 }
 
 TEST(OverlayTest, UnlistedKeyIsRefused) {

@@ -1,0 +1,111 @@
+"""What the failover tests share (t0045 on one host, t0046 across network
+namespaces): which candidate leads, by its log; a stream of submissions
+checked for loss and double runs; a running job checked for adoption. The
+cluster's directory (hpcqtest.cluster_dir) holds logs/hpcqd-N.log, one per
+candidate, named leader-N."""
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+
+import hpcqtest as t
+
+ENDED = ["COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT"]
+
+
+def leader_logs():
+    logs = os.path.join(t.cluster_dir(), "logs")
+    return sorted(os.path.join(logs, f) for f in os.listdir(logs) if re.match(r"hpcqd-\d+\.log$", f))
+
+
+def active():
+    """The candidate that last logged that it leads: (name, time)."""
+    latest = None
+    for path in leader_logs():
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = re.match(r"(\S+) info hpcqd: (leader-\d+) leads", line)
+                if m and (latest is None or m.group(1) > latest[1]):
+                    latest = (m.group(2), m.group(1))
+    return latest
+
+
+def leaders():
+    """`hpcq leaders --json` as {name: row}."""
+    return {c["name"]: c for c in json.loads(t.hpcq("leaders", "--json").stdout)}
+
+
+def wait_new_leader(old, since, timeout):
+    """Waits until a candidate other than `old` leads and hpcqd answers."""
+    def led():
+        now = active()
+        if now is None or now[0] == old:
+            return False
+        try:
+            return subprocess.run([t.HPCQ, "queue"], capture_output=True,
+                                  timeout=5).returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+    t.wait_until(f"a candidate other than {old} leading", led, timeout=timeout)
+    return time.monotonic() - since
+
+
+class Submitter(threading.Thread):
+    """Submits short jobs back to back; each appends its id to `runs` when it
+    starts. Failed calls (no leader for a moment) are counted, not kept."""
+
+    def __init__(self, d):
+        super().__init__(daemon=True)
+        self.d = d
+        self.runs = os.path.join(d, "runs.log")
+        self.acknowledged = []
+        self.refused = 0
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            p = subprocess.run([t.HPCQ, "submit", "-o", "/dev/null", "--", "sh", "-c",
+                                f"echo $HPCQ_JOB_ID >> {self.runs}; sleep 0.3"],
+                               capture_output=True, text=True, cwd=self.d)
+            if p.returncode == 0:
+                self.acknowledged.append(int(p.stdout))
+            else:
+                self.refused += 1
+                time.sleep(0.05)
+
+    def finish(self):
+        self.stop.set()
+        self.join(timeout=60)
+        for job in self.acknowledged:
+            s = t.wait_state(job, ENDED, timeout=120)
+            t.check(s["state"] == "COMPLETED", f"job {job} ended {s['state']}: {s['reason']}")
+        with open(self.runs) as f:
+            started = [int(x) for x in f.read().split()]
+        twice = sorted({j for j in started if started.count(j) > 1})
+        t.check(not twice, f"jobs that ran twice: {twice}")
+        lost = sorted(set(self.acknowledged) - set(started))
+        t.check(not lost, f"acknowledged jobs that never ran: {lost}")
+
+
+def running_job(d, name):
+    """A job that runs until its gate opens, and its processes (host PIDs)."""
+    gate = t.Gate(d, name)
+    job = t.submit("-o", "/dev/null", "--", *gate.command)
+    t.wait_until(f"job {job} running", lambda: t.status(job)["state"] == "RUNNING" and
+                 t.job_pids(job))
+    # Its shell and sh, not the passing `sleep`s: in two looks 0.3 s apart.
+    first = t.job_pids(job)
+    time.sleep(0.3)
+    return job, gate, first & t.job_pids(job)
+
+
+def check_adopted(job, gate, pids, start_before):
+    s = t.status(job)
+    t.check(s["state"] == "RUNNING", f"job {job} is {s['state']} after the failover")
+    t.check(s["start_time"] == start_before, f"job {job} started again: {s['start_time']}")
+    t.check(set(pids) <= set(t.job_pids(job)), f"job {job}'s processes {pids} are gone")
+    gate.open()
+    s = t.wait_state(job, ENDED, timeout=60)
+    t.check(s["state"] == "COMPLETED", f"job {job} ended {s['state']}: {s['reason']}")

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Leader failover across a network cut (issue 25): three hpcqd candidates,
+each in a network namespace of its own with an address of its own, as on
+three hosts (rank 0's `endpoints` in hpcq.toml); etcd's three members and
+four agents outside them. The active leader's network is cut while jobs are
+submitted and running: a standby leads within 10 s, and the agents find it
+at its own address; no acknowledged submission is lost and none runs twice;
+a running job keeps running and is adopted. The cut leader, which reaches
+neither etcd nor the agents, ends by itself without acting; with its network
+back and started again, it stands by."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+from failover_common import Submitter, active, check_adopted, leaders, running_job, wait_new_leader
+from manual_cluster import free_port
+
+ETCD, ETCDCTL = "/usr/bin/etcd", "/usr/bin/etcdctl"
+NET = "10.246"  # 10.246.0.0/24: etcd's side; 10.246.N.0/24: candidate N's
+PREFIX = "q46"  # namespaces and interfaces (at most 15 characters)
+CANDIDATES = 3
+AGENTS = 4
+
+
+def sh(*args, check=True):
+    return subprocess.run(list(args), capture_output=True, text=True, check=check)
+
+
+def namespace(n):
+    return f"{PREFIX}-{n}"
+
+
+def far_end(n):
+    return f"{PREFIX}n{n}"
+
+
+def net_up():
+    """A veth pair per namespace: the host's end NET.N.1, the far end NET.N.2.
+    The host reaches each namespace directly; a namespace reaches the
+    host's addresses (etcd's NET.0.1) through its default route."""
+    net_down()
+    for n in range(CANDIDATES + 1):
+        ns, host_if = namespace(n), f"{PREFIX}h{n}"
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", far_end(n))
+        sh("ip", "link", "set", far_end(n), "netns", ns)
+        sh("ip", "addr", "add", f"{NET}.{n}.1/24", "dev", host_if)
+        sh("ip", "link", "set", host_if, "up")
+        link(n, up=True)
+
+
+def link(n, up):
+    ns = namespace(n)
+    sh("ip", "-n", ns, "link", "set", far_end(n), "up" if up else "down")
+    if up:
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", ns, "addr", "replace", f"{NET}.{n}.2/24", "dev", far_end(n))
+        sh("ip", "-n", ns, "route", "replace", "default", "via", f"{NET}.{n}.1")
+
+
+def net_down():
+    for n in range(CANDIDATES + 1):
+        sh("ip", "link", "del", f"{PREFIX}h{n}", check=False)
+        sh("ip", "netns", "del", namespace(n), check=False)
+
+
+class FailoverCluster:
+    """etcd's members on NET.0.1, candidate N (leader-N) at NET.N.2 in its own
+    namespace, the agents on loopback; the candidates share the CLI's socket
+    path (unix sockets cross network namespaces)."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="hpcq-t0046-")
+        for sub in ("keys", "logs", "checkpoints"):
+            os.makedirs(f"{self.dir}/{sub}")
+        self.socket = f"{self.dir}/hpcqd.sock"
+        self.etcds, self.candidates, self.agents = [], {}, []
+
+    def start(self):
+        clients = [f"http://{NET}.0.1:{free_port(f'{NET}.0.1')}" for _ in range(3)]
+        peers = [f"http://{NET}.0.1:{free_port(f'{NET}.0.1')}" for _ in range(3)]
+        initial = ",".join(f"etcd-{i}={peers[i]}" for i in range(3))
+        for i in range(3):
+            log = open(f"{self.dir}/logs/etcd-{i}.log", "a")
+            self.etcds.append(subprocess.Popen(
+                [ETCD, "--name", f"etcd-{i}", "--data-dir", f"{self.dir}/etcd-{i}",
+                 "--listen-client-urls", clients[i], "--advertise-client-urls", clients[i],
+                 "--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+                 "--initial-cluster", initial, "--max-txn-ops", "16384",
+                 "--max-request-bytes", "67108864"], stdout=log, stderr=log))
+        t.wait_until("etcd healthy", lambda: subprocess.run(
+            [ETCDCTL, "--endpoints", ",".join(clients), "endpoint", "health"],
+            capture_output=True, env=dict(os.environ, ETCDCTL_API="3")).returncode == 0)
+
+        public = [t.run([t.HPCQ, "keygen", f"{self.dir}/keys/rank-{r}.key"], check_rc=0)
+                  .stdout.split()[-1] for r in range(AGENTS + 1)]
+        self.endpoints = [f"tcp://{NET}.{n}.2:{7000 + n}" for n in range(1, CANDIDATES + 1)]
+        etcd_endpoints = ", ".join(f'"{c[len("http://"):]}"' for c in clients)
+        text = ("[overlay]\nfanout = 2\nheartbeat_interval_ms = 500\n"
+                "node_unresponsive_after_ms = 4500\nnode_down_after_ms = 15000\n\n"
+                f"[leader]\nstate_dir = \"{self.dir}/leader\"\nsocket = \"{self.socket}\"\n"
+                f"secret_key = \"{self.dir}/keys/rank-0.key\"\nstore = \"etcd\"\n"
+                f"etcd_endpoints = [{etcd_endpoints}]\netcd_prefix = \"/t0046/\"\n"
+                f"checkpoint_dir = \"{self.dir}/checkpoints\"\n\n"
+                f"[agent]\nstate_dir = \"{self.dir}/agents\"\nkill_grace_s = 2\n\n"
+                "[[rank]]\nname = \"leader\"\nendpoints = ["
+                + ", ".join(f'"{e}"' for e in self.endpoints) + f"]\npublic_key = \"{public[0]}\"\n")
+        for r in range(1, AGENTS + 1):
+            text += (f"\n[[rank]]\nname = \"node{r}\"\nendpoint = \"tcp://127.0.0.1:{free_port()}\"\n"
+                     f"public_key = \"{public[r]}\"\ntopology = \"pack:1 numa:1 core:2 pu:1\"\n")
+        self.config = f"{self.dir}/hpcq.toml"
+        with open(self.config, "w") as f:
+            f.write(text)
+        for n in range(1, CANDIDATES + 1):
+            self.start_candidate(n)
+        for r in range(1, AGENTS + 1):
+            log = open(f"{self.dir}/logs/agent-{r}.log", "a")
+            self.agents.append(subprocess.Popen(
+                [t.AGENT, "--config", self.config, "--rank", str(r), "--secret-key",
+                 f"{self.dir}/keys/rank-{r}.key"], stdout=log, stderr=log))
+        os.environ["HPCQ_SOCKET"] = self.socket
+        job = None
+        for _ in range(300):  # a leader answers: its first submission
+            p = subprocess.run([t.HPCQ, "submit", "-N", str(AGENTS), "-o", "/dev/null", "--", "true"],
+                               capture_output=True, text=True)
+            if p.returncode == 0:
+                job = int(p.stdout)
+                break
+            time.sleep(0.1)
+        t.check(job is not None, "no candidate took a submission")
+        s = t.wait_state(job, ["COMPLETED", "FAILED"], timeout=60)
+        t.check(s["state"] == "COMPLETED", f"a job on every node: {s['state']} {s['reason']}")
+
+    def start_candidate(self, n):
+        """leader-N in namespace N: only its network namespace (`ip netns
+        exec` would also remount /sys)."""
+        log = open(f"{self.dir}/logs/hpcqd-{n}.log", "a")
+        self.candidates[n] = subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{namespace(n)}", "--", t.HPCQD, "--config", self.config,
+             "--name", f"leader-{n}", "--state-dir", f"{self.dir}/leader-{n}",
+             "--endpoint", self.endpoints[n - 1]], stdout=log, stderr=log)
+
+    def stop(self):
+        for group in (self.agents, list(self.candidates.values()), self.etcds):
+            for p in group:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in group:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        if not os.environ.get("HPCQ_KEEP"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def test_cut_the_active_leaders_network_during_submissions():
+    d = t.workdir()
+    job, gate, pids = running_job(d, "cut")
+    start_before = t.status(job)["start_time"]
+    submitter = Submitter(d)
+    submitter.start()
+    t.wait_until("some submissions", lambda: len(submitter.acknowledged) >= 5)
+    old, _ = active()
+    n = int(old[len("leader-"):])
+    listed = leaders()
+    t.check(listed[old]["state"] == "active" and listed[old]["endpoint"] == cluster.endpoints[n - 1],
+            f"hpcq leaders: {listed}")
+    cut = time.monotonic()
+    link(n, up=False)
+    took = wait_new_leader(old, cut, timeout=10)
+    new = active()[0]
+    print(f"{new} leads {took:.1f} s after {old}'s network was cut", flush=True)
+    # The agents reached the new leader at its own address: every node is up
+    # there and the stream goes on.
+    before = len(submitter.acknowledged)
+    t.wait_until("submissions to the new leader",
+                 lambda: len(submitter.acknowledged) >= before + 5, timeout=30)
+    submitter.finish()
+    check_adopted(job, gate, pids, start_before)
+    nodes = {n["name"]: n["state"] for n in json.loads(t.hpcq("nodes", "--json").stdout)}
+    t.check(list(nodes.values()) == ["up"] * AGENTS, f"hpcq nodes: {nodes}")
+
+    # Cut off from etcd, the old leader ends by itself within about its lease.
+    cut_off = cluster.candidates[n]
+    try:
+        cut_off.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        raise t.Failure(f"{old} still runs 15 s after its network was cut")
+    with open(f"{cluster.dir}/logs/hpcqd-{n}.log", errors="replace") as f:
+        t.check("no longer the leader" in f.read(), f"{old} did not say why it ended")
+
+    # Its network back and started again, it stands by.
+    link(n, up=True)
+    cluster.start_candidate(n)
+    t.wait_until(f"{old} standing by",
+                 lambda: leaders().get(old, {}).get("state") == "standby", timeout=20)
+    t.check(active()[0] == new, f"{active()[0]} leads, not {new}")
+
+
+def main():
+    global cluster
+    for program in ("ip", "nsenter"):
+        if shutil.which(program) is None:
+            print(f"skip: needs {program} (iproute2, util-linux)")
+            sys.exit(77)
+    for program in (ETCD, ETCDCTL):
+        if not os.access(program, os.X_OK):
+            print(f"skip: {program} is not installed (Debian: etcd-server, etcd-client)")
+            sys.exit(77)
+    net_up()
+    cluster = FailoverCluster()
+    try:
+        cluster.start()
+        t.main([test_cut_the_active_leaders_network_during_submissions])
+    finally:
+        cluster.stop()
+        net_down()
+
+
+main()
