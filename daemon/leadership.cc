@@ -28,7 +28,7 @@ Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& co
                                                          const std::string& name,
                                                          const std::function<bool()>& stopping) {
   const auto period = std::chrono::milliseconds(config.lease_s * 1000 / kTriesPerLease);
-  etcd::EtcdClient::Options options;
+  etcd::EtcdClient::Options options = etcd_options(config);
   options.deadline = period;  // a renewal or a write must fail well within the lease
   auto connected = etcd::EtcdClient::connect(config.etcd_endpoints, options);
   if (!connected.is_ok()) return connected.status();
@@ -103,6 +103,14 @@ Leadership::~Leadership() {
   if (renewer_.joinable()) renewer_.join();
   // A clean stop hands over at once: the key goes with the lease.
   (void)client_.revoke(lease_);
+}
+
+etcd::EtcdClient::Options Leadership::etcd_options(const ClusterConfig& config) {
+  etcd::EtcdClient::Options options;
+  options.ca_file = config.etcd_ca;
+  options.cert_file = config.etcd_cert;
+  options.key_file = config.etcd_key;
+  return options;
 }
 
 Leadership::Candidate Leadership::self(const ClusterConfig& config, const std::string& name,

@@ -58,6 +58,9 @@ class Leadership {
 
   // Every candidate that ever registered under this prefix, by name.
   Result<std::vector<Candidate>> candidates() const;
+  // How hpcqd reaches etcd ([leader] etcd_ca, etcd_cert, etcd_key), for the
+  // election and the store alike.
+  static etcd::EtcdClient::Options etcd_options(const ClusterConfig& config);
   // This process as a candidate named `name`, in `state`.
   static Candidate self(const ClusterConfig& config, const std::string& name, std::string state);
 

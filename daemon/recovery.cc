@@ -158,7 +158,8 @@ Status load_job_history(Context& ctx, store::Store& store) {
 Result<Recovered> recover(Context& ctx, const StoreGuard& guard) {
   Recovered out;
   if (ctx.config.store == "etcd") {
-    auto client = etcd::EtcdClient::connect(ctx.config.etcd_endpoints);
+    auto client =
+        etcd::EtcdClient::connect(ctx.config.etcd_endpoints, Leadership::etcd_options(ctx.config));
     if (!client.is_ok()) return client.status();
     store::EtcdStore::Options options;
     options.prefix = ctx.config.etcd_prefix;

@@ -490,10 +490,11 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("leader")) {
     const Table& t = root.at("leader");
     if (!t.is_table()) return invalid_argument(where(t) + ": [leader] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(t, "leader",
-                                    {"state_dir", "socket", "secret_key", "default_time_limit_s",
-                                     "max_time_limit_s", "checkpoint_dir", "resize_timeout_ms",
-                                     "mpi", "store", "etcd_endpoints", "etcd_prefix", "lease_s"}));
+    HPCQ_RETURN_IF_ERROR(
+        check_keys(t, "leader",
+                   {"state_dir", "socket", "secret_key", "default_time_limit_s", "max_time_limit_s",
+                    "checkpoint_dir", "resize_timeout_ms", "mpi", "store", "etcd_endpoints",
+                    "etcd_prefix", "lease_s", "etcd_ca", "etcd_cert", "etcd_key"}));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "leader", "lease_s", c.lease_s));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "store", c.store));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "etcd_endpoints", c.etcd_endpoints));
@@ -507,6 +508,13 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     }
     if (c.etcd_prefix.empty()) {
       return invalid_argument(where(t.at("etcd_prefix")) + ": 'leader.etcd_prefix' is empty");
+    }
+    HPCQ_RETURN_IF_ERROR(get(t, "leader", "etcd_ca", c.etcd_ca));
+    HPCQ_RETURN_IF_ERROR(get(t, "leader", "etcd_cert", c.etcd_cert));
+    HPCQ_RETURN_IF_ERROR(get(t, "leader", "etcd_key", c.etcd_key));
+    if (c.etcd_cert.empty() != c.etcd_key.empty() || (!c.etcd_cert.empty() && c.etcd_ca.empty())) {
+      return invalid_argument(where(t) +
+                              ": leader.etcd_cert and leader.etcd_key go together, with etcd_ca");
     }
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "mpi", c.mpi));
     if (c.mpi != "pmi1" && c.mpi != "pmix" && c.mpi != "none") {

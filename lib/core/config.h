@@ -65,6 +65,9 @@ struct ClusterConfig {
   std::string store = "sqlite";
   std::vector<std::string> etcd_endpoints;  // "host:port" of the members' client URLs
   std::string etcd_prefix = "/hpcq/";
+  // TLS to etcd: the CA's PEM file (empty: plain gRPC), and this leader's
+  // certificate and key for etcd's --client-cert-auth.
+  std::string etcd_ca, etcd_cert, etcd_key;
   // With the etcd store: the leader's lease (daemon/leadership.h). A dead
   // leader's standby takes over about this long after it died.
   int lease_s = 3;

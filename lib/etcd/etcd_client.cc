@@ -6,6 +6,8 @@
 #include <cinttypes>
 #include <cstddef>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "proto/etcd.grpc.pb.h"
@@ -218,6 +220,21 @@ EtcdClient::EtcdClient(EtcdClient&&) noexcept = default;
 EtcdClient& EtcdClient::operator=(EtcdClient&&) noexcept = default;
 EtcdClient::~EtcdClient() = default;
 
+namespace {
+
+Status read_pem(const std::string& where, const std::string& what, const std::string& path,
+                std::string& out) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty())
+    return invalid_argument(where + "cannot read the TLS " + what + " file " + quoted(path));
+  out = text.str();
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<EtcdClient> EtcdClient::connect(std::vector<std::string> endpoints, Options options) {
   auto impl = std::make_unique<Impl>();
   for (const std::string& e : endpoints) impl->names += (impl->names.empty() ? "" : ",") + e;
@@ -225,6 +242,21 @@ Result<EtcdClient> EtcdClient::connect(std::vector<std::string> endpoints, Optio
   if (endpoints.empty()) return invalid_argument("etcd: connect: no endpoints given");
   if (options.deadline.count() <= 0) return invalid_argument(where + "the deadline must be > 0");
   if (options.page_size <= 0) return invalid_argument(where + "the page size must be > 0");
+
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options.ca_file.empty()) {
+    grpc::SslCredentialsOptions tls;
+    HPCQ_RETURN_IF_ERROR(read_pem(where, "CA", options.ca_file, tls.pem_root_certs));
+    if (options.cert_file.empty() != options.key_file.empty())
+      return invalid_argument(where + "a client certificate needs both its cert and key files");
+    if (!options.cert_file.empty()) {
+      HPCQ_RETURN_IF_ERROR(read_pem(where, "certificate", options.cert_file, tls.pem_cert_chain));
+      HPCQ_RETURN_IF_ERROR(read_pem(where, "key", options.key_file, tls.pem_private_key));
+    }
+    credentials = grpc::SslCredentials(tls);
+  } else if (!options.cert_file.empty() || !options.key_file.empty()) {
+    return invalid_argument(where + "a client certificate needs the CA file too");
+  }
 
   grpc::ChannelArguments args;
   // A page of large values may pass gRPC's default 4 MiB; page_size bounds
@@ -238,9 +270,9 @@ Result<EtcdClient> EtcdClient::connect(std::vector<std::string> endpoints, Optio
     if (address.empty() || address.find("://") != std::string::npos ||
         address.find_first_of(", \t\n") != std::string::npos) {
       return invalid_argument(where + "endpoint " + quoted(address) +
-                              " is not host:port (plain gRPC; TLS is not supported)");
+                              " is not host:port (TLS: give the CA file, not https://)");
     }
-    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(address, credentials, args);
     impl->endpoints.push_back(
         {std::move(address), channel, pb::KV::NewStub(channel), pb::Lease::NewStub(channel)});
   }

@@ -104,10 +104,15 @@ class EtcdClient {
     // Keys per Range request of range(): bounds the size of one answer
     // (etcd bounds requests, 1.5 MiB by default, not answers).
     std::int64_t page_size = 500;
+    // TLS (etcd's https client URLs): the PEM file of the CA that signed the
+    // members' certificates; empty: plain gRPC. With cert_file and key_file,
+    // this client's certificate and key, for etcd's --client-cert-auth.
+    std::string ca_file, cert_file, key_file;
   };
 
-  // Channels connect lazily: this fails only on a malformed argument, and
-  // an etcd that is down shows as kUnavailable from the first call.
+  // Channels connect lazily: this fails only on a malformed argument or an
+  // unreadable TLS file, and an etcd that is down shows as kUnavailable from
+  // the first call.
   static Result<EtcdClient> connect(std::vector<std::string> endpoints, Options options);
   static Result<EtcdClient> connect(std::vector<std::string> endpoints) {
     return connect(std::move(endpoints), Options());

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -297,6 +299,85 @@ TEST_F(EtcdClientTest, FailsOverToTheNextEndpoint) {
     EXPECT_LT(Clock::now() - start, options.deadline);
   }
   EXPECT_TRUE(client().erase("t/fo/k").is_ok());
+}
+
+// A CA, and certificates it signed for an etcd on 127.0.0.1 and for a
+// client, made with the openssl command in a temporary directory.
+class TlsFiles {
+ public:
+  TlsFiles() {
+    char pattern[] = "/tmp/hpcq-etcd-tls-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) return;
+    dir_ = pattern;
+    const std::string in = "cd " + dir_ + " && ";
+    const std::string quiet = " >> openssl.log 2>&1";
+    std::string script =
+        in + "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -keyout ca.key -out ca.pem " +
+        "-subj /CN=hpcq-test-ca" + quiet;
+    for (const char* name : {"server", "client"}) {
+      const std::string n = name;
+      script += " && openssl req -newkey rsa:2048 -nodes -keyout " + n + ".key -out " + n +
+                ".csr -subj /CN=" + n + quiet + " && echo subjectAltName=IP:127.0.0.1 > " + n +
+                ".ext && openssl x509 -req -in " + n + ".csr -CA ca.pem -CAkey ca.key " +
+                "-CAcreateserial -days 1 -out " + n + ".pem -extfile " + n + ".ext" + quiet;
+    }
+    made_ = std::system(script.c_str()) == 0;
+  }
+  ~TlsFiles() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  bool made() const { return made_; }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+ private:
+  std::string dir_;
+  bool made_ = false;
+};
+
+TEST(EtcdClientTls, TalksToAnEtcdThatRequiresClientCertificates) {
+  if (!EtcdServer::installed()) GTEST_SKIP() << testing::kEtcdPath << " is not installed";
+  if (std::system("command -v openssl > /dev/null") != 0) GTEST_SKIP() << "needs openssl";
+  TlsFiles files;
+  ASSERT_TRUE(files.made()) << "openssl failed: see " << files.path("openssl.log");
+  testing::EtcdTls tls;
+  tls.cert_file = files.path("server.pem");
+  tls.key_file = files.path("server.key");
+  tls.client_ca_file = files.path("ca.pem");
+  tls.client.ca_file = files.path("ca.pem");
+  tls.client.cert_file = files.path("client.pem");
+  tls.client.key_file = files.path("client.key");
+  EtcdServer server(&tls);
+  ASSERT_EQ(server.error(), "");
+  EtcdClient c = server.client();
+  ASSERT_TRUE(c.put("t/tls", "v").is_ok());
+  const Result<std::optional<KeyValue>> kv = c.get("t/tls");
+  ASSERT_TRUE(kv.is_ok()) << kv.status().to_string();
+  EXPECT_EQ((*kv)->value, "v");
+
+  // Without its certificate, or without TLS, the client is refused, in one line.
+  EtcdClient::Options options;
+  options.deadline = 500ms;
+  options.ca_file = files.path("ca.pem");
+  for (bool use_tls : {true, false}) {
+    if (!use_tls) options.ca_file.clear();
+    Result<EtcdClient> refused = EtcdClient::connect({server.endpoint()}, options);
+    ASSERT_TRUE(refused.is_ok()) << refused.status().to_string();
+    const Status s = refused->get("t/tls").status();
+    EXPECT_EQ(s.code(), Code::kUnavailable) << s.to_string();
+    EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+  }
+
+  // Unreadable or half-given files are refused at connect.
+  options.ca_file = files.path("missing.pem");
+  const Status missing = EtcdClient::connect({server.endpoint()}, options).status();
+  EXPECT_EQ(missing.code(), Code::kInvalidArgument);
+  EXPECT_NE(missing.message().find("cannot read the TLS CA file"), std::string::npos)
+      << missing.message();
+  options.ca_file = files.path("ca.pem");
+  options.cert_file = files.path("client.pem");
+  EXPECT_EQ(EtcdClient::connect({server.endpoint()}, options).status().code(),
+            Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -65,11 +65,20 @@ inline std::string read_tail(const std::string& path, std::size_t n) {
   return s.size() > n ? s.substr(s.size() - n) : s;
 }
 
+// An etcd serving its clients over TLS: its certificate and key, and the CA
+// whose certificates it requires of clients (--client-cert-auth). The
+// server's certificate must name 127.0.0.1. `client` is how the server's own
+// readiness probe and client() connect.
+struct EtcdTls {
+  std::string cert_file, key_file, client_ca_file;
+  EtcdClient::Options client;
+};
+
 class EtcdServer {
  public:
   // Starts etcd and waits (at most 30 s) until it answers a read; error()
   // says why not when it could not.
-  EtcdServer() {
+  explicit EtcdServer(const EtcdTls* tls = nullptr) {
     if (!installed()) return;
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/hpcq-etcd-XXXXXX";
@@ -86,7 +95,7 @@ class EtcdServer {
       peer_port = peer.port();
     }
     endpoint_ = "127.0.0.1:" + std::to_string(client_port);
-    const std::string client_url = "http://" + endpoint_;
+    const std::string client_url = (tls ? "https://" : "http://") + endpoint_;
     const std::string peer_url = "http://127.0.0.1:" + std::to_string(peer_port);
     std::vector<std::string> args = {kEtcdPath,
                                      "--name=t",
@@ -97,6 +106,11 @@ class EtcdServer {
                                      "--initial-advertise-peer-urls=" + peer_url,
                                      "--initial-cluster=t=" + peer_url,
                                      "--max-txn-ops=16384"};
+    if (tls) {
+      args.insert(args.end(), {"--cert-file=" + tls->cert_file, "--key-file=" + tls->key_file,
+                               "--trusted-ca-file=" + tls->client_ca_file, "--client-cert-auth"});
+      options_ = tls->client;
+    }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -118,7 +132,7 @@ class EtcdServer {
     }
     // Ready when it answers a read; it needs about a second to elect itself.
     using namespace std::chrono_literals;
-    EtcdClient::Options options;
+    EtcdClient::Options options = options_;
     options.deadline = 300ms;
     Result<EtcdClient> client = EtcdClient::connect({endpoint_}, options);
     const auto give_up = std::chrono::steady_clock::now() + 30s;
@@ -156,7 +170,12 @@ class EtcdServer {
   const std::string& error() const { return error_; }
   const std::string& endpoint() const { return endpoint_; }
 
+  // A client with the server's TLS options, if any, and `options`' deadline
+  // and page size.
   EtcdClient client(EtcdClient::Options options = {}) const {
+    options.ca_file = options_.ca_file;
+    options.cert_file = options_.cert_file;
+    options.key_file = options_.key_file;
     Result<EtcdClient> c = EtcdClient::connect({endpoint_}, options);
     EXPECT_TRUE(c.is_ok()) << c.status().to_string();
     return std::move(c).value();
@@ -164,6 +183,7 @@ class EtcdServer {
 
  private:
   pid_t pid_ = -1;
+  EtcdClient::Options options_;  // how clients connect (TLS or not)
   std::string dir_;
   std::string endpoint_;
   std::string error_;
