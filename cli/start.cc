@@ -13,6 +13,7 @@
 #include <cctype>
 #include <chrono>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -101,6 +102,11 @@ bool wait_for(pid_t pid, std::chrono::milliseconds timeout, int* status) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
+
+// SIGTERM or SIGHUP to hpcq start itself: the cluster is stopped as at the
+// command's end, not left running without it.
+volatile std::sig_atomic_t stop_signal = 0;
+void on_stop_signal(int signal) { stop_signal = signal; }
 
 void stop_process(pid_t pid, std::chrono::milliseconds grace) {
   if (pid <= 0) return;
@@ -283,6 +289,13 @@ int run_start(const StartOptions& options) {
     if (run_tmpfs) umount2((dir / "run").c_str(), MNT_DETACH);
     fs::remove_all(dir, ec);
   };
+
+  // No SA_RESTART: a wait for the command returns to look at stop_signal.
+  struct sigaction stop {};
+  stop.sa_handler = on_stop_signal;
+  sigemptyset(&stop.sa_mask);
+  sigaction(SIGTERM, &stop, nullptr);
+  sigaction(SIGHUP, &stop, nullptr);
 
   // Whatever fails from here on leaves nothing behind.
   auto give_up = [&](int code) {
@@ -506,6 +519,10 @@ int run_start(const StartOptions& options) {
   int up = 0;
   while (true) {
     int status = 0;
+    if (stop_signal != 0) {
+      std::fprintf(stderr, "hpcq start: signal %d: stopping the cluster\n", int{stop_signal});
+      return teardown(128 + stop_signal);
+    }
     for (pid_t& pid : leaders) {
       if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) {
         std::fprintf(stderr, "hpcq start: hpcqd exited during start-up\n");
@@ -557,6 +574,12 @@ int run_start(const StartOptions& options) {
   // Ignore the terminal's SIGINT while the command runs, as a shell does.
   signal(SIGINT, SIG_IGN);
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    if (stop_signal != 0) {
+      // The command first (it may be using the cluster), then the cluster.
+      stop_process(child, std::chrono::seconds(10));
+      status = (128 + stop_signal) << 8;
+      break;
+    }
   }
   signal(SIGINT, SIG_DFL);
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

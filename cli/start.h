@@ -7,7 +7,8 @@
 // $SHELL) with HPCQ_SOCKET pointing at that leader (and, on etcd,
 // HPCQ_ETCD_ENDPOINTS at the store), then stops the agents
 // (which kill their jobs and remove their cgroups) and the leader, removes
-// the directory and exits with the command's status.
+// the directory and exits with the command's status. SIGTERM or SIGHUP to
+// it ends the command and then stops the cluster the same way.
 #pragma once
 
 #include <string>

@@ -4,6 +4,7 @@ and leaves nothing behind: no process of the cluster, no cgroup, no directory
 -- even when a job is still running at the end."""
 import glob
 import os
+import signal
 import subprocess
 import sys
 
@@ -53,6 +54,29 @@ def test_command_gets_the_socket():
     t.check(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
 
 
+def test_sigterm_stops_the_command_and_the_cluster():
+    # As when a batch system or a terminal ends `hpcq start` itself: the
+    # command ends, then the cluster, with a job running; nothing is left.
+    d = t.workdir()
+    ready = os.path.join(d, "ready")
+    inner = (f'id=$(hpcq submit -- sleep 300) && echo "$(dirname $HPCQ_SOCKET) $id" > {ready}.tmp '
+             f'&& mv {ready}.tmp {ready} && exec sleep 300')
+    env = dict(os.environ, PATH=os.path.dirname(t.HPCQ) + ":" + os.environ["PATH"])
+    p = subprocess.Popen([t.HPCQ, "start", "--agents", "1", "--", "sh", "-c", inner],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        t.wait_until("the command running", lambda: os.path.exists(ready), timeout=60)
+        cluster = open(ready).read().split()[0]
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    t.check(p.returncode == 128 + signal.SIGTERM, f"exit {p.returncode}: {err}")
+    t.check(not os.path.exists(cluster), f"{cluster} left behind")
+    left = subprocess.run(["pgrep", "-f", cluster], capture_output=True, text=True).stdout.split()
+    t.check(not left, f"processes left: {left}")
+
+
 def test_bad_arguments():
     p = t.run([t.HPCQ, "start", "--agents", "0", "--", "true"])
     t.check(p.returncode == 2 and "--agents" in p.stderr, p.stderr)
@@ -85,5 +109,6 @@ def test_a_start_that_cannot_work_says_why_and_leaves_nothing():
     t.check(start_dirs() == before, f"left behind: {start_dirs() - before}")
 
 
-t.main([test_exit_status_and_clean_teardown, test_command_gets_the_socket, test_bad_arguments,
+t.main([test_exit_status_and_clean_teardown, test_command_gets_the_socket,
+        test_sigterm_stops_the_command_and_the_cluster, test_bad_arguments,
         test_a_start_that_cannot_work_says_why_and_leaves_nothing])
