@@ -170,6 +170,13 @@ Status Agent::start() {
   // new path: the leader answers, which also tells the overlay the path works.
   overlay_->on_reroute([this](Rank) { on_reroute(); });
   overlay_->on_relay([this](overlay::Envelope& e) { return on_relay(e); });
+  if (!options_.socket.empty()) {
+    forwarder_ = std::make_unique<CallForwarder>(
+        [this](std::function<void()> work) { loop_.post(std::move(work)); },
+        [this](overlay::Envelope e) { return overlay_->send(std::move(e)).is_ok(); },
+        static_cast<std::size_t>(config_.api_max_message_bytes));
+    HPCQ_RETURN_IF_ERROR(forwarder_->start(options_.socket));
+  }
 
   std::random_device random;
   // A node without a working CRIU still runs jobs; it says so in its Hello.
@@ -204,6 +211,7 @@ void Agent::run() { loop_.run(); }
 void Agent::stop() { loop_.stop(); }
 
 void Agent::on_reroute() {
+  if (forwarder_) forwarder_->on_reroute();
   // Output before the Hello: the Hello may carry its job's end.
   for (const OutputLog::Chunk& chunk : output_log_.kept()) send_output_chunk(chunk);
   send_hello();
@@ -311,6 +319,9 @@ void Agent::on_message(overlay::Envelope&& envelope) {
       on_modex_request(envelope.src(), envelope.pmi_modex_request());
       break;
     case overlay::Envelope::kPmiModexReply: on_modex_reply(envelope.pmi_modex_reply()); break;
+    case overlay::Envelope::kForwardedReply:
+      if (forwarder_) forwarder_->on_reply(envelope.forwarded_reply());
+      break;
     case overlay::Envelope::kNodeCheckAck:
       unacknowledged_checks_.erase(envelope.node_check_ack().seq());
       break;

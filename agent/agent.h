@@ -20,6 +20,7 @@
 #include <string>
 #include <tuple>
 
+#include "agent/call_forwarder.h"
 #include "agent/elastic_job.h"
 #include "agent/end_journal.h"
 #include "agent/executor/executor.h"
@@ -42,6 +43,7 @@ struct AgentOptions {
   std::string topology;              // overrides the rank's topology in the config
   std::string job_shell;             // path of hpcq-job-shell
   std::string executor = "process";  // or "test" (executor.h)
+  std::string socket;                // the node's hpcq command (call_forwarder.h); empty: none
 };
 
 class Agent {
@@ -214,6 +216,9 @@ class Agent {
   std::uint64_t next_check_seq_ = 1;
   std::deque<overlay::Launch> held_launches_;
   bool health_check_running_ = false;
+  // The node's hpcq command, forwarded to the leader (options_.socket); last,
+  // so that its threads are gone before the loop and the overlay.
+  std::unique_ptr<CallForwarder> forwarder_;
 };
 
 }  // namespace hpcq::agent

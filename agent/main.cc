@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
   app.add_option("--topology", options.topology,
                  "host, synthetic:STRING (e.g. 'pack:2 numa:2 core:4 pu:1') or xml:PATH");
   app.add_option("--job-shell", options.job_shell, "path of hpcq-job-shell");
+  app.add_option("--socket", options.socket,
+                 "where this node's hpcq command reaches the leader through the agent "
+                 "(default: agent.socket)");
   app.add_option("--executor", options.executor,
                  "process (real tasks), or test (runs nothing; a job lasts HPCQ_TEST_DURATION s)")
       ->check(CLI::IsMember({"process", "test"}));
@@ -98,6 +101,7 @@ int main(int argc, char** argv) {
                           : config->agent_run_dir + "/rank-" + std::to_string(rank);
   }
   if (options.secret_key.empty()) options.secret_key = config->agent_secret_key;
+  if (options.socket.empty()) options.socket = config->agent_socket;
   if (options.job_shell.empty()) {
     options.job_shell = config->job_shell.empty() ? default_job_shell() : config->job_shell;
   }

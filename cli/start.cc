@@ -480,8 +480,9 @@ int run_start(const StartOptions& options) {
   for (int r = 1; r < size; ++r) {
     agents.push_back(spawn(
         {find_program("hpcq-agent", "agent"), "--config", config_path, "--rank", std::to_string(r),
-         "--secret-key", dir / "keys" / ("rank-" + std::to_string(r) + ".key"), "--log-level",
-         options.log_level, "--executor", options.executor},
+         "--secret-key", dir / "keys" / ("rank-" + std::to_string(r) + ".key"), "--socket",
+         dir / "agents" / ("rank-" + std::to_string(r) + ".sock"), "--log-level", options.log_level,
+         "--executor", options.executor},
         dir / "logs" / ("agent-" + std::to_string(r) + ".log"), {}));
   }
 

@@ -629,10 +629,20 @@ void Leader::on_message(overlay::Envelope&& envelope) {
       reports_.on_output(rank, std::move(*envelope.mutable_output()));
       break;
     case overlay::Envelope::kNodeCheck: monitor_.on_node_check(rank, envelope.node_check()); break;
+    case overlay::Envelope::kForwardedCall:
+    case overlay::Envelope::kForwardedCancel:
+      if (on_forwarded_) on_forwarded_(rank, std::move(envelope));
+      break;
     default:
       spdlog::warn("overlay: unexpected message {} from rank {}",
                    static_cast<int>(envelope.body_case()), rank);
   }
+}
+
+void Leader::send_to_node(overlay::Envelope envelope) {
+  ctx_.loop.post([this, envelope = std::move(envelope)]() mutable {
+    if (ctx_.overlay) (void)ctx_.overlay->send(std::move(envelope));
+  });
 }
 
 int Leader::host_cpu_of(Rank rank, int core) const {

@@ -13,6 +13,7 @@
 // Errors reach callers as Status values; the loop never throws.
 #pragma once
 
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -101,6 +102,13 @@ class Leader {
   std::future<v1::ListReservationsResponse> list_reservations();
   JobEvents& events() { return ctx_.events; }
   JobOutput& output() { return ctx_.output; }
+  // The hpcq command's calls that agents forward (daemon/forwarded_calls.h):
+  // `handler` gets their envelopes on the loop thread (set before run());
+  // send_to_node() from any thread.
+  void on_forwarded(std::function<void(Rank, overlay::Envelope&&)> handler) {
+    on_forwarded_ = std::move(handler);
+  }
+  void send_to_node(overlay::Envelope envelope);
 
  private:
   Leader(const ClusterConfig& config, StoreGuard guard);
@@ -149,6 +157,7 @@ class Leader {
   NodeMonitor monitor_{ctx_, actions_, resizes_, checkpoints_, reports_};
   SchedDriver driver_{ctx_, actions_, checkpoints_, resizes_};
   JobId next_job_id_ = 1;
+  std::function<void(Rank, overlay::Envelope&&)> on_forwarded_;
 };
 
 }  // namespace hpcq::daemon

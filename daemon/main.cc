@@ -22,6 +22,7 @@
 
 #include "daemon/api_service.h"
 #include "daemon/authenticator.h"
+#include "daemon/forwarded_calls.h"
 #include "daemon/leader.h"
 #include "daemon/leadership.h"
 #include "daemon/local_api.h"
@@ -212,6 +213,17 @@ int run(const std::string& config_path, const std::string& socket_override,
   });
   hpcq::daemon::ApiService service(api, authenticator);
   hpcq::daemon::LocalApi local(api, authenticator, config->api_max_message_bytes);
+  // The hpcq command on the nodes, through their agents.
+  hpcq::daemon::ForwardedCalls forwarded(local, credentials, [&](hpcq::overlay::Envelope e) {
+    (*leader)->send_to_node(std::move(e));
+  });
+  (*leader)->on_forwarded([&](hpcq::Rank rank, hpcq::overlay::Envelope&& e) {
+    if (e.has_forwarded_call()) {
+      forwarded.on_call(rank, e.forwarded_call());
+    } else {
+      forwarded.on_cancel(rank, e.forwarded_cancel());
+    }
+  });
   int failed = 0;
   std::unique_ptr<grpc::Server> server = build_server(*config, service, &failed);
   if (!server) return failed;

@@ -573,11 +573,11 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("agent")) {
     const Table& t = root.at("agent");
     if (!t.is_table()) return invalid_argument(where(t) + ": [agent] must be a table");
-    HPCQ_RETURN_IF_ERROR(
-        check_keys(t, "agent",
-                   {"state_dir", "run_dir", "secret_key", "job_shell", "kill_grace_s",
-                    "resize_signal", "pids_per_core", "prolog", "epilog", "script_timeout_s",
-                    "health_check", "health_check_interval_s", "gpu_devices", "private_tmp"}));
+    HPCQ_RETURN_IF_ERROR(check_keys(
+        t, "agent",
+        {"state_dir", "run_dir", "secret_key", "job_shell", "kill_grace_s", "resize_signal",
+         "pids_per_core", "prolog", "epilog", "script_timeout_s", "health_check",
+         "health_check_interval_s", "gpu_devices", "private_tmp", "socket"}));
     if (t.contains("resize_signal")) {
       std::string name;
       HPCQ_RETURN_IF_ERROR(get(t, "agent", "resize_signal", name));
@@ -591,6 +591,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     }
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "state_dir", c.agent_state_dir));
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "run_dir", c.agent_run_dir));
+    HPCQ_RETURN_IF_ERROR(get(t, "agent", "socket", c.agent_socket));
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "secret_key", c.agent_secret_key));
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "job_shell", c.job_shell));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "agent", "kill_grace_s", c.kill_grace_s));

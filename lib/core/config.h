@@ -115,6 +115,10 @@ struct ClusterConfig {
   // under agent_state_dir. The end journal stays in agent_state_dir.
   std::string agent_run_dir;
   std::string agent_secret_key = "/etc/hpcq/keys/agent.key";
+  // Where the agent serves the hpcq command of its node, forwarding each call
+  // to the leader (agent/call_forwarder.h); empty: not served. On nodes
+  // without hpcqd, /run/hpcq/hpcqd.sock: the command's default.
+  std::string agent_socket;
   std::string job_shell = "";  // empty: installed libexec path
   int kill_grace_s = 5;
   // pids.max of a process job's cgroup on a node: this many per core the job

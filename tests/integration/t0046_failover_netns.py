@@ -4,7 +4,7 @@ each in a network namespace of its own with an address of its own, as on
 three hosts (rank 0's `endpoints` in hpcq.toml); etcd's three members and
 four agents outside them. The active leader's network is cut while jobs are
 submitted and running: a standby leads within 10 s, and the agents find it
-at its own address; no acknowledged submission is lost and none runs twice;
+at its own address (and with them the hpcq command on their nodes); no acknowledged submission is lost and none runs twice;
 a running job keeps running and is adopted. The cut leader, which reaches
 neither etcd nor the agents, ends by itself without acting; with its network
 back and started again, it stands by."""
@@ -124,7 +124,8 @@ class FailoverCluster:
             log = open(f"{self.dir}/logs/agent-{r}.log", "a")
             self.agents.append(subprocess.Popen(
                 [t.AGENT, "--config", self.config, "--rank", str(r), "--secret-key",
-                 f"{self.dir}/keys/rank-{r}.key"], stdout=log, stderr=log))
+                 f"{self.dir}/keys/rank-{r}.key", "--socket", self.node_socket(r)],
+                stdout=log, stderr=log))
         os.environ["HPCQ_SOCKET"] = self.socket
         job = None
         for _ in range(300):  # a leader answers: its first submission
@@ -137,6 +138,10 @@ class FailoverCluster:
         t.check(job is not None, "no candidate took a submission")
         s = t.wait_state(job, ["COMPLETED", "FAILED"], timeout=60)
         t.check(s["state"] == "COMPLETED", f"a job on every node: {s['state']} {s['reason']}")
+
+    def node_socket(self, rank):
+        """Where the agent of `rank` serves its node's hpcq command."""
+        return f"{self.dir}/agents/rank-{rank}.sock"
 
     def start_candidate(self, n):
         """leader-N in namespace N: only its network namespace (`ip netns
@@ -187,6 +192,11 @@ def test_cut_the_active_leaders_network_during_submissions():
     check_adopted(job, gate, pids, start_before)
     nodes = {n["name"]: n["state"] for n in json.loads(t.hpcq("nodes", "--json").stdout)}
     t.check(list(nodes.values()) == ["up"] * AGENTS, f"hpcq nodes: {nodes}")
+    # The command on a node reaches the new leader through its agent.
+    p = t.run([t.HPCQ, "leaders", "--json"], env=dict(os.environ, HPCQ_SOCKET=cluster.node_socket(3)))
+    t.check(p.returncode == 0, f"hpcq leaders on node3: {p.stderr}")
+    states = {c["name"]: c["state"] for c in json.loads(p.stdout)}
+    t.check(states.get(new) == "active", f"hpcq leaders on node3: {states}")
 
     # Cut off from etcd, the old leader ends by itself within about its lease.
     cut_off = cluster.candidates[n]
