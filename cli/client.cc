@@ -45,19 +45,30 @@ Result<local::Reply> read_reply(int fd, const std::string& socket, int timeout_m
 
 Result<int> Client::open(std::string_view method,
                          const google::protobuf::MessageLite& request) const {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_.size() >= sizeof addr.sun_path) {
-    return invalid_argument("socket path too long: " + socket_);
+  // Several sockets (PATH:PATH, the leader's candidates on one host): the
+  // first that answers; only the active leader serves its socket.
+  int fd = -1;
+  Status why;
+  for (std::size_t start = 0; fd < 0 && start <= socket_.size();) {
+    std::size_t end = socket_.find(':', start);
+    if (end == std::string::npos) end = socket_.size();
+    const std::string path = socket_.substr(start, end - start);
+    start = end + 1;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.empty() || path.size() >= sizeof addr.sun_path) {
+      return invalid_argument("not a socket path: '" + path + "' (HPCQ_SOCKET)");
+    }
+    std::memcpy(addr.sun_path, path.c_str(), path.size());
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return lost(socket_, unavailable(std::strerror(errno)));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      why = unavailable(std::strerror(errno));
+      ::close(fd);
+      fd = -1;
+    }
   }
-  std::memcpy(addr.sun_path, socket_.c_str(), socket_.size());
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return lost(socket_, unavailable(std::strerror(errno)));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    Status why = unavailable(std::strerror(errno));
-    ::close(fd);
-    return lost(socket_, why);
-  }
+  if (fd < 0) return lost(socket_, why);
   local::Call call;
   call.set_method(std::string(method));
   request.SerializeToString(call.mutable_request());

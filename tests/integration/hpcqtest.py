@@ -72,7 +72,7 @@ def within_cluster(agents=4, fanout=2, topology="pack:2 numa:2 core:4 pu:1", ext
 
 def cluster_dir():
     """The directory `hpcq start` made: it holds hpcq.toml, keys/ and logs/."""
-    return os.path.dirname(os.environ["HPCQ_SOCKET"])
+    return os.path.dirname(os.environ["HPCQ_SOCKET"].split(":")[0])
 
 
 def agent_pid(rank):

@@ -73,8 +73,9 @@ def net_down():
 
 class FailoverCluster:
     """etcd's members on NET.0.1, candidate N (leader-N) at NET.N.2 in its own
-    namespace, the agents on loopback; the candidates share the CLI's socket
-    path (unix sockets cross network namespaces)."""
+    namespace with its own socket, as on its own host; the agents on
+    loopback. The command is given every candidate's socket (HPCQ_SOCKET
+    PATH:PATH:PATH) and takes the first that answers."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="hpcq-t0046-")
@@ -126,7 +127,8 @@ class FailoverCluster:
                 [t.AGENT, "--config", self.config, "--rank", str(r), "--secret-key",
                  f"{self.dir}/keys/rank-{r}.key", "--socket", self.node_socket(r)],
                 stdout=log, stderr=log))
-        os.environ["HPCQ_SOCKET"] = self.socket
+        os.environ["HPCQ_SOCKET"] = ":".join(self.candidate_socket(n)
+                                             for n in range(1, CANDIDATES + 1))
         job = None
         for _ in range(300):  # a leader answers: its first submission
             p = subprocess.run([t.HPCQ, "submit", "-N", str(AGENTS), "-o", "/dev/null", "--", "true"],
@@ -139,6 +141,9 @@ class FailoverCluster:
         s = t.wait_state(job, ["COMPLETED", "FAILED"], timeout=60)
         t.check(s["state"] == "COMPLETED", f"a job on every node: {s['state']} {s['reason']}")
 
+    def candidate_socket(self, n):
+        return f"{self.dir}/leader-{n}.sock"
+
     def node_socket(self, rank):
         """Where the agent of `rank` serves its node's hpcq command."""
         return f"{self.dir}/agents/rank-{rank}.sock"
@@ -150,7 +155,8 @@ class FailoverCluster:
         self.candidates[n] = subprocess.Popen(
             ["nsenter", f"--net=/run/netns/{namespace(n)}", "--", t.HPCQD, "--config", self.config,
              "--name", f"leader-{n}", "--state-dir", f"{self.dir}/leader-{n}",
-             "--endpoint", self.endpoints[n - 1]], stdout=log, stderr=log)
+             "--endpoint", self.endpoints[n - 1], "--socket", self.candidate_socket(n)],
+            stdout=log, stderr=log)
 
     def stop(self):
         for group in (self.agents, list(self.candidates.values()), self.etcds):
