@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Leader failover across a network cut (issue 25): three hpcqd candidates,
-each in a network namespace of its own with an address of its own, as on
-three hosts (rank 0's `endpoints` in hpcq.toml); etcd's three members and
-four agents outside them. The active leader's network is cut while jobs are
-submitted and running: a standby leads within 10 s, and the agents find it
-at its own address (and with them the hpcq command on their nodes); no acknowledged submission is lost and none runs twice;
-a running job keeps running and is adopted. The cut leader, which reaches
-neither etcd nor the agents, ends by itself without acting; with its network
-back and started again, it stands by."""
+"""Leader failover across hosts (issue 25): three hpcqd candidates, each in
+a network namespace of its own with an address and a socket of its own, as
+on three hosts (rank 0's `endpoints` in hpcq.toml); etcd's three members
+and four agents outside them. The active leader is killed (kill -9), and
+later the next one's network is cut, while jobs are submitted and running:
+each time a standby leads within 10 s, and the agents find it at its own
+address (and with them the hpcq command on their nodes); no acknowledged
+submission is lost and none runs twice; a running job keeps running and is
+adopted. The cut leader, which reaches neither etcd nor the agents, ends by
+itself without acting; started again (its network back), a candidate
+stands by."""
 import json
 import os
 import shutil
@@ -172,6 +174,31 @@ class FailoverCluster:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def test_kill_the_active_leader_during_submissions():
+    d = t.workdir()
+    job, gate, pids = running_job(d, "killed")
+    start_before = t.status(job)["start_time"]
+    submitter = Submitter(d)
+    submitter.start()
+    t.wait_until("some submissions", lambda: len(submitter.acknowledged) >= 5)
+    old, _ = active()
+    n = int(old[len("leader-"):])
+    killed = time.monotonic()
+    cluster.candidates[n].kill()
+    cluster.candidates[n].wait()
+    took = wait_new_leader(old, killed, timeout=10)
+    print(f"{active()[0]} leads {took:.1f} s after kill -9 of {old}", flush=True)
+    before = len(submitter.acknowledged)
+    t.wait_until("submissions to the new leader",
+                 lambda: len(submitter.acknowledged) >= before + 5, timeout=30)
+    submitter.finish()
+    check_adopted(job, gate, pids, start_before)
+    # Started again, it stands by.
+    cluster.start_candidate(n)
+    t.wait_until(f"{old} standing by",
+                 lambda: leaders().get(old, {}).get("state") == "standby", timeout=20)
+
+
 def test_cut_the_active_leaders_network_during_submissions():
     d = t.workdir()
     job, gate, pids = running_job(d, "cut")
@@ -235,7 +262,8 @@ def main():
     cluster = FailoverCluster()
     try:
         cluster.start()
-        t.main([test_cut_the_active_leaders_network_during_submissions])
+        t.main([test_kill_the_active_leader_during_submissions,
+                test_cut_the_active_leaders_network_during_submissions])
     finally:
         cluster.stop()
         net_down()
