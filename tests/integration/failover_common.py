@@ -109,3 +109,29 @@ def check_adopted(job, gate, pids, start_before):
     gate.open()
     s = t.wait_state(job, ENDED, timeout=60)
     t.check(s["state"] == "COMPLETED", f"job {job} ended {s['state']}: {s['reason']}")
+
+
+def fail_over_during_submissions(name, fail, how):
+    """A job runs and short jobs are submitted back to back while
+    `fail(old)` makes the active candidate `old` fail: another candidate
+    leads and answers within 10 s and takes submissions; every acknowledged
+    job ran exactly once and the running job was adopted. Returns (old,
+    new)."""
+    d = t.workdir()
+    job, gate, pids = running_job(d, name)
+    start_before = t.status(job)["start_time"]
+    submitter = Submitter(d)
+    submitter.start()
+    t.wait_until("some submissions", lambda: len(submitter.acknowledged) >= 5)
+    old, _ = active()
+    since = time.monotonic()
+    fail(old)
+    took = wait_new_leader(old, since, timeout=10)
+    new = active()[0]
+    print(f"{new} leads {took:.1f} s after {how} {old}", flush=True)
+    before = len(submitter.acknowledged)
+    t.wait_until("submissions to the new leader",
+                 lambda: len(submitter.acknowledged) >= before + 5, timeout=30)
+    submitter.finish()
+    check_adopted(job, gate, pids, start_before)
+    return old, new

@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
-from failover_common import Submitter, active, check_adopted, leaders, running_job, wait_new_leader
+from failover_common import active, fail_over_during_submissions, leaders
 from manual_cluster import free_port
 
 ETCD, ETCDCTL = "/usr/bin/etcd", "/usr/bin/etcdctl"
@@ -175,57 +175,30 @@ class FailoverCluster:
 
 
 def test_kill_the_active_leader_during_submissions():
-    d = t.workdir()
-    job, gate, pids = running_job(d, "killed")
-    start_before = t.status(job)["start_time"]
-    submitter = Submitter(d)
-    submitter.start()
-    t.wait_until("some submissions", lambda: len(submitter.acknowledged) >= 5)
-    old, _ = active()
-    n = int(old[len("leader-"):])
-    killed = time.monotonic()
-    cluster.candidates[n].kill()
-    cluster.candidates[n].wait()
-    took = wait_new_leader(old, killed, timeout=10)
-    print(f"{active()[0]} leads {took:.1f} s after kill -9 of {old}", flush=True)
-    before = len(submitter.acknowledged)
-    t.wait_until("submissions to the new leader",
-                 lambda: len(submitter.acknowledged) >= before + 5, timeout=30)
-    submitter.finish()
-    check_adopted(job, gate, pids, start_before)
+    def kill(old):
+        n = int(old[len("leader-"):])
+        cluster.candidates[n].kill()
+        cluster.candidates[n].wait()
+    old, _ = fail_over_during_submissions("killed", kill, "kill -9 of")
     # Started again, it stands by.
-    cluster.start_candidate(n)
+    cluster.start_candidate(int(old[len("leader-"):]))
     t.wait_until(f"{old} standing by",
                  lambda: leaders().get(old, {}).get("state") == "standby", timeout=20)
 
 
 def test_cut_the_active_leaders_network_during_submissions():
-    d = t.workdir()
-    job, gate, pids = running_job(d, "cut")
-    start_before = t.status(job)["start_time"]
-    submitter = Submitter(d)
-    submitter.start()
-    t.wait_until("some submissions", lambda: len(submitter.acknowledged) >= 5)
-    old, _ = active()
+    def cut(old):
+        n = int(old[len("leader-"):])
+        listed = leaders()
+        t.check(listed[old]["state"] == "active" and
+                listed[old]["endpoint"] == cluster.endpoints[n - 1], f"hpcq leaders: {listed}")
+        link(n, up=False)
+    old, new = fail_over_during_submissions("cut", cut, "a cut of the network of")
     n = int(old[len("leader-"):])
-    listed = leaders()
-    t.check(listed[old]["state"] == "active" and listed[old]["endpoint"] == cluster.endpoints[n - 1],
-            f"hpcq leaders: {listed}")
-    cut = time.monotonic()
-    link(n, up=False)
-    took = wait_new_leader(old, cut, timeout=10)
-    new = active()[0]
-    print(f"{new} leads {took:.1f} s after {old}'s network was cut", flush=True)
     # The agents reached the new leader at its own address: every node is up
-    # there and the stream goes on.
-    before = len(submitter.acknowledged)
-    t.wait_until("submissions to the new leader",
-                 lambda: len(submitter.acknowledged) >= before + 5, timeout=30)
-    submitter.finish()
-    check_adopted(job, gate, pids, start_before)
-    nodes = {n["name"]: n["state"] for n in json.loads(t.hpcq("nodes", "--json").stdout)}
+    # there, and the command on a node reaches it through its agent.
+    nodes = {node["name"]: node["state"] for node in json.loads(t.hpcq("nodes", "--json").stdout)}
     t.check(list(nodes.values()) == ["up"] * AGENTS, f"hpcq nodes: {nodes}")
-    # The command on a node reaches the new leader through its agent.
     p = t.run([t.HPCQ, "leaders", "--json"], env=dict(os.environ, HPCQ_SOCKET=cluster.node_socket(3)))
     t.check(p.returncode == 0, f"hpcq leaders on node3: {p.stderr}")
     states = {c["name"]: c["state"] for c in json.loads(p.stdout)}
