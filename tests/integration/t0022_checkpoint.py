@@ -58,13 +58,23 @@ def test_migrate_to_the_other_node():
         s = t.wait_state(job, "RUNNING")
         t.check(s["nodes"] != [first], f"restored on {s['nodes']}, the drained node")
         # Its hostfiles (at the path its environment names, in the directory
-        # it started in) name where it runs now.
+        # it started in) name where it runs now, once its new node has
+        # restored it: the job shows RUNNING there as the restore is sent,
+        # and the restore copies the old files before it rewrites them.
         started_in = os.path.join(t.jobs_dir(int(first.removeprefix("node"))), str(job))
+
+        def read(name):
+            try:
+                with open(os.path.join(started_in, name)) as f:
+                    return f.read()
+            except FileNotFoundError:
+                return None
         for name, want in (("hostfile", f"{s['nodes'][0]} slots=1\n"),
                            ("hostfile.mpich", f"{s['nodes'][0]}:1\n")):
-            with open(os.path.join(started_in, name)) as f:
-                got = f.read()
-            t.check(got == want, f"{name} after the migration: {got!r}, not {want!r}")
+            try:
+                t.wait_until(f"{name} rewritten", lambda: read(name) == want)
+            except t.Failure:
+                raise t.Failure(f"{name} after the migration: {read(name)!r}, not {want!r}")
         at = t.counts(out)[-1]
         t.wait_count(out, at + 5)
         t.check(s["requeue_count"] == 1, f"requeue_count {s['requeue_count']}")
