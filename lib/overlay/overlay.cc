@@ -137,7 +137,6 @@ void Overlay::on_monitor_event() {
       // Another of rank 0's candidates while one is connected: a new leader.
       const bool another = !parent_connections_.empty();
       parent_connections_.insert(address.to_string());
-      parent_connected_ = true;
       if (upstream_ != parent_) {
         back_to_parent();
       } else if ((parent_was_lost_ || another) && on_reroute_) {
@@ -153,7 +152,6 @@ void Overlay::on_monitor_event() {
         if (on_reroute_) on_reroute_(parent_);
         continue;
       }
-      parent_connected_ = false;
       parent_was_lost_ = true;
       parent_lost();
     }
@@ -166,7 +164,7 @@ void Overlay::parent_lost() {
   if (parent_ == 0) return;
   const std::uint64_t generation = ++lost_generation_;
   loop_->run_after(std::chrono::milliseconds(config_.heal_after_ms), [this, generation] {
-    if (generation != lost_generation_ || parent_connected_) return;
+    if (generation != lost_generation_ || parent_connected()) return;
     detour_to(parent_of(parent_, config_.fanout));
   });
 }
@@ -204,7 +202,7 @@ void Overlay::detour_to(Rank ancestor) {
     const std::uint64_t generation = lost_generation_;
     loop_->run_after(
         std::chrono::milliseconds(config_.heal_after_ms), [this, generation, ancestor] {
-          if (generation != lost_generation_ || parent_connected_ || upstream_ != ancestor) return;
+          if (generation != lost_generation_ || parent_connected() || upstream_ != ancestor) return;
           if (detour_answered_) return;
           detour_to(parent_of(ancestor, config_.fanout));
         });

@@ -111,6 +111,7 @@ class Overlay {
   // A DEALER towards rank 0's candidates: sends only over made connections,
   // and heartbeats drop a silent one.
   void prepare_for_leaders(zmq::socket_t& socket) const;
+  bool parent_connected() const { return !parent_connections_.empty(); }
   Status send_down(Rank child, const std::string& bytes);
   Status send_up(const std::string& bytes);
 
@@ -128,7 +129,6 @@ class Overlay {
   RelayHandler on_relay_;
   Rank parent_ = 0;
   Rank upstream_ = 0;
-  bool parent_connected_ = false;
   std::set<std::string> parent_connections_;  // the parent's addresses connected now
   bool parent_was_lost_ = false;              // disconnected since the last handshake
   bool detour_answered_ = false;
