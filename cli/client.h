@@ -1,8 +1,9 @@
 // The hpcq command's calls to hpcqd: the local wire (lib/api/local_wire.h)
 // on the unix socket named by $HPCQ_SOCKET (default /run/hpcq/hpcqd.sock;
-// PATH:PATH: the first that takes the connection), one connection per call. The daemon knows the caller from the socket, so
-// requests carry no identity. Not gRPC: the command would pay gRPC's start
-// and teardown on every call, several times the call's own cost.
+// PATH:PATH: the first that takes the connection), one connection per call.
+// The daemon knows the caller from the socket, so requests carry no
+// identity. Not gRPC: the command would pay gRPC's start and teardown on
+// every call, several times the call's own cost.
 #pragma once
 
 #include <google/protobuf/message_lite.h>

@@ -150,6 +150,13 @@ std::string as_users_error(const std::string& message, const std::string& genera
   return user + ":" + std::to_string(users_line) + message.substr(end);
 }
 
+// `items` as a TOML array of strings: ["a", "b"].
+std::string toml_strings(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", \"" : "\"") + items[i] + "\"";
+  return out + "]";
+}
+
 int count_lines(const std::string& text) {
   return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
@@ -333,11 +340,7 @@ int run_start(const StartOptions& options) {
     // Under the cluster's own directory name: clusters sharing an etcd see
     // only their own keys.
     config << "store = \"etcd\"\netcd_prefix = \"/hpcq/" << dir.filename().string() << "/\"\n"
-           << "etcd_endpoints = [";
-    for (std::size_t i = 0; i < etcd_endpoints.size(); ++i) {
-      config << (i ? ", " : "") << "\"" << etcd_endpoints[i] << "\"";
-    }
-    config << "]\n";
+           << "etcd_endpoints = " << toml_strings(etcd_endpoints) << "\n";
     // Where every candidate finds the images of checkpoints taken before
     // it led (a shared file system on a real cluster).
     if (options.leaders > 1)
@@ -396,20 +399,12 @@ int run_start(const StartOptions& options) {
     if (endpoints.size() == 1) {
       config << "endpoint = \"" << endpoints.front() << "\"\n";
     } else {
-      config << "endpoints = [";
-      for (std::size_t i = 0; i < endpoints.size(); ++i) {
-        config << (i ? ", " : "") << "\"" << endpoints[i] << "\"";
-      }
-      config << "]\n";
+      config << "endpoints = " << toml_strings(endpoints) << "\n";
     }
     config << "public_key = \"" << keys->public_key << "\"\n";
     if (r > 0) config << "topology = \"" << options.topology << "\"\n";
     if (auto f = features.find("node" + std::to_string(r)); r > 0 && f != features.end()) {
-      config << "features = [";
-      for (std::size_t i = 0; i < f->second.size(); ++i) {
-        config << (i ? ", " : "") << "\"" << f->second[i] << "\"";
-      }
-      config << "]\n";
+      config << "features = " << toml_strings(f->second) << "\n";
     }
     if (auto g = gres.find("node" + std::to_string(r)); r > 0 && g != gres.end()) {
       config << "gres = {";
