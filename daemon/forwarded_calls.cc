@@ -20,6 +20,14 @@ namespace {
 // listing of a large queue is one frame.
 constexpr std::size_t kMaxReplyBytes = std::size_t{1} << 31;
 
+// A ForwardedReply to call `id` of rank `to`, to be filled.
+overlay::Envelope reply_to(Rank to, std::uint64_t id) {
+  overlay::Envelope envelope;
+  envelope.set_dst(to);
+  envelope.mutable_forwarded_reply()->set_id(id);
+  return envelope;
+}
+
 }  // namespace
 
 ForwardedCalls::ForwardedCalls(LocalApi& local, PeerCredentials& credentials, Send send)
@@ -36,10 +44,8 @@ ForwardedCalls::~ForwardedCalls() {
 
 void ForwardedCalls::on_call(Rank from, const overlay::ForwardedCall& call) {
   auto answer_now = [&](const Status& status) {
-    overlay::Envelope envelope;
-    envelope.set_dst(from);
+    overlay::Envelope envelope = reply_to(from, call.id());
     overlay::ForwardedReply* reply = envelope.mutable_forwarded_reply();
-    reply->set_id(call.id());
     reply->set_frame(wire::make_reply(status, "", /*last=*/true).SerializeAsString());
     reply->set_end(true);
     send_(std::move(envelope));
@@ -74,21 +80,15 @@ void ForwardedCalls::on_call(Rank from, const overlay::ForwardedCall& call) {
 }
 
 void ForwardedCalls::relay(Rank from, std::uint64_t id, int fd) {
-  auto envelope_for = [&] {
-    overlay::Envelope envelope;
-    envelope.set_dst(from);
-    envelope.mutable_forwarded_reply()->set_id(id);
-    return envelope;
-  };
   // Until LocalApi closes its end (the call is over) or a cancel shuts ours.
   for (;;) {
     auto frame = wire::read_frame(fd, kMaxReplyBytes, /*timeout_ms=*/-1);
     if (!frame.is_ok()) break;
-    overlay::Envelope envelope = envelope_for();
+    overlay::Envelope envelope = reply_to(from, id);
     envelope.mutable_forwarded_reply()->set_frame(std::move(frame).value());
     send_(std::move(envelope));
   }
-  overlay::Envelope end = envelope_for();
+  overlay::Envelope end = reply_to(from, id);
   end.mutable_forwarded_reply()->set_end(true);
   send_(std::move(end));
   std::lock_guard lock(mutex_);
