@@ -1,6 +1,5 @@
 #include "agent/call_forwarder.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -59,13 +58,8 @@ CallForwarder::~CallForwarder() {
     ::close(listen_fd_);
     ::unlink(path_.c_str());
   }
+  fail_all(unavailable("the node's agent is stopping"));
   std::unique_lock lock(mutex_);
-  for (const auto& [id, call] : calls_) {
-    std::lock_guard call_lock(call->mutex);
-    call->frames.push_back(failure(unavailable("the node's agent is stopping")));
-    call->end = true;
-    wake(call->wake_fd);
-  }
   if (!idle_.wait_for(lock, std::chrono::seconds(3), [this] { return threads_ == 0; })) {
     spdlog::warn("agent: {} forwarded call(s) still in flight at shutdown", threads_);
   }
@@ -234,12 +228,15 @@ void CallForwarder::on_reply(const overlay::ForwardedReply& reply) {
 }
 
 void CallForwarder::on_reroute() {
+  fail_all(unavailable("the way to hpcqd changed (a new leader, or a link lost): try again"));
+}
+
+void CallForwarder::fail_all(const Status& why) {
   std::lock_guard lock(mutex_);
   for (const auto& [id, call] : calls_) {
     std::lock_guard call_lock(call->mutex);
     if (call->end) continue;
-    call->frames.push_back(
-        failure(unavailable("the way to hpcqd changed (a new leader, or a link lost): try again")));
+    call->frames.push_back(failure(why));
     call->end = true;
     wake(call->wake_fd);
   }

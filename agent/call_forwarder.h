@@ -60,6 +60,8 @@ class CallForwarder {
   void accept_loop();
   void serve(int fd);
   void deliver(std::uint64_t id, std::string frame, bool end);
+  // Ends every call in flight with `why`.
+  void fail_all(const Status& why);
 
   Post post_;
   Send send_;
