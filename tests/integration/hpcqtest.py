@@ -267,6 +267,19 @@ def counts_by_task(path):
     return tasks
 
 
+def stop_processes(processes, timeout=30):
+    """SIGTERM to each of `processes` (Popen) still running, then waits for
+    each, killing one that outlasts `timeout`."""
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in processes:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def wait_until(what, condition, timeout=30):
     """Polls `condition` until it returns something true, which it returns."""
     deadline = time.monotonic() + timeout

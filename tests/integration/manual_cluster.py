@@ -118,13 +118,6 @@ class Cluster:
             time.sleep(0.1)
 
     def stop(self):
-        for p in list(self.agents.values()) + ([self.leader] if self.leader else []):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in list(self.agents.values()) + ([self.leader] if self.leader else []):
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        t.stop_processes(list(self.agents.values()) + ([self.leader] if self.leader else []))
         if not os.environ.get("HPCQ_KEEP"):
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -13,7 +13,6 @@ stands by."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -162,14 +161,7 @@ class FailoverCluster:
 
     def stop(self):
         for group in (self.agents, list(self.candidates.values()), self.etcds):
-            for p in group:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-            for p in group:
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            t.stop_processes(group)
         if not os.environ.get("HPCQ_KEEP"):
             shutil.rmtree(self.dir, ignore_errors=True)
 
