@@ -467,9 +467,12 @@ Status ProcessExecutor::start_shell(Job& job) {
   const std::string private_tmp = job.private_dir + "/tmp", private_shm = job.private_dir + "/shm";
   char* argv[] = {shell.data(), dir.data(), flag.data(), nullptr};
   char* envp[] = {path_env.data(), criu_env.data(), nullptr};
-  int go_pipe[2];
-  if (pipe2(go_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
-  Fd go_read(go_pipe[0]), go_write(go_pipe[1]);
+  // A socket, not a pipe: the go is sent with MSG_NOSIGNAL, so that a shell
+  // gone before it is no SIGPIPE for the process hosting the executor.
+  int go_pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go_pair) != 0)
+    return internal_error("socketpair: " + errno_text(errno));
+  Fd go_read(go_pair[0]), go_write(go_pair[1]);
   ShellChild child{go_read.get(),
                    devnull.get(),
                    log.get(),
@@ -528,8 +531,12 @@ Status ProcessExecutor::start_shell(Job& job) {
   if (pidfd < 0) return abandon(internal_error("pidfd_open: " + errno_text(errno)));
   Status joined = job.shell_cgroup.add_process(pid);
   if (!joined.is_ok()) return abandon(joined);
-  char go = 'g';
-  if (write(go_write.get(), &go, 1) != 1) return abandon(internal_error("the shell's go pipe"));
+  // A shell that already ended (EPIPE, ECONNRESET) is no launch failure: reap() reports
+  // it with the last line of its log.
+  const char go = 'g';
+  if (send(go_write.get(), &go, 1, MSG_NOSIGNAL) != 1 && errno != EPIPE && errno != ECONNRESET) {
+    return abandon(internal_error("the shell's go socket: " + errno_text(errno)));
+  }
   go_write.reset();
   job.pid = pid;
   job.pidfd = pidfd;
