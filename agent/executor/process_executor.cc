@@ -325,7 +325,9 @@ Status ProcessExecutor::clean_up(Job& job) {
     job.pmi_listen_fd = -1;
   }
   if (job.oom_kills < 0) {  // before the cgroup goes
-    job.oom_kills = job.cgroup.oom_kills();
+    // Only a failed job's end names them (exit_of), and counting lists
+    // every cgroup of the job's (v1).
+    job.oom_kills = job.shell_code == 0 ? 0 : job.cgroup.oom_kills();
     job.memory_peak = job.cgroup.memory_peak_bytes();
   }
   Status s = job.cgroup.remove();
