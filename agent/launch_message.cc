@@ -51,6 +51,9 @@ JobLaunch::PmiWorld pmi_world_of(const overlay::Launch& launch,
   world.kvsname = "hpcq_" + std::to_string(launch.job_id()) + "_" + std::to_string(launch.step());
   world.nodes = launch.allocation_size();
   world.size = launch.ntasks();
+  // One task has no peer to exchange with (MPI starts it as a singleton):
+  // the PMIx server, 4 ms of CPU a job here, is for worlds that need it.
+  if (world.api == kMpiBoth && world.size == 1) world.api = "pmi1";
   // The mapping's size is bounded by the tasks the message itself lists (a
   // corrupt ntasks must not size an allocation): a larger world gets none.
   long long listed = 0;
@@ -291,7 +294,8 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   job.warn_seconds = launch.warn_seconds();
   job.pty = launch.pty();
   job.batch = launch.batch();
-  if ((launch.mpi() == "pmi1" || launch.mpi() == "pmix") && !job.batch && launch.image().empty()) {
+  const std::string& mpi = launch.mpi();
+  if ((mpi == "pmi1" || mpi == "pmix" || mpi == kMpiBoth) && !job.batch && launch.image().empty()) {
     job.pmi = pmi_world_of(launch, allocation, node_index);
   }
   if (job.batch) {

@@ -32,6 +32,7 @@ JobFiles::JobFiles(std::string d)
       tmpdir(dir + "/tmp"),
       private_dir(dir + "/private"),
       pmi_socket(dir + "/pmi.sock"),
+      pmix_answer(dir + "/pmix-answer"),
       results(dir + "/results.json"),
       shell_log(dir + "/shell.log"),
       oci_dir(dir + "/oci") {}
@@ -206,7 +207,7 @@ Result<JobLaunch> decode_launch(std::string_view text) {
       if (l.pmi.kvsname.empty() || l.pmi.size < 1 || l.pmi.nodes < 1) {
         return invalid_argument("launch.json: a PMI world without name, size or nodes");
       }
-      if (l.pmi.api != "pmi1" && l.pmi.api != "pmix") {
+      if (!l.pmi.offers_pmi1() && !l.pmi.offers_pmix()) {
         return invalid_argument("launch.json: unknown MPI interface '" + l.pmi.api + "'");
       }
       const bool mapped =

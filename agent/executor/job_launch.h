@@ -12,6 +12,7 @@
 // kInvalidArgument naming the file's problem ("launch.json: field 'argv' ...").
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lib/core/config.h"
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
 
@@ -102,14 +104,16 @@ struct JobLaunch {
   bool pty = false;
   // --mpi pmi1: the shell serves PMI-1 (pmi.h) to each task, on a socket
   // named by PMI_FD, in this world; --mpi pmix: it hosts an OpenPMIx server
-  // for them instead (pmix_world.h). Empty kvsname: neither. A world of more
+  // for them instead (pmix_world.h); pmi1,pmix: both. Empty kvsname: none. A world of more
   // than one node exchanges its keys over the channel (kOutputFd): the
   // forwarding job's, or else one the shell opens to the executor's
   // JobFiles::pmi_socket when its tasks first need it, so that a job whose
   // tasks do not use PMI holds no socket to the agent (and can be
   // checkpointed).
   struct PmiWorld {
-    std::string api = "pmi1";     // "pmi1" or "pmix"
+    std::string api = "pmi1";  // "pmi1", "pmix" or "pmi1,pmix"
+    bool offers_pmi1() const { return api == "pmi1" || api == kMpiBoth; }
+    bool offers_pmix() const { return api == "pmix" || api == kMpiBoth; }
     std::string kvsname;          // PMIx: the namespace
     int size = 0;                 // PMI_SIZE
     int nodes = 0;                // nodes with ranks of the world
@@ -128,9 +132,10 @@ struct JobLaunch {
   bool has_channel() const { return forward_output; }
   // Whether the shell may open the channel later (its PMI world spans nodes).
   bool channel_on_demand() const { return !has_channel() && !pmi.kvsname.empty() && pmi.nodes > 1; }
-  // Whether the shell hosts an OpenPMIx server for the tasks (--mpi pmix).
+  // Whether the shell hosts an OpenPMIx server for the tasks (--mpi pmix or
+  // pmi1,pmix).
   bool pmix_server() const {
-    return image.empty() && !pmi.kvsname.empty() && pmi.api == "pmix" && !tasks.empty();
+    return image.empty() && !pmi.kvsname.empty() && pmi.offers_pmix() && !tasks.empty();
   }
 };
 
@@ -138,6 +143,14 @@ struct JobLaunch {
 // executor has already put it in the job's own /proc (a mount namespace with
 // a proc of the job's PID namespace; process_executor_launch.cc).
 constexpr char kOwnProcFlag[] = "--own-proc";
+// What the executor sends a shell that hosts a PMIx server before a
+// checkpoint: CRIU cannot take the server's TCP listener and thread along.
+// The shell drops the server if no task has connected to it and answers in
+// JobFiles::pmix_answer: kPmixDropped, or kPmixInUse (then it keeps it).
+inline int drop_pmix_signal() { return SIGRTMIN + 1; }
+constexpr char kPmixDropped[] = "dropped\n";
+constexpr char kPmixInUse[] = "in use\n";
+
 // Appended to the job shell's path: its build with an OpenPMIx server, for
 // --mpi pmix launches only (agent/executor/meson.build says why two).
 constexpr char kPmixShellSuffix[] = "-pmix";
@@ -253,6 +266,7 @@ struct JobFiles {
   std::string tmpdir;          // TMPDIR (JobLaunch::tmpdir), the user's
   std::string private_dir;     // root-only: tmp/ and shm/, the job's /tmp and /dev/shm (if any)
   std::string pmi_socket;      // where the executor takes the shell's channel on demand
+  std::string pmix_answer;     // the shell's answer to drop_pmix_signal()
   std::string results;         // results.json, written by the shell at its end
   std::string shell_log;       // the shell's own stdout/stderr
   std::string oci_dir;         // OCI bundles (one per worker) and runc's state

@@ -370,6 +370,20 @@ void take_worker_results(const JobLaunch& l, const JobFiles& files, size_t worke
   }
 }
 
+// Before a checkpoint (drop_pmix_signal): an unused PMIx server goes, so
+// that CRIU can take the shell; one the tasks use stays, and the
+// checkpoint is refused.
+void answer_pmix_drop(MpiWorld* pmi, const JobFiles& files) {
+  const bool dropped = pmi == nullptr || pmi->drop_unused_pmix();
+  const std::string tmp = files.pmix_answer + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << (dropped ? kPmixDropped : kPmixInUse);
+    if (!out.flush()) return;  // unanswered: the executor gives up waiting
+  }
+  rename(tmp.c_str(), files.pmix_answer.c_str());
+}
+
 bool write_results(const JobFiles& files, const ShellResults& results) {
   const std::string tmp = files.results + ".tmp";
   {
@@ -392,11 +406,13 @@ int run(const std::string& dir) {
   sigset_t wait_set;
   sigemptyset(&wait_set);
   sigaddset(&wait_set, SIGCHLD);
+  sigaddset(&wait_set, drop_pmix_signal());
   for (int sig : kForwarded) sigaddset(&wait_set, sig);
   struct sigaction sa {};
   sa.sa_handler = ignore_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGCHLD, &sa, nullptr);
+  sigaction(drop_pmix_signal(), &sa, nullptr);
   for (int sig : kForwarded) sigaction(sig, &sa, nullptr);
   sigprocmask(SIG_SETMASK, &wait_set, nullptr);
 
@@ -449,16 +465,21 @@ int run(const std::string& dir) {
         close(placeholder);
       }
     }
-    if (l.pmi.api == "pmix") {
+    auto channel = std::make_shared<WorldChannel>(l, files);
+    if (l.pmi.offers_pmix()) {
 #if defined(HPCQ_JOB_SHELL_PMIX)
-      pmi = start_pmix_world(l, files, pmi_error);
+      pmi = start_pmix_world(l, files, channel, pmi_error);
+      if (pmi && l.pmi.offers_pmi1()) {
+        pmi = std::make_unique<BothWorlds>(channel, std::make_unique<PmiClients>(l, channel),
+                                           std::move(pmi));
+      }
 #elif defined(HPCQ_CONTAINER_SHELL)
       pmi_error = "PMIx is not served inside a container";
 #else
       pmi_error = "this job shell has no PMIx server (its -pmix build has)";
 #endif
     } else {
-      pmi = std::make_unique<PmiClients>(l, files);
+      pmi = std::make_unique<PmiClients>(l, channel);
     }
     output.serve_pmi(pmi.get());
   }
@@ -534,6 +555,10 @@ int run(const std::string& dir) {
       sig = sigwaitinfo(&wait_set, &info);
     }
     if (sig < 0) continue;  // EINTR
+    if (sig == drop_pmix_signal()) {
+      answer_pmix_drop(pmi.get(), files);
+      continue;
+    }
     if (sig != SIGCHLD) {
       if (sig == SIGTERM) holding = false;
       if (containers) {

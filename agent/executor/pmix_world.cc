@@ -169,8 +169,8 @@ class InfoList {
 
 class PmixClients final : public MpiWorld {
  public:
-  PmixClients(const JobLaunch& l, const JobFiles& files)
-      : MpiWorld(l, files),
+  PmixClients(const JobLaunch& l, std::shared_ptr<WorldChannel> channel)
+      : MpiWorld(std::move(channel)),
         nspace_(l.pmi.kvsname),
         nodes_(l.pmi.nodes),
         uid_(l.uid),
@@ -237,12 +237,6 @@ class PmixClients final : public MpiWorld {
     });
     if (rc != PMIX_SUCCESS) {
       error = pmix_error("registering namespace " + nspace_, rc);
-      return false;
-    }
-    // Other nodes may ask for this node's ranks' data before any fence:
-    // the channel that brings their requests is opened now.
-    if (nodes_ > 1 && !open_channel()) {
-      error = "PMIx server: no channel to the agent";
       return false;
     }
     return true;
@@ -315,6 +309,14 @@ class PmixClients final : public MpiWorld {
     return broken_by_.has_value();
   }
   bool in_use() const override { return in_use_; }
+  // A task connecting right now would find no server: its MPI_Init fails.
+  bool drop_unused_pmix() override {
+    take_upcalls();  // a connection already made counts
+    if (in_use_) return false;
+    if (started_) PMIx_server_finalize();
+    started_ = false;
+    return true;
+  }
   std::optional<std::size_t> broken_by() const override { return broken_by_; }
   std::optional<pmi::Server::Abort> abort() const override { return abort_; }
 
@@ -437,6 +439,13 @@ class PmixClients final : public MpiWorld {
         case Upcall::Kind::kConnected:
           if (local < phase_.size() && phase_[local] == Phase::kNew)
             phase_[local] = Phase::kConnected;
+          // Other nodes may ask for this node's ranks' data before any
+          // fence: the channel that brings their requests (the executor
+          // queues them until then) opens with the first task's PMIx, so
+          // that a job whose tasks use none can be checkpointed.
+          if (!in_use_ && nodes_ > 1 && !open_channel()) {
+            fprintf(stderr, "hpcq-job-shell: PMIx: no channel to the agent\n");
+          }
           in_use_ = true;
           // A task that ended before any began is missing from this world.
           if (!gone_early_.empty() && !broken_by_) broken_by_ = *gone_early_.begin();
@@ -534,8 +543,9 @@ class PmixClients final : public MpiWorld {
 }  // namespace
 
 std::unique_ptr<MpiWorld> start_pmix_world(const JobLaunch& l, const JobFiles& files,
+                                           std::shared_ptr<WorldChannel> channel,
                                            std::string& error) {
-  auto world = std::make_unique<PmixClients>(l, files);
+  auto world = std::make_unique<PmixClients>(l, std::move(channel));
   if (!world->start(l, files, error)) return nullptr;
   return world;
 }

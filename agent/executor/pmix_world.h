@@ -20,8 +20,10 @@
 // with the overlay rank of the node, whose agent hands it to its shell; that
 // shell asks its OpenPMIx for the rank's data (PMIx_server_dmodex_request,
 // answered once the rank has committed it) and the answer comes back the
-// same way. So a world's shells open their channel at start when the world
-// spans nodes.
+// same way. So a world's shells open their channel when their first task
+// connects (the executor holds requests that come before); a job whose
+// tasks never use PMIx holds none, and drops its unused server before a
+// checkpoint (drop_pmix_signal), so that it can be checkpointed.
 //
 // Only in hpcq-job-shell (not the static container shell).
 #pragma once
@@ -37,6 +39,7 @@ namespace hpcq::agent {
 // Starts the PMIx server of `l`'s world in this process; null with `error`
 // set if it cannot start. Call once per process, before any task is forked.
 std::unique_ptr<MpiWorld> start_pmix_world(const JobLaunch& l, const JobFiles& files,
+                                           std::shared_ptr<WorldChannel> channel,
                                            std::string& error);
 
 }  // namespace hpcq::agent

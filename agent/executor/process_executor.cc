@@ -30,6 +30,7 @@ std::string name_of(JobId id, std::uint32_t step) {
 
 ProcessExecutor::ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy, int notify[2])
     : config_(std::move(config)),
+      pmix_shell_present_(access((config_.job_shell_path + kPmixShellSuffix).c_str(), X_OK) == 0),
       hierarchy_(std::move(hierarchy)),
       notify_read_(notify[0]),
       notify_write_(notify[1]) {}
@@ -245,6 +246,7 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
   }
   HPCQ_RETURN_IF_ERROR(validate(l));
   resolve_user(l);
+  offer_pmix_where_present(l);
   Job s;
   s.id = l.id;
   s.step = l.step;

@@ -231,7 +231,7 @@ class ProcessExecutor final : public Executor {
     bool channel_on_demand = false;             // JobLaunch::channel_on_demand
     int pmi_nodes = 0;                          // JobLaunch::pmi.nodes
     std::vector<std::uint32_t> pmi_node_ranks;  // JobLaunch::pmi.node_ranks
-    bool pmix_server = false;                   // its shell hosts a PMIx server (--mpi pmix)
+    bool pmix_server = false;                   // its shell hosts a PMIx server (until dropped)
     int pmi_listen_fd = -1;                     // channel_on_demand: where the shell connects
     int output_fd = -1;                         // channel: our end of it
     // The inode of the shell's end of the channel: a dump takes it as an
@@ -295,6 +295,13 @@ class ProcessExecutor final : public Executor {
   // Fills launch.home and launch.groups from the name service (the shell
   // uses none); left empty for a user it does not know.
   static void resolve_user(JobLaunch& launch);
+  // --mpi pmi1,pmix offers PMIx where this node has the PMIx shell (an
+  // install built without OpenPMIx has none), and PMI-1 alone elsewhere.
+  void offer_pmix_where_present(JobLaunch& launch) const;
+  // Before a checkpoint: has the job's shell drop its PMIx server, which
+  // CRIU cannot take along, unless its tasks use it (then refused).
+  Status drop_unused_pmix(Job& job, const std::string& name);
+  static constexpr int kPmixAnswerWaitMs = 3000;
   // Per-worker cgroups or OCI bundles (file comment); fills the workers'
   // cgroup_dirs / command / results in `launch`.
   Status prepare_workers(JobLaunch& launch, Job& job) const;
@@ -324,6 +331,7 @@ class ProcessExecutor final : public Executor {
   JobExit exit_of(const Job& job) const;
 
   const ExecutorConfig config_;
+  const bool pmix_shell_present_;
   const CgroupHierarchy hierarchy_;
   std::map<JobId, Job> jobs_;
   Fd notify_read_, notify_write_;  // dumps' "done" pipe (non-blocking)

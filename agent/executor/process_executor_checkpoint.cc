@@ -138,6 +138,32 @@ Status ProcessExecutor::checkpoint_of_other_users() {
   return *other_users_status_;
 }
 
+Status ProcessExecutor::drop_unused_pmix(Job& job, const std::string& name) {
+  const JobFiles files(job.dir);
+  unlink(files.pmix_answer.c_str());
+  if (signal_pidfd(job.pidfd, drop_pmix_signal()) != 0) {
+    return failed_precondition(name + " is ending: nothing to checkpoint");
+  }
+  // The shell answers from its loop at once; the agent waits for it here.
+  for (int waited_ms = 0; waited_ms < kPmixAnswerWaitMs; waited_ms += 5) {
+    const std::string answer = read_whole(files.pmix_answer);
+    if (answer == kPmixDropped) {
+      job.pmix_server = false;
+      return Status::ok();
+    }
+    if (answer == kPmixInUse) {
+      // OpenPMIx's thread and the tasks' TCP connections to it.
+      return failed_precondition(name +
+                                 " hosts a PMIx server that its tasks use (Open MPI): it cannot "
+                                 "be checkpointed");
+    }
+    poll(nullptr, 0, 5);
+  }
+  return failed_precondition(name + ": its shell did not say within " +
+                             std::to_string(kPmixAnswerWaitMs) +
+                             " ms whether its tasks use its PMIx server");
+}
+
 Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
                                          CheckpointThen then) {
   const std::string name = "job " + std::to_string(id);
@@ -150,12 +176,6 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   }
   if (!steps_of(id).empty()) {
     return failed_precondition(name + " has steps running: checkpoint it between steps");
-  }
-  if (job.pmix_server) {
-    // Its shell runs OpenPMIx's thread and the tasks' TCP connections to it.
-    return failed_precondition(name +
-                               " hosts a PMIx server for its Open MPI world (--mpi pmix): it "
-                               "cannot be checkpointed");
   }
   if (job.channel && (job.channel_on_demand || job.pmi_nodes > 1)) {
     // Its ranks on the other nodes, which it has talked to through us,
@@ -176,6 +196,7 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   }
   Status capable = job.uid == 0 ? checkpoint_capability() : checkpoint_of_other_users();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
+  if (job.pmix_server) HPCQ_RETURN_IF_ERROR(drop_unused_pmix(job, name));
   if (image_dir.empty() || image_dir[0] != '/') {
     return invalid_argument(name + ": image dir '" + image_dir + "' is not an absolute path");
   }

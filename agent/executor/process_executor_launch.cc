@@ -143,6 +143,10 @@ void ProcessExecutor::resolve_user(JobLaunch& l) {
   l.groups.assign(groups.begin(), groups.begin() + std::max(n, 0));
 }
 
+void ProcessExecutor::offer_pmix_where_present(JobLaunch& l) const {
+  if (l.pmi.api == kMpiBoth && !pmix_shell_present_) l.pmi.api = "pmi1";
+}
+
 CgroupLimits ProcessExecutor::job_limits(const JobLaunch& l) const {
   const auto cores = static_cast<std::int64_t>(std::max<std::size_t>(1, l.host_cpus.size()));
   return {l.host_cpus, l.host_mems, l.memory_limit_bytes, config_.pids_per_core * cores};
@@ -380,6 +384,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   const std::string job = "job " + std::to_string(l.id);
   HPCQ_RETURN_IF_ERROR(validate(l));
   resolve_user(l);
+  offer_pmix_where_present(l);
 
   Job j;
   j.id = l.id;

@@ -19,6 +19,7 @@
 
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,10 +59,21 @@ inline void send_on_channel(const std::string& frame, bool& broken) {
 // channel: a world across nodes sends each fence's contribution on it to the
 // executor and gets the fence's outcome back from it (TaskIo reads the
 // channel), and a failure that ends the world leaves on it first.
+//
+// The channel's state is shared by the servers of one world: with --mpi
+// pmi1,pmix both serve the tasks (BothWorlds), and the one the program uses
+// opens the channel once.
+struct WorldChannel {
+  WorldChannel(const JobLaunch& l, const JobFiles& files)
+      : open(l.has_channel()), socket_path(l.channel_on_demand() ? files.pmi_socket : "") {}
+  bool open;                // fd kOutputFd is the channel to the executor
+  std::string socket_path;  // where to open it on demand; empty: not (any more)
+  bool broken = false;
+};
+
 class MpiWorld {
  public:
-  MpiWorld(const JobLaunch& l, const JobFiles& files)
-      : channel_(l.has_channel()), socket_path_(l.channel_on_demand() ? files.pmi_socket : "") {}
+  explicit MpiWorld(std::shared_ptr<WorldChannel> channel) : channel_(std::move(channel)) {}
   virtual ~MpiWorld() = default;
   MpiWorld(const MpiWorld&) = delete;
   MpiWorld& operator=(const MpiWorld&) = delete;
@@ -91,30 +103,34 @@ class MpiWorld {
   // A task has ended the world (`why`: "task 3: exited with code 5"): the
   // other nodes learn it, through the leader, before they see its ranks go.
   void report_failure(int code, const std::string& why) {
-    if (open_channel()) send_on_channel(encode_failure_frame(code, why), channel_broken_);
+    if (open_channel()) send_on_channel(encode_failure_frame(code, why), channel_->broken);
   }
+  // Before a checkpoint: ends the world's PMIx server if no task has
+  // connected to it; false if one has (it stays). True where there is none.
+  virtual bool drop_unused_pmix() { return true; }
   // A direct modex frame from the executor: another node's request for one
   // of this node's ranks, or the answer to one of ours (PMIx only).
   virtual void on_modex_frame(ModexFrame frame) { (void)frame; }
   // Whether fd kOutputFd is the channel now (TaskIo reads it then).
-  bool channel_open() const { return channel_; }
+  bool channel_open() const { return channel_->open; }
   // The channel is gone: no fence can complete.
   void channel_lost() { fence_failed(); }
 
  protected:
+  friend class BothWorlds;  // hands its servers their frames
   // Sends this node's contribution to fence `seq`; false when it cannot go.
   bool send_fence(std::uint32_t seq, const std::string& data) {
     if (!open_channel()) return false;
     for (const FenceFrame& f : split_fence(seq, data)) {
-      send_on_channel(encode_output_frame(f), channel_broken_);
+      send_on_channel(encode_output_frame(f), channel_->broken);
     }
-    return !channel_broken_;
+    return !channel_->broken;
   }
   // Sends a direct modex request or answer; false when it cannot go.
   bool send_modex(const ModexFrame& frame) {
     if (!open_channel()) return false;
-    send_on_channel(encode_output_frame(frame), channel_broken_);
-    return !channel_broken_;
+    send_on_channel(encode_output_frame(frame), channel_->broken);
+    return !channel_->broken;
   }
   // The outcome of fence `seq`: every node's contributions, concatenated.
   virtual void fence_done(std::uint32_t seq, std::string data) = 0;
@@ -125,8 +141,8 @@ class MpiWorld {
   // Opens the channel on demand: connects to the executor's socket and puts
   // the connection at kOutputFd (where a placeholder kept the number free).
   bool open_channel() {
-    if (channel_ || socket_path_.empty()) return channel_;
-    const std::string path = std::exchange(socket_path_, {});  // one try
+    if (channel_->open || channel_->socket_path.empty()) return channel_->open;
+    const std::string path = std::exchange(channel_->socket_path, {});  // one try
     Result<int> fd = connect_unix(path);
     if (!fd.is_ok() || dup3(*fd, kOutputFd, O_CLOEXEC) < 0) {
       fprintf(stderr, "hpcq-job-shell: %s\n",
@@ -135,7 +151,7 @@ class MpiWorld {
       return false;
     }
     close(*fd);
-    channel_ = true;
+    channel_->open = true;
     return true;
   }
   void end_world_if_broken() {
@@ -156,9 +172,7 @@ class MpiWorld {
   }
 
  private:
-  bool channel_;             // fd kOutputFd is the channel to the executor
-  std::string socket_path_;  // where to open it on demand; empty: not (any more)
-  bool channel_broken_ = false;
+  std::shared_ptr<WorldChannel> channel_;
   std::string fence_data_;  // chunks of the fence outcome coming in
   bool ended_ = false;
 };
@@ -168,8 +182,11 @@ class MpiWorld {
 // first words chose), and its answers come back.
 class PmiClients final : public MpiWorld {
  public:
-  PmiClients(const JobLaunch& l, const JobFiles& files)
-      : MpiWorld(l, files), ranks_(ranks_of(l)), server_(world_of(l), ranks_), size_(l.pmi.size) {
+  PmiClients(const JobLaunch& l, std::shared_ptr<WorldChannel> channel)
+      : MpiWorld(std::move(channel)),
+        ranks_(ranks_of(l)),
+        server_(world_of(l), ranks_),
+        size_(l.pmi.size) {
     fds_.assign(l.tasks.size(), -1);
   }
 
@@ -281,6 +298,63 @@ class PmiClients final : public MpiWorld {
   pmi::Server server_;
   int size_;
   std::vector<int> fds_;  // the shell's end of each task's socket; -1 once closed
+};
+
+// --mpi pmi1,pmix: each task is offered both PMI-1 (PMI_FD) and PMIx, and
+// its MPI uses the one it speaks (MPICH and its kin PMI-1 or PMI-2, Open MPI
+// PMIx). Each server judges its own clients, so a task that used either
+// and did not finish breaks the world; the fences come from the server in
+// use and their outcomes go back to it.
+class BothWorlds final : public MpiWorld {
+ public:
+  BothWorlds(std::shared_ptr<WorldChannel> channel, std::unique_ptr<MpiWorld> pmi1,
+             std::unique_ptr<MpiWorld> pmix)
+      : MpiWorld(std::move(channel)), pmi1_(std::move(pmi1)), pmix_(std::move(pmix)) {}
+
+  bool add(std::size_t local, TaskStdio& stdio, std::string& error) override {
+    return pmi1_->add(local, stdio, error) && pmix_->add(local, stdio, error);
+  }
+  void poll_fds(std::vector<pollfd>& fds) const override {
+    const std::size_t first = fds.size();
+    pmi1_->poll_fds(fds);
+    pmi1_fds_ = fds.size() - first;
+    pmix_->poll_fds(fds);
+  }
+  void on_readable(std::size_t i) override {
+    if (i < pmi1_fds_) {
+      pmi1_->on_readable(i);
+    } else {
+      pmix_->on_readable(i - pmi1_fds_);
+    }
+  }
+  bool task_ended(std::size_t local) override {
+    const bool pmi1_broken = pmi1_->task_ended(local);
+    return pmix_->task_ended(local) || pmi1_broken;
+  }
+  bool in_use() const override { return pmi1_->in_use() || pmix_->in_use(); }
+  std::optional<std::size_t> broken_by() const override {
+    const auto by = pmi1_->broken_by();
+    return by ? by : pmix_->broken_by();
+  }
+  std::optional<pmi::Server::Abort> abort() const override {
+    const auto a = pmi1_->abort();
+    return a ? a : pmix_->abort();
+  }
+  void on_modex_frame(ModexFrame frame) override { pmix_->on_modex_frame(std::move(frame)); }
+  bool drop_unused_pmix() override { return pmix_->drop_unused_pmix(); }
+
+ protected:
+  void fence_done(std::uint32_t seq, std::string data) override {
+    (pmix_->in_use() ? pmix_ : pmi1_)->fence_done(seq, std::move(data));
+  }
+  void fence_failed() override {
+    pmi1_->fence_failed();
+    pmix_->fence_failed();
+  }
+
+ private:
+  std::unique_ptr<MpiWorld> pmi1_, pmix_;
+  mutable std::size_t pmi1_fds_ = 0;  // how many of poll_fds' descriptors are PMI-1's
 };
 
 // The forwarding tasks' standard streams (hpcq run): the read ends of their

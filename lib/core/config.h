@@ -18,6 +18,10 @@
 
 namespace hpcq {
 
+// --mpi's and leader.mpi's value that offers the tasks both PMI-1 and PMIx
+// (a world of one task gets PMI-1 alone: it has no peer to exchange with).
+inline constexpr char kMpiBoth[] = "pmi1,pmix";
+
 struct RankConfig {
   std::string name;      // node name (HPCQ_NODELIST entry)
   std::string endpoint;  // ZeroMQ endpoint its overlay ROUTER binds (tcp://host:port)
@@ -75,9 +79,9 @@ struct ClusterConfig {
   // (hpcq issue 7); past it a shrink counts as declined and an expansion
   // keeps its nodes (outcome "timed_out").
   int resize_timeout_ms = 30000;
-  // The process-management interface a job's tasks get when the job does
-  // not choose (--mpi): "pmi1", "pmix" or "none".
-  std::string mpi = "pmi1";
+  // The process-management interfaces a job's tasks get when the job does
+  // not choose (--mpi): "pmi1", "pmix", both (kMpiBoth) or "none".
+  std::string mpi = kMpiBoth;
   // [api]: users and groups (besides root) who may act on every job and node,
   // and the same gRPC service over TCP with TLS, for portals.
   std::vector<std::string> admin_users;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "lib/core/bytes.h"
+#include "lib/core/config.h"
 #include "lib/core/units.h"
 #include "lib/job/constraint.h"
 #include "lib/resource/granularity.h"
@@ -185,12 +186,14 @@ Status check_names_utf8(const JobSpec& spec) {
 }  // namespace
 
 Status check_mpi(const std::string& mpi, const std::string& option) {
-  if (mpi == "pmi1" || mpi == "pmix" || mpi == "none") return Status::ok();
+  if (mpi == "pmi1" || mpi == "pmix" || mpi == kMpiBoth || mpi == "none") return Status::ok();
   if (mpi == "pmi2") {
-    return invalid_argument(option + " pmi2: not served; hpcq serves pmi1 (MPICH and its kin), " +
-                            "pmix (Open MPI) or none");
+    return invalid_argument(option + " pmi2: not served; hpcq serves pmi1 (MPICH and its kin; " +
+                            "PMI-2 on the same socket), pmix (Open MPI), both (" + kMpiBoth +
+                            ") or none");
   }
-  return invalid_argument(option + ": want pmi1, pmix or none, got " + quote(mpi));
+  return invalid_argument(option + ": want pmi1, pmix, " + kMpiBoth + " or none, got " +
+                          quote(mpi));
 }
 
 namespace {

@@ -194,8 +194,8 @@ struct JobSpec {
   int warn_seconds = 0;
   // hpcq run --pty: task 0 on a terminal (forward_output too).
   bool pty = false;
-  // --mpi: "pmi1", "pmix" or "none"; empty: the site's default (hpcq.toml's
-  // leader.mpi).
+  // --mpi: "pmi1", "pmix", "pmi1,pmix" (both) or "none"; empty: the site's
+  // default (hpcq.toml's leader.mpi).
   std::string mpi;
   // Set by the leader on each task of an expanded array; 0/-1 otherwise.
   JobId array_job_id = 0;     // the array's first job id (Slurm's %A)
@@ -205,7 +205,8 @@ struct JobSpec {
 
 // Checks the spec for internal consistency; the message names the option.
 Status validate(const JobSpec& spec);
-// --mpi's value: "pmi1", "pmix" or "none" (the interfaces hpcq serves).
+// --mpi's value: "pmi1", "pmix", "pmi1,pmix" or "none" (the interfaces hpcq
+// serves).
 Status check_mpi(const std::string& mpi, const std::string& option);
 // -L/--licenses "matlab:2,fluent" (a count of 1 when none is given, at
 // most kMaxLicenseCount), as sbatch's; each name once.

@@ -31,7 +31,7 @@ constexpr const char* kUsage =
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
     "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] "
-    "[--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] "
+    "[--signal SIG[@SECONDS]] [--mpi pmi1|pmix|pmi1,pmix|none] [-w NODELIST] [-x NODELIST] "
     "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--gres NAME[:N],...] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 

@@ -6,7 +6,8 @@ servers, with direct modex between the nodes); a failing rank, MPI_Abort and a
 cancel end every rank on every node. Inside a batch job, Open MPI's mpirun
 and MPICH's mpiexec start their daemons through hpcq-rsh instead of ssh.
 Slurm's PMI-2 client library (libpmi2) forms a world through the same shells,
-which serve PMI-2's wire protocol beside PMI-1.
+which serve PMI-2's wire protocol beside PMI-1. By default the tasks are
+offered both PMI-1 and PMIx, and either MPI forms its world.
 Compiled here with Debian's MPICH (mpicc.mpich) and Open MPI
 (mpicc.openmpi), on 4 emulated nodes of 4 cores."""
 import collections
@@ -220,11 +221,11 @@ def shells_of(job):
     return names
 
 
-def check_refused_checkpoint_and_cancel(d, why, shell, *args):
-    """Runs `args` as 4 tasks on 2 nodes that sleep after MPI_Init, under job
-    shells that are all `shell`: a checkpoint is refused naming `why` and the
-    job runs on; a cancel then ends every rank on every node."""
-    job = t.submit("-N", "2", "-n", "4", "-o", "out-%j", *args, "sleep", "300", cwd=d)
+def check_refused_checkpoint_and_cancel(d, why, shell, *args, nodes=2):
+    """Runs `args` as 4 tasks on `nodes` nodes that sleep after MPI_Init,
+    under job shells that are all `shell`: a checkpoint is refused naming
+    `why` and the job runs on; a cancel then ends every rank on every node."""
+    job = t.submit("-N", str(nodes), "-n", "4", "-o", "out-%j", *args, "sleep", "300", cwd=d)
     out = os.path.join(d, f"out-{job}")
     t.wait_until("every rank past MPI_Init", lambda: os.path.exists(out) and "world 4" in open(out).read(),
                  timeout=60)
@@ -242,9 +243,35 @@ def check_refused_checkpoint_and_cancel(d, why, shell, *args):
 
 def test_cancel_ends_every_rank_on_every_node_and_a_checkpoint_is_refused():
     d, program = mpich_program()
-    # Its ranks have fenced across nodes: its shells hold a socket to their
-    # agents, which CRIU cannot take along.
-    check_refused_checkpoint_and_cancel(d, "MPI world across nodes", "hpcq-job-shell", "--", program)
+    # PMI-1 alone: its ranks have fenced across nodes, so its shells hold a
+    # socket to their agents, which CRIU cannot take along.
+    check_refused_checkpoint_and_cancel(d, "MPI world across nodes", "hpcq-job-shell", "--mpi",
+                                        "pmi1", "--", program)
+    # By default the shells host PMIx as well, unused by MPICH: the same.
+    check_refused_checkpoint_and_cancel(d, "MPI world across nodes", "hpcq-job-shell-pmix", "--",
+                                        program)
+
+
+def test_by_default_both_mpich_and_open_mpi_form_one_world():
+    """Without --mpi (the site's default, pmi1,pmix), each task is offered
+    PMI-1 and PMIx: an MPICH program forms its world through PMI-1 (the
+    tests above) and an Open MPI program through PMIx, from the same kind of
+    launch. A job of one task has no peer: PMI-1 alone, under the shell
+    without libpmix (which t0022 checkpoints)."""
+    d, app = program("openmpi")
+    check_one_world_of_16_on_4_nodes(d, "--", *open_mpi_on_emulated_nodes(app))
+    p = t.hpcq("run", "-N", "2", "-n", "4", "--", *open_mpi_on_emulated_nodes(app), cwd=d)
+    t.check("world 4 sum 6 expected 6 ring ok" in p.stdout, f"stdout:\n{p.stdout}\n{p.stderr}")
+    d, mpich = mpich_program()
+    p = t.hpcq("run", "-n", "1", "--", mpich, cwd=d)
+    t.check("world 1 sum 0 expected 0 ring ok" in p.stdout, f"stdout:\n{p.stdout}\n{p.stderr}")
+    job = t.submit("-n", "1", "-o", "one-%j", "--", mpich, "sleep", "300", cwd=d)
+    out = os.path.join(d, f"one-{job}")
+    t.wait_until("its rank past MPI_Init", lambda: os.path.exists(out) and "world 1" in open(out).read(),
+                 timeout=60)
+    t.check(shells_of(job) == {"hpcq-job-shell"}, f"the job's shells are {shells_of(job)}")
+    t.hpcq("cancel", str(job))
+    t.wait_state(job, ("CANCELLED", "FAILED", "COMPLETED"))
 
 
 def test_a_world_waiting_in_a_fence_outlives_a_leader_restart():
@@ -342,8 +369,13 @@ def test_open_mpi_failures_end_the_world_naming_the_rank():
 
 def test_an_open_mpi_world_is_cancelled_everywhere_and_not_checkpointed():
     d, app = program("openmpi")
-    check_refused_checkpoint_and_cancel(d, "hosts a PMIx server", "hpcq-job-shell-pmix", "--mpi",
-                                        "pmix", "--", *open_mpi_on_emulated_nodes(app))
+    check_refused_checkpoint_and_cancel(d, "MPI world across nodes", "hpcq-job-shell-pmix",
+                                        "--mpi", "pmix", "--", *open_mpi_on_emulated_nodes(app))
+    # On one node: no channel to the agent, but a PMIx server in use, which
+    # CRIU cannot take along (the default's is dropped when unused: t0022).
+    check_refused_checkpoint_and_cancel(d, "hosts a PMIx server that its tasks use",
+                                        "hpcq-job-shell-pmix", "--", *open_mpi_on_emulated_nodes(app),
+                                        nodes=1)
 
 
 def test_mpich_mpiexec_starts_its_proxies_through_hpcq_rsh():
@@ -403,6 +435,7 @@ if __name__ == "__main__":
         test_open_mpi_takes_other_nodes_data_by_direct_modex,
         test_open_mpi_failures_end_the_world_naming_the_rank,
         test_an_open_mpi_world_is_cancelled_everywhere_and_not_checkpointed,
+        test_by_default_both_mpich_and_open_mpi_form_one_world,
         test_mpich_mpiexec_starts_its_proxies_through_hpcq_rsh,
         test_hpcq_rsh_runs_only_on_the_callers_own_job_and_ends_with_it,
     ])

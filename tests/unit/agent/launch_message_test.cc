@@ -72,6 +72,15 @@ TEST(LaunchMessage, APmiWorldSpansEveryNodeAndNamesWhereEachRankRuns) {
   EXPECT_EQ(job->pmi.node_ranks, (std::vector<std::uint32_t>{1, 2}));
   launch.set_mpi("pmix");
   EXPECT_EQ(job_launch_from_message(launch, 2, "n2", host)->pmi.api, "pmix");
+  launch.set_mpi("pmi1,pmix");
+  EXPECT_EQ(job_launch_from_message(launch, 2, "n2", host)->pmi.api, "pmi1,pmix");
+  // A world of one task is offered PMI-1 alone by default (no PMIx server),
+  // and what it asks for explicitly.
+  launch.set_ntasks(1);
+  EXPECT_EQ(job_launch_from_message(launch, 2, "n2", host)->pmi.api, "pmi1");
+  launch.set_mpi("pmix");
+  EXPECT_EQ(job_launch_from_message(launch, 2, "n2", host)->pmi.api, "pmix");
+  launch.set_ntasks(3);
   // A task count beyond what the nodes list gives no mapping (and no
   // allocation of that size).
   launch.set_ntasks(2'000'000'000);

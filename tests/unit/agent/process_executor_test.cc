@@ -446,6 +446,50 @@ TEST_F(ProcessExecutorTest, ShellThatFailsEarlyIsReportedWithItsLastLogLine) {
   EXPECT_EQ(exit->reason, "hpcq-job-shell: cannot read launch.json");
 }
 
+// --mpi pmi1,pmix: a world's tasks get PMI-1's and PMIx's variables from the
+// PMIx shell, and PMI-1's alone from a node that has no PMIx shell.
+TEST_F(ProcessExecutorTest, BothInterfacesAreOfferedWhereThePmixShellIsPresent) {
+  auto world_of_two = [&](JobId id) {
+    JobLaunch l = job(id, {"sh", "-c", "echo rank=$PMI_RANK fd=${PMI_FD:+set} pmix=$PMIX_RANK"});
+    l.tasks = {{0, {cpus_[0]}, "0", {}}, {1, {cpus_[0]}, "0", {}}};
+    l.pmi.api = "pmi1,pmix";
+    l.pmi.kvsname = "hpcq_" + std::to_string(id) + "_0";
+    l.pmi.size = 2;
+    l.pmi.nodes = 1;
+    l.pmi.node_names = {"node0"};
+    l.pmi.node_of_rank = {0, 0};
+    return l;
+  };
+  ASSERT_TRUE(fs::exists(std::string(HPCQ_JOB_SHELL) + kPmixShellSuffix));
+  JobLaunch l = world_of_two(50);
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(50);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kCompleted) << e->reason;
+  std::string out = read_file(l.stdout_path);
+  EXPECT_NE(out.find("rank=0 fd=set pmix=0\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank=1 fd=set pmix=1\n"), std::string::npos) << out;
+
+  const std::string alone = tmp_ + "/shell-without-pmix";
+  fs::create_directories(alone);
+  fs::copy_file(HPCQ_JOB_SHELL, alone + "/hpcq-job-shell");
+  ExecutorConfig config = config_;
+  config.instance += "-alone";
+  config.job_shell_path = alone + "/hpcq-job-shell";
+  executor_.reset();
+  auto created = ProcessExecutor::create(config);
+  ASSERT_TRUE(created.is_ok()) << created.status().to_string();
+  executor_ = std::move(created).value();
+  l = world_of_two(51);
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  e = wait_exit(51);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kCompleted) << e->reason;
+  out = read_file(l.stdout_path);
+  EXPECT_NE(out.find("rank=0 fd=set pmix=\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank=1 fd=set pmix=\n"), std::string::npos) << out;
+}
+
 TEST_F(ProcessExecutorTest, CreateRefusesAMissingShell) {
   ExecutorConfig bad = config_;
   bad.job_shell_path = tmp_ + "/no-such-shell";

@@ -28,6 +28,19 @@ TEST(ConfigTest, DefaultsAndRanks) {
   EXPECT_EQ(c->ranks[0].topology, "host");
   EXPECT_EQ(c->ranks[1].topology, "pack:2 numa:2 core:4 pu:1");
   EXPECT_EQ(c->actions, std::vector<std::string>{"allocate"});
+  EXPECT_EQ(c->mpi, "pmi1,pmix");  // both interfaces unless the site says
+}
+
+TEST(ConfigTest, TheSitesMpiDefault) {
+  for (const char* mpi : {"pmi1", "pmix", "pmi1,pmix", "none"}) {
+    auto c = parse_config(std::string("[leader]\nmpi = \"") + mpi + "\"\n" + kRank0, "t.toml");
+    ASSERT_TRUE(c.is_ok()) << c.status().message();
+    EXPECT_EQ(c->mpi, mpi);
+  }
+  auto c = parse_config(std::string("[leader]\nmpi = \"pmix,pmi1\"\n") + kRank0, "t.toml");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("(want pmi1, pmix, pmi1,pmix or none)"), std::string::npos)
+      << c.status().message();
 }
 
 TEST(ConfigTest, TheLeadersCandidatesEndpoints) {

@@ -53,6 +53,7 @@ TEST_F(Submit, MpiIsTheSitesUnlessGivenAndADirectiveSetsIt) {
   EXPECT_EQ(ok({"./app"}).spec.mpi, "");  // the site's default (hpcq.toml, leader.mpi)
   EXPECT_EQ(ok({"--mpi", "none", "./app"}).spec.mpi, "none");
   EXPECT_EQ(ok({"--mpi=pmi1", "./app"}).spec.mpi, "pmi1");
+  EXPECT_EQ(ok({"--mpi=pmi1,pmix", "./app"}).spec.mpi, "pmi1,pmix");
   EXPECT_EQ(ok({"--mpi", "pmix", "./app"}).spec.mpi, "pmix");
   files_["job.sh"] = "#!/bin/sh\n#HPCQ --mpi none\n./app\n";
   EXPECT_EQ(ok({"job.sh"}).spec.mpi, "none");
@@ -649,15 +650,18 @@ INSTANTIATE_TEST_SUITE_P(
             "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
             "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
             "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
-            "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|pmix|none] [-w NODELIST] [-x NODELIST] "
+            "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|pmix|pmi1,pmix|none] [-w NODELIST] [-x "
+            "NODELIST] "
             "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--gres NAME[:N],...] [--json] "
             "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
-        BadArgs{{"--mpi", "openmpi", "true"}, "--mpi: want pmi1, pmix or none, got 'openmpi'"},
+        BadArgs{{"--mpi", "openmpi", "true"},
+                "--mpi: want pmi1, pmix, pmi1,pmix or none, got 'openmpi'"},
         // The fuzzer's find: a value with a newline made a two-line message.
-        BadArgs{{"--mpi", "pm\ni1", "true"}, "--mpi: want pmi1, pmix or none, got 'pm\\x0ai1'"},
+        BadArgs{{"--mpi", "pm\ni1", "true"},
+                "--mpi: want pmi1, pmix, pmi1,pmix or none, got 'pm\\x0ai1'"},
         BadArgs{{"--mpi", "pmi2", "true"},
-                "--mpi pmi2: not served; hpcq serves pmi1 (MPICH and its kin), pmix (Open MPI) or "
-                "none"},
+                "--mpi pmi2: not served; hpcq serves pmi1 (MPICH and its kin; PMI-2 on the same "
+                "socket), pmix (Open MPI), both (pmi1,pmix) or none"},
         BadArgs{{"-w", "n1,,n2", "true"},
                 "--nodelist: bad node list 'n1,,n2': an empty name (want NAME[,NAME...], or a "
                 "hostlist: node[1-4,7])"},
