@@ -222,6 +222,12 @@ class PmixClients final : public MpiWorld {
       topology.source = const_cast<char*>("hwloc:" HWLOC_VERSION);
       topology.topology = topology_;
       init.add(PMIX_TOPOLOGY2, &topology, PMIX_TOPO);
+      // And the tasks take it from the server (as XML: load_cpu_topology
+      // turns off the shared-memory copy, a file CRIU would have to find
+      // again at a restore) rather than each discover the node: Open MPI's
+      // MPI_Init of 64 ranks on 4 emulated nodes here, 1.8-2.0 s -> 1.0-1.2.
+      const bool share = true;
+      init.add(PMIX_SERVER_SHARE_TOPOLOGY, &share, PMIX_BOOL);
     }
     pmix_status_t rc = PMIx_server_init(&module, init.data(), init.size());
     if (rc != PMIX_SUCCESS) {
@@ -248,6 +254,7 @@ class PmixClients final : public MpiWorld {
     // and the libraries they need, was half of the 6.5 ms this took. The
     // shell's environment is its own (the tasks get theirs from the launch).
     setenv("HWLOC_PLUGINS_PATH", "/dev/null", 1);
+    setenv("PMIX_MCA_pmix_hwloc_hole_kind", "none", 1);  // no shared-memory copy
     if (hwloc_topology_init(&topology_) != 0) {
       topology_ = nullptr;
       return false;
