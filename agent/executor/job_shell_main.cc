@@ -375,23 +375,12 @@ void take_worker_results(const JobLaunch& l, const JobFiles& files, size_t worke
 // checkpoint is refused.
 void answer_pmix_drop(MpiWorld* pmi, const JobFiles& files) {
   const bool dropped = pmi == nullptr || pmi->drop_unused_pmix();
-  const std::string tmp = files.pmix_answer + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << (dropped ? kPmixDropped : kPmixInUse);
-    if (!out.flush()) return;  // unanswered: the executor gives up waiting
-  }
-  rename(tmp.c_str(), files.pmix_answer.c_str());
+  // Unanswered if it fails: the executor gives up waiting.
+  (void)replace_file(files.pmix_answer, dropped ? kPmixDropped : kPmixInUse);
 }
 
 bool write_results(const JobFiles& files, const ShellResults& results) {
-  const std::string tmp = files.results + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << encode_results(results);
-    if (!out.flush()) return false;
-  }
-  return rename(tmp.c_str(), files.results.c_str()) == 0;
+  return replace_file(files.results, encode_results(results)).is_ok();
 }
 
 int run(const std::string& dir) {

@@ -58,6 +58,33 @@ bool write_text(const std::string& path, const std::string& text) {
   return static_cast<bool>(out);
 }
 
+Status replace_file(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".new";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return internal_error("create " + tmp + ": " + errno_text(errno));
+  if (fchmod(fd, 0644) != 0) {
+    const std::string why = errno_text(errno);
+    close(fd);
+    return internal_error("chmod " + tmp + ": " + why);
+  }
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = errno_text(errno);
+      close(fd);
+      return internal_error("write " + tmp + ": " + why);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (close(fd) != 0) return internal_error("close " + tmp + ": " + errno_text(errno));
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return internal_error("rename " + tmp + ": " + errno_text(errno));
+  }
+  return Status::ok();
+}
+
 std::string read_whole(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;

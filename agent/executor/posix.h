@@ -49,6 +49,9 @@ Status write_new_file(const std::string& path, const std::string& content, mode_
 
 // Writes `text` over the file, creating it; false (errno set) on failure.
 bool write_text(const std::string& path, const std::string& text);
+// Written aside (mode 0644), then renamed over `path`: a reader sees the old
+// or the new file, never a part of one. Errors name the file.
+Status replace_file(const std::string& path, const std::string& content);
 
 // The file's contents; empty if it cannot be read.
 std::string read_whole(const std::string& path);
