@@ -294,8 +294,7 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   job.warn_seconds = launch.warn_seconds();
   job.pty = launch.pty();
   job.batch = launch.batch();
-  const std::string& mpi = launch.mpi();
-  if ((mpi == "pmi1" || mpi == "pmix" || mpi == kMpiBoth) && !job.batch && launch.image().empty()) {
+  if (known_mpi(launch.mpi()) && launch.mpi() != "none" && !job.batch && launch.image().empty()) {
     job.pmi = pmi_world_of(launch, allocation, node_index);
   }
   if (job.batch) {

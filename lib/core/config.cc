@@ -517,7 +517,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
                               ": leader.etcd_cert and leader.etcd_key go together, with etcd_ca");
     }
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "mpi", c.mpi));
-    if (c.mpi != "pmi1" && c.mpi != "pmix" && c.mpi != kMpiBoth && c.mpi != "none") {
+    if (!known_mpi(c.mpi)) {
       return invalid_argument(where(t.at("mpi")) + ": 'leader.mpi' is " + quote(c.mpi) +
                               " (want pmi1, pmix, " + kMpiBoth + " or none)");
     }

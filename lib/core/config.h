@@ -21,6 +21,10 @@ namespace hpcq {
 // --mpi's and leader.mpi's value that offers the tasks both PMI-1 and PMIx
 // (a world of one task gets PMI-1 alone: it has no peer to exchange with).
 inline constexpr char kMpiBoth[] = "pmi1,pmix";
+// Whether `mpi` is a value that --mpi and leader.mpi take.
+inline bool known_mpi(const std::string& mpi) {
+  return mpi == "pmi1" || mpi == "pmix" || mpi == kMpiBoth || mpi == "none";
+}
 
 struct RankConfig {
   std::string name;      // node name (HPCQ_NODELIST entry)

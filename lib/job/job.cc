@@ -186,7 +186,7 @@ Status check_names_utf8(const JobSpec& spec) {
 }  // namespace
 
 Status check_mpi(const std::string& mpi, const std::string& option) {
-  if (mpi == "pmi1" || mpi == "pmix" || mpi == kMpiBoth || mpi == "none") return Status::ok();
+  if (known_mpi(mpi)) return Status::ok();
   if (mpi == "pmi2") {
     return invalid_argument(option + " pmi2: not served; hpcq serves pmi1 (MPICH and its kin; " +
                             "PMI-2 on the same socket), pmix (Open MPI), both (" + kMpiBoth +
