@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/executor/posix.h"
+#include "lib/core/bytes.h"
 #include "lib/core/json_bytes.h"
 
 namespace hpcq::agent {
@@ -302,20 +303,6 @@ std::string describe_task(const TaskResult& task) {
 
 namespace {
 
-// Little-endian, as every frame header carries its numbers.
-void put_u32(std::string& out, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) out += static_cast<char>(v >> (8 * i));
-}
-
-std::uint32_t get_u32(std::string_view in) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) {
-    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(in[static_cast<std::size_t>(i)]))
-         << (8 * i);
-  }
-  return v;
-}
-
 // `data` in pieces of at most kOutputFrameData bytes (no data: one empty
 // piece), for a fence's or a modex answer's frames.
 std::vector<std::string_view> frame_pieces(std::string_view data) {
@@ -359,8 +346,7 @@ std::string encode_modex(const ModexFrame& m) {
   std::string body;
   body += static_cast<char>(m.kind);
   body += static_cast<char>(m.last ? 1 : 0);
-  put_u32(body, static_cast<std::uint32_t>(m.tag));
-  put_u32(body, static_cast<std::uint32_t>(m.tag >> 32));
+  put_u64(body, m.tag);
   put_u32(body, m.rank);
   put_u32(body, m.node);
   put_u32(body, static_cast<std::uint32_t>(m.status));
@@ -378,7 +364,7 @@ Result<ModexFrame> decode_modex(std::string_view body) {
   ModexFrame m;
   m.kind = static_cast<ModexFrame::Kind>(body[0]);
   m.last = body[1] == 1;
-  m.tag = get_u32(body.substr(2)) | (static_cast<std::uint64_t>(get_u32(body.substr(6))) << 32);
+  m.tag = get_u64(body.substr(2));
   m.rank = get_u32(body.substr(10));
   m.node = get_u32(body.substr(14));
   m.status = static_cast<std::int32_t>(get_u32(body.substr(18)));

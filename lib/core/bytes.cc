@@ -5,6 +5,28 @@
 
 namespace hpcq {
 
+void put_u32(std::string& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out += static_cast<char>(v >> (8 * i));
+}
+
+void put_u64(std::string& out, std::uint64_t v) {
+  put_u32(out, static_cast<std::uint32_t>(v));
+  put_u32(out, static_cast<std::uint32_t>(v >> 32));
+}
+
+std::uint32_t get_u32(std::string_view in) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(in[static_cast<std::size_t>(i)]))
+         << (8 * i);
+  }
+  return v;
+}
+
+std::uint64_t get_u64(std::string_view in) {
+  return get_u32(in) | (static_cast<std::uint64_t>(get_u32(in.substr(4))) << 32);
+}
+
 bool is_utf8(std::string_view text) {
   std::size_t i = 0;
   const std::size_t n = text.size();
