@@ -4,45 +4,64 @@
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string_view>
+
+#include "lib/core/bytes.h"
 
 namespace hpcq::agent {
 namespace {
 
 namespace fs = std::filesystem;
 
-Status write_durably(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return internal_error(tmp + ": " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+constexpr char kEnd = 'E', kForget = 'F';
+constexpr std::size_t kHeaderBytes = 8;       // length, checksum
+constexpr std::size_t kBodyMinBytes = 1 + 8;  // kind, seq
+constexpr std::uint32_t kBodyMaxBytes = 1 << 24;
+constexpr char kJournalName[] = "journal";
+
+std::uint32_t fnv1a(std::string_view bytes) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : bytes) h = (h ^ c) * 16777619u;
+  return h;
+}
+
+std::string record(char kind, std::uint64_t seq, std::string_view payload = {}) {
+  std::string body(1, kind);
+  put_u64(body, seq);
+  body += payload;
+  std::string out;
+  put_u32(out, static_cast<std::uint32_t>(body.size()));
+  put_u32(out, fnv1a(body));
+  return out + body;
+}
+
+Status write_all(int fd, std::string_view bytes, const std::string& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return internal_error(tmp + ": " + why);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return internal_error(tmp + ": " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return internal_error(path + ": " + std::strerror(errno));
+    if (n <= 0) return internal_error(path + ": " + std::strerror(errno));
+    bytes.remove_prefix(static_cast<std::size_t>(n));
   }
   return Status::ok();
 }
 
-// "<seq>-<job>.pb" -> seq, or 0 for any other name.
+Status sync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return internal_error(dir + ": " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int saved = errno;
+  ::close(fd);
+  return rc == 0 ? Status::ok() : internal_error(dir + ": " + std::strerror(saved));
+}
+
+// An older agent's "<seq>-<job>.pb" -> seq, or 0 for any other name.
 std::uint64_t seq_of(const std::string& name) {
   std::uint64_t seq = 0;
   const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), seq);
@@ -55,66 +74,168 @@ std::uint64_t seq_of(const std::string& name) {
 
 }  // namespace
 
-Result<std::unique_ptr<EndJournal>> EndJournal::open(const std::string& dir) {
+Result<std::unique_ptr<EndJournal>> EndJournal::open(const std::string& dir,
+                                                     std::uint64_t compact_bytes) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return internal_error("end journal " + dir + ": " + ec.message());
-  std::unique_ptr<EndJournal> journal(new EndJournal(dir));
+  std::unique_ptr<EndJournal> journal(new EndJournal(dir, compact_bytes));
+  const std::string path = dir + "/" + kJournalName;
+
+  // An older agent's files, one per end; taken into the journal below.
+  std::vector<fs::path> old_files;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
+    if (name == kJournalName) continue;
     const std::uint64_t seq = seq_of(name);
     overlay::JobUpdate update;
     std::ifstream in(entry.path(), std::ios::binary);
-    if (seq == 0 || !in || !update.ParseFromIstream(&in)) {
-      // A temporary file of a write that never finished, or damage.
+    if (seq != 0 && in && update.ParseFromIstream(&in)) {
+      journal->remember(seq, update);
+      old_files.push_back(entry.path());
+    } else {  // a temporary file of a write that never finished, or damage
       spdlog::warn("end journal: removing {}", entry.path().string());
       fs::remove(entry.path(), ec);
-      continue;
     }
-    auto known = journal->seq_of_job_.find(key_of(update));
-    if (known != journal->seq_of_job_.end()) {
-      if (known->second > seq) {  // an older record of the same job
-        fs::remove(entry.path(), ec);
-        continue;
-      }
-      journal->remove(known->second);
-    }
-    journal->by_seq_[seq] = update;
-    journal->seq_of_job_[key_of(update)] = seq;
-    journal->next_seq_ = std::max(journal->next_seq_, seq + 1);
   }
   if (ec) return internal_error("end journal " + dir + ": " + ec.message());
+
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  journal->load(bytes);
+
+  journal->fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (journal->fd_ < 0) return internal_error(path + ": " + std::strerror(errno));
+  // A torn tail is cut off, so that the next record follows the last whole one.
+  if (journal->file_bytes_ < bytes.size() &&
+      ::ftruncate(journal->fd_, static_cast<off_t>(journal->file_bytes_)) != 0) {
+    return internal_error(path + ": " + std::strerror(errno));
+  }
+  if (!old_files.empty()) {
+    HPCQ_RETURN_IF_ERROR(journal->rewrite());
+    for (const fs::path& file : old_files) fs::remove(file, ec);
+  }
+  // The journal's own name is durable before any end relies on it.
+  HPCQ_RETURN_IF_ERROR(sync_dir(dir));
   return journal;
 }
 
-std::string EndJournal::path_of(std::uint64_t seq, const overlay::JobUpdate& update) const {
-  return dir_ + "/" + std::to_string(seq) + "-" + std::to_string(update.job_id()) +
-         (update.step() != 0 ? "." + std::to_string(update.step()) : "") + ".pb";
+EndJournal::~EndJournal() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
-void EndJournal::remove(std::uint64_t seq) {
+void EndJournal::load(const std::string& bytes) {
+  std::string_view rest = bytes;
+  while (rest.size() >= kHeaderBytes) {
+    const std::uint32_t length = get_u32(rest);
+    if (length < kBodyMinBytes || length > kBodyMaxBytes || rest.size() - kHeaderBytes < length) {
+      break;
+    }
+    const std::string_view body = rest.substr(kHeaderBytes, length);
+    if (fnv1a(body) != get_u32(rest.substr(4))) break;
+    const std::uint64_t seq = get_u64(body.substr(1));
+    if (body[0] == kEnd) {
+      overlay::JobUpdate update;
+      if (!update.ParseFromArray(body.data() + kBodyMinBytes,
+                                 static_cast<int>(body.size() - kBodyMinBytes))) {
+        break;
+      }
+      remember(seq, update);
+    } else if (body[0] == kForget) {
+      forget(seq);
+    } else {
+      break;
+    }
+    rest.remove_prefix(kHeaderBytes + length);
+    file_bytes_ += kHeaderBytes + length;
+  }
+  if (!rest.empty()) {
+    spdlog::warn("end journal: cutting off {} bytes of a torn record at byte {} of {}/{}",
+                 rest.size(), file_bytes_, dir_, kJournalName);
+  }
+}
+
+void EndJournal::remember(std::uint64_t seq, const overlay::JobUpdate& update) {
+  auto known = seq_of_job_.find(key_of(update));
+  if (known != seq_of_job_.end()) {
+    if (known->second > seq) return;  // an older end of the same job
+    by_seq_.erase(known->second);
+  }
+  by_seq_[seq] = update;
+  seq_of_job_[key_of(update)] = seq;
+  next_seq_ = std::max(next_seq_, seq + 1);
+}
+
+void EndJournal::forget(std::uint64_t seq) {
   auto it = by_seq_.find(seq);
   if (it == by_seq_.end()) return;
-  std::error_code ec;
-  fs::remove(path_of(seq, it->second), ec);
   seq_of_job_.erase(key_of(it->second));
   by_seq_.erase(it);
 }
 
+Status EndJournal::append(const std::string& bytes) {
+  Status s = write_all(fd_, bytes, dir_ + "/" + kJournalName);
+  if (s.is_ok()) file_bytes_ += bytes.size();
+  return s;
+}
+
 Status EndJournal::add(const overlay::JobUpdate& update) {
-  auto known = seq_of_job_.find(key_of(update));
-  if (known != seq_of_job_.end()) remove(known->second);
-  const std::uint64_t seq = next_seq_++;
-  by_seq_[seq] = update;
-  seq_of_job_[key_of(update)] = seq;
-  return write_durably(path_of(seq, update), update.SerializeAsString());
+  const std::uint64_t seq = next_seq_;
+  remember(seq, update);  // replaces an earlier end of the job: the later record wins on load
+  Status s = append(record(kEnd, seq, update.SerializeAsString()));
+  if (s.is_ok() && ::fdatasync(fd_) != 0) {
+    s = internal_error(dir_ + "/" + kJournalName + ": " + std::strerror(errno));
+  }
+  compact_if_large();
+  return s;
 }
 
 void EndJournal::ack(JobId job, std::uint32_t attempt, std::uint32_t step) {
   auto known = seq_of_job_.find({job, step});
   if (known == seq_of_job_.end()) return;
   if (by_seq_.at(known->second).attempt() != attempt) return;
-  remove(known->second);
+  const std::uint64_t seq = known->second;
+  forget(seq);
+  Status s = append(record(kForget, seq));
+  if (!s.is_ok()) spdlog::warn("end journal: {}", s.message());
+  compact_if_large();
+}
+
+void EndJournal::compact_if_large() {
+  if (file_bytes_ < compact_bytes_) return;
+  Status s = Status::ok();
+  if (by_seq_.empty()) {
+    if (::ftruncate(fd_, 0) == 0) {
+      file_bytes_ = 0;
+    } else {
+      s = internal_error(dir_ + "/" + kJournalName + ": " + std::strerror(errno));
+    }
+  } else {
+    s = rewrite();
+  }
+  if (!s.is_ok()) spdlog::warn("end journal: not compacted: {}", s.message());
+}
+
+Status EndJournal::rewrite() {
+  std::string bytes;
+  for (const auto& [seq, update] : by_seq_) bytes += record(kEnd, seq, update.SerializeAsString());
+  const std::string path = dir_ + "/" + kJournalName, fresh = path + ".new";
+  const int fd = ::open(fresh.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return internal_error(fresh + ": " + std::strerror(errno));
+  Status s = write_all(fd, bytes, fresh);
+  if (s.is_ok() && ::fsync(fd) != 0) s = internal_error(fresh + ": " + std::strerror(errno));
+  if (s.is_ok() && ::rename(fresh.c_str(), path.c_str()) != 0) {
+    s = internal_error(path + ": " + std::strerror(errno));
+  }
+  if (!s.is_ok()) {
+    ::close(fd);
+    ::unlink(fresh.c_str());
+    return s;
+  }
+  ::close(fd_);
+  fd_ = fd;
+  file_bytes_ = bytes.size();
+  return sync_dir(dir_);
 }
 
 std::vector<overlay::JobUpdate> EndJournal::entries() const {

@@ -93,6 +93,40 @@ def jobs_dir(rank):
     return os.path.join(root, f"rank-{rank}", "jobs")
 
 
+def journaled_ends(rank):
+    """The job ids whose ends the agent of `rank` has journaled and not had
+    acknowledged: its <state_dir>/rank-N/ends/journal read as the agent reads
+    it (agent/end_journal.h: records of u32 length, u32 checksum, then kind,
+    u64 seq and, for an end, the JobUpdate, whose field 1 is the job id)."""
+    with open(os.path.join(cluster_dir(), "hpcq.toml"), "rb") as f:
+        state_dir = tomllib.load(f)["agent"]["state_dir"]
+    try:
+        with open(os.path.join(state_dir, f"rank-{rank}", "ends", "journal"), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    live, pos = {}, 0
+    while pos + 8 <= len(data):
+        length = int.from_bytes(data[pos:pos + 4], "little")
+        body = data[pos + 8:pos + 8 + length]
+        if length < 9 or len(body) < length:
+            break
+        seq = int.from_bytes(body[1:9], "little")
+        if body[:1] == b"E" and body[9:10] == b"\x08":  # field 1, a varint
+            job, shift = 0, 0
+            for byte in body[10:]:
+                job |= (byte & 0x7F) << shift
+                shift += 7
+                if byte < 0x80:
+                    break
+            live = {s: j for s, j in live.items() if j != job}
+            live[seq] = job
+        elif body[:1] == b"F":
+            live.pop(seq, None)
+        pos += 8 + length
+    return [live[s] for s in sorted(live)]
+
+
 def cgroup_instance(state_dir):
     """The cgroup directory name an agent with this state directory uses
     under hpcq/ (agent.cc, cgroup_instance_name)."""

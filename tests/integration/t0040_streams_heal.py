@@ -22,7 +22,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
-import tomllib
 
 t.within_cluster(agents=2, fanout=1, topology="pack:1 numa:1 core:1 pu:1")
 
@@ -119,10 +118,7 @@ def test_output_survives_a_leader_restart():
 
 def ends_kept(rank):
     """The job ends the agent of `rank` has journaled and not had acknowledged."""
-    with open(os.path.join(t.cluster_dir(), "hpcq.toml"), "rb") as f:
-        state_dir = tomllib.load(f)["agent"]["state_dir"]
-    ends = os.path.join(state_dir, f"rank-{rank}", "ends")
-    return os.listdir(ends) if os.path.isdir(ends) else []
+    return t.journaled_ends(rank)
 
 
 def test_output_of_a_task_that_ended_while_the_leader_was_down():

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 namespace hpcq::agent {
 namespace {
@@ -71,22 +72,102 @@ TEST(EndJournal, SurvivesRestartInOrderUntilAcknowledged) {
   auto again = EndJournal::open(tmp.dir());
   ASSERT_TRUE(again.is_ok());
   EXPECT_EQ((*again)->size(), 0u);
-  EXPECT_TRUE(fs::is_empty(tmp.dir()));
 }
 
-TEST(EndJournal, DropsTornAndForeignFiles) {
+// A crash in the middle of an append leaves part of a record: it is cut off,
+// and what is appended after the restart is read back after the next.
+TEST(EndJournal, CutsOffATornTail) {
+  for (int cut : {1, 7, 9, 20}) {
+    TempDir tmp;
+    {
+      auto j = EndJournal::open(tmp.dir());
+      ASSERT_TRUE(j.is_ok());
+      ASSERT_TRUE((*j)->add(end(4, 0, 0)).is_ok());
+      ASSERT_TRUE((*j)->add(end(6, 0, 3)).is_ok());
+    }
+    const std::string file = tmp.dir() + "/journal";
+    fs::resize_file(file, fs::file_size(file) - static_cast<std::uintmax_t>(cut));
+    {
+      auto j = EndJournal::open(tmp.dir());
+      ASSERT_TRUE(j.is_ok());
+      EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{4})) << "cut " << cut;
+      ASSERT_TRUE((*j)->add(end(8, 0, 0)).is_ok());
+    }
+    auto j = EndJournal::open(tmp.dir());
+    ASSERT_TRUE(j.is_ok());
+    EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{4, 8})) << "cut " << cut;
+  }
+}
+
+TEST(EndJournal, CutsOffDamageAndWhatFollowsIt) {
   TempDir tmp;
   {
     auto j = EndJournal::open(tmp.dir());
     ASSERT_TRUE(j.is_ok());
     ASSERT_TRUE((*j)->add(end(4, 0, 0)).is_ok());
   }
-  std::ofstream(tmp.dir() + "/7-2.pb.tmp") << "half";
-  std::ofstream(tmp.dir() + "/8-3.pb") << "\xff\xff\xff not a protobuf";
+  std::ofstream(tmp.dir() + "/journal", std::ios::app) << std::string(64, '\xff');
   auto j = EndJournal::open(tmp.dir());
   ASSERT_TRUE(j.is_ok());
   EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{4}));
-  EXPECT_FALSE(fs::exists(tmp.dir() + "/7-2.pb.tmp"));
+}
+
+// An older agent kept one file per end: they are taken into the journal, in
+// their order; a temporary or damaged one is removed.
+TEST(EndJournal, TakesInAnOlderAgentsFiles) {
+  TempDir tmp;
+  fs::create_directories(tmp.dir());
+  end(7, 0, 2).SerializeToOstream(
+      std::make_unique<std::ofstream>(tmp.dir() + "/12-7.pb", std::ios::binary).get());
+  end(3, 1, 0).SerializeToOstream(
+      std::make_unique<std::ofstream>(tmp.dir() + "/5-3.pb", std::ios::binary).get());
+  std::ofstream(tmp.dir() + "/13-2.pb.tmp") << "half";
+  std::ofstream(tmp.dir() + "/14-3.pb") << "\xff\xff\xff not a protobuf";
+  {
+    auto j = EndJournal::open(tmp.dir());
+    ASSERT_TRUE(j.is_ok());
+    EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{3, 7}));
+    ASSERT_TRUE((*j)->add(end(9, 0, 0)).is_ok());
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(tmp.dir())) names.push_back(e.path().filename());
+  EXPECT_EQ(names, (std::vector<std::string>{"journal"}));
+  auto j = EndJournal::open(tmp.dir());
+  ASSERT_TRUE(j.is_ok());
+  EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{3, 7, 9}));
+  EXPECT_EQ((*j)->entries()[1].exit_code(), 2);
+}
+
+// Ends acknowledged as they come do not grow the file without bound, and one
+// never acknowledged outlives every compaction.
+TEST(EndJournal, StaysSmallWhileEndsAreAcknowledged) {
+  TempDir tmp;
+  {
+    constexpr std::uint64_t kCompactBytes = 4096;
+    auto j = EndJournal::open(tmp.dir(), kCompactBytes);
+    ASSERT_TRUE(j.is_ok());
+    ASSERT_TRUE((*j)->add(end(1, 0, 5)).is_ok());
+    for (JobId job = 2; job < 1000; ++job) {
+      ASSERT_TRUE((*j)->add(end(job, 0, 0)).is_ok());
+      (*j)->ack(job, 0);
+      ASSERT_LE(fs::file_size(tmp.dir() + "/journal"), kCompactBytes + 100) << job;
+    }
+  }
+  {
+    auto j = EndJournal::open(tmp.dir(), 4096);
+    ASSERT_TRUE(j.is_ok());
+    EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{1}));
+    EXPECT_EQ((*j)->entries()[0].exit_code(), 5);
+    (*j)->ack(1, 0);
+    for (JobId job = 1000; job < 1200; ++job) {  // emptied when none is left
+      ASSERT_TRUE((*j)->add(end(job, 0, 0)).is_ok());
+      (*j)->ack(job, 0);
+    }
+    EXPECT_LT(fs::file_size(tmp.dir() + "/journal"), 4096u);
+  }
+  auto j = EndJournal::open(tmp.dir());
+  ASSERT_TRUE(j.is_ok());
+  EXPECT_EQ((*j)->size(), 0u);
 }
 
 }  // namespace
