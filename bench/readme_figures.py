@@ -134,6 +134,12 @@ MEASUREMENTS = [  # (measurement, row title, value field, decimals)
     ("slurm_cli_end_to_end_2_cores",
      "(c) Slurm 22.05 tuned, one `sbatch` per job, 4 nodes x 2 cores, jobs/s, same invocation",
      "e2e_jobs_per_s", 1),
+    ("array_end_to_end_2_cores",
+     "(d) hpcq, one array (`--array=1-N`), then `hpcq wait` on it, 4 nodes x 2 cores, jobs/s",
+     "per_second", 1),
+    ("slurm_array_end_to_end_2_cores",
+     "(d) Slurm 22.05 tuned, one `sbatch --array`, 4 nodes x 2 cores, jobs/s, same invocation",
+     "per_second", 1),
 ]
 
 
@@ -183,11 +189,11 @@ def invocation_machine(inv):
         inv["when"])
 
 
-def ratio_cells(invs):
-    """hpcq / Slurm for each invocation that ran both (c) measurements."""
-    ratios = [inv["by"]["cli_end_to_end_2_cores"]["per_second"]
-              / inv["by"]["slurm_cli_end_to_end_2_cores"]["e2e_jobs_per_s"]
-              for inv in invs if "slurm_cli_end_to_end_2_cores" in inv["by"]]
+def ratio_cells(invs, hpcq="cli_end_to_end_2_cores", slurm="slurm_cli_end_to_end_2_cores",
+                slurm_field="e2e_jobs_per_s"):
+    """hpcq / Slurm for each invocation that ran both measurements."""
+    ratios = [inv["by"][hpcq]["per_second"] / inv["by"][slurm][slurm_field]
+              for inv in invs if hpcq in inv["by"] and slurm in inv["by"]]
     return (min_median(ratios, 1) + "x") if ratios else "-"
 
 
@@ -204,6 +210,9 @@ def fig_throughput():
         rows.append(row)
     rows.append(["(c) hpcq / Slurm, same invocation"] + [ratio_cells(invs)
                                                          for invs in kinds.values()])
+    rows.append(["(d) hpcq / Slurm, same invocation"] + [
+        ratio_cells(invs, "array_end_to_end_2_cores", "slurm_array_end_to_end_2_cores",
+                    "per_second") for invs in kinds.values()])
     notes = []
     for (day, label, load_), invs in kinds.items():
         times = ", ".join(inv["when"][11:16] for inv in invs)
@@ -429,6 +438,17 @@ def fig_mpi_wireup():
 SCALE_REPEATS = 3  # scale.py's method since commit 932c07b: 3 interleaved repeats per size
 
 
+# scale.py recorded no host before 2026-11-29's change: these runs of that
+# day were made on this host, as their labels say.
+SCALE_HOSTS = {"vm769-4c626cd": "vm 6.18.44-fc-v769 2 CPUs",
+               "vm769-journal-dbeb7cb": "vm 6.18.44-fc-v769 2 CPUs"}
+
+
+def scale_machine(day, label, rows):
+    host = rows[0].get("host") or SCALE_HOSTS.get(label)
+    return f"host {host}" if host else machine(day)
+
+
 def scale_runs():
     """Lines of one label and one day are one run of scale.py."""
     runs = {}
@@ -463,14 +483,15 @@ def fig_scale():
                         f"{label or 'no label'})")
     left_out = [f"{day} ({label or 'no label'}, {runs_word(repeats(rows))} per size)"
                 for (day, label), rows in scale_runs().items() if (day, label) not in full]
-    machines = sorted({f"{day}: {machine(day)}" for day, _ in full})
+    machines = sorted({f"{day}: {scale_machine(day, label, rows)}"
+                       for (day, label), rows in full.items()})
     notes = [
         "Each cell: min / median over the run's repeats (`x N` in the second column). "
         "Command: `bench/scale.py [--label L]` (as root; 256 agents, fan-out 16, "
         f"`--executor test`; sizes interleaved, {SCALE_REPEATS} repeats). Results: "
         "`bench/results/scale.jsonl`; rows: the lines of one day and label are one run, "
         f"and every run with at least {SCALE_REPEATS} repeats of each size is shown. "
-        f"Machine by date ({'; '.join(machines)}); {NOT_RECORDED}.",
+        f"Machines ({'; '.join(machines)}); {NOT_RECORDED}.",
         "",
         "Median jobs/s with 100,000 queued against 10,000: " + ", ".join(flat) + "."]
     if left_out:
@@ -852,6 +873,18 @@ def fig_headline():
     hs = [i["by"]["cli_end_to_end_2_cores"]["per_second"] for i in slurm_invs]
     ss = [i["by"]["slurm_cli_end_to_end_2_cores"]["e2e_jobs_per_s"] for i in slurm_invs]
     ratios = [h / s for h, s in zip(hs, ss)]
+    with_arrays = [(k, [i for i in v if "slurm_array_end_to_end_2_cores" in i["by"]])
+                   for k, v in kinds.items()
+                   if any("slurm_array_end_to_end_2_cores" in i["by"] for i in v)]
+    arrays = []
+    if with_arrays:
+        array_key, array_invs = with_arrays[-1]
+        ha = [i["by"]["array_end_to_end_2_cores"]["per_second"] for i in array_invs]
+        sa = [i["by"]["slurm_array_end_to_end_2_cores"]["per_second"] for i in array_invs]
+        arrays = [["one array of `true` jobs (`--array=1-N` / `sbatch --array`), then wait, "
+                   "4 nodes x 2 cores, jobs/s", min_median(ha, 1),
+                   f"{min_median(sa, 1)} (hpcq {min_median([h / s for h, s in zip(ha, sa)], 1)}x)",
+                   conditions(array_key, array_invs) + ", hpcq and Slurm in the same invocation"]]
     rl_label, rl = latest_label("run_latency")
     cl_label, cl = latest_label("cli_latency")
     ch, cs = (cli_stats(cl, x, "submit") for x in ("hpcq", "slurm"))
@@ -866,6 +899,7 @@ def fig_headline():
         ["one `hpcq submit` / `sbatch` per job, then wait, 4 nodes x 2 cores, jobs/s",
          min_median(hs, 1), f"{min_median(ss, 1)} (hpcq {min_median(ratios, 1)}x)",
          conditions(slurm_key, slurm_invs) + ", hpcq and Slurm in the same invocation"],
+        *arrays,
         ["one `hpcq submit` / `sbatch`, command to exit (hpcq's answer is durable), ms",
          min_median(ch, 1), min_median(cs, 1),
          f"{cl[0]['when'][:10]}, {cl_label}, {runs_word(max(r['run'] for r in cl))} of "
@@ -876,7 +910,8 @@ def fig_headline():
          f"{rl[0]['launches']}, {machine(rl[0]['when'])}"],
         ["control plane alone: 100,000 jobs queued at once on 256 agents, jobs/s",
          min_median(big, 0), "-",
-         f"{sday}, {slabel or 'no label'}, {runs_word(len(big))}, {machine(sday)}, "
+         f"{sday}, {slabel or 'no label'}, {runs_word(len(big))}, "
+         f"{scale_machine(sday, slabel, srows)}, "
          f"{NOT_RECORDED}"],
     ]
     return "\n".join([

@@ -27,6 +27,8 @@ import subprocess
 import sys
 import time
 
+import throughput  # noqa: E402  (its commit() and host())
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -73,6 +75,7 @@ def main():
     build = os.path.abspath(a.build)
     env = dict(os.environ, PATH=f"{build}/cli:{build}/bench:" + os.environ["PATH"])
     results = []
+    tree, machine = throughput.commit(), throughput.host()
     sizes = [int(x) for x in a.queued.split(",")]
     for q in [q for _ in range(a.repeat) for q in sizes]:
         start_t = time.time()
@@ -85,6 +88,7 @@ def main():
             sys.exit(f"scale run with {q} queued failed:\n{out.stderr[-3000:]}")
         r = json.loads(out.stdout.strip().splitlines()[-1])
         r["when"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        r.update(host=machine, commit=tree)
         if a.label:
             r["label"] = a.label
         print(json.dumps(r), flush=True)

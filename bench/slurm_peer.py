@@ -48,7 +48,8 @@ def slurm_cluster(node_cpus=None, private_pmix_dirs=False):
             f.write(text.replace(plain, (
                 f'mkdir -p {base}-n$i && unshare -m --propagation private '
                 f'sh -c "mount --bind {base}-n$i {base} && exec {plain}"')))
-    extra = "SchedulerParameters=batch_sched_delay=0,sched_min_interval=0"
+    # MaxArraySize: Slurm's default of 1001 refuses throughput.py's 2,000-element array.
+    extra = "SchedulerParameters=batch_sched_delay=0,sched_min_interval=0\nMaxArraySize=100001"
     if node_cpus:
         extra += "\nSlurmdParameters=config_overrides"
     env = dict(os.environ, SLURM_EXTRA_CONF=extra,

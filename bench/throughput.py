@@ -10,7 +10,12 @@
       another, as a user's loop would), on hpcq and on Slurm 22.05 from
       Debian's packages (slurmctld + 4 slurmd on loopback, the recipe in
       ../shared/peers/slurm, tuned profile), run in the same session; both
-      clusters have 4 nodes x 2 cores. Reports hpcq / Slurm.
+      clusters have 4 nodes x 2 cores. Reports hpcq / Slurm;
+  (d) the same 2,000 jobs as one array (`hpcq submit --array=1-2000 true`,
+      then `hpcq wait` on the array's id, which waits for every element), on
+      4 nodes x 2 cores, and Slurm's `sbatch --array=1-2000 --wrap true`
+      polled with squeue until it is empty, as (c) polls it. Reports hpcq /
+      Slurm.
 
 Usage: bench/throughput.py [--jobs 2000] [--reps 3] [--skip-slurm] [--build build]
 Run as root on an idle machine; never two benchmarks at once. Each of the
@@ -125,6 +130,38 @@ python3 -c "import json; n={jobs}; s=$t1-$t0; e=$t2-$t0; print(json.dumps(dict(j
     return json.loads(in_cluster(build, script, topology))
 
 
+def array_end_to_end(build, jobs, topology):
+    script = f"""
+set -e
+cd "$(mktemp -d)"
+t0=$(date +%s.%N)
+array=$(hpcq submit -o /dev/null --array=1-{jobs} true)
+t1=$(date +%s.%N)
+hpcq wait "$array" > /dev/null
+t2=$(date +%s.%N)
+python3 -c "import json; n={jobs}; s=$t1-$t0; e=$t2-$t0; print(json.dumps(dict(jobs=n, submit_seconds=round(s,3), seconds=round(e,3), per_second=round(n/e,1))))"
+"""
+    return json.loads(in_cluster(build, script, topology))
+
+
+def slurm_array_end_to_end(peer_env, jobs):
+    env, peer = peer_env
+    squeue = lambda: subprocess.run(["squeue", "-h", "-o", "%i"], env=env, check=True,
+                                    capture_output=True, text=True).stdout.split()
+    while squeue():
+        time.sleep(0.1)
+    t0 = time.monotonic()
+    subprocess.run(["sbatch", "-Q", "-o", "/dev/null", "-e", "/dev/null", "-n1",
+                    f"--array=1-{jobs}", "--wrap", "true"], env=env, check=True,
+                   stdout=subprocess.DEVNULL, cwd=tempfile.gettempdir())
+    t1 = time.monotonic()
+    while squeue():
+        time.sleep(0.1)
+    t2 = time.monotonic()
+    return dict(jobs=jobs, submit_seconds=round(t1 - t0, 3), seconds=round(t2 - t0, 3),
+                per_second=round(jobs / (t2 - t0), 1))
+
+
 def slurm_end_to_end(peer_env, jobs):
     env, peer = peer_env
     out = subprocess.run([sys.executable, os.path.join(peer, "bench.py"), "--n", str(jobs),
@@ -167,6 +204,10 @@ def main():
             record("cli_end_to_end_2_cores", r, lambda: cli_end_to_end(build, a.jobs, two))
             if peer:
                 record("slurm_cli_end_to_end_2_cores", r, lambda: slurm_end_to_end(peer, a.jobs))
+            record("array_end_to_end_2_cores", r, lambda: array_end_to_end(build, a.jobs, two))
+            if peer:
+                record("slurm_array_end_to_end_2_cores", r,
+                       lambda: slurm_array_end_to_end(peer, a.jobs))
 
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "throughput.jsonl"), "a") as f:
@@ -197,6 +238,15 @@ def main():
               f"{cell('slurm_cli_end_to_end_2_cores', 'e2e_jobs_per_s', 1)} jobs/s |")
         ratios = [h / s for h, s in zip(values("cli_end_to_end_2_cores", "per_second"), slurm)]
         print(f"| (c) hpcq / Slurm, round by round | {min(ratios):.1f}x / "
+              f"{statistics.median(ratios):.1f}x |")
+    print(f"| (d) hpcq, one array of {a.jobs}, 4 x 2 cores | "
+          f"{cell('array_end_to_end_2_cores', 'per_second', 1)} jobs/s |")
+    slurm = values("slurm_array_end_to_end_2_cores", "per_second")
+    if slurm:
+        print(f"| (d) Slurm 22.05 tuned, one sbatch --array, 4 x 2 cores | "
+              f"{cell('slurm_array_end_to_end_2_cores', 'per_second', 1)} jobs/s |")
+        ratios = [h / s for h, s in zip(values("array_end_to_end_2_cores", "per_second"), slurm)]
+        print(f"| (d) hpcq / Slurm, round by round | {min(ratios):.1f}x / "
               f"{statistics.median(ratios):.1f}x |")
 
 
