@@ -109,6 +109,7 @@ void SchedDriver::fill_queue(sched::Snapshot& snapshot) {
   std::map<JobId, int> array_shown;
   std::vector<JobId> shown;
   const auto depth = static_cast<std::size_t>(ctx_.config.queue_depth);
+  snapshot.queue.reserve(std::min(depth, ctx_.table.pending().size()));
   // Whether to look further: false once the snapshot's queue is full.
   auto consider = [&](JobId id) {
     JobEntry& entry = ctx_.table.jobs().at(id);

@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -65,8 +66,11 @@ def within_cluster(agents=4, fanout=2, topology="pack:2 numa:2 core:4 pu:1", ext
     if os.environ.get("HPCQ_SOCKET") and os.environ.get("HPCQ_TEST_INSIDE") == sys.argv[0]:
         return
     env = dict(os.environ, HPCQ_TEST_INSIDE=sys.argv[0])
+    # What the environment adds (tests/guest/inside.sh: a slower node-down).
+    site = shlex.split(os.environ.get("HPCQ_TEST_START_ARGS", ""))
     cmd = [HPCQ, "start", "--agents", str(agents), "--fanout", str(fanout),
-           "--topology", topology, *extra, "--", sys.executable, sys.argv[0], *sys.argv[1:]]
+           "--topology", topology, *site, *extra, "--", sys.executable, sys.argv[0],
+           *sys.argv[1:]]
     os.execvpe(cmd[0], cmd, env)
 
 
