@@ -1,0 +1,68 @@
+// libFuzzer target: arbitrary bytes as the agent's end journal
+// (<state_dir>/ends/journal, agent/end_journal.h) as a crash, a full disk or
+// damage may leave it. Opening it may not crash or allocate by what a record
+// announces; it keeps the whole records before the first bad one, at most
+// one end per job, and cuts the rest off, so that a second open finds the
+// same ends in a file of whole records.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "agent/end_journal.h"
+
+namespace {
+
+std::string scratch() {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/hpcq-end-journal-fuzz-XXXXXX";
+    const char* made = mkdtemp(tmpl);
+    if (made == nullptr) __builtin_trap();
+    static const std::string root = made;
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(root, ec);
+    });
+    return root + "/ends";
+  }();
+  return dir;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using hpcq::agent::EndJournal;
+  const std::string dir = scratch();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream out(dir + "/journal", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  }
+  std::vector<hpcq::overlay::JobUpdate> first;
+  {
+    auto journal = EndJournal::open(dir);
+    if (!journal.is_ok()) __builtin_trap();  // damage is cut off, never refused
+    first = (*journal)->entries();
+    std::set<std::pair<std::uint64_t, std::uint32_t>> keys;
+    for (const auto& u : first) {
+      if (!keys.insert({u.job_id(), u.step()}).second) __builtin_trap();
+    }
+  }
+  if (std::filesystem::file_size(dir + "/journal") > size) __builtin_trap();
+  auto again = EndJournal::open(dir);
+  if (!again.is_ok()) __builtin_trap();
+  const auto second = (*again)->entries();
+  if (second.size() != first.size()) __builtin_trap();
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    if (second[i].SerializeAsString() != first[i].SerializeAsString()) __builtin_trap();
+  }
+  return 0;
+}
