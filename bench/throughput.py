@@ -230,24 +230,21 @@ def main():
           f"{cell('api_end_to_end_16_cores', 'per_second')} jobs/s |")
     print(f"| (b) {a.jobs} jobs end to end via API, 4 nodes x 2 cores | "
           f"{cell('api_end_to_end_2_cores', 'per_second')} jobs/s |")
-    print(f"| (c) hpcq, one CLI call per job, 4 x 2 cores | "
-          f"{cell('cli_end_to_end_2_cores', 'per_second', 1)} jobs/s |")
-    slurm = values("slurm_cli_end_to_end_2_cores", "e2e_jobs_per_s")
-    if slurm:
-        print(f"| (c) Slurm 22.05 tuned, one sbatch per job, 4 x 2 cores | "
-              f"{cell('slurm_cli_end_to_end_2_cores', 'e2e_jobs_per_s', 1)} jobs/s |")
-        ratios = [h / s for h, s in zip(values("cli_end_to_end_2_cores", "per_second"), slurm)]
-        print(f"| (c) hpcq / Slurm, round by round | {min(ratios):.1f}x / "
-              f"{statistics.median(ratios):.1f}x |")
-    print(f"| (d) hpcq, one array of {a.jobs}, 4 x 2 cores | "
-          f"{cell('array_end_to_end_2_cores', 'per_second', 1)} jobs/s |")
-    slurm = values("slurm_array_end_to_end_2_cores", "per_second")
-    if slurm:
-        print(f"| (d) Slurm 22.05 tuned, one sbatch --array, 4 x 2 cores | "
-              f"{cell('slurm_array_end_to_end_2_cores', 'per_second', 1)} jobs/s |")
-        ratios = [h / s for h, s in zip(values("array_end_to_end_2_cores", "per_second"), slurm)]
-        print(f"| (d) hpcq / Slurm, round by round | {min(ratios):.1f}x / "
-              f"{statistics.median(ratios):.1f}x |")
+    # (row, hpcq's measurement, what Slurm ran, Slurm's measurement and field)
+    for row, hpcq, peer, slurm_name, slurm_field in (
+            ("(c)", "cli_end_to_end_2_cores", "one sbatch per job",
+             "slurm_cli_end_to_end_2_cores", "e2e_jobs_per_s"),
+            ("(d)", "array_end_to_end_2_cores", "one sbatch --array",
+             "slurm_array_end_to_end_2_cores", "per_second")):
+        what = "one CLI call per job" if row == "(c)" else f"one array of {a.jobs}"
+        print(f"| {row} hpcq, {what}, 4 x 2 cores | {cell(hpcq, 'per_second', 1)} jobs/s |")
+        slurm = values(slurm_name, slurm_field)
+        if slurm:
+            print(f"| {row} Slurm 22.05 tuned, {peer}, 4 x 2 cores | "
+                  f"{cell(slurm_name, slurm_field, 1)} jobs/s |")
+            ratios = [h / s for h, s in zip(values(hpcq, "per_second"), slurm)]
+            print(f"| {row} hpcq / Slurm, round by round | {min(ratios):.1f}x / "
+                  f"{statistics.median(ratios):.1f}x |")
 
 
 if __name__ == "__main__":
