@@ -24,9 +24,20 @@ def test_running_jobs_survive_a_leader_kill9():
     t.wait_state(long_job, "RUNNING")
     t.wait_state(short_job, "RUNNING")
     # RUNNING is the leader's word at dispatch; each node starts its part a
-    # moment later: its task (one sleep per node) is what to wait for.
+    # moment later: its task (one sleep per node) is what to wait for. The
+    # job's cgroups also hold each node's shell, so two PIDs could be the
+    # shells alone, before either sleep is forked.
+    def sleeps(pids):
+        names = []
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/comm") as f:
+                    names.append(f.read().strip())
+            except OSError:
+                pass
+        return names.count("sleep")
     before = t.wait_until("the long job's task on both nodes",
-                          lambda: (lambda p: p if len(p) >= 2 else None)(t.job_pids(long_job)))
+                          lambda: (lambda p: p if sleeps(p) >= 2 else None)(t.job_pids(long_job)))
 
     t.hpcq("drain", "node2", "--reason", "maintenance")
     cmdline = t.kill_leader()
