@@ -10,9 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string_view>
 
+#include "agent/executor/posix.h"
 #include "lib/core/bytes.h"
 
 namespace hpcq::agent {
@@ -40,16 +40,6 @@ std::string record(char kind, std::uint64_t seq, std::string_view payload = {}) 
   put_u32(out, static_cast<std::uint32_t>(body.size()));
   put_u32(out, fnv1a(body));
   return out + body;
-}
-
-Status write_all(int fd, std::string_view bytes, const std::string& path) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return internal_error(path + ": " + std::strerror(errno));
-    bytes.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return Status::ok();
 }
 
 Status sync_dir(const std::string& dir) {
@@ -100,8 +90,7 @@ Result<std::unique_ptr<EndJournal>> EndJournal::open(const std::string& dir,
   }
   if (ec) return internal_error("end journal " + dir + ": " + ec.message());
 
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const std::string bytes = read_whole(path);
   journal->load(bytes);
 
   journal->fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
@@ -174,7 +163,7 @@ void EndJournal::forget(std::uint64_t seq) {
 }
 
 Status EndJournal::append(const std::string& bytes) {
-  Status s = write_all(fd_, bytes, dir_ + "/" + kJournalName);
+  Status s = write_fully(fd_, bytes, dir_ + "/" + kJournalName);
   if (s.is_ok()) file_bytes_ += bytes.size();
   return s;
 }
@@ -222,7 +211,7 @@ Status EndJournal::rewrite() {
   const std::string path = dir_ + "/" + kJournalName, fresh = path + ".new";
   const int fd = ::open(fresh.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return internal_error(fresh + ": " + std::strerror(errno));
-  Status s = write_all(fd, bytes, fresh);
+  Status s = write_fully(fd, bytes, fresh);
   if (s.is_ok() && ::fsync(fd) != 0) s = internal_error(fresh + ": " + std::strerror(errno));
   if (s.is_ok() && ::rename(fresh.c_str(), path.c_str()) != 0) {
     s = internal_error(path + ": " + std::strerror(errno));

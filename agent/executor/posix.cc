@@ -41,12 +41,15 @@ Status write_new_file(const std::string& path, const std::string& content, mode_
   if (fchmod(fd.get(), mode) != 0 || fchown(fd.get(), uid, gid) != 0) {
     return internal_error("chmod/chown " + path + ": " + errno_text(errno));
   }
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = write(fd.get(), content.data() + done, content.size() - done);
+  return write_fully(fd.get(), content, path);
+}
+
+Status write_fully(int fd, std::string_view bytes, const std::string& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return internal_error("write " + path + ": " + errno_text(errno));
-    done += static_cast<size_t>(n);
+    bytes.remove_prefix(static_cast<std::size_t>(n));
   }
   return Status::ok();
 }
@@ -67,16 +70,10 @@ Status replace_file(const std::string& path, const std::string& content) {
     close(fd);
     return internal_error("chmod " + tmp + ": " + why);
   }
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = errno_text(errno);
-      close(fd);
-      return internal_error("write " + tmp + ": " + why);
-    }
-    done += static_cast<std::size_t>(n);
+  Status written = write_fully(fd, content, tmp);
+  if (!written.is_ok()) {
+    close(fd);
+    return written;
   }
   if (close(fd) != 0) return internal_error("close " + tmp + ": " + errno_text(errno));
   if (rename(tmp.c_str(), path.c_str()) != 0) {

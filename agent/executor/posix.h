@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "lib/core/status.h"
 
@@ -47,6 +48,9 @@ int signal_pidfd(int pidfd, int sig);
 Status write_new_file(const std::string& path, const std::string& content, mode_t mode, uid_t uid,
                       gid_t gid);
 
+// Writes all of `bytes` to `fd` (a file: EINTR retried); the error names
+// `path`.
+Status write_fully(int fd, std::string_view bytes, const std::string& path);
 // Writes `text` over the file, creating it; false (errno set) on failure.
 bool write_text(const std::string& path, const std::string& text);
 // Written aside (mode 0644), then renamed over `path`: a reader sees the old
