@@ -94,7 +94,7 @@ Result<GpuDevices> Agent::gpu_devices() const {
   if (!config_.agent_gpu_devices.empty()) {
     return named_gpu_devices(config_.agent_gpu_devices, topology_.num_gpus());
   }
-  GpuDevices found = host_topology_ ? discover_gpu_devices(topology_) : GpuDevices{};
+  GpuDevices found = host_.host_topology ? discover_gpu_devices(topology_) : GpuDevices{};
   if (found.empty()) {
     spdlog::warn(
         "agent: the device files of this node's {} GPU(s) are unknown: tasks are not kept "
@@ -115,13 +115,15 @@ Status Agent::start() {
   auto topology = resource::discover_topology(topology_spec);
   if (!topology.is_ok()) return topology.status();
   topology_ = std::move(topology).value();
-  host_topology_ = topology_spec == "host";
+  host_.topology = &topology_;
+  host_.host_topology = topology_spec == "host";
 
   cpu_set_t set;
   CPU_ZERO(&set);
-  host_cpus_ = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  host_cpus_ = std::max(host_cpus_, 1);
-  host_numa_ = count_host_numa_nodes();
+  host_.host_cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  host_.host_cpus = std::max(host_.host_cpus, 1);
+  host_.host_numa = count_host_numa_nodes();
+  host_.fold_start = static_cast<int>(rank % static_cast<Rank>(host_.host_cpus));
 
   std::error_code ec;
   std::filesystem::create_directories(options_.state_dir, ec);
@@ -203,7 +205,8 @@ Status Agent::start() {
                     [this] { run_health_check(); });
   }
   spdlog::info("agent {} (rank {}): {} cores, {} NUMA domains ({}); host has {} CPUs", me.name,
-               rank, topology_.num_cores(), topology_.numa.size(), topology_.source, host_cpus_);
+               rank, topology_.num_cores(), topology_.numa.size(), topology_.source,
+               host_.host_cpus);
   return Status::ok();
 }
 
@@ -228,8 +231,11 @@ void Agent::send_hello() {
   hello->set_checkpoint_reason(checkpoint_.message());
   hello->set_checkpoint_other_users(checkpoint_others_.is_ok());
   hello->set_checkpoint_other_users_reason(checkpoint_others_.message());
-  hello->set_host_cpus(host_cpus_);
-  hello->set_host_numa(host_numa_);
+  hello->set_host_cpus(host_.host_cpus);
+  hello->set_host_numa(host_.host_numa);
+  for (int core = 0; core < topology_.num_cores(); ++core) {
+    hello->add_core_host_cpus(host_.cpus_of({core}).front());
+  }
   for (const auto& [id, attempt] : attempts_) {
     overlay::RunningJob* r = hello->add_running();
     r->set_job_id(id);
@@ -353,9 +359,8 @@ void Agent::on_step_launch(const overlay::Launch& launch) {
   if (running == attempts_.end() || running->second != launch.attempt()) {
     return fail("the job is not running on this node");
   }
-  const HostMapping host{&topology_, host_topology_, host_cpus_, host_numa_};
   Result<JobLaunch> translated =
-      job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host);
+      job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
   if (!translated.is_ok()) return fail(translated.status().message());
   translated->step = step;
   Status launched = executor_->launch(*translated, wall_clock_now());
@@ -398,9 +403,8 @@ void Agent::on_launch(const overlay::Launch& launch) {
     held_launches_.push_back(launch);
     return;
   }
-  const HostMapping host{&topology_, host_topology_, host_cpus_, host_numa_};
   Result<JobLaunch> translated =
-      job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host);
+      job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
   if (!translated.is_ok()) {
     spdlog::warn("job {}: refused its launch: {}", id, translated.status().message());
     report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, translated.status().message(),

@@ -26,6 +26,7 @@
 #include "agent/executor/executor.h"
 #include "agent/executor/gpu_devices.h"
 #include "agent/fence_tree.h"
+#include "agent/launch_message.h"
 #include "agent/node_scripts.h"
 #include "agent/output_log.h"
 #include "lib/core/config.h"
@@ -132,9 +133,7 @@ class Agent {
   const AgentOptions options_;
   overlay::EventLoop loop_;
   resource::NodeTopology topology_;
-  int host_cpus_ = 1;
-  int host_numa_ = 1;
-  bool host_topology_ = false;
+  HostMapping host_;  // topology_'s cores on this host's CPUs and memory nodes
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<overlay::Overlay> overlay_;
   bool welcomed_ = false;

@@ -98,7 +98,7 @@ std::vector<int> HostMapping::cpus_of(const std::vector<int>& cores) const {
     if (host_topology) {
       for (int pu : topology->cores[static_cast<std::size_t>(core)].pus) cpus.insert(pu);
     } else {
-      cpus.insert(core % host_cpus);
+      cpus.insert((core + fold_start) % host_cpus);
     }
   }
   return {cpus.begin(), cpus.end()};

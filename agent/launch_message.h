@@ -22,11 +22,17 @@
 
 namespace hpcq::agent {
 
+// How a node's logical cores map to its host's CPUs and memory nodes. On an
+// emulated node (a synthetic or XML topology) core i is pinned to host CPU
+// (i + fold_start) mod host_cpus: each agent sharing a host starts at another
+// CPU (its rank's turn), so that one-core jobs on four emulated nodes do not
+// all share CPU 0 while the other CPUs idle.
 struct HostMapping {
   const resource::NodeTopology* topology = nullptr;  // this node's logical topology
   bool host_topology = false;                        // the logical topology is the host's own
   int host_cpus = 1;
   int host_numa = 1;
+  int fold_start = 0;  // an emulated node's first host CPU
 
   // Host CPUs of logical cores (all valid for `topology`), sorted, unique.
   std::vector<int> cpus_of(const std::vector<int>& cores) const;

@@ -647,8 +647,12 @@ void Leader::send_to_node(overlay::Envelope envelope) {
 
 int Leader::host_cpu_of(Rank rank, int core) const {
   auto it = ctx_.nodes.find(rank);
-  int host = it == ctx_.nodes.end() ? 1 : it->second.host_cpus;
-  return core % host;  // the documented emulation mapping: logical core i -> host CPU i mod ncpus
+  if (it == ctx_.nodes.end()) return core;
+  const NodeEntry& node = it->second;
+  if (core >= 0 && static_cast<std::size_t>(core) < node.core_host_cpus.size()) {
+    return node.core_host_cpus[static_cast<std::size_t>(core)];
+  }
+  return core % node.host_cpus;  // an agent from before core_host_cpus
 }
 
 v1::Job Leader::describe(const job::Job& job) const {

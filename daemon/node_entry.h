@@ -24,6 +24,7 @@ struct NodeEntry {
   NodeState state = NodeState::kUnknown;
   resource::NodeTopology topology;
   int host_cpus = 1;
+  std::vector<int> core_host_cpus;  // by core id, as the agent pins them (Hello)
   TimeUs last_seen = 0;
   bool in_pool = false;
   std::uint64_t incarnation = 0;

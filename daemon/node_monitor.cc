@@ -206,6 +206,7 @@ void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
   ctx_.node_shapes.at(rank - 1) =
       NodeShape{node.topology.num_cores(), node.topology.memory_bytes, node.topology.num_gpus()};
   node.host_cpus = std::max(1, hello.host_cpus());
+  node.core_host_cpus.assign(hello.core_host_cpus().begin(), hello.core_host_cpus().end());
   node.checkpoint_capable = hello.checkpoint_capable();
   node.checkpoint_reason = hello.checkpoint_reason();
   node.checkpoint_other_users = hello.checkpoint_other_users();

@@ -2,7 +2,9 @@
 """A 2-node, 4-task job on a 4-agent tree (fan-out 2: depth 2, so ranks 3 and 4
 are reached through rank 1): every task sees the job environment, no core is
 given twice, and each task is pinned to the host CPUs its logical cores map to
-(logical core i -> host CPU i mod ncpus), as `hpcq status --json` reports."""
+(logical core i of the agent of rank r -> host CPU (i + r) mod ncpus, so that
+emulated nodes spread over the host), as `hpcq status --json` reports."""
+import json
 import os
 import sys
 
@@ -42,6 +44,7 @@ def test_multinode_job_environment_and_pinning():
     t.check(sorted(tasks) == [0, 1, 2, 3], f"ranks {sorted(tasks)}")
     ncpus = len(os.sched_getaffinity(0))
     alloc = {a["node"]: a for a in s["allocation"]}
+    rank_of = {n["name"]: n["rank"] for n in json.loads(t.hpcq("nodes", "--json").stdout)}
     used = {}
     for rank, f in tasks.items():
         t.check(f["jobid"] == str(job_id), f"HPCQ_JOB_ID {f['jobid']}")
@@ -60,10 +63,12 @@ def test_multinode_job_environment_and_pinning():
         for c in logical:
             t.check((node, c) not in used, f"core {c} of {node} given to tasks {used.get((node, c))} and {rank}")
             used[(node, c)] = rank
-        mapped = {c % ncpus for c in logical}
+        mapped = {(c + rank_of[node]) % ncpus for c in logical}
         t.check(t.parse_list(f["allowed"]) == mapped,
                 f"task {rank}: Cpus_allowed_list {f['allowed']} != mapped allocation {mapped}")
-        t.check(set(alloc[node]["host_cpus"]) >= mapped, f"status host_cpus {alloc[node]['host_cpus']}")
+        shown = dict(zip(alloc[node]["cores"], alloc[node]["host_cpus"]))
+        t.check({shown[c] for c in logical} == mapped,
+                f"status host_cpus {alloc[node]['host_cpus']} of cores {alloc[node]['cores']}")
         t.check(t.parse_list(f["mems"]) == {0}, f"task {rank}: Mems_allowed_list {f['mems']}")
     # Tasks are dealt block-wise: ranks 0-1 on the first node, 2-3 on the second.
     t.check(tasks[0]["node"] == tasks[1]["node"] == s["nodes"][0], "block distribution")
@@ -94,11 +99,11 @@ def test_job_on_every_node_crosses_the_relay():
 
 
 def test_queue_and_nodes_json():
-    nodes = __import__("json").loads(t.hpcq("nodes", "--json").stdout)
+    nodes = json.loads(t.hpcq("nodes", "--json").stdout)
     t.check(len(nodes) == 4, f"{len(nodes)} nodes")
     for n in nodes:
         t.check(n["state"] == "up" and n["cores"] == 16 and n["numa"] == 4, f"node {n}")
-    queue = __import__("json").loads(t.hpcq("queue", "--json", "--all").stdout)
+    queue = json.loads(t.hpcq("queue", "--json", "--all").stdout)
     t.check(isinstance(queue, list), "queue --json is an array")
     t.check("JOBID" in t.hpcq("queue").stdout, "queue table header")
 

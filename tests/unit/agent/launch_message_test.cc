@@ -53,6 +53,24 @@ TEST(LaunchMessage, TasksGetTheirCoresAndEmulatedNodesFoldOntoTheHost) {
   EXPECT_EQ(job.value().host_mems, (std::vector<int>{0}));              // domain 1 mod 1
 }
 
+TEST(LaunchMessage, EachEmulatedNodeStartsItsFoldAtItsOwnHostCpu) {
+  const resource::NodeTopology topo = synthetic("pack:1 numa:1 core:16 pu:1");
+  overlay::Launch launch = two_node_launch();
+  launch.set_cpus_per_task(1);
+  launch.mutable_allocation(1)->clear_cores();
+  launch.mutable_allocation(1)->add_cores(0);  // one core, the node's first
+  launch.mutable_allocation(1)->set_ntasks(1);
+  launch.mutable_allocation(1)->set_numa(0, 0);
+  for (int fold_start : {0, 1, 2}) {
+    const HostMapping host{&topo, false, 4, 1, fold_start};
+    auto job = job_launch_from_message(launch, 2, "n2", host);
+    ASSERT_TRUE(job.is_ok()) << job.status().message();
+    EXPECT_EQ(job->tasks[0].host_cpus, (std::vector<int>{fold_start}));
+    EXPECT_EQ(job->host_cpus, (std::vector<int>{fold_start}));
+    EXPECT_EQ(host.cpus_of({3}), (std::vector<int>{(3 + fold_start) % 4}));
+  }
+}
+
 TEST(LaunchMessage, APmiWorldSpansEveryNodeAndNamesWhereEachRankRuns) {
   const resource::NodeTopology topo = synthetic("pack:1 numa:2 core:4 pu:1");
   const HostMapping host{&topo, false, 2, 1};
