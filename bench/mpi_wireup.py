@@ -3,7 +3,8 @@
 
 From the launch command (`hpcq run -N 4 -n N ./mpi_ring`, `srun -N 4 -n N
 --mpi=pmi2 ./mpi_ring`) until every rank is past MPI_Init (the latest
-MPI_Init end the program reports, examples/mpi/mpi_ring.c), for N = 4, 16
+MPI_Init end the program reports, examples/mpi/mpi_ring.c; init_s is the part
+from the earliest rank's MPI_Init start, the rest is the launch), for N = 4, 16
 and 64 ranks of an MPICH program (Debian's MPICH 4.0, whose PMI-1 client
 both serve: hpcq's job shells, Slurm's mpi/pmi2 plugin), and of the same
 program built with Open MPI 4.1 launched by hpcq with --mpi pmix (the job
@@ -12,9 +13,14 @@ keep their shared memory in the job's TMPDIR, as on emulated nodes they
 must), on 4 nodes: hpcq
 with `hpcq start --agents 4` of 16 emulated cores each, Slurm 22.05 from
 Debian (slurmctld + 4 slurmd on loopback, ../shared/peers/slurm) declaring
-16 CPUs per node, in the same session, on this host's CPUs; neither binds
-the ranks to CPUs (hpcq: --cpu-bind none; the peer: TaskPlugin=task/none),
-since 64 ranks share 2 CPUs here. Also the
+16 CPUs per node, N/4 ranks on each node under both, both clusters up at
+once; the two take turns launch by launch, alternating which goes first, so
+that the host's drift falls on both (stop 40's runs had all of hpcq's
+launches, then all of Slurm's). The MPICH program runs twice: with the
+transports its UCX picks, and with the same ones under both
+(SAME_TRANSPORTS says why).
+Neither binds the ranks to CPUs (hpcq: --cpu-bind none; the peer:
+TaskPlugin=task/none), since 64 ranks share 2 CPUs here. Also the
 command's whole wall time. The Open MPI program also runs under Slurm's
 mpi/pmix (`srun --mpi=pmix`, PMIx v4), each slurmd in a mount namespace of
 its own so that the plugin's per-step client directories, at one path on
@@ -22,7 +28,8 @@ every node, do not collide on this one host (slurm_peer.py says how).
 
 Usage: bench/mpi_wireup.py [--runs 3] [--ranks 4,16,64] [--skip-slurm] [--label L]
 Run as root on an idle machine; never two benchmarks at once. Appends one JSON
-line per launch to bench/results/mpi_wireup.jsonl and prints a summary table.
+line per launch to bench/results/mpi_wireup.jsonl (ucx_tls: the UCX_TLS it
+ran with, where set) and prints a summary.
 """
 import argparse
 import json
@@ -49,7 +56,7 @@ def build_program(mpi):
     os.chmod(d, 0o755)
     program = os.path.join(d, "mpi_ring")
     subprocess.run([f"mpicc.{mpi}", "-O2", "-o", program, SOURCE], check=True)
-    return d, program
+    return program
 
 
 # 64 Open MPI ranks on 2 CPUs wait in MPI_Init's fences polling (usleep(100)
@@ -69,46 +76,15 @@ OPEN_MPI_ON_EMULATED_NODES = ['nice', '-n', '19', 'sh', '-c',
 
 
 def launch(cmd, ranks, env=None, cwd=None):
-    """Runs one MPI launch; returns (wire-up seconds, whole seconds)."""
+    """Runs one MPI launch; returns (wire-up seconds, whole seconds, MPI_Init
+    seconds: from the earliest rank's MPI_Init start to the latest end)."""
     t0 = time.time()
     p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
     whole = time.time() - t0
-    m = re.search(r"^world (\d+) sum \d+ expected \d+ ring (\w+) init_end ([\d.]+)", p.stdout, re.M)
+    m = re.search(r"^world (\d+) sum \d+ expected \d+ ring (\w+) init_end ([\d.]+) init_seconds ([\d.]+)", p.stdout, re.M)
     if p.returncode != 0 or not m or int(m.group(1)) != ranks or m.group(2) != "ok":
         raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-    return float(m.group(3)) - t0, whole
-
-
-def inside(program, open_mpi_program, runs, sizes):
-    env = dict(os.environ)
-    env.pop("HPCQ_JOB_ID", None)
-    hpcq = os.environ["HPCQ_BENCH_CLI"]  # the build's, set by hpcq_runs
-    worlds = [("pmi1", [program])]
-    if open_mpi_program:
-        worlds.append(("pmix", OPEN_MPI_ON_EMULATED_NODES + [open_mpi_program]))
-    for r in range(runs):
-        for n in sizes:
-            for pmi, command in worlds:
-                # Unbound, as the Slurm peer's tasks are (TaskPlugin=task/none): 64
-                # ranks bound to this host's 2 CPUs would wait on each other's CPU.
-                wireup, whole = launch([hpcq, "run", "-N", str(NODES), "-n", str(n), "--cpu-bind",
-                                        "none", "--mpi", pmi, "--"] + command,
-                                       n, env=env, cwd=os.path.dirname(program))
-                print(json.dumps(dict(system="hpcq", pmi=pmi, ranks=n, run=r + 1,
-                                      wireup_s=round(wireup, 3), whole_s=round(whole, 3))),
-                      flush=True)
-
-
-def hpcq_runs(build, program, open_mpi_program, runs, sizes):
-    out = subprocess.run(
-        [f"{build}/cli/hpcq", "start", "--agents", str(NODES), "--topology",
-         f"pack:1 numa:1 core:{CORES} pu:1", "--node-down-after", str(NODE_DOWN_AFTER_S), "--", sys.executable, os.path.abspath(__file__),
-         "--inside", "--program", program, "--open-mpi-program", open_mpi_program or "",
-         "--runs", str(runs), "--ranks", ",".join(map(str, sizes))],
-        capture_output=True, text=True, env=dict(os.environ, HPCQ_BENCH_CLI=f"{build}/cli/hpcq"))
-    if out.returncode != 0:
-        raise SystemExit(f"hpcq's runs failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+    return float(m.group(3)) - t0, whole, float(m.group(4))
 
 
 # Open MPI under srun, as under hpcq: niced, yielding while it waits, its
@@ -121,23 +97,78 @@ OPEN_MPI_UNDER_SRUN = ['nice', '-n', '19', 'sh', '-c',
                        'OMPI_MCA_btl_vader_backing_directory="$d" '
                        'OMPI_MCA_mpi_yield_when_idle=1 exec "$0" "$@"']
 
+# MPICH's UCX picks its transports by what each peer can reach. The Slurm
+# peer's nodes share this host's PID namespace, so its ranks on different
+# nodes reach each other by CMA (process_vm_readv), as on separate machines
+# they never could; hpcq's nodes each have a PID namespace of their own, so
+# its ranks pair across nodes over TCP, as on separate machines, which cost
+# them more CPU in MPI_Init here (by hand, 64 ranks: 0.1-0.3 s more system
+# time in all, none more with the transports below). Each
+# MPICH launch is therefore made twice under both: with UCX's own choice,
+# and with UCX_TLS=self,sysv,tcp, the same transports on both sides.
+SAME_TRANSPORTS = "self,sysv,tcp"
 
-def slurm_runs(program, open_mpi_program, runs, sizes):
-    out = []
-    worlds = [("pmi2", [program])]
-    if open_mpi_program:
-        worlds.append(("pmix", OPEN_MPI_UNDER_SRUN + [open_mpi_program]))
-    with slurm_cluster(node_cpus=CORES, private_pmix_dirs=True) as (env, peer):
-        for r in range(runs):
-            for n in sizes:
-                for pmi, command in worlds:
-                    wireup, whole = launch(["srun", "-N", str(NODES), "-n", str(n),
-                                            f"--mpi={pmi}"] + command, n, env=env,
-                                           cwd=os.path.dirname(program))
-                    out.append(dict(system="slurm", pmi=pmi, ranks=n, run=r + 1,
-                                    wireup_s=round(wireup, 3), whole_s=round(whole, 3)))
-    subprocess.run(["rm", "-rf", VADER_DIR])
-    return out
+
+def worlds(program, open_mpi_program):
+    """Each kind of launch: (hpcq's --mpi, its command, Slurm's --mpi, its
+    command, UCX_TLS or None)."""
+    return [("pmi1", [program], "pmi2", [program], None),
+            ("pmi1", [program], "pmi2", [program], SAME_TRANSPORTS),
+            ("pmix", OPEN_MPI_ON_EMULATED_NODES + [open_mpi_program],
+             "pmix", OPEN_MPI_UNDER_SRUN + [open_mpi_program], None)]
+
+
+def inside(program, open_mpi_program, runs, sizes):
+    """Runs in the hpcq cluster (hpcq start's command). Each launch of hpcq
+    is followed or preceded (alternately, run by run) by the same launch
+    under Slurm, whose cluster is up beside it: the two systems take turns
+    in one window, so that a change in the host's speed during the
+    invocation (this VM's varies by a third over minutes) falls on both."""
+    env = dict(os.environ)
+    env.pop("HPCQ_JOB_ID", None)
+    hpcq = os.environ["HPCQ_BENCH_CLI"]  # the build's, set by run_both
+    slurm_env = json.loads(os.environ.get("HPCQ_BENCH_SLURM_ENV") or "null")
+    for r in range(runs):
+        for n in sizes:
+            for hpcq_pmi, hpcq_command, slurm_pmi, slurm_command, tls in worlds(
+                    program, open_mpi_program):
+                extra = {"UCX_TLS": tls} if tls else {}
+                # Unbound, as the Slurm peer's tasks are (TaskPlugin=task/none): 64
+                # ranks bound to this host's 2 CPUs would wait on each other's CPU.
+                turns = [("hpcq", hpcq_pmi, [hpcq, "run", "-N", str(NODES), "-n", str(n),
+                                             "--cpu-bind", "none", "--mpi", hpcq_pmi, "--"] +
+                          hpcq_command, dict(env, **extra))]
+                if slurm_env:
+                    # As many ranks on each node as hpcq puts there: left to itself,
+                    # srun -N 4 -n 16 put 13 on the first node and 1 on each other.
+                    turns.append(("slurm", slurm_pmi,
+                                  ["srun", "-N", str(NODES), "-n", str(n),
+                                   f"--ntasks-per-node={n // NODES}", f"--mpi={slurm_pmi}"] +
+                                  slurm_command, dict(slurm_env, **extra)))
+                    if r % 2:
+                        turns.reverse()
+                for system, pmi, cmd, cmd_env in turns:
+                    wireup, whole, init = launch(cmd, n, env=cmd_env,
+                                                 cwd=os.path.dirname(program))
+                    row = dict(system=system, pmi=pmi, ranks=n, run=r + 1,
+                               wireup_s=round(wireup, 3), whole_s=round(whole, 3), init_s=init)
+                    print(json.dumps(dict(row, **({"ucx_tls": tls} if tls else {}))), flush=True)
+
+
+def run_both(build, program, open_mpi_program, runs, sizes, slurm_env):
+    """hpcq's cluster, with `slurm_env` (None: hpcq alone) for the inside's
+    sruns; returns every launch's row."""
+    out = subprocess.run(
+        [f"{build}/cli/hpcq", "start", "--agents", str(NODES), "--topology",
+         f"pack:1 numa:1 core:{CORES} pu:1", "--node-down-after", str(NODE_DOWN_AFTER_S), "--", sys.executable, os.path.abspath(__file__),
+         "--inside", "--program", program, "--open-mpi-program", open_mpi_program,
+         "--runs", str(runs), "--ranks", ",".join(map(str, sizes))],
+        capture_output=True, text=True,
+        env=dict(os.environ, HPCQ_BENCH_CLI=f"{build}/cli/hpcq",
+                 HPCQ_BENCH_SLURM_ENV=json.dumps(slurm_env)))
+    if out.returncode != 0:
+        raise SystemExit(f"the runs failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
 
 
 def git_commit():
@@ -159,8 +190,8 @@ def main():
     sizes = [int(x) for x in a.ranks.split(",")]
     if a.inside:
         return inside(a.program, a.open_mpi_program, a.runs, sizes)
-    _, program = build_program("mpich")
-    _, open_mpi_program = build_program("openmpi")
+    program = build_program("mpich")
+    open_mpi_program = build_program("openmpi")
     when = time.strftime("%Y-%m-%dT%H:%M:%S")
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
 
@@ -171,25 +202,29 @@ def main():
                          cores_per_node=CORES, **({"label": a.label} if a.label else {}))
                 f.write(json.dumps(r) + "\n")
         return rows
-    results = keep(hpcq_runs(os.path.abspath(a.build), program, open_mpi_program, a.runs, sizes))
-    if not a.skip_slurm:
-        results += keep(slurm_runs(program, open_mpi_program, a.runs, sizes))
-    print("| ranks | hpcq PMI-1 (MPICH) min / median s | Slurm pmi2 (MPICH) min / median s | "
-          "hpcq / Slurm (median) | hpcq PMIx (Open MPI) min / median s | "
-          "Slurm pmix (Open MPI) min / median s | hpcq / Slurm (median) |")
-    print("|---|---|---|---|---|---|---|")
+    build = os.path.abspath(a.build)
+    try:
+        if a.skip_slurm:
+            results = keep(run_both(build, program, open_mpi_program, a.runs, sizes, None))
+        else:
+            with slurm_cluster(node_cpus=CORES, private_pmix_dirs=True) as (env, peer):
+                results = keep(run_both(build, program, open_mpi_program, a.runs, sizes, env))
+    finally:
+        subprocess.run(["rm", "-rf", VADER_DIR, os.path.dirname(program),
+                        os.path.dirname(open_mpi_program)])
+    kinds = [("MPICH", "pmi1", "pmi2", None),
+             (f"MPICH, UCX_TLS={SAME_TRANSPORTS}", "pmi1", "pmi2", SAME_TRANSPORTS),
+             ("Open MPI", "pmix", "pmix", None)]
     for n in sizes:
-        def stats(system, pmi):
-            v = [r["wireup_s"] for r in results
-                 if r["system"] == system and r["pmi"] == pmi and r["ranks"] == n]
-            return (min(v), statistics.median(v)) if v else None
-        h, s = stats("hpcq", "pmi1"), stats("slurm", "pmi2")
-        x, y = stats("hpcq", "pmix"), stats("slurm", "pmix")
-        fmt = lambda v: f"{v[0]:.2f} / {v[1]:.2f}" if v else "-"
-        ratio = lambda a, b: f"{a[1] / b[1]:.2f}" if a and b else "-"
-        print(f"| {n} | {fmt(h)} | {fmt(s)} | {ratio(h, s)} | {fmt(x)} | {fmt(y)} | "
-              f"{ratio(x, y)} |")
-
+        for name, hpcq_pmi, slurm_pmi, tls in kinds:
+            def stats(system, pmi):
+                v = [r["wireup_s"] for r in results if r["system"] == system and
+                     r["pmi"] == pmi and r["ranks"] == n and r.get("ucx_tls") == tls]
+                return (min(v), statistics.median(v)) if v else None
+            h, s = stats("hpcq", hpcq_pmi), stats("slurm", slurm_pmi)
+            fmt = lambda v: f"{v[0]:.2f} / {v[1]:.2f} s" if v else "-"
+            ratio = f", hpcq / Slurm {h[1] / s[1]:.2f}" if h and s else ""
+            print(f"{n} ranks, {name}: hpcq {fmt(h)}, Slurm {fmt(s)} (min / median){ratio}")
 
 if __name__ == "__main__":
     main()

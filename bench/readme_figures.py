@@ -56,6 +56,7 @@ MPI_WIREUP_LOAD = {
     "2026-11-28T00:07:02": "quiet machine (an editor beside it)",
     "2026-11-28T10:07:08": "quiet for hpcq's half; a helper's niced build beside most of Slurm's",
     "2026-11-28T10:17:18": "quiet machine",
+    "2026-11-29T14:00:14": "quiet machine",
 }
 RECORDED = "load recorded"
 # migrate_cost.jsonl's lines carry neither date nor machine: the first line for
@@ -402,24 +403,55 @@ def fig_mpi_wireup():
     rows = [r for r in load("mpi_wireup") if r.get("label") != "trial"]
     label = rows[-1].get("label", "")
     rows = [r for r in rows if r.get("label", "") == label]
+    # Rows with ucx_tls come from the script as of 2026-11-29 evening: MPICH
+    # with UCX_TLS set too, the two systems taking turns launch by launch.
+    same = next((r["ucx_tls"] for r in rows if r.get("ucx_tls")), None)
+    kinds = [("hpcq", "pmi1", "slurm", "pmi2", None)] + (
+        [("hpcq", "pmi1", "slurm", "pmi2", same)] if same else []) + [
+        ("hpcq", "pmix", "slurm", "pmix", None)]
     out = []
     for n in sorted({r["ranks"] for r in rows}):
-        h, s, x, y = ([r["wireup_s"] for r in rows
-                       if r["system"] == system and r.get("pmi", "pmi1") == pmi and r["ranks"] == n]
-                      for system, pmi in (("hpcq", "pmi1"), ("slurm", "pmi2"), ("hpcq", "pmix"),
-                                          ("slurm", "pmix")))
-        cell = lambda v: min_median(v, 2) if v else "-"
-        ratio = lambda a, b: f"{median(a) / median(b):.2f}" if a and b else "-"
-        out.append([str(n), cell(h), cell(s), ratio(h, s), cell(x), cell(y), ratio(x, y)])
+        line = [str(n)]
+        for hpcq, hpcq_pmi, slurm, slurm_pmi, tls in kinds:
+            h, s = ([r["wireup_s"] for r in rows
+                     if r["system"] == system and r.get("pmi", "pmi1") == pmi and
+                     r["ranks"] == n and r.get("ucx_tls") == tls]
+                    for system, pmi in ((hpcq, hpcq_pmi), (slurm, slurm_pmi)))
+            line += [min_median(h, 2) if h else "-", min_median(s, 2) if s else "-",
+                     f"{median(h) / median(s):.2f}" if h and s else "-"]
+        out.append(line)
+    header = ["ranks (4 nodes)", "hpcq PMI-1, MPICH (s)", "Slurm `--mpi=pmi2`, MPICH (s)",
+              "hpcq / Slurm"]
+    if same:
+        header += [f"hpcq, MPICH, `UCX_TLS={same}` (s)", "Slurm, same (s)", "hpcq / Slurm"]
+    header += ["hpcq PMIx, Open MPI (s)", "Slurm `--mpi=pmix`, Open MPI (s)", "hpcq / Slurm"]
     runs = max(r["run"] for r in rows)
     first = rows[0]
+    launch = [r["wireup_s"] - r["init_s"] for r in rows if "init_s" in r and r["ranks"] == 64 and
+              r.get("pmi") == "pmi1" and not r.get("ucx_tls")]
+    slurm_launch = [r["wireup_s"] - r["init_s"] for r in rows if "init_s" in r and
+                    r["ranks"] == 64 and r.get("pmi") == "pmi2" and not r.get("ucx_tls")]
+    method = ""
+    if same:
+        method += (
+            "Both clusters up at once, taking turns launch by launch (which goes first "
+            "alternating), the same number of ranks on each node under both. "
+            f"MPICH runs twice: with the transports its UCX picks, and with `UCX_TLS={same}` "
+            "under both, so that neither uses a transport the other cannot: Slurm's nodes "
+            "share this host's PID namespace, so its ranks on different nodes reach each other "
+            "by CMA, which separate machines cannot; hpcq's nodes have a PID namespace each, so "
+            "its ranks pair across nodes over TCP. ")
+    if launch and slurm_launch:
+        method += (
+            "Of the 64-rank MPICH wire-up, the launch (until the first rank enters MPI_Init) "
+            f"took {min_median(launch, 3)} s under hpcq and {min_median(slurm_launch, 3)} s "
+            f"under Slurm; the rest is MPI_Init. ")
     return "\n".join([
-        table(["ranks (4 nodes)", "hpcq PMI-1, MPICH (s)", "Slurm `--mpi=pmi2`, MPICH (s)",
-               "hpcq / Slurm", "hpcq PMIx, Open MPI (s)", "Slurm `--mpi=pmix`, Open MPI (s)",
-               "hpcq / Slurm"], out), "",
-        f"From the launch command until every rank is past MPI_Init, for one program "
-        f"(examples/mpi/mpi_ring.c) built with MPICH 4.0 and with Open MPI 4.1 (ratios of "
-        f"medians). Open MPI's ranks run niced and told to yield while they wait under both "
+        table(header, out), "",
+        "From the launch command until every rank is past MPI_Init, for one program "
+        "(examples/mpi/mpi_ring.c) built with MPICH 4.0 and with Open MPI 4.1 (ratios of "
+        "medians). " + method +
+        f"Open MPI's ranks run niced and told to yield while they wait under both "
         f"(and keep shared memory in a directory of their node's: the job's TMPDIR under hpcq, "
         f"one per slurmd under srun, as emulated nodes need); hpcq's nodes are declared down "
         f"after 60 s without a heartbeat, Slurm's after its default 300 s; Slurm's "

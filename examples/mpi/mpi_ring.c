@@ -72,9 +72,11 @@ int main(int argc, char** argv) {
   int all_ok = 0;
   MPI_Allreduce(&ring_ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
 
-  /* The latest MPI_Init end over the ranks, from the earliest start. */
-  double first_start = before, last_end = after;
+  /* The latest MPI_Init end over the ranks, from the earliest start; and how
+   * far the latest start was behind the earliest (the launch's stagger). */
+  double first_start = before, last_start = before, last_end = after;
   MPI_Reduce(&before, &first_start, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+  MPI_Reduce(&before, &last_start, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(&after, &last_end, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 
   const char* node = getenv("HPCQ_NODENAME");
@@ -84,9 +86,11 @@ int main(int argc, char** argv) {
   fflush(stdout);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
-    printf("world %d sum %ld expected %ld ring %s init_end %.6f init_seconds %.3f\n", size, sum,
-           (long)size * (size - 1) / 2, all_ok ? "ok" : "broken", last_end,
-           last_end - first_start);
+    printf(
+        "world %d sum %ld expected %ld ring %s init_end %.6f init_seconds %.3f "
+        "start_spread %.3f\n",
+        size, sum, (long)size * (size - 1) / 2, all_ok ? "ok" : "broken", last_end,
+        last_end - first_start, last_start - first_start);
     fflush(stdout);
   }
   if (argc == 3 && strcmp(argv[1], "sleep") == 0) sleep((unsigned)atoi(argv[2]));
