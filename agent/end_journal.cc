@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string_view>
 
 #include "agent/executor/posix.h"
@@ -100,7 +101,7 @@ Result<std::unique_ptr<EndJournal>> EndJournal::open(const std::string& dir,
       ::ftruncate(journal->fd_, static_cast<off_t>(journal->file_bytes_)) != 0) {
     return internal_error(path + ": " + std::strerror(errno));
   }
-  if (!old_files.empty()) {
+  if (!old_files.empty() || journal->damaged_) {
     HPCQ_RETURN_IF_ERROR(journal->rewrite());
     for (const fs::path& file : old_files) fs::remove(file, ec);
   }
@@ -113,34 +114,69 @@ EndJournal::~EndJournal() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void EndJournal::load(const std::string& bytes) {
-  std::string_view rest = bytes;
-  while (rest.size() >= kHeaderBytes) {
-    const std::uint32_t length = get_u32(rest);
-    if (length < kBodyMinBytes || length > kBodyMaxBytes || rest.size() - kHeaderBytes < length) {
-      break;
-    }
-    const std::string_view body = rest.substr(kHeaderBytes, length);
-    if (fnv1a(body) != get_u32(rest.substr(4))) break;
-    const std::uint64_t seq = get_u64(body.substr(1));
-    if (body[0] == kEnd) {
-      overlay::JobUpdate update;
-      if (!update.ParseFromArray(body.data() + kBodyMinBytes,
+namespace {
+
+// The record at the start of `bytes`, if a whole one is there: its size, its
+// kind and seq, and for an end its update.
+struct Parsed {
+  std::size_t size = 0;
+  char kind = 0;
+  std::uint64_t seq = 0;
+  overlay::JobUpdate update;
+};
+std::optional<Parsed> parse_record(std::string_view bytes) {
+  if (bytes.size() < kHeaderBytes) return std::nullopt;
+  const std::uint32_t length = get_u32(bytes);
+  if (length < kBodyMinBytes || length > kBodyMaxBytes || bytes.size() - kHeaderBytes < length) {
+    return std::nullopt;
+  }
+  const std::string_view body = bytes.substr(kHeaderBytes, length);
+  if (fnv1a(body) != get_u32(bytes.substr(4))) return std::nullopt;
+  Parsed p;
+  p.size = kHeaderBytes + length;
+  p.kind = body[0];
+  p.seq = get_u64(body.substr(1));
+  if (p.kind == kEnd) {
+    if (!p.update.ParseFromArray(body.data() + kBodyMinBytes,
                                  static_cast<int>(body.size() - kBodyMinBytes))) {
+      return std::nullopt;
+    }
+  } else if (p.kind != kForget) {
+    return std::nullopt;
+  }
+  return p;
+}
+
+}  // namespace
+
+void EndJournal::load(const std::string& bytes) {
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    std::optional<Parsed> p = parse_record(std::string_view(bytes).substr(at));
+    if (!p) {
+      // Damage (the disk's) or a torn tail (a crash mid-append): whole
+      // records after it, if any, are kept, and the file is rewritten
+      // without it; with none after it, it is a torn tail, cut off.
+      std::size_t next = at + 1;
+      while (next < bytes.size() && !parse_record(std::string_view(bytes).substr(next))) ++next;
+      if (next == bytes.size()) {
+        spdlog::warn("end journal: cutting off {} bytes of a torn record at byte {} of {}/{}",
+                     bytes.size() - at, at, dir_, kJournalName);
         break;
       }
-      remember(seq, update);
-    } else if (body[0] == kForget) {
-      forget(seq);
-    } else {
-      break;
+      spdlog::warn("end journal: skipping {} damaged bytes at byte {} of {}/{}", next - at, at,
+                   dir_, kJournalName);
+      damaged_ = true;
+      at = next;
+      continue;
     }
-    rest.remove_prefix(kHeaderBytes + length);
-    file_bytes_ += kHeaderBytes + length;
-  }
-  if (!rest.empty()) {
-    spdlog::warn("end journal: cutting off {} bytes of a torn record at byte {} of {}/{}",
-                 rest.size(), file_bytes_, dir_, kJournalName);
+    if (p->kind == kEnd) {
+      remember(p->seq, p->update);
+    } else {
+      forget(p->seq);
+    }
+    at += p->size;
+    file_bytes_ = at;  // the end of the last whole record
   }
 }
 

@@ -14,8 +14,10 @@
 // A record: u32 body length, u32 FNV-1a of the body, then the body: a kind
 // ('E' an end, 'F' forget), the u64 seq that orders the ends across restarts,
 // and for an end the serialized JobUpdate. A crash mid-append leaves a tail
-// whose length or checksum does not hold; open() cuts it off. It also takes
-// in the one file per end ("<seq>-<job>.pb") an older agent left.
+// whose length or checksum does not hold; open() cuts it off. Damage in the
+// middle (the disk's) loses only the records it hits: open() finds the next
+// whole record after it and rewrites the file without it. It also takes in
+// the one file per end ("<seq>-<job>.pb") an older agent left.
 //
 // A job (and each of its steps) has at most one entry: a later attempt's end
 // replaces an earlier one. Loop thread only. Errors: open() fails with
@@ -62,7 +64,8 @@ class EndJournal {
   // In memory: keeps the newer of two ends of one job.
   void remember(std::uint64_t seq, const overlay::JobUpdate& update);
   void forget(std::uint64_t seq);
-  // Takes in the journal's records up to a torn one, if any.
+  // Takes in the journal's whole records, skipping damage; file_bytes_ ends
+  // at the end of the last one.
   void load(const std::string& bytes);
   Status append(const std::string& record);
   void compact_if_large();
@@ -72,6 +75,7 @@ class EndJournal {
   std::string dir_;
   int fd_ = -1;  // the journal, O_APPEND
   std::uint64_t file_bytes_ = 0;
+  bool damaged_ = false;  // load() skipped damage: open() rewrites the file
   std::uint64_t compact_bytes_;
   std::uint64_t next_seq_ = 1;
   std::map<std::uint64_t, overlay::JobUpdate> by_seq_;

@@ -99,7 +99,7 @@ TEST(EndJournal, CutsOffATornTail) {
   }
 }
 
-TEST(EndJournal, CutsOffDamageAndWhatFollowsIt) {
+TEST(EndJournal, CutsOffGarbageAfterTheLastRecord) {
   TempDir tmp;
   {
     auto j = EndJournal::open(tmp.dir());
@@ -110,6 +110,43 @@ TEST(EndJournal, CutsOffDamageAndWhatFollowsIt) {
   auto j = EndJournal::open(tmp.dir());
   ASSERT_TRUE(j.is_ok());
   EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{4}));
+}
+
+// Damage in the middle (a byte the disk changed) loses only the record it
+// hits; the file is rewritten without it.
+TEST(EndJournal, SkipsDamageInTheMiddleAndKeepsTheRecordsAfterIt) {
+  for (std::uintmax_t at : {0u, 3u, 9u, 14u}) {
+    TempDir tmp;
+    {
+      auto j = EndJournal::open(tmp.dir());
+      ASSERT_TRUE(j.is_ok());
+      ASSERT_TRUE((*j)->add(end(4, 0, 1)).is_ok());
+      ASSERT_TRUE((*j)->add(end(6, 0, 2)).is_ok());
+      ASSERT_TRUE((*j)->add(end(8, 0, 3)).is_ok());
+      (*j)->ack(6, 0);
+    }
+    const std::string file = tmp.dir() + "/journal";
+    {
+      std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(at));
+      char c = 0;
+      f.get(c);
+      f.seekp(static_cast<std::streamoff>(at));
+      f.put(static_cast<char>(c ^ 0x5a));
+    }
+    const std::uintmax_t damaged_size = fs::file_size(file);
+    {
+      auto j = EndJournal::open(tmp.dir());
+      ASSERT_TRUE(j.is_ok());
+      EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{8})) << "byte " << at;
+      EXPECT_LT(fs::file_size(file), damaged_size) << "rewritten without the damage";
+      ASSERT_TRUE((*j)->add(end(9, 0, 0)).is_ok());
+    }
+    auto j = EndJournal::open(tmp.dir());
+    ASSERT_TRUE(j.is_ok());
+    EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{8, 9})) << "byte " << at;
+    EXPECT_EQ((*j)->entries()[0].exit_code(), 3);
+  }
 }
 
 // An older agent kept one file per end: they are taken into the journal, in
