@@ -57,6 +57,7 @@ MPI_WIREUP_LOAD = {
     "2026-11-28T10:07:08": "quiet for hpcq's half; a helper's niced build beside most of Slurm's",
     "2026-11-28T10:17:18": "quiet machine",
     "2026-11-29T14:00:14": "quiet machine",
+    "2026-11-29T14:14:41": "quiet machine",
 }
 RECORDED = "load recorded"
 # migrate_cost.jsonl's lines carry neither date nor machine: the first line for
@@ -435,7 +436,10 @@ def fig_mpi_wireup():
     if same:
         method += (
             "Both clusters up at once, taking turns launch by launch (which goes first "
-            "alternating), the same number of ranks on each node under both. "
+            "alternating), the same number of ranks on each node under both" +
+            (", Slurm's steps in cgroups as hpcq's jobs are (proctrack/cgroup, task/cgroup "
+             "with ConstrainRAMSpace)" if any(r.get("peer_cgroups") for r in rows) else "") +
+            ". "
             f"MPICH runs twice: with the transports its UCX picks, and with `UCX_TLS={same}` "
             "under both, so that neither uses a transport the other cannot: Slurm's nodes "
             "share this host's PID namespace, so its ranks on different nodes reach each other "

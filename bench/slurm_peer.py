@@ -13,10 +13,12 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.path.join(os.path.dirname(HERE), "..", "shared", "peers", "slurm")
+CGROUP_ROOT = "/sys/fs/cgroup"  # cgroup v1: one hierarchy per controller
+CGROUP_CONTROLLERS = ("freezer", "memory", "cpuset")
 
 
 @contextlib.contextmanager
-def slurm_cluster(node_cpus=None, private_pmix_dirs=False):
+def slurm_cluster(node_cpus=None, private_pmix_dirs=False, cgroups=False):
     """Installs (if needed), configures and starts the peer from a scratch
     copy of its recipe; yields its environment and that copy (its bench.py
     writes its results there); stops it and removes the copy after.
@@ -28,7 +30,12 @@ def slurm_cluster(node_cpus=None, private_pmix_dirs=False):
     PMIxCliTmpDirBase, "spmix_appdir_<uid>_<job>.<step>"), so slurmds that
     share a host collide ("pmixp_mkdir: File exists") and the step fails.
     Each slurmd then runs in a mount namespace of its own in which that base
-    is a directory of its node's."""
+    is a directory of its node's.
+    `cgroups`: contain the steps as a site's Slurm does and hpcq does:
+    proctrack/cgroup (freezer) and task/cgroup with ConstrainRAMSpace (memory),
+    not cores (the nodes declare more CPUs than the host has). Debian's Slurm
+    names each slurmd's cgroups after its node (/slurm_n1/uid_U/job_J/...),
+    so four on one host do not collide; they are removed after."""
     work = tempfile.mkdtemp(prefix="hpcq-bench-slurm-")
     peer = os.path.join(work, "slurm")
     shutil.copytree(PEERS, peer)
@@ -52,6 +59,11 @@ def slurm_cluster(node_cpus=None, private_pmix_dirs=False):
     extra = "SchedulerParameters=batch_sched_delay=0,sched_min_interval=0\nMaxArraySize=100001"
     if node_cpus:
         extra += "\nSlurmdParameters=config_overrides"
+    cgroup_conf = "/etc/slurm/cgroup.conf"
+    if cgroups:
+        extra += "\nProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup"
+        with open(cgroup_conf, "w") as f:
+            f.write("CgroupPlugin=cgroup/v1\nConstrainRAMSpace=yes\nConstrainCores=no\n")
     env = dict(os.environ, SLURM_EXTRA_CONF=extra,
                **({"SLURM_NODE_CPUS": str(node_cpus)} if node_cpus else {}))
     run = lambda s: subprocess.run(["bash", os.path.join(peer, s)], check=True, env=env,
@@ -68,4 +80,13 @@ def slurm_cluster(node_cpus=None, private_pmix_dirs=False):
         run("stop.sh")
         if private_pmix_dirs and os.path.exists(mpi_conf):
             os.unlink(mpi_conf)
+        if cgroups:
+            os.unlink(cgroup_conf)
+            for c in CGROUP_CONTROLLERS:  # deepest first
+                for d, _, _ in sorted(os.walk(f"{CGROUP_ROOT}/{c}"), reverse=True):
+                    if "/slurm_n" in d:
+                        try:
+                            os.rmdir(d)
+                        except OSError:
+                            pass
         shutil.rmtree(work, ignore_errors=True)
