@@ -36,13 +36,13 @@ import argparse
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+import throughput  # noqa: E402  (its host())
 from slurm_peer import slurm_cluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -199,7 +199,7 @@ def main():
     def keep(rows):  # appends the rows, with when, where and what ran
         with open(os.path.join(HERE, "results", "mpi_wireup.jsonl"), "a") as f:
             for r in rows:
-                r.update(when=when, commit=git_commit(), host=socket.gethostname(), nodes=NODES,
+                r.update(when=when, commit=git_commit(), host=throughput.host(), nodes=NODES,
                          cores_per_node=CORES, **({"label": a.label} if a.label else {}))
                 f.write(json.dumps(r) + "\n")
         return rows

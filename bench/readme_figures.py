@@ -398,12 +398,34 @@ def fig_failover():
 
 # ---------------------------------------------------------------- MPI wire-up
 
-def fig_mpi_wireup():
-    # Rows labelled "trial" (a few launches to check the script or one size)
-    # are kept, never published.
+def latest_mpi_wireup():
+    """(label, rows) of the latest published mpi_wireup.py invocation. Rows
+    labelled "trial" (a few launches to check the script or one size) are
+    kept, never published."""
     rows = [r for r in load("mpi_wireup") if r.get("label") != "trial"]
     label = rows[-1].get("label", "")
-    rows = [r for r in rows if r.get("label", "") == label]
+    return label, [r for r in rows if r.get("label", "") == label]
+
+
+# mpi_wireup.py recorded the host name alone until 2026-11-29 afternoon;
+# these runs, that day, were on this machine.
+MPI_WIREUP_HOSTS = {"vm769-turns": "vm 6.18.44-fc-v769 2 CPUs",
+                    "vm769-turns-cgroups": "vm 6.18.44-fc-v769 2 CPUs"}
+
+
+def mpi_machine(label, rows):
+    host = rows[0].get("host", "")
+    host = host if " " in host else MPI_WIREUP_HOSTS.get(label)
+    return f"host {host}" if host else machine(rows[0]["when"])
+
+
+def mpi_wireups(rows, system, pmi, ranks, tls=None):
+    return [r["wireup_s"] for r in rows if r["system"] == system and
+            r.get("pmi", "pmi1") == pmi and r["ranks"] == ranks and r.get("ucx_tls") == tls]
+
+
+def fig_mpi_wireup():
+    label, rows = latest_mpi_wireup()
     # Rows with ucx_tls come from the script as of 2026-11-29 evening: MPICH
     # with UCX_TLS set too, the two systems taking turns launch by launch.
     same = next((r["ucx_tls"] for r in rows if r.get("ucx_tls")), None)
@@ -414,10 +436,8 @@ def fig_mpi_wireup():
     for n in sorted({r["ranks"] for r in rows}):
         line = [str(n)]
         for hpcq, hpcq_pmi, slurm, slurm_pmi, tls in kinds:
-            h, s = ([r["wireup_s"] for r in rows
-                     if r["system"] == system and r.get("pmi", "pmi1") == pmi and
-                     r["ranks"] == n and r.get("ucx_tls") == tls]
-                    for system, pmi in ((hpcq, hpcq_pmi), (slurm, slurm_pmi)))
+            h, s = (mpi_wireups(rows, hpcq, hpcq_pmi, n, tls),
+                    mpi_wireups(rows, slurm, slurm_pmi, n, tls))
             line += [min_median(h, 2) if h else "-", min_median(s, 2) if s else "-",
                      f"{median(h) / median(s):.2f}" if h and s else "-"]
         out.append(line)
@@ -465,7 +485,7 @@ def fig_mpi_wireup():
         f"declaring {first['cores_per_node']} CPUs per node, in the same session, on 2 host "
         f"CPUs, ranks unbound on both. Command: `bench/mpi_wireup.py --label {label}` (as "
         f"root). Results: `bench/results/mpi_wireup.jsonl`, rows: the latest label in the file "
-        f"({label}, {first['when'][:10]}, commit {first['commit']}); {machine(first['when'])}; "
+        f"({label}, {first['when'][:10]}, commit {first['commit']}); {mpi_machine(label, rows)}; "
         f"{MPI_WIREUP_LOAD.get(first['when'], NOT_RECORDED)}."])
 
 
@@ -927,6 +947,20 @@ def fig_headline():
     rh, rs = (launch_stats(rl, x, "outside", "1_task") for x in ("hpcq", "slurm"))
     (sday, slabel), srows = list(scale_full_runs().items())[-1]
     big = [r["jobs_per_second"] for r in srows if r["queued"] == 100000]
+    mpi_label, mpi = latest_mpi_wireup()
+    same = next((r["ucx_tls"] for r in mpi if r.get("ucx_tls")), None)
+
+    def wireup_row(what, hpcq_pmi, slurm_pmi):
+        h, s = mpi_wireups(mpi, "hpcq", hpcq_pmi, 64), mpi_wireups(mpi, "slurm", slurm_pmi, 64)
+        note = ""
+        if same and hpcq_pmi == "pmi1":
+            hs, ss = (mpi_wireups(mpi, x, p, 64, same) for x, p in (("hpcq", "pmi1"),
+                                                                    ("slurm", "pmi2")))
+            note = f"; {median(hs) / median(ss):.2f}x with the same UCX transports"
+        return [f"64 {what} ranks on 4 nodes, launch until all are past MPI_Init, s",
+                min_median(h, 2), f"{min_median(s, 2)} (hpcq {median(h) / median(s):.2f}x{note})",
+                f"{mpi[0]['when'][:10]}, {mpi_label}, {runs_word(max(r['run'] for r in mpi))}, "
+                f"{mpi_machine(mpi_label, mpi)}, hpcq and Slurm in the same invocation"]
     out = [
         ["submissions acknowledged per second (8 gRPC clients; each committed to SQLite first)",
          tp("submit_rate_8_clients", 0), "-", latest_cond],
@@ -949,11 +983,14 @@ def fig_headline():
          f"{sday}, {slabel or 'no label'}, {runs_word(len(big))}, "
          f"{scale_machine(sday, slabel, srows)}, "
          f"{NOT_RECORDED}"],
+        wireup_row("MPICH (hpcq's PMI-1 / `srun --mpi=pmi2`)", "pmi1", "pmi2"),
+        wireup_row("Open MPI (hpcq's PMIx / `srun --mpi=pmix`)", "pmix", "pmix"),
     ]
     return "\n".join([
         table(["figure", "hpcq", "Slurm 22.05", "runs, date, machine, load"], out), "",
         "min / median where there are several runs; each row is the latest run of its kind "
-        "in `bench/results/` (throughput.jsonl, cli_latency.jsonl, run_latency.jsonl, scale.jsonl). The rows "
+        "in `bench/results/` (throughput.jsonl, cli_latency.jsonl, run_latency.jsonl, scale.jsonl, "
+        "mpi_wireup.jsonl). The rows "
         "ran on different dates and machines: compare figures within a row only. Method, "
         "command, the other runs and their conditions: [docs/benchmarks.md]"
         "(docs/benchmarks.md)."])
