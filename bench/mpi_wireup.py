@@ -84,7 +84,11 @@ def launch(cmd, ranks, env=None, cwd=None):
     whole = time.time() - t0
     m = re.search(r"^world (\d+) sum \d+ expected \d+ ring (\w+) init_end ([\d.]+) init_seconds ([\d.]+)", p.stdout, re.M)
     if p.returncode != 0 or not m or int(m.group(1)) != ranks or m.group(2) != "ok":
-        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+        # On stdout, where run_both finds it (hpcq start's stderr ends with
+        # the agents' logs).
+        print(f"launch failed: {' '.join(cmd)}: exit {p.returncode}\n{p.stdout[-2000:]}\n"
+              f"{p.stderr[-2000:]}", flush=True)
+        raise SystemExit(1)
     return float(m.group(3)) - t0, whole, float(m.group(4))
 
 
@@ -168,7 +172,9 @@ def run_both(build, program, open_mpi_program, runs, sizes, slurm_env):
         env=dict(os.environ, HPCQ_BENCH_CLI=f"{build}/cli/hpcq",
                  HPCQ_BENCH_SLURM_ENV=json.dumps(slurm_env)))
     if out.returncode != 0:
-        raise SystemExit(f"the runs failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+        failed = out.stdout[out.stdout.find("launch failed:"):] if "launch failed:" in out.stdout \
+            else out.stdout[-3000:]
+        raise SystemExit(f"the runs failed:\n{failed}\n{out.stderr[-3000:]}")
     return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
 
 
