@@ -58,6 +58,7 @@ MPI_WIREUP_LOAD = {
     "2026-11-28T10:17:18": "quiet machine",
     "2026-11-29T14:00:14": "quiet machine",
     "2026-11-29T14:14:41": "quiet machine",
+    "2026-11-29T14:52:25": "quiet machine",
 }
 RECORDED = "load recorded"
 # migrate_cost.jsonl's lines carry neither date nor machine: the first line for
@@ -465,6 +466,11 @@ def fig_mpi_wireup():
             "share this host's PID namespace, so its ranks on different nodes reach each other "
             "by CMA, which separate machines cannot; hpcq's nodes have a PID namespace each, so "
             "its ranks pair across nodes over TCP. ")
+    for system, name in (("hpcq", "hpcq's"), ("slurm", "Slurm's")):
+        again = sum(1 for r in rows if r["system"] == system and r.get("failed_attempts"))
+        if again:
+            method += (f"{again} of {name} launches failed once and were made again (the "
+                       f"results file has each one's failed_attempts). ")
     if launch and slurm_launch:
         method += (
             "Of the 64-rank MPICH wire-up, the launch (until the first rank enters MPI_Init) "
