@@ -6,7 +6,8 @@ with --workers 8 is cut over the 4 nodes (Algorithm 1) into 8 workers of 2
 ranks dealt round-robin (Algorithm 2), two per node in two groups. Every
 task reads its own Cpus_allowed_list, Mems_allowed_list and cgroup: they
 must equal its worker's allocation (on these emulated nodes logical core i
-is host CPU i mod the host's CPUs) and its worker's own cgroup; the
+of rank r is host CPU (i + r) mod the host's CPUs, as status shows) and its
+worker's own cgroup; the
 hostfile at HPCQ_HOSTFILE has one "node slots=2" line per worker. The same
 job with --image runs each worker in an OCI container (runc) of a busybox
 root file system, as the submitting user; run with `hpcq run`, the
