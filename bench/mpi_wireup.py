@@ -20,8 +20,8 @@ that the host's drift falls on both (stop 40's runs had all of hpcq's
 launches, then all of Slurm's). The MPICH program runs twice: with the
 transports its UCX picks, and with the same ones under both
 (SAME_TRANSPORTS says why).
-Neither binds the ranks to CPUs (hpcq: --cpu-bind none; the peer:
-TaskPlugin=task/none), since 64 ranks share 2 CPUs here. Also the
+Neither binds the ranks to CPUs (hpcq: --cpu-bind none; the peer: no
+task/affinity, ConstrainCores=no), since 64 ranks share 2 CPUs here. Also the
 command's whole wall time. The Open MPI program also runs under Slurm's
 mpi/pmix (`srun --mpi=pmix`, PMIx v4), each slurmd in a mount namespace of
 its own so that the plugin's per-step client directories, at one path on
@@ -132,9 +132,9 @@ OPEN_MPI_UNDER_SRUN = ['nice', '-n', '19', 'sh', '-c',
 # they never could; hpcq's nodes each have a PID namespace of their own, so
 # its ranks pair across nodes over TCP, as on separate machines, which cost
 # them more CPU in MPI_Init here (by hand, 64 ranks: 0.1-0.3 s more system
-# time in all, none more with the transports below). Each
-# MPICH launch is therefore made twice under both: with UCX's own choice,
-# and with UCX_TLS=self,sysv,tcp, the same transports on both sides.
+# time in all, none more with the transports below). Each MPICH launch is
+# therefore made twice under both: with UCX's own choice, and with
+# UCX_TLS=self,sysv,tcp, the same transports on both sides.
 SAME_TRANSPORTS = "self,sysv,tcp"
 
 
@@ -162,8 +162,9 @@ def inside(program, open_mpi_program, runs, sizes):
             for hpcq_pmi, hpcq_command, slurm_pmi, slurm_command, tls in worlds(
                     program, open_mpi_program):
                 extra = {"UCX_TLS": tls} if tls else {}
-                # Unbound, as the Slurm peer's tasks are (TaskPlugin=task/none): 64
-                # ranks bound to this host's 2 CPUs would wait on each other's CPU.
+                # Unbound, as the Slurm peer's tasks are (ConstrainCores=no, no
+                # task/affinity): 64 ranks bound to this host's 2 CPUs would wait
+                # on each other's CPU.
                 turns = [("hpcq", hpcq_pmi, [hpcq, "run", "-N", str(NODES), "-n", str(n),
                                              "--cpu-bind", "none", "--mpi", hpcq_pmi, "--"] +
                           hpcq_command, dict(env, **extra))]

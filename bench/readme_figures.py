@@ -420,14 +420,18 @@ def mpi_machine(label, rows):
     return f"host {host}" if host else machine(rows[0]["when"])
 
 
+def mpi_rows(rows, system, pmi, ranks, tls=None):
+    return [r for r in rows if r["system"] == system and r.get("pmi", "pmi1") == pmi and
+            r["ranks"] == ranks and r.get("ucx_tls") == tls]
+
+
 def mpi_wireups(rows, system, pmi, ranks, tls=None):
-    return [r["wireup_s"] for r in rows if r["system"] == system and
-            r.get("pmi", "pmi1") == pmi and r["ranks"] == ranks and r.get("ucx_tls") == tls]
+    return [r["wireup_s"] for r in mpi_rows(rows, system, pmi, ranks, tls)]
 
 
 def fig_mpi_wireup():
     label, rows = latest_mpi_wireup()
-    # Rows with ucx_tls come from the script as of 2026-11-29 evening: MPICH
+    # Rows with ucx_tls come from the script as of 2026-11-29 afternoon: MPICH
     # with UCX_TLS set too, the two systems taking turns launch by launch.
     same = next((r["ucx_tls"] for r in rows if r.get("ucx_tls")), None)
     kinds = [("hpcq", "pmi1", "slurm", "pmi2", None)] + (
@@ -449,10 +453,9 @@ def fig_mpi_wireup():
     header += ["hpcq PMIx, Open MPI (s)", "Slurm `--mpi=pmix`, Open MPI (s)", "hpcq / Slurm"]
     runs = max(r["run"] for r in rows)
     first = rows[0]
-    launch = [r["wireup_s"] - r["init_s"] for r in rows if "init_s" in r and r["ranks"] == 64 and
-              r.get("pmi") == "pmi1" and not r.get("ucx_tls")]
-    slurm_launch = [r["wireup_s"] - r["init_s"] for r in rows if "init_s" in r and
-                    r["ranks"] == 64 and r.get("pmi") == "pmi2" and not r.get("ucx_tls")]
+    launch, slurm_launch = ([r["wireup_s"] - r["init_s"] for r in mpi_rows(rows, system, pmi, 64)
+                             if "init_s" in r]
+                            for system, pmi in (("hpcq", "pmi1"), ("slurm", "pmi2")))
     method = ""
     if same:
         method += (

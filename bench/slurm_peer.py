@@ -6,6 +6,7 @@ compare hpcq with it: slurmctld and 4 slurmd of 2 CPUs each, the recipe in
         subprocess.run(["srun", "true"], env=env, cwd=peer)
 """
 import contextlib
+import glob
 import os
 import shutil
 import subprocess
@@ -14,7 +15,6 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.path.join(os.path.dirname(HERE), "..", "shared", "peers", "slurm")
 CGROUP_ROOT = "/sys/fs/cgroup"  # cgroup v1: one hierarchy per controller
-CGROUP_CONTROLLERS = ("freezer", "memory", "cpuset")
 
 
 @contextlib.contextmanager
@@ -82,11 +82,10 @@ def slurm_cluster(node_cpus=None, private_pmix_dirs=False, cgroups=False):
             os.unlink(mpi_conf)
         if cgroups:
             os.unlink(cgroup_conf)
-            for c in CGROUP_CONTROLLERS:  # deepest first
-                for d, _, _ in sorted(os.walk(f"{CGROUP_ROOT}/{c}"), reverse=True):
-                    if "/slurm_n" in d:
-                        try:
-                            os.rmdir(d)
-                        except OSError:
-                            pass
+            for top in glob.glob(f"{CGROUP_ROOT}/*/slurm_n*"):
+                for d, _, _ in os.walk(top, topdown=False):  # deepest first
+                    try:
+                        os.rmdir(d)
+                    except OSError:
+                        pass
         shutil.rmtree(work, ignore_errors=True)
