@@ -233,9 +233,7 @@ void Agent::send_hello() {
   hello->set_checkpoint_other_users_reason(checkpoint_others_.message());
   hello->set_host_cpus(host_.host_cpus);
   hello->set_host_numa(host_.host_numa);
-  for (int core = 0; core < topology_.num_cores(); ++core) {
-    hello->add_core_host_cpus(host_.cpus_of({core}).front());
-  }
+  for (int cpu : host_.first_cpu_of_each_core()) hello->add_core_host_cpus(cpu);
   for (const auto& [id, attempt] : attempts_) {
     overlay::RunningJob* r = hello->add_running();
     r->set_job_id(id);

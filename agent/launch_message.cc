@@ -104,6 +104,16 @@ std::vector<int> HostMapping::cpus_of(const std::vector<int>& cores) const {
   return {cpus.begin(), cpus.end()};
 }
 
+std::vector<int> HostMapping::first_cpu_of_each_core() const {
+  std::vector<int> out;
+  for (int core = 0; core < topology->num_cores(); ++core) {
+    const std::vector<int> cpus = cpus_of({core});
+    if (cpus.empty()) return {};
+    out.push_back(cpus.front());
+  }
+  return out;
+}
+
 Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank self,
                                           const std::string& node_name, const HostMapping& host) {
   const overlay::NodeAlloc* mine = nullptr;

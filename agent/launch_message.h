@@ -38,6 +38,9 @@ struct HostMapping {
   std::vector<int> cpus_of(const std::vector<int>& cores) const;
   // Host memory nodes of logical cores' NUMA domains, sorted, unique.
   std::vector<int> mems_of(const std::vector<int>& cores) const;
+  // Each core's first host CPU, by core id (what the Hello tells the
+  // leader); empty if a core has none (an XML topology without PUs).
+  std::vector<int> first_cpu_of_each_core() const;
 };
 
 Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank self,

@@ -68,7 +68,23 @@ TEST(LaunchMessage, EachEmulatedNodeStartsItsFoldAtItsOwnHostCpu) {
     EXPECT_EQ(job->tasks[0].host_cpus, (std::vector<int>{fold_start}));
     EXPECT_EQ(job->host_cpus, (std::vector<int>{fold_start}));
     EXPECT_EQ(host.cpus_of({3}), (std::vector<int>{(3 + fold_start) % 4}));
+    const std::vector<int> firsts = host.first_cpu_of_each_core();
+    ASSERT_EQ(firsts.size(), 16u);
+    for (int core = 0; core < 16; ++core) {
+      EXPECT_EQ(firsts[static_cast<std::size_t>(core)], (core + fold_start) % 4);
+    }
   }
+}
+
+// On the host's own topology a core's CPUs are its PUs; a core without any
+// (an XML topology can say so) leaves the leader to its fallback.
+TEST(LaunchMessage, AHostCoreWithoutPusGivesNoCoreCpus) {
+  resource::NodeTopology topo;
+  topo.cores = {resource::Core{0, 0, 0, {0, 2}}, resource::Core{1, 0, 0, {1, 3}}};
+  const HostMapping host{&topo, true, 4, 1};
+  EXPECT_EQ(host.first_cpu_of_each_core(), (std::vector<int>{0, 1}));
+  topo.cores[1].pus.clear();
+  EXPECT_TRUE(host.first_cpu_of_each_core().empty());
 }
 
 TEST(LaunchMessage, APmiWorldSpansEveryNodeAndNamesWhereEachRankRuns) {
