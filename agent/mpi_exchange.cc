@@ -25,6 +25,7 @@ void Agent::send_pmi_events(std::vector<PmiEvent> events) {
         out.set_step(event.step);
         out.set_code(event.code);
         out.set_reason(std::move(event.data));
+        out.set_seen_at_us(event.seen_at);
         break;
       }
       case PmiEvent::Kind::kFence: {

@@ -87,9 +87,9 @@ void PmiExchange::on_failure(Rank rank, const overlay::PmiFailure& failure) {
       failure.reason();
   const int exit_code = failure.code() & 0xff;  // as a process's exit status shows it
   if (failure.step() != 0) {
-    steps_.world_failed(entry, failure.step(), exit_code, reason);
+    steps_.world_failed(entry, failure.step(), exit_code, reason, failure.seen_at_us());
   } else {
-    actions_.apply(ctx_.table.world_failed(entry, exit_code, reason));
+    actions_.apply(ctx_.table.world_failed(entry, exit_code, reason, failure.seen_at_us()));
   }
 }
 

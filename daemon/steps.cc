@@ -182,17 +182,19 @@ void Steps::on_update(Rank rank, const overlay::JobUpdate& update) {
   start_pending(entry);
 }
 
-void Steps::world_failed(JobEntry& entry, job::StepId id, int exit_code,
-                         const std::string& reason) {
+void Steps::world_failed(JobEntry& entry, job::StepId id, int exit_code, const std::string& reason,
+                         TimeUs seen_at) {
   StepRecord* step = find(entry, id);
-  if (!step || step->state != JobState::kRunning || step->outcome != JobState::kCompleted ||
-      step->cancel_requested) {
-    return;
-  }
+  if (!step || step->state != JobState::kRunning || step->cancel_requested) return;
+  const bool first = step->outcome == JobState::kCompleted;
+  if (!first && !job::replaces_world_failure(step->failure_seen_at, seen_at)) return;
   step->outcome = JobState::kFailed;
   step->exit_code = exit_code;
   step->reason = reason;
-  for (Rank other : step->running_on) send_kill(entry, *step, other);
+  step->failure_seen_at = seen_at;
+  if (first) {
+    for (Rank other : step->running_on) send_kill(entry, *step, other);
+  }
 }
 
 void Steps::end(JobEntry& entry, StepRecord& step, JobState state, const std::string& reason) {

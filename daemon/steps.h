@@ -30,9 +30,12 @@ class Steps {
   // A JobUpdate about a step (update.step() != 0) from `rank`.
   void on_update(Rank rank, const overlay::JobUpdate& update);
   // A task of the running step's MPI world ended it (PMI_Abort, a failure;
-  // before its part's end): unless a part has decided already, the step
-  // fails with that code and reason; its other parts are killed.
-  void world_failed(JobEntry& entry, job::StepId id, int exit_code, const std::string& reason);
+  // before its part's end; seen by its shell at `seen_at`): unless a part
+  // has decided already, the step fails with that code and reason, and its
+  // other parts are killed; an earlier-seen failure replaces one that
+  // decided (job::replaces_world_failure).
+  void world_failed(JobEntry& entry, job::StepId id, int exit_code, const std::string& reason,
+                    TimeUs seen_at);
   // Whether Output from `rank` for this step is current.
   static bool is_running_on(const JobEntry& entry, job::StepId id, Rank rank);
   // The job's step `id` while it runs; kNotFound if there is no such step,

@@ -70,8 +70,9 @@ struct PmiEvent {
   std::uint32_t seq = 0;             // kFence: the world's fence count, from 0
   int nodes = 0;                     // kFence: the world's nodes, how many contributions make it
   std::vector<std::uint32_t> world;  // kFence: their overlay ranks (JobLaunch::pmi.node_ranks)
-  std::string data;  // kFence: pmi::encode_kvs; kFailure: why, "task 3: ..."; kModexData
-  int code = 0;      // kFailure: the exit code it gives the job; kModexData: the status
+  std::string data;    // kFence: pmi::encode_kvs; kFailure: why, "task 3: ..."; kModexData
+  int code = 0;        // kFailure: the exit code it gives the job; kModexData: the status
+  TimeUs seen_at = 0;  // kFailure: when its shell saw it (wall clock); 0: not said
   // kModexRequest: the shell's request, the world rank asked for and the
   // overlay rank of its node; kModexData: the tag of the request answered.
   std::uint64_t tag = 0;

@@ -402,8 +402,9 @@ std::string encode_output_frame(const FenceFrame& fence) {
   return frame;
 }
 
-std::string encode_failure_frame(int code, std::string_view why) {
-  std::string frame = encode_output_frame(0, false, std::to_string(code) + "\n");
+std::string encode_failure_frame(int code, TimeUs seen_at, std::string_view why) {
+  std::string frame =
+      encode_output_frame(0, false, std::to_string(code) + " " + std::to_string(seen_at) + "\n");
   frame[4] = kFailureStream;
   frame.append(why);
   return frame;
@@ -413,14 +414,20 @@ Result<OutputFrame> decode_output_frame(std::string_view frame) {
   if (frame.size() > 5 && frame[4] == kFailureStream) {
     const std::string_view rest = frame.substr(5);
     const std::size_t newline = rest.find('\n');
-    const std::string text(rest.substr(0, newline));
+    // "CODE SEEN_AT\n"; a shell from before SEEN_AT sent "CODE\n".
+    const std::string_view head = rest.substr(0, newline);
+    const std::size_t space = head.find(' ');
+    const std::string text(head.substr(0, space));
+    const std::string seen_at(space == std::string_view::npos ? "0" : head.substr(space + 1));
     if (newline == std::string_view::npos || text.empty() || text.size() > 11 ||
-        text.find_first_not_of("-0123456789") != std::string::npos) {
+        text.find_first_not_of("-0123456789") != std::string::npos || seen_at.empty() ||
+        seen_at.size() > 18 || seen_at.find_first_not_of("0123456789") != std::string::npos) {
       return invalid_argument("failure frame: bad code");
     }
     OutputFrame out;
     try {
       out.failure_code = std::stoi(text);
+      out.failure_seen_at = std::stoll(seen_at);
     } catch (const std::exception&) {
       return invalid_argument("failure frame: bad code");
     }

@@ -208,6 +208,7 @@ struct OutputFrame {
   std::optional<ModexFrame> modex;  // set: a direct modex request or answer
   // Set: a task ended the MPI world; the job's code, and why in `data`.
   std::optional<int> failure_code;
+  TimeUs failure_seen_at = 0;  // when the shell saw it (its wall clock); 0: not said
 };
 // A frame: the rank (4 bytes, little-endian), the stream (1 byte: 1 stdout,
 // 2 stderr), then the data. A fence frame: its seq (4 bytes), 3, a flags
@@ -217,9 +218,10 @@ std::string encode_output_frame(const FenceFrame& fence);
 // A modex frame: 0 (4 bytes), 5, its kind, a flags byte (1: last), its tag
 // (8 bytes), rank, node, status (4 each), then the data.
 std::string encode_output_frame(const ModexFrame& modex);
-// A task that ended its MPI world: 0 (4 bytes), 4, the job's exit code in
-// decimal, a newline, then why ("task 3: exited with code 5").
-std::string encode_failure_frame(int code, std::string_view why);
+// A task that ended its MPI world: 0 (4 bytes), 4, the job's exit code and
+// when the shell saw it (wall clock, microseconds) in decimal, a space
+// between, a newline, then why ("task 3: exited with code 5").
+std::string encode_failure_frame(int code, TimeUs seen_at, std::string_view why);
 Result<OutputFrame> decode_output_frame(std::string_view frame);
 
 // What the executor sends the shell on the same socket: task 0's standard

@@ -435,6 +435,7 @@ void ProcessExecutor::read_output(Job& job) {
         failure.id = job.id;
         failure.step = job.step;
         failure.code = *decoded->failure_code;
+        failure.seen_at = decoded->failure_seen_at;
         failure.data = std::move(decoded->data);
         pmi_events_.push_back(std::move(failure));
         continue;

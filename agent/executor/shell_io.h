@@ -29,6 +29,7 @@
 #include "agent/executor/job_launch.h"
 #include "agent/executor/pmi.h"
 #include "agent/executor/posix.h"
+#include "lib/core/clock.h"
 #include "lib/core/units.h"
 
 namespace hpcq::agent {
@@ -102,8 +103,12 @@ class MpiWorld {
   }
   // A task has ended the world (`why`: "task 3: exited with code 5"): the
   // other nodes learn it, through the leader, before they see its ranks go.
+  // The time goes with it: the leader keeps the failure seen first, the
+  // cause, should another node's collateral reach it first.
   void report_failure(int code, const std::string& why) {
-    if (open_channel()) send_on_channel(encode_failure_frame(code, why), channel_->broken);
+    if (open_channel()) {
+      send_on_channel(encode_failure_frame(code, wall_clock_now(), why), channel_->broken);
+    }
   }
   // Before a checkpoint: ends the world's PMIx server if no task has
   // connected to it; false if one has (it stays). True where there is none.

@@ -8,8 +8,8 @@
  *            [early RANK CODE] makes task RANK exit with CODE before it;
  *            [fail RANK CODE] makes RANK exit with CODE after MPI_Init;
  *            [abort RANK CODE] makes RANK call MPI_Abort with CODE while
- *              the others wait (a rank whose peer is gone could abort first,
- *              with its MPI's own error code);
+ *              the others wait (a rank whose peer is gone may abort too,
+ *              with its MPI's own error code, after it);
  *            [sleep SECONDS] makes every rank sleep before MPI_Finalize. */
 #include <mpi.h>
 #include <stdio.h>

@@ -154,6 +154,7 @@ Effects JobTableCore::start(JobRecord& record, resource::Allocation allocation, 
   job.max_memory_bytes = 0;
   record.outcome = JobState::kCompleted;
   record.outcome_reason.clear();
+  record.failure_seen_at.reset();
   record.cancel_requested = false;
   record.preempted.reset();
   record.requeue_when_ended.clear();
@@ -203,16 +204,23 @@ Effects JobTableCore::part_ended(JobRecord& record, Rank rank, JobState end, int
   return effects;
 }
 
-Effects JobTableCore::world_failed(JobRecord& record, int exit_code, const std::string& reason) {
+bool replaces_world_failure(std::optional<TimeUs> decided_at, TimeUs seen_at) {
+  return decided_at && *decided_at > 0 && seen_at > 0 && seen_at < *decided_at;
+}
+
+Effects JobTableCore::world_failed(JobRecord& record, int exit_code, const std::string& reason,
+                                   TimeUs seen_at) {
   Effects effects;
-  if (record.job.state != JobState::kRunning || record.outcome != JobState::kCompleted ||
-      record.cancel_requested) {
-    return effects;
-  }
+  if (record.job.state != JobState::kRunning || record.cancel_requested) return effects;
+  const bool first = record.outcome == JobState::kCompleted;
+  if (!first && !replaces_world_failure(record.failure_seen_at, seen_at)) return effects;
   record.outcome = JobState::kFailed;
   record.job.exit_code = exit_code;
   record.outcome_reason = reason;
-  if (!record.running_on.empty()) effects.push_back({Effect::Kind::kKillParts, record.job.id});
+  record.failure_seen_at = seen_at;
+  if (first && !record.running_on.empty()) {
+    effects.push_back({Effect::Kind::kKillParts, record.job.id});
+  }
   return effects;
 }
 

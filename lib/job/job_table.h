@@ -54,6 +54,8 @@ struct JobRecord {
   std::set<Rank> running_on;                // nodes that have not reported their part's end
   JobState outcome = JobState::kCompleted;  // decided by the first part not completed
   std::string outcome_reason;
+  // Set when an MPI world failure decided the outcome: when its shell saw it.
+  std::optional<TimeUs> failure_seen_at;
   bool cancel_requested = false;
   std::optional<Preemption> preempted;
   // After a preemption: the victim waits until the job it made room for has
@@ -95,6 +97,14 @@ struct AfterRun {
   JobId yields_to = 0;  // a requeued victim of a preemption waits for this job
   bool operator==(const AfterRun&) const = default;
 };
+
+// Whether an MPI world failure its shell saw at `seen_at` replaces the one
+// that decided a run's (or step's) end, seen at `decided_at` (none: a part's
+// end decided). The first seen is the cause: a rank's MPI_Abort closes its
+// connections, ranks on other nodes may then abort on their own, and their
+// report can reach the leader first. Across nodes this is as exact as the
+// nodes' clocks agree; 0 (not known) replaces nothing and is not replaced.
+bool replaces_world_failure(std::optional<TimeUs> decided_at, TimeUs seen_at);
 
 class JobTableCore {
  public:
@@ -149,10 +159,12 @@ class JobTableCore {
   Effects part_ended(JobRecord& record, Rank rank, JobState end, int exit_code,
                      const std::string& reason);
   // A task of the running job's MPI world ended it (PMI_Abort, a failure;
-  // `reason` names it and its node), reported before its part's end: unless a part has
+  // `reason` names it and its node), reported before its part's end and
+  // seen by its shell at `seen_at` (0: not known): unless a part has
   // decided already, the job ends FAILED with `exit_code`, whatever the
-  // other nodes' ranks make of it; the parts still running are killed.
-  Effects world_failed(JobRecord& record, int exit_code, const std::string& reason);
+  // other nodes' ranks make of it; the parts still running are killed. An
+  // earlier-seen failure replaces one that decided (first_world_failure).
+  Effects world_failed(JobRecord& record, int exit_code, const std::string& reason, TimeUs seen_at);
   // Every part has ended: what the cancel, the preemption, a failed
   // checkpoint or the parts' outcome make of the job.
   static AfterRun after_run(const JobRecord& record);

@@ -52,6 +52,7 @@ struct StepRecord {
   std::string reason;
   // While it runs: the first part that did not complete decides its end.
   JobState outcome = JobState::kCompleted;
+  std::optional<TimeUs> failure_seen_at;  // as JobRecord's
   TimeUs submit_time = 0, start_time = 0, end_time = 0;
   std::set<Rank> running_on;  // nodes whose part has not reported its end
   std::set<Rank> confirmed;   // nodes whose part reported STARTED

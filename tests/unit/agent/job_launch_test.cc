@@ -159,12 +159,24 @@ TEST(JobLaunchTest, ModexFramesRoundTripBothWays) {
 }
 
 TEST(JobLaunchTest, FailureFramesCarryTheCodeAndWhy) {
-  auto frame = decode_output_frame(encode_failure_frame(9, "task 2: called MPI_Abort"));
+  auto frame = decode_output_frame(
+      encode_failure_frame(9, 1'795'000'000'123'456, "task 2: called MPI_Abort"));
   ASSERT_TRUE(frame.is_ok() && frame->failure_code) << frame.status().message();
   EXPECT_EQ(*frame->failure_code, 9);
+  EXPECT_EQ(frame->failure_seen_at, 1'795'000'000'123'456);
   EXPECT_EQ(frame->data, "task 2: called MPI_Abort");
-  std::string bad = encode_failure_frame(9, "x");
+  // A shell from before the time was sent: not known.
+  std::string old = encode_output_frame(0, false, "9\nx");
+  old[4] = 4;
+  frame = decode_output_frame(old);
+  ASSERT_TRUE(frame.is_ok() && frame->failure_code) << frame.status().message();
+  EXPECT_EQ(frame->failure_seen_at, 0);
+  EXPECT_EQ(frame->data, "x");
+  std::string bad = encode_failure_frame(9, 5, "x");
   bad[5] = 'z';
+  EXPECT_FALSE(decode_output_frame(bad).is_ok());
+  bad = encode_failure_frame(9, 5, "x");
+  bad[7] = '-';
   EXPECT_FALSE(decode_output_frame(bad).is_ok());
   EXPECT_FALSE(decode_output_frame(std::string("\0\0\0\0\4", 5)).is_ok());
 }

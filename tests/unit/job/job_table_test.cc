@@ -203,7 +203,7 @@ TEST_F(JobTableTest, TheFirstPartThatFailsDecidesAndTheOthersAreKilled) {
 TEST_F(JobTableTest, AnMpiAbortDecidesBeforeThePartsItBrokeReport) {
   submit(1);
   table.start(at(1), on({1, 2}), now);
-  EXPECT_EQ(table.world_failed(at(1), 9, "n2: task 2: called MPI_Abort"),
+  EXPECT_EQ(table.world_failed(at(1), 9, "n2: task 2: called MPI_Abort", 100),
             (Effects{{Kind::kKillParts, 1}}));
   // The other node's rank failed on losing its peer: not the job's reason.
   table.part_ended(at(1), 1, JobState::kFailed, 15, "n1: task 0: MPI error");
@@ -215,11 +215,36 @@ TEST_F(JobTableTest, AnMpiAbortDecidesBeforeThePartsItBrokeReport) {
   EXPECT_EQ(at(1).job.exit_code, 9);
   // Too late once a part has decided, and for a job that is not running.
   submit(2);
-  EXPECT_TRUE(table.world_failed(at(2), 9, "x").empty());
+  EXPECT_TRUE(table.world_failed(at(2), 9, "x", 100).empty());
   table.start(at(2), on({1, 2}), now);
   table.part_ended(at(2), 1, JobState::kFailed, 3, "n1: exit 3");
-  EXPECT_TRUE(table.world_failed(at(2), 9, "x").empty());
+  EXPECT_TRUE(table.world_failed(at(2), 9, "x", 100).empty());
   EXPECT_EQ(at(2).job.exit_code, 3);
+}
+
+TEST_F(JobTableTest, TheWorldFailureSeenFirstDecidesWhicheverArrivesFirst) {
+  submit(1);
+  table.start(at(1), on({1, 2}), now);
+  // n2's rank aborted at 100; n1's rank, losing its peer, aborted at 105,
+  // and its report, and its part's end, came first.
+  EXPECT_EQ(table.world_failed(at(1), 15, "n1: task 0: called MPI_Abort", 105),
+            (Effects{{Kind::kKillParts, 1}}));
+  table.part_ended(at(1), 1, JobState::kFailed, 15, "n1: task 0: called MPI_Abort");
+  EXPECT_TRUE(table.world_failed(at(1), 9, "n2: task 2: called MPI_Abort", 100).empty());
+  EXPECT_TRUE(table.world_failed(at(1), 7, "n2: task 3: exited with code 7", 101).empty());
+  EXPECT_TRUE(table.world_failed(at(1), 6, "unknown time", 0).empty());
+  table.part_ended(at(1), 2, JobState::kFailed, 9, "n2: task 2: called MPI_Abort");
+  AfterRun after = JobTableCore::after_run(at(1));
+  EXPECT_EQ(after, (AfterRun{AfterRun::Kind::kFinish, JobState::kFailed,
+                             "n2: task 2: called MPI_Abort", 0}));
+  carry_out(at(1), after);
+  EXPECT_EQ(at(1).job.exit_code, 9);
+  // A part's end (no time) or a failure of unknown time is never replaced.
+  EXPECT_FALSE(replaces_world_failure(std::nullopt, 5));
+  EXPECT_FALSE(replaces_world_failure(0, 5));
+  EXPECT_FALSE(replaces_world_failure(10, 0));
+  EXPECT_FALSE(replaces_world_failure(10, 10));
+  EXPECT_TRUE(replaces_world_failure(10, 9));
 }
 
 TEST_F(JobTableTest, ABatchJobEndsWithItsScriptsPart) {
