@@ -98,8 +98,10 @@ std::vector<std::string> cgroup_tree(const std::string& dir) {
 
 // Enables `wanted` controllers for the children of `dir` (v2). Those in
 // `required` must be available; the others are enabled when they are.
+// `enabled_out`, when given, gets the controllers enabled after.
 Status enable_v2_controllers(const std::string& dir, const std::vector<std::string>& wanted,
-                             const std::set<std::string>& required) {
+                             const std::set<std::string>& required,
+                             std::set<std::string>* enabled_out = nullptr) {
   std::istringstream available_in(read_whole(dir + "/cgroup.controllers"));
   std::set<std::string> available;
   for (std::string c; available_in >> c;) available.insert(c);
@@ -114,7 +116,9 @@ Status enable_v2_controllers(const std::string& dir, const std::vector<std::stri
                                  "/cgroup.controllers");
     }
     HPCQ_RETURN_IF_ERROR(write_file(dir + "/cgroup.subtree_control", "+" + c));
+    enabled.insert(c);
   }
+  if (enabled_out) *enabled_out = std::move(enabled);
   return Status::ok();
 }
 
@@ -393,6 +397,19 @@ std::vector<std::string> CgroupHierarchy::instance_dirs(const std::string& insta
 
 Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId id,
                                               const CgroupLimits& limits) const {
+  auto job = create_job_once(instance, id, limits);
+  if (job.is_ok() || job.status().code() != Code::kNotFound) return job;
+  // A parent made ready for an earlier job is gone (removed behind us).
+  ready_parents_.clear();
+  job = create_job_once(instance, id, limits);
+  if (!job.is_ok() && job.status().code() == Code::kNotFound) {
+    return internal_error(job.status().message());
+  }
+  return job;
+}
+
+Result<JobCgroup> CgroupHierarchy::create_job_once(const std::string& instance, JobId id,
+                                                   const CgroupLimits& limits) const {
   const std::string job = "job-" + std::to_string(id);
   std::vector<std::string> made;  // directories to remove if we fail
   auto fail = [&made](Status s) -> Result<JobCgroup> {
@@ -400,6 +417,16 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
     return s;
   };
   bool created = false;
+  // The job's own directory: kNotFound when its parent is missing.
+  auto make_job_dir = [&](const std::string& dir) {
+    if (mkdir(dir.c_str(), 0755) == 0) {
+      made.push_back(dir);
+      return Status::ok();
+    }
+    if (errno == EEXIST) return Status::ok();
+    return Status(errno == ENOENT ? Code::kNotFound : Code::kInternal,
+                  "mkdir " + dir + ": " + errno_text(errno));
+  };
 
   if (version_ == CgroupVersion::kV2) {
     std::set<std::string> required;
@@ -407,12 +434,24 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
     if (limits.memory_bytes > 0) required.insert("memory");
     std::string dir = v2_root_ + v2_base_;
     for (const std::string& part : {std::string("hpcq"), instance, job}) {
-      Status s = enable_v2_controllers(dir, kV2Controllers, required);
-      if (!s.is_ok()) return fail(s);
+      auto ready = ready_parents_.find(dir);
+      if (ready == ready_parents_.end() ||
+          !std::includes(ready->second.begin(), ready->second.end(), required.begin(),
+                         required.end())) {
+        std::set<std::string> enabled;
+        Status s = enable_v2_controllers(dir, kV2Controllers, required, &enabled);
+        if (!s.is_ok()) return fail(s);
+        ready_parents_[dir] = std::move(enabled);
+      }
       dir += "/" + part;
-      s = make_dir(dir, &created);
-      if (!s.is_ok()) return fail(s);
-      if (created) made.push_back(dir);
+      if (part == job) {
+        Status s = make_job_dir(dir);
+        if (!s.is_ok()) return fail(s);
+      } else if (!ready_parents_.count(dir)) {
+        Status s = make_dir(dir, &created);
+        if (!s.is_ok()) return fail(s);
+        if (created) made.push_back(dir);
+      }
     }
     // An empty cpuset in v2 means "the parent's": only write what is given.
     if (!limits.cpus.empty()) {
@@ -440,17 +479,21 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
   for (const char* c : kV1Controllers) {
     const std::string controller = c;
     std::string dir = v1_mounts_.at(controller);
-    for (const std::string& part : {std::string("hpcq"), instance, job}) {
+    for (const std::string& part : {std::string("hpcq"), instance}) {
       dir += "/" + part;
+      if (ready_parents_.count(dir)) continue;
       Status s = make_dir(dir, &created);
       if (!s.is_ok()) return fail(s);
       if (created) made.push_back(dir);
-      if (controller == "cpuset" && part != job) {
+      if (controller == "cpuset") {
         s = fill_v1_cpuset(dir);
         if (!s.is_ok()) return fail(s);
       }
+      ready_parents_[dir];
     }
-    Status s;
+    dir += "/" + job;
+    Status s = make_job_dir(dir);
+    if (!s.is_ok()) return fail(s);
     if (controller == "cpuset") {
       s = limits.cpus.empty()
               ? Status::ok()
@@ -458,7 +501,8 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
       if (s.is_ok() && !limits.mems.empty()) {
         s = write_file(dir + "/cpuset.mems", resource::format_cpu_list(limits.mems));
       }
-      if (s.is_ok()) s = fill_v1_cpuset(dir);  // whatever was not given
+      // Whatever was not given.
+      if (s.is_ok() && (limits.cpus.empty() || limits.mems.empty())) s = fill_v1_cpuset(dir);
     } else if (controller == "memory" && limits.memory_bytes > 0) {
       s = write_file(dir + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes));
     } else if (controller == "pids" && limits.pids_max > 0) {
@@ -507,6 +551,7 @@ int CgroupHierarchy::remove_stale(const std::string& instance) const {
 }
 
 void CgroupHierarchy::remove_instance_dirs(const std::string& instance) const {
+  ready_parents_.clear();
   for (const std::string& dir : instance_dirs(instance)) rmdir(dir.c_str());
   // runc made the instance's directory in the controllers hpcq does not use
   // (blkio, cpu, devices, ...) for image jobs' containers.

@@ -132,6 +132,9 @@ class CgroupHierarchy {
 
   // Creates job-<id> (and the parents it needs), sets the limits. A leftover
   // empty directory of the same job is reused. On error nothing new is left.
+  // The parents are made ready once (mkdir, v1 cpuset's sets, v2's
+  // subtree_control), not for every job; should they vanish, the job's
+  // mkdir finds none and they are made again.
   Result<JobCgroup> create_job(const std::string& instance, JobId id,
                                const CgroupLimits& limits) const;
 
@@ -154,6 +157,12 @@ class CgroupHierarchy {
   std::map<std::string, std::string> v1_mounts_;  // controller -> mount point
   std::set<std::string> v1_other_mounts_;         // mount points of the other controllers
   std::string v1_devices_mount_;                  // one of those: the devices controller's
+
+  Result<JobCgroup> create_job_once(const std::string& instance, JobId id,
+                                    const CgroupLimits& limits) const;
+  // The parent directories create_job has made ready: v1, each directory
+  // (an empty set); v2, the controllers enabled for its children.
+  mutable std::map<std::string, std::set<std::string>> ready_parents_;
 };
 
 }  // namespace hpcq::agent

@@ -1,8 +1,10 @@
 #include "agent/executor/cgroup.h"
 #include "agent/executor/gpu_devices.h"
 
+#include <errno.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,6 +79,26 @@ TEST_F(CgroupTest, CreatesJobDirectoriesWithLimitsAndRemovesThem) {
   EXPECT_TRUE(removed.is_ok()) << removed.to_string();
   EXPECT_TRUE(job.dirs().empty());
   for (const std::string& d : dirs) EXPECT_FALSE(fs::exists(d)) << d;
+}
+
+TEST_F(CgroupTest, ParentsRemovedBehindItsBackAreMadeAgain) {
+  // The parents are made ready for the first job only; removed (by an admin,
+  // or a stopping instance of the same name), they are made again.
+  auto first = hierarchy_.create_job(instance_, 4, {{0}, {0}, 0});
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  ASSERT_TRUE(first->remove().is_ok());
+  for (const std::string& d : hierarchy_.instance_dirs(instance_)) {
+    ASSERT_EQ(rmdir(d.c_str()), 0) << d << ": " << strerror(errno);
+  }
+  auto again = hierarchy_.create_job(instance_, 5, {{0}, {}, 0});
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  for (const std::string& d : again->dirs()) EXPECT_TRUE(fs::is_directory(d)) << d;
+  EXPECT_EQ(read_trimmed(again->dirs()[0] + "/cpuset.cpus"), "0");
+  if (hierarchy_.version() == CgroupVersion::kV1) {
+    // Not given: the parent's, whose own sets were filled again.
+    EXPECT_FALSE(read_trimmed(again->dirs()[0] + "/cpuset.mems").empty());
+  }
+  EXPECT_TRUE(again->remove().is_ok());
 }
 
 TEST_F(CgroupTest, WorkerChildrenHaveTheirOwnLimitsAndGoWithTheJob) {
