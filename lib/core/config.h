@@ -99,8 +99,9 @@ struct ClusterConfig {
   // [scheduler]
   std::vector<std::string> actions = {"allocate"};
   std::vector<std::string> plugins = {"fcfs"};
-  int queue_depth =
-      1000;  // pending jobs, in order, one cycle considers (Slurm's default_queue_depth)
+  // Pending jobs, in order, one cycle considers (as Slurm's
+  // default_queue_depth, 100 there, whose cycles do not backfill).
+  int queue_depth = 1000;
   // [scheduler.options]: "<action or plugin>.<option>" -> value (also written
   // as sub-tables: [scheduler.options.backfill] reservation_depth = 1).
   std::map<std::string, std::string> scheduler_options;
