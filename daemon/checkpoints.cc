@@ -164,7 +164,7 @@ Status Checkpoints::begin_checkpoint(JobEntry& entry, job::CheckpointThen then,
 // its start) is older than its interval is checkpointed now, and runs on.
 void Checkpoints::checkpoint_due_jobs() {
   for (JobId id : ctx_.table.running()) {
-    JobEntry& entry = ctx_.table.jobs().at(id);
+    JobEntry& entry = ctx_.table.at(id);
     if (entry.checkpointing ||
         !job::periodic_checkpoint_due(entry.job, entry.checkpoints, ctx_.now()))
       continue;

@@ -318,7 +318,7 @@ void JobActions::repeat_unconfirmed() {
   const TimeUs t = ctx_.now();
   const TimeUs after = 2 * static_cast<TimeUs>(ctx_.config.heartbeat_interval_ms) * 1000;
   for (JobId id : ctx_.table.running()) {
-    JobEntry& entry = ctx_.table.jobs().at(id);
+    JobEntry& entry = ctx_.table.at(id);
     if (t - entry.sent_at < after) continue;
     if (entry.kill_sent) {
       // Until every node reports the end; a node that has no such job

@@ -464,7 +464,7 @@ std::future<Result<v1::Reservation>> Leader::create_reservation(const Caller& ca
     // As Slurm: the nodes must be free of other users' jobs by the start,
     // judged by the running jobs' time limits.
     for (JobId id : ctx_.table.running()) {
-      const job::Job& job = ctx_.table.jobs().at(id).job;
+      const job::Job& job = ctx_.table.at(id).job;
       const bool admitted =
           std::find(r.uids.begin(), r.uids.end(), job.uid) != r.uids.end() ||
           std::find(r.accounts.begin(), r.accounts.end(), job.spec.account) != r.accounts.end();

@@ -16,7 +16,7 @@ v1::ListNodesResponse NodeMonitor::list_nodes() const {
   v1::ListNodesResponse response;
   std::map<Rank, int> running;
   for (JobId id : ctx_.table.running()) {
-    for (const auto& a : ctx_.table.jobs().at(id).job.allocation.nodes) running[a.rank]++;
+    for (const auto& a : ctx_.table.at(id).job.allocation.nodes) running[a.rank]++;
   }
   for (const auto& [rank, node] : ctx_.nodes) {
     v1::Node* n = response.add_nodes();
@@ -61,12 +61,12 @@ v1::ListQueuesResponse NodeMonitor::list_queues() const {
   std::set<Rank> busy;
   std::map<std::string, std::pair<int, int>> jobs;  // queue: running, pending
   for (JobId id : ctx_.table.running()) {
-    const job::Job& job = ctx_.table.jobs().at(id).job;
+    const job::Job& job = ctx_.table.at(id).job;
     ++jobs[job.spec.queue].first;
     for (const auto& a : job.allocation.nodes) busy.insert(a.rank);
   }
   for (const auto& [at, id] : ctx_.table.pending()) {
-    ++jobs[ctx_.table.jobs().at(id).job.spec.queue].second;
+    ++jobs[ctx_.table.at(id).job.spec.queue].second;
   }
   const SitePolicy& site = ctx_.config.site;
   std::vector<QueueConfig> queues = site.queues;
@@ -351,7 +351,7 @@ void NodeMonitor::node_down(NodeEntry& node, const std::string& reason) {
   // Copied: finish_job and requeue_job take jobs out of ctx_.table.running().
   const std::vector<JobId> running(ctx_.table.running().begin(), ctx_.table.running().end());
   for (JobId id : running) {
-    JobEntry& entry = ctx_.table.jobs().at(id);
+    JobEntry& entry = ctx_.table.at(id);
     if (!entry.running_on.count(node.rank)) continue;
     if (resizes_.on_node_lost(entry, node)) continue;
     actions_.lose_part(entry, node.rank, "node " + node.name + " failed (" + reason + ")");

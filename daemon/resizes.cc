@@ -285,7 +285,7 @@ void Resizes::send_part_kill(JobEntry& entry, Rank rank) {
 // does on a drained node.
 void Resizes::shrink_off(Rank rank, job::ResizeBy by) {
   for (JobId id : ctx_.table.running()) {
-    JobEntry& entry = ctx_.table.jobs().at(id);
+    JobEntry& entry = ctx_.table.at(id);
     const job::Job& job = entry.job;
     if (!job.spec.elastic || job.spec.max_nodes == 0 || !entry.held_on.count(rank)) continue;
     Status asked = begin_shrink(entry, {rank}, by, nullptr);
@@ -336,11 +336,11 @@ void Resizes::check_deadlines() {
   const TimeUs t = ctx_.now();
   std::vector<JobId> overdue;
   for (JobId id : ctx_.table.running()) {
-    const JobEntry& entry = ctx_.table.jobs().at(id);
+    const JobEntry& entry = ctx_.table.at(id);
     if (entry.resizing && t > entry.resizing->deadline) overdue.push_back(id);
   }
   for (JobId id : overdue) {
-    JobEntry& entry = ctx_.table.jobs().at(id);
+    JobEntry& entry = ctx_.table.at(id);
     settle(entry, job::on_deadline(*entry.resizing), 0);
   }
   // Parts taken away by a resize: told again until each reports its end.

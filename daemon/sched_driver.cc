@@ -69,7 +69,7 @@ bool SchedDriver::wants_periodic_cycle() const {
 bool SchedDriver::may_expand() const {
   if (!elastic_action_) return false;
   for (JobId id : ctx_.table.running()) {
-    const job::Job& job = ctx_.table.jobs().at(id).job;
+    const job::Job& job = ctx_.table.at(id).job;
     if (job.spec.elastic && static_cast<int>(job.allocation.nodes.size()) < job.spec.max_nodes) {
       return true;
     }
@@ -112,7 +112,7 @@ void SchedDriver::fill_queue(sched::Snapshot& snapshot) {
   snapshot.queue.reserve(std::min(depth, ctx_.table.pending().size()));
   // Whether to look further: false once the snapshot's queue is full.
   auto consider = [&](JobId id) {
-    JobEntry& entry = ctx_.table.jobs().at(id);
+    JobEntry& entry = ctx_.table.at(id);
     const job::Job& job = entry.job;
     if (entry.yields_to != 0) {
       auto preemptor = ctx_.table.jobs().find(entry.yields_to);
@@ -232,7 +232,7 @@ std::vector<JobId> SchedDriver::priority_window(const sched::Snapshot& snapshot)
   pending.reserve(ids.size());
   std::vector<sched::FairShareTree::Key> seen;
   for (JobId id : ids) {
-    pending.push_back(pending_of(ctx_.table.jobs().at(id).job));
+    pending.push_back(pending_of(ctx_.table.at(id).job));
     seen.emplace_back(pending.back().uid, pending.back().account);
   }
   const sched::FairShareTree tree =

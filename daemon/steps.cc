@@ -267,7 +267,7 @@ void Steps::repeat_unconfirmed() {
   const TimeUs now = ctx_.now();
   const TimeUs after = 2 * static_cast<TimeUs>(ctx_.config.heartbeat_interval_ms) * 1000;
   for (JobId id : ctx_.table.running()) {
-    JobEntry& entry = ctx_.table.jobs().at(id);
+    JobEntry& entry = ctx_.table.at(id);
     if (entry.steps_to_try && entry.started_on == entry.running_on) {
       entry.steps_to_try = false;
       start_pending(entry);

@@ -28,7 +28,9 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -216,21 +218,34 @@ class JobTable final : public JobTableCore {
     const JobId id = job.id;
     Entry entry;
     entry.job = std::move(job);
-    return jobs_.insert_or_assign(id, std::move(entry)).first->second;
+    Entry& stored = jobs_.insert_or_assign(id, std::move(entry)).first->second;
+    by_id_[id] = &stored;
+    return stored;
   }
   Entry* find(JobId id) {
-    auto it = jobs_.find(id);
-    return it == jobs_.end() ? nullptr : &it->second;
+    auto it = by_id_.find(id);
+    return it == by_id_.end() ? nullptr : it->second;
   }
   const Entry* find(JobId id) const {
-    auto it = jobs_.find(id);
-    return it == jobs_.end() ? nullptr : &it->second;
+    auto it = by_id_.find(id);
+    return it == by_id_.end() ? nullptr : it->second;
   }
   // Forgets an ended job (for a caller that keeps no history: the
   // simulator). Only a job in a terminal state that no pending job names.
-  void erase(JobId id) { jobs_.erase(id); }
-  Entry& at(JobId id) { return jobs_.at(id); }
-  const Entry& at(JobId id) const { return jobs_.at(id); }
+  void erase(JobId id) {
+    by_id_.erase(id);
+    jobs_.erase(id);
+  }
+  Entry& at(JobId id) {
+    Entry* entry = find(id);
+    if (entry == nullptr) throw std::out_of_range("JobTable::at");
+    return *entry;
+  }
+  const Entry& at(JobId id) const {
+    const Entry* entry = find(id);
+    if (entry == nullptr) throw std::out_of_range("JobTable::at");
+    return *entry;
+  }
   std::map<JobId, Entry>& jobs() { return jobs_; }
   const std::map<JobId, Entry>& jobs() const { return jobs_; }
 
@@ -239,6 +254,9 @@ class JobTable final : public JobTableCore {
   const JobRecord* record(JobId id) const override { return find(id); }
 
   std::map<JobId, Entry> jobs_;
+  // The same entries by id: a lookup costs one hash, not a walk of a tree
+  // of every job the leader knows (a scheduling cycle makes a thousand).
+  std::unordered_map<JobId, Entry*> by_id_;
 };
 
 }  // namespace hpcq::job
