@@ -123,6 +123,11 @@ Status Leader::start() {
     actions_.apply(ctx_.table.release_due(ctx_.now()));  // --begin times that have come
     if (driver_.wants_periodic_cycle()) actions_.schedule_soon();
   });
+  if (ctx_.config.full_cycle_interval_s > 0) {
+    ctx_.loop.run_every(std::chrono::seconds(ctx_.config.full_cycle_interval_s), [this] {
+      if (driver_.wants_full_cycle()) driver_.run_cycle(/*full=*/true);
+    });
+  }
   ctx_.loop.run_every(std::chrono::seconds(10), [this] { actions_.persist_usage(); });
   actions_.schedule_soon();
   return Status::ok();

@@ -27,24 +27,28 @@ class SchedDriver {
 
   // The scheduler of the configuration's actions, plugins and options.
   Status configure();
-  void run_cycle();
+  // A cycle on an event (a submission, an end): shown the first
+  // queue_depth pending jobs. A full cycle, run every
+  // full_cycle_interval_s while more are pending: full_queue_depth.
+  void run_cycle(bool full = false);
+  bool wants_full_cycle() const;
   // Resizes wait out their rescale gap with no event to wake a cycle: the
   // leader asks for one every heartbeat while this says there may be work.
   bool wants_periodic_cycle() const;
 
  private:
-  // The first queue_depth pending jobs the scheduler may start (as Slurm's
-  // default_queue_depth), in queue order or the best by priority.
-  void fill_queue(sched::Snapshot& snapshot);
+  // The first `depth` pending jobs the scheduler may start, in queue order
+  // or the best by priority.
+  void fill_queue(sched::Snapshot& snapshot, std::size_t depth);
   void fill_running(sched::Snapshot& snapshot);
   void apply_decisions(sched::Decisions& decisions);
   // Whether a running elastic job is below its maximum and could grow.
   bool may_expand() const;
   // With the multifactor "priority" plugin, the pending jobs a cycle looks
-  // at, best first: twice queue_depth of the highest priority (as Slurm
-  // sorts by priority first). O(pending). Without it a cycle walks the queue
-  // in (submit time, id) order and stops after queue_depth.
-  std::vector<JobId> priority_window(const sched::Snapshot& snapshot);
+  // at, best first: twice `depth` of the highest priority (as Slurm sorts
+  // by priority first). O(pending). Without it a cycle walks the queue in
+  // (submit time, id) order and stops after `depth`.
+  std::vector<JobId> priority_window(const sched::Snapshot& snapshot, std::size_t depth);
   std::vector<sched::AdvanceReservation> current_reservations();
   // The running job `id` if it is not on its way out already; else null.
   JobEntry* stoppable(JobId id);

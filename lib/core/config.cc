@@ -535,10 +535,14 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("scheduler")) {
     const Table& t = root.at("scheduler");
     if (!t.is_table()) return invalid_argument(where(t) + ": [scheduler] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(
-        t, "scheduler",
-        {"actions", "plugins", "queue_depth", "options", "usage_half_life_s", "decision_log"}));
+    HPCQ_RETURN_IF_ERROR(
+        check_keys(t, "scheduler",
+                   {"actions", "plugins", "queue_depth", "full_queue_depth",
+                    "full_cycle_interval_s", "options", "usage_half_life_s", "decision_log"}));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "scheduler", "queue_depth", c.queue_depth));
+    HPCQ_RETURN_IF_ERROR(get_positive(t, "scheduler", "full_queue_depth", c.full_queue_depth));
+    HPCQ_RETURN_IF_ERROR(
+        get_non_negative(t, "scheduler", "full_cycle_interval_s", c.full_cycle_interval_s));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "actions", c.actions));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "plugins", c.plugins));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "usage_half_life_s", c.usage_half_life_s));

@@ -99,9 +99,13 @@ struct ClusterConfig {
   // [scheduler]
   std::vector<std::string> actions = {"allocate"};
   std::vector<std::string> plugins = {"fcfs"};
-  // Pending jobs, in order, one cycle considers (as Slurm's
-  // default_queue_depth, 100 there, whose cycles do not backfill).
-  int queue_depth = 1000;
+  // Pending jobs, in order, a cycle run on an event (a submission, an end)
+  // considers (as Slurm's default_queue_depth); every full_cycle_interval_s
+  // a cycle considers full_queue_depth (as Slurm's periodic pass over the
+  // queue; 0 s: none).
+  int queue_depth = 100;
+  int full_queue_depth = 1000;
+  std::int64_t full_cycle_interval_s = 1;
   // [scheduler.options]: "<action or plugin>.<option>" -> value (also written
   // as sub-tables: [scheduler.options.backfill] reservation_depth = 1).
   std::map<std::string, std::string> scheduler_options;

@@ -174,6 +174,7 @@ TEST(ConfigTest, SitePolicyAndSchedulerOptions) {
   std::string text = std::string(
                          "[scheduler]\nactions = [\"allocate\", \"backfill\"]\n"
                          "usage_half_life_s = 3600\ndecision_log = \"/tmp/d.jsonl\"\n"
+                         "queue_depth = 50\nfull_queue_depth = 500\nfull_cycle_interval_s = 0\n"
                          "[scheduler.options]\n\"backfill.reservation_depth\" = 2\n"
                          "[scheduler.options.priority]\nweight_age = 10\nfavor_small = true\n"
                          "[[queue]]\nname = \"batch\"\ndefault = true\nmax_cores_per_user = 8\n"
@@ -191,6 +192,9 @@ TEST(ConfigTest, SitePolicyAndSchedulerOptions) {
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->usage_half_life_s, 3600);
   EXPECT_EQ(c->decision_log, "/tmp/d.jsonl");
+  EXPECT_EQ(c->queue_depth, 50);
+  EXPECT_EQ(c->full_queue_depth, 500);
+  EXPECT_EQ(c->full_cycle_interval_s, 0);
   EXPECT_EQ(c->scheduler_options.at("backfill.reservation_depth"), "2");
   EXPECT_EQ(c->scheduler_options.at("priority.weight_age"), "10");
   EXPECT_EQ(c->scheduler_options.at("priority.favor_small"), "true");
@@ -259,6 +263,8 @@ TEST(ConfigTest, BadSitePolicy) {
       {"[[user]]\naccount = \"root\"\n", "exactly one of name and uid"},
       {"[scheduler.options]\ndepth = 3\n", "is not \"<action or plugin>.<option>\""},
       {"[scheduler]\nusage_half_life_s = -1\n", "must not be negative"},
+      {"[scheduler]\nfull_queue_depth = 0\n", "'scheduler.full_queue_depth' must be a positive"},
+      {"[scheduler]\nfull_cycle_interval_s = -1\n", "must not be negative"},
       {"[api]\nlisten = \"0.0.0.0:8443\"\n", "listen needs tls_cert and tls_key"},
       {"[api]\nport = 1\n", "unknown key 'api.port'"},
       {"[[portal]]\nname = \"p\"\ntoken_sha256 = \"abc\"\nusers = [\"a\"]\n",
