@@ -14,6 +14,12 @@
 
 #include "tests/unit/etcd/etcd_server.h"
 
+// gRPC's TLS handshaker sometimes leaves OpenSSL's objects of a handshake
+// cut off at shutdown unfreed (gRPC frees its own): LeakSanitizer failed this
+// binary at exit in 1 of some 23 runs, every leaked block allocated in
+// libcrypto. Nothing here calls OpenSSL; leaks of anything else still fail.
+extern "C" const char* __lsan_default_suppressions() { return "leak:libcrypto.so\n"; }
+
 namespace hpcq::etcd {
 namespace {
 
