@@ -67,6 +67,13 @@ class JobTableTest : public ::testing::Test {
     record.yields_to = after.yields_to;
     return effects;
   }
+  // Every part has ended: the job finishes FAILED with this reason and code.
+  void expect_failed(JobId id, const std::string& reason, int exit_code) {
+    const AfterRun after = JobTableCore::after_run(at(id));
+    EXPECT_EQ(after, (AfterRun{AfterRun::Kind::kFinish, JobState::kFailed, reason, 0}));
+    carry_out(at(id), after);
+    EXPECT_EQ(at(id).job.exit_code, exit_code);
+  }
 
   JobTable<> table;
   TimeUs now = 100 * kUsPerSecond;
@@ -208,11 +215,7 @@ TEST_F(JobTableTest, AnMpiAbortDecidesBeforeThePartsItBrokeReport) {
   // The other node's rank failed on losing its peer: not the job's reason.
   table.part_ended(at(1), 1, JobState::kFailed, 15, "n1: task 0: MPI error");
   table.part_ended(at(1), 2, JobState::kFailed, 9, "n2: task 2: called MPI_Abort");
-  AfterRun after = JobTableCore::after_run(at(1));
-  EXPECT_EQ(after, (AfterRun{AfterRun::Kind::kFinish, JobState::kFailed,
-                             "n2: task 2: called MPI_Abort", 0}));
-  carry_out(at(1), after);
-  EXPECT_EQ(at(1).job.exit_code, 9);
+  expect_failed(1, "n2: task 2: called MPI_Abort", 9);
   // Too late once a part has decided, and for a job that is not running.
   submit(2);
   EXPECT_TRUE(table.world_failed(at(2), 9, "x", 100).empty());
@@ -234,11 +237,7 @@ TEST_F(JobTableTest, TheWorldFailureSeenFirstDecidesWhicheverArrivesFirst) {
   EXPECT_TRUE(table.world_failed(at(1), 7, "n2: task 3: exited with code 7", 101).empty());
   EXPECT_TRUE(table.world_failed(at(1), 6, "unknown time", 0).empty());
   table.part_ended(at(1), 2, JobState::kFailed, 9, "n2: task 2: called MPI_Abort");
-  AfterRun after = JobTableCore::after_run(at(1));
-  EXPECT_EQ(after, (AfterRun{AfterRun::Kind::kFinish, JobState::kFailed,
-                             "n2: task 2: called MPI_Abort", 0}));
-  carry_out(at(1), after);
-  EXPECT_EQ(at(1).job.exit_code, 9);
+  expect_failed(1, "n2: task 2: called MPI_Abort", 9);
   // A part's end (no time) or a failure of unknown time is never replaced.
   EXPECT_FALSE(replaces_world_failure(std::nullopt, 5));
   EXPECT_FALSE(replaces_world_failure(0, 5));
