@@ -176,9 +176,9 @@ void Checkpoints::checkpoint_due_jobs() {
 }
 
 void Checkpoints::on_checkpoint_done(Rank rank, const overlay::CheckpointDone& done) {
-  auto it = ctx_.table.jobs().find(done.job_id());
-  if (it == ctx_.table.jobs().end() || !it->second.checkpointing) return;
-  JobEntry& entry = it->second;
+  JobEntry* found = ctx_.table.find(done.job_id());
+  if (found == nullptr || !found->checkpointing) return;
+  JobEntry& entry = *found;
   job::CheckpointAnswer answer;
   answer.attempt = done.attempt();
   answer.image_dir = done.image_dir();

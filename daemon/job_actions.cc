@@ -166,9 +166,9 @@ overlay::Launch JobActions::make_launch(const job::Job& job) const {
 }
 
 void JobActions::send_launches(JobId id, int attempt) {
-  auto it = ctx_.table.jobs().find(id);
-  if (it == ctx_.table.jobs().end()) return;
-  JobEntry& entry = it->second;
+  JobEntry* found = ctx_.table.find(id);
+  if (found == nullptr) return;
+  JobEntry& entry = *found;
   if (entry.job.state != job::JobState::kRunning || entry.job.requeue_count != attempt ||
       !entry.launch) {
     return;

@@ -20,9 +20,9 @@ std::optional<std::string> JobReports::on_job_update(Rank rank, const overlay::J
 }
 
 void JobReports::on_output(Rank rank, overlay::Output&& output) {
-  auto it = ctx_.table.jobs().find(output.job_id());
-  if (it == ctx_.table.jobs().end()) return;
-  const JobEntry& entry = it->second;
+  const JobEntry* found = ctx_.table.find(output.job_id());
+  if (found == nullptr) return;
+  const JobEntry& entry = *found;
   // Output of an earlier attempt, or from a node the job or step no longer runs on.
   if (entry.job.state != job::JobState::kRunning ||
       output.attempt() != static_cast<std::uint32_t>(entry.job.requeue_count) ||
@@ -59,9 +59,9 @@ void JobReports::ack_after_commit(Rank rank, const overlay::JobUpdate& update) {
 
 std::optional<std::string> JobReports::handle_job_update(Rank rank,
                                                          const overlay::JobUpdate& update) {
-  auto it = ctx_.table.jobs().find(update.job_id());
-  if (it == ctx_.table.jobs().end()) return std::nullopt;
-  JobEntry& entry = it->second;
+  JobEntry* found = ctx_.table.find(update.job_id());
+  if (found == nullptr) return std::nullopt;
+  JobEntry& entry = *found;
   if (entry.job.state != job::JobState::kRunning ||
       update.attempt() != static_cast<uint32_t>(entry.job.requeue_count) ||
       !entry.running_on.count(rank)) {

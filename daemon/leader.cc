@@ -227,13 +227,13 @@ bool Leader::may_see(const Caller& caller, const job::Job& job) {
 }
 
 Result<JobEntry*> Leader::find_for(const Caller& caller, JobId id) {
-  auto it = ctx_.table.jobs().find(id);
-  if (it == ctx_.table.jobs().end()) return not_found("no job " + std::to_string(id));
+  JobEntry* entry = ctx_.table.find(id);
+  if (entry == nullptr) return not_found("no job " + std::to_string(id));
   // The same neutral answer on every path: whose job it is is not ours to say.
-  if (!may_see(caller, it->second.job)) {
+  if (!may_see(caller, entry->job)) {
     return permission_denied("job " + std::to_string(id) + " belongs to another user");
   }
-  return &it->second;
+  return entry;
 }
 
 std::future<Status> Leader::cancel(const Caller& caller, JobId id, job::StepId step) {

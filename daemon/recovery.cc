@@ -94,15 +94,15 @@ Status load_steps(Context& ctx, store::Store& store) {
   if (!stored.is_ok()) return stored.status();
   for (const auto& [key, value] : *stored) {
     v1::Step record;
-    auto it = ctx.table.jobs().find(std::strtoull(key.c_str(), nullptr, 10));
-    auto step = it == ctx.table.jobs().end() || !parse_stored(value, &record)
+    JobEntry* entry = ctx.table.find(std::strtoull(key.c_str(), nullptr, 10));
+    auto step = entry == nullptr || !parse_stored(value, &record)
                     ? Result<job::StepRecord>(invalid_argument("unreadable"))
                     : api::from_proto(record);
     if (!step.is_ok() || step->id == 0) {
       spdlog::warn("store: step record {} ignored", key);
       continue;
     }
-    std::vector<job::StepRecord>& steps = it->second.steps;
+    std::vector<job::StepRecord>& steps = entry->steps;
     if (steps.size() < step->id) steps.resize(step->id);
     steps[step->id - 1] = std::move(step).value();
   }

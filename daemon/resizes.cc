@@ -164,9 +164,9 @@ Status Resizes::begin_expand(JobEntry& entry, resource::Allocation added, job::R
   ctx_.committer->submit(std::move(batch), [this, id, seq](Status s) {
     if (!s.is_ok()) spdlog::error("job {}: store update failed: {}", id, s.message());
     ctx_.loop.post([this, id, seq] {
-      auto it = ctx_.table.jobs().find(id);
-      if (it == ctx_.table.jobs().end()) return;
-      JobEntry& e = it->second;
+      JobEntry* found = ctx_.table.find(id);
+      if (found == nullptr) return;
+      JobEntry& e = *found;
       if (!e.resizing || e.resizing->seq != seq || !e.launch) return;
       e.sent_at = ctx_.now();
       for (Rank rank : e.resizing->added) {
@@ -203,9 +203,9 @@ void Resizes::send_resize_notice(JobEntry& entry) {
 }
 
 void Resizes::on_resize_done(Rank rank, const overlay::ResizeDone& done) {
-  auto it = ctx_.table.jobs().find(done.job_id());
-  if (it == ctx_.table.jobs().end()) return;
-  JobEntry& entry = it->second;
+  JobEntry* found = ctx_.table.find(done.job_id());
+  if (found == nullptr) return;
+  JobEntry& entry = *found;
   if (!entry.resizing || !job::answer_is_current(*entry.resizing, rank, done.seq(), done.attempt(),
                                                  entry.job.requeue_count)) {
     spdlog::info("job {}: stale resize answer (seq {}) ignored", done.job_id(), done.seq());

@@ -123,9 +123,9 @@ void SchedDriver::fill_queue(sched::Snapshot& snapshot, std::size_t depth) {
     JobEntry& entry = ctx_.table.at(id);
     const job::Job& job = entry.job;
     if (entry.yields_to != 0) {
-      auto preemptor = ctx_.table.jobs().find(entry.yields_to);
-      if (preemptor != ctx_.table.jobs().end() &&
-          preemptor->second.job.state == job::JobState::kPending && !preemptor->second.job.held) {
+      const JobEntry* preemptor = ctx_.table.find(entry.yields_to);
+      if (preemptor != nullptr && preemptor->job.state == job::JobState::kPending &&
+          !preemptor->job.held) {
         return true;
       }
       entry.yields_to = 0;
@@ -198,28 +198,27 @@ void SchedDriver::apply_decisions(sched::Decisions& decisions) {
   bool shrink_asked = false;
   for (auto& decision : decisions.decisions) {
     if (auto* start = std::get_if<sched::Start>(&decision)) {
-      auto it = ctx_.table.jobs().find(start->job);
-      if (it == ctx_.table.jobs().end() || it->second.job.state != job::JobState::kPending)
-        continue;
-      start_job(it->second, std::move(start->allocation), shrink_asked);
+      JobEntry* entry = ctx_.table.find(start->job);
+      if (entry == nullptr || entry->job.state != job::JobState::kPending) continue;
+      start_job(*entry, std::move(start->allocation), shrink_asked);
     } else if (auto* preempt = std::get_if<sched::Preempt>(&decision)) {
       apply_preempt(*preempt);
     } else if (auto* migrate = std::get_if<sched::Migrate>(&decision)) {
       apply_migrate(*migrate);
     } else if (auto* shrink = std::get_if<sched::Shrink>(&decision)) {
-      auto it = ctx_.table.jobs().find(shrink->job);
-      if (it == ctx_.table.jobs().end()) continue;
+      JobEntry* entry = ctx_.table.find(shrink->job);
+      if (entry == nullptr) continue;
       Status asked =
-          resizes_.begin_shrink(it->second, shrink->nodes, job::ResizeBy::kScheduler, nullptr);
+          resizes_.begin_shrink(*entry, shrink->nodes, job::ResizeBy::kScheduler, nullptr);
       if (!asked.is_ok()) {
         spdlog::info("job {}: shrink not asked: {}", shrink->job, asked.message());
       } else {
         shrink_asked = true;
       }
     } else if (auto* expand = std::get_if<sched::Expand>(&decision)) {
-      auto it = ctx_.table.jobs().find(expand->job);
-      if (it == ctx_.table.jobs().end()) continue;
-      Status asked = resizes_.begin_expand(it->second, std::move(expand->allocation),
+      JobEntry* entry = ctx_.table.find(expand->job);
+      if (entry == nullptr) continue;
+      Status asked = resizes_.begin_expand(*entry, std::move(expand->allocation),
                                            job::ResizeBy::kScheduler, nullptr);
       if (!asked.is_ok()) spdlog::info("job {}: expand not done: {}", expand->job, asked.message());
     }

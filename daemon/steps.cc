@@ -143,9 +143,9 @@ void Steps::send_kill(const JobEntry& entry, const StepRecord& step, Rank rank) 
 }
 
 void Steps::on_update(Rank rank, const overlay::JobUpdate& update) {
-  auto it = ctx_.table.jobs().find(update.job_id());
-  if (it == ctx_.table.jobs().end()) return;
-  JobEntry& entry = it->second;
+  JobEntry* found = ctx_.table.find(update.job_id());
+  if (found == nullptr) return;
+  JobEntry& entry = *found;
   if (update.attempt() != static_cast<std::uint32_t>(entry.job.requeue_count)) return;
   StepRecord* step = find(entry, update.step());
   if (!step || step->state != JobState::kRunning || !step->running_on.count(rank)) return;
