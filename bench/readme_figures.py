@@ -227,20 +227,21 @@ def fig_throughput():
             extra = f"; Slurm ran in the same invocation, once (`rep` {reps})"
         notes.append(f"- {kind_title(day, label, load_, len(invs), invs)}: started at {times}; "
                      f"{invocation_machine(invs[0])}{extra}.")
-    # A run without Slurm beside a run with it, on one day: what the issue
-    # quotes, said with its load.
+    # A run without Slurm against the latest earlier run with it on the same
+    # day (once): what the issue quotes, said with its load.
     for (day, label, load_), invs in kinds.items():
-        for other_key, others in kinds.items():
-            if other_key[0] != day or other_key == (day, label, load_):
-                continue
-            quiet = [o for o in others if "slurm_cli_end_to_end_2_cores" in o["by"]]
-            lone = [i for i in invs if "slurm_cli_end_to_end_2_cores" not in i["by"]]
-            if quiet and lone:
-                h = lone[0]["by"]["cli_end_to_end_2_cores"]["per_second"]
-                s = quiet[0]["by"]["slurm_cli_end_to_end_2_cores"]["e2e_jobs_per_s"]
-                notes.append(f"- The one-call-per-job loop with {load_} gave {num(h, 1)} "
-                             f"jobs/s, {h / s:.1f}x the Slurm figure of the run on a "
-                             f"{other_key[2]}; Slurm was not measured under that load.")
+        lone = [i for i in invs if "slurm_cli_end_to_end_2_cores" not in i["by"]]
+        quiet = [o for key, others in kinds.items() if key[0] == day
+                 for o in others if "slurm_cli_end_to_end_2_cores" in o["by"]
+                 and o["when"] <= invs[0]["when"]]
+        if lone and quiet:
+            base = max(quiet, key=lambda o: o["when"])
+            h = median([i["by"]["cli_end_to_end_2_cores"]["per_second"] for i in lone])
+            s = base["by"]["slurm_cli_end_to_end_2_cores"]["e2e_jobs_per_s"]
+            notes.append(f"- {day}, {label or 'no label'}: the one-call-per-job loop gave "
+                         f"{num(h, 1)} jobs/s (median), {h / s:.1f}x the Slurm figure of "
+                         f"{base['label'] or 'the unlabelled run'} ({base['when'][11:16]}); "
+                         f"Slurm was not measured beside it.")
     with_slurm = [inv for invs in kinds.values() for inv in invs
                   if "slurm_cli_end_to_end_2_cores" in inv["by"]]
     newest = max(inv["when"] for invs in kinds.values() for inv in invs)

@@ -47,11 +47,12 @@ LOG_LEVEL = "info"
 
 
 def commit():
-    """The measured tree: its commit, '+' when it has uncommitted changes."""
+    """The measured tree: its commit, '+' when it has uncommitted changes
+    (other than bench/results, which every run appends to)."""
     git = lambda *a: subprocess.run(["git", "-C", ROOT, *a], capture_output=True,
                                     text=True).stdout.strip()
-    return git("rev-parse", "--short", "HEAD") + ("+" if git("status", "--porcelain",
-                                                            "--untracked-files=no") else "")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results")
+    return git("rev-parse", "--short", "HEAD") + ("+" if dirty else "")
 
 
 def host():
