@@ -13,7 +13,18 @@ tasks, `true` included), divided by the jobs: leader, agent and shell per
 job, and their sum as a multiple of the floor's CPU per job. The client's
 own CPU is not counted (the floor has none).
 
-Usage: bench/launch_cost.py [--runs 3] [--jobs 500] [--label L]
+Slurm, the baseline in the same invocation: Slurm 22.05 from Debian's
+packages (../shared/peers/slurm, 4 nodes x 2 CPUs, tuned, its steps contained
+in cgroups as a site's are: slurm_peer.py's cgroups=True) runs --jobs `true`
+jobs as one array (`sbatch --array=1-N --wrap true`, as hpcq runs a batch
+job: its step runs the script). Its daemons are started inside a CPU
+accounting cgroup of their own, so that everything they start (slurmstepd,
+the job scripts, `true`) is counted with them: the cgroup's CPU over the run,
+from the submit until squeue is empty (polled every 0.5 s), divided by the
+jobs. sbatch and squeue themselves run outside it. Slurm's steps are not
+counted by /proc as hpcq's shells are: slurmstepd is not slurmd's child.
+
+Usage: bench/launch_cost.py [--runs 3] [--jobs 500] [--label L] [--skip-slurm]
 Run as root on an idle machine; never two benchmarks at once. Appends one JSON
 line per run to bench/results/launch_cost.jsonl and prints a table.
 """
@@ -23,9 +34,12 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager, nullcontext
 
 import throughput  # noqa: E402  (its commit() and host())
+from slurm_peer import slurm_cluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -93,12 +107,87 @@ def floor_run(build, jobs):
     return dict(json.loads(out), system="floor")
 
 
+class CpuAccounting:
+    """A cgroup that counts the CPU of every process started in it: v1's
+    cpuacct controller, or v2's cpu.stat (kept in every v2 cgroup)."""
+
+    def __init__(self, name):
+        v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+        self.root = "/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpuacct"
+        self.dir = os.path.join(self.root, name)
+        self.v2 = v2
+        os.makedirs(self.dir, exist_ok=True)
+
+    def seconds(self):
+        if self.v2:
+            with open(os.path.join(self.dir, "cpu.stat")) as f:
+                return next(int(line.split()[1]) for line in f
+                            if line.startswith("usage_usec")) / 1e6
+        with open(os.path.join(self.dir, "cpuacct.usage")) as f:
+            return int(f.read()) / 1e9
+
+    @contextmanager
+    def joined(self):
+        """This process in the cgroup meanwhile: what it starts stays there."""
+        def move(d):
+            with open(os.path.join(d, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        move(self.dir)
+        try:
+            yield
+        finally:
+            move(self.root)
+
+    def remove(self):
+        try:
+            os.rmdir(self.dir)
+        except OSError as e:  # a daemon that outlived stop.sh
+            print(f"launch_cost: {self.dir} not removed: {e}", file=sys.stderr)
+
+
+@contextmanager
+def slurm_peer():
+    """(env, CpuAccounting) of a running contained Slurm peer whose daemons
+    were started in the accounting cgroup."""
+    acct = CpuAccounting("hpcq-bench-slurm")
+    try:
+        with acct.joined():
+            cluster = slurm_cluster(cgroups=True)
+            env, _ = cluster.__enter__()
+        try:
+            yield env, acct
+        finally:
+            cluster.__exit__(None, None, None)
+    finally:
+        acct.remove()
+
+
+def slurm_run(peer, jobs):
+    env, acct = peer
+    squeue = lambda: subprocess.run(["squeue", "-h", "-o", "%i"], env=env, check=True,
+                                    capture_output=True, text=True).stdout.split()
+    while squeue():
+        time.sleep(0.5)
+    before = acct.seconds()
+    t0 = time.monotonic()
+    subprocess.run(["sbatch", "-Q", "-o", "/dev/null", "-e", "/dev/null", "-n1",
+                    f"--array=1-{jobs}", "--wrap", "true"], env=env, check=True,
+                   stdout=subprocess.DEVNULL, cwd=tempfile.gettempdir())
+    while squeue():
+        time.sleep(0.5)
+    wall = time.monotonic() - t0
+    spent = acct.seconds() - before
+    return dict(system="slurm", jobs=jobs, wall_s=round(wall, 3),
+                cpu_ms_per_job=round(spent * 1000 / jobs, 3))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=500)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--label", default="")
+    ap.add_argument("--skip-slurm", action="store_true")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     build = os.path.abspath(a.build)
@@ -107,14 +196,18 @@ def main():
     commit = throughput.commit()
     host = throughput.host()
     results = []
-    for r in range(1, a.runs + 1):
-        for measure in (floor_run, hpcq_run):
-            load = round(os.getloadavg()[0], 2)
-            line = dict(measure(build, a.jobs), run=r, load=load, commit=commit, host=host,
-                        when=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                        **({"label": a.label} if a.label else {}))
-            print(json.dumps(line), flush=True)
-            results.append(line)
+    with (nullcontext() if a.skip_slurm else slurm_peer()) as peer:
+        measures = [lambda: floor_run(build, a.jobs), lambda: hpcq_run(build, a.jobs)]
+        if peer:
+            measures.append(lambda: slurm_run(peer, a.jobs))
+        for r in range(1, a.runs + 1):
+            for measure in measures:
+                load = round(os.getloadavg()[0], 2)
+                line = dict(measure(), run=r, load=load, commit=commit, host=host,
+                            when=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                            **({"label": a.label} if a.label else {}))
+                print(json.dumps(line), flush=True)
+                results.append(line)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "launch_cost.jsonl"), "a") as f:
         for line in results:
@@ -130,6 +223,10 @@ def main():
     for part in ("leader", "agent", "shell"):
         print(f"| hpcq {part} | {cell('hpcq', part + '_ms_per_job')} |")
     print(f"| hpcq in all | {cell('hpcq', 'cpu_ms_per_job')} ({hpcq / floor:.1f}x the floor) |")
+    if not a.skip_slurm:
+        slurm = statistics.median(x["cpu_ms_per_job"] for x in results if x["system"] == "slurm")
+        print(f"| Slurm 22.05, contained: daemons, steps and tasks | "
+              f"{cell('slurm', 'cpu_ms_per_job')} ({slurm / hpcq:.1f}x hpcq's) |")
 
 
 if __name__ == "__main__":

@@ -350,20 +350,28 @@ def fig_launch_cost():
         hpcq = [r for r in mine if r["system"] == "hpcq"]
         part = lambda key: min_median([r[key] for r in hpcq], 1)
         total = [r["cpu_ms_per_job"] for r in hpcq]
+        slurm = [r["cpu_ms_per_job"] for r in mine if r["system"] == "slurm"]
         out.append([f"{label} ({mine[0]['commit']}, {mine[0]['when'][:10]})", min_median(floor, 1),
                     part("leader_ms_per_job"), part("agent_ms_per_job"),
                     part("shell_ms_per_job"), min_median(total, 1),
-                    f"{median(total) / median(floor):.1f}x"])
+                    f"{median(total) / median(floor):.1f}x",
+                    min_median(slurm, 1) if slurm else "-",
+                    f"{median(slurm) / median(total):.1f}x" if slurm else "-"])
     first = rows[-1]
     return "\n".join([
         table(["label (commit, date)", "floor", "hpcq leader", "agent", "shells and tasks",
-               "hpcq in all", "hpcq / floor (medians)"], out), "",
+               "hpcq in all", "hpcq / floor (medians)", "Slurm 22.05, contained",
+               "Slurm / hpcq (medians)"], out), "",
         f"CPU ms per job (user + system), min / median of each label's runs. Floor: "
         f"`hpcq-launch-floor --jobs {first['jobs']}` (bench/launch_floor.cc: a cgroup per "
         f"controller made and removed, `true` cloned into a new PID namespace, waited for). "
         f"hpcq: {first['jobs']} `true` jobs through the API (8 clients) on `hpcq start --agents "
         f"4` (2 cores a node); hpcqd's and the agents' CPU from /proc, the shells' and tasks' as "
-        f"the agents' reaped children. Command: `bench/launch_cost.py --label L` (as root). "
+        f"the agents' reaped children. Slurm, in the same invocation where shown: the same "
+        f"number of `true` jobs as one `sbatch --array` on the peer of ../shared/peers/slurm "
+        f"(4 nodes x 2 CPUs, steps in cgroups), the CPU of its daemons and all they start "
+        f"(slurmstepd, the job scripts, `true`) from a CPU accounting cgroup they were started "
+        f"in, submit to empty queue. Command: `bench/launch_cost.py --label L` (as root). "
         f"Results: `bench/results/launch_cost.jsonl`, every label in the file, oldest first; "
         f"host {first['host']}."])
 
