@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -147,6 +148,17 @@ void Stream::cancel() {
 int exit_code_of(const Status& status) {
   if (status.is_ok()) return 0;
   return status.code() == Code::kInvalidArgument ? 2 : 1;
+}
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "hpcq: %s\n", status.message().c_str());
+  return exit_code_of(status);
+}
+
+std::int64_t wall_clock_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 Result<JobId> parse_job_id(const std::string& text) {

@@ -9,6 +9,7 @@
 #include <google/protobuf/message_lite.h>
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -69,6 +70,12 @@ class Stream {
 
 // Exit codes: 0 ok, 2 bad input (invalid argument), 1 anything else.
 int exit_code_of(const Status& status);
+
+// Prints "hpcq: <message>" on stderr; returns exit_code_of(status).
+int fail(const Status& status);
+
+// Now, for --begin and --start: microseconds since the epoch.
+std::int64_t wall_clock_us();
 
 // A job id as the user writes it ("12"); kInvalidArgument otherwise.
 Result<JobId> parse_job_id(const std::string& text);

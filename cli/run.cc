@@ -385,10 +385,6 @@ std::vector<std::string> alloc_environment(const v1::Job& job) {
 }  // namespace
 
 int alloc_job(const Client& client, const job::SubmitOptions& options) {
-  auto fail = [](const Status& s) {
-    std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
-    return exit_code_of(s);
-  };
   v1::SubmitRequest request;
   *request.mutable_spec() = api::to_proto(options.spec);
   v1::SubmitResponse response;

@@ -1,0 +1,169 @@
+#include "cli/cluster_commands.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/client.h"
+#include "cli/format.h"
+#include "lib/api/job_proto.h"
+#include "lib/core/host_name.h"
+#include "lib/core/hostlist.h"
+#include "lib/core/units.h"
+#include "lib/job/submit_options.h"
+#include "lib/overlay/curve_keys.h"
+
+namespace hpcq::cli {
+
+// hpcq leaders: the leader candidates; a pid only for those on this host.
+int cmd_leaders(bool json) {
+  Client client(socket_path());
+  v1::ListLeadersResponse response;
+  Status s = client.call("ListLeaders", v1::ListLeadersRequest(), &response);
+  if (!s.is_ok()) return fail(s);
+  const std::string host = this_host_name();
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& c : response.candidates()) {
+      nlohmann::json j = {
+          {"name", c.name()}, {"state", c.state()}, {"host", c.host()}, {"endpoint", c.endpoint()}};
+      if (c.host() == host) j["pid"] = c.pid();
+      out.push_back(std::move(j));
+    }
+    std::cout << json_text(out, 2) << "\n";
+  } else {
+    std::cout << leaders_table(response, host);
+  }
+  return 0;
+}
+
+int cmd_nodes(bool json) {
+  Client client(socket_path());
+  v1::ListNodesResponse response;
+  Status s = client.call("ListNodes", v1::ListNodesRequest(), &response);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& n : response.nodes()) out.push_back(node_json(n));
+    std::cout << json_text(out, 2) << "\n";
+  } else {
+    std::cout << nodes_table(response);
+  }
+  return 0;
+}
+
+int cmd_drain(const std::vector<std::string>& lists, bool drain, const std::string& reason) {
+  std::vector<std::string> nodes;  // each word a node list: node[1-4],gpu1
+  for (const std::string& list : lists) {
+    auto names = expand_hostlist(list);
+    if (!names.is_ok()) return fail(names.status());
+    nodes.insert(nodes.end(), names->begin(), names->end());
+  }
+  Client client(socket_path());
+  int code = 0;
+  for (const auto& node : nodes) {
+    Status s;
+    if (drain) {
+      v1::DrainRequest request;
+      request.set_node(node);
+      request.set_reason(reason);
+      v1::DrainResponse response;
+      s = client.call("Drain", request, &response);
+    } else {
+      v1::ResumeRequest request;
+      request.set_node(node);
+      v1::ResumeResponse response;
+      s = client.call("Resume", request, &response);
+    }
+    if (!s.is_ok()) code = std::max(code, fail(s));
+  }
+  return code;
+}
+
+int cmd_reserve_create(const ReserveOptions& o, bool json) {
+  auto start = parse_when(o.start, "--start");
+  if (!start.is_ok()) return fail(start.status());
+  auto duration = parse_duration_s(o.duration);
+  if (!duration.is_ok() || *duration <= 0) {
+    return fail(invalid_argument("--duration: bad duration " + quote(o.duration)));
+  }
+  v1::CreateReservationRequest request;
+  v1::Reservation& r = *request.mutable_reservation();
+  r.set_name(o.name);
+  auto nodes = expand_hostlist(o.nodes);
+  if (!nodes.is_ok()) return fail(invalid_argument("--nodes: " + nodes.status().message()));
+  for (const auto& n : *nodes) r.add_nodes(n);
+  for (const auto& u : o.users) r.add_users(u);
+  for (const auto& a : o.accounts) r.add_accounts(a);
+  const std::int64_t start_us = start->at(wall_clock_us());
+  r.set_start_us(start_us);
+  r.set_end_us(start_us + *duration * 1000000);
+  Client client(socket_path());
+  v1::Reservation made;
+  Status s = client.call("CreateReservation", request, &made);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    std::cout << json_text(reservation_json(made)) << "\n";
+  } else {
+    std::cout << made.name() << "\n";
+  }
+  return 0;
+}
+
+int cmd_reserve_delete(const std::string& name) {
+  Client client(socket_path());
+  v1::DeleteReservationRequest request;
+  request.set_name(name);
+  v1::DeleteReservationResponse response;
+  Status s = client.call("DeleteReservation", request, &response);
+  return s.is_ok() ? 0 : fail(s);
+}
+
+int cmd_reserve_list(bool json) {
+  Client client(socket_path());
+  v1::ListReservationsResponse response;
+  Status s = client.call("ListReservations", v1::ListReservationsRequest{}, &response);
+  if (!s.is_ok()) return fail(s);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : response.reservations()) out.push_back(reservation_json(r));
+    std::cout << json_text(out, 2) << "\n";
+  } else {
+    std::cout << reservations_table(response);
+  }
+  return 0;
+}
+
+// Writes a CURVE key pair (mode 0600) and prints its public key, for
+// hpcq.toml's [[rank]] public_key.
+int cmd_keygen(const std::string& path, bool force) {
+  if (!force && std::filesystem::exists(path)) {
+    return fail(Status(hpcq::Code::kAlreadyExists, path + " exists (use --force to replace it)"));
+  }
+  auto keys = overlay::generate_key_pair();
+  if (!keys.is_ok()) return fail(keys.status());
+  Status s = overlay::write_key_file(path, *keys);
+  if (!s.is_ok()) return fail(s);
+  std::cout << keys->public_key << "\n";
+  return 0;
+}
+
+// The names of a node list, one per line (scontrol show hostnames): the
+// given one, else $HPCQ_NODELIST.
+int cmd_hostnames(std::string list) {
+  if (list.empty()) {
+    const char* env = std::getenv("HPCQ_NODELIST");
+    if (env == nullptr || *env == '\0') {
+      return fail(invalid_argument("hostnames: give a node list, or run it in a job"));
+    }
+    list = env;
+  }
+  auto names = expand_hostlist(list);
+  if (!names.is_ok())
+    return fail(Status(names.status().code(), "hostnames: " + names.status().message()));
+  for (const std::string& name : *names) std::cout << name << "\n";
+  return 0;
+}
+
+}  // namespace hpcq::cli
