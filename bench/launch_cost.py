@@ -34,12 +34,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import contextmanager, nullcontext
 
 import throughput  # noqa: E402  (its commit() and host())
-from slurm_peer import slurm_cluster
+from slurm_peer import run_array, slurm_cluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -164,19 +163,9 @@ def slurm_peer():
 
 def slurm_run(peer, jobs):
     env, acct = peer
-    squeue = lambda: subprocess.run(["squeue", "-h", "-o", "%i"], env=env, check=True,
-                                    capture_output=True, text=True).stdout.split()
-    while squeue():
-        time.sleep(0.5)
-    before = acct.seconds()
-    t0 = time.monotonic()
-    subprocess.run(["sbatch", "-Q", "-o", "/dev/null", "-e", "/dev/null", "-n1",
-                    f"--array=1-{jobs}", "--wrap", "true"], env=env, check=True,
-                   stdout=subprocess.DEVNULL, cwd=tempfile.gettempdir())
-    while squeue():
-        time.sleep(0.5)
-    wall = time.monotonic() - t0
-    spent = acct.seconds() - before
+    before = []
+    _, wall = run_array(env, jobs, poll_s=0.5, at_start=lambda: before.append(acct.seconds()))
+    spent = acct.seconds() - before[0]
     return dict(system="slurm", jobs=jobs, wall_s=round(wall, 3),
                 cpu_ms_per_job=round(spent * 1000 / jobs, 3))
 

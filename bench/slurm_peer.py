@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.path.join(os.path.dirname(HERE), "..", "shared", "peers", "slurm")
@@ -89,3 +90,23 @@ def slurm_cluster(node_cpus=None, private_pmix_dirs=False, cgroups=False):
                     except OSError:
                         pass
         shutil.rmtree(work, ignore_errors=True)
+
+
+def run_array(env, jobs, poll_s, at_start=lambda: None):
+    """Waits for an empty queue, then runs `jobs` `true` jobs as one array
+    (sbatch --array=1-N --wrap true) and waits, polling squeue every poll_s,
+    until the queue is empty again. `at_start` is called just before the
+    submit. Returns (seconds the submit took, seconds to the empty queue)."""
+    squeue = lambda: subprocess.run(["squeue", "-h", "-o", "%i"], env=env, check=True,
+                                    capture_output=True, text=True).stdout.split()
+    while squeue():
+        time.sleep(poll_s)
+    at_start()
+    t0 = time.monotonic()
+    subprocess.run(["sbatch", "-Q", "-o", "/dev/null", "-e", "/dev/null", "-n1",
+                    f"--array=1-{jobs}", "--wrap", "true"], env=env, check=True,
+                   stdout=subprocess.DEVNULL, cwd=tempfile.gettempdir())
+    t1 = time.monotonic()
+    while squeue():
+        time.sleep(poll_s)
+    return t1 - t0, time.monotonic() - t0

@@ -38,7 +38,7 @@ import time
 
 from contextlib import nullcontext
 
-from slurm_peer import slurm_cluster
+from slurm_peer import run_array, slurm_cluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -147,20 +147,9 @@ python3 -c "import json; n={jobs}; s=$t1-$t0; e=$t2-$t0; print(json.dumps(dict(j
 
 def slurm_array_end_to_end(peer_env, jobs):
     env, peer = peer_env
-    squeue = lambda: subprocess.run(["squeue", "-h", "-o", "%i"], env=env, check=True,
-                                    capture_output=True, text=True).stdout.split()
-    while squeue():
-        time.sleep(0.1)
-    t0 = time.monotonic()
-    subprocess.run(["sbatch", "-Q", "-o", "/dev/null", "-e", "/dev/null", "-n1",
-                    f"--array=1-{jobs}", "--wrap", "true"], env=env, check=True,
-                   stdout=subprocess.DEVNULL, cwd=tempfile.gettempdir())
-    t1 = time.monotonic()
-    while squeue():
-        time.sleep(0.1)
-    t2 = time.monotonic()
-    return dict(jobs=jobs, submit_seconds=round(t1 - t0, 3), seconds=round(t2 - t0, 3),
-                per_second=round(jobs / (t2 - t0), 1))
+    submit, seconds = run_array(env, jobs, poll_s=0.1)
+    return dict(jobs=jobs, submit_seconds=round(submit, 3), seconds=round(seconds, 3),
+                per_second=round(jobs / seconds, 1))
 
 
 def slurm_end_to_end(peer_env, jobs):
