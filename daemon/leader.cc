@@ -173,7 +173,7 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
       return promise->set_value(fits);
     }
     for (const job::Dependency& d : job.spec.dependencies) {
-      if (!ctx_.table.jobs().count(d.job)) {
+      if (ctx_.table.find(d.job) == nullptr) {
         return promise->set_value(
             invalid_argument("--dependency: no job " + std::to_string(d.job)));
       }

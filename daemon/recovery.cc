@@ -31,24 +31,24 @@ bool parse_stored(const std::string& json, google::protobuf::Message* message) {
 // A job's records of one kind ("checkpoint", "placement", "resize"), kept
 // under "<job>/<n>" as the public API's message in protobuf JSON: typed and
 // appended to `list` of each known job, in key order (callers sort by time).
-template <typename Message, typename Record, typename Jobs, typename Entry>
-Status load_job_records(store::Store& store, const char* kind, Jobs& jobs,
-                        std::vector<Record> Entry::*list) {
+template <typename Message, typename Record>
+Status load_job_records(store::Store& store, const char* kind, JobTable& table,
+                        std::vector<Record> JobEntry::*list) {
   auto stored = store.load_records(kind);
   if (!stored.is_ok()) return stored.status();
   for (const auto& [key, value] : *stored) {
     Message message;
-    auto it = jobs.find(std::strtoull(key.c_str(), nullptr, 10));
+    JobEntry* entry = table.find(std::strtoull(key.c_str(), nullptr, 10));
     Result<Record> record = invalid_argument("not JSON of its message");
-    if (it != jobs.end() && parse_stored(value, &message)) {
+    if (entry != nullptr && parse_stored(value, &message)) {
       record = api::from_proto(message);
     }
-    if (it == jobs.end() || !record.is_ok()) {
+    if (entry == nullptr || !record.is_ok()) {
       spdlog::warn("store: {} record {} ignored{}", kind, key,
-                   it == jobs.end() ? "" : ": " + record.status().message());
+                   entry == nullptr ? "" : ": " + record.status().message());
       continue;
     }
-    (it->second.*list).push_back(std::move(record).value());
+    (entry->*list).push_back(std::move(record).value());
   }
   return Status::ok();
 }
@@ -113,10 +113,10 @@ Status load_steps(Context& ctx, store::Store& store) {
 // Each job's checkpoint, placement and resize records ("<job>/<n>"), and
 // what they say of its next start or its run.
 Status load_job_history(Context& ctx, store::Store& store) {
-  HPCQ_RETURN_IF_ERROR(load_job_records<v1::CheckpointRecord>(store, "checkpoint", ctx.table.jobs(),
+  HPCQ_RETURN_IF_ERROR(load_job_records<v1::CheckpointRecord>(store, "checkpoint", ctx.table,
                                                               &JobEntry::checkpoints));
   HPCQ_RETURN_IF_ERROR(
-      load_job_records<v1::Placement>(store, "placement", ctx.table.jobs(), &JobEntry::placements));
+      load_job_records<v1::Placement>(store, "placement", ctx.table, &JobEntry::placements));
   for (auto& [id, entry] : ctx.table.jobs()) {
     std::sort(entry.checkpoints.begin(), entry.checkpoints.end(),
               [](const auto& a, const auto& b) { return a.time_us < b.time_us; });
@@ -139,7 +139,7 @@ Status load_job_history(Context& ctx, store::Store& store) {
   }
   // Resize records are kept as checkpoint records are: "<job>/<n>".
   HPCQ_RETURN_IF_ERROR(
-      load_job_records<v1::ResizeRecord>(store, "resize", ctx.table.jobs(), &JobEntry::resizes));
+      load_job_records<v1::ResizeRecord>(store, "resize", ctx.table, &JobEntry::resizes));
   for (auto& [id, entry] : ctx.table.jobs()) {
     std::sort(entry.resizes.begin(), entry.resizes.end(),
               [](const auto& a, const auto& b) { return a.time_us < b.time_us; });
