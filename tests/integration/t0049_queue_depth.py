@@ -11,10 +11,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
 
 CONFIG = "/tmp/hpcq-t0049.toml"
-LOG = "/tmp/hpcq-t0049-decisions.jsonl"
+LOG = t.decision_log("t0049")
 if not os.environ.get("HPCQ_TEST_INSIDE"):
-    if os.path.exists(LOG):
-        os.unlink(LOG)
     with open(CONFIG, "w") as f:
         f.write(f"""
 [scheduler]
@@ -45,8 +43,7 @@ def cycles_showing(job):
 def test_a_full_cycle_sees_past_queue_depth():
     d = t.workdir()
     gate = t.Gate(d)
-    running = t.submit("-q", "one", "--", "sh", "-c",
-                       f"while [ ! -e {gate.path} ]; do sleep 0.05; done", cwd=d)
+    running = t.submit("-q", "one", "--", *gate.command, cwd=d)
     t.wait_state(running, "RUNNING")
     over_limit = t.submit("-q", "one", "--", "true", cwd=d)
     t.wait_cycle_showing(LOG, over_limit)
