@@ -7,6 +7,7 @@
 
 #include "cli/client.h"
 #include "cli/format.h"
+#include "cli/list_command.h"
 #include "lib/api/job_proto.h"
 #include "lib/core/host_name.h"
 #include "lib/core/hostlist.h"
@@ -18,39 +19,26 @@ namespace hpcq::cli {
 
 // hpcq leaders: the leader candidates; a pid only for those on this host.
 int cmd_leaders(bool json) {
-  Client client(socket_path());
-  v1::ListLeadersResponse response;
-  Status s = client.call("ListLeaders", v1::ListLeadersRequest(), &response);
-  if (!s.is_ok()) return fail(s);
   const std::string host = this_host_name();
-  if (json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& c : response.candidates()) {
-      nlohmann::json j = {
-          {"name", c.name()}, {"state", c.state()}, {"host", c.host()}, {"endpoint", c.endpoint()}};
-      if (c.host() == host) j["pid"] = c.pid();
-      out.push_back(std::move(j));
-    }
-    std::cout << json_text(out, 2) << "\n";
-  } else {
-    std::cout << leaders_table(response, host);
-  }
-  return 0;
+  return print_list<v1::ListLeadersResponse>(
+      "ListLeaders", v1::ListLeadersRequest(), json,
+      [](const v1::ListLeadersResponse& r) -> const auto& { return r.candidates(); },
+      [&host](const v1::LeaderCandidate& c) {
+        nlohmann::json j = {{"name", c.name()},
+                            {"state", c.state()},
+                            {"host", c.host()},
+                            {"endpoint", c.endpoint()}};
+        if (c.host() == host) j["pid"] = c.pid();
+        return j;
+      },
+      [&host](const v1::ListLeadersResponse& r) { return leaders_table(r, host); });
 }
 
 int cmd_nodes(bool json) {
-  Client client(socket_path());
-  v1::ListNodesResponse response;
-  Status s = client.call("ListNodes", v1::ListNodesRequest(), &response);
-  if (!s.is_ok()) return fail(s);
-  if (json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& n : response.nodes()) out.push_back(node_json(n));
-    std::cout << json_text(out, 2) << "\n";
-  } else {
-    std::cout << nodes_table(response);
-  }
-  return 0;
+  return print_list<v1::ListNodesResponse>(
+      "ListNodes", v1::ListNodesRequest(), json,
+      [](const v1::ListNodesResponse& r) -> const auto& { return r.nodes(); }, node_json,
+      nodes_table);
 }
 
 int cmd_drain(const std::vector<std::string>& lists, bool drain, const std::string& reason) {
@@ -121,18 +109,10 @@ int cmd_reserve_delete(const std::string& name) {
 }
 
 int cmd_reserve_list(bool json) {
-  Client client(socket_path());
-  v1::ListReservationsResponse response;
-  Status s = client.call("ListReservations", v1::ListReservationsRequest{}, &response);
-  if (!s.is_ok()) return fail(s);
-  if (json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : response.reservations()) out.push_back(reservation_json(r));
-    std::cout << json_text(out, 2) << "\n";
-  } else {
-    std::cout << reservations_table(response);
-  }
-  return 0;
+  return print_list<v1::ListReservationsResponse>(
+      "ListReservations", v1::ListReservationsRequest(), json,
+      [](const v1::ListReservationsResponse& r) -> const auto& { return r.reservations(); },
+      reservation_json, reservations_table);
 }
 
 // Writes a CURVE key pair (mode 0600) and prints its public key, for

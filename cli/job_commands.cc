@@ -7,13 +7,13 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <optional>
 #include <sstream>
 
 #include "cli/client.h"
 #include "cli/format.h"
+#include "cli/list_command.h"
 #include "lib/api/job_proto.h"
 #include "lib/core/hostlist.h"
 #include "lib/core/units.h"
@@ -139,21 +139,12 @@ int for_each_id(const std::vector<std::string>& ids, const char* method) {
   return code;
 }
 
-// queue and history: one ListJobs call, printed as a table or a JSON array.
-int list_jobs(const v1::ListJobsRequest& request, bool json,
-              const std::function<std::string(const v1::ListJobsResponse&)>& table) {
-  Client client(socket_path());
-  v1::ListJobsResponse response;
-  Status s = client.call("ListJobs", request, &response);
-  if (!s.is_ok()) return fail(s);
-  if (json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& job : response.jobs()) out.push_back(job_json(job));
-    std::cout << json_text(out, 2) << "\n";
-  } else {
-    std::cout << table(response);
-  }
-  return 0;
+// queue and history: one ListJobs call.
+template <typename Table>
+int list_jobs(const v1::ListJobsRequest& request, bool json, Table table) {
+  return print_list<v1::ListJobsResponse>(
+      "ListJobs", request, json,
+      [](const v1::ListJobsResponse& r) -> const auto& { return r.jobs(); }, job_json, table);
 }
 
 }  // namespace
@@ -441,18 +432,10 @@ int cmd_queue(bool all, bool json) {
 }
 
 int cmd_queues(bool json) {
-  Client client(socket_path());
-  v1::ListQueuesResponse response;
-  Status s = client.call("ListQueues", v1::ListQueuesRequest(), &response);
-  if (!s.is_ok()) return fail(s);
-  if (json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& q : response.queues()) out.push_back(queue_summary_json(q));
-    std::cout << json_text(out, 2) << "\n";
-  } else {
-    std::cout << queues_table(response);
-  }
-  return 0;
+  return print_list<v1::ListQueuesResponse>(
+      "ListQueues", v1::ListQueuesRequest(), json,
+      [](const v1::ListQueuesResponse& r) -> const auto& { return r.queues(); }, queue_summary_json,
+      queues_table);
 }
 
 int cmd_cancel(const std::vector<std::string>& ids) {
