@@ -35,7 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 
 import throughput  # noqa: E402  (its commit() and host())
 from slurm_peer import run_array, slurm_cluster
@@ -150,13 +150,10 @@ def slurm_peer():
     were started in the accounting cgroup."""
     acct = CpuAccounting("hpcq-bench-slurm")
     try:
-        with acct.joined():
-            cluster = slurm_cluster(cgroups=True)
-            env, _ = cluster.__enter__()
-        try:
+        with ExitStack() as stack:
+            with acct.joined():  # only while the daemons start
+                env, _ = stack.enter_context(slurm_cluster(cgroups=True))
             yield env, acct
-        finally:
-            cluster.__exit__(None, None, None)
     finally:
         acct.remove()
 
