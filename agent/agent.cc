@@ -76,7 +76,10 @@ std::string cgroup_instance_name(const std::string& state_dir) {
 }  // namespace
 
 Agent::Agent(const ClusterConfig& config, AgentOptions options)
-    : config_(config), options_(std::move(options)), fence_tree_(options_.rank, config_.fanout) {}
+    : config_(config),
+      options_(std::move(options)),
+      fence_tree_(options_.rank, config_.fanout,
+                  static_cast<std::size_t>(config_.pmi_max_kvs_bytes)) {}
 
 Agent::~Agent() {
   overlay_.reset();
@@ -156,6 +159,7 @@ Status Agent::start() {
     auto executor = ProcessExecutor::create(ec_config);
     if (!executor.is_ok()) return executor.status();
     executor_ = std::move(executor).value();
+    ec_config.pmi_max_kvs_bytes = config_.pmi_max_kvs_bytes;
   } else {
     return invalid_argument("--executor: unknown executor '" + options_.executor +
                             "' (process or test)");

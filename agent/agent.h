@@ -183,6 +183,9 @@ class Agent {
   // (job, attempt) of the parts that ended here lately, oldest first: the
   // leader repeats a Launch it has no confirmation of, and a repeat that
   // arrives after the part already ran must not run it again.
+  // Bytes of fence keys that passed through since the allocator last handed
+  // its free memory back (release_free_memory, at the heartbeat).
+  std::size_t fence_bytes_since_release_ = 0;
   // Keyed by (job, attempt << 32 | part): a resize may give a node a new
   // part of the same attempt after its earlier part ended.
   std::set<std::pair<JobId, std::uint64_t>> finished_;

@@ -41,9 +41,11 @@ std::vector<overlay::PmiFence> FenceTree::up(overlay::PmiFence fence, TimeUs now
       copy = true;  // its sender has waited two heartbeats: send on what is here
       continue;
     }
+    h.bytes += part.kvs().size();
     *h.fence.add_parts() = std::move(part);
   }
-  if (!copy && !std::includes(h.from.begin(), h.from.end(), h.expected.begin(), h.expected.end())) {
+  if (!copy && h.bytes <= max_bytes_ &&
+      !std::includes(h.from.begin(), h.from.end(), h.expected.begin(), h.expected.end())) {
     return {};
   }
   std::vector<overlay::PmiFence> out{std::move(h.fence)};

@@ -12,6 +12,9 @@
 // healing has rearranged, delays a fence by those two heartbeats at most);
 // a contribution to a fence that went on already (a copy, or one that came
 // late) passes straight through. The leader takes each node's part once.
+// What is held of one fence stays within the job's PMI limit ([agent]
+// pmi_max_kvs_bytes): once its parts pass it they go on at once, and the
+// leader, which bounds the whole, fails the fence.
 //
 // Down: a fence's outcome goes to each node in its `to` list: this agent
 // keeps it if it is one of them and sends one copy to each child whose
@@ -32,7 +35,8 @@ namespace hpcq::agent {
 
 class FenceTree {
  public:
-  FenceTree(Rank self, int fanout) : self_(self), fanout_(fanout) {}
+  FenceTree(Rank self, int fanout, std::size_t max_bytes)
+      : self_(self), fanout_(fanout), max_bytes_(max_bytes) {}
 
   // A contribution going up: the PmiFences to send to the leader now.
   std::vector<overlay::PmiFence> up(overlay::PmiFence fence, TimeUs now);
@@ -58,11 +62,13 @@ class FenceTree {
     std::set<Rank> from;
     std::set<Rank> expected;  // the world's nodes in this subtree, this one too
     TimeUs since = 0;
+    std::size_t bytes = 0;  // of the parts' keys
   };
   bool below_or_self(Rank rank) const;
 
   Rank self_;
   int fanout_;
+  std::size_t max_bytes_;  // the most of one fence's keys held here
   std::map<Key, Held> held_;
   struct Sent {
     std::uint32_t seq = 0;  // the world's last fence sent on from here

@@ -8,6 +8,7 @@
 
 #include "agent/agent.h"
 #include "lib/core/clock.h"
+#include "lib/core/release_memory.h"
 
 namespace hpcq::agent {
 
@@ -38,6 +39,7 @@ void Agent::send_pmi_events(std::vector<PmiEvent> events) {
         for (std::uint32_t r : event.world) out.add_world(r);
         overlay::PmiContribution& own = *out.add_parts();
         own.set_rank(options_.rank);
+        fence_bytes_since_release_ += event.data.size();
         own.set_kvs(std::move(event.data));
         fences_[{event.id, event.step}] = {out, wall_clock_now()};
         fence_up(std::move(out));
@@ -131,6 +133,13 @@ void Agent::repeat_unanswered_fences() {
     (void)overlay_->send(std::move(envelope));
     pending.sent_at = now;
   }
+  // Large fences leave tcmalloc's free lists large: back to the OS, so that
+  // the agent's size comes down once they are through.
+  constexpr std::size_t kReleaseAfterBytes = 1 << 20;
+  if (fence_bytes_since_release_ >= kReleaseAfterBytes) {
+    release_free_memory();
+    fence_bytes_since_release_ = 0;
+  }
 }
 
 bool Agent::on_relay(overlay::Envelope& envelope) {
@@ -172,11 +181,14 @@ void Agent::fence_done_down(Rank dst, const overlay::PmiFenceDone& done) {
 }
 
 void Agent::on_fence_done(const overlay::PmiFenceDone& done) {
+  fence_bytes_since_release_ += done.kvs().size();
   auto attempt = attempts_.find(done.job_id());
   if (attempt == attempts_.end() || attempt->second != done.attempt()) return;  // stale
   auto pending = fences_.find({done.job_id(), done.step()});
   if (pending != fences_.end() && pending->second.fence.seq() == done.seq()) fences_.erase(pending);
-  Status s = executor_->fence_done(done.job_id(), done.step(), done.seq(), done.kvs());
+  Status s = done.error().empty()
+                 ? executor_->fence_done(done.job_id(), done.step(), done.seq(), done.kvs())
+                 : executor_->fence_failed(done.job_id(), done.step(), done.seq(), done.error());
   if (!s.is_ok()) spdlog::info("job {}: PMI fence {}: {}", done.job_id(), done.seq(), s.message());
 }
 

@@ -4,9 +4,96 @@
 
 #include <vector>
 
+#include "lib/core/release_memory.h"
 #include "lib/overlay/tree.h"
 
 namespace hpcq::daemon {
+namespace {
+
+std::string fence_name(const FenceMerge::Key& key) {
+  const auto& [id, attempt, step, seq] = key;
+  return "PMI fence " + std::to_string(seq) + " of job " + std::to_string(id) +
+         (step == 0 ? "" : "." + std::to_string(step));
+}
+
+// Freed memory past this goes back to the OS at once (a fence of a few
+// small keys is not worth the page heap's walk).
+constexpr std::size_t kReleaseAfterBytes = 1 << 20;
+
+}  // namespace
+
+FenceMerge::Answer FenceMerge::add(const Key& key, std::uint32_t nodes,
+                                   const std::vector<Part>& parts, TimeUs now) {
+  Answer out;
+  if (parts.empty()) return out;
+  Fence& f = fences_[key];
+  f.nodes = nodes;
+  if (f.state != State::kGathering) {  // asked again: its copy was lost on the way
+    for (const Part& part : parts) {
+      f.from.insert(part.rank);
+      out.to.insert(part.rank);
+    }
+    if (f.state == State::kComplete) {
+      out.kvs = f.kvs;
+    } else {
+      out.error = why_not(key, f);
+    }
+    return out;
+  }
+  for (const Part& part : parts) {
+    if (!f.from.insert(part.rank).second) continue;  // a copy
+    if (f.state != State::kGathering) continue;      // failed: answered with the others
+    if (f.kvs.size() + part.kvs.size() > max_bytes_) {
+      std::string().swap(f.kvs);
+      f.state = State::kFailed;
+      f.error = fence_name(key) + ": the keys its nodes put take more than " +
+                std::to_string(max_bytes_) + " bytes ([agent] pmi_max_kvs_bytes)";
+      continue;
+    }
+    f.kvs += part.kvs;
+  }
+  if (f.state == State::kGathering && f.from.size() < f.nodes) return out;
+  if (f.state == State::kGathering) f.state = State::kComplete;
+  f.completed_at = now;
+  out.completed = true;
+  out.to = f.from;
+  if (f.state == State::kComplete) {
+    out.kvs = f.kvs;
+  } else {
+    out.error = f.error;
+  }
+  // The world's earlier fences are over for every node now.
+  const auto& [id, attempt, step, seq] = key;
+  std::erase_if(fences_, [&](const auto& item) {
+    const auto& [i, a, s, q] = item.first;
+    return i == id && a == attempt && s == step && q < seq;
+  });
+  return out;
+}
+
+std::string FenceMerge::why_not(const Key& key, const Fence& f) const {
+  if (f.state == State::kFailed) return f.error;
+  return fence_name(key) + ": its outcome is no longer held (it completed more than " +
+         std::to_string(keep_outcome_ / kUsPerSecond) + " s before this node asked again)";
+}
+
+std::size_t FenceMerge::bytes() const {
+  std::size_t total = 0;
+  for (const auto& [key, f] : fences_) total += f.kvs.size();
+  return total;
+}
+
+PmiExchange::PmiExchange(Context& ctx, JobActions& actions, Steps& steps)
+    : ctx_(ctx),
+      actions_(actions),
+      steps_(steps),
+      // A node whose copy of an outcome was lost asks again two heartbeats
+      // after it sent its part (agent/mpi_exchange.cc), unless it is cut
+      // off: then within node_down_after_ms it is down and its jobs end.
+      merge_(static_cast<std::size_t>(ctx.config.pmi_max_kvs_bytes),
+             (static_cast<TimeUs>(ctx.config.node_down_after_ms) +
+              4 * static_cast<TimeUs>(ctx.config.heartbeat_interval_ms)) *
+                 1000) {}
 
 bool PmiExchange::runs(JobId id, std::uint32_t attempt, std::uint32_t step, Rank rank) const {
   const JobEntry* entry = ctx_.table.find(id);
@@ -22,46 +109,31 @@ bool PmiExchange::runs(JobId id, std::uint32_t attempt, std::uint32_t step, Rank
 
 void PmiExchange::on_fence(Rank rank, const overlay::PmiFence& fence) {
   ctx_.metrics.pmi_fence_parts(static_cast<std::size_t>(fence.parts_size()));
-  const Key key{fence.job_id(), fence.attempt(), fence.step(), fence.seq()};
-  Fence& f = fences_[key];
-  f.nodes = fence.nodes();
-  std::set<Rank> again;  // nodes that ask for a completed fence's outcome
+  const FenceMerge::Key key{fence.job_id(), fence.attempt(), fence.step(), fence.seq()};
+  std::vector<FenceMerge::Part> parts;
   for (const overlay::PmiContribution& part : fence.parts()) {
     if (fence.nodes() < 1 || !runs(fence.job_id(), fence.attempt(), fence.step(), part.rank())) {
       spdlog::debug("job {}: PMI fence {} of rank {} (from rank {}) dropped: not a running world's",
                     fence.job_id(), fence.seq(), part.rank(), rank);
       continue;
     }
-    if (f.complete) {
-      again.insert(part.rank());
-    } else if (f.from.insert(part.rank()).second) {  // else a copy
-      f.kvs += part.kvs();
+    parts.push_back({part.rank(), part.kvs()});
+  }
+  const FenceMerge::Answer a = merge_.add(key, fence.nodes(), parts, ctx_.now());
+  if (a.completed) {
+    ctx_.metrics.pmi_fence_completed();
+    if (!a.error.empty()) {
+      spdlog::info("job {}: {}", fence.job_id(), a.error);
+      release_free_memory();  // what the fence had gathered is dropped
     }
   }
-  if (f.from.empty()) {
-    fences_.erase(key);
-    return;
-  }
-  if (f.complete) {
-    if (!again.empty()) answer(key, f.kvs, again);
-    return;
-  }
-  if (f.from.size() < f.nodes) return;
-  f.complete = true;
-  ctx_.metrics.pmi_fence_completed();
-  answer(key, f.kvs, f.from);
-  // The world's earlier fences are over for every node now.
-  std::erase_if(fences_, [&](const auto& item) {
-    const auto& [id, attempt, step, seq] = item.first;
-    return id == fence.job_id() && attempt == fence.attempt() && step == fence.step() &&
-           seq < fence.seq();
-  });
+  if (!a.to.empty()) answer(key, a);
 }
 
-void PmiExchange::answer(const Key& key, const std::string& kvs, const std::set<Rank>& to) {
+void PmiExchange::answer(const FenceMerge::Key& key, const FenceMerge::Answer& a) {
   const auto& [id, attempt, step, seq] = key;
   std::map<Rank, std::vector<Rank>> by_child;
-  for (Rank r : to) {
+  for (Rank r : a.to) {
     by_child[overlay::next_hop_down(0, r, ctx_.config.fanout).value_or(r)].push_back(r);
   }
   for (const auto& [child, ranks] : by_child) {
@@ -72,7 +144,8 @@ void PmiExchange::answer(const Key& key, const std::string& kvs, const std::set<
     done.set_attempt(attempt);
     done.set_step(step);
     done.set_seq(seq);
-    done.set_kvs(kvs);
+    done.set_kvs(std::string(a.kvs));
+    done.set_error(a.error);
     for (Rank r : ranks) done.add_to(r);
     (void)ctx_.overlay->send(std::move(envelope));
   }
@@ -94,11 +167,11 @@ void PmiExchange::on_failure(Rank rank, const overlay::PmiFailure& failure) {
 }
 
 void PmiExchange::drop_ended() {
-  std::erase_if(fences_, [&](const auto& item) {
-    const auto& [id, attempt, step, seq] = item.first;
-    const Rank any = *item.second.from.begin();
+  const std::size_t freed = merge_.drop(ctx_.now(), [&](const FenceMerge::Key& key, Rank any) {
+    const auto& [id, attempt, step, seq] = key;
     return !runs(id, attempt, step, any);
   });
+  if (freed >= kReleaseAfterBytes) release_free_memory();
 }
 
 }  // namespace hpcq::daemon

@@ -123,6 +123,11 @@ class Executor {
   // has no such world.
   virtual Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq,
                             const std::string& data) = 0;
+  // Fence `seq` cannot complete: its keys from all nodes passed the job's
+  // PMI limit (`why` says so); the shell answers its waiting tasks with it.
+  // The same errors as fence_done.
+  virtual Status fence_failed(JobId id, std::uint32_t step, std::uint32_t seq,
+                              const std::string& why) = 0;
   // A PMIx direct modex frame for the job's (or step's) shell: another
   // node's request for one of this node's ranks (kRequest, whose tag comes
   // back on the answer's kModexData event), or the answer to one of its own

@@ -125,6 +125,7 @@ std::string encode_launch(const JobLaunch& l) {
                 {"nodes", l.pmi.nodes},
                 {"process_mapping", l.pmi.process_mapping},
                 {"node_names", l.pmi.node_names},
+                {"max_kvs_bytes", l.pmi.max_kvs_bytes},
                 {"node", l.pmi.node},
                 {"node_of_rank", l.pmi.node_of_rank},
                 {"node_ranks", l.pmi.node_ranks}};
@@ -203,6 +204,7 @@ Result<JobLaunch> decode_launch(std::string_view text) {
       l.pmi.api = p.value("api", std::string("pmi1"));
       l.pmi.node_names = p.value("node_names", std::vector<std::string>{});
       l.pmi.node = p.value("node", 0);
+      l.pmi.max_kvs_bytes = p.value("max_kvs_bytes", l.pmi.max_kvs_bytes);
       l.pmi.node_of_rank = p.value("node_of_rank", std::vector<int>{});
       l.pmi.node_ranks = p.value("node_ranks", std::vector<std::uint32_t>{});
       if (l.pmi.kvsname.empty() || l.pmi.size < 1 || l.pmi.nodes < 1) {
@@ -210,6 +212,9 @@ Result<JobLaunch> decode_launch(std::string_view text) {
       }
       if (!l.pmi.offers_pmi1() && !l.pmi.offers_pmix()) {
         return invalid_argument("launch.json: unknown MPI interface '" + l.pmi.api + "'");
+      if (l.pmi.max_kvs_bytes < 1) {
+        return invalid_argument("launch.json: a PMI world without room for a key");
+      }
       }
       const bool mapped =
           l.pmi.node_of_rank.empty() ||
@@ -339,7 +344,8 @@ constexpr char kFenceStream = 3;
 constexpr char kFailureStream = 4;
 constexpr char kModexStream = 5;
 constexpr char kFenceLast = 1;  // the flag of a fence frame from the shell
-constexpr char kInputEof = 1, kInputFence = 4, kInputFenceLast = 8, kInputModex = 16;
+constexpr char kInputEof = 1, kInputFence = 4, kInputFenceLast = 8, kInputModex = 16,
+               kInputFenceFailed = 32;
 constexpr std::size_t kModexHeader = 22;  // kind, flags, tag, rank, node, status
 
 std::string encode_modex(const ModexFrame& m) {
@@ -464,7 +470,8 @@ std::string encode_input_frame(const ModexFrame& modex) {
 }
 
 std::string encode_input_frame(const FenceFrame& fence) {
-  std::string frame(1, static_cast<char>(kInputFence | (fence.last ? kInputFenceLast : 0)));
+  std::string frame(1, static_cast<char>(kInputFence | (fence.last ? kInputFenceLast : 0) |
+                                         (fence.failed ? kInputFenceFailed : 0)));
   put_u32(frame, fence.seq);
   put_u32(frame, 0);
   frame.append(fence.data);
@@ -494,6 +501,7 @@ Result<TaskInput> decode_input_frame(std::string_view frame) {
     fence.last = (frame[0] & kInputFenceLast) != 0;
     fence.data = frame.substr(9);
     return input;
+    fence.failed = (frame[0] & kInputFenceFailed) != 0;
   }
   if (frame.size() < 9 || (frame[0] != 0 && frame[0] != kInputEof)) {
     return invalid_argument("input frame: malformed header");

@@ -121,6 +121,9 @@ struct JobLaunch {
     // The world's layout, for PMIx's node and process maps: the nodes'
     // names in allocation order, this node's index among them, and the node
     // of each rank (empty where the launch did not place every rank).
+    // [agent] pmi_max_kvs_bytes: the bytes of keys and values the shell's
+    // server holds (PMIx: one fence's contribution) before it refuses a put.
+    std::int64_t max_kvs_bytes = std::int64_t{64} << 20;
     std::vector<std::string> node_names;
     int node = 0;
     std::vector<int> node_of_rank;
@@ -171,7 +174,8 @@ constexpr std::size_t kOutputFrameData = 60 * 1024;  // bytes of data per frame,
 // contribution to fence `seq`; to it, the merged contributions of every
 // node. The data of a fence is split over frames; `last` marks its final
 // one. (A world that breaks is ended by killing its parts, not by failing
-// its fence.)
+// its fence.) To the shell, `failed`: the fence cannot complete and `data`
+// says why (its keys from all nodes passed the job's PMI limit); one frame.
 struct FenceFrame {
   std::uint32_t seq = 0;
   bool last = true;
@@ -179,6 +183,7 @@ struct FenceFrame {
 };
 // A fence's data as frames of at most kOutputFrameData bytes each.
 std::vector<FenceFrame> split_fence(std::uint32_t seq, std::string_view data);
+  bool failed = false;
 
 // PMIx direct modex (pmix_world.cc): a task asked for a key of a rank on
 // another node before any fence had carried it. From the shell, kRequest
@@ -235,7 +240,7 @@ struct TaskInput {
   std::optional<ModexFrame> modex;  // set: a direct modex request or answer
 };
 // A flags byte (1: eof), rows and cols (4 bytes each, little-endian), the
-// data. A fence frame: flags 4 (| 8: last), its seq, 0, data.
+// data. A fence frame: flags 4 (| 8: last, | 32: failed), its seq, 0, data.
 std::string encode_input_frame(const TaskInput& input);
 std::string encode_input_frame(const FenceFrame& fence);
 // A modex frame: flags 16, then the same body as encode_output_frame's.

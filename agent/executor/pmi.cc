@@ -190,7 +190,32 @@ std::string process_mapping(const std::vector<int>& node_of_rank) {
 
 Server::Server(World world, std::vector<int> ranks)
     : world_(std::move(world)), ranks_(std::move(ranks)), clients_(ranks_.size()) {
-  kvs_ = world_.preset;
+  for (const auto& [key, value] : world_.preset) store(key, value);
+}
+
+void Server::store(const std::string& key, const std::string& value) {
+  auto [it, added] = kvs_.try_emplace(key, value);
+  if (!added) {
+    kvs_bytes_ -= kvs_bytes(key, it->second);
+    it->second = value;
+  }
+  kvs_bytes_ += kvs_bytes(key, value);
+}
+
+std::optional<std::string> Server::put(const std::string& key, const std::string& value) {
+  auto it = kvs_.find(key);
+  const std::size_t would =
+      kvs_bytes_ - (it == kvs_.end() ? 0 : kvs_bytes(key, it->second)) + kvs_bytes(key, value);
+  if (would > world_.max_kvs_bytes) {
+    std::string why = "PMI key space of " + world_.kvsname + " full: its keys and values would " +
+                      "take " + std::to_string(would) + " bytes, past the limit of " +
+                      std::to_string(world_.max_kvs_bytes) + " ([agent] pmi_max_kvs_bytes)";
+    if (key_space_refusal_.empty()) key_space_refusal_ = why;
+    return why;
+  }
+  store(key, value);
+  pending_[key] = value;
+  return std::nullopt;
 }
 
 const std::string& Server::refused(std::size_t client) const {
@@ -310,9 +335,9 @@ std::vector<Reply> Server::on_line(std::size_t client, std::string_view line) {
       reply("cmd=put_result rc=-1 msg=key_or_value_too_long");
     } else if (key.find('=') != std::string::npos) {
       reply("cmd=put_result rc=-1 msg=a_key_holds_no_equals_sign");
+    } else if (auto why = put(key, value)) {
+      reply("cmd=put_result rc=-1 msg=" + as_word(*why));
     } else {
-      kvs_[key] = value;
-      pending_[key] = value;
       reply("cmd=put_result rc=0 msg=success");
     }
   } else if (cmd == "get") {
@@ -392,9 +417,9 @@ std::vector<Reply> Server::on_message(std::size_t client, std::string_view text)
     const std::string value = find(*pairs, "value").value_or("");
     if (auto why = unstorable(key, value)) {
       reply(failed(*why));
+    } else if (auto full = put(key, value)) {
+      reply(failed(*full));
     } else {
-      kvs_[key] = value;
-      pending_[key] = value;
       reply({{"rc", "0"}});
     }
   } else if (cmd == "kvs-fence") {
@@ -472,7 +497,7 @@ std::vector<Reply> Server::maybe_complete_barrier() {
   if (!anyone_waits) return {};
   if (world_.nodes <= 1) {
     pending_.clear();
-    return release_barrier(true);
+    return release_barrier(std::nullopt);
   }
   if (!fence_in_flight_) fence_pending_ = true;
   return {};
@@ -490,27 +515,27 @@ std::vector<Reply> Server::fence_done(std::uint32_t seq, const Kvs& all) {
   if (!fence_in_flight_ || seq != fence_seq_) return {};
   fence_in_flight_ = false;
   ++fence_seq_;
-  for (const auto& [key, value] : all) kvs_[key] = value;
-  return release_barrier(true);
+  for (const auto& [key, value] : all) store(key, value);
+  return release_barrier(std::nullopt);
 }
 
-std::vector<Reply> Server::fence_failed() {
+std::vector<Reply> Server::fence_failed(const std::string& why) {
   fence_in_flight_ = fence_pending_ = false;
-  return release_barrier(false);
+  return release_barrier(why);
 }
 
-std::vector<Reply> Server::release_barrier(bool ok) {
+std::vector<Reply> Server::release_barrier(std::optional<std::string> why) {
   std::vector<Reply> replies;
   for (std::size_t i = 0; i < clients_.size(); ++i) {
     Client& c = clients_[i];
     if (c.phase != Phase::kInBarrier) continue;
     c.phase = Phase::kInitialized;
     if (c.wire == Wire::kLines) {
-      replies.push_back({i, ok ? "cmd=barrier_out rc=0\n"
-                               : "cmd=barrier_out rc=-1 msg=a_rank_of_the_job_has_ended\n"});
+      replies.push_back({i, !why ? "cmd=barrier_out rc=0\n"
+                                 : "cmd=barrier_out rc=-1 msg=" + as_word(*why) + "\n"});
     } else {
-      replies.push_back(answer(i, "kvs-fence-response", c.fence_thrid,
-                               ok ? Pairs{{"rc", "0"}} : failed("a rank of the job has ended")));
+      replies.push_back(
+          answer(i, "kvs-fence-response", c.fence_thrid, !why ? Pairs{{"rc", "0"}} : failed(*why)));
     }
   }
   return replies;

@@ -36,6 +36,14 @@
 // each task get its answer. Where the node holds the whole world the barrier
 // completes here, with no exchange. PMI-2's node attributes stay on the node.
 //
+// The key space is bounded (World::max_kvs_bytes, [agent] pmi_max_kvs_bytes):
+// a put that would make the keys and values known here (the world's from
+// earlier fences and this node's since) take more is refused with an error
+// answer naming the limit (key_space_refusal() keeps the first, for the
+// job's end reason). Each fence's keys from all nodes together are bounded
+// the same way where they are merged (daemon/pmi_exchange.h); a fence that
+// passes it fails on every node (fence_failed with the leader's reason).
+//
 // Pure: no I/O. The shell owns the sockets (PmiClients in
 // agent/executor/shell_io.h, hpcq-job-shell). Bad input from a client, the
 // user's program, gets an error answer, never a crash
@@ -95,7 +103,15 @@ struct World {
   int size = 1;         // PMI_SIZE: every rank of the world
   int nodes = 1;        // the nodes its ranks run on (1: no exchange)
   Kvs preset;           // keys every task can get at once (PMI_process_mapping)
+  // The most bytes of keys and values (each counted as its "key=value\n"
+  // line) the server holds; a put past it is refused.
+  std::size_t max_kvs_bytes = std::size_t{64} << 20;
 };
+
+// One key and value's bytes as a fence carries them ("key=value\n").
+constexpr std::size_t kvs_bytes(std::string_view key, std::string_view value) {
+  return key.size() + value.size() + 2;
+}
 
 // An answer for a client: a PMI-1 line with its newline, or a PMI-2 message
 // with its length.
@@ -131,9 +147,13 @@ class Server {
   // waiting client gets its barrier's answer. Ignored unless `seq` is that
   // fence.
   std::vector<Reply> fence_done(std::uint32_t seq, const Kvs& all);
-  // The fence cannot complete (a node's rank died; the job is ending):
-  // every waiting client gets an error answer.
-  std::vector<Reply> fence_failed();
+  // The fence cannot complete (a node's rank died; the job is ending; its
+  // keys from all nodes passed the limit): every waiting client gets an
+  // error answer saying `why`.
+  std::vector<Reply> fence_failed(const std::string& why = "a rank of the job has ended");
+  // The first put refused for the key space's limit: why, one line; empty
+  // while none has been.
+  const std::string& key_space_refusal() const { return key_space_refusal_; }
 
   // Client `client` has gone (its task ended or closed the socket). Returns
   // true when that breaks the world: it began PMI (init) and did not
@@ -178,13 +198,19 @@ class Server {
   // Once no local client owes the barrier any more: complete it here (one
   // node) or mark the fence pending.
   std::vector<Reply> maybe_complete_barrier();
-  // Answers every client in the barrier: released, or (!ok) failed.
-  std::vector<Reply> release_barrier(bool ok);
+  // Answers every client in the barrier: released, or failed with `why`.
+  std::vector<Reply> release_barrier(std::optional<std::string> why);
+  // Stores a put of `key`, or says why not: it would pass max_kvs_bytes.
+  std::optional<std::string> put(const std::string& key, const std::string& value);
+  // Sets kvs_[key] = value, keeping kvs_bytes_ its size.
+  void store(const std::string& key, const std::string& value);
 
   World world_;
   std::vector<int> ranks_;
   std::vector<Client> clients_;
-  Kvs kvs_;         // everything known here: preset, the world's and local puts
+  Kvs kvs_;                    // everything known here: preset, the world's and local puts
+  std::size_t kvs_bytes_ = 0;  // kvs_'s keys and values, as kvs_bytes() counts them
+  std::string key_space_refusal_;
   Kvs pending_;     // local puts since the last fence
   Kvs node_attrs_;  // PMI-2's info-putnodeattr: this node's only
   bool fence_pending_ = false, fence_in_flight_ = false;

@@ -186,7 +186,8 @@ class PmixClients final : public MpiWorld {
         gid_(l.gid),
         node_of_rank_(l.pmi.node_of_rank),
         node_ranks_(l.pmi.node_ranks),
-        node_index_(l.pmi.node) {
+        node_index_(l.pmi.node),
+        max_kvs_bytes_(static_cast<std::size_t>(l.pmi.max_kvs_bytes)) {
     for (const TaskSpec& t : l.tasks) ranks_.push_back(t.rank);
     phase_.assign(ranks_.size(), Phase::kNew);
   }
@@ -321,7 +322,7 @@ class PmixClients final : public MpiWorld {
     const bool breaks = was == Phase::kConnected || (was == Phase::kNew && in_use_);
     if (was == Phase::kNew && !in_use_) gone_early_.insert(local);
     if (breaks && !broken_by_) broken_by_ = local;
-    if (breaks) fence_failed();
+    if (breaks) fence_failed("a rank of the job has ended");
     return broken_by_.has_value();
   }
   bool in_use() const override { return in_use_; }
@@ -335,6 +336,9 @@ class PmixClients final : public MpiWorld {
   }
   std::optional<std::size_t> broken_by() const override { return broken_by_; }
   std::optional<pmi::Server::Abort> abort() const override { return abort_; }
+  std::string key_space_refusal() const override {
+    return refusal_.empty() ? MpiWorld::key_space_refusal() : refusal_;
+  }
 
  protected:
   void fence_done(std::uint32_t seq, std::string data) override {
@@ -342,7 +346,8 @@ class PmixClients final : public MpiWorld {
     ++fence_seq_;
     finish_fence(PMIX_SUCCESS, data);
   }
-  void fence_failed() override {
+  // PMIx's answer carries a status, no text: the job's end names why.
+  void fence_failed(const std::string& /*why*/) override {
     if (fence_) finish_fence(PMIX_ERR_LOST_CONNECTION, "");
     for (auto& [tag, asked] : std::exchange(modex_asked_, {})) {
       finish(asked.done, asked.done_data, PMIX_ERR_LOST_CONNECTION, "");
@@ -486,12 +491,25 @@ class PmixClients final : public MpiWorld {
       finish(u.done, u.done_data, PMIX_ERR_LOST_CONNECTION, "");
       return;
     }
+    // The node's keys are PMIx's, put and committed in the tasks: the
+    // server sees them first here, as the fence's data. Past the job's
+    // limit the fence fails (PMIx_Fence returns PMIX_ERR_OUT_OF_RESOURCE).
+    if (u.data.size() > max_kvs_bytes_) {
+      if (refusal_.empty()) {
+        refusal_ = "PMI key space of " + nspace_ + " full: this node's part of a PMIx fence " +
+                   "takes " + std::to_string(u.data.size()) + " bytes, past the limit of " +
+                   std::to_string(max_kvs_bytes_) + " ([agent] pmi_max_kvs_bytes)";
+      }
+      fprintf(stderr, "hpcq-job-shell: %s\n", refusal_.c_str());
+      finish(u.done, u.done_data, PMIX_ERR_OUT_OF_RESOURCE, "");
+      return;
+    }
     if (nodes_ <= 1) {  // the node holds the whole world
       finish(u.done, u.done_data, PMIX_SUCCESS, u.data);
       return;
     }
     fence_ = Fence{u.done, u.done_data};
-    if (!send_fence(fence_seq_, u.data)) fence_failed();
+    if (!send_fence(fence_seq_, u.data)) fence_failed("no channel to the agent");
   }
   // Asks the node that runs rank u.rank for its data.
   void ask_for_modex(const Upcall& u) {
@@ -550,6 +568,8 @@ class PmixClients final : public MpiWorld {
   std::vector<int> node_of_rank_;          // JobLaunch::pmi.node_of_rank
   std::vector<std::uint32_t> node_ranks_;  // JobLaunch::pmi.node_ranks
   int node_index_ = 0;                     // JobLaunch::pmi.node
+  std::size_t max_kvs_bytes_;              // JobLaunch::pmi.max_kvs_bytes
+  std::string refusal_;                    // why a fence was refused for it, the first time
   // This node's direct modex requests in flight, by tag (a 32-bit count:
   // the agent there keeps the tag's low half only).
   std::map<std::uint64_t, Modex> modex_asked_;

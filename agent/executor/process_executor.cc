@@ -248,6 +248,7 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
   resolve_user(l);
   offer_pmix_where_present(l);
   Job s;
+  l.pmi.max_kvs_bytes = config_.pmi_max_kvs_bytes;
   s.id = l.id;
   s.step = l.step;
   s.uid = l.uid;
@@ -445,8 +446,28 @@ void ProcessExecutor::read_output(Job& job) {
         continue;
       }
       if (decoded->fence) {
-        job.fence_data += decoded->fence->data;
-        if (decoded->fence->last) {
+        // The shell's server refuses puts past the limit: more comes only
+        // from a channel written to by hand, and goes no further.
+        job.fence_too_big =
+            job.fence_too_big || job.fence_data.size() + decoded->fence->data.size() >
+                                     static_cast<std::size_t>(config_.pmi_max_kvs_bytes);
+        if (job.fence_too_big) {
+          std::string().swap(job.fence_data);
+        } else {
+          job.fence_data += decoded->fence->data;
+        }
+        if (decoded->fence->last && job.fence_too_big) {
+          job.fence_too_big = false;
+          PmiEvent failure;
+          failure.kind = PmiEvent::Kind::kFailure;
+          failure.id = job.id;
+          failure.step = job.step;
+          failure.code = 1;
+          failure.data = "this node's part of PMI fence " + std::to_string(decoded->fence->seq) +
+                         " passed the limit of " + std::to_string(config_.pmi_max_kvs_bytes) +
+                         " bytes ([agent] pmi_max_kvs_bytes)";
+          pmi_events_.push_back(std::move(failure));
+        } else if (decoded->fence->last) {
           PmiEvent fence;
           fence.id = job.id;
           fence.step = job.step;
@@ -524,6 +545,17 @@ Status ProcessExecutor::fence_done(JobId id, std::uint32_t step, std::uint32_t s
 }
 
 Status ProcessExecutor::deliver_modex(JobId id, std::uint32_t step, const ModexFrame& frame) {
+Status ProcessExecutor::fence_failed(JobId id, std::uint32_t step, std::uint32_t seq,
+                                     const std::string& why) {
+  Job* job = find(id, step);
+  const std::string name = name_of(id, step);
+  if (!job || job->exited) return not_found(name + " is not running here");
+  if (job->output_fd < 0) return failed_precondition(name + " has no MPI world across nodes");
+  job->input.push_back(encode_input_frame(FenceFrame{seq, true, why, /*failed=*/true}));
+  send_input(*job);
+  return Status::ok();
+}
+
   Job* job = find(id, step);
   const std::string name = name_of(id, step);
   if (!job || job->exited) return not_found(name + " is not running here");

@@ -110,6 +110,10 @@ struct ExecutorConfig {
   // under /tmp or /dev/shm (the shell reads it by path). CRIU cannot dump
   // the binds yet: such a node says it cannot checkpoint.
   std::string private_tmp = "off";
+  // [agent] pmi_max_kvs_bytes: each job shell's PMI server holds no more
+  // keys (pmi.h), and a node's contribution to a fence that carries more
+  // (a shell's channel written to by hand) is dropped and fails the job.
+  std::int64_t pmi_max_kvs_bytes = std::int64_t{64} << 20;
 };
 
 class ProcessExecutor final : public Executor {
@@ -145,6 +149,8 @@ class ProcessExecutor final : public Executor {
   Status deliver_modex(JobId id, std::uint32_t step, const ModexFrame& frame) override;
 
   // pidfds that become readable when a job's shell ends; poll them, then
+  Status fence_failed(JobId id, std::uint32_t step, std::uint32_t seq,
+                      const std::string& why) override;
   // call reap() and fetch this list again (reap() closes the fds of the jobs
   // it has seen end; nothing else closes one). A job whose cgroups are slow
   // to empty has none left: call reap() now and then as well (the agent does,
@@ -242,6 +248,7 @@ class ProcessExecutor final : public Executor {
     std::map<std::uint64_t, std::string> modex_data;  // modex answers' chunks, by tag
   };
   // Reads what the shell has sent on job.output_fd into output_; closes it at
+    bool fence_too_big = false;     // they passed pmi_max_kvs_bytes: dropped, the world fails
   // the shell's end.
   void read_output(Job& job);
   // A direct modex frame from the shell: a request of its own, or a chunk of

@@ -95,8 +95,14 @@ class MpiWorld {
   // The first abort a task called: its rank and code.
   virtual std::optional<pmi::Server::Abort> abort() const = 0;
 
-  // A chunk of a fence's outcome from the executor.
+  // A chunk of a fence's outcome from the executor, or word that it failed.
   void on_fence_frame(const FenceFrame& frame) {
+    if (frame.failed) {  // its keys from all nodes passed the job's limit
+      fence_data_.clear();
+      if (fence_refusal_.empty()) fence_refusal_ = frame.data;
+      fence_failed(frame.data);
+      return;
+    }
     fence_data_ += frame.data;
     if (!frame.last) return;
     fence_done(frame.seq, std::exchange(fence_data_, {}));
@@ -119,7 +125,11 @@ class MpiWorld {
   // Whether fd kOutputFd is the channel now (TaskIo reads it then).
   bool channel_open() const { return channel_->open; }
   // The channel is gone: no fence can complete.
-  void channel_lost() { fence_failed(); }
+  void channel_lost() { fence_failed("the job shell lost its channel to the agent"); }
+  // Why the job's PMI key space refused a put or a fence (its limit,
+  // [agent] pmi_max_kvs_bytes), the first time; empty while it has not.
+  // The task that fails after it is said to have failed for it.
+  virtual std::string key_space_refusal() const { return fence_refusal_; }
 
  protected:
   friend class BothWorlds;  // hands its servers their frames
@@ -139,8 +149,9 @@ class MpiWorld {
   }
   // The outcome of fence `seq`: every node's contributions, concatenated.
   virtual void fence_done(std::uint32_t seq, std::string data) = 0;
-  // The fence in flight cannot complete (the channel is gone).
-  virtual void fence_failed() = 0;
+  // The fence in flight cannot complete (the channel is gone, its keys
+  // passed the limit): its waiters are told `why`.
+  virtual void fence_failed(const std::string& why) = 0;
   // Once a task has aborted or broken the world: says so (an abort, once)
   // and ends every other process of the namespace.
   // Opens the channel on demand: connects to the executor's socket and puts
@@ -178,7 +189,8 @@ class MpiWorld {
 
  private:
   std::shared_ptr<WorldChannel> channel_;
-  std::string fence_data_;  // chunks of the fence outcome coming in
+  std::string fence_data_;     // chunks of the fence outcome coming in
+  std::string fence_refusal_;  // why a fence failed for the key space's limit
   bool ended_ = false;
 };
 
@@ -255,6 +267,10 @@ class PmiClients final : public MpiWorld {
   bool in_use() const override { return server_.in_use(); }
   std::optional<std::size_t> broken_by() const override { return server_.broken_by(); }
   std::optional<pmi::Server::Abort> abort() const override { return server_.abort(); }
+  std::string key_space_refusal() const override {
+    return server_.key_space_refusal().empty() ? MpiWorld::key_space_refusal()
+                                               : server_.key_space_refusal();
+  }
 
  protected:
   void fence_done(std::uint32_t seq, std::string data) override {
@@ -266,7 +282,7 @@ class PmiClients final : public MpiWorld {
     }
     send(server_.fence_done(seq, *kvs));
   }
-  void fence_failed() override { send(server_.fence_failed()); }
+  void fence_failed(const std::string& why) override { send(server_.fence_failed(why)); }
 
  private:
   static pmi::World world_of(const JobLaunch& l) {
@@ -274,6 +290,7 @@ class PmiClients final : public MpiWorld {
     world.kvsname = l.pmi.kvsname;
     world.size = l.pmi.size;
     world.nodes = l.pmi.nodes;
+    world.max_kvs_bytes = static_cast<std::size_t>(l.pmi.max_kvs_bytes);
     if (!l.pmi.process_mapping.empty()) {
       world.preset["PMI_process_mapping"] = l.pmi.process_mapping;
     }
@@ -347,14 +364,21 @@ class BothWorlds final : public MpiWorld {
   }
   void on_modex_frame(ModexFrame frame) override { pmix_->on_modex_frame(std::move(frame)); }
   bool drop_unused_pmix() override { return pmix_->drop_unused_pmix(); }
+  std::string key_space_refusal() const override {
+    for (const std::string& why :
+         {MpiWorld::key_space_refusal(), pmi1_->key_space_refusal(), pmix_->key_space_refusal()}) {
+      if (!why.empty()) return why;
+    }
+    return "";
+  }
 
  protected:
   void fence_done(std::uint32_t seq, std::string data) override {
     (pmix_->in_use() ? pmix_ : pmi1_)->fence_done(seq, std::move(data));
   }
-  void fence_failed() override {
-    pmi1_->fence_failed();
-    pmix_->fence_failed();
+  void fence_failed(const std::string& why) override {
+    pmi1_->fence_failed(why);
+    pmix_->fence_failed(why);
   }
 
  private:

@@ -28,6 +28,9 @@ class TestExecutor final : public Executor {
   Status fence_done(JobId id, std::uint32_t, std::uint32_t, const std::string&) override {
     return not_found("job " + std::to_string(id) + " runs no tasks here");
   }
+  Status fence_failed(JobId id, std::uint32_t, std::uint32_t, const std::string&) override {
+    return fence_done(id, 0, 0, "");
+  }
   Status deliver_modex(JobId id, std::uint32_t, const ModexFrame&) override {
     return fence_done(id, 0, 0, "");
   }

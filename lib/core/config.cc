@@ -581,7 +581,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
         t, "agent",
         {"state_dir", "run_dir", "secret_key", "job_shell", "kill_grace_s", "resize_signal",
          "pids_per_core", "prolog", "epilog", "script_timeout_s", "health_check",
-         "health_check_interval_s", "gpu_devices", "private_tmp", "socket"}));
+         "health_check_interval_s", "gpu_devices", "private_tmp", "socket", "pmi_max_kvs_bytes"}));
     if (t.contains("resize_signal")) {
       std::string name;
       HPCQ_RETURN_IF_ERROR(get(t, "agent", "resize_signal", name));
@@ -616,6 +616,15 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "private_tmp", c.agent_private_tmp));
     if (c.agent_private_tmp != "off" && c.agent_private_tmp != "dir" &&
         c.agent_private_tmp != "tmpfs") {
+    HPCQ_RETURN_IF_ERROR(get(t, "agent", "pmi_max_kvs_bytes", c.pmi_max_kvs_bytes));
+    // At least one key of the largest size; at most what a std::string of
+    // one fence's keys may sensibly hold on a node.
+    if (c.pmi_max_kvs_bytes < kPmiMinKvsBytes || c.pmi_max_kvs_bytes > kPmiMaxKvsBytes) {
+      return invalid_argument(
+          where(t.at("pmi_max_kvs_bytes")) + ": 'agent.pmi_max_kvs_bytes' must be from " +
+          std::to_string(kPmiMinKvsBytes) + " to " + std::to_string(kPmiMaxKvsBytes) + ", got " +
+          std::to_string(c.pmi_max_kvs_bytes));
+    }
       return invalid_argument(where(t.at("private_tmp")) + ": 'agent.private_tmp' must be " +
                               "\"off\", \"dir\" or \"tmpfs\", got " + quote(c.agent_private_tmp));
     }

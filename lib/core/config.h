@@ -25,6 +25,10 @@ inline constexpr char kMpiBoth[] = "pmi1,pmix";
 inline bool known_mpi(const std::string& mpi) {
   return mpi == "pmi1" || mpi == "pmix" || mpi == kMpiBoth || mpi == "none";
 }
+// agent.pmi_max_kvs_bytes' range: one key and value of PMI's largest sizes
+// fit a few times over; a fence of 16 GiB is far past any MPI's need.
+inline constexpr std::int64_t kPmiMinKvsBytes = 4096;
+inline constexpr std::int64_t kPmiMaxKvsBytes = std::int64_t{16} << 30;
 
 struct RankConfig {
   std::string name;      // node name (HPCQ_NODELIST entry)
@@ -151,6 +155,11 @@ struct ClusterConfig {
   // resumed once it passes again).
   std::string agent_prolog, agent_epilog, agent_health_check;
   int agent_script_timeout_s = 60;
+  // A job's PMI key space (agent/executor/pmi.h, pmix_world.h): the bytes of
+  // keys and values one node's job shell holds, and what one fence carries
+  // from all of a world's nodes together (the most any agent or hpcqd holds
+  // of it). Past it a put (PMIx: a fence) is answered with an error.
+  std::int64_t pmi_max_kvs_bytes = 64 << 20;
   int agent_health_check_interval_s = 60;
   // The device files of each GPU of a node, by GPU id (Slurm's gres.conf
   // File=): for nodes whose GPUs the agent cannot find them for (an

@@ -9,6 +9,7 @@ namespace {
 
 // A fanout-2 tree: 0 -> {1, 2}, 1 -> {3, 4}, 2 -> {5, 6}, 3 -> {7, 8}.
 constexpr int kFanout = 2;
+constexpr std::size_t kMaxBytes = 1 << 20;
 
 overlay::PmiFence contribution(Rank from, std::vector<Rank> world, std::uint32_t seq = 0) {
   overlay::PmiFence f;
@@ -30,7 +31,7 @@ std::set<Rank> parts_of(const overlay::PmiFence& f) {
 }
 
 TEST(FenceTree, AnInteriorNodeSendsItsSubtreeAsOne) {
-  FenceTree tree(1, kFanout);
+  FenceTree tree(1, kFanout, kMaxBytes);
   const std::vector<Rank> world{1, 2, 3, 4, 7};  // 1, 3, 4, 7 are under 1
   EXPECT_TRUE(tree.up(contribution(3, world), 10).empty());
   EXPECT_TRUE(tree.up(contribution(7, world), 11).empty());
@@ -47,17 +48,31 @@ TEST(FenceTree, AnInteriorNodeSendsItsSubtreeAsOne) {
   EXPECT_EQ(parts_of(out[0]), (std::set<Rank>{3}));
 }
 
+TEST(FenceTree, WhatPassesTheJobsLimitGoesOnAtOnceInsteadOfBeingHeld) {
+  // The leader fails such a fence; no agent on the way holds more of it.
+  FenceTree tree(1, kFanout, 64);
+  const std::vector<Rank> world{1, 3, 4};
+  overlay::PmiFence big = contribution(3, world);
+  big.mutable_parts(0)->set_kvs(std::string(70, 'k') + "=\n");
+  auto out = tree.up(std::move(big), 1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(parts_of(out[0]), (std::set<Rank>{3}));
+  // The others pass straight through.
+  EXPECT_EQ(tree.up(contribution(4, world), 2).size(), 1u);
+  EXPECT_EQ(tree.up(contribution(1, world), 3).size(), 1u);
+}
+
 TEST(FenceTree, ANodeWithNoneOfItsWorldBelowSendsAtOnce) {
-  FenceTree leaf(4, kFanout);
+  FenceTree leaf(4, kFanout, kMaxBytes);
   EXPECT_EQ(leaf.up(contribution(4, {2, 4}), 1).size(), 1u);
-  FenceTree interior(1, kFanout);  // a world of 2 and 3: only 3 is under 1
+  FenceTree interior(1, kFanout, kMaxBytes);  // a world of 2 and 3: only 3 is under 1
   EXPECT_EQ(interior.up(contribution(3, {2, 3}), 1).size(), 1u);
 }
 
 TEST(FenceTree, ACopyOfAHeldContributionSendsOnWhatIsHeld) {
   // 4's contribution cannot come (its node is gone, or the tree healed
   // around 1): 3 asks again after two heartbeats, and what is here goes on.
-  FenceTree tree(1, kFanout);
+  FenceTree tree(1, kFanout, kMaxBytes);
   const std::vector<Rank> world{3, 4};
   EXPECT_TRUE(tree.up(contribution(3, world), 1).empty());
   auto out = tree.up(contribution(3, world), 2);
@@ -68,7 +83,7 @@ TEST(FenceTree, ACopyOfAHeldContributionSendsOnWhatIsHeld) {
 }
 
 TEST(FenceTree, FencesAreKeptApartAndHeldOnesExpire) {
-  FenceTree tree(1, kFanout);
+  FenceTree tree(1, kFanout, kMaxBytes);
   const std::vector<Rank> world{3, 4};
   EXPECT_TRUE(tree.up(contribution(3, world, 0), 1).empty());
   EXPECT_TRUE(tree.up(contribution(4, world, 1), 2).empty());  // another fence
@@ -89,7 +104,7 @@ TEST(FenceTree, FencesAreKeptApartAndHeldOnesExpire) {
 }
 
 TEST(FenceTree, AnOutcomeGoesOnOnceToEachChildSubtreeThatNeedsIt) {
-  FenceTree tree(1, kFanout);
+  FenceTree tree(1, kFanout, kMaxBytes);
   overlay::PmiFenceDone done;
   done.set_kvs("all");
   for (Rank r : {1, 4, 7, 8}) done.add_to(r);
@@ -102,14 +117,14 @@ TEST(FenceTree, AnOutcomeGoesOnOnceToEachChildSubtreeThatNeedsIt) {
   EXPECT_EQ(d.onward[0].second.kvs(), "all");
   EXPECT_EQ(d.onward[1].first, 4u);
   // Passing through 3 (not a destination): split again, one copy each.
-  d = FenceTree(3, kFanout).down(7, d.onward[0].second);
+  d = FenceTree(3, kFanout, kMaxBytes).down(7, d.onward[0].second);
   EXPECT_FALSE(d.here);
   ASSERT_EQ(d.onward.size(), 2u);
   EXPECT_EQ(d.onward[0].first, 7u);
   EXPECT_EQ(d.onward[1].first, 8u);
   // Without a list: the addressee alone.
   overlay::PmiFenceDone plain;
-  d = FenceTree(8, kFanout).down(8, plain);
+  d = FenceTree(8, kFanout, kMaxBytes).down(8, plain);
   EXPECT_TRUE(d.here);
   EXPECT_TRUE(d.onward.empty());
 }

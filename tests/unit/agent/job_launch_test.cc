@@ -119,6 +119,13 @@ TEST(JobLaunchTest, FenceFramesRoundTripBothWaysInChunks) {
   EXPECT_EQ(down->fence->seq, 9u);
   EXPECT_FALSE(down->fence->last);
   EXPECT_EQ(down->fence->data, "keys");
+  EXPECT_FALSE(down->fence->failed);
+  // A fence that failed: why, in one frame.
+  auto failed = decode_input_frame(encode_input_frame(FenceFrame{3, true, "too big", true}));
+  ASSERT_TRUE(failed.is_ok() && failed->fence) << failed.status().message();
+  EXPECT_TRUE(failed->fence->failed && failed->fence->last);
+  EXPECT_EQ(failed->fence->seq, 3u);
+  EXPECT_EQ(failed->fence->data, "too big");
   auto input = decode_input_frame(encode_input_frame(TaskInput{"abc", true, 0, 0, {}, {}}));
   ASSERT_TRUE(input.is_ok());
   EXPECT_FALSE(input->fence);
@@ -188,6 +195,7 @@ TEST(JobLaunchTest, PmiWorldRoundTripsAndOpensAChannelOnlyAcrossNodes) {
   l.pmi.size = 8;
   l.pmi.nodes = 2;
   l.pmi.process_mapping = "(vector,(0,2,4))";
+  l.pmi.max_kvs_bytes = 123456;
   EXPECT_FALSE(l.has_channel());  // not from the start: when its tasks first fence
   EXPECT_TRUE(l.channel_on_demand());
   auto back = decode_launch(encode_launch(l));
@@ -196,6 +204,7 @@ TEST(JobLaunchTest, PmiWorldRoundTripsAndOpensAChannelOnlyAcrossNodes) {
   EXPECT_EQ(back->pmi.size, 8);
   EXPECT_EQ(back->pmi.nodes, 2);
   EXPECT_EQ(back->pmi.process_mapping, "(vector,(0,2,4))");
+  EXPECT_EQ(back->pmi.max_kvs_bytes, 123456);
   l.pmi.nodes = 1;
   EXPECT_FALSE(l.channel_on_demand());  // a one-node world fences in the shell
   l.pmi.nodes = 2;

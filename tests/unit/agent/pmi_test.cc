@@ -90,6 +90,49 @@ TEST(Pmi, AFenceAcrossNodesWaitsForEveryLocalRankThenForTheOtherNodes) {
   EXPECT_EQ(server.on_line(0, "cmd=finalize")[0].text, "cmd=finalize_ack rc=0\n");
 }
 
+// The key space's limit: PMI_process_mapping (37 bytes as "key=value\n")
+// and the puts, each counted as its line; a replaced value counts once.
+TEST(Pmi, APutPastTheKeySpacesLimitIsRefusedNamingIt) {
+  World w = world(4, 2);
+  w.max_kvs_bytes = 100;
+  Server server(w, {0, 1});
+  for (std::size_t c : {0u, 1u}) server.on_line(c, "cmd=init pmi_version=1 pmi_subversion=1");
+  const std::string forty(40, 'v');
+  EXPECT_EQ(server.on_line(0, "cmd=put kvsname=hpcq_7_0 key=a value=" + forty)[0].text,
+            "cmd=put_result rc=0 msg=success\n");  // 80 bytes
+  EXPECT_EQ(server.on_line(1, "cmd=put kvsname=hpcq_7_0 key=b value=" + forty)[0].text,
+            "cmd=put_result rc=-1 msg=PMI_key_space_of_hpcq_7_0_full:_its_keys_and_values_would_"
+            "take_123_bytes,_past_the_limit_of_100_([agent]_pmi_max_kvs_bytes)\n");
+  EXPECT_EQ(server.key_space_refusal(),
+            "PMI key space of hpcq_7_0 full: its keys and values would take 123 bytes, past the "
+            "limit of 100 ([agent] pmi_max_kvs_bytes)");
+  // A shorter value for a key frees its room.
+  EXPECT_EQ(server.on_line(0, "cmd=put kvsname=hpcq_7_0 key=a value=short")[0].text,
+            "cmd=put_result rc=0 msg=success\n");
+  EXPECT_EQ(server.on_line(1, "cmd=put kvsname=hpcq_7_0 key=b value=" + forty)[0].text,
+            "cmd=put_result rc=0 msg=success\n");
+  // The refused put left nothing: the fence carries what was stored.
+  server.on_line(0, "cmd=barrier_in");
+  server.on_line(1, "cmd=barrier_in");
+  EXPECT_EQ(server.take_fence(), "a=short\nb=" + forty + "\n");
+}
+
+TEST(Pmi, AFenceThatFailsTellsEveryWaitingRankWhy) {
+  Server server(world(4, 2), {0, 1});
+  server.on_line(0, "cmd=init pmi_version=1 pmi_subversion=1");
+  server.on_bytes(1, std::string(kInit2) + message("cmd=fullinit;pmirank=1;"));
+  server.on_line(0, "cmd=barrier_in");
+  server.on_bytes(1, message("cmd=kvs-fence;thrid=7;"));
+  ASSERT_TRUE(server.fence_pending());
+  (void)server.take_fence();
+  const auto replies = server.fence_failed("PMI fence 0 of job 7: too big");
+  EXPECT_EQ(lines_to(replies, 0),
+            std::vector<std::string>{"cmd=barrier_out rc=-1 msg=PMI_fence_0_of_job_7:_too_big\n"});
+  EXPECT_EQ(messages_to(replies, 1),
+            std::vector<std::string>{
+                "cmd=kvs-fence-response;thrid=7;rc=-1;errmsg=PMI fence 0 of job 7: too big;"});
+}
+
 TEST(Pmi, AWorldOnOneNodeFencesHere) {
   Server server(world(2, 1), {0, 1});
   for (std::size_t c : {0u, 1u}) server.on_line(c, "cmd=init pmi_version=1 pmi_subversion=1");
@@ -187,6 +230,21 @@ TEST(Pmi2, AnswersSlurmsLibpmi2FromInitToFinalize) {
             std::vector<std::string>{"cmd=finalize-response;thrid=0x7f00;rc=0;"});
   std::vector<Reply> gone;
   EXPECT_FALSE(server.on_client_gone(1, gone));  // finalized: the world is whole
+}
+
+TEST(Pmi2, AKvsPutPastTheKeySpacesLimitIsRefusedNamingIt) {
+  World w = world(4, 2);
+  w.max_kvs_bytes = 50;
+  Server server(w, {2, 3});
+  server.on_bytes(0, std::string(kInit2) + message("cmd=fullinit;pmirank=2;"));
+  EXPECT_EQ(
+      messages_to(
+          server.on_bytes(0, message("cmd=kvs-put;key=k;value=" + std::string(20, 'v') + ";")), 0),
+      std::vector<std::string>{"cmd=kvs-put-response;rc=-1;errmsg=PMI key space of hpcq_7_0 "
+                               "full: its keys and values would take 60 bytes, past the "
+                               "limit of 50 ([agent] pmi_max_kvs_bytes);"});
+  EXPECT_EQ(messages_to(server.on_bytes(0, message("cmd=kvs-put;key=k;value=v;")), 0),
+            std::vector<std::string>{"cmd=kvs-put-response;rc=0;"});
 }
 
 TEST(Pmi2, EscapesSemicolonsBothWays) {

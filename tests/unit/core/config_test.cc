@@ -129,6 +129,21 @@ TEST(ConfigTest, GpuDevicesAndPrivateTmp) {
 }
 
 TEST(ConfigTest, MetricsPerNode) {
+TEST(ConfigTest, PmiMaxKvsBytesIsRangeChecked) {
+  EXPECT_EQ(parse_config(kRank0, "t.toml")->pmi_max_kvs_bytes, 64 << 20);
+  auto c = parse_config(std::string("[agent]\npmi_max_kvs_bytes = 1048576\n") + kRank0, "t.toml");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->pmi_max_kvs_bytes, 1048576);
+  for (const char* bad : {"0", "-1", "4095", "17179869185"}) {
+    auto b =
+        parse_config(std::string("[agent]\npmi_max_kvs_bytes = ") + bad + "\n" + kRank0, "t.toml");
+    ASSERT_FALSE(b.is_ok()) << bad;
+    EXPECT_EQ(b.status().message(), std::string("t.toml:2: 'agent.pmi_max_kvs_bytes' must be "
+                                                "from 4096 to 17179869184, got ") +
+                                        bad);
+  }
+}
+
   auto c = parse_config(
       std::string("[metrics]\nlisten = \"127.0.0.1:9464\"\nper_node = true\n") + kRank0, "t.toml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
