@@ -16,6 +16,7 @@
 #include "agent/executor/test_executor.h"
 #include "agent/launch_message.h"
 #include "lib/core/clock.h"
+#include "lib/core/release_memory.h"
 #include "lib/job/job_env.h"
 #include "lib/overlay/messages.h"
 #include "lib/resource/hwloc_import.h"
@@ -510,6 +511,7 @@ void Agent::on_checkpoint(const overlay::Checkpoint& request) {
   if (it == attempts_.end() || it->second != request.attempt()) {
     done->set_reason("the job does not run here");
   } else {
+  if (std::exchange(release_at_job_end_, false)) release_free_memory();  // its PMI fences' memory
     // CRIU runs beside the loop (a fraction of a second to seconds per GB,
     // bench/checkpoint_cost.py): heartbeats and other jobs go on; the answer
     // goes out when the executor says it is done (on_job_exits).

@@ -139,6 +139,7 @@ void Agent::repeat_unanswered_fences() {
   if (fence_bytes_since_release_ >= kReleaseAfterBytes) {
     release_free_memory();
     fence_bytes_since_release_ = 0;
+    release_at_job_end_ = true;
   }
 }
 

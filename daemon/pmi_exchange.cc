@@ -119,13 +119,11 @@ void PmiExchange::on_fence(Rank rank, const overlay::PmiFence& fence) {
     }
     parts.push_back({part.rank(), part.kvs()});
   }
+  for (const FenceMerge::Part& part : parts) bytes_since_release_ += part.kvs.size();
   const FenceMerge::Answer a = merge_.add(key, fence.nodes(), parts, ctx_.now());
   if (a.completed) {
     ctx_.metrics.pmi_fence_completed();
-    if (!a.error.empty()) {
-      spdlog::info("job {}: {}", fence.job_id(), a.error);
-      release_free_memory();  // what the fence had gathered is dropped
-    }
+    if (!a.error.empty()) spdlog::info("job {}: {}", fence.job_id(), a.error);
   }
   if (!a.to.empty()) answer(key, a);
 }
@@ -145,6 +143,7 @@ void PmiExchange::answer(const FenceMerge::Key& key, const FenceMerge::Answer& a
     done.set_step(step);
     done.set_seq(seq);
     done.set_kvs(std::string(a.kvs));
+    bytes_since_release_ += a.kvs.size();
     done.set_error(a.error);
     for (Rank r : ranks) done.add_to(r);
     (void)ctx_.overlay->send(std::move(envelope));
@@ -171,7 +170,12 @@ void PmiExchange::drop_ended() {
     const auto& [id, attempt, step, seq] = key;
     return !runs(id, attempt, step, any);
   });
-  if (freed >= kReleaseAfterBytes) release_free_memory();
+  // The messages that carried the keys are gone by now too (ZeroMQ sends
+  // from its own thread): their memory goes back with what was dropped.
+  if (freed + bytes_since_release_ >= kReleaseAfterBytes) {
+    release_free_memory();
+    bytes_since_release_ = 0;
+  }
 }
 
 }  // namespace hpcq::daemon

@@ -135,6 +135,7 @@ class PmiExchange {
   JobActions& actions_;
   Steps& steps_;
   FenceMerge merge_;
+  std::size_t bytes_since_release_ = 0;  // of keys received and sent since memory went back
 };
 
 }  // namespace hpcq::daemon
