@@ -157,10 +157,10 @@ Status Agent::start() {
     if (!gpus.is_ok()) return gpus.status();
     ec_config.gpu_devices = std::move(gpus).value();
     ec_config.private_tmp = config_.agent_private_tmp;
+    ec_config.pmi_max_kvs_bytes = config_.pmi_max_kvs_bytes;
     auto executor = ProcessExecutor::create(ec_config);
     if (!executor.is_ok()) return executor.status();
     executor_ = std::move(executor).value();
-    ec_config.pmi_max_kvs_bytes = config_.pmi_max_kvs_bytes;
   } else {
     return invalid_argument("--executor: unknown executor '" + options_.executor +
                             "' (process or test)");
@@ -486,6 +486,7 @@ void Agent::forget(JobId id) {
   parts_.erase(id);
   elastic_.erase(id);
   signals_received_.erase(id);
+  if (std::exchange(release_at_job_end_, false)) release_free_memory();  // its PMI fences' memory
   std::erase_if(input_received_, [id](const auto& in) { return in.first.first == id; });
 }
 
@@ -511,7 +512,6 @@ void Agent::on_checkpoint(const overlay::Checkpoint& request) {
   if (it == attempts_.end() || it->second != request.attempt()) {
     done->set_reason("the job does not run here");
   } else {
-  if (std::exchange(release_at_job_end_, false)) release_free_memory();  // its PMI fences' memory
     // CRIU runs beside the loop (a fraction of a second to seconds per GB,
     // bench/checkpoint_cost.py): heartbeats and other jobs go on; the answer
     // goes out when the executor says it is done (on_job_exits).

@@ -173,6 +173,12 @@ class Agent {
   };
   std::map<std::pair<JobId, std::uint32_t>, PendingFence> fences_;
   FenceTree fence_tree_;  // other nodes' contributions held here, and outcomes sent down
+  // Bytes of fence keys that passed through since the allocator last handed
+  // its free memory back (release_free_memory, at the heartbeat); and
+  // whether it does so again at a job's end, when the outcomes queued for
+  // its shell are gone too.
+  std::size_t fence_bytes_since_release_ = 0;
+  bool release_at_job_end_ = false;
   // The direct modex requests of this node's shells not answered yet, by
   // (job, step, the shell's request tag), sent again likewise.
   struct PendingModex {
@@ -183,12 +189,6 @@ class Agent {
   // (job, attempt) of the parts that ended here lately, oldest first: the
   // leader repeats a Launch it has no confirmation of, and a repeat that
   // arrives after the part already ran must not run it again.
-  // Bytes of fence keys that passed through since the allocator last handed
-  // its free memory back (release_free_memory, at the heartbeat); and
-  // whether it does so again at a job's end, when the outcomes queued for
-  // its shell are gone too.
-  std::size_t fence_bytes_since_release_ = 0;
-  bool release_at_job_end_ = false;
   // Keyed by (job, attempt << 32 | part): a resize may give a node a new
   // part of the same attempt after its earlier part ended.
   std::set<std::pair<JobId, std::uint64_t>> finished_;

@@ -124,8 +124,8 @@ std::string encode_launch(const JobLaunch& l) {
                 {"size", l.pmi.size},
                 {"nodes", l.pmi.nodes},
                 {"process_mapping", l.pmi.process_mapping},
-                {"node_names", l.pmi.node_names},
                 {"max_kvs_bytes", l.pmi.max_kvs_bytes},
+                {"node_names", l.pmi.node_names},
                 {"node", l.pmi.node},
                 {"node_of_rank", l.pmi.node_of_rank},
                 {"node_ranks", l.pmi.node_ranks}};
@@ -202,19 +202,19 @@ Result<JobLaunch> decode_launch(std::string_view text) {
       l.pmi.nodes = p.at("nodes").get<int>();
       l.pmi.process_mapping = p.at("process_mapping").get<std::string>();
       l.pmi.api = p.value("api", std::string("pmi1"));
+      l.pmi.max_kvs_bytes = p.value("max_kvs_bytes", l.pmi.max_kvs_bytes);
       l.pmi.node_names = p.value("node_names", std::vector<std::string>{});
       l.pmi.node = p.value("node", 0);
-      l.pmi.max_kvs_bytes = p.value("max_kvs_bytes", l.pmi.max_kvs_bytes);
       l.pmi.node_of_rank = p.value("node_of_rank", std::vector<int>{});
       l.pmi.node_ranks = p.value("node_ranks", std::vector<std::uint32_t>{});
       if (l.pmi.kvsname.empty() || l.pmi.size < 1 || l.pmi.nodes < 1) {
         return invalid_argument("launch.json: a PMI world without name, size or nodes");
       }
-      if (!l.pmi.offers_pmi1() && !l.pmi.offers_pmix()) {
-        return invalid_argument("launch.json: unknown MPI interface '" + l.pmi.api + "'");
       if (l.pmi.max_kvs_bytes < 1) {
         return invalid_argument("launch.json: a PMI world without room for a key");
       }
+      if (!l.pmi.offers_pmi1() && !l.pmi.offers_pmix()) {
+        return invalid_argument("launch.json: unknown MPI interface '" + l.pmi.api + "'");
       }
       const bool mapped =
           l.pmi.node_of_rank.empty() ||
@@ -499,9 +499,9 @@ Result<TaskInput> decode_input_frame(std::string_view frame) {
     FenceFrame& fence = input.fence.emplace();
     fence.seq = get_u32(frame.substr(1));
     fence.last = (frame[0] & kInputFenceLast) != 0;
+    fence.failed = (frame[0] & kInputFenceFailed) != 0;
     fence.data = frame.substr(9);
     return input;
-    fence.failed = (frame[0] & kInputFenceFailed) != 0;
   }
   if (frame.size() < 9 || (frame[0] != 0 && frame[0] != kInputEof)) {
     return invalid_argument("input frame: malformed header");

@@ -118,12 +118,12 @@ struct JobLaunch {
     int size = 0;                 // PMI_SIZE
     int nodes = 0;                // nodes with ranks of the world
     std::string process_mapping;  // PMI_process_mapping; empty: not given
-    // The world's layout, for PMIx's node and process maps: the nodes'
-    // names in allocation order, this node's index among them, and the node
-    // of each rank (empty where the launch did not place every rank).
     // [agent] pmi_max_kvs_bytes: the bytes of keys and values the shell's
     // server holds (PMIx: one fence's contribution) before it refuses a put.
     std::int64_t max_kvs_bytes = std::int64_t{64} << 20;
+    // The world's layout, for PMIx's node and process maps: the nodes'
+    // names in allocation order, this node's index among them, and the node
+    // of each rank (empty where the launch did not place every rank).
     std::vector<std::string> node_names;
     int node = 0;
     std::vector<int> node_of_rank;
@@ -180,10 +180,10 @@ struct FenceFrame {
   std::uint32_t seq = 0;
   bool last = true;
   std::string data;
+  bool failed = false;
 };
 // A fence's data as frames of at most kOutputFrameData bytes each.
 std::vector<FenceFrame> split_fence(std::uint32_t seq, std::string_view data);
-  bool failed = false;
 
 // PMIx direct modex (pmix_world.cc): a task asked for a key of a rank on
 // another node before any fence had carried it. From the shell, kRequest

@@ -658,6 +658,11 @@ int run(const std::string& dir) {
               "ended before MPI_Finalize (PMI finalize) while its MPI world ran: the world "
               "cannot go on";
         }
+        // Most likely why: the MPI library gives up on a refused put or fence.
+        if (const std::string why = pmi->key_space_refusal(); !why.empty()) {
+          const std::string ended = describe_task(r);  // "task 3: exited with code 1"
+          r.error = ended.substr(ended.find(": ") + 2) + " after " + why;
+        }
         pmi->report_failure(std::max(1, r.exit_code), describe_task(r));
         end_world(local);
       }
@@ -673,11 +678,6 @@ int run(const std::string& dir) {
   rusage usage{};
   if (getrusage(RUSAGE_CHILDREN, &usage) == 0) {
     auto us = [](const timeval& t) { return std::int64_t{t.tv_sec} * 1000000 + t.tv_usec; };
-        // Most likely why: the MPI library gives up on a refused put or fence.
-        if (const std::string why = pmi->key_space_refusal(); !why.empty()) {
-          const std::string ended = describe_task(r);  // "task 3: exited with code 1"
-          r.error = ended.substr(ended.find(": ") + 2) + " after " + why;
-        }
     results.cpu_time_us = us(usage.ru_utime) + us(usage.ru_stime);
   }
   if (!write_results(files, results)) {

@@ -247,8 +247,8 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
   HPCQ_RETURN_IF_ERROR(validate(l));
   resolve_user(l);
   offer_pmix_where_present(l);
-  Job s;
   l.pmi.max_kvs_bytes = config_.pmi_max_kvs_bytes;
+  Job s;
   s.id = l.id;
   s.step = l.step;
   s.uid = l.uid;
@@ -544,7 +544,6 @@ Status ProcessExecutor::fence_done(JobId id, std::uint32_t step, std::uint32_t s
   return Status::ok();
 }
 
-Status ProcessExecutor::deliver_modex(JobId id, std::uint32_t step, const ModexFrame& frame) {
 Status ProcessExecutor::fence_failed(JobId id, std::uint32_t step, std::uint32_t seq,
                                      const std::string& why) {
   Job* job = find(id, step);
@@ -556,6 +555,7 @@ Status ProcessExecutor::fence_failed(JobId id, std::uint32_t step, std::uint32_t
   return Status::ok();
 }
 
+Status ProcessExecutor::deliver_modex(JobId id, std::uint32_t step, const ModexFrame& frame) {
   Job* job = find(id, step);
   const std::string name = name_of(id, step);
   if (!job || job->exited) return not_found(name + " is not running here");

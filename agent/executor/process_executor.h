@@ -146,11 +146,11 @@ class ProcessExecutor final : public Executor {
   std::vector<PmiEvent> take_pmi_events() override;
   Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq,
                     const std::string& data) override;
+  Status fence_failed(JobId id, std::uint32_t step, std::uint32_t seq,
+                      const std::string& why) override;
   Status deliver_modex(JobId id, std::uint32_t step, const ModexFrame& frame) override;
 
   // pidfds that become readable when a job's shell ends; poll them, then
-  Status fence_failed(JobId id, std::uint32_t step, std::uint32_t seq,
-                      const std::string& why) override;
   // call reap() and fetch this list again (reap() closes the fds of the jobs
   // it has seen end; nothing else closes one). A job whose cgroups are slow
   // to empty has none left: call reap() now and then as well (the agent does,
@@ -245,10 +245,10 @@ class ProcessExecutor final : public Executor {
     std::uint64_t channel_inode = 0;
     std::deque<std::string> input;  // frames for the shell that its socket did not take yet
     std::string fence_data;         // a PMI fence's chunks from the shell, until its last
+    bool fence_too_big = false;     // they passed pmi_max_kvs_bytes: dropped, the world fails
     std::map<std::uint64_t, std::string> modex_data;  // modex answers' chunks, by tag
   };
   // Reads what the shell has sent on job.output_fd into output_; closes it at
-    bool fence_too_big = false;     // they passed pmi_max_kvs_bytes: dropped, the world fails
   // the shell's end.
   void read_output(Job& job);
   // A direct modex frame from the shell: a request of its own, or a chunk of

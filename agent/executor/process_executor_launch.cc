@@ -385,8 +385,8 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   HPCQ_RETURN_IF_ERROR(validate(l));
   resolve_user(l);
   offer_pmix_where_present(l);
-
   l.pmi.max_kvs_bytes = config_.pmi_max_kvs_bytes;
+
   Job j;
   j.id = l.id;
   j.dir = config_.state_dir + "/jobs/" + std::to_string(l.id);

@@ -600,6 +600,15 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "job_shell", c.job_shell));
     HPCQ_RETURN_IF_ERROR(get_positive(t, "agent", "kill_grace_s", c.kill_grace_s));
     HPCQ_RETURN_IF_ERROR(get_non_negative(t, "agent", "pids_per_core", c.pids_per_core));
+    HPCQ_RETURN_IF_ERROR(get(t, "agent", "pmi_max_kvs_bytes", c.pmi_max_kvs_bytes));
+    // At least one key of the largest size; at most what a std::string of
+    // one fence's keys may sensibly hold on a node.
+    if (c.pmi_max_kvs_bytes < kPmiMinKvsBytes || c.pmi_max_kvs_bytes > kPmiMaxKvsBytes) {
+      return invalid_argument(
+          where(t.at("pmi_max_kvs_bytes")) + ": 'agent.pmi_max_kvs_bytes' must be from " +
+          std::to_string(kPmiMinKvsBytes) + " to " + std::to_string(kPmiMaxKvsBytes) + ", got " +
+          std::to_string(c.pmi_max_kvs_bytes));
+    }
     for (const auto& [key, program] :
          {std::pair{"prolog", &c.agent_prolog}, std::pair{"epilog", &c.agent_epilog},
           std::pair{"health_check", &c.agent_health_check}}) {
@@ -616,15 +625,6 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "private_tmp", c.agent_private_tmp));
     if (c.agent_private_tmp != "off" && c.agent_private_tmp != "dir" &&
         c.agent_private_tmp != "tmpfs") {
-    HPCQ_RETURN_IF_ERROR(get(t, "agent", "pmi_max_kvs_bytes", c.pmi_max_kvs_bytes));
-    // At least one key of the largest size; at most what a std::string of
-    // one fence's keys may sensibly hold on a node.
-    if (c.pmi_max_kvs_bytes < kPmiMinKvsBytes || c.pmi_max_kvs_bytes > kPmiMaxKvsBytes) {
-      return invalid_argument(
-          where(t.at("pmi_max_kvs_bytes")) + ": 'agent.pmi_max_kvs_bytes' must be from " +
-          std::to_string(kPmiMinKvsBytes) + " to " + std::to_string(kPmiMaxKvsBytes) + ", got " +
-          std::to_string(c.pmi_max_kvs_bytes));
-    }
       return invalid_argument(where(t.at("private_tmp")) + ": 'agent.private_tmp' must be " +
                               "\"off\", \"dir\" or \"tmpfs\", got " + quote(c.agent_private_tmp));
     }

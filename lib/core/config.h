@@ -141,6 +141,11 @@ struct ClusterConfig {
   // pids.max of a process job's cgroup on a node: this many per core the job
   // has there (threads count too); 0: no limit. Contains a fork bomb.
   std::int64_t pids_per_core = 1024;
+  // A job's PMI key space (agent/executor/pmi.h, pmix_world.h): the bytes of
+  // keys and values one node's job shell holds, and what one fence carries
+  // from all of a world's nodes together (the most any agent or hpcqd holds
+  // of it). Past it a put (PMIx: a fence) is answered with an error.
+  std::int64_t pmi_max_kvs_bytes = 64 << 20;
   // The signal an elastic job's tasks on its first node get with a resize
   // notice: "SIGUSR1" (default), "SIGUSR2", "SIGHUP" or "SIGINT" (with or
   // without "SIG"), or "none" (0) for a job that only watches its resize
@@ -155,11 +160,6 @@ struct ClusterConfig {
   // resumed once it passes again).
   std::string agent_prolog, agent_epilog, agent_health_check;
   int agent_script_timeout_s = 60;
-  // A job's PMI key space (agent/executor/pmi.h, pmix_world.h): the bytes of
-  // keys and values one node's job shell holds, and what one fence carries
-  // from all of a world's nodes together (the most any agent or hpcqd holds
-  // of it). Past it a put (PMIx: a fence) is answered with an error.
-  std::int64_t pmi_max_kvs_bytes = 64 << 20;
   int agent_health_check_interval_s = 60;
   // The device files of each GPU of a node, by GPU id (Slurm's gres.conf
   // File=): for nodes whose GPUs the agent cannot find them for (an

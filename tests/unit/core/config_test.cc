@@ -128,7 +128,6 @@ TEST(ConfigTest, GpuDevicesAndPrivateTmp) {
   EXPECT_EQ(c->agent_private_tmp, "tmpfs");
 }
 
-TEST(ConfigTest, MetricsPerNode) {
 TEST(ConfigTest, PmiMaxKvsBytesIsRangeChecked) {
   EXPECT_EQ(parse_config(kRank0, "t.toml")->pmi_max_kvs_bytes, 64 << 20);
   auto c = parse_config(std::string("[agent]\npmi_max_kvs_bytes = 1048576\n") + kRank0, "t.toml");
@@ -144,6 +143,7 @@ TEST(ConfigTest, PmiMaxKvsBytesIsRangeChecked) {
   }
 }
 
+TEST(ConfigTest, MetricsPerNode) {
   auto c = parse_config(
       std::string("[metrics]\nlisten = \"127.0.0.1:9464\"\nper_node = true\n") + kRank0, "t.toml");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
