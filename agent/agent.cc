@@ -79,6 +79,7 @@ std::string cgroup_instance_name(const std::string& state_dir) {
 Agent::Agent(const ClusterConfig& config, AgentOptions options)
     : config_(config),
       options_(std::move(options)),
+      lease_(TimeUs{config_.fence_after_ms()} * 1000),
       fence_tree_(options_.rank, config_.fanout,
                   static_cast<std::size_t>(config_.pmi_max_kvs_bytes)) {}
 
@@ -148,6 +149,8 @@ Status Agent::start() {
     ExecutorConfig ec_config;
     ec_config.instance = cgroup_instance_name(options_.state_dir);
     ec_config.state_dir = options_.run_dir.empty() ? options_.state_dir : options_.run_dir;
+    // Beside the job directories: where the shells can read it.
+    ec_config.leader_lease = ec_config.state_dir + "/leader-lease";
     ec_config.job_shell_path = options_.job_shell;
     ec_config.container_shell_path =
         (std::filesystem::path(options_.job_shell).parent_path() / "hpcq-container-shell").string();
@@ -161,6 +164,9 @@ Status Agent::start() {
     auto executor = ProcessExecutor::create(ec_config);
     if (!executor.is_ok()) return executor.status();
     executor_ = std::move(executor).value();
+    auto lease_file = LeaseFile::open(ec_config.leader_lease);
+    if (!lease_file.is_ok()) return lease_file.status();
+    lease_file_.emplace(std::move(lease_file).value());
   } else {
     return invalid_argument("--executor: unknown executor '" + options_.executor +
                             "' (process or test)");
@@ -196,6 +202,11 @@ Status Agent::start() {
     const SlowWork slow("the heartbeat timer");
     if (!welcomed_) send_hello();  // the leader may not be up yet
     send_heartbeat();
+    if (lease_.expired(boot_clock_us()) && !attempts_.empty() && !lease_lost_logged_) {
+      spdlog::warn("agent: no answer from the leader for {} ms: this node's jobs are killed",
+                   config_.fence_after_ms());
+    }
+    lease_lost_logged_ = lease_.expired(boot_clock_us());
     repeat_unacknowledged_ends();
     repeat_unanswered_fences();
   });
@@ -225,7 +236,14 @@ void Agent::on_reroute() {
   send_hello();
 }
 
+void Agent::renew_lease(TimeUs sent_at) {
+  if (!lease_.renew(sent_at) || !lease_file_) return;
+  Status written = lease_file_->write(lease_.deadline());
+  if (!written.is_ok()) spdlog::warn("agent: {}", written.message());
+}
+
 void Agent::send_hello() {
+  if (hello_unanswered_since_ == 0) hello_unanswered_since_ = boot_clock_us();
   overlay::Envelope envelope;
   envelope.set_dst(0);
   overlay::Hello* hello = envelope.mutable_hello();
@@ -294,6 +312,7 @@ void Agent::send_heartbeat() {
   overlay::Envelope envelope;
   envelope.set_dst(0);
   envelope.mutable_heartbeat()->set_time_us(wall_clock_now());
+  envelope.mutable_heartbeat()->set_sent_at_us(boot_clock_us());
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::debug("heartbeat: {}", s.message());
   repeat_unacknowledged_checks();
@@ -311,7 +330,13 @@ void Agent::on_message(overlay::Envelope&& envelope) {
       } else {
         if (!welcomed_) spdlog::info("agent: joined the leader");
         welcomed_ = true;
+        // The leader heard the oldest Hello not yet answered, or a later one.
+        renew_lease(hello_unanswered_since_);
+        hello_unanswered_since_ = 0;
       }
+      break;
+    case overlay::Envelope::kHeartbeat:
+      if (welcomed_) renew_lease(envelope.heartbeat().sent_at_us());
       break;
     case overlay::Envelope::kLaunch: on_launch(envelope.launch()); break;
     case overlay::Envelope::kKill: on_kill(envelope.kill()); break;

@@ -25,6 +25,7 @@
 #include "agent/end_journal.h"
 #include "agent/executor/executor.h"
 #include "agent/executor/gpu_devices.h"
+#include "agent/executor/leader_lease.h"
 #include "agent/fence_tree.h"
 #include "agent/launch_message.h"
 #include "agent/node_scripts.h"
@@ -63,6 +64,9 @@ class Agent {
   Result<GpuDevices> gpu_devices() const;
   void send_hello();
   void send_heartbeat();
+  // The leader answered what this agent sent at `sent_at` (boot clock): the
+  // node's jobs may run on until fence_after_ms after it (leader_lease.h).
+  void renew_lease(TimeUs sent_at);
   void on_message(overlay::Envelope&& envelope);
   void on_launch(const overlay::Launch& launch);
   void on_kill(const overlay::Kill& kill);
@@ -137,6 +141,12 @@ class Agent {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<overlay::Overlay> overlay_;
   bool welcomed_ = false;
+  // How long the node's jobs may run without the leader, and the file their
+  // shells read it from; the oldest Hello not yet answered by a Welcome.
+  LeaderLease lease_;
+  std::optional<LeaseFile> lease_file_;
+  TimeUs hello_unanswered_since_ = 0;
+  bool lease_lost_logged_ = false;
   std::uint64_t incarnation_ = 0;  // random per start: tells the leader a retry from a restart
   std::map<JobId, std::uint32_t> attempts_;                     // running jobs: attempt being run
   std::map<JobId, overlay::Checkpoint> checkpoints_in_flight_;  // dumps not yet answered

@@ -616,6 +616,13 @@ void Leader::on_message(overlay::Envelope&& envelope) {
         (void)ctx_.overlay->send(std::move(reply));
       } else {
         monitor_.heard_from(node->second);
+        // The answer renews the node's lease on its jobs: without one for
+        // fence_after_ms they kill themselves, before node_down_after_ms
+        // lets this leader run them elsewhere (leader_lease.h).
+        overlay::Envelope answer;
+        answer.set_dst(rank);
+        answer.mutable_heartbeat()->set_sent_at_us(envelope.heartbeat().sent_at_us());
+        (void)ctx_.overlay->send(std::move(answer));
       }
       break;
     case overlay::Envelope::kJobUpdate:

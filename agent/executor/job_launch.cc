@@ -118,6 +118,7 @@ std::string encode_launch(const JobLaunch& l) {
             {"step", l.step},
             {"forward_output", l.forward_output},
             {"pty", l.pty}};
+  if (!l.leader_lease.empty()) j["leader_lease"] = l.leader_lease;
   if (!l.pmi.kvsname.empty()) {
     j["pmi"] = {{"api", l.pmi.api},
                 {"kvsname", l.pmi.kvsname},
@@ -195,6 +196,7 @@ Result<JobLaunch> decode_launch(std::string_view text) {
     l.step = j.value("step", std::uint32_t{0});
     l.forward_output = j.value("forward_output", false);
     l.pty = j.value("pty", false);
+    l.leader_lease = j.value("leader_lease", std::string());
     if (j.contains("pmi")) {
       const json& p = j.at("pmi");
       l.pmi.kvsname = p.at("kvsname").get<std::string>();

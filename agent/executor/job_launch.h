@@ -102,6 +102,9 @@ struct JobLaunch {
   int warn_seconds = 0;
   // hpcq run --pty: task 0's stdin, stdout and stderr are a terminal.
   bool pty = false;
+  // The agent's lease file (leader_lease.h): the shell kills its tasks once
+  // the deadline in it has passed. Empty: no watch.
+  std::string leader_lease;
   // --mpi pmi1: the shell serves PMI-1 (pmi.h) to each task, on a socket
   // named by PMI_FD, in this world; --mpi pmix: it hosts an OpenPMIx server
   // for them instead (pmix_world.h); pmi1,pmix: both. Empty kvsname: none. A world of more

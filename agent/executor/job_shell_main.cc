@@ -70,6 +70,7 @@
 #include <vector>
 
 #include "agent/executor/job_launch.h"
+#include "agent/executor/leader_lease.h"
 #include "agent/executor/pmi.h"
 #include "agent/executor/posix.h"
 #include "agent/executor/shell_io.h"
@@ -577,6 +578,17 @@ int run(const std::string& dir) {
   ssize_t ignored = write(kReadyFd, &ready, 1);
   (void)ignored;
   close(kReadyFd);
+#ifndef HPCQ_CONTAINER_SHELL
+  // The tasks end when the node's lease runs out, before the leader may run
+  // them elsewhere (leader_lease.h). The outer shell's kill reaches into
+  // the containers.
+  if (!l.leader_lease.empty()) {
+    if (Status watched = start_lease_watch(l.leader_lease); !watched.is_ok()) {
+      fprintf(stderr, "hpcq-job-shell: no watch of the node's lease: %s\n",
+              watched.message().c_str());
+    }
+  }
+#endif
 
   // A batch job's node without the script holds its part until SIGTERM.
   bool holding = l.batch && l.tasks.empty();
@@ -589,7 +601,10 @@ int run(const std::string& dir) {
       siginfo_t info{};
       sig = sigwaitinfo(&wait_set, &info);
     }
-    if (sig < 0) continue;  // EINTR
+    if (sig < 0) {  // EINTR: the lease watch may have ended the node's part
+      if (lease_fenced_at() != 0) holding = false;
+      continue;
+    }
     if (sig == drop_pmix_signal()) {
       answer_pmix_drop(pmi.get(), files);
       continue;
@@ -669,6 +684,11 @@ int run(const std::string& dir) {
     }
   }
   output.drain();
+  if (lease_fenced_at() != 0) {
+    for (TaskResult& r : results.tasks) {
+      if (r.signal == SIGKILL && r.error.empty()) r.error = kLeaseLostError;
+    }
+  }
   results.exit_code = job_exit_code(results.tasks);
   if (pmi && pmi->abort()) {
     results.exit_code = pmi->abort()->code;

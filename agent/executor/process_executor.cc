@@ -233,6 +233,7 @@ Status ProcessExecutor::signal_step(JobId id, std::uint32_t step, int signo) {
 
 Status ProcessExecutor::launch_step(JobLaunch l) {
   ensure_workers(l);
+  l.leader_lease = config_.leader_lease;
   const std::string name = name_of(l.id, l.step);
   auto parent = jobs_.find(l.id);
   if (parent == jobs_.end() || parent->second.exited) {

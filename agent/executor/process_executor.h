@@ -114,6 +114,9 @@ struct ExecutorConfig {
   // keys (pmi.h), and a node's contribution to a fence that carries more
   // (a shell's channel written to by hand) is dropped and fails the job.
   std::int64_t pmi_max_kvs_bytes = std::int64_t{64} << 20;
+  // The agent's lease file (leader_lease.h), named in every launch.json:
+  // each job shell kills its tasks once the lease has run out. Empty: none.
+  std::string leader_lease;
 };
 
 class ProcessExecutor final : public Executor {

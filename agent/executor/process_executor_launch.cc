@@ -381,6 +381,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   if (given.step != 0) return launch_step(given);
   JobLaunch l = given;
   ensure_workers(l);
+  l.leader_lease = config_.leader_lease;
   const std::string job = "job " + std::to_string(l.id);
   HPCQ_RETURN_IF_ERROR(validate(l));
   resolve_user(l);

@@ -486,6 +486,13 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
                               ": overlay needs heartbeat_interval_ms < node_unresponsive_after_ms"
                               " < node_down_after_ms");
     }
+    if (c.fence_after_ms() <= c.heartbeat_interval_ms) {
+      // Else no heartbeat's answer could renew an agent's lease in time.
+      return invalid_argument(where(t) +
+                              ": overlay needs node_down_after_ms > 2 x heartbeat_interval_ms (a "
+                              "node's jobs are killed node_down_after_ms - heartbeat_interval_ms "
+                              "after the leader last answered it)");
+    }
   }
   if (root.contains("leader")) {
     const Table& t = root.at("leader");

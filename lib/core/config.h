@@ -62,6 +62,13 @@ struct ClusterConfig {
   int heartbeat_interval_ms = 1000;
   int node_unresponsive_after_ms = 3000;  // no new work; running jobs left alone
   int node_down_after_ms = 10000;         // its jobs fail or are requeued
+  // How long an agent's jobs outlive the last heartbeat the leader answered
+  // (counted from when that heartbeat was sent): past it each job shell
+  // kills its tasks itself (agent/executor/leader_lease.h), so that they
+  // are gone before the leader, node_down_after_ms after it last heard the
+  // node, requeues them elsewhere. The margin, one heartbeat, covers the
+  // shell's 100 ms look at the lease and the kill.
+  int fence_after_ms() const { return node_down_after_ms - heartbeat_interval_ms; }
   // [leader]
   std::string state_dir = "/var/lib/hpcq";
   std::string socket = "/run/hpcq/hpcqd.sock";

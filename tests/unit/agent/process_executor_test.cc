@@ -2,6 +2,7 @@
 // cgroup file system; waits on wait_fds()/reap() with generous deadlines and
 // asserts nothing about how long things take.
 #include "agent/executor/process_executor.h"
+#include "agent/executor/leader_lease.h"
 #include "tests/unit/agent/executor_fixture.h"
 
 #include <errno.h>
@@ -49,6 +50,14 @@ class ProcessExecutorTest : public ::testing::Test {
     config_.state_dir = tmp_ + "/state";
     config_.job_shell_path = HPCQ_JOB_SHELL;
     config_.kill_grace = kUsPerSecond;
+    // Every job watches a lease, as under an agent: one good for an hour
+    // unless a test says otherwise.
+    fs::create_directories(config_.state_dir);
+    config_.leader_lease = config_.state_dir + "/leader-lease";
+    auto lease = LeaseFile::open(config_.leader_lease);
+    ASSERT_TRUE(lease.is_ok()) << lease.status().to_string();
+    lease_.emplace(std::move(lease).value());
+    ASSERT_TRUE(lease_->write(boot_clock_us() + 3600 * kUsPerSecond).is_ok());
     auto e = ProcessExecutor::create(config_);
     ASSERT_TRUE(e.is_ok()) << e.status().to_string();
     executor_ = std::move(e).value();
@@ -113,6 +122,7 @@ class ProcessExecutorTest : public ::testing::Test {
   std::string tmp_;
   std::vector<int> cpus_;
   ExecutorConfig config_;
+  std::optional<LeaseFile> lease_;
   std::unique_ptr<ProcessExecutor> executor_;
 };
 
@@ -398,6 +408,43 @@ TEST_F(ProcessExecutorTest, RejectsBadLaunches) {
   EXPECT_EQ(executor_->cancel(999).code(), Code::kNotFound);
   ASSERT_TRUE(executor_->cancel(23).is_ok());
   ASSERT_TRUE(wait_exit(23).has_value());
+}
+
+TEST_F(ProcessExecutorTest, AJobWhoseLeaseRunsOutIsKilledOnItsNode) {
+  // The agent froze or lost the leader: the shell kills the tasks itself,
+  // whatever they do with SIGTERM, once the deadline has passed.
+  const TimeUs start = boot_clock_us();
+  ASSERT_TRUE(lease_->write(start + kUsPerSecond).is_ok());
+  JobLaunch l = job(31, {"sh", "-c", "trap '' TERM; sleep 1000 & wait"});
+  l.tasks = {{0, {cpus_[0]}, "0", {}}, {1, {cpus_[0]}, "0", {}}};
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  auto e = wait_exit(31);
+  ASSERT_TRUE(e.has_value()) << "the tasks outlived their lease";
+  EXPECT_GE(boot_clock_us() - start, kUsPerSecond);
+  EXPECT_EQ(e->kind, ExitKind::kFailed);
+  EXPECT_EQ(e->exit_code, 137);
+  EXPECT_EQ(e->reason, std::string("task 0: ") + kLeaseLostError);
+}
+
+TEST_F(ProcessExecutorTest, ARenewedLeaseKeepsTheJobRunning) {
+  const TimeUs first_deadline = boot_clock_us() + kUsPerSecond / 2;
+  ASSERT_TRUE(lease_->write(first_deadline).is_ok());
+  ASSERT_TRUE(executor_->launch(job(32, {"sleep", "1000"}), now_us()).is_ok());
+  ASSERT_EQ(wait_pids(32, 2).size(), 2u);
+  // Renewed before it runs out, as the agent does at each answered heartbeat.
+  ASSERT_TRUE(lease_->write(boot_clock_us() + 3600 * kUsPerSecond).is_ok());
+  // Until the shell has looked several times past the first deadline.
+  while (boot_clock_us() < first_deadline + 5 * kLeaseLookMs * 1000) {
+    std::vector<pollfd> fds;
+    for (int fd : executor_->wait_fds()) fds.push_back({fd, POLLIN, 0});
+    poll(fds.data(), fds.size(), 50);
+    ASSERT_TRUE(executor_->reap().empty()) << "the job ended under a renewed lease";
+  }
+  EXPECT_EQ(wait_pids(32, 2).size(), 2u);
+  ASSERT_TRUE(executor_->cancel(32).is_ok());
+  auto e = wait_exit(32);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kCancelled) << e->reason;
 }
 
 TEST_F(ProcessExecutorTest, ShutdownKillsJobsAndRemovesCgroups) {

@@ -24,6 +24,7 @@ TEST(ConfigTest, DefaultsAndRanks) {
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->fanout, 2);
   EXPECT_EQ(c->heartbeat_interval_ms, 1000);
+  EXPECT_EQ(c->fence_after_ms(), 9000);  // a node's jobs end before the leader gives up on it
   ASSERT_EQ(c->ranks.size(), 2u);
   EXPECT_EQ(c->ranks[0].topology, "host");
   EXPECT_EQ(c->ranks[1].topology, "pack:2 numa:2 core:4 pu:1");
@@ -309,6 +310,9 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
       {"[overlay]\nheartbeat_interval_ms = 500\nnode_down_after_ms = 100\n",
        "heartbeat_interval_ms <"},
       {"[overlay]\nnode_unresponsive_after_ms = 20000\n", "< node_down_after_ms"},
+      {"[overlay]\nheartbeat_interval_ms = 1000\nnode_unresponsive_after_ms = 1500\n"
+       "node_down_after_ms = 2000\n",
+       "node_down_after_ms > 2 x heartbeat_interval_ms"},
       {"bogus = 1\n", "t.toml:1: unknown key 'bogus'"},
       {"[leader\n", "t.toml:1: "},
       {"[leader]\nsocket = \"/x\"\n", "no [[rank]]"},
