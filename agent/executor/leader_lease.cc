@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,21 +70,53 @@ namespace {
 // The watch's state, for its signal handler: set once before the timer starts.
 char g_lease_path[4096];
 std::atomic<TimeUs> g_fenced_at{0};
+// The file first read: one found later at the path with another identity,
+// or none, is not this node's agent's lease (the job was restored from a
+// checkpoint, whose restore may give the shell a frozen copy of a tmpfs run
+// directory, or none): the watch stops rather than kill on a stale deadline.
+dev_t g_lease_dev = 0;
+ino_t g_lease_ino = 0;
+bool g_lease_known = false, g_watch_off = false;
 static_assert(std::atomic<TimeUs>::is_always_lock_free);
 
 int lease_look_signal() { return SIGRTMIN + 2; }  // drop_pmix_signal() is +1
 
+// Whether the open file is the one the watch first read (which it is, then).
+bool same_lease_file(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return true;
+  if (!g_lease_known) {
+    g_lease_dev = st.st_dev;
+    g_lease_ino = st.st_ino;
+    g_lease_known = true;
+  }
+  return st.st_dev == g_lease_dev && st.st_ino == g_lease_ino;
+}
+
 void look_at_lease(int) {
+  if (g_watch_off) return;
   const int saved_errno = errno;
   std::optional<TimeUs> deadline;
   const int fd = ::open(g_lease_path, O_RDONLY | O_CLOEXEC);
+  const bool gone = fd < 0 && (errno == ENOENT || errno == ENOTDIR);
+  if ((fd >= 0 && !same_lease_file(fd)) || (gone && g_lease_known)) {
+    if (fd >= 0) close(fd);
+    g_watch_off = true;
+    static const char kOff[] =
+        "hpcq-job-shell: the node's lease file is not the one it was (a restored job): no "
+        "longer watched\n";
+    ssize_t ignored = write(2, kOff, sizeof kOff - 1);
+    (void)ignored;
+    errno = saved_errno;
+    return;
+  }
   if (fd >= 0) {
     char bytes[kLeaseFileBytes];
     const ssize_t n = ::read(fd, bytes, sizeof bytes);
     close(fd);
     if (n >= 0) deadline = decode_lease(std::string_view(bytes, static_cast<size_t>(n)));
-  } else if (errno == ENOENT || errno == ENOTDIR) {
-    deadline = 0;  // the agent's run directory is gone
+  } else if (gone) {
+    deadline = 0;  // never there: no lease was granted
   }
   // Otherwise (out of descriptors, ...) no deadline: looked at next time.
   if (deadline && boot_clock_us() >= *deadline) {

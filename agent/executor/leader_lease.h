@@ -18,8 +18,12 @@
 // The file: the deadline twice, 8 bytes little-endian each, in place (no
 // rename, so no new block is needed once it exists): a read torn by a
 // concurrent write has two different copies and is taken again at the next
-// look. A file that cannot be read, or holds no deadline, is an expired
-// lease: the agent writes it before it starts any job.
+// look. A file that holds no deadline, or was never there, is an expired
+// lease: the agent writes it before it starts any job. A job restored from a
+// checkpoint may find at the path another file than its shell first read,
+// or none (another node's, or a frozen copy of a tmpfs run directory): its
+// watch then stops, with a line in the shell's log, rather than kill on a
+// stale deadline; a restored job is not fenced (docs/admin-guide.md).
 //
 // LeaderLease is a pure value (no clock, no I/O). LeaseFile belongs to the
 // agent's loop thread. start_lease_watch is for the job shell's main thread,

@@ -40,8 +40,11 @@ preempt_mode = "checkpoint"
 name = "high"
 priority_tier = 1
 """)
+# The leader restarts below wait for a CRIU dump (seconds on a busy host):
+# longer than the nodes' lease on their jobs under the default 5 s node-down
+# (docs/admin-guide.md, "A lost node's jobs"), which would end them all.
 t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
-                 extra=("--config", CONFIG))
+                 extra=("--config", CONFIG, "--node-down-after", "15"))
 
 
 def test_a_whole_gang_is_requeued_for_a_higher_tier():
