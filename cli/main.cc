@@ -196,8 +196,8 @@ int main(int argc, char** argv) {
   start->add_option("--fanout", start_options.fanout, "tree fan-out")->capture_default_str();
   start
       ->add_option("--node-down-after", start_options.node_down_after_s,
-                   "seconds without a heartbeat before a node is declared down")
-      ->capture_default_str();
+                   "seconds without a heartbeat before a node is declared down (default 5; 15 "
+                   "with --leaders, longer than a takeover)");
   start->add_flag("--keep", start_options.keep, "keep the cluster's directory and logs");
   start->add_option("--log-level", start_options.log_level, "log level of the daemons");
   start
@@ -214,6 +214,11 @@ int main(int argc, char** argv) {
       ->add_option("--etcd", start_options.etcd_endpoints,
                    "HOST:PORT[,...]: keep hpcqd's state in this etcd 3.4 instead of SQLite")
       ->delimiter(',');
+  start->add_option("--etcd-ca", start_options.etcd_ca, "with --etcd: the CA of its certificates");
+  start->add_option("--etcd-cert", start_options.etcd_cert,
+                    "with --etcd: hpcqd's client certificate (etcd runs with --client-cert-auth)");
+  start->add_option("--etcd-key", start_options.etcd_key,
+                    "with --etcd: the key of --etcd-cert");
   start
       ->add_option("--leaders", start_options.leaders,
                    "hpcqd candidates: one leads, the others stand by (on etcd: --etcd, or an etcd "

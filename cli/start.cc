@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sodium.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -72,7 +74,8 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path,
   pid_t pid = fork();
   if (pid != 0) return pid;
   if (!log_path.empty()) {
-    int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    // The daemons' logs name every job and user: for root only (issue 45).
+    int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) {
       dup2(fd, STDOUT_FILENO);
       dup2(fd, STDERR_FILENO);
@@ -101,6 +104,66 @@ bool wait_for(pid_t pid, std::chrono::milliseconds timeout, int* status) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+// Runs argv to its end, its output to `log_path`; true when it exited 0.
+bool run_to_end(const std::vector<std::string>& argv, const std::string& log_path) {
+  const pid_t pid = spawn(argv, log_path, {});
+  int status = 0;
+  while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The PEM files of the etcd that hpcq start runs: a CA of this cluster's
+// own, one certificate for every member (its client and peer URLs on
+// 127.0.0.1), and hpcqd's client certificate. etcd runs with
+// --client-cert-auth on both URLs, so that only hpcqd (and root, who can
+// read the files) reaches the store (issue 45). Made with the openssl
+// command; the keys are readable by root only.
+struct EtcdTls {
+  fs::path ca, member_cert, member_key, client_cert, client_key;
+};
+Result<EtcdTls> make_etcd_tls(const fs::path& dir, const fs::path& log) {
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all);
+  const std::string openssl = "openssl";
+  const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                                       "-nodes"};
+  auto request = [&](const std::vector<std::string>& head, const std::vector<std::string>& tail) {
+    std::vector<std::string> argv = head;
+    argv.insert(argv.end(), ec.begin(), ec.end());
+    argv.insert(argv.end(), tail.begin(), tail.end());
+    return run_to_end(argv, log);
+  };
+  EtcdTls tls{dir / "ca.pem", dir / "member.pem", dir / "member.key", dir / "client.pem",
+              dir / "client.key"};
+  if (!request({openssl, "req", "-x509"}, {"-days", "3650", "-subj", "/CN=hpcq start etcd CA",
+                                           "-keyout", dir / "ca.key", "-out", tls.ca})) {
+    return internal_error("cannot make etcd's CA with openssl (logs/openssl.log)");
+  }
+  const std::pair<std::string, std::string> certs[] = {
+      {"member",
+       "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+       "extendedKeyUsage=serverAuth,clientAuth\n"},
+      {"client", "extendedKeyUsage=clientAuth\n"}};
+  for (const auto& [name, extensions] : certs) {
+    const fs::path ext = dir / (name + ".ext");
+    std::ofstream(ext) << extensions;
+    if (!request({openssl, "req"}, {"-subj", "/CN=hpcq-" + name, "-keyout", dir / (name + ".key"),
+                                    "-out", dir / (name + ".csr")}) ||
+        !run_to_end({openssl, "x509", "-req", "-in", dir / (name + ".csr"), "-CA", tls.ca, "-CAkey",
+                     dir / "ca.key", "-CAcreateserial", "-days", "3650", "-extfile", ext, "-out",
+                     dir / (name + ".pem")},
+                    log)) {
+      return internal_error("cannot make etcd's " + name +
+                            " certificate with openssl (logs/openssl.log)");
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    fs::permissions(entry.path(), fs::perms::owner_read | fs::perms::owner_write);
+  }
+  return tls;
 }
 
 // SIGTERM or SIGHUP to hpcq start itself: the cluster is stopped as at the
@@ -203,10 +266,15 @@ int run_start(const StartOptions& options) {
     std::fprintf(stderr, "hpcq start: --fanout must be >= 1\n");
     return 2;
   }
-  if (options.node_down_after_s < 2 || options.node_down_after_s > 3600) {
+  if (options.node_down_after_s != 0 &&
+      (options.node_down_after_s < 2 || options.node_down_after_s > 3600)) {
     std::fprintf(stderr, "hpcq start: --node-down-after must be between 2 and 3600 seconds\n");
     return 2;
   }
+  // A takeover takes a lease (lease_s, 3 s) and the state's load.
+  const int node_down_after_s = options.node_down_after_s != 0 ? options.node_down_after_s
+                                : options.leaders > 1          ? 15
+                                                               : 5;
   // --features "node[2-3]=a100,ib" and --gres "node2=nvme:2": node name ->
   // its features, its gres.
   std::map<std::string, std::vector<std::string>> features;
@@ -281,6 +349,7 @@ int run_start(const StartOptions& options) {
   fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   fs::create_directories(dir / "keys");
   fs::create_directories(dir / "logs");
+  fs::permissions(dir / "logs", fs::perms::owner_all);
 
   // The job directories: on a tmpfs of their own (a disk file system's inode
   // work for the files made and removed with each job was a third of an
@@ -331,16 +400,50 @@ int run_start(const StartOptions& options) {
   config << "# written by hpcq start\n"
          << "[overlay]\nfanout = " << options.fanout
          << "\nheartbeat_interval_ms = 500\nnode_unresponsive_after_ms = "
-         << options.node_down_after_s * 300
-         << "\nnode_down_after_ms = " << options.node_down_after_s * 1000 << "\n\n"
+         << node_down_after_s * 300 << "\nnode_down_after_ms = " << node_down_after_s * 1000
+         << "\n\n"
          << "[leader]\nstate_dir = \"" << (dir / "leader").string() << "\"\n"
          << "socket = \"" << (dir / "hpcqd.sock").string() << "\"\n"
          << "secret_key = \"" << (dir / "keys" / "rank-0.key").string() << "\"\n";
+  std::optional<EtcdTls> etcd_tls;
+  if (!etcd_ports.empty()) {
+    auto made = make_etcd_tls(dir / "etcd-tls", dir / "logs" / "openssl.log");
+    if (!made.is_ok()) {
+      for (int fd : probes) close(fd);
+      std::fprintf(stderr, "hpcq start: %s\n", made.status().message().c_str());
+      return give_up(1);
+    }
+    etcd_tls = *made;
+  } else if (!options.etcd_ca.empty() || !options.etcd_cert.empty()) {
+    etcd_tls = EtcdTls{options.etcd_ca, "", "", options.etcd_cert, options.etcd_key};
+  }
   if (!etcd_endpoints.empty()) {
     // Under the cluster's own directory name: clusters sharing an etcd see
     // only their own keys.
     config << "store = \"etcd\"\netcd_prefix = \"/hpcq/" << dir.filename().string() << "/\"\n"
            << "etcd_endpoints = " << toml_strings(etcd_endpoints) << "\n";
+    if (etcd_tls) {
+      config << "etcd_ca = \"" << etcd_tls->ca.string() << "\"\netcd_cert = \""
+             << etcd_tls->client_cert.string() << "\"\netcd_key = \""
+             << etcd_tls->client_key.string() << "\"\n";
+    }
+    // What hpcqd writes to the store is sealed with a secret of its own.
+    const fs::path store_key = dir / "keys" / "store.key";
+    {
+      std::ofstream out(store_key);
+      // lib/store/seal.h's file: 32 random bytes in hex.
+      unsigned char secret[32];
+      if (sodium_init() < 0) {
+        for (int fd : probes) close(fd);
+        std::fprintf(stderr, "hpcq start: cannot make a store key: libsodium failed\n");
+        return give_up(1);
+      }
+      randombytes_buf(secret, sizeof secret);
+      char text[2 * sizeof secret + 1];
+      out << sodium_bin2hex(text, sizeof text, secret, sizeof secret) << "\n";
+    }
+    fs::permissions(store_key, fs::perms::owner_read | fs::perms::owner_write);
+    config << "store_key = \"" << store_key.string() << "\"\n";
     // Where every candidate finds the images of checkpoints taken before
     // it led (a shared file system on a real cluster).
     if (options.leaders > 1)
@@ -445,21 +548,50 @@ int run_start(const StartOptions& options) {
   std::string initial_cluster;
   for (std::size_t i = 0; i < etcd_ports.size(); ++i) {
     initial_cluster += (i ? "," : "") + std::string("etcd-") + std::to_string(i + 1) +
-                       "=http://127.0.0.1:" + std::to_string(etcd_ports[i].second);
+                       "=https://127.0.0.1:" + std::to_string(etcd_ports[i].second);
   }
   for (std::size_t i = 0; i < etcd_ports.size(); ++i) {
     const std::string member = "etcd-" + std::to_string(i + 1);
-    const std::string client_url = "http://127.0.0.1:" + std::to_string(etcd_ports[i].first);
-    const std::string peer_url = "http://127.0.0.1:" + std::to_string(etcd_ports[i].second);
+    const std::string client_url = "https://127.0.0.1:" + std::to_string(etcd_ports[i].first);
+    const std::string peer_url = "https://127.0.0.1:" + std::to_string(etcd_ports[i].second);
     // Limits raised for hpcqd's group commits (lib/store/etcd_store.h).
-    etcds.push_back(
-        spawn({find_program("etcd", "etcd"), "--name", member, "--data-dir", dir / member,
-               "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
-               "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-               "--initial-cluster", initial_cluster, "--max-txn-ops", "16384",
-               "--max-request-bytes", "67108864"},
-              dir / "logs" / (member + ".log"), {}));
+    // Clients and peers alike need a certificate of this cluster's CA.
+    etcds.push_back(spawn({find_program("etcd", "etcd"),
+                           "--name",
+                           member,
+                           "--data-dir",
+                           dir / member,
+                           "--listen-client-urls",
+                           client_url,
+                           "--advertise-client-urls",
+                           client_url,
+                           "--listen-peer-urls",
+                           peer_url,
+                           "--initial-advertise-peer-urls",
+                           peer_url,
+                           "--initial-cluster",
+                           initial_cluster,
+                           "--max-txn-ops",
+                           "16384",
+                           "--max-request-bytes",
+                           "67108864",
+                           "--cert-file",
+                           etcd_tls->member_cert,
+                           "--key-file",
+                           etcd_tls->member_key,
+                           "--client-cert-auth",
+                           "--trusted-ca-file",
+                           etcd_tls->ca,
+                           "--peer-cert-file",
+                           etcd_tls->member_cert,
+                           "--peer-key-file",
+                           etcd_tls->member_key,
+                           "--peer-client-cert-auth",
+                           "--peer-trusted-ca-file",
+                           etcd_tls->ca},
+                          dir / "logs" / (member + ".log"), {}));
   }
+  std::vector<std::pair<std::vector<std::string>, fs::path>> leader_commands;  // argv, log
   for (int i = 1; i <= options.leaders; ++i) {
     std::vector<std::string> argv = {find_program("hpcqd", "daemon"), "--config", config_path,
                                      "--log-level", options.log_level};
@@ -470,6 +602,7 @@ int run_start(const StartOptions& options) {
                                leader_endpoints[i - 1]});
       log = "hpcqd-" + std::to_string(i) + ".log";
     }
+    leader_commands.emplace_back(argv, dir / "logs" / log);
     leaders.push_back(spawn(argv, dir / "logs" / log, {}));
   }
   for (int r = 1; r < size; ++r) {
@@ -569,13 +702,33 @@ int run_start(const StartOptions& options) {
   int status = 0;
   // Ignore the terminal's SIGINT while the command runs, as a shell does.
   signal(SIGINT, SIG_IGN);
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-    if (stop_signal != 0) {
+  // With several candidates, each is kept running as a site's supervisor
+  // (systemd's Restart=) would: one that ended (stepped down, lost its
+  // lease, killed) starts again and stands by. A single hpcqd is left as
+  // it is: its end is the cluster's failure to see.
+  for (;;) {
+    int ended_status = 0;
+    const pid_t ended = waitpid(-1, &ended_status, 0);
+    if (ended == child) {
+      status = ended_status;
+      break;
+    }
+    if (ended < 0 && errno == EINTR && stop_signal != 0) {
       // The command first (it may be using the cluster), then the cluster.
       stop_process(child, std::chrono::seconds(10));
       status = (128 + stop_signal) << 8;
       break;
     }
+    if (ended < 0 && errno == ECHILD) break;
+    for (std::size_t i = 0; i < leaders.size(); ++i) {
+      if (ended <= 0 || leaders[i] != ended) continue;
+      leaders[i] = -1;
+      if (options.leaders > 1) {
+        leaders[i] = spawn(leader_commands[i].first, leader_commands[i].second, {});
+      }
+    }
+    for (pid_t& pid : etcds) pid = pid == ended ? -1 : pid;
+    for (pid_t& pid : agents) pid = pid == ended ? -1 : pid;
   }
   signal(SIGINT, SIG_DFL);
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -21,10 +21,13 @@ struct StartOptions {
   std::string topology = "pack:2 numa:2 core:4 pu:1";
   int fanout = 16;
   // Seconds without a heartbeat before hpcqd declares a node down (and a
-  // third of it, unresponsive). Short by default, so that tests see a lost
-  // node soon; CPU-starved emulated nodes (a guest kernel, an oversubscribed
-  // benchmark) need longer.
-  int node_down_after_s = 5;
+  // third of it, unresponsive); 0: kDefaultNodeDownS. Short, so that tests
+  // see a lost node soon; CPU-starved emulated nodes (a guest kernel, an
+  // oversubscribed benchmark) need longer. With several candidates longer
+  // still: a node's jobs are killed a heartbeat before it would be declared
+  // down without the leader's answer (leader_lease.h), so a takeover must
+  // fit inside it.
+  int node_down_after_s = 0;
   std::vector<std::string> command;  // empty: an interactive shell
   bool keep = false;                 // keep the directory (logs) afterwards
   std::string log_level = "info";
@@ -40,6 +43,11 @@ struct StartOptions {
   // --etcd HOST:PORT[,...]: hpcqd keeps its state in that etcd (leader.store
   // = "etcd") under a prefix of this cluster's own, instead of SQLite.
   std::vector<std::string> etcd_endpoints;
+  // With --etcd: the PEM files hpcqd reaches it with (CA, and its client
+  // certificate and key for etcd's --client-cert-auth). hpcqd refuses an
+  // etcd without them (issue 45): anyone who can write the store can run
+  // jobs as any user.
+  std::string etcd_ca, etcd_cert, etcd_key;
   // --leaders N: N hpcqd candidates on the etcd store, one active and the
   // others standing by (issue 25); without --etcd, hpcq start runs an etcd
   // of N members for them.

@@ -22,6 +22,25 @@ constexpr int kTriesPerLease = 3;
 constexpr std::string_view kMembers = "members/";
 constexpr std::string_view kAlive = "alive/";
 
+// Issue 45: whoever reaches the store can run jobs as anyone, so hpcqd
+// refuses an etcd that also answers a client without a certificate (one
+// started without --client-cert-auth), unless the site said etcd_insecure.
+// Asked once hpcqd's own client has been answered, so that an etcd still
+// starting is not taken for one that refuses.
+Status refuse_open_etcd(const ClusterConfig& config, std::chrono::milliseconds deadline) {
+  etcd::EtcdClient::Options anonymous;
+  anonymous.ca_file = config.etcd_ca;
+  anonymous.deadline = deadline;
+  auto client = etcd::EtcdClient::connect(config.etcd_endpoints, anonymous);
+  if (!client.is_ok()) return client.status();
+  if (client->get(config.etcd_prefix + "leader").is_ok()) {
+    return failed_precondition("etcd " + client->endpoints() +
+                               " answers clients without a certificate: run it with "
+                               "--client-cert-auth (or set leader.etcd_insecure = true)");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& config,
@@ -39,10 +58,24 @@ Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& co
       nlohmann::json{{"host", me.host}, {"pid", me.pid}, {"endpoint", me.endpoint}}.dump();
   std::string holder;  // the last holder logged
   std::int64_t lease = 0, ttl = 0;
+  bool probed = config.etcd_insecure;
   for (;;) {
     if (stopping()) {
       if (lease != 0) (void)client.revoke(lease);
       return std::unique_ptr<Leadership>();
+    }
+    if (!probed) {
+      // Before a lease is granted: the probe may take a deadline per member.
+      auto reached = client.get(key);
+      if (reached.is_ok()) {
+        HPCQ_RETURN_IF_ERROR(refuse_open_etcd(config, period));
+        probed = true;
+      } else if (reached.status().code() != Code::kUnavailable) {
+        return reached.status();
+      } else {
+        std::this_thread::sleep_for(period);
+        continue;
+      }
     }
     if (lease == 0) {
       auto granted = client.grant(config.lease_s);
@@ -58,6 +91,7 @@ Result<std::unique_ptr<Leadership>> Leadership::campaign(const ClusterConfig& co
         return granted.status();
       }
     }
+
     if (lease != 0) {
       etcd::Txn txn;
       txn.if_equal(key, etcd::Txn::Target::kCreateRevision, 0).put(key, name, lease);
@@ -166,6 +200,16 @@ void Leadership::renew() {
     if (stop_) return;
     if (renewed.is_ok()) {
       last_renewed = Clock::now();
+      // A lease alive is not enough: the key may be gone (deleted by an
+      // operator's mistake or a store fault), and another may have won it.
+      lock.unlock();
+      auto held = client_.get(key_);
+      lock.lock();
+      if (stop_) return;
+      if (held.is_ok() && (!held->has_value() || (*held)->create_revision != revision_)) {
+        lost_(key_ + (held->has_value() ? " is another's" : " is gone"));
+        return;
+      }
       continue;
     }
     if (renewed.status().code() == Code::kNotFound) {

@@ -167,6 +167,15 @@ Result<Recovered> recover(Context& ctx, const StoreGuard& guard) {
     options.guard_revision = guard.revision;
     // Nothing this hpcqd holds in memory may be acted on any more.
     options.on_deposed = &Leadership::step_down;
+    if (!ctx.config.store_key.empty()) {
+      auto sealer = store::Sealer::from_file(ctx.config.store_key);
+      if (!sealer.is_ok()) return sealer.status();
+      options.sealer = std::move(sealer).value();
+    }
+    // What hpcqd did not write (a forger's job of another owner) is never run.
+    options.on_refused = [](const std::string& key, const std::string& why) {
+      spdlog::error("hpcqd: store row {} refused: {}", key, why);
+    };
     auto opened = store::EtcdStore::open(std::move(client).value(), std::move(options));
     if (!opened.is_ok()) return opened.status();
     out.store = std::move(opened).value();

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <toml.hpp>
+#include <type_traits>
 
 #include "lib/core/hostlist.h"
 #include "lib/core/units.h"
@@ -79,15 +80,48 @@ std::optional<int> parse_resize_signal(std::string name) {
   return std::nullopt;
 }
 
-Status get_positive(const Table& table, const std::string& section, const std::string& key,
-                    int& out) {
-  HPCQ_RETURN_IF_ERROR(get(table, section, key, out));
-  if (table.contains(key) && out <= 0) {
-    return invalid_argument(where(table.at(key)) + ": '" + section + "." + key +
-                            "' must be a positive integer");
+// A number key within what its use can take: a value that passes here never
+// breaks a job later (a pids.max or a timer past its type, say). `lo` and
+// `hi` say so in the message.
+template <typename T>
+Status get_in_range(const Table& table, const std::string& section, const std::string& key, T& out,
+                    T lo, T hi) {
+  if (!table.contains(key)) return Status::ok();
+  const Table& v = table.at(key);
+  auto out_of_range = [&](const std::string& got) {
+    std::ostringstream range;
+    range << lo << " to " << hi;
+    return invalid_argument(where(v) + ": '" + section + "." + key + "' must be from " +
+                            range.str() + ", got " + got);
+  };
+  if constexpr (std::is_integral_v<T>) {
+    if (!v.is_integer()) {
+      return invalid_argument(where(v) + ": '" + section + "." + key + "' must be an integer");
+    }
+    const std::int64_t value = v.as_integer();
+    if (value < static_cast<std::int64_t>(lo) || value > static_cast<std::int64_t>(hi)) {
+      return out_of_range(std::to_string(value));
+    }
+    out = static_cast<T>(value);
+  } else {
+    double value = 0;
+    HPCQ_RETURN_IF_ERROR(get(table, section, key, value));
+    if (!(value >= lo && value <= hi)) {
+      std::ostringstream got;
+      got << value;
+      return out_of_range(got.str());
+    }
+    out = static_cast<T>(value);
   }
   return Status::ok();
 }
+
+// Ranges the keys share. A day of milliseconds bounds the overlay's timers,
+// a century of seconds a time limit (microseconds of it fit an int64), a
+// billion any count of jobs, cores or nodes.
+constexpr int kDayMs = 86'400'000;
+constexpr std::int64_t kCenturyS = 100LL * 366 * 86'400;
+constexpr std::int64_t kMaxCount = 1'000'000'000;
 
 // A scalar option value as the text the scheduler's option parsers take.
 Result<std::string> option_text(const Table& v, const std::string& key) {
@@ -141,16 +175,6 @@ Result<std::vector<const Table*>> tables_of(const Table& root, const std::string
   return out;
 }
 
-Status get_non_negative(const Table& t, const std::string& section, const std::string& key,
-                        std::int64_t& out) {
-  HPCQ_RETURN_IF_ERROR(get(t, section, key, out));
-  if (t.contains(key) && out < 0) {
-    return invalid_argument(where(t.at(key)) + ": '" + section + "." + key +
-                            "' must not be negative");
-  }
-  return Status::ok();
-}
-
 Status read_queue(const Table& t, QueueConfig& q, bool& is_default) {
   HPCQ_RETURN_IF_ERROR(
       check_keys(t, "queue",
@@ -163,11 +187,13 @@ Status read_queue(const Table& t, QueueConfig& q, bool& is_default) {
   const std::string section = "queue " + q.name;
   HPCQ_RETURN_IF_ERROR(get(t, section, "default", is_default));
   HPCQ_RETURN_IF_ERROR(get(t, section, "weight", q.weight));
-  if (t.contains("weight") && !(q.weight > 0)) {
-    return invalid_argument(where(t.at("weight")) + ": '" + section + ".weight' must be positive");
+  if (t.contains("weight") && !(q.weight > 0 && q.weight <= 1e9)) {
+    return invalid_argument(where(t.at("weight")) + ": '" + section +
+                            ".weight' must be positive, at most 1e9");
   }
-  HPCQ_RETURN_IF_ERROR(get(t, section, "priority", q.priority));
-  HPCQ_RETURN_IF_ERROR(get(t, section, "priority_tier", q.priority_tier));
+  HPCQ_RETURN_IF_ERROR(get_in_range(t, section, "priority", q.priority, -1'000'000, 1'000'000));
+  HPCQ_RETURN_IF_ERROR(
+      get_in_range(t, section, "priority_tier", q.priority_tier, -1'000'000, 1'000'000));
   std::string mode = "off";
   HPCQ_RETURN_IF_ERROR(get(t, section, "preempt_mode", mode));
   if (mode == "off") {
@@ -195,17 +221,20 @@ Status read_queue(const Table& t, QueueConfig& q, bool& is_default) {
   }
   HPCQ_RETURN_IF_ERROR(get(t, section, "allow_groups", q.allow_groups));
   HPCQ_RETURN_IF_ERROR(get(t, section, "allow_accounts", q.allow_accounts));
-  HPCQ_RETURN_IF_ERROR(
-      get_non_negative(t, section, "default_time_limit_s", q.default_time_limit_s));
+  HPCQ_RETURN_IF_ERROR(get_in_range<std::int64_t>(t, section, "default_time_limit_s",
+                                                  q.default_time_limit_s, 0, kCenturyS));
   auto& l = q.limits;
-  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_time_limit_s", l.max_time_limit_s));
-  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_running_jobs", l.max_running_jobs));
-  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_cores", l.max_cores));
-  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_nodes", l.max_nodes));
   HPCQ_RETURN_IF_ERROR(
-      get_non_negative(t, section, "max_running_jobs_per_user", l.max_running_jobs_per_user));
-  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_cores_per_user", l.max_cores_per_user));
-  HPCQ_RETURN_IF_ERROR(get_non_negative(t, section, "max_nodes_per_user", l.max_nodes_per_user));
+      get_in_range<std::int64_t>(t, section, "max_time_limit_s", l.max_time_limit_s, 0, kCenturyS));
+  // 0: no limit.
+  for (const auto& [key, limit] :
+       {std::pair{"max_running_jobs", &l.max_running_jobs}, std::pair{"max_cores", &l.max_cores},
+        std::pair{"max_nodes", &l.max_nodes},
+        std::pair{"max_running_jobs_per_user", &l.max_running_jobs_per_user},
+        std::pair{"max_cores_per_user", &l.max_cores_per_user},
+        std::pair{"max_nodes_per_user", &l.max_nodes_per_user}}) {
+    HPCQ_RETURN_IF_ERROR(get_in_range<std::int64_t>(t, section, key, *limit, 0, kMaxCount));
+  }
   if (l.max_time_limit_s > 0 && q.default_time_limit_s > l.max_time_limit_s) {
     return invalid_argument(where(t) + ": " + section +
                             ": default_time_limit_s is above max_time_limit_s");
@@ -417,7 +446,8 @@ Status read_api(const Table& root, ClusterConfig& c) {
     HPCQ_RETURN_IF_ERROR(get(t, "api", "tls_cert", c.api_tls_cert));
     HPCQ_RETURN_IF_ERROR(get(t, "api", "tls_key", c.api_tls_key));
     HPCQ_RETURN_IF_ERROR(get(t, "api", "tls_client_ca", c.api_tls_client_ca));
-    HPCQ_RETURN_IF_ERROR(get_positive(t, "api", "max_message_bytes", c.api_max_message_bytes));
+    HPCQ_RETURN_IF_ERROR(
+        get_in_range(t, "api", "max_message_bytes", c.api_max_message_bytes, 4096, INT32_MAX));
     if (!c.api_listen.empty() && (c.api_tls_cert.empty() || c.api_tls_key.empty())) {
       return invalid_argument(where(t) +
                               ": [api] listen needs tls_cert and tls_key (no plain TCP)");
@@ -474,12 +504,13 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(check_keys(
         t, "overlay",
         {"fanout", "heartbeat_interval_ms", "node_unresponsive_after_ms", "node_down_after_ms"}));
-    HPCQ_RETURN_IF_ERROR(get_positive(t, "overlay", "fanout", c.fanout));
+    HPCQ_RETURN_IF_ERROR(get_in_range(t, "overlay", "fanout", c.fanout, 1, 1 << 16));
     HPCQ_RETURN_IF_ERROR(
-        get_positive(t, "overlay", "heartbeat_interval_ms", c.heartbeat_interval_ms));
+        get_in_range(t, "overlay", "heartbeat_interval_ms", c.heartbeat_interval_ms, 10, kDayMs));
+    HPCQ_RETURN_IF_ERROR(get_in_range(t, "overlay", "node_unresponsive_after_ms",
+                                      c.node_unresponsive_after_ms, 10, kDayMs));
     HPCQ_RETURN_IF_ERROR(
-        get_positive(t, "overlay", "node_unresponsive_after_ms", c.node_unresponsive_after_ms));
-    HPCQ_RETURN_IF_ERROR(get_positive(t, "overlay", "node_down_after_ms", c.node_down_after_ms));
+        get_in_range(t, "overlay", "node_down_after_ms", c.node_down_after_ms, 10, kDayMs));
     if (c.node_unresponsive_after_ms <= c.heartbeat_interval_ms ||
         c.node_down_after_ms <= c.node_unresponsive_after_ms) {
       return invalid_argument(where(t) +
@@ -497,12 +528,12 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("leader")) {
     const Table& t = root.at("leader");
     if (!t.is_table()) return invalid_argument(where(t) + ": [leader] must be a table");
-    HPCQ_RETURN_IF_ERROR(
-        check_keys(t, "leader",
-                   {"state_dir", "socket", "secret_key", "default_time_limit_s", "max_time_limit_s",
-                    "checkpoint_dir", "resize_timeout_ms", "mpi", "store", "etcd_endpoints",
-                    "etcd_prefix", "lease_s", "etcd_ca", "etcd_cert", "etcd_key"}));
-    HPCQ_RETURN_IF_ERROR(get_positive(t, "leader", "lease_s", c.lease_s));
+    HPCQ_RETURN_IF_ERROR(check_keys(
+        t, "leader",
+        {"state_dir", "socket", "secret_key", "default_time_limit_s", "max_time_limit_s",
+         "checkpoint_dir", "resize_timeout_ms", "mpi", "store", "etcd_endpoints", "etcd_prefix",
+         "lease_s", "etcd_ca", "etcd_cert", "etcd_key", "store_key", "etcd_insecure"}));
+    HPCQ_RETURN_IF_ERROR(get_in_range(t, "leader", "lease_s", c.lease_s, 1, 3600));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "store", c.store));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "etcd_endpoints", c.etcd_endpoints));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "etcd_prefix", c.etcd_prefix));
@@ -523,21 +554,29 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
       return invalid_argument(where(t) +
                               ": leader.etcd_cert and leader.etcd_key go together, with etcd_ca");
     }
+    HPCQ_RETURN_IF_ERROR(get(t, "leader", "store_key", c.store_key));
+    HPCQ_RETURN_IF_ERROR(get(t, "leader", "etcd_insecure", c.etcd_insecure));
+    if (c.store == "etcd" && !c.etcd_insecure && (c.etcd_cert.empty() || c.store_key.empty())) {
+      return invalid_argument(
+          where(t) +
+          ": leader.store = \"etcd\" needs etcd_ca, etcd_cert and etcd_key (etcd with client "
+          "certificates) and a store_key; leader.etcd_insecure = true runs without them");
+    }
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "mpi", c.mpi));
     if (!known_mpi(c.mpi)) {
       return invalid_argument(where(t.at("mpi")) + ": 'leader.mpi' is " + quote(c.mpi) +
                               " (want pmi1, pmix, " + kMpiBoth + " or none)");
     }
-    HPCQ_RETURN_IF_ERROR(get_positive(t, "leader", "resize_timeout_ms", c.resize_timeout_ms));
+    HPCQ_RETURN_IF_ERROR(
+        get_in_range(t, "leader", "resize_timeout_ms", c.resize_timeout_ms, 1, kDayMs));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "state_dir", c.state_dir));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "checkpoint_dir", c.checkpoint_dir));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "socket", c.socket));
     HPCQ_RETURN_IF_ERROR(get(t, "leader", "secret_key", c.secret_key));
-    HPCQ_RETURN_IF_ERROR(get(t, "leader", "default_time_limit_s", c.default_time_limit_s));
-    HPCQ_RETURN_IF_ERROR(get(t, "leader", "max_time_limit_s", c.max_time_limit_s));
-    if (c.default_time_limit_s <= 0 || c.max_time_limit_s < 0) {
-      return invalid_argument(where(t) + ": leader time limits must be positive");
-    }
+    HPCQ_RETURN_IF_ERROR(get_in_range<std::int64_t>(t, "leader", "default_time_limit_s",
+                                                    c.default_time_limit_s, 1, kCenturyS));
+    HPCQ_RETURN_IF_ERROR(get_in_range<std::int64_t>(t, "leader", "max_time_limit_s",
+                                                    c.max_time_limit_s, 0, kCenturyS));
   }
   if (root.contains("scheduler")) {
     const Table& t = root.at("scheduler");
@@ -546,17 +585,15 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
         check_keys(t, "scheduler",
                    {"actions", "plugins", "queue_depth", "full_queue_depth",
                     "full_cycle_interval_s", "options", "usage_half_life_s", "decision_log"}));
-    HPCQ_RETURN_IF_ERROR(get_positive(t, "scheduler", "queue_depth", c.queue_depth));
-    HPCQ_RETURN_IF_ERROR(get_positive(t, "scheduler", "full_queue_depth", c.full_queue_depth));
+    HPCQ_RETURN_IF_ERROR(get_in_range(t, "scheduler", "queue_depth", c.queue_depth, 1, INT32_MAX));
     HPCQ_RETURN_IF_ERROR(
-        get_non_negative(t, "scheduler", "full_cycle_interval_s", c.full_cycle_interval_s));
+        get_in_range(t, "scheduler", "full_queue_depth", c.full_queue_depth, 1, INT32_MAX));
+    HPCQ_RETURN_IF_ERROR(get_in_range<std::int64_t>(t, "scheduler", "full_cycle_interval_s",
+                                                    c.full_cycle_interval_s, 0, 86'400));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "actions", c.actions));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "plugins", c.plugins));
-    HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "usage_half_life_s", c.usage_half_life_s));
-    if (c.usage_half_life_s < 0) {
-      return invalid_argument(where(t.at("usage_half_life_s")) +
-                              ": 'scheduler.usage_half_life_s' must not be negative");
-    }
+    HPCQ_RETURN_IF_ERROR(get_in_range<std::int64_t>(t, "scheduler", "usage_half_life_s",
+                                                    c.usage_half_life_s, 0, kCenturyS));
     HPCQ_RETURN_IF_ERROR(get(t, "scheduler", "decision_log", c.decision_log));
     if (t.contains("options")) HPCQ_RETURN_IF_ERROR(read_options(t.at("options"), c));
   }
@@ -605,17 +642,13 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "socket", c.agent_socket));
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "secret_key", c.agent_secret_key));
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "job_shell", c.job_shell));
-    HPCQ_RETURN_IF_ERROR(get_positive(t, "agent", "kill_grace_s", c.kill_grace_s));
-    HPCQ_RETURN_IF_ERROR(get_non_negative(t, "agent", "pids_per_core", c.pids_per_core));
-    HPCQ_RETURN_IF_ERROR(get(t, "agent", "pmi_max_kvs_bytes", c.pmi_max_kvs_bytes));
+    HPCQ_RETURN_IF_ERROR(get_in_range(t, "agent", "kill_grace_s", c.kill_grace_s, 1, 3600));
+    HPCQ_RETURN_IF_ERROR(
+        get_in_range<std::int64_t>(t, "agent", "pids_per_core", c.pids_per_core, 0, 4'194'304));
     // At least one key of the largest size; at most what a std::string of
     // one fence's keys may sensibly hold on a node.
-    if (c.pmi_max_kvs_bytes < kPmiMinKvsBytes || c.pmi_max_kvs_bytes > kPmiMaxKvsBytes) {
-      return invalid_argument(
-          where(t.at("pmi_max_kvs_bytes")) + ": 'agent.pmi_max_kvs_bytes' must be from " +
-          std::to_string(kPmiMinKvsBytes) + " to " + std::to_string(kPmiMaxKvsBytes) + ", got " +
-          std::to_string(c.pmi_max_kvs_bytes));
-    }
+    HPCQ_RETURN_IF_ERROR(get_in_range<std::int64_t>(
+        t, "agent", "pmi_max_kvs_bytes", c.pmi_max_kvs_bytes, kPmiMinKvsBytes, kPmiMaxKvsBytes));
     for (const auto& [key, program] :
          {std::pair{"prolog", &c.agent_prolog}, std::pair{"epilog", &c.agent_epilog},
           std::pair{"health_check", &c.agent_health_check}}) {
@@ -625,9 +658,10 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
                                 "' must be an absolute path, got " + quote(*program));
       }
     }
-    HPCQ_RETURN_IF_ERROR(get_positive(t, "agent", "script_timeout_s", c.agent_script_timeout_s));
     HPCQ_RETURN_IF_ERROR(
-        get_positive(t, "agent", "health_check_interval_s", c.agent_health_check_interval_s));
+        get_in_range(t, "agent", "script_timeout_s", c.agent_script_timeout_s, 1, 86'400));
+    HPCQ_RETURN_IF_ERROR(get_in_range(t, "agent", "health_check_interval_s",
+                                      c.agent_health_check_interval_s, 1, 86'400));
     HPCQ_RETURN_IF_ERROR(read_gpu_devices(t, c.agent_gpu_devices));
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "private_tmp", c.agent_private_tmp));
     if (c.agent_private_tmp != "off" && c.agent_private_tmp != "dir" &&
@@ -756,8 +790,8 @@ Result<SimClusterConfig> sim_cluster_from_toml(const Table& root, const std::str
         check_keys(*t, "nodes", {"count", "cores", "topology", "features", "gres"}));
     SimNodeGroup group;
     group.where = where(*t);
-    HPCQ_RETURN_IF_ERROR(get_positive(*t, "nodes", "count", group.count));
-    HPCQ_RETURN_IF_ERROR(get_positive(*t, "nodes", "cores", group.cores));
+    HPCQ_RETURN_IF_ERROR(get_in_range(*t, "nodes", "count", group.count, 1, 1 << 20));
+    HPCQ_RETURN_IF_ERROR(get_in_range(*t, "nodes", "cores", group.cores, 1, 1 << 20));
     HPCQ_RETURN_IF_ERROR(get(*t, "nodes", "topology", group.topology));
     HPCQ_RETURN_IF_ERROR(get(*t, "nodes", "features", group.features));
     HPCQ_RETURN_IF_ERROR(check_features(*t, group.features));

@@ -87,6 +87,13 @@ struct ClusterConfig {
   // TLS to etcd: the CA's PEM file (empty: plain gRPC), and this leader's
   // certificate and key for etcd's --client-cert-auth.
   std::string etcd_ca, etcd_cert, etcd_key;
+  // The secret hpcqd seals what it writes to etcd with (lib/store/seal.h):
+  // a file of 64 hex digits that only hpcqd may read.
+  std::string store_key;
+  // true: hpcqd also runs on an etcd without client certificates, and
+  // without a store_key. Anyone who reaches such an etcd can run jobs as any
+  // user; only for an etcd no one else can reach.
+  bool etcd_insecure = false;
   // With the etcd store: the leader's lease (daemon/leadership.h). A dead
   // leader's standby takes over about this long after it died.
   int lease_s = 3;

@@ -124,10 +124,10 @@ struct RowCheck {
 
 Result<std::unique_ptr<EtcdStore>> EtcdStore::open(etcd::EtcdClient client, Options options) {
   std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(client), std::move(options)));
-  auto high = store->client_.get(store->options_.prefix + "meta/max_job_id");
+  auto high = store->get_opened(store->options_.prefix + "meta/max_job_id");
   if (!high.is_ok()) return store->error("open", high.status());
   if (high->has_value()) {
-    auto n = number((*high)->value);
+    auto n = number(**high);
     if (!n.is_ok()) return store->error("open: meta/max_job_id", n.status());
     store->max_job_id_ = static_cast<JobId>(*n);
   }
@@ -139,6 +139,35 @@ Status EtcdStore::error(const std::string& what, const Status& s) const {
   // The client's messages name etcd and its endpoints already.
   if (message.rfind("etcd ", 0) != 0) message = place() + ": " + message;
   return Status(s.code(), "store " + what + ": " + message);
+}
+
+Result<std::vector<etcd::KeyValue>> EtcdStore::range_opened(const std::string& prefix) {
+  auto rows = client_.range(prefix);
+  if (!rows.is_ok() || !options_.sealer) return rows;
+  std::vector<etcd::KeyValue> opened;
+  opened.reserve(rows->size());
+  for (etcd::KeyValue& kv : *rows) {
+    auto value = options_.sealer->open(kv.key, kv.value);
+    if (!value.is_ok()) {
+      if (options_.on_refused) options_.on_refused(kv.key, value.status().message());
+      continue;
+    }
+    kv.value = std::move(value).value();
+    opened.push_back(std::move(kv));
+  }
+  return opened;
+}
+
+Result<std::optional<std::string>> EtcdStore::get_opened(const std::string& key) {
+  auto kv = client_.get(key);
+  if (!kv.is_ok()) return kv.status();
+  if (!kv->has_value()) return std::optional<std::string>();
+  if (!options_.sealer) return std::optional<std::string>((*kv)->value);
+  auto value = options_.sealer->open(key, (*kv)->value);
+  if (!value.is_ok()) {
+    return permission_denied(key + ": " + value.status().message());
+  }
+  return std::optional<std::string>(std::move(value).value());
 }
 
 std::string EtcdStore::job_key(JobId id) const { return options_.prefix + "jobs/" + padded(id); }
@@ -212,6 +241,11 @@ Status EtcdStore::write_all(std::span<const WriteBatch> batches) {
   }
   if (writes.empty()) return Status::ok();
   if (high > max_job_id_) writes[options_.prefix + "meta/max_job_id"] = std::to_string(high);
+  if (options_.sealer) {
+    for (auto& [key, value] : writes) {
+      if (value) value = options_.sealer->seal(key, *value);
+    }
+  }
   if (writes.size() > kMaxOps) {
     return invalid_argument("store write: " + place() + ": " + std::to_string(writes.size()) +
                             " keys in one transaction, more than " + std::to_string(kMaxOps));
@@ -283,7 +317,7 @@ Status EtcdStore::write_all(std::span<const WriteBatch> batches) {
 }
 
 Result<std::vector<job::Job>> EtcdStore::load_jobs() {
-  auto rows = client_.range(options_.prefix + "jobs/");
+  auto rows = range_opened(options_.prefix + "jobs/");
   if (!rows.is_ok()) return error("load jobs", rows.status());
   std::vector<job::Job> jobs;
   jobs.reserve(rows->size());
@@ -301,7 +335,7 @@ Result<JobId> EtcdStore::max_job_id() { return max_job_id_; }
 
 Result<std::vector<EventRecord>> EtcdStore::load_events(JobId job_id) {
   const std::string prefix = events_prefix(job_id);
-  auto rows = client_.range(prefix);
+  auto rows = range_opened(prefix);
   if (!rows.is_ok()) return error("load events of job " + std::to_string(job_id), rows.status());
   std::vector<EventRecord> events;
   for (const etcd::KeyValue& kv : *rows) {
@@ -319,7 +353,7 @@ Result<std::vector<EventRecord>> EtcdStore::load_events(JobId job_id) {
 
 Result<std::vector<NodeRecord>> EtcdStore::load_nodes() {
   const std::string prefix = options_.prefix + "nodes/";
-  auto rows = client_.range(prefix);
+  auto rows = range_opened(prefix);
   if (!rows.is_ok()) return error("load nodes", rows.status());
   std::vector<NodeRecord> nodes;
   for (const etcd::KeyValue& kv : *rows) {
@@ -338,7 +372,7 @@ Result<std::vector<NodeRecord>> EtcdStore::load_nodes() {
 Result<std::vector<std::pair<std::string, std::string>>> EtcdStore::load_records(
     const std::string& kind) {
   const std::string prefix = options_.prefix + "records/" + kind + "/";
-  auto rows = client_.range(prefix);
+  auto rows = range_opened(prefix);
   if (!rows.is_ok()) return error("load " + kind, rows.status());
   std::vector<std::pair<std::string, std::string>> records;
   for (etcd::KeyValue& kv : *rows) {

@@ -17,6 +17,10 @@
 // leader won it with: a deposed leader's write fails as a whole with
 // kFailedPrecondition and changes nothing (no split brain in the state).
 //
+// With a Sealer (Options::sealer, [leader] store_key), every value carries a
+// MAC over it and its key that only hpcqd can make (seal.h): rows written by
+// anyone else are refused at load.
+//
 // Limits of etcd's defaults that a site raises: one Txn holds at most
 // --max-txn-ops operations (128; hpcq start runs etcd with 16384) and one
 // request at most --max-request-bytes (1.5 MiB; hpcq start: 64 MiB). A batch
@@ -28,10 +32,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lib/etcd/etcd_client.h"
+#include "lib/store/seal.h"
 #include "lib/store/store.h"
 
 namespace hpcq::store {
@@ -47,6 +53,11 @@ class EtcdStore final : public Store {
     // Called (on the writing thread) when a write found the guard gone,
     // before that write returns kFailedPrecondition: hpcqd exits there.
     std::function<void(const std::string& why)> on_deposed;
+    // When set, every value is sealed on write and opened on load (seal.h);
+    // a row whose seal fails is left out of what loads return and reported
+    // to on_refused (hpcqd logs it), never acted on.
+    std::optional<Sealer> sealer;
+    std::function<void(const std::string& key, const std::string& why)> on_refused;
   };
 
   // Reads the store's high-water mark (the first call to etcd: an etcd that
@@ -78,6 +89,10 @@ class EtcdStore final : public Store {
   Status explain_failure(const std::map<std::string, bool>& must_exist,
                          const std::map<std::string, std::string>& what);
   Status error(const std::string& what, const Status& s) const;
+  // The values under `prefix`, opened: rows whose seal fails are reported
+  // and left out.
+  Result<std::vector<etcd::KeyValue>> range_opened(const std::string& prefix);
+  Result<std::optional<std::string>> get_opened(const std::string& key);
 
   etcd::EtcdClient client_;
   Options options_;

@@ -110,6 +110,9 @@ class FailoverCluster:
                 f"[leader]\nstate_dir = \"{self.dir}/leader\"\nsocket = \"{self.socket}\"\n"
                 f"secret_key = \"{self.dir}/keys/rank-0.key\"\nstore = \"etcd\"\n"
                 f"etcd_endpoints = [{etcd_endpoints}]\netcd_prefix = \"/t0046/\"\n"
+                # Plain etcd on the test's own addresses: the TLS store is
+                # t0045's (hpcq start); this test is about the network.
+                "etcd_insecure = true\n"
                 f"checkpoint_dir = \"{self.dir}/checkpoints\"\n\n"
                 f"[agent]\nstate_dir = \"{self.dir}/agents\"\nkill_grace_s = 2\n\n"
                 "[[rank]]\nname = \"leader\"\nendpoints = ["

@@ -129,6 +129,36 @@ TEST(ConfigTest, GpuDevicesAndPrivateTmp) {
   EXPECT_EQ(c->agent_private_tmp, "tmpfs");
 }
 
+// Every number key is checked against what it is used for: a value that
+// passes never breaks every job later (issue 45 item 8: pids_per_core =
+// 99999999999999999999 was taken, and every launch then failed).
+TEST(ConfigTest, NumberKeysAreRangeChecked) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[agent]\npids_per_core = 99999999999999999999\n", "t.toml:2"},
+      {"[agent]\npids_per_core = 9999999999\n",
+       "t.toml:2: 'agent.pids_per_core' must be from 0 to 4194304, got 9999999999"},
+      {"[agent]\nkill_grace_s = 99999999\n", "'agent.kill_grace_s' must be from 1 to 3600"},
+      {"[agent]\nscript_timeout_s = 4294967296\n", "'agent.script_timeout_s' must be from 1"},
+      {"[agent]\nhealth_check_interval_s = 0\n", "'agent.health_check_interval_s' must be"},
+      {"[leader]\nlease_s = 100000\n", "'leader.lease_s' must be from 1 to 3600"},
+      {"[leader]\ndefault_time_limit_s = 0\n", "'leader.default_time_limit_s' must be from 1"},
+      {"[leader]\nmax_time_limit_s = 9223372036854775807\n", "'leader.max_time_limit_s'"},
+      {"[leader]\nresize_timeout_ms = 1e3\n", "'leader.resize_timeout_ms' must be an integer"},
+      {"[overlay]\nheartbeat_interval_ms = 4294967296\n", "'overlay.heartbeat_interval_ms'"},
+      {"[api]\nmax_message_bytes = 10\n", "'api.max_message_bytes' must be from 4096"},
+      {"[scheduler]\nqueue_depth = 2147483648\n", "'scheduler.queue_depth' must be from 1"},
+      {"[[queue]]\nname = \"a\"\npriority = 99999999999\n", "'queue a.priority' must be"},
+      {"[[queue]]\nname = \"a\"\nweight = 1e300\n", "'queue a.weight' must be positive"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto r = parse_config(text + kRank0, "t.toml");
+    ASSERT_FALSE(r.is_ok()) << text;
+    EXPECT_NE(r.status().message().find(expected), std::string::npos)
+        << "message: " << r.status().message() << "\nexpected: " << expected;
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(ConfigTest, PmiMaxKvsBytesIsRangeChecked) {
   EXPECT_EQ(parse_config(kRank0, "t.toml")->pmi_max_kvs_bytes, 64 << 20);
   auto c = parse_config(std::string("[agent]\npmi_max_kvs_bytes = 1048576\n") + kRank0, "t.toml");
@@ -265,7 +295,8 @@ TEST(ConfigTest, BadSitePolicy) {
       {"[[queue]]\nname = \"a\"\ndefault = true\n[[queue]]\nname = \"b\"\ndefault = true\n",
        "both the default"},
       {"[[queue]]\nname = \"a\"\npreempt_mode = \"maybe\"\n", "preempt_mode' must be"},
-      {"[[queue]]\nname = \"a\"\nmax_cores = -1\n", "'queue a.max_cores' must not be negative"},
+      {"[[queue]]\nname = \"a\"\nmax_cores = -1\n",
+       "'queue a.max_cores' must be from 0 to 1000000000, got -1"},
       {"[[queue]]\nname = \"a\"\nweight = 0\n", "weight' must be positive"},
       {"[[queue]]\nname = \"a\"\nmax_cpus = 3\n", "unknown key 'queue.max_cpus'"},
       {"[[qos]]\nname = \"h\"\npreempt = [\"nope\"]\n", "preempts unknown qos 'nope'"},
@@ -278,9 +309,10 @@ TEST(ConfigTest, BadSitePolicy) {
       {"[[user]]\nname = \"no-such-user-xyz\"\naccount = \"root\"\n", "unknown user"},
       {"[[user]]\naccount = \"root\"\n", "exactly one of name and uid"},
       {"[scheduler.options]\ndepth = 3\n", "is not \"<action or plugin>.<option>\""},
-      {"[scheduler]\nusage_half_life_s = -1\n", "must not be negative"},
-      {"[scheduler]\nfull_queue_depth = 0\n", "'scheduler.full_queue_depth' must be a positive"},
-      {"[scheduler]\nfull_cycle_interval_s = -1\n", "must not be negative"},
+      {"[scheduler]\nusage_half_life_s = -1\n", "must be from 0 to 3162240000, got -1"},
+      {"[scheduler]\nfull_queue_depth = 0\n",
+       "'scheduler.full_queue_depth' must be from 1 to 2147483647, got 0"},
+      {"[scheduler]\nfull_cycle_interval_s = -1\n", "must be from 0 to 86400, got -1"},
       {"[api]\nlisten = \"0.0.0.0:8443\"\n", "listen needs tls_cert and tls_key"},
       {"[api]\nport = 1\n", "unknown key 'api.port'"},
       {"[[portal]]\nname = \"p\"\ntoken_sha256 = \"abc\"\nusers = [\"a\"]\n",
@@ -305,8 +337,8 @@ struct BadCase {
 TEST(ConfigTest, BadInputNamesFileLineAndKey) {
   const std::vector<BadCase> cases = {
       {"[leader]\nstate_dirr = \"/x\"\n", "t.toml:2: unknown key 'leader.state_dirr'"},
-      {"[overlay]\nfanout = \"wide\"\n", "t.toml:2: bad value for 'overlay.fanout'"},
-      {"[overlay]\nfanout = 0\n", "t.toml:2: 'overlay.fanout' must be a positive integer"},
+      {"[overlay]\nfanout = \"wide\"\n", "t.toml:2: 'overlay.fanout' must be an integer"},
+      {"[overlay]\nfanout = 0\n", "t.toml:2: 'overlay.fanout' must be from 1 to 65536, got 0"},
       {"[overlay]\nheartbeat_interval_ms = 500\nnode_down_after_ms = 100\n",
        "heartbeat_interval_ms <"},
       {"[overlay]\nnode_unresponsive_after_ms = 20000\n", "< node_down_after_ms"},
@@ -330,11 +362,19 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
        "leader.etcd_cert and leader.etcd_key go together, with etcd_ca"},
       {"[leader]\netcd_ca = \"/ca.pem\"\netcd_key = \"/c.key\"\n",
        "leader.etcd_cert and leader.etcd_key go together"},
+      // Issue 45: an etcd store without client certificates and a store key
+      // is one anybody who reaches it can run jobs as root through.
+      {"[leader]\nstore = \"etcd\"\netcd_endpoints = [\"h:2379\"]\n",
+       "leader.store = \"etcd\" needs etcd_ca, etcd_cert and etcd_key"},
+      {"[leader]\nstore = \"etcd\"\netcd_endpoints = [\"h:2379\"]\netcd_ca = \"/ca.pem\"\n"
+       "etcd_cert = \"/c.pem\"\netcd_key = \"/c.key\"\n",
+       "and a store_key"},
+      {"[leader]\netcd_insecure = \"yes\"\n", "bad value for 'leader.etcd_insecure'"},
       {"rank = 3\n", "array of tables"},
       {"# comment\n'\xff'\n", "t.toml:2: not valid UTF-8"},
       {"x = \"\xc3\"\n", "t.toml:1: not valid UTF-8"},
       {"[leader]\nresize_timeout_ms = 0\n",
-       "t.toml:2: 'leader.resize_timeout_ms' must be a positive"},
+       "t.toml:2: 'leader.resize_timeout_ms' must be from 1 to 86400000, got 0"},
       {"[agent]\nresize_signal = \"SIGKILL\"\n",
        "t.toml:2: 'agent.resize_signal' unknown signal 'SIGKILL'"},
       {"[metrics]\nlisten = \"9464\"\n", "t.toml:2: 'metrics.listen' want ADDR:PORT, got '9464'"},
@@ -345,7 +385,7 @@ TEST(ConfigTest, BadInputNamesFileLineAndKey) {
       {"[agent]\nprolog = \"prolog.sh\"\n",
        "t.toml:2: 'agent.prolog' must be an absolute path, got 'prolog.sh'"},
       {"[agent]\nhealth_check_interval_s = 0\n",
-       "t.toml:2: 'agent.health_check_interval_s' must be a positive integer"},
+       "t.toml:2: 'agent.health_check_interval_s' must be from 1 to 86400, got 0"},
       {"[agent]\ngpu_devices = \"/dev/nvidia0\"\n",
        "t.toml:2: 'agent.gpu_devices' must be an array (one entry per GPU)"},
       {"[agent]\ngpu_devices = [\"nvidia0\"]\n",
@@ -389,7 +429,7 @@ TEST(SimClusterTest, BadFilesNameFileAndLine) {
       {"", "c.toml: no [[nodes]]"},
       {"[[nodes]]\ncount = 2\n", "c.toml:1: each [[nodes]] needs either 'cores' or 'topology'"},
       {"[[nodes]]\ncores = 2\ntopology = \"core:2\"\n", "not both"},
-      {"[[nodes]]\ncores = 0\n", "c.toml:2: 'nodes.cores' must be a positive integer"},
+      {"[[nodes]]\ncores = 0\n", "c.toml:2: 'nodes.cores' must be from 1 to 1048576, got 0"},
       {"[[nodes]]\ncores = 2\nmemory = 3\n", "c.toml:3: unknown key 'nodes.memory'"},
       {"[scheduler]\n", "unknown key 'scheduler'"},
       {"[[nodes]\n", "c.toml:1:"},

@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -243,6 +247,92 @@ TEST_F(EtcdStoreTest, UndecodableRowIsAnErrorNamingItsKey) {
   EXPECT_EQ(jobs.status().code(), Code::kInvalidArgument);
   EXPECT_NE(jobs.status().message().find("jobs/00000000000000000005"), std::string::npos)
       << jobs.status().message();
+}
+
+// Issue 45: a store writer without hpcqd's secret (a user who reached etcd)
+// cannot mint a job: a forged row, a row moved to another job's key and an
+// unsealed row are all left out of what loads, and reported; hpcqd's own
+// rows load.
+TEST_F(EtcdStoreTest, RowsNotSealedByThisSecretAreRefusedAtLoad) {
+  EtcdStore::Options options;
+  options.sealer = Sealer(std::string(Sealer::kKeyBytes, 'k'));
+  std::vector<std::string> refused;
+  options.on_refused = [&](const std::string& key, const std::string&) { refused.push_back(key); };
+  auto store = open(options);
+  ASSERT_NE(store, nullptr);
+  WriteBatch insert;
+  insert.insert_job(sample_job(1));
+  insert.insert_job(sample_job(2));
+  insert.put_record("reservations", "r1", "{}");
+  ASSERT_TRUE(store->write(insert).is_ok());
+
+  // What hpcqd wrote is not plain: a reader of etcd sees a sealed value.
+  auto row = server_->client().get(prefix_ + "jobs/00000000000000000001");
+  ASSERT_TRUE(row.is_ok() && row->has_value());
+  EXPECT_TRUE((*row)->value.starts_with("hpcq-seal1:")) << (*row)->value.substr(0, 40);
+
+  // A forger: job 1's row copied to id 3 (a job of uid 0 would be minted the
+  // same way), job 2's row with its owner changed, an unsealed record.
+  ASSERT_TRUE(server_->client().put(prefix_ + "jobs/00000000000000000003", (*row)->value).is_ok());
+  auto two = server_->client().get(prefix_ + "jobs/00000000000000000002");
+  ASSERT_TRUE(two.is_ok() && two->has_value());
+  std::string changed = (*two)->value;
+  const std::size_t uid_at = changed.find("1002");
+  ASSERT_NE(uid_at, std::string::npos);
+  changed.replace(uid_at, 4, "0000");
+  ASSERT_TRUE(server_->client().put(prefix_ + "jobs/00000000000000000002", changed).is_ok());
+  ASSERT_TRUE(server_->client().put(prefix_ + "records/reservations/r2", "{}").is_ok());
+
+  auto again = open(options);
+  ASSERT_NE(again, nullptr);
+  auto jobs = again->load_jobs();
+  ASSERT_TRUE(jobs.is_ok()) << jobs.status().to_string();
+  ASSERT_EQ(jobs->size(), 1u);
+  expect_same_job((*jobs)[0], sample_job(1));
+  auto records = again->load_records("reservations");
+  ASSERT_TRUE(records.is_ok());
+  ASSERT_EQ(records->size(), 1u);
+  EXPECT_EQ((*records)[0].first, "r1");
+  EXPECT_EQ(refused, (std::vector<std::string>{prefix_ + "jobs/00000000000000000002",
+                                               prefix_ + "jobs/00000000000000000003",
+                                               prefix_ + "records/reservations/r2"}));
+}
+
+TEST(Sealer, OpensWhatItSealedForThatKeyOnly) {
+  const Sealer sealer(std::string(Sealer::kKeyBytes, 's'));
+  const std::string sealed = sealer.seal("jobs/1", "value");
+  auto opened = sealer.open("jobs/1", sealed);
+  ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
+  EXPECT_EQ(*opened, "value");
+  EXPECT_EQ(sealer.open("jobs/2", sealed).status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(sealer.open("jobs/1", "value").status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(sealer.open("jobs/1", "").status().code(), Code::kPermissionDenied);
+  const Sealer other(std::string(Sealer::kKeyBytes, 't'));
+  EXPECT_EQ(other.open("jobs/1", sealed).status().code(), Code::kPermissionDenied);
+  std::string tampered = sealed;
+  tampered.back() = 'X';
+  EXPECT_EQ(sealer.open("jobs/1", tampered).status().code(), Code::kPermissionDenied);
+}
+
+TEST(Sealer, KeyFileMustBeHexAndPrivate) {
+  char dir_template[] = "/tmp/hpcq-seal-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string path = std::string(dir_template) + "/store.key";
+  auto write = [&](const std::string& text, mode_t mode) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    chmod(path.c_str(), mode);
+  };
+  write(Sealer::generate_file_text(), 0600);
+  EXPECT_TRUE(Sealer::from_file(path).is_ok());
+  write(Sealer::generate_file_text(), 0644);
+  EXPECT_EQ(Sealer::from_file(path).status().code(), Code::kPermissionDenied);
+  write("not hex\n", 0600);
+  EXPECT_EQ(Sealer::from_file(path).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Sealer::from_file(path + ".missing").status().code(), Code::kNotFound);
+  std::filesystem::remove_all(dir_template);
 }
 
 TEST(EtcdStoreUnreachable, OpenFailsAtOnceWithUnavailable) {
