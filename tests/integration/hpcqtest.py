@@ -67,7 +67,14 @@ def within_cluster(agents=4, fanout=2, topology="pack:2 numa:2 core:4 pu:1", ext
         return
     env = dict(os.environ, HPCQ_TEST_INSIDE=sys.argv[0])
     # What the environment adds (tests/guest/inside.sh: a slower node-down).
+    # It wins over the test's own value of the same option: hpcq start takes
+    # each once, and the environment's are what that machine needs.
     site = shlex.split(os.environ.get("HPCQ_TEST_START_ARGS", ""))
+    extra = list(extra)
+    for option in (a for a in site if a.startswith("--")):
+        if option in extra:
+            at = extra.index(option)
+            del extra[at:at + 2]
     cmd = [HPCQ, "start", "--agents", str(agents), "--fanout", str(fanout),
            "--topology", topology, *site, *extra, "--", sys.executable, sys.argv[0],
            *sys.argv[1:]]
