@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <random>
 
+#include "agent/executor/output_credit.h"
 #include "agent/executor/process_executor.h"
 #include "agent/executor/test_executor.h"
 #include "agent/launch_message.h"
@@ -345,6 +346,7 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kSignal: on_signal(envelope.signal()); break;
     case overlay::Envelope::kSetTimeLimit: on_set_time_limit(envelope.set_time_limit()); break;
     case overlay::Envelope::kInput: on_input(envelope.input()); break;
+    case overlay::Envelope::kOutputCredit: on_output_credit(envelope.output_credit()); break;
     case overlay::Envelope::kUsageQuery: on_usage_query(envelope.usage_query()); break;
     case overlay::Envelope::kPmiFenceDone:
       fence_done_down(envelope.dst(), envelope.pmi_fence_done());
@@ -744,6 +746,17 @@ void Agent::send_output(std::vector<TaskOutput> chunks) {
     chunk.data = std::move(out.data);
     send_output_chunk(output_log_.add(std::move(chunk)));
   }
+}
+
+void Agent::on_output_credit(const overlay::OutputCredit& credit) {
+  const bool is_stderr = credit.stream() == overlay::Output::STDERR;
+  const int rank = static_cast<int>(credit.rank());
+  const std::uint64_t more =
+      output_log_.credit(credit.job_id(), credit.attempt(), credit.step(), rank, is_stderr,
+                         credit.granted(), credit.consumed(), kInitialOutputCredit);
+  if (more == 0) return;  // a copy, or a stream that is not here any more
+  Status s = executor_->grant_output(credit.job_id(), credit.step(), rank, is_stderr, more);
+  if (!s.is_ok()) spdlog::debug("job {}: output credit: {}", credit.job_id(), s.message());
 }
 
 void Agent::send_output_chunk(const OutputLog::Chunk& chunk) {

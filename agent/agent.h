@@ -78,6 +78,8 @@ class Agent {
   void on_signal(const overlay::Signal& request);
   void on_set_time_limit(const overlay::SetTimeLimit& request);
   void on_input(const overlay::Input& input);
+  // The leader's room for a task stream: to the OutputLog and the job shell.
+  void on_output_credit(const overlay::OutputCredit& credit);
   void on_usage_query(const overlay::UsageQuery& query);
   // Forwarded output (hpcq run) to the leader, one Output message per chunk.
   void send_output(std::vector<TaskOutput> chunks);

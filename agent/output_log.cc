@@ -1,5 +1,7 @@
 #include "agent/output_log.h"
 
+#include <algorithm>
+
 namespace hpcq::agent {
 
 const OutputLog::Chunk& OutputLog::add(Chunk chunk) {
@@ -14,13 +16,34 @@ const OutputLog::Chunk& OutputLog::add(Chunk chunk) {
   s.held += chunk.data.size();
   bytes_kept_ += chunk.data.size();
   s.chunks.push_back(std::move(chunk));
+  trim(s);
+  return s.chunks.back();
+}
+
+void OutputLog::trim(Stream& s) {
   // The newest chunk stays even when it alone is larger than the budget.
   while (s.held > kept_per_stream_ && s.chunks.size() > 1) {
-    s.held -= s.chunks.front().data.size();
-    bytes_kept_ -= s.chunks.front().data.size();
+    const Chunk& front = s.chunks.front();
+    // What no reader has yet stays, within what credit allows (a shell that
+    // does not wait for credit, a container's, is cut at kMaxUntaken).
+    if (front.offset + front.data.size() > s.consumed && s.held <= kMaxUntaken) break;
+    s.held -= front.data.size();
+    bytes_kept_ -= front.data.size();
     s.chunks.pop_front();
   }
-  return s.chunks.back();
+}
+
+std::uint64_t OutputLog::credit(JobId id, std::uint32_t attempt, std::uint32_t step, int rank,
+                                bool is_stderr, std::uint64_t granted, std::uint64_t consumed,
+                                std::uint64_t initial) {
+  auto it = streams_.find({id, step, rank, is_stderr});
+  if (it == streams_.end() || it->second.attempt != attempt) return 0;
+  Stream& s = it->second;
+  s.consumed = std::max(s.consumed, consumed);
+  trim(s);
+  const std::uint64_t allowed = std::max(s.allowed, initial);
+  s.allowed = std::max(allowed, granted);
+  return s.allowed - allowed;
 }
 
 std::vector<OutputLog::Chunk> OutputLog::kept() const {

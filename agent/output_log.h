@@ -7,6 +7,12 @@
 // A stream is kept until the leader acknowledges the end of its job or step
 // (then it holds all of it: the agent sends output before the end).
 //
+// The leader's credit (overlay OutputCredit) says how far its readers have
+// taken each stream: what they have not is kept too, whatever its size (the
+// credit bounds it), so that a change of way loses none of it. And it says
+// how far the stream may go: credit() turns that into the bytes the job
+// shell may read on from the task's pipe.
+//
 // Pure: no I/O. Loop thread only.
 #pragma once
 
@@ -24,6 +30,10 @@ namespace hpcq::agent {
 class OutputLog {
  public:
   explicit OutputLog(std::size_t kept_per_stream) : kept_per_stream_(kept_per_stream) {}
+
+  // The most of a stream kept that the leader's readers have not taken: twice
+  // the most the leader grants a stream (daemon/job_output.h).
+  static constexpr std::size_t kMaxUntaken = 16 << 20;
 
   struct Chunk {
     JobId id = 0;
@@ -45,13 +55,24 @@ class OutputLog {
   void forget(JobId id, std::uint32_t attempt, std::uint32_t step);
   std::size_t bytes_kept() const { return bytes_kept_; }
 
+  // The leader's credit for a stream: it may go up to `granted`, its
+  // readers have taken it up to `consumed`. Returns how many more bytes the
+  // shell may send than it was allowed so far (from `initial`, what the
+  // shell starts with); 0 for a stream not kept (ended, another attempt).
+  std::uint64_t credit(JobId id, std::uint32_t attempt, std::uint32_t step, int rank,
+                       bool is_stderr, std::uint64_t granted, std::uint64_t consumed,
+                       std::uint64_t initial);
+
  private:
   struct Stream {
     std::uint32_t attempt = 0;
     std::uint64_t end = 0;  // offset after the last byte added
     std::size_t held = 0;
     std::deque<Chunk> chunks;
+    std::uint64_t consumed = 0;  // the leader's readers have taken up to here
+    std::uint64_t allowed = 0;   // the shell may send up to here (0: its initial credit)
   };
+  void trim(Stream& s);  // drops what is neither recent nor untaken
   using Key = std::tuple<JobId, std::uint32_t, int, bool>;  // job, step, rank, stderr
   const std::size_t kept_per_stream_;
   std::map<Key, Stream> streams_;

@@ -269,14 +269,25 @@ Status Api::watch_output(const Caller& caller, const v1::WatchOutputRequest& req
   std::uint64_t from = 0;
   bool from_now = !request.from_start();
   bool ended_before = ended(*job);
+  // This reader's pace is the job's: what it has not written yet holds the
+  // tasks back (JobOutput's credit), until it goes.
+  JobOutput& output = leader_.output();
+  const std::uint64_t reader = output.add_reader(id, step);
+  struct Gone {
+    JobOutput& output;
+    JobId id;
+    std::uint32_t step;
+    std::uint64_t reader;
+    ~Gone() { output.remove_reader(id, step, reader); }
+  } gone{output, id, step, reader};
   while (!sink.cancelled()) {
     // The output of a job that ended long ago may be gone: one look, then done.
     const auto wait = ended_before ? std::chrono::milliseconds(0) : std::chrono::milliseconds(500);
-    JobOutput::Batch batch = leader_.output().read(id, step, from, from_now, wait);
+    JobOutput::Batch batch = output.read(id, step, from, from_now, wait, reader);
     from_now = false;
     if (!write_output(batch, sink)) return Status::ok();
     from = batch.next;
-    if (batch.ended || ended_before) return Status::ok();
+    if (batch.ended || (ended_before && batch.chunks.empty())) return Status::ok();
     if (batch.shut_down) return unavailable("hpcqd is shutting down");
     if (batch.chunks.empty()) {
       // Quiet: did the job end without its output being marked (a restarted hpcqd)?

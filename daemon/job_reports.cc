@@ -1,8 +1,36 @@
 #include "daemon/job_reports.h"
 
+#include <chrono>
+
 #include "lib/overlay/messages.h"
 
 namespace hpcq::daemon {
+
+void JobReports::start() {
+  ctx_.output.on_credit_due([this] { ctx_.loop.post([this] { send_output_credit(); }); });
+  ctx_.loop.run_every(std::chrono::milliseconds(ctx_.config.heartbeat_interval_ms), [this] {
+    ctx_.output.credit_again();
+    send_output_credit();
+  });
+}
+
+JobReports::~JobReports() { ctx_.output.on_credit_due(nullptr); }
+
+void JobReports::send_output_credit() {
+  for (const JobOutput::Credit& c : ctx_.output.take_credit()) {
+    overlay::Envelope envelope;
+    envelope.set_dst(c.node);
+    overlay::OutputCredit& credit = *envelope.mutable_output_credit();
+    credit.set_job_id(c.id);
+    credit.set_attempt(c.attempt);
+    credit.set_step(c.step);
+    credit.set_rank(static_cast<std::uint32_t>(c.rank));
+    credit.set_stream(c.is_stderr ? overlay::Output::STDERR : overlay::Output::STDOUT);
+    credit.set_granted(c.granted);
+    credit.set_consumed(c.consumed);
+    (void)ctx_.overlay->send(std::move(envelope));  // lost: sent again while it waits
+  }
+}
 
 std::optional<std::string> JobReports::on_job_update(Rank rank, const overlay::JobUpdate& update) {
   // Recorded (or stale): either way the agent may forget it, but only once
@@ -39,6 +67,7 @@ void JobReports::on_output(Rank rank, overlay::Output&& output) {
   source.rank = static_cast<int>(output.rank());
   source.is_stderr = output.stream() == overlay::Output::STDERR;
   source.offset = output.offset();
+  source.node = rank;
   ctx_.output.append(entry.job.id, output.step(), source, std::move(*output.mutable_data()));
 }
 

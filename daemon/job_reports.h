@@ -22,6 +22,11 @@ class JobReports {
  public:
   JobReports(Context& ctx, JobActions& actions, Resizes& resizes, Steps& steps)
       : ctx_(ctx), actions_(actions), resizes_(resizes), steps_(steps) {}
+  ~JobReports();
+  // Once the overlay is up (loop thread): sends JobOutput's grants as they
+  // fall due (posted to the loop), and each heartbeat again those the
+  // agents may not have had.
+  void start();
   JobReports(const JobReports&) = delete;
   JobReports& operator=(const JobReports&) = delete;
 
@@ -33,6 +38,7 @@ class JobReports {
  private:
   std::optional<std::string> handle_job_update(Rank rank, const overlay::JobUpdate& update);
   void ack_after_commit(Rank rank, const overlay::JobUpdate& update);
+  void send_output_credit();  // JobOutput's grants, as OutputCredit to their nodes
 
   Context& ctx_;
   JobActions& actions_;

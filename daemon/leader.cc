@@ -111,6 +111,7 @@ Status Leader::start() {
     steps_.on_run_end(entry);
   });
   monitor_.start_watching();
+  reports_.start();
   ctx_.loop.run_every(std::chrono::milliseconds(ctx_.config.heartbeat_interval_ms), [this] {
     monitor_.check_heartbeats();
     checkpoints_.check_deadlines();

@@ -150,6 +150,11 @@ class Executor {
   // on in order; kNotFound if it is not here, kFailedPrecondition if it does
   // not forward its streams.
   virtual Status write_input(JobId id, std::uint32_t step, const TaskInput& input) = 0;
+  // More credit for a forwarded task stream (output_credit.h): its job
+  // shell may read `bytes` more of the task's stdout or stderr. kNotFound if
+  // it is not here, kFailedPrecondition if its shell does not take credit.
+  virtual Status grant_output(JobId id, std::uint32_t step, int rank, bool is_stderr,
+                              std::uint64_t bytes) = 0;
   // What the job (with its steps; `step` set: that step) uses here now
   // (hpcq stat); kNotFound if it is not running here.
   virtual Result<LiveUsage> usage(JobId id, std::uint32_t step) const = 0;

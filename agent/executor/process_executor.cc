@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/executor/output_credit.h"
 #include "agent/executor/posix.h"
 
 namespace hpcq::agent {
@@ -598,6 +599,18 @@ Status ProcessExecutor::write_input(JobId id, std::uint32_t step, const TaskInpu
   if (!job || job->exited) return not_found(name + " is not running here");
   if (job->output_fd < 0) return failed_precondition(name + " does not take input");
   job->input.push_back(encode_input_frame(input));
+  send_input(*job);
+  return Status::ok();
+}
+
+Status ProcessExecutor::grant_output(JobId id, std::uint32_t step, int rank, bool is_stderr,
+                                     std::uint64_t bytes) {
+  Job* job = find(id, step);
+  const std::string name = name_of(id, step);
+  if (!job || job->exited) return not_found(name + " is not running here");
+  // A container's shell takes no credit (shell_io.h, TaskIo).
+  if (job->output_fd < 0 || job->image) return failed_precondition(name + " takes no credit");
+  job->input.push_back(encode_credit_frame({rank, is_stderr, bytes}));
   send_input(*job);
   return Status::ok();
 }

@@ -168,6 +168,8 @@ class ProcessExecutor final : public Executor {
   Status set_time_limit(JobId id, std::int64_t seconds) override;
   Result<LiveUsage> usage(JobId id, std::uint32_t step) const override;
   Status write_input(JobId id, std::uint32_t step, const TaskInput& input) override;
+  Status grant_output(JobId id, std::uint32_t step, int rank, bool is_stderr,
+                      std::uint64_t bytes) override;
 
   // The job's cgroup directories (empty if unknown), for tests and CRIU.
   std::vector<std::string> cgroup_dirs(JobId id) const;

@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "agent/executor/job_launch.h"
+#include "agent/executor/output_credit.h"
 #include "agent/executor/pmi.h"
 #include "agent/executor/posix.h"
 #include "lib/core/clock.h"
@@ -390,6 +393,14 @@ class BothWorlds final : public MpiWorld {
 // stdout and stderr pipes, sent to the executor in frames on kOutputFd; and
 // task 0's standard input, a pipe or (--pty) a terminal, fed from the input
 // frames that come back on the same socket.
+//
+// Each pipe is read only as far as its stream's credit goes (output_credit.h:
+// kInitialOutputCredit, then what the credit frames on the channel add), so
+// that a task whose output nobody takes waits on its write, while the other
+// tasks' streams, input and PMI go on. A container's shell shares the
+// channel with its node's other containers' (start_worker) and cannot tell
+// whose a credit frame is: it reads on without credit, as does a shell whose
+// channel has gone (the output has nowhere to go then).
 class TaskIo {
  public:
   // Makes task `rank`'s pipes (task 0 with `pty`: a terminal for all three
@@ -404,7 +415,7 @@ class TaskIo {
       fcntl(master, F_SETFD, FD_CLOEXEC);
       fcntl(slave, F_SETFD, FD_CLOEXEC);
       fcntl(master, F_SETFL, O_NONBLOCK);
-      pipes_.push_back({master, rank, false});
+      pipes_.push_back({master, rank, false, initial_credit()});
       input_ = dup(master);  // closed apart from the reading end: EIO there ends output
       fcntl(input_, F_SETFD, FD_CLOEXEC);
       pty_ = true;
@@ -419,7 +430,7 @@ class TaskIo {
         return false;
       }
       fcntl(p[0], F_SETFL, O_NONBLOCK);
-      pipes_.push_back({p[0], rank, is_stderr});
+      pipes_.push_back({p[0], rank, is_stderr, initial_credit()});
       (is_stderr ? stdio.err : stdio.out) = p[1];
     }
     if (rank == 0) {
@@ -446,11 +457,12 @@ class TaskIo {
       std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
       const bool take_input = input_ >= 0 && !input_eof_;
       const bool read_channel =
-          (take_input || (pmi_ && pmi_->channel_open())) && !channel_closed_ && !channel_broken_;
+          (take_input || (pmi_ && pmi_->channel_open()) || flow_controlled()) && !channel_closed_ &&
+          !channel_broken_;
       fds.push_back({read_channel ? kOutputFd : -1, POLLIN, 0});
       fds.push_back({input_ >= 0 && !pending_.empty() ? input_ : -1, POLLOUT, 0});
       const std::size_t first_pipe = fds.size();
-      for (const Pipe& p : pipes_) fds.push_back({p.fd, POLLIN, 0});
+      for (const Pipe& p : pipes_) fds.push_back({has_credit(p) ? p.fd : -1, POLLIN, 0});
       const std::size_t first_pmi = fds.size();
       if (pmi_) pmi_->poll_fds(fds);
       if (poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
@@ -472,9 +484,15 @@ class TaskIo {
   }
 
   // Once every task has ended: what is left in the pipes (a process the
-  // tasks left behind may still hold one open: not waited for).
+  // tasks left behind may still hold one open: not waited for), as credit
+  // comes for it.
   void drain() {
-    for (size_t i = pipes_.size(); i-- > 0;) forward(i);
+    for (;;) {
+      for (size_t i = pipes_.size(); i-- > 0;) forward(i);
+      if (!waits_for_credit()) break;
+      pollfd channel{kOutputFd, POLLIN, 0};
+      if (poll(&channel, 1, -1) > 0) take_frame();
+    }
     for (const Pipe& p : pipes_) close(p.fd);
     pipes_.clear();
     if (input_ >= 0) close(input_);
@@ -486,16 +504,52 @@ class TaskIo {
     int fd;
     int rank;
     bool is_stderr;
+    std::uint64_t credit;  // bytes it may still send
   };
-  // Reads pipe `i` until it would block, sending each chunk; closes it at
-  // EOF (a terminal: EIO once its last user has gone).
+  static std::uint64_t initial_credit() {
+#ifdef HPCQ_CONTAINER_SHELL
+    return UINT64_MAX;
+#else
+    return kInitialOutputCredit;
+#endif
+  }
+  // Whether credit holds the pipes back: not once the channel has gone.
+  bool flow_controlled() const {
+    return initial_credit() != UINT64_MAX && !channel_broken_ && !channel_closed_ &&
+           !pipes_.empty();
+  }
+  bool has_credit(const Pipe& p) const { return p.credit > 0 || !flow_controlled(); }
+  // Whether a pipe without credit has output waiting.
+  bool waits_for_credit() const {
+    if (!flow_controlled()) return false;
+    for (const Pipe& p : pipes_) {
+      pollfd readable{p.fd, POLLIN, 0};
+      if (p.credit == 0 && poll(&readable, 1, 0) > 0 && (readable.revents & POLLIN)) return true;
+    }
+    return false;
+  }
+  // A credit frame: more for the stream of a task of this shell.
+  void add_credit(const CreditFrame& credit) {
+    for (Pipe& p : pipes_) {
+      if (p.rank != credit.rank || p.is_stderr != credit.is_stderr) continue;
+      p.credit = p.credit > UINT64_MAX - credit.bytes ? UINT64_MAX : p.credit + credit.bytes;
+    }
+  }
+  // Reads pipe `i` until it would block or its credit is spent, sending
+  // each chunk; closes it at EOF (a terminal: EIO once its last user has
+  // gone).
   void forward(size_t i) {
     static char buf[kOutputFrameData];
     for (;;) {
-      const ssize_t n = read(pipes_[i].fd, buf, sizeof buf);
+      Pipe& pipe = pipes_[i];
+      if (!has_credit(pipe)) return;
+      const std::size_t want =
+          flow_controlled() ? std::min<std::uint64_t>(sizeof buf, pipe.credit) : sizeof buf;
+      const ssize_t n = read(pipe.fd, buf, want);
       if (n < 0 && errno == EINTR) continue;
       if (n > 0) {
-        send_frame(pipes_[i], std::string_view(buf, static_cast<size_t>(n)));
+        if (flow_controlled()) pipe.credit -= static_cast<std::uint64_t>(n);
+        send_frame(pipe, std::string_view(buf, static_cast<size_t>(n)));
         continue;
       }
       if (n == 0 || errno != EAGAIN) {
@@ -520,6 +574,10 @@ class TaskIo {
     if (n <= 0) {  // the agent is gone: task 0's input has ended, no fence completes
       channel_closed_ = input_eof_ = true;
       if (pmi_) pmi_->channel_lost();
+      return;
+    }
+    if (auto credit = decode_credit_frame(std::string_view(buf, static_cast<size_t>(n)))) {
+      add_credit(*credit);
       return;
     }
     auto frame = decode_input_frame(std::string_view(buf, static_cast<size_t>(n)));

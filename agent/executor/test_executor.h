@@ -24,6 +24,9 @@ class TestExecutor final : public Executor {
   void check_timeouts(TimeUs now) override;
   std::vector<JobExit> reap() override;
   std::vector<TaskOutput> take_output() override { return {}; }  // no tasks, no output
+  Status grant_output(JobId, std::uint32_t, int, bool, std::uint64_t) override {
+    return Status::ok();  // no tasks, nothing to hold back
+  }
   std::vector<PmiEvent> take_pmi_events() override { return {}; }
   Status fence_done(JobId id, std::uint32_t, std::uint32_t, const std::string&) override {
     return not_found("job " + std::to_string(id) + " runs no tasks here");

@@ -26,7 +26,7 @@ std::vector<OutputOrder::Piece> OutputOrder::add(std::uint32_t attempt, int rank
     return out;
   }
   s.next = end;
-  out.push_back({rank, is_stderr, std::move(data), 0});
+  out.push_back({rank, is_stderr, std::move(data), offset, 0});
   drain(key, s, out);
   return out;
 }
@@ -40,8 +40,8 @@ void OutputOrder::drain(const Key& key, Stream& s, std::vector<Piece>& out) {
     const std::uint64_t end = offset + data.size();
     if (end <= s.next) continue;
     data.erase(0, s.next - offset);
+    out.push_back({std::get<1>(key), std::get<2>(key), std::move(data), s.next, 0});
     s.next = end;
-    out.push_back({std::get<1>(key), std::get<2>(key), std::move(data), 0});
   }
 }
 

@@ -28,6 +28,7 @@ class OutputOrder {
     int rank = 0;
     bool is_stderr = false;
     std::string data;
+    std::uint64_t offset = 0;       // of data's first byte in its stream
     std::uint64_t lost_before = 0;  // bytes of this stream given up just before data
   };
   // A chunk came: what can be printed now, in order (it may be nothing).

@@ -46,12 +46,43 @@ TEST(OutputLogTest, EachStreamCountsItsOwnOffsets) {
 TEST(OutputLogTest, KeepsTheLastBytesOfEachStreamAndAlwaysTheNewestChunk) {
   OutputLog log(4);
   log.add(chunk(1, 0, 0, 0, "ab"));
+  log.credit(1, 0, 0, 0, false, 0, 100, 0);  // the leader's readers have all there will be
   log.add(chunk(1, 0, 0, 0, "cd"));
   log.add(chunk(1, 0, 0, 0, "e"));  // 5 bytes: "ab" goes
   EXPECT_EQ(kept_data(log), (std::vector<std::string>{"1.0/0o@2:cd", "1.0/0o@4:e"}));
   log.add(chunk(1, 0, 0, 0, "0123456789"));  // larger than the budget alone
   EXPECT_EQ(kept_data(log), (std::vector<std::string>{"1.0/0o@5:0123456789"}));
   EXPECT_EQ(log.bytes_kept(), 10u);
+}
+
+// What the leader's readers have not taken is kept past the budget, to be
+// sent again should the way change; once taken, only the budget stays.
+TEST(OutputLogTest, KeepsWhatNoReaderHasTaken) {
+  OutputLog log(4);
+  log.add(chunk(1, 0, 0, 0, "ab"));
+  log.add(chunk(1, 0, 0, 0, "cd"));
+  log.add(chunk(1, 0, 0, 0, "ef"));
+  EXPECT_EQ(kept_data(log).size(), 3u);
+  log.credit(1, 0, 0, 0, false, 0, 3, 0);  // taken up to "c": "ab" may go
+  EXPECT_EQ(kept_data(log), (std::vector<std::string>{"1.0/0o@2:cd", "1.0/0o@4:ef"}));
+  log.credit(1, 0, 0, 0, false, 0, 6, 0);  // all taken: the budget's last bytes stay
+  EXPECT_EQ(kept_data(log), (std::vector<std::string>{"1.0/0o@2:cd", "1.0/0o@4:ef"}));
+  log.add(chunk(1, 0, 0, 0, "g"));
+  EXPECT_EQ(kept_data(log), (std::vector<std::string>{"1.0/0o@4:ef", "1.0/0o@6:g"}));
+}
+
+// Credit from the leader is absolute; the shell is told what it adds to
+// what it was allowed, starting from its initial credit; copies add nothing.
+TEST(OutputLogTest, CreditIsWhatTheGrantAdds) {
+  OutputLog log(1024);
+  log.add(chunk(1, 0, 0, 0, "abc"));
+  EXPECT_EQ(log.credit(1, 0, 0, 0, false, 50, 0, 64), 0u);    // within the initial credit
+  EXPECT_EQ(log.credit(1, 0, 0, 0, false, 100, 0, 64), 36u);  // past it
+  EXPECT_EQ(log.credit(1, 0, 0, 0, false, 100, 3, 64), 0u);   // a copy
+  EXPECT_EQ(log.credit(1, 0, 0, 0, false, 90, 3, 64), 0u);    // an older one, late
+  EXPECT_EQ(log.credit(1, 0, 0, 0, false, 150, 3, 64), 50u);
+  EXPECT_EQ(log.credit(1, 0, 0, 0, true, 150, 3, 64), 0u);   // a stream not here
+  EXPECT_EQ(log.credit(1, 1, 0, 0, false, 500, 3, 64), 0u);  // another attempt's
 }
 
 TEST(OutputLogTest, AnotherAttemptStartsItsStreamsAgain) {

@@ -15,7 +15,10 @@ std::string text(const std::vector<OutputOrder::Piece>& pieces) {
   std::string s;
   for (const auto& p : pieces) {
     s += std::to_string(p.rank) + (p.is_stderr ? "e" : "o") + ":";
-    if (p.lost_before > 0) s += "[lost " + std::to_string(p.lost_before) + "]";
+    if (p.lost_before > 0) {  // the range lost: bytes [A, B] of the stream
+      s += "[lost " + std::to_string(p.offset - p.lost_before) + "-" +
+           std::to_string(p.offset - 1) + "]";
+    }
     s += p.data + ";";
   }
   return s;
@@ -48,9 +51,19 @@ TEST(OutputOrderTest, AGapNotFilledInTimeIsGivenUpAsLost) {
   order.add(0, 0, false, 0, "ab", t0);
   order.add(0, 0, false, 5, "fg", t0);
   order.add(0, 0, false, 9, "j", t0 + seconds(1));
-  EXPECT_EQ(text(order.give_up(t0 + seconds(1))), "0o:[lost 3]fg;");  // the next gap waits anew
-  EXPECT_EQ(text(order.add(0, 0, false, 2, "cde", t0)), "");          // too late
-  EXPECT_EQ(text(order.give_up(t0 + seconds(1), /*all=*/true)), "0o:[lost 2]j;");
+  EXPECT_EQ(text(order.give_up(t0 + seconds(1))), "0o:[lost 2-4]fg;");  // the next gap waits anew
+  EXPECT_EQ(text(order.add(0, 0, false, 2, "cde", t0)), "");            // too late
+  EXPECT_EQ(text(order.give_up(t0 + seconds(1), /*all=*/true)), "0o:[lost 7-8]j;");
+}
+
+TEST(OutputOrderTest, EachPieceSaysWhereItStarts) {
+  OutputOrder order(seconds(1));
+  const auto t0 = Clock::now();
+  std::vector<std::uint64_t> offsets;
+  for (const auto& p : order.add(0, 0, false, 0, "ab", t0)) offsets.push_back(p.offset);
+  order.add(0, 0, false, 4, "ef", t0);
+  for (const auto& p : order.add(0, 0, false, 1, "bcd", t0)) offsets.push_back(p.offset);
+  EXPECT_EQ(offsets, (std::vector<std::uint64_t>{0, 2, 4}));
 }
 
 TEST(OutputOrderTest, AStreamStartsWhereItsFirstChunkDoes) {
