@@ -57,8 +57,9 @@ std::string mpich_hostfile(std::string_view hostfile) {
 Status write_hostfiles(const JobFiles& files, const std::string& hostfile, uid_t uid, gid_t gid) {
   unlink(files.hostfile.c_str());
   unlink(files.hostfile_mpich.c_str());
-  HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, hostfile, 0644, uid, gid));
-  return write_new_file(files.hostfile_mpich, mpich_hostfile(hostfile), 0644, uid, gid);
+  // The job's (its group's) to read, no other user's (issue 45).
+  HPCQ_RETURN_IF_ERROR(write_new_file(files.hostfile, hostfile, 0640, uid, gid));
+  return write_new_file(files.hostfile_mpich, mpich_hostfile(hostfile), 0640, uid, gid);
 }
 
 void ensure_workers(JobLaunch& l) {

@@ -77,8 +77,9 @@ Result<std::unique_ptr<ProcessExecutor>> ProcessExecutor::create(ExecutorConfig 
   const std::string jobs = config.state_dir + "/jobs";
   std::filesystem::create_directories(jobs, ec);
   if (ec) return internal_error("create " + jobs + ": " + ec.message());
-  // Job users read their script and hostfile below here.
-  std::filesystem::permissions(jobs, std::filesystem::perms(0755), ec);
+  // Job users reach their own job's directory below here, but cannot list
+  // which jobs the node runs (issue 45).
+  std::filesystem::permissions(jobs, std::filesystem::perms(0711), ec);
   if (ec) return internal_error("chmod " + jobs + ": " + ec.message());
   int notify[2];
   if (pipe2(notify, O_CLOEXEC | O_NONBLOCK) != 0)

@@ -358,7 +358,7 @@ Status ProcessExecutor::prepare_restore(const JobLaunch& l, const std::string& i
   const JobFiles files(job.dir);
   unlink(files.launch.c_str());
   HPCQ_RETURN_IF_ERROR(write_new_file(files.launch, encode_launch(l), 0600, 0, 0));
-  HPCQ_RETURN_IF_ERROR(write_hostfiles(files, l.hostfile, 0, 0));
+  HPCQ_RETURN_IF_ERROR(write_hostfiles(files, l.hostfile, 0, l.gid));
   auto cgroup = hierarchy_.create_job(config_.instance, l.id, job_limits(l));
   if (!cgroup.is_ok()) return cgroup.status();
   job.cgroup = std::move(cgroup).value();

@@ -155,12 +155,14 @@ CgroupLimits ProcessExecutor::job_limits(const JobLaunch& l) const {
 Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& dir) const {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // a crashed agent's leftovers
-  if (mkdir(dir.c_str(), 0755) != 0)
+  // Entered by the job's user (its files are named in its environment), not
+  // listed by others.
+  if (mkdir(dir.c_str(), 0711) != 0)
     return internal_error("mkdir " + dir + ": " + errno_text(errno));
-  if (chmod(dir.c_str(), 0755) != 0)
+  if (chmod(dir.c_str(), 0711) != 0)
     return internal_error("chmod " + dir + ": " + errno_text(errno));
   const JobFiles files(dir);
-  HPCQ_RETURN_IF_ERROR(write_hostfiles(files, l.hostfile, 0, 0));
+  HPCQ_RETURN_IF_ERROR(write_hostfiles(files, l.hostfile, 0, l.gid));
   if (!l.script.empty()) {
     HPCQ_RETURN_IF_ERROR(write_new_file(files.script, l.script, 0700, l.uid, l.gid));
   }

@@ -201,9 +201,46 @@ def test_commands_and_paths_are_bytes_names_are_text():
             "-J/--job-name: not valid UTF-8" in p.stderr, f"exit {p.returncode}: {p.stderr!r}")
 
 
+def test_other_users_see_no_job_ids_hostfiles_or_logs():
+    """Issue 45 item 12: while root's job runs, another user cannot list the
+    node's job directories, read the job's hostfile or read the daemons'
+    logs (every job id, start and end); the job's own user reads its
+    hostfile."""
+    t.ensure_user()
+    d = t.workdir()
+    job = t.submit("--", "sleep", "300", cwd=d)
+    mine = t.submit("-o", os.path.join(d, "hostfile.out"), "--", "sh", "-c",
+                    'cat "$HPCQ_HOSTFILE" && echo read', user="hpcqtest", cwd=d)
+    try:
+        t.wait_state(job, "RUNNING")
+        s, text = output_of(mine, os.path.join(d, "hostfile.out"))
+        t.check(s["state"] == "COMPLETED" and text.endswith("read\n"),
+                f"the job's user cannot read its hostfile: {s['state']}: {text}")
+        for rank in (1, 2):
+            jobs = t.jobs_dir(rank)
+            p = t.run(["ls", jobs], user="hpcqtest")
+            t.check(p.returncode != 0, f"another user lists {jobs}: {p.stdout.split()}")
+        found = [os.path.join(t.jobs_dir(rank), str(job), f) for rank in (1, 2)
+                 if os.path.isdir(os.path.join(t.jobs_dir(rank), str(job)))
+                 for f in os.listdir(os.path.join(t.jobs_dir(rank), str(job)))
+                 if f.startswith("hostfile")]
+        t.check(found, f"no hostfile of job {job} under the job directories")
+        for path in found:
+            p = t.run(["cat", path], user="hpcqtest")
+            t.check(p.returncode != 0, f"another user reads {path}: {p.stdout!r}")
+        logs = os.path.join(t.cluster_dir(), "logs")
+        for name in os.listdir(logs):
+            p = t.run(["cat", os.path.join(logs, name)], user="hpcqtest")
+            t.check(p.returncode != 0, f"another user reads logs/{name}")
+    finally:
+        t.hpcq("cancel", str(job), rc=None)
+        t.wait_state(job, ENDED)
+
+
 t.main([test_a_job_sees_its_own_processes_only, test_a_failed_task_fails_a_multi_node_job,
         test_the_submitters_umask_goes_with_the_job, test_another_users_job_is_not_described,
         test_impossible_requests_are_refused_at_submit, test_queue_aligns_names_that_are_not_ascii,
         test_a_submission_over_the_limit_is_refused_in_one_line, test_a_memory_limit_kill_is_named,
         test_the_leaders_state_is_private, test_hpcqd_refuses_a_state_dir_others_can_enter,
-        test_commands_and_paths_are_bytes_names_are_text])
+        test_commands_and_paths_are_bytes_names_are_text,
+        test_other_users_see_no_job_ids_hostfiles_or_logs])
