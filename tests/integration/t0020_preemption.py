@@ -219,8 +219,11 @@ def leader_restart_during_the_victims_dump(answered_while_away):
     t.wait_until("the victim's dump", lambda: logged("hpcqd.log", f"job {victim}: checkpoint (requeue)"))
     leader = t.kill_leader()
     if answered_while_away:
+        # The dump's own time: 31 s once in the guest (qemu TCG, a loaded
+        # host), under a second on a host.
         t.wait_until("the agent's answer",
-                     lambda: logged(f"agent-{rank}.log", f"job {victim}: checkpoint into"))
+                     lambda: logged(f"agent-{rank}.log", f"job {victim}: checkpoint into"),
+                     timeout=120)
     t.restart_leader(leader)
     v = t.wait_state(victim, "PENDING", timeout=30)
     t.check(f"preempted by job {urgent}, checkpointed" in v["reason"] and v["restore_from"],
