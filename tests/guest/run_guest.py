@@ -19,8 +19,10 @@ python3) or a program of the build tree (tests/unit/agent/cgroup_test).
 
 Exit: 0 when every test passed, 1 when one failed (its log is printed),
 77 (meson's SKIP, with the reason) when qemu, the kernel or busybox is
-missing, when not root, or when the guest did not boot; 77 too when a test
-inside skipped, as the integration tests do.
+missing or when not root; 77 too when a test inside skipped, as the
+integration tests do. A guest that does not boot where all of them are
+here is a failure (1), not a skip: nothing else would show that the guest
+suite no longer runs (issue 45).
 """
 import argparse
 import fcntl
@@ -258,7 +260,9 @@ def main():
     if "guest-init: root ready" not in log:
         print(f"qemu exit {qemu_rc}: {qemu_err.strip()}\n--- console ---\n{tail(console)}")
         shutil.rmtree(out_dir, ignore_errors=True) if not args.keep else None
-        skip("the guest did not boot to its root (console above)")
+        print("guest: FAIL: the guest did not boot to its root (console above), though qemu, "
+              "the kernel and busybox are here", flush=True)
+        return 1
     print("--- guest facts ---\n" + facts, end="")
     stalls = tail(os.path.join(out_dir, "stalls"), 20)
     if stalls:
