@@ -22,6 +22,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -31,6 +32,7 @@
 #include "lib/core/units.h"
 #include "lib/job/job.h"
 #include "lib/overlay/curve_keys.h"
+#include "lib/sched/scheduler.h"
 
 namespace hpcq::cli {
 namespace fs = std::filesystem;
@@ -213,6 +215,73 @@ std::string as_users_error(const std::string& message, const std::string& genera
   return user + ":" + std::to_string(users_line) + message.substr(end);
 }
 
+// What --config may not hold, as one line about that file: the tables and
+// [agent] keys hpcq start writes itself (a TOML table or key given twice
+// would be an error about the generated file, or a silent override).
+// `agent_keys_set` gets the [agent] keys of ours the file sets (allowed:
+// they replace ours). A line scan: enough for the tables and keys meant.
+Status check_site_file(const std::string& text, const std::string& path,
+                       std::set<std::string>& agent_keys_set) {
+  static const std::set<std::string> kOwnTables = {"leader", "overlay", "rank"};
+  static const std::set<std::string> kOwnAgentKeys = {"state_dir", "run_dir", "socket",
+                                                      "secret_key"};
+  std::string table;
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const std::size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    if (line[first] == '[') {
+      const std::size_t name = line.find_first_not_of("[ \t", first);
+      const std::size_t end = line.find_first_of("]. \t", name);
+      table = name == std::string::npos ? "" : line.substr(name, end - name);
+      if (kOwnTables.count(table)) {
+        return invalid_argument(
+            path + ":" + std::to_string(n) + ": [" + table +
+            "] is hpcq start's own (it writes the leader's, the overlay's "
+            "and the nodes' tables); --config adds [scheduler], [[queue]], "
+            "[[qos]], [[account]], [[user]], [licenses], [metrics] and [agent]");
+      }
+      continue;
+    }
+    const std::size_t eq = line.find('=', first);
+    if (table != "agent" || eq == std::string::npos) continue;
+    std::string key = line.substr(first, eq - first);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    if (kOwnAgentKeys.count(key)) {
+      return invalid_argument(path + ":" + std::to_string(n) + ": agent." + key +
+                              " is hpcq start's own (each agent's under the cluster's directory)");
+    }
+    agent_keys_set.insert(key);
+  }
+  return Status::ok();
+}
+
+// Daemons of this cluster that hpcq start did not start (an agent restarted
+// by hand, as t0048 does): ended with the cluster, not left running on a
+// removed directory. Found by their --config argument.
+void stop_strays(const std::string& config_path) {
+  std::vector<pid_t> strays;
+  for (const auto& entry :
+       fs::directory_iterator("/proc", fs::directory_options::skip_permission_denied)) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(std::string("--config") + '\0' + config_path + '\0') == std::string::npos)
+      continue;
+    const pid_t pid = std::atoi(name.c_str());
+    if (pid != getpid() && kill(pid, SIGTERM) == 0) strays.push_back(pid);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (pid_t pid : strays) {
+    while (kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    kill(pid, SIGKILL);  // (gone: ESRCH)
+  }
+}
+
 // `items` as a TOML array of strings: ["a", "b"].
 std::string toml_strings(const std::vector<std::string>& items) {
   std::string out = "[";
@@ -334,6 +403,12 @@ int run_start(const StartOptions& options) {
     }
     extra_text = read.str();
   }
+  std::set<std::string> users_agent_keys;
+  if (Status own = check_site_file(extra_text, options.config_extra, users_agent_keys);
+      !own.is_ok()) {
+    std::fprintf(stderr, "hpcq start: %s\n", own.message().c_str());
+    return 2;
+  }
   const char* tmp = std::getenv("TMPDIR");
   std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/hpcq-start-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
@@ -450,8 +525,9 @@ int run_start(const StartOptions& options) {
       config << "checkpoint_dir = \"" << (dir / "checkpoints").string() << "\"\n";
   }
   config << "\n";
-  const std::string agent_keys = "state_dir = \"" + (dir / "agents").string() + "\"\nrun_dir = \"" +
-                                 run_dir.string() + "\"\nkill_grace_s = 2\n";
+  std::string agent_keys =
+      "state_dir = \"" + (dir / "agents").string() + "\"\nrun_dir = \"" + run_dir.string() + "\"\n";
+  if (!users_agent_keys.count("kill_grace_s")) agent_keys += "kill_grace_s = 2\n";
   // The site's own sections ([scheduler], [[queue]], [agent] prolog, ...),
   // checked with the rest below. TOML defines a table once: where the file
   // has an [agent] table, hpcq start's agent keys go right after its header.
@@ -521,13 +597,25 @@ int run_start(const StartOptions& options) {
   const std::string config_path = dir / "hpcq.toml";
   // Checked here, so that a mistake in --config is one line about that file
   // (not hpcqd's log about the generated one).
+  const int inserted = agent_header > 0 ? count_lines(agent_keys) : 0;
   auto checked = parse_config(config.str(), config_path);
+  if (checked.is_ok()) {
+    // hpcqd's scheduler would refuse these at its start, in its log.
+    auto scheduler =
+        sched::Scheduler::create({checked->actions, checked->plugins, checked->scheduler_options});
+    if (!scheduler.is_ok()) {
+      for (int fd : probes) close(fd);
+      std::fprintf(stderr, "hpcq start: %s: [scheduler]: %s\n", options.config_extra.c_str(),
+                   scheduler.status().message().c_str());
+      return give_up(2);
+    }
+  }
   if (!checked.is_ok()) {
     for (int fd : probes) close(fd);
     std::fprintf(stderr, "hpcq start: %s\n",
                  as_users_error(checked.status().message(), config_path, extra_first,
-                                count_lines(extra_text) + 1 - (agent_header > 0 ? 3 : 0),
-                                options.config_extra, agent_header, agent_header > 0 ? 3 : 0)
+                                count_lines(extra_text) + 1 - inserted, options.config_extra,
+                                agent_header, inserted)
                      .c_str());
     return give_up(2);
   }
@@ -624,6 +712,7 @@ int run_start(const StartOptions& options) {
     }
     for (pid_t pid : leaders) stop_process(pid, std::chrono::seconds(10));
     for (pid_t pid : etcds) stop_process(pid, std::chrono::seconds(10));
+    stop_strays(config_path);
     if (code != 0 && !options.keep) {
       for (int i = 1; i <= options.leaders; ++i) {
         print_log_tail(dir / "logs" /

@@ -742,7 +742,15 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   for (const QueueConfig& q : c.site.queues) {
     for (const std::string& node : q.nodes) {
       if (!names.count(node) || node == c.ranks.front().name) {
-        return invalid_argument(name + ": queue " + quote(q.name) + " names " + quote(node) +
+        // At the queue's own line: the file hpcq start merges names it.
+        std::string at = name;
+        for (const Table& t : root.at("queue").as_array()) {
+          if (t.is_table() && t.contains("nodes") && t.contains("name") &&
+              t.at("name").is_string() && t.at("name").as_string().str == q.name) {
+            at = where(t.at("nodes"));
+          }
+        }
+        return invalid_argument(at + ": queue " + quote(q.name) + " names " + quote(node) +
                                 ", which is not a node's [[rank]]");
       }
     }

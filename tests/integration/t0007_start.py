@@ -86,6 +86,35 @@ def start_dirs():
     return set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"), "hpcq-start-*")))
 
 
+def test_a_documented_agent_key_of_hpcq_starts_is_the_sites():
+    """kill_grace_s, which hpcq start also sets, is the file's when it gives
+    it (it was a duplicate key, blamed on the generated file)."""
+    d = t.workdir()
+    site = os.path.join(d, "grace.toml")
+    with open(site, "w") as f:
+        f.write('[agent]\nkill_grace_s = 7\n')
+    p = t.run([t.HPCQ, "start", "--agents", "1", "--config", site, "--", "sh", "-c",
+               'grep -c "^kill_grace_s = 7$" "$(dirname "${HPCQ_SOCKET%%:*}")/hpcq.toml"'])
+    t.check(p.returncode == 0 and p.stdout.strip() == "1", f"exit {p.returncode}: {p.stdout} {p.stderr}")
+
+
+def test_a_daemon_restarted_by_hand_ends_with_the_cluster():
+    """An agent started again by hand (as t0048 does) was left running after
+    hpcq start had ended and removed its directory."""
+    script = ('pid=$(pgrep -o -f "hpcq-agent --config $(dirname "${HPCQ_SOCKET%%:*}")/hpcq.toml --rank 1 ");'
+              'args=$(tr "\\0" " " < /proc/$pid/cmdline); kill -9 $pid; '
+              'while kill -0 $pid 2>/dev/null; do sleep 0.05; done; '
+              'setsid $args > /dev/null 2>&1 < /dev/null & echo $! > "$0"')
+    d = t.workdir()
+    pidfile = os.path.join(d, "again.pid")
+    p = t.run([t.HPCQ, "start", "--agents", "1", "--", "sh", "-c", script, pidfile])
+    t.check(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
+    again = int(open(pidfile).read())
+    alive = os.path.exists(f"/proc/{again}") and \
+        open(f"/proc/{again}/stat").read().split()[2] != "Z"
+    t.check(not alive, f"the agent restarted by hand (pid {again}) outlived hpcq start")
+
+
 def test_a_start_that_cannot_work_says_why_and_leaves_nothing():
     d = t.workdir()
     bad = os.path.join(d, "site.toml")
@@ -96,10 +125,29 @@ def test_a_start_that_cannot_work_says_why_and_leaves_nothing():
     agent = os.path.join(d, "agent.toml")
     with open(agent, "w") as f:
         f.write('[agent]\nprolog = "/bin/true"\n\n[scheduler]\nbogus = 1\n')
+    # Issue 45 item 20: what hpcq start writes itself, a queue of no node and
+    # an unknown action were blamed on the generated file, or took 9 lines.
+    mistakes = {
+        "leader.toml": ('# site\n[leader]\nmpi = "pmix"\n', ":2: [leader] is hpcq start's own"),
+        "overlay.toml": ('[overlay]\nfanout = 2\n', ":1: [overlay] is hpcq start's own"),
+        "rank.toml": ('[[rank]]\nname = "x"\n', ":1: [rank] is hpcq start's own"),
+        "state.toml": ('[agent]\nprolog = "/bin/true"\nstate_dir = "/x"\n',
+                       ":3: agent.state_dir is hpcq start's own"),
+        "queue.toml": ('[[queue]]\nname = "q"\nnodes = "node9"\n',
+                       ":3: queue 'q' names 'node9', which is not a node's [[rank]]"),
+        "action.toml": ('[scheduler]\nactions = ["allocate", "nosuch"]\n',
+                        ": [scheduler]: "),
+    }
+    cases = [((bad,), f"{bad}:3: unknown key 'scheduler.bogus'"),
+             ((agent,), f"{agent}:5: unknown key 'scheduler.bogus'"),
+             ((os.path.join(d, "missing.toml"),), "missing.toml: cannot read")]
+    for name, (text, says) in mistakes.items():
+        path = os.path.join(d, name)
+        with open(path, "w") as f:
+            f.write(text)
+        cases.append(((path,), path + says))
     before = start_dirs()
-    for args, says in (((bad,), f"{bad}:3: unknown key 'scheduler.bogus'"),
-                       ((agent,), f"{agent}:5: unknown key 'scheduler.bogus'"),
-                       ((os.path.join(d, "missing.toml"),), "missing.toml: cannot read")):
+    for args, says in cases:
         p = t.run([t.HPCQ, "start", "--config", *args, "--", "true"])
         t.check(p.returncode == 2 and p.stderr.count("\n") == 1 and says in p.stderr,
                 f"exit {p.returncode}: {p.stderr!r}")
@@ -111,4 +159,6 @@ def test_a_start_that_cannot_work_says_why_and_leaves_nothing():
 
 t.main([test_exit_status_and_clean_teardown, test_command_gets_the_socket,
         test_sigterm_stops_the_command_and_the_cluster, test_bad_arguments,
-        test_a_start_that_cannot_work_says_why_and_leaves_nothing])
+        test_a_start_that_cannot_work_says_why_and_leaves_nothing,
+        test_a_documented_agent_key_of_hpcq_starts_is_the_sites,
+        test_a_daemon_restarted_by_hand_ends_with_the_cluster])
