@@ -130,6 +130,7 @@ Status Agent::start() {
   host_.host_cpus = std::max(host_.host_cpus, 1);
   host_.host_numa = count_host_numa_nodes();
   host_.fold_start = static_cast<int>(rank % static_cast<Rank>(host_.host_cpus));
+  host_.shared_host = config_.agent_shared_host;
 
   std::error_code ec;
   std::filesystem::create_directories(options_.state_dir, ec);

@@ -225,6 +225,7 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   job.script = launch.script();
   for (const auto& [k, v] : launch.env()) job.env[k] = v;
   job::add_node_environment(job.env, node_index, node_name);
+  if (host.shared_host) job::add_shared_host_environment(job.env);
   job.cwd = launch.cwd();
   job.stdout_path = launch.stdout_path();
   job.stderr_path = launch.stderr_path();

@@ -33,6 +33,9 @@ struct HostMapping {
   int host_cpus = 1;
   int host_numa = 1;
   int fold_start = 0;  // an emulated node's first host CPU
+  // Other nodes run on this host too ([agent] shared_host: hpcq start's):
+  // the tasks get what MPI needs there (job::add_shared_host_environment).
+  bool shared_host = false;
 
   // Host CPUs of logical cores (all valid for `topology`), sorted, unique.
   std::vector<int> cpus_of(const std::vector<int>& cores) const;

@@ -528,6 +528,8 @@ int run_start(const StartOptions& options) {
   std::string agent_keys =
       "state_dir = \"" + (dir / "agents").string() + "\"\nrun_dir = \"" + run_dir.string() + "\"\n";
   if (!users_agent_keys.count("kill_grace_s")) agent_keys += "kill_grace_s = 2\n";
+  // Every node is on this host (lib/job/job_env.h: what MPI needs then).
+  if (!users_agent_keys.count("shared_host")) agent_keys += "shared_host = true\n";
   // The site's own sections ([scheduler], [[queue]], [agent] prolog, ...),
   // checked with the rest below. TOML defines a table once: where the file
   // has an [agent] table, hpcq start's agent keys go right after its header.

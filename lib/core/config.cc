@@ -621,11 +621,12 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
   if (root.contains("agent")) {
     const Table& t = root.at("agent");
     if (!t.is_table()) return invalid_argument(where(t) + ": [agent] must be a table");
-    HPCQ_RETURN_IF_ERROR(check_keys(
-        t, "agent",
-        {"state_dir", "run_dir", "secret_key", "job_shell", "kill_grace_s", "resize_signal",
-         "pids_per_core", "prolog", "epilog", "script_timeout_s", "health_check",
-         "health_check_interval_s", "gpu_devices", "private_tmp", "socket", "pmi_max_kvs_bytes"}));
+    HPCQ_RETURN_IF_ERROR(
+        check_keys(t, "agent",
+                   {"state_dir", "run_dir", "secret_key", "job_shell", "kill_grace_s",
+                    "resize_signal", "pids_per_core", "prolog", "epilog", "script_timeout_s",
+                    "health_check", "health_check_interval_s", "gpu_devices", "private_tmp",
+                    "socket", "pmi_max_kvs_bytes", "shared_host"}));
     if (t.contains("resize_signal")) {
       std::string name;
       HPCQ_RETURN_IF_ERROR(get(t, "agent", "resize_signal", name));
@@ -664,6 +665,7 @@ Result<ClusterConfig> from_toml(const Table& root, const std::string& name) {
                                       c.agent_health_check_interval_s, 1, 86'400));
     HPCQ_RETURN_IF_ERROR(read_gpu_devices(t, c.agent_gpu_devices));
     HPCQ_RETURN_IF_ERROR(get(t, "agent", "private_tmp", c.agent_private_tmp));
+    HPCQ_RETURN_IF_ERROR(get(t, "agent", "shared_host", c.agent_shared_host));
     if (c.agent_private_tmp != "off" && c.agent_private_tmp != "dir" &&
         c.agent_private_tmp != "tmpfs") {
       return invalid_argument(where(t.at("private_tmp")) + ": 'agent.private_tmp' must be " +

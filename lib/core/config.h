@@ -184,6 +184,9 @@ struct ClusterConfig {
   // in the job's directory, bind-mounted) or "tmpfs" (a tmpfs each),
   // removed with the job.
   std::string agent_private_tmp = "off";
+  // This node shares its host with other nodes (hpcq start's emulated
+  // cluster): tasks get the MPI settings that needs (lib/job/job_env.h).
+  bool agent_shared_host = false;
   // [[rank]]: rank 0 is the leader
   std::vector<RankConfig> ranks;
 };

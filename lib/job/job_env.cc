@@ -77,6 +77,18 @@ void add_node_environment(Environment& env, int node_index, const std::string& n
   env["HPCQ_NODENAME"] = node_name;
 }
 
+// Emulated nodes share a host name and /dev/shm: Open MPI would take ranks
+// of different nodes for neighbours and pair them over shared memory, whose
+// segments' names then collide (SIGSEGV in MPI_Init), and its ranks, more
+// than the host's CPUs, would spin. As on separate machines: TCP between
+// ranks, and yielding while they wait. MPICH needs nothing (its ranks in
+// different PID namespaces use TCP).
+void add_shared_host_environment(Environment& env) {
+  env.emplace("OMPI_MCA_pml", "ob1");
+  env.emplace("OMPI_MCA_btl", "self,tcp");
+  env.emplace("OMPI_MCA_mpi_yield_when_idle", "1");
+}
+
 void add_elastic_environment(Environment& env, const std::string& nodelist_file,
                              const std::string& hostfile, const std::string& hostfile_mpich,
                              const std::string& resize_socket) {

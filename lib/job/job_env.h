@@ -17,6 +17,10 @@
 //                          _RESIZE_SOCKET
 //   add_gpu_environment    the agent, per task with GPUs: HPCQ_GPUS,
 //                          CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER
+//   add_shared_host_environment  the agent of a node that shares its host
+//                          with others ([agent] shared_host): Open MPI's
+//                          OMPI_MCA_pml, _btl, _mpi_yield_when_idle, where
+//                          the job set none
 //   add_shell_environment  the job shell: HPCQ_HOSTFILE where the agent set
 //                          none (the job directory's hostfile: Open MPI's
 //                          "NODE slots=N"), HPCQ_HOSTFILE_MPICH ("NODE:N")
@@ -53,6 +57,7 @@ void add_elastic_environment(Environment& env, const std::string& nodelist_file,
                              const std::string& hostfile, const std::string& hostfile_mpich,
                              const std::string& resize_socket);
 void add_gpu_environment(Environment& env, const std::vector<int>& gpus);
+void add_shared_host_environment(Environment& env);
 void add_shell_environment(Environment& env, const std::string& hostfile,
                            const std::string& hostfile_mpich);
 void add_task_environment(Environment& env, int rank, int local_task,

@@ -305,15 +305,12 @@ def test_open_mpi_mpirun_starts_its_daemons_through_hpcq_rsh():
 
 
 def open_mpi_on_emulated_nodes(app):
-    """`app` with Open MPI's shared-memory segments in the task's TMPDIR
-    (its job's, on its node): in /dev/shm, their names (host name, job,
-    local rank) would be the same on every emulated node of this host. And
-    its ranks yield while they wait, niced: 16 ranks bound to cores of
-    emulated nodes share this host's 2 CPUs, and Open MPI, which cannot tell,
-    would spin and starve the others, and the agents past their heartbeat
-    timeout."""
-    return ["nice", "-n", "19", "sh", "-c", 'OMPI_MCA_btl_vader_backing_directory="$TMPDIR" '
-            'OMPI_MCA_mpi_yield_when_idle=1 exec "$0" "$@"', app]
+    """`app` niced: 16 ranks bound to cores of emulated nodes share this
+    host's 2 CPUs. What else Open MPI needs on emulated nodes (TCP between
+    ranks, yielding while they wait: it crashed in MPI_Init without them,
+    issue 45 item 16) hpcq start's agents set themselves (shared_host);
+    checked here by the task's environment, which the test does not set."""
+    return ["nice", "-n", "19", app]
 
 
 def test_open_mpi_direct_launch_forms_one_world_through_pmix():

@@ -81,5 +81,15 @@ TEST(JobEnv, NodeElasticGpuShellAndTaskLayers) {
   EXPECT_EQ(task.at("HPCQ_CPUS"), "2-3");
 }
 
+// Emulated nodes (issue 45 item 16): Open MPI's settings for a shared host,
+// where the job set none; a job's own choice stays.
+TEST(JobEnv, SharedHostGivesOpenMpiItsSettingsUnlessTheJobHasItsOwn) {
+  Environment env{{"OMPI_MCA_btl", "self,vader,tcp"}};
+  add_shared_host_environment(env);
+  EXPECT_EQ(env.at("OMPI_MCA_btl"), "self,vader,tcp");
+  EXPECT_EQ(env.at("OMPI_MCA_pml"), "ob1");
+  EXPECT_EQ(env.at("OMPI_MCA_mpi_yield_when_idle"), "1");
+}
+
 }  // namespace
 }  // namespace hpcq::job
