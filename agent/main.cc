@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "lib/core/config.h"
 #include "lib/core/host_name.h"
+#include "lib/core/version.h"
 
 #ifndef HPCQ_LIBEXECDIR
 #define HPCQ_LIBEXECDIR "/usr/local/libexec"
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"process", "test"}));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.set_version_flag("--version", std::string("hpcq-agent ") + hpcq::kVersion);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

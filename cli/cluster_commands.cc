@@ -8,6 +8,7 @@
 #include "cli/client.h"
 #include "cli/format.h"
 #include "cli/list_command.h"
+#include "cli/outcomes.h"
 #include "lib/api/job_proto.h"
 #include "lib/core/host_name.h"
 #include "lib/core/hostlist.h"
@@ -41,7 +42,8 @@ int cmd_nodes(bool json) {
       nodes_table);
 }
 
-int cmd_drain(const std::vector<std::string>& lists, bool drain, const std::string& reason) {
+int cmd_drain(const std::vector<std::string>& lists, bool drain, const std::string& reason,
+              bool json) {
   std::vector<std::string> nodes;  // each word a node list: node[1-4],gpu1
   for (const std::string& list : lists) {
     auto names = expand_hostlist(list);
@@ -49,7 +51,7 @@ int cmd_drain(const std::vector<std::string>& lists, bool drain, const std::stri
     nodes.insert(nodes.end(), names->begin(), names->end());
   }
   Client client(socket_path());
-  int code = 0;
+  Outcomes outcomes("node");
   for (const auto& node : nodes) {
     Status s;
     if (drain) {
@@ -64,9 +66,13 @@ int cmd_drain(const std::vector<std::string>& lists, bool drain, const std::stri
       v1::ResumeResponse response;
       s = client.call("Resume", request, &response);
     }
-    if (!s.is_ok()) code = std::max(code, fail(s));
+    if (s.is_ok()) {
+      outcomes.ok(node);
+    } else {
+      outcomes.failed(node, s);
+    }
   }
-  return code;
+  return outcomes.finish(json);
 }
 
 int cmd_reserve_create(const ReserveOptions& o, bool json) {
@@ -84,7 +90,9 @@ int cmd_reserve_create(const ReserveOptions& o, bool json) {
   for (const auto& n : *nodes) r.add_nodes(n);
   for (const auto& u : o.users) r.add_users(u);
   for (const auto& a : o.accounts) r.add_accounts(a);
-  const std::int64_t start_us = start->at(wall_clock_us());
+  auto resolved = resolve_when(*start, wall_clock_us(), "--start");
+  if (!resolved.is_ok()) return fail(resolved.status());
+  const std::int64_t start_us = *resolved;
   r.set_start_us(start_us);
   r.set_end_us(start_us + *duration * 1000000);
   Client client(socket_path());
@@ -99,13 +107,15 @@ int cmd_reserve_create(const ReserveOptions& o, bool json) {
   return 0;
 }
 
-int cmd_reserve_delete(const std::string& name) {
+int cmd_reserve_delete(const std::string& name, bool json) {
   Client client(socket_path());
   v1::DeleteReservationRequest request;
   request.set_name(name);
   v1::DeleteReservationResponse response;
   Status s = client.call("DeleteReservation", request, &response);
-  return s.is_ok() ? 0 : fail(s);
+  if (!s.is_ok()) return fail(s);
+  if (json) std::cout << json_text({{"name", name}, {"deleted", true}}) << "\n";
+  return 0;
 }
 
 int cmd_reserve_list(bool json) {
@@ -117,7 +127,7 @@ int cmd_reserve_list(bool json) {
 
 // Writes a CURVE key pair (mode 0600) and prints its public key, for
 // hpcq.toml's [[rank]] public_key.
-int cmd_keygen(const std::string& path, bool force) {
+int cmd_keygen(const std::string& path, bool force, bool json) {
   if (!force && std::filesystem::exists(path)) {
     return fail(Status(hpcq::Code::kAlreadyExists, path + " exists (use --force to replace it)"));
   }
@@ -125,13 +135,17 @@ int cmd_keygen(const std::string& path, bool force) {
   if (!keys.is_ok()) return fail(keys.status());
   Status s = overlay::write_key_file(path, *keys);
   if (!s.is_ok()) return fail(s);
-  std::cout << keys->public_key << "\n";
+  if (json) {
+    std::cout << json_text({{"file", path}, {"public_key", keys->public_key}}) << "\n";
+  } else {
+    std::cout << keys->public_key << "\n";
+  }
   return 0;
 }
 
 // The names of a node list, one per line (scontrol show hostnames): the
 // given one, else $HPCQ_NODELIST.
-int cmd_hostnames(std::string list) {
+int cmd_hostnames(std::string list, bool json) {
   if (list.empty()) {
     const char* env = std::getenv("HPCQ_NODELIST");
     if (env == nullptr || *env == '\0') {
@@ -142,6 +156,10 @@ int cmd_hostnames(std::string list) {
   auto names = expand_hostlist(list);
   if (!names.is_ok())
     return fail(Status(names.status().code(), "hostnames: " + names.status().message()));
+  if (json) {
+    std::cout << json_text(*names) << "\n";
+    return 0;
+  }
   for (const std::string& name : *names) std::cout << name << "\n";
   return 0;
 }

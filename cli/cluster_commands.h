@@ -11,8 +11,10 @@ namespace hpcq::cli {
 
 int cmd_leaders(bool json);
 int cmd_nodes(bool json);
-// hpcq drain (`drain`) and resume, of the nodes of every host list.
-int cmd_drain(const std::vector<std::string>& lists, bool drain, const std::string& reason);
+// hpcq drain (`drain`) and resume, of the nodes of every host list; --json:
+// an array of each node's outcome, {"node", "ok", "error"} (cli/outcomes.h).
+int cmd_drain(const std::vector<std::string>& lists, bool drain, const std::string& reason,
+              bool json);
 
 struct ReserveOptions {
   std::string name;
@@ -22,10 +24,13 @@ struct ReserveOptions {
   std::string duration;
 };
 int cmd_reserve_create(const ReserveOptions& o, bool json);
-int cmd_reserve_delete(const std::string& name);
+// --json: {"name", "deleted": true}.
+int cmd_reserve_delete(const std::string& name, bool json);
 int cmd_reserve_list(bool json);
 
-int cmd_keygen(const std::string& path, bool force);
-int cmd_hostnames(std::string list);
+// --json: {"file", "public_key"}.
+int cmd_keygen(const std::string& path, bool force, bool json);
+// --json: the names as one array.
+int cmd_hostnames(std::string list, bool json);
 
 }  // namespace hpcq::cli

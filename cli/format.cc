@@ -374,6 +374,34 @@ std::string queue_table(const v1::ListJobsResponse& jobs) {
   return table(rows);
 }
 
+std::string step_status_text(const v1::Job& job, const v1::Step& s) {
+  std::ostringstream out;
+  out << "StepId=" << job.id() << "." << s.id() << " JobName=" << job.name() << "\n"
+      << "   User=" << job.user() << "(" << job.uid() << ") State=" << api::state_name(s.state())
+      << " ExitCode=" << s.exit_code();
+  if (!s.reason().empty()) out << " Reason=\"" << s.reason() << "\"";
+  out << "\n   SubmitTime=" << time_text(s.submit_time_us())
+      << " StartTime=" << time_text(s.start_time_us()) << " EndTime=" << time_text(s.end_time_us())
+      << "\n"
+      << "   NumNodes=" << s.nodes_size() << " NumTasks=" << s.ntasks()
+      << " CPUs/Task=" << s.cpus_per_task() << " NodeList=" << node_list(s.nodes())
+      << " Overlap=" << (s.spec().overlap() ? "yes" : "no") << "\n";
+  if (s.start_time_us() != 0) {
+    out << "   TotalCPU=" << std::fixed << std::setprecision(2) << s.cpu_time_us() / 1e6
+        << "s MaxMem=" << format_bytes(s.max_memory_bytes()) << "\n";
+  }
+  out << "   Command="
+      << join(std::vector<std::string>(s.spec().argv().begin(), s.spec().argv().end())) << "\n";
+  return out.str();
+}
+
+nlohmann::json step_status_json(const v1::Job& job, const v1::Step& s) {
+  nlohmann::json j = step_json(s);
+  j["id"] = job.id();
+  j["step"] = s.id();
+  return j;
+}
+
 std::string status_text(const v1::Job& job) {
   std::ostringstream out;
   out << "JobId=" << job.id() << " JobName=" << job.name() << "\n"

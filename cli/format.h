@@ -25,6 +25,10 @@ nlohmann::json node_json(const v1::Node& node);
 
 std::string queue_table(const v1::ListJobsResponse& jobs);
 std::string status_text(const v1::Job& job);
+// hpcq status JOB.STEP: one step of `job`. The JSON is the step's object of
+// status --json "steps" with "id" the job's and "step" the step's, as stat's.
+std::string step_status_text(const v1::Job& job, const v1::Step& step);
+nlohmann::json step_status_json(const v1::Job& job, const v1::Step& step);
 // A local time, YYYY-MM-DDTHH:MM:SS, of microseconds since the epoch; "-" for 0.
 std::string time_text(std::int64_t us);
 std::string nodes_table(const v1::ListNodesResponse& nodes);

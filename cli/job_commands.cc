@@ -6,17 +6,18 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
 #include "cli/client.h"
 #include "cli/format.h"
 #include "cli/list_command.h"
+#include "cli/outcomes.h"
 #include "lib/api/job_proto.h"
 #include "lib/core/hostlist.h"
+#include "lib/core/id_text.h"
 #include "lib/core/units.h"
+#include "lib/job/script_file.h"
 
 extern char** environ;
 
@@ -83,16 +84,12 @@ Result<std::vector<JobId>> resolve_job_ids(const Client& client, const std::stri
 }
 
 // "JOB.STEP" (a step, as hpcq run inside a batch job made it) or "JOB":
-// the job's text and the step (0 for the job itself).
+// the job's text and the step (0 for the job itself); digits only
+// (lib/core/id_text.h).
 Result<std::pair<std::string, std::uint32_t>> split_step(const std::string& text) {
-  const std::size_t dot = text.find('.');
-  if (dot == std::string::npos) return std::pair<std::string, std::uint32_t>{text, 0};
-  auto step = parse_job_id(text.substr(dot + 1));
-  if (!step.is_ok() || *step > 0xffffffffULL) {
-    return invalid_argument(quote(text) + " is not a job or step id (want JOB or JOB.STEP)");
-  }
-  return std::pair<std::string, std::uint32_t>{text.substr(0, dot),
-                                               static_cast<std::uint32_t>(*step)};
+  auto split = split_job_step(text);
+  if (!split.is_ok()) return split.status();
+  return std::pair<std::string, std::uint32_t>{std::move(split->job), split->step};
 }
 
 // The one job `text` names (ARRAY_INDEX accepted).
@@ -102,12 +99,18 @@ Result<JobId> resolve_job_id(const Client& client, const std::string& text) {
   return ids->front();
 }
 
-// cancel, hold, release: one RPC per job id; each failure prints its one-line
-// error and the exit status is the worst.
+// The fields a job's outcome row carries besides its id: the step, if one.
+nlohmann::json step_field(std::uint32_t step) {
+  return step == 0 ? nlohmann::json::object() : nlohmann::json{{"step", step}};
+}
+
+// cancel, hold, release, requeue: one RPC per job id; each failure prints its
+// one-line error, --json the outcome of each (cli/outcomes.h), and the exit
+// status is the worst.
 template <typename Request, typename Response>
-int for_each_id(const std::vector<std::string>& ids, const char* method) {
+int for_each_id(const std::vector<std::string>& ids, const char* method, bool json) {
   Client client(socket_path());
-  int code = 0;
+  Outcomes outcomes("id");
   for (const auto& given : ids) {
     // cancel takes a step (JOB.STEP); hold and release only jobs.
     constexpr bool kSteps = requires(Request r) { r.set_step(1u); };
@@ -115,13 +118,13 @@ int for_each_id(const std::vector<std::string>& ids, const char* method) {
                         : Result<std::pair<std::string, std::uint32_t>>(
                               std::pair<std::string, std::uint32_t>{given, 0});
     if (!split.is_ok()) {
-      code = std::max(code, fail(split.status()));
+      outcomes.failed(given, split.status());
       continue;
     }
     const auto& [text, step] = *split;
     auto resolved = resolve_job_ids(client, text, /*whole_arrays=*/step == 0);
     if (!resolved.is_ok()) {
-      code = std::max(code, fail(resolved.status()));
+      outcomes.failed(given, resolved.status(), step_field(step));
       continue;
     }
     for (JobId id : *resolved) {
@@ -132,11 +135,13 @@ int for_each_id(const std::vector<std::string>& ids, const char* method) {
       Status s = client.call(method, request, &response);
       // An array's element that ended already is not an error of the array's cancel.
       if (!s.is_ok() && !(resolved->size() > 1 && s.code() == Code::kFailedPrecondition)) {
-        code = std::max(code, fail(s));
+        outcomes.failed(id, s, step_field(step));
+      } else {
+        outcomes.ok(id, step_field(step));
       }
     }
   }
-  return code;
+  return outcomes.finish(json);
 }
 
 // queue and history: one ListJobs call.
@@ -152,6 +157,10 @@ int list_jobs(const v1::ListJobsRequest& request, bool json, Table table) {
 // hpcq submit, batch and run: they differ in how the command runs
 // (job::SubmitKind), and run then follows the job's output to its end.
 int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
+  if (job::asks_for_help(args)) {
+    std::cout << job::submit_help(kind);
+    return 0;
+  }
   // Inside an allocation (a batch script sets HPCQ_JOB_ID), hpcq run is a step of it.
   std::optional<JobId> allocation;
   if (kind == job::SubmitKind::kRun) {
@@ -170,13 +179,8 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   ctx.umask = mask;
   ctx.now_us = wall_clock_us();
   ctx.environment = caller_environment();
-  ctx.read_file = [](const std::string& path) -> Result<std::string> {
-    std::ifstream in(path);
-    if (!in) return not_found("cannot read " + path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  };
+  // Bounded, and never a device: `hpcq batch /dev/zero` is refused, not read.
+  ctx.read_file = [](const std::string& path) { return job::read_script_file(path); };
   auto options = job::parse_submit_args(args, ctx, kind);
   if (!options.is_ok()) return fail(options.status());
   Client client(socket_path());
@@ -185,7 +189,7 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   v1::SubmitRequest request;
   *request.mutable_spec() = api::to_proto(options->spec);
   v1::SubmitResponse response;
-  Status s = client.call("Submit", request, &response);
+  Status s = client.submit(request, &response);
   if (!s.is_ok()) return fail(s);
   const std::uint32_t count = std::max<std::uint32_t>(response.count(), 1);
   if (kind == job::SubmitKind::kRun) {
@@ -210,19 +214,21 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   }
   std::cout.flush();
   if (!options->wait) return 0;
-  bool all_completed = true;
+  // As sbatch --wait: the job's exit code (an array's highest); 1 for one
+  // that did not complete and has none (cancelled before it ran, lost).
+  int code = 0;
   for (std::uint32_t i = 0; i < count; ++i) {
     v1::WatchJobsRequest watch;
     watch.set_id(response.id() + i);
     Stream reader(client, "WatchJobs", watch);
     v1::JobEvent event;
-    v1::JobState last = v1::PENDING;
-    while (reader.read(&event)) last = event.state();
+    v1::JobEvent last;
+    while (reader.read(&event)) last = event;
     s = reader.finish();
     if (!s.is_ok()) return fail(s);
-    all_completed = all_completed && last == v1::COMPLETED;
+    if (last.state() != v1::COMPLETED) code = std::max(code, std::max(last.exit_code(), 1));
   }
-  return all_completed ? 0 : 1;
+  return std::min(code, 255);
 }
 
 int cmd_attach(const std::string& given, FollowOptions options) {
@@ -267,7 +273,9 @@ int cmd_update(const std::string& text, const std::string& time_limit, const std
   if (!begin.empty()) {
     auto when = parse_when(begin, "--begin");
     if (!when.is_ok()) return fail(when.status());
-    request.set_begin_time_us(std::max<std::int64_t>(when->at(wall_clock_us()), 1));
+    auto at = resolve_when(*when, wall_clock_us(), "--begin");
+    if (!at.is_ok()) return fail(at.status());
+    request.set_begin_time_us(std::max<std::int64_t>(*at, 1));
   }
   Client client(socket_path());
   auto id = resolve_job_id(client, text);
@@ -288,7 +296,7 @@ int cmd_update(const std::string& text, const std::string& time_limit, const std
   return 0;
 }
 
-int cmd_signal(const std::string& given, const std::string& name) {
+int cmd_signal(const std::string& given, const std::string& name, bool json) {
   auto signo = job::parse_signal(name);
   if (!signo.is_ok()) return fail(signo.status());
   auto split = split_step(given);
@@ -296,6 +304,8 @@ int cmd_signal(const std::string& given, const std::string& name) {
   Client client(socket_path());
   auto ids = resolve_job_ids(client, split->first, /*whole_arrays=*/split->second == 0);
   if (!ids.is_ok()) return fail(ids.status());
+  // As before --json had outcomes: the first job that cannot be signalled ends the command.
+  Outcomes outcomes("id");
   for (JobId id : *ids) {
     v1::SignalRequest request;
     request.set_id(id);
@@ -303,9 +313,13 @@ int cmd_signal(const std::string& given, const std::string& name) {
     request.set_signal(*signo);
     v1::SignalResponse response;
     Status s = client.call("Signal", request, &response);
-    if (!s.is_ok()) return fail(s);
+    if (!s.is_ok()) {
+      outcomes.failed(id, s, step_field(split->second));
+      break;
+    }
+    outcomes.ok(id, step_field(split->second));
   }
-  return 0;
+  return outcomes.finish(json);
 }
 
 // Blocks until every job has ended; 0 only if all COMPLETED (like flux job wait).
@@ -401,10 +415,15 @@ int cmd_resize(const std::string& text, int nodes, bool json) {
   return record.outcome() == "acknowledged" ? 0 : 1;
 }
 
+// A JOB shows the job (with its steps); a JOB.STEP that step alone, as
+// cancel, signal, attach and stat take JOB.STEP.
 int cmd_status(const std::vector<std::string>& ids, bool json) {
   Client client(socket_path());
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& text : ids) {
+  for (const auto& given : ids) {
+    auto split = split_step(given);
+    if (!split.is_ok()) return fail(split.status());
+    const auto& [text, step] = *split;
     auto resolved = resolve_job_ids(client, text, /*whole_arrays=*/false);
     if (!resolved.is_ok()) return fail(resolved.status());
     for (JobId id : *resolved) {
@@ -413,6 +432,20 @@ int cmd_status(const std::vector<std::string>& ids, bool json) {
       v1::Job job;
       Status s = client.call("GetJob", request, &job);
       if (!s.is_ok()) return fail(s);
+      if (step != 0) {
+        const auto found = std::find_if(job.steps().begin(), job.steps().end(),
+                                        [step](const v1::Step& st) { return st.id() == step; });
+        if (found == job.steps().end()) {
+          return fail(
+              not_found("job " + std::to_string(id) + " has no step " + std::to_string(step)));
+        }
+        if (json) {
+          out.push_back(step_status_json(job, *found));
+        } else {
+          std::cout << step_status_text(job, *found);
+        }
+        continue;
+      }
       if (json) {
         out.push_back(job_json(job));
       } else {
@@ -438,20 +471,20 @@ int cmd_queues(bool json) {
       queues_table);
 }
 
-int cmd_cancel(const std::vector<std::string>& ids) {
-  return for_each_id<v1::CancelRequest, v1::CancelResponse>(ids, "Cancel");
+int cmd_cancel(const std::vector<std::string>& ids, bool json) {
+  return for_each_id<v1::CancelRequest, v1::CancelResponse>(ids, "Cancel", json);
 }
 
-int cmd_requeue(const std::vector<std::string>& ids) {
-  return for_each_id<v1::RequeueRequest, v1::RequeueResponse>(ids, "Requeue");
+int cmd_requeue(const std::vector<std::string>& ids, bool json) {
+  return for_each_id<v1::RequeueRequest, v1::RequeueResponse>(ids, "Requeue", json);
 }
 
-int cmd_hold(const std::vector<std::string>& ids) {
-  return for_each_id<v1::HoldRequest, v1::HoldResponse>(ids, "Hold");
+int cmd_hold(const std::vector<std::string>& ids, bool json) {
+  return for_each_id<v1::HoldRequest, v1::HoldResponse>(ids, "Hold", json);
 }
 
-int cmd_release(const std::vector<std::string>& ids) {
-  return for_each_id<v1::ReleaseRequest, v1::ReleaseResponse>(ids, "Release");
+int cmd_release(const std::vector<std::string>& ids, bool json) {
+  return for_each_id<v1::ReleaseRequest, v1::ReleaseResponse>(ids, "Release", json);
 }
 
 // Like sacct: ended jobs with their user, queue, nodes, cores, times, state,

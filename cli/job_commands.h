@@ -21,17 +21,20 @@ int cmd_attach(const std::string& given, FollowOptions options);
 int cmd_stat(const std::string& text, bool json);
 int cmd_update(const std::string& text, const std::string& time_limit, const std::string& begin,
                bool json);
-int cmd_signal(const std::string& given, const std::string& name);
+// --json (signal, cancel, requeue, hold, release): an array of each job's
+// outcome, {"id", "step" when given, "ok", "error"} (cli/outcomes.h).
+int cmd_signal(const std::string& given, const std::string& name, bool json);
 int cmd_wait(const std::vector<std::string>& ids, bool json);
 // One call per id; an array's own id stands for all its elements.
-int cmd_cancel(const std::vector<std::string>& ids);
-int cmd_requeue(const std::vector<std::string>& ids);
-int cmd_hold(const std::vector<std::string>& ids);
-int cmd_release(const std::vector<std::string>& ids);
+int cmd_cancel(const std::vector<std::string>& ids, bool json);
+int cmd_requeue(const std::vector<std::string>& ids, bool json);
+int cmd_hold(const std::vector<std::string>& ids, bool json);
+int cmd_release(const std::vector<std::string>& ids, bool json);
 // hpcq checkpoint, and hpcq migrate (`elsewhere`: to other nodes).
 int cmd_checkpoint(const std::string& text, const std::string& then, const std::string& to,
                    bool json, bool elsewhere = false);
 int cmd_resize(const std::string& text, int nodes, bool json);
+// JOB: the job; JOB.STEP: that step of it.
 int cmd_status(const std::vector<std::string>& ids, bool json);
 int cmd_queue(bool all, bool json);
 int cmd_queues(bool json);

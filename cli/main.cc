@@ -16,6 +16,7 @@
 #include "cli/run.h"
 #include "cli/simulate.h"
 #include "cli/start.h"
+#include "lib/core/version.h"
 
 int main(int argc, char** argv) {
   using namespace hpcq::cli;
@@ -44,8 +45,10 @@ int main(int argc, char** argv) {
     return run_simulate(std::vector<std::string>(args.begin() + 1, args.end()));
   }
 
-  CLI::App app{"hpcq: submit and manage jobs on an hpcq cluster"};
+  CLI::App app{"hpcq: submit and manage jobs on an hpcq cluster", "hpcq"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("hpcq ") + hpcq::kVersion);
+  app.footer("hpcq COMMAND --help: a command's own options. See hpcq(1).");
   bool json = false;
   std::vector<std::string> ids;
 
@@ -60,6 +63,9 @@ int main(int argc, char** argv) {
                      "wait for an allocation, then run COMMAND (default: your shell) here with "
                      "it: hpcq alloc [options] [-- COMMAND [ARGS...]]");
   app.add_subcommand("simulate", "run an SWF trace through the scheduler: hpcq simulate --help");
+  app.add_subcommand("rsh",
+                     "inside a job: run a command on one of its nodes, as an MPI launcher's ssh: "
+                     "hpcq rsh NODE COMMAND...");
   std::string attach_job;
   FollowOptions attach_options;
   bool attach_all = false;
@@ -68,17 +74,19 @@ int main(int argc, char** argv) {
   attach->add_option("job", attach_job, "job id")->required();
   attach->add_flag("--all", attach_all, "from the start of the output hpcqd holds");
   attach->add_flag("-l,--label", attach_options.label, "prefix each line with its task rank");
+  attach->add_flag("--json", json, "refused: attach prints the job's output as it comes");
   std::string signal_job, signal_name;
   auto* signal_cmd = app.add_subcommand("signal", "send a signal to every task of a running job");
   signal_cmd->add_option("job", signal_job, "job id")->required();
   signal_cmd
       ->add_option("signal", signal_name, "HUP INT QUIT KILL USR1 USR2 ALRM TERM CONT, or a number")
       ->required();
-  auto* cancel = app.add_subcommand("cancel", "cancel jobs");
-  cancel->add_option("jobs", ids, "job ids")->required();
+  signal_cmd->add_flag("--json", json, "machine-readable output");
+  auto* cancel = app.add_subcommand("cancel", "cancel jobs, or steps (JOB.STEP)");
+  cancel->add_option("jobs", ids, "job ids: JOB or JOB.STEP")->required();
   cancel->add_flag("--json", json, "machine-readable output");
-  auto* status = app.add_subcommand("status", "show jobs in detail");
-  status->add_option("jobs", ids, "job ids")->required();
+  auto* status = app.add_subcommand("status", "show jobs, or steps (JOB.STEP), in detail");
+  status->add_option("jobs", ids, "job ids: JOB or JOB.STEP")->required();
   status->add_flag("--json", json, "machine-readable output");
   auto* wait = app.add_subcommand("wait", "wait for jobs to end; exit 0 only if all COMPLETED");
   wait->add_option("jobs", ids, "job ids")->required();
@@ -95,8 +103,10 @@ int main(int argc, char** argv) {
   leaders->add_flag("--json", json, "machine-readable output");
   auto* hold = app.add_subcommand("hold", "keep pending jobs from starting");
   hold->add_option("jobs", ids, "job ids")->required();
+  hold->add_flag("--json", json, "machine-readable output");
   auto* release = app.add_subcommand("release", "let held jobs start again");
   release->add_option("jobs", ids, "job ids")->required();
+  release->add_flag("--json", json, "machine-readable output");
   std::string checkpoint_job;
   std::string checkpoint_to;
   std::string then = "continue";
@@ -126,10 +136,12 @@ int main(int argc, char** argv) {
   auto* drain = app.add_subcommand("drain", "give nodes no new work (root)");
   drain->add_option("nodes", node_names, "node names or lists: node[1-4]")->required();
   drain->add_option("--reason", reason, "why (shown by hpcq nodes)");
+  drain->add_flag("--json", json, "machine-readable output");
   auto* resume = app.add_subcommand("resume", "give drained nodes work again (root)");
   auto* requeue = app.add_subcommand(
       "requeue", "kill running jobs and queue them again, to run from the start");
   requeue->add_option("jobs", ids, "job ids")->required();
+  requeue->add_flag("--json", json, "machine-readable output");
   std::string stat_job;
   auto* stat =
       app.add_subcommand("stat", "what a running job or step uses now on each node, like sstat");
@@ -141,9 +153,11 @@ int main(int argc, char** argv) {
   update->add_option("job", update_job, "job id")->required();
   update->add_option("-t,--time-limit", update_time, "the new limit (as submit's -t)");
   update->add_option("--begin", update_begin,
-                     "not before WHEN: now, now+DURATION or YYYY-MM-DD[THH:MM[:SS]]");
+                     "not before WHEN: now, now+COUNT[seconds|minutes|hours|days|weeks], "
+                     "now+DURATION or YYYY-MM-DD[THH:MM[:SS]] (at most 365 days ahead)");
   update->add_flag("--json", json, "machine-readable output");
   resume->add_option("nodes", node_names, "node names or lists: node[1-4]")->required();
+  resume->add_flag("--json", json, "machine-readable output");
   HistoryFilter history_filter;
   auto* history = app.add_subcommand("history", "ended jobs, like sacct");
   history->add_option("-u,--user", history_filter.user, "only this user's jobs");
@@ -161,9 +175,11 @@ int main(int argc, char** argv) {
   auto* keygen = app.add_subcommand("keygen", "write a CURVE key pair for the overlay");
   keygen->add_option("file", key_path, "key file to write (mode 0600)")->required();
   keygen->add_flag("--force", force, "replace an existing file");
+  keygen->add_flag("--json", json, "machine-readable output");
   std::string hostlist;
   auto* hostnames = app.add_subcommand("hostnames", "expand a node list, one name per line");
   hostnames->add_option("list", hostlist, "e.g. node[1-4,7] (default: $HPCQ_NODELIST)");
+  hostnames->add_flag("--json", json, "machine-readable output");
   ReserveOptions reserve_options;
   auto* reserve =
       app.add_subcommand("reserve", "advance reservations of nodes (create/delete: root)");
@@ -174,7 +190,8 @@ int main(int argc, char** argv) {
       ->add_option("--nodes", reserve_options.nodes, "node names: NAME[,NAME...] or node[1-4]")
       ->required();
   reserve_create->add_option("--start", reserve_options.start,
-                             "now, now+DURATION, or YYYY-MM-DD[THH:MM[:SS]] (default now)");
+                             "now, now+COUNT[seconds|minutes|hours|days|weeks], now+DURATION, "
+                             "or YYYY-MM-DD[THH:MM[:SS]] (default now; at most 365 days ahead)");
   reserve_create
       ->add_option("--duration", reserve_options.duration, "how long (e.g. 2h, 1-00:00:00)")
       ->required();
@@ -186,6 +203,7 @@ int main(int argc, char** argv) {
   std::string reservation_name;
   auto* reserve_delete = reserve->add_subcommand("delete", "delete a reservation");
   reserve_delete->add_option("name", reservation_name, "reservation name")->required();
+  reserve_delete->add_flag("--json", json, "machine-readable output");
   auto* reserve_list = reserve->add_subcommand("list", "list current and future reservations");
   reserve_list->add_flag("--json", json, "machine-readable output");
   StartOptions start_options;
@@ -194,10 +212,9 @@ int main(int argc, char** argv) {
   start->add_option("--topology", start_options.topology, "hwloc synthetic topology of each agent")
       ->capture_default_str();
   start->add_option("--fanout", start_options.fanout, "tree fan-out")->capture_default_str();
-  start
-      ->add_option("--node-down-after", start_options.node_down_after_s,
-                   "seconds without a heartbeat before a node is declared down (default 5; 15 "
-                   "with --leaders, longer than a takeover)");
+  start->add_option("--node-down-after", start_options.node_down_after_s,
+                    "seconds without a heartbeat before a node is declared down (default 5; 15 "
+                    "with --leaders, longer than a takeover)");
   start->add_flag("--keep", start_options.keep, "keep the cluster's directory and logs");
   start->add_option("--log-level", start_options.log_level, "log level of the daemons");
   start
@@ -217,8 +234,7 @@ int main(int argc, char** argv) {
   start->add_option("--etcd-ca", start_options.etcd_ca, "with --etcd: the CA of its certificates");
   start->add_option("--etcd-cert", start_options.etcd_cert,
                     "with --etcd: hpcqd's client certificate (etcd runs with --client-cert-auth)");
-  start->add_option("--etcd-key", start_options.etcd_key,
-                    "with --etcd: the key of --etcd-cert");
+  start->add_option("--etcd-key", start_options.etcd_key, "with --etcd: the key of --etcd-cert");
   start
       ->add_option("--leaders", start_options.leaders,
                    "hpcqd candidates: one leads, the others stand by (on etcd: --etcd, or an etcd "
@@ -255,18 +271,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hpcq: %s\n", e.what());
     return 2;
   }
-  if (*cancel) {
-    return cmd_cancel(ids);
-  }
+  if (*cancel) return cmd_cancel(ids, json);
   if (*status) return cmd_status(ids, json);
   if (*attach) {
+    if (json) {
+      std::fprintf(stderr,
+                   "hpcq: attach: --json is not supported: it prints the job's output as it comes "
+                   "(hpcq status --json describes the job)\n");
+      return 2;
+    }
     attach_options.from_start = attach_all;
     return cmd_attach(attach_job, attach_options);
   }
-  if (*signal_cmd) return cmd_signal(signal_job, signal_name);
-  if (*requeue) {
-    return cmd_requeue(ids);
-  }
+  if (*signal_cmd) return cmd_signal(signal_job, signal_name, json);
+  if (*requeue) return cmd_requeue(ids, json);
   if (*update) return cmd_update(update_job, update_time, update_begin, json);
   if (*stat) return cmd_stat(stat_job, json);
   if (*wait) return cmd_wait(ids, json);
@@ -274,26 +292,22 @@ int main(int argc, char** argv) {
   if (*nodes) return cmd_nodes(json);
   if (*queues) return cmd_queues(json);
   if (*leaders) return cmd_leaders(json);
-  if (*keygen) return cmd_keygen(key_path, force);
-  if (*hostnames) return cmd_hostnames(hostlist);
+  if (*keygen) return cmd_keygen(key_path, force, json);
+  if (*hostnames) return cmd_hostnames(hostlist, json);
   if (*history) return cmd_history(history_filter, json);
-  if (*hold) {
-    return cmd_hold(ids);
-  }
-  if (*release) {
-    return cmd_release(ids);
-  }
+  if (*hold) return cmd_hold(ids, json);
+  if (*release) return cmd_release(ids, json);
   if (*checkpoint) return cmd_checkpoint(checkpoint_job, then, checkpoint_to, json);
   // Without --to, a migration goes to other nodes that can take the job now.
   if (*migrate) {
     return cmd_checkpoint(checkpoint_job, "requeue", checkpoint_to, json, checkpoint_to.empty());
   }
   if (*resize) return cmd_resize(resize_job, resize_nodes, json);
-  if (*drain) return cmd_drain(node_names, /*drain=*/true, reason);
-  if (*resume) return cmd_drain(node_names, /*drain=*/false, "");
+  if (*drain) return cmd_drain(node_names, /*drain=*/true, reason, json);
+  if (*resume) return cmd_drain(node_names, /*drain=*/false, "", json);
   if (*start) return run_start(start_options);
   if (*reserve_create) return cmd_reserve_create(reserve_options, json);
-  if (*reserve_delete) return cmd_reserve_delete(reservation_name);
+  if (*reserve_delete) return cmd_reserve_delete(reservation_name, json);
   if (*reserve_list) return cmd_reserve_list(json);
   return 2;
 }

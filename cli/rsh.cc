@@ -7,6 +7,7 @@
 
 #include "cli/client.h"
 #include "cli/run.h"
+#include "lib/core/id_text.h"
 
 namespace hpcq::cli {
 namespace {
@@ -22,6 +23,18 @@ int usage(const std::string& why) {
 }  // namespace
 
 int run_rsh(const std::vector<std::string>& args) {
+  // Not an ssh option: only a person asks this (ssh has no -h either).
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::printf(
+        "usage: hpcq rsh [ssh options] NODE COMMAND [ARGS...]\n"
+        "       hpcq-rsh [ssh options] NODE COMMAND [ARGS...]\n\n"
+        "Inside a job (HPCQ_JOB_ID set): run COMMAND, read by /bin/sh as ssh would, as a\n"
+        "step of that job with one task on NODE, beside its other steps; its output and\n"
+        "exit status come back as hpcq run's do. What an MPI launcher runs instead of\n"
+        "ssh: mpirun --mca plm_rsh_agent hpcq-rsh. ssh's options before NODE are\n"
+        "accepted and ignored. See hpcq(1).\n");
+    return 0;
+  }
   std::size_t i = 0;
   // ssh's options: "-x", "-oOpt=v", "-o Opt=v", "-p 22", clusters like "-xq".
   while (i < args.size() && args[i].size() > 1 && args[i][0] == '-') {

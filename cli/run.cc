@@ -7,10 +7,12 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -60,8 +62,14 @@ class Labeller {
   std::map<std::pair<int, bool>, bool> at_line_start_;
 };
 
+// The SIGTERM or SIGHUP that made hpcq run cancel its job or step (0: none):
+// then its exit status is 128 + it, as a shell's for a command it ended.
+std::atomic<int> cancelled_by_signal{0};
+
 // Ctrl-C: SIGINT to a running job's tasks (cancel a pending one); a second
-// within a second cancels the job. Runs until the process exits.
+// within a second cancels the job. SIGTERM and SIGHUP (timeout(1), a closed
+// terminal) cancel it at once, as srun kills its step: the job must not
+// outlive the command that holds its output. Runs until the process exits.
 void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
   const std::string what =
       "job " + std::to_string(id) + (step ? " step " + std::to_string(step) : "");
@@ -69,10 +77,28 @@ void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   std::optional<std::chrono::steady_clock::time_point> last;
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGTERM || sig == SIGHUP) {
+      cancelled_by_signal = sig;
+      v1::CancelRequest request;
+      request.set_id(id);
+      request.set_step(step);
+      v1::CancelResponse response;
+      const Status s = client.call("Cancel", request, &response);
+      if (s.is_ok() || s.code() == Code::kFailedPrecondition) {  // or it has ended already
+        std::fprintf(stderr, "hpcq: SIG%s: cancelling %s\n", sigabbrev_np(sig), what.c_str());
+        continue;  // its end, and the rest of its output, come as usual
+      }
+      // Nothing more will end it from here: do not hang on.
+      std::fprintf(stderr, "hpcq: SIG%s: cancelling %s: %s\n", sigabbrev_np(sig), what.c_str(),
+                   s.message().c_str());
+      std::_Exit(128 + sig);
+    }
     const auto now = std::chrono::steady_clock::now();
     const bool twice = last && now - *last < std::chrono::seconds(1);
     last = now;
@@ -192,11 +218,13 @@ void block_interrupts() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   sigaddset(&set, SIGWINCH);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int follow_job(const Client& client, JobId id, const FollowOptions& options) {
+static int follow_to_end(const Client& client, JobId id, const FollowOptions& options) {
   const std::string& socket = client.socket();
   if (options.interrupts) std::thread(take_interrupts, socket, id, options.step).detach();
   if (options.input) std::thread(forward_input, socket, id, options.step, options.pty).detach();
@@ -211,11 +239,16 @@ int follow_job(const Client& client, JobId id, const FollowOptions& options) {
   // Each task stream once and in order: the agents send again what the
   // overlay may have lost, and a reconnect reads from the start.
   api::OutputOrder order(std::chrono::seconds(1));
+  // Output lost on the way (a node or hpcqd lost with what it held): said
+  // where, and the exit status is not 0 even if the job completed.
+  bool output_lost = false;
   auto print = [&](const std::vector<api::OutputOrder::Piece>& pieces) {
     for (const api::OutputOrder::Piece& piece : pieces) {
       if (piece.lost_before > 0) {
-        std::fprintf(stderr, "hpcq: %llu bytes of task %d's %s were lost\n",
-                     static_cast<unsigned long long>(piece.lost_before), piece.rank,
+        output_lost = true;
+        std::fprintf(stderr, "hpcq: bytes %llu-%llu of task %d's %s were lost\n",
+                     static_cast<unsigned long long>(piece.offset - piece.lost_before),
+                     static_cast<unsigned long long>(piece.offset - 1), piece.rank,
                      piece.is_stderr ? "stderr" : "stdout");
       }
       const int fd = piece.is_stderr ? 2 : 1;
@@ -237,6 +270,7 @@ int follow_job(const Client& client, JobId id, const FollowOptions& options) {
     while (reader.read(&chunk)) {
       lost = false;
       if (chunk.dropped_bytes() > 0) {
+        output_lost = true;
         std::fprintf(stderr, "hpcq: %llu bytes of job %llu's output are no longer held by hpcqd\n",
                      static_cast<unsigned long long>(chunk.dropped_bytes()),
                      static_cast<unsigned long long>(id));
@@ -291,10 +325,21 @@ int follow_job(const Client& client, JobId id, const FollowOptions& options) {
     exit_code = step.exit_code();
     reason = step.reason();
   }
-  if (state == v1::COMPLETED) return 0;
+  if (state == v1::COMPLETED && !output_lost) return 0;
+  if (state == v1::COMPLETED) {
+    std::fprintf(stderr, "hpcq: %s COMPLETED, but not all of its output came (said above)\n",
+                 what.c_str());
+    return 1;
+  }
   std::fprintf(stderr, "hpcq: %s %s%s%s\n", what.c_str(), v1::JobState_Name(state).c_str(),
                reason.empty() ? "" : ": ", reason.c_str());
   return exit_code > 0 ? exit_code : 1;
+}
+
+int follow_job(const Client& client, JobId id, const FollowOptions& options) {
+  const int code = follow_to_end(client, id, options);
+  const int sig = cancelled_by_signal.load();
+  return sig != 0 ? 128 + sig : code;
 }
 
 int run_step(const Client& client, JobId job, const job::SubmitOptions& options, bool quiet) {
@@ -382,19 +427,92 @@ std::vector<std::string> alloc_environment(const v1::Job& job) {
   return out;
 }
 
+// hpcq alloc gives its allocation back once: for the command's end
+// (EndAllocation, with its status) or for a signal (Cancel), whichever
+// comes first; the other then leaves it alone.
+std::atomic<bool> allocation_given_back{false};
+
+// Held while the command is forked, so that a signal that comes between the
+// fork and its pid being known is taken as one for the command.
+std::mutex command_forking;
+
+// The signals hpcq alloc answers; blocked in every thread, taken by
+// give_up_on_signals.
+sigset_t alloc_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGQUIT, SIGHUP, SIGTERM}) sigaddset(&set, sig);
+  return set;
+}
+
+// As salloc: while the job waits, SIGINT (Ctrl-C), SIGQUIT, SIGHUP and
+// SIGTERM give it up; once its command runs, SIGINT and SIGQUIT are the
+// command's (its terminal's), and SIGHUP or SIGTERM go on to the command
+// and give the allocation up. Either way the job is cancelled, even when
+// the signal comes before its start is seen, and hpcq alloc exits 128 + the
+// signal. Runs until the process exits.
+void give_up_on_signals(const std::string& socket, JobId id, const std::atomic<pid_t>* command) {
+  Client client(socket);
+  const sigset_t set = alloc_signals();
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    pid_t child = 0;
+    {
+      std::lock_guard<std::mutex> forked(command_forking);
+      child = command->load();
+    }
+    if (child > 0 && (sig == SIGINT || sig == SIGQUIT)) continue;
+    if (allocation_given_back.exchange(true)) continue;  // the command's end gives it back
+    if (child > 0) kill(child, sig);
+    v1::CancelRequest request;
+    request.set_id(id);
+    v1::CancelResponse response;
+    const Status s = client.call("Cancel", request, &response);
+    if (s.is_ok()) {
+      std::fprintf(stderr, "hpcq: SIG%s: job %llu cancelled\n", sigabbrev_np(sig),
+                   static_cast<unsigned long long>(id));
+    } else {
+      std::fprintf(stderr, "hpcq: SIG%s: %s\n", sigabbrev_np(sig), s.message().c_str());
+    }
+    std::_Exit(128 + sig);
+  }
+}
+
+// The command's end (`status` as waitpid gives it) ends the job: COMPLETED
+// when it exited 0, else FAILED with its code (128+N for signal N).
+void end_allocation(const Client& client, JobId id, int code) {
+  v1::EndAllocationRequest request;
+  request.set_id(id);
+  request.set_exit_code(code);
+  v1::EndAllocationResponse response;
+  const Status s = client.call("EndAllocation", request, &response);
+  if (s.is_ok()) {
+    std::fprintf(stderr, "hpcq: job %llu: allocation released\n",
+                 static_cast<unsigned long long>(id));
+  } else if (s.code() != Code::kFailedPrecondition) {  // else it ended first (said when it did)
+    std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
+  }
+}
+
 }  // namespace
 
 int alloc_job(const Client& client, const job::SubmitOptions& options) {
+  // Before any thread exists, so that every one inherits the mask and only
+  // give_up_on_signals takes them.
+  const sigset_t signals = alloc_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   v1::SubmitRequest request;
   *request.mutable_spec() = api::to_proto(options.spec);
   v1::SubmitResponse response;
-  Status s = client.call("Submit", request, &response);
+  Status s = client.submit(request, &response);
   if (!s.is_ok()) return fail(s);
   const JobId id = response.id();
   std::fprintf(stderr, "hpcq: job %llu waits for its allocation\n",
                static_cast<unsigned long long>(id));
-  // Ctrl-C while waiting gives the allocation up.
-  signal(SIGINT, SIG_DFL);
+  // Not freed: the thread that reads it lives until the process exits.
+  auto* command = new std::atomic<pid_t>(0);
+  std::thread(give_up_on_signals, client.socket(), id, command).detach();
   auto started = wait_until_started(client, id);
   if (!started.is_ok()) return fail(started.status());
   v1::GetJobRequest get;
@@ -420,13 +538,9 @@ int alloc_job(const Client& client, const job::SubmitOptions& options) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // The command is the terminal's now: its Ctrl-C is not ours (as salloc).
-  signal(SIGINT, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
+  std::unique_lock<std::mutex> fork_lock(command_forking);
   const pid_t child = fork();
   if (child == 0) {
-    signal(SIGINT, SIG_DFL);
-    signal(SIGQUIT, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     pthread_sigmask(SIG_SETMASK, &none, nullptr);
@@ -436,6 +550,8 @@ int alloc_job(const Client& client, const job::SubmitOptions& options) {
     _exit(127);
   }
   if (child < 0) return fail(internal_error(std::string("fork: ") + std::strerror(errno)));
+  command->store(child);
+  fork_lock.unlock();
   // The job's end (time limit, cancel) hangs the command up.
   std::thread([client, id, child] {
     v1::WatchJobsRequest watch;
@@ -444,7 +560,7 @@ int alloc_job(const Client& client, const job::SubmitOptions& options) {
     v1::JobEvent event;
     while (reader.read(&event)) {
       if (event.state() < v1::COMPLETED) continue;
-      if (kill(child, 0) == 0) {
+      if (kill(child, 0) == 0 && !allocation_given_back.load()) {
         std::fprintf(stderr, "\nhpcq: job %llu ended (%s%s%s)\n",
                      static_cast<unsigned long long>(id), v1::JobState_Name(event.state()).c_str(),
                      event.reason().empty() ? "" : ": ", event.reason().c_str());
@@ -457,14 +573,10 @@ int alloc_job(const Client& client, const job::SubmitOptions& options) {
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  // Done with the allocation: its holders end on SIGTERM and it completes.
-  v1::SignalRequest release;
-  release.set_id(id);
-  release.set_signal(SIGTERM);
-  v1::SignalResponse released;
-  (void)client.call("Signal", release, &released);
-  std::fprintf(stderr, "hpcq: job %llu: allocation released\n",
-               static_cast<unsigned long long>(id));
+  if (allocation_given_back.exchange(true)) {
+    for (;;) pause();  // a signal is giving it back, and then ends this process
+  }
+  end_allocation(client, id, code);
   return code;
 }
 

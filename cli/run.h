@@ -10,8 +10,8 @@
 
 namespace hpcq::cli {
 
-// Blocks SIGINT and SIGWINCH in this thread and the threads it starts from
-// now on (call it before any thread exists): follow_job takes
+// Blocks SIGINT, SIGTERM, SIGHUP and SIGWINCH in this thread and the threads
+// it starts from now on (call it before any thread exists): follow_job takes
 // them with sigwait.
 void block_interrupts();
 
@@ -20,8 +20,9 @@ struct FollowOptions {
   bool from_start = true;  // else only the output that comes from now on
   bool label = false;      // prefix each line with "RANK: "
   // hpcq run: Ctrl-C sends SIGINT to the tasks (or cancels the job while it
-  // is pending); a second Ctrl-C within a second cancels it. Needs
-  // block_interrupts() first.
+  // is pending); a second Ctrl-C within a second cancels it; SIGTERM or
+  // SIGHUP cancels it at once (then follow_job returns 128 + the signal).
+  // Needs block_interrupts() first.
   bool interrupts = false;
   // hpcq run: this command's standard input goes to task 0 (not when it is
   // a terminal of which we are in the background); with `pty`, task 0 is on
@@ -39,8 +40,11 @@ int follow_job(const Client& client, JobId id, const FollowOptions& options);
 // hpcq alloc: submits the allocation job (options.spec), waits until it
 // runs, then runs its command here, where the caller is (interactive on
 // their terminal), with the job's environment; `hpcq run` inside makes steps
-// of it. The command's end ends the job (COMPLETED); the job's end (time
-// limit, cancel) hangs the command up. Returns the command's exit status.
+// of it. The command's end ends the job (EndAllocation: COMPLETED, or FAILED
+// with its exit code); the job's end (time limit, cancel) hangs the command
+// up. Ctrl-C, SIGQUIT, SIGHUP or SIGTERM while it waits, and SIGHUP or
+// SIGTERM while the command runs (passed on to it), cancel the job and exit
+// the process with 128 + the signal. Returns the command's exit status.
 int alloc_job(const Client& client, const job::SubmitOptions& options);
 
 // hpcq run inside an allocation (HPCQ_JOB_ID = `job`): launches the step,

@@ -13,6 +13,7 @@ Status Api::submit(const Caller& caller, const v1::SubmitRequest& request,
                    v1::SubmitResponse* response) {
   auto spec = api::from_proto(request.spec());
   if (!spec.is_ok()) return spec.status();
+  spec->submission_key = request.submission_key();
   const auto start = std::chrono::steady_clock::now();
   Result<SubmitResult> made = leader_.submit(caller, std::move(spec).value()).get();
   if (!made.is_ok()) return made.status();
@@ -122,6 +123,11 @@ Status Api::signal(const Caller& caller, const v1::SignalRequest& request, v1::S
 
 Status Api::requeue(const Caller& caller, const v1::RequeueRequest& request, v1::RequeueResponse*) {
   return leader_.requeue(caller, request.id()).get();
+}
+
+Status Api::end_allocation(const Caller& caller, const v1::EndAllocationRequest& request,
+                           v1::EndAllocationResponse*) {
+  return leader_.end_allocation(caller, request.id(), request.exit_code()).get();
 }
 
 Status Api::update(const Caller& caller, const v1::UpdateRequest& request, v1::Job* response) {

@@ -61,6 +61,8 @@ class Api {
                            v1::ListReservationsResponse* response);
   Status signal(const Caller& caller, const v1::SignalRequest& request, v1::SignalResponse*);
   Status requeue(const Caller& caller, const v1::RequeueRequest& request, v1::RequeueResponse*);
+  Status end_allocation(const Caller& caller, const v1::EndAllocationRequest& request,
+                        v1::EndAllocationResponse*);
   Status update(const Caller& caller, const v1::UpdateRequest& request, v1::Job* response);
   Status stat(const Caller& caller, const v1::StatRequest& request, v1::StatResponse* response);
   Status send_input(const Caller& caller, const v1::InputRequest& request, v1::InputResponse*);

@@ -179,6 +179,12 @@ grpc::Status ApiService::Requeue(grpc::ServerContext* context, const v1::Requeue
   return unary(context, request, response, &Api::requeue);
 }
 
+grpc::Status ApiService::EndAllocation(grpc::ServerContext* context,
+                                       const v1::EndAllocationRequest* request,
+                                       v1::EndAllocationResponse* response) {
+  return unary(context, request, response, &Api::end_allocation);
+}
+
 grpc::Status ApiService::Update(grpc::ServerContext* context, const v1::UpdateRequest* request,
                                 v1::Job* response) {
   return unary(context, request, response, &Api::update);

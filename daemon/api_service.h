@@ -60,6 +60,8 @@ class ApiService final : public v1::Hpcq::Service {
                       v1::SignalResponse* response) override;
   grpc::Status Requeue(grpc::ServerContext* context, const v1::RequeueRequest* request,
                        v1::RequeueResponse* response) override;
+  grpc::Status EndAllocation(grpc::ServerContext* context, const v1::EndAllocationRequest* request,
+                             v1::EndAllocationResponse* response) override;
   grpc::Status Update(grpc::ServerContext* context, const v1::UpdateRequest* request,
                       v1::Job* response) override;
   grpc::Status Stat(grpc::ServerContext* context, const v1::StatRequest* request,

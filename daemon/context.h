@@ -23,6 +23,7 @@
 #include "daemon/submit_policy.h"
 #include "lib/core/clock.h"
 #include "lib/core/config.h"
+#include "lib/job/submission_keys.h"
 #include "lib/overlay/event_loop.h"
 #include "lib/overlay/overlay.h"
 #include "lib/resource/node_pool.h"
@@ -58,6 +59,9 @@ struct Context {
   bool usage_dirty = false;  // changed since it was last stored
   // Jobs submitted with the same environment share one copy of it.
   job::EnvironmentPool environments;
+  // Submissions' idempotency keys: a repeat is answered with the jobs the
+  // first made (filled from the stored jobs at a start).
+  job::SubmissionKeys submission_keys;
   // What Prometheus scrapes ([metrics] listen); counted whether served or not.
   Metrics metrics;
 };

@@ -176,7 +176,9 @@ void JobActions::send_launches(JobId id, int attempt) {
   if (entry.kill_sent) {
     // Cancelled or preempted before any node heard of it: nothing ran.
     entry.running_on.clear();
-    if (entry.outcome_reason.empty()) entry.outcome_reason = "ended before it was launched";
+    if (entry.outcome_reason.empty() && !entry.allocation_ended) {
+      entry.outcome_reason = "ended before it was launched";
+    }
     all_parts_ended(entry, ctx_.now());
     return;
   }

@@ -170,13 +170,30 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
   job.state = job::JobState::kPending;
   ctx_.loop.post([this, promise, job = std::move(job), indices = std::move(indices),
                   max_running]() mutable {
+    // A repeat of a submission (its client did not hear the answer) gets
+    // the jobs the first made, or waits for them while it is stored.
+    const std::string key = job.spec.submission_key;
+    if (!key.empty()) {
+      auto answer = [promise](const Result<job::SubmissionKeys::Made>& made) {
+        if (!made.is_ok()) return promise->set_value(made.status());
+        promise->set_value(SubmitResult{made->first, made->count});
+      };
+      if (ctx_.submission_keys.claim(job.uid, key, answer) != job::SubmissionKeys::Claim::kNew) {
+        spdlog::info("a submission by uid {} came again: answered with what it made", job.uid);
+        return;
+      }
+    }
+    const std::uint32_t uid = job.uid;
+    auto refuse = [this, promise, uid, key](const Status& why) {
+      if (!key.empty()) ctx_.submission_keys.failed(uid, key, why);
+      promise->set_value(why);
+    };
     if (Status fits = check_fits(ctx_.node_shapes, job.spec); !fits.is_ok()) {
-      return promise->set_value(fits);
+      return refuse(fits);
     }
     for (const job::Dependency& d : job.spec.dependencies) {
       if (ctx_.table.find(d.job) == nullptr) {
-        return promise->set_value(
-            invalid_argument("--dependency: no job " + std::to_string(d.job)));
+        return refuse(invalid_argument("--dependency: no job " + std::to_string(d.job)));
       }
     }
     // One copy of an environment for every job submitted with it (an
@@ -205,20 +222,24 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
     }
     // The answer goes out only after the commit, and after the loop has the
     // jobs, so that a status call right after the answer finds them.
-    ctx_.committer->submit(
-        std::move(batch), [this, promise, made = std::move(made), first, count](Status s) mutable {
-          if (!s.is_ok()) {
-            spdlog::error("job {}: not stored: {}", first, s.message());
-            // The store's code: kResourceExhausted for a full disk, kUnavailable
-            // for a busy database.
-            promise->set_value(Status(s.code(), "the job could not be stored: " + s.message()));
-            return;
-          }
-          ctx_.loop.post([this, promise, made = std::move(made), first, count]() mutable {
-            for (job::Job& task : made) admit(std::move(task));
-            promise->set_value(SubmitResult{first, static_cast<std::uint32_t>(count)});
-          });
+    ctx_.committer->submit(std::move(batch), [this, promise, refuse, made = std::move(made), uid,
+                                              key, first, count](Status s) mutable {
+      if (!s.is_ok()) {
+        spdlog::error("job {}: not stored: {}", first, s.message());
+        // The store's code: kResourceExhausted for a full disk, kUnavailable
+        // for a busy database. The key is the loop's.
+        ctx_.loop.post([refuse, s] {
+          refuse(Status(s.code(), "the job could not be stored: " + s.message()));
         });
+        return;
+      }
+      ctx_.loop.post([this, promise, made = std::move(made), uid, key, first, count]() mutable {
+        for (job::Job& task : made) admit(std::move(task));
+        const SubmitResult result{first, static_cast<std::uint32_t>(count)};
+        if (!key.empty()) ctx_.submission_keys.made(uid, key, {result.first, result.count});
+        promise->set_value(result);
+      });
+    });
   });
   return future;
 }
@@ -324,6 +345,17 @@ std::future<Status> Leader::requeue(const Caller& caller, JobId id) {
     auto asked = ctx_.table.requeue_request(**found, user_name_of(caller.uid));
     if (!asked.is_ok()) return asked.status();
     actions_.apply(*asked);
+    return Status::ok();
+  });
+}
+
+std::future<Status> Leader::end_allocation(const Caller& caller, JobId id, int exit_code) {
+  return ask([this, caller, id, exit_code]() -> Status {
+    auto found = find_for(caller, id);
+    if (!found.is_ok()) return found.status();
+    auto ended = ctx_.table.end_allocation(**found, exit_code);
+    if (!ended.is_ok()) return ended.status();
+    actions_.apply(*ended);
     return Status::ok();
   });
 }

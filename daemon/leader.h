@@ -66,6 +66,8 @@ class Leader {
   std::future<Status> signal(const Caller& caller, JobId id, job::StepId step, int signo);
   // hpcq requeue: a running job is killed and queued again from the start.
   std::future<Status> requeue(const Caller& caller, JobId id);
+  // hpcq alloc's command ended with `exit_code`: its allocation is given back.
+  std::future<Status> end_allocation(const Caller& caller, JobId id, int exit_code);
   // hpcq update: a new time limit (> 0 s); users may only lower theirs.
   // hpcq update: a time limit (> 0) and a pending job's begin time (> 0);
   // 0: unchanged.

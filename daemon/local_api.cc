@@ -67,6 +67,7 @@ LocalApi::LocalApi(Api& api, Authenticator& authenticator, std::size_t max_reque
   add("ListReservations", &Api::list_reservations);
   add("Signal", &Api::signal);
   add("Requeue", &Api::requeue);
+  add("EndAllocation", &Api::end_allocation);
   add("Update", &Api::update);
   add("Stat", &Api::stat);
   add("SendInput", &Api::send_input);

@@ -30,6 +30,7 @@
 #include "daemon/unix_acceptor.h"
 #include "lib/core/config.h"
 #include "lib/core/host_name.h"
+#include "lib/core/version.h"
 
 namespace {
 
@@ -285,6 +286,7 @@ int main(int argc, char** argv) {
                  "host)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.set_version_flag("--version", std::string("hpcqd ") + hpcq::kVersion);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

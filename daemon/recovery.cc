@@ -195,6 +195,9 @@ Result<Recovered> recover(Context& ctx, const StoreGuard& guard) {
     job.spec.env = ctx.environments.intern(job.spec.env);
     JobEntry& entry = ctx.table.insert(std::move(job));
     ctx.table.load(entry);
+    if (!entry.job.spec.submission_key.empty()) {
+      ctx.submission_keys.loaded(entry.job.uid, entry.job.spec.submission_key, entry.job.id);
+    }
     for (Rank rank : entry.running_on) {
       if (auto node = ctx.nodes.find(rank); node != ctx.nodes.end()) node->second.awaited = true;
     }

@@ -184,7 +184,8 @@ void SchedDriver::fill_running(sched::Snapshot& snapshot) {
     snapshot.running.back().last_resize = entry.resizing || !entry.removing.empty()
                                               ? snapshot.now
                                               : std::max(job.start_time, entry.last_resize);
-    snapshot.running.back().leaving = entry.preempted.has_value() || entry.cancel_requested;
+    snapshot.running.back().leaving =
+        entry.preempted.has_value() || entry.cancel_requested || entry.allocation_ended;
     if (entry.preempted && entry.checkpointing) {
       snapshot.running.back().moving_to = ranks_of(ctx_.nodes, entry.checkpointing->record.to);
     }
@@ -266,7 +267,7 @@ std::vector<JobId> SchedDriver::priority_window(const sched::Snapshot& snapshot,
 JobEntry* SchedDriver::stoppable(JobId id) {
   JobEntry* entry = ctx_.table.find(id);
   if (entry == nullptr || entry->job.state != job::JobState::kRunning || entry->preempted ||
-      entry->cancel_requested) {
+      entry->cancel_requested || entry->allocation_ended) {
     return nullptr;
   }
   return entry;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <optional>
@@ -270,25 +271,92 @@ Result<std::int64_t> parse_local_time(const std::string& text, const char* optio
   return static_cast<std::int64_t>(t) * 1000000;
 }
 
+namespace {
+
+// Slurm's unit words after now+COUNT (src/common/parse_time.c), longest
+// first so that "minutes" is not read as "minute" and junk.
+struct UnitWord {
+  std::string_view name;
+  std::int64_t seconds;
+};
+constexpr std::array<UnitWord, 10> kUnitWords = {{{"seconds", 1},
+                                                  {"second", 1},
+                                                  {"minutes", kMinute},
+                                                  {"minute", kMinute},
+                                                  {"hours", kHour},
+                                                  {"hour", kHour},
+                                                  {"days", kDay},
+                                                  {"day", kDay},
+                                                  {"weeks", 7 * kDay},
+                                                  {"week", 7 * kDay}}};
+
+// Seconds of an offset after "now+": COUNT[UNIT] as Slurm, else a duration
+// as -t; nullopt on junk. A count too large for int64 is INT64_MAX: it is
+// past any bound, not junk.
+std::optional<std::int64_t> offset_seconds(std::string_view offset) {
+  constexpr std::int64_t kPastAnyBound = INT64_MAX;
+  const size_t digits = offset.find_first_not_of("0123456789");
+  if (digits == std::string_view::npos) {  // Slurm: seconds
+    return parse_digits(offset).value_or(offset.empty() ? 0 : kPastAnyBound);
+  }
+  if (digits > 0) {
+    const std::string_view word = offset.substr(digits);
+    for (const UnitWord& unit : kUnitWords) {
+      if (!iequals(word, unit.name)) continue;
+      auto count = parse_digits(offset.substr(0, digits));
+      if (!count) return kPastAnyBound;
+      return add_scaled(0, *count, unit.seconds).value_or(kPastAnyBound);
+    }
+  }
+  auto duration = parse_duration_s(offset);
+  if (!duration.is_ok()) return std::nullopt;
+  return *duration;
+}
+
+// YYYY-MM-DDTHH:MM:SS in the system's time zone, as parse_local_time reads it.
+std::string local_time_text(std::int64_t us) {
+  const std::time_t t = static_cast<std::time_t>(us / 1000000);
+  std::tm tm{};
+  std::array<char, 32> buf{};
+  if (localtime_r(&t, &tm) == nullptr ||
+      std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+    return std::to_string(us / 1000000) + " s since the epoch";
+  }
+  return buf.data();
+}
+
+}  // namespace
+
 Result<When> parse_when(const std::string& text, const char* option) {
   if (text == "now") return When{0, true};
-  std::string_view offset;
+  std::optional<std::string_view> offset;
   if (text.starts_with("now+")) offset = std::string_view(text).substr(4);
   if (text.starts_with("+")) offset = std::string_view(text).substr(1);
-  if (!offset.empty()) {
-    // A bare count is seconds, as Slurm's now+COUNT; else a duration as -t.
-    const bool digits = offset.find_first_not_of("0123456789") == std::string_view::npos;
-    auto s = digits && offset.size() < 10 ? Result<std::int64_t>(std::stoll(std::string(offset)))
-                                          : parse_duration_s(offset);
-    if (!s.is_ok() || *s <= 0) {
-      return invalid_argument(std::string(option) + ": bad offset " + quote(offset) +
-                              " (want a positive duration, e.g. now+90 or now+1:00:00)");
+  if (offset) {
+    const auto seconds = offset_seconds(*offset);
+    if (!seconds || *seconds <= 0) {
+      return invalid_argument(std::string(option) + ": bad offset " + quote(*offset) +
+                              " (want now+COUNT[seconds|minutes|hours|days|weeks], e.g. now+90, "
+                              "now+2hours, or now+DURATION as -t takes it, e.g. now+1:00:00)");
     }
-    return When{*s * 1000000, true};
+    if (*seconds > kMaxWhenAheadS) {
+      return invalid_argument(std::string(option) + ": " + quote(text) + " is more than " +
+                              std::to_string(kMaxWhenAheadS / kDay) + " days ahead");
+    }
+    return When{*seconds * 1000000, true};
   }
   auto at = parse_local_time(text, option);
   if (!at.is_ok()) return at.status();
   return When{*at, false};
+}
+
+Result<std::int64_t> resolve_when(const When& when, std::int64_t now_us, const char* option) {
+  const std::int64_t at = when.at(now_us);
+  if (at - now_us > kMaxWhenAheadS * 1000000) {
+    return invalid_argument(std::string(option) + ": " + local_time_text(at) + " is more than " +
+                            std::to_string(kMaxWhenAheadS / kDay) + " days ahead");
+  }
+  return at;
 }
 
 }  // namespace hpcq

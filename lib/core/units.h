@@ -44,17 +44,27 @@ std::string format_memory(std::uint64_t bytes);
 // (the system's time zone). Errors name `option`.
 Result<std::int64_t> parse_local_time(const std::string& text, const char* option);
 
-// A moment as Slurm's --begin and --start take it: "now", "now+SECONDS",
-// "now+DURATION" or "+DURATION" (parse_duration_s: "30m", "1:30:00", "2-0"),
-// or a local time (parse_local_time). A relative one is resolved against the
-// now the caller reads, which may be later than the parse (a script's
-// directives are read before the job is made).
+// A moment as Slurm's --begin and --start take it: "now"; "now+COUNT" or
+// "+COUNT" with an optional unit word as Slurm's (seconds, the default,
+// minutes, hours, days, weeks; singular too, any case: "now+90",
+// "now+2hours"); "now+DURATION" as -t takes it (parse_duration_s: "30m",
+// "1:30:00", "2-0"); or a local time (parse_local_time). An offset must be
+// more than 0 and at most kMaxWhenAheadS; one that overflows is refused, not
+// wrapped. A relative one is resolved against the now the caller reads, which
+// may be later than the parse (a script's directives are read before the job
+// is made): resolve_when bounds an absolute one the same way.
+constexpr std::int64_t kMaxWhenAheadS = 365 * 24 * 60 * 60;
 struct When {
   std::int64_t us = 0;  // since the epoch, or after now when relative
   bool relative = false;
   std::int64_t at(std::int64_t now_us) const { return relative ? now_us + us : us; }
 };
 Result<When> parse_when(const std::string& text, const char* option);
+
+// when.at(now_us), or an error naming `option` when that is more than
+// kMaxWhenAheadS after now_us (a typo such as 2206 for 2026 would otherwise
+// hold a job for 180 years).
+Result<std::int64_t> resolve_when(const When& when, std::int64_t now_us, const char* option);
 
 // A node feature's or a license's name: 1..64 letters, digits, '_', '-', '.'.
 bool is_plain_name(std::string_view name);

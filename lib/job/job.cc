@@ -14,6 +14,7 @@
 #include "lib/core/config.h"
 #include "lib/core/units.h"
 #include "lib/job/constraint.h"
+#include "lib/job/submission_keys.h"
 #include "lib/resource/granularity.h"
 
 namespace hpcq::job {
@@ -252,6 +253,7 @@ Result<std::map<std::string, int>> parse_gres(std::string_view text) {
 
 Status validate(const JobSpec& spec) {
   HPCQ_RETURN_IF_ERROR(check_names_utf8(spec));
+  HPCQ_RETURN_IF_ERROR(check_submission_key(spec.submission_key));
   if (!spec.mpi.empty()) HPCQ_RETURN_IF_ERROR(check_mpi(spec.mpi, "--mpi"));
   const auto& r = spec.request;
   if (r.ntasks < 1 || r.ntasks > kMaxTasks) {

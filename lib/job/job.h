@@ -201,6 +201,11 @@ struct JobSpec {
   JobId array_job_id = 0;     // the array's first job id (Slurm's %A)
   int array_task_id = -1;     // this task's index (%a)
   int array_max_running = 0;  // the array's throttle (%MAX)
+  // The submission's idempotency key (SubmitRequest.submission_key): a
+  // repeat of it by the same user is answered with this job, not a new one
+  // (lib/job/submission_keys.h). Stored with the job, so that the leader
+  // after a failover knows it; an array's tasks all carry it. Empty: none.
+  std::string submission_key;
 };
 
 // Checks the spec for internal consistency; the message names the option.

@@ -140,6 +140,27 @@ Result<Effects> JobTableCore::requeue_request(JobRecord& record, const std::stri
   return Effects{{Effect::Kind::kKillParts, job.id}};
 }
 
+Result<Effects> JobTableCore::end_allocation(JobRecord& record, int exit_code) {
+  Job& job = record.job;
+  const std::string name = "job " + std::to_string(job.id);
+  if (!job.spec.batch || !job.spec.script.empty()) {
+    return failed_precondition(name + " is not an allocation of hpcq alloc");
+  }
+  if (job.state != JobState::kRunning) {
+    return failed_precondition(name + " is " + state_name(job.state) + ", not running");
+  }
+  if (record.cancel_requested || record.allocation_ended || !record.requeue_when_ended.empty() ||
+      record.preempted) {
+    return failed_precondition(name + " is already ending");
+  }
+  record.allocation_ended = true;
+  record.outcome = exit_code == 0 ? JobState::kCompleted : JobState::kFailed;
+  record.outcome_reason =
+      exit_code == 0 ? "" : "its command exited with code " + std::to_string(exit_code);
+  job.exit_code = exit_code;
+  return Effects{{Effect::Kind::kKillParts, job.id}};
+}
+
 Effects JobTableCore::start(JobRecord& record, resource::Allocation allocation, TimeUs now) {
   Job& job = record.job;
   pending_.erase({job.submit_time, job.id});
@@ -156,6 +177,7 @@ Effects JobTableCore::start(JobRecord& record, resource::Allocation allocation, 
   record.outcome_reason.clear();
   record.failure_seen_at.reset();
   record.cancel_requested = false;
+  record.allocation_ended = false;
   record.preempted.reset();
   record.requeue_when_ended.clear();
   record.running_on.clear();
@@ -169,6 +191,8 @@ Effects JobTableCore::part_ended(JobRecord& record, Rank rank, JobState end, int
                                  const std::string& reason) {
   Effects effects;
   record.running_on.erase(rank);
+  // Its parts were killed because its command ended, which decided.
+  if (record.allocation_ended) return effects;
   const std::vector<resource::NodeAllocation>& nodes = record.job.allocation.nodes;
   if (record.job.spec.batch && !nodes.empty()) {
     // The script's part decides a batch job's end; the others only hold
@@ -211,7 +235,10 @@ bool replaces_world_failure(std::optional<TimeUs> decided_at, TimeUs seen_at) {
 Effects JobTableCore::world_failed(JobRecord& record, int exit_code, const std::string& reason,
                                    TimeUs seen_at) {
   Effects effects;
-  if (record.job.state != JobState::kRunning || record.cancel_requested) return effects;
+  if (record.job.state != JobState::kRunning || record.cancel_requested ||
+      record.allocation_ended) {
+    return effects;
+  }
   const bool first = record.outcome == JobState::kCompleted;
   if (!first && !replaces_world_failure(record.failure_seen_at, seen_at)) return effects;
   record.outcome = JobState::kFailed;
@@ -227,6 +254,9 @@ Effects JobTableCore::world_failed(JobRecord& record, int exit_code, const std::
 AfterRun JobTableCore::after_run(const JobRecord& record) {
   using Kind = AfterRun::Kind;
   const std::optional<Preemption>& preempted = record.preempted;
+  if (record.allocation_ended && !record.cancel_requested) {
+    return {Kind::kFinish, record.outcome, record.outcome_reason, 0};
+  }
   if (!record.requeue_when_ended.empty() && !record.cancel_requested) {
     // A dump that failed half-way: the last good checkpoint keeps what it can.
     const bool dumped = preempted && preempted->mode == PreemptMode::kCheckpoint;
@@ -252,6 +282,10 @@ AfterRun JobTableCore::after_run(const JobRecord& record) {
 AfterRun JobTableCore::after_node_lost(const JobRecord& record, const std::string& why,
                                        bool has_restart_checkpoint) {
   using Kind = AfterRun::Kind;
+  // Its command had ended already: the allocation was being given back.
+  if (record.allocation_ended && !record.cancel_requested) {
+    return {Kind::kFinish, record.outcome, record.outcome_reason, 0};
+  }
   if (!record.cancel_requested && has_restart_checkpoint) {
     return {Kind::kRequeueFromCheckpoint, JobState::kPending, why, 0};
   }

@@ -59,6 +59,9 @@ struct JobRecord {
   // Set when an MPI world failure decided the outcome: when its shell saw it.
   std::optional<TimeUs> failure_seen_at;
   bool cancel_requested = false;
+  // hpcq alloc's command has ended (end_allocation): the outcome and exit
+  // code are its, whatever its killed parts report.
+  bool allocation_ended = false;
   std::optional<Preemption> preempted;
   // After a preemption: the victim waits until the job it made room for has
   // started (or left the queue), so that it does not take the room back.
@@ -149,6 +152,11 @@ class JobTableCore {
   // hpcq requeue: a running job's parts are killed, then it is requeued to
   // run again from the start (after_run: kRequeue). Running jobs only.
   Result<Effects> requeue_request(JobRecord& record, const std::string& by);
+  // hpcq alloc's command ended with `exit_code` (128+N for signal N): the
+  // allocation's parts are killed and the job then ends COMPLETED (0) or
+  // FAILED with it, as Slurm records a salloc whose command failed. Running
+  // jobs of hpcq alloc only (a batch job with no script), not already ending.
+  Result<Effects> end_allocation(JobRecord& record, int exit_code);
 
   // A Start decision the caller's pool accepted: the job runs on every node
   // of `allocation` from `now`. Jobs waiting for it to start (after:) go on.

@@ -368,6 +368,8 @@ constexpr OptionName kValueOptions[] = {
     {'L', "--licenses"},
     {0, "--gres"},
     {0, "--mpi"},
+    {0, "--begin"},
+    {0, "--signal"},
 };
 
 const OptionName* find_value_option(std::string_view word) {
@@ -833,6 +835,112 @@ Result<std::vector<std::string>> parse_directives(const std::string& script_text
   return words;
 }
 
+bool asks_for_help(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& w = args[i];
+    if (w == "--" || w.size() < 2 || w[0] != '-') return false;  // the command starts here
+    if (w == "-h" || w == "--help") return true;
+    if (w.starts_with("--") && w.find('=') != std::string::npos) continue;
+    if (find_value_option(w) != nullptr) ++i;  // skip its value
+  }
+  return false;
+}
+
+std::string submit_help(SubmitKind kind) {
+  std::string out;
+  switch (kind) {
+    case SubmitKind::kSubmit:
+      out =
+          "usage: hpcq submit [options] [--] COMMAND [ARGS...]\n"
+          "       hpcq submit [options] SCRIPT [ARGS...]\n\n"
+          "Submit a job whose every task runs COMMAND, and print its id. A file that\n"
+          "starts with #! is a script: its #HPCQ lines give options, as #SBATCH lines do,\n"
+          "and the command line's override them.\n";
+      break;
+    case SubmitKind::kBatch:
+      out =
+          "usage: hpcq batch [options] SCRIPT [ARGS...]\n\n"
+          "Submit a batch script (a regular file starting with #!, at most 4 MiB) that\n"
+          "runs once, on the job's first node; its #HPCQ lines give options. Steps on\n"
+          "the other nodes are launched from it with hpcq run. Prints the job id.\n";
+      break;
+    case SubmitKind::kRun:
+      out =
+          "usage: hpcq run [options] [-l] [--pty] [--overlap] [--immediate] [--] COMMAND "
+          "[ARGS...]\n\n"
+          "Run COMMAND in every task and show its output as it comes; exit with the\n"
+          "tasks' status. Inside a job (HPCQ_JOB_ID set) it runs a step of that job.\n";
+      break;
+    case SubmitKind::kAlloc:
+      out =
+          "usage: hpcq alloc [options] [-- COMMAND [ARGS...]]\n\n"
+          "Wait for an allocation, then run COMMAND (default: $SHELL) here with it;\n"
+          "hpcq run inside launches steps of it. Leaving COMMAND releases it.\n";
+      break;
+  }
+  out +=
+      "\nResources:\n"
+      "  -N, --nodes N|MIN-MAX        nodes (a range: the scheduler picks the size)\n"
+      "      --elastic, --no-elastic  with a range: the running job may be resized\n"
+      "  -n, --ntasks N               tasks (default: one per node)\n"
+      "  -c, --cpus-per-task N        cores per task\n"
+      "      --ntasks-per-node N      tasks on each node\n"
+      "      --mem SIZE               memory per node (MiB, or K, M, G, T)\n"
+      "      --mem-per-cpu SIZE       memory per core, instead of --mem\n"
+      "      --gpus-per-node N        GPUs per node\n"
+      "      --gpus-per-task N        GPUs per task\n"
+      "      --gres NAME[:N][,...]    generic resources per node\n"
+      "  -L, --licenses NAME[:N][,...] cluster-wide licenses\n"
+      "  -t, --time LIMIT             MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], 30s, 10m, 2h, 1d\n"
+      "  -w, --nodelist NODELIST      only these nodes (node[1-4,7])\n"
+      "  -x, --exclude NODELIST       never these nodes\n"
+      "  -C, --constraint FEATURES    nodes with these features (a100&ib, a100|v100)\n"
+      "      --oversubscribe, --exclusive  share cores with other such jobs, or not\n"
+      "  -m, --distribution N[:C]     block or cyclic, over nodes then NUMA domains\n"
+      "      --cpu-bind cores|threads|none\n"
+      "      --numa-policy best-effort|single-numa-node|none\n"
+      "      --profile cpu|memory|network, --workers N  (the granularity plugin)\n"
+      "\nJob:\n"
+      "  -J, --job-name NAME          name (default: the command's)\n"
+      "  -q, --queue NAME             queue (default: the site's)\n"
+      "  -A, --account NAME           account\n"
+      "      --qos NAME               quality of service\n"
+      "      --priority N             added to the priority (-1000000..1000000; > 0: root)\n"
+      "  -d, --dependency TYPE:ID[:ID][,...]  after, afterany, afterok, afternotok\n"
+      "      --begin WHEN             not before: now, now+COUNT[seconds|minutes|hours|\n"
+      "                               days|weeks] (seconds by default), now+DURATION as -t,\n"
+      "                               or YYYY-MM-DD[THH:MM[:SS]]; at most 365 days ahead\n"
+      "      --signal SIG[@SECONDS]   SIG that long before the time limit (default 60)\n"
+      "      --requeue, --no-requeue  requeue rather than fail when a node fails\n"
+      "      --checkpoint-interval TIME  checkpoint the running job this often\n"
+      "      --image DIR              run in an OCI container of this root or bundle\n"
+      "      --mpi pmi1|pmix|pmi1,pmix|none  the PMI the tasks get\n"
+      "  -D, --chdir DIR              working directory\n"
+      "      --export ALL|NONE|[ALL,]VAR[=VALUE][,...]  the tasks' environment\n";
+  if (kind != SubmitKind::kRun && kind != SubmitKind::kAlloc) {
+    out +=
+        "  -o, --output PATTERN         output file (%j job id, %A array id, %a index;\n"
+        "                               default hpcq-%j.out)\n"
+        "  -e, --error PATTERN          error file (default: the output file)\n"
+        "  -a, --array INDICES[%MAX]    a job per index: N, N-M, N-M:STEP, ...\n"
+        "      --wait                   wait for the job to end (exit 0 if COMPLETED)\n";
+  }
+  if (kind == SubmitKind::kRun) {
+    out +=
+        "\nRun:\n"
+        "  -l, --label                  prefix each output line with its task rank\n"
+        "      --pty                    task 0 on a terminal (hpcq run --pty -- bash)\n"
+        "      --overlap                a step may use cores other steps hold\n"
+        "      --immediate              a step that does not fit fails at once\n";
+  }
+  out +=
+      "\nOutput:\n"
+      "      --json                   print JSON\n"
+      "  -h, --help                   print this help\n"
+      "\nSee hpcq(1).\n";
+  return out;
+}
+
 Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
                                         const SubmitContext& ctx, SubmitKind kind) {
   auto command_line = parse_words(args, /*command_line=*/true);
@@ -860,12 +968,33 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
     }
   }
 
+  if (kind == SubmitKind::kAlloc) {
+    // Its command runs once, here, on the caller's terminal, for as long as
+    // the caller waits for it: none of these can apply.
+    const Given& g = command_line->given;
+    if (g.array) return invalid_argument("--array: hpcq alloc makes one allocation");
+    if (g.output || g.error) {
+      return invalid_argument(std::string(g.output ? "-o/--output" : "-e/--error") +
+                              ": hpcq alloc's command runs here and writes where you are");
+    }
+    if (g.wait) return invalid_argument("--wait: hpcq alloc waits for its command already");
+    if (g.requeue.value_or(false)) {
+      return invalid_argument("--requeue: hpcq alloc's command runs here, once");
+    }
+  }
+
   SubmitOptions out;
   JobSpec& spec = out.spec;
   Given given;
   Result<std::string> text = not_found("");
   if (ctx.read_file && (kind == SubmitKind::kSubmit || kind == SubmitKind::kBatch))
     text = ctx.read_file(command.front());
+  // kNotFound: the word is a command (submit); anything else is a file that
+  // cannot be a script (too large), which the user must hear about.
+  if (!text.is_ok() && text.status().code() != Code::kNotFound) {
+    return invalid_argument(std::string(kind == SubmitKind::kBatch ? "batch: " : "submit: ") +
+                            text.status().message());
+  }
   const bool is_script = text.is_ok() && text->starts_with("#!");
   if (kind == SubmitKind::kBatch && !is_script) {
     return invalid_argument("batch: " + quote(command.front()) +
@@ -911,7 +1040,11 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.workers = given.workers.value_or(0);
   if (given.image) spec.image = resolve_dir(ctx.cwd, *given.image);
   spec.checkpoint_interval_s = given.checkpoint_interval.value_or(0);
-  if (given.begin) spec.begin_time_us = given.begin->at(ctx.now_us);
+  if (given.begin) {
+    auto begin = resolve_when(*given.begin, ctx.now_us, "--begin");
+    if (!begin.is_ok()) return begin.status();
+    spec.begin_time_us = *begin;
+  }
   if (given.warn) std::tie(spec.warn_signal, spec.warn_seconds) = *given.warn;
   spec.nodelist = given.nodelist.value_or(std::vector<std::string>{});
   spec.exclude = given.exclude.value_or(std::vector<std::string>{});

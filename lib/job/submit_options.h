@@ -28,7 +28,11 @@ struct SubmitContext {
   std::optional<unsigned> umask;                   // the submitter's, carried as HPCQ_UMASK
   std::int64_t now_us = 0;                         // now, for --begin now+DURATION
   // Reads a file named on the command line (relative to the submit
-  // directory); any error means "not a file", so the word is a command.
+  // directory), as read_script_file (lib/job/script_file.h) does: kNotFound
+  // means "not a file", so the word is a command; any other error (a device,
+  // a script past kMaxScriptBytes) is the submission's error. Only "#!" at
+  // its start makes a file a script, so a reader may return just the start
+  // of one that is not.
   std::function<Result<std::string>(const std::string& path)> read_file;
 };
 
@@ -40,7 +44,8 @@ enum class SubmitKind {
   kRun,     // hpcq run: every task runs COMMAND (never read as a script); the
             // output goes to the caller, not to files (no -o/-e)
   kAlloc,   // hpcq alloc: no task runs; COMMAND (optional: the caller runs it,
-            // default $SHELL) is kept as the job's command and name
+            // default $SHELL) is kept as the job's command and name; no
+            // --array, -o/-e, --wait or --requeue
 };
 
 struct SubmitOptions {
@@ -80,6 +85,13 @@ struct SubmitOptions {
 Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
                                         const SubmitContext& ctx,
                                         SubmitKind kind = SubmitKind::kSubmit);
+
+// True when -h or --help stands among the options, before the command:
+// `hpcq batch -N 2 --help`, but not `hpcq submit grep --help`.
+bool asks_for_help(const std::vector<std::string>& args);
+
+// The full help of hpcq submit, batch, run or alloc (what --help prints).
+std::string submit_help(SubmitKind kind);
 
 // The option words of a script's directive lines: "#HPCQ -N 2" lines after
 // the shebang, up to the first line that is neither blank nor a comment (as

@@ -72,7 +72,8 @@ def test_bad_options():
 
 
 def test_unreachable_daemon():
-    env = dict(os.environ, HPCQ_SOCKET="/nonexistent/hpcqd.sock")
+    # (Asking again for 1 s, not the default 60 s: cli/client.h.)
+    env = dict(os.environ, HPCQ_SOCKET="/nonexistent/hpcqd.sock", HPCQ_RETRY_S="1")
     p = t.run([t.HPCQ, "queue"], env=env)
     t.check(p.returncode == 1 and "not reachable" in p.stderr, p.stderr)
     t.check(len(p.stderr.strip().splitlines()) == 1, p.stderr)

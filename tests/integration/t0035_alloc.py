@@ -3,7 +3,8 @@
 (issue 22, item 3): alloc waits for its allocation, then runs the user's
 shell here, interactive, with the job's environment; commands typed into it
 (hpcq run makes steps of the allocation) print on the screen; leaving the
-shell ends the job (COMPLETED) with the shell's exit status; the time limit
+shell ends the job with the shell's exit status (exit 3: FAILED, as Slurm
+records a salloc whose command failed); the time limit
 ends the job and hangs the shell up. run --pty gives a shell on a terminal
 of the first node: typed lines, ^C to its foreground command, its exit; in
 an --image too (the terminal is the container's)."""
@@ -87,7 +88,8 @@ def test_an_interactive_allocation():
     term.type("exit 3\n")
     t.check(term.wait() == 3, f"hpcq alloc's exit, want the shell's 3:\n{term.screen}")
     s = t.wait_state(job, ENDED)
-    t.check(s["state"] == "COMPLETED", f"job {s['state']} after leaving the shell: {s['reason']}")
+    t.check(s["state"] == "FAILED" and s["exit_code"] == 3,
+            f"job {s['state']} {s['exit_code']} after leaving the shell with 3: {s['reason']}")
     t.check(len(s["steps"]) == 1 and s["steps"][0]["state"] == "COMPLETED", f"steps {s['steps']}")
 
 

@@ -182,5 +182,76 @@ TEST(Units, QuoteEscapesAndTruncates) {
   EXPECT_EQ(quote(long_text), "'" + std::string(64, 'x') + "...'");
 }
 
+// --begin and --start: Slurm's now+COUNT[UNIT] (seconds by default), -t's
+// durations, and no overflow or far future.
+std::int64_t offset_s(const std::string& text) {
+  auto when = parse_when(text, "--begin");
+  EXPECT_TRUE(when.is_ok()) << text << ": " << when.status().message();
+  if (!when.is_ok()) return -1;
+  EXPECT_TRUE(when->relative) << text;
+  return when->us / 1000000;
+}
+
+TEST(Units, WhenOffsetsAreSlurmsCountsWithUnits) {
+  EXPECT_EQ(offset_s("now"), 0);
+  EXPECT_EQ(offset_s("now+90"), 90);
+  EXPECT_EQ(offset_s("+90"), 90);
+  EXPECT_EQ(offset_s("now+90seconds"), 90);
+  EXPECT_EQ(offset_s("now+1second"), 1);
+  EXPECT_EQ(offset_s("now+5minutes"), 300);
+  EXPECT_EQ(offset_s("now+1minute"), 60);
+  EXPECT_EQ(offset_s("now+2hours"), 7200);
+  EXPECT_EQ(offset_s("now+2HOUR"), 7200);
+  EXPECT_EQ(offset_s("now+3days"), 3 * 86400);
+  EXPECT_EQ(offset_s("now+1day"), 86400);
+  EXPECT_EQ(offset_s("now+2weeks"), 14 * 86400);
+  EXPECT_EQ(offset_s("now+52week"), 52 * 7 * 86400);
+  EXPECT_EQ(offset_s("now+30m"), 1800);  // -t's forms go on working
+  EXPECT_EQ(offset_s("now+1:00:00"), 3600);
+  EXPECT_EQ(offset_s("now+1-0"), 86400);
+  EXPECT_EQ(offset_s("now+365days"), kMaxWhenAheadS);
+}
+
+TEST(Units, WhenRefusesJunkOverflowAndTheFarFuture) {
+  for (const char* bad : {"now+", "now+0", "now+0hours", "now+x", "now+5 minutes", "now+5min",
+                          "now+-5", "now++5", "now+5fortnights", "now+hours", "soon"}) {
+    auto when = parse_when(bad, "--begin");
+    ASSERT_FALSE(when.is_ok()) << bad;
+    EXPECT_EQ(when.status().code(), Code::kInvalidArgument) << bad;
+  }
+  for (const char* far :
+       {"now+99999999999", "now+99999999999999999999999999", "now+366days", "now+53weeks",
+        "now+9999999999999999999weeks", "now+31536001", "now+1234567890"}) {
+    auto when = parse_when(far, "--begin");
+    ASSERT_FALSE(when.is_ok()) << far;
+    EXPECT_NE(when.status().message().find("more than 365 days ahead"), std::string::npos)
+        << far << ": " << when.status().message();
+  }
+  EXPECT_EQ(parse_when("now+99999999999", "--begin").status().message(),
+            "--begin: 'now+99999999999' is more than 365 days ahead");
+  EXPECT_EQ(parse_when("now+5min", "--begin").status().message(),
+            "--begin: bad offset '5min' (want now+COUNT[seconds|minutes|hours|days|weeks], "
+            "e.g. now+90, now+2hours, or now+DURATION as -t takes it, e.g. now+1:00:00)");
+}
+
+TEST(Units, ResolveWhenBoundsAbsoluteTimesToAYearAhead) {
+  const std::int64_t now = std::int64_t{1'800'000'000} * 1000000;  // 2027
+  auto soon = parse_when("2027-06-01", "--begin");
+  ASSERT_TRUE(soon.is_ok());
+  EXPECT_TRUE(resolve_when(*soon, now, "--begin").is_ok());
+  auto past = parse_when("2001-01-01", "--begin");  // already passed: starts at once
+  ASSERT_TRUE(past.is_ok());
+  EXPECT_TRUE(resolve_when(*past, now, "--begin").is_ok());
+  auto far = parse_when("2206-01-01", "--begin");
+  ASSERT_TRUE(far.is_ok());
+  auto resolved = resolve_when(*far, now, "--begin");
+  ASSERT_FALSE(resolved.is_ok());
+  EXPECT_EQ(resolved.status().message(),
+            "--begin: 2206-01-01T00:00:00 is more than 365 days ahead");
+  auto relative = parse_when("now+2hours", "--begin");
+  ASSERT_TRUE(relative.is_ok());
+  EXPECT_EQ(*resolve_when(*relative, now, "--begin"), now + 7200 * 1000000LL);
+}
+
 }  // namespace
 }  // namespace hpcq

@@ -337,6 +337,39 @@ TEST_F(JobTableTest, CancelOfARunningJobKillsItThenEndsItCancelled) {
   EXPECT_EQ(at(1).job.reason, "cancelled by alice");
 }
 
+// hpcq alloc's command ends: the allocation's killed parts do not decide;
+// its exit status does (salloc's slurm_complete_job).
+TEST_F(JobTableTest, AnAllocationEndsWithItsCommandsExitStatus) {
+  for (int code : {0, 3, 130}) {
+    const JobId id = static_cast<JobId>(code + 1);
+    submit(id).job.spec.batch = true;  // no script: hpcq alloc's
+    EXPECT_EQ(table.end_allocation(at(id), code).status().code(), Code::kFailedPrecondition);
+    table.start(at(id), on({3, 1}), now);
+    auto ended = table.end_allocation(at(id), code);
+    ASSERT_TRUE(ended.is_ok());
+    EXPECT_EQ(*ended, (Effects{{Kind::kKillParts, id}}));
+    EXPECT_EQ(table.end_allocation(at(id), code).status().code(), Code::kFailedPrecondition);
+    EXPECT_TRUE(table.part_ended(at(id), 3, JobState::kCancelled, 137, "n3: killed").empty());
+    EXPECT_TRUE(table.part_ended(at(id), 1, JobState::kCancelled, 137, "n1: killed").empty());
+    const AfterRun after = JobTableCore::after_run(at(id));
+    EXPECT_EQ(after.state, code == 0 ? JobState::kCompleted : JobState::kFailed);
+    EXPECT_EQ(after.reason,
+              code == 0 ? "" : "its command exited with code " + std::to_string(code));
+    carry_out(at(id), after);
+    EXPECT_EQ(at(id).job.exit_code, code);
+  }
+  // Only hpcq alloc's jobs: a batch script's end is its own.
+  submit(9).job.spec.batch = true;
+  at(9).job.spec.script = "#!/bin/sh\n";
+  table.start(at(9), on({1}), now);
+  EXPECT_EQ(table.end_allocation(at(9), 0).status().code(), Code::kFailedPrecondition);
+  // Cancelled first: it stays cancelled.
+  submit(10).job.spec.batch = true;
+  table.start(at(10), on({1}), now);
+  ASSERT_TRUE(table.cancel(at(10), "alice", now).is_ok());
+  EXPECT_EQ(table.end_allocation(at(10), 0).status().code(), Code::kFailedPrecondition);
+}
+
 TEST_F(JobTableTest, RequeueGoesBackToItsPlaceInTheQueue) {
   submit(1);
   submit(2);

@@ -140,8 +140,53 @@ TEST_F(Submit, BeginTimeIsReadAgainstTheSubmittersNow) {
   EXPECT_EQ(error({"--begin", "soon", "true"}),
             "--begin: bad time 'soon' (want now, now+DURATION or YYYY-MM-DD[THH:MM[:SS]])");
   EXPECT_EQ(error({"--begin", "now+0", "true"}),
-            "--begin: bad offset '0' (want a positive duration, e.g. now+90 or now+1:00:00)");
-  EXPECT_GT(ok({"--begin", "2030-01-02T03:04", "true"}).spec.begin_time_us, 0);
+            "--begin: bad offset '0' (want now+COUNT[seconds|minutes|hours|days|weeks], e.g. "
+            "now+90, now+2hours, or now+DURATION as -t takes it, e.g. now+1:00:00)");
+  EXPECT_EQ(ok({"--begin", "now+2hours", "true"}).spec.begin_time_us, 8'200 * kUsPerSecond);
+  // A bare count is seconds (Slurm's default unit), never minutes, and does not overflow.
+  EXPECT_EQ(error({"--begin", "now+99999999999", "true"}),
+            "--begin: 'now+99999999999' is more than 365 days ahead");
+  EXPECT_EQ(error({"--begin=", "true"}), "--begin: empty value");
+  // An absolute time is bounded against the submitter's now.
+  EXPECT_NE(error({"--begin", "2030-01-02T03:04", "true"}).find("is more than 365 days ahead"),
+            std::string::npos);
+  ctx_.now_us = std::int64_t{1'893'456'000} * kUsPerSecond;  // 2030-01-01
+  EXPECT_GT(ok({"--begin", "2030-01-02T03:04", "true"}).spec.begin_time_us, ctx_.now_us);
+}
+
+TEST_F(Submit, HelpIsAskedAmongTheOptionsOnly) {
+  EXPECT_TRUE(asks_for_help({"--help"}));
+  EXPECT_TRUE(asks_for_help({"-h"}));
+  EXPECT_TRUE(asks_for_help({"-N", "2", "--begin", "now", "--json", "--help", "job.sh"}));
+  EXPECT_TRUE(asks_for_help({"--mem=4G", "-h"}));
+  EXPECT_FALSE(asks_for_help({"grep", "--help"}));
+  EXPECT_FALSE(asks_for_help({"--", "--help"}));
+  EXPECT_FALSE(asks_for_help({"-J", "--help", "true"}));  // the job's name
+  EXPECT_FALSE(asks_for_help({}));
+  for (SubmitKind kind :
+       {SubmitKind::kSubmit, SubmitKind::kBatch, SubmitKind::kRun, SubmitKind::kAlloc}) {
+    const std::string help = submit_help(kind);
+    EXPECT_TRUE(help.starts_with("usage: hpcq ")) << help;
+    EXPECT_NE(help.find("--begin WHEN"), std::string::npos);
+    EXPECT_NE(help.find("--help"), std::string::npos);
+  }
+  EXPECT_TRUE(submit_help(SubmitKind::kBatch).starts_with("usage: hpcq batch "));
+  EXPECT_NE(submit_help(SubmitKind::kRun).find("--pty"), std::string::npos);
+  EXPECT_EQ(submit_help(SubmitKind::kRun).find("--output"), std::string::npos);
+}
+
+TEST_F(Submit, AFileThatCannotBeAScriptIsRefusedNotRun) {
+  ctx_.read_file = [](const std::string& path) -> Result<std::string> {
+    if (path == "/dev/zero") {
+      return Status(Code::kFailedPrecondition, "'/dev/zero' is not a regular file");
+    }
+    return not_found("cannot read " + path);
+  };
+  EXPECT_EQ(error({"/dev/zero"}), "submit: '/dev/zero' is not a regular file");
+  kind_ = SubmitKind::kBatch;
+  EXPECT_EQ(error({"/dev/zero"}), "batch: '/dev/zero' is not a regular file");
+  kind_ = SubmitKind::kSubmit;
+  EXPECT_EQ(ok({"hostname"}).spec.argv, Words{"hostname"});  // not found: a command
 }
 
 TEST_F(Submit, EveryOptionLongAndShort) {
