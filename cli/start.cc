@@ -815,7 +815,12 @@ int run_start(const StartOptions& options) {
       if (ended <= 0 || leaders[i] != ended) continue;
       leaders[i] = -1;
       if (options.leaders > 1) {
-        leaders[i] = spawn(leader_commands[i].first, leader_commands[i].second, {});
+        // After its lease (lease_s, 3 s) has run out, as a supervisor's
+        // restart delay would: a standby takes over first, and the one
+        // that ended stands by (it would otherwise race them for the key).
+        std::vector<std::string> later = {"/bin/sh", "-c", "sleep 5; exec \"$0\" \"$@\""};
+        later.insert(later.end(), leader_commands[i].first.begin(), leader_commands[i].first.end());
+        leaders[i] = spawn(later, leader_commands[i].second, {});
       }
     }
     for (pid_t& pid : etcds) pid = pid == ended ? -1 : pid;

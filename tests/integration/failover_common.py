@@ -3,6 +3,7 @@ namespaces): which candidate leads, by its log; a stream of submissions
 checked for loss and double runs; a running job checked for adoption. The
 cluster's directory (hpcqtest.cluster_dir) holds logs/hpcqd-N.log, one per
 candidate, named leader-N."""
+import datetime
 import json
 import os
 import re
@@ -38,17 +39,24 @@ def leaders():
 
 
 def wait_new_leader(old, since, timeout):
-    """Waits until a candidate other than `old` leads and hpcqd answers."""
+    """Waits until a candidate leads that was elected after `since` (a
+    time.monotonic()) and hpcqd answers: another than `old`, or `old`
+    itself, which hpcq start restarts at once and may win the next
+    election."""
+    # The log's clock (local wall time, as spdlog writes it) at `since`.
+    began = (datetime.datetime.now() - datetime.timedelta(seconds=time.monotonic() - since))
+    began = began.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+
     def led():
         now = active()
-        if now is None or now[0] == old:
+        if now is None or (now[0] == old and now[1] <= began):
             return False
         try:
             return subprocess.run([t.HPCQ, "queue"], capture_output=True,
                                   timeout=5).returncode == 0
         except subprocess.TimeoutExpired:
             return False
-    t.wait_until(f"a candidate other than {old} leading", led, timeout=timeout)
+    t.wait_until(f"a candidate elected after {old} failed leading", led, timeout=timeout)
     return time.monotonic() - since
 
 
@@ -122,16 +130,23 @@ def fail_over_during_submissions(name, fail, how):
     start_before = t.status(job)["start_time"]
     submitter = Submitter(d)
     submitter.start()
-    t.wait_until("some submissions", lambda: len(submitter.acknowledged) >= 5)
-    old, _ = active()
-    since = time.monotonic()
-    fail(old)
-    took = wait_new_leader(old, since, timeout=10)
-    new = active()[0]
-    print(f"{new} leads {took:.1f} s after {how} {old}", flush=True)
-    before = len(submitter.acknowledged)
-    t.wait_until("submissions to the new leader",
-                 lambda: len(submitter.acknowledged) >= before + 5, timeout=30)
+    try:
+        t.wait_until("some submissions", lambda: len(submitter.acknowledged) >= 5)
+        old, _ = active()
+        since = time.monotonic()
+        fail(old)
+        took = wait_new_leader(old, since, timeout=10)
+        new = active()[0]
+        print(f"{new} leads {took:.1f} s after {how} {old}", flush=True)
+        before = len(submitter.acknowledged)
+        t.wait_until("submissions to the new leader",
+                     lambda: len(submitter.acknowledged) >= before + 5, timeout=30)
+    except BaseException:
+        # A submitter left running would fill the queue for the tests that
+        # follow.
+        submitter.stop.set()
+        submitter.join(timeout=60)
+        raise
     submitter.finish()
     check_adopted(job, gate, pids, start_before)
     return old, new
