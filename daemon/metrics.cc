@@ -1,9 +1,11 @@
 #include "daemon/metrics.h"
 
-#include <prometheus/exposer.h>
+#include <prometheus/text_serializer.h>
 
 #include <cctype>
-#include <exception>
+#include <sstream>
+
+#include "daemon/metrics_server.h"
 
 namespace hpcq::daemon {
 namespace {
@@ -112,21 +114,20 @@ Metrics::Metrics()
 Metrics::~Metrics() = default;
 
 Status Metrics::serve(const std::string& listen) {
-  try {
-    // One HTTP thread: scrapes are rare and each reads only atomics.
-    exposer_ = std::make_unique<prometheus::Exposer>(listen, 1);
-  } catch (const std::exception& e) {
-    return unavailable("[metrics] listen " + listen + ": " + e.what());
+  // The server's thread collects: the registry and its metrics are safe there.
+  auto server = std::make_unique<MetricsServer>([registry = registry_] {
+    std::ostringstream text;
+    prometheus::TextSerializer().Serialize(text, registry->Collect());
+    return text.str();
+  });
+  if (Status s = server->start(listen); !s.is_ok()) {
+    return unavailable("[metrics] " + s.message());
   }
-  exposer_->RegisterCollectable(registry_);
+  server_ = std::move(server);
   return Status::ok();
 }
 
-int Metrics::port() const {
-  if (!exposer_) return 0;
-  const std::vector<int> ports = exposer_->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
-}
+int Metrics::port() const { return server_ ? server_->port() : 0; }
 
 void Metrics::job_started(const std::string& queue) { starts_.Add({{"queue", queue}}).Increment(); }
 

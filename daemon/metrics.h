@@ -1,6 +1,8 @@
 // hpcqd's metrics for Prometheus, through prometheus-cpp: served over HTTP
 // at http://[metrics] listen/metrics in Prometheus' text format (0.0.4, what
-// prometheus-cpp 1.0 writes), when hpcq.toml(5) sets `[metrics] listen`.
+// prometheus-cpp 1.0 writes), when hpcq.toml(5) sets `[metrics] listen`, by
+// a MetricsServer (daemon/metrics_server.h: its own thread, and limits that
+// keep idle clients from holding up scrapes).
 //
 // Counters and histograms are bumped where things happen (the loop thread,
 // the API's threads, the store's writer: prometheus-cpp's metrics are
@@ -25,11 +27,9 @@
 
 #include "lib/core/status.h"
 
-namespace prometheus {
-class Exposer;
-}
-
 namespace hpcq::daemon {
+
+class MetricsServer;
 
 // A job state's name as a label value: "COMPLETED" -> "completed".
 std::string state_label(const char* state_name);
@@ -61,7 +61,7 @@ class Metrics {
 
   // Serves /metrics on `listen` ("ADDR:PORT"); an error if it cannot bind.
   Status serve(const std::string& listen);
-  bool serving() const { return exposer_ != nullptr; }
+  bool serving() const { return server_ != nullptr; }
   // The port it listens on (for listen "ADDR:0"); 0 when not serving.
   int port() const;
 
@@ -100,7 +100,8 @@ class Metrics {
   // Label sets of the jobs gauge set last time: set to 0 when they empty.
   std::map<std::pair<std::string, std::string>, prometheus::Gauge*> job_gauges_;
   std::map<std::string, prometheus::Gauge*> node_gauges_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  // Last: stopped (its thread joined) before the metrics it reads go.
+  std::unique_ptr<MetricsServer> server_;
 };
 
 }  // namespace hpcq::daemon
