@@ -423,7 +423,9 @@ int cmd_status(const std::vector<std::string>& ids, bool json) {
   for (const auto& given : ids) {
     auto split = split_step(given);
     if (!split.is_ok()) return fail(split.status());
-    const auto& [text, step] = *split;
+    // Not a structured binding: clang 14 cannot capture one (the lambda below).
+    const std::string text = split->first;
+    const std::uint32_t step = split->second;
     auto resolved = resolve_job_ids(client, text, /*whole_arrays=*/false);
     if (!resolved.is_ok()) return fail(resolved.status());
     for (JobId id : *resolved) {

@@ -62,11 +62,12 @@ FenceMerge::Answer FenceMerge::add(const Key& key, std::uint32_t nodes,
   } else {
     out.error = f.error;
   }
-  // The world's earlier fences are over for every node now.
-  const auto& [id, attempt, step, seq] = key;
-  std::erase_if(fences_, [&](const auto& item) {
+  // The world's earlier fences are over for every node now. (Not a
+  // structured binding of `key`: clang 14 cannot capture one.)
+  std::erase_if(fences_, [&key](const auto& item) {
     const auto& [i, a, s, q] = item.first;
-    return i == id && a == attempt && s == step && q < seq;
+    return i == std::get<0>(key) && a == std::get<1>(key) && s == std::get<2>(key) &&
+           q < std::get<3>(key);
   });
   return out;
 }
