@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Regenerates every figure table in README.md and docs/benchmarks.md from
-the files under bench/results/, so that no published figure is typed by hand.
+"""Regenerates every figure table in README.md, docs/benchmarks.md and
+docs/failover.md from the files under bench/results/, so that no published
+figure is typed by hand.
 
 Each table sits between two marker comments in its file:
 
@@ -244,11 +245,29 @@ def fig_throughput():
                          f"Slurm was not measured beside it.")
     with_slurm = [inv for invs in kinds.values() for inv in invs
                   if "slurm_cli_end_to_end_2_cores" in inv["by"]]
-    newest = max(inv["when"] for invs in kinds.values() for inv in invs)
-    notes.append(f"- The newest comparison with Slurm is of {with_slurm[-1]['when'][:10]} "
-                 f"(the lines carry no commit id) and was not re-run since; the newest "
-                 f"hpcq-only run is of {newest[:10]}." if with_slurm else
-                 "- No run holds a Slurm figure.")
+    newest = max((inv["when"] for invs in kinds.values() for inv in invs
+                  if "slurm_cli_end_to_end_2_cores" not in inv["by"]), default="none")
+    if with_slurm:
+        last = with_slurm[-1]
+        which = (f"commit {last['commit']}" if last.get("commit") else
+                 "its lines carry no commit id")
+        notes.append(f"- The newest comparison with Slurm is of {last['when'][:10]} ({which}) and "
+                     f"was not re-run since; the newest hpcq-only run is of {newest[:10]}.")
+    else:
+        notes.append("- No run holds a Slurm figure.")
+    # Lines record their load and commit from the first run of efc5a28 on.
+    unrecorded = [inv["when"] for invs in kinds.values() for inv in invs
+                  if inv["load"] != RECORDED]
+    recorded = [inv["when"] for invs in kinds.values() for inv in invs
+                if inv["load"] == RECORDED]
+    if not recorded:
+        loads = "no line records a load."
+    elif unrecorded:
+        loads = (f"the lines record the load average and the commit from "
+                 f"{min(recorded)[:16].replace('T', ' ')} on, and the {len(unrecorded)} runs "
+                 f"before record neither.")
+    else:
+        loads = "every line records the load average and the commit."
     return "\n".join([
         table(header, rows), "",
         "Each cell: the value of one run, or min / median over the runs of that column. "
@@ -256,7 +275,7 @@ def fig_throughput():
         "`bench/results/throughput.jsonl`. Rows: every line; a line with "
         "`submit_rate_1_clients` starts an invocation, and a column holds the invocations "
         "of one day, label and load. The loads of the 2026-11-22 runs are as the issue "
-        "\"Trustworthy figures\" gives them; no line records a load.",
+        "\"Trustworthy figures\" gives them; " + loads,
         "", *notes])
 
 
@@ -404,6 +423,113 @@ def fig_failover():
         f"etcd members share this host's 2 cores with everything else. Command: "
         f"`bench/failover.py --label L` (as root). Results: `bench/results/failover.jsonl`, "
         f"label {label} ({first['when'][:10]}, commit {first['commit']}); host {first['host']}."])
+
+
+# ---------------------------------------------------------------- replication engines (failover.md)
+
+REPLICATION_ROWS = [  # (measurement, row title)
+    ("fsync_4k", "this disk: 4 KiB append + fdatasync"),
+    ("sqlite_batch1_1", "SQLite WAL+FULL, 1 row/commit, 1 writer"),
+    ("sqlite_batch1_8", "SQLite WAL+FULL, 1 row/commit, 8 writers"),
+    ("sqlite_batch100_1", "SQLite WAL+FULL, 100 rows/commit, 1 writer"),
+    ("sqlite_batch100_8", "SQLite WAL+FULL, 100 rows/commit, 8 writers"),
+    ("etcd_put_1", "etcd x3, put via JSON gateway, 1 client"),
+    ("etcd_put_8", "etcd x3, put via JSON gateway, 8 clients"),
+    ("etcd_txn_batch1_1", "etcd x3, lease-conditional Txn, 1 put, 1 client"),
+    ("etcd_txn_batch1_8", "etcd x3, lease-conditional Txn, 1 put, 8 clients"),
+    ("etcd_txn_batch100_1", "etcd x3, lease-conditional Txn, 100 puts, 1 client"),
+    ("etcd_txn_batch100_8", "etcd x3, lease-conditional Txn, 100 puts, 8 clients"),
+    ("dqlite_demo_put_1", "dqlite x3, dqlite-demo HTTP PUT, 1 client"),
+    ("dqlite_demo_put_8", "dqlite x3, dqlite-demo HTTP PUT, 8 clients"),
+    ("dqlite_native_1", "dqlite x3, dqlite-benchmark kvwrite, 1 worker"),
+    ("dqlite_native_8", "dqlite x3, dqlite-benchmark kvwrite, 8 workers"),
+]
+# What replication_engines.py's lines do not record, keyed by the time of an
+# invocation's first line, as docs/failover.md gave it with the run (commit
+# adf4fde): what made the load (its figure is recorded), and the kind of the
+# errors dqlite-benchmark counted (SQLITE_BUSY; the lines count errors only).
+REPLICATION_LOAD = {"2026-11-28T10:56:14": "mostly the benchmark's own 3 members and client "
+                                           "on 2 cores"}
+REPLICATION_ERRORS = {("2026-11-28T10:56:14", "dqlite_native_8"): "busy"}
+
+
+def fig_replication():
+    label, rows = latest_label("replication_engines")
+    first = rows[0]
+    by = lambda m: [r for r in rows if r["measurement"] == m]
+    cell = lambda rs, key, d: min_median([r[key] for r in rs if r.get(key) is not None], d)
+    out = []
+    for measurement, title in REPLICATION_ROWS:
+        rs = by(measurement)
+        if not rs:
+            continue
+        # The client's and all members' CPU over the counted window, per write.
+        cpu = [1e3 * (r["client_cpu_s"] + r["server_cpu_s"]) / r["acked"]
+               for r in rs if r.get("acked") and "client_cpu_s" in r]
+        errors = num(sum(r["errors"] for r in rs))
+        busy = sum(r.get("busy_retries", 0) for r in rs)
+        kind = REPLICATION_ERRORS.get((first["when"], measurement))
+        errors += (f" (+{num(busy)} busy retries)" if busy else f" ({kind})" if kind else "")
+        out.append([title, cell(rs, "per_second", 0), cell(rs, "p50_ms", 2),
+                    cell(rs, "p99_ms", 2), f"{median(cpu):.2f}" if cpu else "-", errors])
+    kills = [r for r in rows if r["measurement"].endswith("_failover")]
+    fo = []
+    for engine in ("etcd", "dqlite"):
+        for deadline in sorted({r["deadline_s"] for r in kills if r["engine"] == engine}):
+            rs = [r for r in kills if r["engine"] == engine and r["deadline_s"] == deadline]
+
+            def med_max(key):
+                x = [r[key] for r in rs if r[key] is not None]
+                never = len(rs) - len(x)
+                return ((f"{median(x):.2f} s / {max(x):.2f} s" if x else "never") +
+                        (f" ({never} of {len(rs)} never)" if never and x else ""))
+            fo.append([engine, f"{deadline:g} s", med_max("new_leader_s"),
+                       med_max("recovery_s"),
+                       f"{sum(r['lost'] for r in rs)} of {num(sum(r['acked'] for r in rs))}"])
+    rounds = max(r["round"] for r in rows)
+    seconds = by("sqlite_batch1_1")[0]["seconds"]
+    per_kind = {len([r for r in kills if (r["engine"], r["deadline_s"]) == k])
+                for k in {(r["engine"], r["deadline_s"]) for r in kills}}
+    n_kills = " or ".join(str(n) for n in sorted(per_kind))
+    fsync = by("fsync_4k")
+    load_ = REPLICATION_LOAD.get(first["when"])
+    # What the README's headline gives for acknowledged submissions today.
+    invs = list(throughput_kinds().values())[-1]
+    readme = min_median([i["by"]["submit_rate_8_clients"]["per_second"] for i in invs
+                         if "submit_rate_8_clients" in i["by"]], 0)
+    txn100 = [r["per_second"] for r in by("etcd_txn_batch100_1")]
+    return "\n".join([
+        table(["measurement", "acked writes/s", "p50 ms", "p99 ms", "CPU ms per write", "errors"],
+              out), "",
+        f"Min / median of {rounds} rounds of {seconds} s. All on 127.0.0.1, the 3 members sharing "
+        f"one disk (a 4 KiB append + fdatasync: {num(median([r['p50_ms'] for r in fsync]), 2)} "
+        f"ms, median p50); 1 KiB values; each engine with its defaults (etcd: heartbeat 100 ms, "
+        f"election 1 s; dqlite: 500 ms, 3 s). \"CPU ms per write\" is the client's and all "
+        f"members' CPU over the counted window, divided by the writes acknowledged in it "
+        f"(median of the rounds; not recorded for the disk probe, nor for dqlite-benchmark, "
+        f"whose workers run inside a member); \"errors\" sums the rounds'.",
+        "",
+        table(["failover", "client deadline", "a live member names a new leader",
+               "next acknowledged put", "acked puts lost"], fo), "",
+        f"Failover: one client writes back to back; the engine's leader gets kill -9; on an "
+        f"error or after the client's deadline the client sends the next write to the next "
+        f"member; the killed member is restarted and caught up between kills. Median / max over "
+        f"{n_kills} kills of each engine and deadline; lost: acknowledged puts that could not be "
+        f"read back, of all acknowledged.",
+        "",
+        f"Command: `bench/replication_engines.py --label {label}` ({rounds} rounds of "
+        f"{seconds} s; {n_kills} kills per engine and client deadline; data under the default "
+        f"`--tmp` /var/tmp, a file system `stat -f` names {first['fs']}). Results: "
+        f"`bench/results/replication_engines.jsonl`, rows: the latest label in the file "
+        f"({len(rows)} lines, label {label}, {first['when'][:10]}, commit {first['commit']}); "
+        f"host \"{first['host']}\"; 1-minute load {span([r['load'] for r in rows], 1)} as each "
+        f"measurement began" + (f", {load_}" if load_ else "") + ".",
+        "",
+        f"- A submit is 2 keys (job row, event; the id high-water mark once per batch), so a "
+        f"group-commit writer on etcd would give roughly "
+        f"{num(round(median(txn100) / 2, -2))} submits/s (half the 100-put Txn's median from "
+        f"one writer), against the {readme} acknowledged submissions/s (min / median, 8 clients) of the README's "
+        f"headline on SQLite: an estimate, not measured through hpcqd."])
 
 
 # ---------------------------------------------------------------- MPI wire-up
@@ -1024,6 +1150,7 @@ TABLES = {  # name: (file, generator)
     "launch-cost": ("docs/benchmarks.md", fig_launch_cost),
     "mpi-wireup": ("docs/benchmarks.md", fig_mpi_wireup),
     "failover": ("docs/benchmarks.md", fig_failover),
+    "replication": ("docs/failover.md", fig_replication),
     "scale": ("docs/benchmarks.md", fig_scale),
     "queue-memory": ("docs/benchmarks.md", fig_queue_memory),
     "churn": ("docs/benchmarks.md", fig_churn),
@@ -1036,7 +1163,7 @@ TABLES = {  # name: (file, generator)
     "resize": ("docs/benchmarks.md", fig_resize),
     "elastic-cluster": ("docs/benchmarks.md", fig_elastic_cluster),
 }
-FILES = ("README.md", "docs/benchmarks.md")
+FILES = ("README.md", "docs/benchmarks.md", "docs/failover.md")
 MARKER = re.compile(r"<!-- figures:([a-z0-9-]+) -->\n(.*?)<!-- /figures:\1 -->", re.S)
 OPENING = re.compile(r"<!-- (/?)figures:([a-z0-9-]+) -->")
 

@@ -21,6 +21,25 @@ import hpcqtest as t
 
 t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1")
 
+def processes_writing(path):
+    """The pids of processes with `path` open (a job's output file: its tasks,
+    whichever node runs them, or none once it stopped)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue  # gone meanwhile
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == path:
+                    pids.append(int(pid))
+                    break
+            except OSError:
+                pass
+    return pids
+
+
 def counter_job(d):
     job = t.submit("-N", "1", "-n", "1", "-o", "count-%j.out", "--", "sh", "-c", t.COUNTER, cwd=d)
     s = t.wait_state(job, "RUNNING")
@@ -237,12 +256,16 @@ def test_migrate_two_tasks():
 def test_stop_then_release_restores():
     d = t.workdir()
     job, _, out = counter_job(d)
+    # What "stopped" is seen against: while it runs, the job has cgroups and
+    # processes that hold its output open.
+    t.check(t.job_cgroups(job) and processes_writing(out),
+            f"job {job} runs, yet: cgroups {t.job_cgroups(job)}, writers {processes_writing(out)}")
     t.hpcq("checkpoint", str(job), "--then", "stop")
     s = t.wait_state(job, "PENDING")
     t.check(s["held"] and s["restore_from"], f"status {s}")
+    t.wait_until(f"job {job} stopped: its cgroups and the processes writing its output gone",
+                 lambda: not t.job_cgroups(job) and not processes_writing(out))
     at = t.counts(out)[-1]
-    time.sleep(0.5)
-    t.check(t.counts(out)[-1] == at, "a stopped job still counts")
     t.hpcq("release", str(job))
     t.wait_state(job, "RUNNING")
     t.wait_count(out, at + 5)

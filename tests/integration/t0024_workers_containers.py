@@ -7,9 +7,10 @@ ranks dealt round-robin (Algorithm 2), two per node in two groups. Every
 task reads its own Cpus_allowed_list, Mems_allowed_list and cgroup: they
 must equal its worker's allocation (on these emulated nodes logical core i
 of rank r is host CPU (i + r) mod the host's CPUs, as status shows) and its
-worker's own cgroup; the
-hostfile at HPCQ_HOSTFILE has one "node slots=2" line per worker. The same
-job with --image runs each worker in an OCI container (runc) of a busybox
+worker's own cgroup (a job holding NUMA domain 0 of every node meanwhile
+puts the workers in domain 1, whose memory node on a host of two, as the
+guest's, is not 0); the hostfile at HPCQ_HOSTFILE has one "node slots=2"
+line per worker. The same job with --image runs each worker in an OCI container (runc) of a busybox
 root file system, as the submitting user; run with `hpcq run`, the
 containers' output (two per node, on one channel) reaches the caller. Two
 concurrent jobs never share a core."""
@@ -30,6 +31,9 @@ t.within_cluster(agents=4, fanout=2, topology="pack:2 numa:2 core:4 pu:1",
                  extra=("--config", CONFIG))
 
 HOST_CPUS = os.cpu_count()
+# The host's NUMA nodes, counted as the agents count them (agent.cc).
+HOST_NUMA = max(1, len([n for n in os.listdir("/sys/devices/system/node")
+                        if n.startswith("node") and n[4:5].isdigit()]))
 
 # Each task writes what it sees to out.<rank> in the job's directory.
 TASK = r"""
@@ -61,10 +65,26 @@ def read_outputs(d, ntasks):
 def run_split_job(d, extra=(), user=None):
     with open(os.path.join(d, "task.sh"), "w") as f:
         f.write(TASK)
-    job = t.submit("-n", "16", "--profile", "cpu", "--workers", "8", "--mem", "400M", *extra, "--",
-                   "sh", "task.sh", cwd=d, user=user)
-    s = t.wait_state(job, ("COMPLETED", "FAILED"), timeout=90, user=user)
+    # NUMA domain 0 of every node taken first: the workers then lie in another
+    # domain, whose memory node differs from 0 wherever the host has more than
+    # one (the guest's two): a worker given memory node 0 regardless shows.
+    gate = t.Gate(d)
+    blocker = t.submit("-N", "4", "-n", "16", "--", *gate.command, cwd=d)
+    try:
+        held = t.wait_state(blocker, "RUNNING")
+        t.check(all(a["numa"] == [0] for a in held["allocation"]),
+                f"the blocker should hold NUMA domain 0 of each node: {held['allocation']}")
+        job = t.submit("-n", "16", "--profile", "cpu", "--workers", "8", "--mem", "400M", *extra,
+                       "--", "sh", "task.sh", cwd=d, user=user)
+        s = t.wait_state(job, ("COMPLETED", "FAILED"), timeout=90, user=user)
+    finally:
+        gate.open()
+    t.wait_state(blocker, "COMPLETED")
     t.check(s["state"] == "COMPLETED", f"job {job}: {s['state']} {s.get('reason')}")
+    # On a host of one NUMA node every memory node is 0 and the mems check
+    # cannot tell; on more, some worker's must not be node 0.
+    t.check(HOST_NUMA == 1 or any({n % HOST_NUMA for n in w["numa"]} != {0} for w in s["workers"]),
+            f"every worker's memory is the host's node 0: {s['workers']}")
     return s, read_outputs(d, 16)
 
 
@@ -93,7 +113,12 @@ def check_workers(s, out, executor):
             # Each task is bound to its own core's CPU, inside its worker's.
             t.check(len(cpus) == 1 and cpus <= allowed,
                     f"rank {rank}: CPUs {o['cpus']}, worker {w['id']} has {sorted(allowed)}")
-            t.check(t.parse_list(o["mems"]) == {0}, f"rank {rank}: mems {o['mems']}")
+            # Memory from its worker's NUMA domains only, folded onto the
+            # host's as its CPUs are (launch_message.cc, mems_of).
+            mems = {n % HOST_NUMA for n in w["numa"]}
+            t.check(t.parse_list(o["mems"]) == mems,
+                    f"rank {rank}: mems {o['mems']}, worker {w['id']} has NUMA {w['numa']}: "
+                    f"host nodes {sorted(mems)}")
             t.check(o["cgroup"].endswith(f"/job-{s['id']}/worker-{w['id']}"),
                     f"rank {rank}: cgroup {o['cgroup']}, worker {w['id']}")
             lines = lines or o["hostfile"]

@@ -67,14 +67,16 @@ def test_a_failed_task_fails_a_multi_node_job():
 
 
 def test_the_submitters_umask_goes_with_the_job():
-    d = t.workdir()
-    p = t.run(["sh", "-c", f"umask 077; exec {t.HPCQ} submit -o umask.out -- touch made"], cwd=d,
-              check_rc=0)
-    s = t.wait_state(int(p.stdout.strip()), ENDED)
-    t.check(s["state"] == "COMPLETED", f"job {s['state']}: {s['reason']}")
-    for name in ("made", "umask.out"):
-        mode = os.stat(os.path.join(d, name)).st_mode & 0o777
-        t.check(mode == 0o600, f"{name}: mode {oct(mode)} under umask 077")
+    # Two umasks, so that neither a fixed one nor the daemons' own passes.
+    for umask, want in (("077", 0o600), ("027", 0o640)):
+        d = t.workdir()
+        p = t.run(["sh", "-c", f"umask {umask}; exec {t.HPCQ} submit -o umask.out -- touch made"],
+                  cwd=d, check_rc=0)
+        s = t.wait_state(int(p.stdout.strip()), ENDED)
+        t.check(s["state"] == "COMPLETED", f"job {s['state']}: {s['reason']}")
+        for name in ("made", "umask.out"):
+            mode = os.stat(os.path.join(d, name)).st_mode & 0o777
+            t.check(mode == want, f"{name}: mode {oct(mode)} under umask {umask}")
 
 
 def test_another_users_job_is_not_described():
