@@ -122,9 +122,9 @@ JobExit ProcessExecutor::exit_of(const Job& job) const {
   const auto results = decode_results(read_whole(files.results));
   if (results.is_ok()) e.cpu_time_us = results->cpu_time_us;
   e.max_memory_bytes = job.memory_peak;
-  if (job.cancelled) {
+  if (job.cancelled || (job.ending_with_job && job.shell_code != 0)) {
     e.kind = ExitKind::kCancelled;
-    e.reason = "cancelled";
+    e.reason = job.cancelled ? "cancelled" : "cancelled: its job ended";
     return e;
   }
   if (job.timed_out) {
@@ -167,9 +167,7 @@ Status ProcessExecutor::cancel(JobId id) {
     return failed_precondition("job " + std::to_string(id) +
                                " is being checkpointed: cancel it once that is done");
   }
-  for (Job* step : steps_of(id)) {
-    if (!poll_exit(*step) && signal_pidfd(step->pidfd, SIGKILL) == 0) step->cancelled = true;
-  }
+  for (Job* step : steps_of(id)) end_with_job(*step);
   if (poll_exit(job)) return failed_precondition("job " + std::to_string(id) + " already ended");
   if (signal_pidfd(job.pidfd, SIGKILL) != 0) {
     return internal_error("job " + std::to_string(id) + ": kill: " + errno_text(errno));
@@ -295,9 +293,24 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
   return Status::ok();
 }
 
+void ProcessExecutor::end_with_job(Job& step) {
+  if (step.ending_with_job || step.cancelled || poll_exit(step)) return;
+  // The grace counts from the next check_timeouts, on its clock.
+  step.ending_with_job = true;
+}
+
 void ProcessExecutor::check_timeouts(TimeUs now) {
   for (auto& [id, job] : jobs_) send_input(job);
-  for (auto& [key, step] : steps_) send_input(step);
+  for (auto& [key, step] : steps_) {
+    send_input(step);
+    if (!step.ending_with_job || step.kill_sent || step.exited) continue;
+    if (step.term_sent == 0) {
+      step.term_sent = now;
+    } else if (now >= step.term_sent + config_.kill_grace) {
+      signal_pidfd(step.pidfd, SIGKILL);
+      step.kill_sent = true;
+    }
+  }
   for (auto& [id, job] : jobs_) {
     if (job.exited || job.pidfd < 0 || job.deadline == 0 || job.cancelled || job.checkpointing) {
       continue;
@@ -369,9 +382,7 @@ std::vector<JobExit> ProcessExecutor::reap() {
     }
     // The job's end ends its steps (a batch script that left one running).
     std::vector<Job*> steps = steps_of(job.id);
-    for (Job* step : steps) {
-      if (!step->cancelled && signal_pidfd(step->pidfd, SIGKILL) == 0) step->cancelled = true;
-    }
+    for (Job* step : steps) end_with_job(*step);
     if (!steps.empty() || !clean_up(job).is_ok()) {
       if (job.pidfd >= 0) {  // its steps' pidfds wake the next call
         close(job.pidfd);

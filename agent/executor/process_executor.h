@@ -134,12 +134,14 @@ class ProcessExecutor final : public Executor {
   Status launch(const JobLaunch& launch, TimeUs now) override;
 
   // Kills the job's whole process tree; reap() reports it as kCancelled
-  // (unless it had already ended). kNotFound if the job is not running here.
+  // (unless it had already ended). Its steps end as at the job's end (see
+  // end_with_job). kNotFound if the job is not running here.
   Status cancel(JobId id) override;
   Status cancel_step(JobId id, std::uint32_t step) override;
 
   // Jobs past their time limit get SIGTERM, and SIGKILL kill_grace later;
-  // they are reported as kTimeout.
+  // they are reported as kTimeout. Steps ended with their job get SIGKILL
+  // kill_grace after it.
   void check_timeouts(TimeUs now) override;
 
   // Non-blocking. The jobs that ended since the last call and whose
@@ -227,6 +229,9 @@ class ProcessExecutor final : public Executor {
     TimeUs launched = 0;  // the time limit counts from here
     bool kill_sent = false;
     bool cancelled = false;
+    // A step its job's end is ending (end_with_job): SIGKILL follows
+    // kill_grace after term_sent.
+    bool ending_with_job = false;
     bool timed_out = false;
     bool exited = false;
     bool checkpointing = false;   // a dump is in flight (dumps_)
@@ -340,6 +345,14 @@ class ProcessExecutor final : public Executor {
   void hold_shell(Job& job, bool hold);  // SIGSTOP/SIGCONT (checkpoint of an image job)
   Status start_shell(Job& job);
   bool poll_exit(Job& job);  // true once the shell has been waited for
+  // The job's end (its cancel, or its shell's end) ends a step still
+  // running: it has kill_grace to end by itself, then SIGKILL
+  // (check_timeouts). One whose tasks end meanwhile (an MPI launcher's
+  // daemon that mpirun, ending the script, did not wait for) keeps its own
+  // outcome and usage; one killed is kCancelled. SIGKILL at once cut such a
+  // daemon's last milliseconds (CANCELLED, often with no CPU time), and so
+  // did SIGTERM (Open MPI's orted then exits non-zero).
+  void end_with_job(Job& step);
   JobExit exit_of(const Job& job) const;
 
   const ExecutorConfig config_;
