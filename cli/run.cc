@@ -521,6 +521,10 @@ int alloc_job(const Client& client, const job::SubmitOptions& options) {
   s = client.call("GetJob", get, &job);
   if (!s.is_ok()) return fail(s);
   if (*started != v1::RUNNING) {
+    // A signal gave the job up (give_up_on_signals): its thread says so and
+    // exits 128 + it once its cancel is answered, which may be what ended
+    // the wait here.
+    while (allocation_given_back.load()) std::this_thread::sleep_for(std::chrono::seconds(1));
     std::fprintf(stderr, "hpcq: job %llu %s%s%s\n", static_cast<unsigned long long>(id),
                  v1::JobState_Name(job.state()).c_str(), job.reason().empty() ? "" : ": ",
                  job.reason().c_str());
