@@ -14,6 +14,20 @@ import time
 import hpcqtest as t
 
 ENDED = ["COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT"]
+ETCD = "/usr/bin/etcd"
+
+
+def need_etcd():
+    if not os.access(ETCD, os.X_OK):
+        raise t.Skip(f"{ETCD} is not installed (Debian: etcd-server)")
+
+
+def pid_of(name):
+    """The pid of this cluster's hpcqd candidate `name` (leader-N)."""
+    out = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml .*--name {name} "],
+                         capture_output=True, text=True).stdout.split()
+    t.check(len(out) == 1, f"{name}: pids {out}")
+    return int(out[0])
 
 
 def leader_logs():

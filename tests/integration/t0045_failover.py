@@ -11,31 +11,19 @@ hangs) is replaced, and once it runs again it ends without acting."""
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
-from failover_common import (ENDED, active, check_adopted, fail_over_during_submissions,
-                             leader_logs, leaders, running_job, wait_new_leader)
+from failover_common import (ENDED, ETCD, active, check_adopted, fail_over_during_submissions,
+                             leader_logs, leaders, need_etcd, pid_of, running_job,
+                             wait_new_leader)
 
-ETCD, ETCDCTL = "/usr/bin/etcd", "/usr/bin/etcdctl"
+ETCDCTL = "/usr/bin/etcdctl"
 if os.access(ETCD, os.X_OK):
     t.within_cluster(agents=4, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
                      extra=("--leaders", "3", "--node-down-after", "15"))
-
-
-def need_etcd():
-    if not os.access(ETCD, os.X_OK):
-        raise t.Skip(f"{ETCD} is not installed (Debian: etcd-server)")
-
-
-def pid_of(name):
-    out = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml .*--name {name} "],
-                         capture_output=True, text=True).stdout.split()
-    t.check(len(out) == 1, f"{name}: pids {out}")
-    return int(out[0])
 
 
 def test_kill_the_active_leader_during_submissions():

@@ -55,6 +55,14 @@ def read_slowly(stream):
         time.sleep(0.005)
 
 
+def read_to_end(p):
+    """hpcq run `p`'s stdout read slowly to its end, then its stderr and exit
+    status: (sha256, length, stderr, exit status)."""
+    got, n = read_slowly(p.stdout)
+    err = p.stderr.read().decode(errors="replace")
+    return got, n, err, p.wait(timeout=120)
+
+
 def test_a_slow_reader_gets_every_byte():
     d = t.workdir()
     path, want = blob(d)
@@ -69,9 +77,7 @@ def test_a_slow_reader_gets_every_byte():
         while time.monotonic() < deadline and t.status(job)["state"] == "RUNNING":
             time.sleep(0.1)
         state = t.status(job)["state"]
-        got, n = read_slowly(p.stdout)
-        err = p.stderr.read().decode(errors="replace")
-        rc = p.wait(timeout=120)
+        got, n, err, rc = read_to_end(p)
     finally:
         if p.poll() is None:
             p.kill()
@@ -117,9 +123,7 @@ def test_a_lost_node_fails_the_run():
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        got, n = read_slowly(p.stdout)
-        err = p.stderr.read().decode(errors="replace")
-        rc = p.wait(timeout=120)
+        got, n, err, rc = read_to_end(p)
     finally:
         if p.poll() is None:
             p.kill()

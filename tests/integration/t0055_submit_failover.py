@@ -17,24 +17,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
-from failover_common import ENDED, active, leader_logs, wait_new_leader
+from failover_common import (ENDED, ETCD, active, leader_logs, need_etcd, pid_of,
+                             wait_new_leader)
 
-ETCD = "/usr/bin/etcd"
 if os.access(ETCD, os.X_OK):
     t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:2 pu:1",
                      extra=("--leaders", "3", "--node-down-after", "15"))
-
-
-def need_etcd():
-    if not os.access(ETCD, os.X_OK):
-        raise t.Skip(f"{ETCD} is not installed (Debian: etcd-server)")
-
-
-def pid_of(name):
-    out = subprocess.run(["pgrep", "-f", f"hpcqd --config {t.cluster_dir()}/hpcq.toml .*--name {name} "],
-                         capture_output=True, text=True).stdout.split()
-    t.check(len(out) == 1, f"{name}: pids {out}")
-    return int(out[0])
 
 
 def elections():

@@ -129,6 +129,18 @@ TEST(ConfigTest, GpuDevicesAndPrivateTmp) {
   EXPECT_EQ(c->agent_private_tmp, "tmpfs");
 }
 
+// Each text (with kRank0 after it) refused, its one-line message holding
+// the expected words.
+void expect_refused_in_one_line(const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [text, expected] : cases) {
+    auto r = parse_config(text + kRank0, "t.toml");
+    ASSERT_FALSE(r.is_ok()) << text;
+    EXPECT_NE(r.status().message().find(expected), std::string::npos)
+        << "message: " << r.status().message() << "\nexpected: " << expected;
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
+  }
+}
+
 // Every number key is checked against what it is used for: a value that
 // passes never breaks every job later (issue 45 item 8: pids_per_core =
 // 99999999999999999999 was taken, and every launch then failed).
@@ -150,13 +162,7 @@ TEST(ConfigTest, NumberKeysAreRangeChecked) {
       {"[[queue]]\nname = \"a\"\npriority = 99999999999\n", "'queue a.priority' must be"},
       {"[[queue]]\nname = \"a\"\nweight = 1e300\n", "'queue a.weight' must be positive"},
   };
-  for (const auto& [text, expected] : cases) {
-    auto r = parse_config(text + kRank0, "t.toml");
-    ASSERT_FALSE(r.is_ok()) << text;
-    EXPECT_NE(r.status().message().find(expected), std::string::npos)
-        << "message: " << r.status().message() << "\nexpected: " << expected;
-    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
-  }
+  expect_refused_in_one_line(cases);
 }
 
 TEST(ConfigTest, PmiMaxKvsBytesIsRangeChecked) {
@@ -320,13 +326,7 @@ TEST(ConfigTest, BadSitePolicy) {
       {"[[portal]]\nname = \"p\"\ntoken_sha256 = \"" + std::string(64, 'a') + "\"\nusers = []\n",
        "'portal p.users' names nobody"},
   };
-  for (const auto& [text, expected] : cases) {
-    auto r = parse_config(text + kRank0, "t.toml");
-    ASSERT_FALSE(r.is_ok()) << text;
-    EXPECT_NE(r.status().message().find(expected), std::string::npos)
-        << "message: " << r.status().message() << "\nexpected: " << expected;
-    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
-  }
+  expect_refused_in_one_line(cases);
 }
 
 struct BadCase {
