@@ -21,6 +21,7 @@ namespace hpcq::job {
 namespace {
 
 constexpr std::string_view kDirective = "#HPCQ";
+constexpr std::string_view kSlurmDirective = "#SBATCH";
 constexpr const char* kDefaultOutput = "hpcq-%j.out";
 constexpr std::int32_t kMaxPriority = 1'000'000;
 constexpr const char* kUsage =
@@ -118,6 +119,7 @@ Result<std::vector<DirectiveLine>> directive_lines(const std::string& text,
   const std::string_view all(text);
   size_t pos = 0;
   int line_no = 0;
+  int first_sbatch_line = 0;
   while (pos < all.size()) {
     const size_t nl = all.find('\n', pos);
     std::string_view line = all.substr(pos, nl == std::string_view::npos ? all.npos : nl - pos);
@@ -133,9 +135,18 @@ Result<std::vector<DirectiveLine>> directive_lines(const std::string& text,
       lines.push_back({line_no, std::move(words).value()});
       continue;
     }
+    if (line.starts_with(kSlurmDirective) && first_sbatch_line == 0) first_sbatch_line = line_no;
     const size_t first = line.find_first_not_of(" \t");
     if (first == std::string_view::npos || line[first] == '#') continue;
     break;  // the first command: later "#HPCQ" lines are plain comments
+  }
+  // A Slurm script run as it stands would get none of what it asks for
+  // (-p, -q and others differ in meaning): say so rather than run it so.
+  // Beside #HPCQ lines, #SBATCH ones are the script's Slurm side, left alone.
+  if (lines.empty() && first_sbatch_line != 0) {
+    return at_line(script_name, first_sbatch_line,
+                   invalid_argument("#SBATCH lines are not read by hpcq: write its options as "
+                                    "#HPCQ lines (docs/user-guide.md)"));
   }
   return lines;
 }

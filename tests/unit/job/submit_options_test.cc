@@ -620,6 +620,10 @@ TEST(DirectiveErrors, NameScriptAndLine) {
       {"#!/bin/sh\n#HPCQ -J 'open\n", "run.sh:2: unterminated ' quote"},
       {"#!/bin/sh\n\n#HPCQ -J \"open\n", "run.sh:3: unterminated \" quote"},
       {"#HPCQ -J x\\\n", "run.sh:1: backslash at the end of the line"},
+      // Issue 47 item 3: a Slurm script is not run as if it asked for nothing.
+      {"#!/bin/sh\n# a Slurm job\n#SBATCH -N 2\n#SBATCH -p big\nsrun hostname\n",
+       "run.sh:3: #SBATCH lines are not read by hpcq: write its options as #HPCQ lines "
+       "(docs/user-guide.md)"},
   };
   for (const auto& c : cases) {
     auto r = parse_directives(c.text, "run.sh");
