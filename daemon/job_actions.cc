@@ -141,11 +141,9 @@ overlay::Launch JobActions::make_launch(const job::Job& job) const {
   launch.set_script(job.spec.script);
   for (const auto& [k, v] : job::launch_environment(job)) (*launch.mutable_env())[k] = v;
   launch.set_cwd(job.spec.cwd);
-  launch.set_stdout_path(job::expand_output_path(job.spec.output, job.id, job.spec.cwd,
-                                                 job.spec.array_job_id, job.spec.array_task_id));
+  launch.set_stdout_path(job::expand_output_path(job.spec.output, job));
   launch.set_stderr_path(
-      job::expand_output_path(job.spec.error.empty() ? job.spec.output : job.spec.error, job.id,
-                              job.spec.cwd, job.spec.array_job_id, job.spec.array_task_id));
+      job::expand_output_path(job.spec.error.empty() ? job.spec.output : job.spec.error, job));
   fill_node_allocs(job.allocation, launch.mutable_allocation());
   launch.set_image(job.spec.image);
   launch.set_cpus_per_task(job.allocation.cpus_per_task);

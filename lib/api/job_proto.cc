@@ -302,13 +302,10 @@ v1::Job to_proto(const job::Job& job, const std::function<int(Rank, int)>& host_
       for (int c : node.cores) a->add_host_cpus(host_cpu_of(node.rank, c));
     }
   }
-  set_bytes(job::expand_output_path(job.spec.output, job.id, job.spec.cwd, job.spec.array_job_id,
-                                    job.spec.array_task_id),
-            p.mutable_stdout(), p.mutable_stdout_bytes());
-  set_bytes(
-      job::expand_output_path(job.spec.error.empty() ? job.spec.output : job.spec.error, job.id,
-                              job.spec.cwd, job.spec.array_job_id, job.spec.array_task_id),
-      p.mutable_stderr(), p.mutable_stderr_bytes());
+  set_bytes(job::expand_output_path(job.spec.output, job), p.mutable_stdout(),
+            p.mutable_stdout_bytes());
+  set_bytes(job::expand_output_path(job.spec.error.empty() ? job.spec.output : job.spec.error, job),
+            p.mutable_stderr(), p.mutable_stderr_bytes());
   p.set_submit_time_us(job.submit_time);
   p.set_start_time_us(job.start_time);
   p.set_end_time_us(job.end_time);

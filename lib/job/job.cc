@@ -553,40 +553,50 @@ Result<ArraySpec> parse_array(std::string_view text) {
   return spec;
 }
 
-std::string expand_output_path(const std::string& pattern, JobId id, const std::string& cwd,
-                               JobId array_job_id, int array_task_id) {
+std::string expand_output_path(const std::string& pattern, const OutputNames& names,
+                               const std::string& cwd) {
   std::string path;
   path.reserve(pattern.size() + 16);
   for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '%' && i + 1 < pattern.size()) {
-      const char next = pattern[i + 1];
-      if (next == 'j') {
-        path += std::to_string(id);
-        ++i;
-        continue;
-      }
-      if (next == 'A') {
-        path += std::to_string(array_job_id != 0 ? array_job_id : id);
-        ++i;
-        continue;
-      }
-      if (next == 'a') {
-        path += std::to_string(std::max(array_task_id, 0));
-        ++i;
-        continue;
-      }
-      if (next == '%') {
-        path += '%';
-        ++i;
-        continue;
+    const char next = i + 1 < pattern.size() ? pattern[i + 1] : '\0';
+    std::optional<std::string> field;
+    if (pattern[i] == '%') {
+      switch (next) {
+        case 'j': field = std::to_string(names.id); break;
+        case 'A':
+          field = std::to_string(names.array_job_id != 0 ? names.array_job_id : names.id);
+          break;
+        case 'a': field = std::to_string(std::max(names.array_task_id, 0)); break;
+        case 'x': field = names.job_name; break;
+        case 'u': field = names.user; break;
+        case 'N':
+          if (!names.first_node.empty()) field = names.first_node;
+          break;
+        case '%': field = "%"; break;
+        default: break;
       }
     }
-    // Unknown %x (and a trailing %) stay as written, as sbatch leaves them.
-    path += pattern[i];
+    if (field) {
+      path += *field;
+      ++i;
+    } else {
+      path += pattern[i];
+    }
   }
   if (path.empty() || path[0] == '/' || cwd.empty()) return path;
   if (cwd.back() == '/') return cwd + path;
   return cwd + "/" + path;
+}
+
+std::string expand_output_path(const std::string& pattern, const Job& job) {
+  OutputNames names;
+  names.id = job.id;
+  names.array_job_id = job.spec.array_job_id;
+  names.array_task_id = job.spec.array_task_id;
+  names.job_name = job.spec.name;
+  names.user = job.user;
+  if (!job.allocation.nodes.empty()) names.first_node = job.allocation.nodes.front().node;
+  return expand_output_path(pattern, names, job.spec.cwd);
 }
 
 }  // namespace hpcq::job

@@ -243,10 +243,22 @@ struct Job {
   bool held = false;  // pending but not eligible until released (hpcq hold/release)
 };
 
-// Output path with %j replaced by the id, %A by the array's job id (the id
-// for a job outside an array) and %a by the array task index (0 outside an
-// array), as sbatch; relative paths are against cwd.
-std::string expand_output_path(const std::string& pattern, JobId id, const std::string& cwd,
-                               JobId array_job_id = 0, int array_task_id = -1);
+// What the % fields of an output path pattern stand for, as sbatch's.
+struct OutputNames {
+  JobId id = 0;            // %j
+  JobId array_job_id = 0;  // %A: the array's job id; 0 outside an array (the id)
+  int array_task_id = -1;  // %a: the array task index; 0 outside an array
+  std::string job_name;    // %x
+  std::string user;        // %u
+  std::string first_node;  // %N; empty before the job has nodes: "%N" stays
+};
+
+// The path a pattern names: %j %A %a %x %u %N replaced, %% a '%'; other
+// fields (and a trailing %) stay as written, as sbatch leaves them. A
+// relative path is against cwd.
+std::string expand_output_path(const std::string& pattern, const OutputNames& names,
+                               const std::string& cwd);
+// The same with the job's own names, against its working directory.
+std::string expand_output_path(const std::string& pattern, const Job& job);
 
 }  // namespace hpcq::job

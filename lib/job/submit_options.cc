@@ -930,8 +930,9 @@ std::string submit_help(SubmitKind kind) {
       "      --export ALL|NONE|[ALL,]VAR[=VALUE][,...]  the tasks' environment\n";
   if (kind != SubmitKind::kRun && kind != SubmitKind::kAlloc) {
     out +=
-        "  -o, --output PATTERN         output file (%j job id, %A array id, %a index;\n"
-        "                               default hpcq-%j.out)\n"
+        "  -o, --output PATTERN         output file (%j job id, %A array id, %a index,\n"
+        "                               %x name, %u user, %N first node; default\n"
+        "                               hpcq-%j.out)\n"
         "  -e, --error PATTERN          error file (default: the output file)\n"
         "  -a, --array INDICES[%MAX]    a job per index: N, N-M, N-M:STEP, ...\n"
         "      --wait                   wait for the job to end (exit 0 if COMPLETED)\n";

@@ -205,11 +205,19 @@ struct PathCase {
   const char* path;
 };
 
+OutputNames names(JobId id, JobId array_job_id = 0, int array_task_id = -1) {
+  OutputNames n;
+  n.id = id;
+  n.array_job_id = array_job_id;
+  n.array_task_id = array_task_id;
+  return n;
+}
+
 class ExpandOutputPath : public ::testing::TestWithParam<PathCase> {};
 
 TEST_P(ExpandOutputPath, Expands) {
   const auto& c = GetParam();
-  EXPECT_EQ(expand_output_path(c.pattern, c.id, c.cwd), c.path) << c.pattern;
+  EXPECT_EQ(expand_output_path(c.pattern, names(c.id), c.cwd), c.path) << c.pattern;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -218,7 +226,7 @@ INSTANTIATE_TEST_SUITE_P(
                       PathCase{"/tmp/%j/%j.log", 7, "/home/u", "/tmp/7/7.log"},
                       PathCase{"100%%-%j", 3, "/w", "/w/100%-3"},
                       PathCase{"%%j", 3, "/w", "/w/%j"},     // an escaped %, then a plain j
-                      PathCase{"a%x%", 3, "/w", "/w/a%x%"},  // unknown and trailing % stay
+                      PathCase{"a%y%", 3, "/w", "/w/a%y%"},  // unknown and trailing % stay
                       PathCase{"out", 1, "/", "/out"}, PathCase{"out", 1, "/w/", "/w/out"},
                       PathCase{"out-%j", 18446744073709551615ULL, "", "out-18446744073709551615"},
                       PathCase{"sub/dir/%j.out", 9, "/w", "/w/sub/dir/9.out"}));
@@ -265,8 +273,23 @@ TEST(Array, BadInputIsRejected) {
 }
 
 TEST(OutputPath, ArrayPatterns) {
-  EXPECT_EQ(expand_output_path("r-%A_%a.out", 17, "/w", 15, 2), "/w/r-15_2.out");
-  EXPECT_EQ(expand_output_path("r-%A_%a.out", 17, "/w"), "/w/r-17_0.out");
+  EXPECT_EQ(expand_output_path("r-%A_%a.out", names(17, 15, 2), "/w"), "/w/r-15_2.out");
+  EXPECT_EQ(expand_output_path("r-%A_%a.out", names(17), "/w"), "/w/r-17_0.out");
+}
+
+// Issue 47 item 5: %x, %u and %N as sbatch's; %N only once the job has nodes.
+TEST(OutputPath, NameUserAndFirstNode) {
+  Job job;
+  job.id = 12;
+  job.user = "alice";
+  job.spec.name = "solver";
+  job.spec.cwd = "/home/alice";
+  EXPECT_EQ(expand_output_path("%x-%j.%u.%N.out", job), "/home/alice/solver-12.alice.%N.out");
+  job.allocation.nodes.resize(2);
+  job.allocation.nodes[0].node = "node3";
+  job.allocation.nodes[1].node = "node4";
+  EXPECT_EQ(expand_output_path("%x-%j.%u.%N.out", job), "/home/alice/solver-12.alice.node3.out");
+  EXPECT_EQ(expand_output_path("%%x%t%n%", job), "/home/alice/%x%t%n%");  // %t %n not yet
 }
 
 }  // namespace
