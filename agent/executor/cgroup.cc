@@ -64,6 +64,26 @@ Status make_dir(const std::string& path, bool* created) {
   return internal_error("mkdir " + path + ": " + errno_text(errno));
 }
 
+// <...>/hpcq and <...>/hpcq/<instance>: entered, never listed, by others,
+// so that no user learns which jobs a node runs (issue 45 item 12). Set
+// on directories an older agent made too.
+Status make_parent_dir(const std::string& path, bool* created) {
+  HPCQ_RETURN_IF_ERROR(make_dir(path, created));
+  if (chmod(path.c_str(), 0711) != 0) {
+    return internal_error("chmod " + path + ": " + errno_text(errno));
+  }
+  return Status::ok();
+}
+
+// A job's own directory: root's and the job's group's, so that other users
+// do not read its usage (memory.current, cpuacct) by guessing its id.
+Status restrict_to_group(const std::string& dir, gid_t group) {
+  if (chown(dir.c_str(), static_cast<uid_t>(-1), group) != 0 || chmod(dir.c_str(), 0750) != 0) {
+    return internal_error("chown/chmod " + dir + ": " + errno_text(errno));
+  }
+  return Status::ok();
+}
+
 // A new v1 cpuset child has empty cpus/mems and refuses tasks: give every
 // directory we pass through its parent's sets unless it already has some.
 Status fill_v1_cpuset(const std::string& dir) {
@@ -383,7 +403,7 @@ Result<std::string> CgroupHierarchy::device_dir(const std::string& instance, Job
   for (const std::string& part : {std::string("hpcq"), instance, "job-" + std::to_string(id)}) {
     dir += "/" + part;
     bool created = false;
-    HPCQ_RETURN_IF_ERROR(make_dir(dir, &created));
+    HPCQ_RETURN_IF_ERROR(make_parent_dir(dir, &created));
   }
   return dir + "/" + name;
 }
@@ -419,13 +439,13 @@ Result<JobCgroup> CgroupHierarchy::create_job_once(const std::string& instance, 
   bool created = false;
   // The job's own directory: kNotFound when its parent is missing.
   auto make_job_dir = [&](const std::string& dir) {
-    if (mkdir(dir.c_str(), 0755) == 0) {
+    if (mkdir(dir.c_str(), 0750) == 0) {
       made.push_back(dir);
-      return Status::ok();
+    } else if (errno != EEXIST) {
+      return Status(errno == ENOENT ? Code::kNotFound : Code::kInternal,
+                    "mkdir " + dir + ": " + errno_text(errno));
     }
-    if (errno == EEXIST) return Status::ok();
-    return Status(errno == ENOENT ? Code::kNotFound : Code::kInternal,
-                  "mkdir " + dir + ": " + errno_text(errno));
+    return restrict_to_group(dir, limits.group);
   };
 
   if (version_ == CgroupVersion::kV2) {
@@ -448,7 +468,7 @@ Result<JobCgroup> CgroupHierarchy::create_job_once(const std::string& instance, 
         Status s = make_job_dir(dir);
         if (!s.is_ok()) return fail(s);
       } else if (!ready_parents_.count(dir)) {
-        Status s = make_dir(dir, &created);
+        Status s = make_parent_dir(dir, &created);
         if (!s.is_ok()) return fail(s);
         if (created) made.push_back(dir);
       }
@@ -482,7 +502,7 @@ Result<JobCgroup> CgroupHierarchy::create_job_once(const std::string& instance, 
     for (const std::string& part : {std::string("hpcq"), instance}) {
       dir += "/" + part;
       if (ready_parents_.count(dir)) continue;
-      Status s = make_dir(dir, &created);
+      Status s = make_parent_dir(dir, &created);
       if (!s.is_ok()) return fail(s);
       if (created) made.push_back(dir);
       if (controller == "cpuset") {
@@ -510,6 +530,18 @@ Result<JobCgroup> CgroupHierarchy::create_job_once(const std::string& instance, 
     }
     if (!s.is_ok()) return fail(s);
     dirs.push_back(dir);
+  }
+  // runc puts image jobs in every hierarchy: theirs are not listed either.
+  for (const std::string& mount : v1_other_mounts_) {
+    std::string dir = mount;
+    for (const std::string& part : {std::string("hpcq"), instance}) {
+      dir += "/" + part;
+      if (ready_parents_.count(dir)) continue;
+      Status s = make_parent_dir(dir, &created);
+      if (!s.is_ok()) return fail(s);
+      if (created) made.push_back(dir);
+      ready_parents_[dir];
+    }
   }
   return JobCgroup(CgroupVersion::kV1, std::move(dirs));
 }

@@ -40,6 +40,9 @@ struct CgroupLimits {
   std::vector<int> mems;           // cpuset.mems; empty: all of the parent's
   std::uint64_t memory_bytes = 0;  // memory.limit_in_bytes / memory.max; 0: none
   std::int64_t pids_max = 0;       // pids.max; 0: none
+  // The job's group: the one group, besides root, that may read the job's
+  // directory (create_job; children made by create_child are inside it).
+  gid_t group = 0;
 };
 
 class JobCgroup {
@@ -130,7 +133,10 @@ class CgroupHierarchy {
   // <...>/hpcq/<instance> in every hierarchy (whether or not it exists).
   std::vector<std::string> instance_dirs(const std::string& instance) const;
 
-  // Creates job-<id> (and the parents it needs), sets the limits. A leftover
+  // Creates job-<id> (and the parents it needs), sets the limits. Other
+  // users neither list a node's jobs nor read one's usage: the parents
+  // are 0711 and job-<id> is 0750, root's and `limits.group`'s (v1: also
+  // <mount>/hpcq/<instance> of the controllers runc joins). A leftover
   // empty directory of the same job is reused. On error nothing new is left.
   // The parents are made ready once (mkdir, v1 cpuset's sets, v2's
   // subtree_control), not for every job; should they vanish, the job's

@@ -149,7 +149,7 @@ void ProcessExecutor::offer_pmix_where_present(JobLaunch& l) const {
 
 CgroupLimits ProcessExecutor::job_limits(const JobLaunch& l) const {
   const auto cores = static_cast<std::int64_t>(std::max<std::size_t>(1, l.host_cpus.size()));
-  return {l.host_cpus, l.host_mems, l.memory_limit_bytes, config_.pids_per_core * cores};
+  return {l.host_cpus, l.host_mems, l.memory_limit_bytes, config_.pids_per_core * cores, l.gid};
 }
 
 Status ProcessExecutor::prepare_job_dir(const JobLaunch& l, const std::string& dir) const {

@@ -6,6 +6,7 @@ with that task's code and node, not CANCELLED; tasks create files with the
 submitter's umask; the leader's state directory
 and database are its owner's alone, and hpcqd refuses a state directory that
 other users can enter."""
+import glob
 import os
 import subprocess
 import sys
@@ -204,21 +205,51 @@ def test_commands_and_paths_are_bytes_names_are_text():
             "-J/--job-name: not valid UTF-8" in p.stderr, f"exit {p.returncode}: {p.stderr!r}")
 
 
+# Prints "usage" when the job reads its own cgroup's memory usage (v1 or v2).
+READ_OWN_USAGE = r"""
+if grep -q ':memory:' /proc/self/cgroup; then
+  root=/sys/fs/cgroup/memory usage=memory.usage_in_bytes
+  own=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
+else
+  root=/sys/fs/cgroup usage=memory.current own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+fi
+job=$(echo "$own" | sed 's|\(/job-[0-9]*\).*|\1|')
+cat "$root$job/$usage" >/dev/null && echo usage
+"""
+
+
+def job_cgroup_dirs(job):
+    """Where the node keeps job `job`'s cgroups (every hierarchy)."""
+    return [p for p in glob.glob("/sys/fs/cgroup/**/hpcq/*/job-%d" % job, recursive=True)
+            if os.path.isdir(p)]
+
+
 def test_other_users_see_no_job_ids_hostfiles_or_logs():
     """Issue 45 item 12: while root's job runs, another user cannot list the
-    node's job directories, read the job's hostfile or read the daemons'
-    logs (every job id, start and end); the job's own user reads its
-    hostfile."""
+    node's job directories or job cgroups, read the job's hostfile or memory
+    usage, or read the daemons' logs (every job id, start and end); the job's
+    own user reads its hostfile and its cgroup's usage."""
     t.ensure_user()
     d = t.workdir()
     job = t.submit("--", "sleep", "300", cwd=d)
     mine = t.submit("-o", os.path.join(d, "hostfile.out"), "--", "sh", "-c",
-                    'cat "$HPCQ_HOSTFILE" && echo read', user="hpcqtest", cwd=d)
+                    'cat "$HPCQ_HOSTFILE" && echo read' + READ_OWN_USAGE,
+                    user="hpcqtest", cwd=d)
     try:
         t.wait_state(job, "RUNNING")
         s, text = output_of(mine, os.path.join(d, "hostfile.out"))
-        t.check(s["state"] == "COMPLETED" and text.endswith("read\n"),
-                f"the job's user cannot read its hostfile: {s['state']}: {text}")
+        t.check(s["state"] == "COMPLETED" and text.endswith("read\nusage\n"),
+                f"the job's user cannot read its hostfile and usage: {s['state']}: {text}")
+        cgroups = job_cgroup_dirs(job)
+        t.check(cgroups, f"no cgroup of job {job} under /sys/fs/cgroup")
+        for path in cgroups:
+            for look in (["ls", os.path.dirname(path)], ["ls", path]):
+                p = t.run(look, user="hpcqtest")
+                t.check(p.returncode != 0, f"another user runs {look}: {p.stdout.split()}")
+            for usage in ("memory.usage_in_bytes", "memory.current"):
+                if os.path.exists(os.path.join(path, usage)):
+                    p = t.run(["cat", os.path.join(path, usage)], user="hpcqtest")
+                    t.check(p.returncode != 0, f"another user reads {path}/{usage}")
         for rank in (1, 2):
             jobs = t.jobs_dir(rank)
             p = t.run(["ls", jobs], user="hpcqtest")

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +80,32 @@ TEST_F(CgroupTest, CreatesJobDirectoriesWithLimitsAndRemovesThem) {
   EXPECT_TRUE(removed.is_ok()) << removed.to_string();
   EXPECT_TRUE(job.dirs().empty());
   for (const std::string& d : dirs) EXPECT_FALSE(fs::exists(d)) << d;
+}
+
+// Issue 45 item 12: other users neither list a node's jobs nor read a job's
+// usage; the job's group reads its own.
+TEST_F(CgroupTest, OnlyTheJobsGroupReadsItsDirectory) {
+  constexpr gid_t kGroup = 4242;
+  auto cg = hierarchy_.create_job(instance_, 2, {{}, {}, 0, 0, kGroup});
+  ASSERT_TRUE(cg.is_ok()) << cg.status().to_string();
+  JobCgroup job = std::move(cg).value();
+  std::vector<std::string> parents = hierarchy_.instance_dirs(instance_);
+  for (const std::string& d : std::vector<std::string>(parents)) {
+    parents.push_back(fs::path(d).parent_path().string());  // <...>/hpcq
+  }
+  for (const std::string& d : parents) {
+    struct stat st {};
+    ASSERT_EQ(stat(d.c_str(), &st), 0) << d << ": " << strerror(errno);
+    EXPECT_EQ(st.st_mode & 07777, 0711u) << d;
+  }
+  for (const std::string& d : job.dirs()) {
+    struct stat st {};
+    ASSERT_EQ(stat(d.c_str(), &st), 0) << d << ": " << strerror(errno);
+    EXPECT_EQ(st.st_mode & 07777, 0750u) << d;
+    EXPECT_EQ(st.st_uid, 0u) << d;
+    EXPECT_EQ(st.st_gid, kGroup) << d;
+  }
+  EXPECT_TRUE(job.remove().is_ok());
 }
 
 TEST_F(CgroupTest, ParentsRemovedBehindItsBackAreMadeAgain) {
