@@ -17,7 +17,7 @@ JOB = """#!/bin/bash
 #HPCQ -N 2
 #HPCQ --ntasks=4
 #HPCQ -J envcheck
-#HPCQ -o out-%j.txt
+#HPCQ -o out-%x-%j-%u-%N.txt
 cpus=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
 mems=$(awk '/^Mems_allowed_list/ {print $2}' /proc/self/status)
 hostfile=$(tr '\\n ' ';_' < "$HPCQ_HOSTFILE")
@@ -34,7 +34,9 @@ def test_multinode_job_environment_and_pinning():
     s = t.status(job_id)
     t.check(s["state"] == "COMPLETED", f"state {s['state']}")
     t.check(len(s["nodes"]) == 2 and len(s["allocation"]) == 2, f"nodes {s['nodes']}")
-    t.check(s["stdout"] == os.path.join(d, f"out-{job_id}.txt"), f"stdout {s['stdout']}")
+    # sbatch's %x (name), %u (user) and %N (first node) too (issue 47 item 5).
+    t.check(s["stdout"] == os.path.join(d, f"out-envcheck-{job_id}-root-{s['nodes'][0]}.txt"),
+            f"stdout {s['stdout']}")
     lines = [l for l in open(s["stdout"]).read().splitlines() if l.startswith("rank=")]
     t.check(len(lines) == 4, f"expected 4 task lines, got {lines}")
     tasks = {}
