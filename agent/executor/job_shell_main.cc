@@ -648,11 +648,11 @@ int run(const std::string& dir) {
         continue;
       }
       const bool left_unfinished = pmi->task_ended(local);
-      if (const auto& abort = pmi->abort()) {
+      // An abort, or a refused spawn whose grace passed, names its task.
+      if (const auto ender = pmi->ended_by()) {
         for (size_t t = 0; t < results.tasks.size(); ++t) {
-          if (results.tasks[t].rank != abort->rank) continue;
-          results.tasks[t].error =
-              "called MPI_Abort (PMI abort) with code " + std::to_string(abort->code);
+          if (results.tasks[t].rank != ender->rank) continue;
+          results.tasks[t].error = ender->why;
           end_world(t);
         }
         r.ended_by_shell = local != culprit;
@@ -673,8 +673,9 @@ int run(const std::string& dir) {
               "ended before MPI_Finalize (PMI finalize) while its MPI world ran: the world "
               "cannot go on";
         }
-        // Most likely why: the MPI library gives up on a refused put or fence.
-        if (const std::string why = pmi->key_space_refusal(); !why.empty()) {
+        // Most likely why: the MPI library gives up on a refused put, fence
+        // or spawn.
+        if (const std::string why = pmi->cause_of_failure(); !why.empty()) {
           const std::string ended = describe_task(r);  // "task 3: exited with code 1"
           r.error = ended.substr(ended.find(": ") + 2) + " after " + why;
         }
@@ -690,8 +691,8 @@ int run(const std::string& dir) {
     }
   }
   results.exit_code = job_exit_code(results.tasks);
-  if (pmi && pmi->abort()) {
-    results.exit_code = pmi->abort()->code;
+  if (const auto ender = pmi ? pmi->ended_by() : std::nullopt) {
+    results.exit_code = ender->code;
   } else if (world_ended && results.exit_code == 0) {
     results.exit_code = 1;  // a rank left the world early: a failure, whatever its code
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <utility>
 
 namespace hpcq::agent::pmi {
@@ -294,19 +295,9 @@ std::vector<Reply> Server::on_line(std::size_t client, std::string_view line) {
   if (client >= clients_.size()) return replies;
   Client& c = clients_[client];
   if (c.phase == Phase::kGone || !c.refused.empty()) return replies;
+  if (c.in_multi_line || line.substr(0, 5) == "mcmd=") return on_spawn_line(client, line);
   auto reply = [&](std::string text) { replies.push_back({client, std::move(text) + "\n"}); };
   const auto words = words_of(line);
-  if (words.count("mcmd")) {  // spawn: multi-line, ended by "endcmd"
-    c.in_multi_line = true;
-    return replies;
-  }
-  if (c.in_multi_line) {
-    if (words.count("endcmd")) {
-      c.in_multi_line = false;
-      reply("cmd=spawn_result rc=-1 msg=hpcq_does_not_spawn_processes");
-    }
-    return replies;
-  }
   const std::string cmd = value_or(words, "cmd");
   if (cmd == "init") {
     const std::string version = value_or(words, "pmi_version");
@@ -373,6 +364,27 @@ std::vector<Reply> Server::on_line(std::size_t client, std::string_view line) {
     reply("cmd=" + as_word(cmd.empty() ? "unknown" : cmd) + "_result rc=-1 msg=unknown_command");
   }
   return replies;
+}
+
+std::vector<Reply> Server::on_spawn_line(std::size_t client, std::string_view line) {
+  Client& c = clients_[client];
+  c.in_multi_line = true;
+  // A line of the block is one key=value, the value all after the first
+  // '=' (an argument, "argN=...", may hold spaces, '=' and "endcmd").
+  while (!line.empty() && line.back() == ' ') line.remove_suffix(1);
+  const std::size_t eq = line.find('=');
+  const std::string_view key = line.substr(0, eq);
+  const std::string_view value = eq == std::string_view::npos ? "" : line.substr(eq + 1);
+  if (key == "totspawns" || key == "spawnssofar") {
+    std::from_chars(value.data(), value.data() + value.size(),
+                    key == "totspawns" ? c.spawn_commands : c.spawns_so_far);
+  }
+  if (line != "endcmd") return {};
+  c.in_multi_line = false;
+  if (c.spawns_so_far < c.spawn_commands) return {};  // the next command's block follows
+  c.spawns_so_far = c.spawn_commands = 0;
+  if (!spawn_refused_) spawn_refused_ = ranks_[client];
+  return {{client, "cmd=spawn_result rc=-1 msg=" + as_word(std::string(kSpawnRefused)) + "\n"}};
 }
 
 std::vector<Reply> Server::on_message(std::size_t client, std::string_view text) {
@@ -479,7 +491,8 @@ std::vector<Reply> Server::on_message(std::size_t client, std::string_view text)
     // No answer: the client exits.
     if (!abort_) abort_ = Abort{ranks_[client], 1, find(*pairs, "msg").value_or("")};
   } else if (cmd == "spawn") {
-    reply(failed("hpcq does not spawn processes"));
+    if (!spawn_refused_) spawn_refused_ = ranks_[client];
+    reply(failed(std::string(kSpawnRefused)));
   } else if (cmd == "name-publish" || cmd == "name-unpublish" || cmd == "name-lookup") {
     reply(failed("hpcq has no name service"));
   } else {

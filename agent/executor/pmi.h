@@ -9,8 +9,10 @@
 //    words ("cmd=put kvsname=... key=... value=..."), answered in the same
 //    form. MPICH's client sends init, get_maxes, get_appnum, get_my_kvsname,
 //    get_universe_size, put, get, barrier_in, finalize, abort;
-//    publish_name, lookup_name, unpublish_name and spawn ("mcmd=spawn" ...
-//    "endcmd") are answered with an error.
+//    publish_name, lookup_name, unpublish_name and spawn are answered with
+//    an error. A spawn (MPI_Comm_spawn) is lines "mcmd=spawn" ... "endcmd",
+//    one such block per command of MPI_Comm_spawn_multiple (its
+//    "spawnssofar" of "totspawns"), answered once, after the last.
 //  - PMI-2: the client opens with the PMI-1 line "cmd=init pmi_version=2
 //    pmi_subversion=0", answered "cmd=response_to_init pmi_version=2
 //    pmi_subversion=0 rc=0"; from then on each message, both ways, is a
@@ -23,6 +25,11 @@
 //    Anything else (spawn, name-publish/-lookup/-unpublish, job-connect,
 //    ring) gets "cmd=<cmd>-response;rc=-1;errmsg=...;". A "thrid" a client
 //    sends comes back in its answer (MPICH's threaded client routes by it).
+// A refused spawn is kept (spawn_refused()): an MPICH that asks (ch3, and
+// ch4 before 4.0; Debian's 4.0.2 fails the spawn itself, on every rank,
+// and asks nothing) returns the error to the spawn's root only, and its
+// other ranks wait for the root forever, so the shell ends the world after
+// a grace (shell_io.h, MpiWorld).
 // A client whose bytes cannot be framed (a PMI-1 line longer than kLineMax,
 // a PMI-2 length that is no number or more than kMessageMax) gets one error
 // answer and is not read any more (refused(): the shell logs it).
@@ -76,6 +83,14 @@ constexpr std::size_t kLineMax = 4096;
 constexpr std::size_t kMessageMax = 64 * 1024;
 // The width of a PMI-2 message's length.
 constexpr std::size_t kLengthWidth = 6;
+
+// Why a spawn is refused (PMI-1's mcmd=spawn, PMI-2's spawn, PMIx_Spawn):
+// a direct launch's world is the launch's tasks, and the job shell starts
+// no others. Said in the answer, on the job's stderr and in its end.
+constexpr std::string_view kSpawnRefused =
+    "MPI_Comm_spawn is not supported under direct launch (hpcq run, hpcq submit): start the "
+    "program with mpirun or mpiexec inside an allocation (hpcq alloc, hpcq batch) to spawn "
+    "processes";
 
 // A fence's contribution or outcome, as "key=value\n" lines (PMI keys and
 // values hold no newlines, and keys no '=').
@@ -174,6 +189,8 @@ class Server {
   const std::optional<Abort>& abort() const { return abort_; }
   // Whether any client has begun PMI (sent init).
   bool in_use() const { return in_use_; }
+  // The rank of the first client whose spawn was refused, once one was.
+  std::optional<int> spawn_refused() const { return spawn_refused_; }
 
  private:
   enum class Phase { kNew, kInitialized, kInBarrier, kFinalized, kGone };
@@ -184,11 +201,16 @@ class Server {
     std::string unread;          // bytes short of a whole line or message
     std::string refused;         // why its bytes are not read any more
     bool in_multi_line = false;  // inside a PMI-1 "mcmd" (spawn) request
-    std::string fence_thrid;     // PMI-2: the thrid of its kvs-fence
+    // PMI-1's spawn: the block's "spawnssofar" of "totspawns" (0: not said).
+    long spawns_so_far = 0, spawn_commands = 0;
+    std::string fence_thrid;  // PMI-2: the thrid of its kvs-fence
     // PMI-2: the node attribute it waits for, and its request's thrid.
     std::optional<std::pair<std::string, std::string>> awaits;
   };
 
+  // A line of a PMI-1 spawn request ("mcmd=spawn" up to "endcmd"): the
+  // answer once the last command's block has ended.
+  std::vector<Reply> on_spawn_line(std::size_t client, std::string_view line);
   // One PMI-2 message from `client`, without its length.
   std::vector<Reply> on_message(std::size_t client, std::string_view text);
   // Stops reading `client`: its bytes cannot be framed.
@@ -219,6 +241,7 @@ class Server {
   std::set<std::size_t> gone_early_;  // clients gone before init, while none had begun
   std::optional<std::size_t> broken_by_;
   std::optional<Abort> abort_;
+  std::optional<int> spawn_refused_;
 };
 
 }  // namespace hpcq::agent::pmi

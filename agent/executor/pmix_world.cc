@@ -36,7 +36,7 @@ namespace {
 struct Upcall {
   // kModexRequest: a local task wants rank's data, which another node has;
   // kModexData: the data of one of this node's ranks another node asked for.
-  enum class Kind { kConnected, kFinalized, kAbort, kFence, kModexRequest, kModexData };
+  enum class Kind { kConnected, kFinalized, kAbort, kFence, kModexRequest, kModexData, kSpawn };
   explicit Upcall(Kind k, pmix_rank_t r = 0, int c = 0) : kind(k), rank(r), code(c) {}
   Kind kind;
   pmix_rank_t rank;
@@ -136,6 +136,15 @@ void on_modex_data(pmix_status_t status, char* data, size_t size, void* tag) {
   g_upcalls->push(std::move(u));
 }
 
+// PMIx_Spawn (Open MPI's MPI_Comm_spawn): refused at once, and the shell
+// told (pmi::kSpawnRefused says why; the world's other ranks would wait for
+// the spawn forever).
+pmix_status_t on_spawn(const pmix_proc_t* proc, const pmix_info_t[], size_t, const pmix_app_t[],
+                       size_t, pmix_spawn_cbfunc_t, void*) {
+  g_upcalls->push(Upcall(Upcall::Kind::kSpawn, proc->rank));
+  return PMIX_ERR_NOT_SUPPORTED;
+}
+
 // Calls `call(callback, data)`, one of PMIx's functions that finish through
 // an operation callback, and waits for it.
 template <typename Call>
@@ -215,6 +224,7 @@ class PmixClients final : public MpiWorld {
     module.abort = on_abort;
     module.fence_nb = on_fence;
     module.direct_modex = on_direct_modex;
+    module.spawn = on_spawn;
     InfoList init;
     init.add_string(PMIX_SERVER_TMPDIR, dir);
     init.add_string(PMIX_SYSTEM_TMPDIR, dir);
@@ -481,6 +491,7 @@ class PmixClients final : public MpiWorld {
         case Upcall::Kind::kFence: begin_fence(std::move(u)); break;
         case Upcall::Kind::kModexRequest: ask_for_modex(u); break;
         case Upcall::Kind::kModexData: send_modex_answer(u.tag, u.code, u.data); break;
+        case Upcall::Kind::kSpawn: spawn_refused(static_cast<int>(u.rank)); break;
       }
       end_world_if_broken();
     }

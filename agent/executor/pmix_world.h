@@ -14,9 +14,10 @@
 // path as PMI-1's: the leader concatenates every node's, which is what a
 // PMIx server expects back. Only fences over the whole namespace are served
 // (MPI_Init's, MPI_Finalize's, MPI_Barrier's through PMIx); a fence over
-// part of it is answered "not supported". A key of another node's rank that
-// no fence carried (a fence without data, or none: Open MPI's async modex)
-// is asked of that node (direct modex): the request leaves on the channel
+// part of it is answered "not supported", as is PMIx_Spawn (MPI_Comm_spawn:
+// the world then ends after a grace, MpiWorld::spawn_refused). A key of
+// another node's rank that no fence carried (a fence without data, or none:
+// Open MPI's async modex) is asked of that node (direct modex): the request leaves on the channel
 // with the overlay rank of the node, whose agent hands it to its shell; that
 // shell asks its OpenPMIx for the rank's data (PMIx_server_dmodex_request,
 // answered once the rank has committed it) and the answer comes back the

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -15,9 +16,11 @@
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -58,6 +61,56 @@ inline void send_on_channel(const std::string& frame, bool& broken) {
   }
 }
 
+// The job's standard error, for a line of the shell's own: a forwarding
+// job's (hpcq run) is an output frame on the channel, as task `rank`'s;
+// else the line is appended to the job's file, opened as the job's user in
+// a child (the shell is root, and the path is the user's to name).
+class JobStderr {
+ public:
+  explicit JobStderr(const JobLaunch& l)
+      : forward_(l.forward_output),
+        path_(l.stderr_path),
+        uid_(l.uid),
+        gid_(l.gid),
+        groups_(l.groups.begin(), l.groups.end()) {
+    if (groups_.empty()) groups_.push_back(gid_);
+  }
+  void write_line(int rank, const std::string& line, bool& channel_broken) const {
+    if (forward_) {
+      send_on_channel(encode_output_frame(rank, true, line), channel_broken);
+      return;
+    }
+    if (path_.empty()) return;  // /dev/null
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (geteuid() == 0 && (setgroups(groups_.size(), groups_.data()) != 0 || setgid(gid_) != 0 ||
+                             setuid(uid_) != 0)) {
+        _exit(1);
+      }
+      const int fd = open(path_.c_str(), O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+      _exit(fd >= 0 && write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size())
+                ? 0
+                : 1);
+    }
+    while (pid > 0 && waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+
+ private:
+  bool forward_;
+  std::string path_;  // empty: /dev/null
+  uid_t uid_;
+  gid_t gid_;
+  std::vector<gid_t> groups_;
+};
+
+// How long a world whose spawn was refused may go on: enough for the root
+// to take its error (say it, or MPI_Abort). The MPI library tells the root
+// alone: the other ranks (Open MPI 4.1's, and an MPICH's that asks PMI)
+// wait for it inside MPI_Comm_spawn forever, and it for them in
+// MPI_Finalize.
+constexpr int kSpawnGraceS = 5;
+
 // What the shell's loop needs of the server of a job's MPI world: PMI-1
 // and PMI-2 (PmiClients, below) or PMIx (PmixClients, pmix_world.h). Both share the
 // channel: a world across nodes sends each fence's contribution on it to the
@@ -66,13 +119,23 @@ inline void send_on_channel(const std::string& frame, bool& broken) {
 //
 // The channel's state is shared by the servers of one world: with --mpi
 // pmi1,pmix both serve the tasks (BothWorlds), and the one the program uses
-// opens the channel once.
+// opens the channel once. So is a refused spawn, whichever refused it.
 struct WorldChannel {
   WorldChannel(const JobLaunch& l, const JobFiles& files)
-      : open(l.has_channel()), socket_path(l.channel_on_demand() ? files.pmi_socket : "") {}
+      : open(l.has_channel()),
+        socket_path(l.channel_on_demand() ? files.pmi_socket : ""),
+        job_stderr(l) {}
   bool open;                // fd kOutputFd is the channel to the executor
   std::string socket_path;  // where to open it on demand; empty: not (any more)
   bool broken = false;
+  JobStderr job_stderr;
+  // The first spawn refused: by which rank, and when its grace ends.
+  struct SpawnRefusal {
+    int rank = 0;
+    std::chrono::steady_clock::time_point grace_ends;
+    bool ended_world = false;  // the grace passed with the world still running
+  };
+  std::optional<SpawnRefusal> spawn;
 };
 
 class MpiWorld {
@@ -97,6 +160,54 @@ class MpiWorld {
   virtual std::optional<std::size_t> broken_by() const = 0;
   // The first abort a task called: its rank and code.
   virtual std::optional<pmi::Server::Abort> abort() const = 0;
+
+  // The task whose request ended the world, once one has: an abort (with
+  // its code), or a spawn refused whose grace passed (code 1); `why` is its
+  // result's error.
+  struct Ender {
+    int rank = 0;
+    int code = 1;
+    std::string why;
+  };
+  std::optional<Ender> ended_by() const {
+    if (const auto a = abort()) {
+      // The caller's message (PMI-2, PMIx) quoted: one printable line, cut.
+      return Ender{a->rank, a->code,
+                   "called MPI_Abort (PMI abort) with code " + std::to_string(a->code) +
+                       (a->message.empty() ? "" : ": " + quote(a->message)) +
+                       (channel_->spawn ? " after " + spawn_refusal() : "")};
+    }
+    if (channel_->spawn && channel_->spawn->ended_world) {
+      return Ender{channel_->spawn->rank, 1,
+                   std::string(pmi::kSpawnRefused) + "; its world was ended " +
+                       std::to_string(kSpawnGraceS) + " s after the refusal"};
+    }
+    return std::nullopt;
+  }
+  // Why the MPI library may have given up, for the end of a task that
+  // failed: a put or fence its key space refused, or a refused spawn.
+  std::string cause_of_failure() const {
+    const std::string key_space = key_space_refusal();
+    return key_space.empty() && channel_->spawn ? spawn_refusal() : key_space;
+  }
+  // Milliseconds until a refused spawn's grace ends (0 once it has), for
+  // the loop's poll; -1 while there is none to wait for.
+  int ms_to_spawn_grace_end() const {
+    if (!channel_->spawn || channel_->spawn->ended_world || ended_) return -1;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        channel_->spawn->grace_ends - std::chrono::steady_clock::now());
+    return static_cast<int>(std::max<std::chrono::milliseconds::rep>(0, left.count()));
+  }
+  // Once a refused spawn's grace has passed with the world still running:
+  // its other ranks wait for the spawn forever, so the world ends (the
+  // shell names the spawning task once the tasks are reaped).
+  void end_world_after_spawn_grace() {
+    if (ms_to_spawn_grace_end() != 0) return;
+    channel_->spawn->ended_world = ended_ = true;
+    const auto ender = ended_by();
+    report_failure(ender->code, "task " + std::to_string(ender->rank) + ": " + ender->why);
+    kill(-1, SIGKILL);
+  }
 
   // A chunk of a fence's outcome from the executor, or word that it failed.
   void on_fence_frame(const FenceFrame& frame) {
@@ -155,8 +266,19 @@ class MpiWorld {
   // The fence in flight cannot complete (the channel is gone, its keys
   // passed the limit): its waiters are told `why`.
   virtual void fence_failed(const std::string& why) = 0;
-  // Once a task has aborted or broken the world: says so (an abort, once)
-  // and ends every other process of the namespace.
+  // Task `rank` asked to spawn processes (MPI_Comm_spawn), and was
+  // answered with an error: the job's stderr says why (once), and the world
+  // has kSpawnGraceS to end by itself.
+  void spawn_refused(int rank) {
+    if (channel_->spawn) return;
+    channel_->spawn = WorldChannel::SpawnRefusal{
+        rank, std::chrono::steady_clock::now() + std::chrono::seconds(kSpawnGraceS)};
+    const std::string line = "hpcq: task " + std::to_string(rank) + ": " +
+                             std::string(pmi::kSpawnRefused) + "; the job ends in " +
+                             std::to_string(kSpawnGraceS) + " s unless it has by then\n";
+    fprintf(stderr, "hpcq-job-shell: %s", line.c_str() + 6);
+    channel_->job_stderr.write_line(rank, line, channel_->broken);
+  }
   // Opens the channel on demand: connects to the executor's socket and puts
   // the connection at kOutputFd (where a placeholder kept the number free).
   bool open_channel() {
@@ -173,15 +295,13 @@ class MpiWorld {
     channel_->open = true;
     return true;
   }
+  // Once a task has aborted or broken the world: says so (an abort, once)
+  // and ends every other process of the namespace.
   void end_world_if_broken() {
     if (ended_) return;
     if (const auto a = abort()) {
       ended_ = true;
-      // The caller's message (PMI-2, PMIx) quoted: one printable line, cut.
-      report_failure(a->code, "task " + std::to_string(a->rank) +
-                                  ": called MPI_Abort (PMI abort) with code " +
-                                  std::to_string(a->code) +
-                                  (a->message.empty() ? "" : ": " + quote(a->message)));
+      report_failure(a->code, "task " + std::to_string(a->rank) + ": " + ended_by()->why);
       kill(-1, SIGKILL);
     } else if (broken_by()) {
       // The shell names the task once the tasks are reaped.
@@ -191,6 +311,12 @@ class MpiWorld {
   }
 
  private:
+  // "task R's spawn was refused: ...", once one was.
+  std::string spawn_refusal() const {
+    return "task " + std::to_string(channel_->spawn->rank) +
+           "'s spawn was refused: " + std::string(pmi::kSpawnRefused);
+  }
+
   std::shared_ptr<WorldChannel> channel_;
   std::string fence_data_;     // chunks of the fence outcome coming in
   std::string fence_refusal_;  // why a fence failed for the key space's limit
@@ -244,6 +370,7 @@ class PmiClients final : public MpiWorld {
       }
       const bool was_refused = !server_.refused(local).empty();
       send(server_.on_bytes(local, std::string_view(buf, static_cast<std::size_t>(n))));
+      if (const auto spawner = server_.spawn_refused()) spawn_refused(*spawner);
       if (!was_refused && !server_.refused(local).empty()) {
         fprintf(stderr, "hpcq-job-shell: task %zu: PMI: %s\n", local,
                 server_.refused(local).c_str());
@@ -465,7 +592,10 @@ class TaskIo {
       for (const Pipe& p : pipes_) fds.push_back({has_credit(p) ? p.fd : -1, POLLIN, 0});
       const std::size_t first_pmi = fds.size();
       if (pmi_) pmi_->poll_fds(fds);
-      if (poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
+      if (poll(fds.data(), fds.size(), pmi_ ? pmi_->ms_to_spawn_grace_end() : -1) < 0) {
+        continue;  // EINTR
+      }
+      if (pmi_) pmi_->end_world_after_spawn_grace();
       for (std::size_t i = first_pmi; i < fds.size(); ++i) {
         if (fds[i].revents != 0) pmi_->on_readable(i - first_pmi);
       }

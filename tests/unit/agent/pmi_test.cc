@@ -187,10 +187,6 @@ TEST(Pmi, WhatHpcqDoesNotServeIsAnsweredWithAnError) {
             "cmd=publish_result rc=-1 msg=hpcq_has_no_name_service\n");
   EXPECT_EQ(server.on_line(0, "cmd=lookup_name service=s")[0].text,
             "cmd=lookup_result rc=-1 msg=hpcq_has_no_name_service\n");
-  EXPECT_TRUE(server.on_line(0, "mcmd=spawn").empty());
-  EXPECT_TRUE(server.on_line(0, "nprocs=2").empty());
-  EXPECT_EQ(server.on_line(0, "endcmd")[0].text,
-            "cmd=spawn_result rc=-1 msg=hpcq_does_not_spawn_processes\n");
   EXPECT_EQ(server.on_line(0, "cmd=frobnicate x y")[0].text,
             "cmd=frobnicate_result rc=-1 msg=unknown_command\n");
   EXPECT_EQ(server.on_line(0, "")[0].text, "cmd=unknown_result rc=-1 msg=unknown_command\n");
@@ -199,6 +195,44 @@ TEST(Pmi, WhatHpcqDoesNotServeIsAnsweredWithAnError) {
   std::string long_value(kValueMax + 1, 'v');
   EXPECT_EQ(server.on_line(0, "cmd=put kvsname=x key=k value=" + long_value)[0].text,
             "cmd=put_result rc=-1 msg=key_or_value_too_long\n");
+}
+
+// The whole error message, as PMI-1 words carry it.
+std::string spawn_refused_line() {
+  std::string words(kSpawnRefused);
+  for (char& c : words) {
+    if (c == ' ' || c == '=') c = '_';
+  }
+  return "cmd=spawn_result rc=-1 msg=" + words + "\n";
+}
+
+TEST(Pmi, ASpawnIsRefusedOnceItsLastCommandsBlockHasEndedAndKept) {
+  Server server(world(4, 2), {2, 3});
+  server.on_bytes(1, "cmd=init pmi_version=1 pmi_subversion=1\n");
+  EXPECT_FALSE(server.spawn_refused().has_value());
+  // MPI_Comm_spawn_multiple of two commands, as MPICH's simple PMI writes
+  // it: one block per command, one answer after the last. An argument may
+  // hold spaces, '=' and the word endcmd.
+  const std::string first =
+      "mcmd=spawn\nnprocs=2\nexecname=./worker\ntotspawns=2\nspawnssofar=1\n"
+      "arg1=-x a=b endcmd\nargcnt=1\npreput_num=1\npreput_key_0=PARENT_ROOT_PORT_NAME\n"
+      "preput_val_0=tag#0$description#n1$\ninfo_num=1\ninfo_key_0=wdir\ninfo_val_0=/tmp\n"
+      "endcmd\n";
+  EXPECT_TRUE(server.on_bytes(1, first).empty());
+  EXPECT_FALSE(server.spawn_refused().has_value());
+  const std::string second =
+      "mcmd=spawn\nnprocs=1\nexecname=./other\ntotspawns=2\nspawnssofar=2\nargcnt=0\n"
+      "preput_num=0\ninfo_num=0\nendcmd\n";
+  EXPECT_EQ(lines_to(server.on_bytes(1, second), 1),
+            std::vector<std::string>{spawn_refused_line()});
+  EXPECT_EQ(server.spawn_refused(), 3);
+  // The client reads on as before.
+  EXPECT_EQ(server.on_line(1, "cmd=get_appnum")[0].text, "cmd=appnum rc=0 appnum=0\n");
+  // A block without the counts (one command) is answered at its end.
+  EXPECT_TRUE(server.on_line(0, "mcmd=spawn").empty());
+  EXPECT_TRUE(server.on_line(0, "nprocs=1").empty());
+  EXPECT_EQ(server.on_line(0, "endcmd")[0].text, spawn_refused_line());
+  EXPECT_EQ(server.spawn_refused(), 3);  // the first is kept
 }
 
 TEST(Pmi2, AnswersSlurmsLibpmi2FromInitToFinalize) {
@@ -375,8 +409,10 @@ TEST(Pmi2, WhatHpcqDoesNotServeIsAnsweredWithAnError) {
     auto texts = messages_to(server.on_bytes(0, message(text)), 0);
     return texts.size() == 1 ? texts[0] : "(" + std::to_string(texts.size()) + " answers)";
   };
-  EXPECT_EQ(first("cmd=spawn;ncmds=1;preputcount=0;subcmd=a.out;maxprocs=2;argc=0;"),
-            "cmd=spawn-response;rc=-1;errmsg=hpcq does not spawn processes;");
+  EXPECT_FALSE(server.spawn_refused().has_value());
+  EXPECT_EQ(first("cmd=spawn;thrid=7;ncmds=1;preputcount=0;subcmd=a.out;maxprocs=2;argc=0;"),
+            "cmd=spawn-response;thrid=7;rc=-1;errmsg=" + std::string(kSpawnRefused) + ";");
+  EXPECT_EQ(server.spawn_refused(), 0);
   EXPECT_EQ(first("cmd=name-publish;name=s;port=p;infokeycount=0;"),
             "cmd=name-publish-response;rc=-1;errmsg=hpcq has no name service;");
   EXPECT_EQ(first("cmd=name-lookup;name=s;infokeycount=0;"),
