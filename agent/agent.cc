@@ -15,10 +15,7 @@
 #include "agent/executor/output_credit.h"
 #include "agent/executor/process_executor.h"
 #include "agent/executor/test_executor.h"
-#include "agent/launch_message.h"
 #include "lib/core/clock.h"
-#include "lib/core/release_memory.h"
-#include "lib/job/job_env.h"
 #include "lib/overlay/messages.h"
 #include "lib/resource/hwloc_import.h"
 
@@ -143,6 +140,42 @@ Status Agent::start() {
                  unacknowledged_->size());
   }
 
+  HPCQ_RETURN_IF_ERROR(start_executor());
+
+  auto keys = overlay::read_key_file(options_.secret_key, /*require_secret=*/true);
+  if (!keys.is_ok()) return keys.status();
+  auto oc = overlay::OverlayConfig::from_cluster(config_, rank, *keys);
+  auto overlay = overlay::Overlay::create(
+      oc, loop_, [this](overlay::Envelope&& e) { on_message(std::move(e)); });
+  if (!overlay.is_ok()) return overlay.status();
+  overlay_ = std::move(overlay).value();
+  // After a detour around a lost parent (or back), announce ourselves on the
+  // new path: the leader answers, which also tells the overlay the path works.
+  overlay_->on_reroute([this](Rank) { on_reroute(); });
+  overlay_->on_relay([this](overlay::Envelope& e) { return on_relay(e); });
+  if (!options_.socket.empty()) {
+    forwarder_ = std::make_unique<CallForwarder>(
+        [this](std::function<void()> work) { loop_.post(std::move(work)); },
+        [this](overlay::Envelope e) { return overlay_->send(std::move(e)).is_ok(); },
+        static_cast<std::size_t>(config_.api_max_message_bytes));
+    HPCQ_RETURN_IF_ERROR(forwarder_->start(options_.socket));
+  }
+
+  std::random_device random;
+  // A node without a working CRIU still runs jobs; it says so in its Hello.
+  checkpoint_ = executor_->checkpoint_capability();
+  if (!checkpoint_.is_ok()) spdlog::info("agent: cannot checkpoint: {}", checkpoint_.message());
+  checkpoint_others_ = executor_->checkpoint_of_other_users();
+  incarnation_ = (static_cast<std::uint64_t>(random()) << 32) | random();
+  send_hello();
+  start_timers();
+  spdlog::info("agent {} (rank {}): {} cores, {} NUMA domains ({}); host has {} CPUs", me.name,
+               rank, topology_.num_cores(), topology_.numa.size(), topology_.source,
+               host_.host_cpus);
+  return Status::ok();
+}
+
+Status Agent::start_executor() {
   if (options_.executor == "test") {
     auto executor = TestExecutor::create();
     if (!executor.is_ok()) return executor.status();
@@ -173,33 +206,10 @@ Status Agent::start() {
     return invalid_argument("--executor: unknown executor '" + options_.executor +
                             "' (process or test)");
   }
+  return Status::ok();
+}
 
-  auto keys = overlay::read_key_file(options_.secret_key, /*require_secret=*/true);
-  if (!keys.is_ok()) return keys.status();
-  auto oc = overlay::OverlayConfig::from_cluster(config_, rank, *keys);
-  auto overlay = overlay::Overlay::create(
-      oc, loop_, [this](overlay::Envelope&& e) { on_message(std::move(e)); });
-  if (!overlay.is_ok()) return overlay.status();
-  overlay_ = std::move(overlay).value();
-  // After a detour around a lost parent (or back), announce ourselves on the
-  // new path: the leader answers, which also tells the overlay the path works.
-  overlay_->on_reroute([this](Rank) { on_reroute(); });
-  overlay_->on_relay([this](overlay::Envelope& e) { return on_relay(e); });
-  if (!options_.socket.empty()) {
-    forwarder_ = std::make_unique<CallForwarder>(
-        [this](std::function<void()> work) { loop_.post(std::move(work)); },
-        [this](overlay::Envelope e) { return overlay_->send(std::move(e)).is_ok(); },
-        static_cast<std::size_t>(config_.api_max_message_bytes));
-    HPCQ_RETURN_IF_ERROR(forwarder_->start(options_.socket));
-  }
-
-  std::random_device random;
-  // A node without a working CRIU still runs jobs; it says so in its Hello.
-  checkpoint_ = executor_->checkpoint_capability();
-  if (!checkpoint_.is_ok()) spdlog::info("agent: cannot checkpoint: {}", checkpoint_.message());
-  checkpoint_others_ = executor_->checkpoint_of_other_users();
-  incarnation_ = (static_cast<std::uint64_t>(random()) << 32) | random();
-  send_hello();
+void Agent::start_timers() {
   loop_.run_every(std::chrono::milliseconds(config_.heartbeat_interval_ms), [this] {
     const SlowWork slow("the heartbeat timer");
     if (!welcomed_) send_hello();  // the leader may not be up yet
@@ -222,10 +232,6 @@ Status Agent::start() {
     loop_.run_every(std::chrono::seconds(config_.agent_health_check_interval_s),
                     [this] { run_health_check(); });
   }
-  spdlog::info("agent {} (rank {}): {} cores, {} NUMA domains ({}); host has {} CPUs", me.name,
-               rank, topology_.num_cores(), topology_.numa.size(), topology_.source,
-               host_.host_cpus);
-  return Status::ok();
 }
 
 void Agent::run() { loop_.run(); }
@@ -371,161 +377,6 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     default:
       spdlog::warn("agent: unexpected message {} from rank {}",
                    static_cast<int>(envelope.body_case()), envelope.src());
-  }
-}
-
-void Agent::on_step_launch(const overlay::Launch& launch) {
-  const JobId id = launch.job_id();
-  const std::uint32_t step = launch.step();
-  auto fail = [&](const std::string& why) {
-    spdlog::warn("job {} step {}: launch failed: {}", id, step, why);
-    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why, std::nullopt, step);
-  };
-  if (steps_.count({id, step})) {  // a repeat: the leader has not seen our STARTED yet
-    report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "", std::nullopt, step);
-    return;
-  }
-  if (finished_steps_.count({id, step})) return;
-  auto running = attempts_.find(id);
-  if (running == attempts_.end() || running->second != launch.attempt()) {
-    return fail("the job is not running on this node");
-  }
-  Result<JobLaunch> translated =
-      job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
-  if (!translated.is_ok()) return fail(translated.status().message());
-  translated->step = step;
-  Status launched = executor_->launch(*translated, wall_clock_now());
-  if (!launched.is_ok()) return fail(launched.message());
-  steps_.emplace(id, step);
-  report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "", std::nullopt, step);
-  sync_wait_fds();
-}
-
-void Agent::on_launch(const overlay::Launch& launch) {
-  const JobId id = launch.job_id();
-  if (launch.step() != 0) return on_step_launch(launch);
-  if (auto running = attempts_.find(id); running != attempts_.end()) {
-    auto part = parts_.find(id);
-    if (running->second == launch.attempt() && part != parts_.end() &&
-        part->second != launch.part()) {
-      // A new part (an expansion) while the part a node failure or shrink
-      // took from here is still ending: refused, so that the leader undoes
-      // the expansion rather than count on a part that does not run.
-      report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1,
-             "an earlier part of the job is still ending here", launch.part());
-      return;
-    }
-    // A repeat: the leader has not seen our STARTED yet.
-    if (running->second == launch.attempt()) {
-      report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "");
-    }
-    return;
-  }
-  if (finished_.count({id, (std::uint64_t{launch.attempt()} << 32) | launch.part()})) {
-    spdlog::debug("job {}: launch ignored, this attempt already ran here", id);
-    return;
-  }
-  if (restores_in_flight_.count(id)) return;  // a repeat: STARTED follows the restore
-  if (in_prolog_.count(id)) return;           // a repeat: STARTED follows the prolog
-  const auto held = [id](const overlay::Launch& l) { return l.job_id() == id; };
-  if (std::any_of(held_launches_.begin(), held_launches_.end(), held)) return;
-  if (epilogs_running_ > 0) {
-    spdlog::info("job {}: starts once this node's epilog has ended", id);
-    held_launches_.push_back(launch);
-    return;
-  }
-  Result<JobLaunch> translated =
-      job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
-  if (!translated.is_ok()) {
-    spdlog::warn("job {}: refused its launch: {}", id, translated.status().message());
-    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, translated.status().message(),
-           launch.part());
-    return;
-  }
-  run_prolog_then_start(launch, std::move(translated).value());
-}
-
-void Agent::start_part(const overlay::Launch& launch, JobLaunch job) {
-  const JobId id = launch.job_id();
-  // An elastic job's first node keeps its node list files and resize socket.
-  const bool first_node =
-      launch.allocation_size() > 0 && launch.allocation(0).rank() == options_.rank;
-  if (launch.elastic() && first_node) {
-    const std::string root = options_.state_dir + "/elastic";
-    std::error_code ec;
-    std::filesystem::create_directories(root, ec);
-    if (!ec) std::filesystem::permissions(root, std::filesystem::perms(0755), ec);
-    const std::string dir =
-        root + "/" + std::to_string(id) + "-" + std::to_string(launch.attempt());
-    std::filesystem::remove_all(dir, ec);  // a crashed agent's leftovers
-    auto files = ElasticJob::create(loop_, dir, launch.uid(), launch.gid(), launch.allocation());
-    if (!files.is_ok()) {
-      // Explicit rather than an elastic job that cannot hear of resizes.
-      const std::string why = "elastic job files: " + files.status().message();
-      spdlog::warn("job {}: {}", id, why);
-      report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why, launch.part());
-      return;
-    }
-    job::add_elastic_environment(job.env, (*files)->nodelist_path(), (*files)->hostfile_path(),
-                                 (*files)->hostfile_mpich_path(), (*files)->socket_path());
-    elastic_[id] = std::move(files).value();
-  }
-
-  Status launched = Status::ok();
-  if (launch.restore_from().empty()) {
-    launched = executor_->launch(job, wall_clock_now());
-  } else {
-    // This node's part of the checkpointed placement: the same index.
-    // CRIU runs beside the loop; STARTED (or FAILED) once it is done.
-    const std::string image_dir = launch.restore_from() + "/part-" + job.env["HPCQ_NODEID"];
-    launched = executor_->begin_restore(job, image_dir, wall_clock_now());
-    if (launched.is_ok()) {
-      restores_in_flight_[id] = {launch.attempt(), launch.part(), image_dir};
-      sync_wait_fds();
-      return;
-    }
-    launched = Status(launched.code(),
-                      std::string(overlay::kRestoreFailedReason) + ": " + launched.message());
-  }
-  if (!launched.is_ok() && launched.code() == Code::kInternal && launch.restore_from().empty()) {
-    launched =
-        Status(launched.code(), std::string(overlay::kNodeErrorReason) + ": " + launched.message());
-  }
-  if (!launched.is_ok()) {
-    spdlog::warn("job {}: launch failed: {}", id, launched.message());
-    elastic_.erase(id);
-    script_env_.erase(id);
-    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message(), launch.part());
-    return;
-  }
-  attempts_[id] = launch.attempt();
-  parts_[id] = launch.part();
-  report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "");
-  sync_wait_fds();
-}
-
-void Agent::forget(JobId id) {
-  auto attempt = attempts_.find(id);
-  if (attempt != attempts_.end()) {
-    auto part = parts_.find(id);
-    remember_finished(id, attempt->second, part == parts_.end() ? 0 : part->second);
-    attempts_.erase(attempt);
-  }
-  parts_.erase(id);
-  elastic_.erase(id);
-  signals_received_.erase(id);
-  if (std::exchange(release_at_job_end_, false)) release_free_memory();  // its PMI fences' memory
-  std::erase_if(input_received_, [id](const auto& in) { return in.first.first == id; });
-}
-
-void Agent::remember_finished(JobId id, std::uint32_t attempt, std::uint32_t part) {
-  constexpr std::size_t kRemembered = 100'000;
-  const std::uint64_t key = (std::uint64_t{attempt} << 32) | part;
-  if (!finished_.insert({id, key}).second) return;
-  finished_order_.emplace_back(id, key);
-  if (finished_order_.size() > kRemembered) {
-    finished_.erase(finished_order_.front());
-    finished_order_.pop_front();
   }
 }
 
@@ -681,32 +532,11 @@ void Agent::on_kill(const overlay::Kill& kill) {
   if (!s.is_ok()) spdlog::warn("job {}: cancel: {}", kill.job_id(), s.message());
 }
 
-void Agent::on_restores_done() {
-  for (const RestoreOutcome& outcome : executor_->finished_restores()) {
-    auto in_flight = restores_in_flight_.find(outcome.id);
-    if (in_flight == restores_in_flight_.end()) continue;
-    const RestoreInFlight restore = std::move(in_flight->second);
-    restores_in_flight_.erase(in_flight);
-    if (!outcome.status.is_ok()) {
-      const std::string why =
-          std::string(overlay::kRestoreFailedReason) + ": " + outcome.status.message();
-      spdlog::warn("job {}: launch failed: {}", outcome.id, why);
-      elastic_.erase(outcome.id);
-      script_env_.erase(outcome.id);
-      report(outcome.id, restore.attempt, overlay::JobUpdate::FAILED, 1, why, restore.part);
-      continue;
-    }
-    spdlog::info("job {}: restored from {}", outcome.id, restore.image_dir);
-    attempts_[outcome.id] = restore.attempt;
-    parts_[outcome.id] = restore.part;
-    report(outcome.id, restore.attempt, overlay::JobUpdate::STARTED, 0, "", restore.part);
-  }
-}
-
 void Agent::on_job_exits() {
   on_checkpoints_done();
   on_restores_done();
   const std::vector<JobExit> exits = executor_->reap();
+  report_started();  // a part's start before its end
   // Output before ends: the leader closes a job's output at its end.
   send_output(executor_->take_output());
   send_pmi_events(executor_->take_pmi_events());
@@ -860,7 +690,7 @@ void Agent::sync_wait_fds() {
   for (int fd : now) {
     if (!watched_fds_.count(fd)) {
       loop_.watch_fd(fd, [this] {
-        const SlowWork slow("a job's end or output");
+        const SlowWork slow("a job's start, end or output");
         on_job_exits();
       });
     }

@@ -59,6 +59,11 @@ class Agent {
  private:
   Agent(const ClusterConfig& config, AgentOptions options);
   Status start();
+  // The executor ([agent] executor, options_.executor) and the lease file
+  // its jobs' shells watch.
+  Status start_executor();
+  // Heartbeats, time limits and ends, the health check.
+  void start_timers();
   // The device files of the node's GPUs: [agent] gpu_devices, else found
   // from the host's drivers (gpu_devices.h); none for a node without GPUs.
   Result<GpuDevices> gpu_devices() const;
@@ -109,8 +114,12 @@ class Agent {
   void forget(JobId id);
   void remember_finished(JobId id, std::uint32_t attempt, std::uint32_t part);
   void repeat_unacknowledged_ends();
+  // The executor's ends, and its finished dumps and restores, reported.
   void on_job_exits();
   void sync_wait_fds();
+  // STARTED for each launch whose tasks the executor says have all started
+  // (starting_): launch() does not wait for them (job_starts.cc).
+  void report_started();
   // part: the Launch.part the update is about; unset: the part running here.
   // `step` set: about that step of the job, not the job.
   void report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kind, int exit_code,
@@ -164,6 +173,11 @@ class Agent {
   };
   std::map<JobId, RestoreInFlight> restores_in_flight_;
   std::map<JobId, std::uint32_t> parts_;  // running jobs: Launch.part being run
+  // Parts (step 0) and steps launched here whose tasks are still being
+  // started: their STARTED goes when the executor says so (a repeated
+  // Launch meanwhile is not answered), so that the leader counts on them
+  // (a checkpoint, a resize's notice, input) only then.
+  std::set<std::pair<JobId, std::uint32_t>> starting_;
   // Elastic jobs whose first node this is: their files and resize socket.
   std::map<JobId, std::unique_ptr<ElasticJob>> elastic_;
   // Ends reported but not yet acknowledged by the leader, on disk too;

@@ -92,12 +92,20 @@ struct RestoreOutcome {
   Status status;  // OK: the job runs here; else nothing of it does
 };
 
+// A launch (a job's part, or with `step` set one of its steps) whose tasks
+// have all been started on this node (take_started).
+struct LaunchStarted {
+  JobId id = 0;
+  std::uint32_t step = 0;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
 
-  // Returns once the job's tasks have started (or failed to; then nothing of
-  // the job is left).
+  // Starts the job's tasks without waiting for them (the caller's loop goes
+  // on: heartbeats, other jobs); take_started() says when all have started.
+  // On error nothing of the job is left.
   virtual Status launch(const JobLaunch& launch, TimeUs now) = 0;
   // A launch with `step` set is a step of a job running here (kNotFound if
   // it is not). The job's end ends its steps too (reaped first).
@@ -111,6 +119,11 @@ class Executor {
   virtual void check_timeouts(TimeUs now) = 0;
   // Non-blocking: the jobs that ended since the last call.
   virtual std::vector<JobExit> reap() = 0;
+  // Non-blocking: the launches (of launch(), not restores) whose tasks have
+  // all been started since the last call, or failed to start; each named
+  // once, at the latest by the call that follows the reap() reporting its
+  // end: call it after reap(), and report a start before an end.
+  virtual std::vector<LaunchStarted> take_started() = 0;
   // Non-blocking: the forwarded output read since the last call, in the
   // order written. A job's output is all read by the reap() that reports its
   // end: take it after reap() and send it before the end.
@@ -135,8 +148,9 @@ class Executor {
   // channel. kNotFound if it is not here, kFailedPrecondition if it has no
   // world across nodes.
   virtual Status deliver_modex(JobId id, std::uint32_t step, const ModexFrame& frame) = 0;
-  // Fds that become readable when reap() or finished_checkpoints() may have
-  // something; fetch again after each reap() and begin_checkpoint().
+  // Fds that become readable when reap(), take_started() or
+  // finished_checkpoints() may have something; fetch again after each
+  // launch(), reap() and begin_checkpoint().
   virtual std::vector<int> wait_fds() const = 0;
   virtual std::vector<JobId> running() const = 0;
   // Sends `signo` to the job's tasks on this node (an elastic job's resize

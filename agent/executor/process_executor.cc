@@ -210,10 +210,10 @@ Status ProcessExecutor::signal(JobId id, int signo) {
   if (it == jobs_.end()) return not_found("job " + std::to_string(id) + " is not running here");
   Job& job = it->second;
   for (Job* step : steps_of(id)) {
-    if (!poll_exit(*step)) signal_pidfd(step->pidfd, signo);
+    if (!poll_exit(*step)) signal_tasks(*step, signo);
   }
   if (poll_exit(job)) return failed_precondition("job " + std::to_string(id) + " already ended");
-  if (signal_pidfd(job.pidfd, signo) != 0) {
+  if (signal_tasks(job, signo) != 0) {
     return internal_error("job " + std::to_string(id) + ": signal " + std::to_string(signo) + ": " +
                           errno_text(errno));
   }
@@ -225,7 +225,7 @@ Status ProcessExecutor::signal_step(JobId id, std::uint32_t step, int signo) {
   auto it = steps_.find({id, step});
   if (it == steps_.end()) return not_found(name + " is not running here");
   if (poll_exit(it->second)) return failed_precondition(name + " already ended");
-  if (signal_pidfd(it->second.pidfd, signo) != 0) {
+  if (signal_tasks(it->second, signo) != 0) {
     return internal_error(name + ": signal " + std::to_string(signo) + ": " + errno_text(errno));
   }
   return Status::ok();
@@ -252,6 +252,7 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
   Job s;
   s.id = l.id;
   s.step = l.step;
+  s.report_start = true;
   s.uid = l.uid;
   s.channel = l.has_channel();
   s.channel_on_demand = l.channel_on_demand();
@@ -300,9 +301,13 @@ void ProcessExecutor::end_with_job(Job& step) {
 }
 
 void ProcessExecutor::check_timeouts(TimeUs now) {
-  for (auto& [id, job] : jobs_) send_input(job);
+  for (auto& [id, job] : jobs_) {
+    send_input(job);
+    check_ready(job);  // a shell silent past its bound
+  }
   for (auto& [key, step] : steps_) {
     send_input(step);
+    check_ready(step);
     if (!step.ending_with_job || step.kill_sent || step.exited) continue;
     if (step.term_sent == 0) {
       step.term_sent = now;
@@ -317,13 +322,13 @@ void ProcessExecutor::check_timeouts(TimeUs now) {
     }
     if (job.warn_at != 0 && now >= job.warn_at && !job.timed_out) {
       // --signal: to the tasks (the shell forwards it) and the job's steps.
-      signal_pidfd(job.pidfd, job.warn_signal);
-      for (Job* step : steps_of(id)) signal_pidfd(step->pidfd, job.warn_signal);
+      signal_tasks(job, job.warn_signal);
+      for (Job* step : steps_of(id)) signal_tasks(*step, job.warn_signal);
       job.warn_at = 0;
     }
     if (!job.timed_out && now >= job.deadline) {
       // The shell forwards SIGTERM to every process of the job.
-      signal_pidfd(job.pidfd, SIGTERM);
+      signal_tasks(job, SIGTERM);
       job.timed_out = true;
       job.term_sent = now;
     } else if (job.timed_out && !job.kill_sent && now >= job.term_sent + config_.kill_grace) {
@@ -334,6 +339,9 @@ void ProcessExecutor::check_timeouts(TimeUs now) {
 }
 
 Status ProcessExecutor::clean_up(Job& job) {
+  // The shell is gone: its pipe said so (end of file) or never will.
+  check_ready(job);
+  mark_started(job);
   if (job.pidfd >= 0) {
     close(job.pidfd);  // readable for good now; cleanup retries ride on later calls
     job.pidfd = -1;
@@ -362,6 +370,8 @@ Status ProcessExecutor::clean_up(Job& job) {
 
 std::vector<JobExit> ProcessExecutor::reap() {
   std::vector<JobExit> exits;
+  for (auto& [key, step] : steps_) check_ready(step);
+  for (auto& [id, job] : jobs_) check_ready(job);
   // Steps first: a job whose shell has ended waits for its steps to go.
   for (auto it = steps_.begin(); it != steps_.end();) {
     Job& step = it->second;
@@ -398,6 +408,12 @@ std::vector<JobExit> ProcessExecutor::reap() {
   return exits;
 }
 
+std::vector<LaunchStarted> ProcessExecutor::take_started() {
+  for (auto& [key, step] : steps_) check_ready(step);
+  for (auto& [id, job] : jobs_) check_ready(job);
+  return std::exchange(started_, {});
+}
+
 std::vector<ProcessExecutor::Job*> ProcessExecutor::steps_of(JobId id) {
   std::vector<Job*> steps;
   for (auto it = steps_.lower_bound({id, 0}); it != steps_.end() && it->first.first == id; ++it) {
@@ -413,11 +429,13 @@ std::vector<int> ProcessExecutor::wait_fds() const {
     if (job.pidfd >= 0) fds.push_back(job.pidfd);
     if (job.output_fd >= 0) fds.push_back(job.output_fd);
     if (job.pmi_listen_fd >= 0) fds.push_back(job.pmi_listen_fd);
+    if (job.ready_fd >= 0) fds.push_back(job.ready_fd);
   }
   for (const auto& [key, step] : steps_) {
     if (step.pidfd >= 0) fds.push_back(step.pidfd);
     if (step.output_fd >= 0) fds.push_back(step.output_fd);
     if (step.pmi_listen_fd >= 0) fds.push_back(step.pmi_listen_fd);
+    if (step.ready_fd >= 0) fds.push_back(step.ready_fd);
   }
   return fds;
 }
@@ -460,37 +478,7 @@ void ProcessExecutor::read_output(Job& job) {
         continue;
       }
       if (decoded->fence) {
-        // The shell's server refuses puts past the limit: more comes only
-        // from a channel written to by hand, and goes no further.
-        job.fence_too_big =
-            job.fence_too_big || job.fence_data.size() + decoded->fence->data.size() >
-                                     static_cast<std::size_t>(config_.pmi_max_kvs_bytes);
-        if (job.fence_too_big) {
-          std::string().swap(job.fence_data);
-        } else {
-          job.fence_data += decoded->fence->data;
-        }
-        if (decoded->fence->last && job.fence_too_big) {
-          job.fence_too_big = false;
-          PmiEvent failure;
-          failure.kind = PmiEvent::Kind::kFailure;
-          failure.id = job.id;
-          failure.step = job.step;
-          failure.code = 1;
-          failure.data = "this node's part of PMI fence " + std::to_string(decoded->fence->seq) +
-                         " passed the limit of " + std::to_string(config_.pmi_max_kvs_bytes) +
-                         " bytes ([agent] pmi_max_kvs_bytes)";
-          pmi_events_.push_back(std::move(failure));
-        } else if (decoded->fence->last) {
-          PmiEvent fence;
-          fence.id = job.id;
-          fence.step = job.step;
-          fence.seq = decoded->fence->seq;
-          fence.nodes = job.pmi_nodes;
-          fence.world = job.pmi_node_ranks;
-          fence.data = std::exchange(job.fence_data, {});
-          pmi_events_.push_back(std::move(fence));
-        }
+        take_fence_frame(job, *decoded->fence);
         continue;
       }
       output_.push_back(
@@ -581,6 +569,36 @@ Status ProcessExecutor::deliver_modex(JobId id, std::uint32_t step, const ModexF
   return Status::ok();
 }
 
+void ProcessExecutor::take_fence_frame(Job& job, const FenceFrame& frame) {
+  // The shell's server refuses puts past the limit: more comes only from a
+  // channel written to by hand, and goes no further.
+  job.fence_too_big = job.fence_too_big || job.fence_data.size() + frame.data.size() >
+                                               static_cast<std::size_t>(config_.pmi_max_kvs_bytes);
+  if (job.fence_too_big) {
+    std::string().swap(job.fence_data);
+  } else {
+    job.fence_data += frame.data;
+  }
+  if (!frame.last) return;
+  PmiEvent event;
+  event.id = job.id;
+  event.step = job.step;
+  if (job.fence_too_big) {
+    job.fence_too_big = false;
+    event.kind = PmiEvent::Kind::kFailure;
+    event.code = 1;
+    event.data = "this node's part of PMI fence " + std::to_string(frame.seq) +
+                 " passed the limit of " + std::to_string(config_.pmi_max_kvs_bytes) +
+                 " bytes ([agent] pmi_max_kvs_bytes)";
+  } else {
+    event.seq = frame.seq;
+    event.nodes = job.pmi_nodes;
+    event.world = job.pmi_node_ranks;
+    event.data = std::exchange(job.fence_data, {});
+  }
+  pmi_events_.push_back(std::move(event));
+}
+
 void ProcessExecutor::take_modex_frame(Job& job, ModexFrame frame) {
   PmiEvent event;
   event.id = job.id;
@@ -657,6 +675,10 @@ std::vector<std::string> ProcessExecutor::cgroup_dirs(JobId id) const {
 }
 
 void ProcessExecutor::discard(Job& job) {
+  if (job.ready_fd >= 0) {  // not reported: nor is its start
+    close(job.ready_fd);
+    job.ready_fd = -1;
+  }
   if (job.output_fd >= 0) {
     close(job.output_fd);
     job.output_fd = -1;

@@ -5,7 +5,9 @@
 //            limit; <state_dir>/jobs/<id>/ with launch.json, hostfile, script;
 //            clone(CLONE_NEWPID) a child that waits until its PID is in the
 //            cgroups, then execs hpcq-job-shell, which forks the tasks and
-//            says when they have been started.
+//            says when they have been started: a byte on a pipe that is one
+//            of wait_fds(), read without blocking (take_started). Until then
+//            the shell forwards no signal: those for the tasks wait here.
 //   workers: a node running several workers of a split job gives each its
 //            own cgroup below the job's (worker-<id>: its cpuset, mems and
 //            memory share); each task joins its worker's before it execs.
@@ -128,8 +130,11 @@ class ProcessExecutor final : public Executor {
   ProcessExecutor(const ProcessExecutor&) = delete;
   ProcessExecutor& operator=(const ProcessExecutor&) = delete;
 
-  // Returns once the shell has started the tasks (a task that cannot be
-  // started, e.g. a bad cwd, makes the job end kFailed: see reap()). On error
+  // Returns once the shell runs in the job's cgroups, without waiting for
+  // its tasks: take_started() names the job once the shell says all are
+  // started (a task that cannot be started, e.g. a bad cwd, makes the job
+  // end kFailed: see reap()), or ends first, or has not said so within 10 s
+  // (a wedged machine: the job is then left to end on its own). On error
   // nothing of the job is left.
   Status launch(const JobLaunch& launch, TimeUs now) override;
 
@@ -147,6 +152,7 @@ class ProcessExecutor final : public Executor {
   // Non-blocking. The jobs that ended since the last call and whose
   // processes and cgroups are all gone (their job directories are removed).
   std::vector<JobExit> reap() override;
+  std::vector<LaunchStarted> take_started() override;
   std::vector<TaskOutput> take_output() override;
   std::vector<PmiEvent> take_pmi_events() override;
   Status fence_done(JobId id, std::uint32_t step, std::uint32_t seq,
@@ -155,16 +161,18 @@ class ProcessExecutor final : public Executor {
                       const std::string& why) override;
   Status deliver_modex(JobId id, std::uint32_t step, const ModexFrame& frame) override;
 
-  // pidfds that become readable when a job's shell ends; poll them, then
-  // call reap() and fetch this list again (reap() closes the fds of the jobs
-  // it has seen end; nothing else closes one). A job whose cgroups are slow
-  // to empty has none left: call reap() now and then as well (the agent does,
-  // with check_timeouts).
+  // pidfds that become readable when a job's shell ends, and the pipes on
+  // which shells say their tasks are started; poll them, then call reap()
+  // and take_started() and fetch this list again (reap() closes the fds of
+  // the jobs it has seen end, and both close the pipes that have spoken).
+  // A job whose cgroups are slow to empty has none left: call reap() now
+  // and then as well (the agent does, with check_timeouts).
   std::vector<int> wait_fds() const override;
 
   std::vector<JobId> running() const override;  // launched and not yet reported by reap()
   // To the job shell, which forwards SIGTERM, SIGINT, SIGHUP, SIGUSR1 and
-  // SIGUSR2 to every task (other signals reach the shell only).
+  // SIGUSR2 to every task (other signals reach the shell only); held until
+  // its tasks are started (the shell takes none before).
   Status signal(JobId id, int signo) override;
   Status signal_step(JobId id, std::uint32_t step, int signo) override;
   Status set_time_limit(JobId id, std::int64_t seconds) override;
@@ -227,6 +235,14 @@ class ProcessExecutor final : public Executor {
     int warn_signal = 0;
     int warn_seconds = 0;
     TimeUs launched = 0;  // the time limit counts from here
+    // The shell's "tasks started" pipe, until it has spoken (or ended, or
+    // kept silent past ready_by); then -1. Meanwhile signals for the tasks
+    // wait in held_signals: a namespace's init drops what comes before it
+    // has its handlers, and forwards to tasks it has forked.
+    int ready_fd = -1;
+    std::chrono::steady_clock::time_point ready_by;
+    std::vector<int> held_signals;
+    bool report_start = false;  // launch()ed: take_started() names it (a restore does not)
     bool kill_sent = false;
     bool cancelled = false;
     // A step its job's end is ending (end_with_job): SIGKILL follows
@@ -261,6 +277,9 @@ class ProcessExecutor final : public Executor {
   // Reads what the shell has sent on job.output_fd into output_; closes it at
   // the shell's end.
   void read_output(Job& job);
+  // A chunk of this node's contribution to a PMI fence from the shell (an
+  // event once the last has come), or its failure past pmi_max_kvs_bytes.
+  void take_fence_frame(Job& job, const FenceFrame& frame);
   // A direct modex frame from the shell: a request of its own, or a chunk of
   // its answer to another node's (an event once the last has come).
   void take_modex_frame(Job& job, ModexFrame frame);
@@ -281,6 +300,8 @@ class ProcessExecutor final : public Executor {
   std::map<std::pair<JobId, std::uint32_t>, Job> steps_;
   std::vector<TaskOutput> output_;    // read, not yet taken
   std::vector<PmiEvent> pmi_events_;  // read, not yet taken
+  // Launches whose tasks have started (check_ready), not yet taken.
+  std::vector<LaunchStarted> started_;
   // The running job, or its running step (step != 0); nullptr if neither.
   Job* find(JobId id, std::uint32_t step);
 
@@ -343,7 +364,19 @@ class ProcessExecutor final : public Executor {
   // its cgroups and directory.
   void discard(Job& job);
   void hold_shell(Job& job, bool hold);  // SIGSTOP/SIGCONT (checkpoint of an image job)
+  // Clones the shell into its PID namespace and cgroups; sets job.pid,
+  // pidfd and ready_fd. Touches nothing but `job` (a container restore runs
+  // it on its own thread).
   Status start_shell(Job& job);
+  // Reads the job's "tasks started" pipe without blocking; once it has
+  // spoken (the byte, or end of file: the shell ended) marks it started.
+  void check_ready(Job& job);
+  // The tasks are started (or will never be): the pipe closed, the launch
+  // named to take_started(), the held signals sent.
+  void mark_started(Job& job);
+  // A signal for the job's tasks: to the shell now, or once its tasks are
+  // started. Returns signal_pidfd's answer (0 when held).
+  int signal_tasks(Job& job, int signo);
   bool poll_exit(Job& job);  // true once the shell has been waited for
   // The job's end (its cancel, or its shell's end) ends a step still
   // running: it has kill_grace to end by itself, then SIGKILL

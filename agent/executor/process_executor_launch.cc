@@ -33,8 +33,9 @@
 namespace hpcq::agent {
 namespace {
 
-// How long launch() waits for the shell to say its tasks are started. Only a
-// wedged machine takes this long; the job is then left to end on its own.
+// How long the executor waits for a shell to say its tasks are started (on
+// the agent's loop, between other work: check_ready). Only a wedged machine
+// takes this long; the job is then left to end on its own.
 constexpr int kReadyTimeoutMs = 10'000;
 
 // The shell's exit code when it could not even read its launch file; it then
@@ -403,6 +404,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.pmix_server = l.pmix_server();
   if (config_.private_tmp != "off" && l.image.empty()) j.private_dir = JobFiles(j.dir).private_dir;
   j.launched = now;
+  j.report_start = true;
   j.warn_signal = l.warn_signal;
   j.warn_seconds = l.warn_seconds;
   set_limit(j, l.time_limit_s);
@@ -437,6 +439,78 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   return Status::ok();
 }
 
+namespace {
+
+// clone(CLONE_VM | CLONE_VFORK | CLONE_NEWPID) of `child(arg)` on a stack of
+// its own; returns its pid (and sets `pidfd`) once it has exec'd or died, or
+// -1 with errno set.
+pid_t clone_into_new_pid_ns(int (*child)(void*), void* arg, int* pidfd) {
+  // Ours waits meanwhile (CLONE_VFORK): one stack for each launch, freed
+  // once the child has exec'd or died.
+  constexpr std::size_t kChildStack = 64 * 1024;
+  void* stack = mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return -1;
+  // No agent signal handler may run in the child (it would act on the
+  // agent's state); the shell resets the mask it inherits.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | SIGCHLD;
+  char* stack_top = static_cast<char*>(stack) + kChildStack;
+  pid_t pid = clone(child, stack_top, flags | CLONE_PIDFD, arg, pidfd);
+  if (pid < 0 && errno == EINVAL) {
+    // A kernel before 5.2 has no CLONE_PIDFD: the open after is safe, as the
+    // child cannot be reaped (and its PID reused) by anyone but us.
+    pid = clone(child, stack_top, flags, arg);
+    if (pid > 0) *pidfd = open_pidfd(pid);
+  }
+  const int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  munmap(stack, kChildStack);
+  errno = clone_errno;
+  return pid;
+}
+
+// Forwarded output: the shell's end of a packet socket (`theirs`); ours,
+// non-blocking, is one of wait_fds() (take_output). Returns the inode of
+// theirs (a dump takes it as an external socket), 0 if unknown.
+Result<std::uint64_t> open_channel(Fd& ours, Fd& theirs) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    return internal_error("socketpair: " + errno_text(errno));
+  }
+  ours.adopt(pair[0]);
+  theirs.adopt(pair[1]);
+  fcntl(ours.get(), F_SETFL, O_NONBLOCK);
+  struct stat st {};
+  return fstat(theirs.get(), &st) == 0 ? std::uint64_t{st.st_ino} : 0;
+}
+
+// The cloned shell (`pid`, `pidfd`) has exec'd and waits for the go on
+// `go_write`, or has died with a line in its log, which reap() reports: it
+// is put into `cgroup` and let go. On error it is killed and reaped.
+Status let_shell_go(pid_t pid, int pidfd, const JobCgroup& cgroup, int go_write) {
+  auto abandon = [&](Status s) {
+    kill(pid, SIGKILL);  // still ours to reap: its PID cannot have been reused
+    waitpid(pid, nullptr, 0);
+    if (pidfd >= 0) close(pidfd);
+    return s;
+  };
+  if (pidfd < 0) return abandon(internal_error("pidfd_open: " + errno_text(errno)));
+  Status joined = cgroup.add_process(pid);
+  if (!joined.is_ok()) return abandon(joined);
+  // A shell that already ended (EPIPE, ECONNRESET) is no launch failure:
+  // reap() reports it with the last line of its log.
+  const char go = 'g';
+  if (send(go_write, &go, 1, MSG_NOSIGNAL) != 1 && errno != EPIPE && errno != ECONNRESET) {
+    return abandon(internal_error("the shell's go socket: " + errno_text(errno)));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status ProcessExecutor::start_shell(Job& job) {
   const JobFiles files(job.dir);
   Fd log(open(files.shell_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
@@ -446,19 +520,11 @@ Status ProcessExecutor::start_shell(Job& job) {
   int ready_pipe[2];
   if (pipe2(ready_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
   Fd ready_read(ready_pipe[0]), ready_write(ready_pipe[1]);
-  // Forwarded output: the shell's end of a packet socket; ours, non-blocking,
-  // is one of wait_fds() (take_output).
   Fd output_ours, output_theirs;
   if (job.channel) {
-    int pair[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
-      return internal_error("socketpair: " + errno_text(errno));
-    }
-    output_ours.adopt(pair[0]);
-    output_theirs.adopt(pair[1]);
-    fcntl(output_ours.get(), F_SETFL, O_NONBLOCK);
-    struct stat theirs {};
-    if (fstat(output_theirs.get(), &theirs) == 0) job.channel_inode = theirs.st_ino;
+    Result<std::uint64_t> inode = open_channel(output_ours, output_theirs);
+    if (!inode.is_ok()) return inode.status();
+    job.channel_inode = *inode;
   }
 
   // Everything the child needs is built before clone: it may not allocate.
@@ -500,79 +566,59 @@ Status ProcessExecutor::start_shell(Job& job) {
     if (!listening.is_ok()) return listening.status();
     pmi_listen.adopt(*listening);
   }
-  // The child's stack; ours waits meanwhile (CLONE_VFORK), so one for each
-  // launch, freed once the child has exec'd or died.
-  constexpr std::size_t kChildStack = 64 * 1024;
-  void* stack = mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return internal_error("mmap a stack: " + errno_text(errno));
-
-  // No agent signal handler may run in the child (it would act on the
-  // agent's state); the shell resets the mask it inherits.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
   int pidfd = -1;
-  const int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | SIGCHLD;
-  char* stack_top = static_cast<char*>(stack) + kChildStack;
-  pid_t pid = clone(exec_shell, stack_top, flags | CLONE_PIDFD, &child, &pidfd);
-  if (pid < 0 && errno == EINVAL) {
-    // A kernel before 5.2 has no CLONE_PIDFD: the open after is safe, as the
-    // child cannot be reaped (and its PID reused) by anyone but us.
-    pid = clone(exec_shell, stack_top, flags, &child);
-    if (pid > 0) pidfd = open_pidfd(pid);
-  }
-  int clone_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  munmap(stack, kChildStack);
-  if (pid < 0) return internal_error("clone(CLONE_NEWPID): " + errno_text(clone_errno));
+  const pid_t pid = clone_into_new_pid_ns(exec_shell, &child, &pidfd);
+  if (pid < 0) return internal_error("clone(CLONE_NEWPID): " + errno_text(errno));
   ready_write.reset();
   output_theirs.reset();
   go_read.reset();
-  // The child has exec'd the shell, which waits for the go, or has died with
-  // a line in the shell's log, which reap() reports.
-  auto abandon = [&](Status s) {
-    kill(pid, SIGKILL);  // still ours to reap: its PID cannot have been reused
-    waitpid(pid, nullptr, 0);
-    if (pidfd >= 0) close(pidfd);
-    return s;
-  };
-  if (pidfd < 0) return abandon(internal_error("pidfd_open: " + errno_text(errno)));
-  Status joined = job.shell_cgroup.add_process(pid);
-  if (!joined.is_ok()) return abandon(joined);
-  // A shell that already ended (EPIPE, ECONNRESET) is no launch failure: reap() reports
-  // it with the last line of its log.
-  const char go = 'g';
-  if (send(go_write.get(), &go, 1, MSG_NOSIGNAL) != 1 && errno != EPIPE && errno != ECONNRESET) {
-    return abandon(internal_error("the shell's go socket: " + errno_text(errno)));
-  }
-  go_write.reset();
+  HPCQ_RETURN_IF_ERROR(let_shell_go(pid, pidfd, job.shell_cgroup, go_write.get()));
   job.pid = pid;
   job.pidfd = pidfd;
   job.output_fd = output_ours.release();
   job.pmi_listen_fd = pmi_listen.release();
-
-  // The shell writes one byte once every task is forked, then closes; EOF
-  // alone means it ended early, which reap() will report.
-  pollfd p{ready_read.get(), POLLIN, 0};
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kReadyTimeoutMs);
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      spdlog::warn("job {}: the job shell did not report its tasks started within {} ms", job.id,
-                   kReadyTimeoutMs);
-      break;
-    }
-    int r = poll(&p, 1, static_cast<int>(left.count()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    char buf[16];
-    ssize_t n = read(ready_read.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    break;  // the byte, or EOF
-  }
+  // The shell writes one byte once every task is forked, then closes; end
+  // of file alone means it ended early, which reap() reports. Not waited
+  // for here: forking the tasks can take seconds (a task's output file on a
+  // stalled file system or a FIFO, a loaded host), and this runs on the
+  // agent's loop, whose heartbeats keep the node up (check_ready).
+  fcntl(ready_read.get(), F_SETFL, O_NONBLOCK);
+  job.ready_fd = ready_read.release();
+  job.ready_by = std::chrono::steady_clock::now() + std::chrono::milliseconds(kReadyTimeoutMs);
   return Status::ok();
+}
+
+void ProcessExecutor::check_ready(Job& job) {
+  if (job.ready_fd < 0) return;
+  char buf[16];
+  ssize_t n;
+  do {
+    n = read(job.ready_fd, buf, sizeof buf);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && errno == EAGAIN) {
+    if (std::chrono::steady_clock::now() < job.ready_by) return;
+    spdlog::warn("job {}{}: the job shell did not report its tasks started within {} ms", job.id,
+                 job.step == 0 ? std::string() : " step " + std::to_string(job.step),
+                 kReadyTimeoutMs);
+  }
+  mark_started(job);  // the byte, end of file (the shell ended), or given up on
+}
+
+void ProcessExecutor::mark_started(Job& job) {
+  if (job.ready_fd < 0) return;
+  close(job.ready_fd);
+  job.ready_fd = -1;
+  if (job.report_start) started_.push_back({job.id, job.step});
+  // An ended shell is past signals (its pidfd may already be closed).
+  for (int signo : std::exchange(job.held_signals, {})) {
+    if (!job.exited) signal_pidfd(job.pidfd, signo);
+  }
+}
+
+int ProcessExecutor::signal_tasks(Job& job, int signo) {
+  if (job.ready_fd < 0) return signal_pidfd(job.pidfd, signo);
+  job.held_signals.push_back(signo);
+  return 0;
 }
 
 }  // namespace hpcq::agent

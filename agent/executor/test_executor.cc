@@ -44,6 +44,7 @@ Status TestExecutor::launch(const JobLaunch& launch, TimeUs now) {
   job.deadline = launch.time_limit_s > 0 ? now + launch.time_limit_s * kUsPerSecond : 0;
   job.launched = now;
   jobs_[launch.id] = job;
+  started_.push_back({launch.id, 0});
   arm();
   return Status::ok();
 }

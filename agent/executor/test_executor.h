@@ -9,6 +9,8 @@
 
 #include <map>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "agent/executor/executor.h"
 
@@ -23,6 +25,8 @@ class TestExecutor final : public Executor {
   Status cancel(JobId id) override;
   void check_timeouts(TimeUs now) override;
   std::vector<JobExit> reap() override;
+  // Its jobs start as they are launched.
+  std::vector<LaunchStarted> take_started() override { return std::exchange(started_, {}); }
   std::vector<TaskOutput> take_output() override { return {}; }  // no tasks, no output
   Status grant_output(JobId, std::uint32_t, int, bool, std::uint64_t) override {
     return Status::ok();  // no tasks, nothing to hold back
@@ -81,6 +85,7 @@ class TestExecutor final : public Executor {
 
   int timer_fd_;
   std::map<JobId, Job> jobs_;
+  std::vector<LaunchStarted> started_;  // launched, not yet taken
 };
 
 }  // namespace hpcq::agent

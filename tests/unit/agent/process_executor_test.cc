@@ -6,6 +6,7 @@
 #include "tests/unit/agent/executor_fixture.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <pwd.h>
@@ -225,8 +226,9 @@ TEST_F(ProcessExecutorTest, CancelKillsTheWholeTreeAndRemovesCgroups) {
 
 TEST_F(ProcessExecutorTest, CancelAfterTheEndIsRefusedAndTheJobKeepsItsOutcome) {
   ASSERT_TRUE(executor_->launch(job(16, {"true"}), now_us()).is_ok());
+  // The shell's pidfd, then the pipe on which it says its tasks started.
   std::vector<int> fds = executor_->wait_fds();
-  ASSERT_EQ(fds.size(), 1u);
+  ASSERT_EQ(fds.size(), 2u);
   pollfd p{fds[0], POLLIN, 0};
   ASSERT_EQ(poll(&p, 1, 20'000), 1);  // the shell has ended, not yet reaped
   Status refused = executor_->cancel(16);
@@ -236,6 +238,58 @@ TEST_F(ProcessExecutorTest, CancelAfterTheEndIsRefusedAndTheJobKeepsItsOutcome) 
   auto e = wait_exit(16);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->kind, ExitKind::kCompleted);
+}
+
+// A task opens its output file before it execs, and the shell says its
+// tasks are started once all have exec'd: a FIFO nobody reads yet holds
+// that word back as long as the test likes (a stalled file system would
+// too). launch() runs on the agent's loop and does not wait for it.
+TEST_F(ProcessExecutorTest, LaunchDoesNotWaitForTheTasksToStart) {
+  const std::string fifo = tmp_ + "/out-fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  JobLaunch l = job(50, {"sleep", "1000"});
+  l.stdout_path = l.stderr_path = fifo;
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  EXPECT_TRUE(executor_->take_started().empty()) << "started before its task could open stdout";
+  // Held until the shell forwards signals to a task that has exec'd: a
+  // namespace's init drops what comes before its handlers.
+  ASSERT_TRUE(executor_->signal(50, SIGUSR1).is_ok());
+  Fd reader(open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  ASSERT_GE(reader.get(), 0);
+  std::vector<LaunchStarted> started;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (started.empty() && Clock::now() < deadline) {
+    std::vector<pollfd> fds;
+    for (int fd : executor_->wait_fds()) fds.push_back({fd, POLLIN, 0});
+    poll(fds.data(), fds.size(), 100);
+    started = executor_->take_started();
+  }
+  ASSERT_EQ(started.size(), 1u) << "the shell never said its task started";
+  EXPECT_EQ(started[0].id, 50u);
+  EXPECT_EQ(started[0].step, 0u);
+  auto e = wait_exit(50);  // sleep has SIGUSR1's default action: it ends
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ExitKind::kFailed);
+  EXPECT_EQ(e->exit_code, 128 + SIGUSR1);
+  EXPECT_TRUE(executor_->take_started().empty());  // named once
+}
+
+TEST_F(ProcessExecutorTest, ACancelBeforeTheTasksStartedEndsTheJob) {
+  const std::string fifo = tmp_ + "/out-fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  JobLaunch l = job(51, {"sleep", "1000"});
+  l.stdout_path = l.stderr_path = fifo;
+  ASSERT_TRUE(executor_->launch(l, now_us()).is_ok());
+  ASSERT_TRUE(executor_->take_started().empty());
+  ASSERT_TRUE(executor_->cancel(51).is_ok());
+  auto e = wait_exit(51);
+  ASSERT_TRUE(e.has_value()) << "the job outlived its cancel";
+  EXPECT_EQ(e->kind, ExitKind::kCancelled);
+  // Its start (that its tasks will never start) comes with its end, for
+  // the agent to report in that order.
+  auto started = executor_->take_started();
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].id, 51u);
 }
 
 TEST_F(ProcessExecutorTest, TimeLimitSendsTermAndReportsTimeout) {

@@ -37,6 +37,17 @@ TEST(TestExecutorTest, ZeroDurationCompletesAtOnce) {
   EXPECT_TRUE((*e)->running().empty());
 }
 
+TEST(TestExecutorTest, AJobIsStartedAsItIsLaunched) {
+  auto e = TestExecutor::create();
+  ASSERT_TRUE(e.is_ok());
+  ASSERT_TRUE((*e)->launch(launch_of(7, "100"), wall_clock_now()).is_ok());
+  auto started = (*e)->take_started();
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].id, 7u);
+  EXPECT_EQ(started[0].step, 0u);
+  EXPECT_TRUE((*e)->take_started().empty());  // named once
+}
+
 TEST(TestExecutorTest, RunsForItsDurationThenCompletes) {
   auto e = TestExecutor::create();
   TimeUs start = wall_clock_now();

@@ -1,0 +1,217 @@
+// Agent's half for a job's start on this node: the leader's Launch of a
+// part or a step (repeats, the prolog's wait, an epilog's hold), the start
+// through the executor or the restore of a checkpoint, and the STARTED
+// reports, sent once the executor says the tasks have all started (its job
+// shell's word, read on the loop: the launch itself does not wait for it,
+// so that a slow start holds no heartbeat back); what a part that ended
+// leaves behind.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "agent/agent.h"
+#include "agent/launch_message.h"
+#include "lib/core/clock.h"
+#include "lib/core/release_memory.h"
+#include "lib/job/job_env.h"
+#include "lib/overlay/messages.h"
+
+namespace hpcq::agent {
+
+void Agent::on_launch(const overlay::Launch& launch) {
+  const JobId id = launch.job_id();
+  if (launch.step() != 0) return on_step_launch(launch);
+  if (auto running = attempts_.find(id); running != attempts_.end()) {
+    auto part = parts_.find(id);
+    if (running->second == launch.attempt() && part != parts_.end() &&
+        part->second != launch.part()) {
+      // A new part (an expansion) while the part a node failure or shrink
+      // took from here is still ending: refused, so that the leader undoes
+      // the expansion rather than count on a part that does not run.
+      report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1,
+             "an earlier part of the job is still ending here", launch.part());
+      return;
+    }
+    // A repeat: the leader has not seen our STARTED yet, or it is to come.
+    if (running->second == launch.attempt() && !starting_.count({id, 0})) {
+      report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "");
+    }
+    return;
+  }
+  if (finished_.count({id, (std::uint64_t{launch.attempt()} << 32) | launch.part()})) {
+    spdlog::debug("job {}: launch ignored, this attempt already ran here", id);
+    return;
+  }
+  if (restores_in_flight_.count(id)) return;  // a repeat: STARTED follows the restore
+  if (in_prolog_.count(id)) return;           // a repeat: STARTED follows the prolog
+  const auto held = [id](const overlay::Launch& l) { return l.job_id() == id; };
+  if (std::any_of(held_launches_.begin(), held_launches_.end(), held)) return;
+  if (epilogs_running_ > 0) {
+    spdlog::info("job {}: starts once this node's epilog has ended", id);
+    held_launches_.push_back(launch);
+    return;
+  }
+  Result<JobLaunch> translated =
+      job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
+  if (!translated.is_ok()) {
+    spdlog::warn("job {}: refused its launch: {}", id, translated.status().message());
+    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, translated.status().message(),
+           launch.part());
+    return;
+  }
+  run_prolog_then_start(launch, std::move(translated).value());
+}
+
+void Agent::on_step_launch(const overlay::Launch& launch) {
+  const JobId id = launch.job_id();
+  const std::uint32_t step = launch.step();
+  auto fail = [&](const std::string& why) {
+    spdlog::warn("job {} step {}: launch failed: {}", id, step, why);
+    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why, std::nullopt, step);
+  };
+  if (steps_.count({id, step})) {
+    // A repeat: the leader has not seen our STARTED yet, or it is to come.
+    if (!starting_.count({id, step})) {
+      report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "", std::nullopt, step);
+    }
+    return;
+  }
+  if (finished_steps_.count({id, step})) return;
+  auto running = attempts_.find(id);
+  if (running == attempts_.end() || running->second != launch.attempt()) {
+    return fail("the job is not running on this node");
+  }
+  Result<JobLaunch> translated =
+      job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
+  if (!translated.is_ok()) return fail(translated.status().message());
+  translated->step = step;
+  Status launched = executor_->launch(*translated, wall_clock_now());
+  if (!launched.is_ok()) return fail(launched.message());
+  steps_.emplace(id, step);
+  starting_.emplace(id, step);
+  report_started();
+  sync_wait_fds();
+}
+
+void Agent::start_part(const overlay::Launch& launch, JobLaunch job) {
+  const JobId id = launch.job_id();
+  // An elastic job's first node keeps its node list files and resize socket.
+  const bool first_node =
+      launch.allocation_size() > 0 && launch.allocation(0).rank() == options_.rank;
+  if (launch.elastic() && first_node) {
+    const std::string root = options_.state_dir + "/elastic";
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    if (!ec) std::filesystem::permissions(root, std::filesystem::perms(0755), ec);
+    const std::string dir =
+        root + "/" + std::to_string(id) + "-" + std::to_string(launch.attempt());
+    std::filesystem::remove_all(dir, ec);  // a crashed agent's leftovers
+    auto files = ElasticJob::create(loop_, dir, launch.uid(), launch.gid(), launch.allocation());
+    if (!files.is_ok()) {
+      // Explicit rather than an elastic job that cannot hear of resizes.
+      const std::string why = "elastic job files: " + files.status().message();
+      spdlog::warn("job {}: {}", id, why);
+      report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why, launch.part());
+      return;
+    }
+    job::add_elastic_environment(job.env, (*files)->nodelist_path(), (*files)->hostfile_path(),
+                                 (*files)->hostfile_mpich_path(), (*files)->socket_path());
+    elastic_[id] = std::move(files).value();
+  }
+
+  Status launched = Status::ok();
+  if (launch.restore_from().empty()) {
+    launched = executor_->launch(job, wall_clock_now());
+  } else {
+    // This node's part of the checkpointed placement: the same index.
+    // CRIU runs beside the loop; STARTED (or FAILED) once it is done.
+    const std::string image_dir = launch.restore_from() + "/part-" + job.env["HPCQ_NODEID"];
+    launched = executor_->begin_restore(job, image_dir, wall_clock_now());
+    if (launched.is_ok()) {
+      restores_in_flight_[id] = {launch.attempt(), launch.part(), image_dir};
+      sync_wait_fds();
+      return;
+    }
+    launched = Status(launched.code(),
+                      std::string(overlay::kRestoreFailedReason) + ": " + launched.message());
+  }
+  if (!launched.is_ok() && launched.code() == Code::kInternal && launch.restore_from().empty()) {
+    launched =
+        Status(launched.code(), std::string(overlay::kNodeErrorReason) + ": " + launched.message());
+  }
+  if (!launched.is_ok()) {
+    spdlog::warn("job {}: launch failed: {}", id, launched.message());
+    elastic_.erase(id);
+    script_env_.erase(id);
+    report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message(), launch.part());
+    return;
+  }
+  attempts_[id] = launch.attempt();
+  parts_[id] = launch.part();
+  starting_.emplace(id, 0);
+  report_started();  // at once where the executor is done already (TestExecutor)
+  sync_wait_fds();
+}
+
+void Agent::report_started() {
+  for (const LaunchStarted& started : executor_->take_started()) {
+    // A restore's start is reported by on_restores_done; a part forgotten
+    // meanwhile (stopped by a checkpoint) by nobody.
+    if (starting_.erase({started.id, started.step}) == 0) continue;
+    auto attempt = attempts_.find(started.id);
+    if (attempt == attempts_.end()) continue;
+    report(started.id, attempt->second, overlay::JobUpdate::STARTED, 0, "", std::nullopt,
+           started.step);
+  }
+}
+
+void Agent::on_restores_done() {
+  for (const RestoreOutcome& outcome : executor_->finished_restores()) {
+    auto in_flight = restores_in_flight_.find(outcome.id);
+    if (in_flight == restores_in_flight_.end()) continue;
+    const RestoreInFlight restore = std::move(in_flight->second);
+    restores_in_flight_.erase(in_flight);
+    if (!outcome.status.is_ok()) {
+      const std::string why =
+          std::string(overlay::kRestoreFailedReason) + ": " + outcome.status.message();
+      spdlog::warn("job {}: launch failed: {}", outcome.id, why);
+      elastic_.erase(outcome.id);
+      script_env_.erase(outcome.id);
+      report(outcome.id, restore.attempt, overlay::JobUpdate::FAILED, 1, why, restore.part);
+      continue;
+    }
+    spdlog::info("job {}: restored from {}", outcome.id, restore.image_dir);
+    attempts_[outcome.id] = restore.attempt;
+    parts_[outcome.id] = restore.part;
+    report(outcome.id, restore.attempt, overlay::JobUpdate::STARTED, 0, "", restore.part);
+  }
+}
+
+void Agent::forget(JobId id) {
+  auto attempt = attempts_.find(id);
+  if (attempt != attempts_.end()) {
+    auto part = parts_.find(id);
+    remember_finished(id, attempt->second, part == parts_.end() ? 0 : part->second);
+    attempts_.erase(attempt);
+  }
+  parts_.erase(id);
+  std::erase_if(starting_, [id](const auto& started) { return started.first == id; });
+  elastic_.erase(id);
+  signals_received_.erase(id);
+  if (std::exchange(release_at_job_end_, false)) release_free_memory();  // its PMI fences' memory
+  std::erase_if(input_received_, [id](const auto& in) { return in.first.first == id; });
+}
+
+void Agent::remember_finished(JobId id, std::uint32_t attempt, std::uint32_t part) {
+  constexpr std::size_t kRemembered = 100'000;
+  const std::uint64_t key = (std::uint64_t{attempt} << 32) | part;
+  if (!finished_.insert({id, key}).second) return;
+  finished_order_.emplace_back(id, key);
+  if (finished_order_.size() > kRemembered) {
+    finished_.erase(finished_order_.front());
+    finished_order_.pop_front();
+  }
+}
+
+}  // namespace hpcq::agent
