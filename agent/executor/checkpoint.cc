@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -11,22 +10,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
+#include "agent/executor/cgroup.h"
+#include "agent/executor/job_namespaces.h"
 #include "agent/executor/posix.h"
+#include "agent/executor/trial_job.h"
 
 namespace hpcq::agent {
 namespace {
@@ -101,6 +104,74 @@ struct CriuRun {
   std::string output;  // criu's stdout and stderr
 };
 
+// What run_tool's child needs, built before the fork: the child of a
+// process with other threads may not allocate.
+struct ToolChild {
+  int go_read, go_write;  // the go byte: sent once the child is in its cgroups
+  int devnull, out;       // its stdin; its stdout and stderr
+  int pid_ns;             // -1, or the PID namespace the program runs in
+  const std::vector<int>& keep_fds;
+  char* const* argv;
+  char* const* envp;
+};
+
+// The child of run_tool's fork (async-signal-safe): waits for the go, then
+// execs the program (in the PID namespace `pid_ns`, see run_tool).
+[[noreturn]] void run_tool_child(const ToolChild& c) {
+  default_signals();
+  // Our copy of the write end must go, or a parent that dies before the
+  // go byte would leave us blocked here for ever (holding whatever we
+  // inherited, the host's CRIU lock included) instead of reading EOF.
+  close(c.go_write);
+  char go = 0;
+  ssize_t n;
+  do {
+    n = read(c.go_read, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) _exit(127);  // the parent gave up on us
+  if (dup2(c.devnull, 0) < 0 || dup2(c.out, 1) < 0 || dup2(c.out, 2) < 0) _exit(127);
+  // What the program is to inherit (criu's --inherit-fd), at its number.
+  for (int fd : c.keep_fds) {
+    if (fd <= 2 || fcntl(fd, F_SETFD, 0) != 0) _exit(127);
+  }
+  if (c.pid_ns >= 0) {
+    if (setns(c.pid_ns, CLONE_NEWPID) != 0) _exit(127);
+    const pid_t program = fork();
+    if (program < 0) _exit(127);
+    if (program > 0) {
+      int status = 0;
+      while (waitpid(program, &status, 0) < 0 && errno == EINTR) {
+      }
+      _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    }
+    // Killed with us (our time limit).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (enter_job_mount_namespace(nullptr, nullptr) != nullptr) {
+      static const char kNs[] = "cannot mount the job's /proc\n";
+      ssize_t ignored = write(2, kNs, sizeof kNs - 1);
+      (void)ignored;
+      _exit(127);
+    }
+  }
+  execve(c.argv[0], c.argv, c.envp);
+  static const char kMsg[] = "exec failed\n";
+  ssize_t ignored = write(2, kMsg, sizeof kMsg - 1);
+  (void)ignored;
+  _exit(127);
+}
+
+// Whether the process of `pidfd` ends within `timeout`.
+bool ended_in_time(int pidfd, std::chrono::seconds timeout) {
+  pollfd p{pidfd, POLLIN, 0};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    if (poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 60'000))) > 0) return true;
+  }
+}
+
 // Runs `binary` with `args` (argv[1..]); stdin /dev/null, stdout/stderr
 // captured. The child is moved into each of `cgroup_dirs` before it execs.
 // With `pid_ns_of` > 0 the program runs in that process's PID namespace, in
@@ -140,51 +211,10 @@ Result<CriuRun> run_tool(const std::string& binary, const std::vector<std::strin
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
+  const ToolChild child{go_read.get(), go_write.get(), devnull.get(), out.get(),
+                        pid_ns.get(),  keep_fds,       argv.data(),   envp};
   pid_t pid = fork();
-  if (pid == 0) {
-    default_signals();
-    // Our copy of the write end must go, or a parent that dies before the
-    // go byte would leave us blocked here for ever (holding whatever we
-    // inherited, the host's CRIU lock included) instead of reading EOF.
-    close(go_write.get());
-    char go = 0;
-    ssize_t n;
-    do {
-      n = read(go_read.get(), &go, 1);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1) _exit(127);  // the parent gave up on us
-    if (dup2(devnull.get(), 0) < 0 || dup2(out.get(), 1) < 0 || dup2(out.get(), 2) < 0) _exit(127);
-    // What the program is to inherit (criu's --inherit-fd), at its number.
-    for (int fd : keep_fds) {
-      if (fd <= 2 || fcntl(fd, F_SETFD, 0) != 0) _exit(127);
-    }
-    if (pid_ns.get() >= 0) {
-      if (setns(pid_ns.get(), CLONE_NEWPID) != 0) _exit(127);
-      const pid_t program = fork();
-      if (program < 0) _exit(127);
-      if (program > 0) {
-        int status = 0;
-        while (waitpid(program, &status, 0) < 0 && errno == EINTR) {
-        }
-        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-      }
-      // Killed with us (our time limit).
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (unshare(CLONE_NEWNS) != 0 ||
-          mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-          mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
-        static const char kNs[] = "cannot mount the job's /proc\n";
-        ssize_t ignored = write(2, kNs, sizeof kNs - 1);
-        (void)ignored;
-        _exit(127);
-      }
-    }
-    execve(argv[0], argv.data(), envp);
-    static const char kMsg[] = "exec failed\n";
-    ssize_t ignored = write(2, kMsg, sizeof kMsg - 1);
-    (void)ignored;
-    _exit(127);
-  }
+  if (pid == 0) run_tool_child(child);
   int fork_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return internal_error("fork: " + errno_text(fork_errno));
@@ -217,19 +247,8 @@ Result<CriuRun> run_tool(const std::string& binary, const std::vector<std::strin
   go_write.reset();
 
   CriuRun run;
-  pollfd p{pidfd.get(), POLLIN, 0};
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      kill(pid, SIGKILL);
-      run.timed_out = true;
-      break;
-    }
-    int r = poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 60'000)));
-    if (r > 0) break;
-  }
+  run.timed_out = !ended_in_time(pidfd.get(), timeout);
+  if (run.timed_out) kill(pid, SIGKILL);
   int status = reap();
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   run.output = read_fd(out.get());
@@ -373,85 +392,133 @@ namespace {
 
 constexpr char kTrialCache[] = "/tmp/.hpcq-criu-trial";
 
-// What the trial's answer depends on: the boot (the kernel), the binary and
-// the environment it runs with.
-std::string trial_key(const CriuInfo& criu) {
+// What the trial dumps, named in the cache's key: an answer about another
+// kind of process (a bare sleep in the agent's namespaces, before) is not one
+// about this kind.
+constexpr char kTrialKind[] = "job-like";
+
+// Whether this process's root is its mount namespace's root, as CRIU
+// requires of a job's (a chroot's is not: "The root task has another root
+// than mntns"); nullopt where that cannot be told. A child compares "/"
+// before and after entering its own mount namespace, which moves its root to
+// the namespace's (setns(2)).
+std::optional<bool> root_is_namespace_root() {
+  const Fd own_ns(open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
+  if (own_ns.get() < 0) return std::nullopt;
+  // Only syscalls in the child (we may have threads), and no handler of ours.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t child = fork();
+  if (child == 0) {
+    constexpr unsigned kWhat = STATX_INO | STATX_MNT_ID;
+    struct statx before {};
+    struct statx after {};
+    if (statx(AT_FDCWD, "/", 0, kWhat, &before) != 0 || setns(own_ns.get(), CLONE_NEWNS) != 0 ||
+        statx(AT_FDCWD, "/", 0, kWhat, &after) != 0) {
+      _exit(2);
+    }
+    const bool same = before.stx_dev_major == after.stx_dev_major &&
+                      before.stx_dev_minor == after.stx_dev_minor &&
+                      before.stx_ino == after.stx_ino && before.stx_mnt_id == after.stx_mnt_id;
+    _exit(same ? 0 : 1);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (child < 0) return std::nullopt;
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) > 1) return std::nullopt;
+  return WEXITSTATUS(status) == 0;
+}
+
+// What a trial's answer depends on wherever it runs: the boot (the kernel),
+// the binary and the environment it runs with, the kind of process and its
+// user. Empty where the binary cannot be read.
+std::string trial_key(const CriuInfo& criu, uid_t uid) {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string boot_id;
   boot >> boot_id;
   struct stat st {};
   if (stat(criu.binary.c_str(), &st) != 0) return "";
-  return boot_id + " " + criu.binary + " " + std::to_string(st.st_size) + " " +
-         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " +
-         kCriuEnvironment;
+  std::string key = boot_id + " " + criu.binary + " " + std::to_string(st.st_size) + " " +
+                    std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
+                    " " + kCriuEnvironment + " " + kTrialKind;
+  if (uid != 0) key += " uid=" + std::to_string(uid);
+  return key;
 }
 
-// Starts `sleep 600` in a session of its own, stdio on /dev/null and no
-// other descriptor; returns once it has exec'd (so that what CRIU dumps is
-// the sleep, not a copy of us).
-Result<pid_t> start_trial_sleep(uid_t uid) {
-  const std::string sleep = find_program("sleep");
-  if (sleep.empty()) return internal_error("no 'sleep' in PATH for the trial dump");
-  std::string arg0 = "sleep", arg1 = "600";
-  char* argv[] = {arg0.data(), arg1.data(), nullptr};
-  char* envp[] = {nullptr};
-  int exec_pipe[2];
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
-  Fd exec_read(exec_pipe[0]), exec_write(exec_pipe[1]);
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    default_signals();
-    const int null = open("/dev/null", O_RDWR);
-    if (setsid() < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) {
-      _exit(127);
+// The lines of kTrialCache ("<key>\t<ok or the reason>") of this boot whose
+// binary is still there.
+std::vector<std::string> kept_answers(const std::string& key) {
+  std::vector<std::string> lines;
+  std::ifstream cached(kTrialCache);
+  std::string line;
+  while (std::getline(cached, line)) {
+    const size_t tab = line.find('\t');
+    std::istringstream fields(line.substr(0, tab));
+    std::string boot_id, binary;
+    fields >> boot_id >> binary;
+    if (tab != std::string::npos && key.compare(0, boot_id.size() + 1, boot_id + " ") == 0 &&
+        access(binary.c_str(), X_OK) == 0) {
+      lines.push_back(line);
     }
-    // As a job of `uid` runs (its own group; no supplementary ones).
-    if (uid != 0 && (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0)) {
-      _exit(127);
-    }
-    // Everything else goes, but the pipe that tells the parent we exec'd.
-    const auto keep = static_cast<unsigned>(exec_write.get());
-    if (keep > 3) syscall(SYS_close_range, 3U, keep - 1, 0U);
-    syscall(SYS_close_range, keep + 1, ~0U, 0U);
-    execve(sleep.c_str(), argv, envp);
-    _exit(127);
   }
-  const int fork_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (pid < 0) return internal_error("fork: " + errno_text(fork_errno));
-  exec_write.reset();
-  char byte;
-  ssize_t n;
-  do {
-    n = read(exec_read.get(), &byte, 1);  // EOF: exec'd (or died)
-  } while (n < 0 && errno == EINTR);
-  if (waitpid(pid, nullptr, WNOHANG) == pid) {
-    return internal_error("the trial dump's '" + sleep + "' did not start");
-  }
-  return pid;
+  return lines;
 }
 
-Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout, uid_t uid) {
+// The answer kept under `key` in `lines`, if any.
+std::optional<std::string> answer_of(const std::vector<std::string>& lines,
+                                     const std::string& key) {
+  for (const std::string& line : lines) {
+    if (!key.empty() && line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
+        line[key.size()] == '\t') {
+      return line.substr(key.size() + 1);
+    }
+  }
+  return std::nullopt;
+}
+
+// Rewrites kTrialCache: `lines` but those of the `replaced` keys, then
+// `key`'s new answer.
+void keep_answer(const std::vector<std::string>& lines,
+                 std::initializer_list<std::string_view> replaced, const std::string& key,
+                 const Status& verdict) {
+  const std::string tmp = std::string(kTrialCache) + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (const std::string& line : lines) {
+      const std::string_view line_key = std::string_view(line).substr(0, line.find('\t'));
+      if (std::find(replaced.begin(), replaced.end(), line_key) == replaced.end()) {
+        out << line << "\n";
+      }
+    }
+    out << key << "\t" << (verdict.is_ok() ? "ok" : verdict.message()) << "\n";
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, kTrialCache, ec);
+}
+
+Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout, uid_t uid,
+                      const CgroupHierarchy& cgroups) {
   char tmpl[] = "/tmp/hpcq-criu-trial-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return internal_error("mkdtemp: " + errno_text(errno));
+  if (mkdtemp(tmpl) == nullptr) return trial_setup_failed("mkdtemp: " + errno_text(errno));
   const std::string dir = tmpl;
-  auto sleeper = start_trial_sleep(uid);
-  if (!sleeper.is_ok()) {
+  auto job = TrialJob::start(cgroups, uid);
+  if (!job.is_ok()) {
     std::filesystem::remove_all(dir);
-    return sleeper.status();
+    return job.status();
   }
-  // Without --leave-running: a dump that works kills the sleep itself.
-  auto run =
-      run_criu(criu,
-               {"dump", "--tree", std::to_string(*sleeper), "--images-dir", dir, "--work-dir", dir,
-                "--log-file", "dump.log", "-v4", "--manage-cgroups=ignore"},
-               {}, timeout);
-  kill(*sleeper, SIGKILL);
-  while (waitpid(*sleeper, nullptr, 0) < 0 && errno == EINTR) {
-  }
+  // As a job's dump (CriuDump), without --leave-running: a dump that works
+  // kills the sleep itself.
+  std::vector<std::string> args = {"dump", "--tree", std::to_string((*job)->pid())};
+  for (const char* arg : {"--images-dir", "--work-dir"}) args.insert(args.end(), {arg, dir});
+  args.insert(args.end(), {"--log-file", "dump.log", "-v4", "--manage-cgroups=ignore"});
+  if (!(*job)->freezer().empty()) args.insert(args.end(), {"--freeze-cgroup", (*job)->freezer()});
+  auto run = run_criu(criu, args, {}, timeout);
+  job->reset();
+  const std::string what =
+      kTrialDumpVerdict + (uid != 0 ? " (uid " + std::to_string(uid) + ")" : std::string());
   Status verdict = Status::ok();
   if (!run.is_ok()) {
     verdict = run.status();
@@ -459,14 +526,12 @@ Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout, uid_t 
     // What this kernel does (a dump that works takes well under a second).
     struct utsname host {};
     uname(&host);
-    verdict =
-        failed_precondition("CRIU " + criu.version + " " + kKernelCannotDump + " (" + host.release +
-                            "; `criu check` passes): a trial dump of a sleep hung for " +
-                            std::to_string(timeout.count()) + " s");
+    verdict = failed_precondition("CRIU " + criu.version + " " + kKernelCannotDump + " (" +
+                                  host.release + "; `criu check` passes): " + what + " hung for " +
+                                  std::to_string(timeout.count()) + " s");
   } else if (run->exit_code != 0) {
     verdict = failed_precondition(
-        "CRIU " + criu.version + " failed a trial dump of a sleep" +
-        (uid != 0 ? " of uid " + std::to_string(uid) : std::string()) + ": " +
+        "CRIU " + criu.version + " failed " + what + ": " +
         criu_failure_reason(dir + "/dump.log", last_nonempty_line(run->output)));
   }
   std::filesystem::remove_all(dir);
@@ -475,7 +540,8 @@ Status run_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout, uid_t 
 
 }  // namespace
 
-Status criu_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout, uid_t as_user) {
+Status criu_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout, uid_t as_user,
+                       const CgroupHierarchy* cgroups) {
   // One trial at a time on the host: the others wait, then read its answer.
   static std::mutex in_process;
   const std::lock_guard<std::mutex> one_here(in_process);
@@ -485,50 +551,37 @@ Status criu_trial_dump(const CriuInfo& criu, std::chrono::seconds timeout, uid_t
   // checkpoint tests).
   const char* cache = std::getenv("HPCQ_CRIU_TRIAL_CACHE");
   const bool keep_negative = cache == nullptr || std::string(cache) != "off";
-  // One line per binary: "<key>\t<ok or the reason>".
-  std::string key = trial_key(criu);
-  if (!key.empty() && as_user != 0) key += " uid=" + std::to_string(as_user);
-  std::vector<std::string> others;
-  if (!key.empty()) {
-    std::ifstream cached(kTrialCache);
-    std::string line;
-    while (std::getline(cached, line)) {
-      const size_t tab = line.find('\t');
-      if (tab == std::string::npos) continue;
-      if (line.compare(0, tab, key) == 0) {
-        const std::string answer = line.substr(tab + 1);
-        if (answer == "ok") return Status::ok();
-        if (keep_negative) return failed_precondition(answer);
-        continue;  // tried again below, and the line replaced
-      }
-      // Kept while its binary is there and the host has not rebooted.
-      std::istringstream fields(line.substr(0, tab));
-      std::string boot_id, binary;
-      fields >> boot_id >> binary;
-      if (key.compare(0, boot_id.size() + 1, boot_id + " ") == 0 &&
-          access(binary.c_str(), X_OK) == 0) {
-        others.push_back(line);
-      }
-    }
+  // A hang is the kernel's, kept for any root. Any other answer depends on
+  // the root too and is kept only where it is its mount namespace's root (a
+  // chroot's cannot be dumped, and may share this /tmp with the host's).
+  const std::string kernel_key = trial_key(criu, as_user);
+  const std::string host_key = kernel_key.empty() || !root_is_namespace_root().value_or(false)
+                                   ? ""
+                                   : kernel_key + " namespace-root";
+  const std::vector<std::string> lines = kept_answers(kernel_key);
+  for (const std::string& key : {kernel_key, host_key}) {
+    const std::optional<std::string> answer = answer_of(lines, key);
+    if (answer && *answer == "ok") return Status::ok();
+    if (answer && keep_negative) return failed_precondition(*answer);
   }
-  Status verdict = run_trial_dump(criu, timeout, as_user);
+  std::optional<CgroupHierarchy> detected;
+  if (cgroups == nullptr) {
+    auto found = CgroupHierarchy::detect();
+    if (!found.is_ok()) return trial_setup_failed(found.status().message());
+    cgroups = &detected.emplace(std::move(found).value());
+  }
+  Status verdict = run_trial_dump(criu, timeout, as_user, *cgroups);
   // A hang may be a loaded machine's stall: only a second one in a row is
   // taken for the kernel's.
   auto hung = [](const Status& s) {
     return s.message().find(kKernelCannotDump) != std::string::npos;
   };
-  if (hung(verdict)) verdict = run_trial_dump(criu, timeout, as_user);
+  if (hung(verdict)) verdict = run_trial_dump(criu, timeout, as_user, *cgroups);
   // Only a verdict on CRIU itself is kept, not a failure to set the trial up.
+  const std::string& key = hung(verdict) ? kernel_key : host_key;
   if (!key.empty() &&
       (verdict.is_ok() || (keep_negative && verdict.code() == Code::kFailedPrecondition))) {
-    const std::string tmp = std::string(kTrialCache) + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      for (const std::string& line : others) out << line << "\n";
-      out << key << "\t" << (verdict.is_ok() ? "ok" : verdict.message()) << "\n";
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, kTrialCache, ec);
+    keep_answer(lines, {kernel_key, host_key}, key, verdict);
   }
   return verdict;
 }

@@ -4,10 +4,11 @@
 //
 // What CRIU needs of a job, and what the process executor gives it (DESIGN.md,
 // "Executors"): a tree whose root is PID 1 of its own PID namespace and a
-// session leader (hpcq-job-shell), the host's mount namespace, stdio on
-// files, no pipes or sockets to the outside. Cgroups are not CRIU's business
-// here (--manage-cgroups=ignore): a restore runs CRIU inside the job's new
-// cgroups, so the restored tree is born in them.
+// session leader (hpcq-job-shell), a mount namespace of its own whose root
+// is the namespace's root (not a chroot's: CRIU refuses that), stdio on
+// files opened inside it, no pipes or sockets to the outside. Cgroups are
+// not CRIU's business here (--manage-cgroups=ignore): a restore runs CRIU
+// inside the job's new cgroups, so the restored tree is born in them.
 //
 // A restore uses --restore-detached --restore-sibling: the restored root is a
 // child of the caller (not of criu), so the caller can wait for it as for a
@@ -34,6 +35,8 @@
 
 namespace hpcq::agent {
 
+class CgroupHierarchy;
+
 struct CriuInfo {
   std::string binary;   // absolute path
   std::string version;  // e.g. "4.1.1"
@@ -54,24 +57,39 @@ Result<CriuInfo> probe_criu(const std::string& binary);
 // only saves a few syscall stops per task.
 inline constexpr char kCriuEnvironment[] = "CRIU_FAULT=130";
 
-// Whether CRIU can dump a process on this host, tried for real: `criu check`
+// Whether CRIU can dump a job on this host, tried for real: `criu check`
 // passes on kernels where every dump hangs (with hardware breakpoints, see
-// kCriuEnvironment), so a `sleep` of our own is dumped, within `timeout`.
-// The answer depends on the kernel, the binary and its environment only: it
-// is kept for this boot in /tmp/.hpcq-criu-trial (keyed by boot id, the
-// binary's path, size and mtime, and kCriuEnvironment; delete it to try
-// again), so that agents starting on one host wait for a hanging dump once,
-// not each; a negative answer is not kept under HPCQ_CRIU_TRIAL_CACHE=off.
-// A hang is tried once more before it counts. kFailedPrecondition with the
-// reason when the dump fails or hangs: a hang says "cannot dump a process on
-// this kernel" (kKernelCannotDump: tests skip on that), a failure gives
-// CRIU's reason (tests fail).
-// With `as_user` the sleep runs as that uid, as a user's job does: CRIU (as
-// root) may still be unable to dump it (without CAP_SYS_RESOURCE it cannot
-// read another user's rlimits).
+// kCriuEnvironment), and in a chroot, where no job's mount namespace can be
+// dumped ("The root task has another root than mntns"). So a `sleep` made as
+// a job is made (TrialJob, trial_job.h) is dumped, within `timeout`, as a
+// job's dump is (--freeze-cgroup): PID 1 of a PID namespace of its
+// own, in the job's mount namespace (enter_job_mount_namespace: / private,
+// its own /proc) with stdio on /dev/null opened there, a session leader, in
+// a cgroup made as a job's is (`cgroups`' create_job under the instance
+// "criu-trial-<pid>"; null: CgroupHierarchy::detect()) that CRIU freezes, as
+// it does a job's; it runs as `as_user`, as a job's tasks do (CRIU, as root,
+// may still be unable to dump another user's process: without
+// CAP_SYS_RESOURCE it cannot read its rlimits). .ci/criu-dumps dumps the
+// same kind of process.
+// The answer is kept for this boot in /tmp/.hpcq-criu-trial (delete it to
+// try again), so that agents starting on one host wait for a hanging dump
+// once, not each: keyed by the binary (path, size, mtime), kCriuEnvironment
+// and the user; a hang for any root, any other answer only where the root
+// is its mount namespace's (not in a chroot, whose answer differs and which
+// may share /tmp with the host). A negative answer is not kept under
+// HPCQ_CRIU_TRIAL_CACHE=off.
+// A hang is tried once more before it counts.
+// Errors: kFailedPrecondition with the reason when the dump fails or hangs,
+// its message holding kTrialDumpVerdict (tests skip on it): a hang says
+// "cannot dump a process on this kernel" (kKernelCannotDump), a failure gives
+// CRIU's reason. kInternal ("setting up the trial dump: ...") when the
+// process or its cgroup could not be made: not an answer about CRIU, not
+// kept.
+inline constexpr char kTrialDumpVerdict[] = "a trial dump of a sleep made as jobs are";
 inline constexpr char kKernelCannotDump[] = "cannot dump a process on this kernel";
 Status criu_trial_dump(const CriuInfo& criu,
-                       std::chrono::seconds timeout = std::chrono::seconds(15), uid_t as_user = 0);
+                       std::chrono::seconds timeout = std::chrono::seconds(15), uid_t as_user = 0,
+                       const CgroupHierarchy* cgroups = nullptr);
 
 struct CriuDump {
   pid_t root = -1;            // host PID of the tree's root (the job shell)

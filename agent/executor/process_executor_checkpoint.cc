@@ -72,7 +72,8 @@ Status ProcessExecutor::checkpoint_capability() {
   if (!criu_probed_) {
     auto info = probe_criu(config_.criu_path);
     if (info.is_ok()) {
-      if (Status works = criu_trial_dump(*info); !works.is_ok()) info = works;
+      Status works = criu_trial_dump(*info, std::chrono::seconds(15), 0, &hierarchy_);
+      if (!works.is_ok()) info = works;
     }
     if (info.is_ok()) {
       criu_ = std::move(info).value();
@@ -128,7 +129,7 @@ Status ProcessExecutor::checkpoint_of_other_users() {
   if (!other_users_status_) {
     // nobody's uid: a user with no rights of its own, as a job's user is.
     constexpr uid_t kUnprivileged = 65534;
-    Status works = criu_trial_dump(criu_, std::chrono::seconds(15), kUnprivileged);
+    Status works = criu_trial_dump(criu_, std::chrono::seconds(15), kUnprivileged, &hierarchy_);
     other_users_status_ =
         works.is_ok()
             ? Status::ok()

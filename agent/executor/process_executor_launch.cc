@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/executor/job_namespaces.h"
 #include "agent/executor/oci_bundle.h"
 #include "agent/executor/posix.h"
 
@@ -71,8 +72,8 @@ struct ShellChild {
 // of the agent's CPU per job.) The shell it execs waits on kGoFd until the
 // executor has put it into the job's cgroups (not this child: job_launch.h
 // says why), so that no process of the job runs outside them. It gives the
-// job its own /proc
-// before the shell starts: a mount namespace (a private copy of the node's
+// job its own /proc before the shell starts (enter_job_mount_namespace, the
+// same as CRIU's trial dump): a mount namespace (a private copy of the node's
 // mounts) with a proc of the job's PID namespace over /proc, so that ps,
 // pgrep, /proc/self and /proc/<pid>/fd (UCX) show the job's processes, and
 // only them. Stdio is reopened inside it, and the shell exec'd there, so that
@@ -100,17 +101,8 @@ __attribute__((no_sanitize("address", "undefined"))) int exec_shell(void* arg) {
   if (syscall(SYS_close_range, first_closed, ~0U, 0U) != 0) {
     for (int fd = static_cast<int>(first_closed); fd < 65536; ++fd) close(fd);
   }
-  if (unshare(CLONE_NEWNS) != 0) child_failed("unshare(CLONE_NEWNS) failed");
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    child_failed("making / private failed");
-  }
-  if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
-    child_failed("mounting /proc failed");
-  }
-  if (c.private_tmp != nullptr &&
-      (mount(c.private_tmp, "/tmp", nullptr, MS_BIND, nullptr) != 0 ||
-       mount(c.private_shm, "/dev/shm", nullptr, MS_BIND, nullptr) != 0)) {
-    child_failed("mounting the job's own /tmp and /dev/shm failed");
+  if (const char* failed = enter_job_mount_namespace(c.private_tmp, c.private_shm)) {
+    child_failed(failed);
   }
   // As the executor opened the log (not O_APPEND), at its end.
   in = open("/dev/null", O_RDONLY);

@@ -418,23 +418,25 @@ def busybox_rootfs(applets=("sh", "cat", "grep", "cut", "id", "test", "tr", "mv"
     return root
 
 
-# What an agent says when CRIU is installed and passes `criu check` but this
-# kernel lets no dump finish (agent/executor/checkpoint.h, criu_trial_dump).
-KERNEL_CANNOT_DUMP = "cannot dump a process on this kernel"
+# What an agent's reason says when CRIU is installed and passes `criu check`
+# but its trial dump of a process made as jobs are fails or hangs
+# (agent/executor/checkpoint.h, criu_trial_dump, kTrialDumpVerdict): a kernel
+# that lets no dump finish, or a root where jobs cannot be dumped (a chroot).
+TRIAL_DUMP_FAILED = "a trial dump of a sleep made as jobs are"
 
 
 def needs_checkpoint(test):
     """Marks a test that needs CRIU dumps to work: main() skips it, saying
-    why, where the nodes found that this kernel cannot dump (a missing or
-    broken CRIU install still fails it)."""
+    why, where the nodes' trial dump failed (a missing or broken CRIU install
+    still fails it)."""
     test.needs_checkpoint = True
     return test
 
 
-def kernel_cannot_dump():
-    """The reason the nodes gave, when it is that one; else None."""
+def cannot_dump():
+    """The reason a node gave when its trial dump failed; else None."""
     for n in json.loads(hpcq("nodes", "--json").stdout):
-        if not n["checkpoint"] and KERNEL_CANNOT_DUMP in n["checkpoint_reason"]:
+        if not n["checkpoint"] and TRIAL_DUMP_FAILED in n["checkpoint_reason"]:
             return n["checkpoint_reason"]
     return None
 
@@ -447,7 +449,7 @@ def main(tests):
     checkpoint test that would skip fails instead."""
     failed = skipped = 0
     required = os.environ.get("HPCQ_REQUIRE_CHECKPOINT") == "1"
-    why = kernel_cannot_dump() if any(getattr(t, "needs_checkpoint", False) for t in tests) else None
+    why = cannot_dump() if any(getattr(t, "needs_checkpoint", False) for t in tests) else None
     for t in tests:
         if why and getattr(t, "needs_checkpoint", False):
             if required:

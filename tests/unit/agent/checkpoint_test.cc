@@ -2,8 +2,10 @@
 // (checkpoint.h, process_executor.h). Needs root and a cgroup file system
 // (skipped without, like process_executor_test) and a working CRIU >= 4: a
 // missing CRIU FAILS these tests (CI installs it with .ci/install-criu)
-// unless HPCQ_SKIP_CRIU_TESTS=1 is set; a kernel on which a trial dump
-// fails or hangs (criu_trial_dump) skips them, saying so.
+// unless HPCQ_SKIP_CRIU_TESTS=1 is set; a host on which the trial dump of a
+// process made as jobs are fails or hangs (criu_trial_dump: a kernel that
+// lets no dump finish, a chroot) skips them, saying so, unless
+// HPCQ_REQUIRE_CHECKPOINT=1.
 //
 // The job counts once per 100 ms into its output file ("<task> <n>" lines);
 // "no gap and no restart" is read from that file: every task's numbers are
@@ -13,7 +15,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -113,11 +117,12 @@ class CheckpointTest : public ::testing::Test {
       FAIL() << "CRIU is not usable here: " << criu.status().message()
              << " (run .ci/install-criu, or set HPCQ_SKIP_CRIU_TESTS=1 to skip)";
     }
-    // Installed and checked, but on some kernels no dump finishes: the
-    // tests that dump skip there (SKIP_UNLESS_DUMPS), saying why.
+    // Installed and checked, but on some kernels no dump finishes, and in
+    // a chroot no job's mount namespace can be dumped: the tests that dump
+    // skip there (SKIP_UNLESS_DUMPS), saying why.
     dumps_ = criu_trial_dump(*criu);
-    if (!dumps_.is_ok() && dumps_.message().find(kKernelCannotDump) == std::string::npos) {
-      FAIL() << dumps_.message();  // not the kernel: CRIU or the trial is broken
+    if (!dumps_.is_ok() && dumps_.message().find(kTrialDumpVerdict) == std::string::npos) {
+      FAIL() << dumps_.message();  // no verdict on CRIU: the trial could not be made
     }
     char tmpl[] = "/tmp/hpcq-checkpoint-test-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -231,11 +236,16 @@ class CheckpointTest : public ::testing::Test {
     GTEST_SKIP() << dumps_.message();                                               \
   }
 
-// criu_trial_dump() with stand-ins for criu (no root needed): one that hangs
-// (the kernel's fault, as far as the trial can tell) and one that fails (a
-// reason of CRIU's); the answer is kept, so the hanging one is not waited
-// for twice.
+// criu_trial_dump() with stand-ins for criu: one that hangs (the kernel's
+// fault, as far as the trial can tell) and one that fails (a reason of
+// CRIU's); the answer is kept, so the hanging one is not waited for twice.
+// Root and cgroups, not CRIU, are needed: the trial makes its process as
+// jobs are made.
 TEST(CriuTrialDumpTest, ADumpThatHangsOrFailsMeansTheNodeCannotCheckpoint) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (PID and mount namespaces, cgroups)";
+  if (auto h = CgroupHierarchy::detect(); !h.is_ok()) {
+    GTEST_SKIP() << "no usable cgroup file system: " << h.status().message();
+  }
   // The cache as outside CI (.ci/run sets HPCQ_CRIU_TRIAL_CACHE=off); put back below.
   const char* cache_setting = std::getenv("HPCQ_CRIU_TRIAL_CACHE");
   const std::string saved_cache_setting = cache_setting ? cache_setting : "";
@@ -275,7 +285,8 @@ TEST(CriuTrialDumpTest, ADumpThatHangsOrFailsMeansTheNodeCannotCheckpoint) {
   const CriuInfo fails = script("fails", "echo 'cannot seize the task' >&2; exit 1");
   verdict = criu_trial_dump(fails, std::chrono::seconds(10));
   EXPECT_EQ(verdict.code(), Code::kFailedPrecondition);
-  EXPECT_NE(verdict.message().find("failed a trial dump of a sleep: cannot seize the task"),
+  EXPECT_NE(verdict.message().find(std::string("failed ") + kTrialDumpVerdict +
+                                   ": cannot seize the task"),
             std::string::npos)
       << verdict.message();
   fs::remove_all(dir);
@@ -329,6 +340,67 @@ TEST(CriuDumpTest, OnlyASeizeTimeoutIsTriedAgain) {
 TEST_F(CheckpointTest, NodeIsCheckpointCapable) {
   SKIP_UNLESS_DUMPS();
   EXPECT_TRUE(a_->checkpoint_capability().is_ok()) << a_->checkpoint_capability().to_string();
+}
+
+// Where the root directory is not its mount namespace's root (a chroot, as
+// in a fresh Debian root made with debootstrap) CRIU cannot dump a job's
+// mount namespace ("The root task has another root than mntns"), though it
+// dumps a bare process there: the trial, made as jobs are, must fail there
+// with CRIU's reason, and the node must not say it can checkpoint. This
+// binary runs DISABLED_TrialFailsAndTheNodeCannotCheckpoint again in such a
+// root: a mount namespace of its own, / bound (recursively) onto a directory
+// and chroot'ed into.
+TEST_F(CheckpointTest, InAChrootTheTrialFailsWithCriusReason) {
+  SKIP_UNLESS_DUMPS();  // so a job can be dumped on this root
+  const std::string root = tmp_ + "/chroot";
+  ASSERT_TRUE(fs::create_directory(root));
+  std::string exe = fs::read_symlink("/proc/self/exe");
+  std::string filter =
+      "--gtest_filter=CriuTrialInAChroot.DISABLED_TrialFailsAndTheNodeCannotCheckpoint";
+  std::string also_disabled = "--gtest_also_run_disabled_tests";
+  char* argv[] = {exe.data(), filter.data(), also_disabled.data(), nullptr};
+  const pid_t child = fork();
+  if (child == 0) {  // async-signal-safe calls only: this process may have threads
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("/", root.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+        chroot(root.c_str()) != 0 || chdir("/") != 0) {
+      _exit(126);
+    }
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_NE(WEXITSTATUS(status), 126) << "could not make the chroot";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "in the chroot: see its output above";
+}
+
+// Only InAChrootTheTrialFailsWithCriusReason runs this, in its chroot.
+TEST(CriuTrialInAChroot, DISABLED_TrialFailsAndTheNodeCannotCheckpoint) {
+  auto criu = probe_criu("");
+  ASSERT_TRUE(criu.is_ok()) << criu.status().message();
+  const Status trial = criu_trial_dump(*criu);
+  EXPECT_EQ(trial.code(), Code::kFailedPrecondition) << trial.to_string();
+  EXPECT_NE(trial.message().find(kTrialDumpVerdict), std::string::npos) << trial.message();
+  EXPECT_NE(trial.message().find("another root than mntns"), std::string::npos) << trial.message();
+  char tmpl[] = "/tmp/hpcq-checkpoint-chroot-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  ExecutorConfig config;
+  config.instance = "ckpt-chroot-" + std::to_string(getpid());
+  config.state_dir = std::string(tmpl) + "/state";
+  config.job_shell_path = HPCQ_JOB_SHELL;
+  {
+    auto e = ProcessExecutor::create(config);
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    const Status capable = (*e)->checkpoint_capability();
+    EXPECT_EQ(capable.code(), Code::kFailedPrecondition) << capable.to_string();
+    EXPECT_NE(capable.message().find("another root than mntns"), std::string::npos)
+        << capable.message();
+  }
+  fs::remove_all(tmpl);
 }
 
 TEST_F(CheckpointTest, WithoutCriuJobsRunButCheckpointsFailWithTheReason) {
