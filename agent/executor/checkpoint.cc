@@ -607,6 +607,10 @@ Status criu_dump(const CriuInfo& criu, const CriuDump& dump) {
     args.push_back("--external");
     args.push_back("unix[" + std::to_string(inode) + "]");
   }
+  for (const std::string& point : dump.external_mounts) {
+    args.push_back("--external");
+    args.push_back("mnt[" + point + "]:" + point);
+  }
   const std::string log = dump.image_dir + "/dump.log";
   auto run = dump_with_retries([&] { return run_criu(criu, args, {}, dump.timeout); },
                                "criu dump of " + std::to_string(dump.root), log);
@@ -652,6 +656,10 @@ Result<pid_t> criu_restore(const CriuInfo& criu, const CriuRestore& restore) {
     args.push_back("--inherit-fd");
     args.push_back("fd[" + std::to_string(fd) + "]:socket:[" + std::to_string(inode) + "]");
     keep.push_back(fd);
+  }
+  for (const std::string& point : restore.external_mounts) {
+    args.push_back("--external");
+    args.push_back("mnt[" + point + "]:" + point);
   }
   const std::set<pid_t> before = own_children();
   auto run = run_criu(criu, args, restore.cgroup_dirs, restore.timeout, keep);

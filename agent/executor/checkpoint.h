@@ -101,6 +101,11 @@ struct CriuDump {
   // channel to this agent): dumped as external (`--external unix[INO]`), to
   // be given a new peer at restore (CriuRestore::inherit).
   std::vector<std::uint64_t> external_sockets;
+  // Mount points (directories or files) of the tree's mount namespace left
+  // out of the images (`--external mnt[POINT]:POINT`), whose files CRIU would
+  // otherwise dump (a tmpfs's) and restore as a private copy; the restore
+  // binds the node's own there (CriuRestore::external_mounts).
+  std::vector<std::string> external_mounts;
 };
 
 // Runs `criu dump`. On failure CRIU resumes the tree; the caller should still
@@ -116,6 +121,9 @@ struct CriuRestore {
   // Descriptors of ours the restored tree gets in place of its external
   // sockets, by the dumped socket's inode (`--inherit-fd fd[N]:socket:[INO]`).
   std::vector<std::pair<int, std::uint64_t>> inherit;
+  // The dump's external mounts (CriuDump::external_mounts): each is bound
+  // from this node's file or directory of that path (`--external mnt[POINT]:POINT`).
+  std::vector<std::string> external_mounts;
 };
 
 // Runs `criu restore`; returns the host PID of the restored root, a child of

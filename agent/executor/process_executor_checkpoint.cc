@@ -6,17 +6,24 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <set>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +39,167 @@ namespace fs = std::filesystem;
 
 constexpr char kCheckpointMeta[] = "hpcq-checkpoint.json";
 constexpr char kJobDirCopy[] = "job-dir";
+// The meta's key for the files dumped as external mounts (live_hostfiles).
+constexpr char kExternalMounts[] = "external_mounts";
+
+// A path of /proc/PID/mountinfo, where ' ', '\t', '\n' and '\\' are \ooo.
+std::string unescape_mount_path(std::string_view field) {
+  const auto octal = [&](std::size_t at) { return field[at] >= '0' && field[at] <= '7'; };
+  std::string path;
+  for (std::size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+      path += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
+                                (field[i + 3] - '0'));
+      i += 3;
+    } else {
+      path += field[i];
+    }
+  }
+  return path;
+}
+
+// The mount points of the mount namespace of process `pid`.
+std::set<std::string> mount_points_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/mountinfo");
+  std::set<std::string> points;
+  std::string line;
+  while (std::getline(in, line)) {
+    // "ID PARENT MAJ:MIN ROOT MOUNT_POINT ...": the fifth field.
+    std::size_t start = 0;
+    for (int field = 0; field < 4 && start != std::string::npos; ++field) {
+      start = line.find(' ', start);
+      if (start != std::string::npos) ++start;
+    }
+    if (start == std::string::npos) continue;
+    points.insert(
+        unescape_mount_path(std::string_view(line).substr(start, line.find(' ', start) - start)));
+  }
+  return points;
+}
+
+// Binds each of `paths` onto itself in the mount namespace of process `pid`,
+// from a forked child (setns needs a caller that shares no file system
+// state with other threads) that makes only system calls.
+Status bind_onto_themselves(pid_t pid, const std::vector<std::string>& paths) {
+  const std::string ns = "/proc/" + std::to_string(pid) + "/ns/mnt";
+  const int ns_fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+  if (ns_fd < 0) return internal_error("open " + ns + ": " + errno_text(errno));
+  std::vector<const char*> c_paths;
+  for (const std::string& path : paths) c_paths.push_back(path.c_str());
+  const pid_t child = fork();
+  if (child == 0) {
+    // The exit code says which step failed, and its errno (below 128).
+    if (setns(ns_fd, CLONE_NEWNS) != 0) _exit(errno & 0x7f);
+    for (const char* path : c_paths) {
+      if (mount(path, path, nullptr, MS_BIND, nullptr) != 0) _exit(0x80 | (errno & 0x7f));
+    }
+    _exit(0);
+  }
+  const int fork_errno = errno;
+  close(ns_fd);
+  if (child < 0) return internal_error("fork: " + errno_text(fork_errno));
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status)) return internal_error("the child binding its hostfiles died");
+  const int code = WEXITSTATUS(status);
+  if (code == 0) return Status::ok();
+  return internal_error(std::string((code & 0x80) != 0 ? "binding its hostfiles onto themselves"
+                                                       : "entering its mount namespace") +
+                        " failed: " + errno_text(code & 0x7f));
+}
+
+// The job's hostfiles as mounts of their own in its mount namespace, to be
+// dumped as external ones, so that its restore binds the new node's there:
+// CRIU dumps the files of a tmpfs mounted in the namespace (hpcq start's run
+// directory, a site's /run) and restores them as the job's private copy, in
+// which the job would read the hostfiles of the node it left (issue 45 item
+// 10). Everything else there stays as it was dumped (TMPDIR, the lease file
+// of the node it left, which the shell then stops watching). None where
+// the job directory is on the root's file system, whose files a restore
+// (--root /) shows as the node has them. `shell`: the job's PID 1.
+Result<std::vector<std::string>> live_hostfiles(pid_t shell, const JobFiles& files) {
+  const std::set<std::string> points = mount_points_of(shell);
+  const std::vector<std::string> hostfiles = {files.hostfile, files.hostfile_mpich};
+  std::vector<std::string> unbound;
+  for (const std::string& path : hostfiles) {
+    // CRIU could not parse --external mnt[PATH]:PATH back.
+    if (path.find_first_of(":[]") != std::string::npos) return std::vector<std::string>{};
+    if (!points.count(path)) unbound.push_back(path);
+  }
+  const auto holds_dir = [&](const std::string& point) {
+    return point != "/" && files.dir.compare(0, point.size(), point) == 0 &&
+           (files.dir.size() == point.size() || files.dir[point.size()] == '/');
+  };
+  const bool on_root = std::none_of(points.begin(), points.end(), holds_dir);
+  if (on_root && unbound.size() == hostfiles.size()) return std::vector<std::string>{};
+  if (!unbound.empty()) HPCQ_RETURN_IF_ERROR(bind_onto_themselves(shell, unbound));
+  return hostfiles;
+}
+
+// Makes `image_dir` (root's only) for a dump of `name`, whose directory
+// `job_dir` is copied into it now: once CRIU has killed the tree (kStop)
+// nothing may fail any more. The shell writes to its log only when a task
+// cannot start and at its end, so the copy matches the dump.
+Status prepare_image_dir(const std::string& image_dir, const std::string& job_dir,
+                         const std::string& name) {
+  if (image_dir.empty() || image_dir[0] != '/') {
+    return invalid_argument(name + ": image dir '" + image_dir + "' is not an absolute path");
+  }
+  std::error_code ec;
+  fs::create_directories(image_dir, ec);
+  if (ec) return internal_error(name + ": create " + image_dir + ": " + ec.message());
+  if (fs::exists(image_dir + "/" + kCheckpointMeta, ec) ||
+      fs::exists(image_dir + "/inventory.img", ec)) {
+    return Status(Code::kAlreadyExists, name + ": " + image_dir + " already holds a checkpoint");
+  }
+  // Images hold the job's memory: for root's eyes only.
+  chmod(image_dir.c_str(), 0700);
+  const std::string copy = image_dir + "/" + kJobDirCopy;
+  fs::remove_all(copy, ec);
+  Status s = copy_job_dir(job_dir, copy);
+  if (!s.is_ok()) {
+    fs::remove_all(copy, ec);
+    return Status(s.code(), name + ": " + s.message());
+  }
+  return Status::ok();
+}
+
+// The meta of the checkpoint in `image_dir`, checked to be one of job `id`
+// made by the executor the job needs (`containers`: runc's).
+Result<nlohmann::json> checkpoint_meta(const std::string& image_dir, JobId id, bool containers) {
+  const std::string name = "job " + std::to_string(id);
+  const std::string meta_path = image_dir + "/" + kCheckpointMeta;
+  const std::string meta_text = read_whole(meta_path);
+  if (meta_text.empty()) {
+    return not_found(name + " not restored: no checkpoint in " + image_dir + " (no " +
+                     kCheckpointMeta + ")");
+  }
+  nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
+  if (meta.is_discarded() || !meta.is_object() || !meta.contains("job") ||
+      !meta["job"].is_number_unsigned() || !meta.contains("job_dir") ||
+      !meta["job_dir"].is_string()) {
+    return invalid_argument(name + " not restored: " + meta_path + " is malformed");
+  }
+  if (meta["job"].get<JobId>() != id) {
+    return invalid_argument(name + " not restored: " + image_dir + " holds job " +
+                            std::to_string(meta["job"].get<JobId>()));
+  }
+  const bool dumped_containers = meta.value("executor", "process") == "oci";
+  if (dumped_containers != containers) {
+    return invalid_argument(name + " not restored: " + image_dir + " holds a " +
+                            (dumped_containers ? "container" : "process") +
+                            " checkpoint, the job " +
+                            (containers ? "has an image" : "has no image"));
+  }
+  if (meta.contains(kExternalMounts) &&
+      (!meta[kExternalMounts].is_array() ||
+       !std::all_of(meta[kExternalMounts].begin(), meta[kExternalMounts].end(),
+                    [](const nlohmann::json& path) { return path.is_string(); }))) {
+    return invalid_argument(name + " not restored: " + meta_path + " is malformed");
+  }
+  return meta;
+}
 
 // Puts a restored tree where its tasks belong (pin_tasks), frozen meanwhile
 // so that no process forks past it. Runs on the restore's thread, not the
@@ -198,35 +366,21 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   Status capable = job.uid == 0 ? checkpoint_capability() : checkpoint_of_other_users();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
   if (job.pmix_server) HPCQ_RETURN_IF_ERROR(drop_unused_pmix(job, name));
-  if (image_dir.empty() || image_dir[0] != '/') {
-    return invalid_argument(name + ": image dir '" + image_dir + "' is not an absolute path");
-  }
+  // runc's containers see the job directory through a bind of their own.
+  auto live = job.image ? std::vector<std::string>{} : live_hostfiles(job.pid, JobFiles(job.dir));
+  if (!live.is_ok()) return Status(live.status().code(), name + ": " + live.status().message());
+  HPCQ_RETURN_IF_ERROR(prepare_image_dir(image_dir, job.dir, name));
   std::error_code ec;
-  fs::create_directories(image_dir, ec);
-  if (ec) return internal_error(name + ": create " + image_dir + ": " + ec.message());
   const std::string meta = image_dir + "/" + kCheckpointMeta;
-  if (fs::exists(meta, ec) || fs::exists(image_dir + "/inventory.img", ec)) {
-    return Status(Code::kAlreadyExists, name + ": " + image_dir + " already holds a checkpoint");
-  }
-  // Images hold the job's memory: for root's eyes only.
-  chmod(image_dir.c_str(), 0700);
-  // The job dir is copied before the dump: once CRIU has killed the tree
-  // (kStop) nothing may fail any more. The shell writes to its log only when
-  // a task cannot start and at its end, so the copy matches the dump.
   const std::string copy = image_dir + "/" + kJobDirCopy;
-  fs::remove_all(copy, ec);
-  Status s = copy_job_dir(job.dir, copy);
-  if (!s.is_ok()) {
-    fs::remove_all(copy, ec);
-    return Status(s.code(), name + ": " + s.message());
-  }
   nlohmann::json m = {{"job", id},
                       {"job_dir", job.dir},
                       {"then", then == CheckpointThen::kStop ? "stop" : "continue"},
                       {"criu_version", criu_.version},
                       {"executor", job.image ? "oci" : "process"},
                       {"workers", job.worker_ids},
-                      {"channel_inode", job.channel ? job.channel_inode : 0}};
+                      {"channel_inode", job.channel ? job.channel_inode : 0},
+                      {kExternalMounts, *live}};
   const std::string meta_tmp = meta + ".tmp";
   if (!write_text(meta_tmp, m.dump(2) + "\n")) {
     fs::remove_all(copy, ec);
@@ -242,6 +396,7 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   dump->criu.freeze_cgroup = job.image ? "" : freezer_dir(job.cgroup);
   // hpcq run's output: the shell's socket to us goes as an external one.
   if (job.channel) dump->criu.external_sockets = {job.channel_inode};
+  dump->criu.external_mounts = *live;
   dump->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
   if (job.image) {
     const std::string runc = find_program(config_.runc_path);
@@ -391,28 +546,10 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
   }
   Status capable = checkpoint_capability();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
-  const std::string meta_path = image_dir + "/" + kCheckpointMeta;
-  const std::string meta_text = read_whole(meta_path);
-  if (meta_text.empty()) {
-    return not_found(name + " not restored: no checkpoint in " + image_dir + " (no " +
-                     kCheckpointMeta + ")");
-  }
-  nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
-  if (meta.is_discarded() || !meta.is_object() || !meta.contains("job") ||
-      !meta["job"].is_number_unsigned() || !meta.contains("job_dir") ||
-      !meta["job_dir"].is_string()) {
-    return invalid_argument(name + " not restored: " + meta_path + " is malformed");
-  }
-  if (meta["job"].get<JobId>() != l.id) {
-    return invalid_argument(name + " not restored: " + image_dir + " holds job " +
-                            std::to_string(meta["job"].get<JobId>()));
-  }
-  const bool containers = meta.value("executor", "process") == "oci";
-  if (containers != !l.image.empty()) {
-    return invalid_argument(name + " not restored: " + image_dir + " holds a " +
-                            (containers ? "container" : "process") + " checkpoint, the job " +
-                            (l.image.empty() ? "has no image" : "has an image"));
-  }
+  const bool containers = !l.image.empty();
+  auto read_meta = checkpoint_meta(image_dir, l.id, containers);
+  if (!read_meta.is_ok()) return read_meta.status();
+  const nlohmann::json meta = std::move(read_meta).value();
 
   Job j;
   j.id = l.id;
@@ -457,6 +594,8 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
     }
   }
   r->criu.image_dir = image_dir;
+  // The hostfiles prepare_restore has written, where the job reads them.
+  r->criu.external_mounts = meta.value(kExternalMounts, std::vector<std::string>{});
   r->criu.cgroup_dirs = j.shell_cgroup.dirs();
   r->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
   r->launch = std::move(l);

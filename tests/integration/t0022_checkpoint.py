@@ -6,8 +6,8 @@ drained) and its count goes on from where it was, with no gap and no restart
 from zero; is checkpointed and stopped (held), then released and restored;
 an `hpcq run` job (its output and input going to its caller through the
 agent) is checkpointed and migrated while the caller prints every line once,
-in order, and its input reaches it on the new node; bad requests get
-one-line errors."""
+in order, and its input reaches it on the new node; a restored job reads its
+new node's hostfiles; bad requests get one-line errors."""
 import json
 import os
 import socket
@@ -275,6 +275,51 @@ def test_stop_then_release_restores():
 
 
 @t.needs_checkpoint
+def test_a_restored_job_reads_the_hostfiles_of_its_new_node():
+    """The job's first read of $HPCQ_HOSTFILE after its restore on another
+    node names that node (issue 45 item 10). Its environment keeps the path
+    it was dumped with, where the new node has written the new files. It
+    read its old node's before, for as long as it ran: hpcq start's job
+    directories are on a tmpfs, which CRIU dumped with the job's mount
+    namespace and restored as the job's private copy."""
+    d = t.workdir()
+    gate = t.Gate(d)
+    seen = os.path.join(d, "seen")
+    read_hostfiles = f'cat "$HPCQ_HOSTFILE" "$HPCQ_HOSTFILE_MPICH" > {seen}.tmp && mv {seen}.tmp'
+    job = t.submit("-N", "1", "-n", "1", "-o", "out-%j", "--", "sh", "-c",
+                   f"{read_hostfiles} {seen}.before; "
+                   f"while [ ! -e {gate.path} ]; do sleep 0.05; done; "
+                   f"{read_hostfiles} {seen}; exec sleep 300", cwd=d)
+    first = t.wait_state(job, "RUNNING")["nodes"][0]
+
+    def read(path):
+        try:
+            with open(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+    t.wait_until("its read where it started", lambda: read(seen + ".before") is not None)
+    t.check(read(seen + ".before") == f"{first} slots=1\n{first}:1\n",
+            f"where it started: {read(seen + '.before')!r}")
+    t.hpcq("checkpoint", str(job), "--then", "stop")
+    t.wait_state(job, "PENDING")
+    t.wait_until(f"job {job} stopped", lambda: not t.job_cgroups(job))
+    t.hpcq("drain", first, "--reason", "restore elsewhere")
+    try:
+        gate.open()  # what the restored job looks for first
+        t.hpcq("release", str(job))
+        new = t.wait_state(job, "RUNNING")["nodes"][0]
+        t.check(new != first, f"restored on {new}, the drained node")
+        t.wait_until("its read after the restore", lambda: read(seen) is not None, timeout=60)
+        t.check(read(seen) == f"{new} slots=1\n{new}:1\n",
+                f"restored on {new}, it read {read(seen)!r}")
+    finally:
+        t.hpcq("resume", first)
+        t.run([t.HPCQ, "cancel", str(job)])
+    t.wait_state(job, "CANCELLED")
+
+
+@t.needs_checkpoint
 def test_dump_failure_keeps_the_job():
     # CRIU does not dump an established TCP connection (no --tcp-established):
     # a job that holds one cannot be checkpointed.
@@ -393,6 +438,7 @@ def test_bad_requests():
 t.main([test_checkpoint_and_run_on, test_migrate_to_the_other_node,
         test_migrate_goes_elsewhere_or_stays_saying_why, test_migrate_to_a_named_node,
         test_an_hpcq_run_job_is_checkpointed_and_migrated, test_migrate_two_tasks,
-        test_stop_then_release_restores, test_dump_failure_keeps_the_job,
+        test_stop_then_release_restores, test_a_restored_job_reads_the_hostfiles_of_its_new_node,
+        test_dump_failure_keeps_the_job,
         test_stopped_job_is_restored_after_a_leader_restart,
         test_another_users_job_where_only_roots_can_be_dumped, test_bad_requests])
