@@ -495,23 +495,26 @@ Result<JobCgroup> CgroupHierarchy::create_job_once(const std::string& instance, 
     return JobCgroup(CgroupVersion::kV2, {dir});
   }
 
-  std::vector<std::string> dirs;
-  for (const char* c : kV1Controllers) {
-    const std::string controller = c;
-    std::string dir = v1_mounts_.at(controller);
+  // v1: <mount>/hpcq/<instance>, made ready once (a cpuset given its
+  // parent's sets).
+  auto make_instance_dir = [&](const std::string& mount, bool cpuset) -> Result<std::string> {
+    std::string dir = mount;
     for (const std::string& part : {std::string("hpcq"), instance}) {
       dir += "/" + part;
       if (ready_parents_.count(dir)) continue;
-      Status s = make_parent_dir(dir, &created);
-      if (!s.is_ok()) return fail(s);
+      HPCQ_RETURN_IF_ERROR(make_parent_dir(dir, &created));
       if (created) made.push_back(dir);
-      if (controller == "cpuset") {
-        s = fill_v1_cpuset(dir);
-        if (!s.is_ok()) return fail(s);
-      }
+      if (cpuset) HPCQ_RETURN_IF_ERROR(fill_v1_cpuset(dir));
       ready_parents_[dir];
     }
-    dir += "/" + job;
+    return dir;
+  };
+  std::vector<std::string> dirs;
+  for (const char* c : kV1Controllers) {
+    const std::string controller = c;
+    auto parent = make_instance_dir(v1_mounts_.at(controller), controller == "cpuset");
+    if (!parent.is_ok()) return fail(parent.status());
+    const std::string dir = *parent + "/" + job;
     Status s = make_job_dir(dir);
     if (!s.is_ok()) return fail(s);
     if (controller == "cpuset") {
@@ -533,15 +536,8 @@ Result<JobCgroup> CgroupHierarchy::create_job_once(const std::string& instance, 
   }
   // runc puts image jobs in every hierarchy: theirs are not listed either.
   for (const std::string& mount : v1_other_mounts_) {
-    std::string dir = mount;
-    for (const std::string& part : {std::string("hpcq"), instance}) {
-      dir += "/" + part;
-      if (ready_parents_.count(dir)) continue;
-      Status s = make_parent_dir(dir, &created);
-      if (!s.is_ok()) return fail(s);
-      if (created) made.push_back(dir);
-      ready_parents_[dir];
-    }
+    auto parent = make_instance_dir(mount, false);
+    if (!parent.is_ok()) return fail(parent.status());
   }
   return JobCgroup(CgroupVersion::kV1, std::move(dirs));
 }

@@ -85,19 +85,6 @@ int lock_host_file(const char* path) {
   return fd;
 }
 
-// In a child after fork(): default dispositions and an empty mask, so that
-// no handler of the parent runs in it (async-signal-safe).
-void default_signals() {
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-}
-
 struct CriuRun {
   int exit_code = -1;  // 128 + signal when killed
   bool timed_out = false;

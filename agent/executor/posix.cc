@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -22,6 +23,17 @@ namespace fs = std::filesystem;
 void Fd::reset() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
+}
+
+void default_signals() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
 std::string errno_text(int err) { return strerror(err); }

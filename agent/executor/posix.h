@@ -38,6 +38,11 @@ class Fd {
 
 std::string errno_text(int err);
 
+// In a new child (after fork or clone): every signal's default disposition
+// and an empty mask, so that no handler of the parent runs in it.
+// Async-signal-safe.
+void default_signals();
+
 // Raw system calls: glibc 2.36's <sys/pidfd.h> lacks extern "C" (unusable
 // from C++). -1 with errno set on failure.
 int open_pidfd(pid_t pid);

@@ -42,16 +42,7 @@ struct TrialChild {
 // run (its own group, no supplementary ones). Async-signal-safe.
 int trial_child(void* arg) {
   const TrialChild& c = *static_cast<const TrialChild*>(arg);
-  // No handler of the parent may run in it: default dispositions, an
-  // empty mask.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
+  default_signals();
   if (const char* failed = enter_job_mount_namespace(nullptr, nullptr)) {
     trial_child_failed(c.exec_fd, failed);
   }
