@@ -243,6 +243,25 @@ def workdir():
     return d
 
 
+_mpi_programs = {}
+
+
+def build_mpi_program(source, mpi):
+    """`source` built with mpicc.`mpi` (once per test file), in a directory
+    every job can read: (that directory, the program). Skips, naming the
+    packages, where that MPI is not installed."""
+    key = (source, mpi)
+    if key not in _mpi_programs:
+        compiler = f"mpicc.{mpi}"
+        if shutil.which(compiler) is None:
+            raise Skip(f"needs {compiler} (Debian's "
+                       f"{'mpich and libmpich-dev' if mpi == 'mpich' else 'openmpi-bin and libopenmpi-dev'})")
+        d = workdir()
+        path = os.path.join(d, os.path.splitext(os.path.basename(source))[0] + "_" + mpi)
+        subprocess.run([compiler, "-O2", "-o", path, source], check=True)
+        _mpi_programs[key] = (d, path)
+    return _mpi_programs[key]
+
 def ensure_user(name="hpcqtest"):
     if subprocess.run(["id", "-u", name], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True)

@@ -9,8 +9,6 @@ it was recorded CANCELLED with no CPU time (3 of 11 jobs in the issue, 1 of
 6 here). Compiled here with Debian's Open MPI (mpicc.openmpi), on 2
 emulated nodes of 4 cores."""
 import os
-import shutil
-import subprocess
 import sys
 import time
 
@@ -21,25 +19,6 @@ t.within_cluster(agents=2, fanout=2, topology="pack:1 numa:1 core:4 pu:1")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
-_built = {}
-
-
-def build(source, mpi):
-    """`source` (in this directory) built with mpicc.`mpi`, in a directory
-    every job can read."""
-    key = (source, mpi)
-    if key not in _built:
-        compiler = f"mpicc.{mpi}"
-        if shutil.which(compiler) is None:
-            raise t.Skip(f"needs {compiler} (Debian's "
-                         f"{'mpich and libmpich-dev' if mpi == 'mpich' else 'openmpi-bin and libopenmpi-dev'})")
-        d = t.workdir()
-        path = os.path.join(d, os.path.splitext(os.path.basename(source))[0] + "_" + mpi)
-        subprocess.run([compiler, "-O2", "-o", path, source], check=True)
-        _built[key] = (d, path)
-    return _built[key]
-
-
 def batch(d, script):
     """Submits `script` as a 2-node, 4-task batch job; its job id."""
     path = os.path.join(d, f"job-{time.monotonic_ns()}.sh")
@@ -83,7 +62,7 @@ def test_a_step_that_ends_as_its_job_does_keeps_its_end_and_cpu_time():
 def test_open_mpi_daemon_steps_keep_their_end_and_cpu_time():
     """The issue's jobs: mpirun through hpcq-rsh, the job ending as mpirun
     does; every orted step COMPLETED with its CPU time (3 of 11 lost it)."""
-    d, app = build(os.path.join(HERE, "..", "..", "examples", "mpi", "mpi_ring.c"), "openmpi")
+    d, app = t.build_mpi_program(os.path.join(HERE, "..", "..", "examples", "mpi", "mpi_ring.c"), "openmpi")
     jobs = [batch(d, "mpirun --allow-run-as-root --mca plm_rsh_agent hpcq-rsh "
                      f"--hostfile \"$HPCQ_HOSTFILE\" {app}\n") for _ in range(6)]
     check_steps_kept_their_end_and_cpu(jobs, d)

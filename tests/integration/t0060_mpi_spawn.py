@@ -18,7 +18,6 @@ instead. Compiled here with Debian's MPICH (mpicc.mpich) and Open MPI
 (mpicc.openmpi), on 2 emulated nodes of 4 cores."""
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -32,22 +31,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REFUSED = "MPI_Comm_spawn is not supported under direct launch"
 TIME_LIMIT_S = 60
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
-_built = {}
 
 
 def program(mpi):
-    """mpi_spawn.c built with mpicc.`mpi`, in a directory every job can read."""
-    if mpi not in _built:
-        compiler = f"mpicc.{mpi}"
-        if shutil.which(compiler) is None:
-            raise t.Skip(f"needs {compiler} (Debian's "
-                         f"{'mpich and libmpich-dev' if mpi == 'mpich' else 'openmpi-bin and libopenmpi-dev'})")
-        d = t.workdir()
-        path = os.path.join(d, f"mpi_spawn_{mpi}")
-        subprocess.run([compiler, "-O2", "-o", path, os.path.join(HERE, "mpi_spawn.c")],
-                       check=True)
-        _built[mpi] = (d, path)
-    return _built[mpi]
+    """mpi_spawn.c built with mpicc.`mpi`: (its directory, the program)."""
+    return t.build_mpi_program(os.path.join(HERE, "mpi_spawn.c"), mpi)
 
 
 def run_4_ranks(d, *command):
