@@ -13,18 +13,23 @@ int job_tasks(const resource::Allocation& job) {
   return n;
 }
 
-// Greedy placement against `busy` (empty: the job's whole allocation).
+// Greedy placement against `busy` (empty: the job's whole allocation): an
+// even share of the tasks on each node, the remainder on the first ones, as
+// Slurm's block layout; or `shares`, the tasks of each of the job's nodes.
 Result<resource::Allocation> place(const resource::Allocation& job, const BusyCores& busy,
-                                   int nodes, int ntasks, int cpus_per_task, bool whole) {
+                                   int nodes, int ntasks, int cpus_per_task, bool whole,
+                                   const std::vector<int>& shares = {}) {
   resource::Allocation step;
   step.cpus_per_task = cpus_per_task;
   step.gpus_per_task = 0;
   step.cpu_bind = job.cpu_bind;
   const int base = ntasks / nodes, extra = ntasks % nodes;
   int first_task = 0;
-  for (const resource::NodeAllocation& node : job.nodes) {
+  for (std::size_t i = 0; i < job.nodes.size(); ++i) {
+    const resource::NodeAllocation& node = job.nodes[i];
     if (static_cast<int>(step.nodes.size()) == nodes) break;
-    const int tasks = base + (static_cast<int>(step.nodes.size()) < extra ? 1 : 0);
+    const int tasks =
+        !shares.empty() ? shares[i] : base + (static_cast<int>(step.nodes.size()) < extra ? 1 : 0);
     const auto held = busy.find(node.rank);
     std::vector<int> free;
     for (int core : node.cores) {
@@ -115,13 +120,25 @@ Result<resource::Allocation> place_step(const resource::Allocation& job, const B
     return invalid_argument("step: " + std::to_string(ntasks) + " tasks cannot run on " +
                             std::to_string(nodes) + " nodes");
   }
-  if (!place(job, {}, nodes, ntasks, cpus_per_task, request.whole).is_ok()) {
+  // A step of the job's size (srun with no size) whose even layout does not
+  // fit an uneven allocation (2,1 cores) takes the job's own.
+  std::vector<int> job_layout;
+  if (nodes == job_nodes && ntasks == job_tasks(job)) {
+    for (const auto& node : job.nodes) job_layout.push_back(node.ntasks);
+  }
+  auto place_on = [&](const BusyCores& against) {
+    auto placed = place(job, against, nodes, ntasks, cpus_per_task, request.whole);
+    if (!placed.is_ok() && !job_layout.empty()) {
+      placed = place(job, against, nodes, ntasks, cpus_per_task, request.whole, job_layout);
+    }
+    return placed;
+  };
+  if (!place_on({}).is_ok()) {
     return invalid_argument("step: " + std::to_string(ntasks) + " tasks of " +
                             std::to_string(cpus_per_task) + " cores on " + std::to_string(nodes) +
                             " nodes do not fit in the job's allocation");
   }
-  auto placed =
-      place(job, request.overlap ? BusyCores{} : busy, nodes, ntasks, cpus_per_task, request.whole);
+  auto placed = place_on(request.overlap ? BusyCores{} : busy);
   if (!placed.is_ok()) return unavailable("step: the job's free cores are held by other steps");
   return placed;
 }

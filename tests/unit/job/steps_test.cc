@@ -42,6 +42,24 @@ TEST(PlaceStep, ByDefaultTheWholeAllocationsTasks) {
   EXPECT_EQ(step->nodes[1].cores, (std::vector<int>{4, 5}));
 }
 
+// sbatch -N 2 -n 3 beside another job: one core on the first node, two on
+// the second. srun with no size was refused ("do not fit"): the even layout
+// puts two tasks on the first node.
+TEST(PlaceStep, ByDefaultAnUnevenAllocationsOwnLayout) {
+  resource::Allocation job = two_nodes();
+  job.nodes[0].cores = {3};
+  job.nodes[0].ntasks = 1;
+  job.nodes[1].cores = {0, 1};
+  job.nodes[1].ntasks = 2;
+  job.nodes[1].first_task = 1;
+  auto step = place_step(job, {}, {});
+  ASSERT_TRUE(step.is_ok()) << step.status().message();
+  ASSERT_EQ(step->nodes.size(), 2u);
+  EXPECT_EQ(step->nodes[0].ntasks, 1);
+  EXPECT_EQ(step->nodes[1].ntasks, 2);
+  EXPECT_EQ(step->nodes[1].first_task, 1);
+}
+
 TEST(PlaceStep, NodesAndTasksAsAsked) {
   auto one = place_step(two_nodes(), {}, {.nodes = 1});
   ASSERT_TRUE(one.is_ok());
