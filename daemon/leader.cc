@@ -211,6 +211,7 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
       job::Job task = job;
       task.id = first + i;
       task.submit_time = submitted;
+      task.held = task.spec.hold;
       if (!indices.empty()) {
         task.spec.array_job_id = first;
         task.spec.array_task_id = indices[i];

@@ -180,6 +180,8 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_warn_seconds(spec.warn_seconds);
   p.set_pty(spec.pty);
   p.set_mpi(spec.mpi);
+  p.set_hold(spec.hold);
+  p.set_slurm_environment(spec.slurm_environment);
   return p;
 }
 
@@ -233,6 +235,8 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.warn_seconds = p.warn_seconds();
   spec.pty = p.pty();
   spec.mpi = p.mpi();
+  spec.hold = p.hold();
+  spec.slurm_environment = p.slurm_environment();
   spec.nodelist.assign(p.nodelist().begin(), p.nodelist().end());
   spec.exclude.assign(p.exclude().begin(), p.exclude().end());
   spec.constraint = p.constraint();

@@ -206,6 +206,12 @@ struct JobSpec {
   // (lib/job/submission_keys.h). Stored with the job, so that the leader
   // after a failover knows it; an array's tasks all carry it. Empty: none.
   std::string submission_key;
+  // Submitted held (sbatch -H): pending but not eligible until released.
+  // Only the submission reads it; the job's own Job::held is what changes.
+  bool hold = false;
+  // Submitted through the Slurm commands (compat/slurm): the tasks also get
+  // Slurm's SLURM_* variables (lib/job/job_env.h).
+  bool slurm_environment = false;
 };
 
 // Checks the spec for internal consistency; the message names the option.

@@ -321,6 +321,7 @@ std::string encode_spec(const job::JobSpec& spec) {
   if (spec.ntasks_per_node != 0) doc["ntasks_per_node"] = spec.ntasks_per_node;
   if (!spec.licenses.empty()) doc["licenses"] = spec.licenses;
   if (!spec.submission_key.empty()) doc["submission_key"] = spec.submission_key;
+  if (spec.slurm_environment) doc["slurm_environment"] = true;
   return dump(doc);
 }
 
@@ -376,6 +377,7 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "ntasks_per_node", spec.ntasks_per_node));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "licenses", spec.licenses));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "submission_key", spec.submission_key));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "slurm_environment", spec.slurm_environment));
   return spec;
 }
 

@@ -52,6 +52,18 @@ TEST(JobProto, RecordsRoundTripThroughTheirMessages) {
   EXPECT_EQ(from_proto(to_proto(in_flight)).value(), in_flight);
 }
 
+// sbatch's -H and its SLURM_* environment reach hpcqd.
+TEST(JobProto, SbatchsHoldAndSlurmEnvironmentCross) {
+  job::JobSpec spec;
+  spec.argv = {"true"};
+  spec.hold = true;
+  spec.slurm_environment = true;
+  auto back = from_proto(to_proto(spec));
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_TRUE(back->hold);
+  EXPECT_TRUE(back->slurm_environment);
+}
+
 // The store keeps these records as the messages' protobuf JSON; the words
 // in it are the ones the API has always used.
 TEST(JobProto, RecordsKeepTheirStoredWords) {

@@ -96,6 +96,17 @@ TEST(Codec, SitePlacementFieldsRoundTrip) {
             "spec.licenses.matlab: must be an integer");
 }
 
+// A job sbatch submitted keeps its SLURM_* variables across a leader
+// restart: a requeued or pending one would start without them.
+TEST(Codec, SlurmEnvironmentRoundTrips) {
+  job::JobSpec spec = sample_spec();
+  spec.slurm_environment = true;
+  auto back = decode_spec(encode_spec(spec));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_TRUE(back->slurm_environment);
+  EXPECT_EQ(encode_spec(sample_spec()).find("slurm"), std::string::npos) << "written only when set";
+}
+
 // A submission's idempotency key is stored with its job, so that the
 // leader after a failover answers a repeat with that job, not a new one;
 // a row written before keys existed has none.
