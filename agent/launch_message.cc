@@ -224,8 +224,9 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   job.argv.assign(launch.argv().begin(), launch.argv().end());
   job.script = launch.script();
   for (const auto& [k, v] : launch.env()) job.env[k] = v;
-  job::add_node_environment(job.env, node_index, node_name);
+  job::add_node_environment(job.env, node_index, node_name, static_cast<int>(cores.size()));
   if (host.shared_host) job::add_shared_host_environment(job.env);
+  const bool slurm = job::is_slurm_environment(job.env);
   job.cwd = launch.cwd();
   job.stdout_path = launch.stdout_path();
   job.stderr_path = launch.stderr_path();
@@ -285,7 +286,7 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
       task.host_cpus = host.host_topology ? placed.cpus : host.cpus_of(placed.cores);
     }
     const std::vector<int>& gpus = allocation.gpus_per_task > 0 ? placed.gpus : node_gpus;
-    job::add_gpu_environment(task.env, gpus);
+    job::add_gpu_environment(task.env, gpus, slurm);
     task.gpus = gpus;
     job.tasks.push_back(std::move(task));
   }
@@ -319,7 +320,7 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
       script.worker = 0;
       script.gpus = node_gpus;
       script.env.clear();
-      job::add_gpu_environment(script.env, node_gpus);
+      job::add_gpu_environment(script.env, node_gpus, slurm);
       script.logical_cpus = resource::format_cpu_list(cores);
       if (allocation.cpu_bind != resource::CpuBind::kNone) script.host_cpus = job.host_cpus;
     }

@@ -27,8 +27,18 @@
 //   add_task_environment   the job shell, per task: HPCQ_TASK_RANK,
 //                          _LOCAL_TASK, _CPUS
 //
-// Plain functions of their arguments. The job shells compile this file in
-// (they link no library).
+// A job submitted through the Slurm commands (JobSpec::slurm_environment)
+// also gets Slurm's variables, each layer those it knows (docs/slurm.md
+// lists them): the job's (SLURM_JOB_ID, _JOB_NODELIST, _TASKS_PER_NODE as
+// "2(x3),1", _ARRAY_*, ...), a step's (SLURM_STEP_*, and SLURM_NTASKS,
+// _NNODES, _NODELIST as the step's; a job that is not a batch script is
+// step 0, as srun's), the node's (SLURM_NODEID, SLURMD_NODENAME,
+// SLURM_CPUS_ON_NODE), the GPUs' (SLURM_JOB_GPUS, _GPUS_ON_NODE) and the
+// task's (SLURM_PROCID, _LOCALID). The later layers add theirs when the
+// environment has SLURM_JOB_ID.
+//
+// Plain functions of their arguments. The job shells compile shell_env.cc,
+// the last two layers, in (they link no library).
 #pragma once
 
 #include <map>
@@ -52,11 +62,15 @@ int task_count(const Job& job);
 
 Environment launch_environment(const Job& job);
 Environment step_environment(const Job& job, const StepRecord& step);
-void add_node_environment(Environment& env, int node_index, const std::string& node_name);
+// The job's environment is a Slurm job's (it has SLURM_JOB_ID).
+bool is_slurm_environment(const Environment& env);
+void add_node_environment(Environment& env, int node_index, const std::string& node_name,
+                          int cpus_on_node);
 void add_elastic_environment(Environment& env, const std::string& nodelist_file,
                              const std::string& hostfile, const std::string& hostfile_mpich,
                              const std::string& resize_socket);
-void add_gpu_environment(Environment& env, const std::vector<int>& gpus);
+// `slurm`: the job's environment is a Slurm job's (is_slurm_environment).
+void add_gpu_environment(Environment& env, const std::vector<int>& gpus, bool slurm);
 void add_shared_host_environment(Environment& env);
 void add_shell_environment(Environment& env, const std::string& hostfile,
                            const std::string& hostfile_mpich);

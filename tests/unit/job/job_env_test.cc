@@ -55,7 +55,7 @@ TEST(JobEnv, QueueAccountAndArrayWhenTheJobHasThem) {
 
 TEST(JobEnv, NodeElasticGpuShellAndTaskLayers) {
   Environment env;
-  add_node_environment(env, 1, "n2");
+  add_node_environment(env, 1, "n2", 4);
   EXPECT_EQ(env.at("HPCQ_NODEID"), "1");
   EXPECT_EQ(env.at("HPCQ_NODENAME"), "n2");
   add_shell_environment(env, "/jobs/42/hostfile", "/jobs/42/hostfile.mpich");
@@ -69,9 +69,9 @@ TEST(JobEnv, NodeElasticGpuShellAndTaskLayers) {
   EXPECT_EQ(elastic.at("HPCQ_NODELIST_FILE"), "/e/nodes");
   EXPECT_EQ(elastic.at("HPCQ_RESIZE_SOCKET"), "/e/socket");
   Environment task;
-  add_gpu_environment(task, {});
+  add_gpu_environment(task, {}, false);
   EXPECT_TRUE(task.empty());
-  add_gpu_environment(task, {0, 2});
+  add_gpu_environment(task, {0, 2}, false);
   EXPECT_EQ(task.at("CUDA_VISIBLE_DEVICES"), "0,2");
   EXPECT_EQ(task.at("HPCQ_GPUS"), "0,2");
   EXPECT_EQ(task.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
@@ -79,6 +79,114 @@ TEST(JobEnv, NodeElasticGpuShellAndTaskLayers) {
   EXPECT_EQ(task.at("HPCQ_TASK_RANK"), "5");
   EXPECT_EQ(task.at("HPCQ_LOCAL_TASK"), "1");
   EXPECT_EQ(task.at("HPCQ_CPUS"), "2-3");
+  for (const char* slurm : {"SLURM_NODEID", "SLURM_PROCID", "SLURM_JOB_GPUS"}) {
+    EXPECT_EQ(env.count(slurm) + task.count(slurm), 0u) << slurm << ": not a Slurm job";
+  }
+}
+
+Job slurm_job() {
+  Job job = two_node_job();
+  job.spec.slurm_environment = true;
+  job.user = "alice";
+  job.uid = 1001;
+  job.gid = 100;
+  job.allocation.nodes[0].cores = {0, 1, 2, 3};
+  job.allocation.nodes[1].cores = {0, 1};
+  job.allocation.nodes[1].ntasks = 1;
+  resource::NodeAllocation third;
+  third.node = "n3";
+  third.ntasks = 1;
+  third.cores = {4, 5};
+  job.allocation.nodes.push_back(third);
+  job.spec.batch = true;
+  return job;
+}
+
+TEST(JobEnv, ASlurmJobGetsSlurmsVariablesInSlurmsForms) {
+  Job job = slurm_job();
+  job.spec.queue = "debug";
+  job.spec.request.mem_per_node_bytes = 2048ULL << 20;
+  job.spec.array_job_id = 40;
+  job.spec.array_task_id = 3;
+  job.spec.array = "1-7:2%2";
+  const Environment env = launch_environment(job);
+  EXPECT_EQ(env.at("SLURM_JOB_ID"), "42");
+  EXPECT_EQ(env.at("SLURM_JOBID"), "42");
+  EXPECT_EQ(env.at("SLURM_JOB_NAME"), "sim");
+  EXPECT_EQ(env.at("SLURM_JOB_USER"), "alice");
+  EXPECT_EQ(env.at("SLURM_JOB_UID"), "1001");
+  EXPECT_EQ(env.at("SLURM_JOB_NODELIST"), "n[1-3]");
+  EXPECT_EQ(env.at("SLURM_NODELIST"), "n[1-3]");
+  EXPECT_EQ(env.at("SLURM_NNODES"), "3");
+  EXPECT_EQ(env.at("SLURM_JOB_NUM_NODES"), "3");
+  EXPECT_EQ(env.at("SLURM_NTASKS"), "4");
+  EXPECT_EQ(env.at("SLURM_NPROCS"), "4");
+  EXPECT_EQ(env.at("SLURM_TASKS_PER_NODE"), "2,1(x2)");
+  EXPECT_EQ(env.at("SLURM_JOB_CPUS_PER_NODE"), "4,2(x2)");
+  EXPECT_EQ(env.at("SLURM_CPUS_PER_TASK"), "2");
+  EXPECT_EQ(env.at("SLURM_MEM_PER_NODE"), "2048");
+  EXPECT_EQ(env.at("SLURM_JOB_PARTITION"), "debug");
+  EXPECT_EQ(env.at("SLURM_ARRAY_JOB_ID"), "40");
+  EXPECT_EQ(env.at("SLURM_ARRAY_TASK_ID"), "3");
+  EXPECT_EQ(env.at("SLURM_ARRAY_TASK_COUNT"), "4");
+  EXPECT_EQ(env.at("SLURM_ARRAY_TASK_MIN"), "1");
+  EXPECT_EQ(env.at("SLURM_ARRAY_TASK_MAX"), "7");
+  EXPECT_EQ(env.at("SLURM_ARRAY_TASK_STEP"), "2");
+  // A batch script is no step; what the job did not ask for is not set.
+  for (const char* absent : {"SLURM_STEP_ID", "SLURM_NTASKS_PER_NODE", "SLURM_MEM_PER_CPU",
+                             "SLURM_JOB_ACCOUNT", "SLURM_RESTART_COUNT", "SLURM_PROCID"}) {
+    EXPECT_EQ(env.count(absent), 0u) << absent;
+  }
+  EXPECT_EQ(launch_environment(two_node_job()).count("SLURM_JOB_ID"), 0u) << "not a Slurm job";
+}
+
+TEST(JobEnv, ASlurmJobThatIsNoBatchScriptIsStepZero) {
+  Job job = slurm_job();
+  job.spec.batch = false;
+  const Environment env = launch_environment(job);
+  EXPECT_EQ(env.at("SLURM_STEP_ID"), "0");
+  EXPECT_EQ(env.at("SLURM_STEP_NUM_TASKS"), "4");
+  EXPECT_EQ(env.at("SLURM_STEP_NODELIST"), "n[1-3]");
+  EXPECT_EQ(env.at("SLURM_STEP_TASKS_PER_NODE"), "2,1(x2)");
+}
+
+TEST(JobEnv, ASlurmStepSeesItsOwnNodesAndTasksAndNotItsCallersTask) {
+  const Job job = slurm_job();
+  StepRecord step;
+  step.id = 3;
+  step.env = launch_environment(job);
+  add_node_environment(step.env, 0, "n1", 4);
+  add_task_environment(step.env, 0, 0, "0-3");
+  resource::NodeAllocation part;
+  part.node = "n2";
+  part.ntasks = 2;
+  step.allocation.nodes.push_back(part);
+  const Environment env = step_environment(job, step);
+  EXPECT_EQ(env.at("SLURM_STEP_ID"), "2") << "Slurm's steps count from 0, hpcq's from 1";
+  EXPECT_EQ(env.at("SLURM_STEP_NODELIST"), "n2");
+  EXPECT_EQ(env.at("SLURM_NODELIST"), "n2");
+  EXPECT_EQ(env.at("SLURM_JOB_NODELIST"), "n[1-3]") << "the job's stays";
+  EXPECT_EQ(env.at("SLURM_NTASKS"), "2");
+  EXPECT_EQ(env.at("SLURM_STEP_NUM_NODES"), "1");
+  for (const char* callers :
+       {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURMD_NODENAME", "SLURM_CPUS_ON_NODE"}) {
+    EXPECT_EQ(env.count(callers), 0u) << callers;
+  }
+}
+
+TEST(JobEnv, ASlurmJobsNodeGpuAndTaskLayers) {
+  Environment env = launch_environment(slurm_job());
+  add_node_environment(env, 1, "n2", 2);
+  EXPECT_EQ(env.at("SLURM_NODEID"), "1");
+  EXPECT_EQ(env.at("SLURMD_NODENAME"), "n2");
+  EXPECT_EQ(env.at("SLURM_CPUS_ON_NODE"), "2");
+  Environment task;
+  add_gpu_environment(task, {1, 3}, /*slurm=*/true);
+  EXPECT_EQ(task.at("SLURM_JOB_GPUS"), "1,3");
+  EXPECT_EQ(task.at("SLURM_GPUS_ON_NODE"), "2");
+  add_task_environment(env, 5, 1, "2-3");
+  EXPECT_EQ(env.at("SLURM_PROCID"), "5");
+  EXPECT_EQ(env.at("SLURM_LOCALID"), "1");
 }
 
 // Emulated nodes (issue 45 item 16): Open MPI's settings for a shared host,
