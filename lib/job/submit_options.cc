@@ -3,6 +3,7 @@
 #include "lib/job/submit_options.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <climits>
 #include <cstdio>
@@ -23,6 +24,8 @@ namespace {
 constexpr std::string_view kDirective = "#HPCQ";
 constexpr std::string_view kSlurmDirective = "#SBATCH";
 constexpr const char* kDefaultOutput = "hpcq-%j.out";
+constexpr const char* kSlurmOutput = "slurm-%j.out";  // sbatch's defaults
+constexpr const char* kSlurmArrayOutput = "slurm-%A_%a.out";
 constexpr std::int32_t kMaxPriority = 1'000'000;
 constexpr const char* kUsage =
     "submit: usage: hpcq submit [-N NODES|MIN-MAX] [--elastic] [-n NTASKS] [-c CPUS] "
@@ -114,7 +117,9 @@ Status at_line(const std::string& script_name, int line, const Status& s) {
 }
 
 Result<std::vector<DirectiveLine>> directive_lines(const std::string& text,
-                                                   const std::string& script_name) {
+                                                   const std::string& script_name,
+                                                   Dialect dialect) {
+  const std::string_view prefix = dialect == Dialect::kSlurm ? kSlurmDirective : kDirective;
   std::vector<DirectiveLine> lines;
   const std::string_view all(text);
   size_t pos = 0;
@@ -127,10 +132,9 @@ Result<std::vector<DirectiveLine>> directive_lines(const std::string& text,
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line_no == 1 && line.starts_with("#!")) continue;
-    if (line.starts_with(kDirective) &&
-        (line.size() == kDirective.size() || line[kDirective.size()] == ' ' ||
-         line[kDirective.size()] == '\t')) {
-      auto words = split_words(line.substr(kDirective.size()));
+    if (line.starts_with(prefix) && (line.size() == prefix.size() || line[prefix.size()] == ' ' ||
+                                     line[prefix.size()] == '\t')) {
+      auto words = split_words(line.substr(prefix.size()));
       if (!words.is_ok()) return at_line(script_name, line_no, words.status());
       lines.push_back({line_no, std::move(words).value()});
       continue;
@@ -143,7 +147,7 @@ Result<std::vector<DirectiveLine>> directive_lines(const std::string& text,
   // A Slurm script run as it stands would get none of what it asks for
   // (-p, -q and others differ in meaning): say so rather than run it so.
   // Beside #HPCQ lines, #SBATCH ones are the script's Slurm side, left alone.
-  if (lines.empty() && first_sbatch_line != 0) {
+  if (dialect == Dialect::kHpcq && lines.empty() && first_sbatch_line != 0) {
     return at_line(script_name, first_sbatch_line,
                    invalid_argument("#SBATCH lines are not read by hpcq: write its options as "
                                     "#HPCQ lines (docs/user-guide.md)"));
@@ -274,6 +278,12 @@ struct Given {
   std::optional<std::map<std::string, int>> licenses;
   std::optional<std::map<std::string, int>> gres;
   std::optional<std::string> mpi;
+  std::optional<bool> hold;           // Slurm's -H
+  std::optional<std::int32_t> nice;   // Slurm's --nice
+  std::optional<int> gpus;            // Slurm's -G/--gpus: the job's in all
+  std::optional<std::string> wrap;    // Slurm's --wrap
+  std::vector<std::string> warnings;  // Slurm's downgraded options
+  bool parsable = false;
   bool json = false;
   bool wait = false;
   bool label = false;
@@ -325,6 +335,12 @@ struct Given {
     take(licenses, later.licenses);
     take(gres, later.gres);
     take(mpi, later.mpi);
+    take(hold, later.hold);
+    take(nice, later.nice);
+    take(gpus, later.gpus);
+    take(wrap, later.wrap);
+    warnings.insert(warnings.end(), later.warnings.begin(), later.warnings.end());
+    parsable = parsable || later.parsable;
     json = json || later.json;
     wait = wait || later.wait;
     label = label || later.label;
@@ -381,6 +397,20 @@ constexpr OptionName kValueOptions[] = {
     {0, "--mpi"},
     {0, "--begin"},
     {0, "--signal"},
+    // Slurm's (Dialect::kSlurm)
+    {'p', "--partition"},
+    {0, "--wrap"},
+    {0, "--nice"},
+    {'G', "--gpus"},
+    {'i', "--input"},
+    {0, "--mail-type"},
+    {0, "--mail-user"},
+    {0, "--comment"},
+    {0, "--time-min"},
+    {0, "--deadline"},
+    {0, "--mem-per-gpu"},
+    {0, "--cpus-per-gpu"},
+    {0, "--open-mode"},
 };
 
 const OptionName* find_value_option(std::string_view word) {
@@ -447,17 +477,45 @@ class WordParser {
   struct Value {
     std::string text;
     CLI::Option* option = nullptr;
-    bool given() const { return option->count() > 0; }
+    // An option of the other dialect has none.
+    bool given() const { return option != nullptr && option->count() > 0; }
   };
   struct Flag {
     bool on = false;
     CLI::Option* option = nullptr;
-    bool given() const { return option->count() > 0; }
+    bool given() const { return option != nullptr && option->count() > 0; }
   };
 
-  WordParser() {
+  explicit WordParser(Dialect dialect) {
     app_.set_help_flag();   // no help option: CLI11 would print and want to exit
     app_.prefix_command();  // the first non-option word and all after it are the command
+    if (dialect == Dialect::kSlurm) {
+      add("-p,--partition", queue);
+      add("-q,--qos", qos);
+      add("-s,--oversubscribe", oversubscribe);
+      add("-W,--wait", wait);
+      add("-H,--hold", hold);
+      add("--parsable", parsable);
+      add("--wrap", wrap);
+      add("--nice", nice);
+      add("-G,--gpus", gpus);
+      add("-i,--input", input);
+      add("-Q,--quiet", quiet);
+      unhonoured.resize(std::size(kSlurmUnhonoured));
+      for (std::size_t i = 0; i < unhonoured.size(); ++i) {
+        const std::string name = kSlurmUnhonoured[i];
+        if (name == "--exclusive" || name == "--test-only") {
+          unhonoured[i].option = app_.add_flag(name);
+        } else {
+          add(kSlurmUnhonoured[i], unhonoured[i]);
+        }
+      }
+    } else {
+      add("-q,--queue", queue);
+      add("--qos", qos);
+      add("--oversubscribe,!--exclusive", oversubscribe);
+      add("--wait", wait);
+    }
     add("-N,--nodes", nodes);
     add("-n,--ntasks", ntasks);
     add("-c,--cpus-per-task", cpus);
@@ -466,11 +524,9 @@ class WordParser {
     add("-J,--job-name", name);
     add("-o,--output", output);
     add("-e,--error", error);
-    add("-q,--queue", queue);
     add("-D,--chdir", chdir);
     add("--export", export_text);
     add("-A,--account", account);
-    add("--qos", qos);
     add("--priority", priority);
     add("-d,--dependency", dependency);
     add("-a,--array", array);
@@ -493,11 +549,9 @@ class WordParser {
     add("-L,--licenses", licenses);
     add("--gres", gres);
     add("--mpi", mpi);
-    add("--oversubscribe,!--exclusive", oversubscribe);
     add("--elastic,!--no-elastic", elastic);
     add("--requeue,!--no-requeue", requeue);
     add("--json", json);
-    add("--wait", wait);
     add("-l,--label", label);
     add("--overlap", overlap);
     add("--immediate", immediate);
@@ -509,6 +563,7 @@ class WordParser {
   // The words after the options (the command, if any).
   Result<std::vector<std::string>> parse(const std::vector<std::string>& words) {
     for (Value* v : values_) v->text.clear();
+    for (Value& v : unhonoured) v.text.clear();
     for (Flag* f : flags_) f->on = false;
     app_.clear();
     try {
@@ -528,6 +583,10 @@ class WordParser {
   Value profile, workers, image, checkpoint_interval, begin, warn, nodelist, exclude, mpi;
   Value constraint, ntasks_per_node, licenses, gres;
   Flag oversubscribe, elastic, requeue, json, wait, label, overlap, immediate, pty;
+  // Slurm's dialect only (never given in hpcq's).
+  Value wrap, nice, gpus, input;
+  Flag hold, parsable, quiet;
+  std::vector<Value> unhonoured;  // kSlurmUnhonoured's, in its order
 
  private:
   void add(const char* names, Value& v) {
@@ -670,9 +729,17 @@ Result<std::vector<std::string>> node_names_of(const char* option, const std::st
   return names;
 }
 
+// Slurm's spellings of --mpi's values: its pmi2 is hpcq's pmi1 socket (which
+// speaks PMI-2 too), its pmix_vN hpcq's PMIx.
+std::string hpcq_mpi_of(const std::string& slurm) {
+  if (slurm == "pmi2") return "pmi1";
+  if (slurm.starts_with("pmix_v")) return "pmix";
+  return slurm;
+}
+
 // Who runs it and where its files go: names, paths, queue, account, QOS,
 // priority, dependencies, array, image, environment, signal.
-Status take_names(const WordParser& p, Given& g) {
+Status take_names(const WordParser& p, Dialect dialect, Given& g) {
   if (p.name.given()) g.name = p.name.text;
   if (p.output.given()) {
     if (p.output.text.empty()) return invalid_argument("--output: empty file name");
@@ -710,8 +777,9 @@ Status take_names(const WordParser& p, Given& g) {
     g.image = p.image.text;
   }
   if (p.mpi.given()) {
-    HPCQ_RETURN_IF_ERROR(check_mpi(p.mpi.text, "--mpi"));
-    g.mpi = p.mpi.text;
+    const std::string mpi = dialect == Dialect::kSlurm ? hpcq_mpi_of(p.mpi.text) : p.mpi.text;
+    HPCQ_RETURN_IF_ERROR(check_mpi(mpi, "--mpi"));
+    g.mpi = mpi;
   }
   if (p.begin.given()) {
     auto when = parse_when(p.begin.text, "--begin");
@@ -726,8 +794,37 @@ Status take_names(const WordParser& p, Given& g) {
   return Status::ok();
 }
 
+// Slurm's --gres may name GPUs ("gpu:2", per node): takes that item out of
+// `text` and returns its count. A typed one ("gpu:a100:2") is refused: hpcq's
+// nodes declare no GPU types.
+Result<std::optional<int>> take_slurm_gpus(std::string& text) {
+  std::optional<int> gpus;
+  std::string rest;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (item != "gpu" && !item.starts_with("gpu:")) {
+      rest += (rest.empty() ? "" : ",") + item;
+      continue;
+    }
+    const std::string count = item == "gpu" ? "1" : item.substr(4);
+    if (count.find(':') != std::string::npos) {
+      return invalid_argument("--gres: typed GPUs " + quote(item) +
+                              " are not known to hpcq (its nodes declare no GPU types): "
+                              "give gpu:N");
+    }
+    auto n = parse_count("--gres", count);
+    if (!n.is_ok()) return n.status();
+    gpus = *n;
+  }
+  text = rest;
+  return gpus;
+}
+
 // How it is placed: distribution, binding, NUMA, nodes, sharing, profile.
-Status take_placement(const WordParser& p, Given& g) {
+Status take_placement(const WordParser& p, Dialect dialect, Given& g) {
   if (p.distribution.given()) {
     resource::Distribution nodes_d{}, cores_d{};
     HPCQ_RETURN_IF_ERROR(resource::parse_distribution(p.distribution.text, nodes_d, cores_d));
@@ -758,8 +855,14 @@ Status take_placement(const WordParser& p, Given& g) {
     if (!licenses.is_ok()) return licenses.status();
     g.licenses = std::move(licenses).value();
   }
-  if (p.gres.given()) {
-    auto gres = parse_gres(p.gres.text);
+  std::string gres_text = p.gres.text;
+  if (p.gres.given() && dialect == Dialect::kSlurm) {
+    auto gpus = take_slurm_gpus(gres_text);
+    if (!gpus.is_ok()) return gpus.status();
+    if (*gpus) g.gpus_per_node = **gpus;
+  }
+  if (p.gres.given() && !gres_text.empty()) {
+    auto gres = parse_gres(gres_text);
     if (!gres.is_ok()) return gres.status();
     g.gres = std::move(gres).value();
   }
@@ -774,19 +877,62 @@ Status take_placement(const WordParser& p, Given& g) {
   return Status::ok();
 }
 
+// What only Slurm's dialect reads: hold, nice, GPUs in all, --wrap, and the
+// options hpcq cannot honour (refused, or warned about where downgraded).
+Status take_slurm(const WordParser& p, const SubmitContext& ctx, Given& g) {
+  for (std::size_t i = 0; i < p.unhonoured.size(); ++i) {
+    if (!p.unhonoured[i].given()) continue;
+    const std::string name = kSlurmUnhonoured[i];
+    if (std::find(ctx.downgraded.begin(), ctx.downgraded.end(), name) != ctx.downgraded.end()) {
+      g.warnings.push_back(name + " ignored: hpcq does not honour it (the site lets it through)");
+      continue;
+    }
+    return invalid_argument(name + ": not honoured by hpcq (docs/slurm.md)");
+  }
+  if (p.hold.given()) g.hold = p.hold.on;
+  g.parsable = p.parsable.on;
+  if (p.nice.given()) {
+    auto v = priority_of(p.nice.text);
+    if (!v.is_ok()) return invalid_argument("--nice: bad value " + quote(p.nice.text));
+    g.nice = *v;
+  }
+  HPCQ_RETURN_IF_ERROR(count_of("--gpus", p.gpus, g.gpus));
+  if (p.wrap.given()) {
+    if (p.wrap.text.empty()) return invalid_argument("--wrap: empty command");
+    g.wrap = p.wrap.text;
+  }
+  // sbatch's batch script reads /dev/null; nothing else can be honoured.
+  if (p.input.given() && p.input.text != "/dev/null" && p.input.text != "none") {
+    return invalid_argument("--input: not honoured by hpcq (only /dev/null)");
+  }
+  return Status::ok();
+}
+
+WordParser& parser_of(Dialect dialect) {
+  // Each built on first use: hpcq submit never pays for Slurm's.
+  if (dialect == Dialect::kSlurm) {
+    thread_local WordParser slurm(Dialect::kSlurm);
+    return slurm;
+  }
+  thread_local WordParser hpcq(Dialect::kHpcq);
+  return hpcq;
+}
+
 // Parses one list of words: the command line (the command may follow) or one
 // directive line (options only).
-Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_line) {
+Result<Parsed> parse_words(const std::vector<std::string>& words, bool command_line,
+                           const SubmitContext& ctx) {
   HPCQ_RETURN_IF_ERROR(reject_empty_equals(words));
-  thread_local WordParser parser;
+  WordParser& parser = parser_of(ctx.dialect);
   auto rest = parser.parse(words);
   if (!rest.is_ok()) return rest.status();
   Parsed parsed;
   HPCQ_RETURN_IF_ERROR(take_command(*rest, command_line, parsed.command));
   Given& g = parsed.given;
   HPCQ_RETURN_IF_ERROR(take_sizes(parser, g));
-  HPCQ_RETURN_IF_ERROR(take_names(parser, g));
-  HPCQ_RETURN_IF_ERROR(take_placement(parser, g));
+  HPCQ_RETURN_IF_ERROR(take_names(parser, ctx.dialect, g));
+  HPCQ_RETURN_IF_ERROR(take_placement(parser, ctx.dialect, g));
+  if (ctx.dialect == Dialect::kSlurm) HPCQ_RETURN_IF_ERROR(take_slurm(parser, ctx, g));
   g.json = parser.json.on;
   g.wait = parser.wait.on;
   g.label = parser.label.on;
@@ -833,11 +979,37 @@ std::map<std::string, std::string> job_environment(const std::optional<Export>& 
   return env;
 }
 
+// What Slurm's dialect adds to the job: its hold, nice and GPUs in all,
+// Slurm's variables, and sbatch's SLURM_SUBMIT_DIR and _HOST (set whatever
+// --export says, as sbatch does).
+Status apply_slurm(const Given& given, const SubmitContext& ctx, SubmitOptions& out) {
+  JobSpec& spec = out.spec;
+  spec.slurm_environment = true;
+  spec.hold = given.hold.value_or(false);
+  if (given.nice && !given.priority) spec.priority = -*given.nice;
+  if (given.gpus) {
+    const int nodes = std::max(1, spec.request.nodes);
+    if (*given.gpus % nodes != 0) {
+      return invalid_argument("--gpus: " + std::to_string(*given.gpus) + " GPUs over " +
+                              std::to_string(nodes) +
+                              " nodes: hpcq gives GPUs per node (use --gpus-per-node)");
+    }
+    spec.request.gpus_per_node = *given.gpus / nodes;
+  }
+  std::map<std::string, std::string> env = spec.env.vars();
+  env["SLURM_SUBMIT_DIR"] = ctx.cwd;
+  if (!ctx.host.empty()) env["SLURM_SUBMIT_HOST"] = ctx.host;
+  spec.env = std::move(env);
+  out.parsable = given.parsable;
+  out.warnings = given.warnings;
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> parse_directives(const std::string& script_text,
-                                                  const std::string& script_name) {
-  auto lines = directive_lines(script_text, script_name);
+                                                  const std::string& script_name, Dialect dialect) {
+  auto lines = directive_lines(script_text, script_name, dialect);
   if (!lines.is_ok()) return lines.status();
   std::vector<std::string> words;
   for (auto& line : *lines) {
@@ -851,6 +1023,18 @@ bool asks_for_help(const std::vector<std::string>& args) {
     const std::string& w = args[i];
     if (w == "--" || w.size() < 2 || w[0] != '-') return false;  // the command starts here
     if (w == "-h" || w == "--help") return true;
+    if (w.starts_with("--") && w.find('=') != std::string::npos) continue;
+    if (find_value_option(w) != nullptr) ++i;  // skip its value
+  }
+  return false;
+}
+
+bool names_command(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& w = args[i];
+    if (w == "--wrap" || w.starts_with("--wrap=")) return true;
+    if (w == "--") return i + 1 < args.size();
+    if (w.size() < 2 || w[0] != '-') return true;  // the command starts here
     if (w.starts_with("--") && w.find('=') != std::string::npos) continue;
     if (find_value_option(w) != nullptr) ++i;  // skip its value
   }
@@ -955,9 +1139,15 @@ std::string submit_help(SubmitKind kind) {
 
 Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
                                         const SubmitContext& ctx, SubmitKind kind) {
-  auto command_line = parse_words(args, /*command_line=*/true);
+  auto command_line = parse_words(args, /*command_line=*/true, ctx);
   if (!command_line.is_ok()) return command_line.status();
-  const std::vector<std::string>& command = command_line->command;
+  const std::optional<std::string>& wrap = command_line->given.wrap;
+  if (wrap && !command_line->command.empty()) {
+    return invalid_argument("--wrap: give a command to wrap or a script, not both");
+  }
+  // sbatch --wrap: the command becomes a script of its own, named "wrap".
+  const std::vector<std::string> command =
+      wrap ? std::vector<std::string>{"wrap"} : command_line->command;
   std::vector<std::string> alloc_command;
   if (kind == SubmitKind::kAlloc && command.empty()) {
     const auto shell = ctx.environment.find("SHELL");
@@ -999,8 +1189,11 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   JobSpec& spec = out.spec;
   Given given;
   Result<std::string> text = not_found("");
-  if (ctx.read_file && (kind == SubmitKind::kSubmit || kind == SubmitKind::kBatch))
+  if (wrap) {
+    text = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n" + *wrap + "\n";
+  } else if (ctx.read_file && (kind == SubmitKind::kSubmit || kind == SubmitKind::kBatch)) {
     text = ctx.read_file(command.front());
+  }
   // kNotFound: the word is a command (submit); anything else is a file that
   // cannot be a script (too large), which the user must hear about.
   if (!text.is_ok() && text.status().code() != Code::kNotFound) {
@@ -1013,11 +1206,11 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
                             " is not a script (want a readable file starting with #!)");
   }
   if (is_script) {
-    auto lines = directive_lines(*text, command.front());
+    auto lines = directive_lines(*text, command.front(), ctx.dialect);
     if (!lines.is_ok()) return lines.status();
     // Each line alone, so that an error names its line.
     for (const auto& line : *lines) {
-      auto parsed = parse_words(line.words, /*command_line=*/false);
+      auto parsed = parse_words(line.words, /*command_line=*/false, ctx);
       if (!parsed.is_ok()) return at_line(command.front(), line.line, parsed.status());
       given.merge(parsed->given);
     }
@@ -1071,8 +1264,10 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   spec.forward_output = kind == SubmitKind::kRun;
   spec.pty = given.pty;
   // hpcq alloc's job runs nothing of its own: no output file.
-  spec.output = given.output.value_or(
-      kind == SubmitKind::kRun || kind == SubmitKind::kAlloc ? "" : kDefaultOutput);
+  spec.output = given.output.value_or(kind == SubmitKind::kRun || kind == SubmitKind::kAlloc ? ""
+                                      : ctx.dialect == Dialect::kHpcq ? kDefaultOutput
+                                      : given.array                   ? kSlurmArrayOutput
+                                                                      : kSlurmOutput);
   spec.error = given.error.value_or("");
   spec.queue = given.queue.value_or("");
   spec.cwd = given.chdir ? resolve_dir(ctx.cwd, *given.chdir) : ctx.cwd;
@@ -1096,6 +1291,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   out.step.overlap = given.overlap;
   out.immediate = given.immediate;
   out.pty = given.pty;
+  if (ctx.dialect == Dialect::kSlurm) HPCQ_RETURN_IF_ERROR(apply_slurm(given, ctx, out));
   HPCQ_RETURN_IF_ERROR(validate(spec));
   return out;
 }

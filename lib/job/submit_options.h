@@ -22,8 +22,29 @@
 
 namespace hpcq::job {
 
+// Whose spelling the options are in: hpcq's (hpcq submit, batch, run,
+// alloc; #HPCQ directives) or Slurm's (sbatch, srun, salloc of compat/slurm;
+// #SBATCH directives). In Slurm's, -p/--partition names the queue, -q is
+// --qos, -H/--hold, -W/--wait, --parsable, --wrap, --nice, -G/--gpus,
+// --gres=gpu:N, -i/--input /dev/null and -s/--oversubscribe are read, --mpi
+// takes Slurm's names (pmi2, pmix_v4), and the job gets the SLURM_*
+// variables (JobSpec::slurm_environment). The options of Slurm's that hpcq
+// cannot honour (kSlurmUnhonoured) are refused, each in one line naming it,
+// unless the site downgrades it to a warning (SubmitContext::downgraded).
+enum class Dialect { kHpcq, kSlurm };
+
+// Slurm's options that hpcq does not honour yet (docs/slurm.md says why).
+inline constexpr const char* kSlurmUnhonoured[] = {
+    "--exclusive", "--mail-type", "--mail-user",   "--comment",      "--time-min",
+    "--deadline",  "--test-only", "--mem-per-gpu", "--cpus-per-gpu", "--open-mode"};
+
 struct SubmitContext {
-  std::string cwd;                                 // the submit directory (absolute)
+  Dialect dialect = Dialect::kHpcq;
+  // Slurm's: of kSlurmUnhonoured, the options the site lets through with a
+  // warning (SubmitOptions::warnings) instead of refusing the submission.
+  std::vector<std::string> downgraded;
+  std::string host;  // the submitting host (Slurm's: SLURM_SUBMIT_HOST)
+  std::string cwd;   // the submit directory (absolute)
   std::map<std::string, std::string> environment;  // the submitter's environment
   std::optional<unsigned> umask;                   // the submitter's, carried as HPCQ_UMASK
   std::int64_t now_us = 0;                         // now, for --begin now+DURATION
@@ -57,7 +78,10 @@ struct SubmitOptions {
   // not given, the step's defaults apply), --overlap; and --immediate.
   StepRequest step;
   bool immediate = false;
-  bool pty = false;  // --pty (run only): task 0 on a terminal
+  bool pty = false;       // --pty (run only): task 0 on a terminal
+  bool parsable = false;  // Slurm's --parsable: print the id alone
+  // Slurm's: what the site's downgraded options did not do, one line each.
+  std::vector<std::string> warnings;
 };
 
 // `args` are the words after "submit": `[options] [--] COMMAND [ARGS...]` or
@@ -90,16 +114,22 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
 // `hpcq batch -N 2 --help`, but not `hpcq submit grep --help`.
 bool asks_for_help(const std::vector<std::string>& args);
 
+// True when the words name what to run: a word after the options, or
+// Slurm's --wrap among them (sbatch reads its script from stdin otherwise).
+bool names_command(const std::vector<std::string>& args);
+
 // The full help of hpcq submit, batch, run or alloc (what --help prints).
 std::string submit_help(SubmitKind kind);
 
-// The option words of a script's directive lines: "#HPCQ -N 2" lines after
+// The option words of a script's directive lines: "#HPCQ -N 2" lines (in
+// Slurm's dialect "#SBATCH -N 2") after
 // the shebang, up to the first line that is neither blank nor a comment (as
 // sbatch stops at the first command). Words are split like a shell does:
 // 'single' and "double" quotes, backslash escapes, and an unquoted '#' at the
 // start of a word begins a comment. A malformed line (an unterminated quote,
 // a trailing backslash) is an error "SCRIPT:LINE: ...".
 Result<std::vector<std::string>> parse_directives(const std::string& script_text,
-                                                  const std::string& script_name);
+                                                  const std::string& script_name,
+                                                  Dialect dialect = Dialect::kHpcq);
 
 }  // namespace hpcq::job
