@@ -341,13 +341,26 @@ void Stream::cancel() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 
+namespace {
+ErrorStyle error_style;
+std::string notes = "hpcq: ";
+}  // namespace
+
+void set_error_style(ErrorStyle style) {
+  error_style = std::move(style);
+  notes = error_style.program + ": ";
+}
+
+const char* note_prefix() { return notes.c_str(); }
+
 int exit_code_of(const Status& status) {
   if (status.is_ok()) return 0;
-  return status.code() == Code::kInvalidArgument ? 2 : 1;
+  return status.code() == Code::kInvalidArgument && !error_style.slurm ? 2 : 1;
 }
 
 int fail(const Status& status) {
-  std::fprintf(stderr, "hpcq: %s\n", status.message().c_str());
+  std::fprintf(stderr, "%s%s%s\n", notes.c_str(), error_style.slurm ? "error: " : "",
+               status.message().c_str());
   return exit_code_of(status);
 }
 

@@ -132,10 +132,21 @@ class Stream {
   Status status_;
 };
 
+// Who speaks on stderr: "hpcq", or a Slurm command of compat/slurm, whose
+// errors are "sbatch: error: ..." and exit 1 whatever they are, as Slurm's.
+struct ErrorStyle {
+  std::string program = "hpcq";
+  bool slurm = false;
+};
+void set_error_style(ErrorStyle style);
+// "hpcq: " (or "srun: "): what the command's notes on stderr start with.
+const char* note_prefix();
+
 // Exit codes: 0 ok, 2 bad input (invalid argument), 1 anything else.
 int exit_code_of(const Status& status);
 
-// Prints "hpcq: <message>" on stderr; returns exit_code_of(status).
+// Prints "hpcq: <message>" ("sbatch: error: <message>") on stderr;
+// returns exit_code_of(status).
 int fail(const Status& status);
 
 // Now, for --begin and --start: microseconds since the epoch.

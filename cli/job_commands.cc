@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <optional>
 
 #include "cli/client.h"
@@ -14,6 +15,7 @@
 #include "cli/list_command.h"
 #include "cli/outcomes.h"
 #include "lib/api/job_proto.h"
+#include "lib/core/host_name.h"
 #include "lib/core/hostlist.h"
 #include "lib/core/id_text.h"
 #include "lib/core/units.h"
@@ -156,10 +158,23 @@ int list_jobs(const v1::ListJobsRequest& request, bool json, Table table) {
 
 // hpcq submit, batch and run: they differ in how the command runs
 // (job::SubmitKind), and run then follows the job's output to its end.
-int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
-  if (job::asks_for_help(args)) {
+int cmd_submit(const std::vector<std::string>& given_args, job::SubmitKind kind,
+               SubmitStyle style) {
+  if (job::asks_for_help(given_args)) {
     std::cout << job::submit_help(kind);
     return 0;
+  }
+  std::vector<std::string> args = given_args;
+  // sbatch with no script reads it from stdin, and calls the job "sbatch".
+  std::optional<std::string> stdin_text;
+  if (style.stdin_script && !job::names_command(args)) {
+    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    if (text.size() > job::kMaxScriptBytes) {
+      return fail(invalid_argument("the script on stdin is over " +
+                                   std::to_string(job::kMaxScriptBytes) + " bytes"));
+    }
+    stdin_text = std::move(text);
+    args.push_back("sbatch");
   }
   // Inside an allocation (a batch script sets HPCQ_JOB_ID), hpcq run is a step of it.
   std::optional<JobId> allocation;
@@ -179,10 +194,27 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
   ctx.umask = mask;
   ctx.now_us = wall_clock_us();
   ctx.environment = caller_environment();
+  ctx.dialect = style.dialect;
+  if (style.dialect == job::Dialect::kSlurm) {
+    ctx.host = this_host_name();
+    if (const char* site = std::getenv("HPCQ_SLURM_DOWNGRADE"); site != nullptr) {
+      for (std::string_view rest = site; !rest.empty();) {
+        const std::size_t comma = std::min(rest.find(','), rest.size());
+        if (comma > 0) ctx.downgraded.emplace_back(rest.substr(0, comma));
+        rest.remove_prefix(std::min(comma + 1, rest.size()));
+      }
+    }
+  }
   // Bounded, and never a device: `hpcq batch /dev/zero` is refused, not read.
-  ctx.read_file = [](const std::string& path) { return job::read_script_file(path); };
+  ctx.read_file = [&stdin_text](const std::string& path) -> Result<std::string> {
+    if (stdin_text) return *stdin_text;
+    return job::read_script_file(path);
+  };
   auto options = job::parse_submit_args(args, ctx, kind);
   if (!options.is_ok()) return fail(options.status());
+  for (const std::string& warning : options->warnings) {
+    std::fprintf(stderr, "%s: warning: %s\n", style.program.c_str(), warning.c_str());
+  }
   Client client(socket_path());
   if (allocation) return run_step(client, *allocation, *options);
   if (kind == job::SubmitKind::kAlloc) return alloc_job(client, *options);
@@ -208,6 +240,8 @@ int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind) {
       for (std::uint32_t i = 0; i < count; ++i) out["ids"].push_back(response.id() + i);
     }
     std::cout << json_text(out) << "\n";
+  } else if (style.dialect == job::Dialect::kSlurm && !options->parsable) {
+    std::cout << "Submitted batch job " << response.id() << "\n";
   } else {
     // An array's tasks have consecutive ids from this one.
     std::cout << response.id() << "\n";

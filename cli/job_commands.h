@@ -16,7 +16,16 @@
 namespace hpcq::cli {
 
 // hpcq submit, batch, alloc and run: `args` are the words after the command.
-int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind);
+// In Slurm's dialect (sbatch, srun, salloc of compat/slurm) a submission
+// prints "Submitted batch job N" (--parsable: "N"), the site's downgraded
+// options are read from $HPCQ_SLURM_DOWNGRADE (comma-separated), and
+// `stdin_script` (sbatch given no script) reads the script from stdin.
+struct SubmitStyle {
+  std::string program = "hpcq";  // who warns
+  job::Dialect dialect = job::Dialect::kHpcq;
+  bool stdin_script = false;
+};
+int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind, SubmitStyle style = {});
 int cmd_attach(const std::string& given, FollowOptions options);
 int cmd_stat(const std::string& text, bool json);
 int cmd_update(const std::string& text, const std::string& time_limit, const std::string& begin,

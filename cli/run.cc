@@ -91,12 +91,13 @@ void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
       v1::CancelResponse response;
       const Status s = client.call("Cancel", request, &response);
       if (s.is_ok() || s.code() == Code::kFailedPrecondition) {  // or it has ended already
-        std::fprintf(stderr, "hpcq: SIG%s: cancelling %s\n", sigabbrev_np(sig), what.c_str());
+        std::fprintf(stderr, "%sSIG%s: cancelling %s\n", note_prefix(), sigabbrev_np(sig),
+                     what.c_str());
         continue;  // its end, and the rest of its output, come as usual
       }
       // Nothing more will end it from here: do not hang on.
-      std::fprintf(stderr, "hpcq: SIG%s: cancelling %s: %s\n", sigabbrev_np(sig), what.c_str(),
-                   s.message().c_str());
+      std::fprintf(stderr, "%sSIG%s: cancelling %s: %s\n", note_prefix(), sigabbrev_np(sig),
+                   what.c_str(), s.message().c_str());
       std::_Exit(128 + sig);
     }
     const auto now = std::chrono::steady_clock::now();
@@ -111,12 +112,12 @@ void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
       v1::SignalResponse response;
       s = client.call("Signal", request, &response);
       if (s.is_ok()) {
-        std::fprintf(stderr, "hpcq: sent SIGINT to %s (Ctrl-C again within 1 s cancels it)\n",
-                     what.c_str());
+        std::fprintf(stderr, "%ssent SIGINT to %s (Ctrl-C again within 1 s cancels it)\n",
+                     note_prefix(), what.c_str());
         continue;
       }
       if (s.code() != Code::kFailedPrecondition) {  // pending: cancelled below
-        std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
+        std::fprintf(stderr, "%s%s\n", note_prefix(), s.message().c_str());
         continue;
       }
     }
@@ -125,7 +126,7 @@ void take_interrupts(const std::string& socket, JobId id, std::uint32_t step) {
     request.set_step(step);
     v1::CancelResponse response;
     s = client.call("Cancel", request, &response);
-    std::fprintf(stderr, "hpcq: %s\n",
+    std::fprintf(stderr, "%s%s\n", note_prefix(),
                  s.is_ok() ? ("cancelling " + what).c_str() : s.message().c_str());
   }
 }
@@ -246,7 +247,7 @@ static int follow_to_end(const Client& client, JobId id, const FollowOptions& op
     for (const api::OutputOrder::Piece& piece : pieces) {
       if (piece.lost_before > 0) {
         output_lost = true;
-        std::fprintf(stderr, "hpcq: bytes %llu-%llu of task %d's %s were lost\n",
+        std::fprintf(stderr, "%sbytes %llu-%llu of task %d's %s were lost\n", note_prefix(),
                      static_cast<unsigned long long>(piece.offset - piece.lost_before),
                      static_cast<unsigned long long>(piece.offset - 1), piece.rank,
                      piece.is_stderr ? "stderr" : "stdout");
@@ -271,8 +272,8 @@ static int follow_to_end(const Client& client, JobId id, const FollowOptions& op
       lost = false;
       if (chunk.dropped_bytes() > 0) {
         output_lost = true;
-        std::fprintf(stderr, "hpcq: %llu bytes of job %llu's output are no longer held by hpcqd\n",
-                     static_cast<unsigned long long>(chunk.dropped_bytes()),
+        std::fprintf(stderr, "%s%llu bytes of job %llu's output are no longer held by hpcqd\n",
+                     note_prefix(), static_cast<unsigned long long>(chunk.dropped_bytes()),
                      static_cast<unsigned long long>(id));
       }
       const auto now = std::chrono::steady_clock::now();
@@ -290,7 +291,7 @@ static int follow_to_end(const Client& client, JobId id, const FollowOptions& op
     const auto now = std::chrono::steady_clock::now();
     if (s.code() == Code::kUnavailable && (!lost || now - lost_at < kReconnectFor)) {
       if (!lost) {
-        std::fprintf(stderr, "hpcq: %s; waiting for it\n", s.message().c_str());
+        std::fprintf(stderr, "%s%s; waiting for it\n", note_prefix(), s.message().c_str());
         lost = true;
         lost_at = now;
       }
@@ -298,7 +299,7 @@ static int follow_to_end(const Client& client, JobId id, const FollowOptions& op
       request.set_from_start(true);
       continue;
     }
-    std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
+    std::fprintf(stderr, "%s%s\n", note_prefix(), s.message().c_str());
     return exit_code_of(s);
   }
   v1::GetJobRequest get;
@@ -306,7 +307,7 @@ static int follow_to_end(const Client& client, JobId id, const FollowOptions& op
   v1::Job job;
   Status s = client.call("GetJob", get, &job);
   if (!s.is_ok()) {
-    std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
+    std::fprintf(stderr, "%s%s\n", note_prefix(), s.message().c_str());
     return exit_code_of(s);
   }
   std::string what = "job " + std::to_string(id);
@@ -315,8 +316,8 @@ static int follow_to_end(const Client& client, JobId id, const FollowOptions& op
   std::string reason = job.reason();
   if (options.step != 0) {
     if (static_cast<int>(options.step) > job.steps_size()) {
-      std::fprintf(stderr, "hpcq: job %llu has no step %u\n", static_cast<unsigned long long>(id),
-                   options.step);
+      std::fprintf(stderr, "%sjob %llu has no step %u\n", note_prefix(),
+                   static_cast<unsigned long long>(id), options.step);
       return 1;
     }
     const v1::Step& step = job.steps(static_cast<int>(options.step) - 1);
@@ -327,12 +328,12 @@ static int follow_to_end(const Client& client, JobId id, const FollowOptions& op
   }
   if (state == v1::COMPLETED && !output_lost) return 0;
   if (state == v1::COMPLETED) {
-    std::fprintf(stderr, "hpcq: %s COMPLETED, but not all of its output came (said above)\n",
-                 what.c_str());
+    std::fprintf(stderr, "%s%s COMPLETED, but not all of its output came (said above)\n",
+                 note_prefix(), what.c_str());
     return 1;
   }
-  std::fprintf(stderr, "hpcq: %s %s%s%s\n", what.c_str(), v1::JobState_Name(state).c_str(),
-               reason.empty() ? "" : ": ", reason.c_str());
+  std::fprintf(stderr, "%s%s %s%s%s\n", note_prefix(), what.c_str(),
+               v1::JobState_Name(state).c_str(), reason.empty() ? "" : ": ", reason.c_str());
   return exit_code > 0 ? exit_code : 1;
 }
 
@@ -350,7 +351,7 @@ int run_step(const Client& client, JobId job, const job::SubmitOptions& options,
     return 2;
   }
   if (!options.spec.request.gres.empty()) {
-    std::fprintf(stderr, "hpcq: --gres: a step uses its job's generic resources\n");
+    std::fprintf(stderr, "%s--gres: a step uses its job's generic resources\n", note_prefix());
     return 2;
   }
   v1::LaunchStepRequest request;
@@ -372,12 +373,12 @@ int run_step(const Client& client, JobId job, const job::SubmitOptions& options,
   v1::Step step;
   Status s = client.call("LaunchStep", request, &step);
   if (!s.is_ok()) {
-    std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
+    std::fprintf(stderr, "%s%s\n", note_prefix(), s.message().c_str());
     return exit_code_of(s);
   }
   if (step.state() == v1::PENDING && !quiet) {
-    std::fprintf(stderr, "hpcq: step %llu.%u waits for cores held by the job's other steps\n",
-                 static_cast<unsigned long long>(job), step.id());
+    std::fprintf(stderr, "%sstep %llu.%u waits for cores held by the job's other steps\n",
+                 note_prefix(), static_cast<unsigned long long>(job), step.id());
   }
   FollowOptions follow;
   follow.step = step.id();
@@ -470,10 +471,10 @@ void give_up_on_signals(const std::string& socket, JobId id, const std::atomic<p
     v1::CancelResponse response;
     const Status s = client.call("Cancel", request, &response);
     if (s.is_ok()) {
-      std::fprintf(stderr, "hpcq: SIG%s: job %llu cancelled\n", sigabbrev_np(sig),
+      std::fprintf(stderr, "%sSIG%s: job %llu cancelled\n", note_prefix(), sigabbrev_np(sig),
                    static_cast<unsigned long long>(id));
     } else {
-      std::fprintf(stderr, "hpcq: SIG%s: %s\n", sigabbrev_np(sig), s.message().c_str());
+      std::fprintf(stderr, "%sSIG%s: %s\n", note_prefix(), sigabbrev_np(sig), s.message().c_str());
     }
     std::_Exit(128 + sig);
   }
@@ -488,10 +489,10 @@ void end_allocation(const Client& client, JobId id, int code) {
   v1::EndAllocationResponse response;
   const Status s = client.call("EndAllocation", request, &response);
   if (s.is_ok()) {
-    std::fprintf(stderr, "hpcq: job %llu: allocation released\n",
+    std::fprintf(stderr, "%sjob %llu: allocation released\n", note_prefix(),
                  static_cast<unsigned long long>(id));
   } else if (s.code() != Code::kFailedPrecondition) {  // else it ended first (said when it did)
-    std::fprintf(stderr, "hpcq: %s\n", s.message().c_str());
+    std::fprintf(stderr, "%s%s\n", note_prefix(), s.message().c_str());
   }
 }
 
@@ -508,7 +509,7 @@ int alloc_job(const Client& client, const job::SubmitOptions& options) {
   Status s = client.submit(request, &response);
   if (!s.is_ok()) return fail(s);
   const JobId id = response.id();
-  std::fprintf(stderr, "hpcq: job %llu waits for its allocation\n",
+  std::fprintf(stderr, "%sjob %llu waits for its allocation\n", note_prefix(),
                static_cast<unsigned long long>(id));
   // Not freed: the thread that reads it lives until the process exits.
   auto* command = new std::atomic<pid_t>(0);
@@ -525,14 +526,14 @@ int alloc_job(const Client& client, const job::SubmitOptions& options) {
     // exits 128 + it once its cancel is answered, which may be what ended
     // the wait here.
     while (allocation_given_back.load()) std::this_thread::sleep_for(std::chrono::seconds(1));
-    std::fprintf(stderr, "hpcq: job %llu %s%s%s\n", static_cast<unsigned long long>(id),
+    std::fprintf(stderr, "%sjob %llu %s%s%s\n", note_prefix(), static_cast<unsigned long long>(id),
                  v1::JobState_Name(job.state()).c_str(), job.reason().empty() ? "" : ": ",
                  job.reason().c_str());
     return 1;
   }
   std::string nodes;
   for (const std::string& n : job.nodes()) nodes += (nodes.empty() ? "" : ",") + n;
-  std::fprintf(stderr, "hpcq: job %llu has its allocation: %s\n",
+  std::fprintf(stderr, "%sjob %llu has its allocation: %s\n", note_prefix(),
                static_cast<unsigned long long>(id), nodes.c_str());
   std::vector<std::string> env = alloc_environment(job);
   std::vector<char*> envp;
@@ -550,7 +551,7 @@ int alloc_job(const Client& client, const job::SubmitOptions& options) {
     pthread_sigmask(SIG_SETMASK, &none, nullptr);
     environ = envp.data();
     execvp(argv[0], argv.data());
-    std::fprintf(stderr, "hpcq: exec %s: %s\n", argv[0], std::strerror(errno));
+    std::fprintf(stderr, "%sexec %s: %s\n", note_prefix(), argv[0], std::strerror(errno));
     _exit(127);
   }
   if (child < 0) return fail(internal_error(std::string("fork: ") + std::strerror(errno)));

@@ -44,6 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   auto directives = hpcq::job::parse_directives(input, "fuzz.sh");
   if (!directives.is_ok()) check_one_line(directives.status());
+  auto sbatch = hpcq::job::parse_directives(input, "fuzz.sh", hpcq::job::Dialect::kSlurm);
+  if (!sbatch.is_ok()) check_one_line(sbatch.status());
 
   hpcq::job::SubmitContext ctx;
   ctx.cwd = "/home/fuzz";
@@ -74,9 +76,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
        {SubmitKind::kSubmit, SubmitKind::kBatch, SubmitKind::kRun, SubmitKind::kAlloc}) {
     check_result(hpcq::job::parse_submit_args(words, ctx, kind));
   }
+  // sbatch, srun and salloc of the Slurm commands: the same words in Slurm's dialect.
+  hpcq::job::SubmitContext slurm = ctx;
+  slurm.dialect = hpcq::job::Dialect::kSlurm;
+  slurm.downgraded = {"--mail-type"};
+  for (SubmitKind kind : {SubmitKind::kBatch, SubmitKind::kRun, SubmitKind::kAlloc}) {
+    check_result(hpcq::job::parse_submit_args(words, slurm, kind));
+  }
+  (void)hpcq::job::names_command(words);
   words.push_back("job.sh");
   check_result(hpcq::job::parse_submit_args(words, ctx));
   check_result(hpcq::job::parse_submit_args(words, ctx, SubmitKind::kBatch));
+  check_result(hpcq::job::parse_submit_args(words, slurm, SubmitKind::kBatch));
 
   if (auto d = hpcq::parse_duration_s(input); d.is_ok()) {
     check(*d >= 0);

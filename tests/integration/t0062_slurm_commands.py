@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Issue 47 item 7: tools that drive Slurm run unchanged on hpcq's Slurm
+commands (compat/slurm). As a workflow manager's Slurm executor and a
+portal's Slurm adapter do: submit with `sbatch --parsable`, poll `sacct -P
+-n --format=JobIdRaw,State -j ID` and `squeue -h -o ...`, hold and release
+with scontrol, cancel with scancel, list partitions with `sinfo -o %P`, and
+run the job's work with srun inside the allocation. And what a batch
+script sees: #SBATCH directives honoured, SLURM_* set in Slurm's forms,
+output files named by Slurm's patterns, exit codes as sacct's N:S."""
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+t.within_cluster(agents=4, fanout=2, topology="pack:1 numa:1 core:2 pu:1")
+
+SLURM_BIN = os.path.join(os.environ.get("HPCQ_BUILD_ROOT", ""), "compat", "slurm", "bin")
+# The batch scripts call srun: the job's PATH is the submitter's.
+os.environ["PATH"] = SLURM_BIN + os.pathsep + os.environ["PATH"]
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+
+
+def slurm(command, *args, rc=0, cwd=None, input=None):
+    return t.run([os.path.join(SLURM_BIN, command), *args], check_rc=rc, cwd=cwd, input=input)
+
+
+def sbatch(*args, cwd=None, input=None):
+    p = slurm("sbatch", "--parsable", *args, cwd=cwd, input=input)
+    t.check(re.fullmatch(r"\d+\n", p.stdout), f"sbatch --parsable printed {p.stdout!r}")
+    return p.stdout.strip()
+
+
+def sacct_state(job, raw=None):
+    """The executor's poll: sacct -P -n --format=JobIdRaw,State -j ID (an
+    array's element is ARRAY_INDEX, its raw id its own)."""
+    p = slurm("sacct", "-P", "-n", "-X", "--format=JobIdRaw,State,ExitCode", "-j", job)
+    rows = [line.split("|") for line in p.stdout.splitlines()]
+    t.check(len(rows) == 1 and rows[0][0] == (raw or job), f"sacct -j {job}: {p.stdout!r}")
+    return rows[0][1], rows[0][2]
+
+
+def wait_ended(job, timeout=60, raw=None):
+    deadline = time.monotonic() + timeout
+    while True:
+        state, code = sacct_state(job, raw)
+        if state.split()[0] in ENDED:
+            return state, code
+        t.check(time.monotonic() < deadline, f"job {job} still {state} after {timeout} s")
+        time.sleep(0.1)
+
+
+def read_env(path):
+    with open(path) as f:
+        return dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
+
+
+def test_a_wrapped_command_runs_and_sacct_reports_it():
+    work = t.workdir()
+    job = sbatch("--wrap", "echo job=$SLURM_JOB_ID", cwd=work)
+    state, code = wait_ended(job)
+    t.check((state, code) == ("COMPLETED", "0:0"), f"job {job}: {state} {code}")
+    with open(os.path.join(work, f"slurm-{job}.out")) as f:
+        t.check(f.read() == f"job={job}\n", "the output of sbatch --wrap")
+
+
+def test_a_batch_script_gets_its_directives_and_slurms_variables():
+    work = t.workdir()
+    script = os.path.join(work, "job.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/bash\n"
+                "#SBATCH --job-name=envdump\n"
+                "#SBATCH -N 2 -n 3\n"
+                "#SBATCH -o %x-%j.out\n"
+                "#SBATCH --time=00:05:00\n"
+                "env | grep ^SLURM_ | sort > batch.env\n"
+                "srun bash -c 'echo $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_STEP_ID "
+                "$SLURM_NTASKS' | sort\n")
+    job = sbatch(script, cwd=work)
+    state, code = wait_ended(job)
+    t.check((state, code) == ("COMPLETED", "0:0"), f"job {job}: {state} {code}")
+    env = read_env(os.path.join(work, "batch.env"))
+    want = {"SLURM_JOB_ID": job, "SLURM_JOBID": job, "SLURM_JOB_NAME": "envdump",
+            "SLURM_NNODES": "2", "SLURM_JOB_NUM_NODES": "2", "SLURM_NTASKS": "3",
+            "SLURM_NPROCS": "3", "SLURM_TASKS_PER_NODE": "2,1", "SLURM_JOB_CPUS_PER_NODE": "2,1",
+            "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
+            "SLURM_SUBMIT_DIR": work}
+    for name, value in want.items():
+        t.check(env.get(name) == value, f"{name}={env.get(name)!r}, want {value!r}")
+    t.check(re.fullmatch(r"node\[\d+-\d+\]|node\d+,node\d+", env.get("SLURM_JOB_NODELIST", "")),
+            f"SLURM_JOB_NODELIST={env.get('SLURM_JOB_NODELIST')!r}")
+    t.check(env.get("SLURMD_NODENAME", "") in env["SLURM_JOB_NODELIST"] or
+            env.get("SLURMD_NODENAME", "").startswith("node"), "SLURMD_NODENAME")
+    t.check("SLURM_STEP_ID" not in env, "a batch script is no step")
+    with open(os.path.join(work, f"envdump-{job}.out")) as f:
+        tasks = f.read().splitlines()
+    t.check(tasks == ["0 0 0 0 3", "1 1 0 0 3", "2 0 1 0 3"],
+            f"srun's tasks said {tasks} (PROCID LOCALID NODEID STEP_ID NTASKS)")
+    rows = slurm("sacct", "-P", "-n", "--format=JobID,State,ExitCode,NTasks", "-j", job).stdout
+    t.check(rows.splitlines() == [f"{job}|COMPLETED|0:0|", f"{job}.batch|COMPLETED|0:0|1",
+                                  f"{job}.0|COMPLETED|0:0|3"], f"sacct's rows: {rows!r}")
+
+
+def test_held_pending_then_released_as_squeue_and_scontrol_show():
+    job = sbatch("-H", "--wrap", "true", "-o", "/dev/null")
+    p = slurm("squeue", "-h", "-j", job, "-o", "%i|%T|%r|%D")
+    t.check(p.stdout == f"{job}|PENDING|JobHeldUser|1\n", f"squeue: {p.stdout!r}")
+    shown = slurm("scontrol", "show", "job", job).stdout
+    t.check(f"JobId={job} " in shown and "JobState=PENDING" in shown, f"scontrol: {shown!r}")
+    slurm("scontrol", "release", job)
+    t.check(wait_ended(job) == ("COMPLETED", "0:0"), "released, it runs")
+    p = slurm("squeue", "-h", "-j", job, "-o", "%i")
+    t.check(p.stdout == "", f"an ended job left squeue: {p.stdout!r}")
+
+
+def test_scancel_a_running_job_and_exit_codes():
+    job = sbatch("--wrap", "sleep 300", "-o", "/dev/null")
+    deadline = time.monotonic() + 30
+    while slurm("squeue", "-h", "-j", job, "-o", "%t").stdout.strip() != "R":
+        t.check(time.monotonic() < deadline, f"job {job} did not start")
+        time.sleep(0.1)
+    slurm("scancel", job)
+    state, _ = wait_ended(job)
+    t.check(state.startswith("CANCELLED"), f"scancel'd job is {state}")
+    failing = sbatch("--wrap", "exit 3", "-o", "/dev/null")
+    t.check(wait_ended(failing) == ("FAILED", "3:0"), "exit 3 is FAILED 3:0")
+    p = slurm("sbatch", "-W", "--wrap", "exit 4", "-o", "/dev/null", rc=4)
+    t.check(p.stdout.startswith("Submitted batch job "), f"sbatch's words: {p.stdout!r}")
+
+
+def test_arrays_and_a_script_on_stdin():
+    work = t.workdir()
+    first = sbatch("--array=0-2", "--wrap", "echo $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID "
+                   "$SLURM_ARRAY_TASK_COUNT", cwd=work)
+    for i in range(3):
+        t.check(wait_ended(f"{first}_{i}", raw=str(int(first) + i)) == ("COMPLETED", "0:0"),
+                f"array element {i}")
+        with open(os.path.join(work, f"slurm-{first}_{i}.out")) as f:
+            t.check(f.read() == f"{first} {i} 3\n", f"array element {i}")
+    p = slurm("sacct", "-P", "-n", "-X", "--format=JobID,JobIDRaw", "-j", first)
+    t.check(p.stdout.split() == [f"{first}_{i}|{int(first) + i}" for i in range(3)],
+            f"sacct -j ARRAY lists its elements: {p.stdout!r}")
+    job = sbatch(cwd=work, input="#!/bin/sh\n#SBATCH -J fromstdin\necho $SLURM_JOB_NAME\n")
+    wait_ended(job)
+    with open(os.path.join(work, f"slurm-{job}.out")) as f:
+        t.check(f.read() == "fromstdin\n", "a script on stdin")
+
+
+def test_partitions_nodes_and_hostnames():
+    # A line per partition and node state: other tests' jobs may still hold nodes.
+    p = slurm("sinfo", "-h", "-o", "%P %D %c")
+    lines = [line.split() for line in p.stdout.splitlines()]
+    t.check(lines and all(re.fullmatch(r"\S+\*", w[0]) and w[0] == lines[0][0] and w[2] == "2"
+                          for w in lines) and sum(int(w[1]) for w in lines) == 4,
+            f"sinfo -h -o '%P %D %c': {p.stdout!r}")
+    t.check(slurm("sinfo", "-h", "-o", "%P").stdout.split()[0] == lines[0][0], "sinfo -o %P")
+    t.check(slurm("sinfo", "-N", "-h", "-o", "%N").stdout.split() ==
+            ["node1", "node2", "node3", "node4"], "sinfo -N")
+    t.check(slurm("scontrol", "show", "hostnames", "node[1-2],node4").stdout == "node1\nnode2\nnode4\n",
+            "scontrol show hostnames")
+    shown = slurm("scontrol", "show", "node", "node3").stdout
+    t.check("NodeName=node3" in shown and "CPUTot=2" in shown, f"scontrol show node: {shown!r}")
+
+
+def test_what_hpcq_cannot_honour_is_refused_in_one_line():
+    p = slurm("sbatch", "--mail-type=END", "--wrap", "true", rc=1)
+    t.check(p.stderr == "sbatch: error: --mail-type: not honoured by hpcq (docs/slurm.md)\n",
+            f"stderr: {p.stderr!r}")
+    p = slurm("squeue", "--frobnicate", rc=1)
+    t.check(p.stderr.count("\n") == 1 and "--frobnicate" in p.stderr, f"stderr: {p.stderr!r}")
+    p = slurm("scancel", "999999", rc=1)
+    t.check(p.stderr.startswith("scancel: error: Kill job error on job id 999999"), p.stderr)
+
+
+t.main([test_a_wrapped_command_runs_and_sacct_reports_it,
+        test_a_batch_script_gets_its_directives_and_slurms_variables,
+        test_held_pending_then_released_as_squeue_and_scontrol_show,
+        test_scancel_a_running_job_and_exit_codes,
+        test_arrays_and_a_script_on_stdin,
+        test_partitions_nodes_and_hostnames,
+        test_what_hpcq_cannot_honour_is_refused_in_one_line])
