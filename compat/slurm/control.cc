@@ -47,7 +47,7 @@ Result<Target> resolve(const Client& client, const std::string& text,
   if (const std::size_t dot = text.find('.'); dot != std::string::npos) {
     const std::string step = text.substr(dot + 1);
     auto n = parse_job_id(step);
-    if (!n.is_ok() && step != "0") return invalid_argument("Invalid job id " + text);
+    if (!n.is_ok() && step != "0") return invalid_argument("Invalid job id " + quote(text));
     target.step = hpcq_step_of(step == "0" ? 0 : static_cast<std::uint32_t>(*n));
     id = text.substr(0, dot);
   }
@@ -61,7 +61,7 @@ Result<Target> resolve(const Client& client, const std::string& text,
   if (target.jobs.empty()) {
     // One the list does not hold (ended long ago, another's): hpcqd says why.
     auto n = parse_job_id(id);
-    if (!n.is_ok()) return invalid_argument("Invalid job id " + text);
+    if (!n.is_ok()) return invalid_argument("Invalid job id " + quote(text));
     v1::GetJobRequest request;
     request.set_id(*n);
     v1::Job job;
@@ -83,9 +83,9 @@ int for_each_target(const std::vector<std::string>& ids, const char* method, con
   for (const std::string& text : ids) {
     auto target = resolve(client, text, *jobs);
     if (!target.is_ok()) {
-      rc = std::max(
-          rc, fail(Status(target.status().code(), std::string(what) + " error on job id " + text +
-                                                      ": " + target.status().message())));
+      rc = std::max(rc, fail(Status(target.status().code(), std::string(what) +
+                                                                " error on job id " + quote(text) +
+                                                                ": " + target.status().message())));
       continue;
     }
     for (JobId id : target->jobs) {
@@ -156,7 +156,7 @@ int scancel(const std::vector<std::string>& args) {
   if (ids.empty()) return fail(invalid_argument("No job identification provided"));
   if (o.has("signal")) {
     auto signo = job::parse_signal(o.last("signal"));
-    if (!signo.is_ok()) return fail(invalid_argument("Invalid signal: " + o.last("signal")));
+    if (!signo.is_ok()) return fail(invalid_argument("Invalid signal: " + quote(o.last("signal"))));
     const int sig = *signo;
     return for_each_target<v1::SignalRequest, v1::SignalResponse>(
         ids, "Signal", "Signal", [sig](v1::SignalRequest& r) { r.set_signal(sig); });
@@ -318,7 +318,7 @@ int scontrol_show(const std::vector<std::string>& words, bool one_line) {
       std::cout << show_node(node, one_line);
       any = true;
     }
-    if (!any) return fail(not_found("Node " + name + " not found"));
+    if (!any) return fail(not_found("Node " + quote(name) + " not found"));
     return 0;
   }
   if (what == "partition") {
@@ -331,10 +331,10 @@ int scontrol_show(const std::vector<std::string>& words, bool one_line) {
       std::cout << show_partition(q, one_line);
       any = true;
     }
-    if (!any) return fail(not_found("Partition " + name + " not found"));
+    if (!any) return fail(not_found("Partition " + quote(name) + " not found"));
     return 0;
   }
-  return fail(invalid_argument("show " + what + ": not known to hpcq's scontrol"));
+  return fail(invalid_argument("show " + quote(what) + ": not known to hpcq's scontrol"));
 }
 
 // scontrol update JobId=N TimeLimit=T StartTime=WHEN: hpcq's Update.
@@ -353,7 +353,8 @@ int scontrol_update(const std::vector<std::string>& words) {
     } else if (key == "starttime") {
       begin = value;
     } else {
-      return fail(invalid_argument("Update of " + w.substr(0, eq) + " is not supported by hpcq"));
+      return fail(
+          invalid_argument("Update of " + quote(w.substr(0, eq)) + " is not supported by hpcq"));
     }
   }
   if (id.empty()) return fail(invalid_argument("update: no JobId= given"));
@@ -374,7 +375,7 @@ int scontrol_update(const std::vector<std::string>& words) {
     request.set_begin_time_us(std::max<std::int64_t>(*at, 1));
   }
   auto n = parse_job_id(id);
-  if (!n.is_ok()) return fail(invalid_argument("Invalid job id " + id));
+  if (!n.is_ok()) return fail(invalid_argument("Invalid job id " + quote(id)));
   request.set_id(*n);
   v1::Job job;
   Status s = Client(cli::socket_path()).call("Update", request, &job);
@@ -407,7 +408,7 @@ int scontrol(const std::vector<std::string>& args) {
   }
   if ((command == "hold" || command == "uhold" || command == "release" || command == "requeue") &&
       ids.empty()) {
-    return fail(invalid_argument(command + ": no job id given"));
+    return fail(invalid_argument(quote(command) + ": no job id given"));
   }
   if (command == "hold" || command == "uhold") {
     return for_each_target<v1::HoldRequest, v1::HoldResponse>(ids, "Hold", "Hold");
@@ -418,7 +419,7 @@ int scontrol(const std::vector<std::string>& args) {
   if (command == "requeue") {
     return for_each_target<v1::RequeueRequest, v1::RequeueResponse>(ids, "Requeue", "Requeue");
   }
-  return fail(invalid_argument("invalid keyword: " + command +
+  return fail(invalid_argument("invalid keyword: " + quote(command) +
                                " (hpcq's scontrol: show, hold, "
                                "release, requeue, update)"));
 }

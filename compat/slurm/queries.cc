@@ -182,7 +182,8 @@ int squeue(const std::vector<std::string>& args) {
     if (!named.is_ok()) return fail(named.status());
     for (Field f : *named) {
       const char letter = letter_of(f.name);
-      if (letter == 0) return fail(invalid_argument("Invalid job format specification: " + f.name));
+      if (letter == 0)
+        return fail(invalid_argument("Invalid job format specification: " + quote(f.name)));
       f.name = std::string(1, letter);
       if (!f.width_given) f.width = 20;
       f.literal = fields.empty() ? "" : " ";
@@ -408,7 +409,7 @@ int sacct(const std::vector<std::string>& args) {
   if (!fields.is_ok()) return fail(fields.status());
   for (Field& f : *fields) {
     if (!known_acct_field(f.name))
-      return fail(invalid_argument("Invalid field requested: \"" + f.name + "\""));
+      return fail(invalid_argument("Invalid field requested: " + quote(f.name)));
     if (!f.width_given) f.width = acct_width(f.name);
   }
   const bool parsable = o.has("parsable2") || o.has("parsable");

@@ -43,7 +43,7 @@ Result<ReadOptions> read_options(const std::vector<std::string>& args,
       for (const OptionSpec& s : specs) {
         if (name == s.long_name) spec = &s;
       }
-      if (spec == nullptr) return invalid_argument("unrecognized option '" + w.substr(0, eq) + "'");
+      if (spec == nullptr) return invalid_argument("unrecognized option " + quote(w.substr(0, eq)));
       if (eq != std::string::npos) {
         value = w.substr(eq + 1);
         has_value = true;
@@ -52,7 +52,7 @@ Result<ReadOptions> read_options(const std::vector<std::string>& args,
       for (const OptionSpec& s : specs) {
         if (s.short_name == w[1]) spec = &s;
       }
-      if (spec == nullptr) return invalid_argument("invalid option -- '" + w.substr(1, 1) + "'");
+      if (spec == nullptr) return invalid_argument("invalid option -- " + quote(w.substr(1, 1)));
       if (w.size() > 2) {
         if (!spec->takes_value) return invalid_argument("invalid option in " + quote(w));
         value = w.substr(2);

@@ -171,7 +171,7 @@ def test_what_hpcq_cannot_honour_is_refused_in_one_line():
     p = slurm("squeue", "--frobnicate", rc=1)
     t.check(p.stderr.count("\n") == 1 and "--frobnicate" in p.stderr, f"stderr: {p.stderr!r}")
     p = slurm("scancel", "999999", rc=1)
-    t.check(p.stderr.startswith("scancel: error: Kill job error on job id 999999"), p.stderr)
+    t.check(p.stderr.startswith("scancel: error: Kill job error on job id '999999'"), p.stderr)
 
 
 t.main([test_a_wrapped_command_runs_and_sacct_reports_it,
