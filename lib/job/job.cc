@@ -292,6 +292,10 @@ Status validate(const JobSpec& spec) {
   if (r.mem_per_node_bytes > 0 && r.mem_per_cpu_bytes > 0) {
     return invalid_argument("--mem and --mem-per-cpu: give one, not both");
   }
+  if (r.exclusive && r.oversubscribe) {
+    return invalid_argument(
+        "--exclusive and --oversubscribe: whole nodes are shared with no job; give one, not both");
+  }
   if (spec.max_nodes != 0) {
     if (spec.max_nodes < 0 || spec.max_nodes > kMaxNodes) {
       return invalid_argument("--nodes: the range's maximum must be 1.." +

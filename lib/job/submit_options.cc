@@ -33,9 +33,9 @@ constexpr const char* kUsage =
     "[-J NAME] [-o FILE] [-e FILE] [-q QUEUE] [-A ACCOUNT] [--qos QOS] [--priority N] "
     "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
-    "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
+    "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] [--exclusive] "
     "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] "
-    "[--signal SIG[@SECONDS]] [--mpi pmi1|pmix|pmi1,pmix|none] [-w NODELIST] [-x NODELIST] "
+    "[--signal [B:]SIG[@SECONDS]] [--mpi pmi1|pmix|pmi1,pmix|none] [-w NODELIST] [-x NODELIST] "
     "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--gres NAME[:N],...] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
@@ -265,6 +265,7 @@ struct Given {
   std::optional<resource::CpuBind> cpu_bind;
   std::optional<resource::NumaPolicy> numa_policy;
   std::optional<bool> oversubscribe;
+  std::optional<bool> exclusive;  // whole nodes
   std::optional<std::string> profile;
   std::optional<int> workers;
   std::optional<std::string> image;
@@ -322,6 +323,11 @@ struct Given {
     take(cpu_bind, later.cpu_bind);
     take(numa_policy, later.numa_policy);
     take(oversubscribe, later.oversubscribe);
+    take(exclusive, later.exclusive);
+    // The later layer's choice of the two wins (the command line over a
+    // script's directives): they cannot both hold.
+    if (later.exclusive.value_or(false) && !later.oversubscribe) oversubscribe = false;
+    if (later.oversubscribe.value_or(false) && !later.exclusive) exclusive = false;
     take(profile, later.profile);
     take(workers, later.workers);
     take(image, later.image);
@@ -504,7 +510,7 @@ class WordParser {
       unhonoured.resize(std::size(kSlurmUnhonoured));
       for (std::size_t i = 0; i < unhonoured.size(); ++i) {
         const std::string name = kSlurmUnhonoured[i];
-        if (name == "--exclusive" || name == "--test-only") {
+        if (name == "--test-only") {
           unhonoured[i].option = app_.add_flag(name);
         } else {
           add(kSlurmUnhonoured[i], unhonoured[i]);
@@ -513,7 +519,7 @@ class WordParser {
     } else {
       add("-q,--queue", queue);
       add("--qos", qos);
-      add("--oversubscribe,!--exclusive", oversubscribe);
+      add("--oversubscribe", oversubscribe);
       add("--wait", wait);
     }
     add("-N,--nodes", nodes);
@@ -549,6 +555,7 @@ class WordParser {
     add("-L,--licenses", licenses);
     add("--gres", gres);
     add("--mpi", mpi);
+    add("--exclusive", exclusive);
     add("--elastic,!--no-elastic", elastic);
     add("--requeue,!--no-requeue", requeue);
     add("--json", json);
@@ -582,7 +589,7 @@ class WordParser {
   Value gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
   Value profile, workers, image, checkpoint_interval, begin, warn, nodelist, exclude, mpi;
   Value constraint, ntasks_per_node, licenses, gres;
-  Flag oversubscribe, elastic, requeue, json, wait, label, overlap, immediate, pty;
+  Flag oversubscribe, exclusive, elastic, requeue, json, wait, label, overlap, immediate, pty;
   // Slurm's dialect only (never given in hpcq's).
   Value wrap, nice, gpus, input;
   Flag hold, parsable, quiet;
@@ -872,6 +879,7 @@ Status take_placement(const WordParser& p, Dialect dialect, Given& g) {
   }
   if (p.profile.given()) g.profile = p.profile.text;
   if (p.oversubscribe.given()) g.oversubscribe = p.oversubscribe.on;
+  if (p.exclusive.given()) g.exclusive = p.exclusive.on;
   if (p.elastic.given()) g.elastic = p.elastic.on;
   if (p.requeue.given()) g.requeue = p.requeue.on;
   return Status::ok();
@@ -1090,7 +1098,8 @@ std::string submit_help(SubmitKind kind) {
       "  -w, --nodelist NODELIST      only these nodes (node[1-4,7])\n"
       "  -x, --exclude NODELIST       never these nodes\n"
       "  -C, --constraint FEATURES    nodes with these features (a100&ib, a100|v100)\n"
-      "      --oversubscribe, --exclusive  share cores with other such jobs, or not\n"
+      "      --oversubscribe          share cores with other such jobs\n"
+      "      --exclusive              whole nodes: no other job runs there with it\n"
       "  -m, --distribution N[:C]     block or cyclic, over nodes then NUMA domains\n"
       "      --cpu-bind cores|threads|none\n"
       "      --numa-policy best-effort|single-numa-node|none\n"
@@ -1240,6 +1249,7 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
   request.cpu_bind = given.cpu_bind.value_or(resource::CpuBind::kCores);
   request.numa_policy = given.numa_policy.value_or(resource::NumaPolicy::kBestEffort);
   request.oversubscribe = given.oversubscribe.value_or(false);
+  request.exclusive = given.exclusive.value_or(false);
   request.gres = given.gres.value_or(std::map<std::string, int>{});
   spec.profile = given.profile.value_or("");
   spec.workers = given.workers.value_or(0);

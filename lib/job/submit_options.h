@@ -35,8 +35,8 @@ enum class Dialect { kHpcq, kSlurm };
 
 // Slurm's options that hpcq does not honour yet (docs/slurm.md says why).
 inline constexpr const char* kSlurmUnhonoured[] = {
-    "--exclusive", "--mail-type", "--mail-user",   "--comment",      "--time-min",
-    "--deadline",  "--test-only", "--mem-per-gpu", "--cpus-per-gpu", "--open-mode"};
+    "--mail-type", "--mail-user",   "--comment",      "--time-min", "--deadline",
+    "--test-only", "--mem-per-gpu", "--cpus-per-gpu", "--open-mode"};
 
 struct SubmitContext {
   Dialect dialect = Dialect::kHpcq;

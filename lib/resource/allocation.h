@@ -10,9 +10,12 @@
 // On a node, local task j gets cores[j * cpus_per_task, (j + 1) *
 // cpus_per_task) and, with gpus_per_task, gpus[j * gpus_per_task, (j + 1) *
 // gpus_per_task) (task_layout() in allocator.h spells it out per task).
+// A part may hold more cores and GPUs than its tasks take (a whole node of
+// an --exclusive job, a `--whole` step): those after the tasks' are the
+// job's, in its cpuset, bound to no task.
 //
 // Every field added after the first four of ResourceRequest defaults to
-// today's behaviour: exclusive cores, block layout, bind to cores, NUMA
+// today's behaviour: cores not shared, block layout, bind to cores, NUMA
 // best effort.
 #pragma once
 
@@ -58,6 +61,11 @@ struct ResourceRequest {
   // --oversubscribe: the cores may be shared with other oversubscribing jobs
   // (never with exclusive ones, never with reserved system cores).
   bool oversubscribe = false;
+  // --exclusive (sbatch's): whole nodes. The job gets every core (but the
+  // reserved system cores), GPU, gres unit and all the memory of each of
+  // its nodes, idle ones only, and no other job runs there with it; its
+  // tasks are as many as asked, each with an even share of the cores.
+  bool exclusive = false;
   // --gres nvme:2 (Slurm's --gres): generic resources each node of the job
   // holds while it runs, units by name (NodePool's per-node counts).
   std::map<std::string, int> gres = {};
@@ -77,7 +85,7 @@ struct WorkerPlacement {
 struct NodeAllocation {
   Rank rank = 0;
   std::string node;        // node name
-  std::vector<int> cores;  // logical core ids, ntasks * cpus_per_task of them
+  std::vector<int> cores;  // logical core ids, the tasks' ntasks * cpus_per_task first
   std::vector<int> numa;   // NUMA domains of those cores, ascending, unique
   std::uint64_t memory_bytes = 0;
   std::vector<int> gpus;  // GPU indices on the node (hwloc's order)

@@ -285,6 +285,23 @@ NodeAllocation place_on_node(const NodeState& node, int tasks, const ResourceReq
       }
     }
   }
+  if (request.exclusive) {
+    // The whole node (an idle one): the cores no task got follow the tasks'
+    // (the job's, bound to no task), then the GPUs no task got.
+    std::vector<char> given(static_cast<std::size_t>(node.total_cores()), 0);
+    for (int core : out.cores) given[static_cast<std::size_t>(core)] = 1;
+    for (int core = 0; core < node.total_cores(); ++core) {
+      if (given[static_cast<std::size_t>(core)] == 0 && node.core_free(core)) {
+        out.cores.push_back(core);
+      }
+    }
+    std::vector<char> held(static_cast<std::size_t>(node.total_gpus()), 0);
+    for (int gpu : out.gpus) held[static_cast<std::size_t>(gpu)] = 1;
+    for (int gpu = 0; gpu < node.total_gpus(); ++gpu) {
+      if (held[static_cast<std::size_t>(gpu)] == 0 && node.gpu_free(gpu)) out.gpus.push_back(gpu);
+    }
+    if (gpt == 0) std::sort(out.gpus.begin(), out.gpus.end());
+  }
   // The domains in use, ascending: marked per core rather than sorting a
   // list as long as the job's cores.
   std::vector<char> in_use(ndomains, 0);
@@ -298,7 +315,37 @@ NodeAllocation place_on_node(const NodeState& node, int tasks, const ResourceReq
                          ? request.mem_per_cpu_bytes * static_cast<std::uint64_t>(tasks * cpt)
                          : request.mem_per_node_bytes;
   out.gres = request.gres;
+  if (request.exclusive) {
+    out.memory_bytes = node.free_memory();
+    out.gres.clear();
+    for (const auto& [name, units] : node.gres()) {
+      if (units > 0) out.gres.emplace(name, units);
+    }
+  }
   return out;
+}
+
+// The most cores each of `tasks` tasks of an --exclusive request can have
+// on this idle node with its placement rules kept (its NUMA policy, its
+// GPUs per task): at least its cpus_per_task, which task_capacity() found
+// room for. Memory does not bound it: the job holds all of the node's.
+int widest_share(const ResourceRequest& request, const NodeState& node, int tasks) {
+  ResourceRequest wider = request;
+  wider.mem_per_node_bytes = 0;
+  wider.mem_per_cpu_bytes = 0;
+  int lo = request.cpus_per_task;
+  int hi = std::max(lo, node.free_cores() / std::max(tasks, 1));
+  // task_capacity() only falls as the share grows: the largest that fits.
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    wider.cpus_per_task = mid;
+    if (task_capacity(wider, node) >= tasks) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
 }
 
 // nodes = N: the earliest N candidates holding `base` tasks, of which at
@@ -418,11 +465,16 @@ Status check_request(const ResourceRequest& request) {
   for (const auto& [name, count] : request.gres) {
     if (count < 1) return invalid_argument("gres " + name + ": count must be >= 1");
   }
+  if (request.exclusive && request.oversubscribe) {
+    return invalid_argument("ask for whole nodes (exclusive) or shared cores, not both");
+  }
   return Status::ok();
 }
 
 int task_capacity(const ResourceRequest& request, const NodeState& node) {
   if (!node.schedulable() || request.cpus_per_task < 1) return 0;
+  // Whole nodes only: nothing of this one may be in use, by anyone.
+  if (request.exclusive && (request.oversubscribe || !node.idle())) return 0;
   if (request.mem_per_node_bytes > node.free_memory()) return 0;
   if (request.gpus_per_node > node.free_gpus()) return 0;
   for (const auto& [name, count] : request.gres) {
@@ -492,15 +544,25 @@ std::optional<Allocation> find_in(const ResourceRequest& request, std::size_t nc
     }
   }
   if (picks.empty()) return std::nullopt;
+  // Whole nodes: every task gets an even share of its node's cores, the
+  // same on all nodes (one cpus_per_task lays out the allocation), as
+  // Slurm's `srun --whole` steps (lib/job/steps.cc) do.
+  ResourceRequest layout = request;
+  if (request.exclusive) {
+    for (std::size_t i = 0; i < picks.size(); ++i) {
+      const int share = widest_share(request, node(picks[i].candidate), picks[i].tasks);
+      layout.cpus_per_task = i == 0 ? share : std::min(layout.cpus_per_task, share);
+    }
+  }
   Allocation out;
-  out.cpus_per_task = request.cpus_per_task;
+  out.cpus_per_task = layout.cpus_per_task;
   out.shared = request.oversubscribe;
   out.gpus_per_task = request.gpus_per_task;
   out.node_distribution = request.node_distribution;
   out.cpu_bind = request.cpu_bind;
   out.nodes.reserve(picks.size());
   for (const Pick& pick : picks)
-    out.nodes.push_back(place_on_node(node(pick.candidate), pick.tasks, request));
+    out.nodes.push_back(place_on_node(node(pick.candidate), pick.tasks, layout));
   int first = 0;
   for (std::size_t i = 0; i < out.nodes.size(); ++i) {
     if (request.node_distribution == Distribution::kCyclic) {
@@ -566,7 +628,14 @@ std::vector<TaskPlacement> task_layout(const Allocation& allocation, std::size_t
   if (node_index >= allocation.nodes.size()) return out;
   const NodeAllocation& part = allocation.nodes[node_index];
   const std::vector<int> ranks = task_ranks(allocation, node_index);
-  const auto cpt = static_cast<std::size_t>(std::max(1, allocation.cpus_per_task));
+  auto cpt = static_cast<std::size_t>(std::max(1, allocation.cpus_per_task));
+  // A part too small for its tasks' share (a smaller node added to an
+  // --exclusive elastic job, whose share was its first nodes') deals its
+  // cores out evenly rather than leave its last tasks none.
+  if (!ranks.empty() && part.cores.size() >= ranks.size() &&
+      part.cores.size() < ranks.size() * cpt) {
+    cpt = part.cores.size() / ranks.size();
+  }
   const auto gpt = static_cast<std::size_t>(std::max(0, allocation.gpus_per_task));
   for (std::size_t j = 0; j < ranks.size(); ++j) {
     TaskPlacement task;

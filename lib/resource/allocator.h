@@ -38,6 +38,19 @@
 //     NodeAllocation's memory_bytes (0 when the request names none).
 //   - gres: a node is a candidate only with each asked generic resource's
 //     count free; every NodeAllocation holds that count of each.
+//   - exclusive (whole nodes): a node is a candidate only when idle
+//     (NodeState::idle(): no core, GPU, memory or gres unit in use by
+//     anyone, no oversubscribing job), and the tasks are counted and chosen
+//     as above. Each NodeAllocation then holds the whole node: every core
+//     but the reserved ones, every GPU, all its memory and every gres unit,
+//     so that nothing else is placed there while it runs (every request
+//     needs a core; the pool refuses the rest). The tasks get an even share
+//     of their node's cores: the allocation's cpus_per_task is the widest
+//     share (at least the request's) that every node's tasks fit with under
+//     the request's NUMA policy and GPUs per task, each task's share placed
+//     by the rules above; the cores left over (fewer than a task's share,
+//     or the domains a kSingleNumaNode task cannot reach) come last in the
+//     part's cores, the job's but bound to no task.
 //   - nodes that are not schedulable are skipped.
 // Deterministic: the same request and pool give the same Allocation.
 //
@@ -59,7 +72,7 @@ namespace hpcq::resource {
 // kInvalidArgument unless ntasks >= 1, cpus_per_task >= 1, nodes >= 0,
 // nodes <= ntasks (every node of a job runs at least one task), GPU counts
 // >= 0 and not both per node and per task, memory not both per node and
-// per CPU, and every gres count >= 1.
+// per CPU, every gres count >= 1, and not both exclusive and oversubscribe.
 Status check_request(const ResourceRequest& request);
 
 // Over all nodes of the pool in rank order.
@@ -85,6 +98,8 @@ std::vector<int> task_ranks(const Allocation& allocation, std::size_t node_index
 // GPUs on allocation.nodes[node_index], whose hardware is `topology`: what
 // the agent needs for per-task affinity and CUDA_VISIBLE_DEVICES. Core or
 // GPU ids outside the topology are skipped (a bug upstream, not a crash).
+// A part with fewer cores than its tasks times cpus_per_task (a smaller
+// node added to an exclusive elastic job) gives each task an even share.
 std::vector<TaskPlacement> task_layout(const Allocation& allocation, std::size_t node_index,
                                        const NodeTopology& topology);
 

@@ -87,6 +87,12 @@ bool NodeState::core_reserved(int core) const {
   return core >= 0 && core < total_cores() && test_bit(reserved_, core);
 }
 
+bool NodeState::idle() const {
+  return free_cores_ == total_cores() - reserved_count_ && free_gpus_ == total_gpus() &&
+         used_memory_ == 0 &&
+         std::all_of(gres_used_.begin(), gres_used_.end(), [](int used) { return used == 0; });
+}
+
 int NodeState::sharers(int core) const {
   if (core < 0 || core >= total_cores() || sharers_.empty()) return 0;
   return sharers_[static_cast<std::size_t>(core)];

@@ -71,6 +71,10 @@ class NodeState {
   int shareable_cores_in_numa(int numa) const;
   int reserved_cores() const { return reserved_count_; }
   bool core_reserved(int core) const;
+  // Nothing of the node in use: every core but the reserved ones free (none
+  // shared either), every GPU, all of its memory and every gres unit. Only
+  // such a node is given to an --exclusive request.
+  bool idle() const;
   // Oversubscribing jobs on this core (0 when free or exclusive).
   int sharers(int core) const;
   std::uint64_t free_memory() const { return static_->topology.memory_bytes - used_memory_; }

@@ -33,8 +33,12 @@ Planner::Planner(const resource::NodePool& pool, TimeUs now) : now_(now) {
     for (const auto& entry : state.gres()) {
       Gres& gres = node.gres.emplace_back();
       gres.name = entry.first;
+      gres.total = entry.second;
       gres.track.free = state.free_gres(entry.first);
     }
+    node.whole_cores = state.total_cores() - state.reserved_cores();
+    node.whole_memory = state.topology().memory_bytes;
+    node.whole_gpus = state.total_gpus();
     if (node.schedulable) free_now_ += node.free_cores;
     max_rank = std::max(max_rank, node.rank);
     nodes_.push_back(std::move(node));
@@ -182,8 +186,14 @@ void Planner::settle() const {
 }
 
 void Planner::add_release(const resource::Allocation& allocation, TimeUs end, TimeUs grace) {
+  if (end != kForever) end = expected_end(end, now_, grace);
+  if (allocation.shared) {
+    for (const resource::NodeAllocation& part : allocation.nodes) {
+      Node* node = find(part.rank);
+      if (node != nullptr) node->shared_until = std::max(node->shared_until, end);
+    }
+  }
   if (end == kForever) return;
-  end = expected_end(end, now_, grace);
   for (const resource::NodeAllocation& part : allocation.nodes) {
     Node* node = find(part.rank);
     if (node == nullptr) continue;  // a node removed since: nothing to give back
@@ -351,9 +361,23 @@ std::vector<NodeShare> Planner::limits(TimeUs end, std::span<const std::size_t> 
   return out;
 }
 
+bool Planner::whole_free(const Node& node, TimeUs start, TimeUs end) {
+  // A sharer ending at `start` gives the node back for a start then.
+  if (node.shared_until > start) return false;
+  const Least least = window_min(node, start, end);
+  if (least.cores < node.whole_cores || least.memory < node.whole_memory ||
+      track_min(node.gpus, start, end) < node.whole_gpus) {
+    return false;
+  }
+  return std::all_of(node.gres.begin(), node.gres.end(), [&](const Gres& gres) {
+    return track_min(gres.track, start, end) >= gres.total;
+  });
+}
+
 int Planner::capacity(const Node& node, const resource::ResourceRequest& request, TimeUs start,
                       TimeUs end, std::span<const std::size_t> admitted) const {
   if (!node.blocks.empty() && blocked(node, start, end, admitted)) return 0;
+  if (request.exclusive && (request.oversubscribe || !whole_free(node, start, end))) return 0;
   // Only the dimensions the request asks for are looked at; gres first, as
   // a name the node lacks settles it at once.
   for (const auto& [name, units] : request.gres) {
@@ -375,7 +399,15 @@ std::vector<NodeShare> Planner::pick(const resource::ResourceRequest& request,
                                      const std::vector<std::size_t>& order,
                                      const std::vector<int>& caps) const {
   const auto share = [&](std::size_t index, int tasks) {
-    return NodeShare{nodes_[index].rank, tasks * request.cpus_per_task, request.mem_per_node_bytes,
+    const Node& node = nodes_[index];
+    if (request.exclusive) {  // all of the node
+      NodeShare whole{node.rank, node.whole_cores, node.whole_memory, node.whole_gpus};
+      for (const Gres& gres : node.gres) {
+        if (gres.total > 0) whole.gres.emplace_hint(whole.gres.end(), gres.name, gres.total);
+      }
+      return whole;
+    }
+    return NodeShare{node.rank, tasks * request.cpus_per_task, request.mem_per_node_bytes,
                      request.gpus_per_node + tasks * request.gpus_per_task, request.gres};
   };
   std::vector<NodeShare> out;

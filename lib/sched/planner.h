@@ -48,6 +48,16 @@
 // NUMA layout is not modelled (nor --mem-per-cpu: memory is
 // mem_per_node_bytes).
 //
+// Whole nodes (request.exclusive, --exclusive): a node holds the request's
+// tasks over a window only when all of it is free throughout: every core
+// but the reserved ones, all memory, every GPU and every gres unit, and no
+// oversubscribing job runs there (their shared cores are counted once per
+// job, so free counts alone could show a node whole while a second
+// sharer still runs: the planner keeps, per node, when its last
+// oversubscribing job ends). earliest() then answers with whole nodes
+// (each NodeShare is all of its node), so that a reservation holds all of
+// it and limits() keeps every job off the node over the promise.
+//
 // Advance reservations ("blocks", add_block()): the whole of some nodes over
 // [start, end) for the jobs a reservation does not admit. They are kept
 // apart from the counted changes because whom they stop depends on the job:
@@ -225,6 +235,7 @@ class Planner {
   };
   struct Gres {
     std::string name;
+    int total = 0;  // units the node has
     Track track;
   };
   struct Block {
@@ -244,6 +255,13 @@ class Planner {
     mutable std::size_t settled = 0;
     Track gpus;
     std::vector<Gres> gres;  // by name, the names the node has; empty for most
+    // All of the node (for whole-node requests): its cores less the
+    // reserved ones, its memory and its GPUs.
+    int whole_cores = 0;
+    std::uint64_t whole_memory = 0;
+    int whole_gpus = 0;
+    // When its last oversubscribing job gives its cores back (0: none runs).
+    TimeUs shared_until = 0;
     std::vector<Block> blocks;
     bool reserved = false;  // carries a reservation
   };
@@ -284,6 +302,8 @@ class Planner {
   // Whether a block not in `admitted` holds `node` somewhere in [start, end).
   static bool blocked(const Node& node, TimeUs start, TimeUs end,
                       std::span<const std::size_t> admitted);
+  // Whether all of `node` is free throughout [start, end) (blocks aside).
+  static bool whole_free(const Node& node, TimeUs start, TimeUs end);
   // Tasks of `request` that `node` holds throughout [start, end).
   int capacity(const Node& node, const resource::ResourceRequest& request, TimeUs start, TimeUs end,
                std::span<const std::size_t> admitted) const;

@@ -38,12 +38,14 @@ TimeUs limit_us(const PendingJob& job) {
 // What decides whether a job can be placed when no predicate looks at the
 // job itself (GPUs and gres included: a job asking none is not turned away
 // because one of its size waits for GPUs or units).
-using Shape = std::tuple<int, int, int, std::uint64_t, int, int, std::map<std::string, int>>;
+// Whole nodes too: an --exclusive job's failure says nothing of a job of
+// its size that would share a node.
+using Shape = std::tuple<int, int, int, std::uint64_t, int, int, std::map<std::string, int>, bool>;
 
 Shape shape_of(const PendingJob& job) {
   const resource::ResourceRequest& r = job.request;
   return {r.nodes,         r.ntasks,        r.cpus_per_task, r.mem_per_node_bytes,
-          r.gpus_per_node, r.gpus_per_task, r.gres};
+          r.gpus_per_node, r.gpus_per_task, r.gres,          r.exclusive};
 }
 
 // One walk over the queue (see backfill.h).

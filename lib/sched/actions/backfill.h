@@ -38,6 +38,11 @@
 //     particular core or GPU ids. A job started now gets, on each node, at
 //     most the least of each that stays free until its end, so it takes no
 //     GPU or unit a reserved job waits for either.
+//   - An --exclusive job (whole nodes) starts now only on idle nodes that
+//     no reservation needs before its end (a node a promise limits holds
+//     the promised part back, so it is not idle), and is promised whole
+//     nodes, idle over its window (planner.h): nothing else starts on them
+//     if it would still run when the promise begins.
 //   - Ties: the Session's job order (plugins, then submit time, then job id)
 //     decides who reserves first; nodes in the plugins' preference order.
 //   - A reservation is recomputed every cycle; it is a promise for this

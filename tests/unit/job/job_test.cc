@@ -55,6 +55,10 @@ TEST(Validate, AcceptsAGoodSpec) {
   minimal.argv = {"true"};
   s = validate(minimal);
   EXPECT_TRUE(s.is_ok()) << s.message();
+  JobSpec whole = good_spec();
+  whole.request.exclusive = true;  // whole nodes, cores not shared
+  s = validate(whole);
+  EXPECT_TRUE(s.is_ok()) << s.message();
 }
 
 // hpcqd holds one copy of each environment its queued jobs use (issue 20,
@@ -187,7 +191,13 @@ INSTANTIATE_TEST_SUITE_P(
                 [](JobSpec& s) {
                   s.licenses = {{"a b", 1}};
                 },
-                "-L/--licenses"}));
+                "-L/--licenses"},
+        BadCase{"whole nodes shared",
+                [](JobSpec& s) {
+                  s.request.exclusive = true;
+                  s.request.oversubscribe = true;
+                },
+                "--exclusive and --oversubscribe"}));
 
 TEST(Validate, RunMayBeCheckpointedPeriodically) {
   JobSpec spec = good_spec();

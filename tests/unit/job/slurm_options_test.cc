@@ -113,11 +113,11 @@ TEST_F(Slurm, MpiTakesSlurmsNames) {
 }
 
 TEST_F(Slurm, AnOptionHpcqCannotHonourIsRefusedInOneLineNamingIt) {
+  EXPECT_TRUE(ok({"--exclusive", "--wrap", "x"}).spec.request.exclusive) << "whole nodes";
   for (const char* name : kSlurmUnhonoured) {
     const std::string option = name;
-    const Words words = option == "--exclusive" || option == "--test-only"
-                            ? Words{option, "--wrap", "x"}
-                            : Words{option + "=v", "--wrap", "x"};
+    const Words words = option == "--test-only" ? Words{option, "--wrap", "x"}
+                                                : Words{option + "=v", "--wrap", "x"};
     EXPECT_EQ(error(words).rfind(option + ":", 0), 0u) << option;
   }
   files_["job.sh"] = "#!/bin/sh\n#SBATCH --mail-type=END\ntrue\n";
@@ -129,8 +129,8 @@ TEST_F(Slurm, AnOptionHpcqCannotHonourIsRefusedInOneLineNamingIt) {
 TEST_F(Slurm, ASiteMayLetChosenOnesThroughWithAWarning) {
   ctx_.downgraded = {"--mail-type", "--mail-user"};
   files_["job.sh"] =
-      "#!/bin/sh\n#SBATCH --mail-type=END --mail-user=u@x\n#SBATCH --exclusive\ntrue\n";
-  EXPECT_EQ(error({"job.sh"}).rfind("job.sh:3: --exclusive:", 0), 0u) << "not downgraded";
+      "#!/bin/sh\n#SBATCH --mail-type=END --mail-user=u@x\n#SBATCH --comment=x\ntrue\n";
+  EXPECT_EQ(error({"job.sh"}).rfind("job.sh:3: --comment:", 0), 0u) << "not downgraded";
   files_["job.sh"] = "#!/bin/sh\n#SBATCH --mail-type=END --mail-user=u@x\ntrue\n";
   const SubmitOptions o = ok({"job.sh"});
   ASSERT_EQ(o.warnings.size(), 2u);

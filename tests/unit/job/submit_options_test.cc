@@ -270,11 +270,20 @@ TEST_F(Submit, PlacementOptions) {
   EXPECT_EQ(r.numa_policy, resource::NumaPolicy::kSingleNumaNode);
   EXPECT_TRUE(r.oversubscribe);
 
-  o = parse({"--gpus-per-node", "2", "-m", "cyclic", "--oversubscribe", "--exclusive", "prog"});
+  // --exclusive is whole nodes (issue 47), no longer "not --oversubscribe".
+  o = parse({"--gpus-per-node", "2", "-m", "cyclic", "--exclusive", "prog"});
   ASSERT_TRUE(o.is_ok()) << o.status().message();
   EXPECT_EQ(o->spec.request.gpus_per_node, 2);
   EXPECT_EQ(o->spec.request.node_distribution, resource::Distribution::kCyclic);
   EXPECT_EQ(o->spec.request.core_distribution, resource::Distribution::kBlock);
+  EXPECT_FALSE(o->spec.request.oversubscribe);
+  EXPECT_TRUE(o->spec.request.exclusive);
+  EXPECT_FALSE(parse({"--oversubscribe", "--exclusive", "prog"}).is_ok()) << "both at once";
+  // The command line's choice wins over a directive's.
+  files_["both.sh"] = "#!/bin/sh\n#HPCQ --oversubscribe\ntrue\n";
+  o = parse({"--exclusive", "both.sh"});
+  ASSERT_TRUE(o.is_ok()) << o.status().message();
+  EXPECT_TRUE(o->spec.request.exclusive);
   EXPECT_FALSE(o->spec.request.oversubscribe);
 
   o = parse({"-n", "8", "--profile", "network", "--workers", "2", "prog"});
@@ -698,8 +707,9 @@ INSTANTIATE_TEST_SUITE_P(
             "[-d TYPE:ID[,...]] [-a INDICES[%MAX]] [-D DIR] [--export VARS] [--requeue] "
             "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
             "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
+            "[--exclusive] "
             "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
-            "TIME] [--signal SIG[@SECONDS]] [--mpi pmi1|pmix|pmi1,pmix|none] [-w NODELIST] [-x "
+            "TIME] [--signal [B:]SIG[@SECONDS]] [--mpi pmi1|pmix|pmi1,pmix|none] [-w NODELIST] [-x "
             "NODELIST] "
             "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--gres NAME[:N],...] [--json] "
             "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},

@@ -466,6 +466,247 @@ TEST(AllocatorShared, OversubscribedJobsShareOnlyAmongThemselves) {
   EXPECT_FALSE(find_allocation(ResourceRequest{0, 1, 1, 0}, pool).has_value());
 }
 
+// --exclusive: whole idle nodes, every core, GPU, memory and gres unit of
+// them, and nothing else placed there while they are held.
+ResourceRequest whole_nodes(int ntasks, int cpus_per_task = 1, int nodes = 0) {
+  ResourceRequest r{nodes, ntasks, cpus_per_task, 0};
+  r.exclusive = true;
+  return r;
+}
+
+TEST(AllocatorExclusive, TakesOnlyIdleNodesAndAllOfThem) {
+  NodePool pool = two_nodes();
+  take(pool, 1, {0});  // node 1 is partly used: one core of sixteen
+  auto a = find_allocation(whole_nodes(1), pool);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->nodes.size(), 1u);
+  const NodeAllocation& part = a->nodes[0];
+  EXPECT_EQ(part.rank, 2u);
+  EXPECT_EQ(part.ntasks, 1);
+  EXPECT_EQ(part.cores, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(part.numa, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(part.memory_bytes, pool.find(2)->free_memory());
+  EXPECT_GT(part.memory_bytes, 0u);
+  EXPECT_FALSE(a->shared);
+  // The one task spreads over the node: its share is every core.
+  EXPECT_EQ(a->cpus_per_task, 16);
+  const auto tasks = task_layout(*a, 0, topo(kNode));
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].cores, part.cores);
+  ASSERT_TRUE(pool.allocate(*a).is_ok());
+  EXPECT_EQ(pool.free_cores(2), 0);
+  EXPECT_EQ(pool.free_memory(2), 0u);
+  // No second whole node, and node 1's fifteen free cores go to plain jobs.
+  EXPECT_FALSE(find_allocation(whole_nodes(1), pool).has_value());
+  auto plain = find_allocation(ResourceRequest{0, 15, 1, 0}, pool);
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->nodes[0].rank, 1u);
+  EXPECT_FALSE(find_allocation(ResourceRequest{0, 16, 1, 0}, pool).has_value());
+  // Released: all of it is free again.
+  ASSERT_TRUE(pool.release(*a).is_ok());
+  EXPECT_TRUE(pool.find(2)->idle());
+  EXPECT_EQ(pool.free_cores(2), 16);
+  EXPECT_EQ(pool.free_memory(2), pool.find(2)->topology().memory_bytes);
+  EXPECT_FALSE(check_request([] {
+                 ResourceRequest both = whole_nodes(1);
+                 both.oversubscribe = true;
+                 return both;
+               }())
+                   .is_ok());
+}
+
+TEST(AllocatorExclusive, ANodeInAnyUseIsNotGiven) {
+  NodeTopology t = topo("pack:1 numa:1 core:4 pu:1");
+  t.gpus.push_back({0, 0, "cuda0", ""});
+  const auto one_node = [&] {
+    NodePool pool;
+    EXPECT_TRUE(pool.add_node(1, "n1", t).is_ok());
+    EXPECT_TRUE(pool.set_gres(1, {{"nvme", 2}}).is_ok());
+    return pool;
+  };
+  NodeAllocation core;
+  core.rank = 1;
+  core.cores = {2};
+  NodeAllocation gpu;
+  gpu.rank = 1;
+  gpu.gpus = {0};
+  NodeAllocation memory;
+  memory.rank = 1;
+  memory.memory_bytes = 1 << 20;
+  NodeAllocation units;
+  units.rank = 1;
+  units.gres = {{"nvme", 1}};
+  const struct {
+    const char* what;
+    Allocation use;
+  } uses[] = {
+      {"a core", {{core}}},
+      {"a GPU", {{gpu}}},
+      {"memory", {{memory}}},
+      {"a gres unit", {{units}}},
+      {"an oversubscribing job's core", Allocation{{core}, 1, /*shared=*/true}},
+  };
+  for (const auto& use : uses) {
+    NodePool pool = one_node();
+    ASSERT_TRUE(pool.allocate(use.use).is_ok()) << use.what;
+    EXPECT_FALSE(pool.find(1)->idle()) << use.what;
+    EXPECT_FALSE(find_allocation(whole_nodes(1), pool).has_value()) << use.what;
+    ASSERT_TRUE(pool.release(use.use).is_ok()) << use.what;
+    EXPECT_TRUE(find_allocation(whole_nodes(1), pool).has_value()) << use.what;
+  }
+}
+
+TEST(AllocatorExclusive, NothingElseIsPlacedOnAHeldNode) {
+  NodeTopology t = topo("pack:1 numa:1 core:4 pu:1");
+  t.gpus.push_back({0, 0, "cuda0", ""});
+  NodePool pool;
+  ASSERT_TRUE(pool.add_node(1, "n1", t).is_ok());
+  ASSERT_TRUE(pool.set_gres(1, {{"nvme", 2}}).is_ok());
+  auto whole = find_allocation(whole_nodes(1), pool);
+  ASSERT_TRUE(whole.has_value());
+  const NodeAllocation& part = whole->nodes[0];
+  EXPECT_EQ(part.cores, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(part.gpus, std::vector<int>{0});
+  EXPECT_EQ(part.gres, (std::map<std::string, int>{{"nvme", 2}}));
+  ASSERT_TRUE(pool.allocate(*whole).is_ok());
+
+  ResourceRequest plain{0, 1, 1, 0};
+  ResourceRequest shared = plain;
+  shared.oversubscribe = true;
+  ResourceRequest memory_only = plain;
+  memory_only.mem_per_node_bytes = 1 << 20;
+  ResourceRequest gres_only = plain;
+  gres_only.gres = {{"nvme", 1}};
+  for (const ResourceRequest& r : {plain, shared, memory_only, gres_only, whole_nodes(1)}) {
+    EXPECT_FALSE(find_allocation(r, pool).has_value());
+  }
+  // Nor by hand: the pool has none of any of it left.
+  NodeAllocation memory;
+  memory.rank = 1;
+  memory.memory_bytes = 1;
+  NodeAllocation units;
+  units.rank = 1;
+  units.gres = {{"nvme", 1}};
+  NodeAllocation gpu;
+  gpu.rank = 1;
+  gpu.gpus = {0};
+  NodeAllocation core;
+  core.rank = 1;
+  core.cores = {1};
+  for (const NodeAllocation& other : {memory, units, gpu}) {
+    EXPECT_FALSE(pool.allocate({{other}}).is_ok());
+  }
+  EXPECT_FALSE(pool.allocate(Allocation{{core}, 1, /*shared=*/true}).is_ok());
+  ASSERT_TRUE(pool.release(*whole).is_ok());
+  EXPECT_TRUE(pool.find(1)->idle());
+  EXPECT_EQ(pool.find(1)->free_gres("nvme"), 2);
+  EXPECT_EQ(pool.find(1)->free_gpus(), 1);
+  for (const ResourceRequest& r : {plain, shared, memory_only, gres_only}) {
+    EXPECT_TRUE(find_allocation(r, pool).has_value());
+  }
+}
+
+TEST(AllocatorExclusive, ReservedCoresStayReserved) {
+  NodePool pool;
+  ASSERT_TRUE(pool.add_node(1, "n1", topo("pack:1 numa:1 core:4 pu:1")).is_ok());
+  ASSERT_TRUE(pool.reserve_cores(1, {3}).is_ok());
+  EXPECT_TRUE(pool.find(1)->idle());
+  auto a = find_allocation(whole_nodes(1), pool);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->nodes[0].cores, (std::vector<int>{0, 1, 2}));
+  ASSERT_TRUE(pool.allocate(*a).is_ok());
+  EXPECT_TRUE(pool.find(1)->core_reserved(3));
+  ASSERT_TRUE(pool.release(*a).is_ok());
+  EXPECT_TRUE(pool.find(1)->core_reserved(3));
+}
+
+TEST(AllocatorExclusive, TasksAsAskedEachWithAnEvenShare) {
+  NodePool pool;
+  const NodeTopology four = topo("pack:1 numa:1 core:4 pu:1");
+  ASSERT_TRUE(pool.add_node(1, "n1", four).is_ok());
+  const struct {
+    ResourceRequest request;
+    int share;
+    std::vector<std::vector<int>> task_cores;  // each task's
+  } cases[] = {
+      {whole_nodes(1), 4, {{0, 1, 2, 3}}},        // one task: all of it
+      {whole_nodes(2), 2, {{0, 1}, {2, 3}}},      // two halves
+      {whole_nodes(3), 1, {{0}, {1}, {2}}},       // core 3 the job's, no task's
+      {whole_nodes(1, 2), 4, {{0, 1, 2, 3}}},     // -c 2: at least two, all four here
+      {whole_nodes(4), 1, {{0}, {1}, {2}, {3}}},  // as many tasks as cores
+  };
+  for (const auto& c : cases) {
+    auto a = find_allocation(c.request, pool);
+    ASSERT_TRUE(a.has_value()) << c.request.ntasks;
+    EXPECT_EQ(a->nodes[0].ntasks, c.request.ntasks);
+    EXPECT_EQ(a->nodes[0].cores, (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(a->cpus_per_task, c.share) << c.request.ntasks;
+    const auto tasks = task_layout(*a, 0, four);
+    ASSERT_EQ(tasks.size(), c.task_cores.size());
+    for (std::size_t j = 0; j < tasks.size(); ++j) EXPECT_EQ(tasks[j].cores, c.task_cores[j]);
+  }
+  EXPECT_FALSE(find_allocation(whole_nodes(5), pool).has_value());
+
+  // Two domains of four: one task per domain when the share fills it; a
+  // single-NUMA task keeps to its domain, the other domain's cores the job's.
+  const NodeTopology two_domains = topo("pack:1 numa:2 core:4 pu:1");
+  NodePool numa;
+  ASSERT_TRUE(numa.add_node(1, "n1", two_domains).is_ok());
+  auto two = find_allocation(whole_nodes(2), numa);
+  ASSERT_TRUE(two.has_value());
+  EXPECT_EQ(two->cpus_per_task, 4);
+  auto tasks = task_layout(*two, 0, two_domains);
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].numa, std::vector<int>{0});
+  EXPECT_EQ(tasks[1].numa, std::vector<int>{1});
+  ResourceRequest single = whole_nodes(1);
+  single.numa_policy = NumaPolicy::kSingleNumaNode;
+  auto one = find_allocation(single, numa);
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(one->cpus_per_task, 4);
+  EXPECT_EQ(one->nodes[0].cores.size(), 8u);
+  EXPECT_EQ(one->nodes[0].numa, (std::vector<int>{0, 1}));
+  tasks = task_layout(*one, 0, two_domains);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].cores, (std::vector<int>{0, 1, 2, 3}));
+
+  // Over 16-core nodes: -N 2 -n 3 puts 2 and 1 tasks; one share for all
+  // (8 cores, each task in one package of its node).
+  NodePool pair = two_nodes();
+  auto gang = find_allocation(whole_nodes(3, 1, 2), pair);
+  ASSERT_TRUE(gang.has_value());
+  ASSERT_EQ(gang->nodes.size(), 2u);
+  EXPECT_EQ(gang->nodes[0].ntasks, 2);
+  EXPECT_EQ(gang->nodes[1].ntasks, 1);
+  EXPECT_EQ(gang->nodes[1].cores.size(), 16u);
+  EXPECT_EQ(gang->cpus_per_task, 8);
+  tasks = task_layout(*gang, 0, topo(kNode));
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].numa, (std::vector<int>{0, 1}));
+  EXPECT_EQ(tasks[1].numa, (std::vector<int>{2, 3}));
+  // -n 17: as few nodes as the tasks fit on, both whole.
+  auto wide = find_allocation(whole_nodes(17), pair);
+  ASSERT_TRUE(wide.has_value());
+  ASSERT_EQ(wide->nodes.size(), 2u);
+  EXPECT_EQ(wide->nodes[0].cores.size() + wide->nodes[1].cores.size(), 32u);
+  EXPECT_EQ(wide->cpus_per_task, 1);
+}
+
+TEST(AllocatorLayout, APartTooSmallForItsSharesDealsItsCoresEvenly) {
+  // A smaller node added to an exclusive elastic job: the job's share is 4.
+  Allocation a;
+  a.cpus_per_task = 4;
+  NodeAllocation part;
+  part.rank = 1;
+  part.cores = {0, 1, 2, 3};
+  part.ntasks = 2;
+  a.nodes.push_back(part);
+  const auto tasks = task_layout(a, 0, topo("pack:1 numa:1 core:4 pu:1"));
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].cores, (std::vector<int>{0, 1}));
+  EXPECT_EQ(tasks[1].cores, (std::vector<int>{2, 3}));
+}
+
 // Random workloads over GPU nodes, reserved cores, shared and exclusive
 // jobs and every layout option: no exclusive core or GPU is given twice, no
 // core to more than kMaxSharers jobs, reserved cores never; every
@@ -484,7 +725,9 @@ TEST(AllocatorProperty, RandomMixedWorkloads) {
     hw[i + 1] = t;
   }
   std::vector<Allocation> live;
+  std::vector<bool> live_whole;  // by live's index: an exclusive job's
   int placed = 0;
+  int whole = 0;
   for (int step = 0; step < 3000; ++step) {
     if (pick(0, 9) < 6) {
       ResourceRequest r;
@@ -501,17 +744,36 @@ TEST(AllocatorProperty, RandomMixedWorkloads) {
       r.core_distribution = pick(0, 1) == 0 ? Distribution::kBlock : Distribution::kCyclic;
       r.numa_policy = static_cast<NumaPolicy>(pick(0, 2));
       r.oversubscribe = pick(0, 4) == 0;
+      r.exclusive = !r.oversubscribe && pick(0, 5) == 0;
       auto a = find_allocation(r, pool);
       if (!a) continue;
+      if (r.exclusive) {
+        ASSERT_GE(a->cpus_per_task, r.cpus_per_task);
+        ++whole;
+      }
       int tasks = 0;
       std::set<int> seen_ranks;
       for (std::size_t i = 0; i < a->nodes.size(); ++i) {
         const NodeAllocation& part = a->nodes[i];
         const NodeState& node = *pool.find(part.rank);
         tasks += part.ntasks;
-        ASSERT_EQ(static_cast<int>(part.cores.size()), part.ntasks * r.cpus_per_task);
-        const int want_gpus = r.gpus_per_task * part.ntasks + r.gpus_per_node;
-        ASSERT_EQ(static_cast<int>(part.gpus.size()), want_gpus) << "step " << step;
+        // Nobody's node is given whole, nor anything of a node held whole.
+        for (std::size_t k = 0; k < live.size(); ++k) {
+          for (const NodeAllocation& on : live[k].nodes) {
+            ASSERT_FALSE(on.rank == part.rank && (r.exclusive || live_whole[k])) << "step " << step;
+          }
+        }
+        if (r.exclusive) {
+          ASSERT_TRUE(node.idle()) << "step " << step;
+          ASSERT_EQ(static_cast<int>(part.cores.size()), node.free_cores());
+          ASSERT_GE(static_cast<int>(part.cores.size()), part.ntasks * a->cpus_per_task);
+          ASSERT_EQ(static_cast<int>(part.gpus.size()), node.total_gpus());
+          ASSERT_EQ(part.memory_bytes, node.free_memory());
+        } else {
+          ASSERT_EQ(static_cast<int>(part.cores.size()), part.ntasks * r.cpus_per_task);
+          const int want_gpus = r.gpus_per_task * part.ntasks + r.gpus_per_node;
+          ASSERT_EQ(static_cast<int>(part.gpus.size()), want_gpus) << "step " << step;
+        }
         for (int c : part.cores) {
           ASSERT_FALSE(node.core_reserved(c)) << "step " << step;
           if (!r.oversubscribe) {
@@ -519,7 +781,7 @@ TEST(AllocatorProperty, RandomMixedWorkloads) {
           }
         }
         for (int g : part.gpus) ASSERT_TRUE(node.gpu_free(g)) << "step " << step;
-        if (r.mem_per_cpu_bytes > 0) {
+        if (r.mem_per_cpu_bytes > 0 && !r.exclusive) {
           ASSERT_EQ(part.memory_bytes, r.mem_per_cpu_bytes * part.cores.size());
         }
         const auto layout = task_layout(*a, i, hw[part.rank]);
@@ -539,10 +801,12 @@ TEST(AllocatorProperty, RandomMixedWorkloads) {
       ASSERT_EQ(*seen_ranks.rbegin(), r.ntasks - 1);
       ASSERT_TRUE(pool.allocate(*a).is_ok()) << "step " << step;
       live.push_back(std::move(*a));
+      live_whole.push_back(r.exclusive);
       ++placed;
     } else if (!live.empty()) {
       const auto i = static_cast<std::size_t>(pick(0, static_cast<int>(live.size()) - 1));
       ASSERT_TRUE(pool.release(live[i]).is_ok()) << "step " << step;
+      live_whole.erase(live_whole.begin() + static_cast<std::ptrdiff_t>(i));
       live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
     }
     // Counters agree with the live allocations.
@@ -570,6 +834,7 @@ TEST(AllocatorProperty, RandomMixedWorkloads) {
     }
   }
   EXPECT_GT(placed, 300);
+  EXPECT_GT(whole, 10);
 }
 
 }  // namespace

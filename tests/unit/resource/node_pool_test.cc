@@ -276,6 +276,25 @@ TEST(NodePoolGpus, GpusAreTakenOnceAndReleased) {
   EXPECT_EQ(pool.add_node(2, "n2", topo).code(), Code::kInvalidArgument);
 }
 
+TEST_F(NodePoolTest, IdleMeansNothingInUse) {
+  EXPECT_TRUE(pool_.find(1)->idle());
+  ASSERT_TRUE(pool_.reserve_cores(1, {7}).is_ok());  // system cores are no use
+  EXPECT_TRUE(pool_.find(1)->idle());
+  ASSERT_TRUE(pool_.set_gres(1, {{"nvme", 1}}).is_ok());
+  Allocation memory{{part(1, {}, 1)}};
+  Allocation cores{{part(1, {0})}};
+  Allocation shared{{part(1, {0})}, 1, /*shared=*/true};
+  Allocation units{{part(1, {})}};
+  units.nodes[0].gres = {{"nvme", 1}};
+  for (const Allocation* use : {&memory, &cores, &shared, &units}) {
+    ASSERT_TRUE(pool_.allocate(*use).is_ok());
+    EXPECT_FALSE(pool_.find(1)->idle());
+    EXPECT_TRUE(pool_.find(2)->idle());
+    ASSERT_TRUE(pool_.release(*use).is_ok());
+    EXPECT_TRUE(pool_.find(1)->idle());
+  }
+}
+
 TEST(NodePoolWide, MoreThan64CoresUseSeveralWords) {
   NodePool pool;
   ASSERT_TRUE(pool.add_node(1, "n1", shape("pack:2 numa:4 core:16 pu:1")).is_ok());

@@ -314,6 +314,45 @@ TEST(Backfill, PerNodeReservations) {
               {reserve(1, 100), start(2, {2})}}});
 }
 
+PendingJob whole_nodes(PendingJob j) {
+  j.request.exclusive = true;
+  return j;
+}
+
+TEST(Backfill, WholeNodesArePromisedOnlyWhenIdle) {
+  // Two 4-core nodes: node 1 has one core busy until +5000 s, node 2 all
+  // four until +100 s. Job 1 (--exclusive, one task) does not start on node
+  // 1's three free cores: it is promised node 2, whole, at +100 s.
+  const World s{2,
+                "core:4 pu:1",
+                {{{1}, 1, 5000}, {{2}, 4, 100}},
+                {whole_nodes(job(1, 1, 1000)), job(2, 1, 1000)}};
+  run_cases({
+      {"allocate alone starts nothing behind it", s, "", {}},
+      {"promised node 2; a plain job takes a core of node 1",
+       s,
+       "1",
+       {reserve(1, 100), start(2, {1})}},
+  });
+}
+
+TEST(Backfill, NothingElseOnANodePromisedWhole) {
+  // Node 1: three cores busy until +5000 s; node 2: two cores until +50 s.
+  // Job 1 is promised node 2, whole, at +50 s. Job 2 (two cores, long)
+  // would fit on node 2's two free cores now, but would still run then;
+  // job 3 (two cores, 30 s) ends before and backfills there; job 4 (one
+  // core, long) takes node 1's last core, though a whole-node job of its
+  // size could not start.
+  const World s{2,
+                "core:4 pu:1",
+                {{{1}, 3, 5000}, {{2}, 2, 50}},
+                {whole_nodes(job(1, 1, 1000)), job(2, 2, 1000), job(3, 2, 30), job(4, 1, 1000)}};
+  run_cases({{"the promised node is kept whole",
+              s,
+              "1",
+              {reserve(1, 50), start(3, {2}), start(4, {1})}}});
+}
+
 TEST(Backfill, OptionsAreChecked) {
   struct Bad {
     SchedulerConfig config;

@@ -316,6 +316,88 @@ TEST(Planner, GresIsPlannedToo) {
   EXPECT_EQ(fresh.min_free(1, at(20), at(30))->gres, (Units{{"nvme", 1}}));
 }
 
+resource::ResourceRequest whole(resource::ResourceRequest r) {
+  r.exclusive = true;
+  return r;
+}
+
+// --exclusive: a whole node, idle over the window, and promised whole.
+TEST(Planner, WholeNodesWaitUntilNothingIsInUse) {
+  // Node 1: one core busy until +100 s; node 2: one GPU, memory or a gres
+  // unit (no core) until +200 s, 300 s, 400 s in turn.
+  resource::NodePool base = cluster(2, "core:4 pu:1", 1);
+  ASSERT_TRUE(base.set_gres(2, {{"nvme", 1}}).is_ok());
+  const std::uint64_t memory = base.find(2)->free_memory();
+  const struct {
+    const char* what;
+    int gpus;
+    std::uint64_t memory;
+    std::map<std::string, int> gres;
+  } uses[] = {{"a GPU", 1, 0, {}}, {"memory", 0, 1, {}}, {"a gres unit", 0, 0, {{"nvme", 1}}}};
+  for (const auto& use : uses) {
+    resource::NodePool pool = base;
+    const resource::Allocation one_core = take(pool, 1, 1);
+    const resource::Allocation other = take(pool, 2, 0, use.memory, use.gpus, use.gres);
+    Planner planner(pool, kNow);
+    planner.add_release(one_core, at(100));
+    planner.add_release(other, at(200));
+    // A plain job fits now on node 1's three free cores; a whole node waits
+    // for node 1 to empty at +100 s, all of it promised.
+    EXPECT_EQ(planner.earliest(req(1), secs(50), all(pool))->start, kNow) << use.what;
+    auto slot = planner.earliest(whole(req(1)), secs(50), all(pool));
+    ASSERT_TRUE(slot.has_value()) << use.what;
+    EXPECT_EQ(slot->start, at(100)) << use.what;
+    EXPECT_EQ(slot->nodes, (std::vector<NodeShare>{{1, 4, memory, 1}})) << use.what;
+    // Both nodes: when node 2 is empty too.
+    EXPECT_EQ(planner.earliest(whole(req(2, 2)), secs(50), all(pool))->start, at(200)) << use.what;
+  }
+
+  // Promised (node 2 busy with a core until +1000 s): nothing else on node
+  // 1 over the promise, not even one core; a job over by then may take it.
+  resource::NodePool pool = base;
+  const resource::Allocation one_core = take(pool, 1, 1);
+  const resource::Allocation long_core = take(pool, 2, 1);
+  Planner planner(pool, kNow);
+  planner.add_release(one_core, at(100));
+  planner.add_release(long_core, at(1000));
+  auto slot = planner.earliest(whole(req(1)), secs(500), all(pool));
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_EQ(slot->start, at(100));
+  planner.reserve(slot->nodes, slot->start, at(600));
+  EXPECT_EQ(planner.limits(at(101)), (std::vector<NodeShare>{{1, 0, 0, 0}}));
+  EXPECT_TRUE(planner.limits(at(100)).empty());
+  EXPECT_EQ(planner.min_free(1, at(100), at(600)), (NodeShare{1, 0, 0, 0}));
+  // Four cores of one node: node 1 only after the promise.
+  EXPECT_EQ(planner.earliest(req(4, 1), secs(50), all(pool))->start, at(600));
+  // A second whole node: node 1 after the first, before node 2 empties.
+  slot = planner.earliest(whole(req(1)), secs(500), all(pool));
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_EQ(slot->start, at(600));
+  EXPECT_EQ(slot->nodes[0].rank, 1u);
+}
+
+TEST(Planner, AWholeNodeWaitsForItsLastOversubscribingJob) {
+  // Two oversubscribing jobs share node 1's four cores, ending at +100 s
+  // and +200 s: counted by cores, the node looks whole at +100 s.
+  resource::NodePool pool = cluster(1, "core:4 pu:1");
+  resource::NodeAllocation part;
+  part.rank = 1;
+  part.cores = {0, 1, 2, 3};
+  const resource::Allocation first{{part}, 1, /*shared=*/true};
+  const resource::Allocation second = first;
+  ASSERT_TRUE(pool.allocate(first).is_ok());
+  ASSERT_TRUE(pool.allocate(second).is_ok());
+  Planner planner(pool, kNow);
+  planner.add_release(first, at(100));
+  planner.add_release(second, at(200));
+  EXPECT_EQ(planner.earliest(whole(req(1)), secs(10), all(pool))->start, at(200));
+  // One that never ends: never.
+  Planner endless(pool, kNow);
+  endless.add_release(first, at(100));
+  endless.add_release(second, kForever);
+  EXPECT_FALSE(endless.earliest(whole(req(1)), secs(10), all(pool)).has_value());
+}
+
 TEST(Planner, UnschedulableNodesGetNothing) {
   resource::NodePool pool = cluster(2, "core:4 pu:1");
   pool.set_schedulable(1, false);
