@@ -192,7 +192,8 @@ std::future<Result<SubmitResult>> Leader::submit(const Caller& caller, job::JobS
       return refuse(fits);
     }
     for (const job::Dependency& d : job.spec.dependencies) {
-      if (ctx_.table.find(d.job) == nullptr) {
+      // singleton names no job: it asks the table about the job's name.
+      if (d.type != job::DependencyType::kSingleton && ctx_.table.find(d.job) == nullptr) {
         return refuse(invalid_argument("--dependency: no job " + std::to_string(d.job)));
       }
     }

@@ -414,8 +414,18 @@ Status validate(const JobSpec& spec) {
     auto array = parse_array(spec.array);
     if (!array.is_ok()) return array.status();
   }
+  const bool any_of = dependencies_any_of(spec.dependencies);
   for (const Dependency& d : spec.dependencies) {
-    if (d.job == 0) return invalid_argument("--dependency: job id 0");
+    if (d.type == DependencyType::kSingleton && d.job != 0) {
+      return invalid_argument("--dependency: singleton names no job (job " + std::to_string(d.job) +
+                              ")");
+    }
+    if (d.type != DependencyType::kSingleton && d.job == 0) {
+      return invalid_argument("--dependency: job id 0");
+    }
+    if (d.any_of != any_of) {
+      return invalid_argument("--dependency: a list joined by both ',' and '?'");
+    }
   }
   HPCQ_RETURN_IF_ERROR(check_text("--chdir", spec.cwd));
   if (!spec.cwd.empty() && spec.cwd[0] != '/') {
@@ -434,11 +444,12 @@ Status validate(const JobSpec& spec) {
 
 namespace {
 
-constexpr std::array<std::pair<DependencyType, const char*>, 4> kDependencyNames = {{
+constexpr std::array<std::pair<DependencyType, const char*>, 5> kDependencyNames = {{
     {DependencyType::kAfter, "after"},
     {DependencyType::kAfterAny, "afterany"},
     {DependencyType::kAfterOk, "afterok"},
     {DependencyType::kAfterNotOk, "afternotok"},
+    {DependencyType::kSingleton, "singleton"},
 }};
 
 std::vector<std::string_view> split(std::string_view text, char sep) {
@@ -476,14 +487,29 @@ const char* dependency_type_name(DependencyType type) {
 
 Result<std::vector<Dependency>> parse_dependencies(std::string_view text) {
   if (text.empty()) return invalid_argument("--dependency: empty value");
+  const bool any_of = text.find('?') != std::string_view::npos;
+  if (any_of && text.find(',') != std::string_view::npos) {
+    // As Slurm: which of the two binds tighter would be a guess.
+    return invalid_argument("--dependency: " + quote(std::string(text)) +
+                            " joins items by both ',' (all must hold) and '?' (any one is "
+                            "enough): use one");
+  }
   std::vector<Dependency> out;
-  for (std::string_view clause : split(text, ',')) {
+  for (std::string_view clause : split(text, any_of ? '?' : ',')) {
     const std::vector<std::string_view> parts = split(clause, ':');
     const auto type = std::find_if(kDependencyNames.begin(), kDependencyNames.end(),
                                    [&](const auto& e) { return parts[0] == e.second; });
     if (type == kDependencyNames.end()) {
       return invalid_argument("--dependency: unknown type " + quote(std::string(parts[0])) +
-                              " (want after, afterany, afterok or afternotok)");
+                              " (want after, afterany, afterok, afternotok or singleton)");
+    }
+    if (type->first == DependencyType::kSingleton) {
+      if (parts.size() > 1) {
+        return invalid_argument("--dependency: " + quote(std::string(clause)) +
+                                ": singleton names no job");
+      }
+      out.push_back({DependencyType::kSingleton, 0, any_of});
+      continue;
     }
     if (parts.size() < 2) {
       return invalid_argument("--dependency: " + quote(std::string(clause)) + " names no job");
@@ -494,22 +520,30 @@ Result<std::vector<Dependency>> parse_dependencies(std::string_view text) {
       if (!id || *id == 0) {
         return invalid_argument("--dependency: bad job id " + quote(std::string(parts[i])));
       }
-      out.push_back({type->first, *id});
+      out.push_back({type->first, *id, any_of});
     }
   }
   return out;
 }
 
 std::string format_dependencies(const std::vector<Dependency>& deps) {
+  const bool any_of = dependencies_any_of(deps);
   std::string out;
   for (std::size_t i = 0; i < deps.size(); ++i) {
-    if (i == 0 || deps[i].type != deps[i - 1].type) {
-      if (!out.empty()) out += ',';
+    const bool singleton = deps[i].type == DependencyType::kSingleton;
+    // Items of a '?' list each get their type: "afterok:1:2" alone would
+    // read back as both.
+    if (i == 0 || any_of || singleton || deps[i].type != deps[i - 1].type) {
+      if (!out.empty()) out += any_of ? '?' : ',';
       out += dependency_type_name(deps[i].type);
     }
-    out += ':' + std::to_string(deps[i].job);
+    if (!singleton) out += ':' + std::to_string(deps[i].job);
   }
   return out;
+}
+
+bool dependencies_any_of(const std::vector<Dependency>& deps) {
+  return std::any_of(deps.begin(), deps.end(), [](const Dependency& d) { return d.any_of; });
 }
 
 Result<ArraySpec> parse_array(std::string_view text) {

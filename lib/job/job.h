@@ -41,23 +41,34 @@ bool is_terminal(JobState state);
 // without "SIG" ("TERM", "SIGUSR1", any case) or a number. Errors name it.
 Result<int> parse_signal(std::string_view text);
 
-// --dependency=TYPE:ID[:ID...][,TYPE:ID...] (sbatch's form; all must hold):
-// after (the job has started), afterany (ended in any state), afterok
-// (COMPLETED), afternotok (ended in any other state).
-enum class DependencyType { kAfter, kAfterAny, kAfterOk, kAfterNotOk };
+// --dependency=TYPE:ID[:ID...][,TYPE:ID...] (sbatch's form; all must hold),
+// or the same joined by '?' (any one is enough; as Slurm, a list joins by
+// one or the other): after (the job has started), afterany (ended in any
+// state), afterok (COMPLETED), afternotok (ended in any other state), and
+// singleton, with no ID (every job of the same user and name submitted
+// before it has ended, and none of that user and name runs: one at a time,
+// in submission order).
+enum class DependencyType { kAfter, kAfterAny, kAfterOk, kAfterNotOk, kSingleton };
 const char* dependency_type_name(DependencyType type);  // "afterok", ...
 
 struct Dependency {
   DependencyType type = DependencyType::kAfterAny;
-  JobId job = 0;
+  JobId job = 0;  // 0 for singleton
+  // Set on every item of a list joined by '?' (Slurm's SLURM_FLAGS_OR).
+  bool any_of = false;
   bool operator==(const Dependency&) const = default;
 };
 
-// "afterok:12:13,afterany:14" -> {afterok 12, afterok 13, afterany 14}.
+// "afterok:12:13,afterany:14" -> {afterok 12, afterok 13, afterany 14};
+// "afterok:12?singleton" -> {afterok 12, singleton}, both any_of.
 // Errors name --dependency and quote the bad part.
 Result<std::vector<Dependency>> parse_dependencies(std::string_view text);
-// The inverse, for display: "afterok:12:13,afterany:14".
+// The inverse, for display and for the text the API and the store carry:
+// "afterok:12:13,afterany:14", "afterok:12?afterok:13?singleton".
 std::string format_dependencies(const std::vector<Dependency>& deps);
+// Whether the list is joined by '?': any one item met is enough, and it
+// can never be met only when none of its items can.
+bool dependencies_any_of(const std::vector<Dependency>& deps);
 
 // --array=INDICES[%MAX]: INDICES is a comma-separated list of N, N-M and
 // N-M:STEP; MAX bounds how many of the array's tasks run at once.

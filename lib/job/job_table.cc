@@ -1,8 +1,19 @@
 #include "lib/job/job_table.h"
 
 #include <algorithm>
+#include <functional>
+#include <iterator>
 
 namespace hpcq::job {
+
+namespace {
+
+bool has_singleton(const Job& job) {
+  return std::any_of(job.spec.dependencies.begin(), job.spec.dependencies.end(),
+                     [](const Dependency& d) { return d.type == DependencyType::kSingleton; });
+}
+
+}  // namespace
 
 int JobTableCore::array_running(JobId array_job_id) const {
   auto it = array_running_.find(array_job_id);
@@ -11,6 +22,13 @@ int JobTableCore::array_running(JobId array_job_id) const {
 
 Effects JobTableCore::admit(JobRecord& record, TimeUs now) {
   Effects effects{{Effect::Kind::kPublished, record.job.id}};
+  std::set<JobId>& same_name = same_name_[name_key(record.job)].live;
+  same_name.insert(record.job.id);
+  // Ids are handed out in order but admitted as their commits end: one may
+  // come in ahead of a job of its name already queued.
+  if (same_name.size() > 1 && *same_name.begin() == record.job.id) {
+    block_singleton(*std::next(same_name.begin()), effects);
+  }
   if (!record.job.held) make_ready(record, now, effects);
   effects.push_back({Effect::Kind::kSchedule});
   return effects;
@@ -18,6 +36,11 @@ Effects JobTableCore::admit(JobRecord& record, TimeUs now) {
 
 void JobTableCore::load(JobRecord& record) {
   const Job& job = record.job;
+  if (!is_terminal(job.state)) {
+    SameName& same = same_name_[name_key(job)];
+    same.live.insert(job.id);
+    if (job.state == JobState::kRunning) same.running.insert(job.id);
+  }
   if (job.state == JobState::kPending && !job.held) loaded_pending_.push_back(job.id);
   if (job.state != JobState::kRunning) return;
   if (job.spec.array_job_id != 0) ++array_running_[job.spec.array_job_id];
@@ -182,8 +205,13 @@ Effects JobTableCore::start(JobRecord& record, resource::Allocation allocation, 
   record.requeue_when_ended.clear();
   record.running_on.clear();
   for (const auto& part : job.allocation.nodes) record.running_on.insert(part.rank);
+  SameName& same = same_name_[name_key(job)];
+  same.live.insert(job.id);
+  same.running.insert(job.id);
+  const JobId first_of_name = *same.live.begin();
   Effects effects{{Effect::Kind::kPublished, job.id}};
   wake_dependents(job.id, now, effects);  // --dependency=after
+  if (first_of_name != job.id) block_singleton(first_of_name, effects);
   return effects;
 }
 
@@ -311,8 +339,14 @@ void JobTableCore::finish_into(JobRecord& record, JobState state, const std::str
   job.reason = reason;
   if (state == JobState::kTimeout && job.reason.empty()) job.reason = "time limit reached";
   record.running_on.clear();
+  const NameKey key = name_key(job);
+  if (auto same = same_name_.find(key); same != same_name_.end()) {
+    same->second.live.erase(job.id);
+    if (same->second.live.empty()) same_name_.erase(same);
+  }
   effects.push_back({Effect::Kind::kStored, job.id, state_name(state)});
   wake_dependents(job.id, now, effects);
+  wake_singleton(key, effects);
 }
 
 Effects JobTableCore::requeue(JobRecord& record, const std::string& reason) {
@@ -330,6 +364,7 @@ Effects JobTableCore::requeue(JobRecord& record, const std::string& reason) {
   record.requeue_when_ended.clear();
   enqueue(job, effects);
   effects.push_back({Effect::Kind::kStored, job.id, "requeue"});
+  wake_singleton(name_key(job), effects);  // it no longer runs
   return effects;
 }
 
@@ -349,6 +384,9 @@ void JobTableCore::dequeue(const Job& job, Effects& effects) {
 
 void JobTableCore::leave_running(const Job& job, Effects& effects) {
   if (running_.erase(job.id) == 0) return;
+  if (auto same = same_name_.find(name_key(job)); same != same_name_.end()) {
+    same->second.running.erase(job.id);
+  }
   const JobId array = job.spec.array_job_id;
   if (array != 0 && --array_running_[array] <= 0) array_running_.erase(array);
   effects.push_back({Effect::Kind::kRunEnded, job.id});
@@ -356,47 +394,155 @@ void JobTableCore::leave_running(const Job& job, Effects& effects) {
 
 JobTableCore::Dependencies JobTableCore::check_dependencies(const Job& job,
                                                             std::string& why) const {
-  Dependencies verdict = Dependencies::kSatisfied;
-  for (const Dependency& d : job.spec.dependencies) {
-    const std::string name =
-        std::string(dependency_type_name(d.type)) + ":" + std::to_string(d.job);
-    const JobRecord* target_record = record(d.job);
-    // Checked at submit; a job the store no longer has can never start or end.
-    if (target_record == nullptr) {
-      why = name + ": no such job";
-      return Dependencies::kNever;
+  const std::vector<Dependency>& deps = job.spec.dependencies;
+  if (!dependencies_any_of(deps)) {
+    // All must hold: the first that never can decides, else the first unmet.
+    Dependencies verdict = Dependencies::kSatisfied;
+    for (const Dependency& d : deps) {
+      std::string item;
+      switch (check_dependency(job, d, item)) {
+        case Dependencies::kSatisfied: break;
+        case Dependencies::kWaiting:
+          if (verdict == Dependencies::kSatisfied) {
+            verdict = Dependencies::kWaiting;
+            why = std::move(item);
+          }
+          break;
+        case Dependencies::kNever: why = std::move(item); return Dependencies::kNever;
+      }
     }
-    const Job& target = target_record->job;
-    const bool ended = is_terminal(target.state);
-    // Another user's job: that it can never be met, not how it ended.
-    const std::string never = target.uid == job.uid ? " (job " + std::to_string(d.job) + " ended " +
-                                                          state_name(target.state) + ")"
-                                                    : " (can never be met)";
-    bool met = false;
-    switch (d.type) {
-      case DependencyType::kAfter: met = target.state != JobState::kPending || ended; break;
-      case DependencyType::kAfterAny: met = ended; break;
-      case DependencyType::kAfterOk:
-        if (ended && target.state != JobState::kCompleted) {
-          why = name + never;
-          return Dependencies::kNever;
-        }
-        met = ended;
-        break;
-      case DependencyType::kAfterNotOk:
-        if (target.state == JobState::kCompleted) {
-          why = name + never;
-          return Dependencies::kNever;
-        }
-        met = ended;
-        break;
-    }
-    if (!met && verdict == Dependencies::kSatisfied) {
-      verdict = Dependencies::kWaiting;
-      why = name;
+    return verdict;
+  }
+  // '?': one met is enough; never only when none can be.
+  std::string unmet;
+  std::string never;
+  for (const Dependency& d : deps) {
+    std::string item;
+    switch (check_dependency(job, d, item)) {
+      case Dependencies::kSatisfied: return Dependencies::kSatisfied;
+      case Dependencies::kWaiting: unmet += (unmet.empty() ? "" : "?") + item; break;
+      case Dependencies::kNever: never += (never.empty() ? "" : "; ") + item; break;
     }
   }
-  return verdict;
+  if (!unmet.empty()) {
+    why = std::move(unmet);
+    return Dependencies::kWaiting;
+  }
+  why = std::move(never);
+  return Dependencies::kNever;
+}
+
+JobTableCore::Dependencies JobTableCore::check_dependency(const Job& job, const Dependency& d,
+                                                          std::string& why) const {
+  if (d.type == DependencyType::kSingleton) {
+    if (singleton_met(job)) return Dependencies::kSatisfied;
+    why = "singleton";
+    return Dependencies::kWaiting;
+  }
+  const std::string name = std::string(dependency_type_name(d.type)) + ":" + std::to_string(d.job);
+  const JobRecord* target_record = record(d.job);
+  // Checked at submit; a job the store no longer has can never start or end.
+  if (target_record == nullptr) {
+    why = name + ": no such job";
+    return Dependencies::kNever;
+  }
+  const Job& target = target_record->job;
+  const bool ended = is_terminal(target.state);
+  // Another user's job: that it can never be met, not how it ended.
+  auto never = [&] {
+    why = name + (target.uid == job.uid ? " (job " + std::to_string(d.job) + " ended " +
+                                              state_name(target.state) + ")"
+                                        : " (can never be met)");
+    return Dependencies::kNever;
+  };
+  bool met = false;
+  switch (d.type) {
+    case DependencyType::kAfter: met = target.state != JobState::kPending || ended; break;
+    case DependencyType::kAfterAny: met = ended; break;
+    case DependencyType::kAfterOk:
+      if (ended && target.state != JobState::kCompleted) return never();
+      met = ended;
+      break;
+    case DependencyType::kAfterNotOk:
+      if (target.state == JobState::kCompleted) return never();
+      met = ended;
+      break;
+    case DependencyType::kSingleton: break;  // above
+  }
+  if (met) return Dependencies::kSatisfied;
+  why = name;
+  return Dependencies::kWaiting;
+}
+
+std::size_t JobTableCore::NameKeyHash::operator()(const NameKey& key) const noexcept {
+  return std::hash<std::string>{}(key.name) ^
+         (std::hash<std::uint32_t>{}(key.uid) * static_cast<std::size_t>(0x9e3779b97f4a7c15ULL));
+}
+
+bool JobTableCore::singleton_met(const Job& job) const {
+  auto it = same_name_.find(name_key(job));
+  if (it == same_name_.end()) return true;
+  const SameName& same = it->second;
+  // One submitted before it has not ended, or another of the name runs.
+  if (!same.live.empty() && *same.live.begin() < job.id) return false;
+  return same.running.empty() || (same.running.size() == 1 && same.running.count(job.id) > 0);
+}
+
+void JobTableCore::wake_singleton(const NameKey& key, Effects& effects) {
+  auto it = same_name_.find(key);
+  if (it == same_name_.end()) return;
+  // Only the first can be met: it is before every other.
+  const JobId first = *it->second.live.begin();
+  if (!waiting_.count(first)) return;  // queued, held, deferred or not waiting
+  JobRecord* first_record = record(first);
+  if (first_record == nullptr || !has_singleton(first_record->job)) return;
+  Job& job = first_record->job;
+  std::string why;
+  switch (check_dependencies(job, why)) {
+    case Dependencies::kSatisfied:
+      waiting_.erase(first);
+      if (job.reason.starts_with("dependency")) job.reason.clear();
+      effects.push_back({Effect::Kind::kPublished, first});
+      enqueue(job, effects);
+      effects.push_back({Effect::Kind::kSchedule});
+      return;
+    case Dependencies::kWaiting:
+      if (job.reason != "dependency " + why) {
+        job.reason = "dependency " + why;
+        effects.push_back({Effect::Kind::kPublished, first});
+      }
+      return;
+    case Dependencies::kNever:
+      // Its other items were judged (and it cancelled) when their jobs ended.
+      return;
+  }
+}
+
+void JobTableCore::block_singleton(JobId first, Effects& effects) {
+  JobRecord* first_record = record(first);
+  if (first_record == nullptr) return;
+  Job& job = first_record->job;
+  if (job.state != JobState::kPending || !pending_.count({job.submit_time, job.id}) ||
+      !has_singleton(job)) {
+    return;
+  }
+  std::string why;
+  // Still met another way (an item of a '?' list).
+  if (check_dependencies(job, why) != Dependencies::kWaiting) return;
+  pending_.erase({job.submit_time, job.id});
+  effects.push_back({Effect::Kind::kDequeued, job.id});
+  wait_on_dependencies(job, why, effects);
+}
+
+void JobTableCore::wait_on_dependencies(Job& job, const std::string& why, Effects& effects) {
+  waiting_.insert(job.id);
+  for (const Dependency& d : job.spec.dependencies) {
+    if (d.type != DependencyType::kSingleton) dependents_[d.job].insert(job.id);
+  }
+  if (job.reason != "dependency " + why) {
+    job.reason = "dependency " + why;
+    effects.push_back({Effect::Kind::kPublished, job.id});
+  }
 }
 
 void JobTableCore::make_ready(JobRecord& record, TimeUs now, Effects& effects) {
@@ -418,14 +564,7 @@ void JobTableCore::make_ready(JobRecord& record, TimeUs now, Effects& effects) {
       }
       enqueue(job, effects);
       return;
-    case Dependencies::kWaiting:
-      waiting_.insert(job.id);
-      for (const Dependency& d : job.spec.dependencies) dependents_[d.job].insert(job.id);
-      if (job.reason != "dependency " + why) {
-        job.reason = "dependency " + why;
-        effects.push_back({Effect::Kind::kPublished, job.id});
-      }
-      return;
+    case Dependencies::kWaiting: wait_on_dependencies(job, why, effects); return;
     case Dependencies::kNever:
       // As Flux, and Slurm with kill_invalid_depend: a job whose dependency
       // can never be met is cancelled rather than left pending for ever.

@@ -9,7 +9,8 @@
 //
 // What the table owns: a job's state, reason, exit code, times, allocation
 // and requeue count; the FCFS queue (submit time, then id); the running set;
-// dependencies (--dependency) and the jobs that wait on them; an array's
+// dependencies (--dependency) and the jobs that wait on them, with the jobs
+// not ended of each user and name that singleton asks about; an array's
 // running tasks. What it does not own: resources (the caller's NodePool),
 // the protocol state of a run in flight (launches, checkpoints, resizes:
 // the daemon's), and the wire.
@@ -200,8 +201,33 @@ class JobTableCore {
  private:
   enum class Dependencies { kSatisfied, kWaiting, kNever };
   Dependencies check_dependencies(const Job& job, std::string& why) const;
+  Dependencies check_dependency(const Job& job, const Dependency& d, std::string& why) const;
   void make_ready(JobRecord& record, TimeUs now, Effects& effects);
+  void wait_on_dependencies(Job& job, const std::string& why, Effects& effects);
   void wake_dependents(JobId id, TimeUs now, Effects& effects);
+
+  // --dependency=singleton: each user's and name's jobs not ended (by id:
+  // submission order) and those of them running.
+  struct NameKey {
+    std::uint32_t uid = 0;
+    std::string name;
+    bool operator==(const NameKey&) const = default;
+  };
+  struct NameKeyHash {
+    std::size_t operator()(const NameKey& key) const noexcept;
+  };
+  struct SameName {
+    std::set<JobId> live;
+    std::set<JobId> running;
+  };
+  static NameKey name_key(const Job& job) { return {job.uid, job.spec.name}; }
+  bool singleton_met(const Job& job) const;
+  // A job of `key` ended or stopped running: its first job not ended starts
+  // if it was waiting on singleton alone.
+  void wake_singleton(const NameKey& key, Effects& effects);
+  // A job of `key` started, or was admitted ahead of `first`: `first`, if it
+  // was queued on singleton's word, waits again.
+  void block_singleton(JobId first, Effects& effects);
   void enqueue(const Job& job, Effects& effects);
   void dequeue(const Job& job, Effects& effects);
   void leave_running(const Job& job, Effects& effects);
@@ -215,6 +241,8 @@ class JobTableCore {
   std::map<JobId, std::set<JobId>> dependents_;  // job -> waiting jobs that name it
   std::map<JobId, int> array_running_;           // array job id -> its running tasks
   std::vector<JobId> loaded_pending_;            // load() to ready_loaded()
+  // singleton's index of the jobs by user and name.
+  std::unordered_map<NameKey, SameName, NameKeyHash> same_name_;
 };
 
 // Entry: JobRecord plus the caller's own fields.

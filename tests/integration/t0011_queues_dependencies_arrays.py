@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Site policy at submit (queues, their time limits, accounts, QOS), job
-dependencies (afterok/afternotok/afterany/after), job arrays with a throttle,
+dependencies (afterok/afternotok/afterany/after, singleton, '?'), job arrays with a throttle,
 and advance reservations honoured by the scheduler, on a real cluster with a
 configured hpcq.toml."""
 import json
@@ -160,6 +160,60 @@ def test_dependencies():
     t.check("--dependency: no job 999999" in p.stderr, p.stderr)
     p = t.hpcq("submit", "-d", "later:3", "--", "true", rc=2)
     t.check("--dependency: unknown type 'later'" in p.stderr, p.stderr)
+
+
+def test_singleton_and_any_of():
+    """--dependency=singleton: two jobs of one user and name run one after the
+    other, the second once the first has ended, though there are cores for
+    both. '?': a job goes on when the first of its jobs completes, and is
+    cancelled only when none of them can; ',' and '?' together are refused."""
+    d = t.workdir()
+    gate = t.Gate(d)
+    name = f"single-{os.path.basename(d)}"
+    first = t.submit("-J", name, "-d", "singleton", "-o", "/dev/null", "--", *gate.command, cwd=d)
+    second = t.submit("-J", name, "-d", "singleton", "-o", "/dev/null", "--", "true", cwd=d)
+    other = t.submit("-J", name + "-b", "-d", "singleton", "-o", "/dev/null", "--", "true", cwd=d)
+    t.wait_state(first, "RUNNING")
+    t.wait_state(other, "COMPLETED")  # another name: not held back
+    s = t.status(second)
+    t.check(s["state"] == "PENDING" and s["reason"] == "dependency singleton" and
+            s["dependency"] == "singleton", f"the second of the name: {s}")
+    gate.open()
+    s = t.wait_state(second, "COMPLETED")
+    ended = t.wait_state(first, "COMPLETED")["end_time"]
+    t.check(s["start_time"] >= ended, f"the second started at {s['start_time']}, before the "
+            f"first ended at {ended}")
+
+    slow_gate = t.Gate(d, "slow")
+    slow = t.submit("-o", "/dev/null", "--", *slow_gate.command, cwd=d)
+    t.wait_state(slow, "RUNNING")
+    quick = t.submit("-o", "/dev/null", "--", "true", cwd=d)
+    either = t.submit("-d", f"afterok:{slow}?afterok:{quick}", "-o", "/dev/null", "--", "true",
+                      cwd=d)
+    try:
+        s = t.wait_state(either, "COMPLETED")
+        t.check(s["start_time"] >= t.status(quick)["end_time"], f"'?' went on before {quick}")
+        t.check(t.status(slow)["state"] == "RUNNING", f"'?' waited for {slow} too")
+        t.check(s["dependency"] == f"afterok:{slow}?afterok:{quick}", f"{s['dependency']}")
+    finally:
+        slow_gate.open()
+    t.wait_state(slow, "COMPLETED")
+
+    failing = [t.submit("-o", "/dev/null", "--", "false", cwd=d) for _ in range(2)]
+    for job in failing:
+        t.wait_state(job, "FAILED")
+    a, b = failing
+    never = t.submit("-d", f"afterok:{a}?afterok:{b}", "--", "true", cwd=d)
+    s = t.wait_state(never, "CANCELLED")
+    t.check(s["reason"] == f"dependency never satisfied: afterok:{a} (job {a} ended FAILED); "
+            f"afterok:{b} (job {b} ended FAILED)", s["reason"])
+    one_left = t.submit("-d", f"afterok:{a}?afterany:{b}", "-o", "/dev/null", "--", "true",
+                        cwd=d)
+    t.wait_state(one_left, "COMPLETED")
+
+    p = t.hpcq("submit", "-d", f"afterok:{a},afterok:{b}?singleton", "--", "true", rc=2)
+    t.check(p.stderr.startswith("hpcq: --dependency: ") and p.stderr.count("\n") == 1 and
+            "both ','" in p.stderr, p.stderr)
 
 
 def test_array_with_throttle():
@@ -326,6 +380,6 @@ def test_exclude():
 
 
 t.main([test_queues_at_submit, test_a_queue_of_its_own_nodes_and_users, test_queues_summary,
-        test_dependencies, test_array_with_throttle,
+        test_dependencies, test_singleton_and_any_of, test_array_with_throttle,
         test_an_array_is_one_job_to_wait_on_and_cancel, test_reservations,
         test_node_lists_in_hostlist_form, test_exclude])

@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hpcq::job {
@@ -25,6 +27,20 @@ class JobTableTest : public ::testing::Test {
     job.submit_time = static_cast<TimeUs>(id) * kUsPerSecond;
     job.spec.dependencies = std::move(deps);
     job.spec.requeue = requeue;
+    JobRecord& record = table.insert(std::move(job));
+    last = table.admit(record, now);
+    return record;
+  }
+  // A pending job of `name` with --dependency=`deps` (its text), submitted
+  // at `id` seconds by `uid`.
+  JobRecord& submit_as(JobId id, const std::string& name, const std::string& deps = "",
+                       std::uint32_t uid = 1000) {
+    Job job;
+    job.id = id;
+    job.uid = uid;
+    job.submit_time = static_cast<TimeUs>(id) * kUsPerSecond;
+    job.spec.name = name;
+    if (!deps.empty()) job.spec.dependencies = parse_dependencies(deps).value();
     JobRecord& record = table.insert(std::move(job));
     last = table.admit(record, now);
     return record;
@@ -543,6 +559,206 @@ TEST_F(JobTableTest, AHeldDependentIsNotWoken) {
   EXPECT_TRUE(queue().empty());
   ASSERT_TRUE(table.hold(at(2), false, "alice", now).is_ok());
   EXPECT_EQ(queue(), (std::vector<JobId>{2}));
+}
+
+// A '?' list: any one item met is enough; it can never be met only when
+// none of its items can. Jobs 1 and 2 end as the case says, in order; job 3
+// depends on them.
+struct AnyOfCase {
+  const char* deps;
+  std::vector<std::pair<JobId, JobState>> ends;
+  JobState state;      // job 3's then
+  bool queued;         // job 3 is in the queue (pending and eligible)
+  const char* reason;  // job 3's
+};
+
+class AnyOfDependencies : public JobTableTest, public ::testing::WithParamInterface<AnyOfCase> {};
+
+TEST_P(AnyOfDependencies, OneMetIsEnoughAndNeverOnlyWhenNoneCanBe) {
+  const AnyOfCase& c = GetParam();
+  submit_as(1, "a");
+  submit_as(2, "b");
+  submit_as(3, "c", c.deps);
+  for (const auto& [id, end] : c.ends) {
+    table.start(at(id), on({static_cast<Rank>(id)}), now);
+    end_all(id, end, end == JobState::kCompleted ? 0 : 1);
+  }
+  EXPECT_EQ(state(3), c.state) << c.deps;
+  const std::vector<JobId> queued = queue();
+  EXPECT_EQ(std::find(queued.begin(), queued.end(), JobId{3}) != queued.end(), c.queued) << c.deps;
+  EXPECT_EQ(at(3).job.reason, c.reason) << c.deps;
+}
+
+constexpr auto kDone = JobState::kCompleted;
+constexpr auto kFail = JobState::kFailed;
+
+INSTANTIATE_TEST_SUITE_P(
+    JobTable, AnyOfDependencies,
+    ::testing::Values(
+        AnyOfCase{
+            "afterok:1?afterok:2", {}, JobState::kPending, false, "dependency afterok:1?afterok:2"},
+        AnyOfCase{"afterok:1?afterok:2", {{2, kDone}}, JobState::kPending, true, ""},
+        AnyOfCase{
+            "afterok:1?afterok:2", {{1, kFail}}, JobState::kPending, false, "dependency afterok:2"},
+        AnyOfCase{"afterok:1?afterok:2", {{1, kFail}, {2, kDone}}, JobState::kPending, true, ""},
+        AnyOfCase{"afterok:1?afterok:2",
+                  {{1, kFail}, {2, kFail}},
+                  JobState::kCancelled,
+                  false,
+                  "dependency never satisfied: afterok:1 (job 1 ended FAILED); afterok:2 (job "
+                  "2 ended FAILED)"},
+        AnyOfCase{"afterok:1?afternotok:2",
+                  {{1, kFail}, {2, kDone}},
+                  JobState::kCancelled,
+                  false,
+                  "dependency never satisfied: afterok:1 (job 1 ended FAILED); afternotok:2 "
+                  "(job 2 ended COMPLETED)"},
+        AnyOfCase{"afterok:1?afterany:2",
+                  {{1, kFail}},
+                  JobState::kPending,
+                  false,
+                  "dependency afterany:2"},
+        // Nothing else of its name: singleton is met at once.
+        AnyOfCase{"afterok:1?singleton", {}, JobState::kPending, true, ""},
+        // The same with ',': all must hold, one never met cancels.
+        AnyOfCase{
+            "afterok:1,afterok:2", {{1, kDone}}, JobState::kPending, false, "dependency afterok:2"},
+        AnyOfCase{"afterok:1,afterok:2",
+                  {{1, kFail}},
+                  JobState::kCancelled,
+                  false,
+                  "dependency never satisfied: afterok:1 (job 1 ended FAILED)"}));
+
+// singleton: one job of a user's name at a time, in submission order; each
+// waits until every one submitted before it has ended.
+TEST_F(JobTableTest, SingletonRunsOneOfANameAtATimeInSubmissionOrder) {
+  submit_as(1, "a", "singleton");
+  EXPECT_EQ(last, (Effects{{Kind::kPublished, 1}, {Kind::kQueued, 1}, {Kind::kSchedule}}));
+  submit_as(2, "a", "singleton");
+  EXPECT_EQ(last, (Effects{{Kind::kPublished, 2}, {Kind::kPublished, 2}, {Kind::kSchedule}}));
+  submit_as(3, "a", "singleton");
+  submit_as(4, "b", "singleton");  // another name: not held back
+  EXPECT_EQ(queue(), (std::vector<JobId>{1, 4}));
+  EXPECT_EQ(at(2).job.reason, "dependency singleton");
+  EXPECT_EQ(at(3).job.reason, "dependency singleton");
+
+  table.start(at(1), on({1}), now);
+  EXPECT_EQ(queue(), (std::vector<JobId>{4}));
+  Effects ended = end_all(1, JobState::kFailed, 1);  // however it ended
+  EXPECT_EQ(ended, (Effects{{Kind::kRunEnded, 1},
+                            {Kind::kStored, 1, "FAILED"},
+                            {Kind::kPublished, 2},
+                            {Kind::kQueued, 2},
+                            {Kind::kSchedule}}));
+  EXPECT_EQ(at(2).job.reason, "");
+  EXPECT_EQ(queue(), (std::vector<JobId>{2, 4}));
+  EXPECT_EQ(at(3).job.reason, "dependency singleton");
+
+  // Cancelled while pending: the next of the name goes on.
+  ASSERT_TRUE(table.cancel(at(2), "alice", now).is_ok());
+  EXPECT_EQ(queue(), (std::vector<JobId>{3, 4}));
+}
+
+// Any job of the name holds a singleton back while it runs, and any
+// submitted before it while it has not ended, singleton or not; another
+// user's job of the name does not.
+TEST_F(JobTableTest, SingletonWaitsForEveryJobOfTheNameNotOnlySingletons) {
+  submit_as(1, "a", "", 2000);  // another user's
+  submit_as(2, "a");
+  submit_as(3, "a", "singleton");
+  EXPECT_EQ(at(3).job.reason, "dependency singleton");
+  table.start(at(1), on({1}), now);
+  table.start(at(2), on({2}), now);
+  end_all(2, JobState::kCompleted);
+  EXPECT_EQ(queue(), (std::vector<JobId>{3}));  // job 1 is not its user's
+
+  // Job 4 (no singleton, submitted after) starts first, as backfill may:
+  // queued job 3 waits again until it has stopped running.
+  submit_as(4, "a");
+  Effects started = table.start(at(4), on({4}), now);
+  EXPECT_EQ(started, (Effects{{Kind::kPublished, 4}, {Kind::kDequeued, 3}, {Kind::kPublished, 3}}));
+  EXPECT_EQ(at(3).job.reason, "dependency singleton");
+  EXPECT_TRUE(queue().empty());
+  // Requeued, job 4 is pending but after job 3, which goes first.
+  Effects requeued = table.requeue(at(4), "node n4 down");
+  EXPECT_EQ(requeued, (Effects{{Kind::kRunEnded, 4},
+                               {Kind::kQueued, 4},
+                               {Kind::kStored, 4, "requeue"},
+                               {Kind::kPublished, 3},
+                               {Kind::kQueued, 3},
+                               {Kind::kSchedule}}));
+  EXPECT_EQ(queue(), (std::vector<JobId>{3, 4}));
+}
+
+// Ids are handed out in order, but jobs are admitted as their commits end:
+// one admitted late still goes before a singleton submitted after it.
+TEST_F(JobTableTest, SingletonYieldsToAJobOfItsNameAdmittedLate) {
+  submit_as(2, "a", "singleton");
+  EXPECT_EQ(queue(), (std::vector<JobId>{2}));
+  submit_as(1, "a");
+  EXPECT_EQ(last, (Effects{{Kind::kPublished, 1},
+                           {Kind::kDequeued, 2},
+                           {Kind::kPublished, 2},
+                           {Kind::kQueued, 1},
+                           {Kind::kSchedule}}));
+  EXPECT_EQ(queue(), (std::vector<JobId>{1}));
+  table.start(at(1), on({1}), now);
+  end_all(1, JobState::kCompleted);
+  EXPECT_EQ(queue(), (std::vector<JobId>{2}));
+}
+
+TEST_F(JobTableTest, SingletonWithOtherDependenciesWaitsForAll) {
+  submit_as(1, "t");
+  submit_as(2, "a", "singleton");
+  submit_as(3, "a", "afterok:1,singleton");
+  EXPECT_EQ(at(3).job.reason, "dependency afterok:1");
+  table.start(at(2), on({2}), now);
+  end_all(2, JobState::kCompleted);
+  EXPECT_EQ(at(3).job.reason, "dependency afterok:1");
+  EXPECT_EQ(queue(), (std::vector<JobId>{1}));
+  table.start(at(1), on({1}), now);
+  end_all(1, JobState::kCompleted);
+  EXPECT_EQ(queue(), (std::vector<JobId>{3}));
+
+  // In a '?' list singleton is one way among others, and never "never".
+  submit_as(4, "b");
+  submit_as(5, "b", "singleton?afterok:3");
+  EXPECT_EQ(at(5).job.reason, "dependency singleton?afterok:3");
+  table.start(at(3), on({3}), now);
+  end_all(3, JobState::kFailed, 1);
+  EXPECT_EQ(state(5), JobState::kPending);
+  EXPECT_EQ(at(5).job.reason, "dependency singleton");
+  table.start(at(4), on({4}), now);
+  end_all(4, JobState::kCompleted);
+  EXPECT_EQ(queue(), (std::vector<JobId>{5}));
+}
+
+// After a leader restart the index of names is rebuilt from the stored jobs.
+TEST_F(JobTableTest, RecoveryRebuildsWhichJobsOfANameWait) {
+  auto loaded = [&](JobId id, JobState state, const std::string& deps) {
+    Job job;
+    job.id = id;
+    job.uid = 1000;
+    job.submit_time = static_cast<TimeUs>(id) * kUsPerSecond;
+    job.state = state;
+    job.spec.name = "a";
+    if (!deps.empty()) job.spec.dependencies = parse_dependencies(deps).value();
+    if (state == JobState::kRunning) job.allocation = on({static_cast<Rank>(id)});
+    table.load(table.insert(std::move(job)));
+  };
+  loaded(1, JobState::kCompleted, "");
+  loaded(3, JobState::kPending, "singleton");
+  loaded(2, JobState::kRunning, "singleton");
+  loaded(4, JobState::kPending, "singleton");
+  table.ready_loaded(now);
+  EXPECT_TRUE(queue().empty());
+  EXPECT_EQ(at(3).job.reason, "dependency singleton");
+  EXPECT_EQ(at(4).job.reason, "dependency singleton");
+  end_all(2, JobState::kCompleted);
+  EXPECT_EQ(queue(), (std::vector<JobId>{3}));
+  table.start(at(3), on({3}), now);
+  end_all(3, JobState::kCompleted);
+  EXPECT_EQ(queue(), (std::vector<JobId>{4}));
 }
 
 TEST_F(JobTableTest, ArrayTasksCountWhileTheyRun) {

@@ -241,25 +241,82 @@ INSTANTIATE_TEST_SUITE_P(
                       PathCase{"out-%j", 18446744073709551615ULL, "", "out-18446744073709551615"},
                       PathCase{"sub/dir/%j.out", 9, "/w", "/w/sub/dir/9.out"}));
 
-TEST(Dependencies, ParseAndFormat) {
-  auto deps = parse_dependencies("afterok:12:13,afterany:14,after:1,afternotok:2");
-  ASSERT_TRUE(deps.is_ok()) << deps.status().message();
-  const std::vector<Dependency> want = {{DependencyType::kAfterOk, 12},
-                                        {DependencyType::kAfterOk, 13},
-                                        {DependencyType::kAfterAny, 14},
-                                        {DependencyType::kAfter, 1},
-                                        {DependencyType::kAfterNotOk, 2}};
-  EXPECT_EQ(*deps, want);
-  EXPECT_EQ(format_dependencies(*deps), "afterok:12:13,afterany:14,after:1,afternotok:2");
+struct DependencyCase {
+  const char* text;
+  std::vector<Dependency> want;
+  const char* formatted;  // what the API and the store carry back
+};
+
+class DependencyText : public ::testing::TestWithParam<DependencyCase> {};
+
+TEST_P(DependencyText, ParsesFormatsAndReadsBack) {
+  const DependencyCase& c = GetParam();
+  auto deps = parse_dependencies(c.text);
+  ASSERT_TRUE(deps.is_ok()) << c.text << ": " << deps.status().message();
+  EXPECT_EQ(*deps, c.want) << c.text;
+  EXPECT_EQ(format_dependencies(*deps), c.formatted);
+  auto again = parse_dependencies(format_dependencies(*deps));
+  ASSERT_TRUE(again.is_ok()) << again.status().message();
+  EXPECT_EQ(*again, *deps) << c.formatted;
+  JobSpec spec = good_spec();
+  spec.dependencies = *deps;
+  EXPECT_TRUE(validate(spec).is_ok()) << validate(spec).message();
 }
 
+constexpr auto kAfter = DependencyType::kAfter;
+constexpr auto kAny = DependencyType::kAfterAny;
+constexpr auto kOk = DependencyType::kAfterOk;
+constexpr auto kNotOk = DependencyType::kAfterNotOk;
+constexpr auto kSingleton = DependencyType::kSingleton;
+
+INSTANTIATE_TEST_SUITE_P(
+    Dependencies, DependencyText,
+    ::testing::Values(
+        DependencyCase{"afterok:12:13,afterany:14,after:1,afternotok:2",
+                       {{kOk, 12}, {kOk, 13}, {kAny, 14}, {kAfter, 1}, {kNotOk, 2}},
+                       "afterok:12:13,afterany:14,after:1,afternotok:2"},
+        DependencyCase{"singleton", {{kSingleton, 0}}, "singleton"},
+        DependencyCase{"afterok:5,singleton", {{kOk, 5}, {kSingleton, 0}}, "afterok:5,singleton"},
+        DependencyCase{
+            "singleton,singleton", {{kSingleton, 0}, {kSingleton, 0}}, "singleton,singleton"},
+        DependencyCase{
+            "afterok:1?afterok:2", {{kOk, 1, true}, {kOk, 2, true}}, "afterok:1?afterok:2"},
+        // Slurm's reading: in a '?' list every id of an item is one choice.
+        DependencyCase{"afterok:1:2?afterany:3",
+                       {{kOk, 1, true}, {kOk, 2, true}, {kAny, 3, true}},
+                       "afterok:1?afterok:2?afterany:3"},
+        DependencyCase{"singleton?afternotok:4",
+                       {{kSingleton, 0, true}, {kNotOk, 4, true}},
+                       "singleton?afternotok:4"}));
+
 TEST(Dependencies, BadInputNamesTheOption) {
-  for (const char* bad : {"", "afterok", "afterok:", "afterok:x", "afterok:0", "before:3",
-                          "afterok:1,", "afterok:-4", "afterok:99999999999999999999999"}) {
+  for (const char* bad :
+       {"", "afterok", "afterok:", "afterok:x", "afterok:0", "before:3", "afterok:1,", "afterok:-4",
+        "afterok:99999999999999999999999", "singleton:3", "afterok:1?", "?afterok:1",
+        "afterok:1??afterok:2", "afterok:1,afterok:2?afterok:3", "afterok:1?singleton,afterany:2",
+        "Singleton"}) {
     auto deps = parse_dependencies(bad);
     ASSERT_FALSE(deps.is_ok()) << bad;
     EXPECT_EQ(deps.status().message().rfind("--dependency: ", 0), 0u) << deps.status().message();
+    EXPECT_EQ(deps.status().message().find('\n'), std::string::npos);
   }
+  // Slurm refuses a list joined by both: which binds tighter would be a guess.
+  EXPECT_EQ(parse_dependencies("afterok:1,afterok:2?afterok:3").status().message(),
+            "--dependency: 'afterok:1,afterok:2?afterok:3' joins items by both ',' (all must "
+            "hold) and '?' (any one is enough): use one");
+  EXPECT_EQ(parse_dependencies("singleton:3").status().message(),
+            "--dependency: 'singleton:3': singleton names no job");
+}
+
+// What the API or a stored row could hold that no text parses to.
+TEST(Dependencies, ValidateRefusesWhatNoTextMeans) {
+  JobSpec spec = good_spec();
+  spec.dependencies = {{kSingleton, 7}};
+  EXPECT_EQ(validate(spec).message(), "--dependency: singleton names no job (job 7)");
+  spec.dependencies = {{kOk, 0}};
+  EXPECT_EQ(validate(spec).message(), "--dependency: job id 0");
+  spec.dependencies = {{kOk, 1, true}, {kOk, 2, false}};
+  EXPECT_EQ(validate(spec).message(), "--dependency: a list joined by both ',' and '?'");
 }
 
 TEST(Array, RangesStepsListsAndThrottle) {

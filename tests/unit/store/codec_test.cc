@@ -122,6 +122,31 @@ TEST(Codec, SubmissionKeyRoundTrip) {
   EXPECT_EQ(encode_spec(sample_spec()).find("submission_key"), std::string::npos);
 }
 
+// Dependencies are stored as their text: '?' lists and singleton read back
+// as written, and a row from before them still reads.
+TEST(Codec, DependenciesRoundTripAsText) {
+  for (const char* text : {"afterok:12:13,afterany:14", "singleton", "afterok:5,singleton",
+                           "afterok:1?afterok:2?singleton"}) {
+    job::JobSpec spec = sample_spec();
+    spec.dependencies = job::parse_dependencies(text).value();
+    const std::string stored = encode_spec(spec);
+    EXPECT_NE(stored.find(std::string("\"dependency\":\"") + text + "\""), std::string::npos)
+        << stored;
+    auto back = decode_spec(stored);
+    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+    EXPECT_EQ(back->dependencies, spec.dependencies) << text;
+  }
+  auto old = decode_spec(R"({"name": "x", "dependency": "afterok:3:4"})");
+  ASSERT_TRUE(old.is_ok()) << old.status().to_string();
+  EXPECT_EQ(old->dependencies, (std::vector<job::Dependency>{{job::DependencyType::kAfterOk, 3},
+                                                             {job::DependencyType::kAfterOk, 4}}));
+  EXPECT_NE(decode_spec(R"({"dependency": "afterok:1,afterok:2?afterok:3"})")
+                .status()
+                .message()
+                .find("--dependency"),
+            std::string::npos);
+}
+
 // Commands, scripts, paths and environment values are bytes (issue 20,
 // item 12): stored exactly, not replaced by U+FFFD.
 TEST(Codec, SpecKeepsBytesThatAreNotUtf8) {
