@@ -4,6 +4,7 @@
 #include <set>
 
 #include "agent/executor/pmi.h"
+#include "lib/core/units.h"
 #include "lib/job/job_env.h"
 #include "lib/overlay/messages.h"
 #include "lib/resource/allocator.h"
@@ -304,6 +305,10 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
   job.forward_output = launch.forward_output();
   job.warn_signal = launch.warn_signal();
   job.warn_seconds = launch.warn_seconds();
+  const auto warn_target = job::parse_warn_target(launch.warn_target());
+  if (!warn_target) return invalid_argument("warn_target: unknown " + quote(launch.warn_target()));
+  job.warn_script = !launch.batch() || *warn_target != job::WarnTarget::kSteps;
+  job.warn_steps = *warn_target != job::WarnTarget::kScript;
   job.pty = launch.pty();
   job.batch = launch.batch();
   if (known_mpi(launch.mpi()) && launch.mpi() != "none" && !job.batch && launch.image().empty()) {

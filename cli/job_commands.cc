@@ -212,6 +212,13 @@ int cmd_submit(const std::vector<std::string>& given_args, job::SubmitKind kind,
   };
   auto options = job::parse_submit_args(args, ctx, kind);
   if (!options.is_ok()) return fail(options.status());
+  if (!style.bin_dir.empty()) {
+    std::map<std::string, std::string> env = options->spec.env.vars();
+    std::string& path = env["PATH"];  // --export=NONE: the system's, as Slurm's
+    if (path.empty()) path = "/usr/local/bin:/usr/bin:/bin";
+    if (!path.starts_with(style.bin_dir + ":")) path = style.bin_dir + ":" + path;
+    options->spec.env = std::move(env);
+  }
   for (const std::string& warning : options->warnings) {
     std::fprintf(stderr, "%s: warning: %s\n", style.program.c_str(), warning.c_str());
   }

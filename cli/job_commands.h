@@ -24,6 +24,9 @@ struct SubmitStyle {
   std::string program = "hpcq";  // who warns
   job::Dialect dialect = job::Dialect::kHpcq;
   bool stdin_script = false;
+  // Where the Slurm commands are: first on the job's PATH, so that srun and
+  // Slurm-aware MPI launchers inside the job find these, not another Slurm's.
+  std::string bin_dir;
 };
 int cmd_submit(const std::vector<std::string>& args, job::SubmitKind kind, SubmitStyle style = {});
 int cmd_attach(const std::string& given, FollowOptions options);

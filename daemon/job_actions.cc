@@ -158,6 +158,7 @@ overlay::Launch JobActions::make_launch(const job::Job& job) const {
   launch.set_forward_output(job.spec.forward_output);
   launch.set_warn_signal(job.spec.warn_signal);
   launch.set_warn_seconds(job.spec.warn_seconds);
+  launch.set_warn_target(job::warn_target_word(job.spec.warn_target));
   launch.set_pty(job.spec.pty);
   launch.set_mpi(job.spec.mpi.empty() ? ctx_.config.mpi : job.spec.mpi);
   return launch;

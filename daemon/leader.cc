@@ -122,6 +122,7 @@ Status Leader::start() {
     actions_.repeat_unconfirmed();
     checkpoints_.checkpoint_due_jobs();
     actions_.apply(ctx_.table.release_due(ctx_.now()));  // --begin times that have come
+    actions_.apply(ctx_.table.expire_deadlines(ctx_.now()));
     if (driver_.wants_periodic_cycle()) actions_.schedule_soon();
   });
   if (ctx_.config.full_cycle_interval_s > 0) {

@@ -97,9 +97,13 @@ struct JobLaunch {
   // hpcq run: each task's stdout and stderr are pipes the shell reads and
   // sends, framed (encode_output_frame), on fd kOutputFd to the executor.
   bool forward_output = false;
-  // --signal: this signal to the tasks warn_seconds before the time limit.
+  // --signal: this signal to the tasks warn_seconds before the time limit;
+  // a batch job's to its script's shell (the task) and to its steps, or to
+  // one of them (sbatch's default: the steps; its B:, the script).
   int warn_signal = 0;
   int warn_seconds = 0;
+  bool warn_script = true;
+  bool warn_steps = true;
   // hpcq run --pty: task 0's stdin, stdout and stderr are a terminal.
   bool pty = false;
   // The agent's lease file (leader_lease.h): the shell kills its tasks once

@@ -44,6 +44,20 @@ int signal_pidfd(int pidfd, int sig) {
   return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0U));
 }
 
+int signal_children(pid_t pid, int sig) {
+  std::ifstream children("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) +
+                         "/children");
+  int sent = 0;
+  pid_t child = 0;
+  while (children >> child) {
+    // A child reaped between the read and the open leaves its pid free for
+    // reuse; the kernel hands pids out in order, so not within this loop.
+    Fd fd(open_pidfd(child));
+    if (fd.get() >= 0 && signal_pidfd(fd.get(), sig) == 0) ++sent;
+  }
+  return sent;
+}
+
 Status write_new_file(const std::string& path, const std::string& content, mode_t mode, uid_t uid,
                       gid_t gid) {
   Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));

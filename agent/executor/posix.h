@@ -47,6 +47,9 @@ void default_signals();
 // from C++). -1 with errno set on failure.
 int open_pidfd(pid_t pid);
 int signal_pidfd(int pidfd, int sig);
+// Sends `sig` to each child of `pid` (/proc/PID/task/PID/children), each
+// through a pidfd; how many took it.
+int signal_children(pid_t pid, int sig);
 
 // Creates `path` (it must not exist) with exactly `mode` (not filtered by the
 // umask), owned by uid:gid, holding `content`. Errors name the path.

@@ -321,9 +321,17 @@ void ProcessExecutor::check_timeouts(TimeUs now) {
       continue;
     }
     if (job.warn_at != 0 && now >= job.warn_at && !job.timed_out) {
-      // --signal: to the tasks (the shell forwards it) and the job's steps.
-      signal_tasks(job, job.warn_signal);
-      for (Job* step : steps_of(id)) signal_tasks(*step, job.warn_signal);
+      // --signal: to the tasks (the shell forwards it to every process of
+      // the job) and the job's steps; with B: (the script alone) to the
+      // script's own process, the shell's child, as sbatch's B: does.
+      if (job.warn_script && !job.warn_steps && !job.image) {
+        signal_children(job.pid, job.warn_signal);
+      } else if (job.warn_script) {
+        signal_tasks(job, job.warn_signal);
+      }
+      if (job.warn_steps) {
+        for (Job* step : steps_of(id)) signal_tasks(*step, job.warn_signal);
+      }
       job.warn_at = 0;
     }
     if (!job.timed_out && now >= job.deadline) {

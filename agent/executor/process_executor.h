@@ -234,7 +234,9 @@ class ProcessExecutor final : public Executor {
     TimeUs warn_at = 0;      // --signal: when warn_signal goes out (0: never, or sent)
     int warn_signal = 0;
     int warn_seconds = 0;
-    TimeUs launched = 0;  // the time limit counts from here
+    bool warn_script = true;  // the job's tasks get it (JobLaunch's)
+    bool warn_steps = true;   // its steps' tasks get it
+    TimeUs launched = 0;      // the time limit counts from here
     // The shell's "tasks started" pipe, until it has spoken (or ended, or
     // kept silent past ready_by); then -1. Meanwhile signals for the tasks
     // wait in held_signals: a namespace's init drops what comes before it

@@ -399,6 +399,8 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   j.report_start = true;
   j.warn_signal = l.warn_signal;
   j.warn_seconds = l.warn_seconds;
+  j.warn_script = l.warn_script;
+  j.warn_steps = l.warn_steps;
   set_limit(j, l.time_limit_s);
   std::error_code ec;
   Status s = prepare_job_dir(l, j.dir);

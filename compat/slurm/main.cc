@@ -1,5 +1,11 @@
 // hpcq-slurm: Slurm's commands, told apart by the name they are run by
 // (commands.h). `hpcq-slurm COMMAND ARGS...` runs one by its name too.
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -13,19 +19,41 @@ namespace {
 
 using hpcq::job::SubmitKind;
 
-int submit(const std::string& name, const std::vector<std::string>& args, SubmitKind kind) {
+// The directory the command was run from (where its links are), absolute.
+std::string bin_dir_of(const std::string& argv0) {
+  std::string dir;
+  if (const std::size_t slash = argv0.rfind('/'); slash != std::string::npos) {
+    dir = argv0.substr(0, std::max<std::size_t>(slash, 1));  // "/sbatch": "/"
+  } else if (const char* path = std::getenv("PATH"); path != nullptr) {
+    std::string_view rest = path;
+    while (!rest.empty() && dir.empty()) {
+      const std::size_t colon = std::min(rest.find(':'), rest.size());
+      std::string candidate(rest.substr(0, colon));
+      std::string file = candidate;
+      file.append("/").append(argv0);  // not operator+: GCC 12's false -Wrestrict
+      if (!candidate.empty() && access(file.c_str(), X_OK) == 0) dir = std::move(candidate);
+      rest.remove_prefix(std::min(colon + 1, rest.size()));
+    }
+  }
+  char resolved[PATH_MAX];
+  return !dir.empty() && realpath(dir.c_str(), resolved) != nullptr ? resolved : "";
+}
+
+int submit(const std::string& name, const std::vector<std::string>& args, SubmitKind kind,
+           const std::string& bin_dir) {
   hpcq::cli::SubmitStyle style;
+  style.bin_dir = bin_dir;
   style.program = name;
   style.dialect = hpcq::job::Dialect::kSlurm;
   style.stdin_script = kind == SubmitKind::kBatch;
   return hpcq::cli::cmd_submit(args, kind, style);
 }
 
-int run(const std::string& name, const std::vector<std::string>& args) {
+int run(const std::string& name, const std::vector<std::string>& args, const std::string& bin_dir) {
   hpcq::cli::set_error_style({name, /*slurm=*/true});
-  if (name == "sbatch") return submit(name, args, SubmitKind::kBatch);
-  if (name == "srun") return submit(name, args, SubmitKind::kRun);
-  if (name == "salloc") return submit(name, args, SubmitKind::kAlloc);
+  if (name == "sbatch") return submit(name, args, SubmitKind::kBatch, bin_dir);
+  if (name == "srun") return submit(name, args, SubmitKind::kRun, bin_dir);
+  if (name == "salloc") return submit(name, args, SubmitKind::kAlloc, bin_dir);
   if (name == "squeue") return hpcq::compat::squeue(args);
   if (name == "sacct") return hpcq::compat::sacct(args);
   if (name == "sinfo") return hpcq::compat::sinfo(args);
@@ -50,5 +78,5 @@ int main(int argc, char** argv) {
     name = args.front();
     args.erase(args.begin());
   }
-  return run(name, args);
+  return run(name, args, bin_dir_of(argv[0]));
 }

@@ -243,6 +243,24 @@ std::string row_id(const AcctRow& r, bool raw) {
   return id;
 }
 
+// A step (or batch script) whose task a signal ended, or that the time
+// limit ended, is CANCELLED in Slurm's accounting; the job FAILED (TIMEOUT).
+std::string row_state(const AcctRow& r) {
+  const bool step_row = r.step != nullptr;
+  const v1::JobState state = step_row ? r.step->state() : r.job->state();
+  const int code = step_row ? r.step->exit_code() : r.job->exit_code();
+  if ((step_row || r.batch) && ((state == v1::FAILED && code > 128) || state == v1::TIMEOUT)) {
+    return "CANCELLED";
+  }
+  return state_name(state, step_row ? r.step->reason() : r.job->reason());
+}
+
+std::string row_exit_code(const AcctRow& r) {
+  if (r.step != nullptr) return exit_code_text(r.step->exit_code(), r.step->state());
+  if (r.batch && r.job->state() == v1::TIMEOUT) return "0:15";  // the script got SIGTERM
+  return exit_code_text(r.job->exit_code(), r.job->state());
+}
+
 std::string tres(int cpus, std::uint64_t mem_bytes, int nodes) {
   std::string out = "billing=" + std::to_string(cpus) + ",cpu=" + std::to_string(cpus);
   if (mem_bytes > 0) out += ",mem=" + size_text(mem_bytes, 'M');
@@ -254,7 +272,6 @@ std::string acct_field(const AcctRow& r, std::string name, std::int64_t now) {
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return std::tolower(c); });
   const bool step_row = r.step != nullptr;
-  const v1::JobState state = step_row ? r.step->state() : job.state();
   const std::int64_t start = step_row ? r.step->start_time_us() : job.start_time_us();
   const std::int64_t end = step_row ? r.step->end_time_us() : job.end_time_us();
   std::uint64_t mem = 0;
@@ -279,9 +296,8 @@ std::string acct_field(const AcctRow& r, std::string name, std::int64_t now) {
     }
     return job.name();
   }
-  if (name == "state") return state_name(state, step_row ? r.step->reason() : job.reason());
-  if (name == "exitcode")
-    return exit_code_text(step_row ? r.step->exit_code() : job.exit_code(), state);
+  if (name == "state") return row_state(r);
+  if (name == "exitcode") return row_exit_code(r);
   if (name == "derivedexitcode") return exit_code_text(job.exit_code(), job.state());
   if (name == "elapsed" || name == "elapsedraw") {
     const std::int64_t seconds = start == 0 ? 0 : ((end != 0 ? end : now) - start) / 1'000'000;

@@ -18,7 +18,7 @@ std::string state_name(v1::JobState state, const std::string& reason) {
     case v1::RUNNING: return "RUNNING";
     case v1::COMPLETED: return "COMPLETED";
     case v1::FAILED: return reason.starts_with("out of memory") ? "OUT_OF_MEMORY" : "FAILED";
-    case v1::CANCELLED: return "CANCELLED";
+    case v1::CANCELLED: return reason.starts_with("deadline") ? "DEADLINE" : "CANCELLED";
     case v1::TIMEOUT: return "TIMEOUT";
     case v1::NODE_FAIL: return "NODE_FAIL";
     default: return "UNKNOWN";
@@ -27,9 +27,9 @@ std::string state_name(v1::JobState state, const std::string& reason) {
 
 std::string compact_state(const std::string& name) {
   static const std::map<std::string, std::string> kCompact = {
-      {"PENDING", "PD"},   {"RUNNING", "R"},    {"COMPLETED", "CD"}, {"FAILED", "F"},
-      {"CANCELLED", "CA"}, {"TIMEOUT", "TO"},   {"NODE_FAIL", "NF"}, {"OUT_OF_MEMORY", "OOM"},
-      {"REQUEUED", "RQ"},  {"PREEMPTED", "PR"}, {"COMPLETING", "CG"}};
+      {"PENDING", "PD"},   {"RUNNING", "R"},    {"COMPLETED", "CD"},  {"FAILED", "F"},
+      {"CANCELLED", "CA"}, {"TIMEOUT", "TO"},   {"NODE_FAIL", "NF"},  {"OUT_OF_MEMORY", "OOM"},
+      {"REQUEUED", "RQ"},  {"PREEMPTED", "PR"}, {"COMPLETING", "CG"}, {"DEADLINE", "DL"}};
   auto it = kCompact.find(name);
   return it == kCompact.end() ? name : it->second;
 }
@@ -40,6 +40,8 @@ std::string job_id_text(const v1::Job& job) {
 }
 
 std::string exit_code_text(int exit_code, v1::JobState state) {
+  // Slurm's job that ran out of time shows 0:0 (its steps the signal).
+  if (state == v1::TIMEOUT) return "0:0";
   // A task killed by signal N ends 128+N in hpcq; Slurm says 0:N. A job
   // ended by hpcq itself (cancel, time limit) has the signal it sent.
   if (exit_code > 128 && exit_code < 128 + 65 && state != v1::COMPLETED) {

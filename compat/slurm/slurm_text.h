@@ -17,7 +17,8 @@
 namespace hpcq::compat {
 
 // Slurm's state name: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED,
-// TIMEOUT, NODE_FAIL, OUT_OF_MEMORY (a job killed by its memory limit).
+// TIMEOUT, NODE_FAIL, OUT_OF_MEMORY (a job killed by its memory limit),
+// DEADLINE (cancelled by its --deadline).
 std::string state_name(v1::JobState state, const std::string& reason = "");
 // squeue's %t: PD, R, CD, F, CA, TO, NF, OOM.
 std::string compact_state(const std::string& state_name);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lib/core/bytes.h"
+#include "lib/core/units.h"
 #include "lib/resource/placement_names.h"
 
 namespace hpcq::api {
@@ -182,6 +183,9 @@ v1::JobSpec to_proto(const job::JobSpec& spec) {
   p.set_mpi(spec.mpi);
   p.set_hold(spec.hold);
   p.set_slurm_environment(spec.slurm_environment);
+  p.set_exclusive(spec.request.exclusive);
+  p.set_warn_target(job::warn_target_word(spec.warn_target));
+  p.set_deadline_us(spec.deadline_us);
   return p;
 }
 
@@ -237,6 +241,11 @@ Result<job::JobSpec> from_proto(const v1::JobSpec& p) {
   spec.mpi = p.mpi();
   spec.hold = p.hold();
   spec.slurm_environment = p.slurm_environment();
+  spec.request.exclusive = p.exclusive();
+  const auto warn_target = job::parse_warn_target(p.warn_target());
+  if (!warn_target) return invalid_argument("warn_target: unknown " + quote(p.warn_target()));
+  spec.warn_target = *warn_target;
+  spec.deadline_us = p.deadline_us();
   spec.nodelist.assign(p.nodelist().begin(), p.nodelist().end());
   spec.exclude.assign(p.exclude().begin(), p.exclude().end());
   spec.constraint = p.constraint();

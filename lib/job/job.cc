@@ -610,6 +610,10 @@ std::string expand_output_path(const std::string& pattern, const OutputNames& na
         case 'N':
           if (!names.first_node.empty()) field = names.first_node;
           break;
+        case 't':
+        case 'n':
+          if (names.batch) field = "0";
+          break;
         case '%': field = "%"; break;
         default: break;
       }
@@ -634,7 +638,24 @@ std::string expand_output_path(const std::string& pattern, const Job& job) {
   names.job_name = job.spec.name;
   names.user = job.user;
   if (!job.allocation.nodes.empty()) names.first_node = job.allocation.nodes.front().node;
+  names.batch = job.spec.batch;
   return expand_output_path(pattern, names, job.spec.cwd);
+}
+
+const char* warn_target_word(WarnTarget target) {
+  switch (target) {
+    case WarnTarget::kSteps: return "steps";
+    case WarnTarget::kScript: return "script";
+    case WarnTarget::kScriptAndSteps: break;
+  }
+  return "";
+}
+
+std::optional<WarnTarget> parse_warn_target(std::string_view word) {
+  for (WarnTarget t : {WarnTarget::kScriptAndSteps, WarnTarget::kSteps, WarnTarget::kScript}) {
+    if (word == warn_target_word(t)) return t;
+  }
+  return std::nullopt;
 }
 
 }  // namespace hpcq::job

@@ -132,6 +132,11 @@ class EnvironmentPool {
   std::size_t interned_ = 0;  // since the last sweep of expired entries
 };
 
+// --signal's receivers in a batch job (JobSpec::warn_target).
+enum class WarnTarget { kScriptAndSteps, kSteps, kScript };
+const char* warn_target_word(WarnTarget target);  // "", "steps", "script"
+std::optional<WarnTarget> parse_warn_target(std::string_view word);
+
 struct JobSpec {
   std::string name;               // -J; default: the command's basename
   std::vector<std::string> argv;  // the command run by every task
@@ -203,6 +208,9 @@ struct JobSpec {
   // before the time limit (sbatch's --signal; default 60 s); 0: none.
   int warn_signal = 0;
   int warn_seconds = 0;
+  // Who of a batch job gets warn_signal: hpcq's default, the script and its
+  // steps; sbatch's default, the steps only; sbatch's B:, the script only.
+  WarnTarget warn_target = WarnTarget::kScriptAndSteps;
   // hpcq run --pty: task 0 on a terminal (forward_output too).
   bool pty = false;
   // --mpi: "pmi1", "pmix", "pmi1,pmix" (both) or "none"; empty: the site's
@@ -217,6 +225,10 @@ struct JobSpec {
   // (lib/job/submission_keys.h). Stored with the job, so that the leader
   // after a failover knows it; an array's tasks all carry it. Empty: none.
   std::string submission_key;
+  // --deadline (sbatch's): a job that cannot end by then (its start plus its
+  // time limit) is not started, and ends DEADLINE-cancelled instead (µs
+  // since the epoch; 0: none).
+  std::int64_t deadline_us = 0;
   // Submitted held (sbatch -H): pending but not eligible until released.
   // Only the submission reads it; the job's own Job::held is what changes.
   bool hold = false;
@@ -268,9 +280,13 @@ struct OutputNames {
   std::string job_name;    // %x
   std::string user;        // %u
   std::string first_node;  // %N; empty before the job has nodes: "%N" stays
+  // A batch job's one output file is its script's: %t (task) and %n (node)
+  // are 0, as in sbatch's; else they stay (hpcq writes no file per task).
+  bool batch = false;
 };
 
-// The path a pattern names: %j %A %a %x %u %N replaced, %% a '%'; other
+// The path a pattern names: %j %A %a %x %u %N (and a batch job's %t %n)
+// replaced, %% a '%'; other
 // fields (and a trailing %) stay as written, as sbatch leaves them. A
 // relative path is against cwd.
 std::string expand_output_path(const std::string& pattern, const OutputNames& names,

@@ -71,6 +71,9 @@ void add_slurm_job_environment(Environment& env, const Job& job) {
   if (!job.spec.account.empty()) env["SLURM_JOB_ACCOUNT"] = job.spec.account;
   if (!job.spec.qos.empty()) env["SLURM_JOB_QOS"] = job.spec.qos;
   if (job.requeue_count > 0) env["SLURM_RESTART_COUNT"] = std::to_string(job.requeue_count);
+  if (!job.spec.dependencies.empty()) {
+    env["SLURM_JOB_DEPENDENCY"] = format_dependencies(job.spec.dependencies);
+  }
   if (job.spec.array_job_id != 0) {
     env["SLURM_ARRAY_JOB_ID"] = std::to_string(job.spec.array_job_id);
     env["SLURM_ARRAY_TASK_ID"] = std::to_string(job.spec.array_task_id);
@@ -95,7 +98,9 @@ void add_slurm_step_environment(Environment& env, int step_id,
   for (const auto& part : allocation.nodes) ntasks += part.ntasks;
   const std::string nodes = nodelist(allocation);
   env["SLURM_STEP_ID"] = env["SLURM_STEPID"] = std::to_string(step_id);
-  env["SLURM_STEP_NODELIST"] = env["SLURM_NODELIST"] = nodes;
+  // SLURM_NODELIST stays the job's, as srun leaves it.
+  env["SLURM_STEP_NODELIST"] = nodes;
+  if (auto umask = env.find("HPCQ_UMASK"); umask != env.end()) env["SLURM_UMASK"] = umask->second;
   env["SLURM_STEP_NUM_NODES"] = env["SLURM_NNODES"] = std::to_string(allocation.nodes.size());
   env["SLURM_STEP_NUM_TASKS"] = env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = std::to_string(ntasks);
   env["SLURM_STEP_TASKS_PER_NODE"] = env["SLURM_TASKS_PER_NODE"] =

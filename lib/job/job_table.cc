@@ -22,6 +22,7 @@ int JobTableCore::array_running(JobId array_job_id) const {
 
 Effects JobTableCore::admit(JobRecord& record, TimeUs now) {
   Effects effects{{Effect::Kind::kPublished, record.job.id}};
+  watch_deadline(record.job);
   std::set<JobId>& same_name = same_name_[name_key(record.job)].live;
   same_name.insert(record.job.id);
   // Ids are handed out in order but admitted as their commits end: one may
@@ -42,6 +43,7 @@ void JobTableCore::load(JobRecord& record) {
     if (job.state == JobState::kRunning) same.running.insert(job.id);
   }
   if (job.state == JobState::kPending && !job.held) loaded_pending_.push_back(job.id);
+  if (job.state == JobState::kPending) watch_deadline(job);
   if (job.state != JobState::kRunning) return;
   if (job.spec.array_job_id != 0) ++array_running_[job.spec.array_job_id];
   running_.insert(job.id);
@@ -108,6 +110,39 @@ Effects JobTableCore::release_due(TimeUs now) {
     if (due->job.reason == kBeginReason) due->job.reason.clear();
     effects.push_back({Effect::Kind::kPublished, id});
     make_ready(*due, now, effects);
+  }
+  if (!effects.empty()) effects.push_back({Effect::Kind::kSchedule});
+  return effects;
+}
+
+namespace {
+
+// The last time a job may start and still end by its --deadline: its
+// deadline less its time limit (an unlimited job's: the deadline itself).
+TimeUs latest_start(const Job& job) {
+  const std::int64_t limit_s = std::max<std::int64_t>(job.spec.time_limit_s, 0);
+  return job.spec.deadline_us - limit_s * 1'000'000;
+}
+
+}  // namespace
+
+void JobTableCore::watch_deadline(const Job& job) {
+  if (job.spec.deadline_us != 0) deadlines_.insert({latest_start(job), job.id});
+}
+
+Effects JobTableCore::expire_deadlines(TimeUs now) {
+  Effects effects;
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const JobId id = deadlines_.begin()->second;
+    deadlines_.erase(deadlines_.begin());
+    JobRecord* due = record(id);
+    if (due == nullptr || due->job.state != JobState::kPending) continue;
+    if (latest_start(due->job) > now) {  // its time limit was lowered since
+      watch_deadline(due->job);
+      continue;
+    }
+    dequeue(due->job, effects);
+    finish_into(*due, JobState::kCancelled, kDeadlineReason, now, now, effects);
   }
   if (!effects.empty()) effects.push_back({Effect::Kind::kSchedule});
   return effects;
@@ -547,6 +582,7 @@ void JobTableCore::wait_on_dependencies(Job& job, const std::string& why, Effect
 
 void JobTableCore::make_ready(JobRecord& record, TimeUs now, Effects& effects) {
   Job& job = record.job;
+  watch_deadline(job);  // a requeued job waits again
   if (job.spec.begin_time_us > now) {
     deferred_.insert({job.spec.begin_time_us, job.id});
     if (job.reason != kBeginReason) {

@@ -76,6 +76,8 @@ struct JobRecord {
 // The reason a pending job with a --begin time still to come shows (as
 // Slurm's "BeginTime").
 inline constexpr char kBeginReason[] = "begin time not reached";
+// Why a pending job with a --deadline ended CANCELLED (Slurm's DEADLINE).
+inline constexpr char kDeadlineReason[] = "deadline: it can no longer end by its --deadline";
 
 struct Effect {
   enum class Kind {
@@ -144,6 +146,10 @@ class JobTableCore {
   // --begin: pending jobs whose begin time has come are queued (call it
   // every few seconds; it costs nothing while none is due).
   Effects release_due(TimeUs now);
+  // --deadline: pending jobs (held too) that could no longer end by their
+  // deadline, were they started now with their time limit, end CANCELLED
+  // (kDeadlineReason). Call it with release_due.
+  Effects expire_deadlines(TimeUs now);
   // hpcq update --begin of a pending job: queued now if `begin_us` has come
   // (0: at once), else kept back until it has.
   Result<Effects> set_begin(JobRecord& record, TimeUs begin_us, TimeUs now);
@@ -238,6 +244,10 @@ class JobTableCore {
   std::set<JobId> running_;  // so that a cycle costs O(running), not O(every job ever)
   std::set<JobId> waiting_;  // pending, but held back by --dependency
   std::set<std::pair<TimeUs, JobId>> deferred_;  // pending, held back by --begin, by time
+  // Pending jobs with a --deadline, by the last time they may start (kept
+  // lazily: an entry of a job that started or ended is dropped when due).
+  std::set<std::pair<TimeUs, JobId>> deadlines_;
+  void watch_deadline(const Job& job);
   std::map<JobId, std::set<JobId>> dependents_;  // job -> waiting jobs that name it
   std::map<JobId, int> array_running_;           // array job id -> its running tasks
   std::vector<JobId> loaded_pending_;            // load() to ready_loaded()

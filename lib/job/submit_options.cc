@@ -35,7 +35,8 @@ constexpr const char* kUsage =
     "[--gpus-per-node N] [--gpus-per-task N] [--mem-per-cpu SIZE] [-m DIST[:DIST]] "
     "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] [--exclusive] "
     "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval TIME] "
-    "[--signal [B:]SIG[@SECONDS]] [--mpi pmi1|pmix|pmi1,pmix|none] [-w NODELIST] [-x NODELIST] "
+    "[--deadline WHEN] [--signal [B:]SIG[@SECONDS]] [--mpi pmi1|pmix|pmi1,pmix|none] [-w NODELIST] "
+    "[-x NODELIST] "
     "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--gres NAME[:N],...] [--json] "
     "[--wait] [--] COMMAND|SCRIPT [ARGS...]";
 
@@ -271,7 +272,9 @@ struct Given {
   std::optional<std::string> image;
   std::optional<std::int64_t> checkpoint_interval;
   std::optional<When> begin;                // a relative one is resolved when the job is made
+  std::optional<When> deadline;             // as begin
   std::optional<std::pair<int, int>> warn;  // --signal: signal, seconds before the limit
+  std::optional<WarnTarget> warn_target;    // --signal's B: (the script only)
   std::optional<std::vector<std::string>> nodelist;
   std::optional<std::vector<std::string>> exclude;
   std::optional<std::string> constraint;
@@ -279,11 +282,12 @@ struct Given {
   std::optional<std::map<std::string, int>> licenses;
   std::optional<std::map<std::string, int>> gres;
   std::optional<std::string> mpi;
-  std::optional<bool> hold;           // Slurm's -H
-  std::optional<std::int32_t> nice;   // Slurm's --nice
-  std::optional<int> gpus;            // Slurm's -G/--gpus: the job's in all
-  std::optional<std::string> wrap;    // Slurm's --wrap
-  std::vector<std::string> warnings;  // Slurm's downgraded options
+  std::optional<bool> hold;                // Slurm's -H
+  std::optional<std::string> export_text;  // --export as given (SLURM_EXPORT_ENV)
+  std::optional<std::int32_t> nice;        // Slurm's --nice
+  std::optional<int> gpus;                 // Slurm's -G/--gpus: the job's in all
+  std::optional<std::string> wrap;         // Slurm's --wrap
+  std::vector<std::string> warnings;       // Slurm's downgraded options
   bool parsable = false;
   bool json = false;
   bool wait = false;
@@ -333,7 +337,9 @@ struct Given {
     take(image, later.image);
     take(checkpoint_interval, later.checkpoint_interval);
     take(begin, later.begin);
+    take(deadline, later.deadline);
     take(warn, later.warn);
+    take(warn_target, later.warn_target);
     take(nodelist, later.nodelist);
     take(exclude, later.exclude);
     take(constraint, later.constraint);
@@ -342,6 +348,7 @@ struct Given {
     take(gres, later.gres);
     take(mpi, later.mpi);
     take(hold, later.hold);
+    take(export_text, later.export_text);
     take(nice, later.nice);
     take(gpus, later.gpus);
     take(wrap, later.wrap);
@@ -507,6 +514,8 @@ class WordParser {
       add("-G,--gpus", gpus);
       add("-i,--input", input);
       add("-Q,--quiet", quiet);
+      // srun's: a step gets only the cores it asks for, as hpcq's steps do.
+      add("--exact", exact);
       unhonoured.resize(std::size(kSlurmUnhonoured));
       for (std::size_t i = 0; i < unhonoured.size(); ++i) {
         const std::string name = kSlurmUnhonoured[i];
@@ -547,6 +556,7 @@ class WordParser {
     add("--image", image);
     add("--checkpoint-interval", checkpoint_interval);
     add("--begin", begin);
+    add("--deadline", deadline);
     add("--signal", warn);
     add("-w,--nodelist", nodelist);
     add("-x,--exclude", exclude);
@@ -587,12 +597,12 @@ class WordParser {
   Value nodes, ntasks, cpus, mem, time, name, output, error, queue, chdir, export_text;
   Value account, qos, priority, dependency, array;
   Value gpus_per_node, gpus_per_task, mem_per_cpu, distribution, cpu_bind, numa_policy;
-  Value profile, workers, image, checkpoint_interval, begin, warn, nodelist, exclude, mpi;
+  Value profile, workers, image, checkpoint_interval, begin, deadline, warn, nodelist, exclude, mpi;
   Value constraint, ntasks_per_node, licenses, gres;
   Flag oversubscribe, exclusive, elastic, requeue, json, wait, label, overlap, immediate, pty;
   // Slurm's dialect only (never given in hpcq's).
   Value wrap, nice, gpus, input;
-  Flag hold, parsable, quiet;
+  Flag hold, parsable, quiet, exact;
   std::vector<Value> unhonoured;  // kSlurmUnhonoured's, in its order
 
  private:
@@ -710,8 +720,13 @@ Result<std::int32_t> priority_of(const std::string& text) {
   return value;
 }
 
-// SIG[@SECONDS], as sbatch's --signal (without its B: and R: flags).
-Result<std::pair<int, int>> warning_of(const std::string& text) {
+// [B:]SIG[@SECONDS], as sbatch's --signal (without its R:, which is about
+// reservations hpcq does not have).
+Result<std::pair<int, int>> warning_of(std::string text) {
+  if (text.starts_with("B:")) text.erase(0, 2);
+  if (text.starts_with("R:") || text.starts_with("RB:") || text.starts_with("BR:")) {
+    return invalid_argument("--signal: R: (a reservation's overlap) is not honoured by hpcq");
+  }
   const std::size_t at = text.find('@');
   auto signo = parse_signal(text.substr(0, at));
   if (!signo.is_ok()) return invalid_argument("--signal: " + signo.status().message());
@@ -793,10 +808,16 @@ Status take_names(const WordParser& p, Dialect dialect, Given& g) {
     if (!when.is_ok()) return when.status();
     g.begin = *when;
   }
+  if (p.deadline.given()) {
+    auto when = parse_when(p.deadline.text, "--deadline");
+    if (!when.is_ok()) return when.status();
+    g.deadline = *when;
+  }
   if (p.warn.given()) {
     auto w = warning_of(p.warn.text);
     if (!w.is_ok()) return w.status();
     g.warn = *w;
+    if (p.warn.text.starts_with("B:")) g.warn_target = WarnTarget::kScript;
   }
   return Status::ok();
 }
@@ -898,6 +919,7 @@ Status take_slurm(const WordParser& p, const SubmitContext& ctx, Given& g) {
     return invalid_argument(name + ": not honoured by hpcq (docs/slurm.md)");
   }
   if (p.hold.given()) g.hold = p.hold.on;
+  if (p.export_text.given()) g.export_text = p.export_text.text;
   g.parsable = p.parsable.on;
   if (p.nice.given()) {
     auto v = priority_of(p.nice.text);
@@ -977,6 +999,11 @@ std::map<std::string, std::string> job_environment(const std::optional<Export>& 
     }
     // A named variable the submitter does not have is simply not set, as in Slurm.
   }
+  // Whatever --export says: steps inside the job (hpcq run, srun) reach
+  // hpcqd where the submitter did.
+  if (auto socket = ctx.environment.find("HPCQ_SOCKET"); socket != ctx.environment.end()) {
+    env["HPCQ_SOCKET"] = socket->second;
+  }
   // Whatever --export says, as Slurm's SLURM_UMASK: the tasks create files
   // with the submitter's umask (the job shell applies it).
   if (ctx.umask) {
@@ -1006,6 +1033,8 @@ Status apply_slurm(const Given& given, const SubmitContext& ctx, SubmitOptions& 
   }
   std::map<std::string, std::string> env = spec.env.vars();
   env["SLURM_SUBMIT_DIR"] = ctx.cwd;
+  // What srun inside the job exports (Slurm's commands read it).
+  if (given.export_text) env["SLURM_EXPORT_ENV"] = *given.export_text;
   if (!ctx.host.empty()) env["SLURM_SUBMIT_HOST"] = ctx.host;
   spec.env = std::move(env);
   out.parsable = given.parsable;
@@ -1115,7 +1144,9 @@ std::string submit_help(SubmitKind kind) {
       "      --begin WHEN             not before: now, now+COUNT[seconds|minutes|hours|\n"
       "                               days|weeks] (seconds by default), now+DURATION as -t,\n"
       "                               or YYYY-MM-DD[THH:MM[:SS]]; at most 365 days ahead\n"
-      "      --signal SIG[@SECONDS]   SIG that long before the time limit (default 60)\n"
+      "      --deadline WHEN          end CANCELLED if it cannot end by then (as --begin)\n"
+      "      --signal [B:]SIG[@SECONDS]  SIG that long before the time limit (default\n"
+      "                               60); B: to a batch script only, not its steps\n"
       "      --requeue, --no-requeue  requeue rather than fail when a node fails\n"
       "      --checkpoint-interval TIME  checkpoint the running job this often\n"
       "      --image DIR              run in an OCI container of this root or bundle\n"
@@ -1261,7 +1292,18 @@ Result<SubmitOptions> parse_submit_args(const std::vector<std::string>& args,
     if (!begin.is_ok()) return begin.status();
     spec.begin_time_us = *begin;
   }
+  if (given.deadline) {
+    auto deadline = resolve_when(*given.deadline, ctx.now_us, "--deadline");
+    if (!deadline.is_ok()) return deadline.status();
+    if (*deadline <= std::max(ctx.now_us, spec.begin_time_us)) {
+      return invalid_argument("--deadline: it has passed (or comes before --begin)");
+    }
+    spec.deadline_us = *deadline;
+  }
   if (given.warn) std::tie(spec.warn_signal, spec.warn_seconds) = *given.warn;
+  // sbatch's --signal spares the batch script unless B: says it alone.
+  spec.warn_target = given.warn_target.value_or(
+      ctx.dialect == Dialect::kSlurm ? WarnTarget::kSteps : WarnTarget::kScriptAndSteps);
   spec.nodelist = given.nodelist.value_or(std::vector<std::string>{});
   spec.exclude = given.exclude.value_or(std::vector<std::string>{});
   spec.constraint = given.constraint.value_or("");

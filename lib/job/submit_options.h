@@ -34,9 +34,9 @@ namespace hpcq::job {
 enum class Dialect { kHpcq, kSlurm };
 
 // Slurm's options that hpcq does not honour yet (docs/slurm.md says why).
-inline constexpr const char* kSlurmUnhonoured[] = {
-    "--mail-type", "--mail-user",   "--comment",      "--time-min", "--deadline",
-    "--test-only", "--mem-per-gpu", "--cpus-per-gpu", "--open-mode"};
+inline constexpr const char* kSlurmUnhonoured[] = {"--mail-type",    "--mail-user", "--comment",
+                                                   "--time-min",     "--test-only", "--mem-per-gpu",
+                                                   "--cpus-per-gpu", "--open-mode"};
 
 struct SubmitContext {
   Dialect dialect = Dialect::kHpcq;

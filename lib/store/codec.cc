@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 #include "lib/core/json_bytes.h"
+#include "lib/core/units.h"
 
 #include "lib/resource/placement_names.h"
 
@@ -191,6 +192,7 @@ Status read_value(const json& v, const std::string& where, resource::ResourceReq
     out.numa_policy = *policy;
   }
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "oversubscribe", out.oversubscribe));
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "exclusive", out.exclusive));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "gres", out.gres));
   return Status::ok();
 }
@@ -299,6 +301,7 @@ std::string encode_spec(const job::JobSpec& spec) {
     doc["request"]["numa_policy"] = resource::numa_policy_name(r.numa_policy);
   }
   if (r.oversubscribe) doc["request"]["oversubscribe"] = true;
+  if (r.exclusive) doc["request"]["exclusive"] = true;
   if (!r.gres.empty()) doc["request"]["gres"] = r.gres;
   if (!spec.profile.empty()) doc["profile"] = spec.profile;
   if (!spec.image.empty()) doc["image"] = spec.image;
@@ -322,6 +325,10 @@ std::string encode_spec(const job::JobSpec& spec) {
   if (!spec.licenses.empty()) doc["licenses"] = spec.licenses;
   if (!spec.submission_key.empty()) doc["submission_key"] = spec.submission_key;
   if (spec.slurm_environment) doc["slurm_environment"] = true;
+  if (spec.warn_target != job::WarnTarget::kScriptAndSteps) {
+    doc["warn_target"] = job::warn_target_word(spec.warn_target);
+  }
+  if (spec.deadline_us != 0) doc["deadline_us"] = spec.deadline_us;
   return dump(doc);
 }
 
@@ -378,6 +385,12 @@ Result<job::JobSpec> decode_spec(std::string_view text) {
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "licenses", spec.licenses));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "submission_key", spec.submission_key));
   HPCQ_RETURN_IF_ERROR(read_field(v, where, "slurm_environment", spec.slurm_environment));
+  std::string warn_target;
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "warn_target", warn_target));
+  const auto target = job::parse_warn_target(warn_target);
+  if (!target) return invalid_argument(where + ".warn_target: unknown " + quote(warn_target));
+  spec.warn_target = *target;
+  HPCQ_RETURN_IF_ERROR(read_field(v, where, "deadline_us", spec.deadline_us));
   return spec;
 }
 

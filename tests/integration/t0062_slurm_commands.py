@@ -148,6 +148,33 @@ def test_arrays_and_a_script_on_stdin():
         t.check(f.read() == "fromstdin\n", "a script on stdin")
 
 
+def test_signal_goes_to_the_steps_or_with_b_to_the_script_alone():
+    """sbatch's --signal warns a batch job's steps, not its script; with B:
+    the script alone (its own process: not its step's client either)."""
+    work = t.workdir()
+    script = os.path.join(work, "warned.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n"
+                "#SBATCH -t 0:20 -o %x.out\n"
+                "trap 'echo script warned' USR1\n"
+                "srun sh -c 'trap \"echo step warned; exit 0\" USR1; i=0; "
+                "while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; echo step not warned'\n"
+                "echo script done\n")
+    steps = sbatch("-J", "steps", "--signal=USR1@15", script, cwd=work)
+    only_script = sbatch("-J", "script", "--signal=B:USR1@15", script, cwd=work)
+    for job in (steps, only_script):
+        t.check(wait_ended(job) == ("COMPLETED", "0:0"), f"job {job}")
+    def said(name):
+        # A step's signal reaches all its processes, as Slurm's: the shell
+        # may report its `sleep` killed by it.
+        with open(os.path.join(work, name)) as f:
+            return [line for line in f.read().splitlines() if line != "User defined signal 1"]
+    t.check(said("steps.out") == ["step warned", "script done"],
+            f"--signal=USR1@15 warns the step only: {said('steps.out')}")
+    t.check(said("script.out") == ["step not warned", "script warned", "script done"],
+            f"--signal=B:USR1@15 warns the script only: {said('script.out')}")
+
+
 def test_partitions_nodes_and_hostnames():
     # A line per partition and node state: other tests' jobs may still hold nodes.
     p = slurm("sinfo", "-h", "-o", "%P %D %c")
@@ -179,5 +206,6 @@ t.main([test_a_wrapped_command_runs_and_sacct_reports_it,
         test_held_pending_then_released_as_squeue_and_scontrol_show,
         test_scancel_a_running_job_and_exit_codes,
         test_arrays_and_a_script_on_stdin,
+        test_signal_goes_to_the_steps_or_with_b_to_the_script_alone,
         test_partitions_nodes_and_hostnames,
         test_what_hpcq_cannot_honour_is_refused_in_one_line])

@@ -13,6 +13,8 @@ TEST(SlurmText, StatesAndTheirCompactForms) {
   EXPECT_EQ(state_name(v1::FAILED, "out of memory: the kernel killed 1 process(es)"),
             "OUT_OF_MEMORY");
   EXPECT_EQ(state_name(v1::FAILED, "node1: task 0: exited with code 3"), "FAILED");
+  EXPECT_EQ(state_name(v1::CANCELLED, "deadline: it can no longer end by its --deadline"),
+            "DEADLINE");
   EXPECT_EQ(compact_state("PENDING"), "PD");
   EXPECT_EQ(compact_state("RUNNING"), "R");
   EXPECT_EQ(compact_state("TIMEOUT"), "TO");
@@ -34,7 +36,7 @@ TEST(SlurmText, ExitCodesAsCodeColonSignal) {
   EXPECT_EQ(exit_code_text(0, v1::COMPLETED), "0:0");
   EXPECT_EQ(exit_code_text(3, v1::FAILED), "3:0");
   EXPECT_EQ(exit_code_text(137, v1::CANCELLED), "0:9");
-  EXPECT_EQ(exit_code_text(143, v1::TIMEOUT), "0:15");
+  EXPECT_EQ(exit_code_text(143, v1::TIMEOUT), "0:0") << "as Slurm shows a job out of time";
 }
 
 TEST(SlurmText, DurationsAndTimes) {

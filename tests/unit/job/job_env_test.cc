@@ -164,7 +164,7 @@ TEST(JobEnv, ASlurmStepSeesItsOwnNodesAndTasksAndNotItsCallersTask) {
   const Environment env = step_environment(job, step);
   EXPECT_EQ(env.at("SLURM_STEP_ID"), "2") << "Slurm's steps count from 0, hpcq's from 1";
   EXPECT_EQ(env.at("SLURM_STEP_NODELIST"), "n2");
-  EXPECT_EQ(env.at("SLURM_NODELIST"), "n2");
+  EXPECT_EQ(env.at("SLURM_NODELIST"), "n[1-3]") << "the job's, as srun leaves it";
   EXPECT_EQ(env.at("SLURM_JOB_NODELIST"), "n[1-3]") << "the job's stays";
   EXPECT_EQ(env.at("SLURM_NTASKS"), "2");
   EXPECT_EQ(env.at("SLURM_STEP_NUM_NODES"), "1");

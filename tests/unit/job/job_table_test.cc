@@ -141,6 +141,43 @@ TEST_F(JobTableTest, ABeginTimeKeepsAJobBackUntilItComes) {
   EXPECT_TRUE(table.release_due(now + 61 * kUsPerSecond).empty());  // once
 }
 
+// --deadline (issue 47 item 5): a pending job, held or not, that could no
+// longer end by its deadline ends CANCELLED, at the last moment it could
+// have started; a running one or one already ended is left alone.
+TEST_F(JobTableTest, ADeadlineEndsAPendingJobThatCanNoLongerEndByIt) {
+  auto with_deadline = [this](JobId id, std::int64_t limit_s, TimeUs deadline) -> JobRecord& {
+    Job job;
+    job.id = id;
+    job.submit_time = static_cast<TimeUs>(id) * kUsPerSecond;
+    job.spec.time_limit_s = limit_s;
+    job.spec.deadline_us = deadline;
+    JobRecord& record = table.insert(std::move(job));
+    last = table.admit(record, now);
+    return record;
+  };
+  with_deadline(1, 60, now + 100 * kUsPerSecond);  // must start by now + 40 s
+  with_deadline(2, 60, now + 100 * kUsPerSecond);
+  ASSERT_TRUE(table.hold(at(2), true, "held by alice", now).is_ok());
+  with_deadline(3, 10, now + 100 * kUsPerSecond);  // started in time
+  table.start(at(3), on({1}), now);
+  EXPECT_TRUE(table.expire_deadlines(now + 39 * kUsPerSecond).empty());
+  const Effects expired = table.expire_deadlines(now + 40 * kUsPerSecond);
+  EXPECT_EQ(state(1), JobState::kCancelled);
+  EXPECT_EQ(state(2), JobState::kCancelled) << "held or not";
+  EXPECT_EQ(at(1).job.reason, kDeadlineReason);
+  EXPECT_EQ(state(3), JobState::kRunning);
+  EXPECT_TRUE(queue().empty());
+  EXPECT_EQ(expired.back(), (Effect{Kind::kSchedule}));
+  EXPECT_TRUE(table.expire_deadlines(now + 200 * kUsPerSecond).empty()) << "once";
+  // A lowered time limit gives it longer: checked again when due.
+  JobRecord& lowered = with_deadline(4, 60, now + 100 * kUsPerSecond);
+  lowered.job.spec.time_limit_s = 10;
+  EXPECT_TRUE(table.expire_deadlines(now + 40 * kUsPerSecond).empty());
+  EXPECT_EQ(state(4), JobState::kPending);
+  EXPECT_FALSE(table.expire_deadlines(now + 90 * kUsPerSecond).empty());
+  EXPECT_EQ(state(4), JobState::kCancelled);
+}
+
 TEST_F(JobTableTest, ABeginTimeMovesAndHeldOrCancelledJobsStayOut) {
   submit(1);
   auto later = table.set_begin(at(1), now + 10 * kUsPerSecond, now);

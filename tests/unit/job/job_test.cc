@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace hpcq::job {
 namespace {
@@ -356,7 +357,11 @@ TEST(OutputPath, NameUserAndFirstNode) {
   job.allocation.nodes[0].node = "node3";
   job.allocation.nodes[1].node = "node4";
   EXPECT_EQ(expand_output_path("%x-%j.%u.%N.out", job), "/home/alice/solver-12.alice.node3.out");
-  EXPECT_EQ(expand_output_path("%%x%t%n%", job), "/home/alice/%x%t%n%");  // %t %n not yet
+  // %t and %n are per task and per node: no file of hpcq's is.
+  EXPECT_EQ(expand_output_path("%%x%t%n%", job), "/home/alice/%x%t%n%");
+  // A batch job's file is its script's, task 0 on node 0, as sbatch's.
+  job.spec.batch = true;
+  EXPECT_EQ(expand_output_path("out-%j-%t-%n.txt", job), "/home/alice/out-12-0-0.txt");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // own options, and one line for each option hpcq cannot honour.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <map>
 #include <string>
 #include <vector>
@@ -104,6 +105,30 @@ TEST_F(Slurm, GpusAsGresOrInAll) {
   EXPECT_EQ(ok({"-N", "2", "--gpus=4", "--wrap", "x"}).spec.request.gpus_per_node, 2);
   EXPECT_EQ(ok({"-G", "2", "--wrap", "x"}).spec.request.gpus_per_node, 2);
   EXPECT_NE(error({"-N", "2", "--gpus=3", "--wrap", "x"}).find("--gpus"), std::string::npos);
+}
+
+TEST_F(Slurm, SignalSparesTheScriptUnlessBSaysItAlone) {
+  const SubmitOptions steps = ok({"--signal=USR1@50", "--wrap", "x"});
+  EXPECT_EQ(steps.spec.warn_signal, SIGUSR1);
+  EXPECT_EQ(steps.spec.warn_seconds, 50);
+  EXPECT_EQ(steps.spec.warn_target, WarnTarget::kSteps) << "sbatch's default";
+  EXPECT_EQ(ok({"--signal=B:USR1@50", "--wrap", "x"}).spec.warn_target, WarnTarget::kScript);
+  EXPECT_NE(error({"--signal=R:USR1@50", "--wrap", "x"}).find("R:"), std::string::npos);
+  ctx_.dialect = Dialect::kHpcq;
+  EXPECT_EQ(ok({"--signal=USR1@50", "./app"}, SubmitKind::kSubmit).spec.warn_target,
+            WarnTarget::kScriptAndSteps)
+      << "hpcq's default: the script and its steps";
+  EXPECT_EQ(ok({"--signal=B:USR1", "./app"}, SubmitKind::kSubmit).spec.warn_target,
+            WarnTarget::kScript);
+}
+
+TEST_F(Slurm, DeadlineIsATimeToComeAfterTheBegin) {
+  ctx_.now_us = 1'000'000'000'000'000;  // 2001-09-09
+  const SubmitOptions o = ok({"--deadline=now+3600", "--wrap", "x"});
+  EXPECT_EQ(o.spec.deadline_us, ctx_.now_us + 3600'000'000LL);
+  EXPECT_NE(error({"--deadline=2000-01-01", "--wrap", "x"}).find("--deadline"), std::string::npos);
+  EXPECT_NE(error({"--begin=now+7200", "--deadline=now+3600", "--wrap", "x"}).find("--deadline"),
+            std::string::npos);
 }
 
 TEST_F(Slurm, MpiTakesSlurmsNames) {

@@ -709,7 +709,8 @@ INSTANTIATE_TEST_SUITE_P(
             "[--cpu-bind cores|threads|none] [--numa-policy POLICY] [--oversubscribe] "
             "[--exclusive] "
             "[--profile cpu|memory|network] [--workers N] [--image DIR] [--checkpoint-interval "
-            "TIME] [--signal [B:]SIG[@SECONDS]] [--mpi pmi1|pmix|pmi1,pmix|none] [-w NODELIST] [-x "
+            "TIME] [--deadline WHEN] [--signal [B:]SIG[@SECONDS]] [--mpi pmi1|pmix|pmi1,pmix|none] "
+            "[-w NODELIST] [-x "
             "NODELIST] "
             "[-C FEATURES] [--ntasks-per-node N] [-L NAME[:N],...] [--gres NAME[:N],...] [--json] "
             "[--wait] [--] COMMAND|SCRIPT [ARGS...]"},
