@@ -17,6 +17,11 @@ runs give the min and median reported (ms).
 against the same hpcqd, as system "hpcq-before": the socket serves both the
 local wire and gRPC, so a command from before the local wire works too.
 
+System "hpcq-slurm" is hpcq's Slurm commands (compat/slurm: sbatch, squeue)
+against the same hpcqd, the same words as Slurm's (issue 47's bench row).
+Case "submit_wait" is end to end: `sbatch -W --wrap true` (`hpcq submit
+--wait`) returns once the job has ended.
+
 Usage: bench/cli_latency.py [--runs 3] [--calls 40] [--before PATH] [--skip-slurm] [--label L]
 Run as root on an idle machine; never two benchmarks at once. Appends one JSON
 line per run and case to bench/results/cli_latency.jsonl and prints a table.
@@ -35,21 +40,27 @@ import throughput  # noqa: E402  (its commit() and host())
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-CASES = ("true", "help", "submit", "submit_deferred", "queue")
+CASES = ("true", "help", "submit", "submit_deferred", "queue", "submit_wait")
 
 
 def commands(system, hpcq):
+    if system == "hpcq-slurm":
+        bin_dir = os.path.join(os.path.dirname(os.path.dirname(hpcq)), "compat", "slurm", "bin")
+        return {case: [os.path.join(bin_dir, cmd[0]), *cmd[1:]]
+                for case, cmd in commands("slurm", None).items() if cmd[0] != "/bin/true"}
     if system.startswith("hpcq"):
         return {"true": ["/bin/true"], "help": [hpcq, "--help"],
                 "submit": [hpcq, "submit", "-o", "/dev/null", "--", "true"],
                 "submit_deferred": [hpcq, "submit", "--begin", "now+3600", "-o", "/dev/null", "--",
                                     "true"],
-                "queue": [hpcq, "queue"]}
+                "queue": [hpcq, "queue"],
+                "submit_wait": [hpcq, "submit", "--wait", "-o", "/dev/null", "--", "true"]}
     return {"true": ["/bin/true"], "help": ["sbatch", "--help"],
             "submit": ["sbatch", "-o", "/dev/null", "--wrap", "true"],
             "submit_deferred": ["sbatch", "--begin", "now+3600", "-o", "/dev/null", "--wrap",
                                 "true"],
-            "queue": ["squeue"]}
+            "queue": ["squeue"],
+            "submit_wait": ["sbatch", "-W", "-o", "/dev/null", "--wrap", "true"]}
 
 
 def time_calls(cmd, calls, env=None, cwd=None):
@@ -105,7 +116,8 @@ def main():
     build = os.path.abspath(a.build)
     if a.inside:
         for r in range(a.runs):  # interleaved, so that both see the same machine
-            for system, hpcq in (("hpcq", f"{build}/cli/hpcq"), ("hpcq-before", a.before)):
+            for system, hpcq in (("hpcq", f"{build}/cli/hpcq"), ("hpcq-before", a.before),
+                                 ("hpcq-slurm", f"{build}/cli/hpcq")):
                 if hpcq:
                     for line in measure(system, hpcq, 1, a.calls):
                         print(json.dumps(dict(line, run=r + 1)), flush=True)
@@ -122,16 +134,18 @@ def main():
             r.update(when=when, calls=a.calls, commit=commit, host=host,
                      **({"label": a.label} if a.label else {}))
             f.write(json.dumps(r) + "\n")
-    print("| case | hpcq min / median ms | hpcq-before | Slurm | Slurm / hpcq (median) |")
-    print("|---|---|---|---|---|")
+    print("| case | hpcq min / median ms | hpcq-before | hpcq's sbatch, squeue | Slurm | "
+          "Slurm / hpcq (median) | Slurm / hpcq's sbatch |")
+    print("|---|---|---|---|---|---|---|")
     for case in CASES:
         def stats(system):
             v = [r["median_ms"] for r in results if r["system"] == system and r["case"] == case]
             return (min(v), statistics.median(v)) if v else None
-        h, b, s = stats("hpcq"), stats("hpcq-before"), stats("slurm")
+        h, b, c, s = stats("hpcq"), stats("hpcq-before"), stats("hpcq-slurm"), stats("slurm")
         fmt = lambda x: f"{x[0]:.1f} / {x[1]:.1f}" if x else "-"
-        ratio = f"{s[1] / h[1]:.2f}x" if h and s else "-"
-        print(f"| {case} | {fmt(h)} | {fmt(b)} | {fmt(s)} | {ratio} |")
+        ratio = lambda x, y: f"{y[1] / x[1]:.2f}x" if x and y else "-"
+        print(f"| {case} | {fmt(h)} | {fmt(b)} | {fmt(c)} | {fmt(s)} | {ratio(h, s)} | "
+              f"{ratio(c, s)} |")
 
 
 if __name__ == "__main__":

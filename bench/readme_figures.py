@@ -324,7 +324,9 @@ CLI_CASES = [("true", "`/bin/true` (starting any process)", "`/bin/true`"),
              ("help", "`hpcq --help`", "`sbatch --help`"),
              ("submit", "`hpcq submit -o /dev/null -- true`", "`sbatch -o /dev/null --wrap true`"),
              ("submit_deferred", "the same with `--begin now+3600`", "the same with `--begin now+3600`"),
-             ("queue", "`hpcq queue`", "`squeue`")]
+             ("queue", "`hpcq queue`", "`squeue`"),
+             ("submit_wait", "`hpcq submit --wait -o /dev/null -- true` (to its end)",
+              "`sbatch -W -o /dev/null --wrap true`")]
 
 
 def cli_stats(rows, system, case):
@@ -334,23 +336,34 @@ def cli_stats(rows, system, case):
 def fig_cli_latency():
     label, rows = latest_label("cli_latency")
     before = any(r["system"] == "hpcq-before" for r in rows)
+    # hpcq's own Slurm commands (compat/slurm) against the same hpcqd.
+    compat = any(r["system"] == "hpcq-slurm" for r in rows)
     out = []
     for case, hpcq_title, slurm_title in CLI_CASES:
-        h, b, s = (cli_stats(rows, x, case) for x in ("hpcq", "hpcq-before", "slurm"))
+        h, b, c, s = (cli_stats(rows, x, case) for x in ("hpcq", "hpcq-before", "hpcq-slurm", "slurm"))
+        if not h:
+            continue  # a case the run did not have
         out.append([hpcq_title, min_median(h, 1)] + ([min_median(b, 1)] if before else []) +
-                   [slurm_title, min_median(s, 1) if s else "-",
-                    f"{median(s) / median(h):.1f}x" if s else "-"])
+                   [slurm_title] + ([min_median(c, 1) if c else "-"] if compat else []) +
+                   [min_median(s, 1) if s else "-",
+                    f"{median(s) / median(h):.1f}x" if s else "-"] +
+                   ([f"{median(s) / median(c):.1f}x" if s and c else "-"] if compat else []))
     runs = max(r["run"] for r in rows)
     first = rows[0]
     return "\n".join([
         table(["hpcq command", "hpcq (ms)"] + (["the command before (ms)"] if before else []) +
-              ["Slurm command", "Slurm (ms)", "Slurm / hpcq (medians)"], out), "",
+              ["Slurm command"] + (["hpcq's Slurm command (ms)"] if compat else []) +
+              ["Slurm (ms)", "Slurm / hpcq (medians)"] +
+              (["Slurm / hpcq's Slurm command"] if compat else []), out), "",
         f"Command to exit: each run's figure is the median of {first['calls']} calls one after "
         f"another; each cell min / median of {runs} runs. `hpcq submit` answers once the job "
         f"is committed to SQLite; the submitted `true` jobs run meanwhile (on Slurm too). "
         f"hpcq with 4 agents of 2 cores, Slurm 22.05 (4 x 2 CPUs) in the same session"
         + (", and \"the command before\" (an earlier `hpcq` speaking gRPC) against the same "
-           "hpcqd, interleaved run by run" if before else "") +
+           "hpcqd, interleaved run by run" if before else "")
+        + (", and hpcq's Slurm commands (compat/slurm: the same words as Slurm's, `sbatch`, "
+           "`squeue`) against the same hpcqd, interleaved run by run; `--wait` and `-W` "
+           "return once the job has ended" if compat else "") +
         f". Command: `bench/cli_latency.py --label {label}` (as root). Results: "
         f"`bench/results/cli_latency.jsonl`, rows: the latest label in the file ({label}, "
         f"{first['when'][:10]}, commit {first['commit']}); host {first['host']}; load average "
