@@ -12,7 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "cli/client.h"
+#include "lib/core/status.h"
+#include "proto/hpcq.pb.h"
+
 namespace hpcq::compat {
+
+// What the commands share: every job the caller may see, by id (ended ones
+// too with `ended_too`), and whether a -u/-p/-A/-n list lets a value through
+// (an empty list lets every one).
+Result<std::vector<v1::Job>> list_jobs(const cli::Client& client, bool ended_too);
+bool allowed(const std::vector<std::string>& values, const std::string& value);
 
 int squeue(const std::vector<std::string>& args);
 int sacct(const std::vector<std::string>& args);

@@ -22,17 +22,6 @@ using cli::fail;
 
 namespace {
 
-Result<std::vector<v1::Job>> all_jobs(const Client& client, bool ended_too) {
-  v1::ListJobsRequest request;
-  request.set_all(ended_too);
-  v1::ListJobsResponse response;
-  HPCQ_RETURN_IF_ERROR(client.call("ListJobs", request, &response));
-  std::vector<v1::Job> jobs(response.jobs().begin(), response.jobs().end());
-  std::sort(jobs.begin(), jobs.end(),
-            [](const v1::Job& a, const v1::Job& b) { return a.id() < b.id(); });
-  return jobs;
-}
-
 // A job (and step) as Slurm's commands take them: N (with every element of
 // an array of that id), A_I, and N.S for Slurm's step S.
 struct Target {
@@ -77,7 +66,7 @@ template <typename Request, typename Response>
 int for_each_target(const std::vector<std::string>& ids, const char* method, const char* what,
                     const std::function<void(Request&)>& fill = {}) {
   Client client(cli::socket_path());
-  auto jobs = all_jobs(client, /*ended_too=*/false);
+  auto jobs = list_jobs(client, /*ended_too=*/false);
   if (!jobs.is_ok()) return fail(jobs.status());
   int rc = 0;
   for (const std::string& text : ids) {
@@ -130,21 +119,18 @@ int scancel(const std::vector<std::string>& args) {
   if (filtered) {
     // scancel -u USER [-n NAME] [-t STATE]: every matching job (and of the ids given).
     Client client(cli::socket_path());
-    auto jobs = all_jobs(client, /*ended_too=*/false);
+    auto jobs = list_jobs(client, /*ended_too=*/false);
     if (!jobs.is_ok()) return fail(jobs.status());
     std::vector<std::string> users = o.list("user");
     if (o.has("me")) users.push_back(caller_user());
     std::vector<std::string> matched;
     for (const v1::Job& job : *jobs) {
       const std::string state = state_name(job.state(), job.reason());
-      auto in = [](const std::vector<std::string>& values, const std::string& v) {
-        return values.empty() || std::find(values.begin(), values.end(), v) != values.end();
-      };
-      const bool state_ok = o.list("state").empty() || in(o.list("state"), state) ||
-                            in(o.list("state"), compact_state(state));
-      if (in(users, job.user()) && in(o.list("name"), job.name()) && state_ok &&
-          in(o.list("partition"), partition_of(job.queue())) &&
-          in(o.list("account"), job.spec().account()) &&
+      const bool state_ok = o.list("state").empty() || allowed(o.list("state"), state) ||
+                            allowed(o.list("state"), compact_state(state));
+      if (allowed(users, job.user()) && allowed(o.list("name"), job.name()) && state_ok &&
+          allowed(o.list("partition"), partition_of(job.queue())) &&
+          allowed(o.list("account"), job.spec().account()) &&
           (ids.empty() ||
            std::find(ids.begin(), ids.end(), std::to_string(job.id())) != ids.end())) {
         matched.push_back(std::to_string(job.id()));
@@ -293,7 +279,7 @@ int scontrol_show(const std::vector<std::string>& words, bool one_line) {
     return 0;
   }
   if (what == "job") {
-    auto jobs = all_jobs(client, /*ended_too=*/true);
+    auto jobs = list_jobs(client, /*ended_too=*/true);
     if (!jobs.is_ok()) return fail(jobs.status());
     bool any = false;
     for (const v1::Job& job : *jobs) {
@@ -342,9 +328,7 @@ int scontrol_update(const std::vector<std::string>& words) {
   std::string id, limit, begin;
   for (const std::string& w : words) {
     const std::size_t eq = w.find('=');
-    std::string key = w.substr(0, eq);
-    std::transform(key.begin(), key.end(), key.begin(),
-                   [](unsigned char c) { return std::tolower(c); });
+    const std::string key = lower(w.substr(0, eq));
     const std::string value = eq == std::string::npos ? "" : w.substr(eq + 1);
     if (key == "jobid") {
       id = value;

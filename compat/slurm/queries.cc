@@ -14,21 +14,26 @@
 #include "lib/core/units.h"
 
 namespace hpcq::compat {
-namespace {
 
-using cli::Client;
-using cli::fail;
-
-Result<std::vector<v1::Job>> list_jobs(bool all) {
+Result<std::vector<v1::Job>> list_jobs(const cli::Client& client, bool ended_too) {
   v1::ListJobsRequest request;
-  request.set_all(all);
+  request.set_all(ended_too);
   v1::ListJobsResponse response;
-  HPCQ_RETURN_IF_ERROR(Client(cli::socket_path()).call("ListJobs", request, &response));
+  HPCQ_RETURN_IF_ERROR(client.call("ListJobs", request, &response));
   std::vector<v1::Job> jobs(response.jobs().begin(), response.jobs().end());
   std::sort(jobs.begin(), jobs.end(),
             [](const v1::Job& a, const v1::Job& b) { return a.id() < b.id(); });
   return jobs;
 }
+
+bool allowed(const std::vector<std::string>& values, const std::string& value) {
+  return values.empty() || std::find(values.begin(), values.end(), value) != values.end();
+}
+
+namespace {
+
+using cli::Client;
+using cli::fail;
 
 // -j's ids: N (the job, or all of an array with that id), A_I, N.S (sacct).
 bool matches_id(const v1::Job& job, const std::vector<std::string>& ids) {
@@ -39,10 +44,6 @@ bool matches_id(const v1::Job& job, const std::vector<std::string>& ids) {
     if (job.array_job_id() != 0 && id == std::to_string(job.array_job_id())) return true;
   }
   return false;
-}
-
-bool in(const std::vector<std::string>& values, const std::string& value) {
-  return values.empty() || std::find(values.begin(), values.end(), value) != values.end();
 }
 
 // -t/--states and sacct -s: long names or compact ones, any case.
@@ -106,8 +107,7 @@ std::string squeue_letter(const v1::Job& job, char letter, std::int64_t now) {
 
 // squeue -O's names for the letters above.
 char letter_of(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
+  name = lower(std::move(name));
   static const std::map<std::string, char> kNames = {
       {"jobid", 'i'},     {"jobarrayid", 'i'}, {"arrayjobid", 'F'},   {"arraytaskid", 'K'},
       {"name", 'j'},      {"username", 'u'},   {"userid", 'U'},       {"account", 'a'},
@@ -195,30 +195,23 @@ int squeue(const std::vector<std::string>& args) {
     if (!parsed.is_ok()) return fail(parsed.status());
     fields = std::move(parsed).value();
   }
-  auto jobs = list_jobs(/*all=*/false);
+  auto jobs = list_jobs(Client(cli::socket_path()), /*ended_too=*/false);
   if (!jobs.is_ok()) return fail(jobs.status());
   std::vector<std::string> users = o.list("user");
   if (o.has("me")) users.push_back(caller_user());
   const std::int64_t now = cli::wall_clock_us();
-  auto line = [&fields](const std::function<std::string(char)>& value_of) {
-    std::string out;
-    for (const Field& f : fields) {
-      out += f.literal;
-      if (!f.name.empty()) out += pad(value_of(f.name[0]), f);
-    }
-    return out + "\n";
-  };
-  if (!o.has("noheader")) std::cout << line(squeue_header);
+  if (!o.has("noheader")) std::cout << format_line(fields, squeue_header);
   for (const v1::Job& job : *jobs) {
     const std::string state = state_name(job.state(), job.reason());
-    if (!matches_id(job, o.list("jobs")) || !in(users, job.user()) ||
-        !in(o.list("partition"), partition_of(job.queue())) ||
-        !in(o.list("account"), job.spec().account()) || !in(o.list("name"), job.name()) ||
+    if (!matches_id(job, o.list("jobs")) || !allowed(users, job.user()) ||
+        !allowed(o.list("partition"), partition_of(job.queue())) ||
+        !allowed(o.list("account"), job.spec().account()) || !allowed(o.list("name"), job.name()) ||
         !state_matches(o.list("states"), state)) {
       continue;
     }
     if (o.has("start") && job.state() != v1::PENDING) continue;
-    std::cout << line([&job, now](char letter) { return squeue_letter(job, letter, now); });
+    std::cout << format_line(fields,
+                             [&job, now](char letter) { return squeue_letter(job, letter, now); });
   }
   return 0;
 }
@@ -269,8 +262,7 @@ std::string tres(int cpus, std::uint64_t mem_bytes, int nodes) {
 
 std::string acct_field(const AcctRow& r, std::string name, std::int64_t now) {
   const v1::Job& job = *r.job;
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
+  name = lower(std::move(name));
   const bool step_row = r.step != nullptr;
   const std::int64_t start = step_row ? r.step->start_time_us() : job.start_time_us();
   const std::int64_t end = step_row ? r.step->end_time_us() : job.end_time_us();
@@ -350,8 +342,7 @@ std::string acct_field(const AcctRow& r, std::string name, std::int64_t now) {
 }
 
 bool known_acct_field(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
+  name = lower(std::move(name));
   static const std::set<std::string> kKnown = {
       "jobid",     "jobidraw",   "jobname",  "state",    "exitcode",  "derivedexitcode",
       "elapsed",   "elapsedraw", "totalcpu", "maxrss",   "alloctres", "alloccpus",
@@ -364,8 +355,7 @@ bool known_acct_field(std::string name) {
 
 // sacct's default column widths.
 int acct_width(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
+  name = lower(std::move(name));
   static const std::map<std::string, int> kWidths = {
       {"jobid", 12},   {"jobidraw", 12}, {"exitcode", 8},  {"start", 19},
       {"end", 19},     {"submit", 19},   {"nodelist", 15}, {"alloctres", 30},
@@ -445,15 +435,16 @@ int sacct(const std::vector<std::string>& args) {
   }
   std::vector<std::string> users = o.list("user");
   if (users.empty() && !o.has("allusers") && getuid() != 0) users.push_back(caller_user());
-  auto jobs = list_jobs(/*all=*/true);
+  auto jobs = list_jobs(Client(cli::socket_path()), /*ended_too=*/true);
   if (!jobs.is_ok()) return fail(jobs.status());
   const std::int64_t now = cli::wall_clock_us();
   std::vector<AcctRow> rows;
   for (const v1::Job& job : *jobs) {
     const std::string state = state_name(job.state(), job.reason());
-    if (!matches_id(job, o.list("jobs")) || !in(users, job.user()) ||
-        !in(o.list("accounts"), job.spec().account()) || !in(o.list("name"), job.name()) ||
-        !in(o.list("partition"), partition_of(job.queue())) ||
+    if (!matches_id(job, o.list("jobs")) || !allowed(users, job.user()) ||
+        !allowed(o.list("accounts"), job.spec().account()) ||
+        !allowed(o.list("name"), job.name()) ||
+        !allowed(o.list("partition"), partition_of(job.queue())) ||
         !state_matches(o.list("state"), state)) {
       continue;
     }
@@ -611,10 +602,10 @@ int sinfo(const std::vector<std::string>& args) {
   std::vector<NodeRow> rows;
   for (const v1::QueueSummary& q : queues.queues()) {
     const std::string name = partition_of(q.name());
-    if (!in(o.list("partition"), name)) continue;
+    if (!allowed(o.list("partition"), name)) continue;
     for (const std::string& node : q.nodes()) {
       auto it = by_name.find(node);
-      if (it == by_name.end() || !in(only_nodes, node)) continue;
+      if (it == by_name.end() || !allowed(only_nodes, node)) continue;
       rows.push_back({name + (q.is_default() ? "*" : ""), "up", q.max_time_limit_s(), it->second});
     }
   }
@@ -641,17 +632,10 @@ int sinfo(const std::vector<std::string>& args) {
       same->push_back(&row);
     }
   }
-  auto line = [&fields](const std::function<std::string(char)>& value_of) {
-    std::string out;
-    for (const Field& f : *fields) {
-      out += f.literal;
-      if (!f.name.empty()) out += pad(value_of(f.name[0]), f);
-    }
-    return out + "\n";
-  };
-  if (!o.has("noheader")) std::cout << line(sinfo_header);
+  if (!o.has("noheader")) std::cout << format_line(*fields, sinfo_header);
   for (const auto& group : groups) {
-    std::cout << line([&group](char letter) { return sinfo_letter(group, letter); });
+    std::cout << format_line(*fields,
+                             [&group](char letter) { return sinfo_letter(group, letter); });
   }
   return 0;
 }

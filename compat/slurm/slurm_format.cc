@@ -155,4 +155,20 @@ std::vector<std::string> split_list(const std::string& text) {
   return items;
 }
 
+std::string format_line(const std::vector<Field>& fields,
+                        const std::function<std::string(char)>& value_of) {
+  std::string out;
+  for (const Field& f : fields) {
+    out += f.literal;
+    if (!f.name.empty()) out += pad(value_of(f.name[0]), f);
+  }
+  return out + "\n";
+}
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
 }  // namespace hpcq::compat

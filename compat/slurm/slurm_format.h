@@ -4,6 +4,7 @@
 // errors are one line, kInvalidArgument.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -51,6 +52,13 @@ Result<std::vector<Field>> parse_named_format(const std::string& text, char widt
 // `value` padded to the field's width (truncated to it, as Slurm's commands
 // truncate; sacct marks a cut with '+': `cut_mark`).
 std::string pad(const std::string& value, const Field& field, char cut_mark = 0);
+
+// One output line of a %-format (squeue -o, sinfo -o): each field's literal
+// text, then value_of(its letter) padded to it; ends in a newline.
+std::string format_line(const std::vector<Field>& fields,
+                        const std::function<std::string(char)>& value_of);
+// `text` in ASCII lower case (the commands' field names are any case).
+std::string lower(std::string text);
 
 // Each comma-separated item of `text` ("1,2,3"), empties dropped.
 std::vector<std::string> split_list(const std::string& text);
