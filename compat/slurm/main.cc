@@ -40,20 +40,20 @@ std::string bin_dir_of(const std::string& argv0) {
 }
 
 int submit(const std::string& name, const std::vector<std::string>& args, SubmitKind kind,
-           const std::string& bin_dir) {
+           const std::string& argv0) {
   hpcq::cli::SubmitStyle style;
-  style.bin_dir = bin_dir;
+  style.bin_dir = bin_dir_of(argv0);  // only a submission puts it on the job's PATH
   style.program = name;
   style.dialect = hpcq::job::Dialect::kSlurm;
   style.stdin_script = kind == SubmitKind::kBatch;
   return hpcq::cli::cmd_submit(args, kind, style);
 }
 
-int run(const std::string& name, const std::vector<std::string>& args, const std::string& bin_dir) {
+int run(const std::string& name, const std::vector<std::string>& args, const std::string& argv0) {
   hpcq::cli::set_error_style({name, /*slurm=*/true});
-  if (name == "sbatch") return submit(name, args, SubmitKind::kBatch, bin_dir);
-  if (name == "srun") return submit(name, args, SubmitKind::kRun, bin_dir);
-  if (name == "salloc") return submit(name, args, SubmitKind::kAlloc, bin_dir);
+  if (name == "sbatch") return submit(name, args, SubmitKind::kBatch, argv0);
+  if (name == "srun") return submit(name, args, SubmitKind::kRun, argv0);
+  if (name == "salloc") return submit(name, args, SubmitKind::kAlloc, argv0);
   if (name == "squeue") return hpcq::compat::squeue(args);
   if (name == "sacct") return hpcq::compat::sacct(args);
   if (name == "sinfo") return hpcq::compat::sinfo(args);
@@ -78,5 +78,5 @@ int main(int argc, char** argv) {
     name = args.front();
     args.erase(args.begin());
   }
-  return run(name, args, bin_dir_of(argv[0]));
+  return run(name, args, argv[0]);
 }
