@@ -18,6 +18,7 @@
 
 #include "lib/api/local_wire.h"
 #include "lib/core/bytes.h"
+#include "lib/core/protocol_version.h"
 
 extern char** environ;
 
@@ -177,6 +178,7 @@ Result<Client::Opened> Client::open(std::string_view method,
   if (fd < 0) return lost(socket_, why);
   local::Call call;
   call.set_method(std::string(method));
+  call.set_protocol_version(kProtocolVersion);
   request.SerializeToString(call.mutable_request());
   std::string bytes(wire::kMagic);
   const std::string body = call.SerializeAsString();

@@ -349,7 +349,9 @@ nlohmann::json node_json(const v1::Node& node) {
       {"checkpoint", node.checkpoint_capable()},
       {"checkpoint_reason", node.checkpoint_reason()},
       {"checkpoint_other_users", node.checkpoint_other_users()},
-      {"checkpoint_other_users_reason", node.checkpoint_other_users_reason()}};
+      {"checkpoint_other_users_reason", node.checkpoint_other_users_reason()},
+      {"agent_version", node.agent_version()},
+      {"protocol_version", node.protocol_version()}};
 }
 
 std::string queue_table(const v1::ListJobsResponse& jobs) {
@@ -535,17 +537,21 @@ nlohmann::json stat_json(const v1::StatResponse& stat) {
 std::string nodes_table(const v1::ListNodesResponse& nodes) {
   std::vector<std::vector<std::string>> rows = {{"NODE", "RANK", "STATE", "CORES", "FREE", "NUMA",
                                                  "GPUS", "JOBS", "CHECKPOINT", "FEATURES", "GRES",
-                                                 "TOPOLOGY", "REASON"}};
+                                                 "VERSION", "PROTOCOL", "TOPOLOGY", "REASON"}};
   for (const auto& n : nodes.nodes()) {
     // Whose jobs CRIU can dump there (--json has the reasons).
     const char* checkpoint = !n.checkpoint_capable()      ? "no"
                              : n.checkpoint_other_users() ? "all"
                                                           : "root-only";
+    // VERSION: "-" for an agent before protocol 2, which does not say it.
+    const std::string version = n.agent_version().empty() ? "-" : n.agent_version();
+    const std::string protocol =
+        n.protocol_version() == 0 ? "-" : std::to_string(n.protocol_version());
     rows.push_back({n.name(), std::to_string(n.rank()), n.state(), std::to_string(n.cores()),
                     std::to_string(n.free_cores()), std::to_string(n.numa()),
                     std::to_string(n.free_gpus()) + "/" + std::to_string(n.gpus()),
                     std::to_string(n.running_jobs()), checkpoint, join(n.features()),
-                    counts_text(n.gres(), &n.free_gres()),
+                    counts_text(n.gres(), &n.free_gres()), version, protocol,
                     n.topology().empty() ? "-" : n.topology(),
                     n.reason().empty() ? "-" : n.reason()});
   }

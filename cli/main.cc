@@ -16,7 +16,7 @@
 #include "cli/run.h"
 #include "cli/simulate.h"
 #include "cli/start.h"
-#include "lib/core/version.h"
+#include "lib/core/build_info.h"
 
 int main(int argc, char** argv) {
   using namespace hpcq::cli;
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"hpcq: submit and manage jobs on an hpcq cluster", "hpcq"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("hpcq ") + hpcq::kVersion);
+  app.set_version_flag("--version", hpcq::version_line("hpcq"));
   app.footer("hpcq COMMAND --help: a command's own options. See hpcq(1).");
   bool json = false;
   std::vector<std::string> ids;

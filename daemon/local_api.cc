@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "lib/api/local_wire.h"
+#include "lib/core/protocol_version.h"
 
 namespace hpcq::daemon {
 
@@ -157,6 +158,12 @@ void LocalApi::run(int fd) {
   }
   if (!call.is_ok()) {
     reply(fd, call.status(), "", true);
+    return;
+  }
+  // Before the method: a newer command's may be one this hpcqd lacks.
+  if (const ProtocolCheck check = check_client_protocol(call->protocol_version());
+      !check.accepted()) {
+    reply(fd, failed_precondition(check.reason), "", true);
     return;
   }
   auto handler = handlers_.find(call->method());

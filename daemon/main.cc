@@ -28,9 +28,9 @@
 #include "daemon/local_api.h"
 #include "daemon/peer_credentials.h"
 #include "daemon/unix_acceptor.h"
+#include "lib/core/build_info.h"
 #include "lib/core/config.h"
 #include "lib/core/host_name.h"
-#include "lib/core/version.h"
 
 namespace {
 
@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
                  "host)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  app.set_version_flag("--version", std::string("hpcqd ") + hpcq::kVersion);
+  app.set_version_flag("--version", hpcq::version_line("hpcqd"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -28,6 +28,10 @@ struct NodeEntry {
   TimeUs last_seen = 0;
   bool in_pool = false;
   std::uint64_t incarnation = 0;
+  // What its agent said in its latest Hello: the protocol it speaks (0: no
+  // Hello yet) and its hpcq version ("0.1.0+88f0ac6"; empty before protocol 2).
+  std::uint32_t protocol_version = 0;
+  std::string agent_version;
   // After a leader restart: a node that ran jobs is awaited; if it does not
   // say Hello within node_down_after_ms it is declared down like a silent node.
   bool awaited = false;

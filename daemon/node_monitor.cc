@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "lib/core/protocol_version.h"
 #include "lib/core/units.h"
 #include "lib/overlay/messages.h"
 #include "lib/store/codec.h"
@@ -53,6 +54,8 @@ v1::ListNodesResponse NodeMonitor::list_nodes() const {
     const resource::NodeState* pooled = node.in_pool ? ctx_.pool.find(rank) : nullptr;
     n->set_free_gpus(pooled ? pooled->free_gpus() : 0);
     n->set_running_jobs(running[rank]);
+    n->set_agent_version(node.agent_version);
+    n->set_protocol_version(node.protocol_version);
   }
   return response;
 }
@@ -157,8 +160,33 @@ void NodeMonitor::set_schedulable_in_pool(Rank rank, bool schedulable) {
   if (changed && ctx_.decision_log) ctx_.decision_log->node_state(ctx_.now(), rank, schedulable);
 }
 
+namespace {
+
+// Whether this leader takes an agent of the Hello's protocol. A refused one
+// gets no Welcome, except an agent newer than this leader: it is told this
+// leader's protocol, so that it stops with its own line (it is the one to
+// wait for the leader's upgrade).
+bool protocol_accepted(overlay::Overlay& overlay, Rank rank, const std::string& name,
+                       const overlay::Hello& hello) {
+  const ProtocolCheck check = check_agent_protocol(hello.protocol_version());
+  if (check.accepted()) return true;
+  spdlog::warn("overlay: {} (rank {}, hpcq {}): {}; refused", name, rank,
+               hello.agent_version().empty() ? "unknown" : hello.agent_version(), check.reason);
+  if (check.verdict == ProtocolCheck::Verdict::kPeerTooNew) {
+    overlay::Envelope answer;
+    answer.set_dst(rank);
+    answer.mutable_welcome()->set_protocol_version(kProtocolVersion);
+    (void)overlay.send(std::move(answer));
+  }
+  return false;
+}
+
+}  // namespace
+
 void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
   NodeEntry& node = ctx_.nodes.at(rank);
+  // A refused agent leaves the node as it was.
+  if (!protocol_accepted(*ctx_.overlay, rank, node.name, hello)) return;
   if (hello.name() != node.name) {
     spdlog::warn("overlay: rank {} says it is '{}' but the config names it '{}'; refused", rank,
                  hello.name(), node.name);
@@ -167,6 +195,7 @@ void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
   overlay::Envelope welcome;
   welcome.set_dst(rank);
   welcome.mutable_welcome()->set_heartbeat_interval_ms(ctx_.config.heartbeat_interval_ms);
+  welcome.mutable_welcome()->set_protocol_version(kProtocolVersion);
   if (node.state == NodeState::kUp && node.incarnation == hello.incarnation()) {
     // A retried Hello (the agent had not yet seen our Welcome), or one after
     // the agent took another way here (the tree healed): what may have been

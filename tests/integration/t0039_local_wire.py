@@ -38,7 +38,7 @@ local_pb = importlib.import_module("local_pb2")
 
 SOCKET = os.environ["HPCQ_SOCKET"]
 MAGIC = b"HPQ1"
-INVALID_ARGUMENT, NOT_FOUND = 1, 2  # lib/core/status.h's Code
+INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION = 1, 2, 5  # lib/core/status.h's Code
 
 
 def frame(payload):
@@ -77,9 +77,9 @@ def replies(s):
             return out
 
 
-def call(method, request_bytes):
+def call(method, request_bytes, protocol_version=0):
     with connect() as s:
-        c = local_pb.Call(method=method, request=request_bytes)
+        c = local_pb.Call(method=method, request=request_bytes, protocol_version=protocol_version)
         s.sendall(MAGIC + frame(c.SerializeToString()))
         return replies(s)
 
@@ -135,6 +135,33 @@ def test_malformed_calls_get_one_line_errors():
     t.hpcq("queue")  # still serving
 
 
+def test_versions_and_protocols():
+    """--version names the version, the commit and the protocol; a call of a
+    newer protocol is refused with one line, an older one (the field unset,
+    as test_a_local_wire_call_by_hand sends) is served; `nodes` says what each
+    node's agent runs."""
+    lines = {}
+    for name, binary in (("hpcq", t.HPCQ), ("hpcqd", t.HPCQD), ("hpcq-agent", t.AGENT)):
+        lines[name] = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                                     check=True).stdout.strip()
+    protocol = int(lines["hpcq"].rsplit("protocol ", 1)[-1].rstrip(")"))
+    for name, line in lines.items():
+        t.check(line.startswith(name + " ") and "(commit " in line and
+                line.endswith(f", protocol {protocol})"), f"{name} --version: {line!r}")
+    newer = call("ListNodes", b"", protocol_version=protocol + 1)
+    t.check(len(newer) == 1 and newer[0].last and newer[0].code == FAILED_PRECONDITION and
+            "newer than this hpcqd" in newer[0].message and "\n" not in newer[0].message,
+            str(newer))
+    older = call("ListNodes", b"", protocol_version=protocol - 1)
+    t.check(len(older) == 1 and older[0].code == 0, str(older))
+    nodes = json.loads(t.hpcq("nodes", "--json").stdout)
+    version = lines["hpcq-agent"].split()[1] + "+"  # "0.1.0+<commit>"
+    t.check(all(n["protocol_version"] == protocol and n["agent_version"].startswith(version)
+                for n in nodes), f"{nodes}")
+    table = t.hpcq("nodes").stdout
+    t.check("VERSION" in table and nodes[0]["agent_version"] in table, table)
+
+
 def test_silent_connections_hold_up_no_one():
     silent = [connect() for _ in range(50)]
     try:
@@ -165,5 +192,6 @@ def test_a_reader_leaving_mid_stream_leaves_hpcqd_serving():
 
 if __name__ == "__main__":
     t.main([test_a_local_wire_call_by_hand, test_a_grpc_client_on_the_same_socket,
-            test_malformed_calls_get_one_line_errors, test_silent_connections_hold_up_no_one,
+            test_malformed_calls_get_one_line_errors, test_versions_and_protocols,
+            test_silent_connections_hold_up_no_one,
             test_a_reader_leaving_mid_stream_leaves_hpcqd_serving])
