@@ -15,7 +15,9 @@
 #include "agent/executor/output_credit.h"
 #include "agent/executor/process_executor.h"
 #include "agent/executor/test_executor.h"
+#include "lib/core/build_info.h"
 #include "lib/core/clock.h"
+#include "lib/core/protocol_version.h"
 #include "lib/overlay/messages.h"
 #include "lib/resource/hwloc_import.h"
 
@@ -83,7 +85,12 @@ Agent::Agent(const ClusterConfig& config, AgentOptions options)
 
 Agent::~Agent() {
   overlay_.reset();
-  if (executor_) executor_->shutdown();
+  if (!executor_) return;
+  if (end_jobs_on_exit_) {
+    executor_->shutdown();
+  } else {
+    executor_->detach();
+  }
 }
 
 Result<std::unique_ptr<Agent>> Agent::create(const ClusterConfig& config, AgentOptions options) {
@@ -132,7 +139,7 @@ Status Agent::start() {
   std::error_code ec;
   std::filesystem::create_directories(options_.state_dir, ec);
   if (ec) return internal_error("state dir " + options_.state_dir + ": " + ec.message());
-  auto journal = EndJournal::open(options_.state_dir + "/ends");
+  auto journal = EndJournal::open(options_.state_dir + "/ends", "end journal", /*sync=*/true);
   if (!journal.is_ok()) return journal.status();
   unacknowledged_ = std::move(journal).value();
   if (unacknowledged_->size() > 0) {
@@ -140,7 +147,11 @@ Status Agent::start() {
                  unacknowledged_->size());
   }
 
+  auto parts = PartJournal::open(options_.state_dir + "/parts", "part journal", /*sync=*/false);
+  if (!parts.is_ok()) return parts.status();
+  part_journal_ = std::move(parts).value();
   HPCQ_RETURN_IF_ERROR(start_executor());
+  take_back_parts();
 
   auto keys = overlay::read_key_file(options_.secret_key, /*require_secret=*/true);
   if (!keys.is_ok()) return keys.status();
@@ -196,6 +207,7 @@ Status Agent::start_executor() {
     ec_config.gpu_devices = std::move(gpus).value();
     ec_config.private_tmp = config_.agent_private_tmp;
     ec_config.pmi_max_kvs_bytes = config_.pmi_max_kvs_bytes;
+    ec_config.take_back_shells = true;
     auto executor = ProcessExecutor::create(ec_config);
     if (!executor.is_ok()) return executor.status();
     executor_ = std::move(executor).value();
@@ -235,7 +247,11 @@ void Agent::start_timers() {
 }
 
 void Agent::run() { loop_.run(); }
-void Agent::stop() { loop_.stop(); }
+
+void Agent::stop(bool end_jobs) {
+  if (end_jobs) end_jobs_on_exit_ = true;
+  loop_.stop();
+}
 
 void Agent::on_reroute() {
   if (forwarder_) forwarder_->on_reroute();
@@ -258,6 +274,8 @@ void Agent::send_hello() {
   hello->set_name(config_.ranks[options_.rank].name);
   overlay::topology_to_message(topology_, hello->mutable_topology());
   hello->set_incarnation(incarnation_);
+  hello->set_protocol_version(kProtocolVersion);
+  hello->set_agent_version(version_with_commit());
   hello->set_checkpoint_capable(checkpoint_.is_ok());
   hello->set_checkpoint_reason(checkpoint_.message());
   hello->set_checkpoint_other_users(checkpoint_others_.is_ok());
@@ -330,6 +348,13 @@ void Agent::on_message(overlay::Envelope&& envelope) {
   const SlowWork slow("a " + overlay::body_name(envelope) + " message");
   switch (envelope.body_case()) {
     case overlay::Envelope::kWelcome:
+      if (const ProtocolCheck check = check_leader_protocol(envelope.welcome().protocol_version());
+          !envelope.welcome().send_hello() && !check.accepted()) {
+        spdlog::error("agent: {}", check.reason);
+        exit_code_ = 1;
+        stop();
+        break;
+      }
       if (envelope.welcome().send_hello()) {
         // The leader restarted: the output it held is gone, and what was
         // in flight to it too; what is kept goes again.
@@ -552,6 +577,7 @@ void Agent::on_job_exits() {
     const std::uint32_t run = attempt == attempts_.end() ? 0 : attempt->second;
     if (exit.step != 0) {
       report(exit.id, run, kind, exit.exit_code, exit.reason, std::nullopt, exit.step, &exit);
+      part_journal_->ack(exit.id, run, exit.step);
       steps_.erase({exit.id, exit.step});
       finished_steps_.emplace(exit.id, exit.step);
       continue;

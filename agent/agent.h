@@ -12,6 +12,7 @@
 // Thread: everything runs on the agent's event loop.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -22,7 +23,6 @@
 
 #include "agent/call_forwarder.h"
 #include "agent/elastic_job.h"
-#include "agent/end_journal.h"
 #include "agent/executor/executor.h"
 #include "agent/executor/gpu_devices.h"
 #include "agent/executor/leader_lease.h"
@@ -30,6 +30,7 @@
 #include "agent/launch_message.h"
 #include "agent/node_scripts.h"
 #include "agent/output_log.h"
+#include "agent/run_journal.h"
 #include "lib/core/config.h"
 #include "lib/overlay/event_loop.h"
 #include "lib/overlay/overlay.h"
@@ -53,8 +54,14 @@ class Agent {
   static Result<std::unique_ptr<Agent>> create(const ClusterConfig& config, AgentOptions options);
   ~Agent();
 
-  void run();   // returns after stop()
-  void stop();  // any thread
+  void run();  // returns after stop()
+  // Any thread. The node's jobs run on, for the next agent on this node to
+  // take back (its restart or upgrade keeps them); `end_jobs`: they end too
+  // (hpcq-agent --drain-and-exit, hpcq stop).
+  void stop(bool end_jobs = false);
+  // After run(): 0, or 1 when the agent stopped itself (its leader is older:
+  // lib/core/protocol_version.h).
+  int exit_code() const { return exit_code_; }
 
  private:
   Agent(const ClusterConfig& config, AgentOptions options);
@@ -64,6 +71,13 @@ class Agent {
   Status start_executor();
   // Heartbeats, time limits and ends, the health check.
   void start_timers();
+  // The parts and steps a previous agent on this node left running, as its
+  // part journal and the executor found them (job_starts.cc).
+  void take_back_parts();
+  // What the site's prolog and epilog of the job are told (script_env_).
+  void keep_script_env(JobId id, const JobLaunch& job);
+  // Before its shell starts: the next agent finds it by this.
+  void journal_part(const overlay::Launch& launch);
   // The device files of the node's GPUs: [agent] gpu_devices, else found
   // from the host's drivers (gpu_devices.h); none for a node without GPUs.
   Result<GpuDevices> gpu_devices() const;
@@ -152,6 +166,7 @@ class Agent {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<overlay::Overlay> overlay_;
   bool welcomed_ = false;
+  int exit_code_ = 0;
   // How long the node's jobs may run without the leader, and the file their
   // shells read it from; the oldest Hello not yet answered by a Welcome.
   LeaderLease lease_;
@@ -184,6 +199,11 @@ class Agent {
   // repeated in every Hello so that they survive a leader restart, a
   // partition, and a restart of this agent.
   std::unique_ptr<EndJournal> unacknowledged_;
+  // The Launch of each part and step running here, from before its start
+  // until its end is in unacknowledged_: what the next agent takes them
+  // back with.
+  std::unique_ptr<PartJournal> part_journal_;
+  std::atomic<bool> end_jobs_on_exit_{false};
   Status checkpoint_;         // the executor's checkpoint_capability() at start
   Status checkpoint_others_;  // its checkpoint_of_other_users() at start
   // Steps running here, and those that ended (a repeated launch is ignored).

@@ -86,8 +86,12 @@ void Agent::on_step_launch(const overlay::Launch& launch) {
       job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
   if (!translated.is_ok()) return fail(translated.status().message());
   translated->step = step;
+  journal_part(launch);
   Status launched = executor_->launch(*translated, wall_clock_now());
-  if (!launched.is_ok()) return fail(launched.message());
+  if (!launched.is_ok()) {
+    part_journal_->ack(id, launch.attempt(), step);
+    return fail(launched.message());
+  }
   steps_.emplace(id, step);
   starting_.emplace(id, step);
   report_started();
@@ -121,6 +125,7 @@ void Agent::start_part(const overlay::Launch& launch, JobLaunch job) {
   }
 
   Status launched = Status::ok();
+  journal_part(launch);
   if (launch.restore_from().empty()) {
     launched = executor_->launch(job, wall_clock_now());
   } else {
@@ -142,6 +147,7 @@ void Agent::start_part(const overlay::Launch& launch, JobLaunch job) {
   }
   if (!launched.is_ok()) {
     spdlog::warn("job {}: launch failed: {}", id, launched.message());
+    part_journal_->ack(id, launch.attempt());
     elastic_.erase(id);
     script_env_.erase(id);
     report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message(), launch.part());
@@ -176,6 +182,7 @@ void Agent::on_restores_done() {
       const std::string why =
           std::string(overlay::kRestoreFailedReason) + ": " + outcome.status.message();
       spdlog::warn("job {}: launch failed: {}", outcome.id, why);
+      part_journal_->ack(outcome.id, restore.attempt);
       elastic_.erase(outcome.id);
       script_env_.erase(outcome.id);
       report(outcome.id, restore.attempt, overlay::JobUpdate::FAILED, 1, why, restore.part);
@@ -188,11 +195,49 @@ void Agent::on_restores_done() {
   }
 }
 
+void Agent::journal_part(const overlay::Launch& launch) {
+  Status kept = part_journal_->add(launch);
+  if (!kept.is_ok()) {
+    spdlog::warn("job {}: an agent restart would end it: {}", launch.job_id(), kept.message());
+  }
+}
+
+void Agent::take_back_parts() {
+  const std::vector<RunId> adopted = executor_->take_adopted();
+  std::set<RunId> running(adopted.begin(), adopted.end());
+  for (const overlay::Launch& launch : part_journal_->entries()) {
+    const JobId id = launch.job_id();
+    if (running.erase({id, launch.step()}) == 0) {
+      // Never started, or ended and reaped before the last agent left.
+      part_journal_->ack(id, launch.attempt(), launch.step());
+      continue;
+    }
+    if (launch.step() != 0) {
+      steps_.emplace(id, launch.step());
+      continue;
+    }
+    attempts_[id] = launch.attempt();
+    parts_[id] = launch.part();
+    Result<JobLaunch> job =
+        job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
+    if (job.is_ok()) keep_script_env(id, *job);
+    spdlog::info("job {}: running on from the previous agent (attempt {}{})", id, launch.attempt(),
+                 launch.elastic() ? "; it hears of no resize here any more" : "");
+  }
+  // A shell with no Launch on record cannot be reported to the leader: ended.
+  for (const RunId& run : running) {
+    spdlog::warn("job {}: a shell of the previous agent with no launch on record: killed", run.id);
+    Status s = run.step != 0 ? executor_->cancel_step(run.id, run.step) : executor_->cancel(run.id);
+    if (!s.is_ok()) spdlog::warn("job {}: {}", run.id, s.message());
+  }
+}
+
 void Agent::forget(JobId id) {
   auto attempt = attempts_.find(id);
   if (attempt != attempts_.end()) {
     auto part = parts_.find(id);
     remember_finished(id, attempt->second, part == parts_.end() ? 0 : part->second);
+    part_journal_->ack(id, attempt->second);
     attempts_.erase(attempt);
   }
   parts_.erase(id);

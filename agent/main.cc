@@ -1,6 +1,9 @@
 // hpcq-agent: one per node. Joins the overlay as its configured rank and runs
-// the jobs the leader sends. SIGTERM/SIGINT: kill the node's jobs, remove
-// their cgroups, leave.
+// the jobs the leader sends. SIGTERM/SIGINT: leave, the node's jobs running
+// on for the next agent to take back (a restart or an upgrade keeps them).
+// kAgentDrainSignal (SIGUSR1, what `hpcq-agent --drain-and-exit` sends the
+// running agent): kill the node's jobs, remove their cgroups, leave.
+#include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
@@ -8,15 +11,17 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/executor/posix.h"
+#include "lib/core/build_info.h"
 #include "lib/core/config.h"
 #include "lib/core/host_name.h"
-#include "lib/core/version.h"
 
 #ifndef HPCQ_LIBEXECDIR
 #define HPCQ_LIBEXECDIR "/usr/local/libexec"
@@ -38,6 +43,85 @@ std::string default_job_shell() {
   return std::string(HPCQ_LIBEXECDIR) + "/hpcq-job-shell";
 }
 
+// --drain-and-exit: tells the agent running on `state_dir` to end the node's
+// jobs and leave, and waits until it has.
+int drain_and_exit(const std::string& state_dir) {
+  const std::string path = state_dir + "/" + hpcq::kAgentPidFile;
+  FILE* f = std::fopen(path.c_str(), "r");
+  long pid = 0;
+  const bool read = f != nullptr && std::fscanf(f, "%ld", &pid) == 1 && pid > 1;
+  if (f != nullptr) std::fclose(f);
+  if (!read) {
+    std::fprintf(stderr, "hpcq-agent: no running agent on %s (no %s)\n", state_dir.c_str(),
+                 path.c_str());
+    return 1;
+  }
+  // A pidfd: readable once the agent has exited, also while it is a zombie
+  // its parent has not reaped yet.
+  hpcq::agent::Fd agent(hpcq::agent::open_pidfd(static_cast<pid_t>(pid)));
+  if (agent.get() < 0 || kill(static_cast<pid_t>(pid), hpcq::kAgentDrainSignal) != 0) {
+    std::fprintf(stderr, "hpcq-agent: the agent on %s (pid %ld) is not running\n",
+                 state_dir.c_str(), pid);
+    return 1;
+  }
+  // Its jobs' kill grace and cgroup removal take seconds at most.
+  pollfd exited{agent.get(), POLLIN, 0};
+  if (poll(&exited, 1, 120'000) == 1) return 0;
+  std::fprintf(stderr, "hpcq-agent: the agent on %s (pid %ld) has not left within 120 s\n",
+               state_dir.c_str(), pid);
+  return 1;
+}
+
+// Runs the agent until a signal (or its own stop); returns the exit code.
+int run_agent(const hpcq::ClusterConfig& config, const hpcq::agent::AgentOptions& options) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, hpcq::kAgentDrainSignal);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto agent = hpcq::agent::Agent::create(config, options);
+  if (!agent.is_ok()) {
+    std::fprintf(stderr, "hpcq-agent: %s\n", agent.status().message().c_str());
+    return 1;
+  }
+  int sfd = signalfd(-1, &signals, SFD_CLOEXEC);
+  std::atomic<bool> stopped_itself = false;
+  std::thread signal_thread([&] {
+    signalfd_siginfo info{};
+    const bool signalled = read(sfd, &info, sizeof info) == sizeof info && !stopped_itself;
+    const bool drain = signalled && static_cast<int>(info.ssi_signo) == hpcq::kAgentDrainSignal;
+    if (signalled) {
+      spdlog::info("agent: signal {}: {}", info.ssi_signo,
+                   drain ? "ending this node's jobs and leaving"
+                         : "leaving; the node's jobs run on for the next agent");
+    }
+    (*agent)->stop(drain);
+  });
+  const std::string pid_file = options.state_dir + "/" + hpcq::kAgentPidFile;
+  if (FILE* f = std::fopen(pid_file.c_str(), "w")) {
+    std::fprintf(f, "%d\n", static_cast<int>(getpid()));
+    std::fclose(f);
+  }
+  sd_notify(0, "READY=1");  // for Type=notify units; a no-op elsewhere
+  (*agent)->run();
+  sd_notify(0, "STOPPING=1");
+  const int exit_code = (*agent)->exit_code();
+  if (exit_code != 0) {
+    // The agent stopped itself (its leader is older): wake the signal thread.
+    stopped_itself = true;
+    kill(getpid(), SIGTERM);
+  }
+  signal_thread.join();
+  close(sfd);
+  agent->reset();  // detaches from the jobs, or ends them (drained)
+  std::remove(pid_file.c_str());
+  spdlog::info("agent: stopped");
+  return exit_code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,7 +134,7 @@ int main(int argc, char** argv) {
   app.add_option("-r,--rank", rank,
                  "this agent's rank in the config (1..N); default: the rank named as this host");
   app.add_option("--state-dir", options.state_dir,
-                 "the end journal (default: agent.state_dir/rank-R)");
+                 "its journals and pid file (default: agent.state_dir/rank-R)");
   app.add_option("--run-dir", options.run_dir,
                  "job directories (default: agent.run_dir/rank-R, or the state dir)");
   app.add_option("--secret-key", options.secret_key, "CURVE key file (default: agent.secret_key)");
@@ -63,9 +147,13 @@ int main(int argc, char** argv) {
   app.add_option("--executor", options.executor,
                  "process (real tasks), or test (runs nothing; a job lasts HPCQ_TEST_DURATION s)")
       ->check(CLI::IsMember({"process", "test"}));
+  bool drain = false;
+  app.add_flag("--drain-and-exit", drain,
+               "end the jobs of the agent running on this state dir, and have it leave "
+               "(a plain stop or restart keeps them)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  app.set_version_flag("--version", std::string("hpcq-agent ") + hpcq::kVersion);
+  app.set_version_flag("--version", hpcq::version_line("hpcq-agent"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -104,36 +192,10 @@ int main(int argc, char** argv) {
   }
   if (options.secret_key.empty()) options.secret_key = config->agent_secret_key;
   if (options.socket.empty()) options.socket = config->agent_socket;
+  if (drain) return drain_and_exit(options.state_dir);
   if (options.job_shell.empty()) {
     options.job_shell = config->job_shell.empty() ? default_job_shell() : config->job_shell;
   }
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  auto agent = hpcq::agent::Agent::create(*config, options);
-  if (!agent.is_ok()) {
-    std::fprintf(stderr, "hpcq-agent: %s\n", agent.status().message().c_str());
-    return 1;
-  }
-  int sfd = signalfd(-1, &signals, SFD_CLOEXEC);
-  std::thread signal_thread([&] {
-    signalfd_siginfo info{};
-    if (read(sfd, &info, sizeof info) == sizeof info) {
-      spdlog::info("agent: signal {}: shutting down", info.ssi_signo);
-    }
-    (*agent)->stop();
-  });
-  sd_notify(0, "READY=1");  // for Type=notify units; a no-op elsewhere
-  (*agent)->run();
-  sd_notify(0, "STOPPING=1");
-  signal_thread.join();
-  close(sfd);
-  agent->reset();  // kills what still runs and removes its cgroups
-  spdlog::info("agent: stopped");
-  return 0;
+  return run_agent(*config, options);
 }

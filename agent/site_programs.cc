@@ -10,19 +10,22 @@
 
 namespace hpcq::agent {
 
+void Agent::keep_script_env(JobId id, const JobLaunch& job) {
+  if (config_.agent_prolog.empty() && config_.agent_epilog.empty()) return;
+  // Slurm's prolog and epilog environment, with HPCQ_ names.
+  auto nodelist = job.env.find("HPCQ_NODELIST");
+  script_env_[id] = {{"HPCQ_JOB_ID", std::to_string(id)},
+                     {"HPCQ_JOB_UID", std::to_string(job.uid)},
+                     {"HPCQ_JOB_GID", std::to_string(job.gid)},
+                     {"HPCQ_JOB_USER", job.user},
+                     {"HPCQ_JOB_NODELIST", nodelist == job.env.end() ? "" : nodelist->second},
+                     {"HPCQ_NODENAME", config_.ranks[options_.rank].name},
+                     {"HPCQ_SCRIPT_CONTEXT", "prolog"}};
+}
+
 void Agent::run_prolog_then_start(const overlay::Launch& launch, JobLaunch job) {
   const JobId id = launch.job_id();
-  if (!config_.agent_prolog.empty() || !config_.agent_epilog.empty()) {
-    // Slurm's prolog and epilog environment, with HPCQ_ names.
-    std::map<std::string, std::string>& env = script_env_[id];
-    env = {{"HPCQ_JOB_ID", std::to_string(id)},
-           {"HPCQ_JOB_UID", std::to_string(job.uid)},
-           {"HPCQ_JOB_GID", std::to_string(job.gid)},
-           {"HPCQ_JOB_USER", job.user},
-           {"HPCQ_JOB_NODELIST", job.env["HPCQ_NODELIST"]},
-           {"HPCQ_NODENAME", config_.ranks[options_.rank].name},
-           {"HPCQ_SCRIPT_CONTEXT", "prolog"}};
-  }
+  keep_script_env(id, job);
   if (config_.agent_prolog.empty()) return start_part(launch, std::move(job));
   in_prolog_[id] = launch;
   scripts_.run(

@@ -259,8 +259,10 @@ Status check_site_file(const std::string& text, const std::string& path,
 
 // Daemons of this cluster that hpcq start did not start (an agent restarted
 // by hand, as t0048 does): ended with the cluster, not left running on a
-// removed directory. Found by their --config argument.
-void stop_strays(const std::string& config_path) {
+// removed directory. Found by their --config argument; an agent's jobs end
+// with it. And job shells under `dir` that no agent holds any more (one was
+// killed and not restarted): killed, with their tasks.
+void stop_strays(const std::string& config_path, const std::string& dir) {
   std::vector<pid_t> strays;
   for (const auto& entry :
        fs::directory_iterator("/proc", fs::directory_options::skip_permission_denied)) {
@@ -268,10 +270,17 @@ void stop_strays(const std::string& config_path) {
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream in(entry.path() / "cmdline");
     std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const pid_t pid = std::atoi(name.c_str());
+    const std::string program = fs::path(cmdline.substr(0, cmdline.find('\0'))).filename();
+    if (program.rfind("hpcq-job-shell", 0) == 0 &&
+        cmdline.find('\0' + dir + "/") != std::string::npos) {
+      kill(pid, SIGKILL);  // its PID namespace's init: all of the job goes
+      continue;
+    }
     if (cmdline.find(std::string("--config") + '\0' + config_path + '\0') == std::string::npos)
       continue;
-    const pid_t pid = std::atoi(name.c_str());
-    if (pid != getpid() && kill(pid, SIGTERM) == 0) strays.push_back(pid);
+    const int signal = program == "hpcq-agent" ? kAgentDrainSignal : SIGTERM;
+    if (pid != getpid() && kill(pid, signal) == 0) strays.push_back(pid);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (pid_t pid : strays) {
@@ -706,7 +715,9 @@ int run_start(const StartOptions& options) {
 
   auto teardown = [&](int code) {
     for (pid_t pid : agents) {
-      if (pid > 0) kill(pid, SIGTERM);  // -1: one that exited (kill(-1) would reach every process)
+      // Their jobs end with the cluster (SIGTERM would leave them running).
+      // -1: one that exited (kill(-1) would reach every process).
+      if (pid > 0) kill(pid, kAgentDrainSignal);
     }
     for (pid_t pid : agents) stop_process(pid, std::chrono::seconds(15));
     for (pid_t pid : leaders) {
@@ -714,7 +725,7 @@ int run_start(const StartOptions& options) {
     }
     for (pid_t pid : leaders) stop_process(pid, std::chrono::seconds(10));
     for (pid_t pid : etcds) stop_process(pid, std::chrono::seconds(10));
-    stop_strays(config_path);
+    stop_strays(config_path, dir.string());
     if (code != 0 && !options.keep) {
       for (int i = 1; i <= options.leaders; ++i) {
         print_log_tail(dir / "logs" /

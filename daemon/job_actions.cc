@@ -208,13 +208,26 @@ void JobActions::kill_job_parts(JobEntry& entry) {
 }
 
 void JobActions::send_kill(JobEntry& entry, Rank rank) {
+  kill_part(rank, entry.job.id, static_cast<uint32_t>(entry.job.requeue_count));
+}
+
+void JobActions::kill_part(Rank rank, JobId id, std::uint32_t attempt) {
   overlay::Envelope kill;
   kill.set_dst(rank);
-  kill.mutable_kill()->set_job_id(entry.job.id);
-  kill.mutable_kill()->set_attempt(static_cast<uint32_t>(entry.job.requeue_count));
+  kill.mutable_kill()->set_job_id(id);
+  kill.mutable_kill()->set_attempt(attempt);
   Status sent = ctx_.overlay->send(std::move(kill));
-  if (!sent.is_ok())
-    spdlog::warn("job {}: kill on rank {}: {}", entry.job.id, rank, sent.message());
+  if (!sent.is_ok()) spdlog::warn("job {}: kill on rank {}: {}", id, rank, sent.message());
+}
+
+void JobActions::launch_again(JobEntry& entry, Rank rank) {
+  if (!entry.launch) entry.launch = std::make_shared<const overlay::Launch>(make_launch(entry.job));
+  entry.launched = true;
+  entry.sent_at = ctx_.now();
+  overlay::Envelope envelope;
+  envelope.set_dst(rank);
+  *envelope.mutable_launch() = *entry.launch;
+  (void)ctx_.overlay->send(std::move(envelope));
 }
 
 void JobActions::send_signal(JobEntry& entry, const std::set<Rank>& ranks, std::uint32_t step,
@@ -334,16 +347,11 @@ void JobActions::repeat_unconfirmed() {
       // A part being taken away is not launched again (it may never have
       // started: an expansion undone).
       if (entry.started_on.count(rank) || entry.removing.count(rank)) continue;
-      overlay::Envelope envelope;
-      envelope.set_dst(rank);
-      *envelope.mutable_launch() = *entry.launch;
-      (void)ctx_.overlay->send(std::move(envelope));
+      launch_again(entry, rank);
       repeated = true;
     }
-    if (repeated) {
+    if (repeated)
       spdlog::info("job {}: launch repeated to the nodes that have not confirmed it", id);
-      entry.sent_at = t;
-    }
   }
 }
 

@@ -46,6 +46,12 @@ class JobActions {
   // leader restart): the rest is killed and the job restarted from a
   // checkpoint, requeued (--requeue) or failed.
   void lose_part(JobEntry& entry, Rank rank, const std::string& why);
+  // Kill of a part that may no longer be the leader's (an attempt it gave
+  // up, a job it forgot): the agent ends it if it still runs it.
+  void kill_part(Rank rank, JobId id, std::uint32_t attempt);
+  // The job's launch sent (again) to `rank`, which has not confirmed it;
+  // made first for a job adopted without one.
+  void launch_again(JobEntry& entry, Rank rank);
   // What the table decided for a job none of whose parts runs any more.
   void carry_out(JobEntry& entry, const job::AfterRun& after, TimeUs end_time);
   // end_time: when the job ended on its last node (the agent's clock), or 0 for now.

@@ -210,20 +210,26 @@ void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
     (void)ctx_.overlay->send(std::move(welcome));
     return;
   }
+  resource::NodeTopology topo = overlay::topology_from_message(hello.topology());
   if (node.state == NodeState::kUp) {
-    // The agent restarted while the leader still counted on it. The ends its
-    // journal kept are real and recorded first; what else it ran is gone
-    // with it.
+    // The agent restarted while the leader still counted on it (an upgrade,
+    // a new configuration, a crash). Its job shells outlived it and it took
+    // them back: the node keeps its place and its jobs, unless it came
+    // back another shape.
+    if (NodeShape{topo.num_cores(), topo.memory_bytes, topo.num_gpus()} ==
+        ctx_.node_shapes.at(rank - 1)) {
+      rejoin_restarted_agent(node, hello);
+      (void)ctx_.overlay->send(std::move(welcome));
+      return;
+    }
     for (const overlay::JobUpdate& update : hello.finished()) reports_.on_job_update(rank, update);
-    node_down(node, "its agent restarted");
+    node_down(node, "its agent restarted with another topology");
   }
   // The same agent process as before a leader restart: what it does not
   // know of never reached it (a Launch lost in flight), rather than died.
   const bool same_agent = node.state == NodeState::kUnknown && node.incarnation != 0 &&
                           node.incarnation == hello.incarnation();
-  if (node.incarnation != hello.incarnation()) node.node_checks_applied = 0;  // seqs start over
-  node.incarnation = hello.incarnation();
-  resource::NodeTopology topo = overlay::topology_from_message(hello.topology());
+  take_agent_facts(node, hello);
   if (node.in_pool) {
     // A node that comes back after being declared down: its jobs were
     // already ended or requeued, and nothing of the pool is in use there.
@@ -234,12 +240,6 @@ void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
   node.topology = std::move(topo);
   ctx_.node_shapes.at(rank - 1) =
       NodeShape{node.topology.num_cores(), node.topology.memory_bytes, node.topology.num_gpus()};
-  node.host_cpus = std::max(1, hello.host_cpus());
-  node.core_host_cpus.assign(hello.core_host_cpus().begin(), hello.core_host_cpus().end());
-  node.checkpoint_capable = hello.checkpoint_capable();
-  node.checkpoint_reason = hello.checkpoint_reason();
-  node.checkpoint_other_users = hello.checkpoint_other_users();
-  node.checkpoint_other_users_reason = hello.checkpoint_other_users_reason();
   node.state = NodeState::kUp;
   node.unresponsive = false;
   node.last_seen = ctx_.now();
@@ -267,6 +267,63 @@ void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
   actions_.schedule_soon();
 }
 
+void NodeMonitor::take_agent_facts(NodeEntry& node, const overlay::Hello& hello) {
+  if (node.incarnation != hello.incarnation()) node.node_checks_applied = 0;  // seqs start over
+  node.incarnation = hello.incarnation();
+  node.protocol_version = protocol_of(hello.protocol_version());
+  node.agent_version = hello.agent_version();
+  node.host_cpus = std::max(1, hello.host_cpus());
+  node.core_host_cpus.assign(hello.core_host_cpus().begin(), hello.core_host_cpus().end());
+  node.checkpoint_capable = hello.checkpoint_capable();
+  node.checkpoint_reason = hello.checkpoint_reason();
+  node.checkpoint_other_users = hello.checkpoint_other_users();
+  node.checkpoint_other_users_reason = hello.checkpoint_other_users_reason();
+}
+
+// The node stays up and in the pool, its jobs' parts held: what the new agent
+// runs is kept (and what may have been lost on the way to the old one goes
+// again), what it does not run ended with the old one, unless it never
+// started there (its launch raced the restart): that is launched again.
+void NodeMonitor::rejoin_restarted_agent(NodeEntry& node, const overlay::Hello& hello) {
+  const Rank rank = node.rank;
+  spdlog::info("node {} (rank {}): its agent restarted ({} jobs still running, {} ended meanwhile)",
+               node.name, rank, hello.running_size(), hello.finished_size());
+  take_agent_facts(node, hello);
+  for (const overlay::JobUpdate& update : hello.finished()) reports_.on_job_update(rank, update);
+  for (const overlay::CheckpointDone& done : hello.checkpoints_done()) {
+    checkpoints_.on_checkpoint_done(rank, done);
+  }
+  std::set<JobId> reported;
+  for (const overlay::RunningJob& r : hello.running()) {
+    JobEntry* found = ctx_.table.find(r.job_id());
+    if (!job::JobTableCore::adopts(found, rank, r.attempt()) || !found->held_on.count(rank)) {
+      actions_.kill_part(rank, r.job_id(), r.attempt());
+      continue;
+    }
+    reported.insert(r.job_id());
+    // Not send_again: the new agent's counts of signals and input start at
+    // nothing, so they would all be delivered twice; one lost during the
+    // restart stays lost (docs/admin-guide.md). Its time limit is the
+    // shell's own record, renewed here in case an update was lost.
+    if (found->time_limit_updated) actions_.send_time_limit(*found, rank);
+  }
+  for (JobId id : ctx_.table.missing_on(rank, reported)) {
+    JobEntry& entry = ctx_.table.at(id);
+    if (!entry.kill_sent && entry.held_on.count(rank) && !entry.started_on.count(rank) &&
+        entry.launch) {
+      actions_.launch_again(entry, rank);
+      spdlog::info("job {}: its launch raced the restart of {}'s agent; launched again", id,
+                   node.name);
+      continue;
+    }
+    if (resizes_.lose_elastic_part(entry, rank, node.name)) continue;
+    actions_.lose_part(entry, rank, "its part on " + node.name + " ended with its agent");
+  }
+  heard_from(node);
+  persist_node(node);
+  actions_.schedule_soon();
+}
+
 void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello,
                                       bool same_agent) {
   const Rank rank = node.rank;
@@ -282,11 +339,7 @@ void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hel
     if (!job::JobTableCore::adopts(found, rank, r.attempt())) {
       // Not ours to run any more (cancelled, requeued, failed elsewhere):
       // killed, so that no job ever runs twice.
-      overlay::Envelope kill;
-      kill.set_dst(rank);
-      kill.mutable_kill()->set_job_id(r.job_id());
-      kill.mutable_kill()->set_attempt(r.attempt());
-      (void)ctx_.overlay->send(std::move(kill));
+      actions_.kill_part(rank, r.job_id(), r.attempt());
       continue;
     }
     reported.insert(r.job_id());
@@ -313,14 +366,7 @@ void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hel
       Status taken = ctx_.pool.allocate(part_on(entry.job.allocation, rank));
       if (taken.is_ok()) {
         entry.held_on.insert(rank);
-        if (!entry.launch)
-          entry.launch = std::make_shared<const overlay::Launch>(actions_.make_launch(entry.job));
-        entry.launched = true;
-        overlay::Envelope envelope;
-        envelope.set_dst(rank);
-        *envelope.mutable_launch() = *entry.launch;
-        (void)ctx_.overlay->send(std::move(envelope));
-        entry.sent_at = ctx_.now();
+        actions_.launch_again(entry, rank);
         spdlog::info("job {}: its launch never reached {}; launched again", id, node.name);
         continue;
       }

@@ -45,6 +45,9 @@ class NodeMonitor {
   v1::ListQueuesResponse list_queues() const;
 
  private:
+  // What a Hello says of its agent: incarnation, versions, CPUs, checkpoints.
+  void take_agent_facts(NodeEntry& node, const overlay::Hello& hello);
+  void rejoin_restarted_agent(NodeEntry& node, const overlay::Hello& hello);
   void adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, bool same_agent);
   void node_down(NodeEntry& node, const std::string& reason);
   void set_schedulable_in_pool(Rank rank, bool schedulable);

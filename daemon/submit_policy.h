@@ -37,6 +37,7 @@ struct NodeShape {
   int cores = 0;
   std::uint64_t memory_bytes = 0;
   int gpus = 0;
+  bool operator==(const NodeShape&) const = default;
 };
 
 // Refuses, naming the limit, a request that no set of the configured nodes

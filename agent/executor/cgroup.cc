@@ -542,7 +542,18 @@ Result<JobCgroup> CgroupHierarchy::create_job_once(const std::string& instance, 
   return JobCgroup(CgroupVersion::kV1, std::move(dirs));
 }
 
-int CgroupHierarchy::remove_stale(const std::string& instance) const {
+JobCgroup CgroupHierarchy::existing_job(const std::string& instance, JobId id) const {
+  std::vector<std::string> dirs;
+  for (const std::string& base : instance_dirs(instance)) {
+    const std::string dir = base + "/job-" + std::to_string(id);
+    if (access(dir.c_str(), F_OK) == 0) dirs.push_back(dir);
+  }
+  return JobCgroup(version_, std::move(dirs));
+}
+
+int CgroupHierarchy::remove_stale(const std::string& instance, const std::set<JobId>& kept) const {
+  std::set<std::string> kept_names;
+  for (JobId id : kept) kept_names.insert("job-" + std::to_string(id));
   std::vector<std::string> stale;
   // v1: runc's and the tasks' device cgroups lie in the other controllers too.
   std::vector<std::string> bases = instance_dirs(instance);
@@ -551,7 +562,9 @@ int CgroupHierarchy::remove_stale(const std::string& instance) const {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
       const std::string name = entry.path().filename();
-      if (name.rfind("job-", 0) == 0 && entry.is_directory()) stale.push_back(entry.path());
+      if (name.rfind("job-", 0) == 0 && entry.is_directory() && !kept_names.count(name)) {
+        stale.push_back(entry.path());
+      }
     }
   }
   // SIGKILL until empty (a fork in flight may add a process once), for at

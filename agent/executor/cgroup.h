@@ -144,12 +144,17 @@ class CgroupHierarchy {
   Result<JobCgroup> create_job(const std::string& instance, JobId id,
                                const CgroupLimits& limits) const;
 
+  // The cgroup create_job made for job `id`, as it is now (the directories
+  // that exist): a restarted agent's hold on a job it takes back.
+  JobCgroup existing_job(const std::string& instance, JobId id) const;
+
   // Removes the job-* directories a previous instance of the same name left
-  // (v1: in every controller, those of runc and of device cgroups too).
-  // Their processes are killed first: that instance died (kill -9, crash)
-  // and the leader has counted its jobs lost, so they must not run on beside
-  // a requeued copy. Returns how many directories remain.
-  int remove_stale(const std::string& instance) const;
+  // (v1: in every controller, those of runc and of device cgroups too),
+  // except those of the jobs in `kept` (taken back: shell_record.h). Their
+  // processes are killed first: the leader counts a job the new agent does
+  // not run as lost, so it must not run on beside a requeued copy. Returns
+  // how many directories remain.
+  int remove_stale(const std::string& instance, const std::set<JobId>& kept = {}) const;
 
   // Removes <...>/hpcq/<instance> where it is empty, in every v1 controller
   // (runc's of image jobs too) (best effort: the shared <...>/hpcq stays,

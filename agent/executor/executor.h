@@ -92,12 +92,15 @@ struct RestoreOutcome {
   Status status;  // OK: the job runs here; else nothing of it does
 };
 
-// A launch (a job's part, or with `step` set one of its steps) whose tasks
-// have all been started on this node (take_started).
-struct LaunchStarted {
+// What the executor runs for a launch: a job's part (step 0), or one of its
+// steps.
+struct RunId {
   JobId id = 0;
   std::uint32_t step = 0;
+  auto operator<=>(const RunId&) const = default;
 };
+// A launch whose tasks have all been started on this node (take_started).
+using LaunchStarted = RunId;
 
 class Executor {
  public:
@@ -174,6 +177,15 @@ class Executor {
   virtual Result<LiveUsage> usage(JobId id, std::uint32_t step) const = 0;
   // Ends every job (not reported by reap()) and cleans up.
   virtual void shutdown() = 0;
+  // Forgets every job and leaves it running (processes, cgroups, job
+  // directory), for the next agent on this node to take back: an agent that
+  // restarts keeps its node's jobs. An executor whose jobs cannot outlive it
+  // ends them.
+  virtual void detach() = 0;
+  // The jobs (step 0) and steps taken back from a previous agent when this
+  // executor was made, once; they are running(), and reap() reports their
+  // ends as of jobs launched here.
+  virtual std::vector<RunId> take_adopted() = 0;
 
   // Whether this node can checkpoint and restore jobs: OK, or
   // kFailedPrecondition with the reason (e.g. "'criu check' failed: ...").

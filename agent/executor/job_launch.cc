@@ -36,6 +36,7 @@ JobFiles::JobFiles(std::string d)
       pmix_answer(dir + "/pmix-answer"),
       results(dir + "/results.json"),
       shell_log(dir + "/shell.log"),
+      shell_record(dir + "/shell.json"),
       oci_dir(dir + "/oci") {}
 
 std::string mpich_hostfile(std::string_view hostfile) {

@@ -283,6 +283,7 @@ struct JobFiles {
   std::string pmix_answer;     // the shell's answer to drop_pmix_signal()
   std::string results;         // results.json, written by the shell at its end
   std::string shell_log;       // the shell's own stdout/stderr
+  std::string shell_record;    // shell.json: the executor's, for a restarted agent (shell_record.h)
   std::string oci_dir;         // OCI bundles (one per worker) and runc's state
 };
 

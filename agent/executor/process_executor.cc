@@ -20,14 +20,10 @@
 #include "agent/executor/posix.h"
 
 namespace hpcq::agent {
-namespace {
 
-// "job 12", or "job 12 step 3": how errors name what they are about.
-std::string name_of(JobId id, std::uint32_t step) {
+std::string ProcessExecutor::name_of(JobId id, std::uint32_t step) {
   return "job " + std::to_string(id) + (step ? " step " + std::to_string(step) : "");
 }
-
-}  // namespace
 
 ProcessExecutor::ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy, int notify[2])
     : config_(std::move(config)),
@@ -68,11 +64,6 @@ Result<std::unique_ptr<ProcessExecutor>> ProcessExecutor::create(ExecutorConfig 
     spdlog::info("executor {}: job cgroups go under the agent's own cgroup {}", config.instance,
                  *base);
   }
-  int left = hierarchy->remove_stale(config.instance);
-  if (left > 0) {
-    spdlog::warn("executor {}: {} cgroup(s) of a previous instance still hold processes",
-                 config.instance, left);
-  }
   std::error_code ec;
   const std::string jobs = config.state_dir + "/jobs";
   std::filesystem::create_directories(jobs, ec);
@@ -84,12 +75,21 @@ Result<std::unique_ptr<ProcessExecutor>> ProcessExecutor::create(ExecutorConfig 
   int notify[2];
   if (pipe2(notify, O_CLOEXEC | O_NONBLOCK) != 0)
     return internal_error("pipe: " + errno_text(errno));
-  return std::unique_ptr<ProcessExecutor>(
+  std::unique_ptr<ProcessExecutor> executor(
       new ProcessExecutor(std::move(config), std::move(hierarchy).value(), notify));
+  std::set<JobId> kept;
+  if (executor->config_.take_back_shells) kept = executor->take_back_shells();
+  int left = executor->hierarchy_.remove_stale(executor->config_.instance, kept);
+  if (left > 0) {
+    spdlog::warn("executor {}: {} cgroup(s) of a previous instance still hold processes",
+                 executor->config_.instance, left);
+  }
+  return executor;
 }
 
 bool ProcessExecutor::poll_exit(Job& job) {
   if (job.exited) return true;
+  if (job.adopted) return poll_adopted_exit(job);
   siginfo_t info{};
   if (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(job.pidfd), &info,
              WEXITED | WNOHANG) != 0) {
@@ -190,6 +190,7 @@ Status ProcessExecutor::set_time_limit(JobId id, std::int64_t seconds) {
   job.time_limit_s = seconds;
   // A job already past its old limit is ending: the new one does not save it.
   if (!job.timed_out) set_limit(job, seconds);
+  record_shell(job);
   return Status::ok();
 }
 
@@ -250,17 +251,10 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
   offer_pmix_where_present(l);
   l.pmi.max_kvs_bytes = config_.pmi_max_kvs_bytes;
   Job s;
-  s.id = l.id;
-  s.step = l.step;
-  s.report_start = true;
-  s.uid = l.uid;
-  s.channel = l.has_channel();
-  s.channel_on_demand = l.channel_on_demand();
-  s.pmix_server = l.pmix_server();
-  s.pmi_nodes = l.pmi.nodes;
-  s.pmi_node_ranks = l.pmi.node_ranks;
   const std::string steps_dir = parent->second.dir + "/steps";
   s.dir = steps_dir + "/" + std::to_string(l.step);
+  take_launch_fields(s, l);
+  s.report_start = true;
   if (mkdir(steps_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return internal_error(name + ": mkdir " + steps_dir + ": " + errno_text(errno));
   }
@@ -290,6 +284,7 @@ Status ProcessExecutor::launch_step(JobLaunch l) {
     std::filesystem::remove_all(s.dir, ec);
     return Status(st.code(), name + ": " + st.message());
   }
+  record_shell(s);
   steps_.emplace(std::make_pair(l.id, l.step), std::move(s));
   return Status::ok();
 }
@@ -697,12 +692,7 @@ void ProcessExecutor::discard(Job& job) {
   }
   if (!job.exited && job.pidfd >= 0) {
     signal_pidfd(job.pidfd, SIGKILL);
-    siginfo_t info{};
-    // SIGKILL of the namespace's init: the wait ends once all of it is gone.
-    while (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(job.pidfd), &info, WEXITED) !=
-               0 &&
-           errno == EINTR) {
-    }
+    wait_gone(job);
     job.exited = true;
   }
   if (job.pidfd >= 0) close(job.pidfd);

@@ -73,6 +73,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,12 +120,16 @@ struct ExecutorConfig {
   // The agent's lease file (leader_lease.h), named in every launch.json:
   // each job shell kills its tasks once the lease has run out. Empty: none.
   std::string leader_lease;
+  // Take back the job shells a previous agent on this node left running
+  // (shell_record.h) instead of killing them.
+  bool take_back_shells = false;
 };
 
 class ProcessExecutor final : public Executor {
  public:
-  // Detects cgroup v1/v2 and removes empty cgroups a previous instance of the
-  // same name left behind.
+  // Detects cgroup v1/v2, takes back the shells a previous instance of the
+  // same name left running (config.take_back_shells) and removes the rest of
+  // what it left behind: cgroups (killing what is in them) and directories.
   static Result<std::unique_ptr<ProcessExecutor>> create(ExecutorConfig config);
   ~ProcessExecutor() override;
   ProcessExecutor(const ProcessExecutor&) = delete;
@@ -189,6 +194,9 @@ class ProcessExecutor final : public Executor {
   // Kills every job, waits for its processes, removes cgroups and job dirs.
   // Jobs killed here are not reported by reap().
   void shutdown() override;
+  // Leaves every job running, for the next instance to take back.
+  void detach() override;
+  std::vector<RunId> take_adopted() override;
 
   // Runs probe_criu(config.criu_path) on the first call.
   Status checkpoint_capability() override;
@@ -252,6 +260,9 @@ class ProcessExecutor final : public Executor {
     bool ending_with_job = false;
     bool timed_out = false;
     bool exited = false;
+    // Taken back from a previous agent (shell_record.h): not our child, so
+    // its end shows on its pidfd and its code comes from results.json.
+    bool adopted = false;
     bool checkpointing = false;   // a dump is in flight (dumps_)
     bool device_cgroups = false;  // its tasks have device cgroups (v1: in the devices controller)
     std::vector<int> worker_ids;  // an image job's containers, by worker id
@@ -297,6 +308,24 @@ class ProcessExecutor final : public Executor {
   Status clean_up(Job& job);
   // The deadline and --signal warning of a limit of `seconds` (0: none).
   static void set_limit(Job& job, std::int64_t seconds);
+  // "job 12", or "job 12 step 3": how errors name what they are about.
+  static std::string name_of(JobId id, std::uint32_t step);
+  // The fields of `job` that its launch decides (job.dir set first): at the
+  // launch, and for a shell taken back.
+  void take_launch_fields(Job& job, const JobLaunch& launch) const;
+  // <job dir>/shell.json for the next agent (shell_record.h).
+  void record_shell(const Job& job) const;
+  // The shells of the job directories under state_dir/jobs that still run
+  // (or ended while no agent was here: reap() reports them), into jobs_ and
+  // steps_ (process_executor_adopt.cc). Returns the jobs taken back.
+  std::set<JobId> take_back_shells();
+  std::optional<Job> take_back(const std::string& dir, JobId id, std::uint32_t step,
+                               const Job* parent) const;
+  // An adopted shell's end: its pidfd readable, its code from results.json.
+  bool poll_adopted_exit(Job& job);
+  // Waits (bounded) for a killed shell to be gone.
+  static void wait_gone(Job& job);
+  std::vector<RunId> adopted_;  // taken back at create(), until take_adopted()
   // Steps by job and step id; each is a Job of its own for the shell, its
   // cgroup and its output.
   std::map<std::pair<JobId, std::uint32_t>, Job> steps_;

@@ -640,6 +640,7 @@ Status ProcessExecutor::finish_restore(JobId id) {
     // The new shell runs the restored containers; runc made their cgroups.
     Status pinned = pin_container_tasks(j.cgroup, l);
     if (!pinned.is_ok()) return fail(pinned);
+    record_shell(j);
     jobs_.emplace(id, std::move(j));
     return Status::ok();
   }
@@ -652,6 +653,7 @@ Status ProcessExecutor::finish_restore(JobId id) {
     kill(j.pid, SIGKILL);
     return fail(s);
   }
+  record_shell(j);
   jobs_.emplace(id, std::move(j));
   return Status::ok();
 }

@@ -384,23 +384,10 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
   l.pmi.max_kvs_bytes = config_.pmi_max_kvs_bytes;
 
   Job j;
-  j.id = l.id;
   j.dir = config_.state_dir + "/jobs/" + std::to_string(l.id);
-  j.image = !l.image.empty();
-  j.time_limit_s = l.time_limit_s;
-  j.uid = l.uid;
-  j.channel = l.has_channel();
-  j.channel_on_demand = l.channel_on_demand();
-  j.pmi_nodes = l.pmi.nodes;
-  j.pmi_node_ranks = l.pmi.node_ranks;
-  j.pmix_server = l.pmix_server();
-  if (config_.private_tmp != "off" && l.image.empty()) j.private_dir = JobFiles(j.dir).private_dir;
+  take_launch_fields(j, l);
   j.launched = now;
   j.report_start = true;
-  j.warn_signal = l.warn_signal;
-  j.warn_seconds = l.warn_seconds;
-  j.warn_script = l.warn_script;
-  j.warn_steps = l.warn_steps;
   set_limit(j, l.time_limit_s);
   std::error_code ec;
   Status s = prepare_job_dir(l, j.dir);
@@ -429,6 +416,7 @@ Status ProcessExecutor::launch(const JobLaunch& given, TimeUs now) {
     remove_job_dir(j.dir);
     return Status(s.code(), job + ": " + s.message());
   }
+  record_shell(j);
   jobs_.emplace(l.id, std::move(j));
   return Status::ok();
 }

@@ -60,6 +60,9 @@ class TestExecutor final : public Executor {
   // Nothing runs to be signalled: OK for a job it runs.
   Status signal(JobId id, int signo) override;
   void shutdown() override { jobs_.clear(); }
+  // Its jobs live in this process only: they end with it.
+  void detach() override { jobs_.clear(); }
+  std::vector<RunId> take_adopted() override { return {}; }
 
   // No processes, nothing to dump: these answer kFailedPrecondition
   // ("the test executor cannot checkpoint: it runs no processes"), so that

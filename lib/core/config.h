@@ -6,6 +6,7 @@
 // file, parse_config takes text (tests, fuzzing).
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -17,6 +18,13 @@
 #include "lib/core/site_policy.h"
 
 namespace hpcq {
+
+// What a running hpcq-agent takes as "end this node's jobs and leave"
+// (hpcq-agent --drain-and-exit sends it; hpcq stop too). SIGTERM and SIGINT
+// leave the jobs running for the next agent to take back.
+inline constexpr int kAgentDrainSignal = SIGUSR1;
+// <agent state dir>/agent.pid: where --drain-and-exit finds the running agent.
+inline constexpr char kAgentPidFile[] = "agent.pid";
 
 // --mpi's and leader.mpi's value that offers the tasks both PMI-1 and PMIx
 // (a world of one task gets PMI-1 alone: it has no peer to exchange with).

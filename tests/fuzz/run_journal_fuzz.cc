@@ -1,6 +1,7 @@
-// libFuzzer target: arbitrary bytes as the agent's end journal
-// (<state_dir>/ends/journal, agent/end_journal.h) as a crash, a full disk or
-// damage may leave it. Opening it may not crash or allocate by what a record
+// libFuzzer target: arbitrary bytes as one of the agent's run journals
+// (<state_dir>/ends/journal and <state_dir>/parts/journal,
+// agent/run_journal.h) as a crash, a full disk or damage may leave it; the
+// first byte picks which. Opening it may not crash or allocate by what a record
 // announces; it keeps the whole records before the first bad one, at most
 // one end per job, and cuts the rest off, so that a second open finds the
 // same ends in a file of whole records.
@@ -17,7 +18,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "agent/end_journal.h"
+#include "agent/run_journal.h"
 
 namespace {
 
@@ -25,7 +26,7 @@ std::string scratch() {
   static const std::string dir = [] {
     // Each torn input is a warning: not tens of thousands of lines in the log.
     spdlog::set_level(spdlog::level::off);
-    char tmpl[] = "/tmp/hpcq-end-journal-fuzz-XXXXXX";
+    char tmpl[] = "/tmp/hpcq-run-journal-fuzz-XXXXXX";
     const char* made = mkdtemp(tmpl);
     if (made == nullptr) __builtin_trap();
     static const std::string root = made;
@@ -33,15 +34,17 @@ std::string scratch() {
       std::error_code ec;
       std::filesystem::remove_all(root, ec);
     });
-    return root + "/ends";
+    return root + "/journal";
   }();
   return dir;
 }
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using hpcq::agent::EndJournal;
+namespace {
+
+template <typename Journal>
+void open_twice(const std::uint8_t* data, std::size_t size) {
   const std::string dir = scratch();
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
@@ -50,23 +53,34 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::ofstream out(dir + "/journal", std::ios::binary);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   }
-  std::vector<hpcq::overlay::JobUpdate> first;
+  std::vector<std::string> first;
   {
-    auto journal = EndJournal::open(dir);
+    auto journal = Journal::open(dir, "fuzzed journal", /*sync=*/false);
     if (!journal.is_ok()) __builtin_trap();  // damage is cut off, never refused
-    first = (*journal)->entries();
     std::set<std::pair<std::uint64_t, std::uint32_t>> keys;
-    for (const auto& u : first) {
-      if (!keys.insert({u.job_id(), u.step()}).second) __builtin_trap();
+    for (const auto& entry : (*journal)->entries()) {
+      if (!keys.insert({entry.job_id(), entry.step()}).second) __builtin_trap();
+      first.push_back(entry.SerializeAsString());
     }
   }
   if (std::filesystem::file_size(dir + "/journal") > size) __builtin_trap();
-  auto again = EndJournal::open(dir);
+  auto again = Journal::open(dir, "fuzzed journal", /*sync=*/false);
   if (!again.is_ok()) __builtin_trap();
   const auto second = (*again)->entries();
   if (second.size() != first.size()) __builtin_trap();
   for (std::size_t i = 0; i < first.size(); ++i) {
-    if (second[i].SerializeAsString() != first[i].SerializeAsString()) __builtin_trap();
+    if (second[i].SerializeAsString() != first[i]) __builtin_trap();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  if (data[0] & 1) {
+    open_twice<hpcq::agent::PartJournal>(data + 1, size - 1);
+  } else {
+    open_twice<hpcq::agent::EndJournal>(data + 1, size - 1);
   }
   return 0;
 }

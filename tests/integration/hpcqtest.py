@@ -95,6 +95,39 @@ def agent_pid(rank):
     return int(out[0])
 
 
+def agent_argv(rank):
+    """The command line of this cluster's agent of `rank`, for start_agent()."""
+    with open(f"/proc/{agent_pid(rank)}/cmdline") as f:
+        return f.read().split("\0")[:-1]
+
+
+def start_agent(argv):
+    """Starts an agent with `argv` (logging where hpcq start's did), not as
+    hpcq start's child: drained (its jobs end) when the test ends."""
+    rank = argv[argv.index("--rank") + 1]
+    log = open(os.path.join(cluster_dir(), "logs", f"agent-{rank}.log"), "a")
+    agent = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
+    atexit.register(lambda: (agent.send_signal(signal.SIGUSR1), agent.wait()))
+    return agent
+
+
+def restart_agent(rank, signo):
+    """Stops the agent of `rank` with `signo` (SIGKILL, or SIGTERM: both
+    leave its jobs running), waits until it is gone and starts it again on
+    the same state directory; returns the new one (Popen)."""
+    argv = agent_argv(rank)
+    os.kill(agent_pid(rank), signo)
+    wait_until(f"agent {rank} gone", lambda: subprocess.run(
+        ["pgrep", "-f", f"hpcq-agent --config {cluster_dir()}/hpcq.toml --rank {rank} "],
+        capture_output=True).returncode != 0)
+    return start_agent(argv)
+
+
+def json_of(*args):
+    """`hpcq ARGS --json`, parsed."""
+    return json.loads(hpcq(*args, "--json").stdout)
+
+
 def jobs_dir(rank):
     """Where the agent of `rank` keeps its job directories ([agent] run_dir,
     a tmpfs under hpcq start, or else its state_dir)."""
@@ -107,7 +140,7 @@ def jobs_dir(rank):
 def journaled_ends(rank):
     """The job ids whose ends the agent of `rank` has journaled and not had
     acknowledged: its <state_dir>/rank-N/ends/journal read as the agent reads
-    it (agent/end_journal.h: records of u32 length, u32 checksum, then kind,
+    it (agent/run_journal.h: records of u32 length, u32 checksum, then kind,
     u64 seq and, for an end, the JobUpdate, whose field 1 is the job id)."""
     with open(os.path.join(cluster_dir(), "hpcq.toml"), "rb") as f:
         state_dir = tomllib.load(f)["agent"]["state_dir"]

@@ -1,12 +1,10 @@
 #!/usr/bin/env python3
 """An agent killed with -9 while the leader has not acknowledged a job's end
 reports that end again when it restarts on the same state directory: the end
-journal (agent/end_journal.h) is read back, the leader records the job with
+journal (agent/run_journal.h) is read back, the leader records the job with
 its real exit code, and the acknowledged end leaves the journal."""
-import atexit
 import os
 import signal
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -25,17 +23,7 @@ def test_an_end_outlives_its_agent():
     gate.open()
     # The end goes to a leader that cannot take it: it stays in node2's journal.
     t.wait_until("the end journaled on node2", lambda: job in t.journaled_ends(2), timeout=30)
-    pid = t.agent_pid(2)
-    with open(f"/proc/{pid}/cmdline") as f:
-        argv = f.read().split("\0")[:-1]
-    os.kill(pid, signal.SIGKILL)
-    t.wait_until("node2's agent gone", lambda: subprocess.run(
-        ["pgrep", "-f", f"hpcq-agent --config {t.cluster_dir()}/hpcq.toml --rank 2 "],
-        capture_output=True).returncode != 0)
-    log = open(os.path.join(t.cluster_dir(), "logs", "agent-2.log"), "a")
-    agent = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
-    # Not hpcq start's child: it would outlive the cluster.
-    atexit.register(lambda: (agent.terminate(), agent.wait()))
+    t.restart_agent(2, signal.SIGKILL)
     t.restart_leader(t.kill_leader())
     s = t.wait_state(job, ["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED"], timeout=60)
     t.check(s["state"] == "FAILED" and s["exit_code"] == 5,

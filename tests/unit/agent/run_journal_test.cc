@@ -1,6 +1,6 @@
 // Unacknowledged job ends survive a restart of the agent, in order, and go
-// away when acknowledged.
-#include "agent/end_journal.h"
+// away when acknowledged; so do the launches of the parts a node runs.
+#include "agent/run_journal.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -48,7 +48,7 @@ std::vector<JobId> jobs_of(const EndJournal& j) {
 TEST(EndJournal, SurvivesRestartInOrderUntilAcknowledged) {
   TempDir tmp;
   {
-    auto j = EndJournal::open(tmp.dir());
+    auto j = EndJournal::open(tmp.dir(), "end journal", true);
     ASSERT_TRUE(j.is_ok()) << j.status().message();
     ASSERT_TRUE((*j)->add(end(9, 0, 1)).is_ok());
     ASSERT_TRUE((*j)->add(end(3, 0, 0)).is_ok());
@@ -57,7 +57,7 @@ TEST(EndJournal, SurvivesRestartInOrderUntilAcknowledged) {
     (*j)->ack(5, 0);  // another attempt: kept
     EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{9, 5}));
   }
-  auto j = EndJournal::open(tmp.dir());
+  auto j = EndJournal::open(tmp.dir(), "end journal", true);
   ASSERT_TRUE(j.is_ok());
   EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{9, 5}));
   EXPECT_EQ((*j)->entries()[0].exit_code(), 1);
@@ -69,7 +69,7 @@ TEST(EndJournal, SurvivesRestartInOrderUntilAcknowledged) {
   (*j)->ack(1, 0);
   (*j)->ack(9, 1);
   EXPECT_EQ((*j)->size(), 0u);
-  auto again = EndJournal::open(tmp.dir());
+  auto again = EndJournal::open(tmp.dir(), "end journal", true);
   ASSERT_TRUE(again.is_ok());
   EXPECT_EQ((*again)->size(), 0u);
 }
@@ -80,7 +80,7 @@ TEST(EndJournal, CutsOffATornTail) {
   for (int cut : {1, 7, 9, 20}) {
     TempDir tmp;
     {
-      auto j = EndJournal::open(tmp.dir());
+      auto j = EndJournal::open(tmp.dir(), "end journal", true);
       ASSERT_TRUE(j.is_ok());
       ASSERT_TRUE((*j)->add(end(4, 0, 0)).is_ok());
       ASSERT_TRUE((*j)->add(end(6, 0, 3)).is_ok());
@@ -88,12 +88,12 @@ TEST(EndJournal, CutsOffATornTail) {
     const std::string file = tmp.dir() + "/journal";
     fs::resize_file(file, fs::file_size(file) - static_cast<std::uintmax_t>(cut));
     {
-      auto j = EndJournal::open(tmp.dir());
+      auto j = EndJournal::open(tmp.dir(), "end journal", true);
       ASSERT_TRUE(j.is_ok());
       EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{4})) << "cut " << cut;
       ASSERT_TRUE((*j)->add(end(8, 0, 0)).is_ok());
     }
-    auto j = EndJournal::open(tmp.dir());
+    auto j = EndJournal::open(tmp.dir(), "end journal", true);
     ASSERT_TRUE(j.is_ok());
     EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{4, 8})) << "cut " << cut;
   }
@@ -102,12 +102,12 @@ TEST(EndJournal, CutsOffATornTail) {
 TEST(EndJournal, CutsOffGarbageAfterTheLastRecord) {
   TempDir tmp;
   {
-    auto j = EndJournal::open(tmp.dir());
+    auto j = EndJournal::open(tmp.dir(), "end journal", true);
     ASSERT_TRUE(j.is_ok());
     ASSERT_TRUE((*j)->add(end(4, 0, 0)).is_ok());
   }
   std::ofstream(tmp.dir() + "/journal", std::ios::app) << std::string(64, '\xff');
-  auto j = EndJournal::open(tmp.dir());
+  auto j = EndJournal::open(tmp.dir(), "end journal", true);
   ASSERT_TRUE(j.is_ok());
   EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{4}));
 }
@@ -118,7 +118,7 @@ TEST(EndJournal, SkipsDamageInTheMiddleAndKeepsTheRecordsAfterIt) {
   for (std::uintmax_t at : {0u, 3u, 9u, 14u}) {
     TempDir tmp;
     {
-      auto j = EndJournal::open(tmp.dir());
+      auto j = EndJournal::open(tmp.dir(), "end journal", true);
       ASSERT_TRUE(j.is_ok());
       ASSERT_TRUE((*j)->add(end(4, 0, 1)).is_ok());
       ASSERT_TRUE((*j)->add(end(6, 0, 2)).is_ok());
@@ -136,13 +136,13 @@ TEST(EndJournal, SkipsDamageInTheMiddleAndKeepsTheRecordsAfterIt) {
     }
     const std::uintmax_t damaged_size = fs::file_size(file);
     {
-      auto j = EndJournal::open(tmp.dir());
+      auto j = EndJournal::open(tmp.dir(), "end journal", true);
       ASSERT_TRUE(j.is_ok());
       EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{8})) << "byte " << at;
       EXPECT_LT(fs::file_size(file), damaged_size) << "rewritten without the damage";
       ASSERT_TRUE((*j)->add(end(9, 0, 0)).is_ok());
     }
-    auto j = EndJournal::open(tmp.dir());
+    auto j = EndJournal::open(tmp.dir(), "end journal", true);
     ASSERT_TRUE(j.is_ok());
     EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{8, 9})) << "byte " << at;
     EXPECT_EQ((*j)->entries()[0].exit_code(), 3);
@@ -161,7 +161,7 @@ TEST(EndJournal, TakesInAnOlderAgentsFiles) {
   std::ofstream(tmp.dir() + "/13-2.pb.tmp") << "half";
   std::ofstream(tmp.dir() + "/14-3.pb") << "\xff\xff\xff not a protobuf";
   {
-    auto j = EndJournal::open(tmp.dir());
+    auto j = EndJournal::open(tmp.dir(), "end journal", true);
     ASSERT_TRUE(j.is_ok());
     EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{3, 7}));
     ASSERT_TRUE((*j)->add(end(9, 0, 0)).is_ok());
@@ -169,7 +169,7 @@ TEST(EndJournal, TakesInAnOlderAgentsFiles) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(tmp.dir())) names.push_back(e.path().filename());
   EXPECT_EQ(names, (std::vector<std::string>{"journal"}));
-  auto j = EndJournal::open(tmp.dir());
+  auto j = EndJournal::open(tmp.dir(), "end journal", true);
   ASSERT_TRUE(j.is_ok());
   EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{3, 7, 9}));
   EXPECT_EQ((*j)->entries()[1].exit_code(), 2);
@@ -181,7 +181,7 @@ TEST(EndJournal, StaysSmallWhileEndsAreAcknowledged) {
   TempDir tmp;
   {
     constexpr std::uint64_t kCompactBytes = 4096;
-    auto j = EndJournal::open(tmp.dir(), kCompactBytes);
+    auto j = EndJournal::open(tmp.dir(), "end journal", true, kCompactBytes);
     ASSERT_TRUE(j.is_ok());
     ASSERT_TRUE((*j)->add(end(1, 0, 5)).is_ok());
     for (JobId job = 2; job < 1000; ++job) {
@@ -191,7 +191,7 @@ TEST(EndJournal, StaysSmallWhileEndsAreAcknowledged) {
     }
   }
   {
-    auto j = EndJournal::open(tmp.dir(), 4096);
+    auto j = EndJournal::open(tmp.dir(), "end journal", true, 4096);
     ASSERT_TRUE(j.is_ok());
     EXPECT_EQ(jobs_of(**j), (std::vector<JobId>{1}));
     EXPECT_EQ((*j)->entries()[0].exit_code(), 5);
@@ -202,9 +202,41 @@ TEST(EndJournal, StaysSmallWhileEndsAreAcknowledged) {
     }
     EXPECT_LT(fs::file_size(tmp.dir() + "/journal"), 4096u);
   }
-  auto j = EndJournal::open(tmp.dir());
+  auto j = EndJournal::open(tmp.dir(), "end journal", true);
   ASSERT_TRUE(j.is_ok());
   EXPECT_EQ((*j)->size(), 0u);
+}
+
+overlay::Launch launch(JobId job, std::uint32_t attempt, std::uint32_t step) {
+  overlay::Launch l;
+  l.set_job_id(job);
+  l.set_attempt(attempt);
+  l.set_step(step);
+  l.add_argv("sleep");
+  return l;
+}
+
+TEST(PartJournal, KeepsEachRunningPartAndStepUntilItsEndIsJournaled) {
+  TempDir tmp;
+  {
+    auto j = PartJournal::open(tmp.dir(), "part journal", /*sync=*/false);
+    ASSERT_TRUE(j.is_ok());
+    ASSERT_TRUE((*j)->add(launch(7, 0, 0)).is_ok());
+    ASSERT_TRUE((*j)->add(launch(7, 0, 2)).is_ok());
+    ASSERT_TRUE((*j)->add(launch(8, 0, 0)).is_ok());
+    ASSERT_TRUE((*j)->add(launch(8, 1, 0)).is_ok());  // requeued here: replaces attempt 0
+    (*j)->ack(7, 0, 2);                                  // the step ended
+    (*j)->ack(8, 0);                                     // an older attempt's end: kept
+  }
+  auto j = PartJournal::open(tmp.dir(), "part journal", false);
+  ASSERT_TRUE(j.is_ok());
+  const std::vector<overlay::Launch> parts = (*j)->entries();
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].job_id(), 7u);
+  EXPECT_EQ(parts[0].step(), 0u);
+  EXPECT_EQ(parts[1].job_id(), 8u);
+  EXPECT_EQ(parts[1].attempt(), 1u);
+  EXPECT_EQ(parts[1].argv(0), "sleep");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "agent/end_journal.h"
+#include "agent/run_journal.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -21,7 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kEnd = 'E', kForget = 'F';
+constexpr char kEntry = 'E', kForget = 'F';
 constexpr std::size_t kHeaderBytes = 8;       // length, checksum
 constexpr std::size_t kBodyMinBytes = 1 + 8;  // kind, seq
 constexpr std::uint32_t kBodyMaxBytes = 1 << 24;
@@ -65,12 +65,14 @@ std::uint64_t seq_of(const std::string& name) {
 
 }  // namespace
 
-Result<std::unique_ptr<EndJournal>> EndJournal::open(const std::string& dir,
-                                                     std::uint64_t compact_bytes) {
+template <typename Message>
+Result<std::unique_ptr<RunJournal<Message>>> RunJournal<Message>::open(const std::string& dir,
+                                                                       std::string name, bool sync,
+                                                                       std::uint64_t compact_bytes) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return internal_error("end journal " + dir + ": " + ec.message());
-  std::unique_ptr<EndJournal> journal(new EndJournal(dir, compact_bytes));
+  if (ec) return internal_error(name + " " + dir + ": " + ec.message());
+  std::unique_ptr<RunJournal> journal(new RunJournal(dir, std::move(name), sync, compact_bytes));
   const std::string path = dir + "/" + kJournalName;
 
   // An older agent's files, one per end; taken into the journal below.
@@ -79,17 +81,17 @@ Result<std::unique_ptr<EndJournal>> EndJournal::open(const std::string& dir,
     const std::string name = entry.path().filename().string();
     if (name == kJournalName) continue;
     const std::uint64_t seq = seq_of(name);
-    overlay::JobUpdate update;
+    Message old;
     std::ifstream in(entry.path(), std::ios::binary);
-    if (seq != 0 && in && update.ParseFromIstream(&in)) {
-      journal->remember(seq, update);
+    if (seq != 0 && in && old.ParseFromIstream(&in)) {
+      journal->remember(seq, old);
       old_files.push_back(entry.path());
     } else {  // a temporary file of a write that never finished, or damage
-      spdlog::warn("end journal: removing {}", entry.path().string());
+      spdlog::warn("{}: removing {}", journal->name_, entry.path().string());
       fs::remove(entry.path(), ec);
     }
   }
-  if (ec) return internal_error("end journal " + dir + ": " + ec.message());
+  if (ec) return internal_error(journal->name_ + " " + dir + ": " + ec.message());
 
   const std::string bytes = read_whole(path);
   journal->load(bytes);
@@ -110,21 +112,24 @@ Result<std::unique_ptr<EndJournal>> EndJournal::open(const std::string& dir,
   return journal;
 }
 
-EndJournal::~EndJournal() {
+template <typename Message>
+RunJournal<Message>::~RunJournal() {
   if (fd_ >= 0) ::close(fd_);
 }
 
 namespace {
 
 // The record at the start of `bytes`, if a whole one is there: its size, its
-// kind and seq, and for an end its update.
+// kind and seq, and for an entry its message.
+template <typename Message>
 struct Parsed {
   std::size_t size = 0;
   char kind = 0;
   std::uint64_t seq = 0;
-  overlay::JobUpdate update;
+  Message entry;
 };
-std::optional<Parsed> parse_record(std::string_view bytes) {
+template <typename Message>
+std::optional<Parsed<Message>> parse_record(std::string_view bytes) {
   if (bytes.size() < kHeaderBytes) return std::nullopt;
   const std::uint32_t length = get_u32(bytes);
   if (length < kBodyMinBytes || length > kBodyMaxBytes || bytes.size() - kHeaderBytes < length) {
@@ -132,12 +137,12 @@ std::optional<Parsed> parse_record(std::string_view bytes) {
   }
   const std::string_view body = bytes.substr(kHeaderBytes, length);
   if (fnv1a(body) != get_u32(bytes.substr(4))) return std::nullopt;
-  Parsed p;
+  Parsed<Message> p;
   p.size = kHeaderBytes + length;
   p.kind = body[0];
   p.seq = get_u64(body.substr(1));
-  if (p.kind == kEnd) {
-    if (!p.update.ParseFromArray(body.data() + kBodyMinBytes,
+  if (p.kind == kEntry) {
+    if (!p.entry.ParseFromArray(body.data() + kBodyMinBytes,
                                  static_cast<int>(body.size() - kBodyMinBytes))) {
       return std::nullopt;
     }
@@ -149,29 +154,33 @@ std::optional<Parsed> parse_record(std::string_view bytes) {
 
 }  // namespace
 
-void EndJournal::load(const std::string& bytes) {
+template <typename Message>
+void RunJournal<Message>::load(const std::string& bytes) {
   std::size_t at = 0;
   while (at < bytes.size()) {
-    std::optional<Parsed> p = parse_record(std::string_view(bytes).substr(at));
+    std::optional<Parsed<Message>> p = parse_record<Message>(std::string_view(bytes).substr(at));
     if (!p) {
       // Damage (the disk's) or a torn tail (a crash mid-append): whole
       // records after it, if any, are kept, and the file is rewritten
       // without it; with none after it, it is a torn tail, cut off.
       std::size_t next = at + 1;
-      while (next < bytes.size() && !parse_record(std::string_view(bytes).substr(next))) ++next;
+      while (next < bytes.size() &&
+             !parse_record<Message>(std::string_view(bytes).substr(next))) {
+        ++next;
+      }
       if (next == bytes.size()) {
-        spdlog::warn("end journal: cutting off {} bytes of a torn record at byte {} of {}/{}",
+        spdlog::warn("{}: cutting off {} bytes of a torn record at byte {} of {}/{}", name_,
                      bytes.size() - at, at, dir_, kJournalName);
         break;
       }
-      spdlog::warn("end journal: skipping {} damaged bytes at byte {} of {}/{}", next - at, at,
+      spdlog::warn("{}: skipping {} damaged bytes at byte {} of {}/{}", name_, next - at, at,
                    dir_, kJournalName);
       damaged_ = true;
       at = next;
       continue;
     }
-    if (p->kind == kEnd) {
-      remember(p->seq, p->update);
+    if (p->kind == kEntry) {
+      remember(p->seq, p->entry);
     } else {
       forget(p->seq);
     }
@@ -180,53 +189,59 @@ void EndJournal::load(const std::string& bytes) {
   }
 }
 
-void EndJournal::remember(std::uint64_t seq, const overlay::JobUpdate& update) {
-  auto known = seq_of_job_.find(key_of(update));
+template <typename Message>
+void RunJournal<Message>::remember(std::uint64_t seq, const Message& entry) {
+  auto known = seq_of_job_.find(key_of(entry));
   if (known != seq_of_job_.end()) {
-    if (known->second > seq) return;  // an older end of the same job
+    if (known->second > seq) return;  // an older entry of the same run
     by_seq_.erase(known->second);
   }
-  by_seq_[seq] = update;
-  seq_of_job_[key_of(update)] = seq;
+  by_seq_[seq] = entry;
+  seq_of_job_[key_of(entry)] = seq;
   next_seq_ = std::max(next_seq_, seq + 1);
 }
 
-void EndJournal::forget(std::uint64_t seq) {
+template <typename Message>
+void RunJournal<Message>::forget(std::uint64_t seq) {
   auto it = by_seq_.find(seq);
   if (it == by_seq_.end()) return;
   seq_of_job_.erase(key_of(it->second));
   by_seq_.erase(it);
 }
 
-Status EndJournal::append(const std::string& bytes) {
+template <typename Message>
+Status RunJournal<Message>::append(const std::string& bytes) {
   Status s = write_fully(fd_, bytes, dir_ + "/" + kJournalName);
   if (s.is_ok()) file_bytes_ += bytes.size();
   return s;
 }
 
-Status EndJournal::add(const overlay::JobUpdate& update) {
+template <typename Message>
+Status RunJournal<Message>::add(const Message& entry) {
   const std::uint64_t seq = next_seq_;
-  remember(seq, update);  // replaces an earlier end of the job: the later record wins on load
-  Status s = append(record(kEnd, seq, update.SerializeAsString()));
-  if (s.is_ok() && ::fdatasync(fd_) != 0) {
+  remember(seq, entry);  // replaces an earlier entry of the run: the later record wins on load
+  Status s = append(record(kEntry, seq, entry.SerializeAsString()));
+  if (s.is_ok() && sync_ && ::fdatasync(fd_) != 0) {
     s = internal_error(dir_ + "/" + kJournalName + ": " + std::strerror(errno));
   }
   compact_if_large();
   return s;
 }
 
-void EndJournal::ack(JobId job, std::uint32_t attempt, std::uint32_t step) {
+template <typename Message>
+void RunJournal<Message>::ack(JobId job, std::uint32_t attempt, std::uint32_t step) {
   auto known = seq_of_job_.find({job, step});
   if (known == seq_of_job_.end()) return;
   if (by_seq_.at(known->second).attempt() != attempt) return;
   const std::uint64_t seq = known->second;
   forget(seq);
   Status s = append(record(kForget, seq));
-  if (!s.is_ok()) spdlog::warn("end journal: {}", s.message());
+  if (!s.is_ok()) spdlog::warn("{}: {}", name_, s.message());
   compact_if_large();
 }
 
-void EndJournal::compact_if_large() {
+template <typename Message>
+void RunJournal<Message>::compact_if_large() {
   if (file_bytes_ < compact_bytes_) return;
   Status s = Status::ok();
   if (by_seq_.empty()) {
@@ -238,12 +253,13 @@ void EndJournal::compact_if_large() {
   } else {
     s = rewrite();
   }
-  if (!s.is_ok()) spdlog::warn("end journal: not compacted: {}", s.message());
+  if (!s.is_ok()) spdlog::warn("{}: not compacted: {}", name_, s.message());
 }
 
-Status EndJournal::rewrite() {
+template <typename Message>
+Status RunJournal<Message>::rewrite() {
   std::string bytes;
-  for (const auto& [seq, update] : by_seq_) bytes += record(kEnd, seq, update.SerializeAsString());
+  for (const auto& [seq, entry] : by_seq_) bytes += record(kEntry, seq, entry.SerializeAsString());
   const std::string path = dir_ + "/" + kJournalName, fresh = path + ".new";
   const int fd = ::open(fresh.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return internal_error(fresh + ": " + std::strerror(errno));
@@ -263,11 +279,15 @@ Status EndJournal::rewrite() {
   return sync_dir(dir_);
 }
 
-std::vector<overlay::JobUpdate> EndJournal::entries() const {
-  std::vector<overlay::JobUpdate> out;
+template <typename Message>
+std::vector<Message> RunJournal<Message>::entries() const {
+  std::vector<Message> out;
   out.reserve(by_seq_.size());
-  for (const auto& [seq, update] : by_seq_) out.push_back(update);
+  for (const auto& [seq, entry] : by_seq_) out.push_back(entry);
   return out;
 }
+
+template class RunJournal<overlay::JobUpdate>;
+template class RunJournal<overlay::Launch>;
 
 }  // namespace hpcq::agent

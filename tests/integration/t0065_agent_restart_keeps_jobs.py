@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""An agent restart keeps its node's jobs (docs/admin-guide.md, "Restarting
+and upgrading agents"): the job shells outlive the agent, the next agent on
+the same state directory takes them back (agent/run_journal.h's part
+journal, each shell's shell.json), and hpcqd keeps the node up with its
+jobs. Each agent restarted in turn -- kill -9 of one, SIGTERM of the other
+-- and then hpcqd: a serial job, a batch job in a step and a 2-node job all
+complete with their whole output and exit codes, each task started once.
+`hpcq-agent --drain-and-exit` is the way to end a node's jobs on purpose."""
+import os
+import signal
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpcqtest as t
+
+t.within_cluster(agents=2, fanout=2)
+
+
+def gated(d, gate, starts, then):
+    """A shell command that records its start (its task's rank) once in
+    `starts`, waits for the gate, then runs `then`."""
+    return (f"echo ${{HPCQ_TASK_RANK:-0}} >> {starts}; echo begin; "
+            f"while [ ! -e {gate.path} ]; do sleep 0.05; done; {then}")
+
+
+def nodes_up():
+    states = [n["state"] for n in t.json_of("nodes")]
+    return all(s == "up" for s in states)
+
+
+def test_restarts_keep_jobs():
+    d = t.workdir()
+    gate = t.Gate(d)
+    serial = t.submit("-w", "node1", "-o", "serial.out", "--", "sh", "-c",
+                      gated(d, gate, "serial.starts", "echo end; exit 3"), cwd=d)
+    with open(os.path.join(d, "steps.sh"), "w") as f:
+        f.write("#!/bin/sh\n#HPCQ -w node2\necho batch begin\n"
+                f"hpcq run -- sh -c '({gated(d, gate, 'step.starts', 'echo step end')}) "
+                "> step.out'\n"
+                "echo step $?\nexit 4\n")
+    batch = int(t.hpcq("batch", "-o", "batch.out", "steps.sh", cwd=d).stdout)
+    wide = t.submit("-N", "2", "-n", "2", "-o", "wide.out", "--", "sh", "-c",
+                    gated(d, gate, "wide.starts", "echo end $HPCQ_TASK_RANK"), cwd=d)
+    jobs = (serial, batch, wide)
+    for job in jobs:
+        t.wait_state(job, "RUNNING")
+    t.wait_until("every task started", lambda: len(lines(d, "serial.starts")) == 1 and
+                 len(lines(d, "step.starts")) == 1 and len(lines(d, "wide.starts")) == 2)
+
+    for rank, signo in ((1, signal.SIGKILL), (2, signal.SIGTERM)):
+        t.restart_agent(rank, signo)
+        t.wait_until(f"hpcqd taking node{rank}'s new agent with its jobs",
+                     lambda: f"node node{rank} (rank {rank}): its agent restarted (" in
+                     t.leader_log())
+    t.restart_leader(t.kill_leader())
+    t.wait_until("both nodes up after the leader's restart", nodes_up)
+    for job in jobs:
+        s = t.status(job)
+        t.check(s["state"] == "RUNNING", f"job {job} after the restarts: {s['state']} "
+                f"({s.get('reason')})")
+
+    gate.open()
+    ends = {job: t.wait_state(job, ["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED"])
+            for job in jobs}
+    t.check((ends[serial]["state"], ends[serial]["exit_code"]) == ("FAILED", 3),
+            f"serial: {ends[serial]}")
+    t.check((ends[batch]["state"], ends[batch]["exit_code"]) == ("FAILED", 4),
+            f"batch: {ends[batch]}")
+    t.check(ends[wide]["state"] == "COMPLETED", f"2-node: {ends[wide]}")
+    t.check(lines(d, "serial.out") == ["begin", "end"], f"serial output {lines(d, 'serial.out')}")
+    # The step's `hpcq run` says so while hpcqd restarts, and waits.
+    batch_out = [l for l in lines(d, "batch.out") if "hpcqd is not reachable" not in l]
+    t.check(batch_out == ["batch begin", "step 0"], f"batch {lines(d, 'batch.out')}")
+    t.check(lines(d, "step.out") == ["begin", "step end"], f"step {lines(d, 'step.out')}")
+    t.check(sorted(lines(d, "wide.out")) == ["begin", "begin", "end 0", "end 1"],
+            f"2-node: {lines(d, 'wide.out')}")
+    # Started once each: no task ran again after a restart.
+    t.check(lines(d, "serial.starts") == ["0"], f"{lines(d, 'serial.starts')}")
+    t.check(lines(d, "step.starts") == ["0"], f"{lines(d, 'step.starts')}")
+    t.check(sorted(lines(d, "wide.starts")) == ["0", "1"], f"{lines(d, 'wide.starts')}")
+
+
+def test_drain_and_exit_ends_the_jobs():
+    d = t.workdir()
+    gate = t.Gate(d)
+    job = t.submit("-w", "node2", "--", *gate.command, cwd=d)
+    t.wait_state(job, "RUNNING")
+    t.wait_until(f"job {job}'s processes in its cgroups", lambda: t.job_pids(job))
+    pids = t.job_pids(job)
+    argv = t.agent_argv(2)
+    drained = subprocess.run([t.AGENT, "--config", argv[argv.index("--config") + 1],
+                              "--rank", "2", "--drain-and-exit"], capture_output=True, text=True,
+                             timeout=150)
+    t.check(drained.returncode == 0, f"--drain-and-exit: {drained.stderr}")
+    t.check(not any(os.path.exists(f"/proc/{p}") for p in pids), "the job's tasks outlived "
+            "the drain")
+    t.start_agent(argv)
+    s = t.wait_state(job, ["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED"])
+    t.check(s["state"] == "NODE_FAIL", f"job {job} after the drain: {s}")
+    t.wait_until("node2 up again", nodes_up)
+
+
+def lines(d, name):
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return f.read().splitlines()
+
+
+t.main([test_restarts_keep_jobs, test_drain_and_exit_ends_the_jobs])
