@@ -150,6 +150,7 @@ Status Agent::start() {
   auto parts = PartJournal::open(options_.state_dir + "/parts", "part journal", /*sync=*/false);
   if (!parts.is_ok()) return parts.status();
   part_journal_ = std::move(parts).value();
+  output_spool_ = std::make_unique<OutputSpool>(options_.state_dir + "/output");
   HPCQ_RETURN_IF_ERROR(start_executor());
   take_back_parts();
 
@@ -178,6 +179,8 @@ Status Agent::start() {
   if (!checkpoint_.is_ok()) spdlog::info("agent: cannot checkpoint: {}", checkpoint_.message());
   checkpoint_others_ = executor_->checkpoint_of_other_users();
   incarnation_ = (static_cast<std::uint64_t>(random()) << 32) | random();
+  // The output the previous agent sent lately of the jobs taken back.
+  for (const OutputLog::Chunk& chunk : output_log_.kept()) send_output_chunk(chunk);
   send_hello();
   start_timers();
   spdlog::info("agent {} (rank {}): {} cores, {} NUMA domains ({}); host has {} CPUs", me.name,
@@ -397,6 +400,7 @@ void Agent::on_message(overlay::Envelope&& envelope) {
       const overlay::JobUpdateAck& ack = envelope.job_update_ack();
       unacknowledged_->ack(ack.job_id(), ack.attempt(), ack.step());
       output_log_.forget(ack.job_id(), ack.attempt(), ack.step());
+      output_spool_->forget(ack.job_id(), ack.step());
       break;
     }
     default:
@@ -601,7 +605,13 @@ void Agent::send_output(std::vector<TaskOutput> chunks) {
     chunk.rank = out.rank;
     chunk.is_stderr = out.is_stderr;
     chunk.data = std::move(out.data);
-    send_output_chunk(output_log_.add(std::move(chunk)));
+    chunk.incarnation = incarnation_;
+    const OutputLog::Chunk& numbered = output_log_.add(std::move(chunk));
+    if (output_spool_->append(numbered)) {
+      output_spool_->rewrite({numbered.id, numbered.step},
+                             output_log_.kept(numbered.id, numbered.step));
+    }
+    send_output_chunk(numbered);
   }
 }
 
@@ -627,7 +637,7 @@ void Agent::send_output_chunk(const OutputLog::Chunk& chunk) {
   output->set_stream(chunk.is_stderr ? overlay::Output::STDERR : overlay::Output::STDOUT);
   output->set_data(chunk.data);
   output->set_offset(chunk.offset);
-  output->set_incarnation(incarnation_);
+  output->set_incarnation(chunk.incarnation != 0 ? chunk.incarnation : incarnation_);
   Status s = overlay_->send(std::move(envelope));
   if (!s.is_ok()) spdlog::debug("job {}: output: {}", chunk.id, s.message());
 }

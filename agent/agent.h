@@ -30,6 +30,7 @@
 #include "agent/launch_message.h"
 #include "agent/node_scripts.h"
 #include "agent/output_log.h"
+#include "agent/output_spool.h"
 #include "agent/run_journal.h"
 #include "lib/core/config.h"
 #include "lib/overlay/event_loop.h"
@@ -242,6 +243,8 @@ class Agent {
   std::set<int> watched_fds_;
   // Forwarded output sent, kept to send again after the tree healed.
   OutputLog output_log_{64 * 1024};
+  // Its chunks on disk for the next agent (output_spool.h).
+  std::unique_ptr<OutputSpool> output_spool_;
   // What arrived of the leader's numbered signals (by job) and of standard
   // input (by job and step), reported in Hello: after the tree healed, the
   // leader sends again what was lost on the way, and a copy is not

@@ -205,6 +205,7 @@ void Agent::journal_part(const overlay::Launch& launch) {
 void Agent::take_back_parts() {
   const std::vector<RunId> adopted = executor_->take_adopted();
   std::set<RunId> running(adopted.begin(), adopted.end());
+  std::set<OutputSpool::Run> forwarding;
   for (const overlay::Launch& launch : part_journal_->entries()) {
     const JobId id = launch.job_id();
     if (running.erase({id, launch.step()}) == 0) {
@@ -212,17 +213,29 @@ void Agent::take_back_parts() {
       part_journal_->ack(id, launch.attempt(), launch.step());
       continue;
     }
+    Result<JobLaunch> job =
+        job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
+    if (job.is_ok() && job->forward_output) {
+      forwarding.insert({id, launch.step()});
+      for (const TaskSpec& task : job->tasks) {
+        for (bool is_stderr : {false, true}) {
+          output_log_.open_stream(id, launch.attempt(), launch.step(), task.rank, is_stderr);
+        }
+      }
+    }
     if (launch.step() != 0) {
       steps_.emplace(id, launch.step());
       continue;
     }
     attempts_[id] = launch.attempt();
     parts_[id] = launch.part();
-    Result<JobLaunch> job =
-        job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
     if (job.is_ok()) keep_script_env(id, *job);
     spdlog::info("job {}: running on from the previous agent (attempt {}{})", id, launch.attempt(),
                  launch.elastic() ? "; it hears of no resize here any more" : "");
+  }
+  // Their streams go on from where the last agent left them.
+  for (OutputLog::Chunk& chunk : output_spool_->take(forwarding)) {
+    output_log_.restore(std::move(chunk));
   }
   // A shell with no Launch on record cannot be reported to the leader: ended.
   for (const RunId& run : running) {

@@ -1,6 +1,7 @@
 #include "agent/output_log.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace hpcq::agent {
 
@@ -11,6 +12,8 @@ const OutputLog::Chunk& OutputLog::add(Chunk chunk) {
     s = Stream{};
     s.attempt = chunk.attempt;
   }
+  if (s.end == 0 && s.chunks.empty()) s.incarnation = chunk.incarnation;
+  chunk.incarnation = s.incarnation;
   chunk.offset = s.end;
   s.end += chunk.data.size();
   s.held += chunk.data.size();
@@ -18,6 +21,33 @@ const OutputLog::Chunk& OutputLog::add(Chunk chunk) {
   s.chunks.push_back(std::move(chunk));
   trim(s);
   return s.chunks.back();
+}
+
+void OutputLog::open_stream(JobId id, std::uint32_t attempt, std::uint32_t step, int rank,
+                            bool is_stderr) {
+  Stream& s = streams_[{id, step, rank, is_stderr}];
+  if (s.attempt == attempt && s.end > 0) return;
+  bytes_kept_ -= s.held;
+  s = Stream{};
+  s.attempt = attempt;
+}
+
+void OutputLog::restore(Chunk chunk) {
+  Stream& s = streams_[{chunk.id, chunk.step, chunk.rank, chunk.is_stderr}];
+  if (s.attempt != chunk.attempt) {
+    bytes_kept_ -= s.held;
+    s = Stream{};
+    s.attempt = chunk.attempt;
+  }
+  if (chunk.offset < s.end) return;  // a copy
+  s.incarnation = chunk.incarnation;
+  s.end = chunk.offset + chunk.data.size();
+  // The shell was let send this far at least.
+  s.allowed = std::max<std::uint64_t>(s.allowed, s.end);
+  s.held += chunk.data.size();
+  bytes_kept_ += chunk.data.size();
+  s.chunks.push_back(std::move(chunk));
+  trim(s);
 }
 
 void OutputLog::trim(Stream& s) {
@@ -50,6 +80,16 @@ std::vector<OutputLog::Chunk> OutputLog::kept() const {
   std::vector<Chunk> all;
   for (const auto& [key, s] : streams_) all.insert(all.end(), s.chunks.begin(), s.chunks.end());
   return all;
+}
+
+std::vector<OutputLog::Chunk> OutputLog::kept(JobId id, std::uint32_t step) const {
+  std::vector<Chunk> of_run;
+  for (auto it = streams_.lower_bound({id, step, INT_MIN, false});
+       it != streams_.end() && std::get<0>(it->first) == id && std::get<1>(it->first) == step;
+       ++it) {
+    of_run.insert(of_run.end(), it->second.chunks.begin(), it->second.chunks.end());
+  }
+  return of_run;
 }
 
 void OutputLog::forget(JobId id, std::uint32_t attempt, std::uint32_t step) {

@@ -43,13 +43,28 @@ class OutputLog {
     bool is_stderr = false;
     std::uint64_t offset = 0;  // of data's first byte in the stream
     std::string data;
+    // The agent process that began numbering the stream (Output.incarnation):
+    // one that took the stream over from its predecessor numbers on in its
+    // name, so that the leader does not count the stream anew.
+    std::uint64_t incarnation = 0;
   };
 
-  // Numbers `chunk` (its offset is set here) and keeps a copy. A stream of
+  // Numbers `chunk` (its offset is set here, and its incarnation, from the
+  // stream's first chunk) and keeps a copy. A stream of
   // another attempt of the job than the one kept starts again at 0.
   const Chunk& add(Chunk chunk);
-  // Everything kept, each stream's chunks in order.
+  // A stream of a job taken back from a previous agent (an agent restart),
+  // kept from now on so that the leader's credit reaches its shell before
+  // the stream has sent anything here. Its offsets start again at 0: the
+  // leader counts a new agent's streams anew (Output.incarnation).
+  void open_stream(JobId id, std::uint32_t attempt, std::uint32_t step, int rank, bool is_stderr);
+  // A chunk the previous agent numbered (OutputSpool): kept as it is, its
+  // stream going on after it.
+  void restore(Chunk chunk);
+  // Everything kept, each stream's chunks in order; or of one job (step 0)
+  // or step.
   std::vector<Chunk> kept() const;
+  std::vector<Chunk> kept(JobId id, std::uint32_t step) const;
   // The job's end (step 0: with all its steps) or a step's end was
   // acknowledged: its streams are not needed any more.
   void forget(JobId id, std::uint32_t attempt, std::uint32_t step);
@@ -69,8 +84,9 @@ class OutputLog {
     std::uint64_t end = 0;  // offset after the last byte added
     std::size_t held = 0;
     std::deque<Chunk> chunks;
-    std::uint64_t consumed = 0;  // the leader's readers have taken up to here
-    std::uint64_t allowed = 0;   // the shell may send up to here (0: its initial credit)
+    std::uint64_t consumed = 0;     // the leader's readers have taken up to here
+    std::uint64_t allowed = 0;      // the shell may send up to here (0: its initial credit)
+    std::uint64_t incarnation = 0;  // of its first chunk
   };
   void trim(Stream& s);  // drops what is neither recent nor untaken
   using Key = std::tuple<JobId, std::uint32_t, int, bool>;  // job, step, rank, stderr

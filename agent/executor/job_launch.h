@@ -153,11 +153,13 @@ struct JobLaunch {
 // executor has already put it in the job's own /proc (a mount namespace with
 // a proc of the job's PID namespace; process_executor_launch.cc).
 constexpr char kOwnProcFlag[] = "--own-proc";
-// What the executor sends a shell that hosts a PMIx server before a
-// checkpoint: CRIU cannot take the server's TCP listener and thread along.
-// The shell drops the server if no task has connected to it and answers in
-// JobFiles::pmix_answer: kPmixDropped, or kPmixInUse (then it keeps it).
-inline int drop_pmix_signal() { return SIGRTMIN + 1; }
+// What the executor sends a shell that hosts a PMIx server or holds its
+// channel's other end (kHeldChannelFd) before a checkpoint: CRIU cannot take
+// the server's TCP listener and thread along, nor an external socket whose
+// peer is in the dump. The shell closes the held end, drops the server if no
+// task has connected to it and answers in JobFiles::pmix_answer:
+// kPmixDropped, or kPmixInUse (then it keeps it).
+inline int prepare_dump_signal() { return SIGRTMIN + 1; }
 constexpr char kPmixDropped[] = "dropped\n";
 constexpr char kPmixInUse[] = "in use\n";
 
@@ -175,6 +177,15 @@ constexpr int kOutputFd = 4;
 // and such a child must not join a cgroup itself: cgroup v2's cpuset moves
 // a joining task's memory (here the agent's) to the cgroup's NUMA nodes.
 constexpr int kGoFd = 5;
+// The executor's own end of the channel, which the job shell holds and never
+// reads, so that the channel outlives the agent: the next agent takes that
+// end back from the shell (pidfd_getfd) with the frames still queued on it,
+// and the shell's output waits in the socket and its pipes meanwhile
+// (process_executor_adopt.cc). The shell closes it before a dump
+// (prepare_dump_signal: CRIU takes the shell's end as an external socket,
+// which it would not be with both ends in the dumped tree), so a job
+// checkpointed and left running has no channel to hand to another agent.
+constexpr int kHeldChannelFd = 6;
 constexpr std::size_t kOutputFrameData = 60 * 1024;  // bytes of data per frame, at most
 
 // A chunk of a PMI fence's data (pmi.h): from the shell, the node's
@@ -280,7 +291,7 @@ struct JobFiles {
   std::string tmpdir;          // TMPDIR (JobLaunch::tmpdir), the user's
   std::string private_dir;     // root-only: tmp/ and shm/, the job's /tmp and /dev/shm (if any)
   std::string pmi_socket;      // where the executor takes the shell's channel on demand
-  std::string pmix_answer;     // the shell's answer to drop_pmix_signal()
+  std::string pmix_answer;     // the shell's answer to prepare_dump_signal()
   std::string results;         // results.json, written by the shell at its end
   std::string shell_log;       // the shell's own stdout/stderr
   std::string shell_record;    // shell.json: the executor's, for a restarted agent (shell_record.h)

@@ -396,10 +396,21 @@ void take_worker_results(const JobLaunch& l, const JobFiles& files, size_t worke
   }
 }
 
-// Before a checkpoint (drop_pmix_signal): an unused PMIx server goes, so
-// that CRIU can take the shell; one the tasks use stays, and the
-// checkpoint is refused.
-void answer_pmix_drop(MpiWorld* pmi, const JobFiles& files) {
+// kHeldChannelFd holds the agent's end of the channel, or /dev/null: never
+// a file the shell opened later, which a restarted agent would take for it.
+void let_go_of_held_channel() {
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd >= 0 && null_fd != kHeldChannelFd) {
+    dup3(null_fd, kHeldChannelFd, O_CLOEXEC);
+    close(null_fd);
+  }
+}
+
+// Before a checkpoint (prepare_dump_signal): the agent's end of the channel
+// and an unused PMIx server go, so that CRIU can take the shell; a server
+// the tasks use stays, and the checkpoint is refused.
+void prepare_dump(MpiWorld* pmi, const JobFiles& files) {
+  let_go_of_held_channel();
   const bool dropped = pmi == nullptr || pmi->drop_unused_pmix();
   // Unanswered if it fails: the executor gives up waiting.
   (void)replace_file(files.pmix_answer, dropped ? kPmixDropped : kPmixInUse);
@@ -421,18 +432,19 @@ int run(const std::string& dir) {
   sigset_t wait_set;
   sigemptyset(&wait_set);
   sigaddset(&wait_set, SIGCHLD);
-  sigaddset(&wait_set, drop_pmix_signal());
+  sigaddset(&wait_set, prepare_dump_signal());
   for (int sig : kForwarded) sigaddset(&wait_set, sig);
   struct sigaction sa {};
   sa.sa_handler = ignore_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGCHLD, &sa, nullptr);
-  sigaction(drop_pmix_signal(), &sa, nullptr);
+  sigaction(prepare_dump_signal(), &sa, nullptr);
   for (int sig : kForwarded) sigaction(sig, &sa, nullptr);
   sigprocmask(SIG_SETMASK, &wait_set, nullptr);
 
   fcntl(kReadyFd, F_SETFD, FD_CLOEXEC);
   fcntl(kOutputFd, F_SETFD, FD_CLOEXEC);  // when there is one
+  if (fcntl(kHeldChannelFd, F_SETFD, FD_CLOEXEC) != 0) let_go_of_held_channel();
 #ifdef HPCQ_CONTAINER_SHELL
   // runc starts the container's init as a process group leader already:
   // setsid is refused then, and nothing here needs a new session.
@@ -605,8 +617,8 @@ int run(const std::string& dir) {
       if (lease_fenced_at() != 0) holding = false;
       continue;
     }
-    if (sig == drop_pmix_signal()) {
-      answer_pmix_drop(pmi.get(), files);
+    if (sig == prepare_dump_signal()) {
+      prepare_dump(pmi.get(), files);
       continue;
     }
     if (sig != SIGCHLD) {

@@ -79,7 +79,7 @@ ino_t g_lease_ino = 0;
 bool g_lease_known = false, g_watch_off = false;
 static_assert(std::atomic<TimeUs>::is_always_lock_free);
 
-int lease_look_signal() { return SIGRTMIN + 2; }  // drop_pmix_signal() is +1
+int lease_look_signal() { return SIGRTMIN + 2; }  // prepare_dump_signal() is +1
 
 // Whether the open file is the one the watch first read (which it is, then).
 bool same_lease_file(int fd) {

@@ -24,7 +24,7 @@
 // same way. So a world's shells open their channel when their first task
 // connects (the executor holds requests that come before); a job whose
 // tasks never use PMIx holds none, and drops its unused server before a
-// checkpoint (drop_pmix_signal), so that it can be checkpointed.
+// checkpoint (prepare_dump_signal), so that it can be checkpointed.
 //
 // Only in hpcq-job-shell (not the static container shell).
 #pragma once

@@ -321,6 +321,12 @@ class ProcessExecutor final : public Executor {
   std::set<JobId> take_back_shells();
   std::optional<Job> take_back(const std::string& dir, JobId id, std::uint32_t step,
                                const Job* parent) const;
+  // A taken-back shell's channel: our end as the shell holds it
+  // (kHeldChannelFd), queued frames and all; or, for one opened on demand
+  // and not yet open, the socket it opens it at, listened on again. A shell
+  // that holds no end (restored from a checkpoint, or its channel was opened
+  // on demand) has lost its channel: output_fd stays -1.
+  void take_back_channel(Job& j) const;
   // An adopted shell's end: its pidfd readable, its code from results.json.
   bool poll_adopted_exit(Job& job);
   // Waits (bounded) for a killed shell to be gone.
@@ -367,9 +373,10 @@ class ProcessExecutor final : public Executor {
   // --mpi pmi1,pmix offers PMIx where this node has the PMIx shell (an
   // install built without OpenPMIx has none), and PMI-1 alone elsewhere.
   void offer_pmix_where_present(JobLaunch& launch) const;
-  // Before a checkpoint: has the job's shell drop its PMIx server, which
-  // CRIU cannot take along, unless its tasks use it (then refused).
-  Status drop_unused_pmix(Job& job, const std::string& name);
+  // Before a checkpoint: has the job's shell let go of what CRIU cannot take
+  // along: the agent's end of its channel (kHeldChannelFd), and its PMIx
+  // server unless its tasks use it (then refused).
+  Status prepare_shell_for_dump(Job& job, const std::string& name);
   static constexpr int kPmixAnswerWaitMs = 3000;
   // Per-worker cgroups or OCI bundles (file comment); fills the workers'
   // cgroup_dirs / command / results in `launch`.

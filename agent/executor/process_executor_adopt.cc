@@ -5,6 +5,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +32,16 @@ std::optional<std::uint64_t> id_of(const std::string& name) {
 void close_fd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
+}
+
+// A copy of the shell's descriptor `fd` (close-on-exec), or -1.
+int fd_of_shell(int pidfd, int fd) {
+  return static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0U));
+}
+
+bool is_socket(int fd) {
+  struct stat st {};
+  return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
 }  // namespace
@@ -85,7 +98,8 @@ std::optional<ProcessExecutor::Job> ProcessExecutor::take_back(const std::string
     }
   } else {
     std::vector<std::string> dirs;
-    for (const std::string& d : parent->cgroup.dirs()) dirs.push_back(d + "/step-" + std::to_string(step));
+    for (const std::string& d : parent->cgroup.dirs())
+      dirs.push_back(d + "/step-" + std::to_string(step));
     j.cgroup = JobCgroup(hierarchy_.version(), std::move(dirs));
     j.private_dir = parent->private_dir;
   }
@@ -94,6 +108,7 @@ std::optional<ProcessExecutor::Job> ProcessExecutor::take_back(const std::string
     if (!task.device_cgroup.empty()) j.device_cgroups = true;
   }
   j.pidfd = open_recorded_shell(*record);
+  take_back_channel(j);
   if (j.pidfd < 0) {
     // Ended while no agent was here: reap() reports it from its results.
     j.exited = true;
@@ -102,6 +117,24 @@ std::optional<ProcessExecutor::Job> ProcessExecutor::take_back(const std::string
     j.shell_signal = results.is_ok() ? 0 : SIGKILL;
   }
   return j;
+}
+
+void ProcessExecutor::take_back_channel(Job& j) const {
+  if (j.pidfd < 0 || (!j.channel && !j.channel_on_demand)) return;
+  const int theirs = fd_of_shell(j.pidfd, kOutputFd);
+  const bool opened = is_socket(theirs);
+  if (j.channel_on_demand && !opened) {
+    // Not opened yet: where the shell opens it, ready again.
+    Result<int> listening = listen_unix(JobFiles(j.dir).pmi_socket);
+    if (listening.is_ok()) j.pmi_listen_fd = *listening;
+  } else if (opened) {
+    j.channel = true;
+    struct stat st {};
+    if (fstat(theirs, &st) == 0) j.channel_inode = st.st_ino;
+    // Our end as the shell holds it (non-blocking: the flag is the socket's).
+    j.output_fd = fd_of_shell(j.pidfd, kHeldChannelFd);
+  }
+  if (theirs >= 0) close(theirs);
 }
 
 std::set<JobId> ProcessExecutor::take_back_shells() {
@@ -126,7 +159,9 @@ std::set<JobId> ProcessExecutor::take_back_shells() {
     }
     spdlog::info("job {}: taken back from the previous agent ({}{})", *id,
                  taken.exited ? "it ended meanwhile" : "running",
-                 taken.channel ? "; its channel to the agent is lost" : "");
+                 !taken.exited && taken.channel && taken.output_fd < 0
+                     ? "; its channel to the agent is lost"
+                     : "");
   }
   return kept;
 }

@@ -307,10 +307,10 @@ Status ProcessExecutor::checkpoint_of_other_users() {
   return *other_users_status_;
 }
 
-Status ProcessExecutor::drop_unused_pmix(Job& job, const std::string& name) {
+Status ProcessExecutor::prepare_shell_for_dump(Job& job, const std::string& name) {
   const JobFiles files(job.dir);
   unlink(files.pmix_answer.c_str());
-  if (signal_pidfd(job.pidfd, drop_pmix_signal()) != 0) {
+  if (signal_pidfd(job.pidfd, prepare_dump_signal()) != 0) {
     return failed_precondition(name + " is ending: nothing to checkpoint");
   }
   // The shell answers from its loop at once; the agent waits for it here.
@@ -328,9 +328,8 @@ Status ProcessExecutor::drop_unused_pmix(Job& job, const std::string& name) {
     }
     poll(nullptr, 0, 5);
   }
-  return failed_precondition(name + ": its shell did not say within " +
-                             std::to_string(kPmixAnswerWaitMs) +
-                             " ms whether its tasks use its PMIx server");
+  return failed_precondition(name + ": its shell did not answer within " +
+                             std::to_string(kPmixAnswerWaitMs) + " ms before the dump");
 }
 
 Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
@@ -365,7 +364,7 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   }
   Status capable = job.uid == 0 ? checkpoint_capability() : checkpoint_of_other_users();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
-  if (job.pmix_server) HPCQ_RETURN_IF_ERROR(drop_unused_pmix(job, name));
+  if (job.pmix_server || job.channel) HPCQ_RETURN_IF_ERROR(prepare_shell_for_dump(job, name));
   // runc's containers see the job directory through a bind of their own.
   auto live = job.image ? std::vector<std::string>{} : live_hostfiles(job.pid, JobFiles(job.dir));
   if (!live.is_ok()) return Status(live.status().code(), name + ": " + live.status().message());

@@ -58,6 +58,7 @@ constexpr int kShellSetupFailed = 125;
 // the agent's memory (CLONE_VM) and may not allocate.
 struct ShellChild {
   int go_fd, devnull_fd, log_fd, ready_fd, output_fd;
+  int held_fd;  // the executor's end of the channel, for the shell to hold
   const char* log_path;
   const char* private_tmp;  // null: the node's /tmp and /dev/shm
   const char* private_shm;
@@ -90,14 +91,17 @@ __attribute__((no_sanitize("address", "undefined"))) int exec_shell(void* arg) {
   int ready = fcntl(ready_fd, F_DUPFD, 10);
   int go = fcntl(c.go_fd, F_DUPFD, 10);
   int output = output_fd < 0 ? -1 : fcntl(output_fd, F_DUPFD, 10);
+  int held = c.held_fd < 0 ? -1 : fcntl(c.held_fd, F_DUPFD, 10);
   if (in < 0 || out < 0 || ready < 0 || go < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
       dup2(out, 2) < 0 || dup2(ready, 3) < 0 || dup2(go, kGoFd) < 0 ||
-      (output_fd >= 0 && (output < 0 || dup2(output, kOutputFd) < 0))) {
+      (output_fd >= 0 && (output < 0 || dup2(output, kOutputFd) < 0)) ||
+      (c.held_fd >= 0 && (held < 0 || dup2(held, kHeldChannelFd) < 0))) {
     _exit(kShellSetupFailed);
   }
   // The agent's sockets and pidfds are not the job's business.
   if (output_fd < 0) close(kOutputFd);
-  const unsigned first_closed = static_cast<unsigned>(kGoFd) + 1;
+  if (c.held_fd < 0) close(kHeldChannelFd);
+  const unsigned first_closed = static_cast<unsigned>(kHeldChannelFd) + 1;
   if (syscall(SYS_close_range, first_closed, ~0U, 0U) != 0) {
     for (int fd = static_cast<int>(first_closed); fd < 65536; ++fd) close(fd);
   }
@@ -535,6 +539,7 @@ Status ProcessExecutor::start_shell(Job& job) {
                    log.get(),
                    ready_write.get(),
                    output_theirs.get(),
+                   output_ours.get(),
                    log_path.c_str(),
                    job.private_dir.empty() ? nullptr : private_tmp.c_str(),
                    private_shm.c_str(),

@@ -4,8 +4,10 @@ and upgrading agents"): the job shells outlive the agent, the next agent on
 the same state directory takes them back (agent/run_journal.h's part
 journal, each shell's shell.json), and hpcqd keeps the node up with its
 jobs. Each agent restarted in turn -- kill -9 of one, SIGTERM of the other
--- and then hpcqd: a serial job, a batch job in a step and a 2-node job all
-complete with their whole output and exit codes, each task started once.
+-- and then hpcqd: a serial job, a batch job in a step, a 2-node job and an
+`hpcq run` streaming its output all complete with their whole output and
+exit codes, each task started once. The streams go on through the channel
+the shell holds for the next agent (job_launch.h, kHeldChannelFd).
 `hpcq-agent --drain-and-exit` is the way to end a node's jobs on purpose."""
 import os
 import signal
@@ -37,13 +39,19 @@ def test_restarts_keep_jobs():
                       gated(d, gate, "serial.starts", "echo end; exit 3"), cwd=d)
     with open(os.path.join(d, "steps.sh"), "w") as f:
         f.write("#!/bin/sh\n#HPCQ -w node2\necho batch begin\n"
-                f"hpcq run -- sh -c '({gated(d, gate, 'step.starts', 'echo step end')}) "
-                "> step.out'\n"
+                f"hpcq run -- sh -c '{gated(d, gate, 'step.starts', 'echo step end')}'\n"
                 "echo step $?\nexit 4\n")
     batch = int(t.hpcq("batch", "-o", "batch.out", "steps.sh", cwd=d).stdout)
     wide = t.submit("-N", "2", "-n", "2", "-o", "wide.out", "--", "sh", "-c",
                     gated(d, gate, "wide.starts", "echo end $HPCQ_TASK_RANK"), cwd=d)
-    jobs = (serial, batch, wide)
+    # Streams a numbered line every 20 ms until the gate opens.
+    counter = (f"echo 0 >> {d}/run.starts; i=0; while [ ! -e {gate.path} ]; do "
+               "i=$((i+1)); echo line $i; sleep 0.02; done; echo run end; exit 6")
+    run = subprocess.Popen([t.HPCQ, "run", "-w", "node1", "--", "sh", "-c", counter],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=d)
+    t.wait_until("the hpcq run job started", lambda: len(lines(d, "run.starts")) == 1)
+    streamed = max(int(j["id"]) for j in t.json_of("queue"))
+    jobs = (serial, batch, wide, streamed)
     for job in jobs:
         t.wait_state(job, "RUNNING")
     t.wait_until("every task started", lambda: len(lines(d, "serial.starts")) == 1 and
@@ -69,16 +77,20 @@ def test_restarts_keep_jobs():
     t.check((ends[batch]["state"], ends[batch]["exit_code"]) == ("FAILED", 4),
             f"batch: {ends[batch]}")
     t.check(ends[wide]["state"] == "COMPLETED", f"2-node: {ends[wide]}")
+    out, err = run.communicate(timeout=60)
+    t.check(run.returncode == 6, f"hpcq run exit {run.returncode}: {err}")
+    t.check(t.check_numbered_then(out.splitlines(), "run end") > 0, "no line streamed")
     t.check(lines(d, "serial.out") == ["begin", "end"], f"serial output {lines(d, 'serial.out')}")
     # The step's `hpcq run` says so while hpcqd restarts, and waits.
     batch_out = [l for l in lines(d, "batch.out") if "hpcqd is not reachable" not in l]
-    t.check(batch_out == ["batch begin", "step 0"], f"batch {lines(d, 'batch.out')}")
-    t.check(lines(d, "step.out") == ["begin", "step end"], f"step {lines(d, 'step.out')}")
+    t.check(batch_out == ["batch begin", "begin", "step end", "step 0"],
+            f"batch {lines(d, 'batch.out')}")
     t.check(sorted(lines(d, "wide.out")) == ["begin", "begin", "end 0", "end 1"],
             f"2-node: {lines(d, 'wide.out')}")
     # Started once each: no task ran again after a restart.
     t.check(lines(d, "serial.starts") == ["0"], f"{lines(d, 'serial.starts')}")
     t.check(lines(d, "step.starts") == ["0"], f"{lines(d, 'step.starts')}")
+    t.check(lines(d, "run.starts") == ["0"], f"{lines(d, 'run.starts')}")
     t.check(sorted(lines(d, "wide.starts")) == ["0", "1"], f"{lines(d, 'wide.starts')}")
 
 

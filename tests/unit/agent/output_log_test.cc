@@ -109,5 +109,37 @@ TEST(OutputLogTest, AnAcknowledgedEndForgetsItsStreams) {
   EXPECT_EQ(log.bytes_kept(), 5u);
 }
 
+TEST(OutputLogTest, AStreamTakenOverGoesOnInItsFirstNumberersName) {
+  OutputLog log(1024);
+  OutputLog::Chunk left = chunk(1, 0, 0, 0, "abc");
+  left.offset = 40;
+  left.incarnation = 7;  // the previous agent's
+  log.restore(left);
+  log.restore(left);  // a copy
+  OutputLog::Chunk next = chunk(1, 0, 0, 0, "de");
+  next.incarnation = 9;  // this agent's
+  const OutputLog::Chunk& numbered = log.add(std::move(next));
+  EXPECT_EQ(numbered.offset, 43u);
+  EXPECT_EQ(numbered.incarnation, 7u);
+  EXPECT_EQ(kept_data(log), (std::vector<std::string>{"1.0/0o@40:abc", "1.0/0o@43:de"}));
+  // A stream this agent begins is numbered in its own name.
+  OutputLog::Chunk fresh = chunk(1, 0, 0, 1, "x");
+  fresh.incarnation = 9;
+  EXPECT_EQ(log.add(std::move(fresh)).incarnation, 9u);
+  // The shell was let send what the previous agent read (43): a grant adds the rest.
+  EXPECT_EQ(log.credit(1, 0, 0, 0, false, /*granted=*/100, /*consumed=*/0, /*initial=*/10), 57u);
+}
+
+TEST(OutputLogTest, AnOpenedStreamTakesCreditBeforeItsFirstChunk) {
+  OutputLog log(1024);
+  EXPECT_EQ(log.credit(1, 0, 2, 3, true, 100, 0, 10), 0u);  // not kept: none
+  log.open_stream(1, 0, 2, 3, true);
+  EXPECT_EQ(log.credit(1, 0, 2, 3, true, 100, 0, 10), 90u);
+  log.add(chunk(1, 0, 2, 3, "after", true));
+  EXPECT_EQ(kept_data(log), (std::vector<std::string>{"1.2/3e@0:after"}));
+  EXPECT_EQ(log.kept(1, 2).size(), 1u);
+  EXPECT_TRUE(log.kept(1, 0).empty());
+}
+
 }  // namespace
 }  // namespace hpcq::agent
