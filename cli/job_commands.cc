@@ -18,6 +18,7 @@
 #include "lib/core/host_name.h"
 #include "lib/core/hostlist.h"
 #include "lib/core/id_text.h"
+#include "lib/core/split.h"
 #include "lib/core/units.h"
 #include "lib/job/script_file.h"
 
@@ -198,11 +199,7 @@ int cmd_submit(const std::vector<std::string>& given_args, job::SubmitKind kind,
   if (style.dialect == job::Dialect::kSlurm) {
     ctx.host = this_host_name();
     if (const char* site = std::getenv("HPCQ_SLURM_DOWNGRADE"); site != nullptr) {
-      for (std::string_view rest = site; !rest.empty();) {
-        const std::size_t comma = std::min(rest.find(','), rest.size());
-        if (comma > 0) ctx.downgraded.emplace_back(rest.substr(0, comma));
-        rest.remove_prefix(std::min(comma + 1, rest.size()));
-      }
+      ctx.downgraded = split_nonempty(site, ',');
     }
   }
   // Bounded, and never a device: `hpcq batch /dev/zero` is refused, not read.

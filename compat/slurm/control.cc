@@ -12,6 +12,7 @@
 #include "compat/slurm/slurm_text.h"
 #include "lib/core/hostlist.h"
 #include "lib/core/id_text.h"
+#include "lib/core/split.h"
 #include "lib/core/units.h"
 #include "lib/job/job.h"
 
@@ -123,11 +124,14 @@ int scancel(const std::vector<std::string>& args) {
     if (!jobs.is_ok()) return fail(jobs.status());
     std::vector<std::string> users = o.list("user");
     if (o.has("me")) users.push_back(caller_user());
+    // States in any case, as Slurm takes them ("pending", "PD", "r").
+    std::vector<std::string> states = o.list("state");
+    for (std::string& s : states) s = lower(s);
     std::vector<std::string> matched;
     for (const v1::Job& job : *jobs) {
       const std::string state = state_name(job.state(), job.reason());
-      const bool state_ok = o.list("state").empty() || allowed(o.list("state"), state) ||
-                            allowed(o.list("state"), compact_state(state));
+      const bool state_ok = states.empty() || allowed(states, lower(state)) ||
+                            allowed(states, lower(compact_state(state)));
       if (allowed(users, job.user()) && allowed(o.list("name"), job.name()) && state_ok &&
           allowed(o.list("partition"), partition_of(job.queue())) &&
           allowed(o.list("account"), job.spec().account()) &&
@@ -388,7 +392,7 @@ int scontrol(const std::vector<std::string>& args) {
   if (command == "update") return scontrol_update(rest);
   std::vector<std::string> ids;
   for (const std::string& w : rest) {
-    for (std::string& id : split_list(w)) ids.push_back(std::move(id));
+    for (std::string& id : split_nonempty(w, ',')) ids.push_back(std::move(id));
   }
   if ((command == "hold" || command == "uhold" || command == "release" || command == "requeue") &&
       ids.empty()) {

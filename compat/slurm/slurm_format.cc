@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "lib/core/split.h"
 #include "lib/core/units.h"
 
 namespace hpcq::compat {
@@ -16,7 +17,7 @@ std::vector<std::string> ReadOptions::list(const std::string& name) const {
   auto it = given.find(name);
   if (it == given.end()) return out;
   for (const std::string& value : it->second) {
-    for (std::string& item : split_list(value)) out.push_back(std::move(item));
+    for (std::string& item : split_nonempty(value, ',')) out.push_back(std::move(item));
   }
   return out;
 }
@@ -109,7 +110,7 @@ Result<std::vector<Field>> parse_percent_format(const std::string& text) {
 
 Result<std::vector<Field>> parse_named_format(const std::string& text, char width_mark) {
   std::vector<Field> fields;
-  for (const std::string& item : split_list(text)) {
+  for (const std::string& item : split_nonempty(text, ',')) {
     Field field;
     const std::size_t mark = item.find(width_mark);
     field.name = item.substr(0, mark);
@@ -142,17 +143,6 @@ std::string pad(const std::string& value, const Field& field, char cut_mark) {
   }
   const std::string fill(width - value.size(), ' ');
   return field.right ? fill + value : value + fill;
-}
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', pos), text.size());
-    if (comma > pos) items.push_back(text.substr(pos, comma - pos));
-    pos = comma + 1;
-  }
-  return items;
 }
 
 std::string format_line(const std::vector<Field>& fields,

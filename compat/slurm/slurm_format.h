@@ -60,7 +60,4 @@ std::string format_line(const std::vector<Field>& fields,
 // `text` in ASCII lower case (the commands' field names are any case).
 std::string lower(std::string text);
 
-// Each comma-separated item of `text` ("1,2,3"), empties dropped.
-std::vector<std::string> split_list(const std::string& text);
-
 }  // namespace hpcq::compat

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "lib/core/hostlist.h"
+#include "lib/core/split.h"
 #include "lib/core/units.h"
 #include "lib/job/constraint.h"
 #include "lib/resource/placement_names.h"
@@ -828,11 +829,8 @@ Status take_names(const WordParser& p, Dialect dialect, Given& g) {
 Result<std::optional<int>> take_slurm_gpus(std::string& text) {
   std::optional<int> gpus;
   std::string rest;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string item = text.substr(pos, comma - pos);
-    pos = comma + 1;
+  for (const std::string_view gres : split(text, ',')) {
+    const std::string item(gres);
     if (item != "gpu" && !item.starts_with("gpu:")) {
       rest += (rest.empty() ? "" : ",") + item;
       continue;

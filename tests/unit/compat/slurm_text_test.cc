@@ -90,9 +90,7 @@ TEST(SlurmText, NamedFormats) {
   EXPECT_FALSE(parse_named_format(",", '%').is_ok());
 }
 
-TEST(SlurmText, Lists) {
-  EXPECT_EQ(split_list("1,,2,3,"), (std::vector<std::string>{"1", "2", "3"}));
-  EXPECT_TRUE(split_list("").empty());
+TEST(SlurmText, Partitions) {
   EXPECT_EQ(partition_of(""), "default");
   EXPECT_EQ(partition_of("long"), "long");
 }
