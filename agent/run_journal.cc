@@ -66,9 +66,8 @@ std::uint64_t seq_of(const std::string& name) {
 }  // namespace
 
 template <typename Message>
-Result<std::unique_ptr<RunJournal<Message>>> RunJournal<Message>::open(const std::string& dir,
-                                                                       std::string name, bool sync,
-                                                                       std::uint64_t compact_bytes) {
+Result<std::unique_ptr<RunJournal<Message>>> RunJournal<Message>::open(
+    const std::string& dir, std::string name, bool sync, std::uint64_t compact_bytes) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return internal_error(name + " " + dir + ": " + ec.message());
@@ -143,7 +142,7 @@ std::optional<Parsed<Message>> parse_record(std::string_view bytes) {
   p.seq = get_u64(body.substr(1));
   if (p.kind == kEntry) {
     if (!p.entry.ParseFromArray(body.data() + kBodyMinBytes,
-                                 static_cast<int>(body.size() - kBodyMinBytes))) {
+                                static_cast<int>(body.size() - kBodyMinBytes))) {
       return std::nullopt;
     }
   } else if (p.kind != kForget) {
@@ -164,8 +163,7 @@ void RunJournal<Message>::load(const std::string& bytes) {
       // records after it, if any, are kept, and the file is rewritten
       // without it; with none after it, it is a torn tail, cut off.
       std::size_t next = at + 1;
-      while (next < bytes.size() &&
-             !parse_record<Message>(std::string_view(bytes).substr(next))) {
+      while (next < bytes.size() && !parse_record<Message>(std::string_view(bytes).substr(next))) {
         ++next;
       }
       if (next == bytes.size()) {
@@ -173,8 +171,8 @@ void RunJournal<Message>::load(const std::string& bytes) {
                      bytes.size() - at, at, dir_, kJournalName);
         break;
       }
-      spdlog::warn("{}: skipping {} damaged bytes at byte {} of {}/{}", name_, next - at, at,
-                   dir_, kJournalName);
+      spdlog::warn("{}: skipping {} damaged bytes at byte {} of {}/{}", name_, next - at, at, dir_,
+                   kJournalName);
       damaged_ = true;
       at = next;
       continue;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -158,6 +159,59 @@ Result<int> listen_unix(const std::string& path) {
     return internal_error("listening on " + path + ": " + errno_text(err));
   }
   return fd;
+}
+
+Status send_fd(int socket, int fd) {
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  while (sendmsg(socket, &msg, MSG_NOSIGNAL) < 0) {
+    if (errno != EINTR) return internal_error("sendmsg: " + errno_text(errno));
+  }
+  return Status::ok();
+}
+
+Received receive_fd(int socket) {
+  Received got;
+  got.data.resize(64 * 1024 + 64);
+  iovec iov{got.data.data(), got.data.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  while ((n = recvmsg(socket, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  if (n < 0 && errno == EAGAIN) {
+    got.data.clear();
+    return got;
+  }
+  if (n <= 0) {
+    got.kind = Received::Kind::kClosed;
+    got.data.clear();
+    return got;
+  }
+  got.kind = Received::Kind::kMessage;
+  got.data.resize(static_cast<std::size_t>(n));
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len == CMSG_LEN(sizeof(int))) {
+      std::memcpy(&got.fd, CMSG_DATA(c), sizeof got.fd);
+    }
+  }
+  return got;
 }
 
 Result<int> connect_unix(const std::string& path) {

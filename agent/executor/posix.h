@@ -84,6 +84,17 @@ Status copy_job_dir(const std::string& from, const std::string& to);
 Result<int> listen_unix(const std::string& path);
 // A connection to the SOCK_SEQPACKET unix socket at `path`, close-on-exec.
 Result<int> connect_unix(const std::string& path);
+// One byte with `fd` attached (SCM_RIGHTS) on the connected socket `socket`.
+Status send_fd(int socket, int fd);
+// The next message on `socket`, without waiting, and the descriptor it
+// carries (close-on-exec), if any.
+struct Received {
+  enum class Kind { kNothingYet, kMessage, kClosed };  // kClosed: end of file, or an error
+  Kind kind = Kind::kNothingYet;
+  int fd = -1;
+  std::string data;
+};
+Received receive_fd(int socket);
 
 // The bytes of the regular files below `dir`.
 std::uint64_t tree_bytes(const std::string& dir);

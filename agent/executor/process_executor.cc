@@ -449,43 +449,18 @@ void ProcessExecutor::read_output(Job& job) {
     if (fd >= 0) {  // the shell's tasks use PMI across nodes now: the channel is open
       job.output_fd = fd;
       job.channel = true;
+      job.awaiting_handoff = true;
       close(job.pmi_listen_fd);
       job.pmi_listen_fd = -1;
-      send_input(job);  // what came for it before (modex requests)
     }
   }
-  if (job.output_fd < 0) return;
+  if (job.output_fd < 0 || (job.awaiting_handoff && !take_handoff(job))) return;
   static char frame[kOutputFrameData + 64];
   for (;;) {
     const ssize_t n = recv(job.output_fd, frame, sizeof frame, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n > 0) {
-      auto decoded = decode_output_frame(std::string_view(frame, static_cast<size_t>(n)));
-      if (!decoded.is_ok()) {
-        spdlog::warn("job {}: {}", job.id, decoded.status().message());
-        continue;
-      }
-      if (decoded->failure_code) {
-        PmiEvent failure;
-        failure.kind = PmiEvent::Kind::kFailure;
-        failure.id = job.id;
-        failure.step = job.step;
-        failure.code = *decoded->failure_code;
-        failure.seen_at = decoded->failure_seen_at;
-        failure.data = std::move(decoded->data);
-        pmi_events_.push_back(std::move(failure));
-        continue;
-      }
-      if (decoded->modex) {
-        take_modex_frame(job, std::move(*decoded->modex));
-        continue;
-      }
-      if (decoded->fence) {
-        take_fence_frame(job, *decoded->fence);
-        continue;
-      }
-      output_.push_back(
-          {job.id, job.step, decoded->rank, decoded->is_stderr, std::move(decoded->data)});
+      take_frame(job, std::string_view(frame, static_cast<size_t>(n)));
       continue;
     }
     if (n == 0 || errno != EAGAIN) {  // the shell has ended (or the socket failed)
@@ -494,6 +469,55 @@ void ProcessExecutor::read_output(Job& job) {
     }
     return;
   }
+}
+
+bool ProcessExecutor::take_handoff(Job& job) {
+  Received got = receive_fd(job.output_fd);
+  if (got.kind == Received::Kind::kNothingYet) return false;
+  job.awaiting_handoff = false;
+  if (got.kind == Received::Kind::kClosed) {
+    close(job.output_fd);
+    job.output_fd = -1;
+    return false;
+  }
+  if (got.fd >= 0) {
+    close(job.output_fd);
+    job.output_fd = got.fd;
+    fcntl(job.output_fd, F_SETFL, O_NONBLOCK);
+  } else {
+    take_frame(job, got.data);
+  }
+  send_input(job);  // what came for it before (modex requests)
+  return true;
+}
+
+void ProcessExecutor::take_frame(Job& job, std::string_view frame) {
+  auto decoded = decode_output_frame(frame);
+  if (!decoded.is_ok()) {
+    spdlog::warn("job {}: {}", job.id, decoded.status().message());
+    return;
+  }
+  if (decoded->failure_code) {
+    PmiEvent failure;
+    failure.kind = PmiEvent::Kind::kFailure;
+    failure.id = job.id;
+    failure.step = job.step;
+    failure.code = *decoded->failure_code;
+    failure.seen_at = decoded->failure_seen_at;
+    failure.data = std::move(decoded->data);
+    pmi_events_.push_back(std::move(failure));
+    return;
+  }
+  if (decoded->modex) {
+    take_modex_frame(job, std::move(*decoded->modex));
+    return;
+  }
+  if (decoded->fence) {
+    take_fence_frame(job, *decoded->fence);
+    return;
+  }
+  output_.push_back(
+      {job.id, job.step, decoded->rank, decoded->is_stderr, std::move(decoded->data)});
 }
 
 Result<LiveUsage> ProcessExecutor::usage(JobId id, std::uint32_t step) const {
@@ -649,7 +673,7 @@ Status ProcessExecutor::grant_output(JobId id, std::uint32_t step, int rank, boo
 }
 
 void ProcessExecutor::send_input(Job& job) {
-  while (!job.input.empty() && job.output_fd >= 0) {
+  while (!job.input.empty() && job.output_fd >= 0 && !job.awaiting_handoff) {
     const std::string& frame = job.input.front();
     if (send(job.output_fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
       if (errno == EINTR) continue;

@@ -279,6 +279,9 @@ class ProcessExecutor final : public Executor {
     bool pmix_server = false;                   // its shell hosts a PMIx server (until dropped)
     int pmi_listen_fd = -1;                     // channel_on_demand: where the shell connects
     int output_fd = -1;                         // channel: our end of it
+    // Opened on demand, and the shell's first message (our end of its
+    // channel, handed over) not read yet.
+    bool awaiting_handoff = false;
     // The inode of the shell's end of the channel: a dump takes it as an
     // external socket, which the restore connects to a new one of ours.
     std::uint64_t channel_inode = 0;
@@ -290,6 +293,13 @@ class ProcessExecutor final : public Executor {
   // Reads what the shell has sent on job.output_fd into output_; closes it at
   // the shell's end.
   void read_output(Job& job);
+  // A channel opened on demand: the shell sends our end of a socketpair
+  // whose other end it keeps, as kHeldChannelFd too (job_launch.h), so that
+  // this channel also outlives the agent. False while it has not come. An
+  // older shell sends frames: its connection is the channel.
+  bool take_handoff(Job& job);
+  // One frame from the shell: output, a fence's or a modex chunk, a failure.
+  void take_frame(Job& job, std::string_view frame);
   // A chunk of this node's contribution to a PMI fence from the shell (an
   // event once the last has come), or its failure past pmi_max_kvs_bytes.
   void take_fence_frame(Job& job, const FenceFrame& frame);

@@ -131,8 +131,10 @@ void ProcessExecutor::take_back_channel(Job& j) const {
     j.channel = true;
     struct stat st {};
     if (fstat(theirs, &st) == 0) j.channel_inode = st.st_ino;
-    // Our end as the shell holds it (non-blocking: the flag is the socket's).
+    // Our end as the shell holds it (non-blocking: the flag is the socket's);
+    // /dev/null where it let go of it (a dump), or an older shell's file.
     j.output_fd = fd_of_shell(j.pidfd, kHeldChannelFd);
+    if (!is_socket(j.output_fd)) close_fd(j.output_fd);
   }
   if (theirs >= 0) close(theirs);
 }

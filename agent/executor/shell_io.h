@@ -279,19 +279,31 @@ class MpiWorld {
     fprintf(stderr, "hpcq-job-shell: %s", line.c_str() + 6);
     channel_->job_stderr.write_line(rank, line, channel_->broken);
   }
-  // Opens the channel on demand: connects to the executor's socket and puts
-  // the connection at kOutputFd (where a placeholder kept the number free).
+  // Opens the channel on demand: a socketpair whose one end goes to the
+  // executor through its socket, the other at kOutputFd (where a
+  // placeholder kept the number free); the executor's end is held at
+  // kHeldChannelFd too, so that the channel outlives the agent.
   bool open_channel() {
     if (channel_->open || channel_->socket_path.empty()) return channel_->open;
     const std::string path = std::exchange(channel_->socket_path, {});  // one try
-    Result<int> fd = connect_unix(path);
-    if (!fd.is_ok() || dup3(*fd, kOutputFd, O_CLOEXEC) < 0) {
-      fprintf(stderr, "hpcq-job-shell: %s\n",
-              fd.is_ok() ? ("dup3: " + errno_text(errno)).c_str() : fd.status().message().c_str());
-      if (fd.is_ok()) close(*fd);
+    int pair[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+      fprintf(stderr, "hpcq-job-shell: socketpair: %s\n", errno_text(errno).c_str());
       return false;
     }
-    close(*fd);
+    Result<int> fd = connect_unix(path);
+    Status handed = fd.is_ok() ? send_fd(*fd, pair[1]) : fd.status();
+    if (fd.is_ok()) close(*fd);
+    if (handed.is_ok() &&
+        (dup3(pair[0], kOutputFd, O_CLOEXEC) < 0 || dup3(pair[1], kHeldChannelFd, O_CLOEXEC) < 0)) {
+      handed = internal_error("dup3: " + errno_text(errno));
+    }
+    close(pair[0]);
+    close(pair[1]);
+    if (!handed.is_ok()) {
+      fprintf(stderr, "hpcq-job-shell: %s\n", handed.message().c_str());
+      return false;
+    }
     channel_->open = true;
     return true;
   }

@@ -1,6 +1,7 @@
 // libFuzzer target: arbitrary bytes as one of the agent's run journals
 // (<state_dir>/ends/journal and <state_dir>/parts/journal,
-// agent/run_journal.h) as a crash, a full disk or damage may leave it; the
+// agent/run_journal.h) or an output spool file (<state_dir>/output/1.0,
+// agent/output_spool.h) as a crash, a full disk or damage may leave it; the
 // first byte picks which. Opening it may not crash or allocate by what a record
 // announces; it keeps the whole records before the first bad one, at most
 // one end per job, and cuts the rest off, so that a second open finds the
@@ -18,6 +19,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/output_spool.h"
 #include "agent/run_journal.h"
 
 namespace {
@@ -73,14 +75,39 @@ void open_twice(const std::uint8_t* data, std::size_t size) {
   }
 }
 
+// A spool file: what take() keeps is whole records, and taking it again
+// (from the file take() rewrote) finds the same.
+void take_twice(const std::uint8_t* data, std::size_t size) {
+  const std::string dir = scratch();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream out(dir + "/1.0", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  }
+  std::vector<std::string> first;
+  {
+    hpcq::agent::OutputSpool spool(dir);
+    for (const auto& chunk : spool.take({{1, 0}})) first.push_back(chunk.data);
+  }
+  if (std::filesystem::file_size(dir + "/1.0") > size) __builtin_trap();
+  hpcq::agent::OutputSpool again(dir);
+  const auto second = again.take({{1, 0}});
+  if (second.size() != first.size()) __builtin_trap();
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    if (second[i].data != first[i]) __builtin_trap();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  if (data[0] & 1) {
-    open_twice<hpcq::agent::PartJournal>(data + 1, size - 1);
-  } else {
-    open_twice<hpcq::agent::EndJournal>(data + 1, size - 1);
+  switch (data[0] % 3) {
+    case 0: open_twice<hpcq::agent::EndJournal>(data + 1, size - 1); break;
+    case 1: open_twice<hpcq::agent::PartJournal>(data + 1, size - 1); break;
+    default: take_twice(data + 1, size - 1); break;
   }
   return 0;
 }

@@ -4,7 +4,8 @@ and upgrading agents"): the job shells outlive the agent, the next agent on
 the same state directory takes them back (agent/run_journal.h's part
 journal, each shell's shell.json), and hpcqd keeps the node up with its
 jobs. Each agent restarted in turn -- kill -9 of one, SIGTERM of the other
--- and then hpcqd: a serial job, a batch job in a step, a 2-node job and an
+-- and then hpcqd: a serial job, a batch job in a step, a 2-node MPI job
+(MPICH; its MPI_Finalize fences across the nodes after the restarts) and an
 `hpcq run` streaming its output all complete with their whole output and
 exit codes, each task started once. The streams go on through the channel
 the shell holds for the next agent (job_launch.h, kHeldChannelFd).
@@ -18,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hpcqtest as t
 
 t.within_cluster(agents=2, fanout=2)
+MPI_GATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi_gate.c")
 
 
 def gated(d, gate, starts, then):
@@ -42,8 +44,9 @@ def test_restarts_keep_jobs():
                 f"hpcq run -- sh -c '{gated(d, gate, 'step.starts', 'echo step end')}'\n"
                 "echo step $?\nexit 4\n")
     batch = int(t.hpcq("batch", "-o", "batch.out", "steps.sh", cwd=d).stdout)
-    wide = t.submit("-N", "2", "-n", "2", "-o", "wide.out", "--", "sh", "-c",
-                    gated(d, gate, "wide.starts", "echo end $HPCQ_TASK_RANK"), cwd=d)
+    _, mpi_gate = t.build_mpi_program(MPI_GATE, "mpich")
+    wide = t.submit("-N", "2", "-n", "2", "-o", "wide.out", "--", mpi_gate, gate.path,
+                    os.path.join(d, "wide.starts"), cwd=d)
     # Streams a numbered line every 20 ms until the gate opens.
     counter = (f"echo 0 >> {d}/run.starts; i=0; while [ ! -e {gate.path} ]; do "
                "i=$((i+1)); echo line $i; sleep 0.02; done; echo run end; exit 6")
@@ -85,8 +88,9 @@ def test_restarts_keep_jobs():
     batch_out = [l for l in lines(d, "batch.out") if "hpcqd is not reachable" not in l]
     t.check(batch_out == ["batch begin", "begin", "step end", "step 0"],
             f"batch {lines(d, 'batch.out')}")
-    t.check(sorted(lines(d, "wide.out")) == ["begin", "begin", "end 0", "end 1"],
-            f"2-node: {lines(d, 'wide.out')}")
+    t.check(sorted(lines(d, "wide.out")) == ["rank 0 of 2 begins", "rank 0: sum 1",
+                                             "rank 1 of 2 begins", "rank 1: sum 1"],
+            f"2-node MPI: {lines(d, 'wide.out')}")
     # Started once each: no task ran again after a restart.
     t.check(lines(d, "serial.starts") == ["0"], f"{lines(d, 'serial.starts')}")
     t.check(lines(d, "step.starts") == ["0"], f"{lines(d, 'step.starts')}")

@@ -225,8 +225,8 @@ TEST(PartJournal, KeepsEachRunningPartAndStepUntilItsEndIsJournaled) {
     ASSERT_TRUE((*j)->add(launch(7, 0, 2)).is_ok());
     ASSERT_TRUE((*j)->add(launch(8, 0, 0)).is_ok());
     ASSERT_TRUE((*j)->add(launch(8, 1, 0)).is_ok());  // requeued here: replaces attempt 0
-    (*j)->ack(7, 0, 2);                                  // the step ended
-    (*j)->ack(8, 0);                                     // an older attempt's end: kept
+    (*j)->ack(7, 0, 2);                               // the step ended
+    (*j)->ack(8, 0);                                  // an older attempt's end: kept
   }
   auto j = PartJournal::open(tmp.dir(), "part journal", false);
   ASSERT_TRUE(j.is_ok());
