@@ -121,7 +121,7 @@ def test_scancel_a_running_job_and_exit_codes():
     while slurm("squeue", "-h", "-j", job, "-o", "%t").stdout.strip() != "R":
         t.check(time.monotonic() < deadline, f"job {job} did not start")
         time.sleep(0.1)
-    slurm("scancel", job)
+    slurm("scancel", "-t", "running", job)  # a state in lower case, as Slurm takes it
     state, _ = wait_ended(job)
     t.check(state.startswith("CANCELLED"), f"scancel'd job is {state}")
     failing = sbatch("--wrap", "exit 3", "-o", "/dev/null")
