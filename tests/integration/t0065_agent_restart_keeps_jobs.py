@@ -98,6 +98,27 @@ def test_restarts_keep_jobs():
     t.check(sorted(lines(d, "wide.starts")) == ["0", "1"], f"{lines(d, 'wide.starts')}")
 
 
+def test_a_launch_while_the_agent_is_away_runs_once():
+    """hpcqd places a job on a node whose agent was just killed (it has not
+    noticed yet): the launch is lost, then sent again to the next agent,
+    which runs it once."""
+    d = t.workdir()
+    argv = t.agent_argv(2)
+    os.kill(t.agent_pid(2), signal.SIGKILL)
+    t.wait_until("agent 2 gone", lambda: subprocess.run(
+        ["pgrep", "-f", f"hpcq-agent --config {t.cluster_dir()}/hpcq.toml --rank 2 "],
+        capture_output=True).returncode != 0)
+    job = t.submit("-w", "node2", "-o", "away.out", "--", "sh", "-c",
+                   f"echo x >> {d}/away.starts; echo ran", cwd=d)
+    # Placed at once while hpcqd still counts on node2 (or, on a slow
+    # machine, held until node2 is back): either way it runs once.
+    t.start_agent(argv)
+    s = t.wait_state(job, ["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED"])
+    t.check(s["state"] == "COMPLETED", f"job {job}: {s}")
+    t.check(lines(d, "away.starts") == ["x"], f"started {lines(d, 'away.starts')}")
+    t.check(lines(d, "away.out") == ["ran"], f"output {lines(d, 'away.out')}")
+
+
 def test_drain_and_exit_ends_the_jobs():
     d = t.workdir()
     gate = t.Gate(d)
@@ -126,4 +147,5 @@ def lines(d, name):
         return f.read().splitlines()
 
 
-t.main([test_restarts_keep_jobs, test_drain_and_exit_ends_the_jobs])
+t.main([test_restarts_keep_jobs, test_a_launch_while_the_agent_is_away_runs_once,
+        test_drain_and_exit_ends_the_jobs])
