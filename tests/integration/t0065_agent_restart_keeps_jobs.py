@@ -119,6 +119,28 @@ def test_a_launch_while_the_agent_is_away_runs_once():
     t.check(lines(d, "away.out") == ["ran"], f"output {lines(d, 'away.out')}")
 
 
+def test_an_agent_away_past_the_lease_finds_its_jobs_ended():
+    """An agent that comes back after hpcqd gave up on its node: the shells
+    fenced themselves at the lease (t0051), the job ended NODE_FAIL, and
+    the new agent's report of the shell it found changes nothing."""
+    d = t.workdir()
+    gate = t.Gate(d)
+    job = t.submit("-w", "node2", "--", *gate.command, cwd=d)
+    t.wait_state(job, "RUNNING")
+    t.wait_until(f"job {job}'s processes in its cgroups", lambda: t.job_pids(job))
+    pids = t.job_pids(job)
+    argv = t.agent_argv(2)
+    os.kill(t.agent_pid(2), signal.SIGKILL)
+    s = t.wait_state(job, ["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED"])
+    t.check(s["state"] == "NODE_FAIL", f"job {job} with its agent away: {s}")
+    t.wait_until("its tasks killed by the lease", lambda: not any(
+        os.path.exists(f"/proc/{p}") for p in pids))
+    t.start_agent(argv)
+    t.wait_until("node2 up again", nodes_up)
+    t.check(t.status(job)["state"] == "NODE_FAIL", f"job {job}: {t.status(job)}")
+    t.check(not t.job_pids(job), f"job {job} runs again: {t.job_pids(job)}")
+
+
 def test_drain_and_exit_ends_the_jobs():
     d = t.workdir()
     gate = t.Gate(d)
@@ -148,4 +170,4 @@ def lines(d, name):
 
 
 t.main([test_restarts_keep_jobs, test_a_launch_while_the_agent_is_away_runs_once,
-        test_drain_and_exit_ends_the_jobs])
+        test_an_agent_away_past_the_lease_finds_its_jobs_ended, test_drain_and_exit_ends_the_jobs])
