@@ -295,6 +295,28 @@ def build_mpi_program(source, mpi):
         _mpi_programs[key] = (d, path)
     return _mpi_programs[key]
 
+def build_pmi2_client():
+    """tests/integration/pmi2_client.c built against Slurm's libpmi2 (Debian's
+    libpmi2-0-dev), once per test file, in a directory every job can read:
+    (that directory, the program). Skips where the library is missing."""
+    key = ("pmi2_client.c", "libpmi2")
+    if key not in _mpi_programs:
+        compiler = shutil.which("cc") or shutil.which("gcc")
+        if compiler is None:
+            raise Skip("needs a C compiler (cc)")
+        source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pmi2_client.c")
+        d = workdir()
+        path = os.path.join(d, "pmi2_client")
+        p = subprocess.run([compiler, "-O2", "-o", path, source, "-lpmi2"],
+                           capture_output=True, text=True)
+        if p.returncode != 0 and ("slurm/pmi2.h" in p.stderr or "lpmi2" in p.stderr):
+            raise Skip("needs Debian's libpmi2-0-dev (Slurm's PMI-2 client library): "
+                       + p.stderr.strip().splitlines()[0])
+        check(p.returncode == 0, f"cc pmi2_client.c: {p.stderr}")
+        _mpi_programs[key] = (d, path)
+    return _mpi_programs[key]
+
+
 def ensure_user(name="hpcqtest"):
     if subprocess.run(["id", "-u", name], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True)

@@ -146,33 +146,11 @@ def test_mpi_abort_ends_the_job_with_its_code():
             f"reason {s['reason']}")
 
 
-PMI2_CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pmi2_client.c")
-
-
-def pmi2_client():
-    """pmi2_client.c built against Slurm's libpmi2 (Debian's libpmi2-0-dev),
-    in a directory every job can read."""
-    if "pmi2" not in _built:
-        compiler = shutil.which("cc") or shutil.which("gcc")
-        if compiler is None:
-            raise t.Skip("needs a C compiler (cc)")
-        d = t.workdir()
-        path = os.path.join(d, "pmi2_client")
-        p = subprocess.run([compiler, "-O2", "-o", path, PMI2_CLIENT, "-lpmi2"],
-                           capture_output=True, text=True)
-        if p.returncode != 0 and ("slurm/pmi2.h" in p.stderr or "lpmi2" in p.stderr):
-            raise t.Skip("needs Debian's libpmi2-0-dev (Slurm's PMI-2 client library): "
-                         + p.stderr.strip().splitlines()[0])
-        t.check(p.returncode == 0, f"cc pmi2_client.c: {p.stderr}")
-        _built["pmi2"] = (d, path)
-    return _built["pmi2"]
-
-
 def test_libpmi2_ranks_form_one_world_across_four_nodes():
     """Slurm's PMI-2 client library, as Intel MPI or an MPICH built for
     srun --mpi=pmi2 loads it, speaks PMI-2's wire protocol to the job shells:
     16 ranks on 4 nodes, each reads the key of a rank on another node."""
-    d, client = pmi2_client()
+    d, client = t.build_pmi2_client()
     job = t.submit("-N", "4", "-n", "16", "-o", "out-%j", "--", client, cwd=d)
     s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)
     with open(os.path.join(d, f"out-{job}")) as f:
@@ -197,7 +175,7 @@ def test_libpmi2_ranks_form_one_world_across_four_nodes():
 
 
 def test_pmi2_abort_ends_the_job_naming_the_task():
-    d, client = pmi2_client()
+    d, client = t.build_pmi2_client()
     # Rank 2 (on the second node) aborts while the others wait in the fence.
     job = t.submit("-N", "2", "-n", "4", "-o", "out-%j", "--", client, "abort", "2", cwd=d)
     s = t.wait_state(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=120)

@@ -98,6 +98,27 @@ def test_restarts_keep_jobs():
     t.check(sorted(lines(d, "wide.starts")) == ["0", "1"], f"{lines(d, 'wide.starts')}")
 
 
+def test_a_world_that_first_uses_pmi_after_the_restarts():
+    """A 2-node job whose tasks begin PMI only after both agents restarted:
+    its shells open their channel on demand at the socket the new agents
+    listen on again (take_back_channel)."""
+    d, client = t.build_pmi2_client()
+    gate = t.Gate(d)
+    job = t.submit("-N", "2", "-n", "2", "--mpi", "pmi1", "-o", "pmi.out", "--", "sh", "-c",
+                   f"while [ ! -e {gate.path} ]; do sleep 0.05; done; exec {client}", cwd=d)
+    t.wait_state(job, "RUNNING")
+    for rank, signo in ((1, signal.SIGTERM), (2, signal.SIGKILL)):
+        before = t.leader_log().count(f"node node{rank} (rank {rank}): its agent restarted (")
+        t.restart_agent(rank, signo)
+        t.wait_until(f"hpcqd taking node{rank}'s new agent", lambda: t.leader_log().count(
+            f"node node{rank} (rank {rank}): its agent restarted (") > before)
+    gate.open()
+    s = t.wait_state(job, ["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED"])
+    out = lines(d, "pmi.out")
+    t.check(s["state"] == "COMPLETED", f"job {job}: {s}: {out}")
+    t.check(sorted(l.split()[2] for l in out if l.endswith(" ok")) == ["0", "1"], f"{out}")
+
+
 def test_a_launch_while_the_agent_is_away_runs_once():
     """hpcqd places a job on a node whose agent was just killed (it has not
     noticed yet): the launch is lost, then sent again to the next agent,
@@ -169,5 +190,6 @@ def lines(d, name):
         return f.read().splitlines()
 
 
-t.main([test_restarts_keep_jobs, test_a_launch_while_the_agent_is_away_runs_once,
+t.main([test_restarts_keep_jobs, test_a_world_that_first_uses_pmi_after_the_restarts,
+        test_a_launch_while_the_agent_is_away_runs_once,
         test_an_agent_away_past_the_lease_finds_its_jobs_ended, test_drain_and_exit_ends_the_jobs])
