@@ -258,7 +258,7 @@ void NodeMonitor::on_hello(Rank rank, const overlay::Hello& hello) {
     ctx_.decision_log->node(ctx_.now(), rank, node.name, true, node.topology, node.gres);
   }
   if (!node.drained) node.reason.clear();
-  adopt_reported_jobs(node, hello, same_agent);
+  adopt_reported_jobs(node, hello, same_agent ? Adoption::kSameAgent : Adoption::kNewAgent);
   set_schedulable_in_pool(rank, schedulable(node));
   (void)ctx_.overlay->send(std::move(welcome));
   persist_node(node);
@@ -280,54 +280,22 @@ void NodeMonitor::take_agent_facts(NodeEntry& node, const overlay::Hello& hello)
   node.checkpoint_other_users_reason = hello.checkpoint_other_users_reason();
 }
 
-// The node stays up and in the pool, its jobs' parts held: what the new agent
-// runs is kept (and what may have been lost on the way to the old one goes
-// again), what it does not run ended with the old one, unless it never
-// started there (its launch raced the restart): that is launched again.
+// The node stays up and in the pool, its jobs' parts held.
 void NodeMonitor::rejoin_restarted_agent(NodeEntry& node, const overlay::Hello& hello) {
-  const Rank rank = node.rank;
   spdlog::info("node {} (rank {}): its agent restarted ({} jobs still running, {} ended meanwhile)",
-               node.name, rank, hello.running_size(), hello.finished_size());
+               node.name, node.rank, hello.running_size(), hello.finished_size());
   take_agent_facts(node, hello);
-  for (const overlay::JobUpdate& update : hello.finished()) reports_.on_job_update(rank, update);
-  for (const overlay::CheckpointDone& done : hello.checkpoints_done()) {
-    checkpoints_.on_checkpoint_done(rank, done);
-  }
-  std::set<JobId> reported;
-  for (const overlay::RunningJob& r : hello.running()) {
-    JobEntry* found = ctx_.table.find(r.job_id());
-    if (!job::JobTableCore::adopts(found, rank, r.attempt()) || !found->held_on.count(rank)) {
-      actions_.kill_part(rank, r.job_id(), r.attempt());
-      continue;
-    }
-    reported.insert(r.job_id());
-    // Not send_again: the new agent's counts of signals and input start at
-    // nothing, so they would all be delivered twice; one lost during the
-    // restart stays lost (docs/admin-guide.md). Its time limit is the
-    // shell's own record, renewed here in case an update was lost.
-    if (found->time_limit_updated) actions_.send_time_limit(*found, rank);
-  }
-  for (JobId id : ctx_.table.missing_on(rank, reported)) {
-    JobEntry& entry = ctx_.table.at(id);
-    if (!entry.kill_sent && entry.held_on.count(rank) && !entry.started_on.count(rank) &&
-        entry.launch) {
-      actions_.launch_again(entry, rank);
-      spdlog::info("job {}: its launch raced the restart of {}'s agent; launched again", id,
-                   node.name);
-      continue;
-    }
-    if (resizes_.lose_elastic_part(entry, rank, node.name)) continue;
-    actions_.lose_part(entry, rank, "its part on " + node.name + " ended with its agent");
-  }
+  adopt_reported_jobs(node, hello, Adoption::kRestartedAgent);
   heard_from(node);
   persist_node(node);
   actions_.schedule_soon();
 }
 
-void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello,
-                                      bool same_agent) {
+void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, Adoption how) {
   const Rank rank = node.rank;
-  // Ends that happened while the leader was away (or whose report was lost).
+  const bool restarted = how == Adoption::kRestartedAgent;
+  // Ends that happened while the leader or the agent was away (or whose
+  // report was lost).
   for (const overlay::JobUpdate& update : hello.finished()) reports_.on_job_update(rank, update);
   // Dumps answered while the leader was away: a part they stopped is gone.
   for (const overlay::CheckpointDone& done : hello.checkpoints_done()) {
@@ -336,14 +304,24 @@ void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hel
   std::set<JobId> reported;
   for (const overlay::RunningJob& r : hello.running()) {
     JobEntry* found = ctx_.table.find(r.job_id());
-    if (!job::JobTableCore::adopts(found, rank, r.attempt())) {
-      // Not ours to run any more (cancelled, requeued, failed elsewhere):
+    if (!job::JobTableCore::adopts(found, rank, r.attempt()) ||
+        (restarted && !found->held_on.count(rank))) {
+      // Not ours to run any more (cancelled, requeued, failed elsewhere),
+      // or a part this leader holds no cores for while the node stayed up:
       // killed, so that no job ever runs twice.
       actions_.kill_part(rank, r.job_id(), r.attempt());
       continue;
     }
     reported.insert(r.job_id());
     JobEntry& entry = *found;
+    if (restarted) {
+      // Not send_again: the new agent's counts of signals and input start at
+      // nothing, so they would all be delivered twice; one lost during the
+      // restart stays lost (docs/admin-guide.md). Its time limit is the
+      // shell's own record, renewed here in case an update was lost.
+      if (entry.time_limit_updated) actions_.send_time_limit(entry, rank);
+      continue;
+    }
     if (entry.held_on.count(rank)) continue;
     resource::Allocation part = part_on(entry.job.allocation, rank);
     if (entry.cores_handed_over) part = without_cores(std::move(part));
@@ -361,7 +339,7 @@ void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hel
   // reported ended: lost (the agent restarted, or the launch never arrived).
   for (JobId id : ctx_.table.missing_on(rank, reported)) {
     JobEntry& entry = ctx_.table.at(id);
-    if (same_agent && !entry.kill_sent) {
+    if (how == Adoption::kSameAgent && !entry.kill_sent) {
       // Never arrived: launched now, and repeated until confirmed.
       Status taken = ctx_.pool.allocate(part_on(entry.job.allocation, rank));
       if (taken.is_ok()) {
@@ -371,8 +349,18 @@ void NodeMonitor::adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hel
         continue;
       }
     }
+    if (restarted && !entry.kill_sent && entry.held_on.count(rank) &&
+        !entry.started_on.count(rank) && entry.launch) {
+      // Its launch raced the restart: the part never started there.
+      actions_.launch_again(entry, rank);
+      spdlog::info("job {}: its launch raced the restart of {}'s agent; launched again", id,
+                   node.name);
+      continue;
+    }
     if (resizes_.lose_elastic_part(entry, rank, node.name)) continue;
-    actions_.lose_part(entry, rank, "its part on " + node.name + " was lost");
+    actions_.lose_part(
+        entry, rank,
+        "its part on " + node.name + (restarted ? " ended with its agent" : " was lost"));
   }
 }
 

@@ -48,7 +48,13 @@ class NodeMonitor {
   // What a Hello says of its agent: incarnation, versions, CPUs, checkpoints.
   void take_agent_facts(NodeEntry& node, const overlay::Hello& hello);
   void rejoin_restarted_agent(NodeEntry& node, const overlay::Hello& hello);
-  void adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, bool same_agent);
+  // Which agent a Hello's jobs come from, as this leader knew its node.
+  enum class Adoption {
+    kNewAgent,        // a node down or not yet heard of: its parts go back into the pool
+    kSameAgent,       // the process of before this leader's restart: a missing part never arrived
+    kRestartedAgent,  // a new process on a node that stayed up: its parts are held already
+  };
+  void adopt_reported_jobs(NodeEntry& node, const overlay::Hello& hello, Adoption how);
   void node_down(NodeEntry& node, const std::string& reason);
   void set_schedulable_in_pool(Rank rank, bool schedulable);
   void persist_node(const NodeEntry& node);
