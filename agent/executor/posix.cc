@@ -146,6 +146,11 @@ Result<sockaddr_un> unix_address(const std::string& path) {
 
 }  // namespace
 
+void close_fd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
 Result<int> listen_unix(const std::string& path) {
   auto addr = unix_address(path);
   if (!addr.is_ok()) return addr.status();
@@ -161,21 +166,34 @@ Result<int> listen_unix(const std::string& path) {
   return fd;
 }
 
+namespace {
+
+// A message of one buffer with room for one descriptor (SCM_RIGHTS).
+struct OneFdMessage {
+  explicit OneFdMessage(iovec& iov) {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  OneFdMessage(const OneFdMessage&) = delete;  // msg points into control
+  OneFdMessage& operator=(const OneFdMessage&) = delete;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+};
+
+}  // namespace
+
 Status send_fd(int socket, int fd) {
   char byte = 0;
   iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  OneFdMessage m(iov);
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  while (sendmsg(socket, &msg, MSG_NOSIGNAL) < 0) {
+  while (sendmsg(socket, &m.msg, MSG_NOSIGNAL) < 0) {
     if (errno != EINTR) return internal_error("sendmsg: " + errno_text(errno));
   }
   return Status::ok();
@@ -185,14 +203,9 @@ Received receive_fd(int socket) {
   Received got;
   got.data.resize(64 * 1024 + 64);
   iovec iov{got.data.data(), got.data.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  OneFdMessage m(iov);
   ssize_t n;
-  while ((n = recvmsg(socket, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  while ((n = recvmsg(socket, &m.msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
   }
   if (n < 0 && errno == EAGAIN) {
     got.data.clear();
@@ -205,7 +218,7 @@ Received receive_fd(int socket) {
   }
   got.kind = Received::Kind::kMessage;
   got.data.resize(static_cast<std::size_t>(n));
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg); c != nullptr; c = CMSG_NXTHDR(&m.msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
         c->cmsg_len == CMSG_LEN(sizeof(int))) {
       std::memcpy(&got.fd, CMSG_DATA(c), sizeof got.fd);

@@ -81,6 +81,8 @@ Status copy_job_dir(const std::string& from, const std::string& to);
 
 // A listening SOCK_SEQPACKET unix socket at `path` (any file there is
 // replaced), non-blocking and close-on-exec, mode 0600: for root only.
+// Closes `fd` if it is open and leaves it -1: a descriptor a struct holds.
+void close_fd(int& fd);
 Result<int> listen_unix(const std::string& path);
 // A connection to the SOCK_SEQPACKET unix socket at `path`, close-on-exec.
 Result<int> connect_unix(const std::string& path);

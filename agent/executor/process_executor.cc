@@ -349,12 +349,9 @@ Status ProcessExecutor::clean_up(Job& job) {
     close(job.pidfd);  // readable for good now; cleanup retries ride on later calls
     job.pidfd = -1;
   }
-  read_output(job);              // all of it: the shell wrote it before it exited
-  if (job.pmi_listen_fd >= 0) {  // no shell will connect any more
-    close(job.pmi_listen_fd);
-    job.pmi_listen_fd = -1;
-  }
-  if (job.oom_kills < 0) {  // before the cgroup goes
+  read_output(job);             // all of it: the shell wrote it before it exited
+  close_fd(job.pmi_listen_fd);  // no shell will connect any more
+  if (job.oom_kills < 0) {      // before the cgroup goes
     // Only a failed job's end names them (exit_of), and counting lists
     // every cgroup of the job's (v1).
     job.oom_kills = job.shell_code == 0 ? 0 : job.cgroup.oom_kills();
@@ -450,8 +447,7 @@ void ProcessExecutor::read_output(Job& job) {
       job.output_fd = fd;
       job.channel = true;
       job.awaiting_handoff = true;
-      close(job.pmi_listen_fd);
-      job.pmi_listen_fd = -1;
+      close_fd(job.pmi_listen_fd);
     }
   }
   if (job.output_fd < 0 || (job.awaiting_handoff && !take_handoff(job))) return;
@@ -463,10 +459,8 @@ void ProcessExecutor::read_output(Job& job) {
       take_frame(job, std::string_view(frame, static_cast<size_t>(n)));
       continue;
     }
-    if (n == 0 || errno != EAGAIN) {  // the shell has ended (or the socket failed)
-      close(job.output_fd);
-      job.output_fd = -1;
-    }
+    // The shell has ended (or the socket failed).
+    if (n == 0 || errno != EAGAIN) close_fd(job.output_fd);
     return;
   }
 }
@@ -476,8 +470,7 @@ bool ProcessExecutor::take_handoff(Job& job) {
   if (got.kind == Received::Kind::kNothingYet) return false;
   job.awaiting_handoff = false;
   if (got.kind == Received::Kind::kClosed) {
-    close(job.output_fd);
-    job.output_fd = -1;
+    close_fd(job.output_fd);
     return false;
   }
   if (got.fd >= 0) {
@@ -702,25 +695,15 @@ std::vector<std::string> ProcessExecutor::cgroup_dirs(JobId id) const {
 }
 
 void ProcessExecutor::discard(Job& job) {
-  if (job.ready_fd >= 0) {  // not reported: nor is its start
-    close(job.ready_fd);
-    job.ready_fd = -1;
-  }
-  if (job.output_fd >= 0) {
-    close(job.output_fd);
-    job.output_fd = -1;
-  }
-  if (job.pmi_listen_fd >= 0) {
-    close(job.pmi_listen_fd);
-    job.pmi_listen_fd = -1;
-  }
+  close_fd(job.ready_fd);  // not reported: nor is its start
+  close_fd(job.output_fd);
+  close_fd(job.pmi_listen_fd);
   if (!job.exited && job.pidfd >= 0) {
     signal_pidfd(job.pidfd, SIGKILL);
     wait_gone(job);
     job.exited = true;
   }
-  if (job.pidfd >= 0) close(job.pidfd);
-  job.pidfd = -1;
+  close_fd(job.pidfd);
   // Emptied cgroups may refuse rmdir for a moment (v2): retry for up to 2 s.
   for (int attempt = 0; attempt < 200 && !job.cgroup.remove().is_ok(); ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

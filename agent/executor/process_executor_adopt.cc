@@ -11,28 +11,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <filesystem>
 
 #include "agent/executor/process_executor.h"
 #include "agent/executor/shell_record.h"
+#include "lib/core/id_text.h"
 
 namespace hpcq::agent {
 namespace {
-
-// A directory name that is a job or step id ("42"), else nullopt.
-std::optional<std::uint64_t> id_of(const std::string& name) {
-  if (name.empty() || name.size() > 19) return std::nullopt;
-  for (char c : name) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
-  }
-  return std::stoull(name);
-}
-
-void close_fd(int& fd) {
-  if (fd >= 0) close(fd);
-  fd = -1;
-}
 
 // A copy of the shell's descriptor `fd` (close-on-exec), or -1.
 int fd_of_shell(int pidfd, int fd) {
@@ -143,16 +129,17 @@ std::set<JobId> ProcessExecutor::take_back_shells() {
   std::set<JobId> kept;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(config_.state_dir + "/jobs", ec)) {
-    const auto id = id_of(entry.path().filename());
-    if (!id) continue;
+    // Job and step directories are named by their ids (id_text.h's digits).
+    const Result<JobId> id = parse_job_id(entry.path().filename().string());
+    if (!id.is_ok()) continue;
     std::optional<Job> job = take_back(entry.path(), *id, 0, nullptr);
     if (!job) continue;
     kept.insert(*id);
     adopted_.push_back({*id, 0});
     Job& taken = jobs_.emplace(*id, std::move(*job)).first->second;
     for (const auto& s : std::filesystem::directory_iterator(entry.path() / "steps", ec)) {
-      const auto step = id_of(s.path().filename());
-      if (!step || *step == 0 || *step > UINT32_MAX) continue;
+      const Result<JobId> step = parse_job_id(s.path().filename().string());
+      if (!step.is_ok() || *step > UINT32_MAX) continue;
       const auto n = static_cast<std::uint32_t>(*step);
       if (std::optional<Job> taken_step = take_back(s.path(), *id, n, &taken)) {
         adopted_.push_back({*id, n});

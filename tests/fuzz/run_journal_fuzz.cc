@@ -41,20 +41,20 @@ std::string scratch() {
   return dir;
 }
 
-}  // namespace
-
-namespace {
-
-template <typename Journal>
-void open_twice(const std::uint8_t* data, std::size_t size) {
+// A fresh scratch directory holding `data` as its file `name`; returns it.
+std::string scratch_with(const std::string& name, const std::uint8_t* data, std::size_t size) {
   const std::string dir = scratch();
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   std::filesystem::create_directories(dir);
-  {
-    std::ofstream out(dir + "/journal", std::ios::binary);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  }
+  std::ofstream out(dir + "/" + name, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  return dir;
+}
+
+template <typename Journal>
+void open_twice(const std::uint8_t* data, std::size_t size) {
+  const std::string dir = scratch_with("journal", data, size);
   std::vector<std::string> first;
   {
     auto journal = Journal::open(dir, "fuzzed journal", /*sync=*/false);
@@ -78,14 +78,7 @@ void open_twice(const std::uint8_t* data, std::size_t size) {
 // A spool file: what take() keeps is whole records, and taking it again
 // (from the file take() rewrote) finds the same.
 void take_twice(const std::uint8_t* data, std::size_t size) {
-  const std::string dir = scratch();
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  std::filesystem::create_directories(dir);
-  {
-    std::ofstream out(dir + "/1.0", std::ios::binary);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  }
+  const std::string dir = scratch_with("1.0", data, size);
   std::vector<std::string> first;
   {
     hpcq::agent::OutputSpool spool(dir);

@@ -144,12 +144,7 @@ def test_an_agent_away_past_the_lease_finds_its_jobs_ended():
     """An agent that comes back after hpcqd gave up on its node: the shells
     fenced themselves at the lease (t0051), the job ended NODE_FAIL, and
     the new agent's report of the shell it found changes nothing."""
-    d = t.workdir()
-    gate = t.Gate(d)
-    job = t.submit("-w", "node2", "--", *gate.command, cwd=d)
-    t.wait_state(job, "RUNNING")
-    t.wait_until(f"job {job}'s processes in its cgroups", lambda: t.job_pids(job))
-    pids = t.job_pids(job)
+    job, pids = gated_job_on_node2()
     argv = t.agent_argv(2)
     os.kill(t.agent_pid(2), signal.SIGKILL)
     s = t.wait_state(job, ["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED"])
@@ -163,12 +158,7 @@ def test_an_agent_away_past_the_lease_finds_its_jobs_ended():
 
 
 def test_drain_and_exit_ends_the_jobs():
-    d = t.workdir()
-    gate = t.Gate(d)
-    job = t.submit("-w", "node2", "--", *gate.command, cwd=d)
-    t.wait_state(job, "RUNNING")
-    t.wait_until(f"job {job}'s processes in its cgroups", lambda: t.job_pids(job))
-    pids = t.job_pids(job)
+    job, pids = gated_job_on_node2()
     argv = t.agent_argv(2)
     drained = subprocess.run([t.AGENT, "--config", argv[argv.index("--config") + 1],
                               "--rank", "2", "--drain-and-exit"], capture_output=True, text=True,
@@ -180,6 +170,16 @@ def test_drain_and_exit_ends_the_jobs():
     s = t.wait_state(job, ["COMPLETED", "FAILED", "NODE_FAIL", "CANCELLED"])
     t.check(s["state"] == "NODE_FAIL", f"job {job} after the drain: {s}")
     t.wait_until("node2 up again", nodes_up)
+
+
+def gated_job_on_node2():
+    """A job on node2 that runs until the test ends: its id and the host
+    PIDs of its processes."""
+    gate = t.Gate(t.workdir())
+    job = t.submit("-w", "node2", "--", *gate.command, cwd=os.path.dirname(gate.path))
+    t.wait_state(job, "RUNNING")
+    t.wait_until(f"job {job}'s processes in its cgroups", lambda: t.job_pids(job))
+    return job, t.job_pids(job)
 
 
 def lines(d, name):
