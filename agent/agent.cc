@@ -79,9 +79,7 @@ std::string cgroup_instance_name(const std::string& state_dir) {
 Agent::Agent(const ClusterConfig& config, AgentOptions options)
     : config_(config),
       options_(std::move(options)),
-      lease_(TimeUs{config_.fence_after_ms()} * 1000),
-      fence_tree_(options_.rank, config_.fanout,
-                  static_cast<std::size_t>(config_.pmi_max_kvs_bytes)) {}
+      lease_(TimeUs{config_.fence_after_ms()} * 1000) {}
 
 Agent::~Agent() {
   overlay_.reset();
@@ -164,7 +162,13 @@ Status Agent::start() {
   // After a detour around a lost parent (or back), announce ourselves on the
   // new path: the leader answers, which also tells the overlay the path works.
   overlay_->on_reroute([this](Rank) { on_reroute(); });
-  overlay_->on_relay([this](overlay::Envelope& e) { return on_relay(e); });
+  MpiRelay::Options relay;
+  relay.rank = rank;
+  relay.fanout = config_.fanout;
+  relay.max_kvs_bytes = static_cast<std::size_t>(config_.pmi_max_kvs_bytes);
+  relay.repeat_after = 2 * static_cast<TimeUs>(config_.heartbeat_interval_ms) * 1000;
+  mpi_ = std::make_unique<MpiRelay>(relay, *overlay_, *executor_, parts_);
+  overlay_->on_relay([this](overlay::Envelope& e) { return mpi_->on_relay(e, wall_clock_now()); });
   if (!options_.socket.empty()) {
     forwarder_ = std::make_unique<CallForwarder>(
         [this](std::function<void()> work) { loop_.post(std::move(work)); },
@@ -229,13 +233,13 @@ void Agent::start_timers() {
     const SlowWork slow("the heartbeat timer");
     if (!welcomed_) send_hello();  // the leader may not be up yet
     send_heartbeat();
-    if (lease_.expired(boot_clock_us()) && !attempts_.empty() && !lease_lost_logged_) {
+    if (lease_.expired(boot_clock_us()) && parts_.any_running() && !lease_lost_logged_) {
       spdlog::warn("agent: no answer from the leader for {} ms: this node's jobs are killed",
                    config_.fence_after_ms());
     }
     lease_lost_logged_ = lease_.expired(boot_clock_us());
     repeat_unacknowledged_ends();
-    repeat_unanswered_fences();
+    mpi_->repeat_unanswered(wall_clock_now());
   });
   loop_.run_every(std::chrono::milliseconds(200), [this] {
     const SlowWork slow("the time limits and job ends");
@@ -286,25 +290,16 @@ void Agent::send_hello() {
   hello->set_host_cpus(host_.host_cpus);
   hello->set_host_numa(host_.host_numa);
   for (int cpu : host_.first_cpu_of_each_core()) hello->add_core_host_cpus(cpu);
-  for (const auto& [id, attempt] : attempts_) {
-    overlay::RunningJob* r = hello->add_running();
-    r->set_job_id(id);
-    r->set_attempt(attempt);
-    if (auto signals = signals_received_.find(id); signals != signals_received_.end()) {
-      r->set_signals(signals->second);
-    }
-    for (auto it = input_received_.lower_bound({id, 0});
-         it != input_received_.end() && it->first.first == id; ++it) {
-      overlay::InputReceived* input = r->add_input();
-      input->set_step(it->first.second);
-      input->set_bytes(it->second.bytes);
-      input->set_eof(it->second.eof);
-    }
+  for (overlay::RunningJob& running : parts_.running_jobs()) {
+    *hello->add_running() = std::move(running);
   }
   for (const overlay::JobUpdate& update : unacknowledged_->entries()) {
     *hello->add_finished() = update;
   }
-  for (const overlay::CheckpointDone& done : checkpoints_answered_) {
+  // The latest checkpoint answers: a leader that restarted meanwhile may
+  // have missed one (a stopped part is neither running nor reported ended,
+  // so nothing else would tell it).
+  for (const overlay::CheckpointDone& done : parts_.checkpoint_answers()) {
     *hello->add_checkpoints_done() = done;
   }
   Status s = overlay_->send(std::move(envelope));
@@ -384,12 +379,12 @@ void Agent::on_message(overlay::Envelope&& envelope) {
     case overlay::Envelope::kOutputCredit: on_output_credit(envelope.output_credit()); break;
     case overlay::Envelope::kUsageQuery: on_usage_query(envelope.usage_query()); break;
     case overlay::Envelope::kPmiFenceDone:
-      fence_done_down(envelope.dst(), envelope.pmi_fence_done());
+      mpi_->on_fence_done(envelope.dst(), envelope.pmi_fence_done());
       break;
     case overlay::Envelope::kPmiModexRequest:
-      on_modex_request(envelope.src(), envelope.pmi_modex_request());
+      mpi_->on_modex_request(envelope.src(), envelope.pmi_modex_request());
       break;
-    case overlay::Envelope::kPmiModexReply: on_modex_reply(envelope.pmi_modex_reply()); break;
+    case overlay::Envelope::kPmiModexReply: mpi_->on_modex_reply(envelope.pmi_modex_reply()); break;
     case overlay::Envelope::kForwardedReply:
       if (forwarder_) forwarder_->on_reply(envelope.forwarded_reply());
       break;
@@ -416,8 +411,7 @@ void Agent::on_checkpoint(const overlay::Checkpoint& request) {
   done->set_job_id(request.job_id());
   done->set_attempt(request.attempt());
   done->set_image_dir(request.image_dir());
-  auto it = attempts_.find(request.job_id());
-  if (it == attempts_.end() || it->second != request.attempt()) {
+  if (!parts_.runs(request.job_id(), request.attempt())) {
     done->set_reason("the job does not run here");
   } else {
     // CRIU runs beside the loop (a fraction of a second to seconds per GB,
@@ -427,7 +421,7 @@ void Agent::on_checkpoint(const overlay::Checkpoint& request) {
         request.job_id(), request.image_dir(),
         request.stop() ? CheckpointThen::kStop : CheckpointThen::kContinue);
     if (begun.is_ok()) {
-      checkpoints_in_flight_[request.job_id()] = request;
+      parts_.checkpoint_began(request);
       sync_wait_fds();  // the executor's "dump done" fd
       return;
     }
@@ -440,10 +434,7 @@ void Agent::send_checkpoint_done(const overlay::Checkpoint& request, overlay::En
   const overlay::CheckpointDone& done = envelope.checkpoint_done();
   spdlog::info("job {}: checkpoint into {}: {}", request.job_id(), request.image_dir(),
                done.ok() ? "done" : done.reason());
-  // Far more than a node answers while a leader restarts.
-  constexpr std::size_t kAnswersKept = 256;
-  checkpoints_answered_.push_back(done);
-  if (checkpoints_answered_.size() > kAnswersKept) checkpoints_answered_.pop_front();
+  parts_.checkpoint_answered(done);
   Status sent = overlay_->send(std::move(envelope));
   if (!sent.is_ok())
     spdlog::warn("job {}: checkpoint answer: {}", request.job_id(), sent.message());
@@ -451,14 +442,14 @@ void Agent::send_checkpoint_done(const overlay::Checkpoint& request, overlay::En
 
 void Agent::on_checkpoints_done() {
   for (const CheckpointOutcome& outcome : executor_->finished_checkpoints()) {
-    auto request = checkpoints_in_flight_.find(outcome.id);
-    if (request == checkpoints_in_flight_.end()) continue;
+    std::optional<overlay::Checkpoint> request = parts_.checkpoint_ended(outcome.id);
+    if (!request) continue;
     overlay::Envelope envelope;
     envelope.set_dst(0);
     overlay::CheckpointDone* done = envelope.mutable_checkpoint_done();
     done->set_job_id(outcome.id);
-    done->set_attempt(request->second.attempt());
-    done->set_image_dir(request->second.image_dir());
+    done->set_attempt(request->attempt());
+    done->set_image_dir(request->image_dir());
     if (!outcome.status.is_ok()) {
       done->set_reason(outcome.status.message());
     } else {
@@ -468,17 +459,14 @@ void Agent::on_checkpoints_done() {
       done->set_dump_seconds(outcome.result.dump_seconds);
       if (outcome.result.stopped) forget(outcome.id);
     }
-    send_checkpoint_done(request->second, std::move(envelope));
-    checkpoints_in_flight_.erase(request);
+    send_checkpoint_done(*request, std::move(envelope));
   }
 }
 
 void Agent::on_resize(const overlay::Resize& request) {
   const JobId id = request.job_id();
-  auto attempt = attempts_.find(id);
   auto files = elastic_.find(id);
-  if (attempt == attempts_.end() || attempt->second != request.attempt() ||
-      files == elastic_.end()) {
+  if (!parts_.runs(id, request.attempt()) || files == elastic_.end()) {
     answer_resize(request, overlay::ResizeDone::FAILED, "the job's first part does not run here",
                   0);
     return;
@@ -521,44 +509,24 @@ void Agent::answer_resize(const overlay::Resize& request, overlay::ResizeDone::O
 }
 
 void Agent::on_kill(const overlay::Kill& kill) {
-  if (kill.step() == 0 && !kill.only_part()) {
-    // Not started yet: in its prolog, or held behind an epilog.
-    auto prolog = in_prolog_.find(kill.job_id());
-    std::optional<overlay::Launch> waiting;
-    if (prolog != in_prolog_.end() && prolog->second.attempt() == kill.attempt()) {
-      waiting = std::move(prolog->second);
-      in_prolog_.erase(prolog);  // the prolog runs to its end; its outcome is ignored
-    }
-    for (auto h = held_launches_.begin(); h != held_launches_.end(); ++h) {
-      if (h->job_id() != kill.job_id() || h->attempt() != kill.attempt()) continue;
-      waiting = std::move(*h);
-      held_launches_.erase(h);
-      break;
-    }
-    if (waiting) {
-      script_env_.erase(kill.job_id());
-      remember_finished(kill.job_id(), kill.attempt(), waiting->part());
+  const PartTable::Kill decision = parts_.kill(kill);
+  switch (decision.kind) {
+    case PartTable::Kill::Kind::kIgnore: return;
+    case PartTable::Kill::Kind::kCancelledBeforeStart:
       report(kill.job_id(), kill.attempt(), overlay::JobUpdate::CANCELLED, 0,
-             "cancelled before it started here", waiting->part());
+             "cancelled before it started here", decision.part);
       return;
-    }
+    case PartTable::Kill::Kind::kCancelStep:
+      if (Status s = executor_->cancel_step(kill.job_id(), kill.step()); !s.is_ok()) {
+        spdlog::info("job {} step {}: cancel: {}", kill.job_id(), kill.step(), s.message());
+      }
+      return;
+    case PartTable::Kill::Kind::kCancelPart:
+      if (Status s = executor_->cancel(kill.job_id()); !s.is_ok()) {
+        spdlog::warn("job {}: cancel: {}", kill.job_id(), s.message());
+      }
+      return;
   }
-  auto it = attempts_.find(kill.job_id());
-  if (it == attempts_.end()) return;
-  if (kill.only_part()) {
-    // A part a resize took away: not a newer part of the job on this node.
-    auto part = parts_.find(kill.job_id());
-    if (it->second != kill.attempt() || part == parts_.end() || part->second != kill.part()) return;
-  }
-  if (kill.step() != 0) {
-    if (it->second != kill.attempt()) return;
-    Status s = executor_->cancel_step(kill.job_id(), kill.step());
-    if (!s.is_ok())
-      spdlog::info("job {} step {}: cancel: {}", kill.job_id(), kill.step(), s.message());
-    return;
-  }
-  Status s = executor_->cancel(kill.job_id());
-  if (!s.is_ok()) spdlog::warn("job {}: cancel: {}", kill.job_id(), s.message());
 }
 
 void Agent::on_job_exits() {
@@ -568,7 +536,7 @@ void Agent::on_job_exits() {
   report_started();  // a part's start before its end
   // Output before ends: the leader closes a job's output at its end.
   send_output(executor_->take_output());
-  send_pmi_events(executor_->take_pmi_events());
+  mpi_->send_events(executor_->take_pmi_events(), wall_clock_now());
   for (const JobExit& exit : exits) {
     overlay::JobUpdate::Kind kind = overlay::JobUpdate::COMPLETED;
     switch (exit.kind) {
@@ -577,20 +545,18 @@ void Agent::on_job_exits() {
       case ExitKind::kCancelled: kind = overlay::JobUpdate::CANCELLED; break;
       case ExitKind::kTimeout: kind = overlay::JobUpdate::TIMEOUT; break;
     }
-    auto attempt = attempts_.find(exit.id);
-    const std::uint32_t run = attempt == attempts_.end() ? 0 : attempt->second;
     if (exit.step != 0) {
+      const std::uint32_t run = parts_.step_ended(exit.id, exit.step);
       report(exit.id, run, kind, exit.exit_code, exit.reason, std::nullopt, exit.step, &exit);
       part_journal_->ack(exit.id, run, exit.step);
-      steps_.erase({exit.id, exit.step});
-      finished_steps_.emplace(exit.id, exit.step);
       continue;
     }
-    report(exit.id, run, kind, exit.exit_code, exit.reason, std::nullopt, 0, &exit);
-    forget(exit.id);
-    run_epilog(exit.id);
-    // Its steps have ended before it (reap() saw to it): forget them too.
-    std::erase_if(finished_steps_, [&](const auto& s) { return s.first == exit.id; });
+    // Its steps have ended before it (reap() saw to it).
+    const Part* part = parts_.running(exit.id);
+    report(exit.id, part ? part->attempt : 0, kind, exit.exit_code, exit.reason, std::nullopt, 0,
+           &exit);
+    std::optional<Part> gone = forget(exit.id);
+    run_epilog(exit.id, gone ? std::move(gone->script_env) : ScriptEnv{});
   }
   sync_wait_fds();
 }
@@ -600,8 +566,8 @@ void Agent::send_output(std::vector<TaskOutput> chunks) {
     OutputLog::Chunk chunk;
     chunk.id = out.id;
     chunk.step = out.step;
-    auto attempt = attempts_.find(out.id);
-    chunk.attempt = attempt == attempts_.end() ? 0 : attempt->second;
+    const Part* part = parts_.running(out.id);
+    chunk.attempt = part ? part->attempt : 0;
     chunk.rank = out.rank;
     chunk.is_stderr = out.is_stderr;
     chunk.data = std::move(out.data);
@@ -643,13 +609,8 @@ void Agent::send_output_chunk(const OutputLog::Chunk& chunk) {
 }
 
 void Agent::on_signal(const overlay::Signal& request) {
-  auto attempt = attempts_.find(request.job_id());
-  if (attempt == attempts_.end() || attempt->second != request.attempt()) return;  // stale
-  if (request.seq() != 0) {
-    std::uint64_t& received = signals_received_[request.job_id()];
-    if (request.seq() <= received) return;  // a copy sent again after the tree healed
-    received = request.seq();
-  }
+  // Not a stale attempt's, nor a copy sent again after the tree healed.
+  if (!parts_.take_signal(request.job_id(), request.attempt(), request.seq())) return;
   Status s = request.step() != 0
                  ? executor_->signal_step(request.job_id(), request.step(), request.signo())
                  : executor_->signal(request.job_id(), request.signo());
@@ -658,28 +619,19 @@ void Agent::on_signal(const overlay::Signal& request) {
 }
 
 void Agent::on_set_time_limit(const overlay::SetTimeLimit& request) {
-  auto attempt = attempts_.find(request.job_id());
-  if (attempt == attempts_.end() || attempt->second != request.attempt()) return;  // stale
+  if (!parts_.runs(request.job_id(), request.attempt())) return;  // stale
   Status s = executor_->set_time_limit(request.job_id(), request.time_limit_s());
   if (!s.is_ok()) spdlog::info("job {}: time limit: {}", request.job_id(), s.message());
 }
 
 void Agent::on_input(const overlay::Input& input) {
-  auto attempt = attempts_.find(input.job_id());
-  if (attempt == attempts_.end() || attempt->second != input.attempt()) return;  // stale
-  // A copy sent again after the tree healed: only what was not written yet.
-  InputReceived& received = input_received_[{input.job_id(), input.step()}];
-  std::string_view data = input.data();
-  if (input.offset() < received.bytes) {
-    data.remove_prefix(std::min<std::uint64_t>(data.size(), received.bytes - input.offset()));
-  }
-  const bool eof = input.eof() && !received.eof;
-  if (data.empty() && !eof && input.rows() == 0 && input.cols() == 0) return;
-  received.bytes = std::max(received.bytes, input.offset() + input.data().size());
-  received.eof = received.eof || input.eof();
+  // Not a stale attempt's; of a copy sent again after the tree healed, only
+  // what was not written yet.
+  std::optional<PartTable::InputToWrite> fresh = parts_.take_input(input);
+  if (!fresh) return;
   TaskInput in;
-  in.data = std::string(data);
-  in.eof = eof;
+  in.data = std::move(fresh->data);
+  in.eof = fresh->eof;
   in.rows = input.rows();
   in.cols = input.cols();
   Status s = executor_->write_input(input.job_id(), input.step(), in);
@@ -692,8 +644,7 @@ void Agent::on_usage_query(const overlay::UsageQuery& query) {
   overlay::UsageReport& report = *envelope.mutable_usage_report();
   report.set_job_id(query.job_id());
   report.set_query(query.query());
-  auto attempt = attempts_.find(query.job_id());
-  const bool here = attempt != attempts_.end() && attempt->second == query.attempt();
+  const bool here = parts_.runs(query.job_id(), query.attempt());
   auto usage = here ? executor_->usage(query.job_id(), query.step())
                     : Result<LiveUsage>(not_found("not here"));
   report.set_found(usage.is_ok());
@@ -703,12 +654,11 @@ void Agent::on_usage_query(const overlay::UsageQuery& query) {
     report.set_max_memory_bytes(usage->max_memory_bytes);
   }
   if (usage.is_ok() && query.step() == 0) {
-    for (auto it = steps_.lower_bound({query.job_id(), 0});
-         it != steps_.end() && it->first == query.job_id(); ++it) {
-      auto step = executor_->usage(query.job_id(), it->second);
+    for (std::uint32_t step_id : parts_.steps_of(query.job_id())) {
+      auto step = executor_->usage(query.job_id(), step_id);
       if (!step.is_ok()) continue;  // ended meanwhile
       overlay::StepUsage& s = *report.add_steps();
-      s.set_step(it->second);
+      s.set_step(step_id);
       s.set_cpu_time_us(step->cpu_time_us);
       s.set_memory_bytes(step->memory_bytes);
       s.set_max_memory_bytes(step->max_memory_bytes);
@@ -753,8 +703,8 @@ void Agent::report(JobId id, std::uint32_t attempt, overlay::JobUpdate::Kind kin
   }
   if (part) {
     update->set_part(*part);
-  } else if (auto running = parts_.find(id); running != parts_.end()) {
-    update->set_part(running->second);
+  } else if (const Part* running = parts_.running(id)) {
+    update->set_part(running->part);
   }
   if (kind != overlay::JobUpdate::STARTED) {
     end_sent_at_[{id, step}] = update->time_us();

@@ -22,35 +22,21 @@ namespace hpcq::agent {
 void Agent::on_launch(const overlay::Launch& launch) {
   const JobId id = launch.job_id();
   if (launch.step() != 0) return on_step_launch(launch);
-  if (auto running = attempts_.find(id); running != attempts_.end()) {
-    auto part = parts_.find(id);
-    if (running->second == launch.attempt() && part != parts_.end() &&
-        part->second != launch.part()) {
-      // A new part (an expansion) while the part a node failure or shrink
-      // took from here is still ending: refused, so that the leader undoes
-      // the expansion rather than count on a part that does not run.
+  switch (parts_.launch(launch)) {
+    case PartTable::Launch::kStart: break;
+    case PartTable::Launch::kReportStarted:
+      report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "");
+      return;
+    case PartTable::Launch::kRefuse:
       report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1,
              "an earlier part of the job is still ending here", launch.part());
       return;
-    }
-    // A repeat: the leader has not seen our STARTED yet, or it is to come.
-    if (running->second == launch.attempt() && !starting_.count({id, 0})) {
-      report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "");
-    }
-    return;
-  }
-  if (finished_.count({id, (std::uint64_t{launch.attempt()} << 32) | launch.part()})) {
-    spdlog::debug("job {}: launch ignored, this attempt already ran here", id);
-    return;
-  }
-  if (restores_in_flight_.count(id)) return;  // a repeat: STARTED follows the restore
-  if (in_prolog_.count(id)) return;           // a repeat: STARTED follows the prolog
-  const auto held = [id](const overlay::Launch& l) { return l.job_id() == id; };
-  if (std::any_of(held_launches_.begin(), held_launches_.end(), held)) return;
-  if (epilogs_running_ > 0) {
-    spdlog::info("job {}: starts once this node's epilog has ended", id);
-    held_launches_.push_back(launch);
-    return;
+    case PartTable::Launch::kHold:
+      spdlog::info("job {}: starts once this node's epilog has ended", id);
+      return;
+    case PartTable::Launch::kIgnore:
+      spdlog::debug("job {}: launch ignored: a repeat, or this part already ran here", id);
+      return;
   }
   Result<JobLaunch> translated =
       job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
@@ -70,17 +56,14 @@ void Agent::on_step_launch(const overlay::Launch& launch) {
     spdlog::warn("job {} step {}: launch failed: {}", id, step, why);
     report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why, std::nullopt, step);
   };
-  if (steps_.count({id, step})) {
-    // A repeat: the leader has not seen our STARTED yet, or it is to come.
-    if (!starting_.count({id, step})) {
+  switch (parts_.step_launch(launch)) {
+    case PartTable::Launch::kStart: break;
+    case PartTable::Launch::kReportStarted:
       report(id, launch.attempt(), overlay::JobUpdate::STARTED, 0, "", std::nullopt, step);
-    }
-    return;
-  }
-  if (finished_steps_.count({id, step})) return;
-  auto running = attempts_.find(id);
-  if (running == attempts_.end() || running->second != launch.attempt()) {
-    return fail("the job is not running on this node");
+      return;
+    case PartTable::Launch::kRefuse: return fail("the job is not running on this node");
+    case PartTable::Launch::kHold:
+    case PartTable::Launch::kIgnore: return;
   }
   Result<JobLaunch> translated =
       job_launch_from_message(launch, options_.rank, config_.ranks[options_.rank].name, host_);
@@ -92,8 +75,7 @@ void Agent::on_step_launch(const overlay::Launch& launch) {
     part_journal_->ack(id, launch.attempt(), step);
     return fail(launched.message());
   }
-  steps_.emplace(id, step);
-  starting_.emplace(id, step);
+  parts_.step_starting(id, step);
   report_started();
   sync_wait_fds();
 }
@@ -116,6 +98,7 @@ void Agent::start_part(const overlay::Launch& launch, JobLaunch job) {
       // Explicit rather than an elastic job that cannot hear of resizes.
       const std::string why = "elastic job files: " + files.status().message();
       spdlog::warn("job {}: {}", id, why);
+      parts_.start_failed(id);
       report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, why, launch.part());
       return;
     }
@@ -134,7 +117,7 @@ void Agent::start_part(const overlay::Launch& launch, JobLaunch job) {
     const std::string image_dir = launch.restore_from() + "/part-" + job.env["HPCQ_NODEID"];
     launched = executor_->begin_restore(job, image_dir, wall_clock_now());
     if (launched.is_ok()) {
-      restores_in_flight_[id] = {launch.attempt(), launch.part(), image_dir};
+      parts_.restoring(launch, script_env(id, job), image_dir);
       sync_wait_fds();
       return;
     }
@@ -148,14 +131,12 @@ void Agent::start_part(const overlay::Launch& launch, JobLaunch job) {
   if (!launched.is_ok()) {
     spdlog::warn("job {}: launch failed: {}", id, launched.message());
     part_journal_->ack(id, launch.attempt());
+    parts_.start_failed(id);
     elastic_.erase(id);
-    script_env_.erase(id);
     report(id, launch.attempt(), overlay::JobUpdate::FAILED, 1, launched.message(), launch.part());
     return;
   }
-  attempts_[id] = launch.attempt();
-  parts_[id] = launch.part();
-  starting_.emplace(id, 0);
+  parts_.starting(launch, script_env(id, job));
   report_started();  // at once where the executor is done already (TestExecutor)
   sync_wait_fds();
 }
@@ -164,34 +145,27 @@ void Agent::report_started() {
   for (const LaunchStarted& started : executor_->take_started()) {
     // A restore's start is reported by on_restores_done; a part forgotten
     // meanwhile (stopped by a checkpoint) by nobody.
-    if (starting_.erase({started.id, started.step}) == 0) continue;
-    auto attempt = attempts_.find(started.id);
-    if (attempt == attempts_.end()) continue;
-    report(started.id, attempt->second, overlay::JobUpdate::STARTED, 0, "", std::nullopt,
-           started.step);
+    std::optional<Part> part = parts_.started(started.id, started.step);
+    if (!part) continue;
+    report(started.id, part->attempt, overlay::JobUpdate::STARTED, 0, "", part->part, started.step);
   }
 }
 
 void Agent::on_restores_done() {
   for (const RestoreOutcome& outcome : executor_->finished_restores()) {
-    auto in_flight = restores_in_flight_.find(outcome.id);
-    if (in_flight == restores_in_flight_.end()) continue;
-    const RestoreInFlight restore = std::move(in_flight->second);
-    restores_in_flight_.erase(in_flight);
+    std::optional<Part> restore = parts_.restored(outcome.id, outcome.status.is_ok());
+    if (!restore) continue;
     if (!outcome.status.is_ok()) {
       const std::string why =
           std::string(overlay::kRestoreFailedReason) + ": " + outcome.status.message();
       spdlog::warn("job {}: launch failed: {}", outcome.id, why);
-      part_journal_->ack(outcome.id, restore.attempt);
+      part_journal_->ack(outcome.id, restore->attempt);
       elastic_.erase(outcome.id);
-      script_env_.erase(outcome.id);
-      report(outcome.id, restore.attempt, overlay::JobUpdate::FAILED, 1, why, restore.part);
+      report(outcome.id, restore->attempt, overlay::JobUpdate::FAILED, 1, why, restore->part);
       continue;
     }
-    spdlog::info("job {}: restored from {}", outcome.id, restore.image_dir);
-    attempts_[outcome.id] = restore.attempt;
-    parts_[outcome.id] = restore.part;
-    report(outcome.id, restore.attempt, overlay::JobUpdate::STARTED, 0, "", restore.part);
+    spdlog::info("job {}: restored from {}", outcome.id, restore->image_dir);
+    report(outcome.id, restore->attempt, overlay::JobUpdate::STARTED, 0, "", restore->part);
   }
 }
 
@@ -223,13 +197,12 @@ void Agent::take_back_parts() {
         }
       }
     }
-    if (launch.step() != 0) {
-      steps_.emplace(id, launch.step());
+    if (!parts_.adopt(launch, job.is_ok() ? script_env(id, *job) : ScriptEnv{})) {
+      spdlog::warn("job {} step {}: its part is not here any more: killed", id, launch.step());
+      running.insert({id, launch.step()});
       continue;
     }
-    attempts_[id] = launch.attempt();
-    parts_[id] = launch.part();
-    if (job.is_ok()) keep_script_env(id, *job);
+    if (launch.step() != 0) continue;
     spdlog::info("job {}: running on from the previous agent (attempt {}{})", id, launch.attempt(),
                  launch.elastic() ? "; it hears of no resize here any more" : "");
   }
@@ -245,31 +218,12 @@ void Agent::take_back_parts() {
   }
 }
 
-void Agent::forget(JobId id) {
-  auto attempt = attempts_.find(id);
-  if (attempt != attempts_.end()) {
-    auto part = parts_.find(id);
-    remember_finished(id, attempt->second, part == parts_.end() ? 0 : part->second);
-    part_journal_->ack(id, attempt->second);
-    attempts_.erase(attempt);
-  }
-  parts_.erase(id);
-  std::erase_if(starting_, [id](const auto& started) { return started.first == id; });
+std::optional<Part> Agent::forget(JobId id) {
+  std::optional<Part> part = parts_.ended(id);
+  if (part) part_journal_->ack(id, part->attempt);
   elastic_.erase(id);
-  signals_received_.erase(id);
-  if (std::exchange(release_at_job_end_, false)) release_free_memory();  // its PMI fences' memory
-  std::erase_if(input_received_, [id](const auto& in) { return in.first.first == id; });
-}
-
-void Agent::remember_finished(JobId id, std::uint32_t attempt, std::uint32_t part) {
-  constexpr std::size_t kRemembered = 100'000;
-  const std::uint64_t key = (std::uint64_t{attempt} << 32) | part;
-  if (!finished_.insert({id, key}).second) return;
-  finished_order_.emplace_back(id, key);
-  if (finished_order_.size() > kRemembered) {
-    finished_.erase(finished_order_.front());
-    finished_order_.pop_front();
-  }
+  if (mpi_) mpi_->on_part_ended();
+  return part;
 }
 
 }  // namespace hpcq::agent

@@ -181,6 +181,10 @@ bool PartTable::runs(JobId job, std::uint32_t attempt) const {
   return part && part->attempt == attempt;
 }
 
+bool PartTable::runs(JobId job, std::uint32_t attempt, std::uint32_t step) const {
+  return runs(job, attempt) && (step == 0 || step_runs(job, step));
+}
+
 bool PartTable::step_runs(JobId job, std::uint32_t step) const {
   const Part* part = running(job);
   return part && part->steps.count(step);

@@ -133,6 +133,8 @@ class PartTable {
   // The part of `attempt` of the job starts or runs here: what the leader's
   // signals, input, checkpoints, resizes, fences and queries act on.
   bool runs(JobId job, std::uint32_t attempt) const;
+  // ... and its step `step` runs too (0: the part itself).
+  bool runs(JobId job, std::uint32_t attempt, std::uint32_t step) const;
   bool step_runs(JobId job, std::uint32_t step) const;
   // The part starting or running (not held, in its prolog or restoring).
   const Part* running(JobId job) const;

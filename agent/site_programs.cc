@@ -10,72 +10,59 @@
 
 namespace hpcq::agent {
 
-void Agent::keep_script_env(JobId id, const JobLaunch& job) {
-  if (config_.agent_prolog.empty() && config_.agent_epilog.empty()) return;
+ScriptEnv Agent::script_env(JobId id, const JobLaunch& job) const {
+  if (config_.agent_prolog.empty() && config_.agent_epilog.empty()) return {};
   // Slurm's prolog and epilog environment, with HPCQ_ names.
   auto nodelist = job.env.find("HPCQ_NODELIST");
-  script_env_[id] = {{"HPCQ_JOB_ID", std::to_string(id)},
-                     {"HPCQ_JOB_UID", std::to_string(job.uid)},
-                     {"HPCQ_JOB_GID", std::to_string(job.gid)},
-                     {"HPCQ_JOB_USER", job.user},
-                     {"HPCQ_JOB_NODELIST", nodelist == job.env.end() ? "" : nodelist->second},
-                     {"HPCQ_NODENAME", config_.ranks[options_.rank].name},
-                     {"HPCQ_SCRIPT_CONTEXT", "prolog"}};
+  return {{"HPCQ_JOB_ID", std::to_string(id)},
+          {"HPCQ_JOB_UID", std::to_string(job.uid)},
+          {"HPCQ_JOB_GID", std::to_string(job.gid)},
+          {"HPCQ_JOB_USER", job.user},
+          {"HPCQ_JOB_NODELIST", nodelist == job.env.end() ? "" : nodelist->second},
+          {"HPCQ_NODENAME", config_.ranks[options_.rank].name},
+          {"HPCQ_SCRIPT_CONTEXT", "prolog"}};
 }
 
 void Agent::run_prolog_then_start(const overlay::Launch& launch, JobLaunch job) {
   const JobId id = launch.job_id();
-  keep_script_env(id, job);
   if (config_.agent_prolog.empty()) return start_part(launch, std::move(job));
-  in_prolog_[id] = launch;
+  ScriptEnv env = script_env(id, job);
+  parts_.start_prolog(launch, env);
   scripts_.run(
-      config_.agent_prolog, script_env_[id], std::chrono::seconds(config_.agent_script_timeout_s),
+      config_.agent_prolog, env, std::chrono::seconds(config_.agent_script_timeout_s),
       [this, id, attempt = launch.attempt(), job = std::move(job)](const ScriptOutcome& outcome) {
-        auto it = in_prolog_.find(id);
-        if (it == in_prolog_.end() || it->second.attempt() != attempt) return;  // cancelled
-        const overlay::Launch launch = std::move(it->second);
-        in_prolog_.erase(it);
-        if (outcome.ok()) return start_part(launch, job);
+        std::optional<overlay::Launch> launch = parts_.prolog_ended(id, attempt, outcome.ok());
+        if (!launch) return;  // cancelled meanwhile
+        if (outcome.ok()) return start_part(*launch, job);
         // Not the job's failure: it is requeued and the node drained.
         const std::string why = std::string(overlay::kNodeErrorReason) + ": " +
                                 outcome.describe("prolog", config_.agent_prolog);
         spdlog::warn("job {}: {}", id, why);
-        script_env_.erase(id);
-        remember_finished(id, attempt, launch.part());  // a repeated launch does not run it
-        report(id, attempt, overlay::JobUpdate::FAILED, 1, why, launch.part());
+        report(id, attempt, overlay::JobUpdate::FAILED, 1, why, launch->part());
       });
 }
 
-void Agent::run_epilog(JobId id) {
-  auto env = script_env_.extract(id);
+void Agent::run_epilog(JobId id, ScriptEnv env) {
   if (config_.agent_epilog.empty()) return;
   if (env.empty()) {
     // A part this agent adopted after its restart: what it knows of it.
-    env.key() = id;
-    env.mapped() = {{"HPCQ_JOB_ID", std::to_string(id)},
-                    {"HPCQ_NODENAME", config_.ranks[options_.rank].name}};
+    env = {{"HPCQ_JOB_ID", std::to_string(id)},
+           {"HPCQ_NODENAME", config_.ranks[options_.rank].name}};
   }
-  env.mapped()["HPCQ_SCRIPT_CONTEXT"] = "epilog";
-  ++epilogs_running_;
-  scripts_.run(config_.agent_epilog, env.mapped(),
-               std::chrono::seconds(config_.agent_script_timeout_s),
+  env["HPCQ_SCRIPT_CONTEXT"] = "epilog";
+  parts_.epilog_began();
+  scripts_.run(config_.agent_epilog, env, std::chrono::seconds(config_.agent_script_timeout_s),
                [this, id](const ScriptOutcome& outcome) {
-                 --epilogs_running_;
                  if (!outcome.ok()) {
                    const std::string why = outcome.describe("epilog", config_.agent_epilog) +
                                            " (job " + std::to_string(id) + ")";
                    spdlog::warn("agent: {}", why);
                    send_node_check(overlay::NodeCheck::EPILOG, why);
                  }
-                 release_held_launches();
+                 // As Slurm's COMPLETING node, this node started no new job
+                 // until its last epilog ended.
+                 for (const overlay::Launch& held : parts_.epilog_ended()) on_launch(held);
                });
-}
-
-void Agent::release_held_launches() {
-  if (epilogs_running_ > 0) return;
-  std::deque<overlay::Launch> held = std::move(held_launches_);
-  held_launches_.clear();
-  for (const overlay::Launch& launch : held) on_launch(launch);
 }
 
 void Agent::run_health_check() {

@@ -89,7 +89,7 @@ PmiExchange::PmiExchange(Context& ctx, JobActions& actions, Steps& steps)
       actions_(actions),
       steps_(steps),
       // A node whose copy of an outcome was lost asks again two heartbeats
-      // after it sent its part (agent/mpi_exchange.cc), unless it is cut
+      // after it sent its part (agent/mpi_relay.cc), unless it is cut
       // off: then within node_down_after_ms it is down and its jobs end.
       merge_(static_cast<std::size_t>(ctx.config.pmi_max_kvs_bytes),
              (static_cast<TimeUs>(ctx.config.node_down_after_ms) +

@@ -73,8 +73,8 @@ TEST(PartTable, LaunchOfAPart) {
       {"repeat while held", held, launch_of(1), L::kIgnore, S::kHeld},
       {"a new part of the attempt while the earlier one ends",
        [](PartTable& t) { running(t, 1, 0); }, launch_of(1, 1), L::kRefuse, S::kRunning},
-      {"another attempt while an older runs", [](PartTable& t) { running(t, 1); },
-       launch_of(2), L::kIgnore, S::kRunning},
+      {"another attempt while an older runs", [](PartTable& t) { running(t, 1); }, launch_of(2),
+       L::kIgnore, S::kRunning},
       {"repeat of a part that ended here", ended, launch_of(1), L::kIgnore, std::nullopt},
       {"a new part of the attempt after the earlier ended", ended, launch_of(1, 1), L::kStart,
        std::nullopt},
@@ -102,8 +102,7 @@ TEST(PartTable, LaunchOfAStep) {
   const Case cases[] = {
       {"the job does not run here", [](PartTable&) {}, launch_of(1, 0, 1), L::kRefuse},
       {"the job is in its prolog", in_prolog, launch_of(1, 0, 1), L::kRefuse},
-      {"another attempt runs", [](PartTable& t) { running(t, 2); }, launch_of(1, 0, 1),
-       L::kRefuse},
+      {"another attempt runs", [](PartTable& t) { running(t, 2); }, launch_of(1, 0, 1), L::kRefuse},
       {"new", [](PartTable& t) { running(t); }, launch_of(1, 0, 1), L::kStart},
       {"repeat while its tasks start",
        [](PartTable& t) {
@@ -236,6 +235,10 @@ TEST(PartTable, EndRemembersThePartAndDropsItsSteps) {
   running(t, 3, 1);
   t.step_starting(kJob, 1);
   EXPECT_TRUE(t.step_runs(kJob, 1));
+  EXPECT_TRUE(t.runs(kJob, 3, 1));
+  EXPECT_TRUE(t.runs(kJob, 3, 0));
+  EXPECT_FALSE(t.runs(kJob, 3, 2));  // no such step
+  EXPECT_FALSE(t.runs(kJob, 2, 1));  // another attempt
   EXPECT_EQ(t.steps_of(kJob), std::vector<std::uint32_t>{1});
   EXPECT_EQ(t.step_ended(kJob, 1), 3u);
   EXPECT_FALSE(t.step_runs(kJob, 1));

@@ -1,23 +1,31 @@
-// Agent's half for the MPI worlds that span nodes (proto/overlay.proto's
-// Pmi* messages): a shell's fence contribution goes up the tree and an
-// outcome comes down it, each combined or split here on the way
-// (fence_tree.h, through the overlay's relay); a shell's failure goes to the
-// leader; PMIx direct modex requests go to the node that runs the rank, and
-// their answers back. Unanswered fences and requests are sent again.
+#include "agent/mpi_relay.h"
+
 #include <spdlog/spdlog.h>
 
-#include "agent/agent.h"
 #include "lib/core/clock.h"
 #include "lib/core/release_memory.h"
 
 namespace hpcq::agent {
 
-void Agent::send_pmi_events(std::vector<PmiEvent> events) {
+MpiRelay::MpiRelay(const Options& options, overlay::Overlay& overlay, Executor& executor,
+                   const PartTable& parts)
+    : options_(options),
+      overlay_(overlay),
+      executor_(executor),
+      parts_(parts),
+      fence_tree_(options.rank, options.fanout, options.max_kvs_bytes) {}
+
+void MpiRelay::send(overlay::Envelope envelope, const char* what) {
+  Status s = overlay_.send(std::move(envelope));
+  if (!s.is_ok()) spdlog::debug("{}: {}", what, s.message());
+}
+
+void MpiRelay::send_events(std::vector<PmiEvent> events, TimeUs now) {
   for (PmiEvent& event : events) {
     overlay::Envelope envelope;
     envelope.set_dst(0);
-    auto attempt = attempts_.find(event.id);
-    const std::uint32_t run = attempt == attempts_.end() ? 0 : attempt->second;
+    const Part* part = parts_.running(event.id);
+    const std::uint32_t run = part ? part->attempt : 0;
     switch (event.kind) {
       case PmiEvent::Kind::kFailure: {
         overlay::PmiFailure& out = *envelope.mutable_pmi_failure();
@@ -41,8 +49,8 @@ void Agent::send_pmi_events(std::vector<PmiEvent> events) {
         own.set_rank(options_.rank);
         fence_bytes_since_release_ += event.data.size();
         own.set_kvs(std::move(event.data));
-        fences_[{event.id, event.step}] = {out, wall_clock_now()};
-        fence_up(std::move(out));
+        fences_[{event.id, event.step}] = {out, now};
+        fence_up(std::move(out), now);
         continue;
       }
       case PmiEvent::Kind::kModexRequest: {
@@ -53,7 +61,7 @@ void Agent::send_pmi_events(std::vector<PmiEvent> events) {
         out.set_step(event.step);
         out.set_rank(event.rank);
         out.set_id(event.tag);
-        modex_requests_[{event.id, event.step, event.tag}] = {envelope, wall_clock_now()};
+        modex_requests_[{event.id, event.step, event.tag}] = {envelope, now};
         break;
       }
       case PmiEvent::Kind::kModexData: {
@@ -69,30 +77,28 @@ void Agent::send_pmi_events(std::vector<PmiEvent> events) {
         break;
       }
     }
-    Status s = overlay_->send(std::move(envelope));
+    Status s = overlay_.send(std::move(envelope));
     if (!s.is_ok()) spdlog::warn("job {}: PMI: {}", event.id, s.message());
   }
 }
 
-void Agent::on_modex_request(Rank from, const overlay::PmiModexRequest& request) {
-  auto attempt = attempts_.find(request.job_id());
-  if (attempt == attempts_.end() || attempt->second != request.attempt())
-    return;  // not yet, or stale
+void MpiRelay::on_modex_request(Rank from, const overlay::PmiModexRequest& request) {
+  if (!parts_.runs(request.job_id(), request.attempt())) return;  // not yet, or stale
   ModexFrame frame;
   frame.kind = ModexFrame::Kind::kRequest;
   frame.tag = (static_cast<std::uint64_t>(from) << 32) | (request.id() & 0xffffffffu);
   frame.rank = request.rank();
-  Status s = executor_->deliver_modex(request.job_id(), request.step(), frame);
+  Status s = executor_.deliver_modex(request.job_id(), request.step(), frame);
   if (!s.is_ok()) spdlog::debug("job {}: PMIx modex request: {}", request.job_id(), s.message());
 }
 
-void Agent::on_modex_reply(const overlay::PmiModexReply& reply) {
+void MpiRelay::on_modex_reply(const overlay::PmiModexReply& reply) {
   auto asked = modex_requests_.find({reply.job_id(), reply.step(), reply.id()});
   if (asked == modex_requests_.end()) return;  // answered already (a copy), or stale
   if (asked->second.request.pmi_modex_request().attempt() != reply.attempt()) return;
   modex_requests_.erase(asked);
   for (const ModexFrame& frame : split_modex(reply.id(), reply.status(), reply.data())) {
-    Status s = executor_->deliver_modex(reply.job_id(), reply.step(), frame);
+    Status s = executor_.deliver_modex(reply.job_id(), reply.step(), frame);
     if (!s.is_ok()) {
       spdlog::info("job {}: PMIx modex reply: {}", reply.job_id(), s.message());
       return;
@@ -100,18 +106,15 @@ void Agent::on_modex_reply(const overlay::PmiModexReply& reply) {
   }
 }
 
-void Agent::repeat_unanswered_fences() {
-  const TimeUs now = wall_clock_now();
-  const TimeUs after = 2 * static_cast<TimeUs>(config_.heartbeat_interval_ms) * 1000;
+void MpiRelay::repeat_unanswered(TimeUs now) {
+  const TimeUs after = options_.repeat_after;
   std::erase_if(fences_, [&](const auto& f) {
     const auto [id, step] = f.first;
-    auto attempt = attempts_.find(id);
-    return attempt == attempts_.end() || attempt->second != f.second.fence.attempt() ||
-           (step != 0 && !steps_.count({id, step}));
+    return !parts_.runs(id, f.second.fence.attempt(), step);
   });
   for (auto& [key, pending] : fences_) {
     if (now - pending.sent_at < after) continue;
-    fence_up(pending.fence);
+    fence_up(pending.fence, now);
     pending.sent_at = now;
   }
   // Contributions of other nodes held here far longer than a fence waits.
@@ -122,15 +125,11 @@ void Agent::repeat_unanswered_fences() {
   // the rank's part yet, or the way to it may have healed.
   std::erase_if(modex_requests_, [&](const auto& m) {
     const auto& [id, step, tag] = m.first;
-    auto attempt = attempts_.find(id);
-    return attempt == attempts_.end() ||
-           attempt->second != m.second.request.pmi_modex_request().attempt() ||
-           (step != 0 && !steps_.count({id, step}));
+    return !parts_.runs(id, m.second.request.pmi_modex_request().attempt(), step);
   });
   for (auto& [key, pending] : modex_requests_) {
     if (now - pending.sent_at < after) continue;
-    overlay::Envelope envelope = pending.request;
-    (void)overlay_->send(std::move(envelope));
+    send(pending.request, "PMIx modex request");
     pending.sent_at = now;
   }
   // Large fences leave tcmalloc's free lists large: back to the OS, so that
@@ -139,57 +138,58 @@ void Agent::repeat_unanswered_fences() {
   if (fence_bytes_since_release_ >= kReleaseAfterBytes) {
     release_free_memory();
     fence_bytes_since_release_ = 0;
-    release_at_job_end_ = true;
+    release_at_part_end_ = true;
   }
 }
 
-bool Agent::on_relay(overlay::Envelope& envelope) {
+void MpiRelay::on_part_ended() {
+  if (std::exchange(release_at_part_end_, false)) release_free_memory();
+}
+
+bool MpiRelay::on_relay(overlay::Envelope& envelope, TimeUs now) {
   if (envelope.body_case() == overlay::Envelope::kPmiFence && envelope.dst() == 0) {
-    fence_up(std::move(*envelope.mutable_pmi_fence()));
+    fence_up(std::move(*envelope.mutable_pmi_fence()), now);
     return true;
   }
   if (envelope.body_case() == overlay::Envelope::kPmiFenceDone) {
-    fence_done_down(envelope.dst(), envelope.pmi_fence_done());
+    on_fence_done(envelope.dst(), envelope.pmi_fence_done());
     return true;
   }
   return false;
 }
 
-void Agent::fence_up(overlay::PmiFence fence) {
-  for (overlay::PmiFence& out : fence_tree_.up(std::move(fence), wall_clock_now())) {
+void MpiRelay::fence_up(overlay::PmiFence fence, TimeUs now) {
+  for (overlay::PmiFence& out : fence_tree_.up(std::move(fence), now)) {
     send_fence(std::move(out));
   }
 }
 
-void Agent::send_fence(overlay::PmiFence fence) {
+void MpiRelay::send_fence(overlay::PmiFence fence) {
   overlay::Envelope envelope;
   envelope.set_dst(0);
   *envelope.mutable_pmi_fence() = std::move(fence);
-  Status s = overlay_->send(std::move(envelope));
-  if (!s.is_ok()) spdlog::debug("PMI fence: {}", s.message());
+  send(std::move(envelope), "PMI fence");
 }
 
-void Agent::fence_done_down(Rank dst, const overlay::PmiFenceDone& done) {
+void MpiRelay::on_fence_done(Rank dst, const overlay::PmiFenceDone& done) {
   FenceTree::Down d = fence_tree_.down(dst, done);
   for (auto& [to, copy] : d.onward) {
     overlay::Envelope envelope;
     envelope.set_dst(to);
     *envelope.mutable_pmi_fence_done() = std::move(copy);
-    Status s = overlay_->send(std::move(envelope));
-    if (!s.is_ok()) spdlog::debug("PMI fence outcome to rank {}: {}", to, s.message());
+    send(std::move(envelope), "PMI fence outcome");
   }
-  if (d.here) on_fence_done(done);
+  if (d.here) deliver_fence_done(done);
 }
 
-void Agent::on_fence_done(const overlay::PmiFenceDone& done) {
+void MpiRelay::deliver_fence_done(const overlay::PmiFenceDone& done) {
   fence_bytes_since_release_ += done.kvs().size();
-  auto attempt = attempts_.find(done.job_id());
-  if (attempt == attempts_.end() || attempt->second != done.attempt()) return;  // stale
+  if (!parts_.runs(done.job_id(), done.attempt())) return;  // stale
   auto pending = fences_.find({done.job_id(), done.step()});
   if (pending != fences_.end() && pending->second.fence.seq() == done.seq()) fences_.erase(pending);
   Status s = done.error().empty()
-                 ? executor_->fence_done(done.job_id(), done.step(), done.seq(), done.kvs())
-                 : executor_->fence_failed(done.job_id(), done.step(), done.seq(), done.error());
+                 ? executor_.fence_done(done.job_id(), done.step(), done.seq(), done.kvs())
+                 : executor_.fence_failed(done.job_id(), done.step(), done.seq(), done.error());
   if (!s.is_ok()) spdlog::info("job {}: PMI fence {}: {}", done.job_id(), done.seq(), s.message());
 }
 
