@@ -59,8 +59,10 @@ int run(const std::string& name, const std::vector<std::string>& args, const std
   if (name == "sinfo") return hpcq::compat::sinfo(args);
   if (name == "scancel") return hpcq::compat::scancel(args);
   if (name == "scontrol") return hpcq::compat::scontrol(args);
+  if (name == "sstat") return hpcq::compat::sstat(args);
+  if (name == "sattach") return hpcq::compat::sattach(args);
   std::cerr << "hpcq-slurm: no Slurm command " << name
-            << " (sbatch, srun, salloc, squeue, sacct, sinfo, scancel, scontrol)\n";
+            << " (sbatch, srun, salloc, squeue, sacct, sinfo, scancel, scontrol, sstat, sattach)\n";
   return 1;
 }
 

@@ -30,6 +30,31 @@ bool allowed(const std::vector<std::string>& values, const std::string& value) {
   return values.empty() || std::find(values.begin(), values.end(), value) != values.end();
 }
 
+void print_table(const std::vector<Field>& fields, const TableStyle& style, std::size_t rows,
+                 const std::function<std::string(std::size_t, const Field&)>& value_of) {
+  auto print = [&](const std::function<std::string(const Field&)>& value) {
+    std::string out;
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      const Field& f = fields[i];
+      if (style.parsable) {
+        out += (i > 0 ? style.delimiter : "") + value(f);
+      } else {
+        out += (i > 0 ? " " : "") + pad(value(f), f, '+');
+      }
+    }
+    if (style.parsable && style.trailing) out += style.delimiter;
+    std::cout << out << "\n";
+  };
+  if (style.header) {
+    print([](const Field& f) { return f.name; });
+    if (!style.parsable)
+      print([](const Field& f) { return std::string(static_cast<std::size_t>(f.width), '-'); });
+  }
+  for (std::size_t row = 0; row < rows; ++row) {
+    print([&](const Field& f) { return value_of(row, f); });
+  }
+}
+
 namespace {
 
 using cli::Client;
@@ -460,27 +485,14 @@ int sacct(const std::vector<std::string>& args) {
     }
     for (const v1::Step& step : job.steps()) rows.push_back({&job, &step});
   }
-  auto print = [&](const std::function<std::string(const Field&)>& value_of) {
-    std::string out;
-    for (std::size_t i = 0; i < fields->size(); ++i) {
-      const Field& f = (*fields)[i];
-      if (parsable) {
-        out += (i > 0 ? delimiter : "") + value_of(f);
-      } else {
-        out += (i > 0 ? " " : "") + pad(value_of(f), f, '+');
-      }
-    }
-    if (o.has("parsable")) out += delimiter;  // -p ends each line with one too
-    std::cout << out << "\n";
-  };
-  if (!o.has("noheader")) {
-    print([](const Field& f) { return f.name; });
-    if (!parsable)
-      print([](const Field& f) { return std::string(static_cast<std::size_t>(f.width), '-'); });
-  }
-  for (const AcctRow& row : rows) {
-    print([&row, now](const Field& f) { return acct_field(row, f.name, now); });
-  }
+  TableStyle style;
+  style.header = !o.has("noheader");
+  style.parsable = parsable;
+  style.trailing = o.has("parsable");  // -p ends each line with one too
+  style.delimiter = delimiter;
+  print_table(*fields, style, rows.size(), [&rows, now](std::size_t row, const Field& f) {
+    return acct_field(rows[row], f.name, now);
+  });
   return 0;
 }
 

@@ -9,6 +9,8 @@ script sees: #SBATCH directives honoured, SLURM_* set in Slurm's forms,
 output files named by Slurm's patterns, exit codes as sacct's N:S."""
 import os
 import re
+import select
+import subprocess
 import sys
 import time
 
@@ -191,6 +193,61 @@ def test_partitions_nodes_and_hostnames():
     t.check("NodeName=node3" in shown and "CPUTot=2" in shown, f"scontrol show node: {shown!r}")
 
 
+def test_sstat_and_sattach_on_a_running_step():
+    """sstat measures a running job's steps (per node: hpcq has no per-task
+    figures); sattach follows a step's output from now on, labelled with -l."""
+    work = t.workdir()
+    gate = t.Gate(work)
+    script = os.path.join(work, "ticks.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n#SBATCH -N 1 -o ticks.out\n"
+                f"srun sh -c 'i=0; while [ ! -e {gate.path} ]; do echo tick $i; i=$((i+1)); "
+                "sleep 0.1; done; echo bye'\n")
+    job = sbatch(script, cwd=work)
+
+    def rows(*args):
+        p = slurm("sstat", "-n", "-P", "-j", job, *args)
+        return [line.split("|") for line in p.stdout.splitlines()]
+    t.wait_until("the job's srun step running", lambda: [r[0] for r in rows("-o", "JobID")] ==
+                 [f"{job}.0"])
+    measured = rows("-a", "--format=JobID,MaxRSS,MaxRSSNode,AveCPU,NTasks,Nodelist")
+    t.check([r[0] for r in measured] == [f"{job}.batch", f"{job}.0"], f"sstat -a: {measured}")
+    for r in measured:
+        t.check(re.fullmatch(r"\d+K", r[1]) and re.fullmatch(r"node\d", r[2]) and
+                re.fullmatch(r"\d\d:\d\d:\d\d", r[3]) and r[4] == "1" and r[5] == r[2],
+                f"sstat row {r}")
+    table = slurm("sstat", "-j", f"{job}.0").stdout.splitlines()
+    t.check(len(table) == 3 and table[0].split()[:2] == ["JobID", "MaxRSS"] and
+            set(table[1]) == {"-", " "} and table[2].split()[0] == f"{job}.0",
+            f"sstat's table: {table}")
+
+    attach = subprocess.Popen([os.path.join(SLURM_BIN, "sattach"), "-l", f"{job}.0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL)
+    first = b""
+    deadline = time.monotonic() + 30
+    while b"\n" not in first and time.monotonic() < deadline:
+        if select.select([attach.stdout], [], [], 1)[0]:
+            chunk = os.read(attach.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            first += chunk
+    first = first.decode().split("\n")[0]
+    t.check(re.fullmatch(r"0: tick \d+", first), f"sattach -l's first line {first!r}")
+    gate.open()
+    out, err = attach.communicate(timeout=60)
+    t.check(attach.returncode == 0 and out.decode().splitlines()[-1] == "0: bye",
+            f"sattach: rc {attach.returncode}, {out[-200:]!r} {err!r}")
+    t.check(wait_ended(job) == ("COMPLETED", "0:0"), f"job {job}")
+
+    p = slurm("sstat", "-j", job, rc=1)
+    t.check(p.stderr == f"sstat: error: no steps running for job {job}\n", f"{p.stderr!r}")
+    p = slurm("sstat", "-j", job, "-o", "MaxVMSize", rc=1)
+    t.check(p.stderr.count("\n") == 1 and "MaxVMSize" in p.stderr, f"{p.stderr!r}")
+    p = slurm("sattach", job, rc=1)
+    t.check(p.stderr.count("\n") == 1 and "JOB.STEP" in p.stderr, f"{p.stderr!r}")
+
+
 def test_what_hpcq_cannot_honour_is_refused_in_one_line():
     p = slurm("sbatch", "--mail-type=END", "--wrap", "true", rc=1)
     t.check(p.stderr == "sbatch: error: --mail-type: not honoured by hpcq (docs/slurm.md)\n",
@@ -208,4 +265,5 @@ t.main([test_a_wrapped_command_runs_and_sacct_reports_it,
         test_arrays_and_a_script_on_stdin,
         test_signal_goes_to_the_steps_or_with_b_to_the_script_alone,
         test_partitions_nodes_and_hostnames,
+        test_sstat_and_sattach_on_a_running_step,
         test_what_hpcq_cannot_honour_is_refused_in_one_line])
