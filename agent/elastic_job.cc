@@ -1,6 +1,6 @@
 #include "agent/elastic_job.h"
 
-#include "agent/executor/job_launch.h"
+#include "shell/contract.h"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <set>
 
-#include "agent/executor/pmi.h"
 #include "lib/core/units.h"
 #include "lib/job/job_env.h"
 #include "lib/overlay/messages.h"
 #include "lib/resource/allocator.h"
 #include "lib/resource/cpu_list.h"
+#include "shell/pmi.h"
 
 namespace hpcq::agent {
 namespace {

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "agent/executor/job_launch.h"
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
 #include "lib/resource/topology.h"
 #include "proto/overlay.pb.h"
+#include "shell/contract.h"
 
 namespace hpcq::agent {
 

@@ -29,15 +29,15 @@
 
 namespace {
 
-// The job shell sits beside the agent in the build tree, in libexec once installed.
+// The job shell is in the build tree's shell/, in libexec once installed.
 std::string default_job_shell() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n > 0) {
     buf[n] = '\0';
     auto dir = std::filesystem::path(buf).parent_path();
-    if (std::filesystem::exists(dir / "executor" / "hpcq-job-shell")) {
-      return dir / "executor" / "hpcq-job-shell";
+    if (std::filesystem::exists(dir.parent_path() / "shell" / "hpcq-job-shell")) {
+      return dir.parent_path() / "shell" / "hpcq-job-shell";
     }
   }
   return std::string(HPCQ_LIBEXECDIR) + "/hpcq-job-shell";

@@ -15,11 +15,35 @@
 #include <string>
 #include <vector>
 
-#include "agent/executor/job_launch.h"
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
+#include "shell/contract.h"
 
 namespace hpcq::agent {
+
+enum class ExitKind { kCompleted, kFailed, kCancelled, kTimeout };
+inline const char* exit_kind_name(ExitKind kind) {
+  switch (kind) {
+    case ExitKind::kCompleted: return "completed";
+    case ExitKind::kFailed: return "failed";
+    case ExitKind::kCancelled: return "cancelled";
+    case ExitKind::kTimeout: return "timeout";
+  }
+  return "unknown";
+}
+
+// A job's or step's end on this node, as reap() reports it.
+struct JobExit {
+  JobId id = 0;
+  ExitKind kind = ExitKind::kCompleted;
+  int exit_code = 0;       // 0..255; a process killed by signal N counts as 128 + N
+  std::string reason;      // one line; empty for a completed job
+  std::uint32_t step = 0;  // set: a step of job `id` ended, not the job
+  // Measured on this node: CPU time of its processes (user + system), and
+  // the peak memory of its cgroup (with its children's: a job's steps).
+  std::int64_t cpu_time_us = 0;
+  std::uint64_t max_memory_bytes = 0;
+};
 
 // What becomes of a job once its images are written.
 enum class CheckpointThen {

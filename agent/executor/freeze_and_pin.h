@@ -9,8 +9,8 @@
 #include <string>
 
 #include "agent/executor/cgroup.h"
-#include "agent/executor/job_launch.h"
 #include "lib/core/status.h"
+#include "shell/contract.h"
 
 namespace hpcq::agent {
 

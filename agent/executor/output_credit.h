@@ -7,7 +7,7 @@
 // bytes it adds (OutputLog::credit) and the executor sends those here.
 //
 // A credit frame travels on the shell's channel (fd kOutputFd) among the
-// input frames (job_launch.h): flags byte kCreditFrame, which no input
+// input frames (shell/contract.h): flags byte kCreditFrame, which no input
 // frame has, then the task's rank (u32), 1 for stderr or 0, and the bytes
 // added (u64), little-endian. Header-only and pure.
 #pragma once

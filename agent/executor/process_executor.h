@@ -82,10 +82,10 @@
 #include "agent/executor/checkpoint.h"
 #include "agent/executor/executor.h"
 #include "agent/executor/gpu_devices.h"
-#include "agent/executor/job_launch.h"
 #include "agent/executor/posix.h"
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
+#include "shell/contract.h"
 
 namespace hpcq::agent {
 
@@ -294,7 +294,7 @@ class ProcessExecutor final : public Executor {
   // the shell's end.
   void read_output(Job& job);
   // A channel opened on demand: the shell sends our end of a socketpair
-  // whose other end it keeps, as kHeldChannelFd too (job_launch.h), so that
+  // whose other end it keeps, as kHeldChannelFd too (shell/contract.h), so that
   // this channel also outlives the agent. False while it has not come. An
   // older shell sends frames: its connection is the channel.
   bool take_handoff(Job& job);

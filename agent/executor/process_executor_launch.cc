@@ -71,7 +71,7 @@ struct ShellChild {
 // calls until execve, as in posix_spawn. (Copying the agent's page tables
 // for a fork, and the copy-on-write faults after it, were the largest part
 // of the agent's CPU per job.) The shell it execs waits on kGoFd until the
-// executor has put it into the job's cgroups (not this child: job_launch.h
+// executor has put it into the job's cgroups (not this child: shell/contract.h
 // says why), so that no process of the job runs outside them. It gives the
 // job its own /proc before the shell starts (enter_job_mount_namespace, the
 // same as CRIU's trial dump): a mount namespace (a private copy of the node's
@@ -341,7 +341,7 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
   const std::string id = container_id(l.id, worker.id);
   if (restore_images.empty()) {
     worker.command = {config_.runc_path, "--root", files.oci_dir + "/state", "run"};
-    // The shell inside gets the channel (job_shell_main.cc's start_worker).
+    // The shell inside gets the channel (shell/main.cc's start_worker).
     if (l.forward_output) worker.command.insert(worker.command.end(), {"--preserve-fds", "2"});
     worker.command.insert(worker.command.end(), {"--bundle", dir, id});
     return Status::ok();

@@ -49,9 +49,8 @@ int sstat_width(const std::string& name) {
 }
 
 bool known_sstat_field(const std::string& name) {
-  static const char* const kFields[] = {"jobid",  "maxrss",     "maxrssnode", "averss",
-                                        "mincpu", "mincpunode", "avecpu",     "ntasks",
-                                        "nodelist"};
+  static const char* const kFields[] = {"jobid",      "maxrss", "maxrssnode", "averss",  "mincpu",
+                                        "mincpunode", "avecpu", "ntasks",     "nodelist"};
   const std::string n = lower(name);
   return std::any_of(std::begin(kFields), std::end(kFields), [&](const char* f) { return n == f; });
 }
@@ -142,9 +141,12 @@ Result<std::vector<StepUse>> rows_for(const Client& client, const std::string& t
     return uses;
   }
   if (all) return uses;
-  if (!job.spec().batch()) uses.resize(1);  // N.0: the job itself
-  else if (uses.size() > 1) uses = {uses[1]};
-  else uses.clear();
+  if (!job.spec().batch())
+    uses.resize(1);  // N.0: the job itself
+  else if (uses.size() > 1)
+    uses = {uses[1]};
+  else
+    uses.clear();
   return uses;
 }
 

@@ -67,7 +67,7 @@ Status get<double>(const Table& table, const std::string& section, const std::st
 }
 
 // The signals an application may be told of a resize with: those the job
-// shell forwards to every task (agent/executor/job_shell_main.cc) but
+// shell forwards to every task (shell/main.cc) but
 // SIGTERM, which means "end".
 std::optional<int> parse_resize_signal(std::string name) {
   if (name == "none") return 0;

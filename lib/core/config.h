@@ -163,7 +163,7 @@ struct ClusterConfig {
   // pids.max of a process job's cgroup on a node: this many per core the job
   // has there (threads count too); 0: no limit. Contains a fork bomb.
   std::int64_t pids_per_core = 1024;
-  // A job's PMI key space (agent/executor/pmi.h, pmix_world.h): the bytes of
+  // A job's PMI key space (shell/pmi.h, pmix_world.h): the bytes of
   // keys and values one node's job shell holds, and what one fence carries
   // from all of a world's nodes together (the most any agent or hpcqd holds
   // of it). Past it a put (PMIx: a fence) is answered with an error.

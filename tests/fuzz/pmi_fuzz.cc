@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes as what a job's tasks write on their PMI
-// sockets (agent/executor/pmi.h). The tasks are the user's programs: the job
+// sockets (shell/pmi.h). The tasks are the user's programs: the job
 // shell, which runs as root, must answer with whole lines (PMI-1) and whole
 // messages whose length is right (PMI-2), and never crash, whatever they
 // send. Each input line is "C<payload>": C % 4 picks one of three clients (3:
@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/executor/pmi.h"
+#include "shell/pmi.h"
 
 using hpcq::agent::pmi::kLengthWidth;
 using hpcq::agent::pmi::Reply;

@@ -64,9 +64,9 @@ DEFAULT_TESTS = [
 MODULE_ORDER = "modules/order"
 
 # The programs the tests run, by their place in the build tree (hpcqtest.py's
-# binary(), the agent's job shell beside it).
+# binary(), the agent's job shells in shell/).
 PROGRAMS = ["cli/hpcq", "cli/hpcq-rsh", "daemon/hpcqd", "agent/hpcq-agent",
-            "agent/executor/hpcq-job-shell", "agent/executor/hpcq-container-shell",
+            "shell/hpcq-job-shell", "shell/hpcq-container-shell",
             "bench/hpcq-submit-load", "examples/hpcq-elastic-app"]
 
 # Developers who share a tree build under this lock (see snapshot()).

@@ -8,7 +8,7 @@ jobs. Each agent restarted in turn -- kill -9 of one, SIGTERM of the other
 (MPICH; its MPI_Finalize fences across the nodes after the restarts) and an
 `hpcq run` streaming its output all complete with their whole output and
 exit codes, each task started once. The streams go on through the channel
-the shell holds for the next agent (job_launch.h, kHeldChannelFd).
+the shell holds for the next agent (shell/contract.h, kHeldChannelFd).
 `hpcq-agent --drain-and-exit` is the way to end a node's jobs on purpose."""
 import os
 import signal

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "agent/executor/job_launch.h"
+#include "shell/contract.h"
 
 namespace hpcq::agent {
 namespace {

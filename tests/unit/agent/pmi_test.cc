@@ -1,7 +1,7 @@
-// The job shell's PMI server (agent/executor/pmi.h): PMI-1 as MPICH's client
+// The job shell's PMI server (shell/pmi.h): PMI-1 as MPICH's client
 // speaks it (the lines below are the ones libmpich sends), PMI-2 as Slurm's
 // libpmi2 does (its length left-aligned, "%-6d") and MPICH's (right-aligned).
-#include "agent/executor/pmi.h"
+#include "shell/pmi.h"
 
 #include <gtest/gtest.h>
 

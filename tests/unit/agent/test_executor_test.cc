@@ -26,6 +26,11 @@ std::vector<JobExit> wait_and_reap(Executor& e) {
   return e.reap();
 }
 
+TEST(ExitKindTest, Names) {
+  EXPECT_EQ(exit_kind_name(ExitKind::kTimeout), std::string("timeout"));
+  EXPECT_EQ(exit_kind_name(ExitKind::kCancelled), std::string("cancelled"));
+}
+
 TEST(TestExecutorTest, ZeroDurationCompletesAtOnce) {
   auto e = TestExecutor::create();
   ASSERT_TRUE(e.is_ok());

@@ -1,4 +1,4 @@
-#include "agent/executor/job_launch.h"
+#include "shell/contract.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -13,16 +13,6 @@
 namespace hpcq::agent {
 
 using nlohmann::json;
-
-const char* exit_kind_name(ExitKind kind) {
-  switch (kind) {
-    case ExitKind::kCompleted: return "completed";
-    case ExitKind::kFailed: return "failed";
-    case ExitKind::kCancelled: return "cancelled";
-    case ExitKind::kTimeout: return "timeout";
-  }
-  return "unknown";
-}
 
 JobFiles::JobFiles(std::string d)
     : dir(std::move(d)),

@@ -1,4 +1,4 @@
-#include "agent/executor/pmix_world.h"
+#include "shell/pmix_world.h"
 
 #include <errno.h>
 #include <hwloc.h>

@@ -1,4 +1,4 @@
-#include "agent/executor/pmi.h"
+#include "shell/pmi.h"
 
 #include <algorithm>
 #include <cctype>

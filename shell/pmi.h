@@ -52,7 +52,7 @@
 // passes it fails on every node (fence_failed with the leader's reason).
 //
 // Pure: no I/O. The shell owns the sockets (PmiClients in
-// agent/executor/shell_io.h, hpcq-job-shell). Bad input from a client, the
+// shell/shell_io.h, hpcq-job-shell). Bad input from a client, the
 // user's program, gets an error answer, never a crash
 // (tests/fuzz/pmi_fuzz.cc).
 #pragma once

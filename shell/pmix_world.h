@@ -32,8 +32,8 @@
 #include <memory>
 #include <string>
 
-#include "agent/executor/job_launch.h"
-#include "agent/executor/shell_io.h"
+#include "shell/contract.h"
+#include "shell/shell_io.h"
 
 namespace hpcq::agent {
 

@@ -1,5 +1,10 @@
-// What the agent asks the executor to run on this node, what comes back, and
-// the files through which the executor and hpcq-job-shell talk.
+// The contract between the executor (in hpcq-agent) and the job shell
+// (shell/main.cc), the one header both sides include: what a shell is asked
+// to run (JobLaunch, launch.json), what it answers (results.json), the
+// frames on its channel, its fds and signals, and the files of its job
+// directory. A shell outlives its agent and an upgraded agent takes it back
+// (shell_record.h), so a change here must stay readable across one build
+// to the next, as the overlay's wire does.
 //
 // The executor writes <job dir>/launch.json (encode_launch) before it starts
 // the shell; the shell reads it (decode_launch), runs the tasks and, when the
@@ -264,21 +269,6 @@ std::string encode_input_frame(const FenceFrame& fence);
 // A modex frame: flags 16, then the same body as encode_output_frame's.
 std::string encode_input_frame(const ModexFrame& modex);
 Result<TaskInput> decode_input_frame(std::string_view frame);
-
-enum class ExitKind { kCompleted, kFailed, kCancelled, kTimeout };
-const char* exit_kind_name(ExitKind kind);
-
-struct JobExit {
-  JobId id = 0;
-  ExitKind kind = ExitKind::kCompleted;
-  int exit_code = 0;       // 0..255; a process killed by signal N counts as 128 + N
-  std::string reason;      // one line; empty for a completed job
-  std::uint32_t step = 0;  // set: a step of job `id` ended, not the job
-  // Measured on this node: CPU time of its processes (user + system), and
-  // the peak memory of its cgroup (with its children's: a job's steps).
-  std::int64_t cpu_time_us = 0;
-  std::uint64_t max_memory_bytes = 0;
-};
 
 // The files of one job directory.
 struct JobFiles {

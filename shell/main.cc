@@ -69,14 +69,14 @@
 #include <string>
 #include <vector>
 
-#include "agent/executor/job_launch.h"
 #include "agent/executor/leader_lease.h"
-#include "agent/executor/pmi.h"
 #include "agent/executor/posix.h"
-#include "agent/executor/shell_io.h"
+#include "shell/contract.h"
+#include "shell/pmi.h"
+#include "shell/shell_io.h"
 #ifndef HPCQ_CONTAINER_SHELL
 #ifdef HPCQ_JOB_SHELL_PMIX
-#include "agent/executor/pmix_world.h"
+#include "shell/pmix_world.h"
 #endif
 #endif
 #include "lib/job/job_env.h"

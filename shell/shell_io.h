@@ -2,7 +2,7 @@
 // the executor (fd kOutputFd), the tasks' PMI sockets (PmiClients, over
 // pmi::Server) and their forwarded standard streams (TaskIo, which also
 // runs the shell's wait loop while any of them is open). Used by
-// hpcq-job-shell and hpcq-container-shell only (job_shell_main.cc), which
+// hpcq-job-shell and hpcq-container-shell only (shell/main.cc), which
 // are single-threaded.
 #pragma once
 
@@ -31,12 +31,12 @@
 #include <utility>
 #include <vector>
 
-#include "agent/executor/job_launch.h"
 #include "agent/executor/output_credit.h"
-#include "agent/executor/pmi.h"
 #include "agent/executor/posix.h"
 #include "lib/core/clock.h"
 #include "lib/core/units.h"
+#include "shell/contract.h"
+#include "shell/pmi.h"
 
 namespace hpcq::agent {
 
