@@ -161,11 +161,27 @@ void CallForwarder::serve(int fd) {
     }
   });
 
-  // Replies to the caller as they come, until the last; a caller that goes
-  // away (it sends nothing after its call) cancels the call.
+  const bool cancelled = !relay_replies(fd, *state);
+  {
+    std::lock_guard lock(mutex_);
+    calls_.erase(id);
+  }
+  ::close(state->wake_fd);
+  state->wake_fd = -1;
+  if (cancelled) {
+    post_([this, id] {
+      overlay::Envelope cancel;
+      cancel.set_dst(0);
+      cancel.mutable_forwarded_cancel()->set_id(id);
+      (void)send_(std::move(cancel));
+    });
+  }
+}
+
+bool CallForwarder::relay_replies(int fd, Call& state) {
   bool cancelled = false;
   for (bool end = false; !end;) {
-    pollfd fds[2] = {{state->wake_fd, POLLIN, 0}, {fd, POLLRDHUP, 0}};
+    pollfd fds[2] = {{state.wake_fd, POLLIN, 0}, {fd, POLLRDHUP, 0}};
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
       cancelled = true;
@@ -173,13 +189,13 @@ void CallForwarder::serve(int fd) {
     }
     if (fds[0].revents != 0) {
       std::uint64_t count = 0;
-      ssize_t ignored = ::read(state->wake_fd, &count, sizeof count);
+      ssize_t ignored = ::read(state.wake_fd, &count, sizeof count);
       (void)ignored;
       std::deque<std::string> frames;
       {
-        std::lock_guard lock(state->mutex);
-        frames.swap(state->frames);
-        end = state->end;
+        std::lock_guard lock(state.mutex);
+        frames.swap(state.frames);
+        end = state.end;
       }
       for (const std::string& frame : frames) {
         if (!wire::write_frame(fd, frame).is_ok()) {
@@ -195,20 +211,7 @@ void CallForwarder::serve(int fd) {
       break;
     }
   }
-  {
-    std::lock_guard lock(mutex_);
-    calls_.erase(id);
-  }
-  ::close(state->wake_fd);
-  state->wake_fd = -1;
-  if (cancelled) {
-    post_([this, id] {
-      overlay::Envelope cancel;
-      cancel.set_dst(0);
-      cancel.mutable_forwarded_cancel()->set_id(id);
-      (void)send_(std::move(cancel));
-    });
-  }
+  return !cancelled;
 }
 
 void CallForwarder::deliver(std::uint64_t id, std::string frame, bool end) {

@@ -59,6 +59,10 @@ class CallForwarder {
   };
   void accept_loop();
   void serve(int fd);
+  // Replies to the caller as they come, until the last; false when the
+  // caller went away first (it sends nothing after its call), which
+  // cancels the call.
+  bool relay_replies(int fd, Call& state);
   void deliver(std::uint64_t id, std::string frame, bool end);
   // Ends every call in flight with `why`.
   void fail_all(const Status& why);

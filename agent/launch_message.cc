@@ -115,10 +115,13 @@ std::vector<int> HostMapping::first_cpu_of_each_core() const {
   return out;
 }
 
-Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank self,
-                                          const std::string& node_name, const HostMapping& host) {
+namespace {
+
+// This node's part of the launch, checked against the node (its cores, NUMA
+// domains and GPUs) and the job (its task counts); `node_index`: its place.
+Result<const overlay::NodeAlloc*> my_part(const overlay::Launch& launch, Rank self,
+                                          const HostMapping& host, int& node_index) {
   const overlay::NodeAlloc* mine = nullptr;
-  int node_index = 0;
   for (int i = 0; i < launch.allocation_size(); ++i) {
     const overlay::NodeAlloc& a = launch.allocation(i);
     if (a.rank() == self && mine == nullptr) {
@@ -137,36 +140,37 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
                               a.node());
     }
   }
-
-  const int num_cores = host.topology->num_cores();
-  const int num_numa = static_cast<int>(host.topology->numa.size());
-  std::vector<int> cores(mine->cores().begin(), mine->cores().end());
-  for (int core : cores) {
-    if (core < 0 || core >= num_cores) {
-      return invalid_argument("the allocation names core " + std::to_string(core) +
-                              " of a node with " + std::to_string(num_cores));
+  const auto within = [](const auto& ids, int count, const char* what) -> Status {
+    for (int id : ids) {
+      if (id < 0 || id >= count) {
+        return invalid_argument(std::string("the allocation names ") + what + " " +
+                                std::to_string(id) + " of a node with " + std::to_string(count));
+      }
     }
-  }
-  for (int numa : mine->numa()) {
-    if (numa < 0 || numa >= num_numa) {
-      return invalid_argument("the allocation names NUMA domain " + std::to_string(numa) +
-                              " of a node with " + std::to_string(num_numa));
-    }
-  }
-  const int num_gpus = host.topology->num_gpus();
-  for (int gpu : mine->gpus()) {
-    if (gpu < 0 || gpu >= num_gpus) {
-      return invalid_argument("the allocation names GPU " + std::to_string(gpu) +
-                              " of a node with " + std::to_string(num_gpus));
-    }
-  }
+    return Status::ok();
+  };
+  HPCQ_RETURN_IF_ERROR(within(mine->cores(), host.topology->num_cores(), "core"));
+  HPCQ_RETURN_IF_ERROR(
+      within(mine->numa(), static_cast<int>(host.topology->numa.size()), "NUMA domain"));
+  HPCQ_RETURN_IF_ERROR(within(mine->gpus(), host.topology->num_gpus(), "GPU"));
   if (mine->first_task() < 0) {
     return invalid_argument("bad first task rank " + std::to_string(mine->first_task()));
   }
-  // A split job: every local task belongs to one worker, in order.
+  if (launch.cpus_per_task() > host.topology->num_cores()) {
+    return invalid_argument("bad cpus per task " + std::to_string(launch.cpus_per_task()));
+  }
+  if (launch.gpus_per_task() < 0 || launch.gpus_per_task() > host.topology->num_gpus()) {
+    return invalid_argument("bad GPUs per task " + std::to_string(launch.gpus_per_task()));
+  }
+  return mine;
+}
+
+// A split job: every local task belongs to one worker, in order, and each
+// worker's cores are the node's.
+Status check_workers(const overlay::Launch& launch, const overlay::NodeAlloc& mine) {
   int worker_slots = 0;
-  const std::set<int> node_cores(cores.begin(), cores.end());
-  for (const overlay::Worker& w : mine->workers()) {
+  const std::set<int> node_cores(mine.cores().begin(), mine.cores().end());
+  for (const overlay::Worker& w : mine.workers()) {
     const std::string which = "worker " + std::to_string(w.id());
     if (w.ranks_size() < 1) return invalid_argument(which + " has no ranks");
     for (int r : w.ranks()) {
@@ -183,18 +187,15 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
     }
     worker_slots += w.ranks_size();
   }
-  if (mine->workers_size() > 0 && worker_slots != mine->ntasks()) {
+  if (mine.workers_size() > 0 && worker_slots != mine.ntasks()) {
     return invalid_argument("the workers hold " + std::to_string(worker_slots) +
-                            " ranks; the node runs " + std::to_string(mine->ntasks()) + " tasks");
+                            " ranks; the node runs " + std::to_string(mine.ntasks()) + " tasks");
   }
-  if (launch.cpus_per_task() > num_cores) {
-    return invalid_argument("bad cpus per task " + std::to_string(launch.cpus_per_task()));
-  }
-  if (launch.gpus_per_task() < 0 || launch.gpus_per_task() > num_gpus) {
-    return invalid_argument("bad GPUs per task " + std::to_string(launch.gpus_per_task()));
-  }
+  return Status::ok();
+}
 
-  // The layout the leader chose, rebuilt from the message (allocation.h).
+// The layout the leader chose, rebuilt from the message (allocation.h).
+Result<resource::Allocation> allocation_of(const overlay::Launch& launch) {
   resource::Allocation allocation;
   allocation.cpus_per_task = std::max(1, launch.cpus_per_task());
   allocation.gpus_per_task = launch.gpus_per_task();
@@ -216,59 +217,60 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
     part.first_task = a.first_task();
     allocation.nodes.push_back(std::move(part));
   }
+  return allocation;
+}
 
-  JobLaunch job;
-  job.id = launch.job_id();
-  job.uid = launch.uid();
-  job.gid = launch.gid();
-  job.user = launch.user();
-  job.argv.assign(launch.argv().begin(), launch.argv().end());
-  job.script = launch.script();
-  for (const auto& [k, v] : launch.env()) job.env[k] = v;
-  job::add_node_environment(job.env, node_index, node_name, static_cast<int>(cores.size()));
-  if (host.shared_host) job::add_shared_host_environment(job.env);
-  const bool slurm = job::is_slurm_environment(job.env);
-  job.cwd = launch.cwd();
-  job.stdout_path = launch.stdout_path();
-  job.stderr_path = launch.stderr_path();
-  job.hostfile = hostfile_of(launch);
-  job.image = launch.image();
-  if (mine->workers_size() == 0) {
+// The node's workers: its whole part (one that the scheduler did not
+// split), or each worker on its cores with memory in proportion to them
+// (papers/000, Algorithm 2).
+void add_workers(JobLaunch& job, const overlay::NodeAlloc& mine, int node_index,
+                 const HostMapping& host) {
+  if (mine.workers_size() == 0) {
     WorkerSpec whole;
     whole.id = node_index;
     whole.group = node_index;
-    job.workers.push_back(std::move(whole));  // its cpuset and memory: the job's, below
+    whole.host_cpus = job.host_cpus;
+    whole.host_mems = job.host_mems;
+    whole.memory_limit_bytes = job.memory_limit_bytes;
+    job.workers.push_back(std::move(whole));
+    return;
   }
-  for (const overlay::Worker& w : mine->workers()) {
+  for (const overlay::Worker& w : mine.workers()) {
     WorkerSpec worker;
     worker.id = w.id();
     worker.group = w.group();
     const std::vector<int> worker_cores(w.cores().begin(), w.cores().end());
     worker.host_cpus = host.cpus_of(worker_cores);
     worker.host_mems = host.mems_of(worker_cores);
-    // Memory in proportion to the worker's cores (papers/000, Algorithm 2).
-    if (!cores.empty()) {
+    if (mine.cores_size() > 0) {
       worker.memory_limit_bytes = static_cast<std::uint64_t>(
-          static_cast<long double>(mine->memory_bytes()) *
-          static_cast<long double>(w.cores_size()) / static_cast<long double>(cores.size()));
+          static_cast<long double>(mine.memory_bytes()) * static_cast<long double>(w.cores_size()) /
+          static_cast<long double>(mine.cores_size()));
     }
     job.workers.push_back(std::move(worker));
   }
+}
+
+// The node's tasks as task_layout places them, each in its worker, on its
+// CPUs, with its GPUs.
+Status add_tasks(JobLaunch& job, const resource::Allocation& allocation,
+                 const overlay::NodeAlloc& mine, int node_index, const HostMapping& host,
+                 bool slurm) {
   int worker = 0, worker_first_slot = 0;
   int local = 0;
   // GPUs: CUDA numbers devices fastest-first unless told PCI order; hwloc
   // (and so our GPU ids) follows the PCI tree, so ask CUDA for that order.
-  const std::vector<int> node_gpus(mine->gpus().begin(), mine->gpus().end());
+  const std::vector<int> node_gpus(mine.gpus().begin(), mine.gpus().end());
   for (const resource::TaskPlacement& placed :
        resource::task_layout(allocation, static_cast<std::size_t>(node_index), *host.topology)) {
     TaskSpec task;
     task.rank = placed.rank;
-    if (mine->workers_size() > 0) {
-      while (local - worker_first_slot >= mine->workers(worker).ranks_size()) {
-        worker_first_slot += mine->workers(worker).ranks_size();
+    if (mine.workers_size() > 0) {
+      while (local - worker_first_slot >= mine.workers(worker).ranks_size()) {
+        worker_first_slot += mine.workers(worker).ranks_size();
         ++worker;
       }
-      const overlay::Worker& w = mine->workers(worker);
+      const overlay::Worker& w = mine.workers(worker);
       task.rank = w.ranks(local - worker_first_slot);
       task.worker = worker;
       for (int c : placed.cores) {
@@ -291,44 +293,79 @@ Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank se
     task.gpus = gpus;
     job.tasks.push_back(std::move(task));
   }
-  job.host_cpus = host.cpus_of(cores);
+  return Status::ok();
+}
+
+// A batch job: the script runs once, as task 0 on the first node, on all of
+// the node's part; the other nodes (all, for hpcq alloc's job, which has no
+// script) hold theirs for the job's steps.
+void keep_the_script_alone(JobLaunch& job, const overlay::NodeAlloc& mine, int node_index,
+                           bool bind, bool slurm) {
+  job.tasks.resize(node_index == 0 && !job.tasks.empty() && !job.script.empty() ? 1 : 0);
+  if (job.tasks.empty()) return;
+  const std::vector<int> node_gpus(mine.gpus().begin(), mine.gpus().end());
+  const std::vector<int> cores(mine.cores().begin(), mine.cores().end());
+  TaskSpec& script = job.tasks.front();
+  script.rank = 0;
+  script.worker = 0;
+  script.gpus = node_gpus;
+  script.env.clear();
+  job::add_gpu_environment(script.env, node_gpus, slurm);
+  script.logical_cpus = resource::format_cpu_list(cores);
+  if (bind) script.host_cpus = job.host_cpus;
+}
+
+}  // namespace
+
+Result<JobLaunch> job_launch_from_message(const overlay::Launch& launch, Rank self,
+                                          const std::string& node_name, const HostMapping& host) {
+  int node_index = 0;
+  auto found = my_part(launch, self, host, node_index);
+  if (!found.is_ok()) return found.status();
+  const overlay::NodeAlloc& mine = **found;
+  HPCQ_RETURN_IF_ERROR(check_workers(launch, mine));
+  auto allocation = allocation_of(launch);
+  if (!allocation.is_ok()) return allocation.status();
+  const auto warn_target = job::parse_warn_target(launch.warn_target());
+  if (!warn_target) return invalid_argument("warn_target: unknown " + quote(launch.warn_target()));
+
+  JobLaunch job;
+  job.id = launch.job_id();
+  job.uid = launch.uid();
+  job.gid = launch.gid();
+  job.user = launch.user();
+  job.argv.assign(launch.argv().begin(), launch.argv().end());
+  job.script = launch.script();
+  for (const auto& [k, v] : launch.env()) job.env[k] = v;
+  job::add_node_environment(job.env, node_index, node_name, mine.cores_size());
+  if (host.shared_host) job::add_shared_host_environment(job.env);
+  const bool slurm = job::is_slurm_environment(job.env);
+  job.cwd = launch.cwd();
+  job.stdout_path = launch.stdout_path();
+  job.stderr_path = launch.stderr_path();
+  job.hostfile = hostfile_of(launch);
+  job.image = launch.image();
+  job.host_cpus = host.cpus_of(std::vector<int>(mine.cores().begin(), mine.cores().end()));
   std::set<int> mems;
-  for (int m : mine->numa()) mems.insert(m % host.host_numa);
+  for (int m : mine.numa()) mems.insert(m % host.host_numa);
   job.host_mems.assign(mems.begin(), mems.end());
-  job.memory_limit_bytes = mine->memory_bytes();
-  if (mine->workers_size() == 0) {
-    job.workers.front().host_cpus = job.host_cpus;
-    job.workers.front().host_mems = job.host_mems;
-    job.workers.front().memory_limit_bytes = job.memory_limit_bytes;
-  }
+  job.memory_limit_bytes = mine.memory_bytes();
+  add_workers(job, mine, node_index, host);
+  HPCQ_RETURN_IF_ERROR(add_tasks(job, *allocation, mine, node_index, host, slurm));
   job.time_limit_s = launch.time_limit_s();
   job.forward_output = launch.forward_output();
   job.warn_signal = launch.warn_signal();
   job.warn_seconds = launch.warn_seconds();
-  const auto warn_target = job::parse_warn_target(launch.warn_target());
-  if (!warn_target) return invalid_argument("warn_target: unknown " + quote(launch.warn_target()));
   job.warn_script = !launch.batch() || *warn_target != job::WarnTarget::kSteps;
   job.warn_steps = *warn_target != job::WarnTarget::kScript;
   job.pty = launch.pty();
   job.batch = launch.batch();
   if (known_mpi(launch.mpi()) && launch.mpi() != "none" && !job.batch && launch.image().empty()) {
-    job.pmi = pmi_world_of(launch, allocation, node_index);
+    job.pmi = pmi_world_of(launch, *allocation, node_index);
   }
   if (job.batch) {
-    // The script runs once, as task 0 on the first node, on all of the
-    // node's part; the other nodes (all, for hpcq alloc's job, which has no
-    // script) hold theirs for the job's steps.
-    job.tasks.resize(node_index == 0 && !job.tasks.empty() && !launch.script().empty() ? 1 : 0);
-    if (!job.tasks.empty()) {
-      TaskSpec& script = job.tasks.front();
-      script.rank = 0;
-      script.worker = 0;
-      script.gpus = node_gpus;
-      script.env.clear();
-      job::add_gpu_environment(script.env, node_gpus, slurm);
-      script.logical_cpus = resource::format_cpu_list(cores);
-      if (allocation.cpu_bind != resource::CpuBind::kNone) script.host_cpus = job.host_cpus;
-    }
+    keep_the_script_alone(job, mine, node_index, allocation->cpu_bind != resource::CpuBind::kNone,
+                          slurm);
   }
   return job;
 }

@@ -127,6 +127,82 @@ std::string encode_launch(const JobLaunch& l) {
   return j.dump(1, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+
+// launch.json's tasks and workers; nlohmann's type errors are thrown.
+Status decode_tasks_and_workers(const json& j, JobLaunch& l) {
+  for (const json& t : j.at("tasks")) {
+    TaskSpec task;
+    task.rank = t.at("rank").get<int>();
+    task.worker = t.at("worker").get<int>();
+    task.host_cpus = t.at("host_cpus").get<std::vector<int>>();
+    task.logical_cpus = t.at("logical_cpus").get<std::string>();
+    task.gpus = t.value("gpus", std::vector<int>{});
+    task.device_cgroup = t.value("device_cgroup", std::string());
+    if (t.contains("env") && !bytes_from_json(t.at("env"), task.env)) {
+      return invalid_argument("launch.json: a task's environment is malformed");
+    }
+    l.tasks.push_back(std::move(task));
+  }
+  for (const json& w : j.at("workers")) {
+    WorkerSpec worker;
+    worker.id = w.at("id").get<int>();
+    worker.group = w.at("group").get<int>();
+    worker.host_cpus = w.at("host_cpus").get<std::vector<int>>();
+    worker.host_mems = w.at("host_mems").get<std::vector<int>>();
+    worker.memory_limit_bytes = w.at("memory_limit_bytes").get<std::uint64_t>();
+    worker.cgroup_dirs = w.at("cgroup_dirs").get<std::vector<std::string>>();
+    worker.command = w.at("command").get<std::vector<std::string>>();
+    worker.results = w.at("results").get<std::string>();
+    l.workers.push_back(std::move(worker));
+  }
+  for (const TaskSpec& task : l.tasks) {
+    if (task.worker < 0 || static_cast<std::size_t>(task.worker) >= l.workers.size()) {
+      return invalid_argument("launch.json: task " + std::to_string(task.rank) + " names worker " +
+                              std::to_string(task.worker) + " of " +
+                              std::to_string(l.workers.size()));
+    }
+  }
+  return Status::ok();
+}
+
+// launch.json's "pmi": the job's MPI world, whose ranks and node must be
+// among its nodes.
+Status decode_pmi_world(const json& p, JobLaunch::PmiWorld& pmi) {
+  pmi.kvsname = p.at("kvsname").get<std::string>();
+  pmi.size = p.at("size").get<int>();
+  pmi.nodes = p.at("nodes").get<int>();
+  pmi.process_mapping = p.at("process_mapping").get<std::string>();
+  pmi.api = p.value("api", std::string("pmi1"));
+  pmi.max_kvs_bytes = p.value("max_kvs_bytes", pmi.max_kvs_bytes);
+  pmi.node_names = p.value("node_names", std::vector<std::string>{});
+  pmi.node = p.value("node", 0);
+  pmi.node_of_rank = p.value("node_of_rank", std::vector<int>{});
+  pmi.node_ranks = p.value("node_ranks", std::vector<std::uint32_t>{});
+  if (pmi.kvsname.empty() || pmi.size < 1 || pmi.nodes < 1) {
+    return invalid_argument("launch.json: a PMI world without name, size or nodes");
+  }
+  if (pmi.max_kvs_bytes < 1) {
+    return invalid_argument("launch.json: a PMI world without room for a key");
+  }
+  if (!pmi.offers_pmi1() && !pmi.offers_pmix()) {
+    return invalid_argument("launch.json: unknown MPI interface '" + pmi.api + "'");
+  }
+  const int node_count = static_cast<int>(pmi.node_names.size());
+  const bool mapped =
+      pmi.node_of_rank.empty() || (pmi.node_of_rank.size() == static_cast<std::size_t>(pmi.size) &&
+                                   std::all_of(pmi.node_of_rank.begin(), pmi.node_of_rank.end(),
+                                               [&](int n) { return n >= 0 && n < node_count; }));
+  if (!mapped || pmi.node < 0 ||
+      (!pmi.node_ranks.empty() && pmi.node_ranks.size() != pmi.node_names.size()) ||
+      (!pmi.node_names.empty() && pmi.node >= node_count)) {
+    return invalid_argument("launch.json: a PMI world whose ranks or node are off its nodes");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<JobLaunch> decode_launch(std::string_view text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return invalid_argument("launch.json: not a JSON object");
@@ -147,38 +223,7 @@ Result<JobLaunch> decode_launch(std::string_view text) {
     }
     l.hostfile = j.at("hostfile").get<std::string>();
     l.tmpdir = j.value("tmpdir", std::string());
-    for (const json& t : j.at("tasks")) {
-      TaskSpec task;
-      task.rank = t.at("rank").get<int>();
-      task.worker = t.at("worker").get<int>();
-      task.host_cpus = t.at("host_cpus").get<std::vector<int>>();
-      task.logical_cpus = t.at("logical_cpus").get<std::string>();
-      task.gpus = t.value("gpus", std::vector<int>{});
-      task.device_cgroup = t.value("device_cgroup", std::string());
-      if (t.contains("env") && !bytes_from_json(t.at("env"), task.env)) {
-        return invalid_argument("launch.json: a task's environment is malformed");
-      }
-      l.tasks.push_back(std::move(task));
-    }
-    for (const json& w : j.at("workers")) {
-      WorkerSpec worker;
-      worker.id = w.at("id").get<int>();
-      worker.group = w.at("group").get<int>();
-      worker.host_cpus = w.at("host_cpus").get<std::vector<int>>();
-      worker.host_mems = w.at("host_mems").get<std::vector<int>>();
-      worker.memory_limit_bytes = w.at("memory_limit_bytes").get<std::uint64_t>();
-      worker.cgroup_dirs = w.at("cgroup_dirs").get<std::vector<std::string>>();
-      worker.command = w.at("command").get<std::vector<std::string>>();
-      worker.results = w.at("results").get<std::string>();
-      l.workers.push_back(std::move(worker));
-    }
-    for (const TaskSpec& task : l.tasks) {
-      if (task.worker < 0 || static_cast<std::size_t>(task.worker) >= l.workers.size()) {
-        return invalid_argument("launch.json: task " + std::to_string(task.rank) +
-                                " names worker " + std::to_string(task.worker) + " of " +
-                                std::to_string(l.workers.size()));
-      }
-    }
+    HPCQ_RETURN_IF_ERROR(decode_tasks_and_workers(j, l));
     l.image = j.at("image").get<std::string>();
     l.host_cpus = j.at("host_cpus").get<std::vector<int>>();
     l.host_mems = j.at("host_mems").get<std::vector<int>>();
@@ -189,39 +234,7 @@ Result<JobLaunch> decode_launch(std::string_view text) {
     l.forward_output = j.value("forward_output", false);
     l.pty = j.value("pty", false);
     l.leader_lease = j.value("leader_lease", std::string());
-    if (j.contains("pmi")) {
-      const json& p = j.at("pmi");
-      l.pmi.kvsname = p.at("kvsname").get<std::string>();
-      l.pmi.size = p.at("size").get<int>();
-      l.pmi.nodes = p.at("nodes").get<int>();
-      l.pmi.process_mapping = p.at("process_mapping").get<std::string>();
-      l.pmi.api = p.value("api", std::string("pmi1"));
-      l.pmi.max_kvs_bytes = p.value("max_kvs_bytes", l.pmi.max_kvs_bytes);
-      l.pmi.node_names = p.value("node_names", std::vector<std::string>{});
-      l.pmi.node = p.value("node", 0);
-      l.pmi.node_of_rank = p.value("node_of_rank", std::vector<int>{});
-      l.pmi.node_ranks = p.value("node_ranks", std::vector<std::uint32_t>{});
-      if (l.pmi.kvsname.empty() || l.pmi.size < 1 || l.pmi.nodes < 1) {
-        return invalid_argument("launch.json: a PMI world without name, size or nodes");
-      }
-      if (l.pmi.max_kvs_bytes < 1) {
-        return invalid_argument("launch.json: a PMI world without room for a key");
-      }
-      if (!l.pmi.offers_pmi1() && !l.pmi.offers_pmix()) {
-        return invalid_argument("launch.json: unknown MPI interface '" + l.pmi.api + "'");
-      }
-      const bool mapped =
-          l.pmi.node_of_rank.empty() ||
-          (l.pmi.node_of_rank.size() == static_cast<std::size_t>(l.pmi.size) &&
-           std::all_of(l.pmi.node_of_rank.begin(), l.pmi.node_of_rank.end(), [&](int n) {
-             return n >= 0 && n < static_cast<int>(l.pmi.node_names.size());
-           }));
-      if (!mapped || l.pmi.node < 0 ||
-          (!l.pmi.node_ranks.empty() && l.pmi.node_ranks.size() != l.pmi.node_names.size()) ||
-          (!l.pmi.node_names.empty() && l.pmi.node >= static_cast<int>(l.pmi.node_names.size()))) {
-        return invalid_argument("launch.json: a PMI world whose ranks or node are off its nodes");
-      }
-    }
+    if (j.contains("pmi")) HPCQ_RETURN_IF_ERROR(decode_pmi_world(j.at("pmi"), l.pmi));
     return l;
   } catch (const json::exception& e) {
     return invalid_argument(std::string("launch.json: ") + e.what());

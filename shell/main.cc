@@ -74,6 +74,7 @@
 #include "shell/contract.h"
 #include "shell/pmi.h"
 #include "shell/shell_io.h"
+#include "shell/tasks.h"
 #ifndef HPCQ_CONTAINER_SHELL
 #ifdef HPCQ_JOB_SHELL_PMIX
 #include "shell/pmix_world.h"
@@ -81,320 +82,12 @@
 #endif
 #include "lib/job/job_env.h"
 
-extern char** environ;
-
 namespace hpcq::agent {
 namespace {
 
-constexpr int kSetupFailed = 125;
-constexpr int kCannotStart = 127;  // as a shell reports a command it cannot run
-constexpr int kReadyFd = 3;
 const int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGCONT};
 
 void ignore_signal(int) {}
-
-// The environment every task shares; the per-task variables come on top.
-std::map<std::string, std::string> base_environment(const JobLaunch& l, const JobFiles& files) {
-  std::map<std::string, std::string> env = l.env;
-  // What a login would give the user, where the job did not bring its own.
-  env.emplace("PATH", "/usr/local/bin:/usr/bin:/bin");
-  if (!l.user.empty()) {
-    env.emplace("USER", l.user);
-    env.emplace("LOGNAME", l.user);
-  }
-  if (!l.home.empty()) env.emplace("HOME", l.home);
-  // An elastic job's first node names its own hostfile, one the agent
-  // rewrites on resizes (agent/elastic_job.h).
-  job::add_shell_environment(env, files.hostfile, files.hostfile_mpich);
-  // Over the caller's: a step's caller (hpcq-rsh's MPI launcher) ran on
-  // another node, with that node's.
-  if (!l.tmpdir.empty()) env["TMPDIR"] = l.tmpdir;
-  return env;
-}
-
-// In the forked child: a line for the shell (through `err_fd`) and for the
-// task's stderr (fd 2: the user's file once opened, shell.log before), then 127.
-[[noreturn]] void fail_task(int err_fd, const std::string& message) {
-  ssize_t ignored = write(err_fd, message.data(), message.size());
-  std::string line = "hpcq-job-shell: " + message + "\n";
-  ignored = write(2, line.data(), line.size());
-  (void)ignored;
-  _exit(kCannotStart);
-}
-
-mode_t job_umask(const std::map<std::string, std::string>& env) {
-  constexpr mode_t kDefault = 022;
-  auto it = env.find("HPCQ_UMASK");
-  if (it == env.end() || it->second.empty() || it->second.size() > 4) return kDefault;
-  mode_t mask = 0;
-  for (char c : it->second) {
-    if (c < '0' || c > '7') return kDefault;
-    mask = static_cast<mode_t>(mask * 8 + static_cast<mode_t>(c - '0'));
-  }
-  return mask & 0777;
-}
-
-// In the forked child, as root: "0" is the writer itself.
-void join_cgroup(const std::string& dir, const std::string& what, int err_fd) {
-  const std::string procs = dir + "/cgroup.procs";
-  int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || write(fd, "0", 1) != 1) {
-    fail_task(err_fd, "joining " + what + " " + procs + ": " + errno_text(errno));
-  }
-  close(fd);
-}
-
-int open_output(const std::string& path) {
-  return open(path.empty() ? "/dev/null" : path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-}
-
-// The pipe that holds forked tasks before their exec until every task of the
-// node is forked: each waits for end of file on `hold`, which comes once the
-// shell has closed `release` (each child closes its own copy first).
-struct StartGate {
-  int hold = -1;
-  int release = -1;
-};
-
-// The shell is single-threaded, so the child may allocate and use stdio.
-[[noreturn]] void run_task(const JobLaunch& l, const JobFiles& files, size_t local,
-                           const std::map<std::string, std::string>& base_env, TaskStdio stdio,
-                           StartGate gate, int err_fd) {
-  close(gate.release);
-  const TaskSpec& task = l.tasks[local];
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  signal(SIGPIPE, SIG_DFL);  // a PMIx shell ignores it
-
-  // Into the worker's own cgroup (a split job), then into the one where the
-  // node's other GPUs cannot be opened.
-  for (const std::string& dir : l.workers[static_cast<size_t>(task.worker)].cgroup_dirs) {
-    join_cgroup(dir, "the worker's cgroup", err_fd);
-  }
-  if (!task.device_cgroup.empty())
-    join_cgroup(task.device_cgroup, "the task's device cgroup", err_fd);
-
-  // --pty: the terminal is this task's controlling terminal (job control,
-  // ^C), in a session of its own.
-  if (stdio.pty && (setsid() < 0 || ioctl(stdio.in, TIOCSCTTY, 0) != 0)) {
-    fail_task(err_fd, "taking the terminal: " + errno_text(errno));
-  }
-
-  const std::vector<int>& cpus = task.host_cpus.empty() ? l.host_cpus : task.host_cpus;
-  if (!cpus.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    std::string list;
-    for (int c : cpus) {
-      CPU_SET(static_cast<size_t>(c), &set);
-      list += (list.empty() ? "" : ",") + std::to_string(c);
-    }
-    if (sched_setaffinity(0, sizeof set, &set) != 0) {
-      fail_task(err_fd, "sched_setaffinity to CPUs " + list + ": " + errno_text(errno));
-    }
-  }
-
-  // Groups, then gid, then uid: after setuid nothing else may be changed.
-  // In a container runc has already made us the job's user.
-#ifndef HPCQ_CONTAINER_SHELL
-  if (geteuid() == 0) {
-    std::vector<gid_t> groups(l.groups.begin(), l.groups.end());
-    if (groups.empty()) groups.push_back(l.gid);
-    if (setgroups(groups.size(), groups.data()) != 0) {
-      fail_task(err_fd, "setting the groups of user '" + l.user + "': " + errno_text(errno));
-    }
-    if (setgid(l.gid) != 0)
-      fail_task(err_fd, "setgid " + std::to_string(l.gid) + ": " + errno_text(errno));
-    if (setuid(l.uid) != 0)
-      fail_task(err_fd, "setuid " + std::to_string(l.uid) + ": " + errno_text(errno));
-  }
-#endif
-
-  // The submitter's umask (hpcq submit sets HPCQ_UMASK), for the output
-  // files too; else the usual 022.
-  umask(job_umask(base_env));
-
-  // Opened as the user: a job cannot write where its user may not.
-  if (stdio.out >= 0) {
-    if (dup2(stdio.out, 1) < 0 || dup2(stdio.err, 2) < 0 ||
-        (stdio.in >= 0 && dup2(stdio.in, 0) < 0)) {
-      fail_task(err_fd, "dup2 of the standard streams: " + errno_text(errno));
-    }
-  }
-  int out = stdio.out >= 0 ? 1 : open_output(l.stdout_path);
-  if (out < 0) fail_task(err_fd, "open stdout " + l.stdout_path + ": " + errno_text(errno));
-  int err = stdio.err >= 0 ? 2 : l.stderr_path == l.stdout_path ? out : open_output(l.stderr_path);
-  if (err < 0) fail_task(err_fd, "open stderr " + l.stderr_path + ": " + errno_text(errno));
-  dup2(out, 1);
-  dup2(err, 2);
-  if (out > 2) close(out);
-  if (err > 2 && err != out) close(err);
-
-  const std::string cwd = l.cwd.empty() ? "/" : l.cwd;
-  if (chdir(cwd.c_str()) != 0) fail_task(err_fd, "chdir " + cwd + ": " + errno_text(errno));
-
-  std::map<std::string, std::string> env = base_env;
-  job::add_task_environment(env, task.rank, static_cast<int>(local), task.logical_cpus);
-  for (const auto& [k, v] : task.env) env[k] = v;
-  // The one descriptor the task keeps: created close-on-exec like the rest.
-  if (stdio.pmi >= 0 && fcntl(stdio.pmi, F_SETFD, 0) != 0) {
-    fail_task(err_fd, "PMI socket: " + errno_text(errno));
-  }
-  for (const auto& [k, v] : stdio.mpi_env) env[k] = v;
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
-  std::vector<std::string> args = l.argv;
-  if (!l.script.empty()) {
-    if (args.empty()) args.emplace_back();
-    args[0] = files.script;
-  }
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // execvp searches the PATH of `environ`: make it the task's.
-  environ = envp.data();
-  char ignored;
-  while (read(gate.hold, &ignored, 1) < 0 && errno == EINTR) {
-  }
-  execvp(argv[0], argv.data());
-  fail_task(err_fd, "exec " + args[0] + ": " + errno_text(errno));
-}
-
-// A forked child before its exec: its pid, and the pipe on which it writes
-// why it cannot exec (end of file once it has: the pipe is close-on-exec).
-struct Forked {
-  pid_t pid = -1;
-  int err_fd = -1;
-};
-
-// Forks; the child runs `child(err_fd)`, which execs or writes why it cannot
-// to err_fd and exits (fail_task). {-1, -1} with `error` set if the fork or
-// pipe fails.
-template <typename Child>
-Forked fork_child(const Child& child, std::string& error) {
-  int err_pipe[2];
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    error = "pipe: " + errno_text(errno);
-    return {};
-  }
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(err_pipe[0]);
-    child(err_pipe[1]);
-    _exit(127);  // child() does not return
-  }
-  int fork_errno = errno;
-  close(err_pipe[1]);
-  if (pid < 0) {
-    close(err_pipe[0]);
-    error = "fork: " + errno_text(fork_errno);
-    return {};
-  }
-  return {pid, err_pipe[0]};
-}
-
-// The child's pid once it has exec'd or died (why, in `error`); -1 if it
-// was never forked.
-pid_t await_exec(Forked child, std::string& error) {
-  if (child.pid < 0) return -1;
-  char buf[512];
-  ssize_t n;
-  while ((n = read(child.err_fd, buf, sizeof buf)) != 0) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    error.append(buf, static_cast<size_t>(n));
-  }
-  close(child.err_fd);
-  return child.pid;
-}
-
-template <typename Child>
-pid_t spawn(const Child& child, std::string& error) {
-  return await_exec(fork_child(child, error), error);
-}
-
-// Forks and execs a worker's command (runc), as root, with the shell's
-// stdio; returns its pid, or -1 with `error` set.
-// With `pass_channel` (a forwarding job: hpcq run --image), the command is
-// `runc run --preserve-fds 2`, which hands its fds 3 and 4 to the container's
-// shell: 4 is this shell's channel to the executor, which the shell inside
-// then writes its tasks' output frames to (sends on a packet socket do not
-// interleave) and reads task 0's input from. 3 is only a placeholder.
-pid_t start_worker(const WorkerSpec& worker, bool pass_channel, std::string& error) {
-  std::vector<std::string> args = worker.command;
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  return spawn(
-      [&](int err_fd) {
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, nullptr);
-        if (pass_channel) {
-          const int placeholder = open("/dev/null", O_RDONLY);
-          if (placeholder < 0 || err_fd == kReadyFd || dup2(placeholder, kReadyFd) < 0 ||
-              fcntl(kOutputFd, F_SETFD, 0) < 0) {
-            fail_task(err_fd, "pass the output channel to runc: " + errno_text(errno));
-          }
-        }
-        // runc finds its children by their PIDs in /proc: the shell's own
-        // /proc (the executor's exec_shell) is the job's PID namespace's.
-        execvp(argv[0], argv.data());
-        fail_task(err_fd, "exec " + args[0] + ": " + errno_text(errno));
-      },
-      error);
-}
-
-// The results of a worker's tasks once its command has ended with `code`:
-// what the shell inside the container wrote, or, where it wrote nothing
-// (the container did not start), `code` and a reason for each task.
-// The last line of the shell's log, where runc writes why a container failed.
-std::string last_log_line(const JobFiles& files) {
-  std::ifstream in(files.shell_log);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  constexpr size_t kMax = 300;
-  return last.size() > kMax ? last.substr(last.size() - kMax) : last;
-}
-
-void take_worker_results(const JobLaunch& l, const JobFiles& files, size_t worker, int code,
-                         ShellResults& results) {
-  std::stringstream text;
-  {
-    std::ifstream in(l.workers[worker].results);
-    text << in.rdbuf();
-  }
-  auto inner = decode_results(text.str());
-  for (TaskResult& r : results.tasks) {
-    if (l.tasks[static_cast<size_t>(r.local)].worker != static_cast<int>(worker)) continue;
-    bool found = false;
-    if (inner.is_ok()) {
-      for (const TaskResult& t : inner->tasks) {
-        if (t.rank != r.rank) continue;
-        const int local = r.local;
-        r = t;
-        r.local = local;
-        found = true;
-      }
-    }
-    if (!found) {
-      r.exit_code = code == 0 ? kCannotStart : code;
-      const std::string why = last_log_line(files);
-      r.error = "container of worker " + std::to_string(l.workers[worker].id) +
-                " ended with code " + std::to_string(code) + " before its tasks reported" +
-                (why.empty() ? "" : ": " + why);
-    }
-  }
-}
 
 // kHeldChannelFd holds the agent's end of the channel, or /dev/null: never
 // a file the shell opened later, which a restarted agent would take for it.
@@ -420,9 +113,10 @@ bool write_results(const JobFiles& files, const ShellResults& results) {
   return replace_file(files.results, encode_results(results)).is_ok();
 }
 
-int run(const std::string& dir) {
-  // Start from a clean slate whatever the agent had: default dispositions
-  // (an inherited SIG_IGN would survive exec into the tasks).
+// Default dispositions (an inherited SIG_IGN would survive exec into the
+// tasks), and the signals the shell takes with sigwaitinfo: SIGCHLD, the
+// dump signal and those it forwards, blocked. Returns that set.
+sigset_t take_signals() {
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
   }
@@ -441,7 +135,307 @@ int run(const std::string& dir) {
   sigaction(prepare_dump_signal(), &sa, nullptr);
   for (int sig : kForwarded) sigaction(sig, &sa, nullptr);
   sigprocmask(SIG_SETMASK, &wait_set, nullptr);
+  return wait_set;
+}
 
+// launch.json, read and closed at once: a checkpointed shell must hold no
+// file that a restore replaces (launch.json then describes the new
+// allocation).
+Result<JobLaunch> read_launch(const JobFiles& files) {
+  std::stringstream text;
+  {
+    std::ifstream in(files.launch);
+    text << in.rdbuf();
+  }
+  return decode_launch(text.str());
+}
+
+// One shell's run: its tasks (or an image job's workers), their output, the
+// MPI world they form, and what it writes into results.json at the end.
+class ShellRun {
+ public:
+  ShellRun(JobFiles files, JobLaunch launch, sigset_t wait_set)
+      : files_(std::move(files)),
+        l_(std::move(launch)),
+        base_env_(base_environment(l_, files_)),
+        containers_(!l_.image.empty()),
+        wait_set_(wait_set) {}
+
+  // An MPI world (--mpi pmi1 or pmix): PMI or PMIx for every task; one task
+  // that fails ends the node's others, so that none waits forever on a rank
+  // that is gone.
+  void start_mpi_world();
+  // Forks every task, held at a gate until all are forked; false when the
+  // gate cannot be made.
+  bool start_tasks();
+  void start_workers();
+  // Until every task and worker has ended (a batch job's node without the
+  // script: until SIGTERM), forwarding signals and taking each end.
+  void wait_for_tasks();
+  // results.json; the job's code.
+  int finish();
+
+ private:
+  // Ends every other process of the namespace: a rank of the world has
+  // failed, left without finalizing, or aborted.
+  void end_world(size_t why);
+  // The children that ended (SIGCHLDs merge: every one, orphans included).
+  void reap_children();
+  // Task `local` ended: whether its world goes on.
+  void task_ended(size_t local);
+
+  const JobFiles files_;
+  const JobLaunch l_;
+  const std::map<std::string, std::string> base_env_;
+  const bool containers_;
+  const sigset_t wait_set_;
+  ShellResults results_;
+  std::map<pid_t, size_t> running_;  // task pid -> index in results_.tasks
+  std::map<pid_t, size_t> workers_;  // worker command pid -> index in l_.workers
+  TaskIo output_;
+  std::unique_ptr<MpiWorld> pmi_;
+  std::string pmi_error_;  // why the world's server could not start
+  bool world_ended_ = false;
+  std::optional<size_t> culprit_;  // the task whose end or abort ended the world
+};
+
+void ShellRun::start_mpi_world() {
+  if (containers_ || l_.pmi.kvsname.empty() || l_.tasks.empty()) return;
+  if (l_.channel_on_demand()) {
+    // Keeps kOutputFd's number for the channel the shell may open later.
+    const int placeholder = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (placeholder >= 0 && placeholder != kOutputFd) {
+      dup3(placeholder, kOutputFd, O_CLOEXEC);
+      close(placeholder);
+    }
+  }
+  auto channel = std::make_shared<WorldChannel>(l_, files_);
+  if (l_.pmi.offers_pmix()) {
+#if defined(HPCQ_JOB_SHELL_PMIX)
+    pmi_ = start_pmix_world(l_, files_, channel, pmi_error_);
+    if (pmi_ && l_.pmi.offers_pmi1()) {
+      pmi_ = std::make_unique<BothWorlds>(channel, std::make_unique<PmiClients>(l_, channel),
+                                          std::move(pmi_));
+    }
+#elif defined(HPCQ_CONTAINER_SHELL)
+    pmi_error_ = "PMIx is not served inside a container";
+#else
+    pmi_error_ = "this job shell has no PMIx server (its -pmix build has)";
+#endif
+  } else {
+    pmi_ = std::make_unique<PmiClients>(l_, channel);
+  }
+  output_.serve_pmi(pmi_.get());
+}
+
+bool ShellRun::start_tasks() {
+  StartGate gate;
+  int gate_fds[2];
+  if (!containers_ && !l_.tasks.empty()) {
+    if (pipe2(gate_fds, O_CLOEXEC) != 0) {
+      fprintf(stderr, "hpcq-job-shell: pipe: %s\n", strerror(errno));
+      return false;
+    }
+    gate = {gate_fds[0], gate_fds[1]};
+  }
+  std::vector<std::pair<size_t, Forked>> forked;  // held at the gate
+  for (size_t i = 0; i < l_.tasks.size(); ++i) {
+    TaskResult r;
+    r.rank = l_.tasks[i].rank;
+    r.local = static_cast<int>(i);
+    TaskStdio stdio;
+    if (!pmi_error_.empty()) {
+      r.exit_code = kCannotStart;
+      r.error = pmi_error_;
+    } else if (!containers_ && l_.forward_output && !output_.add(r.rank, l_.pty, stdio, r.error)) {
+      r.exit_code = kCannotStart;
+    } else if (pmi_ && !pmi_->add(i, stdio, r.error)) {
+      r.exit_code = kCannotStart;
+    } else if (!containers_) {
+      forked.emplace_back(
+          i,
+          fork_child([&](int err_fd) { run_task(l_, files_, i, base_env_, stdio, gate, err_fd); },
+                     r.error));
+      for (int fd : std::set<int>{stdio.in, stdio.out, stdio.err, stdio.pmi}) {
+        if (fd >= 0) close(fd);
+      }
+    }
+    results_.tasks.push_back(std::move(r));
+  }
+  if (gate.release >= 0) {
+    close(gate.release);  // every task execs now
+    close(gate.hold);
+  }
+  for (auto& [i, child] : forked) {
+    pid_t pid = await_exec(child, results_.tasks[i].error);
+    if (pid > 0) {
+      running_[pid] = i;
+    } else {
+      results_.tasks[i].exit_code = kCannotStart;
+    }
+  }
+  for (size_t i = 0; pmi_ && i < results_.tasks.size(); ++i) {
+    if (results_.tasks[i].exit_code == kCannotStart) {
+      end_world(i);
+      break;
+    }
+  }
+  return true;
+}
+
+void ShellRun::start_workers() {
+  for (size_t w = 0; containers_ && w < l_.workers.size(); ++w) {
+    std::string error;
+    pid_t pid =
+        l_.workers[w].command.empty() ? -1 : start_worker(l_.workers[w], l_.forward_output, error);
+    if (pid > 0) {
+      workers_[pid] = w;
+      continue;
+    }
+    if (error.empty()) error = "worker " + std::to_string(l_.workers[w].id) + " has no command";
+    for (TaskResult& r : results_.tasks) {
+      if (l_.tasks[static_cast<size_t>(r.local)].worker != static_cast<int>(w)) continue;
+      r.exit_code = kCannotStart;
+      r.error = error;
+    }
+  }
+}
+
+void ShellRun::end_world(size_t why) {
+  if (world_ended_) return;
+  world_ended_ = true;
+  culprit_ = why;
+  kill(-1, SIGKILL);
+}
+
+void ShellRun::wait_for_tasks() {
+  // A batch job's node without the script holds its part until SIGTERM.
+  bool holding = l_.batch && l_.tasks.empty();
+  const int signal_fd = output_.empty() && !pmi_ ? -1 : signalfd(-1, &wait_set_, SFD_CLOEXEC);
+  while (!running_.empty() || !workers_.empty() || holding) {
+    int sig;
+    if (signal_fd >= 0) {
+      sig = output_.next_signal(signal_fd);
+    } else {
+      siginfo_t info{};
+      sig = sigwaitinfo(&wait_set_, &info);
+    }
+    if (sig < 0) {  // EINTR: the lease watch may have ended the node's part
+      if (lease_fenced_at() != 0) holding = false;
+      continue;
+    }
+    if (sig == prepare_dump_signal()) {
+      prepare_dump(pmi_.get(), files_);
+    } else if (sig == SIGCHLD) {
+      reap_children();
+    } else if (containers_) {
+      if (sig == SIGTERM) holding = false;
+      // Each runc passes it to its container's shell, which passes it on
+      // to its tasks: kill(-1) here would reach them too, a second time.
+      for (const auto& worker : workers_) kill(worker.first, sig);
+    } else {
+      if (sig == SIGTERM) holding = false;
+      // From init, kill(-1) reaches every process of the namespace but itself.
+      kill(-1, sig);
+    }
+  }
+}
+
+void ShellRun::reap_children() {
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    if (auto w = workers_.find(pid); w != workers_.end()) {
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      take_worker_results(l_, files_, w->second, code, results_);
+      workers_.erase(w);
+      continue;
+    }
+    auto it = running_.find(pid);
+    if (it == running_.end()) continue;  // an orphan we inherited
+    const size_t local = it->second;
+    TaskResult& r = results_.tasks[local];
+    if (WIFEXITED(status)) {
+      r.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      r.signal = WTERMSIG(status);
+      r.exit_code = 128 + r.signal;
+    }
+    running_.erase(it);
+    if (pmi_) task_ended(local);
+  }
+}
+
+void ShellRun::task_ended(size_t local) {
+  TaskResult& r = results_.tasks[local];
+  if (world_ended_) {
+    r.ended_by_shell = local != culprit_;
+    return;
+  }
+  const bool left_unfinished = pmi_->task_ended(local);
+  // An abort, or a refused spawn whose grace passed, names its task.
+  if (const auto ender = pmi_->ended_by()) {
+    for (size_t t = 0; t < results_.tasks.size(); ++t) {
+      if (results_.tasks[t].rank != ender->rank) continue;
+      results_.tasks[t].error = ender->why;
+      end_world(t);
+    }
+    r.ended_by_shell = local != culprit_;
+  } else if (auto by = pmi_->broken_by(); by && *by != local) {
+    // An earlier task, gone before PMI began, broke the world: it decides.
+    TaskResult& gone = results_.tasks[*by];
+    if (gone.exit_code == 0) {
+      gone.error =
+          "ended before MPI_Init (PMI init) while the other tasks began: its MPI world cannot "
+          "go on";
+    }
+    pmi_->report_failure(std::max(1, gone.exit_code), describe_task(gone));
+    end_world(*by);
+    r.ended_by_shell = true;
+  } else if (pmi_->in_use() && (r.exit_code != 0 || left_unfinished)) {
+    if (r.exit_code == 0) {
+      r.error =
+          "ended before MPI_Finalize (PMI finalize) while its MPI world ran: the world "
+          "cannot go on";
+    }
+    // Most likely why: the MPI library gives up on a refused put, fence
+    // or spawn.
+    if (const std::string why = pmi_->cause_of_failure(); !why.empty()) {
+      const std::string ended = describe_task(r);  // "task 3: exited with code 1"
+      r.error = ended.substr(ended.find(": ") + 2) + " after " + why;
+    }
+    pmi_->report_failure(std::max(1, r.exit_code), describe_task(r));
+    end_world(local);
+  }
+}
+
+int ShellRun::finish() {
+  output_.drain();
+  if (lease_fenced_at() != 0) {
+    for (TaskResult& r : results_.tasks) {
+      if (r.signal == SIGKILL && r.error.empty()) r.error = kLeaseLostError;
+    }
+  }
+  results_.exit_code = job_exit_code(results_.tasks);
+  if (const auto ender = pmi_ ? pmi_->ended_by() : std::nullopt) {
+    results_.exit_code = ender->code;
+  } else if (world_ended_ && results_.exit_code == 0) {
+    results_.exit_code = 1;  // a rank left the world early: a failure, whatever its code
+  }
+  rusage usage{};
+  if (getrusage(RUSAGE_CHILDREN, &usage) == 0) {
+    auto us = [](const timeval& t) { return std::int64_t{t.tv_sec} * 1000000 + t.tv_usec; };
+    results_.cpu_time_us = us(usage.ru_utime) + us(usage.ru_stime);
+  }
+  if (!write_results(files_, results_)) {
+    fprintf(stderr, "hpcq-job-shell: cannot write %s: %s\n", files_.results.c_str(),
+            strerror(errno));
+  }
+  return results_.exit_code;
+}
+
+int run(const std::string& dir) {
+  const sigset_t wait_set = take_signals();
   fcntl(kReadyFd, F_SETFD, FD_CLOEXEC);
   fcntl(kOutputFd, F_SETFD, FD_CLOEXEC);  // when there is one
   if (fcntl(kHeldChannelFd, F_SETFD, FD_CLOEXEC) != 0) let_go_of_held_channel();
@@ -456,136 +450,18 @@ int run(const std::string& dir) {
     fprintf(stderr, "hpcq-job-shell: setsid: %s\n", strerror(errno));
     return kSetupFailed;
   }
-  const JobFiles files(dir);
-  std::stringstream text;
-  {
-    // Closed at once: a checkpointed shell must hold no file that a restore
-    // replaces (launch.json then describes the new allocation).
-    std::ifstream in(files.launch);
-    text << in.rdbuf();
-  }
-  auto launch = decode_launch(text.str());
+  JobFiles files(dir);
+  auto launch = read_launch(files);
   if (!launch.is_ok()) {
     fprintf(stderr, "hpcq-job-shell: %s: %s\n", files.launch.c_str(),
             launch.status().message().c_str());
     return kSetupFailed;
   }
-  const JobLaunch& l = *launch;
-  const auto base_env = base_environment(l, files);
-
-  ShellResults results;
-  std::map<pid_t, size_t> running;  // task pid -> index in results.tasks
-  std::map<pid_t, size_t> workers;  // worker command pid -> index in l.workers
-  const bool containers = !l.image.empty();
-  TaskIo output;
-  // An MPI world (--mpi pmi1 or pmix): PMI or PMIx for every task; one task
-  // that fails ends the node's others, so that none waits forever on a rank
-  // that is gone.
-  std::unique_ptr<MpiWorld> pmi;
-  std::string pmi_error;  // why the world's server could not start
-  if (!containers && !l.pmi.kvsname.empty() && !l.tasks.empty()) {
-    if (l.channel_on_demand()) {
-      // Keeps kOutputFd's number for the channel the shell may open later.
-      const int placeholder = open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (placeholder >= 0 && placeholder != kOutputFd) {
-        dup3(placeholder, kOutputFd, O_CLOEXEC);
-        close(placeholder);
-      }
-    }
-    auto channel = std::make_shared<WorldChannel>(l, files);
-    if (l.pmi.offers_pmix()) {
-#if defined(HPCQ_JOB_SHELL_PMIX)
-      pmi = start_pmix_world(l, files, channel, pmi_error);
-      if (pmi && l.pmi.offers_pmi1()) {
-        pmi = std::make_unique<BothWorlds>(channel, std::make_unique<PmiClients>(l, channel),
-                                           std::move(pmi));
-      }
-#elif defined(HPCQ_CONTAINER_SHELL)
-      pmi_error = "PMIx is not served inside a container";
-#else
-      pmi_error = "this job shell has no PMIx server (its -pmix build has)";
-#endif
-    } else {
-      pmi = std::make_unique<PmiClients>(l, channel);
-    }
-    output.serve_pmi(pmi.get());
-  }
-  bool world_ended = false;
-  std::optional<size_t> culprit;  // the task whose end or abort ended the world
-  StartGate gate;
-  int gate_fds[2];
-  if (!containers && !l.tasks.empty()) {
-    if (pipe2(gate_fds, O_CLOEXEC) != 0) {
-      fprintf(stderr, "hpcq-job-shell: pipe: %s\n", strerror(errno));
-      return kSetupFailed;
-    }
-    gate = {gate_fds[0], gate_fds[1]};
-  }
-  std::vector<std::pair<size_t, Forked>> forked;  // held at the gate
-  for (size_t i = 0; i < l.tasks.size(); ++i) {
-    TaskResult r;
-    r.rank = l.tasks[i].rank;
-    r.local = static_cast<int>(i);
-    TaskStdio stdio;
-    if (!pmi_error.empty()) {
-      r.exit_code = kCannotStart;
-      r.error = pmi_error;
-    } else if (!containers && l.forward_output && !output.add(r.rank, l.pty, stdio, r.error)) {
-      r.exit_code = kCannotStart;
-    } else if (pmi && !pmi->add(i, stdio, r.error)) {
-      r.exit_code = kCannotStart;
-    } else if (!containers) {
-      forked.emplace_back(
-          i, fork_child([&](int err_fd) { run_task(l, files, i, base_env, stdio, gate, err_fd); },
-                        r.error));
-      for (int fd : std::set<int>{stdio.in, stdio.out, stdio.err, stdio.pmi}) {
-        if (fd >= 0) close(fd);
-      }
-    }
-    results.tasks.push_back(std::move(r));
-  }
-  if (gate.release >= 0) {
-    close(gate.release);  // every task execs now
-    close(gate.hold);
-  }
-  for (auto& [i, child] : forked) {
-    pid_t pid = await_exec(child, results.tasks[i].error);
-    if (pid > 0) {
-      running[pid] = i;
-    } else {
-      results.tasks[i].exit_code = kCannotStart;
-    }
-  }
-  for (size_t i = 0; pmi && !culprit && i < results.tasks.size(); ++i) {
-    if (results.tasks[i].exit_code == kCannotStart) culprit = i;
-  }
-  // Ends every other process of the namespace: a rank of the world has
-  // failed, left without finalizing, or aborted.
-  auto end_world = [&](size_t why) {
-    if (world_ended) return;
-    world_ended = true;
-    culprit = why;
-    kill(-1, SIGKILL);
-  };
-  if (culprit) {
-    world_ended = false;
-    end_world(*culprit);
-  }
-  for (size_t w = 0; containers && w < l.workers.size(); ++w) {
-    std::string error;
-    pid_t pid =
-        l.workers[w].command.empty() ? -1 : start_worker(l.workers[w], l.forward_output, error);
-    if (pid > 0) {
-      workers[pid] = w;
-      continue;
-    }
-    if (error.empty()) error = "worker " + std::to_string(l.workers[w].id) + " has no command";
-    for (TaskResult& r : results.tasks) {
-      if (l.tasks[static_cast<size_t>(r.local)].worker != static_cast<int>(w)) continue;
-      r.exit_code = kCannotStart;
-      r.error = error;
-    }
-  }
+  const std::string lease = launch->leader_lease;
+  ShellRun shell(std::move(files), std::move(launch).value(), wait_set);
+  shell.start_mpi_world();
+  if (!shell.start_tasks()) return kSetupFailed;
+  shell.start_workers();
   const char ready = 'r';
   ssize_t ignored = write(kReadyFd, &ready, 1);
   (void)ignored;
@@ -594,130 +470,15 @@ int run(const std::string& dir) {
   // The tasks end when the node's lease runs out, before the leader may run
   // them elsewhere (leader_lease.h). The outer shell's kill reaches into
   // the containers.
-  if (!l.leader_lease.empty()) {
-    if (Status watched = start_lease_watch(l.leader_lease); !watched.is_ok()) {
+  if (!lease.empty()) {
+    if (Status watched = start_lease_watch(lease); !watched.is_ok()) {
       fprintf(stderr, "hpcq-job-shell: no watch of the node's lease: %s\n",
               watched.message().c_str());
     }
   }
 #endif
-
-  // A batch job's node without the script holds its part until SIGTERM.
-  bool holding = l.batch && l.tasks.empty();
-  const int signal_fd = output.empty() && !pmi ? -1 : signalfd(-1, &wait_set, SFD_CLOEXEC);
-  while (!running.empty() || !workers.empty() || holding) {
-    int sig;
-    if (signal_fd >= 0) {
-      sig = output.next_signal(signal_fd);
-    } else {
-      siginfo_t info{};
-      sig = sigwaitinfo(&wait_set, &info);
-    }
-    if (sig < 0) {  // EINTR: the lease watch may have ended the node's part
-      if (lease_fenced_at() != 0) holding = false;
-      continue;
-    }
-    if (sig == prepare_dump_signal()) {
-      prepare_dump(pmi.get(), files);
-      continue;
-    }
-    if (sig != SIGCHLD) {
-      if (sig == SIGTERM) holding = false;
-      if (containers) {
-        // Each runc passes it to its container's shell, which passes it on
-        // to its tasks: kill(-1) here would reach them too, a second time.
-        for (const auto& worker : workers) kill(worker.first, sig);
-        continue;
-      }
-      // From init, kill(-1) reaches every process of the namespace but itself.
-      kill(-1, sig);
-      continue;
-    }
-    // SIGCHLDs merge: collect every child that has ended, orphans included.
-    int status = 0;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-      if (auto w = workers.find(pid); w != workers.end()) {
-        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        take_worker_results(l, files, w->second, code, results);
-        workers.erase(w);
-        continue;
-      }
-      auto it = running.find(pid);
-      if (it == running.end()) continue;  // an orphan we inherited
-      const size_t local = it->second;
-      TaskResult& r = results.tasks[local];
-      if (WIFEXITED(status)) {
-        r.exit_code = WEXITSTATUS(status);
-      } else if (WIFSIGNALED(status)) {
-        r.signal = WTERMSIG(status);
-        r.exit_code = 128 + r.signal;
-      }
-      running.erase(it);
-      if (!pmi) continue;
-      if (world_ended) {
-        r.ended_by_shell = local != culprit;
-        continue;
-      }
-      const bool left_unfinished = pmi->task_ended(local);
-      // An abort, or a refused spawn whose grace passed, names its task.
-      if (const auto ender = pmi->ended_by()) {
-        for (size_t t = 0; t < results.tasks.size(); ++t) {
-          if (results.tasks[t].rank != ender->rank) continue;
-          results.tasks[t].error = ender->why;
-          end_world(t);
-        }
-        r.ended_by_shell = local != culprit;
-      } else if (auto by = pmi->broken_by(); by && *by != local) {
-        // An earlier task, gone before PMI began, broke the world: it decides.
-        TaskResult& gone = results.tasks[*by];
-        if (gone.exit_code == 0) {
-          gone.error =
-              "ended before MPI_Init (PMI init) while the other tasks began: its MPI world cannot "
-              "go on";
-        }
-        pmi->report_failure(std::max(1, gone.exit_code), describe_task(gone));
-        end_world(*by);
-        r.ended_by_shell = true;
-      } else if (pmi->in_use() && (r.exit_code != 0 || left_unfinished)) {
-        if (r.exit_code == 0) {
-          r.error =
-              "ended before MPI_Finalize (PMI finalize) while its MPI world ran: the world "
-              "cannot go on";
-        }
-        // Most likely why: the MPI library gives up on a refused put, fence
-        // or spawn.
-        if (const std::string why = pmi->cause_of_failure(); !why.empty()) {
-          const std::string ended = describe_task(r);  // "task 3: exited with code 1"
-          r.error = ended.substr(ended.find(": ") + 2) + " after " + why;
-        }
-        pmi->report_failure(std::max(1, r.exit_code), describe_task(r));
-        end_world(local);
-      }
-    }
-  }
-  output.drain();
-  if (lease_fenced_at() != 0) {
-    for (TaskResult& r : results.tasks) {
-      if (r.signal == SIGKILL && r.error.empty()) r.error = kLeaseLostError;
-    }
-  }
-  results.exit_code = job_exit_code(results.tasks);
-  if (const auto ender = pmi ? pmi->ended_by() : std::nullopt) {
-    results.exit_code = ender->code;
-  } else if (world_ended && results.exit_code == 0) {
-    results.exit_code = 1;  // a rank left the world early: a failure, whatever its code
-  }
-  rusage usage{};
-  if (getrusage(RUSAGE_CHILDREN, &usage) == 0) {
-    auto us = [](const timeval& t) { return std::int64_t{t.tv_sec} * 1000000 + t.tv_usec; };
-    results.cpu_time_us = us(usage.ru_utime) + us(usage.ru_stime);
-  }
-  if (!write_results(files, results)) {
-    fprintf(stderr, "hpcq-job-shell: cannot write %s: %s\n", files.results.c_str(),
-            strerror(errno));
-  }
-  return results.exit_code;
+  shell.wait_for_tasks();
+  return shell.finish();
 }
 
 }  // namespace

@@ -387,22 +387,60 @@ std::vector<Reply> Server::on_spawn_line(std::size_t client, std::string_view li
   return {{client, "cmd=spawn_result rc=-1 msg=" + as_word(std::string(kSpawnRefused)) + "\n"}};
 }
 
+namespace {
+
+// The answer to a PMI-2 message that cannot be read: named after its
+// command where that much can be read.
+Reply unreadable(std::size_t client, std::string_view text, const std::string& why) {
+  std::string cmd = "error";
+  if (text.substr(0, 4) == "cmd=") {
+    const std::size_t semicolon = text.find(';');
+    cmd = std::string(text.substr(
+              4, semicolon == std::string_view::npos ? std::string_view::npos : semicolon - 4)) +
+          "-response";
+  }
+  return answer(client, cmd, "", failed(why));
+}
+
+Pairs found(const std::optional<std::string>& value) {
+  if (!value) return {{"rc", "0"}, {"found", "FALSE"}};
+  return {{"rc", "0"}, {"found", "TRUE"}, {"value", *value}};
+}
+
+}  // namespace
+
+std::optional<std::string> Server::job_attr(const std::string& key) const {
+  if (key == "universeSize") return std::to_string(world_.size);
+  if (auto it = world_.preset.find(key); it != world_.preset.end() && !it->second.empty()) {
+    return it->second;
+  }
+  return std::nullopt;
+}
+
+void Server::put_node_attr(std::size_t client, const std::string& key, const std::string& value,
+                           const std::string& thrid, std::vector<Reply>& replies) {
+  if (auto why = unstorable(key, value)) {
+    replies.push_back(answer(client, "info-putnodeattr-response", thrid, failed(*why)));
+    return;
+  }
+  node_attrs_[key] = value;
+  replies.push_back(answer(client, "info-putnodeattr-response", thrid, {{"rc", "0"}}));
+  for (std::size_t other = 0; other < clients_.size(); ++other) {
+    Client& o = clients_[other];
+    if (!o.awaits || o.awaits->first != key) continue;
+    replies.push_back(answer(other, "info-getnodeattr-response", o.awaits->second, found(value)));
+    o.awaits.reset();
+  }
+}
+
 std::vector<Reply> Server::on_message(std::size_t client, std::string_view text) {
   std::vector<Reply> replies;
   Client& c = clients_[client];
   auto pairs = decode_message(text);
   if (!pairs.is_ok() || pairs->empty() || pairs->front().first != "cmd") {
-    // Named after its command where that much can be read.
-    std::string cmd = "error";
-    if (text.substr(0, 4) == "cmd=") {
-      cmd = std::string(text.substr(4, text.find(';') == std::string_view::npos
-                                           ? std::string_view::npos
-                                           : text.find(';') - 4)) +
-            "-response";
-    }
-    replies.push_back(answer(
-        client, cmd, "",
-        failed(pairs.is_ok() ? "a PMI-2 message begins with cmd=" : pairs.status().message())));
+    replies.push_back(
+        unreadable(client, text,
+                   pairs.is_ok() ? "a PMI-2 message begins with cmd=" : pairs.status().message()));
     return replies;
   }
   const std::string cmd = pairs->front().second;
@@ -441,48 +479,20 @@ std::vector<Reply> Server::on_message(std::size_t client, std::string_view text)
   } else if (cmd == "kvs-get") {
     // jobid and srcid name no other space: there is one, the world's.
     auto it = kvs_.find(key);
-    if (it == kvs_.end()) {
-      reply({{"rc", "0"}, {"found", "FALSE"}});
-    } else {
-      reply({{"rc", "0"}, {"found", "TRUE"}, {"value", it->second}});
-    }
+    reply(found(it == kvs_.end() ? std::nullopt : std::optional<std::string>(it->second)));
   } else if (cmd == "info-putnodeattr") {
-    const std::string value = find(*pairs, "value").value_or("");
-    if (auto why = unstorable(key, value)) {
-      reply(failed(*why));
-      return replies;
-    }
-    node_attrs_[key] = value;
-    reply({{"rc", "0"}});
-    for (std::size_t other = 0; other < clients_.size(); ++other) {
-      Client& o = clients_[other];
-      if (!o.awaits || o.awaits->first != key) continue;
-      replies.push_back(answer(other, "info-getnodeattr-response", o.awaits->second,
-                               {{"rc", "0"}, {"found", "TRUE"}, {"value", value}}));
-      o.awaits.reset();
-    }
+    put_node_attr(client, key, find(*pairs, "value").value_or(""), thrid, replies);
   } else if (cmd == "info-getnodeattr") {
     auto it = node_attrs_.find(key);
     if (it != node_attrs_.end()) {
-      reply({{"rc", "0"}, {"found", "TRUE"}, {"value", it->second}});
+      reply(found(it->second));
     } else if (is_true(find(*pairs, "wait"))) {
       c.awaits = std::make_pair(key, thrid);  // answered by the put
     } else {
-      reply({{"rc", "0"}, {"found", "FALSE"}});
+      reply(found(std::nullopt));
     }
   } else if (cmd == "info-getjobattr") {
-    std::optional<std::string> value;
-    if (key == "universeSize") {
-      value = std::to_string(world_.size);
-    } else if (auto it = world_.preset.find(key);
-               it != world_.preset.end() && !it->second.empty()) {
-      value = it->second;
-    }
-    if (value) {
-      reply({{"rc", "0"}, {"found", "TRUE"}, {"value", *value}});
-    } else {
-      reply({{"rc", "0"}, {"found", "FALSE"}});
-    }
+    reply(found(job_attr(key)));
   } else if (cmd == "finalize") {
     c.phase = Phase::kFinalized;
     reply({{"rc", "0"}});

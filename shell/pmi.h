@@ -213,6 +213,11 @@ class Server {
   std::vector<Reply> on_spawn_line(std::size_t client, std::string_view line);
   // One PMI-2 message from `client`, without its length.
   std::vector<Reply> on_message(std::size_t client, std::string_view text);
+  // PMI-2's job attributes: universeSize and the preset keys (PMI_process_mapping, ...).
+  std::optional<std::string> job_attr(const std::string& key) const;
+  // PMI-2's info-putnodeattr: stored, and answered to the clients waiting on it.
+  void put_node_attr(std::size_t client, const std::string& key, const std::string& value,
+                     const std::string& thrid, std::vector<Reply>& replies);
   // Stops reading `client`: its bytes cannot be framed.
   void refuse(std::size_t client, const std::string& why, std::vector<Reply>& replies);
   // init (either protocol), fullinit: the client has begun PMI.

@@ -428,116 +428,134 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
   return job;
 }
 
+namespace {
+
+// The directories a job's creation made: removed again, newest first,
+// unless it succeeded (kept).
+struct MadeDirs {
+  std::vector<std::string> dirs;
+  bool kept = false;
+  ~MadeDirs() {
+    if (kept) return;
+    for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) rmdir(it->c_str());
+  }
+};
+
+// The job's own directory: kNotFound when its parent is missing.
+Status make_job_dir(const std::string& dir, gid_t group, std::vector<std::string>& made) {
+  if (mkdir(dir.c_str(), 0750) == 0) {
+    made.push_back(dir);
+  } else if (errno != EEXIST) {
+    return Status(errno == ENOENT ? Code::kNotFound : Code::kInternal,
+                  "mkdir " + dir + ": " + errno_text(errno));
+  }
+  return restrict_to_group(dir, group);
+}
+
+}  // namespace
+
 Result<JobCgroup> CgroupHierarchy::create_job_once(const std::string& instance, JobId id,
                                                    const CgroupLimits& limits) const {
+  MadeDirs made;
+  auto job = version_ == CgroupVersion::kV2 ? create_v2_job(instance, id, limits, made.dirs)
+                                            : create_v1_job(instance, id, limits, made.dirs);
+  made.kept = job.is_ok();
+  return job;
+}
+
+Result<JobCgroup> CgroupHierarchy::create_v2_job(const std::string& instance, JobId id,
+                                                 const CgroupLimits& limits,
+                                                 std::vector<std::string>& made_dirs) const {
   const std::string job = "job-" + std::to_string(id);
-  std::vector<std::string> made;  // directories to remove if we fail
-  auto fail = [&made](Status s) -> Result<JobCgroup> {
-    for (auto it = made.rbegin(); it != made.rend(); ++it) rmdir(it->c_str());
-    return s;
-  };
   bool created = false;
-  // The job's own directory: kNotFound when its parent is missing.
-  auto make_job_dir = [&](const std::string& dir) {
-    if (mkdir(dir.c_str(), 0750) == 0) {
-      made.push_back(dir);
-    } else if (errno != EEXIST) {
-      return Status(errno == ENOENT ? Code::kNotFound : Code::kInternal,
-                    "mkdir " + dir + ": " + errno_text(errno));
+  std::set<std::string> required;
+  if (!limits.cpus.empty() || !limits.mems.empty()) required.insert("cpuset");
+  if (limits.memory_bytes > 0) required.insert("memory");
+  std::string dir = v2_root_ + v2_base_;
+  for (const std::string& part : {std::string("hpcq"), instance, job}) {
+    auto ready = ready_parents_.find(dir);
+    if (ready == ready_parents_.end() || !std::includes(ready->second.begin(), ready->second.end(),
+                                                        required.begin(), required.end())) {
+      std::set<std::string> enabled;
+      HPCQ_RETURN_IF_ERROR(enable_v2_controllers(dir, kV2Controllers, required, &enabled));
+      ready_parents_[dir] = std::move(enabled);
     }
-    return restrict_to_group(dir, limits.group);
-  };
-
-  if (version_ == CgroupVersion::kV2) {
-    std::set<std::string> required;
-    if (!limits.cpus.empty() || !limits.mems.empty()) required.insert("cpuset");
-    if (limits.memory_bytes > 0) required.insert("memory");
-    std::string dir = v2_root_ + v2_base_;
-    for (const std::string& part : {std::string("hpcq"), instance, job}) {
-      auto ready = ready_parents_.find(dir);
-      if (ready == ready_parents_.end() ||
-          !std::includes(ready->second.begin(), ready->second.end(), required.begin(),
-                         required.end())) {
-        std::set<std::string> enabled;
-        Status s = enable_v2_controllers(dir, kV2Controllers, required, &enabled);
-        if (!s.is_ok()) return fail(s);
-        ready_parents_[dir] = std::move(enabled);
-      }
-      dir += "/" + part;
-      if (part == job) {
-        Status s = make_job_dir(dir);
-        if (!s.is_ok()) return fail(s);
-      } else if (!ready_parents_.count(dir)) {
-        Status s = make_parent_dir(dir, &created);
-        if (!s.is_ok()) return fail(s);
-        if (created) made.push_back(dir);
-      }
+    dir += "/" + part;
+    if (part == job) {
+      HPCQ_RETURN_IF_ERROR(make_job_dir(dir, limits.group, made_dirs));
+    } else if (!ready_parents_.count(dir)) {
+      HPCQ_RETURN_IF_ERROR(make_parent_dir(dir, &created));
+      if (created) made_dirs.push_back(dir);
     }
-    // An empty cpuset in v2 means "the parent's": only write what is given.
-    if (!limits.cpus.empty()) {
-      Status s = write_file(dir + "/cpuset.cpus", resource::format_cpu_list(limits.cpus));
-      if (!s.is_ok()) return fail(s);
-    }
-    if (!limits.mems.empty()) {
-      Status s = write_file(dir + "/cpuset.mems", resource::format_cpu_list(limits.mems));
-      if (!s.is_ok()) return fail(s);
-    }
-    if (limits.memory_bytes > 0) {
-      Status s = write_file(dir + "/memory.max", std::to_string(limits.memory_bytes));
-      if (!s.is_ok()) return fail(s);
-    }
-    if (limits.pids_max > 0) {
-      Status s = write_file(dir + "/pids.max", std::to_string(limits.pids_max));
-      if (!s.is_ok()) return fail(s);
-    }
-    Status s = write_v2_cpu_weight(dir, limits.cpus);
-    if (!s.is_ok()) return fail(s);
-    return JobCgroup(CgroupVersion::kV2, {dir});
   }
+  // An empty cpuset in v2 means "the parent's": only write what is given.
+  if (!limits.cpus.empty()) {
+    HPCQ_RETURN_IF_ERROR(write_file(dir + "/cpuset.cpus", resource::format_cpu_list(limits.cpus)));
+  }
+  if (!limits.mems.empty()) {
+    HPCQ_RETURN_IF_ERROR(write_file(dir + "/cpuset.mems", resource::format_cpu_list(limits.mems)));
+  }
+  if (limits.memory_bytes > 0) {
+    HPCQ_RETURN_IF_ERROR(write_file(dir + "/memory.max", std::to_string(limits.memory_bytes)));
+  }
+  if (limits.pids_max > 0) {
+    HPCQ_RETURN_IF_ERROR(write_file(dir + "/pids.max", std::to_string(limits.pids_max)));
+  }
+  HPCQ_RETURN_IF_ERROR(write_v2_cpu_weight(dir, limits.cpus));
+  return JobCgroup(CgroupVersion::kV2, {dir});
+}
 
-  // v1: <mount>/hpcq/<instance>, made ready once (a cpuset given its
-  // parent's sets).
+Result<JobCgroup> CgroupHierarchy::create_v1_job(const std::string& instance, JobId id,
+                                                 const CgroupLimits& limits,
+                                                 std::vector<std::string>& made_dirs) const {
+  const std::string job = "job-" + std::to_string(id);
+  bool created = false;
+  // <mount>/hpcq/<instance>, made ready once (a cpuset given its parent's sets).
   auto make_instance_dir = [&](const std::string& mount, bool cpuset) -> Result<std::string> {
     std::string dir = mount;
     for (const std::string& part : {std::string("hpcq"), instance}) {
       dir += "/" + part;
       if (ready_parents_.count(dir)) continue;
       HPCQ_RETURN_IF_ERROR(make_parent_dir(dir, &created));
-      if (created) made.push_back(dir);
+      if (created) made_dirs.push_back(dir);
       if (cpuset) HPCQ_RETURN_IF_ERROR(fill_v1_cpuset(dir));
       ready_parents_[dir];
     }
     return dir;
   };
-  std::vector<std::string> dirs;
-  for (const char* c : kV1Controllers) {
-    const std::string controller = c;
+  // Each controller's directory with its limit.
+  auto make_controller_dir = [&](const std::string& controller) -> Result<std::string> {
     auto parent = make_instance_dir(v1_mounts_.at(controller), controller == "cpuset");
-    if (!parent.is_ok()) return fail(parent.status());
+    if (!parent.is_ok()) return parent.status();
     const std::string dir = *parent + "/" + job;
-    Status s = make_job_dir(dir);
-    if (!s.is_ok()) return fail(s);
-    if (controller == "cpuset") {
-      s = limits.cpus.empty()
-              ? Status::ok()
-              : write_file(dir + "/cpuset.cpus", resource::format_cpu_list(limits.cpus));
+    Status s = make_job_dir(dir, limits.group, made_dirs);
+    if (s.is_ok() && controller == "cpuset") {
+      if (!limits.cpus.empty()) {
+        s = write_file(dir + "/cpuset.cpus", resource::format_cpu_list(limits.cpus));
+      }
       if (s.is_ok() && !limits.mems.empty()) {
         s = write_file(dir + "/cpuset.mems", resource::format_cpu_list(limits.mems));
       }
       // Whatever was not given.
       if (s.is_ok() && (limits.cpus.empty() || limits.mems.empty())) s = fill_v1_cpuset(dir);
-    } else if (controller == "memory" && limits.memory_bytes > 0) {
+    } else if (s.is_ok() && controller == "memory" && limits.memory_bytes > 0) {
       s = write_file(dir + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes));
-    } else if (controller == "pids" && limits.pids_max > 0) {
+    } else if (s.is_ok() && controller == "pids" && limits.pids_max > 0) {
       s = write_file(dir + "/pids.max", std::to_string(limits.pids_max));
     }
-    if (!s.is_ok()) return fail(s);
-    dirs.push_back(dir);
+    if (!s.is_ok()) return s;
+    return dir;
+  };
+  std::vector<std::string> dirs;
+  for (const char* c : kV1Controllers) {
+    auto dir = make_controller_dir(c);
+    if (!dir.is_ok()) return dir.status();
+    dirs.push_back(*dir);
   }
   // runc puts image jobs in every hierarchy: theirs are not listed either.
   for (const std::string& mount : v1_other_mounts_) {
     auto parent = make_instance_dir(mount, false);
-    if (!parent.is_ok()) return fail(parent.status());
+    if (!parent.is_ok()) return parent.status();
   }
   return JobCgroup(CgroupVersion::kV1, std::move(dirs));
 }

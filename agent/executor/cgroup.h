@@ -171,6 +171,12 @@ class CgroupHierarchy {
 
   Result<JobCgroup> create_job_once(const std::string& instance, JobId id,
                                     const CgroupLimits& limits) const;
+  // create_job_once's two halves; `made_dirs`: the directories made, which
+  // the caller removes unless the whole succeeds.
+  Result<JobCgroup> create_v2_job(const std::string& instance, JobId id, const CgroupLimits& limits,
+                                  std::vector<std::string>& made_dirs) const;
+  Result<JobCgroup> create_v1_job(const std::string& instance, JobId id, const CgroupLimits& limits,
+                                  std::vector<std::string>& made_dirs) const;
   // The parent directories create_job has made ready: v1, each directory
   // (an empty set); v2, the controllers enabled for its children.
   mutable std::map<std::string, std::set<std::string>> ready_parents_;

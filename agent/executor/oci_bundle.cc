@@ -32,9 +32,9 @@ json bind_mount(const std::string& destination, const std::string& source, bool 
           {"options", {"rbind", writable ? "rw" : "ro", "nosuid", "nodev"}}};
 }
 
-}  // namespace
-
-std::string oci_config_json(const OciContainer& c) {
+// The container's mounts: the kernel's file systems every container gets
+// (runc's defaults), the job's directories and files, and the shell.
+json mounts_of(const OciContainer& c) {
   // The kernel's file systems every container gets (runc's defaults).
   json mounts = json::array({
       {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}},
@@ -81,7 +81,12 @@ std::string oci_config_json(const OciContainer& c) {
   }
   for (const std::string& f : c.read_only_files) mounts.push_back(bind_mount(f, f, false));
   mounts.push_back(bind_mount(kContainerShell, c.shell_binary, false));
+  return mounts;
+}
 
+// Its device files (the task's GPUs), and its cgroup's limits: devices,
+// cpuset, memory, pids.
+std::pair<json, json> devices_and_resources_of(const OciContainer& c) {
   json resources = {{"devices", json::array({{{"allow", false}, {"access", "rwm"}}})}};
   json devices = json::array();
   for (const DeviceFile& d : c.devices) {
@@ -107,6 +112,14 @@ std::string oci_config_json(const OciContainer& c) {
   if (c.memory_limit_bytes > 0) resources["memory"] = {{"limit", c.memory_limit_bytes}};
   if (c.pids_limit > 0) resources["pids"] = {{"limit", c.pids_limit}};
 
+  return {devices, resources};
+}
+
+}  // namespace
+
+std::string oci_config_json(const OciContainer& c) {
+  const json mounts = mounts_of(c);
+  const auto [devices, resources] = devices_and_resources_of(c);
   json user = {{"uid", c.uid}, {"gid", c.gid}};
   if (!c.additional_gids.empty()) user["additionalGids"] = c.additional_gids;
   const json no_capabilities = json::array();

@@ -82,6 +82,7 @@
 #include "agent/executor/checkpoint.h"
 #include "agent/executor/executor.h"
 #include "agent/executor/gpu_devices.h"
+#include "agent/executor/oci_bundle.h"
 #include "agent/executor/posix.h"
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
@@ -370,6 +371,10 @@ class ProcessExecutor final : public Executor {
     std::atomic<bool> done{false};
   };
   Status finish_restore(JobId id);
+  // begin_restore's parts: the restored shell's channel, a new socket in
+  // place of the dumped one (inode `dumped`); CRIU's thread.
+  Status reconnect_channel(std::uint64_t dumped, const std::string& image_dir, Job& j, Restore& r);
+  void start_restore(std::unique_ptr<Restore> r);
   ProcessExecutor(ExecutorConfig config, CgroupHierarchy hierarchy, int notify[2]);
   Status validate(const JobLaunch& launch) const;
   Status prepare_job_dir(const JobLaunch& launch, const std::string& dir) const;
@@ -387,6 +392,13 @@ class ProcessExecutor final : public Executor {
   // along: the agent's end of its channel (kHeldChannelFd), and its PMIx
   // server unless its tasks use it (then refused).
   Status prepare_shell_for_dump(Job& job, const std::string& name);
+  // begin_checkpoint's parts: whether the job can be dumped now (running,
+  // no steps, not a world across nodes, a channel still held, CRIU able);
+  // an image job's `runc checkpoint` of each worker; the dump's thread.
+  Status check_checkpointable(Job& job, const std::string& name);
+  Status plan_container_dumps(const Job& job, const std::string& image_dir, CheckpointThen then,
+                              const std::string& name, Dump& dump) const;
+  void start_dump(Job& job, std::unique_ptr<Dump> dump);
   static constexpr int kPmixAnswerWaitMs = 3000;
   // Per-worker cgroups or OCI bundles (file comment); fills the workers'
   // cgroup_dirs / command / results in `launch`.
@@ -397,6 +409,10 @@ class ProcessExecutor final : public Executor {
   Status prepare_device_cgroups(JobLaunch& launch, Job& job) const;
   // `restore_images`: the worker's `runc checkpoint` images; the bundle then
   // gets a new config.json (the new allocation) and a `runc restore` command.
+  // The OCI container of an image job's worker (inner's one worker and its
+  // tasks), bundled in `dir` on the image's root file system.
+  OciContainer container_config(const JobLaunch& l, const JobLaunch& inner,
+                                const std::string& rootfs, const std::string& dir) const;
   Status prepare_container(JobLaunch& launch, std::size_t worker, const Job& job,
                            const std::string& restore_images = "") const;
   std::string container_id(JobId job, int worker) const;

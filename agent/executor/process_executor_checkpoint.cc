@@ -332,12 +332,8 @@ Status ProcessExecutor::prepare_shell_for_dump(Job& job, const std::string& name
                              std::to_string(kPmixAnswerWaitMs) + " ms before the dump");
 }
 
-Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
-                                         CheckpointThen then) {
-  const std::string name = "job " + std::to_string(id);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return not_found(name + " is not running here");
-  Job& job = it->second;
+Status ProcessExecutor::check_checkpointable(Job& job, const std::string& name) {
+  const JobId id = job.id;
   if (job.checkpointing) return failed_precondition(name + " is being checkpointed already");
   if (poll_exit(job) || job.cancelled || job.timed_out) {
     return failed_precondition(name + " is ending: nothing to checkpoint");
@@ -364,6 +360,66 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   }
   Status capable = job.uid == 0 ? checkpoint_capability() : checkpoint_of_other_users();
   if (!capable.is_ok()) return Status(capable.code(), name + ": " + capable.message());
+  return Status::ok();
+}
+
+Status ProcessExecutor::plan_container_dumps(const Job& job, const std::string& image_dir,
+                                             CheckpointThen then, const std::string& name,
+                                             Dump& dump) const {
+  const std::string runc = find_program(config_.runc_path);
+  if (runc.empty()) return failed_precondition(name + ": no '" + config_.runc_path + "' in PATH");
+  for (int worker : job.worker_ids) {
+    RuncDump c;
+    c.runc = runc;
+    c.state_root = JobFiles(job.dir).oci_dir + "/state";
+    c.container = container_id(job.id, worker);
+    c.namespace_of = job.pid;
+    c.image_dir = image_dir + "/worker-" + std::to_string(worker);
+    // Several containers are all dumped before any stops: a failure
+    // half-way must leave the job running.
+    c.leave_running = then == CheckpointThen::kContinue || job.worker_ids.size() > 1;
+    c.timeout = dump.criu.timeout;
+    std::error_code ec;
+    fs::create_directories(c.image_dir, ec);
+    if (ec) return internal_error(name + ": create " + c.image_dir + ": " + ec.message());
+    dump.containers.push_back(std::move(c));
+  }
+  return Status::ok();
+}
+
+void ProcessExecutor::start_dump(Job& job, std::unique_ptr<Dump> dump) {
+  dump->start = std::chrono::steady_clock::now();
+  // The thread touches only its Dump (and the notify pipe): everything else
+  // stays with the loop thread, which finishes the dump (finish_dump).
+  Dump* d = dump.get();
+  const int notify = notify_write_.get();
+  dump->thread = std::thread([d, notify, criu = criu_] {
+    if (d->containers.empty()) {
+      d->status = criu_dump(criu, d->criu);
+    } else {
+      for (const RuncDump& container : d->containers) {
+        d->status = runc_dump(criu, container);
+        if (!d->status.is_ok()) break;
+      }
+    }
+    d->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - d->start).count();
+    d->done.store(true);
+    const char byte = 'd';
+    ssize_t ignored = write(notify, &byte, 1);
+    (void)ignored;
+  });
+  if (job.image) hold_shell(job, true);
+  job.checkpointing = true;
+  dumps_.emplace(job.id, std::move(dump));
+}
+
+Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
+                                         CheckpointThen then) {
+  const std::string name = "job " + std::to_string(id);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return not_found(name + " is not running here");
+  Job& job = it->second;
+  HPCQ_RETURN_IF_ERROR(check_checkpointable(job, name));
   if (job.pmix_server || job.channel) HPCQ_RETURN_IF_ERROR(prepare_shell_for_dump(job, name));
   // runc's containers see the job directory through a bind of their own.
   auto live = job.image ? std::vector<std::string>{} : live_hostfiles(job.pid, JobFiles(job.dir));
@@ -398,55 +454,14 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   dump->criu.external_mounts = *live;
   dump->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
   if (job.image) {
-    const std::string runc = find_program(config_.runc_path);
-    if (runc.empty()) {
+    if (Status planned = plan_container_dumps(job, image_dir, then, name, *dump);
+        !planned.is_ok()) {
       fs::remove_all(copy, ec);
       fs::remove(meta_tmp, ec);
-      return failed_precondition(name + ": no '" + config_.runc_path + "' in PATH");
-    }
-    for (int worker : job.worker_ids) {
-      RuncDump c;
-      c.runc = runc;
-      c.state_root = JobFiles(job.dir).oci_dir + "/state";
-      c.container = container_id(id, worker);
-      c.namespace_of = job.pid;
-      c.image_dir = image_dir + "/worker-" + std::to_string(worker);
-      // Several containers are all dumped before any stops: a failure
-      // half-way must leave the job running.
-      c.leave_running = then == CheckpointThen::kContinue || job.worker_ids.size() > 1;
-      c.timeout = dump->criu.timeout;
-      fs::create_directories(c.image_dir, ec);
-      if (ec) {
-        fs::remove_all(copy, ec);
-        fs::remove(meta_tmp, ec);
-        return internal_error(name + ": create " + c.image_dir + ": " + ec.message());
-      }
-      dump->containers.push_back(std::move(c));
+      return planned;
     }
   }
-  dump->start = std::chrono::steady_clock::now();
-  // The thread touches only its Dump (and the notify pipe): everything else
-  // stays with the loop thread, which finishes the dump (finish_dump).
-  Dump* d = dump.get();
-  const int notify = notify_write_.get();
-  dump->thread = std::thread([d, notify, criu = criu_] {
-    if (d->containers.empty()) {
-      d->status = criu_dump(criu, d->criu);
-    } else {
-      for (const RuncDump& container : d->containers) {
-        d->status = runc_dump(criu, container);
-        if (!d->status.is_ok()) break;
-      }
-    }
-    d->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - d->start).count();
-    d->done.store(true);
-    const char byte = 'd';
-    ssize_t ignored = write(notify, &byte, 1);
-    (void)ignored;
-  });
-  if (job.image) hold_shell(job, true);
-  job.checkpointing = true;
-  dumps_.emplace(id, std::move(dump));
+  start_dump(job, std::move(dump));
   return Status::ok();
 }
 
@@ -570,23 +585,8 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
     discard(j);  // nothing of it may be left
     return Status(prepared.code(), name + " not restored: " + prepared.message());
   }
-  if (prepared.is_ok() && j.channel) {
-    // The restored shell's channel: a new socket in place of the dumped one.
-    const std::uint64_t dumped = meta.value("channel_inode", std::uint64_t{0});
-    int pair[2];
-    struct stat theirs {};
-    if (dumped == 0) {
-      prepared = failed_precondition("its checkpoint in " + image_dir +
-                                     " holds no channel to an agent, which the job has");
-    } else if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
-      prepared = internal_error("socketpair: " + errno_text(errno));
-    } else {
-      j.output_fd = pair[0];
-      fcntl(j.output_fd, F_SETFL, O_NONBLOCK);
-      r->channel_theirs.adopt(pair[1]);
-      if (fstat(pair[1], &theirs) == 0) j.channel_inode = theirs.st_ino;
-      r->criu.inherit = {{pair[1], dumped}};
-    }
+  if (j.channel) {
+    prepared = reconnect_channel(meta.value("channel_inode", std::uint64_t{0}), image_dir, j, *r);
     if (!prepared.is_ok()) {
       discard(j);
       return Status(prepared.code(), name + " not restored: " + prepared.message());
@@ -599,6 +599,30 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
   r->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
   r->launch = std::move(l);
   r->job = std::move(j);
+  start_restore(std::move(r));
+  return Status::ok();
+}
+
+Status ProcessExecutor::reconnect_channel(std::uint64_t dumped, const std::string& image_dir,
+                                          Job& j, Restore& r) {
+  if (dumped == 0) {
+    return failed_precondition("its checkpoint in " + image_dir +
+                               " holds no channel to an agent, which the job has");
+  }
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    return internal_error("socketpair: " + errno_text(errno));
+  }
+  j.output_fd = pair[0];
+  fcntl(j.output_fd, F_SETFL, O_NONBLOCK);
+  r.channel_theirs.adopt(pair[1]);
+  struct stat theirs {};
+  if (fstat(pair[1], &theirs) == 0) j.channel_inode = theirs.st_ino;
+  r.criu.inherit = {{pair[1], dumped}};
+  return Status::ok();
+}
+
+void ProcessExecutor::start_restore(std::unique_ptr<Restore> r) {
   // As for dumps: the thread touches only its Restore record.
   Restore* d = r.get();
   const int notify = notify_write_.get();
@@ -617,8 +641,8 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
     ssize_t ignored = write(notify, &byte, 1);
     (void)ignored;
   });
-  restores_.emplace(given.id, std::move(r));
-  return Status::ok();
+  const JobId id = r->launch.id;
+  restores_.emplace(id, std::move(r));
 }
 
 Status ProcessExecutor::finish_restore(JobId id) {

@@ -250,25 +250,77 @@ std::string ProcessExecutor::container_id(JobId job, int worker) const {
   return "hpcq-" + config_.instance + "-" + std::to_string(job) + "-" + std::to_string(worker);
 }
 
-Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job& j,
-                                          const std::string& restore_images) const {
-  WorkerSpec& worker = l.workers[w];
-  // The image: a bundle (config.json names its root) or a root file system.
-  std::string rootfs = l.image;
-  const std::string bundle_config = read_whole(l.image + "/config.json");
+namespace {
+
+// The image's root file system: a bundle's (its config.json names it) or
+// the image itself.
+Result<std::string> image_rootfs(const std::string& image) {
+  std::string rootfs = image;
+  const std::string bundle_config = read_whole(image + "/config.json");
   if (!bundle_config.empty()) {
     nlohmann::json c = nlohmann::json::parse(bundle_config, nullptr, false);
     if (c.is_discarded() || !c.contains("root") || !c["root"].contains("path") ||
         !c["root"]["path"].is_string()) {
-      return invalid_argument("image " + l.image + ": config.json has no root.path");
+      return invalid_argument("image " + image + ": config.json has no root.path");
     }
     const std::string path = c["root"]["path"].get<std::string>();
-    rootfs = !path.empty() && path[0] == '/' ? path : l.image + "/" + path;
+    rootfs = !path.empty() && path[0] == '/' ? path : image + "/" + path;
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(rootfs, ec)) {
-    return invalid_argument("image " + l.image + ": " + rootfs + " is not a directory");
+    return invalid_argument("image " + image + ": " + rootfs + " is not a directory");
   }
+  return rootfs;
+}
+
+}  // namespace
+
+OciContainer ProcessExecutor::container_config(const JobLaunch& l, const JobLaunch& inner,
+                                               const std::string& rootfs,
+                                               const std::string& dir) const {
+  const WorkerSpec& worker = inner.workers.front();
+  OciContainer c;
+  c.rootfs = rootfs;
+  c.args = {kContainerShell, dir};
+  c.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  c.uid = l.uid;
+  c.gid = l.gid;
+  for (std::uint32_t g : l.groups) {
+    if (g != l.gid) c.additional_gids.push_back(g);
+  }
+  c.cgroups_path =
+      hierarchy_.job_path(config_.instance, l.id) + "/worker-" + std::to_string(worker.id);
+  c.cpus = worker.host_cpus;
+  c.mems = worker.host_mems;
+  c.memory_limit_bytes = worker.memory_limit_bytes;
+  c.pids_limit = config_.container_pids_limit;
+  c.shell_binary = config_.container_shell_path;
+  c.writable_dirs = {dir};
+  if (!l.cwd.empty()) c.writable_dirs.push_back(l.cwd);
+  for (const std::string* out : {&l.stdout_path, &l.stderr_path}) {
+    if (!out->empty()) c.writable_dirs.push_back(std::filesystem::path(*out).parent_path());
+  }
+  std::error_code ec;
+  if (std::filesystem::exists("/etc/hosts", ec)) c.read_only_files.push_back("/etc/hosts");
+  std::set<int> gpus;
+  for (const TaskSpec& t : inner.tasks) gpus.insert(t.gpus.begin(), t.gpus.end());
+  for (int g : gpus) {
+    if (static_cast<std::size_t>(g) >= config_.gpu_devices.by_gpu.size()) continue;
+    const auto& files = config_.gpu_devices.by_gpu[static_cast<std::size_t>(g)];
+    c.devices.insert(c.devices.end(), files.begin(), files.end());
+  }
+  if (!c.devices.empty()) {
+    const auto& shared = config_.gpu_devices.shared;
+    c.devices.insert(c.devices.end(), shared.begin(), shared.end());
+  }
+  return c;
+}
+
+Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job& j,
+                                          const std::string& restore_images) const {
+  WorkerSpec& worker = l.workers[w];
+  auto rootfs = image_rootfs(l.image);
+  if (!rootfs.is_ok()) return rootfs.status();
 
   const JobFiles files(j.dir);
   if (mkdir(files.oci_dir.c_str(), 0711) != 0 && errno != EEXIST) {
@@ -302,40 +354,8 @@ Status ProcessExecutor::prepare_container(JobLaunch& l, std::size_t w, const Job
   }
   HPCQ_RETURN_IF_ERROR(write_hostfiles(inside, l.hostfile, l.uid, l.gid));
 
-  OciContainer c;
-  c.rootfs = rootfs;
-  c.args = {kContainerShell, dir};
-  c.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
-  c.uid = l.uid;
-  c.gid = l.gid;
-  for (std::uint32_t g : l.groups) {
-    if (g != l.gid) c.additional_gids.push_back(g);
-  }
-  c.cgroups_path =
-      hierarchy_.job_path(config_.instance, l.id) + "/worker-" + std::to_string(worker.id);
-  c.cpus = worker.host_cpus;
-  c.mems = worker.host_mems;
-  c.memory_limit_bytes = worker.memory_limit_bytes;
-  c.pids_limit = config_.container_pids_limit;
-  c.shell_binary = config_.container_shell_path;
-  c.writable_dirs = {dir};
-  if (!l.cwd.empty()) c.writable_dirs.push_back(l.cwd);
-  for (const std::string* out : {&l.stdout_path, &l.stderr_path}) {
-    if (!out->empty()) c.writable_dirs.push_back(std::filesystem::path(*out).parent_path());
-  }
-  if (std::filesystem::exists("/etc/hosts", ec)) c.read_only_files.push_back("/etc/hosts");
-  std::set<int> gpus;
-  for (const TaskSpec& t : inner.tasks) gpus.insert(t.gpus.begin(), t.gpus.end());
-  for (int g : gpus) {
-    if (static_cast<std::size_t>(g) >= config_.gpu_devices.by_gpu.size()) continue;
-    const auto& files = config_.gpu_devices.by_gpu[static_cast<std::size_t>(g)];
-    c.devices.insert(c.devices.end(), files.begin(), files.end());
-  }
-  if (!c.devices.empty()) {
-    const auto& shared = config_.gpu_devices.shared;
-    c.devices.insert(c.devices.end(), shared.begin(), shared.end());
-  }
-  HPCQ_RETURN_IF_ERROR(write_new_file(dir + "/config.json", oci_config_json(c), 0600, 0, 0));
+  HPCQ_RETURN_IF_ERROR(write_new_file(
+      dir + "/config.json", oci_config_json(container_config(l, inner, *rootfs, dir)), 0600, 0, 0));
 
   worker.results = inside.results;
   const std::string id = container_id(l.id, worker.id);
