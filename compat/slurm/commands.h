@@ -37,6 +37,10 @@ struct TableStyle {
 void print_table(const std::vector<Field>& fields, const TableStyle& style, std::size_t rows,
                  const std::function<std::string(std::size_t, const Field&)>& value_of);
 
+// --help, --usage: prints "Usage: PROGRAM [OPTIONS]" and the options hpcq
+// honours, and says so (true: the command exits 0).
+bool printed_usage(const ReadOptions& options, const char* program, const char* operands = "");
+
 int squeue(const std::vector<std::string>& args);
 int sacct(const std::vector<std::string>& args);
 int sinfo(const std::vector<std::string>& args);

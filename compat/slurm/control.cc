@@ -111,6 +111,7 @@ int scancel(const std::vector<std::string>& args) {
                                   {'A', "account", true}});
   if (!read.is_ok()) return fail(read.status());
   const ReadOptions& o = *read;
+  if (printed_usage(o, "scancel", "JOB_ID[.STEP]...")) return 0;
   if (o.has("batch")) {
     return fail(invalid_argument("--batch: not honoured by hpcq (a signal goes to the whole job)"));
   }

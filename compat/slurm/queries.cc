@@ -30,6 +30,16 @@ bool allowed(const std::vector<std::string>& values, const std::string& value) {
   return values.empty() || std::find(values.begin(), values.end(), value) != values.end();
 }
 
+bool printed_usage(const ReadOptions& options, const char* program, const char* operands) {
+  if (options.usage.empty()) return false;
+  std::cout << "Usage: " << program << " [OPTIONS]" << (*operands != 0 ? " " : "") << operands
+            << "\n"
+            << options.usage << "hpcq's " << program
+            << " reads these of Slurm's options; docs/slurm.md says which it refuses and how the "
+               "rest differ.\n";
+  return true;
+}
+
 void print_table(const std::vector<Field>& fields, const TableStyle& style, std::size_t rows,
                  const std::function<std::string(std::size_t, const Field&)>& value_of) {
   auto print = [&](const std::function<std::string(const Field&)>& value) {
@@ -201,6 +211,7 @@ int squeue(const std::vector<std::string>& args) {
                                   {'n', "name", true}});
   if (!read.is_ok()) return fail(read.status());
   const ReadOptions& o = *read;
+  if (printed_usage(o, "squeue")) return 0;
   std::vector<Field> fields;
   if (o.has("Format")) {
     auto named = parse_named_format(o.last("Format"), ':');
@@ -430,6 +441,7 @@ int sacct(const std::vector<std::string>& args) {
                                   {'D', "duplicates", false}});
   if (!read.is_ok()) return fail(read.status());
   const ReadOptions& o = *read;
+  if (printed_usage(o, "sacct")) return 0;
   std::string format = o.has("brief") ? "JobID,State,ExitCode"
                        : o.has("long")
                            ? "JobID,JobIDRaw,JobName,Partition,MaxRSS,AllocCPUS,Elapsed,TotalCPU,"
@@ -596,6 +608,7 @@ int sinfo(const std::vector<std::string>& args) {
                                   {'a', "all", false}});
   if (!read.is_ok()) return fail(read.status());
   const ReadOptions& o = *read;
+  if (printed_usage(o, "sinfo")) return 0;
   Client client(cli::socket_path());
   v1::ListQueuesResponse queues;
   Status s = client.call("ListQueues", v1::ListQueuesRequest(), &queues);

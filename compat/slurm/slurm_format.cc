@@ -35,6 +35,15 @@ Result<ReadOptions> read_options(const std::vector<std::string>& args,
       out.operands.push_back(w);
       continue;
     }
+    if (w == "--help" || w == "--usage") {
+      out.usage.clear();
+      for (const OptionSpec& s : specs) {
+        out.usage += "  ";
+        out.usage += s.short_name != 0 ? std::string("-") + s.short_name + ", " : "    ";
+        out.usage += "--" + std::string(s.long_name) + (s.takes_value ? "=VALUE" : "") + "\n";
+      }
+      return out;
+    }
     const OptionSpec* spec = nullptr;
     std::string value;
     bool has_value = false;

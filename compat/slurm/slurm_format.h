@@ -29,6 +29,9 @@ struct ReadOptions {
   std::string last(const std::string& name, const std::string& otherwise = "") const;
   // Every value given, each split at commas.
   std::vector<std::string> list(const std::string& name) const;
+  // Set when --help or --usage was given: the options the command takes,
+  // one per line (the command prints it and exits 0, as Slurm's do).
+  std::string usage;
 };
 Result<ReadOptions> read_options(const std::vector<std::string>& args,
                                  const std::vector<OptionSpec>& specs);

@@ -163,6 +163,7 @@ int sstat(const std::vector<std::string>& args) {
                                   {'e', "helpformat", false}});
   if (!read.is_ok()) return fail(read.status());
   const ReadOptions& o = *read;
+  if (printed_usage(o, "sstat")) return 0;
   if (o.has("helpformat")) {
     std::cout << "AveCPU      AveRSS      JobID       MaxRSS      MaxRSSNode  MinCPU\n"
                  "MinCPUNode  NTasks      Nodelist\n";
@@ -214,6 +215,7 @@ int sattach(const std::vector<std::string>& args) {
                                   {0, "pty", false}});
   if (!read.is_ok()) return fail(read.status());
   const ReadOptions& o = *read;
+  if (printed_usage(o, "sattach", "JOB.STEP")) return 0;
   for (const char* refused : {"output-filter", "error-filter", "layout", "pty"}) {
     if (o.has(refused)) {
       return fail(invalid_argument(std::string("--") + refused + ": not honoured by hpcq"));

@@ -252,6 +252,12 @@ def test_what_hpcq_cannot_honour_is_refused_in_one_line():
     p = slurm("sbatch", "--mail-type=END", "--wrap", "true", rc=1)
     t.check(p.stderr == "sbatch: error: --mail-type: not honoured by hpcq (docs/slurm.md)\n",
             f"stderr: {p.stderr!r}")
+    for command in ("squeue", "sacct", "sinfo", "scancel", "sstat", "sattach"):
+        p = slurm(command, "--help")
+        t.check(p.stdout.startswith(f"Usage: {command} [OPTIONS]") and "\n  -" in p.stdout and
+                p.stdout.endswith("docs/slurm.md says which it refuses and how the rest differ.\n"),
+                f"{command} --help: {p.stdout!r}")
+    t.check(slurm("squeue", "--usage").stdout == slurm("squeue", "--help").stdout, "--usage")
     p = slurm("squeue", "--frobnicate", rc=1)
     t.check(p.stderr.count("\n") == 1 and "--frobnicate" in p.stderr, f"stderr: {p.stderr!r}")
     p = slurm("scancel", "999999", rc=1)
