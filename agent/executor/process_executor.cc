@@ -297,11 +297,11 @@ void ProcessExecutor::end_with_job(Job& step) {
 
 void ProcessExecutor::check_timeouts(TimeUs now) {
   for (auto& [id, job] : jobs_) {
-    send_input(job);
+    job.channel.send_queued();
     check_ready(job);  // a shell silent past its bound
   }
   for (auto& [key, step] : steps_) {
-    send_input(step);
+    step.channel.send_queued();
     check_ready(step);
     if (!step.ending_with_job || step.kill_sent || step.exited) continue;
     if (step.term_sent == 0) {
@@ -349,9 +349,9 @@ Status ProcessExecutor::clean_up(Job& job) {
     close(job.pidfd);  // readable for good now; cleanup retries ride on later calls
     job.pidfd = -1;
   }
-  read_output(job);             // all of it: the shell wrote it before it exited
-  close_fd(job.pmi_listen_fd);  // no shell will connect any more
-  if (job.oom_kills < 0) {      // before the cgroup goes
+  read_channel(job);                // all of it: the shell wrote it before it exited
+  close_fd(job.channel.listen_fd);  // no shell will connect any more
+  if (job.oom_kills < 0) {          // before the cgroup goes
     // Only a failed job's end names them (exit_of), and counting lists
     // every cgroup of the job's (v1).
     job.oom_kills = job.shell_code == 0 ? 0 : job.cgroup.oom_kills();
@@ -427,90 +427,22 @@ std::vector<int> ProcessExecutor::wait_fds() const {
   if (!dumps_.empty() || !restores_.empty()) fds.push_back(notify_read_.get());
   for (const auto& [id, job] : jobs_) {
     if (job.pidfd >= 0) fds.push_back(job.pidfd);
-    if (job.output_fd >= 0) fds.push_back(job.output_fd);
-    if (job.pmi_listen_fd >= 0) fds.push_back(job.pmi_listen_fd);
+    if (job.channel.fd >= 0) fds.push_back(job.channel.fd);
+    if (job.channel.listen_fd >= 0) fds.push_back(job.channel.listen_fd);
     if (job.ready_fd >= 0) fds.push_back(job.ready_fd);
   }
   for (const auto& [key, step] : steps_) {
     if (step.pidfd >= 0) fds.push_back(step.pidfd);
-    if (step.output_fd >= 0) fds.push_back(step.output_fd);
-    if (step.pmi_listen_fd >= 0) fds.push_back(step.pmi_listen_fd);
+    if (step.channel.fd >= 0) fds.push_back(step.channel.fd);
+    if (step.channel.listen_fd >= 0) fds.push_back(step.channel.listen_fd);
     if (step.ready_fd >= 0) fds.push_back(step.ready_fd);
   }
   return fds;
 }
 
-void ProcessExecutor::read_output(Job& job) {
-  if (job.pmi_listen_fd >= 0 && job.output_fd < 0) {
-    const int fd = accept4(job.pmi_listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd >= 0) {  // the shell's tasks use PMI across nodes now: the channel is open
-      job.output_fd = fd;
-      job.channel = true;
-      job.awaiting_handoff = true;
-      close_fd(job.pmi_listen_fd);
-    }
-  }
-  if (job.output_fd < 0 || (job.awaiting_handoff && !take_handoff(job))) return;
-  static char frame[kOutputFrameData + 64];
-  for (;;) {
-    const ssize_t n = recv(job.output_fd, frame, sizeof frame, MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
-    if (n > 0) {
-      take_frame(job, std::string_view(frame, static_cast<size_t>(n)));
-      continue;
-    }
-    // The shell has ended (or the socket failed).
-    if (n == 0 || errno != EAGAIN) close_fd(job.output_fd);
-    return;
-  }
-}
-
-bool ProcessExecutor::take_handoff(Job& job) {
-  Received got = receive_fd(job.output_fd);
-  if (got.kind == Received::Kind::kNothingYet) return false;
-  job.awaiting_handoff = false;
-  if (got.kind == Received::Kind::kClosed) {
-    close_fd(job.output_fd);
-    return false;
-  }
-  if (got.fd >= 0) {
-    close(job.output_fd);
-    job.output_fd = got.fd;
-    fcntl(job.output_fd, F_SETFL, O_NONBLOCK);
-  } else {
-    take_frame(job, got.data);
-  }
-  send_input(job);  // what came for it before (modex requests)
-  return true;
-}
-
-void ProcessExecutor::take_frame(Job& job, std::string_view frame) {
-  auto decoded = decode_output_frame(frame);
-  if (!decoded.is_ok()) {
-    spdlog::warn("job {}: {}", job.id, decoded.status().message());
-    return;
-  }
-  if (decoded->failure_code) {
-    PmiEvent failure;
-    failure.kind = PmiEvent::Kind::kFailure;
-    failure.id = job.id;
-    failure.step = job.step;
-    failure.code = *decoded->failure_code;
-    failure.seen_at = decoded->failure_seen_at;
-    failure.data = std::move(decoded->data);
-    pmi_events_.push_back(std::move(failure));
-    return;
-  }
-  if (decoded->modex) {
-    take_modex_frame(job, std::move(*decoded->modex));
-    return;
-  }
-  if (decoded->fence) {
-    take_fence_frame(job, *decoded->fence);
-    return;
-  }
-  output_.push_back(
-      {job.id, job.step, decoded->rank, decoded->is_stderr, std::move(decoded->data)});
+void ProcessExecutor::read_channel(Job& job) {
+  job.channel.read({job.id, job.step, static_cast<std::size_t>(config_.pmi_max_kvs_bytes), output_,
+                    pmi_events_});
 }
 
 Result<LiveUsage> ProcessExecutor::usage(JobId id, std::uint32_t step) const {
@@ -558,11 +490,12 @@ Status ProcessExecutor::fence_done(JobId id, std::uint32_t step, std::uint32_t s
   Job* job = find(id, step);
   const std::string name = name_of(id, step);
   if (!job || job->exited) return not_found(name + " is not running here");
-  if (job->output_fd < 0) return failed_precondition(name + " has no MPI world across nodes");
-  for (const FenceFrame& frame : split_fence(seq, data)) {
-    job->input.push_back(encode_input_frame(frame));
+  if (!job->channel.takes_frames()) {
+    return failed_precondition(name + " has no MPI world across nodes");
   }
-  send_input(*job);
+  for (const FenceFrame& frame : split_fence(seq, data)) {
+    job->channel.send(encode_input_frame(frame));
+  }
   return Status::ok();
 }
 
@@ -571,9 +504,10 @@ Status ProcessExecutor::fence_failed(JobId id, std::uint32_t step, std::uint32_t
   Job* job = find(id, step);
   const std::string name = name_of(id, step);
   if (!job || job->exited) return not_found(name + " is not running here");
-  if (job->output_fd < 0) return failed_precondition(name + " has no MPI world across nodes");
-  job->input.push_back(encode_input_frame(FenceFrame{seq, true, why, /*failed=*/true}));
-  send_input(*job);
+  if (!job->channel.takes_frames()) {
+    return failed_precondition(name + " has no MPI world across nodes");
+  }
+  job->channel.send(encode_input_frame(FenceFrame{seq, true, why, /*failed=*/true}));
   return Status::ok();
 }
 
@@ -581,64 +515,11 @@ Status ProcessExecutor::deliver_modex(JobId id, std::uint32_t step, const ModexF
   Job* job = find(id, step);
   const std::string name = name_of(id, step);
   if (!job || job->exited) return not_found(name + " is not running here");
-  if (job->output_fd < 0 && job->pmi_listen_fd < 0) {
+  if (!job->channel.takes_frames() && job->channel.listen_fd < 0) {
     return failed_precondition(name + " has no MPI world across nodes");
   }
-  job->input.push_back(encode_input_frame(frame));
-  send_input(*job);
+  job->channel.send(encode_input_frame(frame));
   return Status::ok();
-}
-
-void ProcessExecutor::take_fence_frame(Job& job, const FenceFrame& frame) {
-  // The shell's server refuses puts past the limit: more comes only from a
-  // channel written to by hand, and goes no further.
-  job.fence_too_big = job.fence_too_big || job.fence_data.size() + frame.data.size() >
-                                               static_cast<std::size_t>(config_.pmi_max_kvs_bytes);
-  if (job.fence_too_big) {
-    std::string().swap(job.fence_data);
-  } else {
-    job.fence_data += frame.data;
-  }
-  if (!frame.last) return;
-  PmiEvent event;
-  event.id = job.id;
-  event.step = job.step;
-  if (job.fence_too_big) {
-    job.fence_too_big = false;
-    event.kind = PmiEvent::Kind::kFailure;
-    event.code = 1;
-    event.data = "this node's part of PMI fence " + std::to_string(frame.seq) +
-                 " passed the limit of " + std::to_string(config_.pmi_max_kvs_bytes) +
-                 " bytes ([agent] pmi_max_kvs_bytes)";
-  } else {
-    event.seq = frame.seq;
-    event.nodes = job.pmi_nodes;
-    event.world = job.pmi_node_ranks;
-    event.data = std::exchange(job.fence_data, {});
-  }
-  pmi_events_.push_back(std::move(event));
-}
-
-void ProcessExecutor::take_modex_frame(Job& job, ModexFrame frame) {
-  PmiEvent event;
-  event.id = job.id;
-  event.step = job.step;
-  event.tag = frame.tag;
-  if (frame.kind == ModexFrame::Kind::kRequest) {
-    event.kind = PmiEvent::Kind::kModexRequest;
-    event.rank = frame.rank;
-    event.node = frame.node;
-    pmi_events_.push_back(std::move(event));
-    return;
-  }
-  std::string& data = job.modex_data[frame.tag];
-  data += frame.data;
-  if (!frame.last) return;
-  event.kind = PmiEvent::Kind::kModexData;
-  event.code = frame.status;
-  event.data = std::move(data);
-  job.modex_data.erase(frame.tag);
-  pmi_events_.push_back(std::move(event));
 }
 
 std::vector<PmiEvent> ProcessExecutor::take_pmi_events() { return std::exchange(pmi_events_, {}); }
@@ -647,9 +528,8 @@ Status ProcessExecutor::write_input(JobId id, std::uint32_t step, const TaskInpu
   Job* job = find(id, step);
   const std::string name = name_of(id, step);
   if (!job || job->exited) return not_found(name + " is not running here");
-  if (job->output_fd < 0) return failed_precondition(name + " does not take input");
-  job->input.push_back(encode_input_frame(input));
-  send_input(*job);
+  if (!job->channel.takes_frames()) return failed_precondition(name + " does not take input");
+  job->channel.send(encode_input_frame(input));
   return Status::ok();
 }
 
@@ -659,27 +539,16 @@ Status ProcessExecutor::grant_output(JobId id, std::uint32_t step, int rank, boo
   const std::string name = name_of(id, step);
   if (!job || job->exited) return not_found(name + " is not running here");
   // A container's shell takes no credit (shell_io.h, TaskIo).
-  if (job->output_fd < 0 || job->image) return failed_precondition(name + " takes no credit");
-  job->input.push_back(encode_credit_frame({rank, is_stderr, bytes}));
-  send_input(*job);
+  if (!job->channel.takes_frames() || job->image) {
+    return failed_precondition(name + " takes no credit");
+  }
+  job->channel.send(encode_credit_frame({rank, is_stderr, bytes}));
   return Status::ok();
 }
 
-void ProcessExecutor::send_input(Job& job) {
-  while (!job.input.empty() && job.output_fd >= 0 && !job.awaiting_handoff) {
-    const std::string& frame = job.input.front();
-    if (send(job.output_fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN) job.input.clear();  // the shell is gone
-      return;                                  // full: again on the next check (check_timeouts)
-    }
-    job.input.pop_front();
-  }
-}
-
 std::vector<TaskOutput> ProcessExecutor::take_output() {
-  for (auto& [id, job] : jobs_) read_output(job);
-  for (auto& [key, step] : steps_) read_output(step);
+  for (auto& [id, job] : jobs_) read_channel(job);
+  for (auto& [key, step] : steps_) read_channel(step);
   return std::exchange(output_, {});
 }
 
@@ -696,8 +565,7 @@ std::vector<std::string> ProcessExecutor::cgroup_dirs(JobId id) const {
 
 void ProcessExecutor::discard(Job& job) {
   close_fd(job.ready_fd);  // not reported: nor is its start
-  close_fd(job.output_fd);
-  close_fd(job.pmi_listen_fd);
+  job.channel.close();
   if (!job.exited && job.pidfd >= 0) {
     signal_pidfd(job.pidfd, SIGKILL);
     wait_gone(job);

@@ -84,6 +84,7 @@
 #include "agent/executor/gpu_devices.h"
 #include "agent/executor/oci_bundle.h"
 #include "agent/executor/posix.h"
+#include "agent/executor/shell_channel.h"
 #include "lib/core/ids.h"
 #include "lib/core/status.h"
 #include "shell/contract.h"
@@ -272,43 +273,13 @@ class ProcessExecutor final : public Executor {
     int oom_kills = -1;             // read from the cgroup once the shell has ended (-1: not yet)
     std::uint64_t memory_peak = 0;  // read with oom_kills
     std::int64_t time_limit_s = 0;
-    uid_t uid = 0;         // the job's user (another user's job may not be checkpointable)
-    bool channel = false;  // JobLaunch::has_channel, or the shell has opened it
-    bool channel_on_demand = false;             // JobLaunch::channel_on_demand
-    int pmi_nodes = 0;                          // JobLaunch::pmi.nodes
-    std::vector<std::uint32_t> pmi_node_ranks;  // JobLaunch::pmi.node_ranks
-    bool pmix_server = false;                   // its shell hosts a PMIx server (until dropped)
-    int pmi_listen_fd = -1;                     // channel_on_demand: where the shell connects
-    int output_fd = -1;                         // channel: our end of it
-    // Opened on demand, and the shell's first message (our end of its
-    // channel, handed over) not read yet.
-    bool awaiting_handoff = false;
-    // The inode of the shell's end of the channel: a dump takes it as an
-    // external socket, which the restore connects to a new one of ours.
-    std::uint64_t channel_inode = 0;
-    std::deque<std::string> input;  // frames for the shell that its socket did not take yet
-    std::string fence_data;         // a PMI fence's chunks from the shell, until its last
-    bool fence_too_big = false;     // they passed pmi_max_kvs_bytes: dropped, the world fails
-    std::map<std::uint64_t, std::string> modex_data;  // modex answers' chunks, by tag
+    uid_t uid = 0;             // the job's user (another user's job may not be checkpointable)
+    bool pmix_server = false;  // its shell hosts a PMIx server (until dropped)
+    ShellChannel channel;      // fd 4: output, input, fences, modex
   };
-  // Reads what the shell has sent on job.output_fd into output_; closes it at
-  // the shell's end.
-  void read_output(Job& job);
-  // A channel opened on demand: the shell sends our end of a socketpair
-  // whose other end it keeps, as kHeldChannelFd too (shell/contract.h), so that
-  // this channel also outlives the agent. False while it has not come. An
-  // older shell sends frames: its connection is the channel.
-  bool take_handoff(Job& job);
-  // One frame from the shell: output, a fence's or a modex chunk, a failure.
-  void take_frame(Job& job, std::string_view frame);
-  // A chunk of this node's contribution to a PMI fence from the shell (an
-  // event once the last has come), or its failure past pmi_max_kvs_bytes.
-  void take_fence_frame(Job& job, const FenceFrame& frame);
-  // A direct modex frame from the shell: a request of its own, or a chunk of
-  // its answer to another node's (an event once the last has come).
-  void take_modex_frame(Job& job, ModexFrame frame);
-  // Sends the job's queued input frames, as many as the socket takes now.
-  static void send_input(Job& job);
+  // Reads what the job's shell has sent on its channel into output_ and
+  // pmi_events_.
+  void read_channel(Job& job);
   // A step of a running job: its directory under the job's, its cgroup a
   // child of the job's, its own shell.
   Status launch_step(JobLaunch l);

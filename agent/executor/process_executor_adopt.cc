@@ -36,10 +36,10 @@ void ProcessExecutor::take_launch_fields(Job& j, const JobLaunch& l) const {
   j.id = l.id;
   j.step = l.step;
   j.uid = l.uid;
-  j.channel = l.has_channel();
-  j.channel_on_demand = l.channel_on_demand();
-  j.pmi_nodes = l.pmi.nodes;
-  j.pmi_node_ranks = l.pmi.node_ranks;
+  j.channel.open = l.has_channel();
+  j.channel.on_demand = l.channel_on_demand();
+  j.channel.pmi_nodes = l.pmi.nodes;
+  j.channel.pmi_node_ranks = l.pmi.node_ranks;
   j.pmix_server = l.pmix_server();
   if (l.step != 0) return;  // the rest is the job's (a step has its job's)
   j.image = !l.image.empty();
@@ -106,21 +106,21 @@ std::optional<ProcessExecutor::Job> ProcessExecutor::take_back(const std::string
 }
 
 void ProcessExecutor::take_back_channel(Job& j) const {
-  if (j.pidfd < 0 || (!j.channel && !j.channel_on_demand)) return;
+  if (j.pidfd < 0 || (!j.channel.open && !j.channel.on_demand)) return;
   const int theirs = fd_of_shell(j.pidfd, kOutputFd);
   const bool opened = is_socket(theirs);
-  if (j.channel_on_demand && !opened) {
+  if (j.channel.on_demand && !opened) {
     // Not opened yet: where the shell opens it, ready again.
     Result<int> listening = listen_unix(JobFiles(j.dir).pmi_socket);
-    if (listening.is_ok()) j.pmi_listen_fd = *listening;
+    if (listening.is_ok()) j.channel.listen_fd = *listening;
   } else if (opened) {
-    j.channel = true;
+    j.channel.open = true;
     struct stat st {};
-    if (fstat(theirs, &st) == 0) j.channel_inode = st.st_ino;
+    if (fstat(theirs, &st) == 0) j.channel.inode = st.st_ino;
     // Our end as the shell holds it (non-blocking: the flag is the socket's);
     // /dev/null where it let go of it (a dump), or an older shell's file.
-    j.output_fd = fd_of_shell(j.pidfd, kHeldChannelFd);
-    if (!is_socket(j.output_fd)) close_fd(j.output_fd);
+    j.channel.fd = fd_of_shell(j.pidfd, kHeldChannelFd);
+    if (!is_socket(j.channel.fd)) close_fd(j.channel.fd);
   }
   if (theirs >= 0) close(theirs);
 }
@@ -148,7 +148,7 @@ std::set<JobId> ProcessExecutor::take_back_shells() {
     }
     spdlog::info("job {}: taken back from the previous agent ({}{})", *id,
                  taken.exited ? "it ended meanwhile" : "running",
-                 !taken.exited && taken.channel && taken.output_fd < 0
+                 !taken.exited && taken.channel.open && taken.channel.fd < 0
                      ? "; its channel to the agent is lost"
                      : "");
   }
@@ -187,8 +187,8 @@ void ProcessExecutor::detach() {
   while (!restores_.empty()) (void)finish_restore(restores_.begin()->first);
   auto let_go = [](Job& job) {
     close_fd(job.ready_fd);
-    close_fd(job.output_fd);
-    close_fd(job.pmi_listen_fd);
+    close_fd(job.channel.fd);
+    close_fd(job.channel.listen_fd);
     close_fd(job.pidfd);
   };
   for (auto& [key, step] : steps_) let_go(step);

@@ -341,19 +341,19 @@ Status ProcessExecutor::check_checkpointable(Job& job, const std::string& name) 
   if (!steps_of(id).empty()) {
     return failed_precondition(name + " has steps running: checkpoint it between steps");
   }
-  if (job.channel && (job.channel_on_demand || job.pmi_nodes > 1)) {
+  if (job.channel.open && (job.channel.on_demand || job.channel.pmi_nodes > 1)) {
     // Its ranks on the other nodes, which it has talked to through us,
     // would not be in this dump (one whose ranks never used PMI can go).
     return failed_precondition(name +
                                " is an MPI world across nodes whose ranks have used PMI: it "
                                "cannot be checkpointed");
   }
-  if (job.channel && job.image) {
+  if (job.channel.open && job.image) {
     return failed_precondition(name +
                                " runs in containers and sends its output to its caller (hpcq run "
                                "--image): it cannot be checkpointed");
   }
-  if (job.channel && (job.output_fd < 0 || job.channel_inode == 0)) {
+  if (job.channel.open && (job.channel.fd < 0 || job.channel.inode == 0)) {
     return failed_precondition(name +
                                " lost its channel to this node's agent (the agent restarted): it "
                                "cannot be checkpointed");
@@ -420,7 +420,7 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   if (it == jobs_.end()) return not_found(name + " is not running here");
   Job& job = it->second;
   HPCQ_RETURN_IF_ERROR(check_checkpointable(job, name));
-  if (job.pmix_server || job.channel) HPCQ_RETURN_IF_ERROR(prepare_shell_for_dump(job, name));
+  if (job.pmix_server || job.channel.open) HPCQ_RETURN_IF_ERROR(prepare_shell_for_dump(job, name));
   // runc's containers see the job directory through a bind of their own.
   auto live = job.image ? std::vector<std::string>{} : live_hostfiles(job.pid, JobFiles(job.dir));
   if (!live.is_ok()) return Status(live.status().code(), name + ": " + live.status().message());
@@ -434,7 +434,7 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
                       {"criu_version", criu_.version},
                       {"executor", job.image ? "oci" : "process"},
                       {"workers", job.worker_ids},
-                      {"channel_inode", job.channel ? job.channel_inode : 0},
+                      {"channel_inode", job.channel.open ? job.channel.inode : 0},
                       {kExternalMounts, *live}};
   const std::string meta_tmp = meta + ".tmp";
   if (!write_text(meta_tmp, m.dump(2) + "\n")) {
@@ -450,7 +450,7 @@ Status ProcessExecutor::begin_checkpoint(JobId id, const std::string& image_dir,
   dump->criu.leave_running = then == CheckpointThen::kContinue;
   dump->criu.freeze_cgroup = job.image ? "" : freezer_dir(job.cgroup);
   // hpcq run's output: the shell's socket to us goes as an external one.
-  if (job.channel) dump->criu.external_sockets = {job.channel_inode};
+  if (job.channel.open) dump->criu.external_sockets = {job.channel.inode};
   dump->criu.external_mounts = *live;
   dump->criu.timeout = std::chrono::seconds(config_.criu_timeout_s);
   if (job.image) {
@@ -570,7 +570,7 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
   j.dir = meta["job_dir"].get<std::string>();
   j.time_limit_s = l.time_limit_s;
   j.uid = l.uid;
-  j.channel = l.has_channel();
+  j.channel.open = l.has_channel();
   j.launched = now;
   set_limit(j, l.time_limit_s);
   j.image = containers;
@@ -585,7 +585,7 @@ Status ProcessExecutor::begin_restore(const JobLaunch& given, const std::string&
     discard(j);  // nothing of it may be left
     return Status(prepared.code(), name + " not restored: " + prepared.message());
   }
-  if (j.channel) {
+  if (j.channel.open) {
     prepared = reconnect_channel(meta.value("channel_inode", std::uint64_t{0}), image_dir, j, *r);
     if (!prepared.is_ok()) {
       discard(j);
@@ -613,11 +613,11 @@ Status ProcessExecutor::reconnect_channel(std::uint64_t dumped, const std::strin
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
     return internal_error("socketpair: " + errno_text(errno));
   }
-  j.output_fd = pair[0];
-  fcntl(j.output_fd, F_SETFL, O_NONBLOCK);
+  j.channel.fd = pair[0];
+  fcntl(j.channel.fd, F_SETFL, O_NONBLOCK);
   r.channel_theirs.adopt(pair[1]);
   struct stat theirs {};
-  if (fstat(pair[1], &theirs) == 0) j.channel_inode = theirs.st_ino;
+  if (fstat(pair[1], &theirs) == 0) j.channel.inode = theirs.st_ino;
   r.criu.inherit = {{pair[1], dumped}};
   return Status::ok();
 }

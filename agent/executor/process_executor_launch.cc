@@ -527,10 +527,10 @@ Status ProcessExecutor::start_shell(Job& job) {
   if (pipe2(ready_pipe, O_CLOEXEC) != 0) return internal_error("pipe: " + errno_text(errno));
   Fd ready_read(ready_pipe[0]), ready_write(ready_pipe[1]);
   Fd output_ours, output_theirs;
-  if (job.channel) {
+  if (job.channel.open) {
     Result<std::uint64_t> inode = open_channel(output_ours, output_theirs);
     if (!inode.is_ok()) return inode.status();
-    job.channel_inode = *inode;
+    job.channel.inode = *inode;
   }
 
   // Everything the child needs is built before clone: it may not allocate.
@@ -568,7 +568,7 @@ Status ProcessExecutor::start_shell(Job& job) {
   // Where the shell opens its channel when its tasks first use PMI; ready
   // before the shell runs (a restarted agent's leftover file is replaced).
   Fd pmi_listen;
-  if (job.channel_on_demand) {
+  if (job.channel.on_demand) {
     Result<int> listening = listen_unix(files.pmi_socket);
     if (!listening.is_ok()) return listening.status();
     pmi_listen.adopt(*listening);
@@ -582,8 +582,8 @@ Status ProcessExecutor::start_shell(Job& job) {
   HPCQ_RETURN_IF_ERROR(let_shell_go(pid, pidfd, job.shell_cgroup, go_write.get()));
   job.pid = pid;
   job.pidfd = pidfd;
-  job.output_fd = output_ours.release();
-  job.pmi_listen_fd = pmi_listen.release();
+  job.channel.fd = output_ours.release();
+  job.channel.listen_fd = pmi_listen.release();
   // The shell writes one byte once every task is forked, then closes; end
   // of file alone means it ended early, which reap() reports. Not waited
   // for here: forking the tasks can take seconds (a task's output file on a
