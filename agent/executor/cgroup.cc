@@ -151,6 +151,25 @@ Status write_v2_cpu_weight(const std::string& dir, const std::vector<int>& cpus)
   return write_file(dir + "/cpu.weight", std::to_string(weight));
 }
 
+// The directories a creation made: removed again, newest first, unless it
+// succeeded (kept).
+struct MadeDirs {
+  std::vector<std::string> dirs;
+  bool kept = false;
+  ~MadeDirs() {
+    if (kept) return;
+    for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) rmdir(it->c_str());
+  }
+};
+
+// The v2 controllers a cgroup with these limits needs enabled in its parent.
+std::set<std::string> required_v2_controllers(const CgroupLimits& limits) {
+  std::set<std::string> required;
+  if (!limits.cpus.empty() || !limits.mems.empty()) required.insert("cpuset");
+  if (limits.memory_bytes > 0) required.insert("memory");
+  return required;
+}
+
 }  // namespace
 
 Status JobCgroup::add_process(pid_t pid) const {
@@ -221,25 +240,18 @@ std::vector<pid_t> JobCgroup::pids() const {
 
 Result<JobCgroup> JobCgroup::create_child(const std::string& name,
                                           const CgroupLimits& limits) const {
-  std::vector<std::string> made;
-  auto fail = [&made](Status s) -> Result<JobCgroup> {
-    for (auto it = made.rbegin(); it != made.rend(); ++it) rmdir(it->c_str());
-    return s;
-  };
+  MadeDirs made;
   std::vector<std::string> children;
   for (const std::string& parent : dirs_) {
     const std::string dir = parent + "/" + name;
     if (version_ == CgroupVersion::kV2) {
-      std::set<std::string> required;
-      if (!limits.cpus.empty() || !limits.mems.empty()) required.insert("cpuset");
-      if (limits.memory_bytes > 0) required.insert("memory");
-      Status s = enable_v2_controllers(parent, kV2Controllers, required);
-      if (!s.is_ok()) return fail(s);
+      HPCQ_RETURN_IF_ERROR(
+          enable_v2_controllers(parent, kV2Controllers, required_v2_controllers(limits)));
     }
     bool created = false;
     Status s = make_dir(dir, &created);
-    if (!s.is_ok()) return fail(s);
-    if (created) made.push_back(dir);
+    if (!s.is_ok()) return s;
+    if (created) made.dirs.push_back(dir);
     const bool v1 = version_ == CgroupVersion::kV1;
     const bool has_cpuset = !v1 || std::filesystem::exists(dir + "/cpuset.cpus");
     const bool has_memory =
@@ -257,9 +269,10 @@ Result<JobCgroup> JobCgroup::create_child(const std::string& name,
                      std::to_string(limits.memory_bytes));
     }
     if (s.is_ok() && !v1) s = write_v2_cpu_weight(dir, limits.cpus);
-    if (!s.is_ok()) return fail(s);
+    if (!s.is_ok()) return s;
     children.push_back(dir);
   }
+  made.kept = true;
   return JobCgroup(version_, std::move(children));
 }
 
@@ -430,17 +443,6 @@ Result<JobCgroup> CgroupHierarchy::create_job(const std::string& instance, JobId
 
 namespace {
 
-// The directories a job's creation made: removed again, newest first,
-// unless it succeeded (kept).
-struct MadeDirs {
-  std::vector<std::string> dirs;
-  bool kept = false;
-  ~MadeDirs() {
-    if (kept) return;
-    for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) rmdir(it->c_str());
-  }
-};
-
 // The job's own directory: kNotFound when its parent is missing.
 Status make_job_dir(const std::string& dir, gid_t group, std::vector<std::string>& made) {
   if (mkdir(dir.c_str(), 0750) == 0) {
@@ -468,9 +470,7 @@ Result<JobCgroup> CgroupHierarchy::create_v2_job(const std::string& instance, Jo
                                                  std::vector<std::string>& made_dirs) const {
   const std::string job = "job-" + std::to_string(id);
   bool created = false;
-  std::set<std::string> required;
-  if (!limits.cpus.empty() || !limits.mems.empty()) required.insert("cpuset");
-  if (limits.memory_bytes > 0) required.insert("memory");
+  const std::set<std::string> required = required_v2_controllers(limits);
   std::string dir = v2_root_ + v2_base_;
   for (const std::string& part : {std::string("hpcq"), instance, job}) {
     auto ready = ready_parents_.find(dir);
